@@ -1,0 +1,309 @@
+/*
+ * mds_stats.c -- lock-free counters and log-linear latency histograms.
+ *
+ * Every field is a relaxed atomic: a sample is a handful of independent
+ * increments, and readers accept a summary that lags by the samples in
+ * flight (mds_stats.h, invariant 1). Percentiles are computed from the
+ * buckets, never from `count`, so a reader racing a recorder still walks a
+ * self-consistent total.
+ */
+#include "mds_stats.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "xt_common.h"
+
+struct mds_hist {
+    _Atomic uint64_t count, errors, sum;
+    _Atomic uint64_t min, max; /* min is UINT64_MAX until the first sample */
+    _Atomic uint64_t bucket[MDS_STATS_BUCKETS];
+};
+
+struct mds_stats {
+    struct mds_hist op[MDS_OP__COUNT];
+    _Atomic uint64_t ctr[MDS_CTR__COUNT];
+};
+
+static const char *const op_names[MDS_OP__COUNT] = {
+    "create", "lookup", "update", "delete", "list", "sync",
+    "load", "prepare", "commit", "group", "split",
+};
+
+static const char *const ctr_names[MDS_CTR__COUNT] = {
+    "groups_committed", "groups_aborted", "groups_empty",
+    "records_image", "records_delta", "bytes_image", "bytes_delta",
+    "sync_calls", "early_closes", "lazy_snapshots",
+    "cache_hits", "cache_misses", "cache_load_waits", "cache_evictions",
+    "cache_pressure", "recover_commits", "recover_aborts",
+};
+
+const char *mds_stats_op_name(enum mds_op op)
+{
+    return (unsigned)op < MDS_OP__COUNT ? op_names[op] : "?";
+}
+
+const char *mds_stats_ctr_name(enum mds_ctr ctr)
+{
+    return (unsigned)ctr < MDS_CTR__COUNT ? ctr_names[ctr] : "?";
+}
+
+mds_stats *mds_stats_new(void)
+{
+    mds_stats *st = xt_calloc(1, sizeof *st);
+    if (st)
+        mds_stats_reset(st);
+    return st;
+}
+
+void mds_stats_free(mds_stats *st)
+{
+    xt_free(st);
+}
+
+void mds_stats_reset(mds_stats *st)
+{
+    for (unsigned i = 0; i < MDS_OP__COUNT; i++) {
+        struct mds_hist *h = &st->op[i];
+        atomic_store_explicit(&h->count, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->errors, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->sum, 0, memory_order_relaxed);
+        atomic_store_explicit(&h->min, UINT64_MAX, memory_order_relaxed);
+        atomic_store_explicit(&h->max, 0, memory_order_relaxed);
+        for (unsigned b = 0; b < MDS_STATS_BUCKETS; b++)
+            atomic_store_explicit(&h->bucket[b], 0, memory_order_relaxed);
+    }
+    for (unsigned i = 0; i < MDS_CTR__COUNT; i++)
+        atomic_store_explicit(&st->ctr[i], 0, memory_order_relaxed);
+}
+
+unsigned mds_stats_bucket(uint64_t v)
+{
+    if (v < MDS_STATS_SUB)
+        return (unsigned)v;
+    unsigned e = 63u - (unsigned)__builtin_clzll(v); /* >= SUB_BITS */
+    unsigned shift = e - MDS_STATS_SUB_BITS;
+    unsigned sub = (unsigned)(v >> shift) & (MDS_STATS_SUB - 1);
+    return MDS_STATS_SUB + shift * MDS_STATS_SUB + sub;
+}
+
+void mds_stats_bucket_range(unsigned b, uint64_t *lo, uint64_t *hi)
+{
+    if (b < MDS_STATS_SUB) {
+        *lo = *hi = b;
+        return;
+    }
+    unsigned shift = (b - MDS_STATS_SUB) / MDS_STATS_SUB;
+    unsigned sub = (b - MDS_STATS_SUB) % MDS_STATS_SUB;
+    *lo = (uint64_t)(MDS_STATS_SUB + sub) << shift;
+    *hi = *lo + ((UINT64_C(1) << shift) - 1);
+}
+
+static void atomic_min(_Atomic uint64_t *a, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (v < cur &&
+           !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+static void atomic_max(_Atomic uint64_t *a, uint64_t v)
+{
+    uint64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+    while (v > cur &&
+           !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+}
+
+void mds_stats_record(mds_stats *st, enum mds_op op, uint64_t ns, int rc)
+{
+    if (!st || (unsigned)op >= MDS_OP__COUNT)
+        return;
+    struct mds_hist *h = &st->op[op];
+    atomic_fetch_add_explicit(&h->bucket[mds_stats_bucket(ns)], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&h->sum, ns, memory_order_relaxed);
+    if (rc < 0)
+        atomic_fetch_add_explicit(&h->errors, 1, memory_order_relaxed);
+    atomic_min(&h->min, ns);
+    atomic_max(&h->max, ns);
+}
+
+void mds_stats_add(mds_stats *st, enum mds_ctr ctr, uint64_t n)
+{
+    if (st && (unsigned)ctr < MDS_CTR__COUNT)
+        atomic_fetch_add_explicit(&st->ctr[ctr], n, memory_order_relaxed);
+}
+
+uint64_t mds_stats_counter(const mds_stats *st, enum mds_ctr ctr)
+{
+    if (!st || (unsigned)ctr >= MDS_CTR__COUNT)
+        return 0;
+    return atomic_load_explicit(&((mds_stats *)st)->ctr[ctr], memory_order_relaxed);
+}
+
+/* Quantile from a snapshot of the buckets (see invariant 2). */
+static uint64_t hist_quantile(const uint64_t *snap, uint64_t total, uint64_t mn,
+                              uint64_t mx, double q)
+{
+    if (total == 0)
+        return 0;
+    if (q <= 0)
+        q = 1e-12;
+    if (q > 1)
+        q = 1;
+    double r = q * (double)total;
+    uint64_t rank = (uint64_t)r;
+    if ((double)rank < r)
+        rank++;
+    if (rank < 1)
+        rank = 1;
+    if (rank > total)
+        rank = total;
+    uint64_t cum = 0;
+    for (unsigned b = 0; b < MDS_STATS_BUCKETS; b++) {
+        cum += snap[b];
+        if (cum >= rank) {
+            uint64_t lo, hi;
+            mds_stats_bucket_range(b, &lo, &hi);
+            uint64_t v = lo + (hi - lo) / 2;
+            /* The true sample is inside [lo, hi] and inside [min, max]. */
+            if (v < mn)
+                v = mn;
+            if (v > mx)
+                v = mx;
+            return v;
+        }
+    }
+    return mx;
+}
+
+struct hist_snap {
+    uint64_t b[MDS_STATS_BUCKETS];
+    uint64_t total, errors, sum, min, max;
+};
+
+static void hist_take(const mds_stats *st, enum mds_op op, struct hist_snap *s)
+{
+    struct mds_hist *h = &((mds_stats *)st)->op[op];
+    s->total = 0;
+    for (unsigned b = 0; b < MDS_STATS_BUCKETS; b++) {
+        s->b[b] = atomic_load_explicit(&h->bucket[b], memory_order_relaxed);
+        s->total += s->b[b];
+    }
+    s->errors = atomic_load_explicit(&h->errors, memory_order_relaxed);
+    s->sum = atomic_load_explicit(&h->sum, memory_order_relaxed);
+    s->min = atomic_load_explicit(&h->min, memory_order_relaxed);
+    s->max = atomic_load_explicit(&h->max, memory_order_relaxed);
+    if (s->total == 0)
+        s->min = s->max = 0;
+}
+
+uint64_t mds_stats_percentile(const mds_stats *st, enum mds_op op, double q)
+{
+    if (!st || (unsigned)op >= MDS_OP__COUNT)
+        return 0;
+    struct hist_snap *s = xt_malloc(sizeof *s);
+    if (!s)
+        return 0;
+    hist_take(st, op, s);
+    uint64_t v = hist_quantile(s->b, s->total, s->min, s->max, q);
+    xt_free(s);
+    return v;
+}
+
+void mds_stats_summary(const mds_stats *st, enum mds_op op, struct mds_stats_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!st || (unsigned)op >= MDS_OP__COUNT)
+        return;
+    struct hist_snap *s = xt_malloc(sizeof *s);
+    if (!s)
+        return;
+    hist_take(st, op, s);
+    out->count = s->total;
+    out->errors = s->errors;
+    out->mean_ns = s->total ? s->sum / s->total : 0;
+    out->min_ns = s->min;
+    out->max_ns = s->max;
+    out->p50_ns = hist_quantile(s->b, s->total, s->min, s->max, 0.50);
+    out->p90_ns = hist_quantile(s->b, s->total, s->min, s->max, 0.90);
+    out->p99_ns = hist_quantile(s->b, s->total, s->min, s->max, 0.99);
+    xt_free(s);
+}
+
+/* snprintf-style appender: counts every byte, writes what fits. */
+struct out {
+    char *buf;
+    size_t cap, len;
+};
+
+__attribute__((format(printf, 2, 3)))
+static void outf(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = o->len < o->cap ? o->cap - o->len : 0;
+    int n = vsnprintf(room ? o->buf + o->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        o->len += (size_t)n;
+}
+
+static size_t out_end(struct out *o)
+{
+    if (o->cap)
+        o->buf[o->len < o->cap ? o->len : o->cap - 1] = '\0';
+    return o->len;
+}
+
+size_t mds_stats_dump_text(const mds_stats *st, char *buf, size_t cap)
+{
+    struct out o = { buf, cap, 0 };
+    outf(&o, "%-8s %10s %8s %10s %10s %10s %10s %10s\n", "op", "count", "errors",
+         "mean_us", "p50_us", "p90_us", "p99_us", "max_us");
+    for (unsigned i = 0; i < MDS_OP__COUNT; i++) {
+        struct mds_stats_summary s;
+        mds_stats_summary(st, (enum mds_op)i, &s);
+        if (!s.count)
+            continue;
+        outf(&o, "%-8s %10llu %8llu %10.1f %10.1f %10.1f %10.1f %10.1f\n", op_names[i],
+             (unsigned long long)s.count, (unsigned long long)s.errors, s.mean_ns / 1e3,
+             s.p50_ns / 1e3, s.p90_ns / 1e3, s.p99_ns / 1e3, s.max_ns / 1e3);
+    }
+    for (unsigned i = 0; i < MDS_CTR__COUNT; i++) {
+        uint64_t v = mds_stats_counter(st, (enum mds_ctr)i);
+        if (v)
+            outf(&o, "%s %llu\n", ctr_names[i], (unsigned long long)v);
+    }
+    return out_end(&o);
+}
+
+size_t mds_stats_dump_json(const mds_stats *st, char *buf, size_t cap)
+{
+    struct out o = { buf, cap, 0 };
+    outf(&o, "{\"ops\":{");
+    bool first = true;
+    for (unsigned i = 0; i < MDS_OP__COUNT; i++) {
+        struct mds_stats_summary s;
+        mds_stats_summary(st, (enum mds_op)i, &s);
+        outf(&o,
+             "%s\"%s\":{\"count\":%llu,\"errors\":%llu,\"mean_ns\":%llu,\"p50_ns\":%llu,"
+             "\"p90_ns\":%llu,\"p99_ns\":%llu,\"max_ns\":%llu}",
+             first ? "" : ",", op_names[i], (unsigned long long)s.count,
+             (unsigned long long)s.errors, (unsigned long long)s.mean_ns,
+             (unsigned long long)s.p50_ns, (unsigned long long)s.p90_ns,
+             (unsigned long long)s.p99_ns, (unsigned long long)s.max_ns);
+        first = false;
+    }
+    outf(&o, "},\"counters\":{");
+    for (unsigned i = 0; i < MDS_CTR__COUNT; i++)
+        outf(&o, "%s\"%s\":%llu", i ? "," : "", ctr_names[i],
+             (unsigned long long)mds_stats_counter(st, (enum mds_ctr)i));
+    outf(&o, "}}");
+    return out_end(&o);
+}

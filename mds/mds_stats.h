@@ -1,0 +1,119 @@
+/*
+ * mds_stats.h -- counters and latency histograms of one MDS, per operation.
+ *
+ * Recording is lock-free (relaxed atomics), so every request thread and the
+ * commit thread record without contention beyond the cache line; readers
+ * (heartbeats, `pomctl status`, the tests) get a summary that is exact for
+ * counts and within one histogram bucket for percentiles.
+ *
+ * Histogram: log-linear buckets. Values 0..15 ns have a bucket each; above,
+ * every power of two [2^e, 2^(e+1)) is cut into MDS_STATS_SUB (16) equal
+ * buckets, so a bucket is at most 1/16 of its lower bound wide and a
+ * percentile is reported within 6.25% of the true sample value (the
+ * midpoint of the bucket, clamped to the observed min/max).
+ *
+ * Invariants:
+ *  (1) count(op) == sum of the op's buckets once recording threads are quiet;
+ *      while they run, a summary may lag by the samples in flight.
+ *  (2) Percentile q is defined on the samples as in the sorted model: the
+ *      value of rank ceil(q * n) (1-based, at least 1); the reported value
+ *      lies in the same bucket as that sample.
+ */
+#ifndef MDS_STATS_H
+#define MDS_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Operations with a latency histogram. */
+enum mds_op {
+    MDS_OP_CREATE = 0,
+    MDS_OP_LOOKUP,
+    MDS_OP_UPDATE,
+    MDS_OP_DELETE,
+    MDS_OP_LIST,
+    MDS_OP_SYNC,        /* mds_group_sync: wait for a commit */
+    MDS_OP_LOAD,        /* a slice load from MDSL (image + deltas) */
+    MDS_OP_PREPARE,     /* one prepare call to one participant */
+    MDS_OP_COMMIT,      /* one commit call to one participant */
+    MDS_OP_GROUP,       /* a whole group: close -> committed/aborted */
+    MDS_OP_SPLIT,
+    MDS_OP__COUNT
+};
+
+/* Plain counters. */
+enum mds_ctr {
+    MDS_CTR_GROUPS_COMMITTED = 0,
+    MDS_CTR_GROUPS_ABORTED,
+    MDS_CTR_GROUPS_EMPTY,     /* closed with nothing to write */
+    MDS_CTR_RECORDS_IMAGE,
+    MDS_CTR_RECORDS_DELTA,
+    MDS_CTR_BYTES_IMAGE,
+    MDS_CTR_BYTES_DELTA,
+    MDS_CTR_SYNC_CALLS,
+    MDS_CTR_EARLY_CLOSES,     /* closed by sync or the dirty-bytes bound */
+    MDS_CTR_LAZY_SNAPSHOTS,   /* copy-on-write taken by a next-group writer */
+    MDS_CTR_CACHE_HITS,
+    MDS_CTR_CACHE_MISSES,
+    MDS_CTR_CACHE_LOAD_WAITS, /* a getter waited for another's load */
+    MDS_CTR_CACHE_EVICTIONS,
+    MDS_CTR_CACHE_PRESSURE,   /* eviction asked the group for a commit */
+    MDS_CTR_RECOVER_COMMITS,  /* in-doubt txids committed by recovery */
+    MDS_CTR_RECOVER_ABORTS,
+    MDS_CTR__COUNT
+};
+
+#define MDS_STATS_SUB_BITS 4
+#define MDS_STATS_SUB      (1u << MDS_STATS_SUB_BITS)
+#define MDS_STATS_BUCKETS  (MDS_STATS_SUB + (64 - MDS_STATS_SUB_BITS) * MDS_STATS_SUB)
+
+typedef struct mds_stats mds_stats;
+
+struct mds_stats_summary {
+    uint64_t count;   /* samples */
+    uint64_t errors;  /* samples recorded with rc < 0 */
+    uint64_t mean_ns; /* exact: sum / count */
+    uint64_t min_ns, max_ns;
+    uint64_t p50_ns, p90_ns, p99_ns;
+};
+
+/* A zeroed set of statistics. Caller frees with mds_stats_free. NULL on ENOMEM. */
+mds_stats *mds_stats_new(void);
+void mds_stats_free(mds_stats *st); /* NULL is a no-op */
+
+/* Record one sample of op taking `ns`; rc < 0 also counts an error.
+ * NULL st is a no-op, so modules may run without statistics. */
+void mds_stats_record(mds_stats *st, enum mds_op op, uint64_t ns, int rc);
+void mds_stats_add(mds_stats *st, enum mds_ctr ctr, uint64_t n);
+uint64_t mds_stats_counter(const mds_stats *st, enum mds_ctr ctr);
+
+/* Bucket of a value and the [lo, hi] range (inclusive) a bucket covers:
+ * exposed for the tests. */
+unsigned mds_stats_bucket(uint64_t v);
+void mds_stats_bucket_range(unsigned b, uint64_t *lo, uint64_t *hi);
+
+/* Value at quantile q (0 < q <= 1) of op's samples; 0 when there are none. */
+uint64_t mds_stats_percentile(const mds_stats *st, enum mds_op op, double q);
+void mds_stats_summary(const mds_stats *st, enum mds_op op, struct mds_stats_summary *out);
+
+const char *mds_stats_op_name(enum mds_op op);
+const char *mds_stats_ctr_name(enum mds_ctr ctr);
+
+/* Human text (one line per op with samples, then the non-zero counters) or
+ * JSON ({"ops":{name:{count,errors,mean_ns,p50_ns,p90_ns,p99_ns,max_ns}},
+ * "counters":{name:n}}) into buf[0..cap). Returns the length the full dump
+ * needs, without the NUL (snprintf's contract: truncated when >= cap). */
+size_t mds_stats_dump_text(const mds_stats *st, char *buf, size_t cap);
+size_t mds_stats_dump_json(const mds_stats *st, char *buf, size_t cap);
+
+/* Zero everything (not atomic with respect to concurrent recorders). */
+void mds_stats_reset(mds_stats *st);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MDS_STATS_H */

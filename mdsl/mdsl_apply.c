@@ -1,0 +1,293 @@
+/*
+ * mdsl_apply.c -- the rules by which COMMIT and GCMOVE entries change the
+ * index, shared by live commits, restart replay, rebuild and GC (so that
+ * replaying a folder's TSS in order reproduces the live index exactly).
+ *
+ * Rules (one entry asserts "this record of version v is current"):
+ *  (1) IMAGE v of a slice: ignored if the slice has an image newer than v;
+ *      otherwise it replaces any entry at v and deletes every entry older
+ *      than v (an image contains everything before it).
+ *  (2) DELTA v: ignored if the slice has an image at v or newer; otherwise
+ *      it replaces any entry at v.
+ *  (3) COLUMN (slice, key, group) v: ignored if the current pointer has a
+ *      newer version; otherwise it replaces it. Tombstones stay as pointers
+ *      so an older version can never come back.
+ *  Equal versions replace, so re-asserting a record at a new place (GC) and
+ *  replaying an already applied TSS tail (restart) are both idempotent.
+ *
+ * Live bytes: a pointer charges its record's length to the record's segment
+ * and MDSL_EVIDENCE_COST to its evidence segment; c->ld collects the deltas.
+ */
+#include "mdsl_store_i.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+uint8_t *mdsl_entries_encode(const struct mdsl_entry *e, size_t n)
+{
+    uint8_t *p = xt_malloc(n ? n * MDSL_ENTRY_SIZE : 1);
+    if (p)
+        for (size_t i = 0; i < n; i++)
+            mdsl_seg_entry_put(p + i * MDSL_ENTRY_SIZE, &e[i]);
+    return p;
+}
+
+int mdsl_entries_decode(const uint8_t *payload, uint32_t len, struct mdsl_entry **e, size_t *n)
+{
+    if (len % MDSL_ENTRY_SIZE)
+        return -EBADMSG;
+    size_t k = len / MDSL_ENTRY_SIZE;
+    struct mdsl_entry *v = xt_malloc((k ? k : 1) * sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    for (size_t i = 0; i < k; i++) {
+        mdsl_seg_entry_get(payload + i * MDSL_ENTRY_SIZE, &v[i]);
+        uint8_t t = v[i].type;
+        if ((t != MDSL_REC_IMAGE && t != MDSL_REC_DELTA && t != MDSL_REC_COLUMN) ||
+            v[i].len < MDSL_HDR_SIZE) {
+            xt_free(v);
+            return -EBADMSG;
+        }
+    }
+    *e = v;
+    *n = k;
+    return 0;
+}
+
+static int ld_add(struct apply_ctx *c, bool is_cs, uint32_t group, uint32_t segno, int64_t d)
+{
+    for (size_t i = 0; i < c->nld; i++) {
+        struct live_delta *x = &c->ld[i];
+        if (x->fo == c->fo && x->is_cs == is_cs && x->group == group && x->segno == segno) {
+            x->delta += d;
+            return 0;
+        }
+    }
+    if (c->nld == c->capld) {
+        size_t nc = c->capld ? c->capld * 2 : 16;
+        struct live_delta *nv = xt_realloc(c->ld, nc * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        c->ld = nv;
+        c->capld = nc;
+    }
+    c->ld[c->nld++] = (struct live_delta){ c->fo, is_cs, group, segno, d };
+    return 0;
+}
+
+/* Charge (sign +1) or refund (-1) the live bytes of one pointer. */
+static int charge(struct apply_ctx *c, bool is_cs, uint32_t group, const struct mdsl_ptr *p, int sign)
+{
+    int rc = ld_add(c, is_cs, group, p->segno, sign * (int64_t)p->len);
+    return rc ? rc : ld_add(c, false, 0, p->evidence, sign * (int64_t)MDSL_EVIDENCE_COST);
+}
+
+static bool ptr_eq(const struct mdsl_ptr *a, const struct mdsl_ptr *b)
+{
+    return a->segno == b->segno && a->len == b->len && a->off == b->off && a->csum == b->csum &&
+           a->version == b->version && a->evidence == b->evidence && a->type == b->type &&
+           a->flags == b->flags;
+}
+
+static struct mdsl_ptr entry_ptr(const struct mdsl_entry *e, uint32_t evidence)
+{
+    return (struct mdsl_ptr){ .segno = e->segno, .len = e->len, .off = e->off, .csum = e->csum,
+                              .version = e->version, .evidence = evidence, .type = e->type,
+                              .flags = e->flags };
+}
+
+struct plist {
+    struct mdsl_ptr *p; /* ascending version */
+    size_t n, cap;
+};
+
+static int plist_collect(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
+{
+    struct plist *l = arg;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 8;
+        struct mdsl_ptr *np = xt_realloc(l->p, nc * sizeof *np);
+        if (!np)
+            return -ENOMEM;
+        l->p = np;
+        l->cap = nc;
+    }
+    l->p[l->n] = *p;
+    l->p[l->n++].version = k->version; /* the key is the truth */
+    return 0;
+}
+
+/* Rules (1) and (2) on the working list w. */
+static int slice_assert(struct plist *w, const struct mdsl_ptr *np)
+{
+    bool has_img = false;
+    uint64_t img = 0;
+    for (size_t i = 0; i < w->n; i++)
+        if (w->p[i].type == MDSL_REC_IMAGE && (!has_img || w->p[i].version > img))
+            has_img = true, img = w->p[i].version;
+    if (has_img && (np->type == MDSL_REC_IMAGE ? img > np->version : img >= np->version))
+        return 0;
+    size_t k = 0;
+    for (size_t i = 0; i < w->n; i++) {
+        bool drop = w->p[i].version == np->version ||
+                    (np->type == MDSL_REC_IMAGE && w->p[i].version < np->version);
+        if (!drop)
+            w->p[k++] = w->p[i];
+    }
+    w->n = k;
+    int rc = plist_collect(&(struct mdsl_ikey){ .version = np->version }, np, w);
+    if (rc < 0)
+        return rc;
+    for (size_t i = w->n - 1; i > 0 && w->p[i - 1].version > w->p[i].version; i--) {
+        struct mdsl_ptr t = w->p[i];
+        w->p[i] = w->p[i - 1];
+        w->p[i - 1] = t;
+    }
+    return 0;
+}
+
+static int apply_slice(struct apply_ctx *c, uint32_t slice, const struct mdsl_entry *e,
+                       const size_t *idx, size_t n, uint32_t evidence)
+{
+    struct folder *fo = c->fo;
+    struct plist cur = { 0 }, w = { 0 };
+    int rc = mdsl_index_scan_slice(c->s->idx, fo->fsid, fo->table, slice, plist_collect, &cur);
+    if (rc == 0 && cur.n && !(w.p = xt_malloc(cur.n * sizeof *w.p)))
+        rc = -ENOMEM;
+    if (rc == 0 && cur.n) {
+        memcpy(w.p, cur.p, cur.n * sizeof *w.p);
+        w.n = w.cap = cur.n;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct mdsl_ptr np = entry_ptr(&e[idx[i]], evidence);
+        rc = slice_assert(&w, &np);
+    }
+    struct mdsl_ikey k = { .kind = MDSL_IK_SLICE, .fsid = fo->fsid, .table = fo->table,
+                           .slice = slice };
+    /* diff the two version-sorted lists into puts and deletes */
+    size_t i = 0, j = 0;
+    while (rc == 0 && (i < cur.n || j < w.n)) {
+        if (j == w.n || (i < cur.n && cur.p[i].version < w.p[j].version)) {
+            k.version = cur.p[i].version;
+            mdsl_index_batch_del(c->b, &k);
+            rc = charge(c, false, 0, &cur.p[i++], -1);
+        } else if (i == cur.n || w.p[j].version < cur.p[i].version) {
+            k.version = w.p[j].version;
+            mdsl_index_batch_put(c->b, &k, &w.p[j]);
+            rc = charge(c, false, 0, &w.p[j++], +1);
+        } else {
+            if (!ptr_eq(&cur.p[i], &w.p[j])) {
+                k.version = w.p[j].version;
+                mdsl_index_batch_put(c->b, &k, &w.p[j]);
+                rc = charge(c, false, 0, &cur.p[i], -1);
+                if (rc == 0)
+                    rc = charge(c, false, 0, &w.p[j], +1);
+            }
+            i++, j++;
+        }
+    }
+    xt_free(cur.p);
+    xt_free(w.p);
+    return rc;
+}
+
+static int apply_column(struct apply_ctx *c, const struct mdsl_entry *e, const size_t *idx,
+                        size_t n, uint32_t evidence)
+{
+    struct folder *fo = c->fo;
+    const struct mdsl_entry *f = &e[idx[0]];
+    struct mdsl_ikey k = { .kind = MDSL_IK_COLUMN, .fsid = fo->fsid, .table = fo->table,
+                           .slice = f->slice, .key = f->key, .group = f->group };
+    struct mdsl_ptr old, cur;
+    int rc = mdsl_index_get(c->s->idx, &k, &old);
+    if (rc < 0 && rc != -ENOENT)
+        return rc;
+    bool had = rc == 0, has = had;
+    cur = old;
+    for (size_t i = 0; i < n; i++) {
+        struct mdsl_ptr np = entry_ptr(&e[idx[i]], evidence);
+        if (!has || cur.version <= np.version) {
+            cur = np;
+            has = true;
+        }
+    }
+    if (!has || (had && ptr_eq(&old, &cur)))
+        return 0;
+    mdsl_index_batch_put(c->b, &k, &cur);
+    rc = had ? charge(c, true, k.group, &old, -1) : 0;
+    return rc ? rc : charge(c, true, k.group, &cur, +1);
+}
+
+static const struct mdsl_entry *sort_base;
+
+/* Slices first, then columns; within a key, manifest order. */
+static int cmp_entry(const void *a, const void *b)
+{
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    const struct mdsl_entry *p = &sort_base[x], *q = &sort_base[y];
+    int pc = p->type == MDSL_REC_COLUMN, qc = q->type == MDSL_REC_COLUMN;
+    if (pc != qc)
+        return pc - qc;
+    if (p->slice != q->slice)
+        return p->slice < q->slice ? -1 : 1;
+    if (pc && p->key != q->key)
+        return p->key < q->key ? -1 : 1;
+    if (pc && p->group != q->group)
+        return p->group < q->group ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n, uint32_t evidence)
+{
+    if (n == 0)
+        return 0;
+    size_t *idx = xt_malloc(n * sizeof *idx);
+    if (!idx)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        idx[i] = i;
+    pthread_mutex_lock(&sort_mu); /* qsort has no context argument in C11 */
+    sort_base = e;
+    qsort(idx, n, sizeof *idx, cmp_entry);
+    pthread_mutex_unlock(&sort_mu);
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0;) {
+        const struct mdsl_entry *f = &e[idx[i]];
+        bool col = f->type == MDSL_REC_COLUMN;
+        size_t j = i + 1;
+        while (j < n) {
+            const struct mdsl_entry *g = &e[idx[j]];
+            if ((g->type == MDSL_REC_COLUMN) != col || g->slice != f->slice ||
+                (col && (g->key != f->key || g->group != f->group)))
+                break;
+            j++;
+        }
+        rc = col ? apply_column(c, e, idx + i, j - i, evidence)
+                 : apply_slice(c, f->slice, e, idx + i, j - i, evidence);
+        i = j;
+    }
+    xt_free(idx);
+    return rc;
+}
+
+void mdsl_apply_live(struct apply_ctx *c)
+{
+    for (size_t i = 0; i < c->nld; i++) {
+        struct live_delta *d = &c->ld[i];
+        struct seg *sg = mdsl_st_seg_find(mdsl_st_segarr(d->fo, d->is_cs, d->group, false), d->segno);
+        if (sg)
+            sg->live += d->delta;
+    }
+    c->nld = 0;
+}
+
+void mdsl_apply_ctx_free(struct apply_ctx *c)
+{
+    mdsl_index_batch_free(c->b);
+    xt_free(c->ld);
+    c->b = NULL;
+    c->ld = NULL;
+    c->nld = c->capld = 0;
+}

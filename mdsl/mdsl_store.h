@@ -1,0 +1,143 @@
+/*
+ * mdsl_store.h -- the MDSL storage engine (DESIGN.md section 6): per
+ * (fsid, table) folders of append-only segments, a LevelDB pointer index,
+ * a two-phase-commit participant, slice loads, column reads, statistics and
+ * garbage collection. The network service (pom-mdsl) is a thin layer on this.
+ *
+ * Transaction states of one txid (the coordinator is the MDS):
+ *
+ *   (none) --mdsl_store_prepare()--> PREPARED --mdsl_store_commit()--> COMMITTED
+ *                                        \------mdsl_store_abort()---> ABORTED
+ *
+ * Promises:
+ *  (1) prepare returns 0 only once its records and the PREPARE marker are
+ *      durable; prepared records are invisible to reads.
+ *  (2) commit returns 0 once the COMMIT record is durable and the index
+ *      points at the records; a failed prepare or commit leaves no visible
+ *      partial state (readers see the state before it).
+ *  (3) After a restart, every committed transaction is visible, every
+ *      prepared-but-undecided one is listed by mdsl_store_prepared() and
+ *      waits for the coordinator's commit/abort; torn tails are cut.
+ *  (4) After an fsync or index write error the store refuses writes with
+ *      -EIO until it is reopened (reads keep working); see mdsl_store_health.
+ *
+ * Error codes: -ENOENT (no such slice/column/transaction), -EBADMSG (a
+ * record failed its checksum: corruption, logged with its place), -ENOSPC
+ * (disk full: nothing of the call is visible; retry later), -EIO, -EINVAL,
+ * -EEXIST (txid already prepared), -ENOMEM.
+ *
+ * Threads: every function may be called from any thread at once.
+ */
+#ifndef MDSL_STORE_H
+#define MDSL_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mdsl_format.h"
+#include "mdsl_io.h"
+
+typedef struct mdsl_store mdsl_store;
+
+struct mdsl_store_opts {
+    mdsl_io *io;                /* borrowed; must outlive the store */
+    const char *dir;            /* segment root, as the io backend names it */
+    const char *index_dir;      /* LevelDB folder on the real file system;
+                                   NULL = "<dir>/index" */
+    uint64_t seg_size;          /* segment size; 0 = 64 MiB */
+    double gc_threshold;        /* collect a segment under this live ratio;
+                                   0 = 0.25 */
+    uint64_t gc_bytes_per_sec;  /* GC read+write budget; 0 = unthrottled */
+    bool gc_thread;             /* run GC in a background thread */
+    unsigned gc_interval_ms;    /* background pass period; 0 = 1000 */
+};
+
+/* One record of a transaction. All pointers are borrowed for the call. */
+struct mdsl_rec {
+    uint8_t type;               /* MDSL_REC_IMAGE, _DELTA or _COLUMN */
+    uint8_t flags;              /* MDSL_F_TOMBSTONE (COLUMN only) */
+    uint32_t fsid;
+    uint64_t table;
+    uint32_t slice;
+    uint64_t version;           /* slice version; for COLUMN the row's */
+    uint64_t key;               /* COLUMN: row uuid */
+    uint32_t group;             /* COLUMN: column group */
+    const void *data;
+    uint32_t len;
+};
+
+/* Open (creating `dir` if needed) and recover. *out: mdsl_store_close(). */
+int mdsl_store_open(const struct mdsl_store_opts *o, mdsl_store **out);
+/* Stop GC, close files and the index. Does no writes (a crash-safe close). */
+void mdsl_store_close(mdsl_store *s);
+
+/* ---- two-phase commit ------------------------------------------------ */
+
+/* REQUIRES: txid != 0; n >= 1. Records may span tables. -EEXIST if txid is
+ * already prepared. */
+int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n);
+/* 0 also when txid was recently committed (an idempotent retry); -ENOENT
+ * if unknown; -EINVAL if it was aborted. */
+int mdsl_store_commit(mdsl_store *s, uint64_t txid);
+/* 0 also when txid was recently aborted; -ENOENT if unknown (never
+ * prepared here, or decided too long ago to remember); -EINVAL if it was
+ * committed. */
+int mdsl_store_abort(mdsl_store *s, uint64_t txid);
+/* Prepared, undecided txids: *txids (caller frees with xt_free), *n. */
+int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n);
+
+/* ---- reads ----------------------------------------------------------- */
+
+struct mdsl_blob {
+    uint64_t version;
+    void *data;                 /* owned by the enclosing result */
+    uint32_t len;
+};
+
+/* The latest image of a slice plus the deltas after it, oldest first; the
+ * caller replays them (images and deltas are opaque bytes here). */
+struct mdsl_slice_load {
+    bool has_image;
+    struct mdsl_blob image;
+    size_t ndeltas;
+    struct mdsl_blob *deltas;
+};
+/* -ENOENT if the slice has nothing. Free *out with mdsl_slice_load_free. */
+int mdsl_store_load_slice(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
+                          struct mdsl_slice_load *out);
+void mdsl_slice_load_free(struct mdsl_slice_load *l);
+
+/* *data (caller frees with xt_free; may be NULL when *len is 0). -ENOENT if
+ * absent or deleted (tombstone). */
+int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
+                           uint64_t key, uint32_t group, void **data, uint32_t *len,
+                           uint64_t *version);
+
+/* Table metadata (opaque), kept in the folder's `md` file; durable on 0. */
+int mdsl_store_set_md(mdsl_store *s, uint32_t fsid, uint64_t table, const void *md, uint32_t len);
+/* *md: caller frees with xt_free. -ENOENT if none was set. */
+int mdsl_store_get_md(mdsl_store *s, uint32_t fsid, uint64_t table, void **md, uint32_t *len);
+
+/* ---- management ------------------------------------------------------ */
+
+struct mdsl_stat {
+    uint64_t tables, segments;
+    uint64_t bytes;             /* bytes in segment files */
+    uint64_t live_bytes;        /* bytes of records the index points at (+
+                                   the evidence charge, see docs) */
+    double live_ratio;          /* live_bytes / bytes (1 when empty) */
+    uint64_t prepared, commits, aborts;
+    uint64_t gc_passes, gc_moved_bytes, gc_freed_segments;
+    uint64_t corrupt_records;   /* checksum failures seen by reads/scans */
+    int failed;                 /* 0 or the sticky write error */
+};
+int mdsl_store_stat(mdsl_store *s, struct mdsl_stat *st);
+/* 0 or the sticky write error (invariant 4). */
+int mdsl_store_health(mdsl_store *s);
+
+/* One synchronous GC pass over at most max_segments segments whose live
+ * ratio is under the threshold. Returns the number of segments freed. */
+int mdsl_store_gc(mdsl_store *s, unsigned max_segments);
+
+#endif /* MDSL_STORE_H */

@@ -1,0 +1,196 @@
+/*
+ * mdsl_store_i.h -- internals shared by the store's files: mdsl_store.c
+ * (lifecycle, appends, 2PC, reads), mdsl_apply.c (index update rules),
+ * mdsl_recover.c (restart scan), mdsl_gc.c (garbage collection).
+ *
+ * Locks:
+ *   s->mu      short: the folder table, segment arrays and their counters,
+ *              pending transactions, stats, the writer token flag. Never
+ *              held across I/O except mdsl_io_close of an unpinned file.
+ *   writer token (s->writing, waited on with s->wr_cv): one thread at a time
+ *              appends to segments, fsyncs them and applies the index batch
+ *              that follows (LevelDB's writer-queue front). So the order of
+ *              COMMIT/GCMOVE records in a folder's TSS is exactly the order
+ *              in which their index batches were applied; a rebuild that
+ *              replays the TSS in order reproduces the index. Readers never
+ *              take the token; GC takes it only to append a bounded chunk.
+ */
+#ifndef MDSL_STORE_I_H
+#define MDSL_STORE_I_H
+
+#include <pthread.h>
+
+#include "mdsl_index.h"
+#include "mdsl_seg.h"
+#include "mdsl_store.h"
+
+/* Live-bytes charge of one pointer on its evidence (TSS) segment. */
+#define MDSL_EVIDENCE_COST MDSL_ENTRY_SIZE
+
+struct seg {
+    uint32_t no;
+    uint64_t size;          /* append end; protected by mu, written by token holder */
+    int64_t live;           /* live bytes (mu) */
+    mdsl_file *f;
+    int refs;               /* readers pinning the file (mu) */
+    bool dead;              /* off its array; closed at refs == 0 (mu) */
+};
+
+struct segarr {
+    struct seg **v;         /* sorted by no; last = active (append) segment */
+    size_t n, cap;
+};
+
+struct csgroup {
+    uint32_t group;
+    struct segarr segs;
+};
+
+struct folder {
+    struct folder *hnext;
+    uint32_t fsid;
+    uint64_t table;
+    char *path;
+    struct segarr tss;      /* (mu) */
+    struct csgroup *cs;     /* (mu) */
+    size_t ncs;
+    mdsl_file *md;          /* created with the folder */
+    uint64_t md_size;       /* (token) */
+};
+
+/* One folder's part of a prepared transaction. */
+struct ptx_part {
+    struct folder *fo;
+    uint32_t man_segno;     /* position of the PREPARE record */
+    uint64_t man_off;
+    struct mdsl_entry *e;
+    size_t n;
+};
+
+struct ptx {
+    struct ptx *next;
+    uint64_t txid;
+    struct ptx_part *parts;
+    size_t nparts;
+};
+
+#define MDSL_DECIDED_RING 1024
+
+struct mdsl_store {
+    struct mdsl_store_opts o;
+    char *dir, *index_dir;
+    mdsl_io *io;
+    mdsl_index *idx;
+
+    pthread_mutex_t mu;
+    pthread_cond_t wr_cv;
+    bool writing;           /* writer token (mu) */
+    int failed;             /* sticky write error (mu) */
+
+    struct folder **ht;     /* folder hash table (mu) */
+    size_t ht_n, ht_cap;
+    struct ptx *pending;    /* (mu) */
+    uint64_t dec_txid[MDSL_DECIDED_RING]; /* recent decisions (mu) */
+    bool dec_commit[MDSL_DECIDED_RING];
+    unsigned dec_pos;
+
+    struct mdsl_stat st;    /* counters (mu) */
+
+    pthread_t gc_tid;
+    bool gc_running, gc_stop; /* (mu) */
+    pthread_cond_t gc_cv;
+};
+
+/* ---- mdsl_store.c ------------------------------------------------------ */
+void mdsl_st_fail(mdsl_store *s, int err, const char *what);
+void mdsl_st_token_take(mdsl_store *s);
+void mdsl_st_token_put(mdsl_store *s);
+/* REQUIRES: mu held. */
+struct folder *mdsl_st_folder_find(mdsl_store *s, uint32_t fsid, uint64_t table);
+/* Find or create (mkdir + md) a folder. REQUIRES: token held, mu not held. */
+int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create,
+                       struct folder **out);
+/* REQUIRES: mu held. NULL if absent. */
+struct segarr *mdsl_st_segarr(struct folder *fo, bool is_cs, uint32_t group, bool create);
+struct seg *mdsl_st_seg_find(struct segarr *a, uint32_t no);
+int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group,
+                    uint32_t no, bool create, struct seg **out);
+void mdsl_st_seg_unpin(mdsl_store *s, struct seg *sg); /* REQUIRES: mu held */
+void mdsl_st_seg_path(const struct folder *fo, bool is_cs, uint32_t group, uint32_t no,
+                      char *buf, size_t n);
+
+/* Staged appends of one writer-token holder. */
+struct stage {
+    struct folder *fo;
+    struct seg *seg;
+    bool is_cs;
+    uint32_t group;
+    uint64_t start;         /* file offset of buf[0] = seg size before */
+    uint8_t *buf;
+    size_t len, cap;
+};
+struct wbatch {
+    struct stage *v;
+    size_t n, cap;
+};
+/* Append an encoded record (h filled, payload) to the active segment of
+ * (fo, kind), rolling to a new segment when full. *segno, *off: its place. */
+int mdsl_st_stage(mdsl_store *s, struct wbatch *wb, struct folder *fo, bool is_cs,
+                  uint32_t group, struct mdsl_rec_hdr *h, const void *payload,
+                  uint32_t *segno, uint64_t *off);
+/* Append a complete record as it is (GC moves). */
+int mdsl_st_stage_raw(mdsl_store *s, struct wbatch *wb, struct folder *fo, bool is_cs,
+                      uint32_t group, const uint8_t *rec, uint32_t len, uint32_t *segno,
+                      uint64_t *off);
+/* Write + fsync every stage. On error the files are cut back (or the store
+ * fails); nothing of the batch stays. */
+int mdsl_st_flush(mdsl_store *s, struct wbatch *wb);
+void mdsl_st_wbatch_free(struct wbatch *wb);
+/* Resume position of a folder: the oldest pending PREPARE, else the TSS
+ * end. REQUIRES: mu held. */
+void mdsl_st_resume_pos(mdsl_store *s, struct folder *fo, uint32_t *segno, uint64_t *off);
+/* Read and verify a pointed-at record. -EAGAIN if its segment is gone (GC
+ * raced; the caller re-reads the index). *rec: xt_free. */
+int mdsl_st_read_ptr(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group,
+                     const struct mdsl_ptr *p, struct mdsl_rec_hdr *h, uint8_t **rec);
+/* Decide a pending tx (token held): decision records, fsync, index. */
+int mdsl_st_decide_locked(mdsl_store *s, struct ptx *t, bool commit);
+void mdsl_st_ptx_free(struct ptx *t);
+void mdsl_st_decided(mdsl_store *s, uint64_t txid, bool commit); /* mu held */
+
+/* ---- mdsl_apply.c ------------------------------------------------------ */
+struct live_delta {
+    struct folder *fo;
+    bool is_cs;
+    uint32_t group, segno;
+    int64_t delta;
+};
+struct apply_ctx {
+    mdsl_store *s;
+    struct folder *fo;
+    mdsl_index_batch *b;
+    struct live_delta *ld;  /* NULL-able growing array */
+    size_t nld, capld;
+};
+/* Add to ctx->b the index changes of asserting entries e[0..n) with the
+ * given evidence segment (the update rules are in mdsl_apply.c). */
+int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n,
+                       uint32_t evidence);
+/* Add the live-byte deltas to the segments. REQUIRES: mu held. */
+void mdsl_apply_live(struct apply_ctx *c);
+void mdsl_apply_ctx_free(struct apply_ctx *c);
+/* Entries <-> payload. */
+uint8_t *mdsl_entries_encode(const struct mdsl_entry *e, size_t n);
+int mdsl_entries_decode(const uint8_t *payload, uint32_t len, struct mdsl_entry **e, size_t *n);
+
+/* ---- mdsl_recover.c ---------------------------------------------------- */
+/* Load folders and segments, cut torn tails, replay TSS tails into the
+ * index, rebuild pending transactions, compute live bytes. */
+int mdsl_recover(mdsl_store *s);
+
+/* ---- mdsl_gc.c --------------------------------------------------------- */
+int mdsl_gc_pass(mdsl_store *s, unsigned max_segments);
+int mdsl_gc_start(mdsl_store *s);
+void mdsl_gc_stop(mdsl_store *s);
+
+#endif /* MDSL_STORE_I_H */

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The project's one test command (README, and CI through .ci/run):
+# installs what is missing from Debian's packages, builds twice (optimised,
+# and with AddressSanitizer + UndefinedBehaviorSanitizer), runs every CTest
+# test on the optimised build and the unit tests on the sanitizer build,
+# then checks that the benchmarks still run (--quick; speed is not judged).
+#
+# usage: scripts/test.sh [--long] [--no-asan] [--no-bench]
+#   --long     also run the long suites (label `long`), with bigger sizes
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+LONG=0 ASAN=1 BENCH=1
+for a in "$@"; do
+  case "$a" in
+    --long) LONG=1 ;;
+    --no-asan) ASAN=0 ;;
+    --no-bench) BENCH=0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown option $a" >&2; exit 2 ;;
+  esac
+done
+
+JOBS=$(nproc 2>/dev/null || echo 2)
+step() { printf '\n==== %s\n' "$*"; }
+
+step "dependencies"
+bash scripts/install-deps.sh
+
+step "build (RelWithDebInfo) in build/"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$JOBS"
+
+EXCLUDE=()
+[ "$LONG" = 1 ] || EXCLUDE=(-LE long)
+export POM_TEST_LONG=$LONG
+
+step "tests (optimised build)"
+(cd build && ctest --output-on-failure -j"$JOBS" --timeout 900 "${EXCLUDE[@]}")
+
+if [ "$ASAN" = 1 ]; then
+  step "build with -fsanitize=address,undefined in build-asan/"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+        -DPOM_SANITIZE=address,undefined >/dev/null
+  cmake --build build-asan -j"$JOBS"
+  step "unit tests under ASan + UBSan"
+  # Property tests scale themselves down under the sanitizers (POM_TEST_SCALE).
+  (cd build-asan && POM_TEST_SCALE=${POM_TEST_SCALE:-0.25} \
+     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest --output-on-failure -j"$JOBS" --timeout 900 -L unit)
+fi
+
+if [ "$BENCH" = 1 ]; then
+  step "benchmarks still run (--quick; numbers are informative only)"
+  for b in build/bench/bench_*; do
+    [ -x "$b" ] || continue
+    echo "-- $b --quick"
+    "$b" --quick
+  done
+fi
+
+step "all tests passed"

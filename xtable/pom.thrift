@@ -1,0 +1,322 @@
+/*
+ * pom.thrift -- every RPC of Pomegranate, in one place (DESIGN.md sections 4, 6, 8).
+ *
+ * Conventions:
+ *  (1) Every request starts with a ReqHeader: a request id (kept across
+ *      retries of the same call, so a server can answer a retry from its reply
+ *      cache instead of applying the change twice), the caller's remaining
+ *      time budget, and the forwarding hop count.
+ *  (2) Application errors travel in the reply's `status` as a negative errno;
+ *      Thrift exceptions are reserved for transport failure. A reply with
+ *      status != 0 carries no other meaningful field.
+ *  (3) Field ids are never reused; new fields are optional with defaults, so
+ *      a newer and an older peer still understand each other.
+ *  (4) Rows travel as Row structs (fixed columns + column groups); the MDS and
+ *      MDSL convert them to the xt_row codec at the edge.
+ */
+namespace cpp pom.rpc
+
+struct ReqHeader {
+  1: i64 req_id = 0,
+  2: i32 budget_ms = 0,      // 0: the server's default deadline
+  3: i16 hops = 0,           // MDS forwarding count; bounded by a hop limit
+  4: i64 ring_version = 0,   // the caller's ring version (stale -> piggyback)
+  5: i32 client_id = 0,      // R2 site id of the caller (0: unregistered)
+}
+
+/* ---------------- common to every service ---------------- */
+
+struct PingReq {
+  1: ReqHeader hdr,
+  2: binary payload,
+}
+struct PingResp {
+  1: i32 status = 0,
+  2: binary payload,
+  3: i64 server_time_ns = 0,
+}
+
+service Common {
+  PingResp ping(1: PingReq req),
+}
+
+/* ---------------- xTable on MDS (DESIGN 4) ---------------- */
+
+struct Attr {
+  1: i64 uuid = 0,
+  2: i8 type = 0,
+  3: i32 mode = 0,
+  4: i32 uid = 0,
+  5: i32 gid = 0,
+  6: i32 nlink = 0,
+  7: i64 size = 0,
+  8: i64 atime_ns = 0,
+  9: i64 mtime_ns = 0,
+  10: i64 ctime_ns = 0,
+  11: i64 btime_ns = 0,
+  12: i32 flags = 0,
+  13: i64 generation = 0,
+  14: i64 version = 0,
+}
+
+struct Column {
+  1: i16 id,
+  2: binary value,
+}
+
+struct Row {
+  1: binary name,
+  2: Attr attr,
+  3: list<Column> columns,
+}
+
+/* Which table a request addresses and what the caller believes of it. */
+struct TableRef {
+  1: i32 fsid,
+  2: i64 table,              // directory uuid (GDT/ILT/kv tables: reserved ids)
+  3: i32 slice_hint = -1,    // slice the caller's bitmap picked (-1: unknown)
+}
+
+/* Bitmap bits and ring version the caller lacked, piggybacked on replies. */
+struct Piggyback {
+  1: optional binary bitmap,       // xt_bitmap encoding of the table
+  2: optional i64 ring_version,
+}
+
+const i32 XT_F_EXCL      = 0x01    // create: fail with -EEXIST if present
+const i32 XT_F_INLINE    = 0x02    // include inline data in the reply
+const i32 XT_F_IF_VER    = 0x04    // update/delete: only if version matches
+const i32 XT_F_BITMAP    = 0x08    // reply carries the table's bitmap
+const i32 XT_F_SYNC      = 0x10    // reply after the change is committed
+
+struct XtReq {
+  1: ReqHeader hdr,
+  2: TableRef table,
+  3: binary name,
+  4: i32 flags = 0,
+  5: optional Row row,             // create/update: the new values
+  6: optional list<i16> columns,   // lookup: column groups wanted
+  7: optional i64 expect_version,  // with XT_F_IF_VER
+  8: optional i32 set_mask,        // update: which Attr fields to set
+  9: optional list<i16> drop_columns,
+}
+struct XtResp {
+  1: i32 status = 0,
+  2: optional Row row,
+  3: optional Piggyback pb,
+  4: i64 commit_group = 0,         // group holding this change (for sync)
+}
+
+struct ListReq {
+  1: ReqHeader hdr,
+  2: TableRef table,
+  3: i64 cookie = 0,               // resume point (DESIGN 3.5)
+  4: i32 max_entries = 256,
+  5: i32 flags = 0,
+  6: optional list<i16> columns,
+  7: optional binary substring,    // key/value search: only matching keys
+}
+struct ListResp {
+  1: i32 status = 0,
+  2: list<Row> rows,
+  3: list<i64> cookies,            // cookie of each row
+  4: i64 next_cookie = 0,          // XT_COOKIE_END (1<<62) at the end
+  5: optional Piggyback pb,
+}
+
+enum XtOp { CREATE = 1, LOOKUP = 2, UPDATE = 3, DELETE = 4 }
+struct BatchOp {
+  1: XtOp op,
+  2: XtReq req,
+}
+struct BatchReq {
+  1: ReqHeader hdr,
+  2: list<BatchOp> ops,
+}
+struct BatchResp {
+  1: i32 status = 0,
+  2: list<XtResp> results,
+}
+
+struct SyncReq {
+  1: ReqHeader hdr,
+  2: i64 commit_group = 0,         // 0: everything acknowledged so far
+}
+struct SyncResp {
+  1: i32 status = 0,
+  2: i64 committed_group = 0,
+}
+
+service XTable extends Common {
+  XtResp create(1: XtReq req),
+  XtResp lookup(1: XtReq req),
+  XtResp update(1: XtReq req),
+  XtResp remove(1: XtReq req),     // "delete" is reserved in C++
+  ListResp list_rows(1: ListReq req),
+  BatchResp batch(1: BatchReq req),
+  SyncResp sync(1: SyncReq req),
+}
+
+/* ---------------- storage on MDSL (DESIGN 6) ---------------- */
+
+struct SliceRecord {
+  1: i32 fsid,
+  2: i64 table,
+  3: i32 slice,
+  4: i64 version,
+  5: bool full_image,              // image, or a delta of changed rows
+  6: binary bytes,                 // xt_slice image/delta encoding
+  7: optional list<Column> column_bytes,
+}
+struct PrepareReq {
+  1: ReqHeader hdr,
+  2: i64 txid,
+  3: list<SliceRecord> records,
+}
+struct TxReq {
+  1: ReqHeader hdr,
+  2: i64 txid,
+}
+struct TxResp {
+  1: i32 status = 0,
+}
+struct LoadReq {
+  1: ReqHeader hdr,
+  2: i32 fsid,
+  3: i64 table,
+  4: i32 slice,
+}
+struct LoadResp {
+  1: i32 status = 0,
+  2: list<SliceRecord> records,    // latest image then its deltas, in order
+}
+struct ColumnReq {
+  1: ReqHeader hdr,
+  2: i32 fsid,
+  3: i64 table,
+  4: i32 slice,
+  5: binary name,
+  6: i16 group,
+}
+struct ColumnResp {
+  1: i32 status = 0,
+  2: binary value,
+}
+struct StoreStatReq {
+  1: ReqHeader hdr,
+}
+struct StoreStatResp {
+  1: i32 status = 0,
+  2: i64 bytes = 0,
+  3: i64 live_bytes = 0,
+  4: i32 segments = 0,
+  5: list<i64> prepared_txids,
+}
+
+service Storage extends Common {
+  TxResp prepare(1: PrepareReq req),
+  TxResp commit(1: TxReq req),
+  TxResp abort(1: TxReq req),
+  LoadResp load_slice(1: LoadReq req),
+  ColumnResp read_column(1: ColumnReq req),
+  StoreStatResp stat(1: StoreStatReq req),
+}
+
+/* ---------------- R2 site manager (DESIGN 8) ---------------- */
+
+enum SiteType { MDS = 1, MDSL = 2, CLIENT = 3, R2 = 4 }
+enum SiteState { UP = 1, TRANSIENT = 2, FAILED = 3, DRAINING = 4, REMOVED = 5 }
+
+struct Site {
+  1: i32 id,
+  2: SiteType type,
+  3: string address,               // host:port
+  4: i64 capacity = 0,
+  5: SiteState state = SiteState.UP,
+  6: i64 last_heartbeat_ns = 0,
+  7: i64 uuid_lo = 0,              // MDS: uuid range handed out by R2
+  8: i64 uuid_hi = 0,
+}
+struct RingInfo {
+  1: i32 ring,                     // 0: slices -> MDS, 1: slices -> MDSL
+  2: i64 version,
+  3: binary encoded,               // xt_ring encoding
+}
+struct FsInfo {
+  1: i32 fsid,
+  2: string name,
+  3: i64 root_table,
+  4: i64 files = 0,
+  5: i64 bytes = 0,
+  6: i32 mounts = 0,
+  7: optional binary root_bitmap,
+  8: string blob_backend = "local",
+  9: string blob_path = "",
+}
+struct View {
+  1: i64 version,
+  2: list<Site> sites,
+  3: list<RingInfo> rings,
+  4: list<FsInfo> fs,
+}
+struct RegisterReq {
+  1: ReqHeader hdr,
+  2: SiteType type,
+  3: string address,
+  4: i64 capacity = 0,
+  5: i32 prev_id = 0,              // rejoin with the id it had
+}
+struct RegisterResp {
+  1: i32 status = 0,
+  2: i32 site_id = 0,
+  3: optional View view,
+}
+struct FsCounter {
+  1: i32 fsid,
+  2: i64 files,
+  3: i64 bytes,
+}
+struct HeartbeatReq {
+  1: ReqHeader hdr,
+  2: i32 site_id,
+  3: i64 view_version,
+  4: double load = 0,
+  5: list<FsCounter> counters,
+}
+struct ViewResp {
+  1: i32 status = 0,
+  2: optional View view,           // absent when the caller is current
+}
+struct ViewReq {
+  1: ReqHeader hdr,
+  2: i64 since_version = 0,
+}
+struct FsReq {
+  1: ReqHeader hdr,
+  2: string name,
+  3: bool force = false,
+  4: string blob_backend = "",
+  5: string blob_path = "",
+}
+struct FsResp {
+  1: i32 status = 0,
+  2: list<FsInfo> fs,
+}
+struct SiteReq {
+  1: ReqHeader hdr,
+  2: i32 site_id,
+}
+struct SiteResp {
+  1: i32 status = 0,
+}
+
+service R2 extends Common {
+  RegisterResp register_site(1: RegisterReq req),
+  ViewResp heartbeat(1: HeartbeatReq req),
+  ViewResp get_view(1: ViewReq req),
+  FsResp fs_create(1: FsReq req),
+  FsResp fs_list(1: FsReq req),
+  FsResp fs_drop(1: FsReq req),
+  SiteResp site_drain(1: SiteReq req),
+  SiteResp site_remove(1: SiteReq req),
+}

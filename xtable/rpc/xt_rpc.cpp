@@ -1,0 +1,380 @@
+/*
+ * xt_rpc.cpp -- connection pools, the server, request ids, Common.ping.
+ *
+ * Pool: idle connections in a vector under p->mu (held only to push/pop).
+ * A connect failure arms a back-off window (doubling from backoff_min to
+ * backoff_max); calls inside the window fail at once with -ECONNREFUSED
+ * instead of hammering a dead peer. A successful connect resets it.
+ *
+ * The server is in xt_rpc_server.cpp.
+ */
+#include "xt_rpc_i.hpp"
+
+#include "xt_common.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+#include <thrift/TApplicationException.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/protocol/TProtocolException.h>
+#include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSocket.h>
+#include <thrift/transport/TTransportException.h>
+
+using namespace apache::thrift;
+using namespace apache::thrift::transport;
+using namespace apache::thrift::protocol;
+using pom::glue::ProtoPtr;
+
+namespace {
+
+struct Conn {
+    std::shared_ptr<TSocket> sock;
+    std::shared_ptr<TTransport> trans;
+    ProtoPtr proto;
+    int timeout_ms = -1; /* last SO_RCVTIMEO/SO_SNDTIMEO set: skip 2 syscalls a call */
+};
+
+uint64_t now_ms()
+{
+    return xt_mono_ns() / 1000000u;
+}
+
+/* Thrift prints every dropped connection on stderr; a malformed frame is an
+ * expected event for a server, so its chatter goes to our debug log. */
+void thrift_to_log(const char *msg)
+{
+    XT_DBG("thrift: %s", msg);
+}
+
+struct ThriftLogRoute {
+    ThriftLogRoute() { apache::thrift::GlobalOutput.setOutputFunction(thrift_to_log); }
+} thrift_log_route;
+
+} // namespace
+
+struct xt_rpc_pool {
+    std::string host;
+    std::string addr;
+    int port;
+    size_t max_idle;
+    int connect_timeout_ms, call_timeout_ms, backoff_min_ms, backoff_max_ms;
+
+    std::mutex mu;
+    std::vector<Conn> idle;          /* protected by mu */
+    uint64_t retry_at_ms = 0;        /* protected by mu: back-off window end */
+    int backoff_ms = 0;              /* protected by mu */
+
+    std::atomic<uint64_t> calls{0}, errors{0}, timeouts{0}, connects{0},
+        connect_failures{0}, retries{0};
+};
+
+/* ---- request ids -------------------------------------------------------- */
+
+int64_t xt_rpc_new_req_id(void)
+{
+    /* High bits: a per-process random-ish base so ids of two clients differ;
+     * low bits: a counter. Never 0. */
+    static std::atomic<uint64_t> counter{0};
+    static const uint64_t base =
+        (xt_now_ns() ^ ((uint64_t)getpid() << 32)) & 0x7fffffff00000000ull;
+    uint64_t c = counter.fetch_add(1, std::memory_order_relaxed) + 1;
+    return (int64_t)((base + (c << 1)) & 0x7fffffffffffffffull) | 1;
+}
+
+int xt_rpc_parse_addr(const char *addr, char *host, size_t cap, int *port)
+{
+    if (!addr || !*addr)
+        return -EINVAL;
+    const char *colon = strrchr(addr, ':');
+    if (!colon || colon == addr)
+        return -EINVAL;
+    const char *h = addr;
+    size_t hlen = (size_t)(colon - addr);
+    if (h[0] == '[') {
+        if (hlen < 2 || h[hlen - 1] != ']')
+            return -EINVAL;
+        h++;
+        hlen -= 2;
+    }
+    if (hlen == 0 || hlen + 1 > cap)
+        return -EINVAL;
+    char *end = nullptr;
+    errno = 0;
+    long v = strtol(colon + 1, &end, 10);
+    if (errno || !end || *end || v <= 0 || v > 65535)
+        return -EINVAL;
+    memcpy(host, h, hlen);
+    host[hlen] = '\0';
+    *port = (int)v;
+    return 0;
+}
+
+/* ---- client pool -------------------------------------------------------- */
+
+int xt_rpc_pool_new(const struct xt_rpc_pool_opts *o, xt_rpc_pool **out)
+{
+    if (!o || !o->host || o->port <= 0 || o->port > 65535)
+        return -EINVAL;
+    xt_rpc_pool *p = new (std::nothrow) xt_rpc_pool;
+    if (!p)
+        return -ENOMEM;
+    p->host = o->host;
+    p->port = o->port;
+    p->addr = p->host + ":" + std::to_string(o->port);
+    p->max_idle = o->max_idle > 0 ? (size_t)o->max_idle : 8;
+    p->connect_timeout_ms = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : 2000;
+    p->call_timeout_ms = o->call_timeout_ms > 0 ? o->call_timeout_ms : 10000;
+    p->backoff_min_ms = o->backoff_min_ms > 0 ? o->backoff_min_ms : 50;
+    p->backoff_max_ms = o->backoff_max_ms > 0 ? o->backoff_max_ms : 2000;
+    *out = p;
+    return 0;
+}
+
+void xt_rpc_pool_free(xt_rpc_pool *p)
+{
+    if (!p)
+        return;
+    for (auto &c : p->idle) {
+        try {
+            c.trans->close();
+        } catch (...) {
+        }
+    }
+    delete p;
+}
+
+const char *xt_rpc_pool_addr(const xt_rpc_pool *p)
+{
+    return p->addr.c_str();
+}
+
+void xt_rpc_pool_stats(const xt_rpc_pool *p, struct xt_rpc_pool_stats *st)
+{
+    st->calls = p->calls.load();
+    st->errors = p->errors.load();
+    st->timeouts = p->timeouts.load();
+    st->connects = p->connects.load();
+    st->connect_failures = p->connect_failures.load();
+    st->retries = p->retries.load();
+}
+
+static int pool_connect(xt_rpc_pool *p, Conn *c)
+{
+    {
+        std::lock_guard<std::mutex> g(p->mu);
+        if (p->retry_at_ms && now_ms() < p->retry_at_ms)
+            return -ECONNREFUSED;
+    }
+    try {
+        c->sock = std::make_shared<TSocket>(p->host, p->port);
+        c->sock->setConnTimeout(p->connect_timeout_ms);
+        c->sock->setNoDelay(true);
+        c->sock->setLinger(false, 0);
+        c->trans = std::make_shared<TFramedTransport>(c->sock);
+        c->proto = std::make_shared<TBinaryProtocol>(c->trans);
+        c->trans->open();
+    } catch (const std::exception &e) {
+        p->connect_failures++;
+        std::lock_guard<std::mutex> g(p->mu);
+        p->backoff_ms = p->backoff_ms ? std::min(p->backoff_ms * 2, p->backoff_max_ms)
+                                      : p->backoff_min_ms;
+        p->retry_at_ms = now_ms() + (uint64_t)p->backoff_ms;
+        XT_DBG("rpc: connect %s failed: %s (retry in %d ms)", p->addr.c_str(), e.what(),
+               p->backoff_ms);
+        return -ECONNREFUSED;
+    }
+    p->connects++;
+    std::lock_guard<std::mutex> g(p->mu);
+    p->backoff_ms = 0;
+    p->retry_at_ms = 0;
+    return 0;
+}
+
+/* Maps the exception in flight to -errno. */
+static int map_exception(xt_rpc_pool *p, bool *stale)
+{
+    *stale = false;
+    try {
+        throw;
+    } catch (const TTransportException &e) {
+        switch (e.getType()) {
+        case TTransportException::TIMED_OUT:
+            p->timeouts++;
+            return -ETIMEDOUT;
+        case TTransportException::END_OF_FILE:
+        case TTransportException::NOT_OPEN:
+            *stale = true;
+            return -ECONNRESET;
+        case TTransportException::CORRUPTED_DATA:
+            return -EPROTO;
+        default:
+            /* TSocket reports EAGAIN on SO_RCVTIMEO expiry as INTERNAL_ERROR
+             * in some paths; its message names the timeout. */
+            if (strstr(e.what(), "timed out") || strstr(e.what(), "EAGAIN")) {
+                p->timeouts++;
+                return -ETIMEDOUT;
+            }
+            *stale = true;
+            return -EIO;
+        }
+    } catch (const TApplicationException &e) {
+        XT_WARN("rpc: %s: application error: %s", p->addr.c_str(), e.what());
+        return -EPROTO;
+    } catch (const TProtocolException &e) {
+        XT_WARN("rpc: %s: protocol error: %s", p->addr.c_str(), e.what());
+        return -EPROTO;
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    } catch (const std::exception &e) {
+        XT_WARN("rpc: %s: %s", p->addr.c_str(), e.what());
+        return -EIO;
+    }
+}
+
+int pom::glue::invoke(
+    xt_rpc_pool *p, const xt_rpc_call *call,
+    const std::function<int(const ProtoPtr &, const pom::rpc::ReqHeader &)> &fn)
+{
+    pom::rpc::ReqHeader h;
+    int timeout_ms = call && call->timeout_ms > 0 ? call->timeout_ms : p->call_timeout_ms;
+    h.req_id = call && call->req_id ? call->req_id : xt_rpc_new_req_id();
+    h.budget_ms = timeout_ms;
+    h.hops = call ? (int16_t)call->hops : 0;
+    h.ring_version = call ? call->ring_version : 0;
+    p->calls++;
+
+    for (int attempt = 0;; attempt++) {
+        Conn c;
+        bool reused = false;
+        {
+            std::lock_guard<std::mutex> g(p->mu);
+            if (!p->idle.empty()) {
+                c = std::move(p->idle.back());
+                p->idle.pop_back();
+                reused = true;
+            }
+        }
+        if (!reused) {
+            int rc = pool_connect(p, &c);
+            if (rc < 0) {
+                p->errors++;
+                return rc;
+            }
+        }
+        int rc;
+        bool stale = false;
+        try {
+            if (c.timeout_ms != timeout_ms) {
+                c.sock->setRecvTimeout(timeout_ms);
+                c.sock->setSendTimeout(timeout_ms);
+                c.timeout_ms = timeout_ms;
+            }
+            rc = fn(c.proto, h);
+        } catch (...) {
+            rc = map_exception(p, &stale);
+            try {
+                c.trans->close();
+            } catch (...) {
+            }
+            /* A pooled connection the peer closed while idle: the request
+             * never reached a live handler. Retry once, same request id. */
+            if (stale && reused && attempt == 0) {
+                p->retries++;
+                continue;
+            }
+            p->errors++;
+            return rc;
+        }
+        std::lock_guard<std::mutex> g(p->mu);
+        if (p->idle.size() < p->max_idle)
+            p->idle.push_back(std::move(c));
+        if (rc < 0)
+            p->errors++;
+        return rc;
+    }
+}
+
+int xt_rpc_ping(xt_rpc_pool *p, const xt_rpc_call *call, const void *payload,
+                size_t len, void *reply, size_t cap, size_t *reply_len)
+{
+    pom::rpc::PingReq req;
+    req.payload.assign(static_cast<const char *>(payload), len);
+    return pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const pom::rpc::ReqHeader &h) {
+        pom::rpc::CommonClient cl(proto);
+        pom::rpc::PingResp resp;
+        req.hdr = h;
+        cl.ping(resp, req);
+        if (resp.status == 0) {
+            if (reply_len)
+                *reply_len = resp.payload.size();
+            if (reply && cap)
+                memcpy(reply, resp.payload.data(), std::min(cap, resp.payload.size()));
+        }
+        return resp.status;
+    });
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+int xt_rpc_out_set(xt_rpc_out *out, const void *p, size_t len)
+{
+    try {
+        out->s->assign(static_cast<const char *>(p), len);
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    }
+    return 0;
+}
+
+xt_rpc_ctx pom::glue::make_ctx(const pom::rpc::ReqHeader &h, int default_budget_ms)
+{
+    xt_rpc_ctx c;
+    int budget = h.budget_ms > 0 ? h.budget_ms : default_budget_ms;
+    c.req_id = h.req_id;
+    c.deadline_ns = xt_mono_ns() + (uint64_t)budget * 1000000u;
+    c.hops = h.hops;
+    c.ring_version = h.ring_version;
+    c.client_id = h.client_id;
+    return c;
+}
+
+int pom::glue::server_budget_ms(const xt_rpc_server_opts *o)
+{
+    return o && o->default_budget_ms > 0 ? o->default_budget_ms : 30000;
+}
+
+void pom::glue::CommonGlue::ping(pom::rpc::PingResp &resp, const pom::rpc::PingReq &req)
+{
+    resp.server_time_ns = (int64_t)xt_now_ns();
+    if (!ops_ || !ops_->ping) {
+        resp.payload = req.payload;
+        return;
+    }
+    xt_rpc_ctx rc = make_ctx(req.hdr, budget_ms_);
+    xt_rpc_out out{&resp.payload};
+    resp.status = ops_->ping(ctx_, &rc, req.payload.data(), req.payload.size(), &out);
+    if (resp.status > 0)
+        resp.status = 0;
+    if (resp.status != 0)
+        resp.payload.clear();
+}
+
+int xt_rpc_serve_common(const struct xt_rpc_server_opts *opts,
+                        const struct xt_rpc_common_ops *ops, void *ctx,
+                        xt_rpc_server **out)
+{
+    try {
+        auto h = std::make_shared<pom::glue::CommonGlue>(ops, ctx,
+                                                         pom::glue::server_budget_ms(opts));
+        auto proc = std::make_shared<pom::rpc::CommonProcessor>(h);
+        return pom::glue::serve(opts, proc, out);
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    }
+}

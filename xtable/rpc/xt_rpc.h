@@ -1,0 +1,131 @@
+/*
+ * xt_rpc.h -- the C face of the RPC layer (Thrift C++ runtime underneath).
+ *
+ * Every service of pom.thrift extends Common, so this header gives what all
+ * of them share: servers, client connection pools, request contexts, the
+ * errno mapping, and Common.ping. Each service adds its own calls and handler
+ * ops in its own glue header (xt_rpc_mds.h, ...), built on xt_rpc_i.hpp.
+ *
+ * Invariants:
+ *  (1) A call returns 0 or a negative errno: -ETIMEDOUT when the reply did
+ *      not come within the call's timeout, -ECONNREFUSED while the peer cannot
+ *      be reached (connects are retried with exponential back-off, never
+ *      faster), -EPROTO for a malformed or unexpected reply, and the server's
+ *      own negative errno when the handler failed.
+ *  (2) A pool never holds its lock across a connect, a send or a receive.
+ *  (3) A connection that saw any transport error is closed, never reused.
+ *  (4) A server serves many connections with a fixed set of threads: `io`
+ *      threads read and write frames (framed transport, frames over
+ *      max_frame_bytes are refused), `workers` run the handlers. A malformed
+ *      frame closes that one connection; the server stays up.
+ */
+#ifndef XT_RPC_H
+#define XT_RPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a handler learns about the request it serves. */
+typedef struct xt_rpc_ctx {
+    int64_t req_id;        /* the caller's id, equal across retries */
+    uint64_t deadline_ns;  /* xt_mono_ns() after which the caller gave up */
+    int hops;              /* forwarding hops so far */
+    int64_t ring_version;  /* caller's ring version */
+    int32_t client_id;     /* caller's R2 site id, 0 if unregistered */
+} xt_rpc_ctx;
+
+/* How a client identifies one call: the same id on every retry. */
+typedef struct xt_rpc_call {
+    int64_t req_id;        /* 0: a new id is drawn */
+    int timeout_ms;        /* 0: the pool's call_timeout_ms */
+    int hops;
+    int64_t ring_version;
+} xt_rpc_call;
+
+/* A fresh, process-unique, non-zero request id. */
+int64_t xt_rpc_new_req_id(void);
+
+/* ---- server ----------------------------------------------------------- */
+
+typedef struct xt_rpc_server xt_rpc_server;
+
+struct xt_rpc_server_opts {
+    const char *host;        /* bind address; NULL: 127.0.0.1 */
+    int port;                /* 0: a free port, see xt_rpc_server_port() */
+    int io_threads;          /* 0: 2 */
+    int workers;             /* 0: handlers run on the io threads (they must
+                                never block); > 0: a fixed pool */
+    int default_budget_ms;   /* deadline of requests without a budget; 0: 30000 */
+    int max_frame_bytes;     /* 0: 64 MiB */
+};
+
+/* Output buffer of a handler: the reply payload is copied in. */
+typedef struct xt_rpc_out xt_rpc_out;
+/* Copies len bytes as the reply payload. Returns 0 or -ENOMEM. */
+int xt_rpc_out_set(xt_rpc_out *out, const void *p, size_t len);
+
+struct xt_rpc_common_ops {
+    /* Answer a ping: may write a payload with xt_rpc_out_set. Returns 0 or a
+     * negative errno that the caller receives as the call's result. `in` is
+     * valid only during the call. NULL ops->ping echoes the payload. */
+    int (*ping)(void *ctx, const xt_rpc_ctx *rc, const void *in, size_t len,
+                xt_rpc_out *out);
+};
+
+/* Starts a server of the Common service only (tests, benchmarks, probes).
+ * Returns once it listens; *out is freed by xt_rpc_server_stop. `ops` and
+ * `ctx` must outlive the server. -EADDRINUSE, -EINVAL, -ENOMEM. */
+int xt_rpc_serve_common(const struct xt_rpc_server_opts *opts,
+                        const struct xt_rpc_common_ops *ops, void *ctx,
+                        xt_rpc_server **out);
+/* The port the server listens on. */
+int xt_rpc_server_port(const xt_rpc_server *s);
+/* Stops accepting, lets running handlers finish, joins every thread and
+ * frees the server. Safe to call from any thread but a handler's. */
+void xt_rpc_server_stop(xt_rpc_server *s);
+
+/* ---- client ----------------------------------------------------------- */
+
+typedef struct xt_rpc_pool xt_rpc_pool;
+
+struct xt_rpc_pool_opts {
+    const char *host;          /* copied */
+    int port;
+    int max_idle;              /* idle connections kept; 0: 8 */
+    int connect_timeout_ms;    /* 0: 2000 */
+    int call_timeout_ms;       /* 0: 10000 */
+    int backoff_min_ms;        /* first reconnect delay; 0: 50 */
+    int backoff_max_ms;        /* 0: 2000 */
+};
+
+/* A pool of connections to one destination; connects lazily. Thread-safe.
+ * Caller frees with xt_rpc_pool_free (after every call on it returned). */
+int xt_rpc_pool_new(const struct xt_rpc_pool_opts *opts, xt_rpc_pool **out);
+void xt_rpc_pool_free(xt_rpc_pool *p);
+/* "host:port" of the destination; valid while the pool lives. */
+const char *xt_rpc_pool_addr(const xt_rpc_pool *p);
+
+/* Counters of a pool, for tests and status pages. */
+struct xt_rpc_pool_stats {
+    uint64_t calls, errors, timeouts, connects, connect_failures, retries;
+};
+void xt_rpc_pool_stats(const xt_rpc_pool *p, struct xt_rpc_pool_stats *st);
+
+/* Common.ping: sends `len` bytes, receives up to `cap` bytes into `reply`
+ * (*reply_len gets the full length; bytes past cap are dropped). `call` may
+ * be NULL. Returns 0 or a negative errno (see invariant 1). */
+int xt_rpc_ping(xt_rpc_pool *p, const xt_rpc_call *call, const void *payload,
+                size_t len, void *reply, size_t cap, size_t *reply_len);
+
+/* Parses "host:port" (IPv4 name or [v6]) into host (cap bytes) and port.
+ * Returns 0 or -EINVAL. */
+int xt_rpc_parse_addr(const char *addr, char *host, size_t cap, int *port);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XT_RPC_H */

@@ -1,0 +1,63 @@
+/*
+ * xt_log.c -- one-line log records on stderr: time, level, prefix, message.
+ *
+ * A record is formatted into a stack buffer and written with one write(2),
+ * so lines from concurrent threads never interleave. No lock is taken.
+ */
+#include "xt_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static enum xt_log_level log_level = XT_LOG_INFO;
+static char log_prefix[32] = "pom";
+
+void xt_log_set_level(enum xt_log_level level)
+{
+    log_level = level;
+}
+
+void xt_log_set_prefix(const char *prefix)
+{
+    snprintf(log_prefix, sizeof log_prefix, "%s", prefix);
+}
+
+void xt_log(enum xt_log_level level, const char *fmt, ...)
+{
+    static const char *names[] = { "E", "W", "I", "D" };
+    if (level > log_level)
+        return;
+    char buf[1024];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03ld %s %s: ",
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000,
+                     names[level], log_prefix);
+    va_list ap;
+    va_start(ap, fmt);
+    int m = vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    size_t len = (size_t)n + (m < 0 ? 0 : XT_MIN((size_t)m, sizeof buf - (size_t)n - 2));
+    buf[len++] = '\n';
+    ssize_t w = write(STDERR_FILENO, buf, len);
+    (void)w;
+}
+
+uint64_t xt_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t xt_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
