@@ -159,19 +159,27 @@ service XTable extends Common {
 
 /* ---------------- storage on MDSL (DESIGN 6) ---------------- */
 
-struct SliceRecord {
-  1: i32 fsid,
-  2: i64 table,
-  3: i32 slice,
-  4: i64 version,
-  5: bool full_image,              // image, or a delta of changed rows
-  6: binary bytes,                 // xt_slice image/delta encoding
-  7: optional list<Column> column_bytes,
+/* One record of a two-phase commit; mirrors mdsl_rec (mdsl/mdsl_store.h). */
+const i8 STORE_REC_IMAGE  = 1      // full slice image (xt_slice encoding)
+const i8 STORE_REC_DELTA  = 2      // changed rows since the previous version
+const i8 STORE_REC_COLUMN = 3      // one row's column-group bytes
+const i8 STORE_F_TOMBSTONE = 1     // COLUMN: the column was deleted
+
+struct StoreRecord {
+  1: i8 type,
+  2: i8 flags = 0,
+  3: i32 fsid,
+  4: i64 table,
+  5: i32 slice,
+  6: i64 version,
+  7: i64 key = 0,                  // COLUMN: row uuid
+  8: i32 group = 0,                // COLUMN: column group id
+  9: binary data,
 }
 struct PrepareReq {
   1: ReqHeader hdr,
   2: i64 txid,
-  3: list<SliceRecord> records,
+  3: list<StoreRecord> records,
 }
 struct TxReq {
   1: ReqHeader hdr,
@@ -186,31 +194,53 @@ struct LoadReq {
   3: i64 table,
   4: i32 slice,
 }
+struct Blob {
+  1: i64 version,
+  2: binary data,
+}
 struct LoadResp {
   1: i32 status = 0,
-  2: list<SliceRecord> records,    // latest image then its deltas, in order
+  2: optional Blob image,          // the latest image ...
+  3: list<Blob> deltas,            // ... and the deltas after it, oldest first
 }
 struct ColumnReq {
   1: ReqHeader hdr,
   2: i32 fsid,
   3: i64 table,
   4: i32 slice,
-  5: binary name,
-  6: i16 group,
+  5: i64 key,
+  6: i32 group,
 }
 struct ColumnResp {
   1: i32 status = 0,
   2: binary value,
+  3: i64 version = 0,
+}
+struct MdReq {
+  1: ReqHeader hdr,
+  2: i32 fsid,
+  3: i64 table,
+  4: optional binary md,           // set_md: the new metadata
+}
+struct MdResp {
+  1: i32 status = 0,
+  2: binary md,
 }
 struct StoreStatReq {
   1: ReqHeader hdr,
 }
 struct StoreStatResp {
   1: i32 status = 0,
-  2: i64 bytes = 0,
-  3: i64 live_bytes = 0,
-  4: i32 segments = 0,
-  5: list<i64> prepared_txids,
+  2: i64 tables = 0,
+  3: i64 segments = 0,
+  4: i64 bytes = 0,
+  5: i64 live_bytes = 0,
+  6: i64 commits = 0,
+  7: i64 aborts = 0,
+  8: i64 gc_freed_segments = 0,
+  9: i64 corrupt_records = 0,
+  10: i32 failed = 0,              // sticky write error (negative errno) or 0
+  11: list<i64> prepared_txids,    // prepared, undecided
 }
 
 service Storage extends Common {
@@ -219,6 +249,8 @@ service Storage extends Common {
   TxResp abort(1: TxReq req),
   LoadResp load_slice(1: LoadReq req),
   ColumnResp read_column(1: ColumnReq req),
+  MdResp set_md(1: MdReq req),
+  MdResp get_md(1: MdReq req),
   StoreStatResp stat(1: StoreStatReq req),
 }
 

@@ -13,14 +13,19 @@
  *                    tag 8 bits of the hash, so most mismatching probes never
  *                    touch the entry. Deletion shifts the following run back
  *                    (no index tombstones, probe runs stay short).
- *   sorted[0..nsorted) positions of the live rows in listing order. Built by
+ *   sorted[0..nsorted) the live rows in listing order, as (key, pos) pairs:
+ *                    key = 32 bits of xt_hash_order just below the slice's
+ *                    own `depth` fixed bits, so a binary search rarely
+ *                    touches an entry (ties compare in full). Built by
  *                    the first xt_slice_list (O(n log n)), then kept up to
  *                    date by every change (binary search + memmove of u32s)
  *                    as long as listings keep coming: after more than
- *                    nlive/4 + 64 changes without a listing it is dropped
- *                    (sorted_valid = false) so a slice nobody lists pays
- *                    nothing, and the next listing sorts again. The rebuild
- *                    is thus amortised O(log n) per change.
+ *                    64 * log2(nlive) changes without a listing it is dropped
+ *                    and freed (sorted_valid = false) so a slice nobody lists
+ *                    pays neither time nor memory, and the next listing
+ *                    sorts again. A sorted array suits slices of up to some
+ *                    10^4..10^5 rows (the default capacity is 8192); with a
+ *                    million rows each maintained change moves megabytes.
  *
  * An entry is ONE allocation: a 22-byte header (hash, gen, row_len, name_len,
  * flags) followed by the name and then the row bytes.
@@ -57,6 +62,7 @@
 #define SLOT_POS_MAX   0xFFFFFEu          /* pos + 1 must fit 24 bits */
 #define SLOTS_MIN      16u
 #define GROUP_MAX      (XT_COOKIE_SEQ_MAX + 1u)
+#define TOMB_SHRINK_MIN 256u              /* row bytes freed at delete time */
 
 struct xt_ent {
     uint64_t hash;
@@ -69,6 +75,11 @@ struct xt_ent {
 #define ENT_HDR offsetof(struct xt_ent, bytes)
 _Static_assert(offsetof(struct xt_ent, bytes) == 22, "entry header is 22 bytes");
 
+struct sorted_ent {
+    uint32_t key; /* order bits below the slice's fixed prefix */
+    uint32_t pos; /* index into ents */
+};
+
 struct xt_slice {
     pthread_rwlock_t lock;       /* the caller's lock (xt_slice_rdlock/...) */
     pthread_mutex_t sort_mu;     /* lazy sort under the read lock */
@@ -80,7 +91,7 @@ struct xt_slice {
     uint32_t *slots;
     uint32_t nslots;             /* 0 or a power of two >= SLOTS_MIN */
     unsigned slot_bits;          /* log2(nslots) */
-    uint32_t *sorted;            /* see Locking */
+    struct sorted_ent *sorted;   /* see Locking */
     uint32_t nsorted, sorted_cap;
     uint32_t list_mods;          /* changes since the last listing */
     bool sorted_valid;
@@ -201,7 +212,7 @@ size_t xt_slice_mem_bytes(const xt_slice *s)
     /* 16 bytes of allocator overhead per entry is glibc's typical cost. */
     return sizeof(*s) + s->ent_bytes + (size_t)s->nents * 16 +
            (size_t)s->ents_cap * sizeof(*s->ents) + (size_t)s->nslots * 4 +
-           (size_t)s->sorted_cap * 4;
+           (size_t)s->sorted_cap * sizeof(*s->sorted);
 }
 
 /* ---- the index ---------------------------------------------------------- */
@@ -316,13 +327,27 @@ static int key_cmp(uint64_t ha, const uint8_t *na, size_t la, const struct xt_en
     return la < b->name_len ? -1 : la > b->name_len;
 }
 
-/* First k in sorted[] whose entry is not below entry e. */
-static uint32_t sorted_lower(const xt_slice *s, const struct xt_ent *e)
+static inline uint32_t sort_key(const xt_slice *s, uint64_t h)
+{
+    return (uint32_t)((xt_hash_order(h) << s->depth) >> 32);
+}
+
+/* Total order of sorted[] elements a and b (invariant 3). */
+static int sorted_cmp(const xt_slice *s, const struct sorted_ent *a, const struct sorted_ent *b)
+{
+    if (a->key != b->key)
+        return a->key < b->key ? -1 : 1;
+    const struct xt_ent *x = s->ents[a->pos];
+    return key_cmp(x->hash, ent_name(x), x->name_len, s->ents[b->pos]);
+}
+
+/* First k in sorted[] whose element is not below `want`. */
+static uint32_t sorted_lower(const xt_slice *s, const struct sorted_ent *want)
 {
     uint32_t lo = 0, hi = s->nsorted;
     while (lo < hi) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (key_cmp(e->hash, ent_name(e), e->name_len, s->ents[s->sorted[mid]]) > 0)
+        if (sorted_cmp(s, want, &s->sorted[mid]) > 0)
             lo = mid + 1;
         else
             hi = mid;
@@ -330,13 +355,23 @@ static uint32_t sorted_lower(const xt_slice *s, const struct xt_ent *e)
     return lo;
 }
 
-/* Count a change against the listing; false when sorted[] was dropped. */
+static void sorted_drop(xt_slice *s)
+{
+    s->sorted_valid = false;
+    xt_free(s->sorted);
+    s->sorted = NULL;
+    s->nsorted = s->sorted_cap = 0;
+}
+
+/* Count a change against the listing; false when sorted[] is not kept. */
 static bool sorted_keep(xt_slice *s)
 {
     if (!s->sorted_valid)
         return false;
-    if (++s->list_mods > s->nlive / 4 + 64)
-        s->sorted_valid = false;
+    /* Keeping costs a memmove of ~nsorted/2 elements per change; a re-sort
+     * costs ~n log n comparisons (10x dearer each): keep for ~64 log n. */
+    if (++s->list_mods > 64u * (32u - (unsigned)__builtin_clz(s->nlive | 1u)))
+        sorted_drop(s);
     return s->sorted_valid;
 }
 
@@ -347,17 +382,18 @@ static void sorted_add(xt_slice *s, uint32_t pos)
         return;
     if (s->nsorted == s->sorted_cap) {
         uint32_t cap = s->sorted_cap + s->sorted_cap / 4 + 16;
-        uint32_t *n = xt_realloc(s->sorted, (size_t)cap * sizeof(*n));
+        struct sorted_ent *n = xt_realloc(s->sorted, (size_t)cap * sizeof(*n));
         if (!n) { /* no error: the next listing sorts again */
-            s->sorted_valid = false;
+            sorted_drop(s);
             return;
         }
         s->sorted = n;
         s->sorted_cap = cap;
     }
-    uint32_t k = sorted_lower(s, s->ents[pos]);
+    struct sorted_ent want = {sort_key(s, s->ents[pos]->hash), pos};
+    uint32_t k = sorted_lower(s, &want);
     memmove(s->sorted + k + 1, s->sorted + k, (size_t)(s->nsorted - k) * sizeof(*s->sorted));
-    s->sorted[k] = pos;
+    s->sorted[k] = want;
     s->nsorted++;
 }
 
@@ -366,8 +402,9 @@ static void sorted_del(xt_slice *s, uint32_t pos)
 {
     if (!sorted_keep(s))
         return;
-    uint32_t k = sorted_lower(s, s->ents[pos]);
-    assert(k < s->nsorted && s->sorted[k] == pos);
+    struct sorted_ent want = {sort_key(s, s->ents[pos]->hash), pos};
+    uint32_t k = sorted_lower(s, &want);
+    assert(k < s->nsorted && s->sorted[k].pos == pos);
     memmove(s->sorted + k, s->sorted + k + 1,
             (size_t)(s->nsorted - k - 1) * sizeof(*s->sorted));
     s->nsorted--;
@@ -395,8 +432,10 @@ static void remove_at(xt_slice *s, uint32_t i)
         struct xt_ent *m = s->ents[last];
         uint32_t j = slot_of_pos(s, m->hash, last);
         s->slots[j] = slot_make(m->hash, pos);
-        if (s->sorted_valid && ent_live(m))
-            s->sorted[sorted_lower(s, m)] = pos;
+        if (s->sorted_valid && ent_live(m)) {
+            struct sorted_ent want = {sort_key(s, m->hash), last};
+            s->sorted[sorted_lower(s, &want)].pos = pos;
+        }
         s->ents[pos] = m;
     }
     s->nents--;
@@ -507,9 +546,13 @@ int xt_slice_delete(xt_slice *s, const void *name, size_t name_len, uint64_t has
     if (!ent_live(e))
         return -ENOENT;
     sorted_del(s, pos);
-    /* Keep the name for the delta, give back the row bytes if we can; when
-     * the shrink fails the tombstone just keeps the larger block. */
-    struct xt_ent *t = xt_realloc(e, ENT_HDR + e->name_len);
+    /* The tombstone keeps the name for the delta. Large rows (inline file
+     * data) are given back now; small ones stay until the tombstone is
+     * dropped at the next commit, because the shrinking realloc doubled the
+     * cost of a delete (bench_slice). When the shrink fails the tombstone
+     * just keeps the larger block. */
+    struct xt_ent *t = e->row_len >= TOMB_SHRINK_MIN
+                           ? xt_realloc(e, ENT_HDR + e->name_len) : NULL;
     if (t) {
         s->ent_bytes -= t->row_len;
         t->row_len = 0;
@@ -570,9 +613,7 @@ static void fill_entry(xt_slice_entry *o, const struct xt_ent *e)
 
 static int cmp_listing(const void *a, const void *b, void *arg)
 {
-    struct xt_ent *const *ents = arg;
-    const struct xt_ent *x = ents[*(const uint32_t *)a], *y = ents[*(const uint32_t *)b];
-    return key_cmp(x->hash, ent_name(x), x->name_len, y);
+    return sorted_cmp(arg, a, b);
 }
 
 /* Build sorted[] if a change invalidated it. REQUIRES: read or write lock. */
@@ -582,7 +623,7 @@ static int ensure_sorted(xt_slice *s)
     pthread_mutex_lock(&s->sort_mu);
     if (!s->sorted_valid) {
         if (s->sorted_cap < s->nlive) {
-            uint32_t *n = xt_realloc(s->sorted, (size_t)s->nlive * sizeof(*n));
+            struct sorted_ent *n = xt_realloc(s->sorted, (size_t)s->nlive * sizeof(*n));
             if (!n) {
                 rc = -ENOMEM;
                 goto out;
@@ -593,10 +634,10 @@ static int ensure_sorted(xt_slice *s)
         uint32_t k = 0;
         for (uint32_t p = 0; p < s->nents; p++)
             if (ent_live(s->ents[p]))
-                s->sorted[k++] = p;
+                s->sorted[k++] = (struct sorted_ent){sort_key(s, s->ents[p]->hash), p};
         assert(k == s->nlive);
         if (k > 1)
-            qsort_r(s->sorted, k, sizeof(*s->sorted), cmp_listing, s->ents);
+            qsort_r(s->sorted, k, sizeof(*s->sorted), cmp_listing, s);
         s->nsorted = k;
         s->sorted_valid = true;
     }
@@ -609,7 +650,7 @@ out:
 
 static inline uint64_t prefix_at(const xt_slice *s, uint32_t k)
 {
-    return xt_hash_order(s->ents[s->sorted[k]]->hash) >> 9;
+    return xt_hash_order(s->ents[s->sorted[k].pos]->hash) >> 9;
 }
 
 int xt_slice_list(xt_slice *s, uint64_t cookie_from, size_t max_entries,
@@ -650,7 +691,7 @@ int xt_slice_list(xt_slice *s, uint64_t cookie_from, size_t max_entries,
             return done;
         }
         xt_slice_entry e;
-        fill_entry(&e, s->ents[s->sorted[k]]);
+        fill_entry(&e, s->ents[s->sorted[k].pos]);
         e.cookie = cookie;
         rc = cb(arg, &e);
         if (rc < 0)
@@ -754,7 +795,7 @@ int xt_slice_split(xt_slice *s, xt_slice **child)
     s->depth++;
     if (s->nslots)
         rebuild_slots(s);
-    s->sorted_valid = false;
+    sorted_drop(s);
     s->needs_image = true;
     s->mods++;
     c->last_gen = s->last_gen;

@@ -159,9 +159,11 @@ typedef int (*xt_slice_cb)(void *arg, const xt_slice_entry *e);
  * of them. *next_cookie receives the cookie of the first row not consumed,
  * or XT_COOKIE_END when no row of this slice remains past the last consumed
  * one. Returns the number of rows consumed, the callback's negative errno,
- * or -ENOMEM (first listing after a change sorts into a new array).
- * Safe under the read lock. Cost: O(log n + k) when unchanged since the last
- * listing, plus an O(n log n) sort after any change. */
+ * or -ENOMEM (a listing that must sort allocates its array).
+ * Safe under the read lock. Cost: O(log n + k). The first listing sorts
+ * (O(n log n)); while listings keep coming, changes keep the order up to date
+ * (O(log n) + a memmove each); a slice not listed for ~64 log n changes
+ * drops the order and sorts again at its next listing. */
 int xt_slice_list(xt_slice *s, uint64_t cookie_from, size_t max_entries,
                   xt_slice_cb cb, void *arg, uint64_t *next_cookie);
 

@@ -472,6 +472,14 @@ static void test_random_model(void **state)
         } else {
             got = r2_store_multi(s, ops, n, nv, &failed);
         }
+        bool bad_versions = false;
+        for (size_t i = 0; got == 0 && i < n; i++)
+            bad_versions = bad_versions || (ops[i].type == R2_OP_PUT && nv[i] != want_nv[i]);
+        if (got != want || (got < 0 && failed != want_failed) || bad_versions)
+            for (size_t i = 0; i < n; i++)
+                printf("  op %zu: type %d key %s expected %lld (model: exists %d version %lld)\n",
+                       i, (int)ops[i].type, ops[i].key, (long long)ops[i].expected,
+                       (int)m[idx[i]].exists, (long long)m[idx[i]].version);
         if (got != want || (got < 0 && failed != want_failed))
             fail_msg("seed %llu step %d: got %d (op %zu), model %d (op %zu)",
                      (unsigned long long)seed, step, got, failed, want, want_failed);
@@ -809,9 +817,7 @@ static void test_embedded_alloc_failures(void **state)
         int rc = open_store(&s);
         int step_rcs[6] = { rc, 0, 0, 0, 0, 0 };
         if (rc == 0) {
-            char key[32];
-            snprintf(key, sizeof key, "/af/k%ld", n);
-            step_rcs[1] = r2_store_put(s, key, "v", 1, R2_VER_CREATE, 0, NULL);
+            step_rcs[1] = r2_store_put(s, "/af/k", "v", 1, R2_VER_ANY, 0, NULL);
             void *val = NULL;
             step_rcs[2] = r2_store_get(s, "/af/base", &val, NULL, NULL);
             xt_free(val);

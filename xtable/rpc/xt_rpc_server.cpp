@@ -166,6 +166,11 @@ static int handle_frame(xt_rpc_server *s, SConn *c, uint8_t *body, uint32_t len)
     try {
         c->ibuf->resetBuffer(body, len, TMemoryBuffer::OBSERVE);
         c->ibuf->updateKnownMessageSize(len);
+        /* No string or list in a frame can be longer than the frame: without
+         * these limits a 60-byte frame claiming a 2 GB method name makes
+         * Thrift allocate and clear 2 GB before it notices. */
+        c->iprot->setStringSizeLimit((int32_t)len);
+        c->iprot->setContainerSizeLimit((int32_t)len);
         c->obuf->resetBuffer();
         static const uint8_t zero[4] = { 0, 0, 0, 0 };
         c->obuf->write(zero, 4); /* frame length, patched below */

@@ -1,0 +1,136 @@
+/*
+ * mds_cache.h -- the MDS slice cache: (fsid, table, slice) -> loaded slice
+ * (DESIGN 5). A hash table cut into stripes (one mutex each), slices loaded
+ * on demand from their MDSL through mds_store, LRU eviction under a memory
+ * bound.
+ *
+ * Entry states (the stripe mutex protects the state and the pin count):
+ *
+ *   (absent) --mds_cache_get(): first getter--> LOADING --load ok--> READY
+ *                                                  \--load fails--> (absent)
+ *   (absent) --mds_cache_add()--> READY --evict (unpinned)--> (absent)
+ *
+ * Invariants:
+ *  (1) At most one entry per key; concurrent getters of a LOADING entry wait
+ *      for the one load and share its outcome (load-once).
+ *  (2) A pinned entry (mds_cache_get/add/ref without the matching put) is
+ *      never evicted and its slice pointer stays valid.
+ *  (3) Dirty entries are always pinned: mds_group holds one pin per dirty
+ *      list that holds the entry, and drops it only once the entry's changes
+ *      are durable. So everything eviction may drop is clean, and a dropped
+ *      slice reloads from its MDSL with the same rows.
+ *  (4) Eviction drops unpinned entries, least recently unpinned first, while
+ *      the accounted bytes exceed the bound. When the bound is exceeded and
+ *      nothing is unpinned, the cache calls opts.pressure (no lock held):
+ *      the commit group closes early, its commit unpins the dirty slices,
+ *      and the next put evicts them. That is how eviction "writes back".
+ *  (5) bytes/rows of the info are the sum of each entry's last measurement
+ *      (at load, add and mds_cache_resize).
+ *
+ * Lock order: stripe mutex -> LRU mutex. A slice lock is never taken under
+ * either, and no lock is held across a store call.
+ */
+#ifndef MDS_CACHE_H
+#define MDS_CACHE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mds_stats.h"
+#include "mds_store.h"
+#include "xt_slice.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mds_key {
+    uint32_t fsid;
+    uint32_t slice;
+    uint64_t table;
+};
+
+/* Commit-group bookkeeping of one cached slice. Owned by mds_group; lives in
+ * the entry so that it goes with the slice. Every field is protected by the
+ * slice's write lock (xt_slice_wrlock). Set at load: version, image_bytes,
+ * delta_bytes; everything else starts at 0. */
+struct mds_cent_commit {
+    uint64_t dirty_gen;   /* last group whose dirty list holds the entry */
+    uint64_t durable_gen; /* changes stamped <= this are durable: the delta base */
+    uint64_t snapped_gen; /* group `snap` was taken for (0: none pending) */
+    uint64_t version;     /* version of the last durable record */
+    size_t image_bytes;   /* size of the last durable image */
+    size_t delta_bytes;   /* durable delta bytes since that image */
+    bool force_image;     /* next record must be an image */
+    bool snap_image;      /* snap is an image (else a delta) */
+    uint8_t *snap;        /* pending record bytes (xt_free), NULL: none/empty */
+    size_t snap_len;
+};
+
+struct mds_cache_opts {
+    const mds_store *store;     /* borrowed; outlives the cache */
+    mds_locate_fn locate;       /* where each slice lives */
+    void *locate_arg;
+    size_t mem_bound;           /* accounted bytes; 0: unbounded */
+    unsigned stripes;           /* 0: 64 */
+    mds_stats *stats;           /* borrowed, may be NULL */
+    /* Called without locks when the bound is exceeded and nothing can be
+     * evicted (invariant 4). May be NULL. Must not call into the cache. */
+    void (*pressure)(void *arg);
+    void *pressure_arg;
+};
+
+typedef struct mds_cache mds_cache;
+typedef struct mds_cent mds_cent;
+
+/* *out: free with mds_cache_free. -EINVAL (no store/locate), -ENOMEM. */
+int mds_cache_new(const struct mds_cache_opts *o, mds_cache **out);
+/* Frees every entry and its slice, pinned or not (a crash drops the MDS
+ * state this way in the tests). REQUIRES: no other thread uses the cache. */
+void mds_cache_free(mds_cache *c);
+
+/* Pin the entry of k, loading it (image + deltas) when absent. On 0, *out
+ * is pinned until mds_cache_put. -ENOENT (nothing stored for the slice),
+ * -EBADMSG (a record does not decode or apply), the store's error, -ENOMEM.
+ * May block on I/O and on another thread's load of the same key. */
+int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out);
+/* Pin the entry of k only if it is READY in memory; -ENOENT otherwise. */
+int mds_cache_peek(mds_cache *c, const struct mds_key *k, mds_cent **out);
+/* Insert a slice that exists only in memory (a new table's first slice, a
+ * split's child). Takes ownership of s on 0 (and on error frees nothing).
+ * On 0 *out is pinned. -EEXIST when the key is present (or loading). */
+int mds_cache_add(mds_cache *c, const struct mds_key *k, xt_slice *s, mds_cent **out);
+/* Another pin on an entry the caller has pinned. */
+void mds_cache_ref(mds_cache *c, mds_cent *e);
+/* Drop one pin; the last one puts the entry on the LRU and may evict. */
+void mds_cache_put(mds_cache *c, mds_cent *e);
+
+/* Re-measure e after a change. REQUIRES: the caller holds e's slice lock. */
+void mds_cache_resize(mds_cache *c, mds_cent *e);
+/* Set the pressure hook after creation (the commit group is created after
+ * the cache). Not synchronised with eviction: call before concurrent use. */
+void mds_cache_set_pressure(mds_cache *c, void (*fn)(void *arg), void *arg);
+/* One eviction pass (invariant 4). Returns the number of entries dropped. */
+int mds_cache_evict(mds_cache *c);
+
+/* Accessors; valid while e is pinned. */
+xt_slice *mds_cent_slice(mds_cent *e);
+const struct mds_key *mds_cent_key(const mds_cent *e);
+struct mds_cent_commit *mds_cent_commit(mds_cent *e);
+
+struct mds_cache_info {
+    size_t entries;      /* READY + LOADING */
+    size_t pinned;
+    size_t bytes;        /* accounted (invariant 5) */
+    size_t rows;
+    size_t bound;
+    double bytes_per_row;
+    uint64_t loads, evictions, pressure_calls;
+};
+void mds_cache_info(mds_cache *c, struct mds_cache_info *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MDS_CACHE_H */

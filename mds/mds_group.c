@@ -1,0 +1,915 @@
+/*
+ * mds_group.c -- commit groups and the two-phase commit that makes them
+ * durable (see mds_group.h for the states and invariants, and
+ * docs/mds-commit.md for the protocol).
+ *
+ * Threads: writers call enter/touch/leave; one committer thread closes
+ * groups and runs their transactions, one at a time; syncers wait on
+ * cv_done. Locks: a slice's write lock may be held when taking g->mu
+ * (touch), never the reverse; the committer holds no lock across a store
+ * call, and takes each slice lock alone.
+ */
+#include "mds_group.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "xt_common.h"
+#include "xt_hash.h"
+
+#define DEFAULT_INTERVAL_MS 5000u
+#define DEFAULT_DIRTY_BOUND ((size_t)64 << 20)
+#define DEFAULT_RETRY_MS    20u
+#define FLUSH_TIMEOUT_MS    10000u
+
+struct dlist {
+    mds_cent **v;
+    size_t n, cap;
+    size_t resv; /* slots promised to writers between reserve and append */
+};
+
+struct mds_group {
+    struct mds_group_opts o;
+    uint32_t *parts;             /* participants, home included (immutable) */
+    size_t nparts;
+
+    _Atomic uint64_t open_gen;   /* written by the committer under mu */
+    _Atomic uint64_t inflight[2]; /* writers per generation parity */
+    _Atomic size_t dirty_bytes;  /* noted by writers since the last close */
+    _Atomic bool stop;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_commit;    /* committer: kicks, syncs, stop (mu) */
+    pthread_cond_t cv_done;      /* syncers: committed_gen moved (mu) */
+    struct dlist list[2];        /* dirty lists by gen parity (mu) */
+    uint64_t committed_gen;      /* (mu) */
+    uint64_t want_gen;           /* close up to this early (mu) */
+    bool kicked;                 /* (mu) */
+    uint64_t commits, aborts, empty, syncs; /* (mu) */
+
+    /* Owned by the committer thread (or open() before it starts); the
+     * copies in info are read under mu. */
+    uint32_t epoch, seq;
+    uint64_t last_txid;          /* (mu for readers) */
+    pthread_t thr;
+    bool thr_started;
+};
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static void sleep_ms(unsigned ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static void deadline_in(struct timespec *ts, unsigned ms)
+{
+    clock_gettime(CLOCK_MONOTONIC, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
+static bool stopping(mds_group *g)
+{
+    return atomic_load(&g->stop);
+}
+
+/* Promise `more` appends (dlist_append) that cannot fail. REQUIRES: mu held. */
+static int dlist_reserve(struct dlist *l, size_t more)
+{
+    size_t need = l->n + l->resv + more;
+    if (need > l->cap) {
+        size_t nc = l->cap ? l->cap : 16;
+        while (nc < need)
+            nc *= 2;
+        mds_cent **nv = xt_realloc(l->v, nc * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->resv += more;
+    return 0;
+}
+
+/* REQUIRES: mu held; a slot reserved. */
+static void dlist_append(struct dlist *l, mds_cent *e)
+{
+    l->resv--;
+    l->v[l->n++] = e;
+}
+
+static void sleep_us(unsigned us)
+{
+    struct timespec ts = { 0, (long)us * 1000L };
+    nanosleep(&ts, NULL);
+}
+
+static void decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64_t txid)
+{
+    xt_put_u32(b + 0, MDS_DECISION_MAGIC);
+    xt_put_u16(b + 4, 1);
+    xt_put_u16(b + 6, 0);
+    xt_put_u32(b + 8, site);
+    xt_put_u32(b + 12, epoch);
+    xt_put_u64(b + 16, txid);
+    xt_put_u64(b + 24, xt_hash_bytes(b, 24, MDS_DECISION_SEED));
+}
+
+static int decision_decode(const uint8_t *b, size_t len, uint32_t site, uint32_t *epoch,
+                           uint64_t *txid)
+{
+    if (len != MDS_DECISION_SIZE || xt_get_u32(b) != MDS_DECISION_MAGIC ||
+        xt_get_u16(b + 4) != 1 || xt_get_u16(b + 6) != 0 ||
+        xt_get_u64(b + 24) != xt_hash_bytes(b, 24, MDS_DECISION_SEED) ||
+        xt_get_u32(b + 8) != site)
+        return -EBADMSG;
+    *epoch = xt_get_u32(b + 12);
+    *txid = xt_get_u64(b + 16);
+    return 0;
+}
+
+/* ---- snapshots (invariant 2) ------------------------------------------ */
+
+static int first_change(void *arg, const xt_slice_entry *e)
+{
+    (void)e;
+    *(bool *)arg = true;
+    return 1;
+}
+
+/* Take e's record for group gen: the changes since durable_gen as a delta,
+ * or an image when one is due. REQUIRES: e's slice write-locked; no
+ * snapshot pending. On -ENOMEM nothing changed. */
+static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
+{
+    struct mds_cent_commit *cm = mds_cent_commit(e);
+    xt_slice *s = mds_cent_slice(e);
+    bool image = cm->force_image || xt_slice_needs_image(s) || cm->image_bytes == 0;
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int rc;
+    if (!image) {
+        bool any = false;
+        xt_slice_collect_changes(s, cm->durable_gen, first_change, &any);
+        if (!any) {
+            cm->snapped_gen = gen; /* nothing to write */
+            return 0;
+        }
+        if ((rc = xt_slice_encode_delta(s, cm->durable_gen, &buf, &len)) < 0)
+            return rc;
+        double ratio = g->o.image_ratio > 0 ? g->o.image_ratio : 0.5;
+        if ((double)(cm->delta_bytes + len) > ratio * (double)cm->image_bytes) {
+            xt_free(buf);
+            buf = NULL;
+            image = true;
+        }
+    }
+    if (image) {
+        if ((rc = xt_slice_encode(s, &buf, &len)) < 0)
+            return rc;
+        xt_slice_clear_needs_image(s);
+        cm->force_image = false;
+    }
+    cm->snap = buf;
+    cm->snap_len = len;
+    cm->snap_image = image;
+    cm->snapped_gen = gen;
+    mds_cache_resize(g->o.cache, e);
+    return 0;
+}
+
+/* ---- writers ------------------------------------------------------------ */
+
+uint64_t mds_group_enter(mds_group *g)
+{
+    for (;;) {
+        uint64_t gen = atomic_load(&g->open_gen);
+        atomic_fetch_add(&g->inflight[gen & 1], 1);
+        /* Seen open after counting: the committer's drain wait will see us. */
+        if (atomic_load(&g->open_gen) == gen)
+            return gen;
+        atomic_fetch_sub(&g->inflight[gen & 1], 1);
+    }
+}
+
+void mds_group_leave(mds_group *g, uint64_t g0, size_t bytes)
+{
+    if (bytes) {
+        size_t bound = g->o.dirty_bytes_bound ? g->o.dirty_bytes_bound : DEFAULT_DIRTY_BOUND;
+        size_t before = atomic_fetch_add(&g->dirty_bytes, bytes);
+        if (before < bound && before + bytes >= bound)
+            mds_group_kick(g);
+    }
+    atomic_fetch_sub(&g->inflight[g0 & 1], 1);
+}
+
+int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
+{
+    struct mds_cent_commit *cm = mds_cent_commit(e);
+    uint64_t want = *gen;
+    if (cm->dirty_gen >= want) {
+        /* Already on the list of this group or of a newer one (a late
+         * writer of an older group: it joins the newer one, invariant 2). */
+        *gen = cm->dirty_gen;
+        return 0;
+    }
+    pthread_mutex_lock(&g->mu);
+    int rc = dlist_reserve(&g->list[want & 1], 1);
+    pthread_mutex_unlock(&g->mu);
+    if (rc < 0)
+        return rc;
+    bool pending = cm->dirty_gen > cm->durable_gen && cm->snapped_gen < cm->dirty_gen;
+    if (pending) {
+        /* Copy-on-write: the closed group's view must not see our change. */
+        if ((rc = take_snapshot(g, e, cm->dirty_gen)) < 0) {
+            pthread_mutex_lock(&g->mu);
+            g->list[want & 1].resv--;
+            pthread_mutex_unlock(&g->mu);
+            return rc;
+        }
+        mds_stats_add(g->o.stats, MDS_CTR_LAZY_SNAPSHOTS, 1);
+    } else if (cm->dirty_gen <= cm->durable_gen && cm->durable_gen < want - 1) {
+        /* Clean: everything in the slice is durable, and what comes is
+         * stamped >= want, so the next delta may start just below it. */
+        cm->durable_gen = want - 1;
+    }
+    mds_cache_ref(g->o.cache, e);
+    pthread_mutex_lock(&g->mu);
+    /* The list of `want` is not swapped out meanwhile: that needs want's
+     * group drained, and we (or a writer of want-1 < want) are inside. */
+    dlist_append(&g->list[want & 1], e);
+    pthread_mutex_unlock(&g->mu);
+    cm->dirty_gen = want;
+    return 0;
+}
+
+/* ---- two-phase commit ---------------------------------------------------- */
+
+enum { OP_PREPARE, OP_COMMIT, OP_ABORT };
+
+struct batch {
+    mds_group *g;
+    uint32_t site;
+    uint64_t txid;
+    struct mds_rec *recs;
+    size_t n, cap;
+    int op, rc;
+};
+
+static int batch_add(struct batch *b, const struct mds_rec *r)
+{
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 8;
+        struct mds_rec *nr = xt_realloc(b->recs, nc * sizeof *nr);
+        if (!nr)
+            return -ENOMEM;
+        b->recs = nr;
+        b->cap = nc;
+    }
+    b->recs[b->n++] = *r;
+    return 0;
+}
+
+static void *batch_run(void *arg)
+{
+    struct batch *b = arg;
+    mds_group *g = b->g;
+    uint64_t t0 = xt_mono_ns();
+    switch (b->op) {
+    case OP_PREPARE:
+        b->rc = mds_store_prepare(g->o.store, b->site, b->txid, b->recs, b->n);
+        mds_stats_record(g->o.stats, MDS_OP_PREPARE, xt_mono_ns() - t0, b->rc);
+        break;
+    case OP_COMMIT:
+        b->rc = mds_store_commit(g->o.store, b->site, b->txid);
+        if (b->rc == -ENOENT) {
+            /* The participant lost its prepare (it had not made it durable):
+             * we still hold the records, so prepare again and commit. */
+            XT_WARN("group: site %u lost prepared txid %llx; preparing again", b->site,
+                    (unsigned long long)b->txid);
+            b->rc = mds_store_prepare(g->o.store, b->site, b->txid, b->recs, b->n);
+            if (b->rc == 0)
+                b->rc = mds_store_commit(g->o.store, b->site, b->txid);
+        }
+        mds_stats_record(g->o.stats, MDS_OP_COMMIT, xt_mono_ns() - t0, b->rc);
+        break;
+    case OP_ABORT:
+        b->rc = mds_store_abort(g->o.store, b->site, b->txid);
+        break;
+    }
+    return NULL;
+}
+
+/* Run op on the batches whose `sel` flag is set, in parallel unless
+ * serial_prepare (threads cost little next to a network round trip). */
+static void run_batches(mds_group *g, struct batch *b, size_t nb, const bool *sel, int op)
+{
+    pthread_t tid[nb ? nb : 1];
+    bool started[nb ? nb : 1];
+    memset(tid, 0, sizeof tid);
+    memset(started, 0, sizeof started);
+    size_t first = nb;
+    for (size_t i = 0; i < nb; i++) {
+        started[i] = false;
+        if (!sel[i])
+            continue;
+        b[i].op = op;
+        if (first == nb) {
+            first = i; /* run by this thread */
+            continue;
+        }
+        if (!g->o.serial_prepare && pthread_create(&tid[i], NULL, batch_run, &b[i]) == 0)
+            started[i] = true;
+    }
+    if (first < nb)
+        batch_run(&b[first]);
+    for (size_t i = first + 1; i < nb; i++) {
+        if (!sel[i])
+            continue;
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            batch_run(&b[i]);
+    }
+}
+
+/* Abort txid at every batch's site until each answers (presumed abort). */
+static int resolve_abort(mds_group *g, struct batch *b, size_t nb)
+{
+    bool sel[nb ? nb : 1];
+    memset(sel, 1, sizeof sel);
+    for (;;) {
+        run_batches(g, b, nb, sel, OP_ABORT);
+        bool more = false;
+        for (size_t i = 0; i < nb; i++) {
+            if (!sel[i])
+                continue;
+            if (b[i].rc == 0 || b[i].rc == -ENOENT) {
+                sel[i] = false;
+            } else if (b[i].rc == -EINVAL) {
+                /* Committed although we never decided commit: a participant
+                 * broke its promises. Nothing here can repair it. */
+                XT_ERR("group: site %u committed txid %llx that was aborted", b[i].site,
+                       (unsigned long long)b[i].txid);
+                sel[i] = false;
+            } else {
+                more = true;
+            }
+        }
+        if (!more)
+            return 0;
+        if (stopping(g))
+            return -ESHUTDOWN; /* left prepared: the next recovery aborts it */
+        sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
+    }
+}
+
+/* Run one transaction. b[home] holds the decision record. 0: committed
+ * everywhere; -ESHUTDOWN: abandoned (maybe in doubt, recovery decides);
+ * other < 0: aborted everywhere (the first prepare error). */
+static int tx_run(mds_group *g, uint64_t txid, struct batch *b, size_t nb, size_t home)
+{
+    bool sel[nb ? nb : 1], only_home[nb ? nb : 1];
+    memset(sel, 0, sizeof sel);
+    memset(only_home, 0, sizeof only_home);
+    for (size_t i = 0; i < nb; i++) {
+        b[i].g = g;
+        b[i].txid = txid;
+        sel[i] = true;
+    }
+    /* Phase 1: every participant makes the records durable, invisible. */
+    run_batches(g, b, nb, sel, OP_PREPARE);
+    int err = 0;
+    for (size_t i = 0; i < nb && !err; i++)
+        err = b[i].rc;
+    if (err) {
+        XT_INFO("group: txid %llx: prepare failed (%d), aborting",
+                (unsigned long long)txid, err);
+        int rc = resolve_abort(g, b, nb);
+        return rc == -ESHUTDOWN ? rc : err;
+    }
+    if (stopping(g))
+        return -ESHUTDOWN; /* before the commit point: recovery aborts */
+
+    /* The commit point: home commits the decision record. */
+    for (size_t i = 0; i < nb; i++)
+        only_home[i] = i == home;
+    run_batches(g, b, nb, only_home, OP_COMMIT);
+    while (b[home].rc != 0) {
+        /* Unknown outcome: an abort tells which way it went (promise 3). */
+        int rc = mds_store_abort(g->o.store, b[home].site, txid);
+        if (rc == -EINVAL)
+            break; /* it had committed */
+        if (rc == 0 || rc == -ENOENT) {
+            /* Aborted at home: abort the others too. */
+            for (size_t i = 0; i < nb; i++)
+                if (i != home && resolve_abort(g, &b[i], 1) == -ESHUTDOWN)
+                    return -ESHUTDOWN;
+            return b[home].rc < 0 ? b[home].rc : -EIO;
+        }
+        if (stopping(g))
+            return -ESHUTDOWN;
+        sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
+    }
+
+    /* Phase 2: decided. Every other participant must commit; retry. */
+    for (size_t i = 0; i < nb; i++)
+        sel[i] = i != home;
+    for (;;) {
+        run_batches(g, b, nb, sel, OP_COMMIT);
+        bool more = false;
+        for (size_t i = 0; i < nb; i++) {
+            if (!sel[i])
+                continue;
+            if (b[i].rc == 0) {
+                sel[i] = false;
+            } else if (b[i].rc == -EINVAL) {
+                XT_ERR("group: site %u aborted txid %llx after voting yes", b[i].site,
+                       (unsigned long long)txid);
+                sel[i] = false;
+            } else {
+                more = true;
+            }
+        }
+        if (!more)
+            return 0;
+        if (stopping(g))
+            return -ESHUTDOWN; /* committed at home: recovery finishes it */
+        sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
+    }
+}
+
+static void batches_free(struct batch *b, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++)
+        xt_free(b[i].recs);
+    xt_free(b);
+}
+
+/* Index of site's batch, adding one if needed; -ENOMEM. */
+static long batch_for(struct batch **b, size_t *nb, uint32_t site)
+{
+    for (size_t i = 0; i < *nb; i++)
+        if ((*b)[i].site == site)
+            return (long)i;
+    struct batch *n = xt_realloc(*b, (*nb + 1) * sizeof *n);
+    if (!n)
+        return -ENOMEM;
+    memset(&n[*nb], 0, sizeof n[*nb]);
+    n[*nb].site = site;
+    *b = n;
+    return (long)(*nb)++;
+}
+
+/* Commit txid with the records of b[0..nb) plus the decision record at
+ * home. Takes ownership of b. */
+static int tx_with_decision(mds_group *g, uint64_t txid, struct batch *b, size_t nb)
+{
+    uint8_t dec[MDS_DECISION_SIZE];
+    decision_encode(dec, g->o.site_id, mds_txid_epoch(txid), txid);
+    struct mds_rec r = {
+        .fsid = MDS_COORD_FSID, .table = MDS_COORD_TABLE, .slice = g->o.site_id,
+        .version = txid, .full_image = true, .bytes = dec, .len = sizeof dec,
+    };
+    long home = batch_for(&b, &nb, g->o.home_site);
+    int rc = home < 0 ? (int)home : batch_add(&b[home], &r);
+    if (rc == 0)
+        rc = tx_run(g, txid, b, nb, (size_t)home);
+    batches_free(b, nb);
+    if (rc == 0) {
+        pthread_mutex_lock(&g->mu);
+        g->last_txid = txid;
+        pthread_mutex_unlock(&g->mu);
+    }
+    return rc;
+}
+
+/* Commit a decision record alone with a new epoch (invariant 5). */
+static int claim_epoch(mds_group *g, uint32_t prev_epoch)
+{
+    uint32_t epoch = prev_epoch + 1;
+    if (epoch >= (1u << MDS_TXID_EPOCH_BITS)) {
+        XT_ERR("group: site %u exhausted its txid epochs", g->o.site_id);
+        return -EOVERFLOW;
+    }
+    int rc = tx_with_decision(g, mds_txid_make(g->o.site_id, epoch, 0), NULL, 0);
+    if (rc == 0) {
+        g->epoch = epoch;
+        g->seq = 0;
+    }
+    return rc;
+}
+
+static int next_txid(mds_group *g, uint64_t *txid)
+{
+    if (g->seq + 1 >= (1u << MDS_TXID_SEQ_BITS)) {
+        int rc = claim_epoch(g, g->epoch);
+        if (rc < 0)
+            return rc;
+    }
+    *txid = mds_txid_make(g->o.site_id, g->epoch, ++g->seq);
+    return 0;
+}
+
+/* ---- the committer --------------------------------------------------------- */
+
+/* Write group gen's dirty slices (list l, pins owned) and settle them. */
+static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
+{
+    uint64_t t0 = xt_mono_ns();
+    struct batch *b = NULL;
+    size_t nb = 0, nrec = 0;
+    int rc = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        mds_cent *e = l->v[i];
+        struct mds_cent_commit *cm = mds_cent_commit(e);
+        xt_slice *s = mds_cent_slice(e);
+        xt_slice_wrlock(s);
+        if (cm->snapped_gen < gen && rc == 0) {
+            /* Invariant 2: only an entry still stamped gen may be
+             * snapshotted now; a newer writer would have copied it. */
+            if (cm->dirty_gen != gen)
+                XT_ERR("group: slice %u of table %llu lost its copy-on-write",
+                       mds_cent_key(e)->slice, (unsigned long long)mds_cent_key(e)->table);
+            rc = take_snapshot(g, e, gen);
+        }
+        if (rc == 0 && cm->snap) {
+            const struct mds_key *k = mds_cent_key(e);
+            struct mds_rec r = {
+                .fsid = k->fsid, .table = k->table, .slice = k->slice,
+                .version = cm->version + 1, .full_image = cm->snap_image,
+                .bytes = cm->snap, .len = cm->snap_len,
+            };
+            long bi = batch_for(&b, &nb,
+                                g->o.locate(g->o.locate_arg, k->fsid, k->table, k->slice));
+            rc = bi < 0 ? (int)bi : batch_add(&b[bi], &r);
+            nrec++;
+            mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_RECORDS_IMAGE
+                                                     : MDS_CTR_RECORDS_DELTA, 1);
+            mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_BYTES_IMAGE
+                                                     : MDS_CTR_BYTES_DELTA, cm->snap_len);
+        }
+        xt_slice_unlock(s);
+    }
+    uint64_t txid = 0;
+    if (rc == 0 && nrec > 0 && (rc = next_txid(g, &txid)) == 0) {
+        rc = tx_with_decision(g, txid, b, nb);
+        b = NULL;
+    }
+    batches_free(b, nb);
+    if (rc == -ESHUTDOWN)
+        return; /* abandoned: close() drops the list */
+
+    uint64_t open = atomic_load(&g->open_gen);
+    if (rc < 0) {
+        /* Keep everything dirty: the entries still stamped gen join the
+         * open group (their pin moves with them). */
+        pthread_mutex_lock(&g->mu);
+        while (dlist_reserve(&g->list[open & 1], l->n) < 0) {
+            pthread_mutex_unlock(&g->mu);
+            sleep_ms(DEFAULT_RETRY_MS);
+            pthread_mutex_lock(&g->mu);
+        }
+        pthread_mutex_unlock(&g->mu);
+    }
+    size_t moved = 0, reserved = rc < 0 ? l->n : 0;
+    for (size_t i = 0; i < l->n; i++) {
+        mds_cent *e = l->v[i];
+        struct mds_cent_commit *cm = mds_cent_commit(e);
+        xt_slice *s = mds_cent_slice(e);
+        bool keep_pin = false;
+        xt_slice_wrlock(s);
+        if (rc == 0) {
+            if (cm->snapped_gen == gen && cm->snap) {
+                cm->version++;
+                if (cm->snap_image) {
+                    cm->image_bytes = cm->snap_len;
+                    cm->delta_bytes = 0;
+                } else {
+                    cm->delta_bytes += cm->snap_len;
+                }
+            }
+            if (cm->durable_gen < gen)
+                cm->durable_gen = gen;
+            xt_slice_drop_tombstones(s, gen);
+        } else {
+            if (cm->snap_image && cm->snapped_gen == gen)
+                cm->force_image = true;
+            cm->snapped_gen = 0;
+            if (cm->dirty_gen == gen) {
+                pthread_mutex_lock(&g->mu);
+                dlist_append(&g->list[open & 1], e);
+                pthread_mutex_unlock(&g->mu);
+                cm->dirty_gen = open;
+                keep_pin = true;
+                moved++;
+            }
+        }
+        xt_free(cm->snap);
+        cm->snap = NULL;
+        cm->snap_len = 0;
+        mds_cache_resize(g->o.cache, e);
+        xt_slice_unlock(s);
+        if (!keep_pin)
+            mds_cache_put(g->o.cache, e);
+    }
+    l->n = 0;
+
+    pthread_mutex_lock(&g->mu);
+    if (rc < 0)
+        g->list[open & 1].resv -= reserved - moved;
+    if (rc == 0) {
+        g->committed_gen = gen;
+        if (nrec)
+            g->commits++;
+        else
+            g->empty++;
+        pthread_cond_broadcast(&g->cv_done);
+    } else {
+        g->aborts++;
+        /* Syncers of gen now wait for the open group: close it soon. */
+        if (g->want_gen >= gen && g->want_gen < open)
+            g->want_gen = open;
+    }
+    pthread_mutex_unlock(&g->mu);
+    mds_stats_add(g->o.stats, rc == 0 ? (nrec ? MDS_CTR_GROUPS_COMMITTED : MDS_CTR_GROUPS_EMPTY)
+                                      : MDS_CTR_GROUPS_ABORTED, 1);
+    mds_stats_record(g->o.stats, MDS_OP_GROUP, xt_mono_ns() - t0, rc);
+    if (rc < 0)
+        sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
+}
+
+static void *committer(void *arg)
+{
+    mds_group *g = arg;
+    unsigned interval = g->o.commit_interval_ms ? g->o.commit_interval_ms : DEFAULT_INTERVAL_MS;
+    struct timespec deadline;
+    deadline_in(&deadline, interval);
+    struct dlist work = { 0 };
+    pthread_mutex_lock(&g->mu);
+    while (!stopping(g)) {
+        uint64_t open = atomic_load(&g->open_gen);
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        bool timeup = now.tv_sec > deadline.tv_sec ||
+                      (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
+        bool early = g->want_gen >= open || g->kicked;
+        if (!early && !(timeup && g->list[open & 1].n > 0)) {
+            if (timeup)
+                deadline_in(&deadline, interval);
+            pthread_cond_timedwait(&g->cv_commit, &g->mu, &deadline);
+            continue;
+        }
+        if (early && !timeup)
+            mds_stats_add(g->o.stats, MDS_CTR_EARLY_CLOSES, 1);
+        g->kicked = false;
+        /* Close: from here new writers join open + 1 (invariant 1). */
+        atomic_store(&g->open_gen, open + 1);
+        atomic_store(&g->dirty_bytes, 0);
+        pthread_mutex_unlock(&g->mu);
+
+        while (atomic_load(&g->inflight[open & 1]) != 0)
+            sleep_us(20);
+
+        pthread_mutex_lock(&g->mu);
+        struct dlist tmp = g->list[open & 1];
+        g->list[open & 1] = work; /* recycle the array */
+        work = tmp;
+        pthread_mutex_unlock(&g->mu);
+
+        commit_group(g, open, &work);
+        deadline_in(&deadline, interval);
+        pthread_mutex_lock(&g->mu);
+        if (work.n) { /* abandoned by a stop: give the pins back to a list */
+            struct dlist *l = &g->list[open & 1];
+            if (dlist_reserve(l, work.n) == 0) {
+                memcpy(l->v + l->n, work.v, work.n * sizeof *work.v);
+                l->n += work.n;
+                work.n = 0;
+            }
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    for (size_t i = 0; i < work.n; i++) {
+        struct mds_cent_commit *cm = mds_cent_commit(work.v[i]);
+        xt_free(cm->snap);
+        cm->snap = NULL;
+        cm->snap_len = 0;
+        mds_cache_put(g->o.cache, work.v[i]);
+    }
+    xt_free(work.v);
+    return NULL;
+}
+
+void mds_group_kick(void *arg)
+{
+    mds_group *g = arg;
+    pthread_mutex_lock(&g->mu);
+    g->kicked = true;
+    pthread_cond_signal(&g->cv_commit);
+    pthread_mutex_unlock(&g->mu);
+}
+
+int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
+{
+    uint64_t t0 = xt_mono_ns();
+    struct timespec deadline;
+    if (timeout_ms)
+        deadline_in(&deadline, timeout_ms);
+    int rc = 0;
+    pthread_mutex_lock(&g->mu);
+    g->syncs++;
+    uint64_t open = atomic_load(&g->open_gen);
+    if (gen == 0 || gen > open)
+        gen = open;
+    while (g->committed_gen < gen) {
+        if (stopping(g)) {
+            rc = -ESHUTDOWN;
+            break;
+        }
+        if (g->want_gen < gen) {
+            g->want_gen = gen;
+            pthread_cond_signal(&g->cv_commit);
+        }
+        if (timeout_ms) {
+            if (pthread_cond_timedwait(&g->cv_done, &g->mu, &deadline) == ETIMEDOUT &&
+                g->committed_gen < gen) {
+                rc = -ETIMEDOUT;
+                break;
+            }
+        } else {
+            pthread_cond_wait(&g->cv_done, &g->mu);
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    mds_stats_add(g->o.stats, MDS_CTR_SYNC_CALLS, 1);
+    mds_stats_record(g->o.stats, MDS_OP_SYNC, xt_mono_ns() - t0, rc);
+    return rc;
+}
+
+/* ---- recovery and lifetime ------------------------------------------------ */
+
+/* Invariant 4: settle every prepared txid of this site at every participant. */
+static int recover(mds_group *g, uint32_t *epoch_out)
+{
+    uint32_t epoch = 0;
+    uint64_t last = 0;
+    struct mds_load ld;
+    int rc = mds_store_load(g->o.store, g->o.home_site, MDS_COORD_FSID, MDS_COORD_TABLE,
+                            g->o.site_id, &ld);
+    if (rc == 0) {
+        if (!ld.has_image || ld.ndeltas)
+            rc = -EBADMSG;
+        else
+            rc = decision_decode(ld.image.bytes, ld.image.len, g->o.site_id, &epoch, &last);
+        mds_load_free(&ld);
+        if (rc < 0) {
+            XT_ERR("group: site %u: corrupt decision record at site %u", g->o.site_id,
+                   g->o.home_site);
+            return rc;
+        }
+    } else if (rc != -ENOENT) {
+        return rc;
+    }
+    for (size_t p = 0; p < g->nparts; p++) {
+        uint64_t *tx;
+        size_t n;
+        if ((rc = mds_store_list_prepared(g->o.store, g->parts[p], &tx, &n)) < 0)
+            return rc;
+        for (size_t i = 0; i < n && rc >= 0; i++) {
+            if (mds_txid_site(tx[i]) != g->o.site_id)
+                continue;
+            bool commit = tx[i] <= last;
+            rc = commit ? mds_store_commit(g->o.store, g->parts[p], tx[i])
+                        : mds_store_abort(g->o.store, g->parts[p], tx[i]);
+            XT_INFO("group: recovery %s txid %llx at site %u: %d",
+                    commit ? "commits" : "aborts", (unsigned long long)tx[i], g->parts[p], rc);
+            if (rc == -ENOENT) /* decided meanwhile or lost: nothing to do */
+                rc = 0;
+            if (rc == -EINVAL) {
+                XT_ERR("group: txid %llx at site %u already went the other way",
+                       (unsigned long long)tx[i], g->parts[p]);
+                rc = 0;
+            }
+            mds_stats_add(g->o.stats, commit ? MDS_CTR_RECOVER_COMMITS
+                                             : MDS_CTR_RECOVER_ABORTS, 1);
+        }
+        xt_free(tx);
+        if (rc < 0)
+            return rc;
+    }
+    g->last_txid = last;
+    uint32_t le = mds_txid_epoch(last);
+    *epoch_out = epoch > le ? epoch : le;
+    return 0;
+}
+
+static void group_free(mds_group *g)
+{
+    for (int i = 0; i < 2; i++) {
+        for (size_t j = 0; j < g->list[i].n; j++) {
+            struct mds_cent_commit *cm = mds_cent_commit(g->list[i].v[j]);
+            xt_free(cm->snap);
+            cm->snap = NULL;
+            cm->snap_len = 0;
+            mds_cache_put(g->o.cache, g->list[i].v[j]);
+        }
+        xt_free(g->list[i].v);
+    }
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv_commit);
+    pthread_cond_destroy(&g->cv_done);
+    xt_free(g->parts);
+    xt_free(g);
+}
+
+int mds_group_open(const struct mds_group_opts *o, mds_group **out)
+{
+    *out = NULL;
+    if (!o || !o->store || !o->cache || !o->locate || o->site_id == 0 ||
+        o->site_id > MDS_SITE_MAX || (o->nparticipants && !o->participants))
+        return -EINVAL;
+    mds_group *g = xt_calloc(1, sizeof *g);
+    if (!g)
+        return -ENOMEM;
+    g->o = *o;
+    g->parts = xt_calloc(o->nparticipants + 1, sizeof *g->parts);
+    if (!g->parts) {
+        xt_free(g);
+        return -ENOMEM;
+    }
+    bool home_in = false;
+    for (size_t i = 0; i < o->nparticipants; i++) {
+        g->parts[g->nparts++] = o->participants[i];
+        home_in |= o->participants[i] == o->home_site;
+    }
+    if (!home_in)
+        g->parts[g->nparts++] = o->home_site;
+    g->o.participants = g->parts;
+    g->o.nparticipants = g->nparts;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&g->cv_commit, &ca);
+    pthread_cond_init(&g->cv_done, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_store(&g->open_gen, 1);
+
+    uint32_t epoch;
+    int rc = recover(g, &epoch);
+    if (rc == 0)
+        rc = claim_epoch(g, epoch);
+    if (rc == 0) {
+        rc = -pthread_create(&g->thr, NULL, committer, g);
+        g->thr_started = rc == 0;
+    }
+    if (rc < 0) {
+        XT_ERR("group: site %u failed to start: %d", o->site_id, rc);
+        group_free(g);
+        return rc;
+    }
+    XT_INFO("group: site %u epoch %u (last txid %llx)", o->site_id, g->epoch,
+            (unsigned long long)g->last_txid);
+    *out = g;
+    return 0;
+}
+
+void mds_group_close(mds_group *g, bool flush)
+{
+    if (!g)
+        return;
+    if (flush)
+        mds_group_sync(g, 0, FLUSH_TIMEOUT_MS);
+    pthread_mutex_lock(&g->mu);
+    atomic_store(&g->stop, true);
+    pthread_cond_broadcast(&g->cv_commit);
+    pthread_cond_broadcast(&g->cv_done);
+    pthread_mutex_unlock(&g->mu);
+    if (g->thr_started)
+        pthread_join(g->thr, NULL);
+    group_free(g);
+}
+
+void mds_group_info(mds_group *g, struct mds_group_info *out)
+{
+    pthread_mutex_lock(&g->mu);
+    out->open_gen = atomic_load(&g->open_gen);
+    out->committed_gen = g->committed_gen;
+    out->epoch = g->epoch;
+    out->last_txid = g->last_txid;
+    out->commits = g->commits;
+    out->aborts = g->aborts;
+    out->empty = g->empty;
+    out->syncs = g->syncs;
+    out->dirty_bytes = atomic_load(&g->dirty_bytes);
+    pthread_mutex_unlock(&g->mu);
+}

@@ -1,0 +1,154 @@
+/*
+ * mdsl_main.c -- pom-mdsl, the storage server: opens the store under
+ * --dir (liburing I/O, recovery of torn tails and prepared transactions),
+ * serves the Storage RPC service, and on SIGTERM/SIGINT stops serving and
+ * closes the store. SIGKILL at any moment is safe: that is what the store's
+ * recovery is for.
+ */
+#include "mdsl_service.h"
+#include "mdsl_store.h"
+
+#include "xt_common.h"
+#include "xt_daemon.h"
+#include "xt_rpc.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: pom-mdsl --dir DIR [options]\n"
+            "  --dir DIR            data folder (segments, index)\n"
+            "  --listen HOST:PORT   address to serve on (default 127.0.0.1:0, any free port)\n"
+            "  --port-file FILE     write the port served on to FILE once listening\n"
+            "  --threads N          server threads (default 4)\n"
+            "  --seg-size BYTES     segment size (default 64M)\n"
+            "  --gc-threshold F     collect segments under this live ratio (default 0.25)\n"
+            "  --gc-rate BYTES      GC budget per second (default 32M; 0 = unthrottled)\n"
+            "  --gc-interval MS     period of the background GC pass (default 1000)\n"
+            "  --verbose            debug log\n");
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "dir", required_argument, NULL, 'd' },
+        { "listen", required_argument, NULL, 'l' },
+        { "port-file", required_argument, NULL, 'p' },
+        { "threads", required_argument, NULL, 't' },
+        { "seg-size", required_argument, NULL, 's' },
+        { "gc-threshold", required_argument, NULL, 'g' },
+        { "gc-rate", required_argument, NULL, 'r' },
+        { "gc-interval", required_argument, NULL, 'i' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    const char *dir = NULL, *listen = "127.0.0.1:0", *port_file = NULL;
+    uint64_t threads = 4, seg_size = 64u << 20, gc_rate = 32u << 20, gc_interval = 1000;
+    double gc_threshold = 0.25;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'd': dir = optarg; break;
+        case 'l': listen = optarg; break;
+        case 'p': port_file = optarg; break;
+        case 't':
+            if (xt_parse_u64(optarg, 1, 256, &threads)) {
+                fprintf(stderr, "pom-mdsl: --threads wants 1..256, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 's':
+            if (xt_parse_u64(optarg, 64u << 10, 1ull << 32, &seg_size)) {
+                fprintf(stderr, "pom-mdsl: --seg-size wants 64K..4G, got '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'g': {
+            char *end = NULL;
+            gc_threshold = strtod(optarg, &end);
+            if (!end || *end || gc_threshold <= 0 || gc_threshold >= 1) {
+                fprintf(stderr, "pom-mdsl: --gc-threshold wants a ratio in (0,1), got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        }
+        case 'r':
+            if (xt_parse_u64(optarg, 0, UINT64_MAX, &gc_rate)) {
+                fprintf(stderr, "pom-mdsl: bad --gc-rate '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'i':
+            if (xt_parse_u64(optarg, 1, 3600000, &gc_interval)) {
+                fprintf(stderr, "pom-mdsl: --gc-interval wants 1..3600000 ms, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
+        case 'h': usage(stdout); return 0;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (!dir || optind != argc) {
+        usage(stderr);
+        return 2;
+    }
+    char host[256];
+    int port;
+    if (xt_rpc_parse_addr(listen, host, sizeof host, &port) && strcmp(listen, "127.0.0.1:0")) {
+        fprintf(stderr, "pom-mdsl: bad --listen '%s' (want HOST:PORT)\n", listen);
+        return 2;
+    }
+    if (!strcmp(listen, "127.0.0.1:0")) {
+        strcpy(host, "127.0.0.1");
+        port = 0;
+    }
+
+    xt_daemon_block_signals();
+    xt_log_set_prefix("mdsl");
+
+    mdsl_io *io = NULL;
+    int rc = mdsl_io_uring_new(256, &io);
+    if (rc < 0) {
+        XT_ERR("cannot set up io_uring: %s", strerror(-rc));
+        return 1;
+    }
+    struct mdsl_store_opts so = {
+        .io = io, .dir = dir, .seg_size = seg_size, .gc_threshold = gc_threshold,
+        .gc_bytes_per_sec = gc_rate, .gc_thread = true, .gc_interval_ms = (unsigned)gc_interval,
+    };
+    mdsl_store *store = NULL;
+    rc = mdsl_store_open(&so, &store);
+    if (rc < 0) {
+        XT_ERR("cannot open store in %s: %s", dir, strerror(-rc));
+        mdsl_io_destroy(io);
+        return 1;
+    }
+    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = (int)threads };
+    xt_rpc_server *srv = NULL;
+    rc = mdsl_service_start(store, &ro, &srv);
+    if (rc < 0) {
+        XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
+        mdsl_store_close(store);
+        mdsl_io_destroy(io);
+        return 1;
+    }
+    int bound = xt_rpc_server_port(srv);
+    if (port_file && (rc = xt_daemon_write_int_file(port_file, bound)) < 0)
+        XT_ERR("cannot write %s: %s", port_file, strerror(-rc));
+    XT_INFO("serving %s on %s:%d", dir, host, bound);
+
+    int sig = xt_daemon_wait_signal();
+    XT_INFO("signal %d: stopping", sig);
+    xt_rpc_server_stop(srv);
+    mdsl_store_close(store);
+    mdsl_io_destroy(io);
+    return 0;
+}

@@ -1,0 +1,136 @@
+/*
+ * mdsl_service.c -- Storage RPC handlers over mdsl_store.
+ *
+ * The handlers validate what arrives from the network before the store
+ * sees it (record types, sizes, txid 0), so that a malformed request is an
+ * -EINVAL to its sender and never an assertion in the engine. Records pass
+ * through without copies: xt_store_rec and mdsl_rec carry the same fields.
+ */
+#include "mdsl_service.h"
+
+#include "xt_common.h"
+
+#include <string.h>
+
+/* Largest record accepted from the network: a slice image of 8192 rows of
+ * up to 64 KiB inline data would be larger, but images carry only the
+ * rows' fixed columns and names; column bytes travel as COLUMN records. */
+#define MDSL_SVC_MAX_REC (256u << 20)
+
+static int svc_prepare(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
+                       const struct xt_store_rec *recs, size_t n)
+{
+    (void)rc;
+    if (txid == 0 || n == 0)
+        return -EINVAL;
+    struct mdsl_rec *mr = xt_calloc(n, sizeof *mr);
+    if (!mr)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        const struct xt_store_rec *r = &recs[i];
+        if (r->type < XT_STORE_IMAGE || r->type > XT_STORE_COLUMN || r->len > MDSL_SVC_MAX_REC ||
+            (r->flags & ~XT_STORE_F_TOMBSTONE) ||
+            (r->flags && r->type != XT_STORE_COLUMN)) {
+            xt_free(mr);
+            return -EINVAL;
+        }
+        mr[i] = (struct mdsl_rec){ .type = r->type, .flags = r->flags, .fsid = r->fsid,
+                                   .table = r->table, .slice = r->slice,
+                                   .version = r->version, .key = r->key, .group = r->group,
+                                   .data = r->data, .len = r->len };
+    }
+    int ret = mdsl_store_prepare(ctx, txid, mr, n);
+    xt_free(mr);
+    return ret;
+}
+
+static int svc_commit(void *ctx, const xt_rpc_ctx *rc, uint64_t txid)
+{
+    (void)rc;
+    return txid ? mdsl_store_commit(ctx, txid) : -EINVAL;
+}
+
+static int svc_abort(void *ctx, const xt_rpc_ctx *rc, uint64_t txid)
+{
+    (void)rc;
+    return txid ? mdsl_store_abort(ctx, txid) : -EINVAL;
+}
+
+static int svc_load(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
+                    uint32_t slice, struct xt_store_load *out)
+{
+    (void)rc;
+    struct mdsl_slice_load l;
+    int ret = mdsl_store_load_slice(ctx, fsid, table, slice, &l);
+    if (ret < 0)
+        return ret;
+    /* Same layout, same allocator: hand the buffers over. */
+    out->has_image = l.has_image;
+    out->image.version = l.image.version;
+    out->image.data = l.image.data;
+    out->image.len = l.image.len;
+    out->ndeltas = l.ndeltas;
+    _Static_assert(sizeof(struct xt_store_blob) == sizeof(struct mdsl_blob),
+                   "blob layouts differ");
+    out->deltas = (struct xt_store_blob *)(void *)l.deltas;
+    return 0;
+}
+
+static int svc_read_column(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
+                           uint32_t slice, uint64_t key, uint32_t group, void **data,
+                           uint32_t *len, uint64_t *version)
+{
+    (void)rc;
+    return mdsl_store_read_column(ctx, fsid, table, slice, key, group, data, len, version);
+}
+
+static int svc_set_md(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
+                      const void *md, uint32_t len)
+{
+    (void)rc;
+    return mdsl_store_set_md(ctx, fsid, table, md, len);
+}
+
+static int svc_get_md(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
+                      void **md, uint32_t *len)
+{
+    (void)rc;
+    return mdsl_store_get_md(ctx, fsid, table, md, len);
+}
+
+static int svc_stat(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st)
+{
+    (void)rc;
+    struct mdsl_stat ms;
+    int ret = mdsl_store_stat(ctx, &ms);
+    if (ret < 0)
+        return ret;
+    st->tables = ms.tables;
+    st->segments = ms.segments;
+    st->bytes = ms.bytes;
+    st->live_bytes = ms.live_bytes;
+    st->commits = ms.commits;
+    st->aborts = ms.aborts;
+    st->gc_freed_segments = ms.gc_freed_segments;
+    st->corrupt_records = ms.corrupt_records;
+    st->failed = ms.failed;
+    return mdsl_store_prepared(ctx, &st->prepared, &st->nprepared);
+}
+
+static const struct xt_mdsl_ops mdsl_ops = {
+    .common = { .ping = NULL },
+    .prepare = svc_prepare,
+    .commit = svc_commit,
+    .abort = svc_abort,
+    .load_slice = svc_load,
+    .read_column = svc_read_column,
+    .set_md = svc_set_md,
+    .get_md = svc_get_md,
+    .stat = svc_stat,
+};
+
+int mdsl_service_start(mdsl_store *store, const struct xt_rpc_server_opts *opts,
+                       xt_rpc_server **out)
+{
+    return xt_rpc_serve_mdsl(opts, &mdsl_ops, store, out);
+}

@@ -1,0 +1,376 @@
+/*
+ * xt_rpc_mdsl.cpp -- glue of the Storage service: C structs <-> Thrift
+ * structs, nothing else. Validation of contents is the handler's job; the
+ * glue only refuses what cannot be represented (lengths over 4 GiB).
+ */
+#include "xt_rpc_i.hpp"
+#include "xt_rpc_mdsl.h"
+
+#include "Storage.h"
+#include "xt_common.h"
+
+#include <cstring>
+#include <vector>
+
+using pom::glue::ProtoPtr;
+using namespace pom::rpc;
+
+void xt_store_load_free(struct xt_store_load *l)
+{
+    if (!l)
+        return;
+    xt_free(l->image.data);
+    for (size_t i = 0; i < l->ndeltas; i++)
+        xt_free(l->deltas[i].data);
+    xt_free(l->deltas);
+    memset(l, 0, sizeof *l);
+}
+
+/* A heap copy of s for C callers (xt_free); NULL only on ENOMEM. */
+static void *dup_bytes(const std::string &s)
+{
+    void *p = xt_malloc(s.size());
+    if (p && !s.empty())
+        memcpy(p, s.data(), s.size());
+    return p;
+}
+
+/* ---- client ------------------------------------------------------------ */
+
+int xt_mdsl_prepare(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid,
+                    const struct xt_store_rec *recs, size_t n)
+{
+    PrepareReq req;
+    req.txid = (int64_t)txid;
+    req.records.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        StoreRecord &r = req.records[i];
+        r.type = (int8_t)recs[i].type;
+        r.flags = (int8_t)recs[i].flags;
+        r.fsid = (int32_t)recs[i].fsid;
+        r.table = (int64_t)recs[i].table;
+        r.slice = (int32_t)recs[i].slice;
+        r.version = (int64_t)recs[i].version;
+        r.key = (int64_t)recs[i].key;
+        r.group = (int32_t)recs[i].group;
+        r.data.assign(static_cast<const char *>(recs[i].data), recs[i].len);
+    }
+    return pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        TxResp resp;
+        req.hdr = h;
+        cl.prepare(resp, req);
+        return resp.status;
+    });
+}
+
+static int tx_call(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid, bool commit)
+{
+    TxReq req;
+    req.txid = (int64_t)txid;
+    return pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        TxResp resp;
+        req.hdr = h;
+        if (commit)
+            cl.commit(resp, req);
+        else
+            cl.abort(resp, req);
+        return resp.status;
+    });
+}
+
+int xt_mdsl_commit(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid)
+{
+    return tx_call(p, call, txid, true);
+}
+
+int xt_mdsl_abort(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid)
+{
+    return tx_call(p, call, txid, false);
+}
+
+int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
+                       uint64_t table, uint32_t slice, struct xt_store_load *out)
+{
+    memset(out, 0, sizeof *out);
+    LoadReq req;
+    req.fsid = (int32_t)fsid;
+    req.table = (int64_t)table;
+    req.slice = (int32_t)slice;
+    LoadResp resp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        req.hdr = h;
+        cl.load_slice(resp, req);
+        return resp.status;
+    });
+    if (rc < 0)
+        return rc;
+    if (resp.__isset.image) {
+        out->has_image = true;
+        out->image.version = (uint64_t)resp.image.version;
+        out->image.len = (uint32_t)resp.image.data.size();
+        if (!(out->image.data = dup_bytes(resp.image.data)))
+            goto nomem;
+    }
+    if (!resp.deltas.empty()) {
+        out->deltas = static_cast<struct xt_store_blob *>(
+            xt_calloc(resp.deltas.size(), sizeof(struct xt_store_blob)));
+        if (!out->deltas)
+            goto nomem;
+        for (const Blob &b : resp.deltas) {
+            struct xt_store_blob *d = &out->deltas[out->ndeltas];
+            d->version = (uint64_t)b.version;
+            d->len = (uint32_t)b.data.size();
+            if (!(d->data = dup_bytes(b.data)))
+                goto nomem;
+            out->ndeltas++;
+        }
+    }
+    return 0;
+nomem:
+    xt_store_load_free(out);
+    return -ENOMEM;
+}
+
+int xt_mdsl_read_column(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
+                        uint64_t table, uint32_t slice, uint64_t key, uint32_t group,
+                        void **data, uint32_t *len, uint64_t *version)
+{
+    ColumnReq req;
+    req.fsid = (int32_t)fsid;
+    req.table = (int64_t)table;
+    req.slice = (int32_t)slice;
+    req.key = (int64_t)key;
+    req.group = (int32_t)group;
+    ColumnResp resp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        req.hdr = h;
+        cl.read_column(resp, req);
+        return resp.status;
+    });
+    if (rc < 0)
+        return rc;
+    if (!(*data = dup_bytes(resp.value)))
+        return -ENOMEM;
+    *len = (uint32_t)resp.value.size();
+    if (version)
+        *version = (uint64_t)resp.version;
+    return 0;
+}
+
+int xt_mdsl_set_md(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t table,
+                   const void *md, uint32_t len)
+{
+    MdReq req;
+    req.fsid = (int32_t)fsid;
+    req.table = (int64_t)table;
+    req.__set_md(std::string(static_cast<const char *>(md), len));
+    return pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        MdResp resp;
+        req.hdr = h;
+        cl.set_md(resp, req);
+        return resp.status;
+    });
+}
+
+int xt_mdsl_get_md(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t table,
+                   void **md, uint32_t *len)
+{
+    MdReq req;
+    req.fsid = (int32_t)fsid;
+    req.table = (int64_t)table;
+    MdResp resp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        req.hdr = h;
+        cl.get_md(resp, req);
+        return resp.status;
+    });
+    if (rc < 0)
+        return rc;
+    if (!(*md = dup_bytes(resp.md)))
+        return -ENOMEM;
+    *len = (uint32_t)resp.md.size();
+    return 0;
+}
+
+int xt_mdsl_stat(xt_rpc_pool *p, const xt_rpc_call *call, struct xt_store_stat *st)
+{
+    memset(st, 0, sizeof *st);
+    StoreStatReq req;
+    StoreStatResp resp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        req.hdr = h;
+        cl.stat(resp, req);
+        return resp.status;
+    });
+    if (rc < 0)
+        return rc;
+    st->tables = (uint64_t)resp.tables;
+    st->segments = (uint64_t)resp.segments;
+    st->bytes = (uint64_t)resp.bytes;
+    st->live_bytes = (uint64_t)resp.live_bytes;
+    st->commits = (uint64_t)resp.commits;
+    st->aborts = (uint64_t)resp.aborts;
+    st->gc_freed_segments = (uint64_t)resp.gc_freed_segments;
+    st->corrupt_records = (uint64_t)resp.corrupt_records;
+    st->failed = resp.failed;
+    if (!resp.prepared_txids.empty()) {
+        st->prepared = static_cast<uint64_t *>(
+            xt_calloc(resp.prepared_txids.size(), sizeof(uint64_t)));
+        if (!st->prepared)
+            return -ENOMEM;
+        for (int64_t t : resp.prepared_txids)
+            st->prepared[st->nprepared++] = (uint64_t)t;
+    }
+    return 0;
+}
+
+/* ---- server ------------------------------------------------------------ */
+
+namespace {
+
+class StorageGlue : virtual public StorageIf, public pom::glue::CommonGlue {
+public:
+    StorageGlue(const xt_mdsl_ops *ops, void *ctx, int budget)
+        : CommonGlue(&ops->common, ctx, budget), mops_(ops) {}
+
+    void prepare(TxResp &resp, const PrepareReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        std::vector<xt_store_rec> recs(req.records.size());
+        for (size_t i = 0; i < recs.size(); i++) {
+            const StoreRecord &r = req.records[i];
+            if (r.data.size() > UINT32_MAX) {
+                resp.status = -E2BIG;
+                return;
+            }
+            recs[i] = { (uint8_t)r.type, (uint8_t)r.flags, (uint32_t)r.fsid, (uint64_t)r.table,
+                        (uint32_t)r.slice, (uint64_t)r.version, (uint64_t)r.key,
+                        (uint32_t)r.group, r.data.data(), (uint32_t)r.data.size() };
+        }
+        resp.status = mops_->prepare ? mops_->prepare(ctx_, &rc, (uint64_t)req.txid,
+                                                      recs.data(), recs.size())
+                                     : -ENOSYS;
+    }
+    void commit(TxResp &resp, const TxReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = mops_->commit ? mops_->commit(ctx_, &rc, (uint64_t)req.txid) : -ENOSYS;
+    }
+    void abort(TxResp &resp, const TxReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = mops_->abort ? mops_->abort(ctx_, &rc, (uint64_t)req.txid) : -ENOSYS;
+    }
+    void load_slice(LoadResp &resp, const LoadReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        struct xt_store_load l;
+        memset(&l, 0, sizeof l);
+        resp.status = mops_->load_slice ? mops_->load_slice(ctx_, &rc, (uint32_t)req.fsid,
+                                                            (uint64_t)req.table,
+                                                            (uint32_t)req.slice, &l)
+                                        : -ENOSYS;
+        if (resp.status == 0) {
+            if (l.has_image) {
+                resp.image.version = (int64_t)l.image.version;
+                resp.image.data.assign(static_cast<const char *>(l.image.data), l.image.len);
+                resp.__isset.image = true;
+            }
+            resp.deltas.resize(l.ndeltas);
+            for (size_t i = 0; i < l.ndeltas; i++) {
+                resp.deltas[i].version = (int64_t)l.deltas[i].version;
+                resp.deltas[i].data.assign(static_cast<const char *>(l.deltas[i].data),
+                                           l.deltas[i].len);
+            }
+        }
+        xt_store_load_free(&l);
+    }
+    void read_column(ColumnResp &resp, const ColumnReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        void *data = nullptr;
+        uint32_t len = 0;
+        uint64_t version = 0;
+        resp.status = mops_->read_column
+                          ? mops_->read_column(ctx_, &rc, (uint32_t)req.fsid, (uint64_t)req.table,
+                                               (uint32_t)req.slice, (uint64_t)req.key,
+                                               (uint32_t)req.group, &data, &len, &version)
+                          : -ENOSYS;
+        if (resp.status == 0) {
+            resp.value.assign(static_cast<const char *>(data), len);
+            resp.version = (int64_t)version;
+        }
+        xt_free(data);
+    }
+    void set_md(MdResp &resp, const MdReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        if (!req.__isset.md || req.md.size() > UINT32_MAX) {
+            resp.status = -EINVAL;
+            return;
+        }
+        resp.status = mops_->set_md ? mops_->set_md(ctx_, &rc, (uint32_t)req.fsid,
+                                                    (uint64_t)req.table, req.md.data(),
+                                                    (uint32_t)req.md.size())
+                                    : -ENOSYS;
+    }
+    void get_md(MdResp &resp, const MdReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        void *md = nullptr;
+        uint32_t len = 0;
+        resp.status = mops_->get_md ? mops_->get_md(ctx_, &rc, (uint32_t)req.fsid,
+                                                    (uint64_t)req.table, &md, &len)
+                                    : -ENOSYS;
+        if (resp.status == 0)
+            resp.md.assign(static_cast<const char *>(md), len);
+        xt_free(md);
+    }
+    void stat(StoreStatResp &resp, const StoreStatReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        struct xt_store_stat st;
+        memset(&st, 0, sizeof st);
+        resp.status = mops_->stat ? mops_->stat(ctx_, &rc, &st) : -ENOSYS;
+        if (resp.status == 0) {
+            resp.tables = (int64_t)st.tables;
+            resp.segments = (int64_t)st.segments;
+            resp.bytes = (int64_t)st.bytes;
+            resp.live_bytes = (int64_t)st.live_bytes;
+            resp.commits = (int64_t)st.commits;
+            resp.aborts = (int64_t)st.aborts;
+            resp.gc_freed_segments = (int64_t)st.gc_freed_segments;
+            resp.corrupt_records = (int64_t)st.corrupt_records;
+            resp.failed = st.failed;
+            for (size_t i = 0; i < st.nprepared; i++)
+                resp.prepared_txids.push_back((int64_t)st.prepared[i]);
+        }
+        xt_free(st.prepared);
+    }
+
+private:
+    const xt_mdsl_ops *mops_;
+};
+
+} // namespace
+
+int xt_rpc_serve_mdsl(const struct xt_rpc_server_opts *opts, const struct xt_mdsl_ops *ops,
+                      void *ctx, xt_rpc_server **out)
+{
+    if (!ops)
+        return -EINVAL;
+    try {
+        auto h = std::make_shared<StorageGlue>(ops, ctx, pom::glue::server_budget_ms(opts));
+        auto proc = std::make_shared<StorageProcessor>(h);
+        return pom::glue::serve(opts, proc, out);
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    }
+}

@@ -1,0 +1,110 @@
+/*
+ * xt_rpc_mdsl.h -- the Storage service of pom.thrift in C: the calls an MDS
+ * (or a tool) makes to an MDSL, and the handler ops a pom-mdsl serves with.
+ *
+ * Records, loads and statistics mirror mdsl/mdsl_store.h field for field,
+ * so the daemon passes them through without reshaping.
+ */
+#ifndef XT_RPC_MDSL_H
+#define XT_RPC_MDSL_H
+
+#include "xt_rpc.h"
+
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { XT_STORE_IMAGE = 1, XT_STORE_DELTA = 2, XT_STORE_COLUMN = 3 };
+#define XT_STORE_F_TOMBSTONE 1
+
+/* One record of a transaction; pointers are borrowed for the call. */
+struct xt_store_rec {
+    uint8_t type;      /* XT_STORE_* */
+    uint8_t flags;     /* XT_STORE_F_* */
+    uint32_t fsid;
+    uint64_t table;
+    uint32_t slice;
+    uint64_t version;
+    uint64_t key;      /* COLUMN: row uuid */
+    uint32_t group;    /* COLUMN: column group */
+    const void *data;
+    uint32_t len;
+};
+
+struct xt_store_blob {
+    uint64_t version;
+    void *data;        /* xt_malloc'd, owned by the enclosing load */
+    uint32_t len;
+};
+
+/* The latest image of a slice and the deltas after it, oldest first. */
+struct xt_store_load {
+    bool has_image;
+    struct xt_store_blob image;
+    size_t ndeltas;
+    struct xt_store_blob *deltas; /* xt_malloc'd array */
+};
+/* Frees the blobs and the array (xt_free) and zeroes *l. */
+void xt_store_load_free(struct xt_store_load *l);
+
+struct xt_store_stat {
+    uint64_t tables, segments, bytes, live_bytes, commits, aborts;
+    uint64_t gc_freed_segments, corrupt_records;
+    int failed;            /* sticky write error, or 0 */
+    size_t nprepared;
+    uint64_t *prepared;    /* xt_malloc'd; caller frees with xt_free */
+};
+
+/* ---- client calls: 0 or -errno (xt_rpc.h invariant 1) ------------------ */
+
+int xt_mdsl_prepare(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid,
+                    const struct xt_store_rec *recs, size_t n);
+int xt_mdsl_commit(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid);
+int xt_mdsl_abort(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid);
+/* *out: free with xt_store_load_free. -ENOENT if the slice has nothing. */
+int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
+                       uint64_t table, uint32_t slice, struct xt_store_load *out);
+/* *data: caller frees with xt_free. */
+int xt_mdsl_read_column(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
+                        uint64_t table, uint32_t slice, uint64_t key, uint32_t group,
+                        void **data, uint32_t *len, uint64_t *version);
+int xt_mdsl_set_md(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t table,
+                   const void *md, uint32_t len);
+/* *md: caller frees with xt_free. -ENOENT if none. */
+int xt_mdsl_get_md(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t table,
+                   void **md, uint32_t *len);
+/* st->prepared: caller frees with xt_free. */
+int xt_mdsl_stat(xt_rpc_pool *p, const xt_rpc_call *call, struct xt_store_stat *st);
+
+/* ---- server ------------------------------------------------------------ */
+
+/* Handler ops; each returns 0 or -errno, which the caller receives. Output
+ * memory the handler allocates (xt_malloc) is freed by the glue. */
+struct xt_mdsl_ops {
+    struct xt_rpc_common_ops common;
+    int (*prepare)(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
+                   const struct xt_store_rec *recs, size_t n);
+    int (*commit)(void *ctx, const xt_rpc_ctx *rc, uint64_t txid);
+    int (*abort)(void *ctx, const xt_rpc_ctx *rc, uint64_t txid);
+    int (*load_slice)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
+                      uint32_t slice, struct xt_store_load *out);
+    int (*read_column)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
+                       uint32_t slice, uint64_t key, uint32_t group, void **data,
+                       uint32_t *len, uint64_t *version);
+    int (*set_md)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
+                  const void *md, uint32_t len);
+    int (*get_md)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
+                  void **md, uint32_t *len);
+    int (*stat)(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st);
+};
+
+/* Serves the Storage service; see xt_rpc_serve_common for the contract. */
+int xt_rpc_serve_mdsl(const struct xt_rpc_server_opts *opts, const struct xt_mdsl_ops *ops,
+                      void *ctx, xt_rpc_server **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XT_RPC_MDSL_H */
