@@ -563,6 +563,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     if (rc == 0 && nrec > 0 && (rc = next_txid(g, &txid)) == 0) {
         rc = tx_with_decision(g, txid, b, nb);
         b = NULL;
+        nb = 0;
     }
     batches_free(b, nb);
     if (rc == -ESHUTDOWN)

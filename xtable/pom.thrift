@@ -262,12 +262,14 @@ enum SiteState { UP = 1, TRANSIENT = 2, FAILED = 3, DRAINING = 4, REMOVED = 5 }
 struct Site {
   1: i32 id,
   2: SiteType type,
-  3: string address,               // host:port
+  3: string address,               // host:port (clients: a label)
   4: i64 capacity = 0,
   5: SiteState state = SiteState.UP,
-  6: i64 last_heartbeat_ns = 0,
+  6: i64 last_heartbeat_ns = 0,    // R2's clock; 0 if none since R2 started
   7: i64 uuid_lo = 0,              // MDS: uuid range handed out by R2
   8: i64 uuid_hi = 0,
+  9: string fs_name = "",          // clients: the fs they mounted
+  10: double load = 0,
 }
 struct RingInfo {
   1: i32 ring,                     // 0: slices -> MDS, 1: slices -> MDSL
@@ -284,12 +286,20 @@ struct FsInfo {
   7: optional binary root_bitmap,
   8: string blob_backend = "local",
   9: string blob_path = "",
+  10: i64 created_ns = 0,
 }
+/* A view: the sections that changed after the caller's version. */
+const i32 VIEW_SITES = 1
+const i32 VIEW_RINGS = 2
+const i32 VIEW_FS    = 4
 struct View {
   1: i64 version,
-  2: list<Site> sites,
-  3: list<RingInfo> rings,
-  4: list<FsInfo> fs,
+  2: i32 sections = 0,             // VIEW_* bits present in this reply
+  3: list<Site> sites,
+  4: list<RingInfo> rings,
+  5: list<FsInfo> fs,
+  6: string leader = "",           // address of the leading R2
+  7: string store = "",            // "embedded" or "zookeeper"
 }
 struct RegisterReq {
   1: ReqHeader hdr,
@@ -297,6 +307,7 @@ struct RegisterReq {
   3: string address,
   4: i64 capacity = 0,
   5: i32 prev_id = 0,              // rejoin with the id it had
+  6: string fs_name = "",          // clients: the fs being mounted
 }
 struct RegisterResp {
   1: i32 status = 0,
@@ -341,7 +352,19 @@ struct SiteReq {
 struct SiteResp {
   1: i32 status = 0,
 }
+struct RangeReq {
+  1: ReqHeader hdr,
+  2: i32 site_id,
+  3: i64 count,
+}
+struct RangeResp {
+  1: i32 status = 0,
+  2: i64 lo = 0,                   // [lo, hi): uuids for this MDS alone
+  3: i64 hi = 0,
+}
 
+/* Only the leading R2 answers; the others reply status -EREMOTE and name
+ * the leader in get_view's View.leader. */
 service R2 extends Common {
   RegisterResp register_site(1: RegisterReq req),
   ViewResp heartbeat(1: HeartbeatReq req),
@@ -351,4 +374,5 @@ service R2 extends Common {
   FsResp fs_drop(1: FsReq req),
   SiteResp site_drain(1: SiteReq req),
   SiteResp site_remove(1: SiteReq req),
+  RangeResp alloc_uuids(1: RangeReq req),
 }

@@ -10,15 +10,15 @@
  *   slots[0..nslots) open-addressing index, linear probing, power-of-two
  *                    size, load <= 3/4. A slot is a u32: 0 = empty, else
  *                    (tag << 24) | (pos + 1) with pos an index into ents and
- *                    tag 8 bits of the hash, so most mismatching probes never
- *                    touch the entry. Deletion shifts the following run back
+ *                    tag = bits 9..16 of the hash (part of the cookie prefix),
+ *                    so most mismatching probes never touch the entry. Deletion shifts the following run back
  *                    (no index tombstones, probe runs stay short).
  *   sorted[0..nsorted) the live rows in listing order, as (key, pos) pairs:
  *                    key = 32 bits of xt_hash_order just below the slice's
  *                    own `depth` fixed bits, so a binary search rarely
  *                    touches an entry (ties compare in full). Built by
  *                    the first xt_slice_list (O(n log n)), then kept up to
- *                    date by every change (binary search + memmove of u32s)
+ *                    date by every change (binary search + memmove of pairs)
  *                    as long as listings keep coming: after more than
  *                    64 * log2(nlive) changes without a listing it is dropped
  *                    and freed (sorted_valid = false) so a slice nobody lists
@@ -44,9 +44,9 @@
  *      bijection of the hash.
  *
  * Locking: slice functions take no lock; the caller holds s->lock (see
- * xt_slice.h). sorted/nsorted/sorted_cap/sorted_valid/list_mods are written either under
- * the write lock or under the read lock plus s->sort_mu; everything else is
- * written only under the write lock.
+ * xt_slice.h). sorted, nsorted, sorted_cap, sorted_valid and list_mods are
+ * written under the write lock, or under the read lock plus s->sort_mu (the
+ * lazy sort of xt_slice_list); everything else only under the write lock.
  */
 #include "xt_slice.h"
 
@@ -838,13 +838,6 @@ int xt_slice_split(xt_slice *s, xt_slice **child)
 #define SUM_SEED       UINT64_C(0x536c696365763031) /* "Slicev01" */
 #define REC_ROW        1u
 #define REC_DELETE     2u
-
-struct enc {
-    uint8_t *p;
-    size_t off, cap;
-    uint64_t since;
-    bool delta;
-};
 
 static size_t rec_size(const struct xt_ent *e)
 {

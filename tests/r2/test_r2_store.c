@@ -23,6 +23,7 @@
 
 #include <leveldb/c.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,6 +116,17 @@ static void get_str(r2_store *s, const char *key, const char *want, int64_t want
     assert_string_equal((char *)val, want);
     assert_int_equal(ver, want_ver);
     xt_free(val);
+}
+
+/* Leadership callback: counts calls, keeps the last value. */
+static _Atomic int leader_calls;
+static _Atomic bool leader_last;
+
+static void leader_fn(void *arg, bool leader)
+{
+    (void)arg;
+    leader_calls++;
+    leader_last = leader;
 }
 
 /* ---- shared cases ------------------------------------------------------- */
@@ -706,16 +718,6 @@ static void test_watch(void **state)
 #if !R2_TEST_ZK
 /* ---- embedded only ------------------------------------------------------------ */
 
-static int leader_calls;
-static bool leader_last;
-
-static void leader_fn(void *arg, bool leader)
-{
-    (void)arg;
-    leader_calls++;
-    leader_last = leader;
-}
-
 static void test_embedded_election(void **state)
 {
     (void)state;
@@ -832,7 +834,6 @@ static void test_embedded_alloc_failures(void **state)
             step_rcs[5] = w < 0 ? w : 0;
         }
         long failures = xt_alloc_fail_after(-1);
-        if (getenv("R2_TEST_VERBOSE")) printf("countdown %ld: %ld failures rc %d %d %d %d %d %d\n", n, failures, step_rcs[0], step_rcs[1], step_rcs[2], step_rcs[3], step_rcs[4], step_rcs[5]);
         for (int i = 0; i < 6; i++)
             if (step_rcs[i] != 0 && step_rcs[i] != -ENOMEM)
                 fail_msg("countdown %ld: step %d returned %d", n, i, step_rcs[i]);
@@ -988,15 +989,21 @@ static void test_zk_outage_pause(void **state)
 {
     (void)state;
     r2_store *s = must_open();
-    assert_int_equal(r2_store_elect(s, "solo", 4, NULL, NULL), 0);
+    leader_calls = 0;
+    assert_int_equal(r2_store_elect(s, "solo", 4, leader_fn, NULL), 0);
     assert_int_equal(r2_store_put(s, "/outage/eph", "e", 1, R2_VER_CREATE,
                                   R2_PUT_EPHEMERAL, NULL), 0);
     put_str(s, "/outage/keep", "k", R2_VER_CREATE, 0);
     assert_true(wait_until((bool (*)(void *))r2_store_is_leader, s, 5000));
+    usleep(100000);
+    assert_int_equal(leader_calls, 1); /* told once: leader */
+    assert_true(leader_last);
 
     assert_int_equal(pom_zk_pause(&zk), 0); /* frozen, sockets open */
     outage_calls(s, 5000);
     assert_false(r2_store_is_leader(s)); /* gave up leadership (invariant 3) */
+    assert_int_equal(leader_calls, 2);     /* and was told */
+    assert_false(leader_last);
     assert_int_equal(pom_zk_resume(&zk), 0);
 
     long t0 = now_ms();
@@ -1010,6 +1017,9 @@ static void test_zk_outage_pause(void **state)
         usleep(20000);
     get_str(s, "/outage/eph", "e", 0);
     assert_true(wait_until((bool (*)(void *))r2_store_is_leader, s, 3 * SESSION_MS));
+    usleep(100000);
+    assert_int_equal(leader_calls, 3);
+    assert_true(leader_last);
     r2_store_close(s);
 }
 

@@ -1,0 +1,566 @@
+/*
+ * mds_table.c -- row operations over the slice cache and the commit groups
+ * (see mds_table.h for the invariants and the meta slice).
+ *
+ * Every modification follows mds_group.h's writer protocol: find the slice
+ * (bitmap under the meta slice's read lock), pin it, enter the group, take
+ * the slice's write lock, recheck ownership (a split may have run), touch,
+ * modify stamping the touched generation, unlock, leave.
+ */
+#include "mds_table.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "xt_bitmap.h"
+#include "xt_common.h"
+#include "xt_hash.h"
+
+#define META_CAPACITY 16u
+#define MAP_BUCKETS   256u
+
+struct mtab {
+    struct mtab *next;   /* (t->mu) */
+    uint32_t fsid;
+    uint64_t table;
+    mds_cent *meta;      /* pinned for the life of t (invariant 4) */
+    xt_bitmap *bm;       /* protected by the meta slice's lock */
+};
+
+struct mds_table {
+    struct mds_table_opts o;
+    pthread_mutex_t mu;
+    struct mtab *bucket[MAP_BUCKETS]; /* (mu) */
+};
+
+static uint64_t meta_hash(void)
+{
+    return xt_hash_name(MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1);
+}
+
+static unsigned map_bucket(uint32_t fsid, uint64_t table)
+{
+    return (unsigned)(((table * UINT64_C(0x9e3779b97f4a7c15)) ^ fsid) >> 40) % MAP_BUCKETS;
+}
+
+int mds_table_new(const struct mds_table_opts *o, mds_table **out)
+{
+    *out = NULL;
+    if (!o || !o->cache || !o->group)
+        return -EINVAL;
+    mds_table *t = xt_calloc(1, sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    t->o = *o;
+    if (!t->o.split_threshold)
+        t->o.split_threshold = XT_SLICE_DEFAULT_CAPACITY;
+    pthread_mutex_init(&t->mu, NULL);
+    *out = t;
+    return 0;
+}
+
+void mds_table_free(mds_table *t)
+{
+    if (!t)
+        return;
+    for (unsigned b = 0; b < MAP_BUCKETS; b++)
+        while (t->bucket[b]) {
+            struct mtab *m = t->bucket[b];
+            t->bucket[b] = m->next;
+            xt_bitmap_free(m->bm);
+            mds_cache_put(t->o.cache, m->meta);
+            xt_free(m);
+        }
+    pthread_mutex_destroy(&t->mu);
+    xt_free(t);
+}
+
+/* Bitmap from a loaded meta slice. REQUIRES: meta locked or unpublished. */
+static int meta_read(mds_cent *meta, xt_bitmap **bm)
+{
+    const void *row;
+    size_t len;
+    int rc = xt_slice_lookup(mds_cent_slice(meta), MDS_META_BITMAP,
+                             sizeof MDS_META_BITMAP - 1, meta_hash(), &row, &len);
+    if (rc == 0)
+        rc = xt_bitmap_decode(row, len, bm);
+    return rc == -ENOENT ? -EBADMSG : rc;
+}
+
+/* Store the bitmap in the meta slice, stamped gen. REQUIRES: meta
+ * write-locked and touched for gen. */
+static int meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_t gen)
+{
+    size_t len = xt_bitmap_encoded_size(bm);
+    uint8_t *buf = xt_malloc(len);
+    if (!buf)
+        return -ENOMEM;
+    long n = xt_bitmap_encode(bm, buf, len);
+    int rc = n < 0 ? (int)n
+                   : xt_slice_insert(mds_cent_slice(meta), MDS_META_BITMAP,
+                                     sizeof MDS_META_BITMAP - 1, meta_hash(), buf, (size_t)n,
+                                     0, gen);
+    xt_free(buf);
+    if (rc >= 0)
+        mds_cache_resize(t->o.cache, meta);
+    return rc < 0 ? rc : 0;
+}
+
+/* The open table (fsid, table), loading its meta slice on first use. */
+static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out)
+{
+    unsigned b = map_bucket(fsid, table);
+    pthread_mutex_lock(&t->mu);
+    for (struct mtab *m = t->bucket[b]; m; m = m->next)
+        if (m->fsid == fsid && m->table == table) {
+            pthread_mutex_unlock(&t->mu);
+            *out = m;
+            return 0;
+        }
+    pthread_mutex_unlock(&t->mu);
+
+    /* Load without the map lock (I/O), then insert unless someone won. */
+    struct mds_key k = { fsid, MDS_META_SLICE, table };
+    mds_cent *meta;
+    int rc = mds_cache_get(t->o.cache, &k, &meta);
+    if (rc < 0)
+        return rc;
+    struct mtab *m = xt_calloc(1, sizeof *m);
+    if (!m) {
+        mds_cache_put(t->o.cache, meta);
+        return -ENOMEM;
+    }
+    xt_slice_rdlock(mds_cent_slice(meta));
+    rc = meta_read(meta, &m->bm);
+    xt_slice_unlock(mds_cent_slice(meta));
+    if (rc < 0) {
+        XT_ERR("table: fs %u table %llu: bad bitmap in meta slice (%d)", fsid,
+               (unsigned long long)table, rc);
+        mds_cache_put(t->o.cache, meta);
+        xt_free(m);
+        return rc;
+    }
+    m->fsid = fsid;
+    m->table = table;
+    m->meta = meta;
+    pthread_mutex_lock(&t->mu);
+    for (struct mtab *x = t->bucket[b]; x; x = x->next)
+        if (x->fsid == fsid && x->table == table) {
+            pthread_mutex_unlock(&t->mu);
+            xt_bitmap_free(m->bm);
+            mds_cache_put(t->o.cache, meta);
+            xt_free(m);
+            *out = x;
+            return 0;
+        }
+    m->next = t->bucket[b];
+    t->bucket[b] = m;
+    pthread_mutex_unlock(&t->mu);
+    *out = m;
+    return 0;
+}
+
+/* Pin the slice that holds hash h. */
+static int slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e)
+{
+    xt_slice *ms = mds_cent_slice(m->meta);
+    xt_slice_rdlock(ms);
+    uint32_t idx = xt_bitmap_lookup(m->bm, xt_hash_vh(h));
+    xt_slice_unlock(ms);
+    struct mds_key k = { m->fsid, idx, m->table };
+    int rc = mds_cache_get(t->o.cache, &k, e);
+    if (rc == -ENOENT) {
+        XT_ERR("table: fs %u table %llu: slice %u is in the bitmap but nowhere", m->fsid,
+               (unsigned long long)m->table, idx);
+        rc = -EIO;
+    }
+    return rc;
+}
+
+static int check_name(size_t len)
+{
+    return len == 0 || len > XT_NAME_MAX ? -EINVAL : 0;
+}
+
+/* A write in progress (the writer protocol of mds_group.h). */
+struct wctx {
+    struct mtab *m;
+    mds_cent *e;
+    uint64_t g0, gen;
+};
+
+/* Find, pin, enter, lock and touch the slice of h. On 0 the caller holds
+ * e's write lock and must call write_end. */
+static int write_begin(mds_table *t, uint32_t fsid, uint64_t table, uint64_t h,
+                       struct wctx *w)
+{
+    int rc = tab_get(t, fsid, table, &w->m);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        if ((rc = slice_get(t, w->m, h, &w->e)) < 0)
+            return rc;
+        w->g0 = mds_group_enter(t->o.group);
+        xt_slice *s = mds_cent_slice(w->e);
+        xt_slice_wrlock(s);
+        if (xt_slice_owns(s, h))
+            break;
+        /* Split meanwhile (invariant 1): look again. */
+        xt_slice_unlock(s);
+        mds_group_leave(t->o.group, w->g0, 0);
+        mds_cache_put(t->o.cache, w->e);
+    }
+    w->gen = w->g0;
+    rc = mds_group_touch(t->o.group, w->e, &w->gen);
+    if (rc < 0) {
+        xt_slice_unlock(mds_cent_slice(w->e));
+        mds_group_leave(t->o.group, w->g0, 0);
+        mds_cache_put(t->o.cache, w->e);
+    }
+    return rc;
+}
+
+static void write_end(mds_table *t, struct wctx *w, size_t bytes)
+{
+    mds_cache_resize(t->o.cache, w->e);
+    xt_slice_unlock(mds_cent_slice(w->e));
+    mds_group_leave(t->o.group, w->g0, bytes);
+    mds_cache_put(t->o.cache, w->e);
+}
+
+int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen)
+{
+    struct mds_key mk = { fsid, MDS_META_SLICE, table }, k0 = { fsid, 0, table };
+    mds_cent *meta = NULL, *s0 = NULL;
+    int rc = mds_cache_get(t->o.cache, &mk, &meta);
+    if (rc == 0) {
+        mds_cache_put(t->o.cache, meta);
+        return -EEXIST;
+    }
+    if (rc != -ENOENT)
+        return rc;
+    xt_slice *ms = xt_slice_new(0, 0, META_CAPACITY);
+    xt_slice *z = xt_slice_new(0, 0, t->o.split_threshold);
+    xt_bitmap *bm = xt_bitmap_new();
+    if (!ms || !z || !bm) {
+        rc = -ENOMEM;
+        goto fail;
+    }
+    /* Slice 0 first: once the meta slice is visible, slice 0 must be too.
+     * A concurrent creator fails here with -EEXIST. */
+    if ((rc = mds_cache_add(t->o.cache, &k0, z, &s0)) < 0)
+        goto fail;
+    z = NULL;
+    if ((rc = mds_cache_add(t->o.cache, &mk, ms, &meta)) < 0)
+        goto fail; /* slice 0 stays, empty and clean: harmless */
+    ms = NULL;
+    uint64_t g0 = mds_group_enter(t->o.group);
+    uint64_t g = g0;
+    xt_slice_wrlock(mds_cent_slice(s0));
+    xt_slice_wrlock(mds_cent_slice(meta));
+    rc = mds_group_touch(t->o.group, s0, &g);
+    if (rc == 0)
+        rc = mds_group_touch(t->o.group, meta, &g);
+    if (rc == 0)
+        rc = meta_write(t, meta, bm, g);
+    xt_slice_unlock(mds_cent_slice(meta));
+    xt_slice_unlock(mds_cent_slice(s0));
+    mds_group_leave(t->o.group, g0, 64);
+    if (rc == 0 && gen)
+        *gen = g;
+fail:
+    mds_cache_put(t->o.cache, s0);
+    mds_cache_put(t->o.cache, meta);
+    xt_slice_free(ms);
+    xt_slice_free(z);
+    xt_bitmap_free(bm);
+    return rc;
+}
+
+/* Split the full slice `full` (write-locked by the caller, touched for
+ * w->gen) and record it in the bitmap, all in w's group. On 0 *child is the
+ * new slice, pinned, published, write-locked and touched: the caller
+ * unlocks and puts it. REQUIRES: the caller holds the meta slice's write
+ * lock, touched for w->gen. */
+static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **child)
+{
+    uint64_t t0 = xt_mono_ns();
+    xt_slice *s = mds_cent_slice(full), *cs = NULL;
+    uint32_t idx = xt_slice_index(s), cidx;
+    xt_bitmap *nbm = xt_bitmap_dup(w->m->bm);
+    if (!nbm)
+        return -ENOMEM;
+    int rc = xt_bitmap_split(nbm, idx, &cidx);
+    if (rc == 0)
+        rc = xt_slice_split(s, &cs);
+    if (rc < 0) {
+        xt_bitmap_free(nbm);
+        return rc == -ERANGE ? -ENOSPC : rc;
+    }
+    /* The new slice is unreachable until the bitmap names it (we hold the
+     * meta write lock), so publishing it first is safe. */
+    struct mds_key ck = { w->m->fsid, xt_slice_index(cs), w->m->table };
+    mds_cent *ce = NULL;
+    if (xt_slice_index(cs) != cidx) {
+        XT_ERR("table: split of slice %u: child %u but bitmap says %u", idx,
+               xt_slice_index(cs), cidx);
+        rc = -EIO;
+    } else {
+        rc = mds_cache_add(t->o.cache, &ck, cs, &ce);
+    }
+    if (rc == 0) {
+        cs = NULL;
+        xt_slice_wrlock(mds_cent_slice(ce));
+        uint64_t g = w->gen;
+        rc = mds_group_touch(t->o.group, ce, &g); /* new: never raises g */
+        if (rc == 0)
+            rc = meta_write(t, w->m->meta, nbm, w->gen);
+        if (rc < 0) {
+            xt_slice_unlock(mds_cent_slice(ce));
+            mds_cache_put(t->o.cache, ce);
+        }
+    }
+    if (rc < 0) {
+        /* Cannot happen short of ENOMEM; the slice is split in memory but not
+         * in the bitmap: its moved rows would be lost. Refuse loudly. */
+        XT_ERR("table: fs %u table %llu: split of slice %u failed after the fact (%d)",
+               w->m->fsid, (unsigned long long)w->m->table, idx, rc);
+        xt_slice_free(cs);
+        xt_bitmap_free(nbm);
+        return rc;
+    }
+    xt_bitmap_free(w->m->bm);
+    w->m->bm = nbm;
+    mds_cache_resize(t->o.cache, full);
+    mds_cache_resize(t->o.cache, ce);
+    *child = ce;
+    mds_stats_record(t->o.stats, MDS_OP_SPLIT, xt_mono_ns() - t0, 0);
+    return 0;
+}
+
+/* Insert into the write-locked slice of w, splitting (repeatedly) when it is
+ * full. REQUIRES: w from write_begin. */
+static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t name_len,
+                        uint64_t h, const void *row, size_t row_len, unsigned flags)
+{
+    unsigned xf = (flags & MDS_TABLE_EXCL) ? XT_SLICE_EXCL : 0;
+    int rc = xt_slice_insert(mds_cent_slice(w->e), name, name_len, h, row, row_len, xf,
+                             w->gen);
+    if (rc != -ENOSPC)
+        return rc;
+    /* Full: join the meta slice to this write, in the same group. */
+    xt_slice *ms = mds_cent_slice(w->m->meta);
+    xt_slice_wrlock(ms);
+    uint64_t g = w->gen;
+    rc = mds_group_touch(t->o.group, w->m->meta, &g);
+    if (rc == 0 && g != w->gen) {
+        /* The meta slice is already in a newer group: move this slice there
+         * too (copy-on-write for the older one), so the split is atomic. */
+        w->gen = g;
+        rc = mds_group_touch(t->o.group, w->e, &w->gen);
+    }
+    mds_cent *kids[XT_SLICE_MAX_DEPTH + 1];
+    size_t nkids = 0;
+    mds_cent *target = w->e;
+    while (rc == 0) {
+        mds_cent *child;
+        if ((rc = split_slice(t, w, target, &child)) < 0)
+            break;
+        kids[nkids++] = child;
+        target = xt_slice_owns(mds_cent_slice(child), h) ? child : target;
+        rc = xt_slice_insert(mds_cent_slice(target), name, name_len, h, row, row_len, xf,
+                             w->gen);
+        if (rc != -ENOSPC || nkids == XT_SLICE_MAX_DEPTH)
+            break;
+    }
+    for (size_t i = nkids; i-- > 0;) {
+        xt_slice_unlock(mds_cent_slice(kids[i]));
+        mds_cache_put(t->o.cache, kids[i]);
+    }
+    xt_slice_unlock(ms);
+    return rc;
+}
+
+int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                     size_t name_len, const void *row, size_t row_len, unsigned flags,
+                     uint64_t *gen)
+{
+    uint64_t t0 = xt_mono_ns();
+    int rc = check_name(name_len);
+    struct wctx w;
+    uint64_t h = xt_hash_name(name, name_len);
+    if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
+        rc = insert_split(t, &w, name, name_len, h, row, row_len, flags);
+        write_end(t, &w, rc >= 0 ? name_len + row_len : 0);
+        if (rc >= 0 && gen)
+            *gen = w.gen;
+    }
+    rc = rc > 0 ? 0 : rc;
+    mds_stats_record(t->o.stats, MDS_OP_CREATE, xt_mono_ns() - t0, rc);
+    return rc;
+}
+
+int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                     size_t name_len, mds_table_update_fn fn, void *arg, uint64_t *gen)
+{
+    uint64_t t0 = xt_mono_ns();
+    int rc = check_name(name_len);
+    struct wctx w;
+    uint64_t h = xt_hash_name(name, name_len);
+    size_t bytes = 0;
+    if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
+        xt_slice *s = mds_cent_slice(w.e);
+        const void *old;
+        size_t old_len;
+        rc = xt_slice_lookup(s, name, name_len, h, &old, &old_len);
+        uint8_t *nr = NULL;
+        size_t nlen = 0;
+        if (rc == 0)
+            rc = fn(arg, old, old_len, &nr, &nlen);
+        if (rc == 0)
+            rc = xt_slice_update(s, name, name_len, h, nr, nlen, w.gen);
+        xt_free(nr);
+        bytes = rc == 0 ? name_len + nlen : 0;
+        write_end(t, &w, bytes);
+        if (rc == 0 && gen)
+            *gen = w.gen;
+    }
+    mds_stats_record(t->o.stats, MDS_OP_UPDATE, xt_mono_ns() - t0, rc);
+    return rc;
+}
+
+int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                     size_t name_len, mds_table_check_fn check, void *arg, uint64_t *gen)
+{
+    uint64_t t0 = xt_mono_ns();
+    int rc = check_name(name_len);
+    struct wctx w;
+    uint64_t h = xt_hash_name(name, name_len);
+    if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
+        xt_slice *s = mds_cent_slice(w.e);
+        if (check) {
+            const void *old;
+            size_t old_len;
+            rc = xt_slice_lookup(s, name, name_len, h, &old, &old_len);
+            if (rc == 0)
+                rc = check(arg, old, old_len);
+        }
+        if (rc == 0)
+            rc = xt_slice_delete(s, name, name_len, h, w.gen);
+        write_end(t, &w, rc == 0 ? name_len + 16 : 0);
+        if (rc == 0 && gen)
+            *gen = w.gen;
+    }
+    mds_stats_record(t->o.stats, MDS_OP_DELETE, xt_mono_ns() - t0, rc);
+    return rc;
+}
+
+int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                     size_t name_len, uint8_t **row, size_t *row_len)
+{
+    uint64_t t0 = xt_mono_ns();
+    *row = NULL;
+    *row_len = 0;
+    int rc = check_name(name_len);
+    uint64_t h = xt_hash_name(name, name_len);
+    struct mtab *m;
+    if (rc == 0)
+        rc = tab_get(t, fsid, table, &m);
+    while (rc == 0) {
+        mds_cent *e;
+        if ((rc = slice_get(t, m, h, &e)) < 0)
+            break;
+        xt_slice *s = mds_cent_slice(e);
+        xt_slice_rdlock(s);
+        bool owns = xt_slice_owns(s, h);
+        const void *p;
+        size_t len;
+        if (owns && (rc = xt_slice_lookup(s, name, name_len, h, &p, &len)) == 0) {
+            *row = xt_malloc(len ? len : 1);
+            if (*row) {
+                memcpy(*row, p, len);
+                *row_len = len;
+            } else {
+                rc = -ENOMEM;
+            }
+        }
+        xt_slice_unlock(s);
+        mds_cache_put(t->o.cache, e);
+        if (owns)
+            break;
+    }
+    mds_stats_record(t->o.stats, MDS_OP_LOOKUP, xt_mono_ns() - t0, rc);
+    return rc;
+}
+
+int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
+                   size_t max_entries, xt_slice_cb cb, void *arg, uint64_t *next_cookie)
+{
+    uint64_t t0 = xt_mono_ns();
+    *next_cookie = cookie;
+    struct mtab *m;
+    int rc = tab_get(t, fsid, table, &m);
+    size_t done = 0;
+    while (rc == 0 && done < max_entries && cookie < XT_COOKIE_END) {
+        /* The cookie's top 32 bits are bitrev32(V_h) (xt_hash.h). */
+        uint64_t h = (uint64_t)xt_bitrev32((uint32_t)(cookie >> 30)) << 32;
+        mds_cent *e;
+        if ((rc = slice_get(t, m, h, &e)) < 0)
+            break;
+        xt_slice *s = mds_cent_slice(e);
+        xt_slice_rdlock(s);
+        uint32_t idx = xt_slice_index(s);
+        unsigned d = xt_slice_depth(s);
+        uint64_t lo = xt_hash_slice_cookie_lo(idx, d), hi = xt_hash_slice_cookie_hi(idx, d);
+        if (cookie < lo || cookie >= hi) {
+            /* Split after our bitmap lookup: look again. */
+            xt_slice_unlock(s);
+            mds_cache_put(t->o.cache, e);
+            continue;
+        }
+        uint64_t next;
+        int n = xt_slice_list(s, cookie, max_entries - done, cb, arg, &next);
+        xt_slice_unlock(s);
+        mds_cache_put(t->o.cache, e);
+        if (n < 0) {
+            rc = n;
+            break;
+        }
+        done += (size_t)n;
+        if (next != XT_COOKIE_END) {
+            cookie = next;
+            if (done < max_entries)
+                break; /* the callback stopped */
+        } else {
+            cookie = hi; /* this slice is done: the next range */
+        }
+    }
+    if (rc == 0)
+        *next_cookie = cookie;
+    mds_stats_record(t->o.stats, MDS_OP_LIST, xt_mono_ns() - t0, rc);
+    return rc < 0 ? rc : (int)done;
+}
+
+int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
+                     size_t *out_len)
+{
+    *out = NULL;
+    *out_len = 0;
+    struct mtab *m;
+    int rc = tab_get(t, fsid, table, &m);
+    if (rc < 0)
+        return rc;
+    xt_slice *ms = mds_cent_slice(m->meta);
+    xt_slice_rdlock(ms);
+    size_t len = xt_bitmap_encoded_size(m->bm);
+    uint8_t *buf = xt_malloc(len);
+    long n = buf ? xt_bitmap_encode(m->bm, buf, len) : -ENOMEM;
+    xt_slice_unlock(ms);
+    if (n < 0) {
+        xt_free(buf);
+        return (int)n;
+    }
+    *out = buf;
+    *out_len = (size_t)n;
+    return 0;
+}

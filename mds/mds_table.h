@@ -1,0 +1,110 @@
+/*
+ * mds_table.h -- the row operations of the MDS over its cache and commit
+ * groups (DESIGN 4, 5): create (optionally exclusive), lookup, update
+ * (through a caller function, so a conditional update on the row version
+ * is the caller's check), delete, list with split-stable cookies, and
+ * splits of full slices. Rows are opaque bytes here (xt_row at the edge).
+ *
+ * The table's GIGA+ bitmap is persisted in the table's *meta slice*: a
+ * one-slice-wide xt_slice stored under slice id MDS_META_SLICE of the same
+ * (fsid, table), holding the row "bitmap" = xt_bitmap encoding. A split
+ * changes the parent slice, the new child slice and the meta slice in ONE
+ * commit group (so one 2PC transaction): a crash never shows a split slice
+ * without the bitmap that names it, nor the reverse. The GDT copy of the
+ * bitmap (DESIGN 2) and the gossip to other MDSs are the daemon's business
+ * (RMU); mds_table_bitmap gives the bytes to send.
+ *
+ * Invariants:
+ *  (1) Every row of a table is in the slice xt_bitmap_lookup names for its
+ *      hash; an operation that finds its slice no longer owning the hash
+ *      (a split ran meanwhile) looks up again.
+ *  (2) The in-memory bitmap is only changed with the meta slice's write
+ *      lock held and in the same group as the split it records; readers
+ *      take the meta slice's read lock. Lock order: data slice -> meta
+ *      slice -> a split's new child.
+ *  (3) Every modifying call returns the commit generation holding its
+ *      change in *gen: mds_group_sync(g, *gen) makes it durable.
+ *  (4) The meta slice of every table this MDS opened stays pinned in the
+ *      cache until mds_table_free.
+ */
+#ifndef MDS_TABLE_H
+#define MDS_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mds_cache.h"
+#include "mds_group.h"
+#include "mds_stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MDS_META_SLICE  UINT32_C(0xffffffff)
+#define MDS_META_BITMAP "bitmap"
+
+/* mds_table_create flags */
+#define MDS_TABLE_EXCL 0x1u /* -EEXIST when the name exists */
+
+struct mds_table_opts {
+    mds_cache *cache;          /* borrowed */
+    mds_group *group;          /* borrowed */
+    mds_stats *stats;          /* borrowed, may be NULL */
+    uint32_t split_threshold;  /* rows per slice; 0: 8192 */
+};
+
+typedef struct mds_table mds_table;
+
+/* *out: free with mds_table_free (before the group and the cache).
+ * -EINVAL, -ENOMEM. */
+int mds_table_new(const struct mds_table_opts *o, mds_table **out);
+void mds_table_free(mds_table *t);
+
+/* Create an empty table (slice 0 and its meta slice). -EEXIST. */
+int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen);
+
+/* Insert (or, without MDS_TABLE_EXCL, replace) the row of name. Splits the
+ * slice when it is full. row is copied. -EEXIST, -ENOENT (no such table),
+ * -EINVAL (name length 0 or > XT_NAME_MAX), -ENOSPC (a slice cannot split
+ * further), -EOVERFLOW (xt_slice invariant 4), -ENOMEM. */
+int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                     size_t name_len, const void *row, size_t row_len, unsigned flags,
+                     uint64_t *gen);
+
+/* Copy of the row: *row is a new buffer (xt_free) of *row_len bytes. -ENOENT. */
+int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                     size_t name_len, uint8_t **row, size_t *row_len);
+
+/* Called under the slice's write lock with the current row; returns 0 and a
+ * new row in *out (a buffer from xt_malloc that the table takes over) or a
+ * negative errno (e.g. -ESTALE for a version mismatch) to change nothing.
+ * Must not call into the MDS. */
+typedef int (*mds_table_update_fn)(void *arg, const void *old, size_t old_len,
+                                   uint8_t **out, size_t *out_len);
+/* Replace the row of an existing name by fn's result. -ENOENT, fn's error. */
+int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                     size_t name_len, mds_table_update_fn fn, void *arg, uint64_t *gen);
+
+/* Delete a row. check (may be NULL) sees the row first and may refuse with
+ * a negative errno. -ENOENT. */
+typedef int (*mds_table_check_fn)(void *arg, const void *row, size_t row_len);
+int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                     size_t name_len, mds_table_check_fn check, void *arg, uint64_t *gen);
+
+/* List rows with cookie >= cookie in split-stable order across slices:
+ * cb as for xt_slice_list (0 go on, 1 stop before this entry, < 0 abort),
+ * at most max_entries. *next_cookie: where to resume (XT_COOKIE_END at the
+ * end). Returns the rows consumed or a negative errno. Never returns a row
+ * twice nor skips one across calls, even while slices split. */
+int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
+                   size_t max_entries, xt_slice_cb cb, void *arg, uint64_t *next_cookie);
+
+/* The table's bitmap encoding (xt_bitmap_encode): *out a new buffer (xt_free). */
+int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
+                     size_t *out_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MDS_TABLE_H */

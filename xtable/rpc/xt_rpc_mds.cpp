@@ -1,0 +1,500 @@
+/*
+ * xt_rpc_mds.cpp -- glue of the xTable service: xt_req/xt_resp and xt_row
+ * views and encodings <-> XtReq/XtResp and Row. A Row arriving from the
+ * network becomes a zero-copy view after xt_row_view_set_group has checked
+ * every column id and size; anything it refuses is -EINVAL to the sender.
+ */
+#include "xt_rpc_i.hpp"
+#include "xt_rpc_mds.h"
+
+#include "XTable.h"
+#include "xt_common.h"
+
+#include <cstring>
+#include <vector>
+
+using pom::glue::ProtoPtr;
+using namespace pom::rpc;
+
+void xt_resp_free(struct xt_resp *r)
+{
+    if (!r)
+        return;
+    xt_free(r->row);
+    xt_free(r->bitmap);
+    memset(r, 0, sizeof *r);
+    r->ring_version = -1;
+}
+
+void xt_list_resp_free(struct xt_list_resp *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->n; i++)
+        xt_free(r->rows[i]);
+    xt_free(r->rows);
+    xt_free(r->lens);
+    xt_free(r->cookies);
+    xt_free(r->bitmap);
+    memset(r, 0, sizeof *r);
+    r->ring_version = -1;
+}
+
+int xt_list_resp_add(struct xt_list_resp *r, const void *row, size_t len, uint64_t cookie)
+{
+    if ((r->n & (r->n - 1)) == 0) { /* grow at powers of two */
+        size_t cap = r->n ? r->n * 2 : 16;
+        auto *rows = static_cast<uint8_t **>(xt_realloc(r->rows, cap * sizeof(uint8_t *)));
+        if (!rows)
+            return -ENOMEM;
+        r->rows = rows;
+        auto *lens = static_cast<size_t *>(xt_realloc(r->lens, cap * sizeof(size_t)));
+        if (!lens)
+            return -ENOMEM;
+        r->lens = lens;
+        auto *cookies = static_cast<uint64_t *>(xt_realloc(r->cookies, cap * sizeof(uint64_t)));
+        if (!cookies)
+            return -ENOMEM;
+        r->cookies = cookies;
+    }
+    auto *copy = static_cast<uint8_t *>(xt_malloc(len));
+    if (!copy)
+        return -ENOMEM;
+    memcpy(copy, row, len);
+    r->rows[r->n] = copy;
+    r->lens[r->n] = len;
+    r->cookies[r->n] = cookie;
+    r->n++;
+    return 0;
+}
+
+/* ---- rows -------------------------------------------------------------- */
+
+static void view_to_thrift(const xt_row &v, Row &t)
+{
+    t.name.assign(reinterpret_cast<const char *>(v.name), v.name_len);
+    Attr &a = t.attr;
+    a.uuid = (int64_t)v.attr.uuid;
+    a.type = (int8_t)v.attr.type;
+    a.mode = (int32_t)v.attr.mode;
+    a.uid = (int32_t)v.attr.uid;
+    a.gid = (int32_t)v.attr.gid;
+    a.nlink = (int32_t)v.attr.nlink;
+    a.size = (int64_t)v.attr.size;
+    a.atime_ns = (int64_t)v.attr.atime_ns;
+    a.mtime_ns = (int64_t)v.attr.mtime_ns;
+    a.ctime_ns = (int64_t)v.attr.ctime_ns;
+    a.btime_ns = (int64_t)v.attr.btime_ns;
+    a.flags = (int32_t)v.attr.flags;
+    a.generation = (int64_t)v.attr.generation;
+    a.version = (int64_t)v.attr.version;
+    t.columns.resize(v.ngroups);
+    for (uint32_t i = 0; i < v.ngroups; i++) {
+        t.columns[i].id = (int16_t)v.groups[i].id;
+        t.columns[i].value.assign(reinterpret_cast<const char *>(v.groups[i].ptr),
+                                  v.groups[i].len);
+    }
+}
+
+/* A zero-copy view of t (valid while t lives). -EINVAL on a bad column. */
+static int thrift_to_view(const Row &t, xt_row *v)
+{
+    xt_row_init(v);
+    const Attr &a = t.attr;
+    v->attr.uuid = (uint64_t)a.uuid;
+    v->attr.type = (uint8_t)a.type;
+    v->attr.mode = (uint32_t)a.mode;
+    v->attr.uid = (uint32_t)a.uid;
+    v->attr.gid = (uint32_t)a.gid;
+    v->attr.nlink = (uint32_t)a.nlink;
+    v->attr.size = (uint64_t)a.size;
+    v->attr.atime_ns = (uint64_t)a.atime_ns;
+    v->attr.mtime_ns = (uint64_t)a.mtime_ns;
+    v->attr.ctime_ns = (uint64_t)a.ctime_ns;
+    v->attr.btime_ns = (uint64_t)a.btime_ns;
+    v->attr.flags = (uint32_t)a.flags;
+    v->attr.generation = (uint64_t)a.generation;
+    v->attr.version = (uint64_t)a.version;
+    if (t.name.size() > XT_ROW_KEY_MAX)
+        return -ENAMETOOLONG;
+    v->name = reinterpret_cast<const uint8_t *>(t.name.data());
+    v->name_len = (uint32_t)t.name.size();
+    for (const Column &c : t.columns) {
+        if (c.id <= 0 || c.value.size() > XT_ROW_GROUP_MAX)
+            return -EINVAL;
+        int rc = xt_row_view_set_group(v, (uint16_t)c.id, c.value.data(),
+                                       (uint32_t)c.value.size());
+        if (rc)
+            return rc == -E2BIG ? -E2BIG : -EINVAL;
+    }
+    return 0;
+}
+
+/* Encoding (from an MDS handler) -> Row; -EIO if it does not decode. */
+static int enc_to_thrift(const uint8_t *buf, size_t len, Row &t)
+{
+    xt_row v;
+    if (xt_row_decode(buf, len, &v) != 0) {
+        XT_ERR("rpc: handler produced an undecodable row: %s", xt_row_last_error());
+        return -EIO;
+    }
+    view_to_thrift(v, t);
+    return 0;
+}
+
+/* Row (from a reply) -> a fresh encoding for the C caller. */
+static int thrift_to_enc(const Row &t, uint8_t **out, size_t *len)
+{
+    xt_row v;
+    int rc = thrift_to_view(t, &v);
+    if (rc)
+        return -EPROTO;
+    rc = xt_row_encode_alloc(&v, out, len);
+    return rc == -ENOMEM ? rc : (rc ? -EPROTO : 0);
+}
+
+static void pb_from_thrift(const Piggyback &pb, uint8_t **bitmap, uint32_t *blen,
+                           int64_t *ring_version)
+{
+    if (pb.__isset.bitmap && !pb.bitmap.empty()) {
+        *bitmap = static_cast<uint8_t *>(xt_malloc(pb.bitmap.size()));
+        if (*bitmap) {
+            memcpy(*bitmap, pb.bitmap.data(), pb.bitmap.size());
+            *blen = (uint32_t)pb.bitmap.size();
+        }
+    }
+    if (pb.__isset.ring_version)
+        *ring_version = pb.ring_version;
+}
+
+static bool pb_to_thrift(const uint8_t *bitmap, uint32_t blen, int64_t ring_version,
+                         Piggyback &pb)
+{
+    bool any = false;
+    if (bitmap) {
+        pb.__set_bitmap(std::string(reinterpret_cast<const char *>(bitmap), blen));
+        any = true;
+    }
+    if (ring_version >= 0) {
+        pb.__set_ring_version(ring_version);
+        any = true;
+    }
+    return any;
+}
+
+/* ---- client ------------------------------------------------------------ */
+
+static void req_to_thrift(const struct xt_req *r, XtReq &t)
+{
+    t.table.fsid = (int32_t)r->t.fsid;
+    t.table.table = (int64_t)r->t.table;
+    t.table.slice_hint = r->t.slice_hint;
+    t.name.assign(static_cast<const char *>(r->name), r->name_len);
+    t.flags = (int32_t)r->flags;
+    if (r->row) {
+        view_to_thrift(*r->row, t.row);
+        t.__isset.row = true;
+    }
+    if (r->cols) {
+        t.__isset.columns = true;
+        t.columns.assign(r->cols, r->cols + r->ncols);
+    }
+    if (r->flags & XT_F_IF_VER)
+        t.__set_expect_version((int64_t)r->expect_version);
+    if (r->op == XT_OP_UPDATE) {
+        t.__set_set_mask((int32_t)r->set_mask);
+        if (r->ndrop) {
+            t.__isset.drop_columns = true;
+            t.drop_columns.assign(r->drop, r->drop + r->ndrop);
+        }
+    }
+}
+
+static int resp_from_thrift(const XtResp &t, struct xt_resp *r)
+{
+    memset(r, 0, sizeof *r);
+    r->ring_version = -1;
+    r->status = t.status;
+    r->commit_group = (uint64_t)t.commit_group;
+    if (t.__isset.pb)
+        pb_from_thrift(t.pb, &r->bitmap, &r->bitmap_len, &r->ring_version);
+    if (t.status == 0 && t.__isset.row) {
+        int rc = thrift_to_enc(t.row, &r->row, &r->row_len);
+        if (rc) {
+            xt_resp_free(r);
+            return rc;
+        }
+    }
+    return t.status;
+}
+
+int xt_mds_call(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *req,
+                struct xt_resp *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    resp->ring_version = -1;
+    XtReq treq;
+    req_to_thrift(req, treq);
+    XtResp tresp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        XTableClient cl(proto);
+        treq.hdr = h;
+        switch (req->op) {
+        case XT_OP_CREATE: cl.create(tresp, treq); break;
+        case XT_OP_LOOKUP: cl.lookup(tresp, treq); break;
+        case XT_OP_UPDATE: cl.update(tresp, treq); break;
+        case XT_OP_DELETE: cl.remove(tresp, treq); break;
+        default: return -EINVAL;
+        }
+        return 0;
+    });
+    if (rc < 0)
+        return rc;
+    return resp_from_thrift(tresp, resp);
+}
+
+int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
+                 size_t n, struct xt_resp *resps)
+{
+    BatchReq treq;
+    treq.ops.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i].op < XT_OP_CREATE || reqs[i].op > XT_OP_DELETE)
+            return -EINVAL;
+        treq.ops[i].op = (XtOp::type)reqs[i].op;
+        req_to_thrift(&reqs[i], treq.ops[i].req);
+    }
+    BatchResp tresp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        XTableClient cl(proto);
+        treq.hdr = h;
+        cl.batch(tresp, treq);
+        return tresp.status;
+    });
+    if (rc < 0)
+        return rc;
+    if (tresp.results.size() != n)
+        return -EPROTO;
+    for (size_t i = 0; i < n; i++)
+        resp_from_thrift(tresp.results[i], &resps[i]);
+    return 0;
+}
+
+int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_req *req,
+                struct xt_list_resp *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    resp->ring_version = -1;
+    ListReq treq;
+    treq.table.fsid = (int32_t)req->t.fsid;
+    treq.table.table = (int64_t)req->t.table;
+    treq.table.slice_hint = req->t.slice_hint;
+    treq.cookie = (int64_t)req->cookie;
+    treq.max_entries = (int32_t)req->max;
+    treq.flags = (int32_t)req->flags;
+    if (req->cols) {
+        treq.__isset.columns = true;
+        treq.columns.assign(req->cols, req->cols + req->ncols);
+    }
+    if (req->substr)
+        treq.__set_substring(std::string(static_cast<const char *>(req->substr),
+                                         req->substr_len));
+    ListResp tresp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        XTableClient cl(proto);
+        treq.hdr = h;
+        cl.list_rows(tresp, treq);
+        return tresp.status;
+    });
+    if (rc < 0)
+        return rc;
+    if (tresp.rows.size() != tresp.cookies.size())
+        return -EPROTO;
+    for (size_t i = 0; i < tresp.rows.size(); i++) {
+        uint8_t *enc = nullptr;
+        size_t len = 0;
+        rc = thrift_to_enc(tresp.rows[i], &enc, &len);
+        if (rc == 0) {
+            rc = xt_list_resp_add(resp, enc, len, (uint64_t)tresp.cookies[i]);
+            xt_free(enc);
+        }
+        if (rc) {
+            xt_list_resp_free(resp);
+            return rc;
+        }
+    }
+    resp->next_cookie = (uint64_t)tresp.next_cookie;
+    if (tresp.__isset.pb)
+        pb_from_thrift(tresp.pb, &resp->bitmap, &resp->bitmap_len, &resp->ring_version);
+    return 0;
+}
+
+int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_t *committed)
+{
+    SyncReq treq;
+    treq.commit_group = (int64_t)group;
+    SyncResp tresp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        XTableClient cl(proto);
+        treq.hdr = h;
+        cl.sync(tresp, treq);
+        return tresp.status;
+    });
+    if (rc == 0 && committed)
+        *committed = (uint64_t)tresp.committed_group;
+    return rc;
+}
+
+/* ---- server ------------------------------------------------------------ */
+
+namespace {
+
+class XTableGlue : virtual public XTableIf, public pom::glue::CommonGlue {
+public:
+    XTableGlue(const xt_mds_ops *ops, void *ctx, int budget)
+        : CommonGlue(&ops->common, ctx, budget), ops_(ops) {}
+
+    void create(XtResp &r, const XtReq &q) override { one(XT_OP_CREATE, q, r); }
+    void lookup(XtResp &r, const XtReq &q) override { one(XT_OP_LOOKUP, q, r); }
+    void update(XtResp &r, const XtReq &q) override { one(XT_OP_UPDATE, q, r); }
+    void remove(XtResp &r, const XtReq &q) override { one(XT_OP_DELETE, q, r); }
+
+    void batch(BatchResp &r, const BatchReq &q) override
+    {
+        r.results.resize(q.ops.size());
+        for (size_t i = 0; i < q.ops.size(); i++) {
+            XtReq sub = q.ops[i].req;
+            sub.hdr = q.hdr; /* one deadline and id base for the whole batch */
+            one((int)q.ops[i].op, sub, r.results[i]);
+        }
+    }
+
+    void list_rows(ListResp &r, const ListReq &q) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        if (!ops_->list) {
+            r.status = -ENOSYS;
+            return;
+        }
+        if (q.max_entries <= 0 || q.max_entries > 4096) {
+            r.status = -EINVAL;
+            return;
+        }
+        std::vector<uint16_t> cols(q.columns.begin(), q.columns.end());
+        struct xt_list_req lr = {};
+        lr.t = { (uint32_t)q.table.fsid, (uint64_t)q.table.table, q.table.slice_hint };
+        lr.cookie = (uint64_t)q.cookie;
+        lr.max = (uint32_t)q.max_entries;
+        lr.flags = (uint32_t)q.flags;
+        if (q.__isset.columns) {
+            lr.cols = cols.data();
+            lr.ncols = (uint32_t)cols.size();
+        }
+        if (q.__isset.substring) {
+            lr.substr = q.substring.data();
+            lr.substr_len = (uint32_t)q.substring.size();
+        }
+        struct xt_list_resp out;
+        memset(&out, 0, sizeof out);
+        out.ring_version = -1;
+        r.status = ops_->list(ctx_, &rc, &lr, &out);
+        if (r.status == 0) {
+            r.rows.resize(out.n);
+            r.cookies.resize(out.n);
+            for (size_t i = 0; i < out.n && r.status == 0; i++) {
+                r.status = enc_to_thrift(out.rows[i], out.lens[i], r.rows[i]);
+                r.cookies[i] = (int64_t)out.cookies[i];
+            }
+            r.next_cookie = (int64_t)out.next_cookie;
+            if (pb_to_thrift(out.bitmap, out.bitmap_len, out.ring_version, r.pb))
+                r.__isset.pb = true;
+        }
+        if (r.status != 0) {
+            r.rows.clear();
+            r.cookies.clear();
+        }
+        xt_list_resp_free(&out);
+    }
+
+    void sync(SyncResp &r, const SyncReq &q) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        uint64_t committed = 0;
+        r.status = ops_->sync ? ops_->sync(ctx_, &rc, (uint64_t)q.commit_group, &committed)
+                              : -ENOSYS;
+        r.committed_group = (int64_t)committed;
+    }
+
+private:
+    void one(int op, const XtReq &q, XtResp &r)
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        if (!ops_->op) {
+            r.status = -ENOSYS;
+            return;
+        }
+        if (q.flags & ~XT_F_ALL) {
+            r.status = -EINVAL;
+            return;
+        }
+        if (q.name.empty() || q.name.size() > XT_ROW_KEY_MAX) {
+            r.status = q.name.empty() ? -EINVAL : -ENAMETOOLONG;
+            return;
+        }
+        struct xt_req req = {};
+        req.op = op;
+        req.t = { (uint32_t)q.table.fsid, (uint64_t)q.table.table, q.table.slice_hint };
+        req.name = q.name.data();
+        req.name_len = (uint32_t)q.name.size();
+        req.flags = (uint32_t)q.flags;
+        xt_row view;
+        if (q.__isset.row) {
+            int vrc = thrift_to_view(q.row, &view);
+            if (vrc) {
+                r.status = vrc;
+                return;
+            }
+            req.row = &view;
+        }
+        std::vector<uint16_t> cols(q.columns.begin(), q.columns.end());
+        if (q.__isset.columns) {
+            req.cols = cols.data();
+            req.ncols = (uint32_t)cols.size();
+        }
+        std::vector<uint16_t> drop(q.drop_columns.begin(), q.drop_columns.end());
+        req.drop = drop.data();
+        req.ndrop = (uint32_t)drop.size();
+        req.set_mask = q.__isset.set_mask ? (uint32_t)q.set_mask : 0;
+        req.expect_version = q.__isset.expect_version ? (uint64_t)q.expect_version : 0;
+        struct xt_resp out;
+        memset(&out, 0, sizeof out);
+        out.ring_version = -1;
+        r.status = ops_->op(ctx_, &rc, &req, &out);
+        r.commit_group = (int64_t)out.commit_group;
+        if (r.status == 0 && out.row) {
+            r.status = enc_to_thrift(out.row, out.row_len, r.row);
+            r.__isset.row = r.status == 0;
+        }
+        if (pb_to_thrift(out.bitmap, out.bitmap_len, out.ring_version, r.pb))
+            r.__isset.pb = true;
+        xt_resp_free(&out);
+    }
+
+    const xt_mds_ops *ops_;
+};
+
+} // namespace
+
+int xt_rpc_serve_mds(const struct xt_rpc_server_opts *opts, const struct xt_mds_ops *ops,
+                     void *ctx, xt_rpc_server **out)
+{
+    if (!ops)
+        return -EINVAL;
+    try {
+        auto h = std::make_shared<XTableGlue>(ops, ctx, pom::glue::server_budget_ms(opts));
+        auto proc = std::make_shared<XTableProcessor>(h);
+        return pom::glue::serve(opts, proc, out);
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    }
+}

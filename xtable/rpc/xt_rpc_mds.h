@@ -1,0 +1,127 @@
+/*
+ * xt_rpc_mds.h -- the xTable service of pom.thrift in C (DESIGN.md section
+ * 4): the calls a client makes to an MDS, and the ops pom-mds serves with.
+ *
+ * Rows cross this interface as xt_row views (xt_row.h) on the way in and as
+ * xt_row encodings on the way out, so a caller decodes a reply zero-copy and
+ * an MDS stores what it built without another conversion. On the wire they
+ * are the Row struct of pom.thrift.
+ */
+#ifndef XT_RPC_MDS_H
+#define XT_RPC_MDS_H
+
+#include "xt_rpc.h"
+#include "xt_row.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE = 4 };
+
+/* Flags of a request (pom.thrift XT_F_*). */
+#define XT_F_EXCL   0x01 /* create: -EEXIST if present */
+#define XT_F_INLINE 0x02 /* reply with inline data */
+#define XT_F_IF_VER 0x04 /* update/delete: only if version == expect_version */
+#define XT_F_BITMAP 0x08 /* reply carries the table's bitmap */
+#define XT_F_SYNC   0x10 /* reply once the change is committed */
+#define XT_F_ALL    0x1f
+
+/* Which table a request addresses. */
+struct xt_tref {
+    uint32_t fsid;
+    uint64_t table;
+    int32_t slice_hint;          /* the caller's bitmap pick; -1 unknown */
+};
+
+/* One xTable operation. Pointers are borrowed for the call. */
+struct xt_req {
+    int op;                      /* enum xt_op */
+    struct xt_tref t;
+    const void *name;
+    uint32_t name_len;
+    uint32_t flags;              /* XT_F_* */
+    const xt_row *row;           /* CREATE: the row; UPDATE: new values */
+    uint32_t set_mask;           /* UPDATE: XT_ROW_SET_* taken from row->attr;
+                                    row->groups are added or replaced */
+    const uint16_t *drop;        /* UPDATE: groups to remove */
+    uint32_t ndrop;
+    const uint16_t *cols;        /* LOOKUP: groups wanted. cols == NULL: all;
+                                    ncols == 0 with cols != NULL: none */
+    uint32_t ncols;
+    uint64_t expect_version;     /* with XT_F_IF_VER */
+};
+
+/* Its result. Buffers are xt_malloc'd; free with xt_resp_free. */
+struct xt_resp {
+    int status;                  /* 0 or -errno */
+    uint8_t *row;                /* the row's xt_row encoding, or NULL */
+    size_t row_len;
+    uint8_t *bitmap;             /* piggybacked bitmap encoding, or NULL */
+    uint32_t bitmap_len;
+    int64_t ring_version;        /* piggybacked; -1 when absent */
+    uint64_t commit_group;       /* the group holding this change */
+};
+void xt_resp_free(struct xt_resp *r);
+
+struct xt_list_req {
+    struct xt_tref t;
+    uint64_t cookie;             /* resume point (xt_hash.h) */
+    uint32_t max;                /* entries wanted, 1..4096 */
+    uint32_t flags;
+    const uint16_t *cols;        /* as xt_req.cols */
+    uint32_t ncols;
+    const void *substr;          /* key/value search: keys containing it */
+    uint32_t substr_len;
+};
+
+struct xt_list_resp {
+    size_t n;
+    uint8_t **rows;              /* n encodings; xt_malloc'd */
+    size_t *lens;
+    uint64_t *cookies;
+    uint64_t next_cookie;        /* XT_COOKIE_END at the end of the table */
+    uint8_t *bitmap;
+    uint32_t bitmap_len;
+    int64_t ring_version;
+};
+void xt_list_resp_free(struct xt_list_resp *r);
+/* Appends one row (copied) with its cookie. Returns 0 or -ENOMEM. */
+int xt_list_resp_add(struct xt_list_resp *r, const void *row, size_t len, uint64_t cookie);
+
+/* ---- client calls ------------------------------------------------------ */
+
+/* One operation. Returns resp->status (0 or -errno), or a transport error
+ * (then resp holds nothing). */
+int xt_mds_call(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *req,
+                struct xt_resp *resp);
+/* n operations in one round trip; each is atomic on its row, and resps[i]
+ * gets each result. Returns 0 if the batch travelled, or -errno. */
+int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
+                 size_t n, struct xt_resp *resps);
+int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_req *req,
+                struct xt_list_resp *resp);
+/* Returns when commit group `group` (0: everything acknowledged so far) has
+ * committed; *committed gets the newest committed group. */
+int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_t *committed);
+
+/* ---- server ------------------------------------------------------------ */
+
+struct xt_mds_ops {
+    struct xt_rpc_common_ops common;
+    /* Fills resp (its buffers xt_malloc'd; the glue frees them). Returns
+     * the status, which is also the reply's. */
+    int (*op)(void *ctx, const xt_rpc_ctx *rc, const struct xt_req *req,
+              struct xt_resp *resp);
+    int (*list)(void *ctx, const xt_rpc_ctx *rc, const struct xt_list_req *req,
+                struct xt_list_resp *resp);
+    int (*sync)(void *ctx, const xt_rpc_ctx *rc, uint64_t group, uint64_t *committed);
+};
+
+int xt_rpc_serve_mds(const struct xt_rpc_server_opts *opts, const struct xt_mds_ops *ops,
+                     void *ctx, xt_rpc_server **out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XT_RPC_MDS_H */

@@ -1,0 +1,524 @@
+/*
+ * xt_rpc_r2.cpp -- glue of the R2 service: C structs <-> Thrift structs.
+ * Strings longer than the C fields are refused with -ENAMETOOLONG rather
+ * than cut, so a name is never silently changed on its way.
+ */
+#include "xt_rpc_i.hpp"
+#include "xt_rpc_r2.h"
+
+#include "R2.h"
+#include "xt_common.h"
+
+#include <cstring>
+#include <vector>
+
+using pom::glue::ProtoPtr;
+using namespace pom::rpc;
+
+const char *xt_site_type_name(int type)
+{
+    switch (type) {
+    case XT_SITE_MDS: return "mds";
+    case XT_SITE_MDSL: return "mdsl";
+    case XT_SITE_CLIENT: return "client";
+    case XT_SITE_R2: return "r2";
+    default: return "?";
+    }
+}
+
+const char *xt_site_state_name(int state)
+{
+    switch (state) {
+    case XT_SITE_UP: return "up";
+    case XT_SITE_TRANSIENT: return "transient";
+    case XT_SITE_FAILED: return "failed";
+    case XT_SITE_DRAINING: return "draining";
+    case XT_SITE_REMOVED: return "removed";
+    default: return "?";
+    }
+}
+
+void xt_fs_info_free_array(struct xt_fs_info *fs, size_t n)
+{
+    if (!fs)
+        return;
+    for (size_t i = 0; i < n; i++)
+        xt_free(fs[i].root_bitmap);
+    xt_free(fs);
+}
+
+void xt_view_free(struct xt_view *v)
+{
+    if (!v)
+        return;
+    xt_free(v->sites);
+    for (size_t i = 0; i < v->nrings; i++)
+        xt_free(v->rings[i].data);
+    xt_free(v->rings);
+    xt_fs_info_free_array(v->fs, v->nfs);
+    memset(v, 0, sizeof *v);
+}
+
+/* Copies s into a C field of cap bytes; -ENAMETOOLONG if it does not fit. */
+static int copy_str(char *dst, size_t cap, const std::string &s)
+{
+    if (s.size() >= cap || memchr(s.data(), 0, s.size()))
+        return -ENAMETOOLONG;
+    memcpy(dst, s.data(), s.size());
+    dst[s.size()] = '\0';
+    return 0;
+}
+
+/* ---- conversions -------------------------------------------------------- */
+
+static void site_to_thrift(const struct xt_site &c, Site &t)
+{
+    t.id = (int32_t)c.id;
+    t.type = (SiteType::type)c.type;
+    t.address = c.addr;
+    t.capacity = (int64_t)c.capacity;
+    t.state = (SiteState::type)c.state;
+    t.last_heartbeat_ns = (int64_t)c.last_hb_ns;
+    t.uuid_lo = (int64_t)c.uuid_lo;
+    t.uuid_hi = (int64_t)c.uuid_hi;
+    t.fs_name = c.fs_name;
+    t.load = c.load;
+}
+
+static int site_from_thrift(const Site &t, struct xt_site &c)
+{
+    memset(&c, 0, sizeof c);
+    c.id = (uint32_t)t.id;
+    c.type = (int)t.type;
+    c.capacity = (uint64_t)t.capacity;
+    c.state = (int)t.state;
+    c.last_hb_ns = (uint64_t)t.last_heartbeat_ns;
+    c.uuid_lo = (uint64_t)t.uuid_lo;
+    c.uuid_hi = (uint64_t)t.uuid_hi;
+    c.load = t.load;
+    int rc = copy_str(c.addr, sizeof c.addr, t.address);
+    return rc ? rc : copy_str(c.fs_name, sizeof c.fs_name, t.fs_name);
+}
+
+static void fs_to_thrift(const struct xt_fs_info &c, FsInfo &t)
+{
+    t.fsid = (int32_t)c.fsid;
+    t.name = c.name;
+    t.root_table = (int64_t)c.root_table;
+    t.files = (int64_t)c.files;
+    t.bytes = (int64_t)c.bytes;
+    t.mounts = (int32_t)c.mounts;
+    t.blob_backend = c.blob_backend;
+    t.blob_path = c.blob_path;
+    t.created_ns = (int64_t)c.created_ns;
+    if (c.root_bitmap) {
+        t.root_bitmap.assign(static_cast<const char *>(c.root_bitmap), c.root_bitmap_len);
+        t.__isset.root_bitmap = true;
+    }
+}
+
+static int fs_from_thrift(const FsInfo &t, struct xt_fs_info &c)
+{
+    memset(&c, 0, sizeof c);
+    c.fsid = (uint32_t)t.fsid;
+    c.root_table = (uint64_t)t.root_table;
+    c.files = (uint64_t)t.files;
+    c.bytes = (uint64_t)t.bytes;
+    c.mounts = (uint32_t)t.mounts;
+    c.created_ns = (uint64_t)t.created_ns;
+    int rc = copy_str(c.name, sizeof c.name, t.name);
+    if (!rc)
+        rc = copy_str(c.blob_backend, sizeof c.blob_backend, t.blob_backend);
+    if (!rc)
+        rc = copy_str(c.blob_path, sizeof c.blob_path, t.blob_path);
+    if (!rc && t.__isset.root_bitmap) {
+        c.root_bitmap = xt_malloc(t.root_bitmap.size());
+        if (!c.root_bitmap)
+            return -ENOMEM;
+        memcpy(c.root_bitmap, t.root_bitmap.data(), t.root_bitmap.size());
+        c.root_bitmap_len = (uint32_t)t.root_bitmap.size();
+    }
+    return rc;
+}
+
+static int fs_array_from_thrift(const std::vector<FsInfo> &v, struct xt_fs_info **out,
+                                size_t *n)
+{
+    *out = nullptr;
+    *n = 0;
+    if (v.empty())
+        return 0;
+    auto *a = static_cast<struct xt_fs_info *>(xt_calloc(v.size(), sizeof(struct xt_fs_info)));
+    if (!a)
+        return -ENOMEM;
+    for (size_t i = 0; i < v.size(); i++) {
+        int rc = fs_from_thrift(v[i], a[i]);
+        if (rc) {
+            xt_fs_info_free_array(a, i + 1);
+            return rc;
+        }
+    }
+    *out = a;
+    *n = v.size();
+    return 0;
+}
+
+static void view_to_thrift(const struct xt_view &c, View &t)
+{
+    t.version = (int64_t)c.version;
+    t.sections = c.sections;
+    t.sites.resize(c.nsites);
+    for (size_t i = 0; i < c.nsites; i++)
+        site_to_thrift(c.sites[i], t.sites[i]);
+    t.rings.resize(c.nrings);
+    for (size_t i = 0; i < c.nrings; i++) {
+        t.rings[i].ring = (int32_t)c.rings[i].ring;
+        t.rings[i].version = (int64_t)c.rings[i].version;
+        t.rings[i].encoded.assign(static_cast<const char *>(c.rings[i].data), c.rings[i].len);
+    }
+    t.fs.resize(c.nfs);
+    for (size_t i = 0; i < c.nfs; i++)
+        fs_to_thrift(c.fs[i], t.fs[i]);
+    t.leader = c.leader;
+    t.store = c.store;
+}
+
+static int view_from_thrift(const View &t, struct xt_view &c)
+{
+    memset(&c, 0, sizeof c);
+    c.version = (uint64_t)t.version;
+    c.sections = t.sections;
+    int rc = copy_str(c.leader, sizeof c.leader, t.leader);
+    if (!rc)
+        rc = copy_str(c.store, sizeof c.store, t.store);
+    if (!rc && !t.sites.empty()) {
+        c.sites = static_cast<struct xt_site *>(xt_calloc(t.sites.size(), sizeof(struct xt_site)));
+        if (!c.sites)
+            rc = -ENOMEM;
+        for (size_t i = 0; !rc && i < t.sites.size(); i++, c.nsites++)
+            rc = site_from_thrift(t.sites[i], c.sites[i]);
+    }
+    if (!rc && !t.rings.empty()) {
+        c.rings = static_cast<struct xt_ring_blob *>(
+            xt_calloc(t.rings.size(), sizeof(struct xt_ring_blob)));
+        if (!c.rings)
+            rc = -ENOMEM;
+        for (size_t i = 0; !rc && i < t.rings.size(); i++) {
+            struct xt_ring_blob &b = c.rings[i];
+            b.ring = (uint32_t)t.rings[i].ring;
+            b.version = (uint64_t)t.rings[i].version;
+            b.len = (uint32_t)t.rings[i].encoded.size();
+            b.data = xt_malloc(b.len);
+            if (!b.data) {
+                rc = -ENOMEM;
+                break;
+            }
+            memcpy(b.data, t.rings[i].encoded.data(), b.len);
+            c.nrings++;
+        }
+    }
+    if (!rc)
+        rc = fs_array_from_thrift(t.fs, &c.fs, &c.nfs);
+    if (rc)
+        xt_view_free(&c);
+    return rc;
+}
+
+/* ---- client ------------------------------------------------------------ */
+
+#define R2_CALL(method, ReqT, RespT, fill, after)                                              \
+    do {                                                                                       \
+        ReqT req;                                                                              \
+        RespT resp;                                                                            \
+        fill;                                                                                  \
+        int rc_ = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) { \
+            R2Client cl(proto);                                                                \
+            req.hdr = h;                                                                       \
+            cl.method(resp, req);                                                              \
+            return resp.status;                                                                \
+        });                                                                                    \
+        if (rc_ < 0)                                                                           \
+            return rc_;                                                                        \
+        after;                                                                                 \
+        return 0;                                                                              \
+    } while (0)
+
+int xt_r2_register(xt_rpc_pool *p, const xt_rpc_call *call, int type, const char *addr,
+                   uint64_t capacity, uint32_t prev_id, const char *fs_name,
+                   uint32_t *site_id, struct xt_view *view)
+{
+    if (view)
+        memset(view, 0, sizeof *view);
+    R2_CALL(register_site, RegisterReq, RegisterResp,
+            {
+                req.type = (SiteType::type)type;
+                req.address = addr ? addr : "";
+                req.capacity = (int64_t)capacity;
+                req.prev_id = (int32_t)prev_id;
+                req.fs_name = fs_name ? fs_name : "";
+            },
+            {
+                *site_id = (uint32_t)resp.site_id;
+                if (view && resp.__isset.view) {
+                    int rc = view_from_thrift(resp.view, *view);
+                    if (rc)
+                        return rc;
+                }
+            });
+}
+
+int xt_r2_heartbeat(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
+                    uint64_t view_version, double load, const struct xt_fs_counter *c,
+                    size_t n, bool *has_view, struct xt_view *view)
+{
+    *has_view = false;
+    memset(view, 0, sizeof *view);
+    R2_CALL(heartbeat, HeartbeatReq, ViewResp,
+            {
+                req.site_id = (int32_t)site_id;
+                req.view_version = (int64_t)view_version;
+                req.load = load;
+                req.counters.resize(n);
+                for (size_t i = 0; i < n; i++) {
+                    req.counters[i].fsid = (int32_t)c[i].fsid;
+                    req.counters[i].files = (int64_t)c[i].files;
+                    req.counters[i].bytes = (int64_t)c[i].bytes;
+                }
+            },
+            {
+                if (resp.__isset.view) {
+                    int rc = view_from_thrift(resp.view, *view);
+                    if (rc)
+                        return rc;
+                    *has_view = true;
+                }
+            });
+}
+
+int xt_r2_get_view(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t since, bool *has_view,
+                   struct xt_view *view)
+{
+    *has_view = false;
+    memset(view, 0, sizeof *view);
+    R2_CALL(get_view, ViewReq, ViewResp, { req.since_version = (int64_t)since; },
+            {
+                if (resp.__isset.view) {
+                    int rc = view_from_thrift(resp.view, *view);
+                    if (rc)
+                        return rc;
+                    *has_view = true;
+                }
+            });
+}
+
+int xt_r2_fs_create(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
+                    const char *backend, const char *path, struct xt_fs_info *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    R2_CALL(fs_create, FsReq, FsResp,
+            {
+                req.name = name ? name : "";
+                req.blob_backend = backend ? backend : "";
+                req.blob_path = path ? path : "";
+            },
+            {
+                if (out && !resp.fs.empty()) {
+                    int rc = fs_from_thrift(resp.fs[0], *out);
+                    if (rc)
+                        return rc;
+                }
+            });
+}
+
+int xt_r2_fs_list(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
+                  struct xt_fs_info **fs, size_t *n)
+{
+    *fs = nullptr;
+    *n = 0;
+    R2_CALL(fs_list, FsReq, FsResp, { req.name = name ? name : ""; },
+            {
+                int rc = fs_array_from_thrift(resp.fs, fs, n);
+                if (rc)
+                    return rc;
+            });
+}
+
+int xt_r2_fs_drop(xt_rpc_pool *p, const xt_rpc_call *call, const char *name, bool force)
+{
+    R2_CALL(fs_drop, FsReq, FsResp,
+            {
+                req.name = name ? name : "";
+                req.force = force;
+            },
+            {});
+}
+
+int xt_r2_site_drain(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id)
+{
+    R2_CALL(site_drain, SiteReq, SiteResp, { req.site_id = (int32_t)site_id; }, {});
+}
+
+int xt_r2_site_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id)
+{
+    R2_CALL(site_remove, SiteReq, SiteResp, { req.site_id = (int32_t)site_id; }, {});
+}
+
+int xt_r2_alloc_uuids(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
+                      uint64_t count, uint64_t *lo, uint64_t *hi)
+{
+    R2_CALL(alloc_uuids, RangeReq, RangeResp,
+            {
+                req.site_id = (int32_t)site_id;
+                req.count = (int64_t)count;
+            },
+            {
+                *lo = (uint64_t)resp.lo;
+                *hi = (uint64_t)resp.hi;
+            });
+}
+
+/* ---- server ------------------------------------------------------------ */
+
+namespace {
+
+/* Runs a handler that fills a C view and converts it into the reply. */
+template <class Fn> void reply_view(ViewResp &resp, Fn &&fn)
+{
+    struct xt_view v;
+    memset(&v, 0, sizeof v);
+    bool has = false;
+    resp.status = fn(&has, &v);
+    if (resp.status == 0 && has) {
+        view_to_thrift(v, resp.view);
+        resp.__isset.view = true;
+    }
+    xt_view_free(&v);
+}
+
+class R2Glue : virtual public R2If, public pom::glue::CommonGlue {
+public:
+    R2Glue(const xt_r2_ops *ops, void *ctx, int budget)
+        : CommonGlue(&ops->common, ctx, budget), ops_(ops) {}
+
+    void register_site(RegisterResp &resp, const RegisterReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        if (!ops_->register_site) {
+            resp.status = -ENOSYS;
+            return;
+        }
+        struct xt_view v;
+        memset(&v, 0, sizeof v);
+        uint32_t id = 0;
+        resp.status = ops_->register_site(ctx_, &rc, (int)req.type, req.address.c_str(),
+                                          (uint64_t)req.capacity, (uint32_t)req.prev_id,
+                                          req.fs_name.c_str(), &id, &v);
+        if (resp.status == 0) {
+            resp.site_id = (int32_t)id;
+            view_to_thrift(v, resp.view);
+            resp.__isset.view = true;
+        }
+        xt_view_free(&v);
+    }
+    void heartbeat(ViewResp &resp, const HeartbeatReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        std::vector<xt_fs_counter> c(req.counters.size());
+        for (size_t i = 0; i < c.size(); i++)
+            c[i] = { (uint32_t)req.counters[i].fsid, (uint64_t)req.counters[i].files,
+                     (uint64_t)req.counters[i].bytes };
+        reply_view(resp, [&](bool *has, struct xt_view *v) {
+            return ops_->heartbeat
+                       ? ops_->heartbeat(ctx_, &rc, (uint32_t)req.site_id,
+                                         (uint64_t)req.view_version, req.load, c.data(),
+                                         c.size(), has, v)
+                       : -ENOSYS;
+        });
+    }
+    void get_view(ViewResp &resp, const ViewReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        reply_view(resp, [&](bool *has, struct xt_view *v) {
+            return ops_->get_view
+                       ? ops_->get_view(ctx_, &rc, (uint64_t)req.since_version, has, v)
+                       : -ENOSYS;
+        });
+    }
+    void fs_create(FsResp &resp, const FsReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        struct xt_fs_info f;
+        memset(&f, 0, sizeof f);
+        resp.status = ops_->fs_create ? ops_->fs_create(ctx_, &rc, req.name.c_str(),
+                                                        req.blob_backend.c_str(),
+                                                        req.blob_path.c_str(), &f)
+                                      : -ENOSYS;
+        if (resp.status == 0) {
+            resp.fs.resize(1);
+            fs_to_thrift(f, resp.fs[0]);
+        }
+        xt_free(f.root_bitmap);
+    }
+    void fs_list(FsResp &resp, const FsReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        struct xt_fs_info *fs = nullptr;
+        size_t n = 0;
+        resp.status = ops_->fs_list ? ops_->fs_list(ctx_, &rc, req.name.c_str(), &fs, &n)
+                                    : -ENOSYS;
+        if (resp.status == 0) {
+            resp.fs.resize(n);
+            for (size_t i = 0; i < n; i++)
+                fs_to_thrift(fs[i], resp.fs[i]);
+        }
+        xt_fs_info_free_array(fs, n);
+    }
+    void fs_drop(FsResp &resp, const FsReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = ops_->fs_drop ? ops_->fs_drop(ctx_, &rc, req.name.c_str(), req.force)
+                                    : -ENOSYS;
+    }
+    void site_drain(SiteResp &resp, const SiteReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = ops_->site_drain ? ops_->site_drain(ctx_, &rc, (uint32_t)req.site_id)
+                                       : -ENOSYS;
+    }
+    void site_remove(SiteResp &resp, const SiteReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = ops_->site_remove ? ops_->site_remove(ctx_, &rc, (uint32_t)req.site_id)
+                                        : -ENOSYS;
+    }
+    void alloc_uuids(RangeResp &resp, const RangeReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        uint64_t lo = 0, hi = 0;
+        resp.status = ops_->alloc_uuids ? ops_->alloc_uuids(ctx_, &rc, (uint32_t)req.site_id,
+                                                            (uint64_t)req.count, &lo, &hi)
+                                        : -ENOSYS;
+        resp.lo = (int64_t)lo;
+        resp.hi = (int64_t)hi;
+    }
+
+private:
+    const xt_r2_ops *ops_;
+};
+
+} // namespace
+
+int xt_rpc_serve_r2(const struct xt_rpc_server_opts *opts, const struct xt_r2_ops *ops,
+                    void *ctx, xt_rpc_server **out)
+{
+    if (!ops)
+        return -EINVAL;
+    try {
+        auto h = std::make_shared<R2Glue>(ops, ctx, pom::glue::server_budget_ms(opts));
+        auto proc = std::make_shared<R2Processor>(h);
+        return pom::glue::serve(opts, proc, out);
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    }
+}
