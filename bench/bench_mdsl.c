@@ -38,7 +38,7 @@
  *      removed at exit (also on SIGINT/SIGTERM).
  *
  * usage: bench_mdsl [--quick] [--dir DIR] [--mb N] [--small-commits N]
- *                   [--slices N] [--image-frac F] [--seed S]
+ *                   [--slices N] [--image-frac F] [--case N] [--seed S]
  */
 #include "mdsl_io.h"
 #include "mdsl_store.h"
@@ -71,6 +71,7 @@ static struct {
     unsigned nslices;
     double image_frac;
     uint64_t seed;
+    int only_case; /* 0 = all four */
 } opt = { .mb = 64, .small_commits = 3000, .nslices = 16, .image_frac = 0.5,
           .seed = 0x5eed };
 
@@ -319,6 +320,7 @@ struct result {
     double secs;
     uint64_t io, disk, files, seg_files;
     uint64_t images, image_bytes; /* MDSL: IMAGE records written */
+    uint64_t prep_ns;             /* MDSL: time in prepare (rest: commit) */
 };
 
 static void die_rc(const char *what, int rc)
@@ -395,6 +397,7 @@ static struct result run_mdsl(bool column, enum wl w, size_t batch, uint64_t nco
         uint64_t t0 = xt_mono_ns();
         if ((rc = mdsl_store_prepare(s, txid, recs, n)) < 0)
             die_rc("mdsl_store_prepare", rc);
+        res.prep_ns += xt_mono_ns() - t0;
         if ((rc = mdsl_store_commit(s, txid)) < 0)
             die_rc("mdsl_store_commit", rc);
         ns += xt_mono_ns() - t0;
@@ -609,6 +612,8 @@ static void phase_dir(char *out, size_t n, const char *what)
 
 static void run_case(enum wl w, size_t batch, uint64_t ncommits, int caseno)
 {
+    if (opt.only_case && opt.only_case != caseno)
+        return;
     char d1[4200], d2[4200], d3[4200];
     char tag[32];
     snprintf(tag, sizeof tag, "c%d.mdsl-delta", caseno);
@@ -636,9 +641,15 @@ static void run_case(enum wl w, size_t batch, uint64_t ncommits, int caseno)
     print_row("LevelDB + full compact_range", &lv[2], false);
     print_ratio("ratio MDSL delta / LevelDB (+bg)", &md, &lv[1]);
     print_ratio("ratio MDSL column / LevelDB (+bg)", &mc, &lv[1]);
-    printf("\nIMAGE records: delta layout %llu (%.1f MB), column layout %llu (%.1f MB).\n",
+    printf("\nMDSL IMAGE records: delta layout %llu (%.1f MB), column layout %llu (%.1f MB). "
+           "MDSL time per commit, prepare + commit: delta layout %.2f + %.2f ms, column "
+           "layout %.2f + %.2f ms.\n",
            (unsigned long long)md.images, (double)md.image_bytes / 1e6,
-           (unsigned long long)mc.images, (double)mc.image_bytes / 1e6);
+           (unsigned long long)mc.images, (double)mc.image_bytes / 1e6,
+           (double)md.prep_ns / 1e6 / (double)md.commits,
+           (md.secs * 1e3 - (double)md.prep_ns / 1e6) / (double)md.commits,
+           (double)mc.prep_ns / 1e6 / (double)mc.commits,
+           (mc.secs * 1e3 - (double)mc.prep_ns / 1e6) / (double)mc.commits);
     fflush(stdout);
 }
 
@@ -646,14 +657,16 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s [--quick] [--dir DIR] [--mb N] [--small-commits N] [--slices N]\n"
-            "          [--image-frac F] [--seed S]\n"
+            "          [--image-frac F] [--case N] [--seed S]\n"
             "  --quick            tiny sizes (CI smoke run, < 20 s)\n"
             "  --dir DIR          run in a temporary folder under DIR (default /var/tmp)\n"
             "  --mb N             payload MB per large-batch phase (default 64)\n"
             "  --small-commits N  commits per small-batch phase (default 3000)\n"
             "  --slices N         slices of the table (default 16)\n"
             "  --image-frac F     rewrite a slice image when its deltas pass F of its\n"
-            "                     size (default 0.5; 0 = deltas only)\n",
+            "                     size (default 0.5; 0 = deltas only)\n"
+            "  --case N           run only table N (1..4, in output order)\n"
+            "  --seed S           row generator seed\n",
             argv0);
     exit(2);
 }
@@ -676,6 +689,8 @@ int main(int argc, char **argv)
             opt.nslices = (unsigned)strtoul(v, NULL, 0), i++;
         else if (!strcmp(a, "--image-frac") && v)
             opt.image_frac = strtod(v, NULL), i++;
+        else if (!strcmp(a, "--case") && v)
+            opt.only_case = atoi(v), i++;
         else if (!strcmp(a, "--seed") && v)
             opt.seed = strtoull(v, NULL, 0) | 1, i++;
         else

@@ -362,7 +362,7 @@ static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t n
     mds_cent *kids[XT_SLICE_MAX_DEPTH + 1];
     size_t nkids = 0;
     mds_cent *target = w->e;
-    while (rc == 0) {
+    while (rc == 0) { /* rc is 0 here; a full target loops via `continue` */
         mds_cent *child;
         if ((rc = split_slice(t, w, target, &child)) < 0)
             break;
@@ -372,6 +372,7 @@ static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t n
                              w->gen);
         if (rc != -ENOSPC || nkids == XT_SLICE_MAX_DEPTH)
             break;
+        rc = 0; /* every row stayed on the target's side: split it again */
     }
     for (size_t i = nkids; i-- > 0;) {
         xt_slice_unlock(mds_cent_slice(kids[i]));
