@@ -277,11 +277,14 @@ fail:
     return rc;
 }
 
-/* Split the full slice `full` (write-locked by the caller, touched for
- * w->gen) and record it in the bitmap, all in w's group. On 0 *child is the
- * new slice, pinned, published, write-locked and touched: the caller
- * unlocks and puts it. REQUIRES: the caller holds the meta slice's write
- * lock, touched for w->gen. */
+/* Split the full slice `full` (write-locked by the caller, or a child of
+ * this same insert) and record it in the bitmap, all in w's group. On 0
+ * *child is the new slice, pinned, in the cache and touched: the caller
+ * puts it. The child takes no lock: until the caller drops the meta lock
+ * no bitmap names it, and until the caller leaves the group the committer
+ * cannot snapshot it (mds_group.h, invariant 1), so no one else can reach
+ * it; locking it under the meta lock would invert the lock order.
+ * REQUIRES: the caller holds the meta slice's write lock, touched for w->gen. */
 static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **child)
 {
     uint64_t t0 = xt_mono_ns();
@@ -310,15 +313,12 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
     }
     if (rc == 0) {
         cs = NULL;
-        xt_slice_wrlock(mds_cent_slice(ce));
         uint64_t g = w->gen;
         rc = mds_group_touch(t->o.group, ce, &g); /* new: never raises g */
         if (rc == 0)
             rc = meta_write(t, w->m->meta, nbm, w->gen);
-        if (rc < 0) {
-            xt_slice_unlock(mds_cent_slice(ce));
+        if (rc < 0)
             mds_cache_put(t->o.cache, ce);
-        }
     }
     if (rc < 0) {
         /* Cannot happen short of ENOMEM; the slice is split in memory but not
@@ -374,10 +374,8 @@ static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t n
             break;
         rc = 0; /* every row stayed on the target's side: split it again */
     }
-    for (size_t i = nkids; i-- > 0;) {
-        xt_slice_unlock(mds_cent_slice(kids[i]));
+    for (size_t i = nkids; i-- > 0;)
         mds_cache_put(t->o.cache, kids[i]);
-    }
     xt_slice_unlock(ms);
     return rc;
 }

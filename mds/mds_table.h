@@ -21,7 +21,8 @@
  *  (2) The in-memory bitmap is only changed with the meta slice's write
  *      lock held and in the same group as the split it records; readers
  *      take the meta slice's read lock. Lock order: data slice -> meta
- *      slice -> a split's new child.
+ *      slice. A split's new child is filled before any bitmap names it,
+ *      under no lock of its own (see split_slice).
  *  (3) Every modifying call returns the commit generation holding its
  *      change in *gen: mds_group_sync(g, *gen) makes it durable.
  *  (4) The meta slice of every table this MDS opened stays pinned in the

@@ -7,6 +7,7 @@
  */
 #include "mdsl_service.h"
 #include "mdsl_store.h"
+#include "r2_agent.h"
 
 #include "xt_common.h"
 #include "xt_daemon.h"
@@ -29,6 +30,9 @@ static void usage(FILE *f)
             "  --gc-threshold F     collect segments under this live ratio (default 0.25)\n"
             "  --gc-rate BYTES      GC budget per second (default 32M; 0 = unthrottled)\n"
             "  --gc-interval MS     period of the background GC pass (default 1000)\n"
+            "  --r2 ADDRS           register with R2 (HOST:PORT[,HOST:PORT...]) and heartbeat\n"
+            "  --capacity BYTES     capacity announced to R2 (default 0)\n"
+            "  --hb-interval-ms N   heartbeat interval, as pom-r2's (default 1000)\n"
             "  --verbose            debug log\n");
 }
 
@@ -43,6 +47,9 @@ int main(int argc, char **argv)
         { "gc-threshold", required_argument, NULL, 'g' },
         { "gc-rate", required_argument, NULL, 'r' },
         { "gc-interval", required_argument, NULL, 'i' },
+        { "r2", required_argument, NULL, 'R' },
+        { "capacity", required_argument, NULL, 'C' },
+        { "hb-interval-ms", required_argument, NULL, 'H' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -50,6 +57,8 @@ int main(int argc, char **argv)
     const char *dir = NULL, *listen = "127.0.0.1:0", *port_file = NULL;
     uint64_t threads = 4, seg_size = 64u << 20, gc_rate = 32u << 20, gc_interval = 1000;
     double gc_threshold = 0.25;
+    const char *r2_addrs = NULL;
+    uint64_t capacity = 0, hb_ms = 1000;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -87,6 +96,20 @@ int main(int argc, char **argv)
         case 'i':
             if (xt_parse_u64(optarg, 1, 3600000, &gc_interval)) {
                 fprintf(stderr, "pom-mdsl: --gc-interval wants 1..3600000 ms, got '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'R': r2_addrs = optarg; break;
+        case 'C':
+            if (xt_parse_u64(optarg, 0, UINT64_MAX, &capacity)) {
+                fprintf(stderr, "pom-mdsl: bad --capacity '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'H':
+            if (xt_parse_u64(optarg, 10, 600000, &hb_ms)) {
+                fprintf(stderr, "pom-mdsl: --hb-interval-ms wants 10..600000, got '%s'\n",
                         optarg);
                 return 2;
             }
@@ -131,7 +154,9 @@ int main(int argc, char **argv)
         mdsl_io_destroy(io);
         return 1;
     }
-    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = (int)threads };
+    /* Prepares carry a whole commit group's slice images. */
+    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = (int)threads,
+                                     .max_frame_bytes = XT_RPC_MAX_FRAME };
     xt_rpc_server *srv = NULL;
     rc = mdsl_service_start(store, &ro, &srv);
     if (rc < 0) {
@@ -144,9 +169,29 @@ int main(int argc, char **argv)
     if (port_file && (rc = xt_daemon_write_int_file(port_file, bound)) < 0)
         XT_ERR("cannot write %s: %s", port_file, strerror(-rc));
     XT_INFO("serving %s on %s:%d", dir, host, bound);
+    /* Registered only once serving; nothing is deregistered at exit: R2
+     * notices the silence. The site id survives restarts in DIR/site_id. */
+    r2_agent *agent = NULL;
+    if (r2_addrs) {
+        char self[300], id_file[4200];
+        snprintf(self, sizeof self, "%s:%d", host, bound);
+        snprintf(id_file, sizeof id_file, "%s/site_id", dir);
+        struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDSL, .addr = self,
+                                    .capacity = capacity, .id_file = id_file,
+                                    .hb_interval_ms = (unsigned)hb_ms };
+        rc = r2_agent_start(&ao, &agent);
+        if (rc < 0) {
+            XT_ERR("cannot start the R2 agent for --r2 '%s': %s", r2_addrs, strerror(-rc));
+            xt_rpc_server_stop(srv);
+            mdsl_store_close(store);
+            mdsl_io_destroy(io);
+            return 1;
+        }
+    }
 
     int sig = xt_daemon_wait_signal();
     XT_INFO("signal %d: stopping", sig);
+    r2_agent_stop(agent);
     xt_rpc_server_stop(srv);
     mdsl_store_close(store);
     mdsl_io_destroy(io);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include <thrift/TApplicationException.h>
+#include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/protocol/TProtocolException.h>
 #include <thrift/transport/TBufferTransports.h>
@@ -172,7 +173,11 @@ static int pool_connect(xt_rpc_pool *p, Conn *c)
             return -ECONNREFUSED;
     }
     try {
-        c->sock = std::make_shared<TSocket>(p->host, p->port);
+        /* Replies such as slice loads can be large: the default 16 MB frame
+         * limit of the C++ runtime would cut them. */
+        static const auto cfg = std::make_shared<apache::thrift::TConfiguration>(
+            XT_RPC_MAX_FRAME, XT_RPC_MAX_FRAME);
+        c->sock = std::make_shared<TSocket>(p->host, p->port, cfg);
         c->sock->setConnTimeout(p->connect_timeout_ms);
         c->sock->setNoDelay(true);
         c->sock->setLinger(false, 0);

@@ -29,6 +29,11 @@
 extern "C" {
 #endif
 
+/* Largest frame a client accepts and the default a server accepts: a commit
+ * group's prepare carries whole slice images. */
+#define XT_RPC_MAX_FRAME (1 << 30)
+#define XT_RPC_DEFAULT_SERVER_FRAME (256 << 20)
+
 /* What a handler learns about the request it serves. */
 typedef struct xt_rpc_ctx {
     int64_t req_id;        /* the caller's id, equal across retries */
@@ -60,7 +65,7 @@ struct xt_rpc_server_opts {
     int workers;             /* 0: handlers run on the io threads (they must
                                 never block); > 0: a fixed pool */
     int default_budget_ms;   /* deadline of requests without a budget; 0: 30000 */
-    int max_frame_bytes;     /* 0: 64 MiB */
+    int max_frame_bytes;     /* 0: XT_RPC_DEFAULT_SERVER_FRAME */
 };
 
 /* Output buffer of a handler: the reply payload is copied in. */

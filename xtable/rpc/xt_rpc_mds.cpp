@@ -16,6 +16,9 @@
 using pom::glue::ProtoPtr;
 using namespace pom::rpc;
 
+/* An empty column list must stay distinguishable from "no list" (NULL). */
+static const uint16_t kNoCols[1] = { 0 };
+
 void xt_resp_free(struct xt_resp *r)
 {
     if (!r)
@@ -387,7 +390,7 @@ public:
         lr.max = (uint32_t)q.max_entries;
         lr.flags = (uint32_t)q.flags;
         if (q.__isset.columns) {
-            lr.cols = cols.data();
+            lr.cols = cols.empty() ? kNoCols : cols.data();
             lr.ncols = (uint32_t)cols.size();
         }
         if (q.__isset.substring) {
@@ -458,7 +461,7 @@ private:
         }
         std::vector<uint16_t> cols(q.columns.begin(), q.columns.end());
         if (q.__isset.columns) {
-            req.cols = cols.data();
+            req.cols = cols.empty() ? kNoCols : cols.data();
             req.ncols = (uint32_t)cols.size();
         }
         std::vector<uint16_t> drop(q.drop_columns.begin(), q.drop_columns.end());

@@ -46,6 +46,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/transport/TBufferTransports.h>
 
@@ -79,6 +80,15 @@ struct xt_rpc_server {
     std::mutex mu;
     std::unordered_set<SConn *> conns; /* protected by mu */
 };
+
+/* Thrift's default message budget is 100 MB; frames are bounded by the
+ * server's max_frame instead (checked before a frame is read). */
+static const std::shared_ptr<apache::thrift::TConfiguration> &big_config()
+{
+    static const auto cfg = std::make_shared<apache::thrift::TConfiguration>(
+        XT_RPC_MAX_FRAME, XT_RPC_MAX_FRAME);
+    return cfg;
+}
 
 static int arm(xt_rpc_server *s, int op, int fd, void *ptr, uint32_t events)
 {
@@ -121,8 +131,8 @@ static void accept_all(xt_rpc_server *s)
         try {
             c->fd = fd;
             c->in.resize(kInitialBuf);
-            c->ibuf = std::make_shared<TMemoryBuffer>();
-            c->obuf = std::make_shared<TMemoryBuffer>();
+            c->ibuf = std::make_shared<TMemoryBuffer>(big_config());
+            c->obuf = std::make_shared<TMemoryBuffer>(big_config());
             c->iprot = std::make_shared<TBinaryProtocol>(c->ibuf);
             c->oprot = std::make_shared<TBinaryProtocol>(c->obuf);
             std::lock_guard<std::mutex> g(s->mu);
@@ -188,7 +198,7 @@ static int handle_frame(xt_rpc_server *s, SConn *c, uint8_t *body, uint32_t len)
     memcpy(out, &blen, 4);
     int rc = send_all(c->fd, out, olen);
     if (olen > kBigReply) {
-        c->obuf = std::make_shared<TMemoryBuffer>();
+        c->obuf = std::make_shared<TMemoryBuffer>(big_config());
         c->oprot = std::make_shared<TBinaryProtocol>(c->obuf);
     }
     return rc;
@@ -329,7 +339,8 @@ int pom::glue::serve(const xt_rpc_server_opts *o, const std::shared_ptr<TProcess
     if (!s)
         return -ENOMEM;
     s->proc = proc;
-    s->max_frame = o && o->max_frame_bytes > 0 ? (size_t)o->max_frame_bytes : (64u << 20);
+    s->max_frame = o && o->max_frame_bytes > 0 ? (size_t)o->max_frame_bytes
+                                                : (size_t)XT_RPC_DEFAULT_SERVER_FRAME;
     int rc = listen_on(host, port, &s->lfd, &s->port);
     if (rc < 0) {
         XT_ERR("rpc: cannot listen on %s:%d: %s", host, port, strerror(-rc));

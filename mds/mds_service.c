@@ -1,0 +1,280 @@
+/*
+ * mds_service.c -- xTable RPC handlers over mds_table.
+ *
+ * The MDS stores rows as xt_row encodings. This layer builds them from the
+ * views that arrive (the name always comes from the request, so a row can
+ * never be filed under a name it does not carry), applies updates with
+ * xt_row_update under the slice lock (conditional on the version when asked),
+ * filters column groups on the way out, and turns XT_F_SYNC into a wait for
+ * the commit group holding the change.
+ *
+ * A create on a table that does not exist yet creates it: tables are named
+ * by directory uuids that the client allocates, and a directory's first
+ * entry is what brings its table into being. Lookups and lists of a table
+ * that was never created answer -ENOENT.
+ */
+#include "mds_service.h"
+
+#include "xt_common.h"
+#include "xt_hash.h"
+
+#include <string.h>
+
+static uint64_t ms_since(uint64_t t0)
+{
+    return xt_mono_ns() - t0;
+}
+
+/* A copy of row keeping only the wanted groups (cols == NULL: all). */
+static int filter_cols(const uint8_t *row, size_t len, const uint16_t *cols, uint32_t ncols,
+                       uint8_t **out, size_t *out_len)
+{
+    if (!cols) {
+        *out = xt_malloc(len);
+        if (!*out)
+            return -ENOMEM;
+        memcpy(*out, row, len);
+        *out_len = len;
+        return 0;
+    }
+    xt_row v;
+    int rc = xt_row_decode(row, len, &v);
+    if (rc) {
+        XT_ERR("mds: stored row does not decode: %s", xt_row_last_error());
+        return -EIO;
+    }
+    xt_row keep = v;
+    keep.ngroups = 0;
+    for (uint32_t i = 0; i < v.ngroups; i++)
+        for (uint32_t j = 0; j < ncols; j++)
+            if (v.groups[i].id == cols[j])
+                keep.groups[keep.ngroups++] = v.groups[i];
+    return xt_row_encode_alloc(&keep, out, out_len);
+}
+
+static int maybe_sync(struct mds_service *svc, const struct xt_req *req, uint64_t gen)
+{
+    if (!(req->flags & XT_F_SYNC))
+        return 0;
+    return mds_group_sync(svc->group, gen, svc->sync_timeout_ms ? svc->sync_timeout_ms : 60000);
+}
+
+static int piggyback(struct mds_service *svc, const struct xt_tref *t, uint32_t flags,
+                     uint8_t **bitmap, uint32_t *len)
+{
+    if (!(flags & XT_F_BITMAP))
+        return 0;
+    size_t blen = 0;
+    int rc = mds_table_bitmap(svc->table, t->fsid, t->table, bitmap, &blen);
+    *len = (uint32_t)blen;
+    return rc == -ENOENT ? 0 : rc;
+}
+
+static int do_create(struct mds_service *svc, const struct xt_req *req, struct xt_resp *resp)
+{
+    if (!req->row)
+        return -EINVAL;
+    xt_row v = *req->row;
+    v.name = req->name;
+    v.name_len = req->name_len;
+    if (v.attr.type == 0 || v.attr.type > XT_ROW_TYPE_MAX)
+        return -EINVAL;
+    if (v.attr.type != XT_ROW_KV && req->name_len > XT_NAME_MAX)
+        return -ENAMETOOLONG;
+    v.attr.version = 0;
+    uint8_t *enc;
+    size_t len;
+    int rc = xt_row_encode_alloc(&v, &enc, &len);
+    if (rc)
+        return rc == -ENOMEM ? rc : -EINVAL;
+    unsigned flags = (req->flags & XT_F_EXCL) ? MDS_TABLE_EXCL : 0;
+    uint64_t gen = 0;
+    rc = mds_table_create(svc->table, req->t.fsid, req->t.table, req->name, req->name_len, enc,
+                          len, flags, &gen);
+    if (rc == -ENOENT) {
+        uint64_t g2 = 0;
+        int mk = mds_table_mktable(svc->table, req->t.fsid, req->t.table, &g2);
+        if (mk && mk != -EEXIST)
+            rc = mk;
+        else
+            rc = mds_table_create(svc->table, req->t.fsid, req->t.table, req->name,
+                                  req->name_len, enc, len, flags, &gen);
+        if (g2 > gen)
+            gen = g2;
+    }
+    xt_free(enc);
+    if (rc < 0)
+        return rc;
+    resp->commit_group = gen;
+    return maybe_sync(svc, req, gen);
+}
+
+struct upd_arg {
+    const struct xt_req *req;
+};
+
+static int update_fn(void *arg, const void *old, size_t old_len, uint8_t **out, size_t *out_len)
+{
+    const struct xt_req *req = ((struct upd_arg *)arg)->req;
+    xt_row_patch p;
+    memset(&p, 0, sizeof p);
+    /* Name and type changes are not updates: rename is its own operation. */
+    p.set = req->set_mask & XT_ROW_SET_ALL_ATTR & ~(XT_ROW_SET_TYPE | XT_ROW_SET_UUID);
+    if (req->row) {
+        p.attr = req->row->attr;
+        p.nput = req->row->ngroups;
+        memcpy(p.put, req->row->groups, sizeof(xt_row_group) * p.nput);
+    }
+    if (req->ndrop > XT_ROW_GROUPS_MAX)
+        return -EINVAL;
+    p.ndel = req->ndrop;
+    if (req->ndrop)
+        memcpy(p.del, req->drop, sizeof(uint16_t) * req->ndrop);
+    if (req->flags & XT_F_IF_VER) {
+        p.set |= XT_ROW_SET_IF_VERSION;
+        p.if_version = req->expect_version;
+    }
+    return xt_row_update(old, old_len, &p, out, out_len);
+}
+
+static int delete_check(void *arg, const void *row, size_t len)
+{
+    const struct xt_req *req = arg;
+    if (!(req->flags & XT_F_IF_VER))
+        return 0;
+    xt_row v;
+    if (xt_row_decode_meta(row, len, &v))
+        return -EIO;
+    return v.attr.version == req->expect_version ? 0 : -ESTALE;
+}
+
+static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
+                  struct xt_resp *resp)
+{
+    (void)rc_ctx;
+    struct mds_service *svc = ctx;
+    uint64_t t0 = xt_mono_ns(), gen = 0;
+    int rc;
+    enum mds_op op;
+    switch (req->op) {
+    case XT_OP_CREATE:
+        op = MDS_OP_CREATE;
+        rc = do_create(svc, req, resp);
+        break;
+    case XT_OP_LOOKUP: {
+        op = MDS_OP_LOOKUP;
+        uint8_t *row;
+        size_t len;
+        rc = mds_table_lookup(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
+                              &row, &len);
+        if (rc == 0) {
+            if (req->cols) {
+                rc = filter_cols(row, len, req->cols, req->ncols, &resp->row, &resp->row_len);
+                xt_free(row);
+            } else {
+                resp->row = row;
+                resp->row_len = len;
+            }
+        }
+        break;
+    }
+    case XT_OP_UPDATE: {
+        op = MDS_OP_UPDATE;
+        struct upd_arg ua = { req };
+        rc = mds_table_update(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
+                              update_fn, &ua, &gen);
+        if (rc == 0) {
+            resp->commit_group = gen;
+            rc = maybe_sync(svc, req, gen);
+        }
+        break;
+    }
+    case XT_OP_DELETE:
+        op = MDS_OP_DELETE;
+        rc = mds_table_delete(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
+                              delete_check, (void *)req, &gen);
+        if (rc == 0) {
+            resp->commit_group = gen;
+            rc = maybe_sync(svc, req, gen);
+        }
+        break;
+    default:
+        return -EINVAL;
+    }
+    if (rc > 0)
+        rc = 0;
+    if (rc == 0 || rc == -ENOENT || rc == -EEXIST) {
+        int prc = piggyback(svc, &req->t, req->flags, &resp->bitmap, &resp->bitmap_len);
+        if (prc < 0 && rc == 0)
+            rc = prc;
+    }
+    mds_stats_record(svc->stats, op, ms_since(t0), rc);
+    return rc;
+}
+
+struct list_arg {
+    const struct xt_list_req *req;
+    struct xt_list_resp *resp;
+};
+
+static int list_cb(void *arg, const xt_slice_entry *e)
+{
+    struct list_arg *la = arg;
+    const struct xt_list_req *req = la->req;
+    /* The search predicate runs here, at the storage edge: only matching
+     * rows travel. */
+    if (req->substr && req->substr_len &&
+        !memmem(e->name, e->name_len, req->substr, req->substr_len))
+        return 0;
+    uint8_t *out;
+    size_t out_len;
+    int rc = filter_cols(e->row, e->row_len, req->cols, req->ncols, &out, &out_len);
+    if (rc == 0) {
+        rc = xt_list_resp_add(la->resp, out, out_len, e->cookie);
+        xt_free(out);
+    }
+    return rc;
+}
+
+static int svc_list(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_list_req *req,
+                    struct xt_list_resp *resp)
+{
+    (void)rc_ctx;
+    struct mds_service *svc = ctx;
+    uint64_t t0 = xt_mono_ns();
+    struct list_arg la = { req, resp };
+    uint64_t next = XT_COOKIE_END;
+    int rc = mds_table_list(svc->table, req->t.fsid, req->t.table, req->cookie, req->max,
+                            list_cb, &la, &next);
+    if (rc >= 0) {
+        resp->next_cookie = next;
+        rc = piggyback(svc, &req->t, req->flags, &resp->bitmap, &resp->bitmap_len);
+    }
+    mds_stats_record(svc->stats, MDS_OP_LIST, ms_since(t0), rc < 0 ? rc : 0);
+    return rc < 0 ? rc : 0;
+}
+
+static int svc_sync(void *ctx, const xt_rpc_ctx *rc_ctx, uint64_t group, uint64_t *committed)
+{
+    (void)rc_ctx;
+    struct mds_service *svc = ctx;
+    int rc = mds_group_sync(svc->group, group, svc->sync_timeout_ms ? svc->sync_timeout_ms
+                                                                    : 60000);
+    struct mds_group_info gi;
+    mds_group_info(svc->group, &gi);
+    *committed = gi.committed_gen;
+    return rc;
+}
+
+static const struct xt_mds_ops mds_ops = {
+    .common = { .ping = NULL },
+    .op = svc_op,
+    .list = svc_list,
+    .sync = svc_sync,
+};
+
+int mds_service_start(struct mds_service *svc, const struct xt_rpc_server_opts *opts,
+                      xt_rpc_server **out)
+{
+    return xt_rpc_serve_mds(opts, &mds_ops, svc, out);
+}

@@ -1,0 +1,24 @@
+/*
+ * mds_service.h -- the xTable RPC service of pom-mds: binds the handler
+ * ops of xt_rpc_mds.h to an mds_table and its commit group.
+ */
+#ifndef MDS_SERVICE_H
+#define MDS_SERVICE_H
+
+#include "mds_group.h"
+#include "mds_stats.h"
+#include "mds_table.h"
+#include "xt_rpc_mds.h"
+
+struct mds_service {
+    mds_table *table;      /* borrowed */
+    mds_group *group;      /* borrowed */
+    mds_stats *stats;      /* borrowed, may be NULL */
+    unsigned sync_timeout_ms; /* bound of a sync; 0: 60000 */
+};
+
+/* Serves svc (borrowed; must outlive the server). 0 or -errno. */
+int mds_service_start(struct mds_service *svc, const struct xt_rpc_server_opts *opts,
+                      xt_rpc_server **out);
+
+#endif

@@ -1,0 +1,704 @@
+/*
+ * pomctl_cmds.c -- the commands that talk to a running R2: status, sites,
+ * site drain|remove, ring show, fs create|list|stat|drop.
+ *
+ * Each command reads the view (any R2 answers get_view) or calls the
+ * leader (pomctl_i.h invariant 3), then prints either a table or one JSON
+ * object. Read-only commands never retry; a change is retried only when the
+ * R2 it reached turned out not to lead (-EREMOTE), which is safe because
+ * that R2 did nothing.
+ */
+#include "pomctl_i.h"
+
+#include "xt_common.h"
+#include "xt_ring.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define LEADER_TRIES 3
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static void json_begin(struct pomctl *ctl)
+{
+    pomctl_json_init(&ctl->js, stdout, true);
+    pomctl_json_obj_begin(&ctl->js, NULL);
+    pomctl_json_bool(&ctl->js, "ok", true);
+}
+
+static void json_end(struct pomctl *ctl)
+{
+    pomctl_json_obj_end(&ctl->js);
+    pomctl_json_finish(&ctl->js);
+}
+
+static int oom(void)
+{
+    fprintf(stderr, "pomctl: out of memory\n");
+    return POMCTL_EFAIL;
+}
+
+/* Reads the whole view (resolving addresses first). 0 or an exit code. */
+static int get_view(struct pomctl *ctl, const char *what, struct xt_view *v)
+{
+    int code = pomctl_resolve_addrs(ctl);
+    if (code)
+        return code;
+    int rc = pomctl_r2_view(ctl, false, v);
+    return rc < 0 ? pomctl_fail(ctl, rc, what, NULL) : 0;
+}
+
+static const struct xt_site *find_site(const struct xt_view *v, uint32_t id)
+{
+    for (size_t i = 0; i < v->nsites; i++)
+        if (v->sites[i].id == id)
+            return &v->sites[i];
+    return NULL;
+}
+
+/* ---- status ----------------------------------------------------------- */
+
+#define NTYPES 5  /* index = enum xt_site_type */
+#define NSTATES 6 /* index = enum xt_site_state */
+
+int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
+{
+    if (argc > 0)
+        return pomctl_usage_err(ctl, "status", "status takes no argument ('%s')", argv[0]);
+    struct xt_view v;
+    int code = get_view(ctl, "status", &v);
+    if (code)
+        return code;
+    size_t by_type[NTYPES] = { 0 }, by_state[NSTATES] = { 0 }, active = 0, not_up = 0;
+    for (size_t i = 0; i < v.nsites; i++) {
+        const struct xt_site *s = &v.sites[i];
+        if (s->type > 0 && s->type < NTYPES)
+            by_type[s->type]++;
+        if (s->state > 0 && s->state < NSTATES)
+            by_state[s->state]++;
+        if (s->state == XT_SITE_REMOVED)
+            continue; /* left by an administrator: not a fault */
+        active++;
+        if (s->state != XT_SITE_UP)
+            not_up++;
+    }
+    bool healthy = active > 0 && not_up == 0;
+    char verdict[256];
+    if (healthy)
+        snprintf(verdict, sizeof verdict, "healthy");
+    else if (active == 0)
+        snprintf(verdict, sizeof verdict, "degraded: no site is registered");
+    else
+        snprintf(verdict, sizeof verdict, "degraded: %zu of %zu sites not up", not_up, active);
+    const char *leader = v.leader[0] ? v.leader : ctl->cur;
+
+    if (ctl->json) {
+        json_begin(ctl);
+        pomctl_json_obj_begin(&ctl->js, "r2");
+        pomctl_json_str(&ctl->js, "addr", ctl->cur);
+        pomctl_json_str(&ctl->js, "leader", leader);
+        pomctl_json_str(&ctl->js, "store", v.store);
+        pomctl_json_obj_end(&ctl->js);
+        pomctl_json_u64(&ctl->js, "view_version", v.version);
+        pomctl_json_obj_begin(&ctl->js, "sites");
+        pomctl_json_u64(&ctl->js, "total", v.nsites);
+        pomctl_json_obj_begin(&ctl->js, "by_type");
+        for (int t = 1; t < NTYPES; t++)
+            pomctl_json_u64(&ctl->js, xt_site_type_name(t), by_type[t]);
+        pomctl_json_obj_end(&ctl->js);
+        pomctl_json_obj_begin(&ctl->js, "by_state");
+        for (int s = 1; s < NSTATES; s++)
+            pomctl_json_u64(&ctl->js, xt_site_state_name(s), by_state[s]);
+        pomctl_json_obj_end(&ctl->js);
+        pomctl_json_obj_end(&ctl->js);
+        pomctl_json_arr_begin(&ctl->js, "rings");
+    } else {
+        printf("R2        %s (leader %s, store %s)\n", ctl->cur, leader,
+               v.store[0] ? v.store : "?");
+        printf("view      version %llu\n", (unsigned long long)v.version);
+        printf("sites     %zu:", v.nsites);
+        bool any = false;
+        for (int t = 1; t < NTYPES; t++)
+            if (by_type[t]) {
+                printf("%s %zu %s", any ? "," : "", by_type[t], xt_site_type_name(t));
+                any = true;
+            }
+        printf("%s \xe2\x80\x94", any ? "" : " none");
+        any = false;
+        for (int s = 1; s < NSTATES; s++)
+            if (by_state[s]) {
+                printf("%s %zu %s", any ? "," : "", by_state[s], xt_site_state_name(s));
+                any = true;
+            }
+        printf("%s\n", any ? "" : " -");
+    }
+    for (size_t i = 0; i < v.nrings; i++) {
+        xt_ring *r = NULL;
+        int rc = xt_ring_decode(v.rings[i].data, v.rings[i].len, &r);
+        uint32_t n = rc == 0 ? xt_ring_nsites(r) : 0;
+        uint64_t ver = rc == 0 ? xt_ring_version(r) : v.rings[i].version;
+        if (ctl->json) {
+            pomctl_json_obj_begin(&ctl->js, NULL);
+            pomctl_json_u64(&ctl->js, "ring", v.rings[i].ring);
+            pomctl_json_u64(&ctl->js, "version", ver);
+            pomctl_json_u64(&ctl->js, "sites", n);
+            pomctl_json_bool(&ctl->js, "valid", rc == 0);
+            pomctl_json_obj_end(&ctl->js);
+        } else {
+            printf("ring %u    version %llu, %u site%s (%s)%s\n", v.rings[i].ring,
+                   (unsigned long long)ver, n, n == 1 ? "" : "s",
+                   v.rings[i].ring == XT_RING_MDS ? "slices -> MDS" : "slices -> MDSL",
+                   rc == 0 ? "" : " [cannot decode]");
+        }
+        xt_ring_free(r);
+    }
+    if (ctl->json) {
+        pomctl_json_arr_end(&ctl->js);
+        pomctl_json_u64(&ctl->js, "fs_count", v.nfs);
+        pomctl_json_bool(&ctl->js, "healthy", healthy);
+        pomctl_json_str(&ctl->js, "verdict", verdict);
+        json_end(ctl);
+    } else {
+        printf("fs        %zu file system%s\n", v.nfs, v.nfs == 1 ? "" : "s");
+        for (size_t i = 0; i < v.nsites && !healthy; i++)
+            if (v.sites[i].state != XT_SITE_UP && v.sites[i].state != XT_SITE_REMOVED)
+                printf("          site %u (%s %s) is %s\n", v.sites[i].id,
+                       xt_site_type_name(v.sites[i].type), v.sites[i].addr,
+                       xt_site_state_name(v.sites[i].state));
+        printf("verdict   %s\n", verdict);
+    }
+    xt_view_free(&v);
+    return healthy ? POMCTL_OK : POMCTL_EDEGRADED;
+}
+
+/* ---- sites ------------------------------------------------------------ */
+
+int pomctl_cmd_sites(struct pomctl *ctl, int argc, char **argv)
+{
+    if (argc > 0)
+        return pomctl_usage_err(ctl, "sites", "sites takes no argument ('%s')", argv[0]);
+    struct xt_view v;
+    int code = get_view(ctl, "sites", &v);
+    if (code)
+        return code;
+    uint64_t now = xt_now_ns();
+    if (ctl->json) {
+        json_begin(ctl);
+        pomctl_json_u64(&ctl->js, "view_version", v.version);
+        pomctl_json_arr_begin(&ctl->js, "sites");
+        for (size_t i = 0; i < v.nsites; i++) {
+            const struct xt_site *s = &v.sites[i];
+            pomctl_json_obj_begin(&ctl->js, NULL);
+            pomctl_json_u64(&ctl->js, "id", s->id);
+            pomctl_json_str(&ctl->js, "type", xt_site_type_name(s->type));
+            pomctl_json_str(&ctl->js, "addr", s->addr);
+            pomctl_json_str(&ctl->js, "state", xt_site_state_name(s->state));
+            pomctl_json_u64(&ctl->js, "capacity", s->capacity);
+            pomctl_json_double(&ctl->js, "load", s->load);
+            pomctl_json_u64(&ctl->js, "last_heartbeat_ns", s->last_hb_ns);
+            if (s->last_hb_ns && now >= s->last_hb_ns)
+                pomctl_json_double(&ctl->js, "heartbeat_age_s",
+                                   (double)(now - s->last_hb_ns) / 1e9);
+            else
+                pomctl_json_null(&ctl->js, "heartbeat_age_s");
+            if (s->type == XT_SITE_MDS) {
+                pomctl_json_u64(&ctl->js, "uuid_lo", s->uuid_lo);
+                pomctl_json_u64(&ctl->js, "uuid_hi", s->uuid_hi);
+            }
+            if (s->fs_name[0])
+                pomctl_json_str(&ctl->js, "fs", s->fs_name);
+            pomctl_json_obj_end(&ctl->js);
+        }
+        pomctl_json_arr_end(&ctl->js);
+        json_end(ctl);
+        xt_view_free(&v);
+        return POMCTL_OK;
+    }
+    static const char *const hdr[] = { "ID",   "TYPE", "ADDRESS", "STATE",
+                                       "CAPACITY", "LOAD", "HEARTBEAT", "UUIDS" };
+    pomctl_table *t = pomctl_table_new(8, hdr, "rllllrrl");
+    if (!t) {
+        xt_view_free(&v);
+        return oom();
+    }
+    int rc = 0;
+    for (size_t i = 0; i < v.nsites && rc == 0; i++) {
+        const struct xt_site *s = &v.sites[i];
+        char cap[32], age[32];
+        rc |= pomctl_table_row(t);
+        rc |= pomctl_table_cell(t, "%u", s->id);
+        rc |= pomctl_table_cell(t, "%s", xt_site_type_name(s->type));
+        rc |= pomctl_table_cell(t, "%s", s->addr);
+        rc |= pomctl_table_cell(t, "%s", xt_site_state_name(s->state));
+        rc |= pomctl_table_cell(t, "%s",
+                                s->capacity ? pomctl_fmt_bytes(s->capacity, cap, sizeof cap) : "-");
+        rc |= pomctl_table_cell(t, "%.2f", s->load);
+        rc |= pomctl_table_cell(t, "%s", pomctl_fmt_age(now, s->last_hb_ns, age, sizeof age));
+        if (s->type == XT_SITE_MDS && s->uuid_hi > s->uuid_lo)
+            rc |= pomctl_table_cell(t, "[%llu, %llu)", (unsigned long long)s->uuid_lo,
+                                    (unsigned long long)s->uuid_hi);
+        else
+            rc |= pomctl_table_cell(t, "%s", s->fs_name[0] ? s->fs_name : "-");
+    }
+    if (rc) {
+        pomctl_table_free(t);
+        xt_view_free(&v);
+        return oom();
+    }
+    if (v.nsites == 0)
+        printf("no site is registered (view version %llu)\n", (unsigned long long)v.version);
+    else
+        pomctl_table_print(t, stdout, 0);
+    pomctl_table_free(t);
+    xt_view_free(&v);
+    return POMCTL_OK;
+}
+
+/* ---- site drain|remove ------------------------------------------------ */
+
+int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
+{
+    if (argc != 2 || (strcmp(argv[0], "drain") && strcmp(argv[0], "remove")))
+        return pomctl_usage_err(ctl, "site", "site wants 'drain ID' or 'remove ID'");
+    char *end = NULL;
+    unsigned long id = strtoul(argv[1], &end, 10);
+    if (!*argv[1] || *end || id == 0 || id > UINT32_MAX || argv[1][0] == '-')
+        return pomctl_usage_err(ctl, "site", "bad site id '%s' (see: pomctl sites)", argv[1]);
+    bool drain = !strcmp(argv[0], "drain");
+    int code = pomctl_resolve_addrs(ctl);
+    if (code)
+        return code;
+    int rc;
+    for (int attempt = 1;; attempt++) {
+        if ((rc = pomctl_r2_leader(ctl)) < 0)
+            break;
+        xt_rpc_call call = pomctl_call(ctl);
+        rc = drain ? xt_r2_site_drain(ctl->pool, &call, (uint32_t)id)
+                   : xt_r2_site_remove(ctl->pool, &call, (uint32_t)id);
+        if (rc != -EREMOTE || attempt == LEADER_TRIES)
+            break;
+        sleep_ms(300 * attempt);
+    }
+    char what[64];
+    snprintf(what, sizeof what, "site %s %lu", argv[0], id);
+    if (rc < 0) {
+        const char *hint = NULL;
+        if (rc == -ENOENT)
+            hint = "no such site (see: pomctl sites)";
+        else if (rc == -EBUSY)
+            hint = "the site cannot leave now (the last of its type?); add a site first";
+        return pomctl_fail(ctl, rc, what, hint);
+    }
+    if (ctl->json) {
+        json_begin(ctl);
+        pomctl_json_u64(&ctl->js, "site", id);
+        pomctl_json_str(&ctl->js, "action", argv[0]);
+        json_end(ctl);
+    } else {
+        printf("site %lu %s\n", id,
+               drain ? "is draining: its slices move away, then it leaves the rings"
+                     : "removed");
+    }
+    return POMCTL_OK;
+}
+
+/* ---- ring show -------------------------------------------------------- */
+
+static int show_ring(struct pomctl *ctl, const struct xt_view *v, const struct xt_ring_blob *b)
+{
+    xt_ring *r = NULL;
+    int rc = xt_ring_decode(b->data, b->len, &r);
+    if (rc < 0) {
+        fprintf(stderr, "pomctl: ring %u (version %llu, %u bytes) cannot be decoded: %s\n",
+                b->ring, (unsigned long long)b->version, b->len, strerror(-rc));
+        if (ctl->json) {
+            pomctl_json_obj_begin(&ctl->js, NULL);
+            pomctl_json_u64(&ctl->js, "ring", b->ring);
+            pomctl_json_str(&ctl->js, "error", strerror(-rc));
+            pomctl_json_obj_end(&ctl->js);
+        }
+        return POMCTL_EFAIL;
+    }
+    uint32_t n = xt_ring_nsites(r);
+    unsigned vps = xt_ring_vnodes_per_site(r);
+    const char *kind = xt_ring_id(r) == XT_RING_MDS ? "MDS" : "MDSL";
+    pomctl_table *t = NULL;
+    if (ctl->json) {
+        pomctl_json_obj_begin(&ctl->js, NULL);
+        pomctl_json_u64(&ctl->js, "ring", xt_ring_id(r));
+        pomctl_json_str(&ctl->js, "kind", kind);
+        pomctl_json_u64(&ctl->js, "version", xt_ring_version(r));
+        pomctl_json_u64(&ctl->js, "vnodes_per_site", vps);
+        pomctl_json_u64(&ctl->js, "encoded_bytes", b->len);
+        pomctl_json_arr_begin(&ctl->js, "sites");
+    } else {
+        printf("ring %u (slices -> %s): version %llu, %u site%s, %u vnodes per standard site\n",
+               xt_ring_id(r), kind, (unsigned long long)xt_ring_version(r), n,
+               n == 1 ? "" : "s", vps);
+        static const char *const hdr[] = { "SITE", "ADDRESS", "STATE", "WEIGHT", "VNODES",
+                                           "SHARE" };
+        if (!(t = pomctl_table_new(6, hdr, "rllrrr"))) {
+            xt_ring_free(r);
+            return oom();
+        }
+    }
+    int err = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t id, weight;
+        xt_ring_site_at(r, k, &id, &weight);
+        const struct xt_site *s = find_site(v, id);
+        double share = xt_ring_share(r, id);
+        unsigned vn = xt_ring_vnodes(vps, weight);
+        if (ctl->json) {
+            pomctl_json_obj_begin(&ctl->js, NULL);
+            pomctl_json_u64(&ctl->js, "id", id);
+            pomctl_json_str(&ctl->js, "addr", s ? s->addr : NULL);
+            pomctl_json_str(&ctl->js, "state", s ? xt_site_state_name(s->state) : NULL);
+            pomctl_json_u64(&ctl->js, "weight", weight);
+            pomctl_json_u64(&ctl->js, "vnodes", vn);
+            pomctl_json_double(&ctl->js, "share", share);
+            pomctl_json_obj_end(&ctl->js);
+        } else {
+            err |= pomctl_table_row(t);
+            err |= pomctl_table_cell(t, "%u", id);
+            err |= pomctl_table_cell(t, "%s", s ? s->addr : "?");
+            err |= pomctl_table_cell(t, "%s", s ? xt_site_state_name(s->state) : "?");
+            err |= pomctl_table_cell(t, "%u", weight);
+            err |= pomctl_table_cell(t, "%u", vn);
+            err |= pomctl_table_cell(t, "%.2f%%", share * 100.0);
+        }
+    }
+    if (ctl->json) {
+        pomctl_json_arr_end(&ctl->js);
+        pomctl_json_obj_end(&ctl->js);
+    } else if (n > 0 && !err) {
+        pomctl_table_print(t, stdout, 2);
+    } else if (n == 0) {
+        printf("  (no site: nothing can be placed on this ring)\n");
+    }
+    pomctl_table_free(t);
+    xt_ring_free(r);
+    return err ? oom() : POMCTL_OK;
+}
+
+int pomctl_cmd_ring(struct pomctl *ctl, int argc, char **argv)
+{
+    if (argc < 1 || strcmp(argv[0], "show") || argc > 2)
+        return pomctl_usage_err(ctl, "ring", "ring wants 'show [0|1]'");
+    int which = -1;
+    if (argc == 2) {
+        if (strcmp(argv[1], "0") && strcmp(argv[1], "1"))
+            return pomctl_usage_err(ctl, "ring", "ring show wants 0 (MDS) or 1 (MDSL), got '%s'",
+                                    argv[1]);
+        which = argv[1][0] - '0';
+    }
+    struct xt_view v;
+    int code = get_view(ctl, "ring show", &v);
+    if (code)
+        return code;
+    if (ctl->json) {
+        json_begin(ctl);
+        pomctl_json_u64(&ctl->js, "view_version", v.version);
+        pomctl_json_arr_begin(&ctl->js, "rings");
+    }
+    int shown = 0;
+    code = POMCTL_OK;
+    for (size_t i = 0; i < v.nrings; i++) {
+        if (which >= 0 && v.rings[i].ring != (uint32_t)which)
+            continue;
+        if (shown++ && !ctl->json)
+            printf("\n");
+        int c = show_ring(ctl, &v, &v.rings[i]);
+        if (c)
+            code = c;
+    }
+    if (ctl->json) {
+        pomctl_json_arr_end(&ctl->js);
+        json_end(ctl);
+    }
+    if (!shown && !ctl->json)
+        printf(which >= 0 ? "R2 has published no ring %d yet\n" : "R2 has published no ring yet\n",
+               which);
+    xt_view_free(&v);
+    return code;
+}
+
+/* ---- fs --------------------------------------------------------------- */
+
+bool pomctl_fs_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > XT_FSNAME_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+static void json_fs(pomctl_json *j, const char *key, const struct xt_fs_info *f)
+{
+    char when[40];
+    pomctl_json_obj_begin(j, key);
+    pomctl_json_u64(j, "fsid", f->fsid);
+    pomctl_json_str(j, "name", f->name);
+    pomctl_json_u64(j, "root_table", f->root_table);
+    pomctl_json_u64(j, "files", f->files);
+    pomctl_json_u64(j, "bytes", f->bytes);
+    pomctl_json_u64(j, "mounts", f->mounts);
+    pomctl_json_obj_begin(j, "blob");
+    pomctl_json_str(j, "backend", f->blob_backend);
+    pomctl_json_str(j, "path", f->blob_path);
+    pomctl_json_obj_end(j);
+    pomctl_json_u64(j, "created_ns", f->created_ns);
+    pomctl_json_str(j, "created", pomctl_fmt_time(f->created_ns, when, sizeof when));
+    pomctl_json_u64(j, "root_bitmap_bytes", f->root_bitmap_len);
+    pomctl_json_obj_end(j);
+}
+
+static void print_fs(const struct xt_fs_info *f)
+{
+    char b[32], when[40];
+    printf("fs %s\n", f->name);
+    printf("  fsid        %u\n", f->fsid);
+    printf("  root table  %llu\n", (unsigned long long)f->root_table);
+    printf("  files       %llu\n", (unsigned long long)f->files);
+    printf("  bytes       %llu (%s)\n", (unsigned long long)f->bytes,
+           pomctl_fmt_bytes(f->bytes, b, sizeof b));
+    printf("  mounts      %u\n", f->mounts);
+    printf("  blob        %s%s%s\n", f->blob_backend[0] ? f->blob_backend : "-",
+           f->blob_path[0] ? " " : "", f->blob_path);
+    printf("  created     %s\n", pomctl_fmt_time(f->created_ns, when, sizeof when));
+}
+
+static int fs_create(struct pomctl *ctl, int argc, char **argv)
+{
+    const char *name = NULL, *backend = "", *path = "";
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char **dst = NULL;
+        size_t n = 0;
+        if (!strncmp(a, "--blob-backend", n = 14))
+            dst = &backend;
+        else if (!strncmp(a, "--blob-path", n = 11))
+            dst = &path;
+        if (dst && a[n] == '=') {
+            *dst = a + n + 1;
+        } else if (dst && a[n] == '\0') {
+            if (i + 1 >= argc)
+                return pomctl_usage_err(ctl, "fs", "%s wants a value", a);
+            *dst = argv[++i];
+        } else if (a[0] == '-' && a[1] == '-') {
+            return pomctl_usage_err(ctl, "fs", "unknown option '%s' for fs create", a);
+        } else if (!name) {
+            name = a;
+        } else {
+            return pomctl_usage_err(ctl, "fs", "fs create takes one NAME ('%s'?)", a);
+        }
+    }
+    if (!name)
+        return pomctl_usage_err(ctl, "fs", "fs create wants a NAME");
+    if (!pomctl_fs_name_ok(name))
+        return pomctl_usage_err(ctl, "fs", "bad fs name '%s': 1-%d of [A-Za-z0-9._-]", name,
+                                XT_FSNAME_MAX);
+    if (*backend && strcmp(backend, "local") && strcmp(backend, "mdsl") &&
+        strcmp(backend, "rados"))
+        return pomctl_usage_err(ctl, "fs", "--blob-backend wants local, mdsl or rados, got '%s'",
+                                backend);
+    if (strlen(path) >= XT_PATH_MAX)
+        return pomctl_usage_err(ctl, "fs", "--blob-path is too long");
+    int code = pomctl_resolve_addrs(ctl);
+    if (code)
+        return code;
+    struct xt_fs_info out;
+    int rc;
+    for (int attempt = 1;; attempt++) {
+        memset(&out, 0, sizeof out);
+        if ((rc = pomctl_r2_leader(ctl)) < 0)
+            break;
+        xt_rpc_call call = pomctl_call(ctl);
+        rc = xt_r2_fs_create(ctl->pool, &call, name, backend, path, &out);
+        if (rc != -EREMOTE || attempt == LEADER_TRIES)
+            break;
+        sleep_ms(300 * attempt);
+    }
+    if (rc < 0) {
+        xt_free(out.root_bitmap);
+        char what[128];
+        snprintf(what, sizeof what, "fs create %s", name);
+        return pomctl_fail(ctl, rc, what,
+                           rc == -EEXIST   ? "a file system of that name exists (see: pomctl fs list)"
+                           : rc == -EINVAL ? "R2 refused the name or blob settings"
+                                           : NULL);
+    }
+    if (ctl->json) {
+        json_begin(ctl);
+        json_fs(&ctl->js, "fs", &out);
+        json_end(ctl);
+    } else {
+        printf("created ");
+        print_fs(&out);
+    }
+    xt_free(out.root_bitmap);
+    return POMCTL_OK;
+}
+
+/* fs list (name NULL) and fs stat NAME. */
+static int fs_list(struct pomctl *ctl, const char *name)
+{
+    int code = pomctl_resolve_addrs(ctl);
+    if (code)
+        return code;
+    struct xt_fs_info *fs = NULL;
+    size_t n = 0;
+    int rc;
+    for (int attempt = 1;; attempt++) {
+        if ((rc = pomctl_r2_leader(ctl)) < 0)
+            break;
+        xt_rpc_call call = pomctl_call(ctl);
+        rc = xt_r2_fs_list(ctl->pool, &call, name, &fs, &n);
+        if (rc != -EREMOTE || attempt == LEADER_TRIES)
+            break;
+        sleep_ms(300 * attempt);
+    }
+    size_t pick = 0; /* fs stat: the entry named, whatever else R2 sent */
+    if (rc == 0 && name) {
+        while (pick < n && strcmp(fs[pick].name, name))
+            pick++;
+        if (pick == n)
+            rc = -ENOENT;
+    }
+    if (rc < 0) {
+        char what[128];
+        snprintf(what, sizeof what, name ? "fs stat %s" : "fs list", name);
+        xt_fs_info_free_array(fs, n);
+        return pomctl_fail(ctl, rc, what,
+                           rc == -ENOENT ? "no file system of that name (see: pomctl fs list)"
+                                         : NULL);
+    }
+    if (ctl->json) {
+        json_begin(ctl);
+        if (name) {
+            json_fs(&ctl->js, "fs", &fs[pick]);
+        } else {
+            pomctl_json_arr_begin(&ctl->js, "fs");
+            for (size_t i = 0; i < n; i++)
+                json_fs(&ctl->js, NULL, &fs[i]);
+            pomctl_json_arr_end(&ctl->js);
+        }
+        json_end(ctl);
+    } else if (name) {
+        print_fs(&fs[pick]);
+    } else if (n == 0) {
+        printf("no file system yet (create one: pomctl fs create NAME)\n");
+    } else {
+        static const char *const hdr[] = { "FSID", "NAME", "FILES", "BYTES", "MOUNTS",
+                                           "BLOB", "CREATED" };
+        pomctl_table *t = pomctl_table_new(7, hdr, "rlrrrll");
+        int err = t ? 0 : -ENOMEM;
+        for (size_t i = 0; i < n && !err; i++) {
+            char b[32], when[40];
+            err |= pomctl_table_row(t);
+            err |= pomctl_table_cell(t, "%u", fs[i].fsid);
+            err |= pomctl_table_cell(t, "%s", fs[i].name);
+            err |= pomctl_table_cell(t, "%llu", (unsigned long long)fs[i].files);
+            err |= pomctl_table_cell(t, "%s", pomctl_fmt_bytes(fs[i].bytes, b, sizeof b));
+            err |= pomctl_table_cell(t, "%u", fs[i].mounts);
+            err |= pomctl_table_cell(t, "%s", fs[i].blob_backend);
+            err |= pomctl_table_cell(t, "%s", pomctl_fmt_time(fs[i].created_ns, when,
+                                                              sizeof when));
+        }
+        if (!err)
+            pomctl_table_print(t, stdout, 0);
+        pomctl_table_free(t);
+        if (err) {
+            xt_fs_info_free_array(fs, n);
+            return oom();
+        }
+    }
+    xt_fs_info_free_array(fs, n);
+    return POMCTL_OK;
+}
+
+static int fs_drop(struct pomctl *ctl, int argc, char **argv)
+{
+    const char *name = NULL;
+    bool force = false;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--force"))
+            force = true;
+        else if (argv[i][0] == '-' && argv[i][1] == '-')
+            return pomctl_usage_err(ctl, "fs", "unknown option '%s' for fs drop", argv[i]);
+        else if (!name)
+            name = argv[i];
+        else
+            return pomctl_usage_err(ctl, "fs", "fs drop takes one NAME ('%s'?)", argv[i]);
+    }
+    if (!name)
+        return pomctl_usage_err(ctl, "fs", "fs drop wants a NAME");
+    if (!pomctl_fs_name_ok(name))
+        return pomctl_usage_err(ctl, "fs", "bad fs name '%s'", name);
+    int code = pomctl_resolve_addrs(ctl);
+    if (code)
+        return code;
+    int rc;
+    for (int attempt = 1;; attempt++) {
+        if ((rc = pomctl_r2_leader(ctl)) < 0)
+            break;
+        xt_rpc_call call = pomctl_call(ctl);
+        rc = xt_r2_fs_drop(ctl->pool, &call, name, force);
+        if (rc != -EREMOTE || attempt == LEADER_TRIES)
+            break;
+        sleep_ms(300 * attempt);
+    }
+    if (rc < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "fs drop %s", name);
+        return pomctl_fail(ctl, rc, what,
+                           rc == -ENOENT  ? "no file system of that name (see: pomctl fs list)"
+                           : rc == -EBUSY ? "it is mounted; unmount it first, or use --force"
+                                          : NULL);
+    }
+    if (ctl->json) {
+        json_begin(ctl);
+        pomctl_json_str(&ctl->js, "dropped", name);
+        pomctl_json_bool(&ctl->js, "force", force);
+        json_end(ctl);
+    } else {
+        printf("dropped fs %s\n", name);
+    }
+    return POMCTL_OK;
+}
+
+int pomctl_cmd_fs(struct pomctl *ctl, int argc, char **argv)
+{
+    if (argc < 1)
+        return pomctl_usage_err(ctl, "fs", "fs wants create, list, stat or drop");
+    const char *sub = argv[0];
+    if (!strcmp(sub, "create"))
+        return fs_create(ctl, argc - 1, argv + 1);
+    if (!strcmp(sub, "drop"))
+        return fs_drop(ctl, argc - 1, argv + 1);
+    if (!strcmp(sub, "list")) {
+        if (argc != 1)
+            return pomctl_usage_err(ctl, "fs", "fs list takes no argument");
+        return fs_list(ctl, NULL);
+    }
+    if (!strcmp(sub, "stat")) {
+        if (argc != 2)
+            return pomctl_usage_err(ctl, "fs", "fs stat wants one NAME");
+        if (!pomctl_fs_name_ok(argv[1]))
+            return pomctl_usage_err(ctl, "fs", "bad fs name '%s'", argv[1]);
+        return fs_list(ctl, argv[1]);
+    }
+    return pomctl_usage_err(ctl, "fs", "unknown fs subcommand '%s'", sub);
+}

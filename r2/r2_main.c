@@ -1,0 +1,195 @@
+/*
+ * r2_main.c -- pom-r2, the site manager daemon: opens the state store
+ * (embedded LevelDB under --data, or ZooKeeper with --zk), serves the R2
+ * RPC service, and joins the leader election with its service address as
+ * its id, so followers can name the leader. SIGTERM/SIGINT: stop serving,
+ * leave the election, close the store. SIGKILL at any moment is safe: every
+ * change is one atomic store transaction.
+ */
+#include "r2_mgr.h"
+#include "r2_service.h"
+#include "r2_store.h"
+#include "r2_store_embedded.h"
+#include "r2_store_zk.h"
+
+#include "xt_common.h"
+#include "xt_daemon.h"
+#include "xt_rpc.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: pom-r2 (--data DIR | --zk HOST:PORT,...) [options]\n"
+            "  --data DIR               embedded store in DIR/r2 (one-machine cluster)\n"
+            "  --zk HOSTS               ZooKeeper servers, HOST:PORT[,HOST:PORT...]\n"
+            "  --zk-root PATH           znode prefix (default /pomegranate)\n"
+            "  --session-timeout-ms N   ZooKeeper session timeout (default 10000)\n"
+            "  --listen HOST:PORT       address to serve on (default 127.0.0.1:0, a free port)\n"
+            "  --port-file FILE         write the port served on to FILE once serving\n"
+            "  --hb-interval-ms N       expected heartbeat interval of sites (default 1000)\n"
+            "  --fail-after N           missed intervals before a site fails (default 5)\n"
+            "  --threads N              handler threads (default 4)\n"
+            "  --verbose                debug log\n");
+}
+
+struct args {
+    const char *data, *zk, *zk_root, *listen, *port_file;
+    uint64_t session_ms, hb_ms, fail_after, threads;
+};
+
+/* Returns 0, or 2 after printing why the arguments are wrong. */
+static int parse(int argc, char **argv, struct args *a)
+{
+    static const struct option longopts[] = {
+        { "data", required_argument, NULL, 'd' },
+        { "zk", required_argument, NULL, 'z' },
+        { "zk-root", required_argument, NULL, 'r' },
+        { "session-timeout-ms", required_argument, NULL, 's' },
+        { "listen", required_argument, NULL, 'l' },
+        { "port-file", required_argument, NULL, 'p' },
+        { "hb-interval-ms", required_argument, NULL, 'i' },
+        { "fail-after", required_argument, NULL, 'f' },
+        { "threads", required_argument, NULL, 't' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { NULL, 0, NULL, 0 },
+    };
+    *a = (struct args){ .listen = "127.0.0.1:0", .session_ms = 10000, .hb_ms = 1000,
+                        .fail_after = 5, .threads = 4 };
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        const char *what = NULL;
+        switch (c) {
+        case 'd': a->data = optarg; break;
+        case 'z': a->zk = optarg; break;
+        case 'r': a->zk_root = optarg; break;
+        case 'l': a->listen = optarg; break;
+        case 'p': a->port_file = optarg; break;
+        case 's':
+            if (xt_parse_u64(optarg, 1000, 600000, &a->session_ms))
+                what = "--session-timeout-ms wants 1000..600000";
+            break;
+        case 'i':
+            if (xt_parse_u64(optarg, 10, 600000, &a->hb_ms))
+                what = "--hb-interval-ms wants 10..600000";
+            break;
+        case 'f':
+            if (xt_parse_u64(optarg, 1, 1000, &a->fail_after))
+                what = "--fail-after wants 1..1000";
+            break;
+        case 't':
+            if (xt_parse_u64(optarg, 1, 256, &a->threads))
+                what = "--threads wants 1..256";
+            break;
+        case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
+        case 'h': usage(stdout); exit(0);
+        default: usage(stderr); return 2;
+        }
+        if (what) {
+            fprintf(stderr, "pom-r2: %s, got '%s'\n", what, optarg);
+            return 2;
+        }
+    }
+    if (optind != argc || (!a->data == !a->zk)) {
+        fprintf(stderr, "pom-r2: give exactly one of --data DIR and --zk HOSTS\n");
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
+static int open_store(const struct args *a, r2_store **out)
+{
+    if (a->zk) {
+        r2_store_zk_options zo = { .hosts = a->zk, .root = a->zk_root,
+                                   .session_timeout_ms = (int)a->session_ms };
+        int rc = r2_store_zk_open(&zo, out);
+        if (rc < 0)
+            fprintf(stderr, "pom-r2: cannot open the ZooKeeper store at %s: %s\n", a->zk,
+                    rc == -ENOTCONN ? "no server answered" : strerror(-rc));
+        return rc;
+    }
+    char dir[4096];
+    if (snprintf(dir, sizeof dir, "%s/r2", a->data) >= (int)sizeof dir)
+        return -ENAMETOOLONG;
+    if (mkdir(a->data, 0755) < 0 && errno != EEXIST) {
+        int e = errno;
+        fprintf(stderr, "pom-r2: cannot create %s: %s\n", a->data, strerror(e));
+        return -e;
+    }
+    int rc = r2_store_embedded_open(dir, out);
+    if (rc < 0)
+        fprintf(stderr, "pom-r2: cannot open the store in %s: %s\n", dir,
+                rc == -EBUSY ? "in use by another pom-r2" : strerror(-rc));
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    struct args a;
+    int rc = parse(argc, argv, &a);
+    if (rc)
+        return rc;
+    char host[200];
+    int port = 0;
+    if (xt_rpc_parse_addr(a.listen, host, sizeof host, &port) || port < 0 || port > 65535) {
+        fprintf(stderr, "pom-r2: bad --listen '%s' (want HOST:PORT)\n", a.listen);
+        return 2;
+    }
+
+    xt_daemon_block_signals();
+    xt_log_set_prefix("r2");
+
+    r2_store *store = NULL;
+    if (open_store(&a, &store) < 0)
+        return 1;
+    r2_mgr *mgr = NULL;
+    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = 2,
+                                     .workers = (int)a.threads };
+    xt_rpc_server *srv = NULL;
+    /* The manager starts without its address when the port is 0: it is
+     * known once listening, and needed only from the election on. */
+    struct r2_mgr_opts mo = { .store = store, .self_addr = a.listen,
+                              .hb_interval_ms = (unsigned)a.hb_ms,
+                              .fail_after = (unsigned)a.fail_after };
+    rc = r2_mgr_new(&mo, &mgr);
+    if (rc == 0)
+        rc = r2_service_start(mgr, &ro, &srv);
+    if (rc < 0) {
+        XT_ERR("cannot serve on %s: %s", a.listen, strerror(-rc));
+        r2_mgr_free(mgr);
+        r2_store_close(store);
+        return 1;
+    }
+    char self[XT_ADDR_MAX + 16];
+    snprintf(self, sizeof self, "%s:%d", host, xt_rpc_server_port(srv));
+    r2_mgr_set_self(mgr, self);
+    rc = r2_store_elect(store, self, strlen(self), r2_mgr_leader_cb, mgr);
+    if (rc < 0) {
+        XT_ERR("cannot join the election: %s", strerror(-rc));
+        xt_rpc_server_stop(srv);
+        r2_mgr_free(mgr);
+        r2_store_close(store);
+        return 1;
+    }
+    if (a.port_file && (rc = xt_daemon_write_int_file(a.port_file, xt_rpc_server_port(srv))) < 0)
+        XT_ERR("cannot write %s: %s", a.port_file, strerror(-rc));
+    XT_INFO("serving on %s, store %s%s%s, heartbeat %llu ms, fail after %llu", self,
+            r2_store_backend(store), a.zk ? " " : "", a.zk ? a.zk : "",
+            (unsigned long long)a.hb_ms, (unsigned long long)a.fail_after);
+
+    int sig = xt_daemon_wait_signal();
+    XT_INFO("signal %d: stopping", sig);
+    xt_rpc_server_stop(srv);
+    r2_store_resign(store);
+    r2_store_close(store); /* no more election callbacks after this */
+    r2_mgr_free(mgr);
+    return 0;
+}

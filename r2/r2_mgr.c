@@ -1,0 +1,1016 @@
+/*
+ * r2_mgr.c -- the calls of the site manager (r2_mgr.h): registration,
+ * heartbeats, failure detection, drain/remove, fs instances, uuid ranges;
+ * each change written to the store as one transaction with the view
+ * version (invariant 1 of r2_mgr.h).
+ *
+ * How a change is made (all under m->wmu):
+ *   1. ensure_loaded(): this R2 leads and m->st is the store's state (a new
+ *      leadership, or a write whose outcome is unknown, reloads it);
+ *   2. the new records are built beside m->st (rings are changed on copies);
+ *   3. txn_commit() writes them and /r2/view in one r2_store_multi;
+ *   4. only on success are they installed into m->st, under m->mu.
+ * So m->st never holds a change the store refused, and readers (under mu)
+ * never wait for the store.
+ */
+#include "r2_mgr_i.h"
+
+#include "xt_bitmap.h"
+#include "xt_common.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t default_clock(void)
+{
+    return xt_mono_ns();
+}
+
+/* REQUIRES: m->mu. Whether m->st is the current leader's state. */
+static bool st_current(const r2_mgr *m)
+{
+    return m->leader && m->st_valid && m->loaded_epoch == m->epoch && !m->need_reload;
+}
+
+/* ---- transactions ---------------------------------------------------------- */
+
+struct txn {
+    r2_store_op ops[R2_STORE_MULTI_MAX];
+    char keys[R2_STORE_MULTI_MAX][R2_KEY_LEN];
+    void *bufs[R2_STORE_MULTI_MAX]; /* owned */
+    size_t n;
+    uint8_t meta[R2_REC_META_SIZE];
+};
+
+/* Ops a transaction can hold besides /r2/view. */
+#define TXN_ROOM (R2_STORE_MULTI_MAX - 1)
+
+static void txn_free(struct txn *t)
+{
+    for (size_t i = 0; i < t->n; i++)
+        xt_free(t->bufs[i]);
+    t->n = 0;
+}
+
+/* Takes buf in every case. */
+static int txn_put(struct txn *t, const char *key, void *buf, size_t len)
+{
+    if (t->n >= TXN_ROOM) {
+        xt_free(buf);
+        return -E2BIG;
+    }
+    size_t i = t->n++;
+    snprintf(t->keys[i], R2_KEY_LEN, "%s", key);
+    t->ops[i] = (r2_store_op){ .type = R2_OP_PUT, .key = t->keys[i], .val = buf, .len = len,
+                               .expected = R2_VER_ANY };
+    t->bufs[i] = buf;
+    return 0;
+}
+
+static int txn_del(struct txn *t, const char *key)
+{
+    if (t->n >= TXN_ROOM)
+        return -E2BIG;
+    size_t i = t->n++;
+    snprintf(t->keys[i], R2_KEY_LEN, "%s", key);
+    t->ops[i] = (r2_store_op){ .type = R2_OP_DELETE, .key = t->keys[i], .expected = R2_VER_ANY };
+    t->bufs[i] = NULL;
+    return 0;
+}
+
+static int txn_site(struct txn *t, const struct xt_site *s)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = r2_rec_site_encode(s, &buf, &len);
+    if (rc < 0)
+        return rc;
+    char key[R2_KEY_LEN];
+    r2_rec_site_key(key, s->id);
+    return txn_put(t, key, buf, len);
+}
+
+static int txn_fs(struct txn *t, const struct xt_fs_info *f)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = r2_rec_fs_encode(f, &buf, &len);
+    if (rc < 0)
+        return rc;
+    char key[R2_KEY_LEN];
+    r2_rec_fs_key(key, f->fsid);
+    return txn_put(t, key, buf, len);
+}
+
+static int txn_ring(struct txn *t, const xt_ring *r)
+{
+    size_t n = xt_ring_encoded_size(r);
+    void *buf = xt_malloc(n);
+    if (!buf)
+        return -ENOMEM;
+    long w = xt_ring_encode(r, buf, n);
+    if (w < 0) {
+        xt_free(buf);
+        return (int)w;
+    }
+    char key[R2_KEY_LEN];
+    r2_rec_ring_key(key, xt_ring_id(r));
+    return txn_put(t, key, buf, (size_t)w);
+}
+
+/* REQUIRES: m->wmu, m->st loaded. Writes t with /r2/view: a new view version
+ * marking `sections` changed, or (sections 0) only a check that nobody else
+ * wrote. On success m->st.meta is the new meta. On failure the outcome may
+ * be unknown (-ETIMEDOUT), so the state is reloaded before the next change;
+ * a compare-and-set lost to another R2 returns -EREMOTE. */
+static int txn_commit(r2_mgr *m, struct txn *t, int sections)
+{
+    struct r2_rec_meta meta = m->st.meta;
+    size_t vi = t->n;
+    assert(vi < R2_STORE_MULTI_MAX);
+    if (sections) {
+        meta.version++;
+        if (sections & XT_VIEW_SITES)
+            meta.sites_ver = meta.version;
+        if (sections & XT_VIEW_RINGS)
+            meta.rings_ver = meta.version;
+        if (sections & XT_VIEW_FS)
+            meta.fs_ver = meta.version;
+        r2_rec_meta_encode(&meta, t->meta);
+        t->ops[vi] = (r2_store_op){ .type = R2_OP_PUT, .key = R2_KEY_VIEW, .val = t->meta,
+                                    .len = sizeof t->meta, .expected = m->st.meta_sv };
+    } else {
+        t->ops[vi] = (r2_store_op){ .type = R2_OP_CHECK, .key = R2_KEY_VIEW,
+                                    .expected = m->st.meta_sv };
+    }
+    int64_t nv[R2_STORE_MULTI_MAX];
+    size_t failed = 0;
+    int rc = r2_store_multi(m->store, t->ops, vi + 1, nv, &failed);
+    if (rc < 0) {
+        pthread_mutex_lock(&m->mu);
+        m->need_reload = true;
+        pthread_mutex_unlock(&m->mu);
+        if (failed == vi && (rc == -ESTALE || rc == -EEXIST || rc == -ENOENT)) {
+            XT_WARN("r2: another R2 changed the state (%s): not leading", strerror(-rc));
+            return -EREMOTE;
+        }
+        XT_WARN("r2: state store write failed: %s", strerror(-rc));
+        return rc;
+    }
+    if (sections) {
+        pthread_mutex_lock(&m->mu);
+        m->st.meta = meta;
+        m->st.meta_sv = nv[vi];
+        pthread_mutex_unlock(&m->mu);
+    }
+    return 0;
+}
+
+/* ---- leadership and loading -------------------------------------------------- */
+
+void r2_mgr_set_self(r2_mgr *m, const char *addr)
+{
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->self, sizeof m->self, "%s", addr);
+    pthread_mutex_unlock(&m->mu);
+}
+
+void r2_mgr_leader_cb(void *arg, bool leader)
+{
+    r2_mgr *m = arg;
+    pthread_mutex_lock(&m->mu);
+    if (m->leader != leader) {
+        m->leader = leader;
+        m->epoch++;
+    }
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    XT_INFO("r2: %s", leader ? "now leading" : "not leading");
+}
+
+/* REQUIRES: m->wmu. Makes m->st the store's state, if this R2 leads. A new
+ * leadership starts every site's failure clock now (r2_mgr.h (5)); a reload
+ * within one leadership keeps the runtime of the sites. */
+static int ensure_loaded(r2_mgr *m)
+{
+    if (!r2_store_is_leader(m->store))
+        return -EREMOTE;
+    pthread_mutex_lock(&m->mu);
+    uint64_t epoch = m->epoch;
+    bool ok = st_current(m), leader = m->leader;
+    bool fresh = !m->st_valid || m->loaded_epoch != epoch;
+    pthread_mutex_unlock(&m->mu);
+    if (ok)
+        return 0;
+    if (!leader)
+        return -EREMOTE;
+    struct r2_state st;
+    int rc = r2_state_load(m->store, m->vnodes, &st);
+    if (rc < 0) {
+        XT_WARN("r2: cannot load the state: %s", strerror(-rc));
+        return rc;
+    }
+    uint64_t now = m->clock();
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < st.nsites; i++) {
+        struct r2_site_ent *e = &st.sites[i];
+        struct r2_site_ent *old = fresh ? NULL : r2_state_site(&m->st, e->s.id);
+        if (old) {
+            e->last_hb_mono = old->last_hb_mono;
+            e->s.last_hb_ns = old->s.last_hb_ns;
+            e->s.load = old->s.load;
+            e->ctr = old->ctr;
+            e->nctr = old->nctr;
+            old->ctr = NULL;
+            old->nctr = 0;
+        } else {
+            e->last_hb_mono = now;
+        }
+    }
+    st.fs_reported = !fresh && m->st.fs_reported;
+    r2_state_clear(&m->st);
+    m->st = st;
+    m->st_valid = true;
+    m->loaded_epoch = epoch;
+    m->need_reload = false;
+    pthread_mutex_unlock(&m->mu);
+    if (fresh)
+        XT_INFO("r2: leading with view %llu: %zu sites, %zu fs, rings v%llu/v%llu",
+                (unsigned long long)st.meta.version, st.nsites, st.nfs,
+                (unsigned long long)xt_ring_version(st.ring[0]),
+                (unsigned long long)xt_ring_version(st.ring[1]));
+    return 0;
+}
+
+/* Locks m->wmu and makes sure the state is loaded; on error unlocks it. */
+static int begin(r2_mgr *m)
+{
+    pthread_mutex_lock(&m->wmu);
+    int rc = ensure_loaded(m);
+    if (rc < 0)
+        pthread_mutex_unlock(&m->wmu);
+    return rc;
+}
+
+static void end(r2_mgr *m)
+{
+    pthread_mutex_unlock(&m->wmu);
+}
+
+/* A full view of m->st into *view (may be NULL). REQUIRES: m->wmu. */
+static int full_view(r2_mgr *m, struct xt_view *view)
+{
+    if (!view)
+        return 0;
+    bool has = false;
+    pthread_mutex_lock(&m->mu);
+    int rc = r2_state_view(&m->st, 0, m->self, m->backend, &has, view);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+/* A copy of ring r with site added or removed, into *out (NULL when it
+ * needs no change). */
+static int ring_change(const r2_mgr *m, int r, uint32_t site, bool add, xt_ring **out)
+{
+    *out = NULL;
+    if (r < 0 || (xt_ring_has_site(m->st.ring[r], site) ? add : !add))
+        return 0;
+    xt_ring *c = xt_ring_dup(m->st.ring[r]);
+    if (!c)
+        return -ENOMEM;
+    int rc = add ? xt_ring_add_site(c, site, XT_RING_WEIGHT_UNIT) : xt_ring_remove_site(c, site);
+    if (rc < 0) {
+        xt_ring_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+/* REQUIRES: m->mu. Installs a changed ring. */
+static void ring_install(r2_mgr *m, xt_ring *nr)
+{
+    uint32_t r = xt_ring_id(nr);
+    xt_ring_free(m->st.ring[r]);
+    m->st.ring[r] = nr;
+}
+
+/* Sections a change of site s touches besides SITES: FS when it is a client
+ * of an fs (mount counts). */
+static int site_sections(const struct xt_site *s)
+{
+    return XT_VIEW_SITES | (s->type == XT_SITE_CLIENT && s->fs_name[0] ? XT_VIEW_FS : 0);
+}
+
+/* ---- registration and heartbeats --------------------------------------------- */
+
+int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, uint32_t prev_id,
+                    const char *fs_name, uint32_t *site_id, struct xt_view *view)
+{
+    if (view)
+        memset(view, 0, sizeof *view);
+    *site_id = 0;
+    if (!fs_name)
+        fs_name = "";
+    if ((type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT) ||
+        !r2_rec_addr_valid(type, addr) ||
+        (fs_name[0] && (type != XT_SITE_CLIENT || !r2_rec_fs_name_valid(fs_name))))
+        return -EINVAL;
+    int rc = begin(m);
+    if (rc < 0)
+        return rc;
+    const struct r2_site_ent *old = prev_id ? r2_state_site(&m->st, prev_id) : NULL;
+    if (old && old->s.type != type)
+        old = NULL; /* another site's id: this one gets a new id */
+    struct txn t = { .n = 0 };
+    xt_ring *nr = NULL;
+    struct xt_site s;
+    if (fs_name[0] && !r2_state_fs_by_name(&m->st, fs_name)) {
+        rc = -ENOENT;
+        goto out;
+    }
+    if (old) {
+        s = old->s;
+        s.state = old->s.state == XT_SITE_DRAINING ? XT_SITE_DRAINING : XT_SITE_UP;
+    } else {
+        if (m->st.nsites >= R2_MGR_MAX_SITES) {
+            rc = -ENOSPC;
+            goto out;
+        }
+        uint64_t id = 0;
+        rc = r2_store_alloc_id(m->store, R2_KEY_ID_SITES, 1, &id);
+        if (rc == 0 && id > UINT32_MAX)
+            rc = -EOVERFLOW;
+        if (rc < 0)
+            goto out;
+        memset(&s, 0, sizeof s);
+        s.id = (uint32_t)id;
+        s.state = XT_SITE_UP;
+    }
+    s.type = type;
+    snprintf(s.addr, sizeof s.addr, "%s", addr);
+    snprintf(s.fs_name, sizeof s.fs_name, "%s", fs_name);
+    s.capacity = capacity;
+    if (type == XT_SITE_MDS) {
+        /* Every registration gets a fresh range: the MDS may have used any
+         * part of its old one before it went away. */
+        uint64_t first = 0;
+        rc = r2_store_alloc_id(m->store, R2_KEY_ID_UUIDS, 1, &first);
+        if (rc == 0 && first >= UINT64_MAX / m->uuid_range)
+            rc = -EOVERFLOW;
+        if (rc < 0)
+            goto out;
+        s.uuid_lo = first * m->uuid_range;
+        s.uuid_hi = s.uuid_lo + m->uuid_range;
+    }
+    if ((rc = txn_site(&t, &s)) < 0)
+        goto out;
+    if (r2_state_in_ring(&s) &&
+        ((rc = ring_change(m, r2_state_ring_of(type), s.id, true, &nr)) < 0 ||
+         (nr && (rc = txn_ring(&t, nr)) < 0)))
+        goto out;
+    rc = txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0) |
+                               (old && old->s.fs_name[0] ? XT_VIEW_FS : 0));
+    if (rc < 0)
+        goto out;
+    s.last_hb_ns = xt_now_ns();
+    s.load = 0;
+    pthread_mutex_lock(&m->mu);
+    struct r2_site_ent *e = r2_state_site(&m->st, s.id);
+    if (e) {
+        e->s = s;
+        e->last_hb_mono = m->clock();
+    } else {
+        struct r2_site_ent ne = { .s = s, .last_hb_mono = m->clock() };
+        rc = r2_state_site_insert(&m->st, &ne);
+        if (rc < 0)
+            m->need_reload = true; /* the store has it; memory does not */
+    }
+    if (nr) {
+        ring_install(m, nr);
+        nr = NULL;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (rc == 0) {
+        XT_INFO("r2: site %u registered: %s %s%s%s (%s)", s.id, xt_site_type_name(type), addr,
+                fs_name[0] ? " fs " : "", fs_name, old ? "rejoined" : "new");
+        *site_id = s.id;
+        rc = full_view(m, view);
+    }
+out:
+    xt_ring_free(nr);
+    txn_free(&t);
+    end(m);
+    return rc;
+}
+
+/* REQUIRES: m->mu. Records a heartbeat's runtime data; takes *ctr. */
+static void beat(r2_mgr *m, struct r2_site_ent *e, double load, struct xt_fs_counter **ctr,
+                 size_t n)
+{
+    e->last_hb_mono = m->clock();
+    e->s.last_hb_ns = xt_now_ns();
+    e->s.load = load;
+    if (n || e->nctr) {
+        struct xt_fs_counter *old = e->ctr;
+        e->ctr = *ctr;
+        e->nctr = n;
+        *ctr = old;
+        m->counters_dirty = true;
+        m->st.fs_reported = true;
+    }
+}
+
+int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double load,
+                     const struct xt_fs_counter *c, size_t n, bool *has_view,
+                     struct xt_view *view)
+{
+    *has_view = false;
+    memset(view, 0, sizeof *view);
+    if (n > R2_MGR_MAX_COUNTERS || (n && !c) || !(load >= 0 && load < 1e12))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].fsid == 0)
+            return -EINVAL;
+    struct xt_fs_counter *ctr = NULL;
+    if (n) {
+        ctr = xt_malloc(n * sizeof *ctr);
+        if (!ctr)
+            return -ENOMEM;
+        memcpy(ctr, c, n * sizeof *ctr);
+    }
+    int rc;
+    /* Fast path: no state change, no store I/O. */
+    pthread_mutex_lock(&m->mu);
+    if (st_current(m)) {
+        struct r2_site_ent *e = r2_state_site(&m->st, site_id);
+        if (!e) {
+            pthread_mutex_unlock(&m->mu);
+            xt_free(ctr);
+            return -ENOENT;
+        }
+        if (e->s.state == XT_SITE_UP || e->s.state == XT_SITE_DRAINING) {
+            beat(m, e, load, &ctr, n);
+            rc = r2_state_view(&m->st, view_version, m->self, m->backend, has_view, view);
+            pthread_mutex_unlock(&m->mu);
+            xt_free(ctr);
+            return rc;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+
+    /* Slow path: a TRANSIENT or FAILED site comes back (or state to load). */
+    rc = begin(m);
+    if (rc < 0) {
+        xt_free(ctr);
+        return rc;
+    }
+    struct txn t = { .n = 0 };
+    xt_ring *nr = NULL;
+    pthread_mutex_lock(&m->mu);
+    struct r2_site_ent *e = r2_state_site(&m->st, site_id);
+    struct xt_site s;
+    if (e) {
+        beat(m, e, load, &ctr, n);
+        s = e->s;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (!e) {
+        rc = -ENOENT;
+        goto out;
+    }
+    if (s.state == XT_SITE_TRANSIENT || s.state == XT_SITE_FAILED) {
+        int was = s.state;
+        s.state = XT_SITE_UP;
+        if ((rc = txn_site(&t, &s)) < 0 ||
+            (rc = ring_change(m, r2_state_ring_of(s.type), s.id, true, &nr)) < 0 ||
+            (nr && (rc = txn_ring(&t, nr)) < 0) ||
+            (rc = txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
+            goto out;
+        pthread_mutex_lock(&m->mu);
+        e = r2_state_site(&m->st, site_id);
+        e->s.state = XT_SITE_UP;
+        if (nr) {
+            ring_install(m, nr);
+            nr = NULL;
+        }
+        pthread_mutex_unlock(&m->mu);
+        XT_INFO("r2: site %u (%s %s) is up again after %s", s.id, xt_site_type_name(s.type),
+                s.addr, xt_site_state_name(was));
+    }
+    pthread_mutex_lock(&m->mu);
+    rc = r2_state_view(&m->st, view_version, m->self, m->backend, has_view, view);
+    pthread_mutex_unlock(&m->mu);
+out:
+    xt_ring_free(nr);
+    txn_free(&t);
+    end(m);
+    xt_free(ctr);
+    return rc;
+}
+
+int r2_mgr_get_view(r2_mgr *m, uint64_t since, bool *has_view, struct xt_view *view)
+{
+    *has_view = false;
+    memset(view, 0, sizeof *view);
+    pthread_mutex_lock(&m->mu);
+    bool leader = m->leader;
+    if (st_current(m)) {
+        int rc = r2_state_view(&m->st, since, m->self, m->backend, has_view, view);
+        pthread_mutex_unlock(&m->mu);
+        return rc;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (leader) {
+        int rc = begin(m);
+        if (rc == 0) {
+            pthread_mutex_lock(&m->mu);
+            rc = r2_state_view(&m->st, since, m->self, m->backend, has_view, view);
+            pthread_mutex_unlock(&m->mu);
+            end(m);
+        }
+        if (rc != -EREMOTE)
+            return rc;
+    }
+    /* A follower reads the store and names the leader. */
+    struct r2_state st;
+    int rc = r2_state_load(m->store, m->vnodes, &st);
+    if (rc < 0)
+        return rc;
+    char name[XT_ADDR_MAX] = "";
+    void *id = NULL;
+    size_t len = 0;
+    if (r2_store_leader(m->store, &id, &len) == 0 && len < sizeof name)
+        memcpy(name, id, len), name[len] = '\0';
+    xt_free(id);
+    rc = r2_state_view(&st, since, name, m->backend, has_view, view);
+    r2_state_clear(&st);
+    return rc;
+}
+
+/* ---- failure detection ---------------------------------------------------------- */
+
+struct change {
+    struct xt_site s;
+    int from;
+    uint64_t silent_ms;
+};
+
+/* REQUIRES: m->wmu, state loaded. Flushes the per-fs counters into the fs
+ * records, at most every flush_ns, without a new view version. */
+static void flush_counters(r2_mgr *m, uint64_t now)
+{
+    if (now - m->last_flush < m->flush_ns)
+        return;
+    m->last_flush = now;
+    pthread_mutex_lock(&m->mu);
+    bool dirty = m->counters_dirty;
+    size_t nfs = m->st.nfs;
+    pthread_mutex_unlock(&m->mu);
+    if (!dirty || nfs == 0)
+        return;
+    for (size_t base = 0; base < nfs; base += TXN_ROOM) {
+        struct txn t = { .n = 0 };
+        int rc = 0;
+        uint64_t files[TXN_ROOM], bytes[TXN_ROOM];
+        size_t k = 0;
+        for (size_t i = base; i < nfs && k < TXN_ROOM && rc == 0; i++, k++) {
+            struct xt_fs_info f;
+            pthread_mutex_lock(&m->mu);
+            rc = r2_state_fs_copy(&m->st, &m->st.fs[i], &f);
+            pthread_mutex_unlock(&m->mu);
+            if (rc == 0)
+                rc = txn_fs(&t, &f);
+            files[k] = f.files;
+            bytes[k] = f.bytes;
+            xt_free(f.root_bitmap);
+        }
+        if (rc == 0)
+            rc = txn_commit(m, &t, 0);
+        txn_free(&t);
+        if (rc < 0)
+            return;
+        pthread_mutex_lock(&m->mu);
+        for (size_t i = 0; i < k; i++) {
+            m->st.fs[base + i].files = files[i];
+            m->st.fs[base + i].bytes = bytes[i];
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    pthread_mutex_lock(&m->mu);
+    m->counters_dirty = false;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void r2_mgr_tick(r2_mgr *m)
+{
+    pthread_mutex_lock(&m->mu);
+    bool leader = m->leader;
+    pthread_mutex_unlock(&m->mu);
+    if (!leader || begin(m) < 0)
+        return;
+    uint64_t now = m->clock();
+    /* Room for the site records and both rings. */
+    struct change ch[TXN_ROOM - 2];
+    size_t nch = 0;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->st.nsites && nch < XT_ARRAY_SIZE(ch); i++) {
+        const struct r2_site_ent *e = &m->st.sites[i];
+        int st = e->s.state;
+        if (st != XT_SITE_UP && st != XT_SITE_TRANSIENT)
+            continue;
+        uint64_t silent = now > e->last_hb_mono ? now - e->last_hb_mono : 0;
+        int to = silent > m->fail_ns                              ? XT_SITE_FAILED
+                 : silent > m->transient_ns && st == XT_SITE_UP ? XT_SITE_TRANSIENT
+                                                                  : st;
+        if (to == st)
+            continue;
+        ch[nch] = (struct change){ .s = e->s, .from = st, .silent_ms = silent / 1000000 };
+        ch[nch].s.state = to;
+        nch++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (nch == 0) {
+        flush_counters(m, now);
+        end(m);
+        return;
+    }
+    struct txn t = { .n = 0 };
+    xt_ring *nr[2] = { NULL, NULL };
+    int rc = 0, sections = 0;
+    for (size_t i = 0; i < nch && rc == 0; i++) {
+        struct xt_site *s = &ch[i].s;
+        sections |= site_sections(s);
+        rc = txn_site(&t, s);
+        int r = r2_state_ring_of(s->type);
+        if (rc == 0 && s->state == XT_SITE_FAILED && r >= 0) {
+            const xt_ring *cur = nr[r] ? nr[r] : m->st.ring[r];
+            if (xt_ring_has_site(cur, s->id)) {
+                if (!nr[r] && !(nr[r] = xt_ring_dup(cur)))
+                    rc = -ENOMEM;
+                if (rc == 0)
+                    rc = xt_ring_remove_site(nr[r], s->id);
+            }
+        }
+    }
+    for (int r = 0; r < 2 && rc == 0; r++)
+        if (nr[r]) {
+            rc = txn_ring(&t, nr[r]);
+            sections |= XT_VIEW_RINGS;
+        }
+    if (rc == 0)
+        rc = txn_commit(m, &t, sections);
+    if (rc == 0) {
+        pthread_mutex_lock(&m->mu);
+        for (size_t i = 0; i < nch; i++) {
+            struct r2_site_ent *e = r2_state_site(&m->st, ch[i].s.id);
+            e->s.state = ch[i].s.state;
+        }
+        for (int r = 0; r < 2; r++)
+            if (nr[r]) {
+                ring_install(m, nr[r]);
+                nr[r] = NULL;
+            }
+        pthread_mutex_unlock(&m->mu);
+        for (size_t i = 0; i < nch; i++) {
+            const struct xt_site *s = &ch[i].s;
+            XT_WARN("r2: site %u (%s %s) %s: no heartbeat for %llu ms%s", s->id,
+                    xt_site_type_name(s->type), s->addr, xt_site_state_name(s->state),
+                    (unsigned long long)ch[i].silent_ms,
+                    s->state == XT_SITE_FAILED && r2_state_ring_of(s->type) >= 0
+                        ? ", out of its ring"
+                        : "");
+        }
+    }
+    xt_ring_free(nr[0]);
+    xt_ring_free(nr[1]);
+    txn_free(&t);
+    flush_counters(m, now);
+    end(m);
+}
+
+/* ---- administration ------------------------------------------------------------- */
+
+/* Drain (remove = false) or remove one site. */
+static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
+{
+    int rc = begin(m);
+    if (rc < 0)
+        return rc;
+    struct txn t = { .n = 0 };
+    xt_ring *nr = NULL;
+    const struct r2_site_ent *e = r2_state_site(&m->st, site_id);
+    if (!e) {
+        rc = -ENOENT;
+        goto out;
+    }
+    struct xt_site s = e->s;
+    if (!remove && s.type == XT_SITE_CLIENT) {
+        rc = -EINVAL;
+        goto out;
+    }
+    if (!remove && s.state == XT_SITE_DRAINING)
+        goto out;
+    if ((rc = ring_change(m, r2_state_ring_of(s.type), s.id, false, &nr)) < 0 ||
+        (nr && (rc = txn_ring(&t, nr)) < 0))
+        goto out;
+    char key[R2_KEY_LEN];
+    r2_rec_site_key(key, s.id);
+    s.state = XT_SITE_DRAINING;
+    if ((rc = remove ? txn_del(&t, key) : txn_site(&t, &s)) < 0 ||
+        (rc = txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
+        goto out;
+    pthread_mutex_lock(&m->mu);
+    if (remove)
+        r2_state_site_erase(&m->st, site_id);
+    else
+        r2_state_site(&m->st, site_id)->s.state = XT_SITE_DRAINING;
+    if (nr) {
+        ring_install(m, nr);
+        nr = NULL;
+    }
+    pthread_mutex_unlock(&m->mu);
+    XT_INFO("r2: site %u (%s %s) %s", s.id, xt_site_type_name(s.type), s.addr,
+            remove ? "removed" : "draining");
+out:
+    xt_ring_free(nr);
+    txn_free(&t);
+    end(m);
+    return rc;
+}
+
+int r2_mgr_site_drain(r2_mgr *m, uint32_t site_id)
+{
+    return site_admin(m, site_id, false);
+}
+
+int r2_mgr_site_remove(r2_mgr *m, uint32_t site_id)
+{
+    return site_admin(m, site_id, true);
+}
+
+int r2_mgr_alloc_uuids(r2_mgr *m, uint32_t site_id, uint64_t count, uint64_t *lo,
+                       uint64_t *hi)
+{
+    *lo = *hi = 0;
+    if (count == 0 || count > (UINT64_C(1) << 40))
+        return -EINVAL;
+    int rc = begin(m);
+    if (rc < 0)
+        return rc;
+    struct txn t = { .n = 0 };
+    const struct r2_site_ent *e = r2_state_site(&m->st, site_id);
+    if (!e || e->s.type != XT_SITE_MDS) {
+        rc = e ? -EINVAL : -ENOENT;
+        goto out;
+    }
+    uint64_t n = (count + m->uuid_range - 1) / m->uuid_range, first = 0;
+    rc = r2_store_alloc_id(m->store, R2_KEY_ID_UUIDS, n, &first);
+    if (rc == 0 && first + n >= UINT64_MAX / m->uuid_range)
+        rc = -EOVERFLOW;
+    if (rc < 0)
+        goto out;
+    struct xt_site s = e->s;
+    s.uuid_lo = first * m->uuid_range;
+    s.uuid_hi = (first + n) * m->uuid_range;
+    if ((rc = txn_site(&t, &s)) < 0 || (rc = txn_commit(m, &t, XT_VIEW_SITES)) < 0)
+        goto out;
+    pthread_mutex_lock(&m->mu);
+    struct r2_site_ent *w = r2_state_site(&m->st, site_id);
+    w->s.uuid_lo = s.uuid_lo;
+    w->s.uuid_hi = s.uuid_hi;
+    pthread_mutex_unlock(&m->mu);
+    *lo = s.uuid_lo;
+    *hi = s.uuid_hi;
+out:
+    txn_free(&t);
+    end(m);
+    return rc;
+}
+
+/* ---- file systems -------------------------------------------------------------- */
+
+int r2_mgr_fs_create(r2_mgr *m, const char *name, const char *backend, const char *path,
+                     struct xt_fs_info *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    if (!backend || !backend[0])
+        backend = "local";
+    if (!path)
+        path = "";
+    if (!r2_rec_fs_name_valid(name) || !r2_rec_backend_valid(backend) || !r2_rec_path_valid(path))
+        return -EINVAL;
+    int rc = begin(m);
+    if (rc < 0)
+        return rc;
+    struct txn t = { .n = 0 };
+    struct xt_fs_info f;
+    memset(&f, 0, sizeof f);
+    if (r2_state_fs_by_name(&m->st, name)) {
+        rc = -EEXIST;
+        goto out;
+    }
+    if (m->st.nfs >= R2_MGR_MAX_FS) {
+        rc = -ENOSPC;
+        goto out;
+    }
+    uint64_t fsid = 0;
+    rc = r2_store_alloc_id(m->store, R2_KEY_ID_FSIDS, 1, &fsid);
+    if (rc == 0 && fsid > UINT32_MAX)
+        rc = -EOVERFLOW;
+    if (rc < 0)
+        goto out;
+    f.fsid = (uint32_t)fsid;
+    snprintf(f.name, sizeof f.name, "%s", name);
+    snprintf(f.blob_backend, sizeof f.blob_backend, "%s", backend);
+    snprintf(f.blob_path, sizeof f.blob_path, "%s", path);
+    f.root_table = R2_ROOT_UUID;
+    f.created_ns = xt_now_ns();
+    xt_bitmap *b = xt_bitmap_new();
+    if (!b) {
+        rc = -ENOMEM;
+        goto out;
+    }
+    size_t blen = xt_bitmap_encoded_size(b);
+    f.root_bitmap = xt_malloc(blen);
+    long w = f.root_bitmap ? xt_bitmap_encode(b, f.root_bitmap, blen) : -ENOMEM;
+    xt_bitmap_free(b);
+    if (w < 0) {
+        rc = (int)w;
+        goto out;
+    }
+    f.root_bitmap_len = (uint32_t)w;
+    if ((rc = txn_fs(&t, &f)) < 0 || (rc = txn_commit(m, &t, XT_VIEW_FS)) < 0)
+        goto out;
+    pthread_mutex_lock(&m->mu);
+    rc = r2_state_fs_insert(&m->st, &f);
+    if (rc == 0) {
+        f.root_bitmap = NULL; /* now the state's */
+        if (out)
+            rc = r2_state_fs_copy(&m->st, r2_state_fs_by_name(&m->st, name), out);
+    } else {
+        m->need_reload = true;
+    }
+    pthread_mutex_unlock(&m->mu);
+    XT_INFO("r2: fs %s created: fsid %u, blob %s%s%s", name, f.fsid, backend,
+            path[0] ? " " : "", path);
+out:
+    xt_free(f.root_bitmap);
+    txn_free(&t);
+    end(m);
+    return rc;
+}
+
+int r2_mgr_fs_list(r2_mgr *m, const char *name, struct xt_fs_info **fs, size_t *n)
+{
+    *fs = NULL;
+    *n = 0;
+    if (name && name[0] && !r2_rec_fs_name_valid(name))
+        return -EINVAL;
+    int rc = begin(m);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&m->mu);
+    const struct xt_fs_info *one = name && name[0] ? r2_state_fs_by_name(&m->st, name) : NULL;
+    size_t cnt = name && name[0] ? (one ? 1 : 0) : m->st.nfs;
+    if (name && name[0] && !one) {
+        rc = -ENOENT;
+    } else if (cnt) {
+        struct xt_fs_info *a = xt_calloc(cnt, sizeof *a);
+        if (!a)
+            rc = -ENOMEM;
+        for (size_t i = 0; a && i < cnt && rc == 0; i++)
+            rc = r2_state_fs_copy(&m->st, one ? one : &m->st.fs[i], &a[i]);
+        if (rc == 0) {
+            *fs = a;
+            *n = cnt;
+        } else {
+            xt_fs_info_free_array(a, cnt);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    end(m);
+    return rc;
+}
+
+int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force)
+{
+    if (!r2_rec_fs_name_valid(name))
+        return -EINVAL;
+    int rc = begin(m);
+    if (rc < 0)
+        return rc;
+    struct txn t = { .n = 0 };
+    const struct xt_fs_info *f = r2_state_fs_by_name(&m->st, name);
+    uint32_t mounts = f ? r2_state_mounts(&m->st, name) : 0;
+    if (!f)
+        rc = -ENOENT;
+    else if (mounts && !force)
+        rc = -EBUSY;
+    if (rc < 0)
+        goto out;
+    uint32_t fsid = f->fsid;
+    char key[R2_KEY_LEN];
+    r2_rec_fs_key(key, fsid);
+    if ((rc = txn_del(&t, key)) < 0 || (rc = txn_commit(m, &t, XT_VIEW_FS)) < 0)
+        goto out;
+    pthread_mutex_lock(&m->mu);
+    r2_state_fs_erase(&m->st, fsid);
+    pthread_mutex_unlock(&m->mu);
+    XT_INFO("r2: fs %s (fsid %u) dropped%s", name, fsid,
+            mounts ? " while mounted (forced)" : "");
+out:
+    txn_free(&t);
+    end(m);
+    return rc;
+}
+
+/* ---- lifetime ------------------------------------------------------------------- */
+
+static void *monitor_main(void *arg)
+{
+    r2_mgr *m = arg;
+    uint64_t period = XT_MAX(m->hb_ns / 4, UINT64_C(5000000));
+    pthread_mutex_lock(&m->mu);
+    while (!m->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + period;
+        ts.tv_sec = (time_t)(at / 1000000000u);
+        ts.tv_nsec = (long)(at % 1000000000u);
+        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+        if (m->stopping)
+            break;
+        pthread_mutex_unlock(&m->mu);
+        r2_mgr_tick(m);
+        pthread_mutex_lock(&m->mu);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
+{
+    *out = NULL;
+    if (!o || !o->store || !o->self_addr || strlen(o->self_addr) >= XT_ADDR_MAX ||
+        o->fail_after > 1000000 || o->hb_interval_ms > 3600000)
+        return -EINVAL;
+    r2_mgr *m = xt_calloc(1, sizeof *m);
+    if (!m)
+        return -ENOMEM;
+    m->store = o->store;
+    snprintf(m->self, sizeof m->self, "%s", o->self_addr);
+    snprintf(m->backend, sizeof m->backend, "%s", r2_store_backend(o->store));
+    m->hb_ns = (uint64_t)(o->hb_interval_ms ? o->hb_interval_ms : 1000) * 1000000u;
+    unsigned fail_after = o->fail_after ? o->fail_after : 5;
+    /* Slack: half an interval, at least 50 ms, for scheduling and RPC delay. */
+    uint64_t slack = XT_MAX(m->hb_ns / 2, UINT64_C(50000000));
+    m->transient_ns = m->hb_ns + slack;
+    m->fail_ns = XT_MAX(m->hb_ns * fail_after, m->transient_ns) + slack;
+    m->flush_ns = XT_MAX(10 * m->hb_ns, UINT64_C(5000000000));
+    m->vnodes = o->vnodes;
+    m->uuid_range = o->uuid_range ? o->uuid_range : R2_MGR_UUID_RANGE;
+    m->clock = o->clock ? o->clock : default_clock;
+    m->st.meta_sv = R2_VER_CREATE;
+    pthread_mutex_init(&m->wmu, NULL);
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (!o->no_thread) {
+        int rc = pthread_create(&m->thread, NULL, monitor_main, m);
+        if (rc) {
+            r2_mgr_free(m);
+            return -rc;
+        }
+        m->has_thread = true;
+    }
+    *out = m;
+    return 0;
+}
+
+void r2_mgr_free(r2_mgr *m)
+{
+    if (!m)
+        return;
+    if (m->has_thread) {
+        pthread_mutex_lock(&m->mu);
+        m->stopping = true;
+        pthread_cond_broadcast(&m->cv);
+        pthread_mutex_unlock(&m->mu);
+        pthread_join(m->thread, NULL);
+    }
+    r2_state_clear(&m->st);
+    pthread_cond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->wmu);
+    xt_free(m);
+}

@@ -1,0 +1,140 @@
+/*
+ * r2_mgr.h -- the site manager of R2 (DESIGN.md section 8): sites and their
+ * failure states, ring 0 (slices -> MDS) and ring 1 (slices -> MDSL),
+ * file-system instances, uuid ranges, and the versioned view of all of it,
+ * kept in an r2_store (records: r2_rec.h, docs/r2.md).
+ *
+ * Site states and the function behind each transition:
+ *
+ *   register ----> UP <------------------------------+
+ *                  |  no heartbeat for one interval   | heartbeat or
+ *                  v  + slack (r2_mgr_tick)           | re-register
+ *              TRANSIENT                              | (prev_id):
+ *                  |  none for fail_after intervals   | rejoins its ring
+ *                  v  (r2_mgr_tick): leaves its ring  |
+ *                FAILED ------------------------------+
+ *
+ *   any --r2_mgr_site_drain--> DRAINING (leaves its ring at once; failure
+ *                              detection no longer applies)
+ *   any --r2_mgr_site_remove-> record deleted, out of its ring
+ *
+ * Invariants:
+ *  (1) Only the leader changes state, and every change is one
+ *      r2_store_multi that also puts /r2/view with a compare-and-set on its
+ *      store version and a view version one higher: a view version names
+ *      exactly one state, and a deposed leader's write fails (-ESTALE).
+ *  (2) A site is in ring 0 (MDS) or ring 1 (MDSL) iff its type is MDS or
+ *      MDSL and its state is UP or TRANSIENT. Clients are in no ring.
+ *  (3) Each view section (sites, rings, fs) remembers the view version of
+ *      its last change; a view "since v" carries exactly the sections
+ *      changed after v (all of them when v is 0 or from another history,
+ *      i.e. above the current version; none when v is current).
+ *  (4) Ids (sites, fsids, uuid ranges) come from store counters and are
+ *      never handed out twice, across restarts and leader changes. Uuid
+ *      range 0 is reserved (uuid 1 is every fs's root).
+ *  (5) A new leader loads everything from the store and starts every site's
+ *      failure clock afresh, so a leader change never fails a live site.
+ *  (6) Heartbeats that change no state never touch the store; per-fs
+ *      counters are kept in memory and flushed to the fs records now and
+ *      then (without a view version change).
+ *
+ * Every call returns 0 or -errno: -EREMOTE when this R2 does not lead (all
+ * calls but r2_mgr_get_view), -EINVAL bad argument, -ENOENT unknown site or
+ * fs, -EEXIST duplicate fs name, -EBUSY fs mounted, and the store's errors
+ * (-ENOTCONN, -ETIMEDOUT, -EIO) when it cannot be reached or read.
+ * Thread-safe.
+ */
+#ifndef R2_MGR_H
+#define R2_MGR_H
+
+#include "r2_store.h"
+#include "xt_rpc_r2.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct r2_mgr r2_mgr;
+
+#define R2_MGR_UUID_RANGE  (UINT64_C(1) << 20)
+#define R2_MGR_MAX_SITES   65536
+#define R2_MGR_MAX_FS      65536
+#define R2_MGR_MAX_COUNTERS 4096  /* per heartbeat */
+
+struct r2_mgr_opts {
+    r2_store *store;          /* borrowed; must outlive the manager */
+    const char *self_addr;    /* this R2's service address (copied): the
+                                 leader name its views carry */
+    unsigned hb_interval_ms;  /* 0: 1000 */
+    unsigned fail_after;      /* intervals without heartbeat -> FAILED; 0: 5 */
+    unsigned vnodes;          /* ring vnodes per site; 0: XT_RING_VNODES_DEFAULT */
+    uint64_t uuid_range;      /* uuids per range; 0: R2_MGR_UUID_RANGE */
+    bool no_thread;           /* tests: no monitor thread, call r2_mgr_tick */
+    uint64_t (*clock)(void);  /* monotonic ns; NULL: xt_mono_ns (tests) */
+};
+
+/* Creates the manager (not leading until r2_mgr_leader_cb(true)) and, unless
+ * no_thread, its monitor thread. *out is freed with r2_mgr_free. Returns 0,
+ * -EINVAL or -ENOMEM. */
+int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out);
+/* Stops the monitor thread and frees m. REQUIRES: no call is running. */
+void r2_mgr_free(r2_mgr *m);
+
+/* Sets the address views name as the leader (a copy; longer than
+ * XT_ADDR_MAX-1 bytes is cut). For daemons that learn their port only once
+ * listening: call before joining the election. */
+void r2_mgr_set_self(r2_mgr *m, const char *addr);
+
+/* Election callback (r2_store_leader_fn): arg is the r2_mgr. Only flags
+ * the change; the next call or tick loads the state from the store. */
+void r2_mgr_leader_cb(void *arg, bool leader);
+
+/* One pass of failure detection and counter flushing (the monitor thread
+ * runs it every quarter interval). */
+void r2_mgr_tick(r2_mgr *m);
+
+/* Registers a site; prev_id != 0 rejoins under that id if it is known with
+ * the same type (a new id is handed out otherwise). fs_name: clients only
+ * ("" or NULL: none), must name an existing fs. MDS sites get a fresh uuid
+ * range. *view (may be NULL) receives the full view; the caller frees it
+ * with xt_view_free. */
+int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, uint32_t prev_id,
+                    const char *fs_name, uint32_t *site_id, struct xt_view *view);
+/* A heartbeat of site_id with its load and per-fs counters (c[0..n-1], read
+ * during the call). *has_view tells whether *view (freed by the caller with
+ * xt_view_free) holds the sections changed after view_version.
+ * -ENOENT: the site is unknown (removed, or the store was lost): register. */
+int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double load,
+                     const struct xt_fs_counter *c, size_t n, bool *has_view,
+                     struct xt_view *view);
+/* The view since `since` (invariant 3). Works on followers too (read from
+ * the store); view->leader names the leader ("" if none). */
+int r2_mgr_get_view(r2_mgr *m, uint64_t since, bool *has_view, struct xt_view *view);
+
+/* backend NULL/"": "local"; path NULL/"": the client's default
+ * (<data>/blobs/<fsid>). *out (may be NULL) receives the new fs; the caller
+ * frees out->root_bitmap with xt_free. */
+int r2_mgr_fs_create(r2_mgr *m, const char *name, const char *backend, const char *path,
+                     struct xt_fs_info *out);
+/* name NULL/"": all, by fsid; else that one (-ENOENT). *fs is freed with
+ * xt_fs_info_free_array (NULL when *n is 0). */
+int r2_mgr_fs_list(r2_mgr *m, const char *name, struct xt_fs_info **fs, size_t *n);
+/* -EBUSY while a client site with this fs is UP or TRANSIENT, unless force. */
+int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force);
+
+/* MDS and MDSL sites only (-EINVAL for clients). Idempotent. */
+int r2_mgr_site_drain(r2_mgr *m, uint32_t site_id);
+int r2_mgr_site_remove(r2_mgr *m, uint32_t site_id);
+/* A fresh range [*lo, *hi) of at least count (1..2^40) uuids for MDS
+ * site_id, a whole number of uuid ranges; it becomes the site's range in
+ * the view. */
+int r2_mgr_alloc_uuids(r2_mgr *m, uint32_t site_id, uint64_t count, uint64_t *lo,
+                       uint64_t *hi);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* R2_MGR_H */

@@ -1,0 +1,95 @@
+/*
+ * r2_mgr_i.h -- internals of the site manager shared by r2_mgr.c (calls,
+ * transactions, failure detection) and r2_mgr_state.c (the in-memory state:
+ * loading it from the store, lookups, building views).
+ */
+#ifndef R2_MGR_I_H
+#define R2_MGR_I_H
+
+#include "r2_mgr.h"
+#include "r2_rec.h"
+#include "xt_ring.h"
+
+#include <pthread.h>
+
+/* One site: its persistent record plus what only the leader's memory
+ * knows (heartbeat times, load, counters). */
+struct r2_site_ent {
+    struct xt_site s;          /* s.last_hb_ns: wall clock of the last heartbeat, 0: none */
+    uint64_t last_hb_mono;     /* monotonic ns of the last heartbeat or of the grace start */
+    struct xt_fs_counter *ctr; /* latest per-fs counters it reported (xt_malloc'd) */
+    size_t nctr;
+};
+
+/* Everything R2 knows; one consistent snapshot of the store plus runtime. */
+struct r2_state {
+    struct r2_rec_meta meta;
+    int64_t meta_sv;            /* store version of /r2/view; R2_VER_CREATE if absent */
+    struct r2_site_ent *sites;  /* sorted by id */
+    size_t nsites;
+    struct xt_fs_info *fs;      /* sorted by fsid; files/bytes as last flushed */
+    size_t nfs;
+    xt_ring *ring[2];           /* XT_RING_MDS, XT_RING_MDSL */
+    bool fs_reported;           /* some site reported counters since the load */
+};
+
+struct r2_mgr {
+    r2_store *store;            /* borrowed */
+    char self[XT_ADDR_MAX];     /* protected by mu */
+    char backend[16];           /* r2_store_backend() */
+    uint64_t hb_ns, transient_ns, fail_ns, flush_ns;
+    unsigned vnodes;
+    uint64_t uuid_range;
+    uint64_t (*clock)(void);
+
+    /* Lock order: wmu, then mu. wmu serialises every change of state,
+     * store writes included; mu guards the fields below for the short
+     * reads and runtime updates (heartbeats) that never wait for I/O. */
+    pthread_mutex_t wmu;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct r2_state st;         /* changed under wmu + mu; read under either */
+    bool st_valid;              /* protected by mu (written under wmu too) */
+    bool leader;                /* as the election last told; protected by mu */
+    uint64_t epoch;             /* leadership changes seen; protected by mu */
+    uint64_t loaded_epoch;      /* epoch st was loaded in; protected by mu */
+    bool need_reload;           /* a write's outcome is unknown; protected by mu */
+    bool counters_dirty;        /* protected by mu */
+    uint64_t last_flush;        /* protected by wmu */
+    bool stopping;              /* protected by mu */
+    pthread_t thread;
+    bool has_thread;
+};
+
+/* ---- r2_mgr_state.c ------------------------------------------------------- */
+
+void r2_state_clear(struct r2_state *st);
+/* Reads a consistent snapshot (meta read before and after; retried when a
+ * writer got in between) into *st (runtime fields zero). Returns 0, -EIO
+ * (a record does not decode: logged) or the store's -errno. */
+int r2_state_load(r2_store *store, unsigned vnodes, struct r2_state *st);
+
+struct r2_site_ent *r2_state_site(const struct r2_state *st, uint32_t id);
+struct xt_fs_info *r2_state_fs_by_name(const struct r2_state *st, const char *name);
+/* Inserts a copy of e (by id; takes e->ctr); returns 0 or -ENOMEM. */
+int r2_state_site_insert(struct r2_state *st, const struct r2_site_ent *e);
+void r2_state_site_erase(struct r2_state *st, uint32_t id);
+/* Inserts a copy of f (takes f->root_bitmap). Returns 0 or -ENOMEM. */
+int r2_state_fs_insert(struct r2_state *st, const struct xt_fs_info *f);
+void r2_state_fs_erase(struct r2_state *st, uint32_t fsid);
+
+/* Clients UP or TRANSIENT with this fs name. */
+uint32_t r2_state_mounts(const struct r2_state *st, const char *fs_name);
+/* A copy of f with current counters and mounts; out->root_bitmap is a fresh
+ * buffer. Returns 0 or -ENOMEM. */
+int r2_state_fs_copy(const struct r2_state *st, const struct xt_fs_info *f,
+                     struct xt_fs_info *out);
+/* Invariant 3 of r2_mgr.h. Fills *v (caller frees) and *has. */
+int r2_state_view(const struct r2_state *st, uint64_t since, const char *leader,
+                  const char *store, bool *has, struct xt_view *v);
+/* Whether ring membership is (type MDS/MDSL and state UP/TRANSIENT). */
+bool r2_state_in_ring(const struct xt_site *s);
+/* Ring of a site type, or -1 (clients). */
+int r2_state_ring_of(int type);
+
+#endif /* R2_MGR_I_H */

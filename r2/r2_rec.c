@@ -1,0 +1,279 @@
+/*
+ * r2_rec.c -- codecs of R2's store records and the checks on names and
+ * addresses (layouts in r2_rec.h and docs/r2.md).
+ *
+ * Invariants:
+ *  (1) Every encoder writes exactly the bytes its decoder accepts, and a
+ *      decoder accepts nothing an encoder could not have written (lengths,
+ *      enums, text classes and the checksum are all checked), so a record
+ *      damaged in the store is reported, never half-used.
+ *  (2) Decoders read only inside [buf, buf+len).
+ */
+#include "r2_rec.h"
+
+#include "xt_common.h"
+#include "xt_hash.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+static uint64_t csum(const uint8_t *p, size_t n)
+{
+    return xt_hash_bytes(p, n, R2_REC_SEED);
+}
+
+static bool csum_ok(const uint8_t *p, size_t len)
+{
+    return len >= R2_REC_CSUM && csum(p, len - R2_REC_CSUM) == xt_get_u64(p + len - R2_REC_CSUM);
+}
+
+/* Printable ASCII without space: what a label or address may hold. */
+static bool graph_text(const char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+            return false;
+    return true;
+}
+
+static bool fs_name_bytes_valid(const char *s, size_t n)
+{
+    if (n < 1 || n > XT_FSNAME_MAX)
+        return false;
+    if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == '-';
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool r2_rec_fs_name_valid(const char *name)
+{
+    return name && fs_name_bytes_valid(name, strnlen(name, XT_FSNAME_MAX + 1));
+}
+
+bool r2_rec_addr_valid(int type, const char *addr)
+{
+    if (!addr)
+        return false;
+    size_t n = strnlen(addr, XT_ADDR_MAX);
+    if (n == 0 || n >= XT_ADDR_MAX || !graph_text(addr, n))
+        return false;
+    if (type == XT_SITE_CLIENT)
+        return true;
+    char host[XT_ADDR_MAX];
+    int port = 0;
+    return xt_rpc_parse_addr(addr, host, sizeof host, &port) == 0 && port > 0 && port < 65536 &&
+           host[0] != '\0';
+}
+
+bool r2_rec_backend_valid(const char *b)
+{
+    return b && (!strcmp(b, "local") || !strcmp(b, "mdsl") || !strcmp(b, "rados"));
+}
+
+bool r2_rec_path_valid(const char *path)
+{
+    if (!path)
+        return false;
+    size_t n = strnlen(path, XT_PATH_MAX);
+    if (n >= XT_PATH_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)path[i] < 0x20 || (unsigned char)path[i] > 0x7e)
+            return false;
+    return true;
+}
+
+void r2_rec_site_key(char *key, uint32_t id)
+{
+    snprintf(key, R2_KEY_LEN, R2_KEY_SITES "/%u", id);
+}
+
+void r2_rec_fs_key(char *key, uint32_t fsid)
+{
+    snprintf(key, R2_KEY_LEN, R2_KEY_FS "/%u", fsid);
+}
+
+void r2_rec_ring_key(char *key, uint32_t ring)
+{
+    snprintf(key, R2_KEY_LEN, R2_KEY_RINGS "/%u", ring);
+}
+
+/* ---- meta ----------------------------------------------------------------- */
+
+void r2_rec_meta_encode(const struct r2_rec_meta *m, uint8_t buf[R2_REC_META_SIZE])
+{
+    xt_put_u32(buf, R2_REC_META_MAGIC);
+    xt_put_u32(buf + 4, R2_REC_FORMAT);
+    xt_put_u64(buf + 8, m->version);
+    xt_put_u64(buf + 16, m->sites_ver);
+    xt_put_u64(buf + 24, m->rings_ver);
+    xt_put_u64(buf + 32, m->fs_ver);
+    xt_put_u64(buf + 40, csum(buf, 40));
+}
+
+int r2_rec_meta_decode(const void *buf, size_t len, struct r2_rec_meta *m)
+{
+    const uint8_t *p = buf;
+    if (len != R2_REC_META_SIZE || !csum_ok(p, len) || xt_get_u32(p) != R2_REC_META_MAGIC ||
+        xt_get_u32(p + 4) != R2_REC_FORMAT)
+        return -EBADMSG;
+    m->version = xt_get_u64(p + 8);
+    m->sites_ver = xt_get_u64(p + 16);
+    m->rings_ver = xt_get_u64(p + 24);
+    m->fs_ver = xt_get_u64(p + 32);
+    if (m->sites_ver > m->version || m->rings_ver > m->version || m->fs_ver > m->version)
+        return -EBADMSG;
+    return 0;
+}
+
+/* ---- sites ---------------------------------------------------------------- */
+
+static bool site_type_valid(int t)
+{
+    return t == XT_SITE_MDS || t == XT_SITE_MDSL || t == XT_SITE_CLIENT;
+}
+
+static bool site_state_stored(int s)
+{
+    return s >= XT_SITE_UP && s <= XT_SITE_DRAINING;
+}
+
+int r2_rec_site_encode(const struct xt_site *s, void **buf, size_t *len)
+{
+    size_t a = strnlen(s->addr, XT_ADDR_MAX), f = strnlen(s->fs_name, XT_FSNAME_MAX + 1);
+    if (!site_type_valid(s->type) || !site_state_stored(s->state) || a == 0 ||
+        a >= XT_ADDR_MAX || f > XT_FSNAME_MAX)
+        return -EINVAL;
+    size_t n = R2_REC_SITE_HDR + a + f + R2_REC_CSUM;
+    uint8_t *p = xt_calloc(1, n);
+    if (!p)
+        return -ENOMEM;
+    p[0] = R2_REC_FORMAT;
+    p[1] = (uint8_t)s->type;
+    p[2] = (uint8_t)s->state;
+    xt_put_u32(p + 4, s->id);
+    xt_put_u64(p + 8, s->capacity);
+    xt_put_u64(p + 16, s->uuid_lo);
+    xt_put_u64(p + 24, s->uuid_hi);
+    xt_put_u16(p + 32, (uint16_t)a);
+    xt_put_u16(p + 34, (uint16_t)f);
+    memcpy(p + R2_REC_SITE_HDR, s->addr, a);
+    memcpy(p + R2_REC_SITE_HDR + a, s->fs_name, f);
+    xt_put_u64(p + n - R2_REC_CSUM, csum(p, n - R2_REC_CSUM));
+    *buf = p;
+    *len = n;
+    return 0;
+}
+
+int r2_rec_site_decode(const void *buf, size_t len, struct xt_site *s)
+{
+    const uint8_t *p = buf;
+    memset(s, 0, sizeof *s);
+    if (len < R2_REC_SITE_HDR + R2_REC_CSUM || !csum_ok(p, len) || p[0] != R2_REC_FORMAT ||
+        p[3] != 0)
+        return -EBADMSG;
+    size_t a = xt_get_u16(p + 32), f = xt_get_u16(p + 34);
+    if (len != R2_REC_SITE_HDR + a + f + R2_REC_CSUM || a == 0 || a >= XT_ADDR_MAX ||
+        f > XT_FSNAME_MAX || !site_type_valid(p[1]) || !site_state_stored(p[2]))
+        return -EBADMSG;
+    const char *addr = (const char *)p + R2_REC_SITE_HDR, *fs = addr + a;
+    if (!graph_text(addr, a) || (f && !fs_name_bytes_valid(fs, f)))
+        return -EBADMSG;
+    s->type = p[1];
+    s->state = p[2];
+    s->id = xt_get_u32(p + 4);
+    s->capacity = xt_get_u64(p + 8);
+    s->uuid_lo = xt_get_u64(p + 16);
+    s->uuid_hi = xt_get_u64(p + 24);
+    memcpy(s->addr, addr, a);
+    memcpy(s->fs_name, fs, f);
+    if (s->id == 0 || s->uuid_lo > s->uuid_hi)
+        return -EBADMSG;
+    return 0;
+}
+
+/* ---- file systems --------------------------------------------------------- */
+
+int r2_rec_fs_encode(const struct xt_fs_info *f, void **buf, size_t *len)
+{
+    size_t nn = strnlen(f->name, XT_FSNAME_MAX + 1);
+    size_t nb = strnlen(f->blob_backend, sizeof f->blob_backend);
+    size_t np = strnlen(f->blob_path, XT_PATH_MAX);
+    if (!fs_name_bytes_valid(f->name, nn) || nb == 0 || nb >= sizeof f->blob_backend ||
+        np >= XT_PATH_MAX || (f->root_bitmap_len && !f->root_bitmap) ||
+        f->root_bitmap_len > R2_REC_BITMAP_MAX)
+        return -EINVAL;
+    size_t n = R2_REC_FS_HDR + nn + nb + np + f->root_bitmap_len + R2_REC_CSUM;
+    uint8_t *p = xt_calloc(1, n);
+    if (!p)
+        return -ENOMEM;
+    p[0] = R2_REC_FORMAT;
+    p[1] = (uint8_t)nn;
+    p[2] = (uint8_t)nb;
+    xt_put_u32(p + 4, f->fsid);
+    xt_put_u64(p + 8, f->root_table);
+    xt_put_u64(p + 16, f->created_ns);
+    xt_put_u64(p + 24, f->files);
+    xt_put_u64(p + 32, f->bytes);
+    xt_put_u16(p + 40, (uint16_t)np);
+    xt_put_u32(p + 42, f->root_bitmap_len);
+    uint8_t *q = p + R2_REC_FS_HDR;
+    memcpy(q, f->name, nn);
+    q += nn;
+    memcpy(q, f->blob_backend, nb);
+    q += nb;
+    memcpy(q, f->blob_path, np);
+    q += np;
+    if (f->root_bitmap_len)
+        memcpy(q, f->root_bitmap, f->root_bitmap_len);
+    xt_put_u64(p + n - R2_REC_CSUM, csum(p, n - R2_REC_CSUM));
+    *buf = p;
+    *len = n;
+    return 0;
+}
+
+int r2_rec_fs_decode(const void *buf, size_t len, struct xt_fs_info *f)
+{
+    const uint8_t *p = buf;
+    memset(f, 0, sizeof *f);
+    if (len < R2_REC_FS_HDR + R2_REC_CSUM || !csum_ok(p, len) || p[0] != R2_REC_FORMAT ||
+        p[3] != 0)
+        return -EBADMSG;
+    size_t nn = p[1], nb = p[2], np = xt_get_u16(p + 40);
+    uint32_t nm = xt_get_u32(p + 42);
+    if (nb == 0 || nb >= sizeof f->blob_backend || np >= XT_PATH_MAX ||
+        nm > R2_REC_BITMAP_MAX ||
+        len != R2_REC_FS_HDR + nn + nb + np + (size_t)nm + R2_REC_CSUM)
+        return -EBADMSG;
+    const char *q = (const char *)p + R2_REC_FS_HDR;
+    if (!fs_name_bytes_valid(q, nn) || !graph_text(q + nn, nb))
+        return -EBADMSG;
+    memcpy(f->name, q, nn);
+    memcpy(f->blob_backend, q + nn, nb);
+    memcpy(f->blob_path, q + nn + nb, np);
+    if (!r2_rec_backend_valid(f->blob_backend) || !r2_rec_path_valid(f->blob_path))
+        return -EBADMSG;
+    f->fsid = xt_get_u32(p + 4);
+    f->root_table = xt_get_u64(p + 8);
+    f->created_ns = xt_get_u64(p + 16);
+    f->files = xt_get_u64(p + 24);
+    f->bytes = xt_get_u64(p + 32);
+    if (f->fsid == 0)
+        return -EBADMSG;
+    if (nm) {
+        f->root_bitmap = xt_malloc(nm);
+        if (!f->root_bitmap)
+            return -ENOMEM;
+        memcpy(f->root_bitmap, q + nn + nb + np, nm);
+        f->root_bitmap_len = nm;
+    }
+    return 0;
+}

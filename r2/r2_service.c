@@ -1,0 +1,138 @@
+/*
+ * r2_service.c -- handlers of the R2 service: check every input from the
+ * network, then call r2_mgr.
+ *
+ * Invariants:
+ *  (1) Nothing from the network reaches the manager unchecked: site types
+ *      are MDS/MDSL/CLIENT, addresses parse (r2_rec_addr_valid), fs names
+ *      are [A-Za-z0-9._-]{1,64}, backends and paths are known and printable,
+ *      counts are bounded. The glue already refused strings too long for
+ *      the C fields and strings with NUL bytes.
+ *  (2) A handler never crashes on a value: every refusal is -EINVAL.
+ */
+#include "r2_service.h"
+
+#include "r2_rec.h"
+#include "xt_common.h"
+
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+static int h_register(void *ctx, const xt_rpc_ctx *rc, int type, const char *addr,
+                      uint64_t capacity, uint32_t prev_id, const char *fs_name,
+                      uint32_t *site_id, struct xt_view *view)
+{
+    (void)rc;
+    if (type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT)
+        return -EINVAL;
+    if (!r2_rec_addr_valid(type, addr) || capacity > (UINT64_C(1) << 62) ||
+        prev_id > INT32_MAX)
+        return -EINVAL;
+    if (fs_name && fs_name[0] && !r2_rec_fs_name_valid(fs_name))
+        return -EINVAL;
+    return r2_mgr_register(ctx, type, addr, capacity, prev_id, fs_name, site_id, view);
+}
+
+static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t view_version,
+                       double load, const struct xt_fs_counter *c, size_t n, bool *has_view,
+                       struct xt_view *view)
+{
+    (void)rc;
+    *has_view = false;
+    if (site_id == 0 || site_id > INT32_MAX || view_version > INT64_MAX || !isfinite(load) ||
+        load < 0 || n > R2_MGR_MAX_COUNTERS)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (c[i].fsid == 0 || c[i].files > INT64_MAX || c[i].bytes > INT64_MAX)
+            return -EINVAL;
+    return r2_mgr_heartbeat(ctx, site_id, view_version, load, c, n, has_view, view);
+}
+
+static int h_get_view(void *ctx, const xt_rpc_ctx *rc, uint64_t since, bool *has_view,
+                      struct xt_view *view)
+{
+    (void)rc;
+    *has_view = false;
+    if (since > INT64_MAX)
+        return -EINVAL;
+    return r2_mgr_get_view(ctx, since, has_view, view);
+}
+
+static int h_fs_create(void *ctx, const xt_rpc_ctx *rc, const char *name, const char *backend,
+                       const char *path, struct xt_fs_info *out)
+{
+    (void)rc;
+    if (!r2_rec_fs_name_valid(name) || (backend[0] && !r2_rec_backend_valid(backend)) ||
+        !r2_rec_path_valid(path))
+        return -EINVAL;
+    return r2_mgr_fs_create(ctx, name, backend, path, out);
+}
+
+static int h_fs_list(void *ctx, const xt_rpc_ctx *rc, const char *name, struct xt_fs_info **fs,
+                     size_t *n)
+{
+    (void)rc;
+    *fs = NULL;
+    *n = 0;
+    if (name[0] && !r2_rec_fs_name_valid(name))
+        return -EINVAL;
+    return r2_mgr_fs_list(ctx, name, fs, n);
+}
+
+static int h_fs_drop(void *ctx, const xt_rpc_ctx *rc, const char *name, bool force)
+{
+    (void)rc;
+    if (!r2_rec_fs_name_valid(name))
+        return -EINVAL;
+    return r2_mgr_fs_drop(ctx, name, force);
+}
+
+static int h_site_drain(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
+{
+    (void)rc;
+    if (site_id == 0 || site_id > INT32_MAX)
+        return -EINVAL;
+    return r2_mgr_site_drain(ctx, site_id);
+}
+
+static int h_site_remove(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
+{
+    (void)rc;
+    if (site_id == 0 || site_id > INT32_MAX)
+        return -EINVAL;
+    return r2_mgr_site_remove(ctx, site_id);
+}
+
+static int h_alloc_uuids(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t count,
+                         uint64_t *lo, uint64_t *hi)
+{
+    (void)rc;
+    *lo = *hi = 0;
+    if (site_id == 0 || site_id > INT32_MAX || count == 0 || count > (UINT64_C(1) << 40))
+        return -EINVAL;
+    return r2_mgr_alloc_uuids(ctx, site_id, count, lo, hi);
+}
+
+static const struct xt_r2_ops ops = {
+    .common = { .ping = NULL },
+    .register_site = h_register,
+    .heartbeat = h_heartbeat,
+    .get_view = h_get_view,
+    .fs_create = h_fs_create,
+    .fs_list = h_fs_list,
+    .fs_drop = h_fs_drop,
+    .site_drain = h_site_drain,
+    .site_remove = h_site_remove,
+    .alloc_uuids = h_alloc_uuids,
+};
+
+const struct xt_r2_ops *r2_service_ops(void)
+{
+    return &ops;
+}
+
+int r2_service_start(r2_mgr *m, const struct xt_rpc_server_opts *opts, xt_rpc_server **out)
+{
+    return xt_rpc_serve_r2(opts, &ops, m, out);
+}
