@@ -2,9 +2,16 @@
  * mds_main.c -- pom-mds, the cache server: slices in memory, commit groups
  * with two-phase commit to the MDSLs, the xTable RPC service.
  *
- * MDSL sites are given with --mdsl (repeatable; numbered 1, 2, ... in the
- * order given) and slices are placed on them by a consistent-hash ring
- * (ring 1), the same code R2 uses to publish the ring of a cluster.
+ * MDSL sites come from R2 (--r2: the MDS registers, learns the MDSL sites
+ * and ring 1 from the view, and heartbeats) or are given with --mdsl
+ * (repeatable; numbered 1, 2, ... in the order given, placed by a ring built
+ * here with the same code R2 uses).
+ *
+ * With --r2 the site id must be known before the commit group opens (it
+ * names this MDS's transactions and its decision record), and R2 needs the
+ * service address to register it: so the port is chosen first, the site
+ * registers, the group recovers, and only then the server starts on the
+ * chosen port.
  * On start the commit group recovers: undecided transactions left by a
  * crash are resolved with the MDSLs before the first request is served.
  * SIGTERM commits what is dirty, then exits; SIGKILL loses at most the open
@@ -21,8 +28,16 @@
 #include "xt_daemon.h"
 #include "xt_ring.h"
 #include "xt_rpc.h"
+#include "xt_rpc_r2.h"
 
+#include "r2_agent.h"
+
+#include <arpa/inet.h>
 #include <getopt.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,11 +52,80 @@ static uint32_t locate(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
     return site;
 }
 
+/* A port that was free a moment ago on host (bound to port 0, released). */
+static int pick_port(const char *host)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET };
+    if (fd < 0 || inet_pton(AF_INET, host, &a.sin_addr) != 1 ||
+        bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        if (fd >= 0)
+            close(fd);
+        return -EADDRNOTAVAIL;
+    }
+    socklen_t l = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+/* Waits (up to timeout_ms) for a view with at least one MDSL that is up and
+ * a ring 1; fills the store's site table and *ring, sites[] and *n. */
+static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, xt_ring **ring, uint32_t *sites,
+                        size_t *n, size_t cap, int timeout_ms)
+{
+    uint64_t deadline = xt_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (int round = 0;; round++) {
+        struct xt_view v;
+        if (r2_agent_view_copy(agent, &v) == 0) {
+            *n = 0;
+            for (size_t i = 0; i < v.nsites && *n < cap; i++) {
+                const struct xt_site *st = &v.sites[i];
+                if (st->type == XT_SITE_MDSL && st->state == XT_SITE_UP &&
+                    mds_store_rpc_set_site(rpc, st->id, st->addr) == 0)
+                    sites[(*n)++] = st->id;
+            }
+            xt_ring *r = NULL;
+            for (size_t i = 0; i < v.nrings; i++)
+                if (v.rings[i].ring == 1 && xt_ring_decode(v.rings[i].data, v.rings[i].len, &r))
+                    r = NULL;
+            xt_view_free(&v);
+            if (*n > 0 && r && xt_ring_nsites(r) > 0) {
+                xt_ring_free(*ring);
+                *ring = r;
+                return 0;
+            }
+            xt_ring_free(r);
+        }
+        if (xt_mono_ns() > deadline)
+            return -ETIMEDOUT;
+        if (round % 50 == 0)
+            XT_INFO("waiting for an MDSL to register with R2");
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Keeps MDSL addresses current as the view changes (a restarted MDSL may
+ * come back on another port). Ring changes need slice movement (issue:
+ * online scaling) and are not followed yet. */
+static void on_view(void *arg, const struct xt_view *v, int changed)
+{
+    if (!(changed & XT_VIEW_SITES))
+        return;
+    for (size_t i = 0; i < v->nsites; i++)
+        if (v->sites[i].type == XT_SITE_MDSL && v->sites[i].state == XT_SITE_UP)
+            mds_store_rpc_set_site(arg, v->sites[i].id, v->sites[i].addr);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: pom-mds --mdsl HOST:PORT [--mdsl HOST:PORT ...] [options]\n"
-            "  --mdsl HOST:PORT        an MDSL site (repeat for several)\n"
+            "usage: pom-mds (--r2 HOST:PORT[,...] | --mdsl HOST:PORT [--mdsl ...]) [options]\n"
+            "  --r2 ADDRS              register with R2, take MDSL sites and ring 1 from it\n"
+            "  --dir DIR               data folder (keeps the R2 site id across restarts)\n"
+            "  --hb-interval-ms N      heartbeat interval, as pom-r2's (default 1000)\n"
+            "  --mdsl HOST:PORT        an MDSL site, without R2 (repeat for several)\n"
             "  --listen HOST:PORT      address to serve on (default 127.0.0.1:0)\n"
             "  --port-file FILE        write the port served on to FILE once listening\n"
             "  --site-id N             this MDS's site id (default 1; unique per cluster)\n"
@@ -66,6 +150,9 @@ int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         { "mdsl", required_argument, NULL, 'm' },
+        { "r2", required_argument, NULL, 'R' },
+        { "dir", required_argument, NULL, 'd' },
+        { "hb-interval-ms", required_argument, NULL, 'H' },
         { "listen", required_argument, NULL, 'l' },
         { "port-file", required_argument, NULL, 'p' },
         { "site-id", required_argument, NULL, 's' },
@@ -79,7 +166,9 @@ int main(int argc, char **argv)
     };
     const char *mdsl[MAX_MDSL];
     size_t nmdsl = 0;
-    const char *listen = "127.0.0.1:0", *port_file = NULL;
+    const char *listen = "127.0.0.1:0", *port_file = NULL, *r2_addrs = NULL, *dir = NULL;
+    uint64_t hb_interval = 1000;
+    bool site_given = false;
     uint64_t site_id = 1, threads = 4, interval = 5000, mem_bound = 1ull << 30, split = 8192;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -91,9 +180,16 @@ int main(int argc, char **argv)
             }
             mdsl[nmdsl++] = optarg;
             break;
+        case 'R': r2_addrs = optarg; break;
+        case 'd': dir = optarg; break;
+        case 'H': if (parse_num("--hb-interval-ms", optarg, 10, 600000, &hb_interval)) return 2; break;
         case 'l': listen = optarg; break;
         case 'p': port_file = optarg; break;
-        case 's': if (parse_num("--site-id", optarg, 1, MDS_SITE_MAX, &site_id)) return 2; break;
+        case 's':
+            if (parse_num("--site-id", optarg, 1, MDS_SITE_MAX, &site_id))
+                return 2;
+            site_given = true;
+            break;
         case 't': if (parse_num("--threads", optarg, 1, 256, &threads)) return 2; break;
         case 'c': if (parse_num("--commit-interval-ms", optarg, 1, 3600000, &interval)) return 2; break;
         case 'b': if (parse_num("--mem-bound", optarg, 1 << 20, UINT64_MAX, &mem_bound)) return 2; break;
@@ -103,7 +199,7 @@ int main(int argc, char **argv)
         default: usage(stderr); return 2;
         }
     }
-    if (nmdsl == 0 || optind != argc) {
+    if ((nmdsl == 0) == (r2_addrs == NULL) || optind != argc || (r2_addrs && site_given)) {
         usage(stderr);
         return 2;
     }
@@ -127,6 +223,7 @@ int main(int argc, char **argv)
     mds_group *group = NULL;
     mds_table *table = NULL;
     xt_rpc_server *srv = NULL;
+    r2_agent *agent = NULL;
     uint32_t sites[MAX_MDSL];
     if (!ring || !stats || mds_store_rpc_new(10000, &rpc)) {
         XT_ERR("out of memory");
@@ -138,6 +235,48 @@ int main(int argc, char **argv)
             XT_ERR("bad --mdsl '%s' (want HOST:PORT)", mdsl[i]);
             goto out;
         }
+    }
+    if (r2_addrs) {
+        if (port == 0 && (port = pick_port(host)) < 0) {
+            XT_ERR("cannot find a free port on %s", host);
+            goto out;
+        }
+        char self[300], idfile[4200];
+        snprintf(self, sizeof self, "%s:%d", host, port);
+        if (dir)
+            snprintf(idfile, sizeof idfile, "%s/site_id", dir);
+        else
+            XT_WARN("no --dir: the site id will not survive a restart");
+        struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDS, .addr = self,
+                                    .id_file = dir ? idfile : NULL,
+                                    .hb_interval_ms = (unsigned)hb_interval,
+                                    .on_view = on_view, .view_arg = rpc };
+        if ((rc = r2_agent_start(&ao, &agent))) {
+            XT_ERR("bad --r2 '%s': %s", r2_addrs, strerror(-rc));
+            goto out;
+        }
+        if ((rc = r2_agent_wait_registered(agent, 60000))) {
+            XT_ERR("R2 at %s did not register this MDS: %s", r2_addrs, strerror(-rc));
+            goto out;
+        }
+        site_id = r2_agent_site_id(agent);
+        if (site_id > MDS_SITE_MAX) {
+            XT_ERR("R2 gave site id %llu, over this MDS's limit %u",
+                   (unsigned long long)site_id, MDS_SITE_MAX);
+            goto out;
+        }
+        if ((rc = mdsl_from_r2(agent, rpc, &ring, sites, &nmdsl, MAX_MDSL, 120000))) {
+            XT_ERR("no MDSL registered with R2: %s", strerror(-rc));
+            goto out;
+        }
+        /* The home of the decision records must not move between restarts:
+         * the lowest MDSL id, which R2 never reuses. */
+        for (size_t i = 1; i < nmdsl; i++)
+            if (sites[i] < sites[0]) {
+                uint32_t t = sites[0];
+                sites[0] = sites[i];
+                sites[i] = t;
+            }
     }
     mds_store store = mds_store_rpc_handle(rpc);
     struct mds_cache_opts co = { .store = &store, .locate = locate, .locate_arg = ring,
@@ -189,6 +328,7 @@ int main(int argc, char **argv)
     XT_INFO("signal %d: committing and stopping", sig);
     rc = 0;
 out:
+    r2_agent_stop(agent);
     xt_rpc_server_stop(srv);
     mds_table_free(table);
     if (group)

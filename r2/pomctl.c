@@ -110,8 +110,9 @@ bool pomctl_wants_help(int argc, char **argv)
 
 /* ---- errors ----------------------------------------------------------- */
 
-static void json_error(struct pomctl *ctl, int code, const char *msg, int rc)
+void pomctl_json_error(struct pomctl *ctl, int code, const char *msg, int rc)
 {
+    ctl->json_done = true;
     pomctl_json_init(&ctl->js, stdout, true);
     pomctl_json_obj_begin(&ctl->js, NULL);
     pomctl_json_bool(&ctl->js, "ok", false);
@@ -163,7 +164,7 @@ int pomctl_fail(struct pomctl *ctl, int rc, const char *what, const char *hint)
     }
     fprintf(stderr, "pomctl: %s\n", msg);
     if (ctl->json)
-        json_error(ctl, code, msg, rc);
+        pomctl_json_error(ctl, code, msg, rc);
     return code;
 }
 
@@ -186,7 +187,7 @@ int pomctl_usage_err(struct pomctl *ctl, const char *cmd, const char *fmt, ...)
         fprintf(stderr, "usage: pomctl [--r2 ADDRS] [--data DIR] [--json] [--timeout MS] "
                         "COMMAND [ARGS]\n(pomctl --help lists the commands)\n");
     if (ctl && ctl->json)
-        json_error(ctl, POMCTL_EUSAGE, msg, 0);
+        pomctl_json_error(ctl, POMCTL_EUSAGE, msg, 0);
     return POMCTL_EUSAGE;
 }
 
@@ -264,7 +265,7 @@ int pomctl_resolve_addrs(struct pomctl *ctl)
         fprintf(stderr, "pomctl: cannot reach R2: no address known (give --r2 ADDR or set "
                         "POM_R2) \xe2\x80\x94 is the cluster up? try: pomctl up\n");
         if (ctl->json)
-            json_error(ctl, POMCTL_EUNREACH, "no R2 address known", 0);
+            pomctl_json_error(ctl, POMCTL_EUNREACH, "no R2 address known", 0);
         return POMCTL_EUNREACH;
     }
     int rc = set_addrs(ctl, list, source);

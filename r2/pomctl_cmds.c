@@ -122,21 +122,26 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
         printf("R2        %s (leader %s, store %s)\n", ctl->cur, leader,
                v.store[0] ? v.store : "?");
         printf("view      version %llu\n", (unsigned long long)v.version);
-        printf("sites     %zu:", v.nsites);
+        if (v.nsites == 0)
+            printf("sites     none registered\n");
+        else
+            printf("sites     %zu:", v.nsites);
         bool any = false;
-        for (int t = 1; t < NTYPES; t++)
+        for (int t = 1; t < NTYPES && v.nsites; t++)
             if (by_type[t]) {
                 printf("%s %zu %s", any ? "," : "", by_type[t], xt_site_type_name(t));
                 any = true;
             }
-        printf("%s \xe2\x80\x94", any ? "" : " none");
+        if (v.nsites)
+            printf(" \xe2\x80\x94");
         any = false;
-        for (int s = 1; s < NSTATES; s++)
+        for (int s = 1; s < NSTATES && v.nsites; s++)
             if (by_state[s]) {
                 printf("%s %zu %s", any ? "," : "", by_state[s], xt_site_state_name(s));
                 any = true;
             }
-        printf("%s\n", any ? "" : " -");
+        if (v.nsites)
+            printf("\n");
     }
     for (size_t i = 0; i < v.nrings; i++) {
         xt_ring *r = NULL;

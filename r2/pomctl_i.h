@@ -46,6 +46,7 @@ struct pomctl {
     bool unreachable;                /* the last pomctl_r2_view reached nobody */
     /* output */
     pomctl_json js;
+    bool json_done;                  /* the one JSON object was printed */
 };
 
 /* ---- R2 connection (pomctl.c) ----------------------------------------- */
@@ -72,6 +73,9 @@ void pomctl_r2_close(struct pomctl *ctl);
  * could not be reached, else 1. hint: what to do (may be NULL: a default
  * for rc is used). */
 int pomctl_fail(struct pomctl *ctl, int rc, const char *what, const char *hint);
+/* With --json: prints {"ok": false, "exit": code, "error": msg, "errno"}
+ * (errno only when rc < 0). */
+void pomctl_json_error(struct pomctl *ctl, int code, const char *msg, int rc);
 /* Usage error: prints msg and the command's usage; returns 2. */
 int pomctl_usage_err(struct pomctl *ctl, const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

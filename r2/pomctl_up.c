@@ -47,9 +47,11 @@ struct daemon {
     int site_type;           /* what it registers as; 0: R2 itself */
     const char *data_sub;    /* its folder under DIR */
     bool required;
+    bool with_dir;           /* takes --dir DIR/data_sub */
     /* filled by up */
     char exe[PATH_MAX];
     bool found, running, started;
+    bool skipped;            /* found but cannot join (too old) */
     pid_t pid;
     int port;
 };
@@ -229,6 +231,37 @@ static int daemon_failed(const struct updir *d, const struct daemon *dm, const c
     return POMCTL_EFAIL;
 }
 
+/* Whether `exe --help` mentions `opt`: the daemons grow their options
+ * while the project is built, and an option a daemon refuses would make it
+ * exit at once. */
+static bool exe_supports(const struct updir *d, const char *exe, const char *opt)
+{
+    char out[PATH_MAX];
+    pathf(out, d, "run", "help", ".txt");
+    unlink(out);
+    char *argv[] = { (char *)exe, (char *)"--help", NULL };
+    pid_t pid = pomctl_proc_spawn(argv, out);
+    if (pid < 0)
+        return false;
+    int st;
+    for (int i = 0; i < 100 && pomctl_proc_reap(pid, &st) == 0; i++)
+        sleep_ms(50);
+    bool ok = false;
+    FILE *f = fopen(out, "re");
+    char line[512];
+    size_t n = strlen(opt);
+    while (f && !ok && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, opt);
+        ok = p && (p[n] == ' ' || p[n] == '=' || p[n] == '\n');
+    }
+    if (f)
+        fclose(f);
+    unlink(out);
+    bool sig;
+    pomctl_proc_stop(pid, exe, 100, &sig); /* only if it hung */
+    return ok;
+}
+
 /* Forks the daemon, records its pid (invariant 3), waits for its port. */
 static int start_daemon(struct pomctl *ctl, const struct updir *d, struct daemon *dm,
                         const char *r2addr)
@@ -250,8 +283,10 @@ static int start_daemon(struct pomctl *ctl, const struct updir *d, struct daemon
     char *argv[12];
     int a = 0;
     argv[a++] = dm->exe;
-    argv[a++] = dm->site_type == 0 ? (char *)"--data" : (char *)"--dir";
-    argv[a++] = data;
+    if (dm->site_type == 0 || dm->with_dir) {
+        argv[a++] = dm->site_type == 0 ? (char *)"--data" : (char *)"--dir";
+        argv[a++] = data;
+    }
     argv[a++] = (char *)"--listen";
     argv[a++] = (char *)"127.0.0.1:0";
     argv[a++] = (char *)"--port-file";
@@ -496,7 +531,8 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
 
     struct daemon dms[] = {
         { .name = "pom-r2", .site_type = 0, .data_sub = "", .required = true },
-        { .name = "pom-mdsl", .site_type = XT_SITE_MDSL, .data_sub = "mdsl", .required = true },
+        { .name = "pom-mdsl", .site_type = XT_SITE_MDSL, .data_sub = "mdsl", .required = true,
+          .with_dir = true },
         { .name = "pom-mds", .site_type = XT_SITE_MDS, .data_sub = "mds", .required = false },
     };
     const size_t ndms = XT_ARRAY_SIZE(dms);
@@ -515,7 +551,19 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
                             sizeof path) == 0 &&
             realpath(path, dm->exe))
             dm->found = true;
-        else if (dm->required) {
+        if (dm->found && !dm->required) {
+            /* pom-mds joins only when it can register with R2; it keeps
+             * no data of its own unless it says so (--dir). */
+            if (!exe_supports(&d, dm->exe, "--r2")) {
+                fprintf(stderr, "pomctl: note: %s does not take --r2 yet; starting the "
+                                "cluster without an MDS\n", dm->exe);
+                dm->found = false;
+                dm->skipped = true;
+            } else {
+                dm->with_dir = exe_supports(&d, dm->exe, "--dir");
+            }
+        }
+        if (!dm->found && dm->required) {
             fprintf(stderr,
                     "pomctl: cannot find the %s executable (looked in $POM_BIN_DIR, %s and its "
                     "../mdsl ../mds ../r2 ../fuse, then PATH) \xe2\x80\x94 build it first "
@@ -556,6 +604,8 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     if (code) {
         undo(&d, dms, ndms);
         close_dir(&d);
+        if (ctl->json && !ctl->json_done)
+            pomctl_json_error(ctl, code, "up failed; see the messages on stderr", 0);
         return code;
     }
     bool already = true;
@@ -568,6 +618,8 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
             undo(&d, &fsd, 1);
             undo(&d, dms, ndms);
             close_dir(&d);
+            if (ctl->json)
+                pomctl_json_error(ctl, code, "up --mount failed; see the messages on stderr", 0);
             return code;
         }
     }
@@ -576,7 +628,9 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         fprintf(o, "the cluster in %s is already running (R2 at %s)\n", d.dir, addr);
     else
         fprintf(o, "cluster up in %s: R2 at %s%s\n", d.dir, addr,
-                dms[2].found ? "" : " (pom-mds is not built yet: no metadata server)");
+                dms[2].found     ? ""
+                : dms[2].skipped ? " (pom-mds cannot register with R2 yet: no metadata server)"
+                                 : " (pom-mds is not built yet: no metadata server)");
     if (fs_created)
         fprintf(o, "created file system '%s'\n", DEFAULT_FS);
     fprintf(o, "stop it with: pomctl down --data %s\n", d.dir);

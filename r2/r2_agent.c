@@ -212,11 +212,17 @@ static int find_leader(r2_agent *a)
     pthread_mutex_unlock(&a->mu);
     int rc = -EAGAIN;
     size_t n = a->ntargets; /* only the configured and known addresses */
+    /* A short timeout: a follower cut off from the store blocks get_view,
+     * and the new leader's grace period is only a few intervals. */
+    xt_rpc_call call = { .timeout_ms = (int)XT_MIN(a->call_ms, XT_MAX(4 * a->hb_ms, 1000u)) };
     for (size_t k = 1; k <= n; k++) {
         size_t i = (a->cur + k) % n;
         bool has = false;
         struct xt_view v;
-        rc = xt_r2_get_view(a->targets[i].pool, NULL, 0, &has, &v);
+        call.req_id = 0;
+        rc = xt_r2_get_view(a->targets[i].pool, &call, 0, &has, &v);
+        XT_DBG("r2 agent: %s names leader '%s' (%s)", a->targets[i].addr,
+               rc == 0 ? v.leader : "", rc == 0 ? "ok" : strerror(-rc));
         if (rc < 0)
             continue;
         char leader[XT_ADDR_MAX];

@@ -155,10 +155,10 @@ static int txn_commit(r2_mgr *m, struct txn *t, int sections)
         m->need_reload = true;
         pthread_mutex_unlock(&m->mu);
         if (failed == vi && (rc == -ESTALE || rc == -EEXIST || rc == -ENOENT)) {
-            XT_WARN("r2: another R2 changed the state (%s): not leading", strerror(-rc));
+            XT_WARN("another R2 changed the state (%s): not leading", strerror(-rc));
             return -EREMOTE;
         }
-        XT_WARN("r2: state store write failed: %s", strerror(-rc));
+        XT_WARN("state store write failed: %s", strerror(-rc));
         return rc;
     }
     if (sections) {
@@ -189,7 +189,7 @@ void r2_mgr_leader_cb(void *arg, bool leader)
     }
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
-    XT_INFO("r2: %s", leader ? "now leading" : "not leading");
+    XT_INFO("%s", leader ? "now leading" : "not leading");
 }
 
 /* REQUIRES: m->wmu. Makes m->st the store's state, if this R2 leads. A new
@@ -211,7 +211,7 @@ static int ensure_loaded(r2_mgr *m)
     struct r2_state st;
     int rc = r2_state_load(m->store, m->vnodes, &st);
     if (rc < 0) {
-        XT_WARN("r2: cannot load the state: %s", strerror(-rc));
+        XT_WARN("cannot load the state: %s", strerror(-rc));
         return rc;
     }
     uint64_t now = m->clock();
@@ -239,7 +239,7 @@ static int ensure_loaded(r2_mgr *m)
     m->need_reload = false;
     pthread_mutex_unlock(&m->mu);
     if (fresh)
-        XT_INFO("r2: leading with view %llu: %zu sites, %zu fs, rings v%llu/v%llu",
+        XT_INFO("leading with view %llu: %zu sites, %zu fs, rings v%llu/v%llu",
                 (unsigned long long)st.meta.version, st.nsites, st.nfs,
                 (unsigned long long)xt_ring_version(st.ring[0]),
                 (unsigned long long)xt_ring_version(st.ring[1]));
@@ -397,7 +397,7 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
     }
     pthread_mutex_unlock(&m->mu);
     if (rc == 0) {
-        XT_INFO("r2: site %u registered: %s %s%s%s (%s)", s.id, xt_site_type_name(type), addr,
+        XT_INFO("site %u registered: %s %s%s%s (%s)", s.id, xt_site_type_name(type), addr,
                 fs_name[0] ? " fs " : "", fs_name, old ? "rejoined" : "new");
         *site_id = s.id;
         rc = full_view(m, view);
@@ -500,7 +500,7 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
             nr = NULL;
         }
         pthread_mutex_unlock(&m->mu);
-        XT_INFO("r2: site %u (%s %s) is up again after %s", s.id, xt_site_type_name(s.type),
+        XT_INFO("site %u (%s %s) is up again after %s", s.id, xt_site_type_name(s.type),
                 s.addr, xt_site_state_name(was));
     }
     pthread_mutex_lock(&m->mu);
@@ -679,7 +679,7 @@ void r2_mgr_tick(r2_mgr *m)
         pthread_mutex_unlock(&m->mu);
         for (size_t i = 0; i < nch; i++) {
             const struct xt_site *s = &ch[i].s;
-            XT_WARN("r2: site %u (%s %s) %s: no heartbeat for %llu ms%s", s->id,
+            XT_WARN("site %u (%s %s) %s: no heartbeat for %llu ms%s", s->id,
                     xt_site_type_name(s->type), s->addr, xt_site_state_name(s->state),
                     (unsigned long long)ch[i].silent_ms,
                     s->state == XT_SITE_FAILED && r2_state_ring_of(s->type) >= 0
@@ -735,7 +735,7 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
         nr = NULL;
     }
     pthread_mutex_unlock(&m->mu);
-    XT_INFO("r2: site %u (%s %s) %s", s.id, xt_site_type_name(s.type), s.addr,
+    XT_INFO("site %u (%s %s) %s", s.id, xt_site_type_name(s.type), s.addr,
             remove ? "removed" : "draining");
 out:
     xt_ring_free(nr);
@@ -858,7 +858,7 @@ int r2_mgr_fs_create(r2_mgr *m, const char *name, const char *backend, const cha
         m->need_reload = true;
     }
     pthread_mutex_unlock(&m->mu);
-    XT_INFO("r2: fs %s created: fsid %u, blob %s%s%s", name, f.fsid, backend,
+    XT_INFO("fs %s created: fsid %u, blob %s%s%s", name, f.fsid, backend,
             path[0] ? " " : "", path);
 out:
     xt_free(f.root_bitmap);
@@ -923,7 +923,7 @@ int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force)
     pthread_mutex_lock(&m->mu);
     r2_state_fs_erase(&m->st, fsid);
     pthread_mutex_unlock(&m->mu);
-    XT_INFO("r2: fs %s (fsid %u) dropped%s", name, fsid,
+    XT_INFO("fs %s (fsid %u) dropped%s", name, fsid,
             mounts ? " while mounted (forced)" : "");
 out:
     txn_free(&t);

@@ -268,7 +268,7 @@ static int load_meta(r2_store *s, struct r2_rec_meta *m, int64_t *sv)
     rc = r2_rec_meta_decode(buf, len, m);
     xt_free(buf);
     if (rc < 0) {
-        XT_ERR("r2: corrupt record %s", R2_KEY_VIEW);
+        XT_ERR("corrupt record %s", R2_KEY_VIEW);
         return -EIO;
     }
     return 0;
@@ -301,7 +301,7 @@ static int load_sites(r2_store *s, struct r2_state *st)
         if (rc == 0)
             r2_rec_site_key(want, e.s.id);
         if (rc < 0 || strcmp(want, key) || r2_state_site(st, e.s.id)) {
-            XT_ERR("r2: corrupt site record %s", key);
+            XT_ERR("corrupt site record %s", key);
             rc = -EIO;
             break;
         }
@@ -337,7 +337,7 @@ static int load_fs(r2_store *s, struct r2_state *st)
         if (rc == 0)
             r2_rec_fs_key(want, f.fsid);
         if (rc < 0 || strcmp(want, key) || r2_state_fs_by_name(st, f.name)) {
-            XT_ERR("r2: corrupt fs record %s", key);
+            XT_ERR("corrupt fs record %s", key);
             xt_free(f.root_bitmap);
             rc = -EIO;
             break;
@@ -368,7 +368,7 @@ static int load_ring(r2_store *s, uint32_t id, unsigned vnodes, xt_ring **out)
     if (rc == -ENOMEM)
         return rc;
     if (rc < 0 || xt_ring_id(*out) != id) {
-        XT_ERR("r2: corrupt ring record %s", key);
+        XT_ERR("corrupt ring record %s", key);
         xt_ring_free(*out);
         *out = NULL;
         return -EIO;

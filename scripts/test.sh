@@ -43,11 +43,11 @@ if [ "$ASAN" = 1 ]; then
   cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug \
         -DPOM_SANITIZE=address,undefined >/dev/null
   cmake --build build-asan -j"$JOBS"
-  step "unit tests under ASan + UBSan"
+  step "unit tests and daemon tests under ASan + UBSan"
   # Property tests scale themselves down under the sanitizers (POM_TEST_SCALE).
   (cd build-asan && POM_TEST_SCALE=${POM_TEST_SCALE:-0.25} \
      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     ctest --output-on-failure -j"$JOBS" --timeout 900 -L unit)
+     ctest --output-on-failure -j"$JOBS" --timeout 900 -L "unit|asan")
 fi
 
 if [ "$BENCH" = 1 ]; then

@@ -1,0 +1,253 @@
+#!/bin/bash
+# test_pomctl.sh POMCTL -- pomctl end to end, in a fresh temporary folder:
+#   usage errors exit 2; an unreachable R2 exits 3 with the message;
+#   `pomctl up` starts R2 + MDSL (+ MDS when built) and `status` says
+#   healthy; sites, ring show, fs create/list/stat/drop (JSON parsed with
+#   python3); `up` again is idempotent; `site drain` makes status degraded
+#   (4); `down` leaves no process behind; a pid file whose pid now runs
+#   another program is left alone; `up --mount` exits 5 without pomfs.
+# Exit 77 (skip) only when pom-r2 is not built.
+set -u
+
+POMCTL=$(realpath "$1")
+BIN=$(dirname "$POMCTL")
+find_exe() { # same order as pomctl: $POM_BIN_DIR, pomctl's folder, build tree
+    local d
+    for d in "${POM_BIN_DIR:-}" "$BIN" "$BIN/../mdsl" "$BIN/../mds" "$BIN/../r2" "$BIN/../fuse"; do
+        [ -n "$d" ] && [ -x "$d/$1" ] && [ -f "$d/$1" ] && { echo "$d/$1"; return 0; }
+    done
+    return 1
+}
+if ! find_exe pom-r2 >/dev/null; then
+    echo "SKIP: pom-r2 is not built (looked next to $POMCTL)"
+    exit 77
+fi
+# pomctl starts pom-mds only once it can register with R2 (--r2).
+HAVE_MDS=0
+MDS=$(find_exe pom-mds) && "$MDS" --help 2>&1 | grep -q -- "--r2" && HAVE_MDS=1
+HAVE_FS=0; find_exe pomfs >/dev/null && HAVE_FS=1
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/pomctl-test.XXXXXX")
+D=$T/data
+export HOME=$T/home
+mkdir -p "$HOME"
+unset POM_R2
+PIDS=""      # every daemon pid seen in a pid file, for the trap
+SLEEPER=""
+
+# A process is alive while /proc has it in a state other than zombie/dead:
+# a stopped daemon stays a zombie until its new parent (init) reaps it.
+alive() {
+    local st
+    st=$(sed -n 's/^State:[[:space:]]*\([A-Z]\).*/\1/p' "/proc/$1/status" 2>/dev/null) || return 1
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+note_pids() {
+    local f
+    for f in "$1"/run/*.pid; do
+        [ -f "$f" ] && PIDS="$PIDS $(head -n1 "$f")"
+    done
+    PIDS=$(echo $PIDS | tr ' ' '\n' | sort -un | tr '\n' ' ')
+}
+
+cleanup() {
+    local dd p
+    for dd in "$D" "$T/data2"; do
+        [ -d "$dd" ] && note_pids "$dd" && "$POMCTL" down --data "$dd" >/dev/null 2>&1
+    done
+    # Leftovers: only pids we saw, and only while their command line still
+    # names our folder (a reused pid is someone else's).
+    for p in $PIDS $SLEEPER; do
+        if alive "$p" && tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q "$T"; then
+            echo "cleanup: killing leftover pid $p"
+            kill -9 "$p" 2>/dev/null
+        fi
+    done
+    [ -n "$SLEEPER" ] && kill -9 "$SLEEPER" 2>/dev/null
+    mountpoint -q "$T/mnt" 2>/dev/null && fusermount3 -uz "$T/mnt"
+    rm -rf "$T"
+}
+trap cleanup EXIT
+
+FAILS=0
+fail() { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+pass() { echo "ok: $*"; }
+
+# expect CODE DESCRIPTION -- COMMAND...: runs it, keeps stdout in $OUT and
+# stderr in $ERR, checks the exit code.
+expect() {
+    local want=$1 what=$2
+    shift 3
+    "$@" > "$T/out" 2> "$T/err"
+    local got=$?
+    OUT=$(cat "$T/out"); ERR=$(cat "$T/err")
+    if [ "$got" -eq "$want" ]; then
+        pass "$what (exit $got)"
+    else
+        fail "$what: exit $got, want $want"
+        echo "--- stdout:"; cat "$T/out"; echo "--- stderr:"; cat "$T/err"
+    fi
+}
+# py 'EXPR using j' : evaluates a Python assertion on the JSON in $T/out.
+py() {
+    python3 -c "import json,sys; j=json.load(open('$T/out')); $1" || fail "JSON check: $1"
+}
+
+P=$POMCTL
+
+echo "== usage errors (2)"
+expect 2 "no command" -- $P
+expect 2 "unknown command" -- $P frobnicate
+expect 2 "unknown global option" -- $P --bogus status
+expect 2 "bad --timeout" -- $P --timeout x status
+expect 2 "bad --r2" -- $P --r2 nohostport status
+expect 2 "bad fs name" -- $P fs create 'bad/name'
+expect 2 "fs create without name" -- $P fs create
+expect 2 "bad ring" -- $P ring show 7
+expect 2 "bad site id" -- $P site drain abc
+expect 2 "site without action" -- $P site 3
+expect 2 "up with junk" -- $P up --frob
+expect 0 "--help" -- $P --help
+expect 0 "fs --help" -- $P fs --help
+echo "$OUT" | grep -q "fs create NAME" || fail "fs --help does not show fs create"
+
+echo "== unreachable R2 (3)"
+expect 3 "status, nothing listening" -- $P --r2 127.0.0.1:1 status
+echo "$ERR" | grep -q "cannot reach R2 at 127.0.0.1:1: Connection refused" || fail "message: $ERR"
+echo "$ERR" | grep -q "try: pomctl up" || fail "no hint in: $ERR"
+expect 3 "--json fs list, nothing listening" -- $P --json --r2 127.0.0.1:1 fs list
+py 'assert j["ok"] is False and j["exit"] == 3 and j["errno"] == "ECONNREFUSED"'
+expect 3 "status, no address known" -- $P status
+
+echo "== up"
+expect 0 "up --data" -- $P up --data "$D"
+note_pids "$D"
+echo "$OUT"
+if [ "$FAILS" -ne 0 ] && [ ! -s "$D/r2.addr" ]; then
+    echo "up failed: the remaining checks need a cluster"
+    exit 1
+fi
+echo "$OUT" | grep -q "pomctl down --data $D" || fail "up does not say how to stop"
+[ -s "$D/r2.addr" ] || fail "no $D/r2.addr"
+[ -s "$HOME/.pomegranate/r2.addr" ] || fail "no ~/.pomegranate/r2.addr"
+[ -f "$D/run/pom-r2.pid" ] && [ -f "$D/run/pom-mdsl.pid" ] || fail "pid files missing"
+[ -s "$D/logs/pom-r2.log" ] || fail "no R2 log"
+WANT_SITES=$((1 + HAVE_MDS))
+
+echo "== status"
+expect 0 "status (address from ~/.pomegranate/r2.addr)" -- $P status
+echo "$OUT"
+echo "$OUT" | grep -q "verdict   healthy" || fail "status not healthy"
+expect 0 "--data status" -- $P --data "$D" --json status
+py "assert j['healthy'] is True, j
+n = j['sites']['total']; print('sites registered:', n, j['sites']['by_type'])
+assert n == $WANT_SITES, n
+assert j['sites']['by_type']['mdsl'] == 1 and j['sites']['by_type']['mds'] == $HAVE_MDS
+assert j['sites']['by_state']['up'] == n and j['r2']['store'] == 'embedded'
+assert j['fs_count'] >= 1"
+
+echo "== sites"
+expect 0 "sites" -- $P sites
+echo "$OUT"
+echo "$OUT" | grep -q "^ *ID  TYPE  ADDRESS" || fail "no sites header"
+echo "$OUT" | grep -q "mdsl .* up" || fail "no mdsl up row"
+expect 0 "sites --json" -- $P sites --json
+py "s = j['sites']; assert len(s) == $WANT_SITES and all(x['state'] == 'up' for x in s), s
+assert all(x['addr'].startswith('127.0.0.1:') for x in s)"
+
+echo "== ring show"
+expect 0 "ring show" -- $P ring show
+echo "$OUT"
+echo "$OUT" | grep -q "ring 1 (slices -> MDSL): version" || fail "no ring 1"
+expect 0 "ring show 1 --json" -- $P --json ring show 1
+py "r = j['rings']; assert len(r) == 1 and r[0]['ring'] == 1 and r[0]['version'] >= 1, r
+assert len(r[0]['sites']) == 1 and abs(sum(x['share'] for x in r[0]['sites']) - 1) < 1e-9, r"
+
+echo "== fs round trip"
+expect 0 "fs list --json (pomfs made by up)" -- $P --json fs list
+py "assert [f['name'] for f in j['fs']] == ['pomfs'], j"
+expect 0 "fs create t1" -- $P fs create t1 --blob-backend local --blob-path "$T/blobs-t1"
+expect 0 "fs stat t1 --json" -- $P --json fs stat t1
+py "f = j['fs']; assert f['name'] == 't1' and f['fsid'] > 0 and f['root_table'] > 0, f
+assert f['blob'] == {'backend': 'local', 'path': '$T/blobs-t1'} and f['mounts'] == 0, f
+assert f['created_ns'] > 0 and f['files'] == 0"
+expect 0 "fs list --json" -- $P --json fs list
+py "names = sorted(f['name'] for f in j['fs']); assert names == ['pomfs', 't1'], names
+assert len(set(f['fsid'] for f in j['fs'])) == 2"
+expect 0 "fs list" -- $P fs list
+echo "$OUT"
+expect 1 "fs create t1 again" -- $P fs create t1
+echo "$ERR" | grep -q "File exists" || fail "message: $ERR"
+expect 0 "fs drop t1" -- $P fs drop t1
+expect 1 "fs stat t1 after drop" -- $P fs stat t1
+expect 1 "fs drop t1 again" -- $P --json fs drop t1
+py 'assert j["ok"] is False and j["exit"] == 1 and j["errno"] == "ENOENT"'
+
+echo "== up again is idempotent"
+BEFORE=$(cat "$D"/run/*.pid | sort)
+expect 0 "up again" -- $P up --data "$D"
+echo "$OUT" | grep -q "already running" || fail "second up does not say already running: $OUT"
+[ "$BEFORE" = "$(cat "$D"/run/*.pid | sort)" ] || fail "second up changed the pid files"
+
+echo "== site drain makes status degraded"
+MDSL_ID=$($P --json sites | python3 -c 'import json,sys; print([s["id"] for s in json.load(sys.stdin)["sites"] if s["type"] == "mdsl"][0])')
+"$P" site drain "$MDSL_ID" > "$T/out" 2> "$T/err"; rc=$?
+if [ $rc -eq 0 ]; then
+    expect 4 "status after draining the MDSL" -- $P status
+    echo "$OUT" | grep -q "draining" || fail "status does not name the draining site"
+else
+    echo "note: R2 refused to drain the only MDSL (exit $rc): $(cat "$T/err")"
+    [ $rc -eq 1 ] || fail "site drain exit $rc, want 0 or 1"
+fi
+expect 1 "site remove of an unknown id" -- $P site remove 9999
+
+echo "== down"
+note_pids "$D"
+expect 0 "down" -- $P down --data "$D"
+echo "$OUT"
+for p in $PIDS; do
+    alive "$p" && fail "pid $p still alive after down"
+done
+ls "$D"/run/*.pid >/dev/null 2>&1 && fail "pid files left: $(ls "$D"/run)"
+if pgrep -f "$T" > "$T/pg"; then
+    fail "processes left behind: $(cat "$T/pg")"
+else
+    pass "pgrep -f $T finds nothing"
+fi
+expect 3 "status after down" -- $P --data "$D" status
+expect 0 "down again" -- $P down --data "$D"
+
+echo "== down leaves a reused pid alone"
+sleep 60 &
+SLEEPER=$!
+printf '%s\n/nonexistent/pom-r2\n' "$SLEEPER" > "$D/run/pom-r2.pid"
+expect 0 "down with a stale pid file" -- $P down --data "$D"
+alive "$SLEEPER" && pass "unrelated pid $SLEEPER untouched" || fail "down killed an unrelated process"
+kill "$SLEEPER"; wait "$SLEEPER" 2>/dev/null; SLEEPER=""
+
+echo "== up --mount"
+if [ $HAVE_FS -eq 0 ]; then
+    expect 5 "up --mount without pomfs" -- $P up --data "$T/data2" --mount "$T/mnt"
+    echo "$ERR" | grep -q "not built" || fail "message: $ERR"
+    note_pids "$T/data2"
+    expect 0 "the cluster runs anyway" -- $P --data "$T/data2" status
+else
+    expect 0 "up --mount" -- $P up --data "$T/data2" --mount "$T/mnt"
+    note_pids "$T/data2"
+    mountpoint -q "$T/mnt" || fail "$T/mnt is not mounted"
+fi
+expect 0 "down (data2)" -- $P down --data "$T/data2"
+mountpoint -q "$T/mnt" 2>/dev/null && fail "$T/mnt still mounted after down"
+for p in $PIDS; do
+    alive "$p" && fail "pid $p still alive after down"
+done
+pgrep -f "$T" > "$T/pg" && fail "processes left behind: $(cat "$T/pg")"
+
+echo "sites expected: $WANT_SITES (pom-mds built: $HAVE_MDS, pomfs built: $HAVE_FS)"
+if [ $FAILS -ne 0 ]; then
+    echo "$FAILS check(s) failed"
+    exit 1
+fi
+echo "all checks passed"
+exit 0

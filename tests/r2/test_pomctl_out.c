@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -69,6 +69,18 @@ static int copy_str(char *dst, size_t cap, const std::string &s)
     return 0;
 }
 
+/* The raw value of a Thrift enum field. A peer may send any i32, and the
+ * generated reader stores it in the enum as is; loading an enum with a value
+ * outside its range is undefined behaviour (UBSan aborts on it), so the
+ * value is copied out as bytes and checked by the handler. */
+template <class E> static int enum_value(const E &e)
+{
+    static_assert(sizeof(E) == sizeof(int32_t), "Thrift enums are i32");
+    int32_t v;
+    memcpy(&v, &e, sizeof v);
+    return (int)v;
+}
+
 /* ---- conversions -------------------------------------------------------- */
 
 static void site_to_thrift(const struct xt_site &c, Site &t)
@@ -89,9 +101,9 @@ static int site_from_thrift(const Site &t, struct xt_site &c)
 {
     memset(&c, 0, sizeof c);
     c.id = (uint32_t)t.id;
-    c.type = (int)t.type;
+    c.type = enum_value(t.type);
     c.capacity = (uint64_t)t.capacity;
-    c.state = (int)t.state;
+    c.state = enum_value(t.state);
     c.last_hb_ns = (uint64_t)t.last_heartbeat_ns;
     c.uuid_lo = (uint64_t)t.uuid_lo;
     c.uuid_hi = (uint64_t)t.uuid_hi;
@@ -411,7 +423,7 @@ public:
         struct xt_view v;
         memset(&v, 0, sizeof v);
         uint32_t id = 0;
-        resp.status = ops_->register_site(ctx_, &rc, (int)req.type, req.address.c_str(),
+        resp.status = ops_->register_site(ctx_, &rc, enum_value(req.type), req.address.c_str(),
                                           (uint64_t)req.capacity, (uint32_t)req.prev_id,
                                           req.fs_name.c_str(), &id, &v);
         if (resp.status == 0) {

@@ -1,0 +1,223 @@
+/*
+ * pomegranate.h -- libpomegranate, the client library of Pomegranate
+ * (DESIGN.md section 9): connect to a file-system instance and operate on
+ * its namespace by inode number, the way FUSE's low-level API does.
+ *
+ * Conventions of every call:
+ *  (1) Returns 0 (or a non-negative count) on success, a negative errno on
+ *      failure. What the library does not implement yet answers -ENOTSUP
+ *      (or -EPERM for link(2), as POSIX says for a file system without hard
+ *      links); nothing unimplemented ever reports success.
+ *  (2) An inode number (pom_ino) is the file's uuid; the root is
+ *      POM_ROOT_INO. The library knows an inode only while it holds a
+ *      *lookup reference* on it: every call documented "+1 ref" gives one
+ *      (lookup, mknod, mkdir, symlink, create, readdir in plus mode), and
+ *      pom_forget gives them back. A call on an inode the library does not
+ *      know answers -ESTALE. The root is always known.
+ *  (3) Names are NUL-terminated, 1..255 bytes, without '/': -ENAMETOOLONG,
+ *      -EINVAL otherwise.
+ *  (4) Permissions are not checked by the library except by pom_access:
+ *      pomfs mounts with `default_permissions` so the kernel checks them.
+ *  (5) Every handle is thread-safe; a pom_file may be used by several
+ *      threads at once.
+ *
+ * Data of regular files up to POM_INLINE_MAX bytes lives in the file's row;
+ * writes are buffered in the client from open to flush/release (shared by
+ * every open handle of the inode in this process) and sent with the row
+ * update. Larger files answer -EFBIG until the blob tier is reached.
+ * See docs/client.md.
+ */
+#ifndef POMEGRANATE_H
+#define POMEGRANATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define POM_API __attribute__((visibility("default")))
+
+typedef uint64_t pom_ino;
+typedef struct pom_fs pom_fs;
+typedef struct pom_file pom_file;
+
+#define POM_ROOT_INO    1
+#define POM_INLINE_MAX  (64u << 10)   /* bytes of a file kept in its row */
+#define POM_SYMLINK_MAX 4095          /* bytes of a symlink target */
+
+/* Who creates or asks: owner of new entries, subject of pom_access. */
+struct pom_cred {
+    uint32_t uid, gid;
+};
+
+/* ---- connecting ------------------------------------------------------ */
+
+struct pom_opts {
+    int call_timeout_ms;  /* one RPC; 0: 10000 */
+    int retry_ms;         /* keep retrying an unreachable MDS this long; 0: 30000 */
+};
+
+/* Connects to one MDS at "host:port" serving file system `fsid`; creates
+ * the root directory if the file system has none yet. opts may be NULL.
+ * *out: close with pom_close. -EINVAL (bad address), -ECONNREFUSED /
+ * -ETIMEDOUT (MDS unreachable), -ENOMEM. */
+POM_API int pom_connect_mds(const char *mds_addr, uint32_t fsid, pom_fs **out);
+POM_API int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid,
+                                 const struct pom_opts *opts, pom_fs **out);
+
+/* Opens file system `fsname` through R2 at r2_addrs ("host:port[,...]").
+ * Not available yet: answers -ENOTSUP (use pom_connect_mds). */
+POM_API int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out);
+
+/* Flushes nothing (open pom_files must be released first) and frees fs. */
+POM_API void pom_close(pom_fs *fs);
+
+/* The fsid of fs. */
+POM_API uint32_t pom_fsid(const pom_fs *fs);
+
+/* ---- inodes and names ------------------------------------------------ */
+
+/* Finds `name` in directory `parent`; *st gets its attributes (st_ino is
+ * the inode). +1 ref. -ENOENT, -ENOTDIR, -ENAMETOOLONG. */
+POM_API int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st);
+
+/* Gives back n lookup references of ino. */
+POM_API void pom_forget(pom_fs *fs, pom_ino ino, uint64_t n);
+
+/* Attributes of a known inode. -ENOENT when it was removed meanwhile. */
+POM_API int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st);
+
+/* pom_setattr's `to_set` bits (the same values as FUSE_SET_ATTR_*). */
+#define POM_SET_MODE      (1 << 0)
+#define POM_SET_UID       (1 << 1)
+#define POM_SET_GID       (1 << 2)
+#define POM_SET_SIZE      (1 << 3)
+#define POM_SET_ATIME     (1 << 4)
+#define POM_SET_MTIME     (1 << 5)
+#define POM_SET_ATIME_NOW (1 << 7)
+#define POM_SET_MTIME_NOW (1 << 8)
+#define POM_SET_CTIME     (1 << 10)
+#define POM_SET_SUPPORTED 0x5bf
+
+/* Changes the attributes named by to_set, taken from *in (st_mode's
+ * permission bits, st_uid, st_gid, st_size, st_atim, st_mtim, st_ctim);
+ * ctime becomes now unless POM_SET_CTIME gives it. *out (may be NULL)
+ * gets the new attributes. A size on a non-regular file: -EISDIR/-EINVAL;
+ * over POM_INLINE_MAX: -EFBIG; unknown bits: -ENOTSUP. */
+POM_API int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set,
+                        struct stat *out);
+
+/* Creates a regular file, fifo, socket or device node (S_IFMT of mode;
+ * rdev for devices). +1 ref. -EEXIST, -ENOENT (parent gone), -ENOTDIR. */
+POM_API int pom_mknod(pom_fs *fs, pom_ino parent, const char *name, mode_t mode,
+                      dev_t rdev, const struct pom_cred *cred, struct stat *st);
+/* +1 ref. */
+POM_API int pom_mkdir(pom_fs *fs, pom_ino parent, const char *name, mode_t mode,
+                      const struct pom_cred *cred, struct stat *st);
+/* +1 ref. A target over POM_SYMLINK_MAX bytes: -ENAMETOOLONG. */
+POM_API int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target,
+                        const struct pom_cred *cred, struct stat *st);
+/* Copies the target (NUL-terminated when it fits) into buf; returns its
+ * length. -EINVAL when ino is not a symlink, -ERANGE when cap <= length. */
+POM_API ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap);
+
+/* -EISDIR for a directory. */
+POM_API int pom_unlink(pom_fs *fs, pom_ino parent, const char *name);
+/* -ENOTDIR, -ENOTEMPTY, -EBUSY for the root. */
+POM_API int pom_rmdir(pom_fs *fs, pom_ino parent, const char *name);
+
+#define POM_RENAME_NOREPLACE (1 << 0)
+#define POM_RENAME_EXCHANGE  (1 << 1)
+/* rename(2) semantics (replacing an existing target of a compatible type;
+ * -EISDIR, -ENOTDIR, -ENOTEMPTY, -EINVAL for a directory moved under
+ * itself, -EEXIST with POM_RENAME_NOREPLACE). POM_RENAME_EXCHANGE is not
+ * supported yet: -EINVAL. NOT atomic across a client or MDS crash yet
+ * (docs/client.md): the new name is written before the old is removed. */
+POM_API int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
+                       const char *newname, unsigned flags);
+
+/* Hard links are not supported yet: -EPERM (link(2)'s answer). */
+POM_API int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname,
+                     struct stat *st);
+
+/* access(2) against the attributes, for cred (no supplementary groups).
+ * mask: F_OK or R_OK|W_OK|X_OK. -EACCES. */
+POM_API int pom_access(pom_fs *fs, pom_ino ino, int mask, const struct pom_cred *cred);
+
+/* ---- directories ----------------------------------------------------- */
+
+#define POM_COOKIE_START 0
+#define POM_COOKIE_END   (UINT64_C(1) << 62)  /* no entry has it; fits off_t */
+
+/* Called for each entry: st has st_ino and st_mode (every attribute in plus
+ * mode); `next` is the cookie to resume after this entry (always > the
+ * cookie asked and < 2^62). Return 0 to take the entry and go on, 1 to
+ * stop before it (the entry is not taken), < 0 to abort with that error. */
+typedef int (*pom_dirent_fn)(void *arg, const char *name, const struct stat *st,
+                             uint64_t next);
+
+/* Lists directory ino from `cookie` (POM_COOKIE_START: the beginning) in
+ * split-stable order: across calls no entry is returned twice or skipped,
+ * whatever splits or other entries' changes happen meanwhile. `.` and `..`
+ * are not listed. plus != 0: each taken entry gets +1 ref. Returns the
+ * number of entries taken (0 at the end), or -errno. */
+POM_API int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus,
+                        pom_dirent_fn fn, void *arg);
+
+/* The parent of a known directory (the root's is the root). */
+POM_API int pom_parent(pom_fs *fs, pom_ino ino, pom_ino *parent);
+
+/* ---- files ----------------------------------------------------------- */
+
+/* Opens a regular file (flags: O_ACCMODE, O_TRUNC, O_APPEND honoured).
+ * -EISDIR, -EINVAL for other types, -EFBIG for a file outside its row.
+ * *out: give back with pom_release. */
+POM_API int pom_file_open(pom_fs *fs, pom_ino ino, int flags, pom_file **out);
+/* Creates and opens a regular file (O_EXCL honoured; without it an existing
+ * regular file is opened). +1 ref. */
+POM_API int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int flags,
+                       const struct pom_cred *cred, struct stat *st, pom_file **out);
+/* Returns the bytes read (0 at or past the end). */
+POM_API ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off);
+/* Returns n, -EFBIG past POM_INLINE_MAX, -EBADF on a read-only handle. */
+POM_API ssize_t pom_write(pom_file *f, const void *buf, size_t n, off_t off);
+/* Sends buffered changes to the MDS (with the row update). */
+POM_API int pom_flush(pom_file *f);
+/* Flushes, then waits until the MDS committed them. */
+POM_API int pom_fsync(pom_file *f, int datasync);
+/* Flushes and frees the handle (always frees; returns the flush's error). */
+POM_API int pom_release(pom_file *f);
+/* The inode of an open file. */
+POM_API pom_ino pom_file_ino(const pom_file *f);
+
+/* Waits until everything this client sent is committed (syncfs). */
+POM_API int pom_sync(pom_fs *fs);
+
+/* File-system statistics (no capacity accounting yet: fixed large values,
+ * see docs/client.md). */
+POM_API int pom_statfs(pom_fs *fs, struct statvfs *sv);
+
+/* ---- extended attributes (namespaces user., trusted., security.;
+ *      others: -ENOTSUP) ------------------------------------------------ */
+
+/* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA). Names over
+ * 255 bytes or values over 64 KiB: -ERANGE / -E2BIG. */
+POM_API int pom_setxattr(pom_fs *fs, pom_ino ino, const char *name, const void *value,
+                         size_t size, int flags);
+/* size 0: returns the value's size; else copies it, -ERANGE when it does
+ * not fit. -ENODATA. */
+POM_API ssize_t pom_getxattr(pom_fs *fs, pom_ino ino, const char *name, void *buf,
+                             size_t size);
+/* listxattr(2) output ("name\0name\0..."); size 0: the size needed. */
+POM_API ssize_t pom_listxattr(pom_fs *fs, pom_ino ino, char *buf, size_t size);
+POM_API int pom_removexattr(pom_fs *fs, pom_ino ino, const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* POMEGRANATE_H */

@@ -1,0 +1,150 @@
+/*
+ * pom_client_i.h -- internals of libpomegranate shared by its modules:
+ * the fs handle, the inode map (pom_ino.c), the RPC helpers and row
+ * helpers (pom_fs.c), open-file buffers (pom_file.c).
+ *
+ * Namespace model (docs/client.md):
+ *  (1) Every directory is the xTable table named by its uuid; an entry is
+ *      the row keyed by its name in its parent's table and carries the
+ *      entry's attributes (a directory's row carries the directory's).
+ *  (2) The root's row is "root" in the reserved super table
+ *      POM_TABLE_SUPER, which also holds the uuid counter row "alloc".
+ *  (3) The inode map knows, for each inode the kernel (or a library user)
+ *      holds references on, where its row is: (table, name). Rows are
+ *      always re-read and their uuid compared before use, so a map entry
+ *      that went stale (another client renamed or removed it) answers
+ *      -ENOENT instead of touching another file's row.
+ *  (4) A uuid is handed out once: the counter row is advanced with a
+ *      version-conditional, synchronous update before any uuid of the
+ *      claimed range is used.
+ */
+#ifndef POM_CLIENT_I_H
+#define POM_CLIENT_I_H
+
+#include "pomegranate.h"
+#include "xt_common.h"
+#include "xt_row.h"
+#include "xt_rpc_mds.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#define POM_TABLE_SUPER   UINT64_C(2)          /* reserved: root row, counters */
+#define POM_ROOT_ROW      "root"
+#define POM_ALLOC_ROW     "alloc"
+/* Client-allocated uuids start here, far above the ranges R2 hands out
+ * (R2_MGR_UUID_RANGE-sized ranges counted from 1), so an fs can later move
+ * to R2 allocation without a collision. */
+#define POM_UUID_BASE     (UINT64_C(1) << 56)
+#define POM_UUID_CHUNK    1024u
+
+/* Open-file state shared by every pom_file of one inode. */
+struct pom_data {
+    /* Orders the flushes of this inode: held across the row update so an
+     * older snapshot never lands after a newer one (the one lock held
+     * across an RPC; nothing else waits on it but another flush). */
+    pthread_mutex_t flush_mu;
+    pthread_mutex_t mu;
+    uint8_t *buf;          /* protected by mu; xt_malloc'd, len bytes valid */
+    uint32_t len, cap;     /* protected by mu */
+    bool dirty;            /* protected by mu: buf differs from the row */
+    uint64_t wgen;         /* protected by mu: bumped by every change of buf */
+    uint64_t mtime_ns;     /* protected by mu: of the last buffered write */
+    struct stat st;        /* protected by mu: attributes as of open/flush */
+};
+
+struct pom_inode {
+    uint64_t uuid;
+    uint64_t table;        /* protected by fs->mu: table holding its row */
+    char *name;            /* protected by fs->mu: its row key (xt_malloc'd) */
+    uint64_t nlookup;      /* protected by fs->mu */
+    uint32_t opens;        /* protected by fs->mu: pom_files on it */
+    bool unlinked;         /* protected by fs->mu: its name was removed */
+    uint8_t type;          /* enum xt_row_type */
+    struct pom_data *data; /* protected by fs->mu: set while opens > 0 */
+    struct pom_inode *next;/* protected by fs->mu: hash chain */
+};
+
+struct pom_fs {
+    uint32_t fsid;
+    xt_rpc_pool *pool;
+    int retry_ms;
+    pthread_mutex_t mu;            /* the inode map and the uuid range */
+    struct pom_inode **buckets;    /* protected by mu */
+    size_t nbuckets, ninodes;      /* protected by mu */
+    uint64_t uuid_next, uuid_end;  /* protected by mu: claimed range */
+    pthread_mutex_t alloc_mu;      /* serialises range claims */
+};
+
+struct pom_file {
+    pom_fs *fs;
+    struct pom_inode *ino;  /* pinned by ino->opens */
+    int flags;
+};
+
+/* ---- pom_fs.c: RPC and rows ------------------------------------------ */
+
+/* One xTable call with retries on transport errors for fs->retry_ms (same
+ * request id). *retried says whether an earlier attempt may have been
+ * applied (then -EEXIST/-ENOENT may be our own earlier attempt's doing). */
+int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried);
+int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp);
+int pom_sync_call(pom_fs *fs);
+
+/* Fetches the row (table, name) with `group`: POM_ROW_META (fixed columns
+ * only), POM_ROW_ALL, or one group id. *resp holds the encoding
+ * (xt_resp_free); *row views it (group pointers valid while resp is). */
+#define POM_ROW_META 0
+#define POM_ROW_ALL  (-1)
+int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
+                struct xt_resp *resp, xt_row *row);
+/* Builds struct stat from fixed columns. */
+void pom_row_stat(const xt_row_attr *a, struct stat *st);
+/* A fresh uuid. */
+int pom_uuid_alloc(pom_fs *fs, uint64_t *uuid);
+/* Checks a name (rule (3) of pomegranate.h). */
+int pom_name_check(const char *name);
+/* Sets the mtime and ctime of directory dir to now (its row's update). */
+int pom_dir_touch(pom_fs *fs, pom_ino dir);
+
+/* ---- pom_ino.c: the inode map ---------------------------------------- */
+
+int pom_ino_init(pom_fs *fs);
+void pom_ino_destroy(pom_fs *fs);
+/* Adds n references to uuid, created if new, and records its location
+ * (table, name). -ENOMEM. */
+int pom_ino_ref(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name, uint8_t type,
+                uint64_t n);
+void pom_ino_forget(pom_fs *fs, uint64_t uuid, uint64_t n);
+/* Location of a known inode: name gets its row key (XT_NAME_MAX + 1 bytes).
+ * -ESTALE when unknown, -ENOENT when marked unlinked. */
+int pom_ino_where(pom_fs *fs, uint64_t uuid, uint64_t *table, char *name, uint8_t *type);
+/* Records a rename of uuid (if known) to (table, name). */
+void pom_ino_moved(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name);
+/* Marks uuid (if known) as unlinked: getattr then answers from an open
+ * buffer or -ENOENT. */
+void pom_ino_unlinked(pom_fs *fs, uint64_t uuid);
+/* Whether ancestor is dir or one of dir's known ancestors. */
+bool pom_ino_is_ancestor(pom_fs *fs, uint64_t ancestor, uint64_t dir);
+/* Pins a known inode for an open file (opens++), creating its pom_data
+ * from `row` when it is the first open. -ESTALE, -ENOMEM. */
+int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode **out);
+/* Pins uuid if it is open here (opens++) and returns it, else NULL. */
+struct pom_inode *pom_ino_pin_open(pom_fs *fs, uint64_t uuid);
+/* Unpins; frees the pom_data on the last close. */
+void pom_ino_close(pom_fs *fs, struct pom_inode *ino);
+/* Attributes from the open buffer of uuid. overlay false: all of *st from
+ * the buffer (an unlinked open file), if open. overlay true: only when the
+ * buffer is dirty, size/mtime/ctime of *st from it. Returns whether *st
+ * was touched. */
+bool pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st, bool overlay);
+
+/* ---- pom_file.c: open-file buffers ---------------------------------- */
+
+/* Truncates the open buffer of uuid to size (zero-filling when it grows),
+ * marking it dirty. -ENOENT when uuid is not open here. */
+int pom_data_truncate(pom_fs *fs, uint64_t uuid, uint64_t size);
+/* Flushes the open buffer of uuid if it is open and dirty; 0 otherwise. */
+int pom_data_flush_ino(pom_fs *fs, uint64_t uuid);
+
+#endif /* POM_CLIENT_I_H */

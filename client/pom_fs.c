@@ -1,0 +1,384 @@
+/*
+ * pom_fs.c -- connecting to a file system, the RPC helpers with retries,
+ * row helpers, the uuid allocator and statfs/sync of libpomegranate.
+ *
+ * Invariants:
+ *  (1) A call that failed in transport (-ECONNREFUSED, -ECONNRESET,
+ *      -ETIMEDOUT, -EIO, -EPIPE) is retried with the same request id, with
+ *      a growing pause, until fs->retry_ms have passed: an MDS that is
+ *      restarted under a mount is waited for, not reported.
+ *  (2) uuids: the counter row "alloc" of the super table holds in `size` the
+ *      first uuid never handed out. A client claims [size, size + CHUNK)
+ *      with an update conditional on the row's version and with XT_F_SYNC,
+ *      so a claim is durable before any uuid of it is used, and two claims
+ *      never overlap (the loser of a race gets -ESTALE and reads again).
+ *      A range a client did not use up is lost, never reused.
+ *  (3) The root row is created (exclusively) at the first connect, by
+ *      whichever client gets there first.
+ */
+#include "pom_client_i.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static bool transient(int rc)
+{
+    return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -EIO ||
+           rc == -EPIPE;
+}
+
+static void pause_ms(int ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried)
+{
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
+    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
+    int delay = 10;
+    req->t.fsid = fs->fsid;
+    req->t.slice_hint = -1;
+    for (;;) {
+        int rc = xt_mds_call(fs->pool, &call, req, resp);
+        if (!transient(rc) || xt_mono_ns() > deadline)
+            return rc;
+        xt_resp_free(resp);
+        if (retried)
+            *retried = true;
+        pause_ms(delay);
+        delay = XT_MIN(delay * 2, 500);
+    }
+}
+
+int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp)
+{
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
+    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
+    int delay = 10;
+    for (;;) {
+        int rc = xt_mds_list(fs->pool, &call, req, resp);
+        if (!transient(rc) || xt_mono_ns() > deadline)
+            return rc;
+        xt_list_resp_free(resp);
+        pause_ms(delay);
+        delay = XT_MIN(delay * 2, 500);
+    }
+}
+
+int pom_sync_call(pom_fs *fs)
+{
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
+    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
+    int delay = 10;
+    for (;;) {
+        uint64_t committed = 0;
+        int rc = xt_mds_sync(fs->pool, &call, 0, &committed);
+        if (!transient(rc) || xt_mono_ns() > deadline)
+            return rc;
+        pause_ms(delay);
+        delay = XT_MIN(delay * 2, 500);
+    }
+}
+
+int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
+                struct xt_resp *resp, xt_row *row)
+{
+    uint16_t want[1] = { (uint16_t)(group > 0 ? group : 0) };
+    bool with_groups = group != POM_ROW_META;
+    struct xt_req q = { .op = XT_OP_LOOKUP, .t = { .table = table }, .name = name,
+                        .name_len = (uint32_t)strlen(name), .flags = XT_F_INLINE,
+                        .cols = group == POM_ROW_ALL ? NULL : want,
+                        .ncols = group > 0 ? 1 : 0 };
+    int rc = pom_call(fs, &q, resp, NULL);
+    if (rc < 0)
+        return rc;
+    if (!resp->row) {
+        xt_resp_free(resp);
+        return -EPROTO;
+    }
+    rc = with_groups ? xt_row_decode(resp->row, resp->row_len, row)
+                     : xt_row_decode_meta(resp->row, resp->row_len, row);
+    if (rc < 0) {
+        XT_ERR("pom: row %s of table %llu does not decode: %s", name,
+               (unsigned long long)table, xt_row_last_error());
+        xt_resp_free(resp);
+        return -EIO;
+    }
+    return 0;
+}
+
+static mode_t type_bits(uint8_t type)
+{
+    switch (type) {
+    case XT_ROW_DIR: return S_IFDIR;
+    case XT_ROW_SYMLINK: return S_IFLNK;
+    case XT_ROW_CHR: return S_IFCHR;
+    case XT_ROW_BLK: return S_IFBLK;
+    case XT_ROW_FIFO: return S_IFIFO;
+    case XT_ROW_SOCK: return S_IFSOCK;
+    default: return S_IFREG;
+    }
+}
+
+static void ns_to_ts(uint64_t ns, struct timespec *ts)
+{
+    ts->tv_sec = (time_t)(ns / 1000000000u);
+    ts->tv_nsec = (long)(ns % 1000000000u);
+}
+
+void pom_row_stat(const xt_row_attr *a, struct stat *st)
+{
+    memset(st, 0, sizeof *st);
+    st->st_ino = a->uuid;
+    st->st_mode = type_bits(a->type) | (a->mode & 07777);
+    st->st_nlink = a->nlink;
+    st->st_uid = a->uid;
+    st->st_gid = a->gid;
+    st->st_size = (off_t)a->size;
+    st->st_blksize = 4096;
+    st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
+    ns_to_ts(a->atime_ns, &st->st_atim);
+    ns_to_ts(a->mtime_ns, &st->st_mtim);
+    ns_to_ts(a->ctime_ns, &st->st_ctim);
+}
+
+int pom_name_check(const char *name)
+{
+    if (!name || !name[0] || strchr(name, '/') || strcmp(name, ".") == 0 ||
+        strcmp(name, "..") == 0)
+        return -EINVAL;
+    if (strlen(name) > XT_NAME_MAX)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* Claims a new range (invariant 2). REQUIRES: fs->alloc_mu held. */
+static int claim_range(pom_fs *fs, uint64_t *lo)
+{
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        struct xt_resp r;
+        xt_row row;
+        int rc = pom_row_get(fs, POM_TABLE_SUPER, POM_ALLOC_ROW, POM_ROW_META, &r, &row);
+        if (rc == -ENOENT) {
+            /* First claim of this fs: create the counter past our range. */
+            xt_row init;
+            xt_row_init(&init);
+            init.attr.type = XT_ROW_KV;
+            init.attr.size = POM_UUID_BASE + POM_UUID_CHUNK;
+            struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = POM_TABLE_SUPER },
+                                .name = POM_ALLOC_ROW, .name_len = 5,
+                                .flags = XT_F_EXCL | XT_F_SYNC, .row = &init };
+            bool retried = false;
+            rc = pom_call(fs, &q, &r, &retried);
+            xt_resp_free(&r);
+            if (rc == 0) {
+                *lo = POM_UUID_BASE;
+                return 0;
+            }
+            if (rc == -EEXIST)
+                continue; /* someone else (or a lost reply of ours): read again */
+            return rc;
+        }
+        if (rc < 0)
+            return rc;
+        uint64_t next = row.attr.size, ver = row.attr.version;
+        xt_resp_free(&r);
+        if (next < POM_UUID_BASE || next > UINT64_MAX - POM_UUID_CHUNK) {
+            XT_ERR("pom: uuid counter holds %llu: out of range", (unsigned long long)next);
+            return -EOVERFLOW;
+        }
+        xt_row upd;
+        xt_row_init(&upd);
+        upd.attr.size = next + POM_UUID_CHUNK;
+        struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = POM_TABLE_SUPER },
+                            .name = POM_ALLOC_ROW, .name_len = 5,
+                            .flags = XT_F_IF_VER | XT_F_SYNC, .row = &upd,
+                            .set_mask = XT_ROW_SET_SIZE, .expect_version = ver };
+        bool retried = false;
+        rc = pom_call(fs, &q, &r, &retried);
+        xt_resp_free(&r);
+        if (rc == 0 && !retried) {
+            *lo = next;
+            return 0;
+        }
+        /* -ESTALE: lost a race. After a retry we cannot tell whether our
+         * first attempt won, so that range is abandoned (never reused). */
+        if (rc < 0 && rc != -ESTALE)
+            return rc;
+    }
+    return -EAGAIN;
+}
+
+int pom_uuid_alloc(pom_fs *fs, uint64_t *uuid)
+{
+    pthread_mutex_lock(&fs->mu);
+    if (fs->uuid_next < fs->uuid_end) {
+        *uuid = fs->uuid_next++;
+        pthread_mutex_unlock(&fs->mu);
+        return 0;
+    }
+    pthread_mutex_unlock(&fs->mu);
+
+    pthread_mutex_lock(&fs->alloc_mu);
+    int rc = 0;
+    pthread_mutex_lock(&fs->mu);
+    bool have = fs->uuid_next < fs->uuid_end; /* another thread claimed */
+    pthread_mutex_unlock(&fs->mu);
+    if (!have) {
+        uint64_t lo = 0;
+        rc = claim_range(fs, &lo);
+        if (rc == 0) {
+            pthread_mutex_lock(&fs->mu);
+            fs->uuid_next = lo;
+            fs->uuid_end = lo + POM_UUID_CHUNK;
+            pthread_mutex_unlock(&fs->mu);
+        }
+    }
+    pthread_mutex_unlock(&fs->alloc_mu);
+    if (rc < 0)
+        return rc;
+    return pom_uuid_alloc(fs, uuid);
+}
+
+int pom_dir_touch(pom_fs *fs, pom_ino dir)
+{
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    int rc = pom_ino_where(fs, dir, &table, name, NULL);
+    if (rc < 0)
+        return rc;
+    xt_row upd;
+    xt_row_init(&upd);
+    upd.attr.mtime_ns = upd.attr.ctime_ns = xt_now_ns();
+    struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
+                        .name_len = (uint32_t)strlen(name), .row = &upd,
+                        .set_mask = XT_ROW_SET_MTIME | XT_ROW_SET_CTIME };
+    struct xt_resp r;
+    rc = pom_call(fs, &q, &r, NULL);
+    xt_resp_free(&r);
+    return rc;
+}
+
+/* Creates the root row unless it exists (invariant 3). */
+static int ensure_root(pom_fs *fs)
+{
+    struct xt_resp r;
+    xt_row row;
+    int rc = pom_row_get(fs, POM_TABLE_SUPER, POM_ROOT_ROW, POM_ROW_META, &r, &row);
+    if (rc == 0) {
+        xt_resp_free(&r);
+        return 0;
+    }
+    if (rc != -ENOENT)
+        return rc;
+    xt_row root;
+    xt_row_init(&root);
+    uint64_t now = xt_now_ns();
+    root.attr.uuid = POM_ROOT_INO;
+    root.attr.type = XT_ROW_DIR;
+    root.attr.mode = 0755;
+    root.attr.uid = (uint32_t)geteuid();
+    root.attr.gid = (uint32_t)getegid();
+    root.attr.nlink = 1; /* directories report 1: subdirectories are not counted */
+    root.attr.atime_ns = root.attr.mtime_ns = root.attr.ctime_ns = root.attr.btime_ns = now;
+    struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = POM_TABLE_SUPER },
+                        .name = POM_ROOT_ROW, .name_len = 4, .flags = XT_F_EXCL | XT_F_SYNC,
+                        .row = &root };
+    rc = pom_call(fs, &q, &r, NULL);
+    xt_resp_free(&r);
+    return rc == -EEXIST ? 0 : rc;
+}
+
+int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid, const struct pom_opts *opts,
+                         pom_fs **out)
+{
+    *out = NULL;
+    char host[256];
+    int port = 0;
+    if (!mds_addr || xt_rpc_parse_addr(mds_addr, host, sizeof host, &port) || port <= 0)
+        return -EINVAL;
+    pom_fs *fs = xt_calloc(1, sizeof *fs);
+    if (!fs)
+        return -ENOMEM;
+    fs->fsid = fsid;
+    fs->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : 30000;
+    pthread_mutex_init(&fs->mu, NULL);
+    pthread_mutex_init(&fs->alloc_mu, NULL);
+    struct xt_rpc_pool_opts po = {
+        .host = host, .port = port, .max_idle = 32,
+        .call_timeout_ms = opts && opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 10000,
+        .backoff_min_ms = 10, .backoff_max_ms = 500,
+    };
+    int rc = pom_ino_init(fs);
+    if (rc == 0)
+        rc = xt_rpc_pool_new(&po, &fs->pool);
+    if (rc == 0)
+        rc = ensure_root(fs);
+    if (rc == 0)
+        rc = pom_ino_ref(fs, POM_ROOT_INO, POM_TABLE_SUPER, POM_ROOT_ROW, XT_ROW_DIR, 1);
+    if (rc < 0) {
+        pom_close(fs);
+        return rc;
+    }
+    *out = fs;
+    return 0;
+}
+
+int pom_connect_mds(const char *mds_addr, uint32_t fsid, pom_fs **out)
+{
+    return pom_connect_mds_opts(mds_addr, fsid, NULL, out);
+}
+
+int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
+{
+    (void)r2_addrs;
+    (void)fsname;
+    *out = NULL;
+    XT_ERR("pom: opening a file system through R2 is not implemented yet; "
+           "connect to an MDS with pom_connect_mds");
+    return -ENOTSUP;
+}
+
+void pom_close(pom_fs *fs)
+{
+    if (!fs)
+        return;
+    if (fs->pool)
+        xt_rpc_pool_free(fs->pool);
+    pom_ino_destroy(fs);
+    pthread_mutex_destroy(&fs->mu);
+    pthread_mutex_destroy(&fs->alloc_mu);
+    xt_free(fs);
+}
+
+uint32_t pom_fsid(const pom_fs *fs)
+{
+    return fs->fsid;
+}
+
+int pom_sync(pom_fs *fs)
+{
+    return pom_sync_call(fs);
+}
+
+int pom_statfs(pom_fs *fs, struct statvfs *sv)
+{
+    (void)fs;
+    /* No capacity accounting yet (R2's per-fs counters will feed it):
+     * report a large, constant, mostly free file system so tools that
+     * check free space proceed. */
+    memset(sv, 0, sizeof *sv);
+    sv->f_bsize = 4096;
+    sv->f_frsize = 4096;
+    sv->f_blocks = UINT64_C(1) << 32;
+    sv->f_bfree = sv->f_bavail = UINT64_C(1) << 31;
+    sv->f_files = UINT64_C(1) << 32;
+    sv->f_ffree = sv->f_favail = UINT64_C(1) << 31;
+    sv->f_fsid = fs->fsid;
+    sv->f_namemax = XT_NAME_MAX;
+    return 0;
+}

@@ -1,0 +1,334 @@
+/*
+ * pom_ino.c -- the inode map of libpomegranate: uuid -> (table, name) of
+ * the row, lookup count, open count and the shared open-file buffer.
+ *
+ * The kernel names files by inode number only (getattr, setattr, open), but
+ * a row is found by (parent table, name); this map bridges the two for
+ * exactly the inodes someone holds a reference on (DESIGN 9).
+ *
+ * Invariants:
+ *  (1) An entry exists while nlookup > 0 or opens > 0; the root's entry is
+ *      created at connect with one reference that is never given back.
+ *  (2) Every field of an entry but uuid and type is protected by fs->mu;
+ *      data->mu is taken only after fs->mu or alone (lock order fs->mu ->
+ *      data->mu), and never held across an RPC.
+ *  (3) data != NULL iff opens > 0.
+ */
+#include "pom_client_i.h"
+
+#include <string.h>
+
+static size_t slot(const pom_fs *fs, uint64_t uuid)
+{
+    /* Multiplicative hash: uuids are dense ranges. */
+    return (size_t)((uuid * UINT64_C(0x9e3779b97f4a7c15)) >> 20) & (fs->nbuckets - 1);
+}
+
+static struct pom_inode *find(const pom_fs *fs, uint64_t uuid)
+{
+    for (struct pom_inode *i = fs->buckets[slot(fs, uuid)]; i; i = i->next)
+        if (i->uuid == uuid)
+            return i;
+    return NULL;
+}
+
+int pom_ino_init(pom_fs *fs)
+{
+    fs->nbuckets = 1024;
+    fs->ninodes = 0;
+    fs->buckets = xt_calloc(fs->nbuckets, sizeof *fs->buckets);
+    return fs->buckets ? 0 : -ENOMEM;
+}
+
+static void data_free(struct pom_data *d)
+{
+    if (!d)
+        return;
+    pthread_mutex_destroy(&d->mu);
+    pthread_mutex_destroy(&d->flush_mu);
+    xt_free(d->buf);
+    xt_free(d);
+}
+
+static void ino_free(struct pom_inode *i)
+{
+    data_free(i->data);
+    xt_free(i->name);
+    xt_free(i);
+}
+
+void pom_ino_destroy(pom_fs *fs)
+{
+    for (size_t b = 0; fs->buckets && b < fs->nbuckets; b++) {
+        struct pom_inode *i = fs->buckets[b];
+        while (i) {
+            struct pom_inode *n = i->next;
+            ino_free(i);
+            i = n;
+        }
+    }
+    xt_free(fs->buckets);
+    fs->buckets = NULL;
+}
+
+/* REQUIRES: fs->mu held. Doubles the table when it is full; a failed
+ * allocation keeps the old (longer chains, still correct). */
+static void maybe_grow(pom_fs *fs)
+{
+    if (fs->ninodes < fs->nbuckets)
+        return;
+    size_t nb = fs->nbuckets * 2;
+    struct pom_inode **nt = xt_calloc(nb, sizeof *nt);
+    if (!nt)
+        return;
+    struct pom_inode **old = fs->buckets;
+    size_t ob = fs->nbuckets;
+    fs->buckets = nt;
+    fs->nbuckets = nb;
+    for (size_t b = 0; b < ob; b++) {
+        struct pom_inode *i = old[b];
+        while (i) {
+            struct pom_inode *n = i->next;
+            size_t s = slot(fs, i->uuid);
+            i->next = nt[s];
+            nt[s] = i;
+            i = n;
+        }
+    }
+    xt_free(old);
+}
+
+/* REQUIRES: fs->mu held. */
+static int set_where(struct pom_inode *i, uint64_t table, const char *name)
+{
+    if (i->name && i->table == table && strcmp(i->name, name) == 0)
+        return 0;
+    char *n = xt_strdup(name);
+    if (!n)
+        return -ENOMEM;
+    xt_free(i->name);
+    i->name = n;
+    i->table = table;
+    return 0;
+}
+
+int pom_ino_ref(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name, uint8_t type,
+                uint64_t n)
+{
+    int rc = 0;
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (!i) {
+        i = xt_calloc(1, sizeof *i);
+        if (!i) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        i->uuid = uuid;
+        i->type = type;
+        if ((rc = set_where(i, table, name)) < 0) {
+            xt_free(i);
+            goto out;
+        }
+        maybe_grow(fs);
+        size_t s = slot(fs, uuid);
+        i->next = fs->buckets[s];
+        fs->buckets[s] = i;
+        fs->ninodes++;
+    } else if (uuid != POM_ROOT_INO) {
+        /* Found again under a name: that is where it lives now (another
+         * client may have renamed it). */
+        if ((rc = set_where(i, table, name)) < 0)
+            goto out;
+        i->unlinked = false;
+    }
+    i->nlookup += n;
+out:
+    pthread_mutex_unlock(&fs->mu);
+    return rc;
+}
+
+/* REQUIRES: fs->mu held. Unlinks and frees i if nothing holds it. */
+static void maybe_drop(pom_fs *fs, struct pom_inode *i)
+{
+    if (i->nlookup > 0 || i->opens > 0)
+        return;
+    struct pom_inode **pp = &fs->buckets[slot(fs, i->uuid)];
+    while (*pp != i)
+        pp = &(*pp)->next;
+    *pp = i->next;
+    fs->ninodes--;
+    ino_free(i);
+}
+
+void pom_ino_forget(pom_fs *fs, uint64_t uuid, uint64_t n)
+{
+    if (uuid == POM_ROOT_INO)
+        return; /* invariant (1) */
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (i) {
+        i->nlookup = n > i->nlookup ? 0 : i->nlookup - n;
+        maybe_drop(fs, i);
+    }
+    pthread_mutex_unlock(&fs->mu);
+}
+
+int pom_ino_where(pom_fs *fs, uint64_t uuid, uint64_t *table, char *name, uint8_t *type)
+{
+    int rc = 0;
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (!i) {
+        rc = -ESTALE;
+    } else if (i->unlinked) {
+        rc = -ENOENT;
+    } else {
+        *table = i->table;
+        memcpy(name, i->name, strlen(i->name) + 1);
+        if (type)
+            *type = i->type;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    return rc;
+}
+
+void pom_ino_moved(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name)
+{
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (i && set_where(i, table, name) < 0) {
+        /* Out of memory: forget where it is rather than keep a wrong
+         * location; the next lookup records it again. */
+        i->unlinked = true;
+    }
+    pthread_mutex_unlock(&fs->mu);
+}
+
+void pom_ino_unlinked(pom_fs *fs, uint64_t uuid)
+{
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (i) {
+        i->unlinked = true;
+        if (i->data) {
+            pthread_mutex_lock(&i->data->mu);
+            i->data->st.st_nlink = 0;
+            pthread_mutex_unlock(&i->data->mu);
+        }
+    }
+    pthread_mutex_unlock(&fs->mu);
+}
+
+bool pom_ino_is_ancestor(pom_fs *fs, uint64_t ancestor, uint64_t dir)
+{
+    bool yes = false;
+    pthread_mutex_lock(&fs->mu);
+    /* Bounded walk: a stale map could in theory hold a cycle. */
+    for (int depth = 0; depth < 4096; depth++) {
+        if (dir == ancestor) {
+            yes = true;
+            break;
+        }
+        if (dir == POM_ROOT_INO)
+            break;
+        struct pom_inode *i = find(fs, dir);
+        if (!i)
+            break;
+        dir = i->table;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    return yes;
+}
+
+int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode **out)
+{
+    const xt_row_group *g = xt_row_view_group(row, XT_CG_DATA);
+    uint32_t len = g ? g->len : 0;
+    /* Built before taking the lock (no allocation under fs->mu that an
+     * RPC could wait on); dropped if another open won the race. */
+    struct pom_data *d = xt_calloc(1, sizeof *d);
+    if (!d)
+        return -ENOMEM;
+    d->cap = len > 4096 ? len : 4096;
+    d->buf = xt_malloc(d->cap);
+    if (!d->buf) {
+        xt_free(d);
+        return -ENOMEM;
+    }
+    pthread_mutex_init(&d->mu, NULL);
+    pthread_mutex_init(&d->flush_mu, NULL);
+    if (len)
+        memcpy(d->buf, g->ptr, len);
+    d->len = len;
+    pom_row_stat(&row->attr, &d->st);
+    d->mtime_ns = row->attr.mtime_ns;
+
+    int rc = 0;
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (!i) {
+        rc = -ESTALE;
+    } else {
+        if (!i->data) {
+            i->data = d;
+            d = NULL;
+        }
+        i->opens++;
+        *out = i;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    data_free(d);
+    return rc;
+}
+
+struct pom_inode *pom_ino_pin_open(pom_fs *fs, uint64_t uuid)
+{
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (i && i->data)
+        i->opens++;
+    else
+        i = NULL;
+    pthread_mutex_unlock(&fs->mu);
+    return i;
+}
+
+void pom_ino_close(pom_fs *fs, struct pom_inode *i)
+{
+    pthread_mutex_lock(&fs->mu);
+    if (--i->opens == 0) {
+        data_free(i->data);
+        i->data = NULL;
+        maybe_drop(fs, i);
+    }
+    pthread_mutex_unlock(&fs->mu);
+}
+
+bool pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st, bool overlay)
+{
+    bool open = false;
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (i && i->data) {
+        pthread_mutex_lock(&i->data->mu);
+        if (overlay && !i->data->dirty) {
+            pthread_mutex_unlock(&i->data->mu);
+            pthread_mutex_unlock(&fs->mu);
+            return false;
+        }
+        if (!overlay)
+            *st = i->data->st;
+        st->st_size = i->data->len;
+        st->st_blocks = (i->data->len + 511) / 512;
+        st->st_mtim.tv_sec = (time_t)(i->data->mtime_ns / 1000000000u);
+        st->st_mtim.tv_nsec = (long)(i->data->mtime_ns % 1000000000u);
+        if (st->st_mtim.tv_sec > st->st_ctim.tv_sec ||
+            (st->st_mtim.tv_sec == st->st_ctim.tv_sec && st->st_mtim.tv_nsec > st->st_ctim.tv_nsec))
+            st->st_ctim = st->st_mtim;
+        pthread_mutex_unlock(&i->data->mu);
+        open = true;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    return open;
+}

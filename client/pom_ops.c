@@ -1,0 +1,672 @@
+/*
+ * pom_ops.c -- namespace operations of libpomegranate over xTable rows:
+ * lookup, getattr, setattr, mknod/mkdir/symlink, readlink, unlink, rmdir,
+ * rename, readdir, access (docs/client.md).
+ *
+ * Invariants:
+ *  (1) A row is changed only under a version condition taken from a read
+ *      that also checked its uuid, so a change never lands on a row that
+ *      another client replaced in between; -ESTALE re-reads and retries.
+ *  (2) A new entry is created exclusively (XT_F_EXCL); a retried create
+ *      that finds a row with our own new uuid counts as done.
+ *  (3) Rename writes the new name before it removes the old one (and
+ *      unlink/rmdir remove with the version read), so a crash between the
+ *      two steps leaves both names, never neither. Not atomic yet: the
+ *      coordinator of DESIGN 5 will make it one transaction.
+ *  (4) The parent's mtime/ctime follow every change of its entries (an
+ *      update of the parent's row after the change).
+ */
+#include "pom_client_i.h"
+
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_TRIES 64
+
+static void cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
+{
+    if (cred) {
+        *out = *cred;
+    } else {
+        out->uid = (uint32_t)geteuid();
+        out->gid = (uint32_t)getegid();
+    }
+}
+
+/* The directory `dir` must be known and a directory. */
+static int dir_check(pom_fs *fs, pom_ino dir)
+{
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    uint8_t type;
+    int rc = pom_ino_where(fs, dir, &table, name, &type);
+    if (rc < 0)
+        return rc;
+    return type == XT_ROW_DIR ? 0 : -ENOTDIR;
+}
+
+int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st)
+{
+    int rc = pom_name_check(name);
+    if (rc == -EINVAL && name && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)) {
+        pom_ino target = parent;
+        if (strcmp(name, "..") == 0 && (rc = pom_parent(fs, parent, &target)) < 0)
+            return rc;
+        if ((rc = pom_getattr(fs, target, st)) < 0)
+            return rc;
+        uint64_t table;
+        char nm[XT_NAME_MAX + 1];
+        uint8_t type;
+        if ((rc = pom_ino_where(fs, target, &table, nm, &type)) < 0)
+            return rc;
+        return pom_ino_ref(fs, target, table, nm, type, 1);
+    }
+    if (rc < 0)
+        return rc;
+    if ((rc = dir_check(fs, parent)) < 0)
+        return rc;
+    struct xt_resp r;
+    xt_row row;
+    if ((rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row)) < 0)
+        return rc;
+    pom_row_stat(&row.attr, st);
+    uint8_t type = row.attr.type;
+    xt_resp_free(&r);
+    pom_ino_open_stat(fs, st->st_ino, st, true);
+    return pom_ino_ref(fs, st->st_ino, parent, name, type, 1);
+}
+
+void pom_forget(pom_fs *fs, pom_ino ino, uint64_t n)
+{
+    pom_ino_forget(fs, ino, n);
+}
+
+int pom_parent(pom_fs *fs, pom_ino ino, pom_ino *parent)
+{
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    int rc = pom_ino_where(fs, ino, &table, name, NULL);
+    if (rc < 0)
+        return rc;
+    *parent = ino == POM_ROOT_INO ? POM_ROOT_INO : table;
+    return 0;
+}
+
+/* Reads the current row of a known inode and checks it still is that
+ * inode. Returns 0, -ENOENT (removed or replaced), -ESTALE (unknown). */
+static int ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
+                   struct xt_resp *r, xt_row *row)
+{
+    int rc = pom_ino_where(fs, ino, table, name, NULL);
+    if (rc < 0)
+        return rc;
+    if ((rc = pom_row_get(fs, *table, name, group, r, row)) < 0)
+        return rc;
+    if (row->attr.uuid != ino) {
+        xt_resp_free(r);
+        return -ENOENT;
+    }
+    return 0;
+}
+
+int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
+{
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    struct xt_resp r;
+    xt_row row;
+    int rc = ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
+    if (rc == -ENOENT && pom_ino_open_stat(fs, ino, st, false)) {
+        st->st_nlink = 0; /* open but unlinked */
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    pom_row_stat(&row.attr, st);
+    xt_resp_free(&r);
+    pom_ino_open_stat(fs, ino, st, true);
+    return 0;
+}
+
+static uint64_t ts_ns(const struct timespec *ts)
+{
+    return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+}
+
+int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, struct stat *out)
+{
+    if (to_set & ~POM_SET_SUPPORTED)
+        return -ENOTSUP;
+    int rc;
+    if (to_set & POM_SET_SIZE) {
+        if (in->st_size < 0)
+            return -EINVAL;
+        if ((uint64_t)in->st_size > POM_INLINE_MAX)
+            return -EFBIG;
+    }
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        uint64_t table;
+        char name[XT_NAME_MAX + 1];
+        struct xt_resp r;
+        xt_row row;
+        bool want_data = (to_set & POM_SET_SIZE) != 0;
+        rc = ino_row(fs, ino, want_data ? XT_CG_DATA : POM_ROW_META, &table, name, &r, &row);
+        if (rc < 0)
+            return rc;
+        xt_row_attr a = row.attr;
+        uint64_t now = xt_now_ns();
+        uint32_t mask = XT_ROW_SET_CTIME;
+        xt_row upd;
+        xt_row_init(&upd);
+        uint16_t drop[1];
+        uint32_t ndrop = 0;
+        uint8_t *nbuf = NULL;
+        if (to_set & POM_SET_SIZE) {
+            if (a.type == XT_ROW_DIR) {
+                rc = -EISDIR;
+            } else if (a.type != XT_ROW_REG) {
+                rc = -EINVAL;
+            } else if (a.flags & XT_ROW_F_BLOB) {
+                rc = -EFBIG;
+            }
+            if (rc < 0) {
+                xt_resp_free(&r);
+                return rc;
+            }
+            /* An open file's bytes are its buffer: change it there and let
+             * the flush carry it (below). */
+            int orc = pom_data_truncate(fs, ino, (uint64_t)in->st_size);
+            if (orc == -ENOENT) {
+                const xt_row_group *g = xt_row_view_group(&row, XT_CG_DATA);
+                uint32_t old = g ? g->len : 0, nlen = (uint32_t)in->st_size;
+                if (nlen) {
+                    nbuf = xt_calloc(1, nlen);
+                    if (!nbuf) {
+                        xt_resp_free(&r);
+                        return -ENOMEM;
+                    }
+                    if (g)
+                        memcpy(nbuf, g->ptr, XT_MIN(old, nlen));
+                    xt_row_view_set_group(&upd, XT_CG_DATA, nbuf, nlen);
+                } else if (g) {
+                    drop[ndrop++] = XT_CG_DATA;
+                }
+                a.size = nlen;
+                a.flags |= XT_ROW_F_INLINE;
+                mask |= XT_ROW_SET_SIZE | XT_ROW_SET_FLAGS;
+            } else if (orc < 0) {
+                xt_resp_free(&r);
+                return orc;
+            }
+            if (!(to_set & (POM_SET_MTIME | POM_SET_MTIME_NOW))) {
+                a.mtime_ns = now;
+                mask |= XT_ROW_SET_MTIME;
+            }
+        }
+        if (to_set & POM_SET_MODE) {
+            a.mode = in->st_mode & 07777;
+            mask |= XT_ROW_SET_MODE;
+        }
+        if (to_set & POM_SET_UID) {
+            a.uid = in->st_uid;
+            mask |= XT_ROW_SET_UID;
+        }
+        if (to_set & POM_SET_GID) {
+            a.gid = in->st_gid;
+            mask |= XT_ROW_SET_GID;
+        }
+        if (to_set & (POM_SET_ATIME | POM_SET_ATIME_NOW)) {
+            a.atime_ns = (to_set & POM_SET_ATIME_NOW) ? now : ts_ns(&in->st_atim);
+            mask |= XT_ROW_SET_ATIME;
+        }
+        if (to_set & (POM_SET_MTIME | POM_SET_MTIME_NOW)) {
+            a.mtime_ns = (to_set & POM_SET_MTIME_NOW) ? now : ts_ns(&in->st_mtim);
+            mask |= XT_ROW_SET_MTIME;
+        }
+        a.ctime_ns = (to_set & POM_SET_CTIME) ? ts_ns(&in->st_ctim) : now;
+        upd.attr = a;
+        struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
+                            .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
+                            .row = &upd, .set_mask = mask, .drop = drop, .ndrop = ndrop,
+                            .expect_version = row.attr.version };
+        xt_resp_free(&r);
+        struct xt_resp ur;
+        rc = pom_call(fs, &q, &ur, NULL);
+        xt_resp_free(&ur);
+        xt_free(nbuf);
+        if (rc == -ESTALE)
+            continue;
+        if (rc < 0)
+            return rc;
+        if (to_set & POM_SET_SIZE) {
+            /* The open buffer (if any) holds the truncated bytes. */
+            if ((rc = pom_data_flush_ino(fs, ino)) < 0)
+                return rc;
+        }
+        return out ? pom_getattr(fs, ino, out) : 0;
+    }
+    return -EAGAIN;
+}
+
+/* Builds and exclusively creates a new entry (invariant 2). `data` is the
+ * XT_CG_DATA group (symlink target, device number) or NULL. On success
+ * *st is filled and the new inode has one reference. */
+static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type, mode_t mode,
+                      const void *data, uint32_t dlen, const struct pom_cred *cred,
+                      struct stat *st)
+{
+    int rc = pom_name_check(name);
+    if (rc < 0)
+        return rc;
+    if ((rc = dir_check(fs, parent)) < 0)
+        return rc;
+    struct pom_cred c;
+    cred_or_self(cred, &c);
+    uint64_t uuid;
+    if ((rc = pom_uuid_alloc(fs, &uuid)) < 0)
+        return rc;
+    xt_row row;
+    xt_row_init(&row);
+    uint64_t now = xt_now_ns();
+    row.attr.uuid = uuid;
+    row.attr.type = type;
+    row.attr.mode = mode & 07777;
+    row.attr.uid = c.uid;
+    row.attr.gid = c.gid;
+    row.attr.nlink = 1; /* directories too: subdirectories are not counted */
+    row.attr.atime_ns = row.attr.mtime_ns = row.attr.ctime_ns = row.attr.btime_ns = now;
+    if (type == XT_ROW_REG)
+        row.attr.flags = XT_ROW_F_INLINE;
+    if (type == XT_ROW_SYMLINK)
+        row.attr.size = dlen;
+    if (dlen && (rc = xt_row_view_set_group(&row, XT_CG_DATA, data, dlen)) < 0)
+        return rc;
+    struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
+                        .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = &row };
+    struct xt_resp r;
+    bool retried = false;
+    rc = pom_call(fs, &q, &r, &retried);
+    xt_resp_free(&r);
+    if (rc == -EEXIST && retried) {
+        xt_row got;
+        if (pom_row_get(fs, parent, name, POM_ROW_META, &r, &got) == 0) {
+            if (got.attr.uuid == uuid)
+                rc = 0;
+            xt_resp_free(&r);
+        }
+    }
+    if (rc < 0)
+        return rc;
+    /* Touch the parent; if its row is gone, it was removed under us: take
+     * our entry back rather than leave it in an unreachable table. */
+    int trc = pom_dir_touch(fs, parent);
+    if (trc == -ENOENT) {
+        struct xt_req d = { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
+                            .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
+                            .expect_version = 0 };
+        pom_call(fs, &d, &r, NULL);
+        xt_resp_free(&r);
+        return -ENOENT;
+    }
+    pom_row_stat(&row.attr, st);
+    return pom_ino_ref(fs, uuid, parent, name, type, 1);
+}
+
+int pom_mknod(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, dev_t rdev,
+              const struct pom_cred *cred, struct stat *st)
+{
+    uint8_t dev[8];
+    switch (mode & S_IFMT) {
+    case 0:
+    case S_IFREG:
+        return make_entry(fs, parent, name, XT_ROW_REG, mode, NULL, 0, cred, st);
+    case S_IFIFO:
+        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, NULL, 0, cred, st);
+    case S_IFSOCK:
+        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, NULL, 0, cred, st);
+    case S_IFCHR:
+    case S_IFBLK: {
+        /* The device number is the row's data group (8 bytes LE). */
+        xt_put_u64(dev, (uint64_t)rdev);
+        int rc = make_entry(fs, parent, name, S_ISCHR(mode) ? XT_ROW_CHR : XT_ROW_BLK, mode,
+                            dev, 8, cred, st);
+        if (rc == 0)
+            st->st_rdev = rdev;
+        return rc;
+    }
+    case S_IFDIR:
+        return -EINVAL; /* mkdir's job, as mknod(2) says */
+    default:
+        return -EINVAL;
+    }
+}
+
+int pom_mkdir(pom_fs *fs, pom_ino parent, const char *name, mode_t mode,
+              const struct pom_cred *cred, struct stat *st)
+{
+    /* The directory's table comes into being with its first entry. */
+    return make_entry(fs, parent, name, XT_ROW_DIR, mode, NULL, 0, cred, st);
+}
+
+int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target,
+                const struct pom_cred *cred, struct stat *st)
+{
+    if (!target || !target[0])
+        return -ENOENT; /* symlink(2): an empty target */
+    size_t len = strlen(target);
+    if (len > POM_SYMLINK_MAX)
+        return -ENAMETOOLONG;
+    return make_entry(fs, parent, name, XT_ROW_SYMLINK, 0777, target, (uint32_t)len, cred, st);
+}
+
+ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)
+{
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    struct xt_resp r;
+    xt_row row;
+    int rc = ino_row(fs, ino, XT_CG_DATA, &table, name, &r, &row);
+    if (rc < 0)
+        return rc;
+    ssize_t out = -EINVAL;
+    if (row.attr.type == XT_ROW_SYMLINK) {
+        const xt_row_group *g = xt_row_view_group(&row, XT_CG_DATA);
+        size_t len = g ? g->len : 0;
+        if (cap <= len) {
+            out = -ERANGE;
+        } else {
+            if (len)
+                memcpy(buf, g->ptr, len);
+            buf[len] = '\0';
+            out = (ssize_t)len;
+        }
+    }
+    xt_resp_free(&r);
+    return out;
+}
+
+/* Whether table `dir` has no entry (a table never created is empty). */
+static int dir_empty(pom_fs *fs, uint64_t dir)
+{
+    static const uint16_t none[1] = { 0 };
+    struct xt_list_req lq = { .t = { .fsid = fs->fsid, .table = dir, .slice_hint = -1 },
+                              .cookie = 0, .max = 1, .cols = none, .ncols = 0 };
+    struct xt_list_resp lr;
+    int rc = pom_list_call(fs, &lq, &lr);
+    if (rc == -ENOENT)
+        return 1;
+    if (rc < 0)
+        return rc;
+    int empty = lr.n == 0;
+    xt_list_resp_free(&lr);
+    return empty;
+}
+
+/* Removes the entry `name` of parent: dir true for rmdir. */
+static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
+{
+    int rc = pom_name_check(name);
+    if (rc == -EINVAL && name && strcmp(name, ".") == 0)
+        return dir ? -EINVAL : -EISDIR;
+    if (rc == -EINVAL && name && strcmp(name, "..") == 0)
+        return dir ? -ENOTEMPTY : -EISDIR;
+    if (rc < 0)
+        return rc;
+    if ((rc = dir_check(fs, parent)) < 0)
+        return rc;
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        struct xt_resp r;
+        xt_row row;
+        if ((rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row)) < 0)
+            return rc;
+        xt_row_attr a = row.attr;
+        xt_resp_free(&r);
+        if (dir && a.type != XT_ROW_DIR)
+            return -ENOTDIR;
+        if (!dir && a.type == XT_ROW_DIR)
+            return -EISDIR;
+        if (dir && a.uuid == POM_ROOT_INO)
+            return -EBUSY;
+        if (dir) {
+            /* Not atomic with the delete below: an entry created in
+             * between by another client is orphaned (docs/client.md). */
+            int e = dir_empty(fs, a.uuid);
+            if (e < 0)
+                return e;
+            if (!e)
+                return -ENOTEMPTY;
+        }
+        struct xt_req q = { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
+                            .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
+                            .expect_version = a.version };
+        bool retried = false;
+        rc = pom_call(fs, &q, &r, &retried);
+        xt_resp_free(&r);
+        if (rc == -ESTALE)
+            continue;
+        if (rc == -ENOENT && retried)
+            rc = 0;
+        if (rc < 0)
+            return rc;
+        pom_ino_unlinked(fs, a.uuid);
+        pom_dir_touch(fs, parent);
+        return 0;
+    }
+    return -EAGAIN;
+}
+
+int pom_unlink(pom_fs *fs, pom_ino parent, const char *name)
+{
+    return remove_entry(fs, parent, name, false);
+}
+
+int pom_rmdir(pom_fs *fs, pom_ino parent, const char *name)
+{
+    return remove_entry(fs, parent, name, true);
+}
+
+int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, struct stat *st)
+{
+    (void)fs; (void)ino; (void)newparent; (void)newname; (void)st;
+    return -EPERM; /* no hard links yet: link(2)'s answer for such a file system */
+}
+
+/* Checks whether the existing target `dst` may be replaced by `src`. */
+static int replace_check(pom_fs *fs, const xt_row_attr *src, const xt_row_attr *dst)
+{
+    bool sdir = src->type == XT_ROW_DIR, ddir = dst->type == XT_ROW_DIR;
+    if (sdir && !ddir)
+        return -ENOTDIR;
+    if (!sdir && ddir)
+        return -EISDIR;
+    if (ddir) {
+        int e = dir_empty(fs, dst->uuid);
+        if (e < 0)
+            return e;
+        if (!e)
+            return -ENOTEMPTY;
+    }
+    return 0;
+}
+
+int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
+               const char *newname, unsigned flags)
+{
+    if (flags & ~(unsigned)(POM_RENAME_NOREPLACE | POM_RENAME_EXCHANGE))
+        return -EINVAL;
+    if (flags & POM_RENAME_EXCHANGE)
+        return -EINVAL; /* not supported yet: rename(2)'s answer */
+    int rc = pom_name_check(name);
+    if (rc == 0)
+        rc = pom_name_check(newname);
+    if (rc == -EINVAL && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+                          strcmp(newname, ".") == 0 || strcmp(newname, "..") == 0))
+        return -EBUSY;
+    if (rc < 0)
+        return rc;
+    if ((rc = dir_check(fs, parent)) < 0 || (rc = dir_check(fs, newparent)) < 0)
+        return rc;
+    if (parent == newparent && strcmp(name, newname) == 0) {
+        struct xt_resp r;
+        xt_row row;
+        if ((rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row)) == 0)
+            xt_resp_free(&r);
+        return rc; /* same name: nothing to do once it exists */
+    }
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        struct xt_resp sr, dr;
+        xt_row src, dst;
+        if ((rc = pom_row_get(fs, parent, name, POM_ROW_ALL, &sr, &src)) < 0)
+            return rc;
+        if (src.attr.type == XT_ROW_DIR && pom_ino_is_ancestor(fs, src.attr.uuid, newparent)) {
+            xt_resp_free(&sr);
+            return -EINVAL;
+        }
+        int drc = pom_row_get(fs, newparent, newname, POM_ROW_META, &dr, &dst);
+        if (drc < 0 && drc != -ENOENT) {
+            xt_resp_free(&sr);
+            return drc;
+        }
+        bool exists = drc == 0;
+        xt_row_attr dattr = exists ? dst.attr : src.attr;
+        if (exists)
+            xt_resp_free(&dr);
+        if (exists && (flags & POM_RENAME_NOREPLACE)) {
+            xt_resp_free(&sr);
+            return -EEXIST;
+        }
+        if (exists && dattr.uuid == src.attr.uuid) {
+            xt_resp_free(&sr);
+            return 0; /* both names are the same file: rename(2) does nothing */
+        }
+        if (exists && (rc = replace_check(fs, &src.attr, &dattr)) < 0) {
+            xt_resp_free(&sr);
+            return rc;
+        }
+        /* Step 1: the new name (invariant 3). */
+        xt_row nrow = src;
+        nrow.attr.ctime_ns = xt_now_ns();
+        struct xt_req cq = { .op = XT_OP_CREATE, .t = { .table = newparent }, .name = newname,
+                             .name_len = (uint32_t)strlen(newname),
+                             .flags = exists ? 0 : XT_F_EXCL, .row = &nrow };
+        struct xt_resp r;
+        bool retried = false;
+        rc = pom_call(fs, &cq, &r, &retried);
+        xt_resp_free(&r);
+        uint64_t sver = src.attr.version, suuid = src.attr.uuid;
+        xt_resp_free(&sr);
+        if (rc == -EEXIST && !retried)
+            continue; /* a target appeared meanwhile: check it again */
+        if (rc < 0 && !(rc == -EEXIST && retried))
+            return rc;
+        /* Step 2: the old name, only if it is still what we copied. */
+        struct xt_req dq = { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
+                             .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
+                             .expect_version = sver };
+        retried = false;
+        rc = pom_call(fs, &dq, &r, &retried);
+        xt_resp_free(&r);
+        if (rc == -ENOENT && retried)
+            rc = 0;
+        if (rc == -ESTALE)
+            continue; /* changed while we copied: copy again (replacing) */
+        if (rc < 0)
+            return rc;
+        if (exists)
+            pom_ino_unlinked(fs, dattr.uuid);
+        pom_ino_moved(fs, suuid, newparent, newname);
+        pom_dir_touch(fs, parent);
+        if (newparent != parent)
+            pom_dir_touch(fs, newparent);
+        return 0;
+    }
+    return -EAGAIN;
+}
+
+int pom_access(pom_fs *fs, pom_ino ino, int mask, const struct pom_cred *cred)
+{
+    struct stat st;
+    int rc = pom_getattr(fs, ino, &st);
+    if (rc < 0 || mask == F_OK)
+        return rc;
+    struct pom_cred c;
+    cred_or_self(cred, &c);
+    if (c.uid == 0) {
+        /* root: everything but executing a file nobody may execute */
+        if ((mask & X_OK) && !S_ISDIR(st.st_mode) && !(st.st_mode & 0111))
+            return -EACCES;
+        return 0;
+    }
+    mode_t bits;
+    if (c.uid == st.st_uid)
+        bits = (st.st_mode >> 6) & 7;
+    else if (c.gid == st.st_gid)
+        bits = (st.st_mode >> 3) & 7;
+    else
+        bits = st.st_mode & 7;
+    if (((mask & R_OK) && !(bits & 4)) || ((mask & W_OK) && !(bits & 2)) ||
+        ((mask & X_OK) && !(bits & 1)))
+        return -EACCES;
+    return 0;
+}
+
+int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_fn fn,
+                void *arg)
+{
+    static const uint16_t none[1] = { 0 };
+    int rc = dir_check(fs, ino);
+    if (rc < 0)
+        return rc;
+    int taken = 0;
+    while (cookie < POM_COOKIE_END) {
+        struct xt_list_req lq = { .t = { .fsid = fs->fsid, .table = ino, .slice_hint = -1 },
+                                  .cookie = cookie, .max = 128, .cols = none, .ncols = 0 };
+        struct xt_list_resp lr;
+        rc = pom_list_call(fs, &lq, &lr);
+        if (rc == -ENOENT)
+            return taken; /* the table was never created: no entry yet */
+        if (rc < 0)
+            return rc;
+        bool stop = false;
+        for (size_t i = 0; i < lr.n && !stop; i++) {
+            xt_row row;
+            if (xt_row_decode_meta(lr.rows[i], lr.lens[i], &row) < 0 ||
+                row.name_len > XT_NAME_MAX) {
+                XT_ERR("pom: readdir of %llu: a row does not decode: %s",
+                       (unsigned long long)ino, xt_row_last_error());
+                rc = -EIO;
+                break;
+            }
+            char name[XT_NAME_MAX + 1];
+            memcpy(name, row.name, row.name_len);
+            name[row.name_len] = '\0';
+            struct stat st;
+            pom_row_stat(&row.attr, &st);
+            if (plus)
+                pom_ino_open_stat(fs, st.st_ino, &st, true);
+            int cr = fn(arg, name, &st, lr.cookies[i] + 1);
+            if (cr < 0) {
+                rc = cr;
+                break;
+            }
+            if (cr > 0) {
+                stop = true;
+                break;
+            }
+            if (plus && (rc = pom_ino_ref(fs, st.st_ino, ino, name, row.attr.type, 1)) < 0)
+                break;
+            taken++;
+            cookie = lr.cookies[i] + 1;
+        }
+        uint64_t next = lr.next_cookie;
+        size_t n = lr.n;
+        xt_list_resp_free(&lr);
+        if (rc < 0)
+            return rc;
+        if (stop || n == 0)
+            break;
+        cookie = next;
+    }
+    return taken;
+}

@@ -1,0 +1,492 @@
+/*
+ * pomfs_ops.c -- the FUSE low-level operations of pomfs, each a thin call
+ * into libpomegranate; errors are converted once here
+ * (fuse_reply_err(req, -rc)).
+ *
+ * Invariants:
+ *  (1) Every request is replied to exactly once, on the thread that runs it.
+ *  (2) Lookup counts: every entry reply (lookup, mknod, mkdir, symlink,
+ *      create) and every non-dot readdirplus entry that fits the reply
+ *      buffer carries one library reference; forget gives them back. A
+ *      failed entry reply gives its reference back at once.
+ *  (3) readdir offsets: 0 is the start, 1 follows `.`, 2 follows `..`, and
+ *      an entry's offset is its library cookie (< 2^62) + 2, so offsets
+ *      fit off_t and resume exactly after the entry.
+ *  (4) Locks (flock, POSIX) are not implemented here on purpose: the kernel
+ *      then keeps them locally on this mount (docs/client.md).
+ */
+#include "pomfs_i.h"
+
+#include "xt_common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <string.h>
+
+#define DOTS 2
+
+static struct pomfs *P(fuse_req_t req)
+{
+    return fuse_req_userdata(req);
+}
+
+static struct pom_cred cred_of(fuse_req_t req)
+{
+    const struct fuse_ctx *c = fuse_req_ctx(req);
+    struct pom_cred cr = { c->uid, c->gid };
+    return cr;
+}
+
+static void reply_entry(fuse_req_t req, int rc, const struct stat *st)
+{
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.ino = st->st_ino;
+    e.generation = 1;
+    e.attr = *st;
+    e.attr_timeout = P(req)->attr_timeout;
+    e.entry_timeout = P(req)->entry_timeout;
+    if (fuse_reply_entry(req, &e) != 0)
+        pom_forget(P(req)->fs, st->st_ino, 1); /* invariant (2) */
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+    (void)userdata;
+    /* Tiny-file bytes are buffered by the library until flush; the kernel
+     * writeback cache would hide writes from it. */
+    conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
+    if (conn->capable & FUSE_CAP_READDIRPLUS)
+        conn->want |= FUSE_CAP_READDIRPLUS;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    struct stat st;
+    int rc = pom_lookup(P(req)->fs, parent, name, &st);
+    reply_entry(req, rc, &st);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t n)
+{
+    pom_forget(P(req)->fs, ino, n);
+    fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+    for (size_t i = 0; i < count; i++)
+        pom_forget(P(req)->fs, f[i].ino, f[i].nlookup);
+    fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)fi;
+    struct stat st;
+    int rc = pom_getattr(P(req)->fs, ino, &st);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_attr(req, &st, P(req)->attr_timeout);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+                       struct fuse_file_info *fi)
+{
+    (void)fi; /* an open file's buffer is found by inode */
+    struct stat st;
+    int rc = pom_setattr(P(req)->fs, ino, attr, to_set & POM_SET_SUPPORTED, &st);
+    if (rc == 0 && (to_set & ~POM_SET_SUPPORTED & ~FUSE_SET_ATTR_FORCE))
+        rc = -ENOTSUP; /* a bit we do not know: never claim it was done */
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_attr(req, &st, P(req)->attr_timeout);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+    char buf[PATH_MAX + 1];
+    ssize_t n = pom_readlink(P(req)->fs, ino, buf, sizeof buf);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_readlink(req, buf);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                     dev_t rdev)
+{
+    struct pom_cred c = cred_of(req);
+    struct stat st;
+    reply_entry(req, pom_mknod(P(req)->fs, parent, name, mode, rdev, &c, &st), &st);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+    struct pom_cred c = cred_of(req);
+    struct stat st;
+    reply_entry(req, pom_mkdir(P(req)->fs, parent, name, mode, &c, &st), &st);
+}
+
+static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
+{
+    struct pom_cred c = cred_of(req);
+    struct stat st;
+    reply_entry(req, pom_symlink(P(req)->fs, parent, name, link, &c, &st), &st);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    fuse_reply_err(req, -pom_unlink(P(req)->fs, parent, name));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+    fuse_reply_err(req, -pom_rmdir(P(req)->fs, parent, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+                      fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+    unsigned pf = 0;
+    if (flags & RENAME_NOREPLACE)
+        pf |= POM_RENAME_NOREPLACE;
+    if (flags & RENAME_EXCHANGE)
+        pf |= POM_RENAME_EXCHANGE;
+    if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
+        fuse_reply_err(req, EINVAL); /* RENAME_WHITEOUT and the unknown */
+        return;
+    }
+    fuse_reply_err(req, -pom_rename(P(req)->fs, parent, name, newparent, newname, pf));
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+    struct stat st;
+    int rc = pom_link(P(req)->fs, ino, newparent, newname, &st);
+    reply_entry(req, rc, &st);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    pom_file *f;
+    int rc = pom_file_open(P(req)->fs, ino, fi->flags, &f);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fi->fh = (uintptr_t)f;
+    fi->keep_cache = 0; /* close-to-open: the next open reads the row again */
+    if (fuse_reply_open(req, fi) != 0)
+        pom_release(f);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+                      struct fuse_file_info *fi)
+{
+    struct pom_cred c = cred_of(req);
+    struct stat st;
+    pom_file *f;
+    int rc = pom_create(P(req)->fs, parent, name, mode, fi->flags, &c, &st, &f);
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fi->fh = (uintptr_t)f;
+    struct fuse_entry_param e;
+    memset(&e, 0, sizeof e);
+    e.ino = st.st_ino;
+    e.generation = 1;
+    e.attr = st;
+    e.attr_timeout = P(req)->attr_timeout;
+    e.entry_timeout = P(req)->entry_timeout;
+    if (fuse_reply_create(req, &e, fi) != 0) {
+        pom_release(f);
+        pom_forget(P(req)->fs, st.st_ino, 1);
+    }
+}
+
+static pom_file *FH(struct fuse_file_info *fi)
+{
+    return (pom_file *)(uintptr_t)fi->fh;
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+    (void)ino;
+    char *buf = xt_malloc(size ? size : 1);
+    if (!buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    ssize_t n = pom_read(FH(fi), buf, size, off);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    xt_free(buf);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+                     struct fuse_file_info *fi)
+{
+    (void)ino;
+    ssize_t n = pom_write(FH(fi), buf, size, off);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else
+        fuse_reply_write(req, (size_t)n);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    fuse_reply_err(req, -pom_flush(FH(fi)));
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    fuse_reply_err(req, -pom_release(FH(fi)));
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino;
+    fuse_reply_err(req, -pom_fsync(FH(fi), datasync));
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    struct stat st;
+    int rc = pom_getattr(P(req)->fs, ino, &st);
+    if (rc == 0 && !S_ISDIR(st.st_mode))
+        rc = -ENOTDIR;
+    if (rc < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fi->fh = 0;
+    fuse_reply_open(req, fi);
+}
+
+struct dirbuf {
+    fuse_req_t req;
+    char *buf;
+    size_t size, used;
+    int plus;
+};
+
+/* Adds one entry; returns 1 (stop, not taken) when it does not fit. */
+static int dir_add(struct dirbuf *b, const char *name, const struct stat *st, off_t next)
+{
+    size_t room = b->size - b->used, need;
+    if (b->plus) {
+        struct fuse_entry_param e;
+        memset(&e, 0, sizeof e);
+        e.attr = *st;
+        bool dot = strcmp(name, ".") == 0 || strcmp(name, "..") == 0;
+        /* Dot entries take no lookup reference (the kernel links none). */
+        e.ino = dot ? 0 : st->st_ino;
+        e.generation = 1;
+        e.attr_timeout = P(b->req)->attr_timeout;
+        e.entry_timeout = P(b->req)->entry_timeout;
+        need = fuse_add_direntry_plus(b->req, b->buf + b->used, room, name, &e, next);
+    } else {
+        need = fuse_add_direntry(b->req, b->buf + b->used, room, name, st, next);
+    }
+    if (need > room)
+        return 1;
+    b->used += need;
+    return 0;
+}
+
+static int dir_cb(void *arg, const char *name, const struct stat *st, uint64_t next)
+{
+    return dir_add(arg, name, st, (off_t)(next + DOTS));
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+{
+    struct dirbuf b = { req, xt_malloc(size ? size : 1), size, 0, plus };
+    if (!b.buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    pom_fs *fs = P(req)->fs;
+    int rc = 0;
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    st.st_mode = S_IFDIR;
+    if (off == 0) {
+        if (plus && (rc = pom_getattr(fs, ino, &st)) < 0)
+            goto out;
+        st.st_ino = ino;
+        if (dir_add(&b, ".", &st, 1))
+            goto out;
+        off = 1;
+    }
+    if (off == 1) {
+        pom_ino parent = ino;
+        if ((rc = pom_parent(fs, ino, &parent)) < 0)
+            goto out;
+        if (plus && (rc = pom_getattr(fs, parent, &st)) < 0)
+            goto out;
+        st.st_ino = parent;
+        st.st_mode |= S_IFDIR;
+        if (dir_add(&b, "..", &st, 2))
+            goto out;
+        off = 2;
+    }
+    if ((uint64_t)off - DOTS < POM_COOKIE_END)
+        rc = pom_readdir(fs, ino, (uint64_t)off - DOTS, plus, dir_cb, &b);
+out:
+    if (rc < 0 && b.used == 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_buf(req, b.buf, b.used); /* an error after entries: return those */
+    xt_free(b.buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+    (void)fi;
+    do_readdir(req, ino, size, off, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+    (void)fi;
+    do_readdir(req, ino, size, off, 1);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)fi;
+    fuse_reply_err(req, 0);
+}
+
+static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+    (void)ino;
+    (void)datasync;
+    (void)fi;
+    fuse_reply_err(req, -pom_sync(P(req)->fs));
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+    (void)ino;
+    struct statvfs sv;
+    int rc = pom_statfs(P(req)->fs, &sv);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_statfs(req, &sv);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+                        size_t size, int flags)
+{
+    fuse_reply_err(req, -pom_setxattr(P(req)->fs, ino, name, value, size, flags));
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+    char *buf = size ? xt_malloc(size) : NULL;
+    if (size && !buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    ssize_t n = pom_getxattr(P(req)->fs, ino, name, buf, size);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    xt_free(buf);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+    char *buf = size ? xt_malloc(size) : NULL;
+    if (size && !buf) {
+        fuse_reply_err(req, ENOMEM);
+        return;
+    }
+    ssize_t n = pom_listxattr(P(req)->fs, ino, buf, size);
+    if (n < 0)
+        fuse_reply_err(req, (int)-n);
+    else if (size == 0)
+        fuse_reply_xattr(req, (size_t)n);
+    else
+        fuse_reply_buf(req, buf, (size_t)n);
+    xt_free(buf);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+    fuse_reply_err(req, -pom_removexattr(P(req)->fs, ino, name));
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+    struct pom_cred c = cred_of(req);
+    fuse_reply_err(req, -pom_access(P(req)->fs, ino, mask, &c));
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+                         struct fuse_file_info *fi)
+{
+    (void)ino; (void)mode; (void)off; (void)len; (void)fi;
+    fuse_reply_err(req, EOPNOTSUPP); /* not yet: never pretend space was reserved */
+}
+
+const struct fuse_lowlevel_ops pomfs_ops = {
+    .init = op_init,
+    .lookup = op_lookup,
+    .forget = op_forget,
+    .forget_multi = op_forget_multi,
+    .getattr = op_getattr,
+    .setattr = op_setattr,
+    .readlink = op_readlink,
+    .mknod = op_mknod,
+    .mkdir = op_mkdir,
+    .symlink = op_symlink,
+    .unlink = op_unlink,
+    .rmdir = op_rmdir,
+    .rename = op_rename,
+    .link = op_link,
+    .open = op_open,
+    .create = op_create,
+    .read = op_read,
+    .write = op_write,
+    .flush = op_flush,
+    .release = op_release,
+    .fsync = op_fsync,
+    .opendir = op_opendir,
+    .readdir = op_readdir,
+    .readdirplus = op_readdirplus,
+    .releasedir = op_releasedir,
+    .fsyncdir = op_fsyncdir,
+    .statfs = op_statfs,
+    .setxattr = op_setxattr,
+    .getxattr = op_getxattr,
+    .listxattr = op_listxattr,
+    .removexattr = op_removexattr,
+    .access = op_access,
+    .fallocate = op_fallocate,
+};
