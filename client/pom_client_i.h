@@ -74,6 +74,7 @@ struct pom_fs {
     size_t nbuckets, ninodes;      /* protected by mu */
     uint64_t uuid_next, uuid_end;  /* protected by mu: claimed range */
     pthread_mutex_t alloc_mu;      /* serialises range claims */
+    struct r2_agent *agent;        /* the mount's R2 registration, or NULL */
 };
 
 struct pom_file {

@@ -17,6 +17,8 @@
  *      whichever client gets there first.
  */
 #include "pom_client_i.h"
+#include "r2_agent.h"
+#include "xt_rpc_r2.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -103,7 +105,7 @@ int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
     rc = with_groups ? xt_row_decode(resp->row, resp->row_len, row)
                      : xt_row_decode_meta(resp->row, resp->row_len, row);
     if (rc < 0) {
-        XT_ERR("pom: row %s of table %llu does not decode: %s", name,
+        XT_ERR("row %s of table %llu does not decode: %s", name,
                (unsigned long long)table, xt_row_last_error());
         xt_resp_free(resp);
         return -EIO;
@@ -188,7 +190,7 @@ static int claim_range(pom_fs *fs, uint64_t *lo)
         uint64_t next = row.attr.size, ver = row.attr.version;
         xt_resp_free(&r);
         if (next < POM_UUID_BASE || next > UINT64_MAX - POM_UUID_CHUNK) {
-            XT_ERR("pom: uuid counter holds %llu: out of range", (unsigned long long)next);
+            XT_ERR("uuid counter holds %llu: out of range", (unsigned long long)next);
             return -EOVERFLOW;
         }
         xt_row upd;
@@ -333,20 +335,97 @@ int pom_connect_mds(const char *mds_addr, uint32_t fsid, pom_fs **out)
     return pom_connect_mds_opts(mds_addr, fsid, NULL, out);
 }
 
+/* Asks the R2s in r2_addrs (comma-separated) for fs `fsname` and for an MDS
+ * that is up. Followers answer get_view and fs_list too, so any R2 will do. */
+static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid, char *mds,
+                     size_t cap)
+{
+    char list[1024];
+    if (strlen(r2_addrs) >= sizeof list)
+        return -EINVAL;
+    strcpy(list, r2_addrs);
+    int rc = -EINVAL;
+    char *save = NULL;
+    for (char *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+        char host[256];
+        int port;
+        if (xt_rpc_parse_addr(a, host, sizeof host, &port))
+            return -EINVAL;
+        struct xt_rpc_pool_opts po = { .host = host, .port = port, .call_timeout_ms = 5000 };
+        xt_rpc_pool *p = NULL;
+        if ((rc = xt_rpc_pool_new(&po, &p)))
+            return rc;
+        struct xt_fs_info *fs = NULL;
+        size_t nfs = 0;
+        rc = xt_r2_fs_list(p, NULL, fsname, &fs, &nfs);
+        if (rc == 0) {
+            rc = -ENOENT;
+            for (size_t i = 0; i < nfs; i++)
+                if (!strcmp(fs[i].name, fsname)) {
+                    *fsid = fs[i].fsid;
+                    rc = 0;
+                }
+            xt_fs_info_free_array(fs, nfs);
+        }
+        if (rc == 0) {
+            struct xt_view v;
+            bool has = false;
+            rc = xt_r2_get_view(p, NULL, 0, &has, &v);
+            if (rc == 0) {
+                rc = -EHOSTUNREACH;
+                for (size_t i = 0; has && i < v.nsites && rc; i++)
+                    if (v.sites[i].type == XT_SITE_MDS && v.sites[i].state == XT_SITE_UP &&
+                        strlen(v.sites[i].addr) < cap) {
+                        strcpy(mds, v.sites[i].addr);
+                        rc = 0;
+                    }
+                xt_view_free(&v);
+            }
+        }
+        xt_rpc_pool_free(p);
+        if (rc == 0 || rc == -ENOENT || rc == -EHOSTUNREACH)
+            return rc;
+    }
+    return rc;
+}
+
 int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
 {
-    (void)r2_addrs;
-    (void)fsname;
     *out = NULL;
-    XT_ERR("pom: opening a file system through R2 is not implemented yet; "
-           "connect to an MDS with pom_connect_mds");
-    return -ENOTSUP;
+    if (!r2_addrs || !fsname || !*fsname)
+        return -EINVAL;
+    uint32_t fsid = 0;
+    char mds[256];
+    int rc = r2_locate(r2_addrs, fsname, &fsid, mds, sizeof mds);
+    if (rc == -ENOENT)
+        XT_ERR("no file system named '%s' at R2 %s (create it: pomctl fs create %s)", fsname,
+               r2_addrs, fsname);
+    else if (rc == -EHOSTUNREACH)
+        XT_ERR("R2 %s knows no MDS that is up", r2_addrs);
+    else if (rc)
+        XT_ERR("cannot reach R2 at %s: %s", r2_addrs, strerror(-rc));
+    if (rc)
+        return rc;
+    /* One MDS serves every table for now; placing slices on many MDS by
+     * ring 0 is the distributed issue's. */
+    if ((rc = pom_connect_mds(mds, fsid, out)))
+        return rc;
+    /* Register the mount: R2 counts it (fs drop is refused while mounted)
+     * and sees it fail when the heartbeats stop. */
+    char label[64];
+    snprintf(label, sizeof label, "client-%d", (int)getpid());
+    struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_CLIENT, .addr = label,
+                                .fs_name = fsname };
+    if ((rc = r2_agent_start(&ao, &(*out)->agent)))
+        XT_WARN("cannot register the mount with R2: %s", strerror(-rc));
+    return 0;
 }
 
 void pom_close(pom_fs *fs)
 {
     if (!fs)
         return;
+    r2_agent_stop(fs->agent);
     if (fs->pool)
         xt_rpc_pool_free(fs->pool);
     pom_ino_destroy(fs);

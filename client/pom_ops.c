@@ -633,7 +633,7 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
             xt_row row;
             if (xt_row_decode_meta(lr.rows[i], lr.lens[i], &row) < 0 ||
                 row.name_len > XT_NAME_MAX) {
-                XT_ERR("pom: readdir of %llu: a row does not decode: %s",
+                XT_ERR("readdir of %llu: a row does not decode: %s",
                        (unsigned long long)ino, xt_row_last_error());
                 rc = -EIO;
                 break;

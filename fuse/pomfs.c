@@ -134,10 +134,8 @@ int main(int argc, char *argv[])
     if (c.fsname) {
         rc = pom_open(c.addr, c.fsname, &pf.fs);
         if (rc < 0) {
-            fprintf(stderr, "pomfs: cannot open fs '%s' through R2 at %s: %s%s\n", c.fsname,
-                    c.addr, strerror(-rc),
-                    rc == -ENOTSUP ? " (not implemented yet: give an MDS address and "
-                                     "-o fsid=N)" : "");
+            fprintf(stderr, "pomfs: cannot open fs '%s' through R2 at %s: %s\n", c.fsname,
+                    c.addr, strerror(-rc));
             goto out;
         }
     } else {
@@ -178,7 +176,8 @@ int main(int argc, char *argv[])
         } else {
             fuse_loop_cfg_set_clone_fd(lc, o.clone_fd);
             fuse_loop_cfg_set_idle_threads(lc, o.max_idle_threads);
-            fuse_loop_cfg_set_max_threads(lc, o.max_threads);
+            if (o.max_threads > 0 && o.max_threads <= 100000) /* given with -o max_threads */
+                fuse_loop_cfg_set_max_threads(lc, o.max_threads);
             ret = fuse_session_loop_mt(se, lc);
             fuse_loop_cfg_destroy(lc);
         }

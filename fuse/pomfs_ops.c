@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <string.h>
 
 #define DOTS 2
@@ -102,9 +103,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 {
     (void)fi; /* an open file's buffer is found by inode */
     struct stat st;
-    int rc = pom_setattr(P(req)->fs, ino, attr, to_set & POM_SET_SUPPORTED, &st);
-    if (rc == 0 && (to_set & ~POM_SET_SUPPORTED & ~FUSE_SET_ATTR_FORCE))
-        rc = -ENOTSUP; /* a bit we do not know: never claim it was done */
+    /* A bit we do not know is refused before anything changes: never claim
+     * it was done. */
+    int rc = pom_setattr(P(req)->fs, ino, attr, to_set & ~FUSE_SET_ATTR_FORCE, &st);
     if (rc < 0)
         fuse_reply_err(req, -rc);
     else

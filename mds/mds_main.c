@@ -205,9 +205,7 @@ int main(int argc, char **argv)
     }
     char host[256];
     int port = 0;
-    if (strcmp(listen, "127.0.0.1:0") == 0) {
-        strcpy(host, "127.0.0.1");
-    } else if (xt_rpc_parse_addr(listen, host, sizeof host, &port)) {
+    if (xt_rpc_parse_listen(listen, host, sizeof host, &port)) {
         fprintf(stderr, "pom-mds: bad --listen '%s' (want HOST:PORT)\n", listen);
         return 2;
     }

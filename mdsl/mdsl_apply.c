@@ -17,6 +17,21 @@
  *
  * Live bytes: a pointer charges its record's length to the record's segment
  * and MDSL_EVIDENCE_COST to its evidence segment; c->ld collects the deltas.
+ *
+ * Cost: a commit must not read every pointer of its slices (a slice may
+ * hold thousands of deltas, and LevelDB deletion markers of the older ones).
+ *  (4) s->slices caches per slice the newest image version and bounds
+ *      [lo, hi] on the versions present (mdsl_sltab.h). It is read from the
+ *      index on a slice's first touch, and each batch's new states are
+ *      installed only once the batch is written (mdsl_apply_done); a context
+ *      freed without that forgets them, so the cache never runs ahead of the
+ *      index. Rebuild and restart start from an empty cache.
+ *  (5) Rule (1) leaves no pointer older than the newest image, so an image
+ *      needs the pointers in [lo, v] only (one seek to lo: no walk over the
+ *      deletion markers below it), and an entry at version v can only meet
+ *      an existing pointer when lo <= v <= hi: a new delta (v > hi) reads
+ *      nothing. These reads give exactly the pointers the rules can change,
+ *      so the puts and deletes are the same as with a full read of the slice.
  */
 #include "mdsl_store_i.h"
 
@@ -117,25 +132,21 @@ static int plist_collect(const struct mdsl_ikey *k, const struct mdsl_ptr *p, vo
     return 0;
 }
 
-/* Rules (1) and (2) on the working list w. */
-static int slice_assert(struct plist *w, const struct mdsl_ptr *np)
+/* Rules (1) and (2) on the working list w; ns follows the slice state. */
+static int slice_assert(struct plist *w, struct mdsl_slstate *ns, const struct mdsl_ptr *np)
 {
-    bool has_img = false;
-    uint64_t img = 0;
-    for (size_t i = 0; i < w->n; i++)
-        if (w->p[i].type == MDSL_REC_IMAGE && (!has_img || w->p[i].version > img))
-            has_img = true, img = w->p[i].version;
-    if (has_img && (np->type == MDSL_REC_IMAGE ? img > np->version : img >= np->version))
+    uint64_t v = np->version;
+    bool image = np->type == MDSL_REC_IMAGE;
+    if (ns->has_img && (image ? ns->img > v : ns->img >= v))
         return 0;
     size_t k = 0;
     for (size_t i = 0; i < w->n; i++) {
-        bool drop = w->p[i].version == np->version ||
-                    (np->type == MDSL_REC_IMAGE && w->p[i].version < np->version);
+        bool drop = w->p[i].version == v || (image && w->p[i].version < v);
         if (!drop)
             w->p[k++] = w->p[i];
     }
     w->n = k;
-    int rc = plist_collect(&(struct mdsl_ikey){ .version = np->version }, np, w);
+    int rc = plist_collect(&(struct mdsl_ikey){ .version = v }, np, w);
     if (rc < 0)
         return rc;
     for (size_t i = w->n - 1; i > 0 && w->p[i - 1].version > w->p[i].version; i--) {
@@ -143,7 +154,114 @@ static int slice_assert(struct plist *w, const struct mdsl_ptr *np)
         w->p[i] = w->p[i - 1];
         w->p[i - 1] = t;
     }
+    if (image) {
+        ns->has_img = true;
+        ns->img = v;
+        ns->lo = v; /* everything older is gone: w held all of it */
+    } else if (!ns->any || v < ns->lo) {
+        ns->lo = v;
+    }
+    if (!ns->any || v > ns->hi)
+        ns->hi = v;
+    ns->any = true;
     return 0;
+}
+
+/* ---- slice states (mdsl_sltab.h) ---------------------------------------- */
+
+static int state_collect(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
+{
+    struct mdsl_slstate *st = arg;
+    uint64_t v = k->version; /* the key is the truth */
+    if (!st->any || v < st->lo)
+        st->lo = v;
+    if (!st->any || v > st->hi)
+        st->hi = v;
+    st->any = true;
+    if (p->type == MDSL_REC_IMAGE && (!st->has_img || v > st->img)) {
+        st->has_img = true;
+        st->img = v;
+    }
+    return 0;
+}
+
+/* The state of a slice: cached, else one scan of its pointers (cached). */
+static int slice_state(struct apply_ctx *c, uint32_t slice, struct mdsl_slstate *st)
+{
+    struct folder *fo = c->fo;
+    if (mdsl_sltab_get(c->s->slices, fo->fsid, fo->table, slice, st))
+        return 0;
+    *st = (struct mdsl_slstate){ 0 };
+    int rc = mdsl_index_scan_slice(c->s->idx, fo->fsid, fo->table, slice, state_collect, st);
+    if (rc == 0)
+        (void)mdsl_sltab_put(c->s->slices, fo->fsid, fo->table, slice, st); /* a cache */
+    return rc;
+}
+
+static int su_add(struct apply_ctx *c, uint32_t slice, const struct mdsl_slstate *st)
+{
+    if (c->nsu == c->capsu) {
+        size_t nc = c->capsu ? c->capsu * 2 : 8;
+        struct slice_upd *nv = xt_realloc(c->su, nc * sizeof *nv);
+        if (!nv)
+            return -ENOMEM;
+        c->su = nv;
+        c->capsu = nc;
+    }
+    c->su[c->nsu++] = (struct slice_upd){ c->fo->fsid, slice, c->fo->table, *st };
+    return 0;
+}
+
+static int cmp_version(const void *a, const void *b)
+{
+    uint64_t x = ((const struct mdsl_ptr *)a)->version, y = ((const struct mdsl_ptr *)b)->version;
+    return x < y ? -1 : x > y;
+}
+
+/* Into cur (ascending versions): every pointer that entries e[idx[0..n))
+ * can change -- those at their versions (rules 1, 2) and, when one is an
+ * image the slice does not outdate, all those up to it (rule 1). With the
+ * slice state that is a bounded scan from st->lo plus point reads of the
+ * versions inside [lo, hi]: a new delta (version past hi) reads nothing. */
+static int read_affected(struct apply_ctx *c, uint32_t slice, const struct mdsl_slstate *st,
+                         const struct mdsl_entry *e, const size_t *idx, size_t n,
+                         struct plist *cur)
+{
+    struct folder *fo = c->fo;
+    bool scan = false;
+    uint64_t to = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct mdsl_entry *f = &e[idx[i]];
+        if (f->type == MDSL_REC_IMAGE && (!st->has_img || f->version >= st->img) &&
+            f->version >= st->lo && (!scan || f->version > to))
+            scan = true, to = f->version;
+    }
+    if (!st->any)
+        return 0;
+    int rc = 0;
+    if (scan)
+        rc = mdsl_index_scan_slice_from(c->s->idx, fo->fsid, fo->table, slice, st->lo, to,
+                                        plist_collect, cur);
+    size_t scanned = cur->n;
+    struct mdsl_ikey k = { .kind = MDSL_IK_SLICE, .fsid = fo->fsid, .table = fo->table,
+                           .slice = slice };
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        k.version = e[idx[i]].version;
+        if (k.version < st->lo || k.version > st->hi || (scan && k.version <= to))
+            continue;
+        bool dup = false;
+        for (size_t j = scanned; j < cur->n && !dup; j++)
+            dup = cur->p[j].version == k.version;
+        struct mdsl_ptr p;
+        int g = dup ? -ENOENT : mdsl_index_get(c->s->idx, &k, &p);
+        if (g == 0)
+            rc = plist_collect(&k, &p, cur);
+        else if (g != -ENOENT)
+            rc = g;
+    }
+    if (rc == 0 && cur->n > scanned)
+        qsort(cur->p, cur->n, sizeof *cur->p, cmp_version);
+    return rc;
 }
 
 static int apply_slice(struct apply_ctx *c, uint32_t slice, const struct mdsl_entry *e,
@@ -151,20 +269,25 @@ static int apply_slice(struct apply_ctx *c, uint32_t slice, const struct mdsl_en
 {
     struct folder *fo = c->fo;
     struct plist cur = { 0 }, w = { 0 };
-    int rc = mdsl_index_scan_slice(c->s->idx, fo->fsid, fo->table, slice, plist_collect, &cur);
+    struct mdsl_slstate st;
+    int rc = slice_state(c, slice, &st);
+    if (rc == 0)
+        rc = read_affected(c, slice, &st, e, idx, n, &cur);
     if (rc == 0 && cur.n && !(w.p = xt_malloc(cur.n * sizeof *w.p)))
         rc = -ENOMEM;
     if (rc == 0 && cur.n) {
         memcpy(w.p, cur.p, cur.n * sizeof *w.p);
         w.n = w.cap = cur.n;
     }
+    struct mdsl_slstate ns = st;
     for (size_t i = 0; i < n && rc == 0; i++) {
         struct mdsl_ptr np = entry_ptr(&e[idx[i]], evidence);
-        rc = slice_assert(&w, &np);
+        rc = slice_assert(&w, &ns, &np);
     }
     struct mdsl_ikey k = { .kind = MDSL_IK_SLICE, .fsid = fo->fsid, .table = fo->table,
                            .slice = slice };
-    /* diff the two version-sorted lists into puts and deletes */
+    /* diff the two version-sorted lists into puts and deletes; pointers
+     * outside cur are untouched by the rules, so this is the whole change */
     size_t i = 0, j = 0;
     while (rc == 0 && (i < cur.n || j < w.n)) {
         if (j == w.n || (i < cur.n && cur.p[i].version < w.p[j].version)) {
@@ -186,6 +309,8 @@ static int apply_slice(struct apply_ctx *c, uint32_t slice, const struct mdsl_en
             i++, j++;
         }
     }
+    if (rc == 0)
+        rc = su_add(c, slice, &ns);
     xt_free(cur.p);
     xt_free(w.p);
     return rc;
@@ -283,11 +408,26 @@ void mdsl_apply_live(struct apply_ctx *c)
     c->nld = 0;
 }
 
+void mdsl_apply_done(struct apply_ctx *c)
+{
+    for (size_t i = 0; i < c->nsu; i++) {
+        struct slice_upd *u = &c->su[i];
+        (void)mdsl_sltab_put(c->s->slices, u->fsid, u->table, u->slice, &u->st);
+    }
+    c->nsu = 0;
+}
+
 void mdsl_apply_ctx_free(struct apply_ctx *c)
 {
+    /* not done: the batch may or may not be in the index; forget those
+     * slices so that their next commit re-reads them (invariant 4) */
+    for (size_t i = 0; i < c->nsu; i++)
+        mdsl_sltab_del(c->s->slices, c->su[i].fsid, c->su[i].table, c->su[i].slice);
     mdsl_index_batch_free(c->b);
     xt_free(c->ld);
+    xt_free(c->su);
     c->b = NULL;
     c->ld = NULL;
-    c->nld = c->capld = 0;
+    c->su = NULL;
+    c->nld = c->capld = c->nsu = c->capsu = 0;
 }

@@ -211,6 +211,8 @@ static int move_chunk(mdsl_store *s, struct cand *c, struct item *v, uint8_t **r
             pthread_mutex_unlock(&s->mu);
             mdsl_index_batch_resume(ac.b, fo->fsid, fo->table, sn, off);
             rc = mdsl_index_write(s->idx, ac.b, true); /* invariant 1 */
+            if (rc == 0)
+                mdsl_apply_done(&ac);
         }
         if (rc < 0)
             mdsl_st_fail(s, rc, "applying a GC move");

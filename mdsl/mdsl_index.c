@@ -14,6 +14,7 @@ struct mdsl_index {
     leveldb_options_t *opts;
     leveldb_readoptions_t *ropts;
     leveldb_writeoptions_t *wopts, *wopts_sync;
+    uint64_t reads;         /* entries returned by gets and scans (atomic) */
 };
 
 struct mdsl_index_batch {
@@ -172,6 +173,7 @@ static int get_raw(mdsl_index *idx, const uint8_t *k, size_t kl, uint8_t *val, s
         return lerr("get", err);
     if (!v)
         return -ENOENT;
+    __atomic_fetch_add(&idx->reads, 1, __ATOMIC_RELAXED);
     int rc = n == vl ? 0 : -EBADMSG;
     if (rc == 0)
         memcpy(val, v, vl);
@@ -210,18 +212,21 @@ int mdsl_index_get_resume(mdsl_index *idx, uint32_t fsid, uint64_t table,
     return rc;
 }
 
-/* Iterate keys with the given prefix in order. */
-static int scan_prefix(mdsl_index *idx, const uint8_t *pre, size_t pl, mdsl_index_cb cb, void *arg)
+/* Iterate in order the keys with the prefix pre[0..pl), from the first one
+ * >= pre[0..sl) (sl >= pl: a seek inside the prefix). */
+static int scan_from(mdsl_index *idx, const uint8_t *pre, size_t pl, size_t sl, mdsl_index_cb cb,
+                     void *arg)
 {
     leveldb_iterator_t *it = leveldb_create_iterator(idx->db, idx->ropts);
     int rc = 0;
-    for (leveldb_iter_seek(it, (const char *)pre, pl); rc == 0 && leveldb_iter_valid(it);
+    for (leveldb_iter_seek(it, (const char *)pre, sl); rc == 0 && leveldb_iter_valid(it);
          leveldb_iter_next(it)) {
         size_t kl, vl;
         const uint8_t *k = (const uint8_t *)leveldb_iter_key(it, &kl);
         if (kl < pl || memcmp(k, pre, pl))
             break;
         const uint8_t *v = (const uint8_t *)leveldb_iter_value(it, &vl);
+        __atomic_fetch_add(&idx->reads, 1, __ATOMIC_RELAXED);
         struct mdsl_ikey key;
         struct mdsl_ptr ptr;
         if (!key_dec(k, kl, &key) || !ptr_dec(v, vl, &ptr)) {
@@ -241,6 +246,28 @@ static int scan_prefix(mdsl_index *idx, const uint8_t *pre, size_t pl, mdsl_inde
     return rc;
 }
 
+static int scan_prefix(mdsl_index *idx, const uint8_t *pre, size_t pl, mdsl_index_cb cb, void *arg)
+{
+    return scan_from(idx, pre, pl, pl, cb, arg);
+}
+
+/* A callback wrapper that stops (STOP_SCAN) past version `to`. */
+#define STOP_SCAN 1
+struct bound {
+    uint64_t to;
+    mdsl_index_cb cb;
+    void *arg;
+};
+
+static int upto(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
+{
+    struct bound *b = arg;
+    if (k->version > b->to)
+        return STOP_SCAN;
+    int rc = b->cb(k, p, b->arg);
+    return rc == STOP_SCAN ? -EINVAL : rc; /* callbacks return 0 or -errno */
+}
+
 int mdsl_index_scan_slice(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32_t slice,
                           mdsl_index_cb cb, void *arg)
 {
@@ -249,6 +276,24 @@ int mdsl_index_scan_slice(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32
     be64(pre + 5, table);
     be32(pre + 13, slice);
     return scan_prefix(idx, pre, sizeof pre, cb, arg);
+}
+
+int mdsl_index_scan_slice_from(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32_t slice,
+                               uint64_t from, uint64_t to, mdsl_index_cb cb, void *arg)
+{
+    struct bound b = { .to = to, .cb = cb, .arg = arg };
+    uint8_t k[25] = { MDSL_IK_SLICE };
+    be32(k + 1, fsid);
+    be64(k + 5, table);
+    be32(k + 13, slice);
+    be64(k + 17, from);
+    int rc = scan_from(idx, k, 17, sizeof k, upto, &b);
+    return rc == STOP_SCAN ? 0 : rc;
+}
+
+uint64_t mdsl_index_reads(mdsl_index *idx)
+{
+    return __atomic_load_n(&idx->reads, __ATOMIC_RELAXED);
 }
 
 int mdsl_index_scan_table(mdsl_index *idx, uint32_t fsid, uint64_t table,

@@ -66,9 +66,17 @@ int mdsl_index_get_resume(mdsl_index *idx, uint32_t fsid, uint64_t table,
 typedef int (*mdsl_index_cb)(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg);
 int mdsl_index_scan_slice(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32_t slice,
                           mdsl_index_cb cb, void *arg);
+/* The slice's pointers with from <= version <= to: one seek to `from`, so
+ * deletion markers below it are never walked. cb returns 0 or -errno. */
+int mdsl_index_scan_slice_from(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32_t slice,
+                               uint64_t from, uint64_t to, mdsl_index_cb cb, void *arg);
 int mdsl_index_scan_table(mdsl_index *idx, uint32_t fsid, uint64_t table,
                           mdsl_index_cb cb, void *arg);
 int mdsl_index_scan_all(mdsl_index *idx, mdsl_index_cb cb, void *arg);
+
+/* Entries returned by gets and scans since open (a cost counter for tests
+ * and benchmarks). */
+uint64_t mdsl_index_reads(mdsl_index *idx);
 
 /* Batches. new returns NULL on allocation failure. */
 mdsl_index_batch *mdsl_index_batch_new(void);

@@ -125,13 +125,9 @@ int main(int argc, char **argv)
     }
     char host[256];
     int port;
-    if (xt_rpc_parse_addr(listen, host, sizeof host, &port) && strcmp(listen, "127.0.0.1:0")) {
+    if (xt_rpc_parse_listen(listen, host, sizeof host, &port)) {
         fprintf(stderr, "pom-mdsl: bad --listen '%s' (want HOST:PORT)\n", listen);
         return 2;
-    }
-    if (!strcmp(listen, "127.0.0.1:0")) {
-        strcpy(host, "127.0.0.1");
-        port = 0;
     }
 
     xt_daemon_block_signals();

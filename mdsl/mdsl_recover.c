@@ -199,6 +199,8 @@ static int apply_now(mdsl_store *s, struct folder *fo, const struct mdsl_entry *
     int rc = c.b ? mdsl_apply_entries(&c, e, n, evidence) : -ENOMEM;
     if (rc == 0)
         rc = mdsl_index_write(s->idx, c.b, false);
+    if (rc == 0)
+        mdsl_apply_done(&c);
     mdsl_apply_ctx_free(&c);
     return rc;
 }

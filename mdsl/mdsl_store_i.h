@@ -1,7 +1,8 @@
 /*
  * mdsl_store_i.h -- internals shared by the store's files: mdsl_store.c
- * (lifecycle, appends, 2PC, reads), mdsl_apply.c (index update rules),
- * mdsl_recover.c (restart scan), mdsl_gc.c (garbage collection).
+ * (lifecycle, appends, 2PC), mdsl_read.c (reads), mdsl_apply.c (index
+ * update rules, the slice-state cache), mdsl_recover.c (restart scan),
+ * mdsl_gc.c (garbage collection).
  *
  * Locks:
  *   s->mu      short: the folder table, segment arrays and their counters,
@@ -22,6 +23,7 @@
 
 #include "mdsl_index.h"
 #include "mdsl_seg.h"
+#include "mdsl_sltab.h"
 #include "mdsl_store.h"
 
 /* Live-bytes charge of one pointer on its evidence (TSS) segment. */
@@ -81,6 +83,7 @@ struct mdsl_store {
     char *dir, *index_dir;
     mdsl_io *io;
     mdsl_index *idx;
+    mdsl_sltab *slices;     /* what idx holds per slice (token; mdsl_apply.c) */
 
     pthread_mutex_t mu;
     pthread_cond_t wr_cv;
@@ -165,17 +168,31 @@ struct live_delta {
     uint32_t group, segno;
     int64_t delta;
 };
+/* The slice state that a batch will leave once written (s->slices). */
+struct slice_upd {
+    uint32_t fsid, slice;
+    uint64_t table;
+    struct mdsl_slstate st;
+};
 struct apply_ctx {
     mdsl_store *s;
     struct folder *fo;
     mdsl_index_batch *b;
     struct live_delta *ld;  /* NULL-able growing array */
     size_t nld, capld;
+    struct slice_upd *su;   /* NULL-able growing array */
+    size_t nsu, capsu;
 };
 /* Add to ctx->b the index changes of asserting entries e[0..n) with the
- * given evidence segment (the update rules are in mdsl_apply.c). */
+ * given evidence segment (the update rules are in mdsl_apply.c).
+ * REQUIRES: writer token held (or recovery); every slice appears in at most
+ * one call per batch (a slice belongs to one folder, a folder is one part
+ * of a transaction, one GCMOVE or one replayed record). */
 int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n,
                        uint32_t evidence);
+/* Call once ctx->b was written: the slice states follow the index. A
+ * context freed without it (a failed write) drops its slices' states. */
+void mdsl_apply_done(struct apply_ctx *c);
 /* Add the live-byte deltas to the segments. REQUIRES: mu held. */
 void mdsl_apply_live(struct apply_ctx *c);
 void mdsl_apply_ctx_free(struct apply_ctx *c);

@@ -139,7 +139,7 @@ int main(int argc, char **argv)
         return rc;
     char host[200];
     int port = 0;
-    if (xt_rpc_parse_addr(a.listen, host, sizeof host, &port) || port < 0 || port > 65535) {
+    if (xt_rpc_parse_listen(a.listen, host, sizeof host, &port)) {
         fprintf(stderr, "pom-r2: bad --listen '%s' (want HOST:PORT)\n", a.listen);
         return 2;
     }
@@ -187,9 +187,10 @@ int main(int argc, char **argv)
 
     int sig = xt_daemon_wait_signal();
     XT_INFO("signal %d: stopping", sig);
-    xt_rpc_server_stop(srv);
+    xt_rpc_server_stop(srv); /* no more calls */
+    r2_mgr_stop(mgr);        /* no more ticks using the store */
     r2_store_resign(store);
-    r2_store_close(store); /* no more election callbacks after this */
+    r2_store_close(store);   /* no more election callbacks */
     r2_mgr_free(mgr);
     return 0;
 }

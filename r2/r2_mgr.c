@@ -997,17 +997,23 @@ int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
     return 0;
 }
 
+void r2_mgr_stop(r2_mgr *m)
+{
+    if (!m || !m->has_thread)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->stopping = true;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->thread, NULL);
+    m->has_thread = false;
+}
+
 void r2_mgr_free(r2_mgr *m)
 {
     if (!m)
         return;
-    if (m->has_thread) {
-        pthread_mutex_lock(&m->mu);
-        m->stopping = true;
-        pthread_cond_broadcast(&m->cv);
-        pthread_mutex_unlock(&m->mu);
-        pthread_join(m->thread, NULL);
-    }
+    r2_mgr_stop(m);
     r2_state_clear(&m->st);
     pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);

@@ -80,7 +80,11 @@ struct r2_mgr_opts {
  * no_thread, its monitor thread. *out is freed with r2_mgr_free. Returns 0,
  * -EINVAL or -ENOMEM. */
 int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out);
-/* Stops the monitor thread and frees m. REQUIRES: no call is running. */
+/* Stops the monitor thread (it uses the store: call before closing the
+ * store). Idempotent; calls other than ticks keep working. */
+void r2_mgr_stop(r2_mgr *m);
+/* Stops the monitor thread and frees m. REQUIRES: no call is running and
+ * no election callback can come (the store is closed or never elected). */
 void r2_mgr_free(r2_mgr *m);
 
 /* Sets the address views name as the leader (a copy; longer than

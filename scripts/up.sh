@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up and runs a one-machine Pomegranate cluster with a mounted file system
-# (embedded R2 store, local blob directory): builds if needed, then
-# `pomctl up --mount DIR`. Stop it with `scripts/down.sh` (pomctl down).
+# Sets up and runs a one-machine Pomegranate cluster (R2 with the embedded
+# store, an MDSL, an MDS; data, logs and pids under DATA_DIR) and mounts it
+# at MOUNT_DIR: installs what is missing and builds on first use, then runs
+# `pomctl up --data DATA_DIR --mount MOUNT_DIR`. Stop it with scripts/down.sh.
 #
 # usage: scripts/up.sh [DATA_DIR] [MOUNT_DIR]
 set -euo pipefail
@@ -9,18 +10,21 @@ cd "$(dirname "$0")/.."
 DATA=${1:-$HOME/.pomegranate}
 MNT=${2:-/tmp/pomfs}
 
-if [ ! -x build/r2/pomctl ]; then
+if [ ! -x build/r2/pomctl ] || [ ! -x build/mds/pom-mds ] || [ ! -x build/mdsl/pom-mdsl ]; then
   bash scripts/install-deps.sh
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build -j"$(nproc)"
 fi
-if [ ! -x build/r2/pomctl ] || [ ! -x build/fuse/pomfs ]; then
+mkdir -p "$MNT"
+set +e
+build/r2/pomctl up --data "$DATA" --mount "$MNT"
+rc=$?
+set -e
+if [ $rc -eq 5 ]; then
   cat >&2 <<MSG
-up.sh: the one-machine cluster cannot start yet.
-Built so far: libxtable (rows, slices, bitmaps, rings), the RPC layer and its
-benchmarks. Not built yet: pom-mds, pom-mdsl, pom-r2/pomctl and the pomfs FUSE
-client (issues 3-6). Run the tests with: scripts/test.sh
+up.sh: the cluster runs (see: build/r2/pomctl --data $DATA status), but the
+FUSE client pomfs is not built yet, so nothing is mounted at $MNT.
+Stop the cluster with: scripts/down.sh $DATA
 MSG
-  exit 3
 fi
-exec build/r2/pomctl up --data "$DATA" --mount "$MNT"
+exit $rc

@@ -71,7 +71,8 @@ POM_API int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid,
                                  const struct pom_opts *opts, pom_fs **out);
 
 /* Opens file system `fsname` through R2 at r2_addrs ("host:port[,...]").
- * Not available yet: answers -ENOTSUP (use pom_connect_mds). */
+ * Asks R2 (addresses "host:port[,host:port...]") for the fs and an MDS, and
+ * registers the mount with R2. -ENOENT: no such fs; -EHOSTUNREACH: no MDS up. */
 POM_API int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out);
 
 /* Flushes nothing (open pom_files must be released first) and frees fs. */

@@ -622,6 +622,29 @@ static void test_embedded(void **state)
     xt_view_free(&d);
     assert_int_equal(xt_r2_fs_create(r.pool, NULL, "after-garbage", NULL, NULL, NULL), 0);
 
+    /* Latency: heartbeats of a current site (no store I/O) and fs creates
+     * (one synced store transaction each). */
+    assert_int_equal(get_full(r.pool, &d), 0);
+    uint64_t cur = d.version;
+    xt_view_free(&d);
+    uint64_t tb = xt_mono_ns();
+    for (int i = 0; i < 2000; i++) {
+        assert_int_equal(xt_r2_heartbeat(r.pool, NULL, cid, cur, 0, NULL, 0, &has, &d), 0);
+        if (has) {
+            cur = d.version;
+            xt_view_free(&d);
+        }
+    }
+    uint64_t hb_ns = (xt_mono_ns() - tb) / 2000;
+    tb = xt_mono_ns();
+    for (int i = 0; i < 20; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "lat%d", i);
+        assert_int_equal(xt_r2_fs_create(r.pool, NULL, name, NULL, NULL, NULL), 0);
+    }
+    print_message("latency: heartbeat %.1f us, fs create %.2f ms (embedded, synced)\n",
+                  hb_ns / 1000.0, (xt_mono_ns() - tb) / 20 / 1e6);
+
     /* A second pom-r2 on the same folder: exit 1, clear message. */
     struct r2d r2b = { 0 };
     r2b.port = pom_free_port();

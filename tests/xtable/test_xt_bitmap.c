@@ -23,24 +23,7 @@
 
 /* ---- helpers --------------------------------------------------------- */
 
-static uint64_t rng_state;
-
-static uint64_t rnd(void) /* splitmix64 */
-{
-    uint64_t z = (rng_state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
-}
-
-static uint64_t base_seed(void)
-{
-    const char *s = getenv("XT_SEED");
-    static uint64_t seed;
-    if (!seed)
-        seed = s ? strtoull(s, NULL, 0) : (uint64_t)xt_now_ns();
-    return seed;
-}
+#include "pom_rand.h"
 
 static void seed_rng(const char *test, uint64_t k)
 {

@@ -88,7 +88,7 @@ int64_t xt_rpc_new_req_id(void)
     return (int64_t)((base + (c << 1)) & 0x7fffffffffffffffull) | 1;
 }
 
-int xt_rpc_parse_addr(const char *addr, char *host, size_t cap, int *port)
+static int parse_host_port(const char *addr, char *host, size_t cap, int *port, long min_port)
 {
     if (!addr || !*addr)
         return -EINVAL;
@@ -108,12 +108,22 @@ int xt_rpc_parse_addr(const char *addr, char *host, size_t cap, int *port)
     char *end = nullptr;
     errno = 0;
     long v = strtol(colon + 1, &end, 10);
-    if (errno || !end || *end || v <= 0 || v > 65535)
+    if (errno || !end || *end || end == colon + 1 || v < min_port || v > 65535)
         return -EINVAL;
     memcpy(host, h, hlen);
     host[hlen] = '\0';
     *port = (int)v;
     return 0;
+}
+
+int xt_rpc_parse_addr(const char *addr, char *host, size_t cap, int *port)
+{
+    return parse_host_port(addr, host, cap, port, 1);
+}
+
+int xt_rpc_parse_listen(const char *addr, char *host, size_t cap, int *port)
+{
+    return parse_host_port(addr, host, cap, port, 0);
 }
 
 /* ---- client pool -------------------------------------------------------- */

@@ -126,9 +126,11 @@ void xt_rpc_pool_stats(const xt_rpc_pool *p, struct xt_rpc_pool_stats *st);
 int xt_rpc_ping(xt_rpc_pool *p, const xt_rpc_call *call, const void *payload,
                 size_t len, void *reply, size_t cap, size_t *reply_len);
 
-/* Parses "host:port" (IPv4 name or [v6]) into host (cap bytes) and port.
- * Returns 0 or -EINVAL. */
+/* Parses "host:port" (IPv4 name or [v6]) into host (cap bytes) and port
+ * 1..65535. Returns 0 or -EINVAL. */
 int xt_rpc_parse_addr(const char *addr, char *host, size_t cap, int *port);
+/* The same for a listen address, where port 0 means "any free port". */
+int xt_rpc_parse_listen(const char *addr, char *host, size_t cap, int *port);
 
 #ifdef __cplusplus
 }

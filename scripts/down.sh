@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Stops what scripts/up.sh started (unmounts first): `pomctl down`.
+# usage: scripts/down.sh [DATA_DIR]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+exec build/r2/pomctl down --data "${1:-$HOME/.pomegranate}"

@@ -1,0 +1,632 @@
+/*
+ * test_pom_client.c -- the public API of libpomegranate (client/include/
+ * pomegranate.h) against real pom-mdsl + pom-mds processes on loopback,
+ * as LevelDB's c_test.c tests its C API:
+ *   - root, mkdir/mknod/symlink/lookup/getattr, name limits (255/256);
+ *   - tiny files: 0 B, 1 B, 4 KiB, 64 KiB written, read back from a fresh
+ *     connection; 64 KiB + 1 -> a short write, then -EFBIG; O_TRUNC,
+ *     O_APPEND, shared buffer of two handles, an unlinked open file;
+ *   - setattr (chmod, chown, utimens, truncate down/up with zero fill);
+ *   - unlink/rmdir errors (EISDIR, ENOTDIR, ENOTEMPTY), link -> EPERM;
+ *   - rename within and across directories, over a file, NOREPLACE,
+ *     EXCHANGE -> EINVAL, a directory under itself -> EINVAL, file over
+ *     directory -> EISDIR, over a non-empty directory -> ENOTEMPTY;
+ *   - xattrs (create/replace/list/remove, unknown namespace);
+ *   - readdir of 1,500 entries resumed at random points (seeded): every
+ *     entry exactly once, references taken in plus mode;
+ *   - two connections creating at once never share a uuid;
+ *   - SIGKILL of pom-mds: what pom_fsync acknowledged is there after the
+ *     restart, and the same handle goes on working (it waits for the MDS);
+ *   - countdown allocation failure over create/write/release/unlink: every
+ *     call returns 0 or -ENOMEM, never crashes or leaks (ASan).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "pom_proc.h"
+#include "pomegranate.h"
+#include "xt_common.h"
+
+#define FSID 7
+
+static struct {
+    char base[256];
+    int mdsl_port, mds_port;
+    pid_t mdsl, mds;
+    char addr[64];
+} C;
+
+static void start_mdsl(void)
+{
+    char dir[300], listen[32], log[300];
+    snprintf(dir, sizeof dir, "%s/mdsl", C.base);
+    mkdir(dir, 0755);
+    if (!C.mdsl_port)
+        C.mdsl_port = pom_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", C.mdsl_port);
+    snprintf(log, sizeof log, "%s/mdsl.log", C.base);
+    char *argv[] = { (char *)POM_MDSL_BIN, (char *)"--dir", dir, (char *)"--listen", listen, NULL };
+    C.mdsl = pom_proc_spawn(argv, log);
+    assert_true(C.mdsl > 0);
+    assert_int_equal(pom_proc_wait_port("127.0.0.1", C.mdsl_port, 20000), 0);
+}
+
+static void start_mds(void)
+{
+    char mdsl[32], listen[32], log[300];
+    snprintf(mdsl, sizeof mdsl, "127.0.0.1:%d", C.mdsl_port);
+    if (!C.mds_port)
+        C.mds_port = pom_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", C.mds_port);
+    snprintf(log, sizeof log, "%s/mds.log", C.base);
+    char *argv[] = { (char *)POM_MDS_BIN, (char *)"--mdsl", mdsl, (char *)"--listen", listen,
+                     (char *)"--commit-interval-ms", (char *)"200", NULL };
+    C.mds = pom_proc_spawn(argv, log);
+    assert_true(C.mds > 0);
+    assert_int_equal(pom_proc_wait_port("127.0.0.1", C.mds_port, 30000), 0);
+    snprintf(C.addr, sizeof C.addr, "127.0.0.1:%d", C.mds_port);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    memset(&C, 0, sizeof C);
+    if (pom_tmpdir("client", C.base, sizeof C.base))
+        return -1;
+    start_mdsl();
+    start_mds();
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (C.mds > 0)
+        pom_proc_stop(C.mds, 30000);
+    if (C.mdsl > 0)
+        pom_proc_stop(C.mdsl, 10000);
+    pom_rm_rf(C.base);
+    return 0;
+}
+
+static pom_fs *conn(void)
+{
+    pom_fs *fs = NULL;
+    assert_int_equal(pom_connect_mds(C.addr, FSID, &fs), 0);
+    return fs;
+}
+
+/* A fresh directory under the root for one test. */
+static pom_ino fresh_dir(pom_fs *fs, const char *name)
+{
+    struct stat st;
+    assert_int_equal(pom_mkdir(fs, POM_ROOT_INO, name, 0755, NULL, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    return st.st_ino;
+}
+
+static void fill(uint8_t *b, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)((i * 131 + seed * 7 + (i >> 8)) & 0xff);
+}
+
+static void write_file(pom_fs *fs, pom_ino dir, const char *name, const uint8_t *data, size_t n)
+{
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, name, 0644, O_WRONLY | O_CREAT | O_EXCL, NULL, &st, &f),
+                     0);
+    if (n)
+        assert_int_equal(pom_write(f, data, n, 0), (ssize_t)n);
+    assert_int_equal(pom_release(f), 0);
+    pom_forget(fs, st.st_ino, 1);
+}
+
+static void check_file(pom_fs *fs, pom_ino dir, const char *name, const uint8_t *data, size_t n)
+{
+    struct stat st;
+    assert_int_equal(pom_lookup(fs, dir, name, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_size, n);
+    pom_file *f;
+    assert_int_equal(pom_file_open(fs, st.st_ino, O_RDONLY, &f), 0);
+    uint8_t *buf = malloc(n + 16);
+    assert_int_equal(pom_read(f, buf, n + 16, 0), (ssize_t)n);
+    if (n)
+        assert_memory_equal(buf, data, n);
+    assert_int_equal(pom_read(f, buf, 16, (off_t)n), 0);
+    free(buf);
+    assert_int_equal(pom_release(f), 0);
+    pom_forget(fs, st.st_ino, 1);
+}
+
+static void test_root_and_names(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    struct stat st;
+    assert_int_equal(pom_getattr(fs, POM_ROOT_INO, &st), 0);
+    assert_true(S_ISDIR(st.st_mode));
+    assert_int_equal(st.st_ino, POM_ROOT_INO);
+    pom_ino d = fresh_dir(fs, "names");
+    char n255[256], n256[257];
+    memset(n255, 'a', 255);
+    n255[255] = 0;
+    memset(n256, 'b', 256);
+    n256[256] = 0;
+    assert_int_equal(pom_mknod(fs, d, n255, S_IFREG | 0644, 0, NULL, &st), 0);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_lookup(fs, d, n255, &st), 0);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_mknod(fs, d, n256, S_IFREG | 0644, 0, NULL, &st), -ENAMETOOLONG);
+    assert_int_equal(pom_lookup(fs, d, n256, &st), -ENAMETOOLONG);
+    assert_int_equal(pom_mknod(fs, d, "", S_IFREG | 0644, 0, NULL, &st), -EINVAL);
+    assert_int_equal(pom_mknod(fs, d, "a/b", S_IFREG | 0644, 0, NULL, &st), -EINVAL);
+    assert_int_equal(pom_lookup(fs, d, "missing", &st), -ENOENT);
+    assert_int_equal(pom_mknod(fs, d, n255, S_IFREG | 0644, 0, NULL, &st), -EEXIST);
+    /* A file is no directory. */
+    assert_int_equal(pom_mknod(fs, d, "f", S_IFREG | 0600, 0, NULL, &st), 0);
+    pom_ino f = st.st_ino;
+    assert_int_equal(pom_lookup(fs, f, "x", &st), -ENOTDIR);
+    assert_int_equal(pom_mkdir(fs, f, "x", 0755, NULL, &st), -ENOTDIR);
+    pom_forget(fs, f, 1);
+    assert_int_equal(pom_getattr(fs, UINT64_C(0xdead0000dead), &st), -ESTALE);
+    /* fifos, sockets, devices, and what mknod refuses */
+    assert_int_equal(pom_mknod(fs, d, "fifo", S_IFIFO | 0600, 0, NULL, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode));
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_mknod(fs, d, "dir", S_IFDIR | 0755, 0, NULL, &st), -EINVAL);
+    struct pom_cred cr = { 1234, 5678 };
+    assert_int_equal(pom_mkdir(fs, d, "owned", 0750, &cr, &st), 0);
+    assert_int_equal(st.st_uid, 1234);
+    assert_int_equal(st.st_gid, 5678);
+    assert_int_equal(st.st_mode, S_IFDIR | 0750);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_link(fs, d, POM_ROOT_INO, "hard", &st), -EPERM);
+    /* No R2 listens there: the error says so. */
+    assert_int_equal(pom_open("127.0.0.1:1", "x", &(pom_fs *){ NULL }), -ECONNREFUSED);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+static void test_tiny_files(void **state)
+{
+    (void)state;
+    static uint8_t data[POM_INLINE_MAX + 1];
+    static const size_t sizes[] = { 0, 1, 4096, POM_INLINE_MAX };
+    fill(data, sizeof data, 3);
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "tiny");
+    char name[32];
+    for (size_t i = 0; i < XT_ARRAY_SIZE(sizes); i++) {
+        snprintf(name, sizeof name, "f%zu", sizes[i]);
+        write_file(fs, d, name, data, sizes[i]);
+        check_file(fs, d, name, data, sizes[i]);
+    }
+    /* From a second connection: the bytes came from the MDS. */
+    pom_fs *fs2 = conn();
+    struct stat st;
+    assert_int_equal(pom_lookup(fs2, POM_ROOT_INO, "tiny", &st), 0);
+    for (size_t i = 0; i < XT_ARRAY_SIZE(sizes); i++) {
+        snprintf(name, sizeof name, "f%zu", sizes[i]);
+        check_file(fs2, st.st_ino, name, data, sizes[i]);
+    }
+    pom_forget(fs2, st.st_ino, 1);
+    pom_close(fs2);
+
+    /* Past the inline limit: a short write, then EFBIG. */
+    pom_file *f;
+    assert_int_equal(pom_create(fs, d, "big", 0644, O_RDWR | O_CREAT, NULL, &st, &f), 0);
+    assert_int_equal(pom_write(f, data, POM_INLINE_MAX + 1, 0), POM_INLINE_MAX);
+    assert_int_equal(pom_write(f, data, 1, POM_INLINE_MAX), -EFBIG);
+    /* Sparse write: the hole reads as zeros; getattr sees the buffer. */
+    assert_int_equal(pom_release(f), 0);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_create(fs, d, "sparse", 0644, O_RDWR | O_CREAT, NULL, &st, &f), 0);
+    assert_int_equal(pom_write(f, "xy", 2, 100), 2);
+    struct stat st2;
+    assert_int_equal(pom_getattr(fs, st.st_ino, &st2), 0);
+    assert_int_equal(st2.st_size, 102);
+    uint8_t buf[128];
+    assert_int_equal(pom_read(f, buf, sizeof buf, 0), 102);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(buf[i], 0);
+    assert_memory_equal(buf + 100, "xy", 2);
+    /* A second handle shares the buffer; O_APPEND appends; O_TRUNC cuts. */
+    pom_file *g;
+    assert_int_equal(pom_file_open(fs, st.st_ino, O_WRONLY | O_APPEND, &g), 0);
+    assert_int_equal(pom_write(g, "z", 1, 0), 1);
+    assert_int_equal(pom_read(f, buf, sizeof buf, 100), 3);
+    assert_memory_equal(buf, "xyz", 3);
+    assert_int_equal(pom_read(g, buf, 1, 0), -EBADF);
+    assert_int_equal(pom_release(g), 0);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(pom_file_open(fs, st.st_ino, O_RDWR | O_TRUNC, &f), 0);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(pom_getattr(fs, st.st_ino, &st2), 0);
+    assert_int_equal(st2.st_size, 0);
+    /* An open file whose name goes away stays readable until release. */
+    assert_int_equal(pom_file_open(fs, st.st_ino, O_RDWR, &f), 0);
+    assert_int_equal(pom_write(f, "live", 4, 0), 4);
+    assert_int_equal(pom_unlink(fs, d, "sparse"), 0);
+    assert_int_equal(pom_read(f, buf, 4, 0), 4);
+    assert_int_equal(pom_getattr(fs, st.st_ino, &st2), 0);
+    assert_int_equal(st2.st_nlink, 0);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(pom_lookup(fs, d, "sparse", &st2), -ENOENT);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_getattr(fs, st.st_ino, &st2), -ESTALE);
+    /* Directories and symlinks are not opened as files. */
+    assert_int_equal(pom_file_open(fs, d, O_RDONLY, &f), -EISDIR);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+static void test_setattr(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "attrs");
+    uint8_t data[5000];
+    fill(data, sizeof data, 9);
+    write_file(fs, d, "f", data, sizeof data);
+    struct stat st, in, out;
+    assert_int_equal(pom_lookup(fs, d, "f", &st), 0);
+    memset(&in, 0, sizeof in);
+    in.st_mode = 04711;
+    assert_int_equal(pom_setattr(fs, st.st_ino, &in, POM_SET_MODE, &out), 0);
+    assert_int_equal(out.st_mode, S_IFREG | 04711);
+    in.st_uid = 42;
+    in.st_gid = 43;
+    assert_int_equal(pom_setattr(fs, st.st_ino, &in, POM_SET_UID | POM_SET_GID, &out), 0);
+    assert_int_equal(out.st_uid, 42);
+    assert_int_equal(out.st_gid, 43);
+    in.st_atim.tv_sec = 1000000000;
+    in.st_atim.tv_nsec = 5;
+    in.st_mtim.tv_sec = 1200000000;
+    in.st_mtim.tv_nsec = 7;
+    assert_int_equal(pom_setattr(fs, st.st_ino, &in, POM_SET_ATIME | POM_SET_MTIME, &out), 0);
+    assert_int_equal(out.st_atim.tv_sec, 1000000000);
+    assert_int_equal(out.st_atim.tv_nsec, 5);
+    assert_int_equal(out.st_mtim.tv_sec, 1200000000);
+    assert_int_equal(out.st_mtim.tv_nsec, 7);
+    assert_true(out.st_ctim.tv_sec > 1600000000);
+    /* truncate down, then up: the new bytes are zeros */
+    in.st_size = 100;
+    assert_int_equal(pom_setattr(fs, st.st_ino, &in, POM_SET_SIZE, &out), 0);
+    assert_int_equal(out.st_size, 100);
+    in.st_size = 300;
+    assert_int_equal(pom_setattr(fs, st.st_ino, &in, POM_SET_SIZE, &out), 0);
+    uint8_t want[300];
+    memcpy(want, data, 100);
+    memset(want + 100, 0, 200);
+    check_file(fs, d, "f", want, 300);
+    in.st_size = POM_INLINE_MAX + 1;
+    assert_int_equal(pom_setattr(fs, st.st_ino, &in, POM_SET_SIZE, &out), -EFBIG);
+    assert_int_equal(pom_setattr(fs, d, &in, POM_SET_SIZE, &out), -EFBIG);
+    in.st_size = 1;
+    assert_int_equal(pom_setattr(fs, d, &in, POM_SET_SIZE, &out), -EISDIR);
+    assert_int_equal(pom_setattr(fs, st.st_ino, &in, 1 << 20, &out), -ENOTSUP);
+    /* truncate of an open file goes through its buffer */
+    pom_file *f;
+    assert_int_equal(pom_file_open(fs, st.st_ino, O_RDWR, &f), 0);
+    in.st_size = 10;
+    assert_int_equal(pom_setattr(fs, st.st_ino, &in, POM_SET_SIZE, &out), 0);
+    assert_int_equal(out.st_size, 10);
+    uint8_t buf[20];
+    assert_int_equal(pom_read(f, buf, 20, 0), 10);
+    assert_int_equal(pom_release(f), 0);
+    check_file(fs, d, "f", want, 10);
+    /* access(2) for an unprivileged credential */
+    struct pom_cred owner = { 42, 43 }, other = { 7, 7 };
+    assert_int_equal(pom_access(fs, st.st_ino, R_OK | W_OK | X_OK, &owner), 0);
+    assert_int_equal(pom_access(fs, st.st_ino, R_OK, &other), -EACCES);
+    assert_int_equal(pom_access(fs, st.st_ino, X_OK, &other), 0);
+    pom_forget(fs, st.st_ino, 1);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+static void test_remove_and_rename(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "ren");
+    struct stat st;
+    assert_int_equal(pom_mkdir(fs, d, "a", 0755, NULL, &st), 0);
+    pom_ino a = st.st_ino;
+    assert_int_equal(pom_mkdir(fs, d, "b", 0755, NULL, &st), 0);
+    pom_ino b = st.st_ino;
+    uint8_t x[10] = "0123456789", y[3] = "abc";
+    write_file(fs, a, "x", x, sizeof x);
+    write_file(fs, a, "y", y, sizeof y);
+    /* remove errors */
+    assert_int_equal(pom_unlink(fs, d, "a"), -EISDIR);
+    assert_int_equal(pom_rmdir(fs, a, "x"), -ENOTDIR);
+    assert_int_equal(pom_rmdir(fs, d, "a"), -ENOTEMPTY);
+    assert_int_equal(pom_unlink(fs, d, "nope"), -ENOENT);
+    /* same directory */
+    assert_int_equal(pom_rename(fs, a, "x", a, "x2", 0), 0);
+    assert_int_equal(pom_lookup(fs, a, "x", &st), -ENOENT);
+    check_file(fs, a, "x2", x, sizeof x);
+    /* over an existing file: y is replaced by x2's content */
+    assert_int_equal(pom_rename(fs, a, "x2", a, "y", POM_RENAME_NOREPLACE), -EEXIST);
+    assert_int_equal(pom_rename(fs, a, "x2", a, "y", POM_RENAME_EXCHANGE), -EINVAL);
+    assert_int_equal(pom_rename(fs, a, "x2", a, "y", 0), 0);
+    check_file(fs, a, "y", x, sizeof x);
+    assert_int_equal(pom_lookup(fs, a, "x2", &st), -ENOENT);
+    /* across directories, keeping the inode */
+    assert_int_equal(pom_lookup(fs, a, "y", &st), 0);
+    pom_ino yino = st.st_ino;
+    assert_int_equal(pom_rename(fs, a, "y", b, "moved", 0), 0);
+    struct stat st2;
+    assert_int_equal(pom_getattr(fs, yino, &st2), 0); /* the map followed it */
+    assert_int_equal(pom_lookup(fs, b, "moved", &st2), 0);
+    assert_int_equal(st2.st_ino, yino);
+    pom_forget(fs, yino, 2);
+    check_file(fs, b, "moved", x, sizeof x);
+    /* directory rules */
+    assert_int_equal(pom_mkdir(fs, a, "sub", 0755, NULL, &st), 0);
+    pom_ino sub = st.st_ino;
+    assert_int_equal(pom_rename(fs, d, "a", sub, "loop", 0), -EINVAL);
+    assert_int_equal(pom_rename(fs, b, "moved", d, "a", 0), -EISDIR);
+    write_file(fs, sub, "inside", x, 1);
+    assert_int_equal(pom_rename(fs, d, "b", a, "sub", 0), -ENOTEMPTY); /* target not empty */
+    assert_int_equal(pom_unlink(fs, sub, "inside"), 0);
+    assert_int_equal(pom_unlink(fs, b, "moved"), 0);
+    assert_int_equal(pom_rename(fs, d, "b", a, "sub", 0), 0); /* empty: replaced */
+    assert_int_equal(pom_getattr(fs, sub, &st), -ENOENT);
+    assert_int_equal(pom_lookup(fs, a, "sub", &st), 0);
+    assert_int_equal(st.st_ino, b);
+    pom_forget(fs, b, 1);
+    mode_t m = st.st_mode;
+    assert_true(S_ISDIR(m));
+    assert_int_equal(pom_rmdir(fs, a, "sub"), 0);
+    assert_int_equal(pom_rmdir(fs, d, "a"), 0);
+    assert_int_equal(pom_rmdir(fs, POM_ROOT_INO, "ren"), 0);
+    assert_int_equal(pom_lookup(fs, POM_ROOT_INO, "ren", &st), -ENOENT);
+    pom_forget(fs, sub, 1);
+    pom_forget(fs, a, 1);
+    pom_forget(fs, b, 1);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+static void test_symlink_xattr(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "sx");
+    struct stat st;
+    assert_int_equal(pom_symlink(fs, d, "ln", "../some/target", NULL, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(st.st_size, 14);
+    char buf[64];
+    assert_int_equal(pom_readlink(fs, st.st_ino, buf, sizeof buf), 14);
+    assert_string_equal(buf, "../some/target");
+    assert_int_equal(pom_readlink(fs, st.st_ino, buf, 14), -ERANGE);
+    assert_int_equal(pom_readlink(fs, d, buf, sizeof buf), -EINVAL);
+    pom_forget(fs, st.st_ino, 1);
+    char longt[POM_SYMLINK_MAX + 2];
+    memset(longt, 't', sizeof longt - 1);
+    longt[sizeof longt - 1] = 0;
+    assert_int_equal(pom_symlink(fs, d, "ln2", longt, NULL, &st), -ENAMETOOLONG);
+
+    pom_ino x = d;
+    assert_int_equal(pom_listxattr(fs, x, NULL, 0), 0);
+    assert_int_equal(pom_setxattr(fs, x, "user.a", "1", 1, 0), 0);
+    assert_int_equal(pom_setxattr(fs, x, "user.b", "", 0, 0), 0);
+    assert_int_equal(pom_setxattr(fs, x, "user.a", "22", 2, XATTR_CREATE), -EEXIST);
+    assert_int_equal(pom_setxattr(fs, x, "user.c", "3", 1, XATTR_REPLACE), -ENODATA);
+    assert_int_equal(pom_setxattr(fs, x, "user.a", "22", 2, XATTR_REPLACE), 0);
+    assert_int_equal(pom_setxattr(fs, x, "system.posix_acl_access", "x", 1, 0), -ENOTSUP);
+    assert_int_equal(pom_setxattr(fs, x, "nonamespace", "x", 1, 0), -ENOTSUP);
+    assert_int_equal(pom_getxattr(fs, x, "user.a", NULL, 0), 2);
+    assert_int_equal(pom_getxattr(fs, x, "user.a", buf, 1), -ERANGE);
+    assert_int_equal(pom_getxattr(fs, x, "user.a", buf, sizeof buf), 2);
+    assert_memory_equal(buf, "22", 2);
+    assert_int_equal(pom_getxattr(fs, x, "user.b", buf, sizeof buf), 0);
+    assert_int_equal(pom_getxattr(fs, x, "user.zz", buf, sizeof buf), -ENODATA);
+    assert_int_equal(pom_listxattr(fs, x, NULL, 0), 14);
+    assert_int_equal(pom_listxattr(fs, x, buf, sizeof buf), 14);
+    assert_memory_equal(buf, "user.a\0user.b\0", 14);
+    assert_int_equal(pom_listxattr(fs, x, buf, 3), -ERANGE);
+    static char big[(64 << 10) + 1];
+    assert_int_equal(pom_setxattr(fs, x, "user.big", big, sizeof big, 0), -E2BIG);
+    assert_int_equal(pom_removexattr(fs, x, "user.a"), 0);
+    assert_int_equal(pom_removexattr(fs, x, "user.a"), -ENODATA);
+    assert_int_equal(pom_removexattr(fs, x, "user.b"), 0);
+    assert_int_equal(pom_listxattr(fs, x, NULL, 0), 0);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+struct seen {
+    uint8_t *hits;
+    int n, stop_after, taken;
+    pom_ino last;
+    uint64_t next;
+};
+
+static int count_cb(void *arg, const char *name, const struct stat *st, uint64_t next)
+{
+    struct seen *s = arg;
+    if (s->stop_after >= 0 && s->taken >= s->stop_after)
+        return 1;
+    int i = atoi(name + 1);
+    assert_true(i >= 0 && i < s->n);
+    s->hits[i]++;
+    s->taken++;
+    s->next = next;
+    s->last = st->st_ino;
+    return 0;
+}
+
+static void test_readdir(void **state)
+{
+    (void)state;
+    const int n = 1500;
+    unsigned seed = (unsigned)time(NULL);
+    print_message("test_readdir seed %u\n", seed);
+    srand(seed);
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "many");
+    struct seen s = { calloc((size_t)n, 1), n, -1, 0, 0, 0 };
+    /* empty directory: nothing, not an error */
+    assert_int_equal(pom_readdir(fs, d, POM_COOKIE_START, 0, count_cb, &s), 0);
+    for (int i = 0; i < n; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "e%d", i);
+        struct stat st;
+        assert_int_equal(pom_mknod(fs, d, name, S_IFREG | 0644, 0, NULL, &st), 0);
+        pom_forget(fs, st.st_ino, 1);
+    }
+    /* In pieces of random size, plain and plus. */
+    for (int plus = 0; plus < 2; plus++) {
+        memset(s.hits, 0, (size_t)n);
+        uint64_t cookie = POM_COOKIE_START;
+        int total = 0;
+        for (;;) {
+            s.stop_after = rand() % 300;
+            s.taken = 0;
+            int got = pom_readdir(fs, d, cookie, plus, count_cb, &s);
+            assert_true(got >= 0);
+            assert_int_equal(got, s.taken);
+            if (got == 0 && s.stop_after > 0)
+                break;
+            if (got) {
+                assert_true(s.next > cookie);
+                assert_true(s.next < POM_COOKIE_END);
+                cookie = s.next;
+                if (plus) {
+                    struct stat st;
+                    assert_int_equal(pom_getattr(fs, s.last, &st), 0);
+                }
+            }
+            total += got;
+        }
+        assert_int_equal(total, n);
+        for (int i = 0; i < n; i++)
+            assert_int_equal(s.hits[i], 1);
+    }
+    /* The references readdirplus gave are real: forget them all. */
+    s.stop_after = -1;
+    free(s.hits);
+    assert_int_equal(pom_rmdir(fs, POM_ROOT_INO, "many"), -ENOTEMPTY);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+static void test_two_clients_uuids(void **state)
+{
+    (void)state;
+    pom_fs *a = conn(), *b = conn();
+    pom_ino d = fresh_dir(a, "uuids");
+    struct stat st;
+    assert_int_equal(pom_lookup(b, POM_ROOT_INO, "uuids", &st), 0);
+    enum { N = 300 };
+    static uint64_t ino[2 * N];
+    for (int i = 0; i < N; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "a%d", i);
+        assert_int_equal(pom_mknod(a, d, name, S_IFREG | 0644, 0, NULL, &st), 0);
+        ino[2 * i] = st.st_ino;
+        snprintf(name, sizeof name, "b%d", i);
+        assert_int_equal(pom_mknod(b, d, name, S_IFREG | 0644, 0, NULL, &st), 0);
+        ino[2 * i + 1] = st.st_ino;
+    }
+    for (int i = 0; i < 2 * N; i++)
+        for (int j = i + 1; j < 2 * N; j++)
+            assert_true(ino[i] != ino[j]);
+    /* A name removed by one client is gone for the other (no stale row). */
+    assert_int_equal(pom_unlink(a, d, "b0"), 0);
+    assert_int_equal(pom_getattr(b, ino[1], &st), -ENOENT);
+    pom_close(a);
+    pom_close(b);
+}
+
+static void test_kill_mds(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "durable");
+    uint8_t data[3000];
+    fill(data, sizeof data, 11);
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, d, "synced", 0644, O_RDWR | O_CREAT, NULL, &st, &f), 0);
+    assert_int_equal(pom_write(f, data, sizeof data, 0), (ssize_t)sizeof data);
+    assert_int_equal(pom_fsync(f, 0), 0);
+    assert_int_equal(pom_release(f), 0);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_sync(fs), 0);
+    assert_int_equal(pom_proc_kill(C.mds, SIGKILL), 0);
+    assert_int_equal(pom_proc_wait(C.mds, 10000, NULL), 0);
+    C.mds = 0;
+    start_mds();
+    /* The same connection: its calls wait for the new MDS. */
+    check_file(fs, d, "synced", data, sizeof data);
+    write_file(fs, d, "after", data, 10);
+    check_file(fs, d, "after", data, 10);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+static void test_alloc_failures(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "oom");
+    long failed = 1;
+    for (long n = 0; failed && n < 2000; n++) {
+        xt_alloc_fail_after(n);
+        struct stat st;
+        pom_file *f = NULL;
+        int rc = pom_create(fs, d, "f", 0644, O_RDWR | O_CREAT, NULL, &st, &f);
+        assert_true(rc == 0 || rc == -ENOMEM || rc == -EEXIST);
+        if (rc == 0) {
+            ssize_t w = pom_write(f, "hello", 5, 0);
+            assert_true(w == 5 || w == -ENOMEM);
+            rc = pom_release(f);
+            assert_true(rc == 0 || rc == -ENOMEM);
+            pom_forget(fs, st.st_ino, 1);
+        }
+        rc = pom_unlink(fs, d, "f");
+        assert_true(rc == 0 || rc == -ENOMEM || rc == -ENOENT);
+        failed = xt_alloc_fail_after(-1);
+        pom_unlink(fs, d, "f");
+    }
+    assert_int_equal(failed, 0);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_root_and_names),
+        cmocka_unit_test(test_tiny_files),
+        cmocka_unit_test(test_setattr),
+        cmocka_unit_test(test_remove_and_rename),
+        cmocka_unit_test(test_symlink_xattr),
+        cmocka_unit_test(test_readdir),
+        cmocka_unit_test(test_two_clients_uuids),
+        cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_kill_mds),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

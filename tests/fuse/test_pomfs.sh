@@ -1,0 +1,230 @@
+#!/bin/bash
+# test_pomfs.sh POMFS POM_MDS POM_MDSL -- pomfs end to end through a real
+# FUSE mount, in a fresh temporary folder, daemons on free loopback ports,
+# every process stopped by its pid (never by name), the mount undone with
+# fusermount3 -u in a trap:
+#   tiny files of 0 B, 1 B, 4 KiB, 64 KiB checked by sha256sum after a
+#   remount (the bytes came back from the MDS, not the page cache), 64 KiB
+#   + 1 refused (EFBIG); mkdir -p deep trees and rm -rf; rename in one
+#   directory, across directories and over an existing file; symlinks;
+#   xattrs (setfattr/getfattr); chmod/chown/touch -d; truncate down and up;
+#   `ls -f` of 10,000 files lists each exactly once; names of 255 (ok) and
+#   256 bytes (ENAMETOOLONG); rmdir of a non-empty directory; SIGKILL of
+#   pom-mds and a restart: files whose fsync returned are still there.
+# Exit 77 (skip) when FUSE cannot be used here.
+set -u
+
+POMFS=$(realpath "$1"); MDS=$(realpath "$2"); MDSL=$(realpath "$3")
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+    echo "SKIP: no /dev/fuse or no fusermount3"
+    exit 77
+fi
+export TZ=UTC LC_ALL=C
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/pomfs-test.XXXXXX")
+M=$T/mnt
+mkdir -p "$M" "$T/mdsl" "$T/src"
+MDSL_PID= MDS_PID= FS_PID=
+PASS=0 FAIL=0
+
+cleanup() {
+    mountpoint -q "$M" 2>/dev/null && { fusermount3 -u "$M" 2>/dev/null || fusermount3 -u -z "$M"; }
+    local p
+    for p in $FS_PID $MDS_PID $MDSL_PID; do
+        kill -9 "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' TERM INT HUP
+
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+wait_port() { # port: up to 30 s
+    local i
+    for i in $(seq 300); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "port $1 never opened"; return 1
+}
+ok() { # description command...: the command must succeed
+    local d=$1; shift
+    if "$@" >>"$T/cmd.log" 2>&1; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $d"; fi
+}
+nok() { # description errno-text command...: must fail, saying errno-text
+    local d=$1 e=$2; shift 2
+    local out
+    if out=$("$@" 2>&1); then
+        FAIL=$((FAIL+1)); echo "FAIL (succeeded): $d"
+    elif [ -n "$e" ] && ! grep -qE "$e" <<<"$out"; then
+        FAIL=$((FAIL+1)); echo "FAIL (wrong error '$out', want '$e'): $d"
+    else
+        PASS=$((PASS+1))
+    fi
+}
+eq() { # description got want
+    if [ "$2" == "$3" ]; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $1: got '$2', want '$3'"; fi
+}
+
+P_MDSL=$(free_port); P_MDS=$(free_port)
+start_mdsl() {
+    "$MDSL" --dir "$T/mdsl" --listen "127.0.0.1:$P_MDSL" >>"$T/mdsl.log" 2>&1 &
+    MDSL_PID=$!
+    wait_port "$P_MDSL"
+}
+start_mds() {
+    "$MDS" --mdsl "127.0.0.1:$P_MDSL" --listen "127.0.0.1:$P_MDS" --commit-interval-ms 1000 \
+        >>"$T/mds.log" 2>&1 &
+    MDS_PID=$!
+    wait_port "$P_MDS"
+}
+mount_fs() {
+    "$POMFS" "127.0.0.1:$P_MDS" "$M" -o fsid=1 -f >>"$T/pomfs.log" 2>&1 &
+    FS_PID=$!
+    local i
+    for i in $(seq 300); do
+        mountpoint -q "$M" && return 0
+        kill -0 "$FS_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "pomfs did not mount:"; cat "$T/pomfs.log"
+    if grep -qi "permission\|fuse: device not found\|Operation not permitted" "$T/pomfs.log"; then
+        echo "SKIP: FUSE mounts are not allowed here"; exit 77
+    fi
+    exit 1
+}
+umount_fs() {
+    fusermount3 -u "$M" || { echo "unmount failed"; return 1; }
+    wait "$FS_PID"
+    eq "pomfs exit status" "$?" "0"
+    FS_PID=
+}
+
+start_mdsl && start_mds || exit 1
+mount_fs
+ok "root is a directory" test -d "$M"
+# Usage errors of pomfs itself.
+nok "pomfs without fsid" "fsid" "$POMFS" "127.0.0.1:$P_MDS" "$T/src" -f
+nok "pomfs with no R2 there says so" "Connection refused" "$POMFS" "127.0.0.1:1" "$T/src" -o fs=x -f
+
+# ---- tiny files --------------------------------------------------------
+mkdir "$M/files"
+for n in 0 1 4096 65536; do
+    head -c "$n" /dev/urandom >"$T/src/f$n"
+    ok "write $n B" cp "$T/src/f$n" "$M/files/f$n"
+    eq "size of $n B" "$(stat -c %s "$M/files/f$n")" "$n"
+done
+head -c 65537 /dev/urandom >"$T/src/big"
+nok "64 KiB + 1 refused" "too large" cp "$T/src/big" "$M/files/big"
+(cd "$T/src" && sha256sum f0 f1 f4096 f65536) >"$T/sums"
+ok "sha256 before remount" bash -c "cd '$M/files' && sha256sum -c --quiet '$T/sums'"
+umount_fs
+mount_fs
+ok "sha256 after remount" bash -c "cd '$M/files' && sha256sum -c --quiet '$T/sums'"
+echo -n hello >"$M/files/h"
+echo -n " world" >>"$M/files/h"
+eq "append" "$(cat "$M/files/h")" "hello world"
+
+# ---- trees -------------------------------------------------------------
+D="$M/deep/a/b/c/d/e/f/g/h/i/j/k/l/m/n/o/p"
+ok "mkdir -p" mkdir -p "$D"
+echo leaf >"$D/leaf"
+for i in 1 2 3; do mkdir -p "$M/deep/x$i/y"; echo "$i" >"$M/deep/x$i/y/z"; done
+eq "leaf" "$(cat "$D/leaf")" "leaf"
+eq "find" "$(find "$M/deep" -type f | wc -l)" "4"
+nok "rmdir non-empty" "not empty" rmdir "$M/deep"
+nok "rm of a directory" "Is a directory" rm "$M/deep/x1"
+ok "rm -rf" rm -rf "$M/deep"
+ok "deep tree gone" test ! -e "$M/deep"
+
+# ---- rename ------------------------------------------------------------
+mkdir "$M/r1" "$M/r2"
+echo one >"$M/r1/a"
+echo two >"$M/r2/b"
+ok "rename in one dir" mv "$M/r1/a" "$M/r1/a2"
+ok "old name gone" test ! -e "$M/r1/a"
+ok "rename across dirs" mv "$M/r1/a2" "$M/r2/a3"
+eq "moved content" "$(cat "$M/r2/a3")" "one"
+ok "rename over a file" mv "$M/r2/a3" "$M/r2/b"
+eq "replaced content" "$(cat "$M/r2/b")" "one"
+eq "one entry left" "$(ls "$M/r2")" "b"
+mkdir -p "$M/r1/sub/inner"
+ok "rename a directory across" mv "$M/r1/sub" "$M/r2/sub"
+ok "its subtree came along" test -d "$M/r2/sub/inner"
+nok "directory into itself" "Invalid argument|subdirectory of itself" mv "$M/r2/sub" "$M/r2/sub/inner/x"
+nok "no hard links yet" "not permitted" ln "$M/r2/b" "$M/r2/hard"
+
+# ---- symlinks ----------------------------------------------------------
+ok "symlink" ln -s b "$M/r2/lnk"
+eq "readlink" "$(readlink "$M/r2/lnk")" "b"
+eq "through the link" "$(cat "$M/r2/lnk")" "one"
+ok "dangling symlink" ln -s /no/such/target "$M/r2/dang"
+eq "dangling readlink" "$(readlink "$M/r2/dang")" "/no/such/target"
+
+# ---- xattrs ------------------------------------------------------------
+ok "setfattr" setfattr -n user.color -v red "$M/r2/b"
+ok "setfattr 2" setfattr -n user.size -v 42 "$M/r2/b"
+eq "getfattr" "$(getfattr --absolute-names --only-values -n user.color "$M/r2/b")" "red"
+eq "getfattr -d" "$(getfattr -d --absolute-names "$M/r2/b" | grep -c '^user\.')" "2"
+ok "setfattr -x" setfattr -x user.color "$M/r2/b"
+nok "removed attribute" "No such attribute" getfattr --absolute-names -n user.color "$M/r2/b"
+ok "xattr on a directory" setfattr -n user.d -v 1 "$M/r2"
+
+# ---- attributes --------------------------------------------------------
+ok "chmod" chmod 640 "$M/r2/b"
+eq "mode" "$(stat -c %a "$M/r2/b")" "640"
+ok "chown" chown 1234:5678 "$M/r2/b"
+eq "owner" "$(stat -c %u:%g "$M/r2/b")" "1234:5678"
+ok "touch -d" touch -d "2001-02-03 04:05:06" "$M/r2/b"
+eq "mtime" "$(stat -c %Y "$M/r2/b")" "981173106"
+eq "atime" "$(stat -c %X "$M/r2/b")" "981173106"
+head -c 3000 /dev/urandom >"$T/src/t"
+cp "$T/src/t" "$M/r2/t"
+ok "truncate down" truncate -s 100 "$M/r2/t"
+eq "size down" "$(stat -c %s "$M/r2/t")" "100"
+ok "truncate up" truncate -s 5000 "$M/r2/t"
+(head -c 100 "$T/src/t"; head -c 4900 /dev/zero) >"$T/src/t2"
+eq "truncated content" "$(sha256sum <"$M/r2/t")" "$(sha256sum <"$T/src/t2")"
+nok "truncate past 64 KiB" "too large" truncate -s 70000 "$M/r2/t"
+ok "mkfifo" mkfifo "$M/r2/fifo"
+ok "fifo type" test -p "$M/r2/fifo"
+nok "fallocate unsupported" "not supported" fallocate -l 100 "$M/r2/t"
+
+# ---- names -------------------------------------------------------------
+N255=$(printf 'n%.0s' $(seq 255)); N256=$(printf 'n%.0s' $(seq 256))
+ok "name of 255 bytes" touch "$M/r2/$N255"
+ok "it is there" test -f "$M/r2/$N255"
+nok "name of 256 bytes" "File name too long" touch "$M/r2/$N256"
+nok "mkdir of 256 bytes" "File name too long" mkdir "$M/r2/$N256"
+
+# ---- 10,000 files ------------------------------------------------------
+mkdir "$M/many"
+(cd "$M/many" && seq -f "file-%05g" 1 10000 | xargs touch) || { FAIL=$((FAIL+1)); echo "FAIL: touch 10000"; }
+eq "ls -f count" "$(ls -f "$M/many" | wc -l)" "10002"
+eq "ls -f no duplicates" "$(ls -f "$M/many" | sort | uniq -d | wc -l)" "0"
+eq "ls -f names" "$(ls -f "$M/many" | grep -c '^file-')" "10000"
+
+# ---- SIGKILL of pom-mds ------------------------------------------------
+head -c 2000 /dev/urandom >"$T/src/d"
+ok "write + fsync" dd if="$T/src/d" of="$M/files/durable" conv=fsync status=none
+ok "sync a directory" sync "$M/files"
+kill -9 "$MDS_PID"; wait "$MDS_PID" 2>/dev/null; MDS_PID=
+start_mds
+eq "fsynced file after MDS restart" "$(sha256sum <"$M/files/durable")" "$(sha256sum <"$T/src/d")"
+ok "the mount goes on" bash -c "echo later >'$M/files/later'"
+umount_fs
+mount_fs
+eq "after remount" "$(sha256sum <"$M/files/durable")" "$(sha256sum <"$T/src/d")"
+ok "sha256 after MDS restart" bash -c "cd '$M/files' && sha256sum -c --quiet '$T/sums'"
+eq "10,000 after remount" "$(ls -f "$M/many" | wc -l)" "10002"
+umount_fs
+
+eq "no sanitizer report" "$(grep -c 'Sanitizer' "$T/pomfs.log" "$T/mds.log" | grep -vc ':0$')" "0"
+if [ "$FAIL" -ne 0 ]; then
+    echo "--- pomfs.log"; tail -20 "$T/pomfs.log"
+fi
+echo "$PASS passed, $FAIL failed"
+[ "$FAIL" -eq 0 ]
