@@ -415,7 +415,8 @@ int r2_agent_start(const struct r2_agent_opts *o, r2_agent **out)
 {
     *out = NULL;
     if (!o || !o->r2_addrs || !o->addr ||
-        (o->type != XT_SITE_MDS && o->type != XT_SITE_MDSL && o->type != XT_SITE_CLIENT) ||
+        (o->type != XT_SITE_MDS && o->type != XT_SITE_MDSL && o->type != XT_SITE_CLIENT &&
+         o->type != XT_SITE_R2) ||
         o->hb_interval_ms > 3600000)
         return -EINVAL;
     r2_agent *a = xt_calloc(1, sizeof *a);

@@ -55,7 +55,7 @@ typedef void (*r2_agent_id_fn)(void *arg, uint32_t site_id);
 
 struct r2_agent_opts {
     const char *r2_addrs;     /* "host:port[,host:port...]" (copied), 1..16 */
-    int type;                 /* XT_SITE_MDS, XT_SITE_MDSL or XT_SITE_CLIENT */
+    int type;                 /* XT_SITE_MDS, _MDSL, _CLIENT or _R2 (R2 itself) */
     const char *addr;         /* this site's service address (clients: a label) */
     uint64_t capacity;        /* bytes */
     const char *fs_name;      /* clients: the fs mounted; NULL: none */

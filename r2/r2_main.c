@@ -10,6 +10,7 @@
 #include "r2_service.h"
 #include "r2_store.h"
 #include "r2_store_embedded.h"
+#include "r2_agent.h"
 #include "r2_store_zk.h"
 
 #include "xt_common.h"
@@ -181,12 +182,25 @@ int main(int argc, char **argv)
     }
     if (a.port_file && (rc = xt_daemon_write_int_file(a.port_file, xt_rpc_server_port(srv))) < 0)
         XT_ERR("cannot write %s: %s", a.port_file, strerror(-rc));
+    /* Every R2 is a site of the cluster too: it registers and heartbeats
+     * like the others (through its own address; a follower's agent is sent
+     * on to the leader), so `pomctl status` shows a dead R2 as failed. */
+    char idfile[4200];
+    if (a.data)
+        snprintf(idfile, sizeof idfile, "%s/r2/site_id", a.data);
+    struct r2_agent_opts ao = { .r2_addrs = self, .type = XT_SITE_R2, .addr = self,
+                                .id_file = a.data ? idfile : NULL,
+                                .hb_interval_ms = (unsigned)a.hb_ms };
+    r2_agent *agent = NULL;
+    if ((rc = r2_agent_start(&ao, &agent)) < 0)
+        XT_WARN("cannot register this R2 as a site: %s", strerror(-rc));
     XT_INFO("serving on %s, store %s%s%s, heartbeat %llu ms, fail after %llu", self,
             r2_store_backend(store), a.zk ? " " : "", a.zk ? a.zk : "",
             (unsigned long long)a.hb_ms, (unsigned long long)a.fail_after);
 
     int sig = xt_daemon_wait_signal();
     XT_INFO("signal %d: stopping", sig);
+    r2_agent_stop(agent);
     xt_rpc_server_stop(srv); /* no more calls */
     r2_mgr_stop(mgr);        /* no more ticks using the store */
     r2_store_resign(store);

@@ -317,7 +317,8 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
     *site_id = 0;
     if (!fs_name)
         fs_name = "";
-    if ((type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT) ||
+    if ((type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT &&
+         type != XT_SITE_R2) ||
         !r2_rec_addr_valid(type, addr) ||
         (fs_name[0] && (type != XT_SITE_CLIENT || !r2_rec_fs_name_valid(fs_name))))
         return -EINVAL;

@@ -138,7 +138,7 @@ int r2_rec_meta_decode(const void *buf, size_t len, struct r2_rec_meta *m)
 
 static bool site_type_valid(int t)
 {
-    return t == XT_SITE_MDS || t == XT_SITE_MDSL || t == XT_SITE_CLIENT;
+    return t == XT_SITE_MDS || t == XT_SITE_MDSL || t == XT_SITE_CLIENT || t == XT_SITE_R2;
 }
 
 static bool site_state_stored(int s)

@@ -24,7 +24,8 @@ static int h_register(void *ctx, const xt_rpc_ctx *rc, int type, const char *add
                       uint32_t *site_id, struct xt_view *view)
 {
     (void)rc;
-    if (type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT)
+    if (type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT &&
+        type != XT_SITE_R2)
         return -EINVAL;
     if (!r2_rec_addr_valid(type, addr) || capacity > (UINT64_C(1) << 62) ||
         prev_id > INT32_MAX)

@@ -133,7 +133,8 @@ echo "$OUT" | grep -q "pomctl down --data $D" || fail "up does not say how to st
 [ -s "$HOME/.pomegranate/r2.addr" ] || fail "no ~/.pomegranate/r2.addr"
 [ -f "$D/run/pom-r2.pid" ] && [ -f "$D/run/pom-mdsl.pid" ] || fail "pid files missing"
 [ -s "$D/logs/pom-r2.log" ] || fail "no R2 log"
-WANT_SITES=$((1 + HAVE_MDS))
+# R2 itself, the MDSL, and the MDS when it is built.
+WANT_SITES=$((2 + HAVE_MDS))
 
 echo "== status"
 expect 0 "status (address from ~/.pomegranate/r2.addr)" -- $P status
@@ -144,6 +145,7 @@ py "assert j['healthy'] is True, j
 n = j['sites']['total']; print('sites registered:', n, j['sites']['by_type'])
 assert n == $WANT_SITES, n
 assert j['sites']['by_type']['mdsl'] == 1 and j['sites']['by_type']['mds'] == $HAVE_MDS
+assert j['sites']['by_type']['r2'] == 1
 assert j['sites']['by_state']['up'] == n and j['r2']['store'] == 'embedded'
 assert j['fs_count'] >= 1"
 
