@@ -26,7 +26,9 @@
  *    12   4  fsid
  *    16   8  txid         transaction that wrote it (0 for GCMOVE, MD)
  *    24   8  table
- *    32   8  version      slice version (IMAGE, DELTA) / row column version
+ *    32   8  version      slice version (IMAGE, DELTA) / row column version;
+ *                         PREPARE: number of tables the transaction spans
+ *                         (0 = unknown); GCMOVE: low-water TSS segno
  *    40   4  slice
  *    44   4  group        column group (COLUMN), 0 otherwise
  *    48   8  key          row uuid (COLUMN), 0 otherwise

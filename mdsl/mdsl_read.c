@@ -7,7 +7,12 @@
  */
 #include "mdsl_store_i.h"
 
+#include <stdbool.h>
 #include <string.h>
+#include <time.h>
+
+/* Reads that lost a race with GC try again this many times (gc_retry). */
+#define MDSL_READ_RETRIES 40
 
 /* ---- reads ------------------------------------------------------------ */
 
@@ -89,6 +94,23 @@ static int load_once(mdsl_store *s, struct folder *fo, uint32_t slice, struct md
     return rc;
 }
 
+/* A read that found its segment gone (-EAGAIN: GC moved the record after
+ * the index was read) reads the index again. GC publishes the new pointers
+ * only once its index batch is synced, which takes milliseconds, so retries
+ * back off (0, 1, 2, 4 ... 64 ms; about 2 s in all) instead of spinning
+ * through them in microseconds. Returns whether to try again. */
+static bool gc_retry(int attempt)
+{
+    if (attempt >= MDSL_READ_RETRIES)
+        return false;
+    if (attempt > 0) {
+        long ms = 1L << XT_MIN(attempt - 1, 6);
+        struct timespec ts = { 0, ms * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    return true;
+}
+
 int mdsl_store_load_slice(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
                           struct mdsl_slice_load *out)
 {
@@ -99,8 +121,11 @@ int mdsl_store_load_slice(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t
     if (!fo)
         return -ENOENT;
     int rc = -EAGAIN;
-    for (int attempt = 0; attempt < 8 && rc == -EAGAIN; attempt++)
+    for (int attempt = 0; rc == -EAGAIN && gc_retry(attempt); attempt++)
         rc = load_once(s, fo, slice, out); /* -EAGAIN: GC moved it; re-read */
+    if (rc == -EAGAIN)
+        XT_ERR("mdsl: load of fs %u table %llu slice %u: records keep moving under GC",
+               fsid, (unsigned long long)table, slice);
     return rc == -EAGAIN ? -EIO : rc;
 }
 
@@ -116,7 +141,7 @@ int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_
     struct mdsl_ikey k = { .kind = MDSL_IK_COLUMN, .fsid = fsid, .table = table, .slice = slice,
                            .key = key, .group = group };
     int rc = -EAGAIN;
-    for (int attempt = 0; attempt < 8 && rc == -EAGAIN; attempt++) {
+    for (int attempt = 0; rc == -EAGAIN && gc_retry(attempt); attempt++) {
         struct mdsl_ptr p;
         rc = mdsl_index_get(s->idx, &k, &p);
         if (rc == 0 && (p.flags & MDSL_F_TOMBSTONE))
@@ -133,5 +158,8 @@ int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_
                 *version = h.version;
         }
     }
+    if (rc == -EAGAIN)
+        XT_ERR("mdsl: column read of fs %u table %llu: records keep moving under GC", fsid,
+               (unsigned long long)table);
     return rc == -EAGAIN ? -EIO : rc;
 }

@@ -10,7 +10,9 @@
  *      same rules as live commits (mdsl_apply.c), so the result equals the
  *      live index.
  *  (2) A PREPARE becomes pending only if every record it lists verifies
- *      (mdsl_store.c invariant 1) and no decision for it was found.
+ *      (mdsl_store.c invariant 1), no decision for it was found, and the
+ *      PREPAREs of its transaction were found in as many tables as they
+ *      name (header version; 0 in older files: not checked).
  *  (3) A GCMOVE is replayed only if every listed record that still has its
  *      segment verifies (a GCMOVE torn with its moved data is ignored; the
  *      old segment still exists because GC deletes it only afterwards). Its
@@ -242,6 +244,8 @@ static int on_record(const struct mdsl_rec_hdr *h, const uint8_t *rec, uint64_t 
             rc = -ENOMEM;
             break;
         }
+        if (h->version > t->want_parts)
+            t->want_parts = h->version;
         if (dup)
             break;
         t->parts = np;
@@ -325,6 +329,12 @@ static int resolve_pending(struct rctx *r)
             rc = mdsl_st_decide_locked(s, t, d == 1);
             continue;
         }
+        /* Undecided, so never acknowledged if a table's PREPARE is missing:
+         * an acknowledged prepare had every PREPARE durable, and those of
+         * an undecided transaction lie after their resume positions (GC
+         * and the low-water marks leave them alone). */
+        if (t->want_parts && t->nparts < t->want_parts)
+            rc = -EBADMSG;
         for (size_t i = 0; i < t->nparts && rc == 0; i++)
             rc = verify_entries(s, t->parts[i].fo, t->parts[i].e, t->parts[i].n, false);
         if (rc == -EBADMSG) {

@@ -7,7 +7,9 @@
  * Invariants:
  *  (1) Records of a transaction are appended before its PREPARE, which
  *      lists them (the manifest); both are fsynced before prepare returns.
- *      A PREPARE whose listed records do not all verify is not a prepare.
+ *      A PREPARE whose listed records do not all verify is not a prepare,
+ *      nor is a transaction with fewer PREPAREs than the number of tables
+ *      each of them names (a failed prepare lost in some of its tables).
  *  (2) A COMMIT record repeats the folder's manifest, so a COMMIT alone
  *      proves what it made visible (GC may delete the PREPARE's segment).
  *  (3) The index batch of a commit is applied only after its COMMIT records
@@ -547,8 +549,13 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *r
             rc = -ENOMEM;
             break;
         }
+        /* version = how many tables the transaction spans: a PREPARE lists
+         * only its own table's records, so without the count a restart
+         * after a failed (unacknowledged) prepare whose PREPARE was lost in
+         * one table would list the others as a complete prepare, and a
+         * commit of it would lose that table's records (invariant 1). */
         struct mdsl_rec_hdr h = { .type = MDSL_REC_PREPARE, .fsid = p->fo->fsid, .txid = txid,
-                                  .table = p->fo->table,
+                                  .table = p->fo->table, .version = t->nparts,
                                   .payload_len = (uint32_t)(p->n * MDSL_ENTRY_SIZE) };
         rc = mdsl_st_stage(s, &wb, p->fo, false, 0, &h, pl, &p->man_segno, &p->man_off);
         xt_free(pl);

@@ -74,6 +74,7 @@ struct ptx {
     uint64_t txid;
     struct ptx_part *parts;
     size_t nparts;
+    uint64_t want_parts;    /* recovery: tables its PREPAREs name (0 = unknown) */
 };
 
 #define MDSL_DECIDED_RING 1024

@@ -79,6 +79,8 @@ static void start_mds(struct cluster *c, const char *const *extra)
     int n = 7;
     for (int i = 0; extra && extra[i] && n < 30; i++)
         argv[n++] = (char *)extra[i];
+    if (getenv("POM_TEST_DAEMON_DEBUG"))
+        argv[n++] = (char *)"--verbose";
     argv[n] = NULL;
     c->mds = pom_proc_spawn(argv, log);
     assert_true(c->mds > 0);
@@ -372,7 +374,7 @@ static void test_eviction_small_memory(void **state)
 
 int main(void)
 {
-    xt_log_set_level(XT_LOG_ERROR);
+    xt_log_set_level(getenv("POM_TEST_DEBUG") ? XT_LOG_DEBUG : XT_LOG_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_grow_one_directory),
         cmocka_unit_test(test_sigkill_create_storm),

@@ -235,6 +235,8 @@ static int map_exception(xt_rpc_pool *p, bool *stale)
                 p->timeouts++;
                 return -ETIMEDOUT;
             }
+            XT_WARN("rpc: %s: transport error %d: %s", p->addr.c_str(), (int)e.getType(),
+                    e.what());
             *stale = true;
             return -EIO;
         }
