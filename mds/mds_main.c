@@ -34,6 +34,7 @@
 
 #include <arpa/inet.h>
 #include <getopt.h>
+#include <signal.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <sys/socket.h>
@@ -118,6 +119,27 @@ static void on_view(void *arg, const struct xt_view *v, int changed)
             mds_store_rpc_set_site(arg, v->sites[i].id, v->sites[i].addr);
 }
 
+/* Logs every operation's count and latency histogram summary, the commit,
+ * split and cache counters, and the memory a cached row costs. */
+static void report(mds_stats *stats, mds_cache *cache, mds_group *group)
+{
+    char buf[8192];
+    mds_stats_dump_text(stats, buf, sizeof buf);
+    struct mds_cache_info ci;
+    mds_cache_info(cache, &ci);
+    struct mds_group_info gi;
+    mds_group_info(group, &gi);
+    char *save = NULL; /* one log record a line: records are at most 1 KiB */
+    for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+        XT_INFO("stats: %s", line);
+    XT_INFO("cache: %zu slices, %zu rows, %zu bytes (%.1f per row), bound %zu, %llu loads, "
+            "%llu evictions; groups: committed up to %llu, %llu commits, %llu aborts, %llu syncs",
+            ci.entries, ci.rows, ci.bytes, ci.bytes_per_row, ci.bound,
+            (unsigned long long)ci.loads, (unsigned long long)ci.evictions,
+            (unsigned long long)gi.committed_gen, (unsigned long long)gi.commits,
+            (unsigned long long)gi.aborts, (unsigned long long)gi.syncs);
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -133,7 +155,9 @@ static void usage(FILE *f)
             "  --commit-interval-ms N  commit group period (default 5000)\n"
             "  --mem-bound BYTES       slice cache bound (default 1G)\n"
             "  --split-threshold N     rows per slice before it splits (default 8192)\n"
-            "  --verbose               debug log\n");
+            "  --verbose               debug log\n"
+            "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
+            "splits, cache and memory per row); SIGTERM logs them and stops.\n");
 }
 
 static int parse_num(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *v)
@@ -322,8 +346,12 @@ int main(int argc, char **argv)
     XT_INFO("site %llu serving on %s:%d with %zu MDSL", (unsigned long long)site_id, host,
             bound, nmdsl);
 
-    int sig = xt_daemon_wait_signal();
+    /* SIGHUP: report the counters and go on; SIGINT/SIGTERM: report and stop. */
+    int sig;
+    while ((sig = xt_daemon_wait_signal()) == SIGHUP)
+        report(stats, cache, group);
     XT_INFO("signal %d: committing and stopping", sig);
+    report(stats, cache, group);
     rc = 0;
 out:
     r2_agent_stop(agent);
