@@ -23,6 +23,9 @@
  *      whose low-water mark lets a rebuild forget PREPAREs whose decision
  *      lived in the deleted segment (mdsl_recover.c invariant 3).
  *  (3) No lock is held while reading, sleeping or unlinking.
+ *  (4) A segment leaves its array only under the writer token, after
+ *      re-checking (live 0, not pinned by a pending transaction, before the
+ *      resume position) what step 1 checked without it.
  */
 #include "mdsl_store_i.h"
 
@@ -286,14 +289,31 @@ static int collect_segment(mdsl_store *s, struct cand *c, uint64_t t0, uint64_t 
     return rc;
 }
 
-/* Step 4: forget and unlink a segment with nothing live. */
+/* Step 4: forget and unlink a segment with nothing live.
+ *
+ * The choice made by pick() is checked again here under the writer token
+ * (invariant 4): pick() runs without the token, so it can see the segments
+ * that a prepare in flight has just rolled past (registered by
+ * mdsl_st_seg_add, still empty or short) before that prepare puts its
+ * transaction on s->pending at the end of its token hold. Such a segment
+ * holds only not-yet-indexed records of the transaction (live 0), and
+ * deleting it lost them once the commit pointed the index at them. With the
+ * token held no prepare is in flight, every finished one is pending (or
+ * decided, and then its pointers are charged to live), and no later append
+ * can reach a segment that is not the active one. */
 static int drop_segment(mdsl_store *s, struct cand *c)
 {
     char path[4096];
     mdsl_st_seg_path(c->fo, c->is_cs, c->group, c->sg->no, path, sizeof path);
+    mdsl_st_token_take(s);
     pthread_mutex_lock(&s->mu);
     struct segarr *a = mdsl_st_segarr(c->fo, c->is_cs, c->group, false);
-    bool gone = c->sg->live <= 0 && a;
+    uint32_t rseg = UINT32_MAX;
+    uint64_t roff;
+    if (!c->is_cs)
+        mdsl_st_resume_pos(s, c->fo, &rseg, &roff);
+    bool gone = c->sg->live <= 0 && a && c->sg->no < rseg &&
+                !pinned(s, c->fo, c->is_cs, c->group, c->sg->no);
     if (gone) {
         size_t k = 0;
         for (size_t i = 0; i < a->n; i++)
@@ -302,12 +322,14 @@ static int drop_segment(mdsl_store *s, struct cand *c)
         a->n = k;
         c->sg->dead = true;
     } else {
-        XT_WARN("mdsl gc: %s still has %lld live bytes; kept", path, (long long)c->sg->live);
+        XT_WARN("mdsl gc: %s still has %lld live bytes or pending records; kept", path,
+                (long long)c->sg->live);
     }
     mdsl_st_seg_unpin(s, c->sg);
     if (gone)
         s->st.gc_freed_segments++;
     pthread_mutex_unlock(&s->mu);
+    mdsl_st_token_put(s);
     if (!gone)
         return 0;
     int rc = mdsl_io_unlink(s->io, path);

@@ -415,7 +415,7 @@ static void test_alloc_failures(void **state)
                      0);
     int ok = 0, failed = 0;
     for (long n = 0; n < 1000; n += (n < 60 ? 1 : 7)) {
-        char name[16], addr[32];
+        char name[32], addr[48];
         snprintf(name, sizeof name, "fs%ld", n);
         snprintf(addr, sizeof addr, "127.0.0.1:%ld", 100 + n);
         uint32_t id = 0;

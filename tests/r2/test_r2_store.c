@@ -427,7 +427,7 @@ static void test_random_model(void **state)
     rng_state = seed;
     r2_store *s = must_open();
     struct model_rec m[MODEL_KEYS] = { 0 };
-    char keys[MODEL_KEYS][16], vals[8][16];
+    char keys[MODEL_KEYS][16], vals[8][48];
     for (int k = 0; k < MODEL_KEYS; k++)
         snprintf(keys[k], sizeof keys[k], "/p/k%d", k);
     int steps = R2_TEST_ZK ? 150 : 400;

@@ -885,7 +885,7 @@ static void test_xattr_limits_and_corruption(void **state)
         char names[6][8];
         size_t n = 1 + below(6);
         for (size_t k = 0; k < n; k++) {
-            snprintf(names[k], sizeof names[k], "t%zu", k);
+            snprintf(names[k], sizeof names[k], "t%u", (unsigned)(k % 10));
             e[k] = (xt_row_xattr){ (const uint8_t *)names[k], (uint32_t)strlen(names[k]),
                                    pool_at(300), (uint32_t)below(300) };
         }
@@ -941,7 +941,7 @@ static void test_xattr_limits_and_corruption(void **state)
         char names[8][8];
         size_t n = 1 + below(8);
         for (size_t k = 0; k < n; k++) {
-            snprintf(names[k], sizeof names[k], "n%zu", k);
+            snprintf(names[k], sizeof names[k], "n%u", (unsigned)(k % 10));
             e[k] = (xt_row_xattr){ (const uint8_t *)names[k], (uint32_t)strlen(names[k]),
                                    pool_at(40), (uint32_t)below(40) };
         }
