@@ -250,3 +250,61 @@ int pom_rm_rf(const char *path)
         return 0;
     return rc;
 }
+
+int pom_send_garbage(int port, unsigned seed, int rounds, const char *method)
+{
+    size_t mlen = strlen(method);
+    if (mlen > 64)
+        return -EINVAL;
+    for (int round = 0; round < rounds; round++) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+            int err = -errno;
+            if (fd >= 0)
+                close(fd);
+            return err;
+        }
+        unsigned char b[400];
+        size_t n = 4 + (size_t)(rand_r(&seed) % 250);
+        for (size_t i = 0; i < n; i++)
+            b[i] = (unsigned char)rand_r(&seed);
+        uint32_t l;
+        switch (round % 4) {
+        case 0: /* plausible length, garbage body */
+            l = htonl((uint32_t)(n - 4));
+            memcpy(b, &l, 4);
+            break;
+        case 1: { /* a valid call header (binary protocol, strict), then garbage */
+            size_t h = 4;
+            static const unsigned char ver[] = { 0x80, 0x01, 0x00, 0x01 };
+            memcpy(b + h, ver, 4);
+            h += 4;
+            l = htonl((uint32_t)mlen);
+            memcpy(b + h, &l, 4);
+            h += 4;
+            memcpy(b + h, method, mlen);
+            h += mlen;
+            l = htonl(1); /* seqid */
+            memcpy(b + h, &l, 4);
+            h += 4;
+            if (n < h)
+                n = h;
+            l = htonl((uint32_t)(n - 4));
+            memcpy(b, &l, 4);
+            break;
+        }
+        case 2: /* a huge length */
+            l = htonl(0x7fffff00u + (uint32_t)(rand_r(&seed) % 255));
+            memcpy(b, &l, 4);
+            break;
+        default: /* random bytes, random length field */
+            break;
+        }
+        ssize_t w = write(fd, b, n);
+        (void)w;
+        close(fd);
+    }
+    return 0;
+}

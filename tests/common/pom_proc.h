@@ -61,6 +61,13 @@ int pom_tmpdir(const char *tag, char *buf, size_t len);
 /* Removes a folder tree (as rm -rf). Returns 0 or -errno. */
 int pom_rm_rf(const char *path);
 
+/* Bad input for a daemon's RPC port: `rounds` connections to 127.0.0.1:port,
+ * each sending one malformed frame and closing: a plausible length with a
+ * garbage body, a valid Thrift call header for `method` then garbage, a
+ * huge length, or random bytes (in turn; seeded). Returns 0, or -errno when
+ * a connection fails (the daemon died). */
+int pom_send_garbage(int port, unsigned seed, int rounds, const char *method);
+
 #ifdef __cplusplus
 }
 #endif

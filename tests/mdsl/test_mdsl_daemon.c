@@ -291,33 +291,7 @@ static void test_bad_input(void **state)
     assert_int_equal(xt_mdsl_commit(d.pool, NULL, 6), 0);
 
     /* Malformed frames: garbage, huge lengths, truncated messages. */
-    unsigned seed = 3;
-    for (int round = 0; round < 300; round++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)d.port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-        unsigned char b[300];
-        size_t n = 4 + (size_t)(rand_r(&seed) % 250);
-        for (size_t i = 0; i < n; i++)
-            b[i] = (unsigned char)rand_r(&seed);
-        if (round % 3 == 0) { /* plausible length, garbage body */
-            uint32_t l = htonl((uint32_t)(n - 4));
-            memcpy(b, &l, 4);
-        } else if (round % 3 == 1) { /* a Thrift call header, then garbage */
-            static const unsigned char hdr[] = { 0x80, 0x01, 0x00, 0x01, 0, 0, 0, 7,
-                                                 'p', 'r', 'e', 'p', 'a', 'r', 'e',
-                                                 0, 0, 0, 1 };
-            memcpy(b + 4, hdr, sizeof hdr);
-            uint32_t l = htonl((uint32_t)(n - 4));
-            memcpy(b, &l, 4);
-            if (n < 4 + sizeof hdr)
-                n = 4 + sizeof hdr;
-        }
-        ssize_t w = write(fd, b, n);
-        (void)w;
-        close(fd);
-    }
+    assert_int_equal(pom_send_garbage(d.port, 3, 300, "prepare"), 0);
     assert_true(pom_proc_alive(d.pid));
     expect_image(&d, 1, 0, "x", 1);
     teardown(&d);

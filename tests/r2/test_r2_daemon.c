@@ -284,39 +284,6 @@ static bool fs_in(const struct xt_view *v, const char *name)
 
 /* ---- malformed frames ------------------------------------------------------ */
 
-static void send_garbage(int port, unsigned seed, int rounds)
-{
-    for (int round = 0; round < rounds; round++) {
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                                 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-        assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
-        unsigned char b[300];
-        size_t n = 4 + (size_t)(rand_r(&seed) % 250);
-        for (size_t i = 0; i < n; i++)
-            b[i] = (unsigned char)rand_r(&seed);
-        if (round % 4 == 0) { /* plausible length, garbage body */
-            uint32_t l = htonl((uint32_t)(n - 4));
-            memcpy(b, &l, 4);
-        } else if (round % 4 == 1) { /* a valid Thrift call header, then garbage */
-            static const unsigned char hdr[] = { 0x80, 0x01, 0x00, 0x01, 0, 0, 0, 13,
-                                                 'r', 'e', 'g', 'i', 's', 't', 'e', 'r',
-                                                 '_', 's', 'i', 't', 'e', 0, 0, 0, 1 };
-            if (n < 4 + sizeof hdr)
-                n = 4 + sizeof hdr;
-            memcpy(b + 4, hdr, sizeof hdr);
-            uint32_t l = htonl((uint32_t)(n - 4));
-            memcpy(b, &l, 4);
-        } else if (round % 4 == 2) { /* a huge length */
-            uint32_t l = htonl(0x7fffff00u + (uint32_t)(rand_r(&seed) % 255));
-            memcpy(b, &l, 4);
-        }
-        ssize_t w = write(fd, b, n);
-        (void)w;
-        close(fd);
-    }
-}
-
 /* Sends register_site with a raw type (any i32) in a hand-made Thrift frame
  * (binary protocol, framed) and returns the reply's status, or -EPROTO. */
 static int raw_register(int port, int32_t type)
@@ -621,7 +588,7 @@ static void test_embedded(void **state)
     assert_int_equal(xt_r2_site_remove(r.pool, NULL, 0), -EINVAL);
 
     /* Malformed frames: R2 stays up and answers. */
-    send_garbage(r.port, 7, 200);
+    assert_int_equal(pom_send_garbage(r.port, 7, 200, "register_site"), 0);
     assert_true(pom_proc_alive(r.pid));
     assert_int_equal(get_full(r.pool, &d), 0);
     xt_view_free(&d);
@@ -790,8 +757,8 @@ static void test_zk(void **state)
     never_failed(r[l2].pool, live, 2, 1500);
 
     /* Malformed frames to the new leader and a follower. */
-    send_garbage(r[l2].port, 11, 60);
-    send_garbage(r[3 - l - l2].port, 12, 60);
+    assert_int_equal(pom_send_garbage(r[l2].port, 11, 60, "register_site"), 0);
+    assert_int_equal(pom_send_garbage(r[3 - l - l2].port, 12, 60, "register_site"), 0);
     assert_int_equal(raw_register(r[3 - l - l2].port, 9), -EINVAL);
     assert_true(pom_proc_alive(r[l2].pid) && pom_proc_alive(r[3 - l - l2].pid));
 
