@@ -91,6 +91,13 @@ int main(int argc, char **argv)
 {
     size_t n = 1000000, row_len = 64;
     uint32_t cap = XT_SLICE_DEFAULT_CAPACITY;
+    /* --quick: a short run that only checks the bench still works (CI). */
+    if (argc > 1 && strcmp(argv[1], "--quick") == 0) {
+        n = 50000;
+        argv[1] = argv[0];
+        argv++;
+        argc--;
+    }
     int opt;
     while ((opt = getopt(argc, argv, "n:C:r:s:")) != -1) {
         switch (opt) {
@@ -99,7 +106,8 @@ int main(int argc, char **argv)
         case 'r': row_len = strtoull(optarg, NULL, 0); break;
         case 's': rng = strtoull(optarg, NULL, 0) | 1; break;
         default:
-            fprintf(stderr, "usage: %s [-n names] [-C capacity] [-r row_bytes] [-s seed]\n",
+            fprintf(stderr,
+                    "usage: %s [--quick] [-n names] [-C capacity] [-r row_bytes] [-s seed]\n",
                     argv[0]);
             return 2;
         }
