@@ -14,7 +14,7 @@ PKGS=(
   libzookeeper-mt-dev zookeeper
   libcmocka-dev
   clang libclang-rt-14-dev
-  procps psmisc util-linux
+  procps psmisc util-linux python3
 )
 
 missing=()
