@@ -217,6 +217,19 @@ struct list_arg {
     struct xt_list_resp *resp;
 };
 
+/* A key/value key longer than a row name is kept whole in group XT_CG_KEY
+ * of a row whose name is a prefix-and-digest form of XT_NAME_MAX bytes
+ * (docs/client.md); the search predicate must see the whole key. */
+static int long_key_has(const xt_slice_entry *e, const void *sub, size_t sub_len)
+{
+    const uint8_t *key;
+    uint32_t klen;
+    if (e->name_len != XT_NAME_MAX ||
+        xt_row_get_group(e->row, e->row_len, XT_CG_KEY, &key, &klen) < 0)
+        return 0;
+    return memmem(key, klen, sub, sub_len) != NULL;
+}
+
 static int list_cb(void *arg, const xt_slice_entry *e)
 {
     struct list_arg *la = arg;
@@ -224,7 +237,8 @@ static int list_cb(void *arg, const xt_slice_entry *e)
     /* The search predicate runs here, at the storage edge: only matching
      * rows travel. */
     if (req->substr && req->substr_len &&
-        !memmem(e->name, e->name_len, req->substr, req->substr_len))
+        !memmem(e->name, e->name_len, req->substr, req->substr_len) &&
+        !long_key_has(e, req->substr, req->substr_len))
         return 0;
     uint8_t *out;
     size_t out_len;

@@ -121,6 +121,8 @@ enum xt_row_type {
 /* Column group ids. */
 #define XT_CG_DATA   1       /* inline file bytes, or the symlink target */
 #define XT_CG_XATTR  2       /* the xattr sub-format below */
+#define XT_CG_KEY    3       /* key/value API: the whole key of a long key
+                                (its row name is a digest form, docs/client.md) */
 #define XT_CG_USER0  16      /* first user column of the key/value API */
 
 /* ---- the in-memory view --------------------------------------------- */

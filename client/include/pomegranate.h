@@ -218,6 +218,91 @@ POM_API ssize_t pom_getxattr(pom_fs *fs, pom_ino ino, const char *name, void *bu
 POM_API ssize_t pom_listxattr(pom_fs *fs, pom_ino ino, char *buf, size_t size);
 POM_API int pom_removexattr(pom_fs *fs, pom_ino ino, const char *name);
 
+/* ---- key/value API (DESIGN.md section 9; docs/client.md) -------------- *
+ * A keyspace is a table of its own, outside the namespace: no directory
+ * lists it and no path reaches it. Keys are any bytes, 1..POM_KV_KEY_MAX
+ * long (empty: -EINVAL, longer: -ENAMETOOLONG); values 0..POM_KV_VALUE_MAX
+ * bytes (-EFBIG). Every key has a version: 0 when created, +1 per change.
+ * A change is applied when the call returns and durable after pom_sync
+ * (or at once with POM_KV_SYNC). */
+
+typedef struct pom_kv pom_kv;
+
+#define POM_KV_KEY_MAX      1024
+#define POM_KV_VALUE_MAX    (1u << 20)
+#define POM_KV_KEYSPACE_MAX 200           /* bytes of a keyspace name */
+#define POM_KV_ANY_VERSION  UINT64_MAX    /* update/delete whatever the version */
+
+/* pom_kv_put flags. */
+#define POM_KV_CREATE_ONLY  (1u << 0)     /* -EEXIST when the key exists */
+#define POM_KV_SYNC         (1u << 1)     /* return once the change is durable */
+
+/* A resumable position in a keyspace: start with POM_KV_CURSOR_INIT; a
+ * cursor may be copied, kept and resumed later, even after other keys
+ * changed or the table split (split-stable order: no key twice, none
+ * skipped that existed all along). */
+typedef struct pom_kv_cursor {
+    uint64_t pos;  /* opaque */
+} pom_kv_cursor;
+#define POM_KV_CURSOR_INIT { 0 }
+
+/* Opens (creating if absent) the keyspace `keyspace` (NUL-terminated,
+ * 1..POM_KV_KEYSPACE_MAX bytes: -EINVAL / -ENAMETOOLONG) of fs. Every
+ * client opening the same name gets the same keyspace. *out: close with
+ * pom_kv_close before pom_close(fs). */
+POM_API int pom_kv_open(pom_fs *fs, const char *keyspace, pom_kv **out);
+POM_API void pom_kv_close(pom_kv *kv);
+
+/* Sets key to the value (upsert). flags: POM_KV_CREATE_ONLY (-EEXIST when
+ * present), POM_KV_SYNC; others: -EINVAL. val may be NULL when vlen is 0. */
+POM_API int pom_kv_put(pom_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
+                       unsigned flags);
+
+/* The value of key: *val a new buffer of *vlen bytes (never NULL on
+ * success; free with pom_free); *version (may be NULL) its version.
+ * -ENOENT. */
+POM_API int pom_kv_get(pom_kv *kv, const void *key, size_t klen, void **val, size_t *vlen,
+                       uint64_t *version);
+
+/* Replaces the value of an existing key, if its version is if_version
+ * (POM_KV_ANY_VERSION: any). -ENOENT, -ESTALE (another version). */
+POM_API int pom_kv_update(pom_kv *kv, const void *key, size_t klen, const void *val,
+                          size_t vlen, uint64_t if_version);
+
+/* Removes key, if its version is if_version (POM_KV_ANY_VERSION: any).
+ * -ENOENT, -ESTALE. */
+POM_API int pom_kv_delete(pom_kv *kv, const void *key, size_t klen, uint64_t if_version);
+
+/* Called for each entry of a listing (pointers valid during the call).
+ * Return 0 to take the entry and go on, 1 to stop before it (not taken:
+ * the cursor stays on it), < 0 to abort with that error. */
+typedef int (*pom_kv_cb)(void *arg, const void *key, size_t klen, const void *val,
+                         size_t vlen, uint64_t version);
+
+/* Lists up to max entries from *cur in split-stable order (no key order),
+ * advancing *cur past each entry taken. Returns the number taken; the end
+ * of the keyspace is reached when pom_kv_cursor_done(cur). */
+POM_API int pom_kv_list(pom_kv *kv, pom_kv_cursor *cur, size_t max, pom_kv_cb cb, void *arg);
+
+/* As pom_kv_list, but only keys containing substr[0..slen) (slen >= 1,
+ * else -EINVAL). The predicate runs at the MDS: only matches travel. */
+POM_API int pom_kv_search(pom_kv *kv, const void *substr, size_t slen, pom_kv_cursor *cur,
+                          size_t max, pom_kv_cb cb, void *arg);
+
+/* Whether a listing from cur has reached the end. */
+POM_API int pom_kv_cursor_done(const pom_kv_cursor *cur);
+
+/* What listings of kv brought over the wire so far (for tests/tuning). */
+struct pom_kv_stats {
+    uint64_t list_calls;     /* list RPCs */
+    uint64_t rows_received;  /* rows in their replies */
+    uint64_t bytes_received; /* bytes of those rows' encodings */
+};
+POM_API void pom_kv_get_stats(pom_kv *kv, struct pom_kv_stats *st);
+
+/* Frees a buffer the library handed out (pom_kv_get's value). */
+POM_API void pom_free(void *p);
+
 #ifdef __cplusplus
 }
 #endif

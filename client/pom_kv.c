@@ -1,0 +1,451 @@
+/*
+ * pom_kv.c -- the key/value API of libpomegranate (DESIGN.md section 9):
+ * keyspaces are xTable tables outside the namespace; put/get/update/delete
+ * are single-row operations, list and search are table listings, search
+ * with the MDS-side substring predicate so only matches travel.
+ *
+ * Invariants (docs/client.md, "Key/value API"):
+ *  (1) Keyspace `name` is row "kv.<name>" (type KV) of the super table;
+ *      its `uuid` is the keyspace id, taken from the uuid allocator and
+ *      fixed by an exclusive, synchronous create: every client opening the
+ *      name reads the winner's id. Its table is POM_KV_TABLE_BASE + id,
+ *      above every uuid the namespace can use as a directory table.
+ *  (2) A key of at most POM_KV_SHORT_MAX bytes is its row's name. A longer
+ *      key's row name is exactly XT_NAME_MAX bytes: the key's first
+ *      POM_KV_PREFIX bytes then a 32-byte digest of the whole key, and the
+ *      whole key is group XT_CG_KEY. The two forms never meet (different
+ *      name lengths), so a key has exactly one row name.
+ *  (3) The value is group XT_CG_DATA (absent when empty); attr.size is its
+ *      length, attr.generation the nonce of the last writer, so a call
+ *      retried after a transport failure recognises its own earlier
+ *      success (-EEXIST / -ESTALE caused by itself count as done).
+ *  (4) A change creates the row only with XT_F_EXCL and changes it only by
+ *      update, so a row's version counts every change since its creation
+ *      and conditional calls see no ABA on a live key.
+ */
+#include "pom_client_i.h"
+#include "xt_hash.h"
+
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#define POM_KV_TABLE_BASE (UINT64_C(1) << 62)
+#define POM_KV_ROW_PREFIX "kv."
+#define POM_KV_SHORT_MAX  (XT_NAME_MAX - 1)            /* keys kept as the name */
+#define POM_KV_DIGEST     32
+#define POM_KV_PREFIX     (XT_NAME_MAX - POM_KV_DIGEST) /* key bytes in a long name */
+#define POM_KV_LIST_PAGE  256   /* rows per list RPC (values up to 1 MiB each) */
+#define POM_KV_SCAN_PAGE  1024  /* rows scanned per search RPC */
+
+struct pom_kv {
+    pom_fs *fs;                 /* borrowed: outlives kv */
+    uint64_t id, table;
+    _Atomic uint64_t calls, rows, bytes; /* listing statistics */
+};
+
+/* A key's row name (invariant 2). */
+struct kv_name {
+    uint8_t b[XT_NAME_MAX];
+    uint32_t len;
+};
+
+static int key_check(const void *key, size_t klen)
+{
+    if (!key || klen == 0)
+        return -EINVAL;
+    return klen > POM_KV_KEY_MAX ? -ENAMETOOLONG : 0;
+}
+
+static void key_name(const void *key, size_t klen, struct kv_name *n)
+{
+    if (klen <= POM_KV_SHORT_MAX) {
+        memcpy(n->b, key, klen);
+        n->len = (uint32_t)klen;
+        return;
+    }
+    memcpy(n->b, key, POM_KV_PREFIX);
+    for (unsigned i = 0; i < POM_KV_DIGEST / 8; i++)
+        xt_put_u64(n->b + POM_KV_PREFIX + 8 * i,
+                   xt_hash_bytes(key, klen, UINT64_C(0x706f6d6b76000000) + i));
+    n->len = XT_NAME_MAX;
+}
+
+/* A nonce for invariant (3): unique per call in practice. */
+static uint64_t nonce(void)
+{
+    static _Atomic uint64_t ctr;
+    uint64_t c = atomic_fetch_add(&ctr, 1) + 1, t = xt_now_ns();
+    uint8_t b[24];
+    xt_put_u64(b, c);
+    xt_put_u64(b + 8, t);
+    xt_put_u64(b + 16, (uint64_t)(uintptr_t)&ctr ^ (uint64_t)getpid());
+    return xt_hash_bytes(b, sizeof b, 0x6e6f6e6365) | 1;
+}
+
+void pom_free(void *p)
+{
+    xt_free(p);
+}
+
+/* ---- keyspaces --------------------------------------------------------- */
+
+int pom_kv_open(pom_fs *fs, const char *keyspace, pom_kv **out)
+{
+    *out = NULL;
+    if (!fs || !keyspace || !keyspace[0])
+        return -EINVAL;
+    if (strlen(keyspace) > POM_KV_KEYSPACE_MAX)
+        return -ENAMETOOLONG;
+    char name[sizeof POM_KV_ROW_PREFIX + POM_KV_KEYSPACE_MAX];
+    strcpy(name, POM_KV_ROW_PREFIX);
+    strcat(name, keyspace);
+    uint64_t id = 0;
+    int rc = -EAGAIN;
+    for (int attempt = 0; attempt < 100 && rc == -EAGAIN; attempt++) {
+        struct xt_resp r;
+        xt_row row;
+        rc = pom_row_get(fs, POM_TABLE_SUPER, name, POM_ROW_META, &r, &row);
+        if (rc == 0) {
+            id = row.attr.uuid;
+            xt_resp_free(&r);
+            break;
+        }
+        if (rc != -ENOENT)
+            return rc;
+        /* Absent: propose an id; the exclusive create picks one winner. */
+        if ((rc = pom_uuid_alloc(fs, &id)) < 0)
+            return rc;
+        xt_row reg;
+        xt_row_init(&reg);
+        reg.attr.type = XT_ROW_KV;
+        reg.attr.uuid = id;
+        reg.attr.ctime_ns = reg.attr.mtime_ns = xt_now_ns();
+        struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = POM_TABLE_SUPER },
+                            .name = name, .name_len = (uint32_t)strlen(name),
+                            .flags = XT_F_EXCL | XT_F_SYNC, .row = &reg };
+        rc = pom_call(fs, &q, &r, NULL);
+        xt_resp_free(&r);
+        if (rc == -EEXIST)
+            rc = -EAGAIN; /* another client (or our lost reply): read the winner */
+    }
+    if (rc < 0)
+        return rc;
+    if (id == 0 || id >= POM_KV_TABLE_BASE) {
+        XT_ERR("keyspace %s has id %llu: out of range", keyspace, (unsigned long long)id);
+        return -EIO;
+    }
+    pom_kv *kv = xt_calloc(1, sizeof *kv);
+    if (!kv)
+        return -ENOMEM;
+    kv->fs = fs;
+    kv->id = id;
+    kv->table = POM_KV_TABLE_BASE + id;
+    *out = kv;
+    return 0;
+}
+
+void pom_kv_close(pom_kv *kv)
+{
+    xt_free(kv);
+}
+
+void pom_kv_get_stats(pom_kv *kv, struct pom_kv_stats *st)
+{
+    st->list_calls = atomic_load(&kv->calls);
+    st->rows_received = atomic_load(&kv->rows);
+    st->bytes_received = atomic_load(&kv->bytes);
+}
+
+/* ---- single keys ------------------------------------------------------- */
+
+/* Reads the row of key (all groups). *r holds it (xt_resp_free). A long
+ * key whose stored whole key differs (a digest collision) is -ENOENT. */
+static int kv_read(pom_kv *kv, const void *key, size_t klen, const struct kv_name *n,
+                   struct xt_resp *r, xt_row *row)
+{
+    struct xt_req q = { .op = XT_OP_LOOKUP, .t = { .table = kv->table }, .name = n->b,
+                        .name_len = n->len, .flags = XT_F_INLINE };
+    int rc = pom_call(kv->fs, &q, r, NULL);
+    if (rc < 0)
+        return rc;
+    if (!r->row || xt_row_decode(r->row, r->row_len, row) < 0) {
+        rc = r->row ? -EIO : -EPROTO;
+        xt_resp_free(r);
+        return rc;
+    }
+    if (klen > POM_KV_SHORT_MAX) {
+        const xt_row_group *g = xt_row_view_group(row, XT_CG_KEY);
+        if (!g || g->len != klen || memcmp(g->ptr, key, klen)) {
+            xt_resp_free(r);
+            return -ENOENT;
+        }
+    }
+    return 0;
+}
+
+/* After a retried call answered `rc`: whether the row now carries our
+ * nonce, i.e. an earlier attempt of ours was applied (invariant 3). */
+static bool was_ours(pom_kv *kv, const void *key, size_t klen, const struct kv_name *n,
+                     uint64_t gen)
+{
+    struct xt_resp r;
+    xt_row row;
+    if (kv_read(kv, key, klen, n, &r, &row) < 0)
+        return false;
+    bool ours = row.attr.generation == gen;
+    xt_resp_free(&r);
+    return ours;
+}
+
+static int kv_create(pom_kv *kv, const void *key, size_t klen, const struct kv_name *n,
+                     const void *val, size_t vlen, unsigned flags)
+{
+    xt_row row;
+    xt_row_init(&row);
+    row.attr.type = XT_ROW_KV;
+    row.attr.size = vlen;
+    row.attr.ctime_ns = row.attr.mtime_ns = xt_now_ns();
+    row.attr.generation = nonce();
+    if (vlen)
+        xt_row_view_set_group(&row, XT_CG_DATA, val, (uint32_t)vlen);
+    if (klen > POM_KV_SHORT_MAX)
+        xt_row_view_set_group(&row, XT_CG_KEY, key, (uint32_t)klen);
+    struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = kv->table }, .name = n->b,
+                        .name_len = n->len, .row = &row,
+                        .flags = XT_F_EXCL | ((flags & POM_KV_SYNC) ? XT_F_SYNC : 0) };
+    struct xt_resp r;
+    bool retried = false;
+    int rc = pom_call(kv->fs, &q, &r, &retried);
+    xt_resp_free(&r);
+    if (rc == -EEXIST && retried && was_ours(kv, key, klen, n, row.attr.generation))
+        return 0;
+    return rc;
+}
+
+/* Replaces the value of an existing row; if_version as pom_kv_update. */
+static int kv_change(pom_kv *kv, const void *key, size_t klen, const struct kv_name *n,
+                     const void *val, size_t vlen, uint64_t if_version, unsigned flags)
+{
+    xt_row row;
+    xt_row_init(&row);
+    row.attr.size = vlen;
+    row.attr.mtime_ns = xt_now_ns();
+    row.attr.generation = nonce();
+    static const uint16_t drop_data[1] = { XT_CG_DATA };
+    if (vlen)
+        xt_row_view_set_group(&row, XT_CG_DATA, val, (uint32_t)vlen);
+    struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = kv->table }, .name = n->b,
+                        .name_len = n->len, .row = &row,
+                        .set_mask = XT_ROW_SET_SIZE | XT_ROW_SET_MTIME | XT_ROW_SET_GENERATION,
+                        .drop = vlen ? NULL : drop_data, .ndrop = vlen ? 0 : 1,
+                        .flags = (flags & POM_KV_SYNC) ? XT_F_SYNC : 0 };
+    if (if_version != POM_KV_ANY_VERSION) {
+        q.flags |= XT_F_IF_VER;
+        q.expect_version = if_version;
+    }
+    struct xt_resp r;
+    bool retried = false;
+    int rc = pom_call(kv->fs, &q, &r, &retried);
+    xt_resp_free(&r);
+    if (rc == -ESTALE && retried && was_ours(kv, key, klen, n, row.attr.generation))
+        return 0;
+    return rc;
+}
+
+static int value_check(const void *val, size_t vlen)
+{
+    if (vlen > POM_KV_VALUE_MAX)
+        return -EFBIG;
+    return vlen && !val ? -EINVAL : 0;
+}
+
+int pom_kv_put(pom_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
+               unsigned flags)
+{
+    int rc = key_check(key, klen);
+    if (rc == 0)
+        rc = value_check(val, vlen);
+    if (rc == 0 && (flags & ~(POM_KV_CREATE_ONLY | POM_KV_SYNC)))
+        rc = -EINVAL;
+    if (rc < 0)
+        return rc;
+    struct kv_name n;
+    key_name(key, klen, &n);
+    if (flags & POM_KV_CREATE_ONLY)
+        return kv_create(kv, key, klen, &n, val, vlen, flags);
+    /* Upsert: change the row, create it when absent; a create or delete
+     * by another client in between sends us round again. */
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        rc = kv_change(kv, key, klen, &n, val, vlen, POM_KV_ANY_VERSION, flags);
+        if (rc != -ENOENT)
+            return rc;
+        rc = kv_create(kv, key, klen, &n, val, vlen, flags);
+        if (rc != -EEXIST)
+            return rc;
+    }
+    return -EAGAIN;
+}
+
+int pom_kv_get(pom_kv *kv, const void *key, size_t klen, void **val, size_t *vlen,
+               uint64_t *version)
+{
+    *val = NULL;
+    *vlen = 0;
+    int rc = key_check(key, klen);
+    if (rc < 0)
+        return rc;
+    struct kv_name n;
+    key_name(key, klen, &n);
+    struct xt_resp r;
+    xt_row row;
+    if ((rc = kv_read(kv, key, klen, &n, &r, &row)) < 0)
+        return rc;
+    const xt_row_group *g = xt_row_view_group(&row, XT_CG_DATA);
+    size_t len = g ? g->len : 0;
+    uint8_t *buf = xt_malloc(len ? len : 1);
+    if (!buf) {
+        xt_resp_free(&r);
+        return -ENOMEM;
+    }
+    if (len)
+        memcpy(buf, g->ptr, len);
+    if (version)
+        *version = row.attr.version;
+    xt_resp_free(&r);
+    *val = buf;
+    *vlen = len;
+    return 0;
+}
+
+int pom_kv_update(pom_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
+                  uint64_t if_version)
+{
+    int rc = key_check(key, klen);
+    if (rc == 0)
+        rc = value_check(val, vlen);
+    if (rc < 0)
+        return rc;
+    struct kv_name n;
+    key_name(key, klen, &n);
+    return kv_change(kv, key, klen, &n, val, vlen, if_version, 0);
+}
+
+int pom_kv_delete(pom_kv *kv, const void *key, size_t klen, uint64_t if_version)
+{
+    int rc = key_check(key, klen);
+    if (rc < 0)
+        return rc;
+    struct kv_name n;
+    key_name(key, klen, &n);
+    if (klen > POM_KV_SHORT_MAX) {
+        /* Never delete another key's row on a digest collision. */
+        struct xt_resp r;
+        xt_row row;
+        if ((rc = kv_read(kv, key, klen, &n, &r, &row)) < 0)
+            return rc;
+        xt_resp_free(&r);
+    }
+    struct xt_req q = { .op = XT_OP_DELETE, .t = { .table = kv->table }, .name = n.b,
+                        .name_len = n.len };
+    if (if_version != POM_KV_ANY_VERSION) {
+        q.flags |= XT_F_IF_VER;
+        q.expect_version = if_version;
+    }
+    struct xt_resp r;
+    bool retried = false;
+    rc = pom_call(kv->fs, &q, &r, &retried);
+    xt_resp_free(&r);
+    return rc == -ENOENT && retried ? 0 : rc; /* our lost reply (pom_fs.c does the same) */
+}
+
+/* ---- listings ---------------------------------------------------------- */
+
+int pom_kv_cursor_done(const pom_kv_cursor *cur)
+{
+    return cur->pos >= XT_COOKIE_END;
+}
+
+/* Hands one listed row to cb. Returns cb's answer or -EIO. */
+static int deliver(const uint8_t *enc, size_t len, pom_kv_cb cb, void *arg)
+{
+    xt_row row;
+    if (xt_row_decode(enc, len, &row) < 0) {
+        XT_ERR("a listed key/value row does not decode: %s", xt_row_last_error());
+        return -EIO;
+    }
+    const void *key = row.name;
+    size_t klen = row.name_len;
+    const xt_row_group *kg = xt_row_view_group(&row, XT_CG_KEY);
+    if (kg) {
+        key = kg->ptr;
+        klen = kg->len;
+    }
+    const xt_row_group *vg = xt_row_view_group(&row, XT_CG_DATA);
+    static const uint8_t empty[1];
+    return cb(arg, key, klen, vg ? (const void *)vg->ptr : (const void *)empty,
+              vg ? vg->len : 0, row.attr.version);
+}
+
+/* List or search (substr != NULL) from *cur, taking at most max entries. */
+static int kv_scan(pom_kv *kv, const void *substr, size_t slen, pom_kv_cursor *cur, size_t max,
+                   pom_kv_cb cb, void *arg)
+{
+    if (!cur || !cb)
+        return -EINVAL;
+    size_t taken = 0;
+    while (taken < max && cur->pos < XT_COOKIE_END) {
+        size_t want = substr ? POM_KV_SCAN_PAGE : XT_MIN(max - taken, (size_t)POM_KV_LIST_PAGE);
+        struct xt_list_req q = { .t = { .fsid = kv->fs->fsid, .table = kv->table,
+                                        .slice_hint = -1 },
+                                 .cookie = cur->pos, .max = (uint32_t)want,
+                                 .substr = substr, .substr_len = (uint32_t)slen };
+        struct xt_list_resp r;
+        memset(&r, 0, sizeof r);
+        int rc = pom_list_call(kv->fs, &q, &r);
+        if (rc == -ENOENT) { /* a keyspace never written has no table yet */
+            rc = 0;
+            r.next_cookie = XT_COOKIE_END;
+        }
+        if (rc < 0) {
+            xt_list_resp_free(&r);
+            return rc;
+        }
+        atomic_fetch_add(&kv->calls, 1);
+        atomic_fetch_add(&kv->rows, r.n);
+        for (size_t i = 0; i < r.n; i++)
+            atomic_fetch_add(&kv->bytes, r.lens[i]);
+        size_t i = 0;
+        for (; i < r.n && taken < max; i++) {
+            rc = deliver(r.rows[i], r.lens[i], cb, arg);
+            if (rc != 0)
+                break;
+            taken++;
+            cur->pos = r.cookies[i] + 1; /* cookies < 2^62: +1 resumes after it */
+        }
+        bool all = i == r.n && rc == 0;
+        if (all)
+            cur->pos = r.next_cookie;
+        xt_list_resp_free(&r);
+        if (rc < 0)
+            return rc;
+        if (!all)
+            break; /* the callback stopped, or max taken before the page ended */
+    }
+    return (int)XT_MIN(taken, (size_t)INT32_MAX);
+}
+
+int pom_kv_list(pom_kv *kv, pom_kv_cursor *cur, size_t max, pom_kv_cb cb, void *arg)
+{
+    return kv_scan(kv, NULL, 0, cur, max, cb, arg);
+}
+
+int pom_kv_search(pom_kv *kv, const void *substr, size_t slen, pom_kv_cursor *cur, size_t max,
+                  pom_kv_cb cb, void *arg)
+{
+    if (!substr || slen == 0)
+        return -EINVAL;
+    if (slen > POM_KV_KEY_MAX)
+        return -ENAMETOOLONG;
+    return kv_scan(kv, substr, slen, cur, max, cb, arg);
+}

@@ -1,0 +1,541 @@
+/*
+ * test_pom_kv.c -- the key/value API of libpomegranate (pomegranate.h,
+ * pom_kv_*) against real pom-mdsl + pom-mds processes on loopback:
+ *   - put/get round trip of random keys (1..1024 bytes, every byte value,
+ *     both sides of the long-key form at 254/255 bytes) and values
+ *     (0..64 KiB, one of 1 MiB), read back from a second connection;
+ *   - create-only (-EEXIST), conditional update/delete (-ESTALE), update or
+ *     delete of an absent key (-ENOENT), delete then get (-ENOENT);
+ *   - list of 20,000 keys with random page sizes: each key exactly once;
+ *   - search: exactly the keys containing the substring (a local model),
+ *     long keys matched past their row-name prefix, and fewer rows travel
+ *     than for a full listing;
+ *   - two keyspaces are independent; a second connection opening the same
+ *     name sees the same keyspace;
+ *   - limits (empty key, 1025-byte key, 1 MiB + 1 value, keyspace names).
+ * Seeded (XT_SEED; the seed is printed).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "pom_proc.h"
+#include "pom_rand.h"
+#include "pomegranate.h"
+#include "xt_common.h"
+
+#define FSID 9
+
+static struct {
+    char base[256];
+    int mdsl_port, mds_port;
+    pid_t mdsl, mds;
+    char addr[64];
+} C;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    memset(&C, 0, sizeof C);
+    rng_state = base_seed();
+    fprintf(stderr, "test_pom_kv: seed %llu (XT_SEED)\n", (unsigned long long)rng_state);
+    if (pom_tmpdir("kv", C.base, sizeof C.base))
+        return -1;
+    char dir[300], listen[32], log[300], mdsl[32];
+    snprintf(dir, sizeof dir, "%s/mdsl", C.base);
+    mkdir(dir, 0755);
+    C.mdsl_port = pom_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", C.mdsl_port);
+    snprintf(log, sizeof log, "%s/mdsl.log", C.base);
+    char *a1[] = { (char *)POM_MDSL_BIN, (char *)"--dir", dir, (char *)"--listen", listen, NULL };
+    C.mdsl = pom_proc_spawn(a1, log);
+    if (C.mdsl <= 0 || pom_proc_wait_port("127.0.0.1", C.mdsl_port, 20000))
+        return -1;
+    snprintf(mdsl, sizeof mdsl, "127.0.0.1:%d", C.mdsl_port);
+    C.mds_port = pom_free_port();
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", C.mds_port);
+    snprintf(log, sizeof log, "%s/mds.log", C.base);
+    char *a2[] = { (char *)POM_MDS_BIN, (char *)"--mdsl", mdsl, (char *)"--listen", listen,
+                   (char *)"--commit-interval-ms", (char *)"200", NULL };
+    C.mds = pom_proc_spawn(a2, log);
+    if (C.mds <= 0 || pom_proc_wait_port("127.0.0.1", C.mds_port, 30000))
+        return -1;
+    snprintf(C.addr, sizeof C.addr, "127.0.0.1:%d", C.mds_port);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    if (C.mds > 0)
+        pom_proc_stop(C.mds, 30000);
+    if (C.mdsl > 0)
+        pom_proc_stop(C.mdsl, 10000);
+    pom_rm_rf(C.base);
+    return 0;
+}
+
+static pom_fs *conn(void)
+{
+    pom_fs *fs = NULL;
+    assert_int_equal(pom_connect_mds(C.addr, FSID, &fs), 0);
+    return fs;
+}
+
+static pom_kv *open_ks(pom_fs *fs, const char *name)
+{
+    pom_kv *kv = NULL;
+    assert_int_equal(pom_kv_open(fs, name, &kv), 0);
+    return kv;
+}
+
+static void rand_bytes(uint8_t *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)rnd();
+}
+
+static void check_value(pom_kv *kv, const void *key, size_t klen, const void *val, size_t vlen)
+{
+    void *got = NULL;
+    size_t glen = 99;
+    uint64_t ver;
+    assert_int_equal(pom_kv_get(kv, key, klen, &got, &glen, &ver), 0);
+    assert_non_null(got);
+    assert_int_equal(glen, vlen);
+    if (vlen)
+        assert_memory_equal(got, val, vlen);
+    pom_free(got);
+}
+
+/* ---- round trip -------------------------------------------------------- */
+
+struct kv_item {
+    uint8_t *key, *val;
+    size_t klen, vlen;
+};
+
+static void test_round_trip(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(), *fs2 = conn();
+    pom_kv *kv = open_ks(fs, "roundtrip");
+    enum { N = 300 };
+    struct kv_item *it = calloc(N, sizeof *it);
+    assert_non_null(it);
+    for (size_t i = 0; i < N; i++) {
+        /* Lengths: fixed edge cases first, then random 1..1024. */
+        static const size_t edge[] = { 1, 2, 254, 255, 256, 1023, 1024 };
+        it[i].klen = i < 7 ? edge[i] : 1 + rnd() % POM_KV_KEY_MAX;
+        it[i].key = malloc(it[i].klen);
+        rand_bytes(it[i].key, it[i].klen);
+        if (i == 7) { /* every byte value in one key */
+            it[i].klen = 256 + rnd() % 700;
+            it[i].key = realloc(it[i].key, it[i].klen);
+            for (size_t b = 0; b < it[i].klen; b++)
+                it[i].key[b] = (uint8_t)b;
+        }
+        /* Distinct keys: make the first 4 bytes the index where room. */
+        if (it[i].klen >= 4) {
+            it[i].key[0] = (uint8_t)i;
+            it[i].key[1] = (uint8_t)(i >> 8);
+            it[i].key[2] = 0xa5;
+            it[i].key[3] = 0x5a;
+        }
+        it[i].vlen = i == 8 ? POM_KV_VALUE_MAX : (rnd() % 4 ? rnd() % 300 : rnd() % (64 << 10));
+        if (i == 9)
+            it[i].vlen = 0;
+        it[i].val = malloc(it[i].vlen ? it[i].vlen : 1);
+        rand_bytes(it[i].val, it[i].vlen);
+    }
+    /* Short keys of 1-2 random bytes may repeat: keep the last value. */
+    uint64_t t0 = xt_mono_ns();
+    for (size_t i = 0; i < N; i++)
+        assert_int_equal(pom_kv_put(kv, it[i].key, it[i].klen, it[i].val, it[i].vlen, 0), 0);
+    uint64_t t1 = xt_mono_ns();
+    pom_kv *kv2 = open_ks(fs2, "roundtrip");
+    for (size_t i = 2; i < N; i++)
+        check_value(kv2, it[i].key, it[i].klen, it[i].val, it[i].vlen);
+    uint64_t t2 = xt_mono_ns();
+    fprintf(stderr, "round trip: %d puts %.1f ms, gets %.1f ms (second connection)\n", N,
+            (double)(t1 - t0) / 1e6, (double)(t2 - t1) / 1e6);
+    /* A long key and another long key with the same 223-byte prefix. */
+    uint8_t a[600], b[600];
+    rand_bytes(a, sizeof a);
+    memcpy(b, a, sizeof b);
+    b[599] ^= 1;
+    assert_int_equal(pom_kv_put(kv, a, sizeof a, "A", 1, 0), 0);
+    assert_int_equal(pom_kv_put(kv, b, sizeof b, "B", 1, 0), 0);
+    check_value(kv2, a, sizeof a, "A", 1);
+    check_value(kv2, b, sizeof b, "B", 1);
+    /* Upsert over an existing key bumps its version. */
+    uint64_t v0, v1;
+    void *g;
+    size_t gl;
+    assert_int_equal(pom_kv_get(kv, a, sizeof a, &g, &gl, &v0), 0);
+    pom_free(g);
+    assert_int_equal(pom_kv_put(kv, a, sizeof a, "AA", 2, 0), 0);
+    assert_int_equal(pom_kv_get(kv2, a, sizeof a, &g, &gl, &v1), 0);
+    pom_free(g);
+    assert_int_equal(v1, v0 + 1);
+    for (size_t i = 0; i < N; i++) {
+        free(it[i].key);
+        free(it[i].val);
+    }
+    free(it);
+    pom_kv_close(kv2);
+    pom_kv_close(kv);
+    pom_close(fs2);
+    pom_close(fs);
+}
+
+/* ---- conditional calls ------------------------------------------------- */
+
+static void test_conditional(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_kv *kv = open_ks(fs, "cond");
+    const char *k = "counter";
+    size_t kl = strlen(k);
+    assert_int_equal(pom_kv_put(kv, k, kl, "1", 1, POM_KV_CREATE_ONLY | POM_KV_SYNC), 0);
+    assert_int_equal(pom_kv_put(kv, k, kl, "2", 1, POM_KV_CREATE_ONLY), -EEXIST);
+    check_value(kv, k, kl, "1", 1);
+    void *g;
+    size_t gl;
+    uint64_t v;
+    assert_int_equal(pom_kv_get(kv, k, kl, &g, &gl, &v), 0);
+    pom_free(g);
+    assert_int_equal(v, 0);
+    assert_int_equal(pom_kv_update(kv, k, kl, "3", 1, v + 1), -ESTALE);
+    assert_int_equal(pom_kv_update(kv, k, kl, "3", 1, v), 0);
+    assert_int_equal(pom_kv_update(kv, k, kl, "4", 1, v), -ESTALE);
+    check_value(kv, k, kl, "3", 1);
+    assert_int_equal(pom_kv_update(kv, k, kl, NULL, 0, POM_KV_ANY_VERSION), 0);
+    check_value(kv, k, kl, "", 0);
+    assert_int_equal(pom_kv_delete(kv, k, kl, v), -ESTALE);
+    assert_int_equal(pom_kv_delete(kv, k, kl, v + 2), 0);
+    assert_int_equal(pom_kv_get(kv, k, kl, &g, &gl, &v), -ENOENT);
+    assert_null(g);
+    assert_int_equal(pom_kv_delete(kv, k, kl, POM_KV_ANY_VERSION), -ENOENT);
+    assert_int_equal(pom_kv_update(kv, k, kl, "5", 1, POM_KV_ANY_VERSION), -ENOENT);
+    /* A deleted key can be created again, from version 0. */
+    assert_int_equal(pom_kv_put(kv, k, kl, "6", 1, POM_KV_CREATE_ONLY), 0);
+    assert_int_equal(pom_kv_get(kv, k, kl, &g, &gl, &v), 0);
+    pom_free(g);
+    assert_int_equal(v, 0);
+    /* Long keys take the same paths. */
+    uint8_t lk[900];
+    rand_bytes(lk, sizeof lk);
+    assert_int_equal(pom_kv_put(kv, lk, sizeof lk, "x", 1, POM_KV_CREATE_ONLY), 0);
+    assert_int_equal(pom_kv_put(kv, lk, sizeof lk, "y", 1, POM_KV_CREATE_ONLY), -EEXIST);
+    assert_int_equal(pom_kv_delete(kv, lk, sizeof lk, 7), -ESTALE);
+    assert_int_equal(pom_kv_delete(kv, lk, sizeof lk, 0), 0);
+    assert_int_equal(pom_kv_get(kv, lk, sizeof lk, &g, &gl, NULL), -ENOENT);
+    pom_kv_close(kv);
+    pom_close(fs);
+}
+
+/* ---- list and search --------------------------------------------------- */
+
+enum { NLIST = 20000 };
+
+struct visit {
+    uint8_t *seen;   /* per key index */
+    size_t taken;
+    int bad;
+};
+
+static long key_index(const void *key, size_t klen)
+{
+    char buf[32];
+    if (klen < 2 || klen > 12 || ((const char *)key)[0] != 'k')
+        return -1;
+    memcpy(buf, (const char *)key + 1, klen - 1);
+    buf[klen - 1] = 0;
+    char *end;
+    long i = strtol(buf, &end, 10);
+    return *end || i < 0 || i >= NLIST ? -1 : i;
+}
+
+static int visit_cb(void *arg, const void *key, size_t klen, const void *val, size_t vlen,
+                    uint64_t version)
+{
+    struct visit *v = arg;
+    (void)version;
+    long i = key_index(key, klen);
+    if (i < 0 || vlen != klen || memcmp(val, key, klen))
+        v->bad++;
+    else
+        v->seen[i]++;
+    v->taken++;
+    return 0;
+}
+
+static void fill_keyspace(pom_kv *kv)
+{
+    uint64_t t0 = xt_mono_ns();
+    for (int i = 0; i < NLIST; i++) {
+        char k[16];
+        int n = snprintf(k, sizeof k, "k%d", i);
+        assert_int_equal(pom_kv_put(kv, k, (size_t)n, k, (size_t)n, POM_KV_CREATE_ONLY), 0);
+    }
+    fprintf(stderr, "list: %d create-only puts in %.1f ms\n", NLIST,
+            (double)(xt_mono_ns() - t0) / 1e6);
+}
+
+static void test_list_and_search(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_kv *kv = open_ks(fs, "listing");
+    fill_keyspace(kv);
+
+    /* Full listing with random page sizes; a callback that sometimes stops. */
+    struct visit v = { .seen = calloc(NLIST, 1) };
+    pom_kv_cursor cur = POM_KV_CURSOR_INIT;
+    struct pom_kv_stats s0, s1, s2;
+    pom_kv_get_stats(kv, &s0);
+    uint64_t t0 = xt_mono_ns();
+    int calls = 0;
+    while (!pom_kv_cursor_done(&cur)) {
+        size_t page = 1 + rnd() % (rnd() % 2 ? 7 : 700);
+        int n = pom_kv_list(kv, &cur, page, visit_cb, &v);
+        assert_true(n >= 0 && (size_t)n <= page);
+        assert_true((size_t)n == page || pom_kv_cursor_done(&cur));
+        /* A copied cursor resumes at the same place. */
+        calls++;
+    }
+    uint64_t t1 = xt_mono_ns();
+    pom_kv_get_stats(kv, &s1);
+    assert_int_equal(v.bad, 0);
+    assert_int_equal(v.taken, NLIST);
+    for (int i = 0; i < NLIST; i++)
+        assert_int_equal(v.seen[i], 1);
+    assert_int_equal(pom_kv_list(kv, &cur, 10, visit_cb, &v), 0); /* at the end */
+    fprintf(stderr, "list: %d keys in %d pages, %.1f ms, %llu rows / %llu bytes travelled\n",
+            NLIST, calls, (double)(t1 - t0) / 1e6,
+            (unsigned long long)(s1.rows_received - s0.rows_received),
+            (unsigned long long)(s1.bytes_received - s0.bytes_received));
+
+    /* Search against a local model: keys "k<i>" containing "77". */
+    memset(v.seen, 0, NLIST);
+    v.taken = 0;
+    size_t expect = 0;
+    for (int i = 0; i < NLIST; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        expect += strstr(k, "77") != NULL;
+    }
+    cur = (pom_kv_cursor)POM_KV_CURSOR_INIT;
+    while (!pom_kv_cursor_done(&cur))
+        assert_true(pom_kv_search(kv, "77", 2, &cur, 1 + rnd() % 50, visit_cb, &v) >= 0);
+    uint64_t t2 = xt_mono_ns();
+    pom_kv_get_stats(kv, &s2);
+    assert_int_equal(v.bad, 0);
+    assert_int_equal(v.taken, expect);
+    for (int i = 0; i < NLIST; i++) {
+        char k[16];
+        snprintf(k, sizeof k, "k%d", i);
+        assert_int_equal(v.seen[i], strstr(k, "77") != NULL);
+    }
+    uint64_t srows = s2.rows_received - s1.rows_received;
+    fprintf(stderr, "search \"77\": %zu matches in %.1f ms, %llu rows / %llu bytes travelled "
+            "(full list: %llu rows)\n", expect, (double)(t2 - t1) / 1e6,
+            (unsigned long long)srows,
+            (unsigned long long)(s2.bytes_received - s1.bytes_received),
+            (unsigned long long)(s1.rows_received - s0.rows_received));
+    /* With small pages a page's matches past `max` travel again with the
+     * next call; with one big call exactly the matches travel, once. */
+    assert_true(srows < s1.rows_received - s0.rows_received);
+    struct visit w = { .seen = calloc(NLIST, 1) };
+    cur = (pom_kv_cursor)POM_KV_CURSOR_INIT;
+    assert_int_equal(pom_kv_search(kv, "77", 2, &cur, NLIST, visit_cb, &w), (int)expect);
+    assert_true(pom_kv_cursor_done(&cur));
+    struct pom_kv_stats s3;
+    pom_kv_get_stats(kv, &s3);
+    assert_int_equal(s3.rows_received - s2.rows_received, expect); /* only matches travel */
+    fprintf(stderr, "search \"77\" in one call: %llu rows / %llu bytes in %llu RPCs\n",
+            (unsigned long long)(s3.rows_received - s2.rows_received),
+            (unsigned long long)(s3.bytes_received - s2.bytes_received),
+            (unsigned long long)(s3.list_calls - s2.list_calls));
+    free(w.seen);
+
+    /* A search with no match at all; a substring of a "key" that is only
+     * in values does not match. */
+    cur = (pom_kv_cursor)POM_KV_CURSOR_INIT;
+    v.taken = 0;
+    while (!pom_kv_cursor_done(&cur))
+        assert_int_equal(pom_kv_search(kv, "zz", 2, &cur, 100, visit_cb, &v), 0);
+    assert_int_equal(v.taken, 0);
+    free(v.seen);
+    pom_kv_close(kv);
+    pom_close(fs);
+}
+
+/* Random binary keys, some long, searched with random substrings. */
+struct model_hit {
+    uint8_t (*keys)[POM_KV_KEY_MAX];
+    size_t *lens;
+    size_t n;
+    uint8_t *seen;
+    int bad;
+};
+
+static int model_cb(void *arg, const void *key, size_t klen, const void *val, size_t vlen,
+                    uint64_t version)
+{
+    struct model_hit *m = arg;
+    (void)val;
+    (void)vlen;
+    (void)version;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->lens[i] == klen && !memcmp(m->keys[i], key, klen)) {
+            m->seen[i]++;
+            return 0;
+        }
+    m->bad++;
+    return 0;
+}
+
+static void test_search_binary(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_kv *kv = open_ks(fs, "binsearch");
+    enum { N = 400 };
+    struct model_hit m = { .keys = calloc(N, POM_KV_KEY_MAX), .lens = calloc(N, sizeof(size_t)),
+                           .n = N, .seen = calloc(N, 1) };
+    /* Alphabet of 4 byte values (incl. 0 and 255) so substrings match often. */
+    static const uint8_t abc[4] = { 0x00, 0xff, 'a', '/' };
+    for (size_t i = 0; i < N; i++) {
+        m.lens[i] = i % 3 == 0 ? 255 + rnd() % 770 : 8 + rnd() % 60;
+        for (size_t b = 0; b < m.lens[i]; b++)
+            m.keys[i][b] = abc[rnd() % 4];
+        /* Unique: an index tag at the start. */
+        m.keys[i][0] = 'T';
+        m.keys[i][1] = (uint8_t)(i & 0x7f) | 0x80;
+        m.keys[i][2] = (uint8_t)(i >> 7) | 0x80;
+        assert_int_equal(pom_kv_put(kv, m.keys[i], m.lens[i], "v", 1, POM_KV_CREATE_ONLY), 0);
+    }
+    /* A needle only at the end of a long key (beyond the name's prefix). */
+    memcpy(m.keys[0] + m.lens[0] - 5, "NEEDL", 5);
+    assert_int_equal(pom_kv_put(kv, m.keys[0], m.lens[0], "v", 1, POM_KV_CREATE_ONLY), 0);
+    /* The edited key 0 is a new key: its old form stays in the keyspace,
+     * outside the model (counted in m.bad below). */
+    for (size_t r = 0; r < 20; r++) {
+        uint8_t sub[8];
+        size_t sl = 1 + rnd() % 6;
+        if (r == 0) {
+            memcpy(sub, "NEEDL", 5);
+            sl = 5;
+        } else {
+            for (size_t b = 0; b < sl; b++)
+                sub[b] = abc[rnd() % 4];
+        }
+        memset(m.seen, 0, N);
+        m.bad = 0;
+        pom_kv_cursor cur = POM_KV_CURSOR_INIT;
+        while (!pom_kv_cursor_done(&cur))
+            assert_true(pom_kv_search(kv, sub, sl, &cur, 1 + rnd() % 100, model_cb, &m) >= 0);
+        for (size_t i = 0; i < N; i++)
+            assert_int_equal(m.seen[i], memmem(m.keys[i], m.lens[i], sub, sl) != NULL);
+        /* m.bad counts rows not in the model: only the pre-edit key 0. */
+        assert_true(m.bad <= 1);
+    }
+    free(m.keys);
+    free(m.lens);
+    free(m.seen);
+    pom_kv_close(kv);
+    pom_close(fs);
+}
+
+/* ---- keyspaces and limits ---------------------------------------------- */
+
+static void test_keyspaces(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(), *fs2 = conn();
+    pom_kv *a = open_ks(fs, "ks-a"), *b = open_ks(fs, "ks-b");
+    pom_kv *a2 = open_ks(fs2, "ks-a");
+    assert_int_equal(pom_kv_put(a, "same", 4, "in a", 4, 0), 0);
+    assert_int_equal(pom_kv_put(b, "same", 4, "in b", 4, 0), 0);
+    check_value(a2, "same", 4, "in a", 4);
+    check_value(b, "same", 4, "in b", 4);
+    assert_int_equal(pom_kv_delete(a2, "same", 4, POM_KV_ANY_VERSION), 0);
+    void *g;
+    size_t gl;
+    assert_int_equal(pom_kv_get(a, "same", 4, &g, &gl, NULL), -ENOENT);
+    check_value(b, "same", 4, "in b", 4);
+    /* Listing a keyspace never written: empty, done at once. */
+    pom_kv *e = open_ks(fs2, "ks-empty");
+    struct visit v = { .seen = calloc(NLIST, 1) };
+    pom_kv_cursor cur = POM_KV_CURSOR_INIT;
+    assert_int_equal(pom_kv_list(e, &cur, 100, visit_cb, &v), 0);
+    assert_true(pom_kv_cursor_done(&cur));
+    free(v.seen);
+    /* Keyspaces are not in the namespace: the root lists none of them. */
+    struct stat st;
+    assert_int_equal(pom_lookup(fs, POM_ROOT_INO, "ks-a", &st), -ENOENT);
+    pom_kv_close(e);
+    pom_kv_close(a2);
+    pom_kv_close(b);
+    pom_kv_close(a);
+    pom_close(fs2);
+    pom_close(fs);
+}
+
+static void test_limits(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_kv *kv = NULL;
+    assert_int_equal(pom_kv_open(fs, "", &kv), -EINVAL);
+    char longname[POM_KV_KEYSPACE_MAX + 2];
+    memset(longname, 'n', sizeof longname - 1);
+    longname[sizeof longname - 1] = 0;
+    assert_int_equal(pom_kv_open(fs, longname, &kv), -ENAMETOOLONG);
+    longname[POM_KV_KEYSPACE_MAX] = 0;
+    kv = open_ks(fs, longname);
+    pom_kv_close(kv);
+    kv = open_ks(fs, "limits");
+    static uint8_t big[POM_KV_VALUE_MAX + 1];
+    uint8_t key[POM_KV_KEY_MAX + 1];
+    memset(key, 'x', sizeof key);
+    assert_int_equal(pom_kv_put(kv, key, 0, "v", 1, 0), -EINVAL);
+    assert_int_equal(pom_kv_put(kv, key, POM_KV_KEY_MAX + 1, "v", 1, 0), -ENAMETOOLONG);
+    assert_int_equal(pom_kv_put(kv, key, POM_KV_KEY_MAX, big, POM_KV_VALUE_MAX + 1, 0), -EFBIG);
+    assert_int_equal(pom_kv_put(kv, key, 3, "v", 1, 0x80), -EINVAL);
+    assert_int_equal(pom_kv_update(kv, key, 3, big, POM_KV_VALUE_MAX + 1, 0), -EFBIG);
+    assert_int_equal(pom_kv_put(kv, key, POM_KV_KEY_MAX, big, POM_KV_VALUE_MAX, 0), 0);
+    check_value(kv, key, POM_KV_KEY_MAX, big, POM_KV_VALUE_MAX);
+    void *g;
+    size_t gl;
+    assert_int_equal(pom_kv_get(kv, key, POM_KV_KEY_MAX + 1, &g, &gl, NULL), -ENAMETOOLONG);
+    assert_int_equal(pom_kv_delete(kv, key, 0, POM_KV_ANY_VERSION), -EINVAL);
+    pom_kv_cursor cur = POM_KV_CURSOR_INIT;
+    assert_int_equal(pom_kv_search(kv, "x", 0, &cur, 10, model_cb, NULL), -EINVAL);
+    pom_kv_close(kv);
+    pom_close(fs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_conditional),
+        cmocka_unit_test(test_list_and_search),
+        cmocka_unit_test(test_search_binary),
+        cmocka_unit_test(test_keyspaces),
+        cmocka_unit_test(test_limits),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
