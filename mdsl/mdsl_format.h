@@ -56,8 +56,11 @@
  *    44   4  reserved     0
  *    48   8  key          row uuid (COLUMN)
  *
- * COMMIT and ABORT carry no payload (txid in the header). MD carries the
- * table's opaque metadata bytes; the last valid MD record of `md` wins.
+ * PREPARE, COMMIT and GCMOVE payloads are arrays of the entries above: a
+ * COMMIT repeats its PREPARE's manifest, so it proves what it made visible
+ * even after GC deleted the PREPARE's segment. ABORT carries no payload
+ * (txid in the header). MD carries the table's opaque metadata bytes; the
+ * last valid MD record of `md` wins.
  */
 #ifndef MDSL_FORMAT_H
 #define MDSL_FORMAT_H

@@ -8,7 +8,7 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libfuse3-dev fuse3 attr
   libleveldb-dev
-  libthrift-dev thrift-compiler libboost-dev libevent-dev
+  libthrift-dev thrift-compiler libboost-dev
   libxxhash-dev
   liburing-dev
   libzookeeper-mt-dev zookeeper

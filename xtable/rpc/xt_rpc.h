@@ -14,10 +14,12 @@
  *      own negative errno when the handler failed.
  *  (2) A pool never holds its lock across a connect, a send or a receive.
  *  (3) A connection that saw any transport error is closed, never reused.
- *  (4) A server serves many connections with a fixed set of threads: `io`
- *      threads read and write frames (framed transport, frames over
- *      max_frame_bytes are refused), `workers` run the handlers. A malformed
- *      frame closes that one connection; the server stays up.
+ *  (4) A server serves many connections with a fixed pool of
+ *      io_threads + workers threads; each reads a frame (framed transport,
+ *      frames over max_frame_bytes are refused), runs its handler and writes
+ *      the reply (xt_rpc_server.cpp). A handler that blocks occupies one
+ *      thread. A malformed frame closes that one connection; the server
+ *      stays up.
  */
 #ifndef XT_RPC_H
 #define XT_RPC_H
@@ -62,8 +64,9 @@ struct xt_rpc_server_opts {
     const char *host;        /* bind address; NULL: 127.0.0.1 */
     int port;                /* 0: a free port, see xt_rpc_server_port() */
     int io_threads;          /* 0: 2 */
-    int workers;             /* 0: handlers run on the io threads (they must
-                                never block); > 0: a fixed pool */
+    int workers;             /* extra threads for servers whose handlers
+                                block (slice loads, sync); the pool is
+                                io_threads + workers */
     int default_budget_ms;   /* deadline of requests without a budget; 0: 30000 */
     int max_frame_bytes;     /* 0: XT_RPC_DEFAULT_SERVER_FRAME */
 };
