@@ -196,6 +196,19 @@ static int free_port(void)
     return ntohs(a.sin_port);
 }
 
+struct overlap {
+    xt_rpc_pool *p;
+    int rc;
+};
+
+static void *overlap_thread(void *arg)
+{
+    struct overlap *o = arg;
+    unsigned char slow[2] = { OP_SLEEP, 5 }; /* 50 ms: the calls overlap */
+    o->rc = xt_rpc_ping(o->p, NULL, slow, 2, NULL, 0, NULL);
+    return NULL;
+}
+
 static void test_reconnect_backoff(void **state)
 {
     (void)state;
@@ -219,8 +232,19 @@ static void test_reconnect_backoff(void **state)
     }
     assert_int_equal(rc, 0);
 
-    /* Restart the server: the pooled connection is stale; the call is
-     * retried once on a fresh connection with the same request id. */
+    /* Four overlapping calls leave four connections in the pool. */
+    pthread_t t[4];
+    struct overlap ov[4];
+    for (int i = 0; i < 4; i++) {
+        ov[i] = (struct overlap){ p, -1 };
+        assert_int_equal(pthread_create(&t[i], NULL, overlap_thread, &ov[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        assert_int_equal(ov[i].rc, 0);
+    }
+    /* Restart the server: every pooled connection is stale; the call is
+     * retried once, on a fresh connection, with the same request id. */
     xt_rpc_server_stop(s);
     s = start(port, 0);
     xt_rpc_call call = { .req_id = 4242 };

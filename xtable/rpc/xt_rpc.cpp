@@ -300,8 +300,21 @@ int pom::glue::invoke(
             } catch (...) {
             }
             /* A pooled connection the peer closed while idle: the request
-             * never reached a live handler. Retry once, same request id. */
+             * never reached a live handler. The peer restarted or dropped
+             * us, so every idle connection is as stale as this one: drop
+             * them all, and retry once on a fresh one, same request id. */
             if (stale && reused && attempt == 0) {
+                std::vector<Conn> old;
+                {
+                    std::lock_guard<std::mutex> g(p->mu);
+                    old.swap(p->idle);
+                }
+                for (auto &o : old) {
+                    try {
+                        o.trans->close();
+                    } catch (...) {
+                    }
+                }
                 p->retries++;
                 continue;
             }
