@@ -36,76 +36,40 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pom_cluster.h"
 #include "pom_proc.h"
 #include "pomegranate.h"
 #include "xt_common.h"
 
 #define FSID 7
 
-static struct {
-    char base[256];
-    int mdsl_port, mds_port;
-    pid_t mdsl, mds;
-    char addr[64];
-} C;
-
-static void start_mdsl(void)
-{
-    char dir[300], listen[32], log[300];
-    snprintf(dir, sizeof dir, "%s/mdsl", C.base);
-    mkdir(dir, 0755);
-    if (!C.mdsl_port)
-        C.mdsl_port = pom_free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", C.mdsl_port);
-    snprintf(log, sizeof log, "%s/mdsl.log", C.base);
-    char *argv[] = { (char *)POM_MDSL_BIN, (char *)"--dir", dir, (char *)"--listen", listen, NULL };
-    C.mdsl = pom_proc_spawn(argv, log);
-    assert_true(C.mdsl > 0);
-    assert_int_equal(pom_proc_wait_port("127.0.0.1", C.mdsl_port, 20000), 0);
-}
+static struct pom_cluster C;
 
 static void start_mds(void)
 {
-    char mdsl[32], listen[32], log[300];
-    snprintf(mdsl, sizeof mdsl, "127.0.0.1:%d", C.mdsl_port);
-    if (!C.mds_port)
-        C.mds_port = pom_free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", C.mds_port);
-    snprintf(log, sizeof log, "%s/mds.log", C.base);
-    char *argv[] = { (char *)POM_MDS_BIN, (char *)"--mdsl", mdsl, (char *)"--listen", listen,
-                     (char *)"--commit-interval-ms", (char *)"200", NULL };
-    C.mds = pom_proc_spawn(argv, log);
-    assert_true(C.mds > 0);
-    assert_int_equal(pom_proc_wait_port("127.0.0.1", C.mds_port, 30000), 0);
-    snprintf(C.addr, sizeof C.addr, "127.0.0.1:%d", C.mds_port);
+    assert_int_equal(pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL), 0);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    memset(&C, 0, sizeof C);
-    if (pom_tmpdir("client", C.base, sizeof C.base))
+    if (pom_cluster_init(&C, "client") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
+        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
         return -1;
-    start_mdsl();
-    start_mds();
     return 0;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    if (C.mds > 0)
-        pom_proc_stop(C.mds, 30000);
-    if (C.mdsl > 0)
-        pom_proc_stop(C.mdsl, 10000);
-    pom_rm_rf(C.base);
+    pom_cluster_destroy(&C);
     return 0;
 }
 
 static pom_fs *conn(void)
 {
     pom_fs *fs = NULL;
-    assert_int_equal(pom_connect_mds(C.addr, FSID, &fs), 0);
+    assert_int_equal(pom_connect_mds(C.mds_addr, FSID, &fs), 0);
     return fs;
 }
 

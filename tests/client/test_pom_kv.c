@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "pom_cluster.h"
 #include "pom_proc.h"
 #include "pom_rand.h"
 #include "pomegranate.h"
@@ -34,59 +35,30 @@
 
 #define FSID 9
 
-static struct {
-    char base[256];
-    int mdsl_port, mds_port;
-    pid_t mdsl, mds;
-    char addr[64];
-} C;
+static struct pom_cluster C;
 
 static int group_setup(void **state)
 {
     (void)state;
-    memset(&C, 0, sizeof C);
     rng_state = base_seed();
     fprintf(stderr, "test_pom_kv: seed %llu (XT_SEED)\n", (unsigned long long)rng_state);
-    if (pom_tmpdir("kv", C.base, sizeof C.base))
+    if (pom_cluster_init(&C, "kv") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
+        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
         return -1;
-    char dir[300], listen[32], log[300], mdsl[32];
-    snprintf(dir, sizeof dir, "%s/mdsl", C.base);
-    mkdir(dir, 0755);
-    C.mdsl_port = pom_free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", C.mdsl_port);
-    snprintf(log, sizeof log, "%s/mdsl.log", C.base);
-    char *a1[] = { (char *)POM_MDSL_BIN, (char *)"--dir", dir, (char *)"--listen", listen, NULL };
-    C.mdsl = pom_proc_spawn(a1, log);
-    if (C.mdsl <= 0 || pom_proc_wait_port("127.0.0.1", C.mdsl_port, 20000))
-        return -1;
-    snprintf(mdsl, sizeof mdsl, "127.0.0.1:%d", C.mdsl_port);
-    C.mds_port = pom_free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", C.mds_port);
-    snprintf(log, sizeof log, "%s/mds.log", C.base);
-    char *a2[] = { (char *)POM_MDS_BIN, (char *)"--mdsl", mdsl, (char *)"--listen", listen,
-                   (char *)"--commit-interval-ms", (char *)"200", NULL };
-    C.mds = pom_proc_spawn(a2, log);
-    if (C.mds <= 0 || pom_proc_wait_port("127.0.0.1", C.mds_port, 30000))
-        return -1;
-    snprintf(C.addr, sizeof C.addr, "127.0.0.1:%d", C.mds_port);
     return 0;
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
-    if (C.mds > 0)
-        pom_proc_stop(C.mds, 30000);
-    if (C.mdsl > 0)
-        pom_proc_stop(C.mdsl, 10000);
-    pom_rm_rf(C.base);
+    pom_cluster_destroy(&C);
     return 0;
 }
 
 static pom_fs *conn(void)
 {
     pom_fs *fs = NULL;
-    assert_int_equal(pom_connect_mds(C.addr, FSID, &fs), 0);
+    assert_int_equal(pom_connect_mds(C.mds_addr, FSID, &fs), 0);
     return fs;
 }
 

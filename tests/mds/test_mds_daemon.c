@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pom_cluster.h"
 #include "pom_proc.h"
 #include "xt_common.h"
 #include "xt_hash.h"
@@ -33,11 +34,8 @@
 #define BATCH 256
 
 struct cluster {
-    char base[256];
-    int mdsl_port, mds_port;
-    pid_t mdsl, mds;
-    xt_rpc_pool *pool;
-    char mds_args[4][32];
+    struct pom_cluster pc;     /* the daemons */
+    xt_rpc_pool *pool;         /* to the MDS */
 };
 
 static double scale(void)
@@ -49,44 +47,19 @@ static double scale(void)
     return v > 0 ? v : 1.0;
 }
 
-static void start_mdsl(struct cluster *c)
-{
-    char dir[300], listen[32];
-    snprintf(dir, sizeof dir, "%s/mdsl", c->base);
-    mkdir(dir, 0755);
-    if (!c->mdsl_port)
-        c->mdsl_port = pom_free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", c->mdsl_port);
-    char log[300];
-    snprintf(log, sizeof log, "%s/mdsl.log", c->base);
-    char *argv[] = { (char *)POM_MDSL_BIN, (char *)"--dir", dir, (char *)"--listen", listen, NULL };
-    c->mdsl = pom_proc_spawn(argv, log);
-    assert_true(c->mdsl > 0);
-    assert_int_equal(pom_proc_wait_port("127.0.0.1", c->mdsl_port, 20000), 0);
-}
-
 /* extra: NULL-terminated extra arguments for pom-mds. */
 static void start_mds(struct cluster *c, const char *const *extra)
 {
-    char mdsl[32], listen[32], log[300];
-    snprintf(mdsl, sizeof mdsl, "127.0.0.1:%d", c->mdsl_port);
-    if (!c->mds_port)
-        c->mds_port = pom_free_port();
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", c->mds_port);
-    snprintf(log, sizeof log, "%s/mds.log", c->base);
-    char *argv[32] = { (char *)POM_MDS_BIN, (char *)"--mdsl", mdsl, (char *)"--listen", listen,
-                       (char *)"--commit-interval-ms", (char *)"300" };
-    int n = 7;
-    for (int i = 0; extra && extra[i] && n < 30; i++)
-        argv[n++] = (char *)extra[i];
+    const char *args[16];
+    int n = 0;
+    for (int i = 0; extra && extra[i] && n < 14; i++)
+        args[n++] = extra[i];
     if (getenv("POM_TEST_DAEMON_DEBUG"))
-        argv[n++] = (char *)"--verbose";
-    argv[n] = NULL;
-    c->mds = pom_proc_spawn(argv, log);
-    assert_true(c->mds > 0);
-    assert_int_equal(pom_proc_wait_port("127.0.0.1", c->mds_port, 30000), 0);
+        args[n++] = "--verbose";
+    args[n] = NULL;
+    assert_int_equal(pom_cluster_start_mds(&c->pc, POM_MDS_BIN, 300, args), 0);
     if (!c->pool) {
-        struct xt_rpc_pool_opts po = { .host = "127.0.0.1", .port = c->mds_port,
+        struct xt_rpc_pool_opts po = { .host = "127.0.0.1", .port = c->pc.mds_port,
                                        .call_timeout_ms = 60000, .backoff_min_ms = 10,
                                        .backoff_max_ms = 100 };
         assert_int_equal(xt_rpc_pool_new(&po, &c->pool), 0);
@@ -96,19 +69,15 @@ static void start_mds(struct cluster *c, const char *const *extra)
 static void cluster_up(struct cluster *c, const char *tag, const char *const *extra)
 {
     memset(c, 0, sizeof *c);
-    assert_int_equal(pom_tmpdir(tag, c->base, sizeof c->base), 0);
-    start_mdsl(c);
+    assert_int_equal(pom_cluster_init(&c->pc, tag), 0);
+    assert_int_equal(pom_cluster_start_mdsl(&c->pc, POM_MDSL_BIN), 0);
     start_mds(c, extra);
 }
 
 static void cluster_down(struct cluster *c)
 {
-    if (c->mds > 0)
-        pom_proc_stop(c->mds, 30000);
-    if (c->mdsl > 0)
-        pom_proc_stop(c->mdsl, 10000);
+    pom_cluster_destroy(&c->pc);
     xt_rpc_pool_free(c->pool);
-    pom_rm_rf(c->base);
 }
 
 static void name_of(char *buf, size_t cap, uint64_t i)
@@ -276,7 +245,7 @@ static void test_grow_one_directory(void **state)
     assert_int_equal(xt_mds_sync(c.pool, NULL, 0, &committed), 0);
 
     /* A clean restart: every slice is loaded again from the MDSL. */
-    assert_int_equal(pom_proc_stop(c.mds, 60000), 0);
+    assert_int_equal(pom_proc_stop(c.pc.mds, 60000), 0);
     start_mds(&c, extra);
     list_all(&c, 77, n);
     lookup_all(&c, 77, n / 10, 0);
@@ -296,7 +265,7 @@ static void test_sigkill_create_storm(void **state)
     int kills = getenv("POM_TEST_LONG") && atoi(getenv("POM_TEST_LONG")) ? 12 : 4;
     uint64_t synced = 0, next = 0; /* [0, synced) acknowledged by a sync */
     for (int k = 0; k < kills; k++) {
-        pid_t victim = c.mds;
+        pid_t victim = c.pc.mds;
         int delay_ms = 100 + (int)(rand_r(&seed) % 900);
         pid_t killer = fork();
         if (killer == 0) {
@@ -316,7 +285,7 @@ static void test_sigkill_create_storm(void **state)
             synced = next;
         }
         waitpid(killer, NULL, 0);
-        pom_proc_wait(c.mds, 10000, NULL);
+        pom_proc_wait(c.pc.mds, 10000, NULL);
         start_mds(&c, extra);
         /* Everything synced is there with its exact bytes. */
         lookup_all(&c, 88, synced, 64);
