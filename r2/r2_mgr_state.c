@@ -274,79 +274,68 @@ static int load_meta(r2_store *s, struct r2_rec_meta *m, int64_t *sv)
     return 0;
 }
 
-/* Reads the records under dir with decode(); -ENOENT of a listed child means
- * a writer got in (the caller retries). */
-static int load_sites(r2_store *s, struct r2_state *st)
+/* Calls one(st, key, bytes, len) for every record under dir; -ENOENT of a
+ * listed child means a writer got in (the caller retries). */
+static int load_dir(r2_store *s, const char *dir, struct r2_state *st,
+                    int (*one)(struct r2_state *st, const char *key, const void *buf,
+                               size_t len))
 {
     char **names = NULL;
     size_t count = 0;
-    int rc = r2_store_list(s, R2_KEY_SITES, &names, &count);
+    int rc = r2_store_list(s, dir, &names, &count);
     if (rc == -ENOENT)
         return 0;
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < count && rc == 0; i++) {
         char key[R2_KEY_LEN + 300];
-        snprintf(key, sizeof key, R2_KEY_SITES "/%s", names[i]);
+        snprintf(key, sizeof key, "%s/%s", dir, names[i]);
         void *buf = NULL;
         size_t len = 0;
         rc = r2_store_get(s, key, &buf, &len, NULL);
         if (rc < 0)
             break;
-        struct r2_site_ent e;
-        memset(&e, 0, sizeof e);
-        rc = r2_rec_site_decode(buf, len, &e.s);
+        rc = one(st, key, buf, len);
         xt_free(buf);
-        char want[R2_KEY_LEN];
-        if (rc == 0)
-            r2_rec_site_key(want, e.s.id);
-        if (rc < 0 || strcmp(want, key) || r2_state_site(st, e.s.id)) {
-            XT_ERR("corrupt site record %s", key);
-            rc = -EIO;
-            break;
-        }
-        rc = r2_state_site_insert(st, &e);
     }
     r2_store_names_free(names, count);
     return rc;
 }
 
-static int load_fs(r2_store *s, struct r2_state *st)
+/* A site record must decode, sit under its own key, and be unique. */
+static int load_site(struct r2_state *st, const char *key, const void *buf, size_t len)
 {
-    char **names = NULL;
-    size_t count = 0;
-    int rc = r2_store_list(s, R2_KEY_FS, &names, &count);
-    if (rc == -ENOENT)
-        return 0;
-    if (rc < 0)
-        return rc;
-    for (size_t i = 0; i < count && rc == 0; i++) {
-        char key[R2_KEY_LEN + 300];
-        snprintf(key, sizeof key, R2_KEY_FS "/%s", names[i]);
-        void *buf = NULL;
-        size_t len = 0;
-        rc = r2_store_get(s, key, &buf, &len, NULL);
-        if (rc < 0)
-            break;
-        struct xt_fs_info f;
-        rc = r2_rec_fs_decode(buf, len, &f);
-        xt_free(buf);
-        if (rc == -ENOMEM)
-            break;
-        char want[R2_KEY_LEN];
-        if (rc == 0)
-            r2_rec_fs_key(want, f.fsid);
-        if (rc < 0 || strcmp(want, key) || r2_state_fs_by_name(st, f.name)) {
-            XT_ERR("corrupt fs record %s", key);
-            xt_free(f.root_bitmap);
-            rc = -EIO;
-            break;
-        }
-        rc = r2_state_fs_insert(st, &f);
-        if (rc < 0)
-            xt_free(f.root_bitmap);
+    struct r2_site_ent e;
+    memset(&e, 0, sizeof e);
+    int rc = r2_rec_site_decode(buf, len, &e.s);
+    char want[R2_KEY_LEN];
+    if (rc == 0)
+        r2_rec_site_key(want, e.s.id);
+    if (rc < 0 || strcmp(want, key) || r2_state_site(st, e.s.id)) {
+        XT_ERR("corrupt site record %s", key);
+        return -EIO;
     }
-    r2_store_names_free(names, count);
+    return r2_state_site_insert(st, &e);
+}
+
+/* The same for a file-system record (unique by name). */
+static int load_one_fs(struct r2_state *st, const char *key, const void *buf, size_t len)
+{
+    struct xt_fs_info f;
+    int rc = r2_rec_fs_decode(buf, len, &f);
+    if (rc == -ENOMEM)
+        return rc;
+    char want[R2_KEY_LEN];
+    if (rc == 0)
+        r2_rec_fs_key(want, f.fsid);
+    if (rc < 0 || strcmp(want, key) || r2_state_fs_by_name(st, f.name)) {
+        XT_ERR("corrupt fs record %s", key);
+        xt_free(f.root_bitmap); /* NULL unless decode got that far */
+        return -EIO;
+    }
+    rc = r2_state_fs_insert(st, &f);
+    if (rc < 0)
+        xt_free(f.root_bitmap);
     return rc;
 }
 
@@ -385,9 +374,9 @@ int r2_state_load(r2_store *store, unsigned vnodes, struct r2_state *st)
         int64_t sv_after = 0;
         int rc = load_meta(store, &st->meta, &st->meta_sv);
         if (rc == 0)
-            rc = load_sites(store, st);
+            rc = load_dir(store, R2_KEY_SITES, st, load_site);
         if (rc == 0)
-            rc = load_fs(store, st);
+            rc = load_dir(store, R2_KEY_FS, st, load_one_fs);
         if (rc == 0)
             rc = load_ring(store, XT_RING_MDS, vnodes, &st->ring[0]);
         if (rc == 0)
