@@ -37,6 +37,14 @@
  * to R2 allocation without a collision. */
 #define POM_UUID_BASE     (UINT64_C(1) << 56)
 #define POM_UUID_CHUNK    1024u
+/* Hard links (docs/client.md "Hard links"): the reserved inode link table
+ * holds, for a file with more than one name, its row (attributes, data,
+ * xattrs, nlink) under the name pom_ilt_name(uuid); each of its names is a
+ * *link stub* in its directory: same uuid and type, POM_ROW_F_LINKED set,
+ * no data or xattrs. */
+#define POM_TABLE_ILT     UINT64_C(3)
+#define POM_ROW_F_LINKED  0x100u  /* attr flag: the attributes are in the ILT */
+#define POM_ILT_NAME_LEN  16      /* the uuid in lowercase hex, zero-padded */
 
 /* Open-file state shared by every pom_file of one inode. */
 struct pom_data {
@@ -45,8 +53,12 @@ struct pom_data {
      * across an RPC; nothing else waits on it but another flush). */
     pthread_mutex_t flush_mu;
     pthread_mutex_t mu;
-    uint8_t *buf;          /* protected by mu; xt_malloc'd, len bytes valid */
-    uint32_t len, cap;     /* protected by mu */
+    uint8_t *buf;          /* protected by mu; xt_malloc'd, len bytes valid (inline) */
+    uint64_t len;          /* protected by mu: the file's size */
+    uint32_t cap;          /* protected by mu: bytes of buf */
+    bool blob;             /* protected by mu: the bytes are in the blob tier
+                              (pom_file.c; buf unused), set from the row's
+                              XT_ROW_F_BLOB at open or by a migration */
     bool dirty;            /* protected by mu: buf differs from the row */
     uint64_t wgen;         /* protected by mu: bumped by every change of buf */
     uint64_t mtime_ns;     /* protected by mu: of the last buffered write */
@@ -62,6 +74,8 @@ struct pom_inode {
     bool unlinked;         /* protected by fs->mu: its name was removed */
     uint8_t type;          /* enum xt_row_type */
     struct pom_data *data; /* protected by fs->mu: set while opens > 0 */
+    uint64_t seen_size;    /* protected by fs->mu: size and mtime of the row */
+    uint64_t seen_mtime;   /*   as pom_file.c last read or wrote it (0, 0: never) */
     struct pom_inode *next;/* protected by fs->mu: hash chain */
 };
 
@@ -75,12 +89,18 @@ struct pom_fs {
     uint64_t uuid_next, uuid_end;  /* protected by mu: claimed range */
     pthread_mutex_t alloc_mu;      /* serialises range claims */
     struct r2_agent *agent;        /* the mount's R2 registration, or NULL */
+    struct pom_blob *blob;         /* the blob tier, or NULL (large files: -EFBIG);
+                                      set by pom_set_blob before files are used */
 };
 
 struct pom_file {
     pom_fs *fs;
     struct pom_inode *ino;  /* pinned by ino->opens */
     int flags;
+    bool unchanged;         /* pom_file_unchanged's answer, set at open */
+    struct pom_blob_file *bf; /* protected by ino->data->mu: this handle's
+                                 reference on the file's tracts, taken at
+                                 first blob I/O, given back at release */
 };
 
 /* ---- pom_fs.c: RPC and rows ------------------------------------------ */
@@ -89,6 +109,10 @@ struct pom_file {
  * request id). *retried says whether an earlier attempt may have been
  * applied (then -EEXIST/-ENOENT may be our own earlier attempt's doing). */
 int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried);
+/* An atomic batch (xt_mds_batch_atomic) with pom_call's retries. Returns
+ * 0, the first failing op's -errno (*failed its index), or a transport
+ * error (*failed SIZE_MAX). *retried as for pom_call. */
+int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried);
 int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp);
 int pom_sync_call(pom_fs *fs);
 
@@ -107,6 +131,26 @@ int pom_uuid_alloc(pom_fs *fs, uint64_t *uuid);
 int pom_name_check(const char *name);
 /* Sets the mtime and ctime of directory dir to now (its row's update). */
 int pom_dir_touch(pom_fs *fs, pom_ino dir);
+
+/* ---- pom_ops.c, pom_link.c: shared by the namespace operations ------- */
+
+/* 0 when dir is a known directory; -ENOTDIR, -ESTALE, -ENOENT. */
+int pom_dir_check(pom_fs *fs, pom_ino dir);
+/* 1 when table dir has no entry (never created counts as empty), 0, -errno. */
+int pom_dir_empty(pom_fs *fs, uint64_t dir);
+/* Reads the current row of a known inode (group as pom_row_get), following
+ * a link stub to the ILT row (and recording that location), and checks it
+ * still is that inode: *table/name get where the row is. 0, -ENOENT
+ * (removed or replaced), -ESTALE (unknown). */
+int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
+                struct xt_resp *r, xt_row *row);
+/* The ILT row name of uuid into buf (POM_ILT_NAME_LEN + 1 bytes). */
+void pom_ilt_name(uint64_t uuid, char *buf);
+/* Replaces *r and *row (r freed first) by the ILT row of uuid. -ENOENT, -EIO. */
+int pom_stub_follow(pom_fs *fs, uint64_t uuid, int group, struct xt_resp *r, xt_row *row);
+/* Removes the link stub (parent, name) whose attributes are *stub, with
+ * its ILT nlink change, atomically. -ESTALE: read again. */
+int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *stub);
 
 /* ---- pom_ino.c: the inode map ---------------------------------------- */
 
@@ -142,10 +186,19 @@ bool pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st, bool overlay)
 
 /* ---- pom_file.c: open-file buffers ---------------------------------- */
 
-/* Truncates the open buffer of uuid to size (zero-filling when it grows),
- * marking it dirty. -ENOENT when uuid is not open here. */
-int pom_data_truncate(pom_fs *fs, uint64_t uuid, uint64_t size);
 /* Flushes the open buffer of uuid if it is open and dirty; 0 otherwise. */
 int pom_data_flush_ino(pom_fs *fs, uint64_t uuid);
+/* Sets the size of regular file ino (known) and writes the row (size,
+ * mtime, ctime, flags): inline or in the blob tier, migrating when it
+ * passes POM_INLINE_MAX. -EFBIG past POM_FILE_MAX (or POM_INLINE_MAX
+ * without a blob tier), -EISDIR, -EINVAL (not a regular file). */
+int pom_data_setsize(pom_fs *fs, uint64_t ino, uint64_t size);
+/* Call when the last name of uuid is gone (row deleted; row_flags its
+ * flags): removes its tracts now, or at the last release if it is open
+ * here. A no-op for files without tracts. */
+void pom_data_gone(pom_fs *fs, uint64_t uuid, uint32_t row_flags);
+/* For getattr: st_blocks of a blob file from the tracts it really has
+ * (sparse files), when that is cheap (<= 4,096 tracts). */
+void pom_data_fix_blocks(pom_fs *fs, uint64_t uuid, uint32_t row_flags, struct stat *st);
 
 #endif /* POM_CLIENT_I_H */

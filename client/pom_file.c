@@ -1,38 +1,61 @@
 /*
  * pom_file.c -- open files of libpomegranate: tiny-file bytes buffered in
- * the client and written with the row update (DESIGN 9).
+ * the client and written with the row update (DESIGN 9), and files that
+ * grew past POM_INLINE_MAX, whose bytes live in the blob tier (DESIGN 7,
+ * pom_blob.h, docs/format-blob.md).
  *
  *   pom_file_open/pom_create --(first open: row read with its data)--> buffer
- *   pom_write ----------------> buffer changed, dirty
+ *   pom_write ----------------> inline: buffer changed, dirty
+ *                               blob:   pwrite to the tracts, size/mtime
+ *                                       changed in memory, dirty
  *   pom_flush/pom_release ----> one row update: size, mtime, ctime, flags,
- *                               data group (dropped when empty); clean
- *   pom_fsync ----------------> flush + xt_mds_sync (commit group durable)
+ *                               data group (inline; dropped when empty or
+ *                               blob); clean
+ *   pom_fsync ----------------> fsync of the written tracts, flush, then
+ *                               xt_mds_sync (commit group durable)
  *
  * Invariants:
  *  (1) Every open handle of one inode in this process shares one buffer
  *      (struct pom_data), so readers see the writers' bytes at once.
- *  (2) The buffer never exceeds POM_INLINE_MAX bytes; a write past it
- *      writes what fits, or answers -EFBIG when nothing fits.
- *  (3) A flush writes a snapshot of the buffer to the row, conditional on
- *      the version read with the row's uuid; it clears `dirty` only when no
- *      change came in since the snapshot (wgen). Flushes of one inode are
- *      ordered by flush_mu.
- *  (4) A file whose name was removed (by this client) keeps its buffer
- *      until the last release and is never written back.
+ *  (2) The buffer never exceeds POM_INLINE_MAX bytes. A write or size
+ *      change past it *migrates* the file: the buffer's bytes are written
+ *      to tracts (after clearing any tract a crashed earlier migration
+ *      left), then d->blob is set; the row gets XT_ROW_F_BLOB (and loses
+ *      its data group) at the next flush. Without a blob tier the old
+ *      limit stays: a write writes what fits, or answers -EFBIG.
+ *  (3) Once blob, always blob: a blob file truncated below POM_INLINE_MAX
+ *      keeps its bytes in tracts (simpler, and no data moves back).
+ *  (4) A flush writes a snapshot (buffer, or size for a blob file) to the
+ *      row, conditional on the version read with the row's uuid; it clears
+ *      `dirty` only when no change came in since the snapshot (wgen).
+ *      Flushes of one inode are ordered by flush_mu.
+ *  (5) fsync orders durability: tracts first, then the row (so a row never
+ *      names bytes a crash could lose after fsync returned).
+ *  (6) A file whose name was removed (by this client) keeps its buffer and
+ *      tracts until the last release, is never written back, and its
+ *      tracts are removed at that release.
+ *  (7) Blob reads and writes run without d->mu (requests on one file
+ *      proceed in parallel); d->mu covers the size and the switch to blob.
+ *      It is held across tract I/O only where the I/O must be atomic with
+ *      the size: O_APPEND writes (appends never overlap), the migration
+ *      (at most 64 KiB), truncate and fallocate (rare, and a concurrent
+ *      write must not land between the cut and the new size).
  */
 #include "pom_client_i.h"
+#include "pom_blob.h"
 
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <string.h>
 
 #define MAX_TRIES 64
 
-/* REQUIRES: d->mu held. Makes room for len bytes. */
+/* REQUIRES: d->mu held. Makes room for len (<= POM_INLINE_MAX) bytes. */
 static int reserve(struct pom_data *d, uint32_t len)
 {
     if (len <= d->cap)
         return 0;
-    uint32_t cap = d->cap;
+    uint32_t cap = d->cap ? d->cap : 4096;
     while (cap < len)
         cap = cap * 2 > POM_INLINE_MAX ? POM_INLINE_MAX : cap * 2;
     uint8_t *nb = xt_realloc(d->buf, cap);
@@ -43,16 +66,75 @@ static int reserve(struct pom_data *d, uint32_t len)
     return 0;
 }
 
-/* REQUIRES: d->mu held. */
+/* REQUIRES: d->mu held, !d->blob, len <= POM_INLINE_MAX. */
 static int set_len(struct pom_data *d, uint32_t len)
 {
     int rc = reserve(d, len);
     if (rc < 0)
         return rc;
     if (len > d->len)
-        memset(d->buf + d->len, 0, len - d->len);
+        memset(d->buf + d->len, 0, len - (uint32_t)d->len);
     d->len = len;
     return 0;
+}
+
+/* REQUIRES: d->mu held. Records a change. */
+static void changed(struct pom_data *d)
+{
+    d->dirty = true;
+    d->wgen++;
+    d->mtime_ns = xt_now_ns();
+}
+
+/* REQUIRES: f->ino->data->mu held, the file is blob. This handle's
+ * reference on the file's tracts (taken once). */
+static int handle_bf(pom_file *f, pom_blob_file **out)
+{
+    if (!f->bf) {
+        if (!f->fs->blob)
+            return -EFBIG;
+        int rc = pom_blob_file_open(f->fs->blob, f->ino->uuid, &f->bf);
+        if (rc < 0)
+            return rc;
+    }
+    *out = f->bf;
+    return 0;
+}
+
+/* REQUIRES: d->mu held, !d->blob. Invariant (2). */
+static int migrate(pom_file *f)
+{
+    struct pom_data *d = f->ino->data;
+    if (!f->fs->blob) {
+        XT_DBG("file %llu: past %u bytes and no blob tier (pom_set_blob, pomfs -o blob=DIR)",
+               (unsigned long long)f->ino->uuid, POM_INLINE_MAX);
+        return -EFBIG;
+    }
+    pom_blob_file *bf;
+    int rc = handle_bf(f, &bf);
+    if (rc == 0)
+        rc = pom_blob_truncate(bf, 0); /* leftovers of a crashed migration */
+    if (rc == 0 && d->len) {
+        ssize_t w = pom_blob_pwrite(bf, d->buf, (size_t)d->len, 0);
+        rc = w < 0 ? (int)w : (uint64_t)w < d->len ? -EIO : 0;
+    }
+    if (rc < 0)
+        return rc;
+    d->blob = true;
+    xt_free(d->buf);
+    d->buf = NULL;
+    d->cap = 0;
+    changed(d);
+    return 0;
+}
+
+/* Remembers (size, mtime) as this client's last view of ino's row. */
+static void seen(pom_fs *fs, struct pom_inode *ino, uint64_t size, uint64_t mtime)
+{
+    pthread_mutex_lock(&fs->mu);
+    ino->seen_size = size;
+    ino->seen_mtime = mtime;
+    pthread_mutex_unlock(&fs->mu);
 }
 
 static int flush_inode(pom_fs *fs, struct pom_inode *ino)
@@ -65,39 +147,29 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
         pthread_mutex_unlock(&d->flush_mu);
         return 0;
     }
-    uint32_t len = d->len;
+    uint64_t len = d->len;
+    bool blob = d->blob;
     uint64_t gen = d->wgen, mtime = d->mtime_ns;
-    uint8_t *snap = len ? xt_malloc(len) : NULL;
-    if (len && snap)
-        memcpy(snap, d->buf, len);
+    uint8_t *snap = !blob && len ? xt_malloc((size_t)len) : NULL;
+    if (snap)
+        memcpy(snap, d->buf, (size_t)len);
     pthread_mutex_unlock(&d->mu);
-    int rc = len && !snap ? -ENOMEM : 0;
+    int rc = !blob && len && !snap ? -ENOMEM : 0;
     bool gone = false;
     for (int attempt = 0; rc == 0 && attempt < MAX_TRIES; attempt++) {
         uint64_t table;
         char name[XT_NAME_MAX + 1];
-        rc = pom_ino_where(fs, ino->uuid, &table, name, NULL);
-        if (rc == -ENOENT) {
-            gone = true; /* invariant (4) */
-            rc = 0;
-            break;
-        }
-        if (rc < 0)
-            break;
         struct xt_resp r;
         xt_row row;
-        rc = pom_row_get(fs, table, name, POM_ROW_META, &r, &row);
-        if (rc == 0 && row.attr.uuid != ino->uuid) {
-            xt_resp_free(&r);
-            rc = -ENOENT;
-        }
+        rc = pom_ino_row(fs, ino->uuid, POM_ROW_META, &table, name, &r, &row);
         if (rc == -ENOENT) {
-            /* Renamed meanwhile (the map then moved: try there) or removed
-             * by another client (nothing to write back to). */
+            /* Removed here (invariant (6)), renamed meanwhile (the map then
+             * moved: try there) or removed by another client (nothing to
+             * write back to). */
             char again[XT_NAME_MAX + 1];
             uint64_t t2;
-            if (pom_ino_where(fs, ino->uuid, &t2, again, NULL) == 0 &&
-                (t2 != table || strcmp(again, name) != 0)) {
+            int wrc = pom_ino_where(fs, ino->uuid, &t2, again, NULL);
+            if (wrc == 0 && (t2 != table || strcmp(again, name) != 0)) {
                 rc = 0;
                 continue;
             }
@@ -114,16 +186,17 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
         upd.attr.size = len;
         upd.attr.mtime_ns = mtime;
         upd.attr.ctime_ns = xt_now_ns() > mtime ? xt_now_ns() : mtime;
-        upd.attr.flags = XT_ROW_F_INLINE;
+        upd.attr.flags = (row.attr.flags & ~(XT_ROW_F_INLINE | XT_ROW_F_BLOB)) |
+                         (blob ? XT_ROW_F_BLOB : XT_ROW_F_INLINE);
         uint16_t drop[1] = { XT_CG_DATA };
-        if (len)
-            xt_row_view_set_group(&upd, XT_CG_DATA, snap, len);
+        if (snap)
+            xt_row_view_set_group(&upd, XT_CG_DATA, snap, (uint32_t)len);
         struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
                             .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
                             .row = &upd, .expect_version = ver,
                             .set_mask = XT_ROW_SET_SIZE | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
                                         XT_ROW_SET_FLAGS,
-                            .drop = len ? NULL : drop, .ndrop = len ? 0 : 1 };
+                            .drop = snap ? NULL : drop, .ndrop = snap ? 0 : 1 };
         rc = pom_call(fs, &q, &r, NULL);
         xt_resp_free(&r);
         if (rc == -ESTALE) {
@@ -137,15 +210,40 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
         if (d->wgen == gen)
             d->dirty = false;
         if (!gone) {
-            d->st.st_size = len;
+            d->st.st_size = (off_t)len;
             d->st.st_mtim.tv_sec = (time_t)(mtime / 1000000000u);
             d->st.st_mtim.tv_nsec = (long)(mtime % 1000000000u);
         }
         pthread_mutex_unlock(&d->mu);
+        if (!gone)
+            seen(fs, ino, len, mtime);
     }
     pthread_mutex_unlock(&d->flush_mu);
     xt_free(snap);
     return rc;
+}
+
+/* Unpins ino; the last release of a file whose name is gone removes its
+ * tracts (invariant (6)). */
+static void close_ino(pom_fs *fs, struct pom_inode *ino)
+{
+    pthread_mutex_lock(&fs->mu);
+    bool last = ino->opens == 1 && ino->unlinked;
+    pthread_mutex_unlock(&fs->mu);
+    bool blob = false;
+    if (last) {
+        pthread_mutex_lock(&ino->data->mu);
+        blob = ino->data->blob;
+        pthread_mutex_unlock(&ino->data->mu);
+    }
+    uint64_t uuid = ino->uuid;
+    pom_ino_close(fs, ino);
+    if (blob && fs->blob) {
+        int rc = pom_blob_delete(fs->blob, uuid);
+        if (rc < 0)
+            XT_WARN("file %llu: its tracts stay behind: %s", (unsigned long long)uuid,
+                    strerror(-rc));
+    }
 }
 
 int pom_data_flush_ino(pom_fs *fs, uint64_t uuid)
@@ -154,27 +252,32 @@ int pom_data_flush_ino(pom_fs *fs, uint64_t uuid)
     if (!i)
         return 0;
     int rc = flush_inode(fs, i);
-    pom_ino_close(fs, i);
+    close_ino(fs, i);
     return rc;
 }
 
-int pom_data_truncate(pom_fs *fs, uint64_t uuid, uint64_t size)
+/* Sets the size of an open file (migrating past POM_INLINE_MAX). */
+static int file_setsize(pom_file *f, uint64_t size)
 {
-    if (size > POM_INLINE_MAX)
+    if (size > POM_FILE_MAX)
         return -EFBIG;
-    struct pom_inode *i = pom_ino_pin_open(fs, uuid);
-    if (!i)
-        return -ENOENT;
-    struct pom_data *d = i->data;
+    struct pom_data *d = f->ino->data;
     pthread_mutex_lock(&d->mu);
-    int rc = set_len(d, (uint32_t)size);
-    if (rc == 0) {
-        d->dirty = true;
-        d->wgen++;
-        d->mtime_ns = xt_now_ns();
+    int rc = 0;
+    if (!d->blob && size > POM_INLINE_MAX)
+        rc = migrate(f);
+    if (rc == 0 && !d->blob) {
+        rc = set_len(d, (uint32_t)size);
+    } else if (rc == 0) {
+        pom_blob_file *bf;
+        if ((rc = handle_bf(f, &bf)) == 0)
+            rc = pom_blob_truncate(bf, size);
+        if (rc == 0)
+            d->len = size;
     }
+    if (rc == 0)
+        changed(d);
     pthread_mutex_unlock(&d->mu);
-    pom_ino_close(fs, i);
     return rc;
 }
 
@@ -192,21 +295,18 @@ static int open_ino(pom_fs *fs, pom_ino ino, int flags, pom_file **out)
     if (!i) {
         uint64_t table;
         char name[XT_NAME_MAX + 1];
-        uint8_t type;
-        rc = pom_ino_where(fs, ino, &table, name, &type);
         struct xt_resp r;
         xt_row row;
-        if (rc == 0)
-            rc = pom_row_get(fs, table, name, POM_ROW_ALL, &r, &row);
+        rc = pom_ino_row(fs, ino, POM_ROW_ALL, &table, name, &r, &row);
         if (rc == 0) {
-            if (row.attr.uuid != ino)
-                rc = -ENOENT;
-            else if (row.attr.type == XT_ROW_DIR)
+            if (row.attr.type == XT_ROW_DIR)
                 rc = -EISDIR;
             else if (row.attr.type != XT_ROW_REG)
                 rc = -EINVAL;
-            else if ((row.attr.flags & XT_ROW_F_BLOB) || row.attr.size > POM_INLINE_MAX)
-                rc = -EFBIG; /* the blob tier is not reached yet */
+            else if ((row.attr.flags & XT_ROW_F_BLOB) && !fs->blob)
+                rc = -EFBIG; /* its bytes are in a blob tier we cannot reach */
+            else if (!(row.attr.flags & XT_ROW_F_BLOB) && row.attr.size > POM_INLINE_MAX)
+                rc = -EIO; /* neither inline nor blob: a broken row */
             if (rc == 0)
                 rc = pom_ino_open(fs, ino, &row, &i);
             xt_resp_free(&r);
@@ -217,18 +317,89 @@ static int open_ino(pom_fs *fs, pom_ino ino, int flags, pom_file **out)
         return rc;
     }
     f->ino = i;
-    if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY) {
-        pthread_mutex_lock(&i->data->mu);
-        if (i->data->len) {
-            i->data->len = 0;
-            i->data->dirty = true;
-            i->data->wgen++;
-            i->data->mtime_ns = xt_now_ns();
-        }
-        pthread_mutex_unlock(&i->data->mu);
+    pthread_mutex_lock(&i->data->mu);
+    uint64_t size = i->data->len, mtime = i->data->mtime_ns;
+    pthread_mutex_unlock(&i->data->mu);
+    pthread_mutex_lock(&fs->mu);
+    f->unchanged = i->seen_mtime != 0 && i->seen_size == size && i->seen_mtime == mtime;
+    i->seen_size = size;
+    i->seen_mtime = mtime;
+    pthread_mutex_unlock(&fs->mu);
+    if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && size &&
+        (rc = file_setsize(f, 0)) < 0) {
+        pom_release(f);
+        return rc;
     }
     *out = f;
     return 0;
+}
+
+int pom_data_setsize(pom_fs *fs, uint64_t ino, uint64_t size)
+{
+    if (size > POM_FILE_MAX)
+        return -EFBIG;
+    pom_file *f;
+    int rc = open_ino(fs, ino, O_WRONLY, &f);
+    if (rc < 0)
+        return rc;
+    rc = file_setsize(f, size);
+    int frc = pom_release(f);
+    return rc < 0 ? rc : frc;
+}
+
+void pom_data_gone(pom_fs *fs, uint64_t uuid, uint32_t row_flags)
+{
+    if (!fs->blob)
+        return;
+    struct pom_inode *i = pom_ino_pin_open(fs, uuid);
+    if (i) {
+        /* Open here: its last release removes the tracts (it sees the
+         * inode unlinked), unless that was this unpin. */
+        close_ino(fs, i);
+        return;
+    }
+    /* A link stub's flags are not the file's (those are in the ILT row):
+     * it may have tracts. */
+    if (row_flags & (XT_ROW_F_BLOB | POM_ROW_F_LINKED)) {
+        int rc = pom_blob_delete(fs->blob, uuid);
+        if (rc < 0)
+            XT_WARN("file %llu: its tracts stay behind: %s", (unsigned long long)uuid,
+                    strerror(-rc));
+    }
+}
+
+void pom_data_fix_blocks(pom_fs *fs, uint64_t uuid, uint32_t row_flags, struct stat *st)
+{
+    if (!fs->blob || !(row_flags & XT_ROW_F_BLOB) ||
+        (uint64_t)st->st_size > 4096 * pom_blob_tract_size(fs->blob))
+        return;
+    struct pom_blob_stat bs;
+    if (pom_blob_stat(fs->blob, uuid, &bs) == 0)
+        st->st_blocks = (blkcnt_t)(bs.alloc_bytes / 512);
+}
+
+int pom_set_blob(pom_fs *fs, const char *backend, const char *path)
+{
+    struct pom_blob_conf c = { .backend = backend, .path = path, .fsid = fs->fsid };
+    pom_blob *b = NULL;
+    int rc = pom_blob_open(&c, &b);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&fs->mu);
+    for (size_t k = 0; k < fs->nbuckets && rc == 0; k++)
+        for (struct pom_inode *i = fs->buckets[k]; i && rc == 0; i = i->next)
+            if (i->opens)
+                rc = -EBUSY;
+    pom_blob *old = NULL;
+    if (rc == 0) {
+        old = fs->blob;
+        fs->blob = b;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    pom_blob_close(b);
+    pom_blob_close(old);
+    return rc;
 }
 
 int pom_file_open(pom_fs *fs, pom_ino ino, int flags, pom_file **out)
@@ -271,12 +442,45 @@ ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off)
     struct pom_data *d = f->ino->data;
     pthread_mutex_lock(&d->mu);
     size_t got = 0;
-    if ((uint64_t)off < d->len) {
-        got = XT_MIN(n, d->len - (size_t)off);
-        memcpy(buf, d->buf + off, got);
+    if ((uint64_t)off < d->len)
+        got = (size_t)XT_MIN((uint64_t)n, d->len - (uint64_t)off);
+    if (!d->blob || got == 0) {
+        if (got)
+            memcpy(buf, d->buf + off, got);
+        pthread_mutex_unlock(&d->mu);
+        return (ssize_t)got;
     }
+    pom_blob_file *bf;
+    int rc = handle_bf(f, &bf);
     pthread_mutex_unlock(&d->mu);
-    return (ssize_t)got;
+    if (rc < 0)
+        return rc;
+    return pom_blob_pread(bf, buf, got, (uint64_t)off); /* invariant (7) */
+}
+
+/* REQUIRES: d->mu held, d->blob. Writes to the tracts; releases d->mu
+ * during the I/O unless `append` (invariant (7)). */
+static ssize_t write_blob(pom_file *f, const void *buf, size_t n, uint64_t off, bool append)
+{
+    struct pom_data *d = f->ino->data;
+    if (off >= POM_FILE_MAX)
+        return -EFBIG;
+    n = (size_t)XT_MIN((uint64_t)n, POM_FILE_MAX - off);
+    pom_blob_file *bf;
+    int rc = handle_bf(f, &bf);
+    if (rc < 0)
+        return rc;
+    if (!append)
+        pthread_mutex_unlock(&d->mu);
+    ssize_t w = pom_blob_pwrite(bf, buf, n, off);
+    if (!append)
+        pthread_mutex_lock(&d->mu);
+    if (w > 0) {
+        if (off + (uint64_t)w > d->len)
+            d->len = off + (uint64_t)w;
+        changed(d);
+    }
+    return w;
 }
 
 ssize_t pom_write(pom_file *f, const void *buf, size_t n, off_t off)
@@ -285,27 +489,80 @@ ssize_t pom_write(pom_file *f, const void *buf, size_t n, off_t off)
         return -EINVAL;
     if ((f->flags & O_ACCMODE) == O_RDONLY)
         return -EBADF;
+    if (n == 0)
+        return 0;
     struct pom_data *d = f->ino->data;
+    bool append = (f->flags & O_APPEND) != 0;
     pthread_mutex_lock(&d->mu);
-    if (f->flags & O_APPEND)
-        off = d->len;
+    uint64_t o = append ? d->len : (uint64_t)off;
     ssize_t rc;
-    if (n == 0) {
-        rc = 0;
-    } else if ((uint64_t)off >= POM_INLINE_MAX) {
-        rc = -EFBIG; /* invariant (2) */
-    } else {
-        size_t fit = XT_MIN(n, POM_INLINE_MAX - (size_t)off);
-        uint32_t end = (uint32_t)(off + fit);
-        rc = end > d->len ? set_len(d, end) : 0;
-        if (rc == 0) {
-            memcpy(d->buf + off, buf, fit);
-            d->dirty = true;
-            d->wgen++;
-            d->mtime_ns = xt_now_ns();
-            rc = (ssize_t)fit;
+    if (!d->blob && o + n > POM_INLINE_MAX) {
+        rc = migrate(f);
+        if (rc == -EFBIG && o < POM_INLINE_MAX)
+            n = POM_INLINE_MAX - (size_t)o; /* no blob tier: what fits */
+        else if (rc < 0) {
+            pthread_mutex_unlock(&d->mu);
+            return rc;
         }
     }
+    if (d->blob) {
+        rc = write_blob(f, buf, n, o, append);
+    } else {
+        uint32_t end = (uint32_t)(o + n);
+        rc = end > d->len ? set_len(d, end) : 0;
+        if (rc == 0) {
+            memcpy(d->buf + o, buf, n);
+            changed(d);
+            rc = (ssize_t)n;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+int pom_fallocate(pom_file *f, int mode, off_t off, off_t len)
+{
+    if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
+        mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+        return -EOPNOTSUPP;
+    if (off < 0 || len <= 0)
+        return -EINVAL;
+    if ((f->flags & O_ACCMODE) == O_RDONLY)
+        return -EBADF;
+    uint64_t o = (uint64_t)off, end = o + (uint64_t)len;
+    if (end > POM_FILE_MAX || end < o)
+        return -EFBIG;
+    bool punch = (mode & FALLOC_FL_PUNCH_HOLE) != 0, keep = (mode & FALLOC_FL_KEEP_SIZE) != 0;
+    struct pom_data *d = f->ino->data;
+    pthread_mutex_lock(&d->mu);
+    int rc = 0;
+    if (!d->blob && punch) {
+        if (o < d->len) /* a hole of an inline file: its bytes become zeros */
+            memset(d->buf + o, 0, (size_t)(XT_MIN(end, d->len) - o));
+        changed(d);
+        pthread_mutex_unlock(&d->mu);
+        return 0;
+    }
+    if (!d->blob && end <= POM_INLINE_MAX) {
+        /* The row has room already: allocating is extending (mode 0). */
+        if (!keep && end > d->len)
+            rc = set_len(d, (uint32_t)end);
+        if (rc == 0 && !keep)
+            changed(d);
+        pthread_mutex_unlock(&d->mu);
+        return rc;
+    }
+    if (!d->blob)
+        rc = migrate(f);
+    pom_blob_file *bf;
+    if (rc == 0)
+        rc = handle_bf(f, &bf);
+    if (rc == 0)
+        rc = punch ? pom_blob_punch(bf, o, end - o) : pom_blob_allocate(bf, o, end - o);
+    if (rc == 0 && !keep && end > d->len)
+        d->len = end;
+    if (rc == 0 && (punch || !keep))
+        changed(d);
     pthread_mutex_unlock(&d->mu);
     return rc;
 }
@@ -317,8 +574,18 @@ int pom_flush(pom_file *f)
 
 int pom_fsync(pom_file *f, int datasync)
 {
-    (void)datasync; /* data and attributes travel in one row */
-    int rc = flush_inode(f->fs, f->ino);
+    (void)datasync; /* size and times travel in one row with the flags */
+    struct pom_data *d = f->ino->data;
+    pom_blob_file *bf = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&d->mu);
+    if (d->blob)
+        rc = handle_bf(f, &bf);
+    pthread_mutex_unlock(&d->mu);
+    if (rc == 0 && bf)
+        rc = pom_blob_fsync(bf); /* invariant (5): tracts before the row */
+    if (rc == 0)
+        rc = flush_inode(f->fs, f->ino);
     return rc < 0 ? rc : pom_sync_call(f->fs);
 }
 
@@ -327,7 +594,12 @@ int pom_release(pom_file *f)
     if (!f)
         return 0;
     int rc = flush_inode(f->fs, f->ino);
-    pom_ino_close(f->fs, f->ino);
+    pthread_mutex_lock(&f->ino->data->mu);
+    pom_blob_file *bf = f->bf;
+    f->bf = NULL;
+    pthread_mutex_unlock(&f->ino->data->mu);
+    pom_blob_file_close(bf);
+    close_ino(f->fs, f->ino);
     xt_free(f);
     return rc;
 }
@@ -335,4 +607,9 @@ int pom_release(pom_file *f)
 pom_ino pom_file_ino(const pom_file *f)
 {
     return f->ino->uuid;
+}
+
+int pom_file_unchanged(const pom_file *f)
+{
+    return f->unchanged;
 }

@@ -17,6 +17,7 @@
  *      whichever client gets there first.
  */
 #include "pom_client_i.h"
+#include "pom_blob.h"
 #include "r2_agent.h"
 #include "xt_rpc_r2.h"
 
@@ -81,6 +82,32 @@ int pom_sync_call(pom_fs *fs)
         int rc = xt_mds_sync(fs->pool, &call, 0, &committed);
         if (!transient(rc) || xt_mono_ns() > deadline)
             return rc;
+        pause_ms(delay);
+        delay = XT_MIN(delay * 2, 500);
+    }
+}
+
+int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
+{
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
+    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
+    int delay = 10;
+    struct xt_resp resps[XT_BATCH_ATOMIC_MAX];
+    if (n > XT_BATCH_ATOMIC_MAX)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].t.fsid = fs->fsid;
+        reqs[i].t.slice_hint = -1;
+    }
+    for (;;) {
+        memset(resps, 0, sizeof resps);
+        int rc = xt_mds_batch_atomic(fs->pool, &call, reqs, n, resps, failed);
+        for (size_t i = 0; i < n; i++)
+            xt_resp_free(&resps[i]);
+        if (!transient(rc) || xt_mono_ns() > deadline)
+            return rc;
+        if (retried)
+            *retried = true;
         pause_ms(delay);
         delay = XT_MIN(delay * 2, 500);
     }
@@ -338,7 +365,7 @@ int pom_connect_mds(const char *mds_addr, uint32_t fsid, pom_fs **out)
 /* Asks the R2s in r2_addrs (comma-separated) for fs `fsname` and for an MDS
  * that is up. Followers answer get_view and fs_list too, so any R2 will do. */
 static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid, char *mds,
-                     size_t cap)
+                     size_t cap, struct xt_fs_info *info)
 {
     char list[1024];
     if (strlen(r2_addrs) >= sizeof list)
@@ -363,6 +390,8 @@ static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid, c
             for (size_t i = 0; i < nfs; i++)
                 if (!strcmp(fs[i].name, fsname)) {
                     *fsid = fs[i].fsid;
+                    memcpy(info->blob_backend, fs[i].blob_backend, sizeof info->blob_backend);
+                    memcpy(info->blob_path, fs[i].blob_path, sizeof info->blob_path);
                     rc = 0;
                 }
             xt_fs_info_free_array(fs, nfs);
@@ -396,7 +425,10 @@ int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
         return -EINVAL;
     uint32_t fsid = 0;
     char mds[256];
-    int rc = r2_locate(r2_addrs, fsname, &fsid, mds, sizeof mds);
+    struct xt_fs_info *info = xt_calloc(1, sizeof *info); /* blob backend and path */
+    if (!info)
+        return -ENOMEM;
+    int rc = r2_locate(r2_addrs, fsname, &fsid, mds, sizeof mds, info);
     if (rc == -ENOENT)
         XT_ERR("no file system named '%s' at R2 %s (create it: pomctl fs create %s)", fsname,
                r2_addrs, fsname);
@@ -404,11 +436,21 @@ int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
         XT_ERR("R2 %s knows no MDS that is up", r2_addrs);
     else if (rc)
         XT_ERR("cannot reach R2 at %s: %s", r2_addrs, strerror(-rc));
+    if (rc == 0)
+        rc = pom_connect_mds(mds, fsid, out); /* one MDS serves every table for now */
+    if (rc == 0 && info->blob_path[0]) {
+        /* The fs record's blob tier. Not reaching it leaves the small files
+         * usable (large ones answer EFBIG); pomfs -o blob=DIR overrides. */
+        int brc = pom_set_blob(*out, info->blob_backend, info->blob_path);
+        if (brc < 0)
+            XT_ERR("fs %s: blob tier %s %s not usable (%s): files over %u bytes answer EFBIG",
+                   fsname, info->blob_backend, info->blob_path, strerror(-brc), POM_INLINE_MAX);
+    } else if (rc == 0) {
+        XT_WARN("fs %s has no blob path: files over %u bytes answer EFBIG (pomfs -o blob=DIR)",
+                fsname, POM_INLINE_MAX);
+    }
+    xt_free(info);
     if (rc)
-        return rc;
-    /* One MDS serves every table for now; placing slices on many MDS by
-     * ring 0 is the distributed issue's. */
-    if ((rc = pom_connect_mds(mds, fsid, out)))
         return rc;
     /* Register the mount: R2 counts it (fs drop is refused while mounted)
      * and sees it fail when the heartbeats stop. */
@@ -429,6 +471,7 @@ void pom_close(pom_fs *fs)
     if (fs->pool)
         xt_rpc_pool_free(fs->pool);
     pom_ino_destroy(fs);
+    pom_blob_close(fs->blob);
     pthread_mutex_destroy(&fs->mu);
     pthread_mutex_destroy(&fs->alloc_mu);
     xt_free(fs);

@@ -261,6 +261,10 @@ int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode 
     if (len)
         memcpy(d->buf, g->ptr, len);
     d->len = len;
+    /* A blob file's bytes are in tracts; its size is the row's (pom_file.c). */
+    d->blob = (row->attr.flags & XT_ROW_F_BLOB) != 0;
+    if (d->blob)
+        d->len = row->attr.size;
     pom_row_stat(&row->attr, &d->st);
     d->mtime_ns = row->attr.mtime_ns;
 

@@ -1,7 +1,9 @@
 /*
  * pom_ops.c -- namespace operations of libpomegranate over xTable rows:
  * lookup, getattr, setattr, mknod/mkdir/symlink, readlink, unlink, rmdir,
- * rename, readdir, access (docs/client.md).
+ * readdir, access (docs/client.md); link and rename are in pom_link.c.
+ * A link stub met by lookup, readdir or a by-inode read is resolved to its
+ * ILT row (pom_link.c invariant 1).
  *
  * Invariants:
  *  (1) A row is changed only under a version condition taken from a read
@@ -9,10 +11,9 @@
  *      another client replaced in between; -ESTALE re-reads and retries.
  *  (2) A new entry is created exclusively (XT_F_EXCL); a retried create
  *      that finds a row with our own new uuid counts as done.
- *  (3) Rename writes the new name before it removes the old one (and
- *      unlink/rmdir remove with the version read), so a crash between the
- *      two steps leaves both names, never neither. Not atomic yet: the
- *      coordinator of DESIGN 5 will make it one transaction.
+ *  (3) unlink/rmdir remove with the version read. Link, rename and the
+ *      unlink of a link stub change several rows: they are one atomic
+ *      batch each, in pom_link.c.
  *  (4) The parent's mtime/ctime follow every change of its entries (an
  *      update of the parent's row after the change).
  */
@@ -34,8 +35,7 @@ static void cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
     }
 }
 
-/* The directory `dir` must be known and a directory. */
-static int dir_check(pom_fs *fs, pom_ino dir)
+int pom_dir_check(pom_fs *fs, pom_ino dir)
 {
     uint64_t table;
     char name[XT_NAME_MAX + 1];
@@ -64,17 +64,28 @@ int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st)
     }
     if (rc < 0)
         return rc;
-    if ((rc = dir_check(fs, parent)) < 0)
+    if ((rc = pom_dir_check(fs, parent)) < 0)
         return rc;
     struct xt_resp r;
     xt_row row;
     if ((rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row)) < 0)
         return rc;
+    uint64_t where = parent;
+    char in[POM_ILT_NAME_LEN + 1];
+    const char *wname = name;
+    if (row.attr.flags & POM_ROW_F_LINKED) {
+        uint64_t uuid = row.attr.uuid;
+        if ((rc = pom_stub_follow(fs, uuid, POM_ROW_META, &r, &row)) < 0)
+            return rc;
+        pom_ilt_name(uuid, in);
+        where = POM_TABLE_ILT;
+        wname = in;
+    }
     pom_row_stat(&row.attr, st);
     uint8_t type = row.attr.type;
     xt_resp_free(&r);
     pom_ino_open_stat(fs, st->st_ino, st, true);
-    return pom_ino_ref(fs, st->st_ino, parent, name, type, 1);
+    return pom_ino_ref(fs, st->st_ino, where, wname, type, 1);
 }
 
 void pom_forget(pom_fs *fs, pom_ino ino, uint64_t n)
@@ -93,10 +104,8 @@ int pom_parent(pom_fs *fs, pom_ino ino, pom_ino *parent)
     return 0;
 }
 
-/* Reads the current row of a known inode and checks it still is that
- * inode. Returns 0, -ENOENT (removed or replaced), -ESTALE (unknown). */
-static int ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
-                   struct xt_resp *r, xt_row *row)
+int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
+                struct xt_resp *r, xt_row *row)
 {
     int rc = pom_ino_where(fs, ino, table, name, NULL);
     if (rc < 0)
@@ -107,6 +116,15 @@ static int ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *na
         xt_resp_free(r);
         return -ENOENT;
     }
+    if (row->attr.flags & POM_ROW_F_LINKED) {
+        /* Linked (by another client, or the map is older than the link):
+         * the row is in the ILT, and so is the map's location from now. */
+        if ((rc = pom_stub_follow(fs, ino, group, r, row)) < 0)
+            return rc;
+        *table = POM_TABLE_ILT;
+        pom_ilt_name(ino, name);
+        pom_ino_moved(fs, ino, *table, name);
+    }
     return 0;
 }
 
@@ -116,7 +134,7 @@ int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
     char name[XT_NAME_MAX + 1];
     struct xt_resp r;
     xt_row row;
-    int rc = ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
+    int rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
     if (rc == -ENOENT && pom_ino_open_stat(fs, ino, st, false)) {
         st->st_nlink = 0; /* open but unlinked */
         return 0;
@@ -126,6 +144,7 @@ int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
     pom_row_stat(&row.attr, st);
     xt_resp_free(&r);
     pom_ino_open_stat(fs, ino, st, true);
+    pom_data_fix_blocks(fs, ino, row.attr.flags, st); /* sparse blob files (pom_file.c) */
     return 0;
 }
 
@@ -142,16 +161,24 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
     if (to_set & POM_SET_SIZE) {
         if (in->st_size < 0)
             return -EINVAL;
-        if ((uint64_t)in->st_size > POM_INLINE_MAX)
-            return -EFBIG;
+        /* Sizes are pom_file.c's (inline or blob tier, engineer A): it
+         * writes size, mtime and ctime; the other bits follow below. */
+        if ((rc = pom_data_setsize(fs, ino, (uint64_t)in->st_size)) < 0)
+            return rc;
+        to_set &= ~POM_SET_SIZE;
     }
+    /* Bytes written before an explicit mtime (tar, cp -p, rsync set it on
+     * the open fd) must not bring the write's own mtime back when their
+     * buffer is flushed at close: flush them first. */
+    if ((to_set & (POM_SET_MTIME | POM_SET_MTIME_NOW)) &&
+        (rc = pom_data_flush_ino(fs, ino)) < 0)
+        return rc;
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
         uint64_t table;
         char name[XT_NAME_MAX + 1];
         struct xt_resp r;
         xt_row row;
-        bool want_data = (to_set & POM_SET_SIZE) != 0;
-        rc = ino_row(fs, ino, want_data ? XT_CG_DATA : POM_ROW_META, &table, name, &r, &row);
+        rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
         if (rc < 0)
             return rc;
         xt_row_attr a = row.attr;
@@ -159,51 +186,6 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         uint32_t mask = XT_ROW_SET_CTIME;
         xt_row upd;
         xt_row_init(&upd);
-        uint16_t drop[1];
-        uint32_t ndrop = 0;
-        uint8_t *nbuf = NULL;
-        if (to_set & POM_SET_SIZE) {
-            if (a.type == XT_ROW_DIR) {
-                rc = -EISDIR;
-            } else if (a.type != XT_ROW_REG) {
-                rc = -EINVAL;
-            } else if (a.flags & XT_ROW_F_BLOB) {
-                rc = -EFBIG;
-            }
-            if (rc < 0) {
-                xt_resp_free(&r);
-                return rc;
-            }
-            /* An open file's bytes are its buffer: change it there and let
-             * the flush carry it (below). */
-            int orc = pom_data_truncate(fs, ino, (uint64_t)in->st_size);
-            if (orc == -ENOENT) {
-                const xt_row_group *g = xt_row_view_group(&row, XT_CG_DATA);
-                uint32_t old = g ? g->len : 0, nlen = (uint32_t)in->st_size;
-                if (nlen) {
-                    nbuf = xt_calloc(1, nlen);
-                    if (!nbuf) {
-                        xt_resp_free(&r);
-                        return -ENOMEM;
-                    }
-                    if (g)
-                        memcpy(nbuf, g->ptr, XT_MIN(old, nlen));
-                    xt_row_view_set_group(&upd, XT_CG_DATA, nbuf, nlen);
-                } else if (g) {
-                    drop[ndrop++] = XT_CG_DATA;
-                }
-                a.size = nlen;
-                a.flags |= XT_ROW_F_INLINE;
-                mask |= XT_ROW_SET_SIZE | XT_ROW_SET_FLAGS;
-            } else if (orc < 0) {
-                xt_resp_free(&r);
-                return orc;
-            }
-            if (!(to_set & (POM_SET_MTIME | POM_SET_MTIME_NOW))) {
-                a.mtime_ns = now;
-                mask |= XT_ROW_SET_MTIME;
-            }
-        }
         if (to_set & POM_SET_MODE) {
             a.mode = in->st_mode & 07777;
             mask |= XT_ROW_SET_MODE;
@@ -228,22 +210,16 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         upd.attr = a;
         struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
                             .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
-                            .row = &upd, .set_mask = mask, .drop = drop, .ndrop = ndrop,
+                            .row = &upd, .set_mask = mask,
                             .expect_version = row.attr.version };
         xt_resp_free(&r);
         struct xt_resp ur;
         rc = pom_call(fs, &q, &ur, NULL);
         xt_resp_free(&ur);
-        xt_free(nbuf);
         if (rc == -ESTALE)
             continue;
         if (rc < 0)
             return rc;
-        if (to_set & POM_SET_SIZE) {
-            /* The open buffer (if any) holds the truncated bytes. */
-            if ((rc = pom_data_flush_ino(fs, ino)) < 0)
-                return rc;
-        }
         return out ? pom_getattr(fs, ino, out) : 0;
     }
     return -EAGAIN;
@@ -259,7 +235,7 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
     int rc = pom_name_check(name);
     if (rc < 0)
         return rc;
-    if ((rc = dir_check(fs, parent)) < 0)
+    if ((rc = pom_dir_check(fs, parent)) < 0)
         return rc;
     struct pom_cred c;
     cred_or_self(cred, &c);
@@ -366,7 +342,7 @@ ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)
     char name[XT_NAME_MAX + 1];
     struct xt_resp r;
     xt_row row;
-    int rc = ino_row(fs, ino, XT_CG_DATA, &table, name, &r, &row);
+    int rc = pom_ino_row(fs, ino, XT_CG_DATA, &table, name, &r, &row);
     if (rc < 0)
         return rc;
     ssize_t out = -EINVAL;
@@ -386,8 +362,7 @@ ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)
     return out;
 }
 
-/* Whether table `dir` has no entry (a table never created is empty). */
-static int dir_empty(pom_fs *fs, uint64_t dir)
+int pom_dir_empty(pom_fs *fs, uint64_t dir)
 {
     static const uint16_t none[1] = { 0 };
     struct xt_list_req lq = { .t = { .fsid = fs->fsid, .table = dir, .slice_hint = -1 },
@@ -413,7 +388,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
         return dir ? -ENOTEMPTY : -EISDIR;
     if (rc < 0)
         return rc;
-    if ((rc = dir_check(fs, parent)) < 0)
+    if ((rc = pom_dir_check(fs, parent)) < 0)
         return rc;
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
         struct xt_resp r;
@@ -428,18 +403,27 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             return -EISDIR;
         if (dir && a.uuid == POM_ROOT_INO)
             return -EBUSY;
+        if (a.flags & POM_ROW_F_LINKED) {
+            rc = pom_unlink_stub(fs, parent, name, &a);
+            if (rc == -ESTALE)
+                continue;
+            if (rc == 0)
+                pom_dir_touch(fs, parent);
+            return rc;
+        }
         if (dir) {
             /* Not atomic with the delete below: an entry created in
              * between by another client is orphaned (docs/client.md). */
-            int e = dir_empty(fs, a.uuid);
+            int e = pom_dir_empty(fs, a.uuid);
             if (e < 0)
                 return e;
             if (!e)
                 return -ENOTEMPTY;
         }
         struct xt_req q = { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
-                            .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
-                            .expect_version = a.version };
+                            .name_len = (uint32_t)strlen(name),
+                            .flags = XT_F_IF_VER | XT_F_IF_UUID,
+                            .expect_version = a.version, .expect_uuid = a.uuid };
         bool retried = false;
         rc = pom_call(fs, &q, &r, &retried);
         xt_resp_free(&r);
@@ -449,7 +433,8 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             rc = 0;
         if (rc < 0)
             return rc;
-        pom_ino_unlinked(fs, a.uuid);
+        pom_ino_unlinked(fs, a.uuid); /* its only name: the file is gone */
+        pom_data_gone(fs, a.uuid, a.flags); /* its tracts too (blob tier; after the row) */
         pom_dir_touch(fs, parent);
         return 0;
     }
@@ -464,124 +449,6 @@ int pom_unlink(pom_fs *fs, pom_ino parent, const char *name)
 int pom_rmdir(pom_fs *fs, pom_ino parent, const char *name)
 {
     return remove_entry(fs, parent, name, true);
-}
-
-int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, struct stat *st)
-{
-    (void)fs; (void)ino; (void)newparent; (void)newname; (void)st;
-    return -EPERM; /* no hard links yet: link(2)'s answer for such a file system */
-}
-
-/* Checks whether the existing target `dst` may be replaced by `src`. */
-static int replace_check(pom_fs *fs, const xt_row_attr *src, const xt_row_attr *dst)
-{
-    bool sdir = src->type == XT_ROW_DIR, ddir = dst->type == XT_ROW_DIR;
-    if (sdir && !ddir)
-        return -ENOTDIR;
-    if (!sdir && ddir)
-        return -EISDIR;
-    if (ddir) {
-        int e = dir_empty(fs, dst->uuid);
-        if (e < 0)
-            return e;
-        if (!e)
-            return -ENOTEMPTY;
-    }
-    return 0;
-}
-
-int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
-               const char *newname, unsigned flags)
-{
-    if (flags & ~(unsigned)(POM_RENAME_NOREPLACE | POM_RENAME_EXCHANGE))
-        return -EINVAL;
-    if (flags & POM_RENAME_EXCHANGE)
-        return -EINVAL; /* not supported yet: rename(2)'s answer */
-    int rc = pom_name_check(name);
-    if (rc == 0)
-        rc = pom_name_check(newname);
-    if (rc == -EINVAL && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
-                          strcmp(newname, ".") == 0 || strcmp(newname, "..") == 0))
-        return -EBUSY;
-    if (rc < 0)
-        return rc;
-    if ((rc = dir_check(fs, parent)) < 0 || (rc = dir_check(fs, newparent)) < 0)
-        return rc;
-    if (parent == newparent && strcmp(name, newname) == 0) {
-        struct xt_resp r;
-        xt_row row;
-        if ((rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row)) == 0)
-            xt_resp_free(&r);
-        return rc; /* same name: nothing to do once it exists */
-    }
-    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
-        struct xt_resp sr, dr;
-        xt_row src, dst;
-        if ((rc = pom_row_get(fs, parent, name, POM_ROW_ALL, &sr, &src)) < 0)
-            return rc;
-        if (src.attr.type == XT_ROW_DIR && pom_ino_is_ancestor(fs, src.attr.uuid, newparent)) {
-            xt_resp_free(&sr);
-            return -EINVAL;
-        }
-        int drc = pom_row_get(fs, newparent, newname, POM_ROW_META, &dr, &dst);
-        if (drc < 0 && drc != -ENOENT) {
-            xt_resp_free(&sr);
-            return drc;
-        }
-        bool exists = drc == 0;
-        xt_row_attr dattr = exists ? dst.attr : src.attr;
-        if (exists)
-            xt_resp_free(&dr);
-        if (exists && (flags & POM_RENAME_NOREPLACE)) {
-            xt_resp_free(&sr);
-            return -EEXIST;
-        }
-        if (exists && dattr.uuid == src.attr.uuid) {
-            xt_resp_free(&sr);
-            return 0; /* both names are the same file: rename(2) does nothing */
-        }
-        if (exists && (rc = replace_check(fs, &src.attr, &dattr)) < 0) {
-            xt_resp_free(&sr);
-            return rc;
-        }
-        /* Step 1: the new name (invariant 3). */
-        xt_row nrow = src;
-        nrow.attr.ctime_ns = xt_now_ns();
-        struct xt_req cq = { .op = XT_OP_CREATE, .t = { .table = newparent }, .name = newname,
-                             .name_len = (uint32_t)strlen(newname),
-                             .flags = exists ? 0 : XT_F_EXCL, .row = &nrow };
-        struct xt_resp r;
-        bool retried = false;
-        rc = pom_call(fs, &cq, &r, &retried);
-        xt_resp_free(&r);
-        uint64_t sver = src.attr.version, suuid = src.attr.uuid;
-        xt_resp_free(&sr);
-        if (rc == -EEXIST && !retried)
-            continue; /* a target appeared meanwhile: check it again */
-        if (rc < 0 && !(rc == -EEXIST && retried))
-            return rc;
-        /* Step 2: the old name, only if it is still what we copied. */
-        struct xt_req dq = { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
-                             .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
-                             .expect_version = sver };
-        retried = false;
-        rc = pom_call(fs, &dq, &r, &retried);
-        xt_resp_free(&r);
-        if (rc == -ENOENT && retried)
-            rc = 0;
-        if (rc == -ESTALE)
-            continue; /* changed while we copied: copy again (replacing) */
-        if (rc < 0)
-            return rc;
-        if (exists)
-            pom_ino_unlinked(fs, dattr.uuid);
-        pom_ino_moved(fs, suuid, newparent, newname);
-        pom_dir_touch(fs, parent);
-        if (newparent != parent)
-            pom_dir_touch(fs, newparent);
-        return 0;
-    }
-    return -EAGAIN;
 }
 
 int pom_access(pom_fs *fs, pom_ino ino, int mask, const struct pom_cred *cred)
@@ -615,7 +482,7 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
                 void *arg)
 {
     static const uint16_t none[1] = { 0 };
-    int rc = dir_check(fs, ino);
+    int rc = pom_dir_check(fs, ino);
     if (rc < 0)
         return rc;
     int taken = 0;
@@ -643,6 +510,30 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
             name[row.name_len] = '\0';
             struct stat st;
             pom_row_stat(&row.attr, &st);
+            uint64_t where = ino;
+            const char *wname = name;
+            char in[POM_ILT_NAME_LEN + 1];
+            if (plus && (row.attr.flags & POM_ROW_F_LINKED)) {
+                /* A link stub: its attributes are in the ILT (one more
+                 * call, for linked files only). Gone meanwhile: skip it. */
+                struct xt_resp ir;
+                xt_row irow;
+                memset(&ir, 0, sizeof ir);
+                int frc = pom_stub_follow(fs, row.attr.uuid, POM_ROW_META, &ir, &irow);
+                if (frc == -ENOENT) {
+                    cookie = lr.cookies[i] + 1;
+                    continue;
+                }
+                if (frc < 0) {
+                    rc = frc;
+                    break;
+                }
+                pom_row_stat(&irow.attr, &st);
+                xt_resp_free(&ir);
+                pom_ilt_name(row.attr.uuid, in);
+                where = POM_TABLE_ILT;
+                wname = in;
+            }
             if (plus)
                 pom_ino_open_stat(fs, st.st_ino, &st, true);
             int cr = fn(arg, name, &st, lr.cookies[i] + 1);
@@ -654,7 +545,7 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
                 stop = true;
                 break;
             }
-            if (plus && (rc = pom_ino_ref(fs, st.st_ino, ino, name, row.attr.type, 1)) < 0)
+            if (plus && (rc = pom_ino_ref(fs, st.st_ino, where, wname, row.attr.type, 1)) < 0)
                 break;
             taken++;
             cookie = lr.cookies[i] + 1;

@@ -1,7 +1,7 @@
 /*
  * pomfs.c -- the FUSE daemon of Pomegranate (DESIGN.md section 9):
  *
- *   pomfs MDSADDR MOUNTPOINT -o fsid=N[,attr_timeout=S,entry_timeout=S] [-f] [-d] [-s]
+ *   pomfs MDSADDR MOUNTPOINT -o fsid=N[,attr_timeout=S,entry_timeout=S,blob=DIR] [-f] [-d] [-s]
  *   pomfs R2ADDR  MOUNTPOINT -o fs=NAME     (through R2: not available yet)
  *
  * Runs in the background unless -f (as FUSE daemons do), with libfuse's
@@ -23,6 +23,7 @@ struct conf {
     char *addr;             /* first non-option argument */
     char *fsid;             /* -o fsid=N */
     char *fsname;           /* -o fs=NAME (R2) */
+    char *blob;             /* -o blob=DIR[:DIR...] (blob tier, local backend) */
     double attr_timeout, entry_timeout;
     int help, version;
 };
@@ -33,6 +34,7 @@ enum { KEY_HELP, KEY_VERSION };
 static const struct fuse_opt opt_spec[] = {
     OPT("fsid=%s", fsid),
     OPT("fs=%s", fsname),
+    OPT("blob=%s", blob),
     OPT("attr_timeout=%lf", attr_timeout),
     OPT("entry_timeout=%lf", entry_timeout),
     FUSE_OPT_KEY("-h", KEY_HELP),
@@ -45,12 +47,15 @@ static const struct fuse_opt opt_spec[] = {
 static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
-            "usage: %s MDSADDR MOUNTPOINT -o fsid=N[,options] [-f] [-d] [-s]\n"
-            "       %s R2ADDR MOUNTPOINT -o fs=NAME        (through R2; not yet)\n"
+            "usage: %s R2ADDR MOUNTPOINT -o fs=NAME[,options] [-f] [-d] [-s]\n"
+            "       %s MDSADDR MOUNTPOINT -o fsid=N[,options]   (one MDS, no R2)\n"
             "options:\n"
+            "  -o fs=NAME            file system to mount, found through R2 at R2ADDR\n"
             "  -o fsid=N             file system id served by the MDS at MDSADDR\n"
             "  -o attr_timeout=S     seconds the kernel caches attributes (default 1)\n"
             "  -o entry_timeout=S    seconds the kernel caches names (default 1)\n"
+            "  -o blob=DIR[:DIR...]  folders of the blob tier (files over 64 KiB);\n"
+            "                        overrides the fs record's blob path\n"
             "  -f                    stay in the foreground\n"
             "  -d                    debug output (implies -f)\n"
             "  -s                    single-threaded\n"
@@ -152,6 +157,10 @@ int main(int argc, char *argv[])
             goto out;
         }
     }
+    if (c.blob && (rc = pom_set_blob(pf.fs, "local", c.blob)) < 0) {
+        fprintf(stderr, "pomfs: cannot use blob folder(s) %s: %s\n", c.blob, strerror(-rc));
+        goto out;
+    }
     /* The kernel checks permissions (pomegranate.h (4)); names the mount. */
     char fsname_opt[300];
     snprintf(fsname_opt, sizeof fsname_opt, "-ofsname=pomfs#%s", c.addr);
@@ -175,7 +184,8 @@ int main(int argc, char *argv[])
             ret = 1;
         } else {
             fuse_loop_cfg_set_clone_fd(lc, o.clone_fd);
-            fuse_loop_cfg_set_idle_threads(lc, o.max_idle_threads);
+            if (o.max_idle_threads <= 100000) /* unset: UINT_MAX, which libfuse warns about */
+                fuse_loop_cfg_set_idle_threads(lc, o.max_idle_threads);
             if (o.max_threads > 0 && o.max_threads <= 100000) /* given with -o max_threads */
                 fuse_loop_cfg_set_max_threads(lc, o.max_threads);
             ret = fuse_session_loop_mt(se, lc);
@@ -194,6 +204,7 @@ out:
     free(c.addr);
     free(c.fsid);
     free(c.fsname);
+    free(c.blob);
     fuse_opt_free_args(&args);
     return ret;
 }

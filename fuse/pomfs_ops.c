@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <string.h>
+#include <sys/xattr.h> /* XATTR_CREATE, XATTR_REPLACE */
 
 #define DOTS 2
 
@@ -65,6 +66,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
+    /* Large files go straight to their tracts: 1 MiB write requests (the
+     * most libfuse's buffer and the kernel's default max_pages take), an
+     * eighth of the requests of 128 KiB ones. Readahead can only be
+     * lowered from the kernel's offer (its bdi readahead, 128 KiB). */
+    conn->max_write = 1u << 20;
+    conn->max_readahead = 1u << 20;
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -185,7 +192,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         return;
     }
     fi->fh = (uintptr_t)f;
-    fi->keep_cache = 0; /* close-to-open: the next open reads the row again */
+    /* Close-to-open: the open read the row again; cached pages are kept
+     * only when it shows the file as this mount last saw it. */
+    fi->keep_cache = pom_file_unchanged(f) ? 1 : 0;
     if (fuse_reply_open(req, fi) != 0)
         pom_release(f);
 }
@@ -401,6 +410,12 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
+    /* CREATE and REPLACE contradict each other; the kernel passes any mix
+     * of the two on, and the library would honour CREATE alone. */
+    if ((flags & XATTR_CREATE) && (flags & XATTR_REPLACE)) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
     fuse_reply_err(req, -pom_setxattr(P(req)->fs, ino, name, value, size, flags));
 }
 
@@ -452,8 +467,8 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                          struct fuse_file_info *fi)
 {
-    (void)ino; (void)mode; (void)off; (void)len; (void)fi;
-    fuse_reply_err(req, EOPNOTSUPP); /* not yet: never pretend space was reserved */
+    (void)ino;
+    fuse_reply_err(req, -pom_fallocate(FH(fi), mode, off, len));
 }
 
 const struct fuse_lowlevel_ops pomfs_ops = {

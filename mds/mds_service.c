@@ -12,6 +12,12 @@
  * by directory uuids that the client allocates, and a directory's first
  * entry is what brings its table into being. Lookups and lists of a table
  * that was never created answer -ENOENT.
+ *
+ * An XT_BATCH_ATOMIC batch becomes one mds_table_atomic call (all rows or
+ * none, in one commit group; docs/mds-commit.md "Atomic batches"): CREATE
+ * -> MDS_AOP_CREATE (with XT_F_IF_VER a replace of the row at that
+ * version), LOOKUP -> MDS_AOP_CHECK, UPDATE and DELETE as the single ops
+ * do them.
  */
 #include "mds_service.h"
 
@@ -113,9 +119,24 @@ struct upd_arg {
     const struct xt_req *req;
 };
 
+/* XT_F_IF_UUID: the row must still be the same file (a name created
+ * again restarts its version at 0, so the version alone can repeat). */
+static int uuid_check(const struct xt_req *req, const void *row, size_t len)
+{
+    if (!(req->flags & XT_F_IF_UUID))
+        return 0;
+    xt_row v;
+    if (xt_row_decode_meta(row, len, &v))
+        return -EIO;
+    return v.attr.uuid == req->expect_uuid ? 0 : -ESTALE;
+}
+
 static int update_fn(void *arg, const void *old, size_t old_len, uint8_t **out, size_t *out_len)
 {
     const struct xt_req *req = ((struct upd_arg *)arg)->req;
+    int rc = uuid_check(req, old, old_len);
+    if (rc < 0)
+        return rc;
     xt_row_patch p;
     memset(&p, 0, sizeof p);
     /* Name and type changes are not updates: rename is its own operation. */
@@ -140,8 +161,9 @@ static int update_fn(void *arg, const void *old, size_t old_len, uint8_t **out, 
 static int delete_check(void *arg, const void *row, size_t len)
 {
     const struct xt_req *req = arg;
-    if (!(req->flags & XT_F_IF_VER))
-        return 0;
+    int rc = uuid_check(req, row, len);
+    if (rc < 0 || !(req->flags & XT_F_IF_VER))
+        return rc;
     xt_row v;
     if (xt_row_decode_meta(row, len, &v))
         return -EIO;
@@ -280,11 +302,127 @@ static int svc_sync(void *ctx, const xt_rpc_ctx *rc_ctx, uint64_t group, uint64_
     return rc;
 }
 
+/* ---- atomic batches ---------------------------------------------------- */
+
+/* A CREATE with XT_F_IF_VER (and/or XT_F_IF_UUID) replaces only the row
+ * at that version (of that uuid); the same for a LOOKUP check. */
+static int version_check(void *arg, const void *row, size_t len)
+{
+    const struct xt_req *req = arg;
+    xt_row v;
+    if (xt_row_decode_meta(row, len, &v))
+        return -EIO;
+    if ((req->flags & XT_F_IF_UUID) && v.attr.uuid != req->expect_uuid)
+        return -ESTALE;
+    if ((req->flags & XT_F_IF_VER) && v.attr.version != req->expect_version)
+        return -ESTALE;
+    return 0;
+}
+
+/* The mds_aop of one request; *enc gets a CREATE's encoding (xt_free). */
+static int to_aop(const struct xt_req *req, struct upd_arg *ua, struct mds_aop *o,
+                  uint8_t **enc)
+{
+    memset(o, 0, sizeof *o);
+    o->fsid = req->t.fsid;
+    o->table = req->t.table;
+    o->name = req->name;
+    o->name_len = req->name_len;
+    bool if_ver = (req->flags & (XT_F_IF_VER | XT_F_IF_UUID)) != 0;
+    switch (req->op) {
+    case XT_OP_CREATE: {
+        if (!req->row)
+            return -EINVAL;
+        xt_row v = *req->row;
+        v.name = req->name;
+        v.name_len = req->name_len;
+        if (v.attr.type == 0 || v.attr.type > XT_ROW_TYPE_MAX)
+            return -EINVAL;
+        if (v.attr.type != XT_ROW_KV && req->name_len > XT_NAME_MAX)
+            return -ENAMETOOLONG;
+        v.attr.version = 0;
+        size_t len;
+        int rc = xt_row_encode_alloc(&v, enc, &len);
+        if (rc)
+            return rc == -ENOMEM ? rc : -EINVAL;
+        o->type = MDS_AOP_CREATE;
+        o->row = *enc;
+        o->row_len = len;
+        o->flags = (req->flags & XT_F_EXCL) ? MDS_TABLE_EXCL : 0;
+        if (if_ver) {
+            o->check = version_check;
+            o->arg = (void *)req;
+        }
+        return 0;
+    }
+    case XT_OP_LOOKUP:
+    case XT_OP_DELETE:
+        o->type = req->op == XT_OP_LOOKUP ? MDS_AOP_CHECK : MDS_AOP_DELETE;
+        o->check = if_ver ? version_check : NULL; /* DELETE: delete_check's rule */
+        o->arg = (void *)req;
+        return 0;
+    case XT_OP_UPDATE:
+        ua->req = req;
+        o->type = MDS_AOP_UPDATE;
+        o->fn = update_fn;
+        o->arg = ua;
+        return 0;
+    default:
+        return -EINVAL;
+    }
+}
+
+static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *reqs,
+                            size_t n, struct xt_resp *resps, size_t *failed)
+{
+    (void)rc_ctx;
+    struct mds_service *svc = ctx;
+    struct mds_aop ops[MDS_ATOMIC_MAX];
+    struct upd_arg ua[MDS_ATOMIC_MAX];
+    uint8_t *enc[MDS_ATOMIC_MAX] = { 0 };
+    *failed = 0;
+    if (n == 0 || n > MDS_ATOMIC_MAX)
+        return -EINVAL;
+    int rc = 0;
+    bool sync = false;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        *failed = i;
+        rc = to_aop(&reqs[i], &ua[i], &ops[i], &enc[i]);
+        sync = sync || (reqs[i].flags & XT_F_SYNC);
+    }
+    uint64_t gen = 0;
+    /* A create into a table that does not exist yet creates the table (as
+     * a single create does), then the batch runs again; at most once per op. */
+    for (size_t tries = 0; rc == 0 && tries <= n; tries++) {
+        rc = mds_table_atomic(svc->table, ops, n, failed, &gen);
+        if (rc != -ENOENT || ops[*failed].type != MDS_AOP_CREATE || ops[*failed].check)
+            break;
+        uint64_t g2 = 0;
+        int mk = mds_table_mktable(svc->table, ops[*failed].fsid, ops[*failed].table, &g2);
+        if (mk < 0 && mk != -EEXIST)
+            break; /* answer the -ENOENT */
+        rc = 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        xt_free(enc[i]);
+    if (rc == 0) {
+        for (size_t i = 0; i < n; i++)
+            resps[i].commit_group = gen;
+        if (sync)
+            rc = mds_group_sync(svc->group, gen,
+                                svc->sync_timeout_ms ? svc->sync_timeout_ms : 60000);
+        if (rc < 0)
+            *failed = 0;
+    }
+    return rc;
+}
+
 static const struct xt_mds_ops mds_ops = {
     .common = { .ping = NULL },
     .op = svc_op,
     .list = svc_list,
     .sync = svc_sync,
+    .batch_atomic = svc_batch_atomic,
 };
 
 int mds_service_start(struct mds_service *svc, const struct xt_rpc_server_opts *opts,

@@ -27,6 +27,13 @@
  *      change in *gen: mds_group_sync(g, *gen) makes it durable.
  *  (4) The meta slice of every table this MDS opened stays pinned in the
  *      cache until mds_table_free.
+ *  (5) An atomic batch (mds_table_atomic) applies all of its ops or none,
+ *      and all of them carry one generation: it locks every data slice it
+ *      touches in one global order (fsid, table, slice index), so two
+ *      batches never deadlock; a single-row op holds one data slice, so it
+ *      cannot close a cycle with a batch. Lock order: data slices (in that
+ *      order) -> meta slice; a batch never takes a meta slice (it splits a
+ *      full slice with no lock held, then starts over).
  */
 #ifndef MDS_TABLE_H
 #define MDS_TABLE_H
@@ -100,6 +107,48 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
  * twice nor skips one across calls, even while slices split. */
 int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
                    size_t max_entries, xt_slice_cb cb, void *arg, uint64_t *next_cookie);
+
+/* ---- atomic multi-row batches (invariant 5) ---------------------------- */
+
+#define MDS_ATOMIC_MAX 16 /* ops per atomic batch */
+
+enum mds_aop_type {
+    MDS_AOP_CREATE = 1, /* insert: EXCL -> must be absent; check -> must exist
+                           and pass check (a conditional replace); else upsert */
+    MDS_AOP_CHECK = 2,  /* the row must exist (and pass check); changes nothing */
+    MDS_AOP_UPDATE = 3, /* the row must exist; fn makes the new row */
+    MDS_AOP_DELETE = 4, /* the row must exist (and pass check) */
+};
+
+/* One op of an atomic batch. Pointers are borrowed for the call. */
+struct mds_aop {
+    int type;                  /* enum mds_aop_type */
+    uint32_t fsid;
+    uint64_t table;
+    const void *name;
+    size_t name_len;
+    const void *row;           /* CREATE: the row (copied) */
+    size_t row_len;
+    unsigned flags;            /* CREATE: MDS_TABLE_EXCL */
+    mds_table_update_fn fn;    /* UPDATE (required) */
+    mds_table_check_fn check;  /* CREATE/CHECK/DELETE (may be NULL) */
+    void *arg;                 /* fn's or check's */
+};
+
+/* Apply ops[0..n) atomically: every precondition (exists / absent / check /
+ * fn) is checked with every involved slice write-locked before anything
+ * changes, then all apply, stamped with one generation (*gen), so a commit
+ * group holds all of them or none (invariant 5). fn and check run under the
+ * locks and must not call into the MDS; each runs at least once and may
+ * run again when the batch starts over (a split, a move to a newer group).
+ * A create into a full slice splits it first (in its own group, no batch
+ * lock held) and starts over. Returns 0, or the first failing op's -errno
+ * with *failed = its index (nothing applied): -EINVAL (n == 0, n >
+ * MDS_ATOMIC_MAX, a bad name, an unknown type, the same row twice:
+ * *failed = the second), -ENOENT (no such row, or no such table),
+ * -EEXIST, a check's or fn's error, -ENOSPC, -EOVERFLOW, -ENOMEM. */
+int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *failed,
+                     uint64_t *gen);
 
 /* The table's bitmap encoding (xt_bitmap_encode): *out a new buffer (xt_free). */
 int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,

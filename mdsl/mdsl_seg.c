@@ -78,8 +78,20 @@ int mdsl_seg_verify(const uint8_t *rec, uint64_t avail, struct mdsl_rec_hdr *h)
 int mdsl_seg_read(mdsl_io *io, mdsl_file *f, uint64_t off, uint32_t len,
                   uint64_t expect_csum, struct mdsl_rec_hdr *h, uint8_t **rec_out)
 {
-    if (len < MDSL_HDR_SIZE)
+    /* len comes from an index entry or a PREPARE/COMMIT/GCMOVE manifest:
+     * never allocate for a record that cannot exist (a manifest entry of
+     * 4 GiB made recovery malloc 4 GiB; found by fuzz_mdsl_seg). The file
+     * size is asked only for large records, so small reads cost nothing. */
+    if (len < MDSL_HDR_SIZE || len - MDSL_HDR_SIZE > MDSL_MAX_PAYLOAD)
         return -EBADMSG;
+    if (len > SCAN_WINDOW) {
+        uint64_t size;
+        int src = mdsl_io_size(io, f, &size);
+        if (src < 0)
+            return src;
+        if (off > size || len > size - off)
+            return -EBADMSG;
+    }
     uint8_t *buf = xt_malloc(len);
     if (!buf)
         return -ENOMEM;

@@ -71,6 +71,14 @@ static const struct cmd_help helps[] = {
       "(SIGTERM) then firmly (SIGKILL) after a grace period. Only the recorded\n"
       "processes are signalled, and only while they still run the recorded\n"
       "executable. Exit 0 when nothing is left running.\n" },
+    { "fsck", "fsck [--fs NAME] [--data-check] [--max-problems N]",
+      "Check a file system online, through the client library, changing\n"
+      "nothing: every directory lists each name once and to its end, every\n"
+      "listed name is found again by lookup as the same inode (its row sits\n"
+      "where the table's bitmap says), no directory has two names, every\n"
+      "file's nlink equals its names, symlink sizes match their targets;\n"
+      "--data-check also reads every file to its size. NAME defaults to\n"
+      "pomfs. Exit 0 clean, 1 with problems (each printed).\n" },
 };
 
 void pomctl_help(FILE *f, const char *cmd)
@@ -357,7 +365,7 @@ static const struct cmd cmds[] = {
     { "status", pomctl_cmd_status }, { "sites", pomctl_cmd_sites },
     { "site", pomctl_cmd_site },     { "ring", pomctl_cmd_ring },
     { "fs", pomctl_cmd_fs },         { "up", pomctl_cmd_up },
-    { "down", pomctl_cmd_down },
+    { "down", pomctl_cmd_down },     { "fsck", pomctl_cmd_fsck },
 };
 
 /* Value of option `name` at argv[*i] ("--name V" or "--name=V"); advances

@@ -93,6 +93,7 @@ int pomctl_cmd_ring(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_fs(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv);
+int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv);
 
 /* Valid fs name: 1..XT_FSNAME_MAX bytes of [A-Za-z0-9._-]. */
 bool pomctl_fs_name_ok(const char *name);

@@ -7,6 +7,7 @@
  *   DIR/mds/           pom-mds's folder             DIR/run/<daemon>.port
  *   DIR/blobs/         blob tier of fs 'pomfs'      DIR/run/mount (pomfs)
  *   DIR/r2.addr        R2's HOST:PORT (also copied to ~/.pomegranate/r2.addr)
+ *   DIR/ports/<daemon> the port it listened on last: `up` asks for it again
  *
  * Start order R2 -> MDSL -> MDS (-> pomfs); stop order is the reverse, so
  * an MDS can still write back to its MDSL and every site can still tell R2
@@ -143,7 +144,7 @@ static int open_dir(struct pomctl *ctl, const char *data, bool create, struct up
     int rc = 0;
     if (create) {
         char sub[PATH_MAX];
-        static const char *const subs[] = { "run", "logs" };
+        static const char *const subs[] = { "run", "logs", "ports" };
         for (size_t i = 0; i < XT_ARRAY_SIZE(subs) && rc == 0; i++) {
             joinf(sub, "%s/%s", data, subs[i]);
             rc = pomctl_mkdirs(sub);
@@ -262,9 +263,13 @@ static bool exe_supports(const struct updir *d, const char *exe, const char *opt
     return ok;
 }
 
-/* Forks the daemon, records its pid (invariant 3), waits for its port. */
-static int start_daemon(struct pomctl *ctl, const struct updir *d, struct daemon *dm,
-                        const char *r2addr)
+#define POMCTL_RETRY_PORT (-1000) /* spawn_wait: exited at once on a sticky port */
+
+/* Forks the daemon listening on 127.0.0.1:port (0: any), records its pid
+ * (invariant 3), waits for its port. With a sticky port, an exit while
+ * starting answers POMCTL_RETRY_PORT quietly (the port may be taken). */
+static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *dm,
+                      const char *r2addr, int port)
 {
     char data[PATH_MAX], portf[PATH_MAX], pidf[PATH_MAX], log[PATH_MAX];
     if (dm->data_sub[0])
@@ -287,8 +292,10 @@ static int start_daemon(struct pomctl *ctl, const struct updir *d, struct daemon
         argv[a++] = dm->site_type == 0 ? (char *)"--data" : (char *)"--dir";
         argv[a++] = data;
     }
+    char listen[32];
+    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     argv[a++] = (char *)"--listen";
-    argv[a++] = (char *)"127.0.0.1:0";
+    argv[a++] = listen;
     argv[a++] = (char *)"--port-file";
     argv[a++] = portf;
     if (r2addr) {
@@ -326,16 +333,46 @@ static int start_daemon(struct pomctl *ctl, const struct updir *d, struct daemon
                 snprintf(why, sizeof why, "died (signal %d) while starting", WTERMSIG(status));
             dm->started = false;
             unlink(pidf);
+            if (port)
+                return POMCTL_RETRY_PORT;
             return daemon_failed(d, dm, why);
         }
-        long port;
-        if (pomctl_read_long_file(portf, &port) == 0 && port > 0 && port <= 65535) {
-            dm->port = (int)port;
+        long got;
+        if (pomctl_read_long_file(portf, &got) == 0 && got > 0 && got <= 65535) {
+            dm->port = (int)got;
             return 0;
         }
         if (ms_now() > end)
             return daemon_failed(d, dm, "did not start listening within 60 s");
     }
+}
+
+/* Starts a daemon on the port it had the last time (DIR/ports/<daemon>,
+ * kept by `down`), so a daemon restarted after a crash or a `down` is found
+ * where every client, mount and peer already looks for it; a port taken
+ * meanwhile falls back to a new one (then clients learn it from R2; a new
+ * R2 address reaches only new clients). */
+static int start_daemon(struct pomctl *ctl, const struct updir *d, struct daemon *dm,
+                        const char *r2addr)
+{
+    char stickyf[PATH_MAX], line[16];
+    pathf(stickyf, d, "ports", dm->name, "");
+    long last = 0;
+    if (pomctl_read_long_file(stickyf, &last) < 0 || last <= 0 || last > 65535)
+        last = 0;
+    int rc = spawn_wait(ctl, d, dm, r2addr, (int)last);
+    if (rc == POMCTL_RETRY_PORT) {
+        fprintf(out_stream(ctl), "%s could not listen on its last port %ld; using a new one\n",
+                dm->name, last);
+        rc = spawn_wait(ctl, d, dm, r2addr, 0);
+    }
+    if (rc == 0 && dm->port != last) {
+        snprintf(line, sizeof line, "%d\n", dm->port);
+        int w = pomctl_write_text_file(stickyf, line);
+        if (w < 0)
+            fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", stickyf, strerror(-w));
+    }
+    return rc;
 }
 
 /* Waits until R2 answers get_view (site_type 0) or the daemon's site is UP

@@ -26,6 +26,7 @@
 #include "r2_store_i.h"
 #include "xt_common.h"
 #include "xt_hash.h"
+#include "xt_ldb.h"
 
 #include <leveldb/c.h>
 #include <pthread.h>
@@ -746,9 +747,9 @@ int r2_store_embedded_open(const char *dir, r2_store **out)
     e->wopt = leveldb_writeoptions_create();
     leveldb_writeoptions_set_sync(e->wopt, 1);
     char *err = NULL;
-    e->db = leveldb_open(e->opt, dir, &err);
+    e->db = xt_ldb_open(e->opt, dir, 3000, &err);
     if (err != NULL) {
-        int rc = strstr(err, "lock") || strstr(err, "LOCK") ? -EBUSY : -EIO;
+        int rc = xt_ldb_is_lock_error(err) ? -EBUSY : -EIO;
         XT_ERR("r2_store_embedded: open %s: %s", dir, err);
         leveldb_free(err);
         e->db = NULL;

@@ -5,18 +5,20 @@
 # test on the optimised build and the unit tests on the sanitizer build,
 # then checks that the benchmarks still run (--quick; speed is not judged).
 #
-# usage: scripts/test.sh [--long] [--no-asan] [--no-bench]
+# usage: scripts/test.sh [--long] [--no-asan] [--no-bench] [--no-fuzz]
 #   --long     also run the long suites (label `long`), with bigger sizes
+#   --no-fuzz  skip the short libFuzzer runs (scripts/fuzz.sh; FUZZ_SECS=25)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-LONG=0 ASAN=1 BENCH=1
+LONG=0 ASAN=1 BENCH=1 FUZZ=1
 for a in "$@"; do
   case "$a" in
     --long) LONG=1 ;;
     --no-asan) ASAN=0 ;;
     --no-bench) BENCH=0 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --no-fuzz) FUZZ=0 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option $a" >&2; exit 2 ;;
   esac
 done
@@ -50,6 +52,11 @@ if [ "$ASAN" = 1 ]; then
      ctest --output-on-failure -j"$JOBS" --timeout 900 -L "unit|asan")
 fi
 
+if [ "$FUZZ" = 1 ]; then
+  step "fuzzing: each libFuzzer target ${FUZZ_SECS:-25} s from its seed corpus (build-fuzz/, clang)"
+  bash scripts/fuzz.sh "${FUZZ_SECS:-25}"
+fi
+
 if [ "$BENCH" = 1 ]; then
   step "benchmarks still run (--quick; numbers are informative only)"
   for b in build/bench/bench_*; do
@@ -57,6 +64,10 @@ if [ "$BENCH" = 1 ]; then
     echo "-- $b --quick"
     "$b" --quick
   done
+  # The file-system suite against its references (docs/bench.md); a
+  # reference that cannot start is reported and skipped, pomfs must work.
+  echo "-- bench/run.sh --quick"
+  bash bench/run.sh --quick --build build --no-build --out build/bench-results
 fi
 
 step "all tests passed"

@@ -88,6 +88,8 @@ const i32 XT_F_INLINE    = 0x02    // include inline data in the reply
 const i32 XT_F_IF_VER    = 0x04    // update/delete: only if version matches
 const i32 XT_F_BITMAP    = 0x08    // reply carries the table's bitmap
 const i32 XT_F_SYNC      = 0x10    // reply after the change is committed
+const i32 XT_F_IF_UUID   = 0x20    // update/delete (and create/lookup in an atomic
+                                   // batch): only if the row's uuid is expect_uuid
 
 struct XtReq {
   1: ReqHeader hdr,
@@ -99,6 +101,7 @@ struct XtReq {
   7: optional i64 expect_version,  // with XT_F_IF_VER
   8: optional i32 set_mask,        // update: which Attr fields to set
   9: optional list<i16> drop_columns,
+  10: optional i64 expect_uuid,    // with XT_F_IF_UUID
 }
 struct XtResp {
   1: i32 status = 0,
@@ -129,13 +132,25 @@ struct BatchOp {
   1: XtOp op,
   2: XtReq req,
 }
+/* Batch flags. XT_BATCH_ATOMIC: all ops apply or none does, in one commit
+ * group (docs/mds-commit.md "Atomic batches"); at most XT_BATCH_ATOMIC_MAX
+ * ops, each on a different row. Inside it a CREATE with XT_F_IF_VER
+ * replaces an existing row only if its version is expect_version, and a
+ * LOOKUP is a check (the row exists, with XT_F_IF_VER at that version) that
+ * returns no row. status/failed: the first failing op's -errno and index;
+ * that result has the error, every other result -ECANCELED. */
+const i32 XT_BATCH_ATOMIC     = 0x01
+const i32 XT_BATCH_ATOMIC_MAX = 16
+
 struct BatchReq {
   1: ReqHeader hdr,
   2: list<BatchOp> ops,
+  3: i32 flags = 0,                // XT_BATCH_*
 }
 struct BatchResp {
   1: i32 status = 0,
   2: list<XtResp> results,
+  3: i32 failed = -1,              // XT_BATCH_ATOMIC: index of the failing op
 }
 
 struct SyncReq {

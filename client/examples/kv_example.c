@@ -1,9 +1,14 @@
 /*
  * kv_example.c -- the key/value API of libpomegranate in a few calls:
- * connect to an MDS, open a keyspace, put/get/update a few keys, list the
- * keyspace page by page and search it by substring (evaluated at the MDS).
+ * open a file system (through R2 by its name, or at an MDS by its id), open
+ * a keyspace, put/get/update a few keys, list the keyspace page by page and
+ * search it by substring (evaluated at the MDS).
  *
- *   kv_example MDSADDR FSID [KEYSPACE]
+ *   kv_example R2ADDR FSNAME [KEYSPACE]     e.g. 127.0.0.1:7000 pomfs
+ *   kv_example MDSADDR FSID [KEYSPACE]      FSID: a number
+ *
+ * Build it against an installed libpomegranate:
+ *   cc kv_example.c $(pkg-config --cflags --libs pomegranate) -o kv_example
  */
 #include <errno.h>
 #include <stdio.h>
@@ -30,11 +35,15 @@ static int fail(const char *what, int rc)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s MDSADDR FSID [KEYSPACE]\n", argv[0]);
+        fprintf(stderr, "usage: %s R2ADDR FSNAME [KEYSPACE]\n"
+                        "       %s MDSADDR FSID [KEYSPACE]\n", argv[0], argv[0]);
         return 2;
     }
     pom_fs *fs;
-    int rc = pom_connect_mds(argv[1], (uint32_t)strtoul(argv[2], NULL, 0), &fs);
+    char *end;
+    unsigned long fsid = strtoul(argv[2], &end, 10);
+    int rc = *end == '\0' && end != argv[2] ? pom_connect_mds(argv[1], (uint32_t)fsid, &fs)
+                                             : pom_open(argv[1], argv[2], &fs);
     if (rc)
         return fail("connect", rc);
     pom_kv *kv;

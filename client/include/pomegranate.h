@@ -5,13 +5,12 @@
  *
  * Conventions of every call:
  *  (1) Returns 0 (or a non-negative count) on success, a negative errno on
- *      failure. What the library does not implement yet answers -ENOTSUP
- *      (or -EPERM for link(2), as POSIX says for a file system without hard
- *      links); nothing unimplemented ever reports success.
+ *      failure. What the library does not implement yet answers -ENOTSUP;
+ *      nothing unimplemented ever reports success.
  *  (2) An inode number (pom_ino) is the file's uuid; the root is
  *      POM_ROOT_INO. The library knows an inode only while it holds a
  *      *lookup reference* on it: every call documented "+1 ref" gives one
- *      (lookup, mknod, mkdir, symlink, create, readdir in plus mode), and
+ *      (lookup, mknod, mkdir, symlink, create, link, readdir in plus mode), and
  *      pom_forget gives them back. A call on an inode the library does not
  *      know answers -ESTALE. The root is always known.
  *  (3) Names are NUL-terminated, 1..255 bytes, without '/': -ENAMETOOLONG,
@@ -24,8 +23,10 @@
  * Data of regular files up to POM_INLINE_MAX bytes lives in the file's row;
  * writes are buffered in the client from open to flush/release (shared by
  * every open handle of the inode in this process) and sent with the row
- * update. Larger files answer -EFBIG until the blob tier is reached.
- * See docs/client.md.
+ * update. A file that grows past it moves to the blob tier (pom_set_blob;
+ * pom_open takes it from the fs record): its bytes go straight to tracts,
+ * its size and times with the row update at flush/release/fsync. Without
+ * a blob tier, larger files answer -EFBIG. See docs/client.md.
  */
 #ifndef POMEGRANATE_H
 #define POMEGRANATE_H
@@ -49,6 +50,7 @@ typedef struct pom_file pom_file;
 #define POM_ROOT_INO    1
 #define POM_INLINE_MAX  (64u << 10)   /* bytes of a file kept in its row */
 #define POM_SYMLINK_MAX 4095          /* bytes of a symlink target */
+#define POM_FILE_MAX    (UINT64_C(1) << 44) /* bytes of a file (16 TiB): -EFBIG past it */
 
 /* Who creates or asks: owner of new entries, subject of pom_access. */
 struct pom_cred {
@@ -74,6 +76,13 @@ POM_API int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid,
  * Asks R2 (addresses "host:port[,host:port...]") for the fs and an MDS, and
  * registers the mount with R2. -ENOENT: no such fs; -EHOSTUNREACH: no MDS up. */
 POM_API int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out);
+
+/* Sets the blob tier of fs (large files), replacing the fs record's (pom_open).
+ * backend "local" (NULL: local) with path = folders separated by ':' (the
+ * tract locator table, docs/format-blob.md); "mdsl" and "rados" answer
+ * -ENOTSUP (not built). Call before any file is opened. -EINVAL, -EBUSY
+ * (files open), -errno of creating the folders. */
+POM_API int pom_set_blob(pom_fs *fs, const char *backend, const char *path);
 
 /* Flushes nothing (open pom_files must be released first) and frees fs. */
 POM_API void pom_close(pom_fs *fs);
@@ -109,7 +118,8 @@ POM_API int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st);
  * permission bits, st_uid, st_gid, st_size, st_atim, st_mtim, st_ctim);
  * ctime becomes now unless POM_SET_CTIME gives it. *out (may be NULL)
  * gets the new attributes. A size on a non-regular file: -EISDIR/-EINVAL;
- * over POM_INLINE_MAX: -EFBIG; unknown bits: -ENOTSUP. */
+ * over POM_FILE_MAX (over POM_INLINE_MAX without a blob tier): -EFBIG;
+ * unknown bits: -ENOTSUP. */
 POM_API int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set,
                         struct stat *out);
 
@@ -134,15 +144,18 @@ POM_API int pom_rmdir(pom_fs *fs, pom_ino parent, const char *name);
 
 #define POM_RENAME_NOREPLACE (1 << 0)
 #define POM_RENAME_EXCHANGE  (1 << 1)
-/* rename(2) semantics (replacing an existing target of a compatible type;
- * -EISDIR, -ENOTDIR, -ENOTEMPTY, -EINVAL for a directory moved under
- * itself, -EEXIST with POM_RENAME_NOREPLACE). POM_RENAME_EXCHANGE is not
- * supported yet: -EINVAL. NOT atomic across a client or MDS crash yet
- * (docs/client.md): the new name is written before the old is removed. */
+/* renameat2(2) semantics (replacing an existing target of a compatible
+ * type; -EISDIR, -ENOTDIR, -ENOTEMPTY, -EINVAL for a directory moved under
+ * itself, -EEXIST with POM_RENAME_NOREPLACE). POM_RENAME_EXCHANGE swaps two
+ * existing names (-ENOENT if one is missing; -EINVAL together with
+ * NOREPLACE). Atomic: the names change together or not at all, also across
+ * an MDS crash (docs/client.md "Rename"). */
 POM_API int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
                        const char *newname, unsigned flags);
 
-/* Hard links are not supported yet: -EPERM (link(2)'s answer). */
+/* link(2): a new name newname in newparent for the file ino (known).
+ * *st gets its attributes (nlink counted). +1 ref. -EEXIST, -EPERM for a
+ * directory, -ENOTDIR, -ESTALE. Atomic (docs/client.md "Hard links"). */
 POM_API int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname,
                      struct stat *st);
 
@@ -176,7 +189,8 @@ POM_API int pom_parent(pom_fs *fs, pom_ino ino, pom_ino *parent);
 /* ---- files ----------------------------------------------------------- */
 
 /* Opens a regular file (flags: O_ACCMODE, O_TRUNC, O_APPEND honoured).
- * -EISDIR, -EINVAL for other types, -EFBIG for a file outside its row.
+ * -EISDIR, -EINVAL for other types, -EFBIG for a file in the blob tier
+ * when fs has none.
  * *out: give back with pom_release. */
 POM_API int pom_file_open(pom_fs *fs, pom_ino ino, int flags, pom_file **out);
 /* Creates and opens a regular file (O_EXCL honoured; without it an existing
@@ -185,8 +199,18 @@ POM_API int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode
                        const struct pom_cred *cred, struct stat *st, pom_file **out);
 /* Returns the bytes read (0 at or past the end). */
 POM_API ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off);
-/* Returns n, -EFBIG past POM_INLINE_MAX, -EBADF on a read-only handle. */
+/* Returns the bytes written (short only at POM_FILE_MAX, or at
+ * POM_INLINE_MAX without a blob tier), -EFBIG when nothing fits, -EBADF on
+ * a read-only handle, -EIO/-ENOSPC from the blob tier. */
 POM_API ssize_t pom_write(pom_file *f, const void *buf, size_t n, off_t off);
+/* fallocate(2) modes 0 (allocate, extending the size), FALLOC_FL_KEEP_SIZE
+ * and FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; others -EOPNOTSUPP.
+ * Allocation past POM_INLINE_MAX moves the file to the blob tier. */
+POM_API int pom_fallocate(pom_file *f, int mode, off_t off, off_t len);
+/* 1 when this open found the file as this client last saw it (same size
+ * and mtime as at its previous open or flush here), so cached pages of it
+ * are still right (FUSE keep_cache); 0 otherwise. */
+POM_API int pom_file_unchanged(const pom_file *f);
 /* Sends buffered changes to the MDS (with the row update). */
 POM_API int pom_flush(pom_file *f);
 /* Flushes, then waits until the MDS committed them. */

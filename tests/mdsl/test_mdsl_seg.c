@@ -252,6 +252,37 @@ static void test_names_entries(void **state)
     }
 }
 
+/* Regression (fuzz_mdsl_seg): a manifest entry claiming a 4 GiB record made
+ * recovery malloc 4 GiB before reading. Lengths no record can have, or that
+ * run past the end of the file, are -EBADMSG without the allocation. */
+static void test_read_bad_len(void **state)
+{
+    (void)state;
+    mdsl_io *io;
+    assert_int_equal(mdsl_io_mem_new(&io), 0);
+    assert_int_equal(mdsl_io_mkdir(io, "/d"), 0);
+    mdsl_file *f;
+    assert_int_equal(mdsl_io_open(io, "/d/s", true, &f), 0);
+    static uint8_t buf[MDSL_HDR_SIZE + 10];
+    struct mdsl_rec_hdr h = { .type = MDSL_REC_IMAGE, .payload_len = 10 };
+    mdsl_seg_encode(&h, "0123456789", buf);
+    struct mdsl_io_wr w = { f, 0, buf, sizeof buf };
+    assert_int_equal(mdsl_io_write(io, &w, 1, NULL, 0, NULL), 0);
+    struct mdsl_rec_hdr got;
+    uint8_t *rec = NULL;
+    assert_int_equal(mdsl_seg_read(io, f, 0, sizeof buf, 0, &got, &rec), 0);
+    xt_free(rec);
+    xt_alloc_fail_after(0); /* any allocation now fails: none may happen */
+    assert_int_equal(mdsl_seg_read(io, f, 0, UINT32_MAX - 2490, 0, &got, &rec), -EBADMSG);
+    assert_int_equal(mdsl_seg_read(io, f, 0, MDSL_HDR_SIZE + MDSL_MAX_PAYLOAD + 1, 0, &got,
+                                   &rec), -EBADMSG);
+    assert_int_equal(mdsl_seg_read(io, f, 0, 64u << 20, 0, &got, &rec), -EBADMSG);
+    assert_int_equal(mdsl_seg_read(io, f, 1u << 30, 2u << 20, 0, &got, &rec), -EBADMSG);
+    xt_alloc_fail_after(-1);
+    mdsl_io_close(io, f);
+    mdsl_io_destroy(io);
+}
+
 int main(void)
 {
     xt_log_set_level(XT_LOG_ERROR);
@@ -261,6 +292,7 @@ int main(void)
         cmocka_unit_test(test_io_fault),
         cmocka_unit_test(test_scan),
         cmocka_unit_test(test_names_entries),
+        cmocka_unit_test(test_read_bad_len),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,6 +3,9 @@
  * views and encodings <-> XtReq/XtResp and Row. A Row arriving from the
  * network becomes a zero-copy view after xt_row_view_set_group has checked
  * every column id and size; anything it refuses is -EINVAL to the sender.
+ * An XT_BATCH_ATOMIC batch is checked op by op here (flags, names, rows)
+ * and handed to the server's batch_atomic whole; every result of a failed
+ * atomic batch but the failing op's says -ECANCELED.
  */
 #include "xt_rpc_i.hpp"
 #include "xt_rpc_mds.h"
@@ -204,6 +207,8 @@ static void req_to_thrift(const struct xt_req *r, XtReq &t)
     }
     if (r->flags & XT_F_IF_VER)
         t.__set_expect_version((int64_t)r->expect_version);
+    if (r->flags & XT_F_IF_UUID)
+        t.__set_expect_uuid((int64_t)r->expect_uuid);
     if (r->op == XT_OP_UPDATE) {
         t.__set_set_mask((int32_t)r->set_mask);
         if (r->ndrop) {
@@ -281,6 +286,42 @@ int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *r
     for (size_t i = 0; i < n; i++)
         resp_from_thrift(tresp.results[i], &resps[i]);
     return 0;
+}
+
+int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
+                        size_t n, struct xt_resp *resps, size_t *failed)
+{
+    *failed = SIZE_MAX;
+    if (n == 0 || n > XT_BATCH_ATOMIC_MAX)
+        return -EINVAL;
+    BatchReq treq;
+    treq.flags = XT_BATCH_ATOMIC;
+    treq.ops.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i].op < XT_OP_CREATE || reqs[i].op > XT_OP_DELETE) {
+            *failed = i;
+            return -EINVAL;
+        }
+        treq.ops[i].op = (XtOp::type)reqs[i].op;
+        req_to_thrift(&reqs[i], treq.ops[i].req);
+    }
+    BatchResp tresp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        XTableClient cl(proto);
+        treq.hdr = h;
+        cl.batch(tresp, treq);
+        return 0;
+    });
+    if (rc < 0)
+        return rc;
+    if (tresp.results.size() != n ||
+        (tresp.status != 0 && (tresp.failed < 0 || (size_t)tresp.failed >= n)))
+        return tresp.status != 0 && tresp.results.empty() ? tresp.status : -EPROTO;
+    for (size_t i = 0; i < n; i++)
+        resp_from_thrift(tresp.results[i], &resps[i]);
+    if (tresp.status != 0)
+        *failed = (size_t)tresp.failed;
+    return tresp.status;
 }
 
 int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_req *req,
@@ -364,6 +405,14 @@ public:
 
     void batch(BatchResp &r, const BatchReq &q) override
     {
+        if (q.flags & ~XT_BATCH_ATOMIC) {
+            r.status = -EINVAL;
+            return;
+        }
+        if (q.flags & XT_BATCH_ATOMIC) {
+            atomic(r, q);
+            return;
+        }
         r.results.resize(q.ops.size());
         for (size_t i = 0; i < q.ops.size(); i++) {
             XtReq sub = q.ops[i].req;
@@ -429,50 +478,47 @@ public:
     }
 
 private:
-    void one(int op, const XtReq &q, XtResp &r)
+    /* The C request of q; its pointers borrow q and hold (which must not
+     * move while req is used). 0 or the status to answer. */
+    struct Hold {
+        xt_row view;
+        std::vector<uint16_t> cols, drop;
+    };
+    static int to_req(int op, const XtReq &q, Hold &h, struct xt_req &req)
     {
-        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
-        if (!ops_->op) {
-            r.status = -ENOSYS;
-            return;
-        }
-        if (q.flags & ~XT_F_ALL) {
-            r.status = -EINVAL;
-            return;
-        }
-        if (q.name.empty() || q.name.size() > XT_ROW_KEY_MAX) {
-            r.status = q.name.empty() ? -EINVAL : -ENAMETOOLONG;
-            return;
-        }
-        struct xt_req req = {};
+        if (q.flags & ~XT_F_ALL)
+            return -EINVAL;
+        if (q.name.empty() || q.name.size() > XT_ROW_KEY_MAX)
+            return q.name.empty() ? -EINVAL : -ENAMETOOLONG;
+        req = {};
         req.op = op;
         req.t = { (uint32_t)q.table.fsid, (uint64_t)q.table.table, q.table.slice_hint };
         req.name = q.name.data();
         req.name_len = (uint32_t)q.name.size();
         req.flags = (uint32_t)q.flags;
-        xt_row view;
         if (q.__isset.row) {
-            int vrc = thrift_to_view(q.row, &view);
-            if (vrc) {
-                r.status = vrc;
-                return;
-            }
-            req.row = &view;
+            int vrc = thrift_to_view(q.row, &h.view);
+            if (vrc)
+                return vrc;
+            req.row = &h.view;
         }
-        std::vector<uint16_t> cols(q.columns.begin(), q.columns.end());
+        h.cols.assign(q.columns.begin(), q.columns.end());
         if (q.__isset.columns) {
-            req.cols = cols.empty() ? kNoCols : cols.data();
-            req.ncols = (uint32_t)cols.size();
+            req.cols = h.cols.empty() ? kNoCols : h.cols.data();
+            req.ncols = (uint32_t)h.cols.size();
         }
-        std::vector<uint16_t> drop(q.drop_columns.begin(), q.drop_columns.end());
-        req.drop = drop.data();
-        req.ndrop = (uint32_t)drop.size();
+        h.drop.assign(q.drop_columns.begin(), q.drop_columns.end());
+        req.drop = h.drop.data();
+        req.ndrop = (uint32_t)h.drop.size();
         req.set_mask = q.__isset.set_mask ? (uint32_t)q.set_mask : 0;
         req.expect_version = q.__isset.expect_version ? (uint64_t)q.expect_version : 0;
-        struct xt_resp out;
-        memset(&out, 0, sizeof out);
-        out.ring_version = -1;
-        r.status = ops_->op(ctx_, &rc, &req, &out);
+        req.expect_uuid = q.__isset.expect_uuid ? (uint64_t)q.expect_uuid : 0;
+        return 0;
+    }
+
+    static void from_resp(int status, struct xt_resp &out, XtResp &r)
+    {
+        r.status = status;
         r.commit_group = (int64_t)out.commit_group;
         if (r.status == 0 && out.row) {
             r.status = enc_to_thrift(out.row, out.row_len, r.row);
@@ -481,6 +527,61 @@ private:
         if (pb_to_thrift(out.bitmap, out.bitmap_len, out.ring_version, r.pb))
             r.__isset.pb = true;
         xt_resp_free(&out);
+    }
+
+    void one(int op, const XtReq &q, XtResp &r)
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        if (!ops_->op) {
+            r.status = -ENOSYS;
+            return;
+        }
+        Hold h;
+        struct xt_req req;
+        if ((r.status = to_req(op, q, h, req)) != 0)
+            return;
+        struct xt_resp out;
+        memset(&out, 0, sizeof out);
+        out.ring_version = -1;
+        from_resp(ops_->op(ctx_, &rc, &req, &out), out, r);
+    }
+
+    void atomic(BatchResp &r, const BatchReq &q)
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        size_t n = q.ops.size();
+        if (!ops_->batch_atomic) {
+            r.status = -ENOSYS;
+            return;
+        }
+        if (n == 0 || n > XT_BATCH_ATOMIC_MAX) {
+            r.status = -EINVAL;
+            return;
+        }
+        std::vector<Hold> holds(n); /* sized once: views must not move */
+        std::vector<struct xt_req> reqs(n);
+        std::vector<struct xt_resp> outs(n);
+        r.results.resize(n);
+        size_t failed = SIZE_MAX;
+        int st = 0;
+        for (size_t i = 0; i < n && st == 0; i++) {
+            int op = (int)q.ops[i].op;
+            if (op < XT_OP_CREATE || op > XT_OP_DELETE)
+                st = -EINVAL;
+            else
+                st = to_req(op, q.ops[i].req, holds[i], reqs[i]);
+            failed = i;
+        }
+        for (auto &o : outs) {
+            memset(&o, 0, sizeof o);
+            o.ring_version = -1;
+        }
+        if (st == 0)
+            st = ops_->batch_atomic(ctx_, &rc, reqs.data(), n, outs.data(), &failed);
+        for (size_t i = 0; i < n; i++)
+            from_resp(st == 0 ? 0 : i == failed ? st : -ECANCELED, outs[i], r.results[i]);
+        r.status = st;
+        r.failed = st == 0 ? -1 : (int32_t)failed;
     }
 
     const xt_mds_ops *ops_;

@@ -25,7 +25,11 @@ enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE 
 #define XT_F_IF_VER 0x04 /* update/delete: only if version == expect_version */
 #define XT_F_BITMAP 0x08 /* reply carries the table's bitmap */
 #define XT_F_SYNC   0x10 /* reply once the change is committed */
-#define XT_F_ALL    0x1f
+#define XT_F_IF_UUID 0x20 /* update/delete (and, in an atomic batch, a replacing
+                             create or a check): only if uuid == expect_uuid.
+                             Versions restart at 0 when a name is created
+                             again; (uuid, version) does not. */
+#define XT_F_ALL    0x3f
 
 /* Which table a request addresses. */
 struct xt_tref {
@@ -50,6 +54,7 @@ struct xt_req {
                                     ncols == 0 with cols != NULL: none */
     uint32_t ncols;
     uint64_t expect_version;     /* with XT_F_IF_VER */
+    uint64_t expect_uuid;        /* with XT_F_IF_UUID */
 };
 
 /* Its result. Buffers are xt_malloc'd; free with xt_resp_free. */
@@ -99,6 +104,18 @@ int xt_mds_call(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *re
  * gets each result. Returns 0 if the batch travelled, or -errno. */
 int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
                  size_t n, struct xt_resp *resps);
+/* XT_BATCH_ATOMIC (pom.thrift): n (1..XT_BATCH_ATOMIC_MAX) operations on
+ * different rows that all apply, in one commit group, or none does. Inside
+ * it a CREATE with XT_F_IF_VER replaces an existing row only at version
+ * expect_version (-ENOENT absent, -ESTALE other), and a LOOKUP checks that
+ * the row exists (at expect_version with XT_F_IF_VER) and returns no row.
+ * Returns 0 (every resps[i] filled: commit_group), the first failing op's
+ * -errno with *failed = its index (nothing applied; resps[i].status tell
+ * which), or a transport error (*failed = SIZE_MAX; resps hold nothing). */
+#define XT_BATCH_ATOMIC     0x1
+#define XT_BATCH_ATOMIC_MAX 16
+int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
+                        size_t n, struct xt_resp *resps, size_t *failed);
 int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_req *req,
                 struct xt_list_resp *resp);
 /* Returns when commit group `group` (0: everything acknowledged so far) has
@@ -116,6 +133,11 @@ struct xt_mds_ops {
     int (*list)(void *ctx, const xt_rpc_ctx *rc, const struct xt_list_req *req,
                 struct xt_list_resp *resp);
     int (*sync)(void *ctx, const xt_rpc_ctx *rc, uint64_t group, uint64_t *committed);
+    /* An XT_BATCH_ATOMIC batch (checked: 1..XT_BATCH_ATOMIC_MAX ops, valid
+     * flags and names). Fills resps[0..n) as op does; returns 0 or the
+     * first failing op's -errno with *failed = its index. NULL: -ENOSYS. */
+    int (*batch_atomic)(void *ctx, const xt_rpc_ctx *rc, const struct xt_req *reqs, size_t n,
+                        struct xt_resp *resps, size_t *failed);
 };
 
 int xt_rpc_serve_mds(const struct xt_rpc_server_opts *opts, const struct xt_mds_ops *ops,

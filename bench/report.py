@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""report.py -- turns the JSON lines of one bench/run.sh run into Markdown
+tables (one per workload, ratio of Pomegranate to each reference), the
+target check of issue 9, and gnuplot PNG plots.
+
+  report.py results.jsonl OUTDIR [--meta meta.json]   -> OUTDIR/report.md, *.png
+  report.py fio FIO.json TARGET PHASE PARAM >> results.jsonl
+  report.py fsmark FSMARK.out TARGET PARAM  >> results.jsonl
+  report.py redis REDIS.csv THREADS         >> results.jsonl
+
+Invariants:
+ (1) Only numbers of this one run are compared (BENCH-NOTES: figures move
+     20-50% between runs); a ratio is pomfs / reference of the same row.
+ (2) A row that could not be measured ("na") shows "n/a (REASON)", never 0,
+     and a target whose numbers are missing is reported "not measured".
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+POM = "pomfs"
+REFS = ["passthrough", "tmpfs", "moosefs"]
+
+
+def emit(rec):
+    print(json.dumps(rec))
+
+
+def conv_fio(path, target, phase, param):
+    """One fio --output-format=json result as a result line."""
+    try:
+        with open(path) as f:
+            text = f.read()
+        # fio may print warnings before the JSON document.
+        d = json.loads(text[text.index("{"):])
+        j = d["jobs"][0]
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        emit({"bench": "large-files", "target": target, "phase": phase, "param": param,
+              "procs": 1, "na": "fio gave no result: %s" % e})
+        return
+    if j.get("error"):
+        err = os.strerror(j["error"])
+        na = "EFBIG" if j["error"] == 27 else err
+        emit({"bench": "large-files", "target": target, "phase": phase, "param": param,
+              "procs": 1, "na": na})
+        return
+    side = j["write"] if j["write"]["io_bytes"] else j["read"]
+    pct = side["clat_ns"].get("percentile", {})
+    secs = side["runtime"] / 1000.0 if side["runtime"] else 0
+    emit({"bench": "large-files", "target": target, "phase": phase, "param": param,
+          "procs": 1, "ops": side["total_ios"], "secs": secs, "ops_per_s": side["iops"],
+          "p50_us": pct.get("50.000000", 0) / 1000.0, "p99_us": pct.get("99.000000", 0) / 1000.0,
+          "MB_s": side["bw_bytes"] / 1e6})
+
+
+def conv_fsmark(path, target, param):
+    """fs_mark's last table row: FSUse% Count Size Files/sec AppOverhead."""
+    rate = None
+    try:
+        with open(path) as f:
+            for line in f:
+                p = line.split()
+                if len(p) >= 5 and p[0].isdigit() and p[1].isdigit():
+                    rate = float(p[3])
+    except OSError:
+        pass
+    if rate is None:
+        emit({"bench": "fs_mark", "target": target, "phase": "create+write", "param": param,
+              "procs": 1, "na": "fs_mark gave no result"})
+    else:
+        emit({"bench": "fs_mark", "target": target, "phase": "create+write", "param": param,
+              "procs": 1, "ops_per_s": rate, "p50_us": 0, "p99_us": 0})
+
+
+def conv_redis(path, threads):
+    """redis-benchmark --csv: test, rps, avg, min, p50, p95, p99, max (ms)."""
+    names = {"SET": "put", "GET": "get", "DEL": "delete"}
+    with open(path) as f:
+        for line in f:
+            p = [x.strip('"') for x in line.strip().split('","')]
+            if len(p) < 7 or p[0] == "test":
+                continue
+            key = p[0].split()[0].upper()
+            if key not in names:
+                continue
+            emit({"bench": "kv", "target": "redis", "phase": names[key], "param": "value=1000",
+                  "procs": int(threads), "ops_per_s": float(p[1]),
+                  "p50_us": float(p[4]) * 1000, "p99_us": float(p[6]) * 1000})
+
+
+def load(path):
+    recs = []
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    recs.append(json.loads(line))
+                except ValueError:
+                    pass
+    return recs
+
+
+def fmt_rate(r):
+    if r is None:
+        return "-"
+    if "na" in r:
+        return "n/a (%s)" % r["na"]
+    v = r.get("ops_per_s", 0)
+    if not v and "mds_bytes_per_row" in r:
+        return "-"
+    return "%.0f" % v if v >= 100 else "%.1f" % v
+
+
+def fmt_lat(r, k):
+    if r is None or "na" in r or not r.get(k):
+        return "-"
+    return "%.0f" % r[k] if r[k] >= 100 else "%.1f" % r[k]
+
+
+def ratio(a, b):
+    if a is None or b is None or "na" in a or "na" in b or not b.get("ops_per_s"):
+        return None
+    return a["ops_per_s"] / b["ops_per_s"]
+
+
+def fmt_ratio(x):
+    return "-" if x is None else "%.2fx" % x
+
+
+def extra_cell(m, phase):
+    """MB/s, or for dir-scale: RSS per entry (all / growth), readdir time,
+    or the MDS's cache bytes per row."""
+    if not m or "na" in m:
+        return "-"
+    if "MB_s" in m:
+        return "%.1f" % m["MB_s"]
+    if phase == "ls -f":
+        return "readdir %.3f s" % m["secs"]
+    if "mds_bytes_per_row" in m:
+        return "MDS cache %.1f B/row" % m["mds_bytes_per_row"]
+    if "rss_bytes_per_entry" in m:
+        g = m.get("rss_growth_per_entry")
+        return "RSS %.0f B/entry%s" % (m["rss_bytes_per_entry"],
+                                       " (growth %.0f)" % g if g is not None else "")
+    return "-"
+
+
+def tables(recs, targets):
+    out = []
+    order = []
+    for r in recs:
+        if r["bench"] not in order:
+            order.append(r["bench"])
+    for bench in order:
+        rows = {}
+        keys = []
+        for r in recs:
+            if r["bench"] != bench:
+                continue
+            k = (r["phase"], r.get("param", ""), r.get("procs", 1))
+            if k not in rows:
+                rows[k] = {}
+                keys.append(k)
+            rows[k][r["target"]] = r
+        main = POM if any(POM in v for v in rows.values()) else None
+        if bench == "kv":
+            main = "pomegranate"
+        refs = [t for t in targets + ["leveldb", "redis"] if t != main and
+                any(t in v for v in rows.values())]
+        extra = "MB/s" if bench in ("small-files", "large-files") else \
+            "memory" if bench == "dir-scale" else None
+        out.append("\n### %s\n" % bench)
+        hdr = ["phase", "param", "procs"]
+        if main:
+            hdr += ["%s ops/s" % main, "p50 us", "p99 us"]
+            if extra:
+                hdr.append(extra)
+        for t in refs:
+            hdr += ["%s ops/s" % t]
+            if main:
+                hdr.append("ratio")
+        if bench in ("mdtest-easy", "mdtest-hard", "small-files", "kv", "large-files") \
+                and refs:
+            hdr += ["%s p50/p99 us" % t for t in refs]
+        out.append("| " + " | ".join(hdr) + " |")
+        out.append("|" + "---|" * len(hdr))
+        for k in keys:
+            v = rows[k]
+            line = [k[0], k[1], str(k[2])]
+            m = v.get(main) if main else None
+            if main:
+                line += [fmt_rate(m), fmt_lat(m, "p50_us"), fmt_lat(m, "p99_us")]
+                if extra:
+                    line.append(extra_cell(m, k[0]))
+            for t in refs:
+                line.append(fmt_rate(v.get(t)))
+                if main:
+                    line.append(fmt_ratio(ratio(m, v.get(t))))
+            if bench in ("mdtest-easy", "mdtest-hard", "small-files", "kv", "large-files") \
+                    and refs:
+                for t in refs:
+                    x = v.get(t)
+                    line.append("-" if x is None or "na" in x else
+                                "%s/%s" % (fmt_lat(x, "p50_us"), fmt_lat(x, "p99_us")))
+            out.append("| " + " | ".join(line) + " |")
+    return out
+
+
+def find(recs, bench, target, phase, procs=None, param=None):
+    best = None
+    for r in recs:
+        if r["bench"] == bench and r["target"] == target and r["phase"] == phase and \
+                (procs is None or r.get("procs") == procs) and \
+                (param is None or r.get("param", "").startswith(param)):
+            best = r
+    return best
+
+
+def target_check(recs):
+    out = ["\n### Targets (issue 9), ratios within this run\n",
+           "| target | measured | goal | verdict |", "|---|---|---|---|"]
+
+    def row(name, val, goal, fmt="%.2fx"):
+        """goal: ">= 0.6x" or "<= 200 B"."""
+        if val is None:
+            out.append("| %s | not measured | %s | - |" % (name, goal))
+            return
+        op, num = goal.split()[:2]
+        lim = float(num.rstrip("x"))
+        ok = val >= lim if op == ">=" else val <= lim
+        out.append("| %s | %s | %s | %s |" % (name, fmt % val, goal, "met" if ok else "MISSED"))
+
+    for ph in ("file create", "file stat", "file remove"):
+        for p in (1, 2):
+            row("mdtest-easy %s, %d proc" % (ph, p),
+                ratio(find(recs, "mdtest-easy", POM, ph, p),
+                      find(recs, "mdtest-easy", "passthrough", ph, p)), ">= 0.6x")
+    for p in (1, 2):
+        row("mdtest-hard write (file create), %d proc" % p,
+            ratio(find(recs, "mdtest-hard", POM, "file create", p),
+                  find(recs, "mdtest-hard", "passthrough", "file create", p)), ">= 0.6x")
+    for ph in ("seq write 1M", "seq read 1M"):
+        a = find(recs, "large-files", POM, ph)
+        b = find(recs, "large-files", "passthrough", ph)
+        if a is not None and "na" in a:
+            out.append("| large-file %s | n/a (%s) | >= 0.8x | MISSED |" % (ph, a["na"]))
+        else:
+            row("large-file %s" % ph, ratio(a, b), ">= 0.8x")
+    ds = [r for r in recs if r["bench"] == "dir-scale" and r["target"] == POM and
+          r["phase"] == "create" and "na" not in r]
+    if ds:
+        def n(r):
+            return int(r["param"].split("=")[1])
+        small = min(ds, key=lambda r: abs(n(r) - 10000))
+        big = max(ds, key=n)
+        out.append("| create rate at %d vs at %d entries | %.2fx | >= 0.8x | %s |" % (
+            n(big), n(small), big["ops_per_s"] / small["ops_per_s"],
+            "met" if big["ops_per_s"] >= 0.8 * small["ops_per_s"] else "MISSED"))
+        mem = [r for r in ds if "rss_bytes_per_entry" in r]
+        if mem:
+            row("pom-mds RSS / entries at %d entries (upper bound)" % n(mem[-1]),
+                mem[-1]["rss_bytes_per_entry"], "<= 200 B", "%.0f B")
+            if "rss_growth_per_entry" in mem[-1]:
+                row("pom-mds RSS growth / entries created (lower bound)",
+                    mem[-1]["rss_growth_per_entry"], "<= 200 B", "%.0f B")
+    cache = [r for r in recs if r.get("phase") == "mds cache"]
+    if cache:
+        row("pom-mds cache bytes per cached row (%s)" % cache[-1]["param"],
+            cache[-1]["mds_bytes_per_row"], "<= 200 B", "%.1f B")
+    for ph in ("put", "get", "delete"):
+        for r in recs:
+            if r["bench"] == "kv" and r["target"] == "pomegranate" and r["phase"] == ph:
+                row("KV %s, %d clients vs Redis" % (ph, r["procs"]),
+                    ratio(r, find(recs, "kv", "redis", ph, r["procs"])), ">= 0.8x")
+    return out
+
+
+def plots(recs, outdir):
+    if not shutil.which("gnuplot"):
+        return ["\n(gnuplot not found: no plots)"]
+    made = []
+    # Create rate against directory size, one line per target.
+    ds = {}
+    for r in recs:
+        if r["bench"] == "dir-scale" and r["phase"] == "create" and "na" not in r:
+            ds.setdefault(r["target"], []).append((int(r["param"].split("=")[1]),
+                                                   r["ops_per_s"]))
+    th = {}
+    for r in recs:
+        if r["bench"] == "mdtest-easy" and r["phase"] in ("file create", "file remove") and \
+                "na" not in r:
+            th.setdefault((r["target"], r["phase"]), []).append((r["procs"], r["ops_per_s"]))
+    for name, series, xl, logx in (("dirscale", ds, "entries in the directory", True),
+                                   ("threads", th, "processes (mdtest-easy)", False)):
+        if not series:
+            continue
+        cmds = ["set terminal png size 900,540", "set output '%s/%s.png'" % (outdir, name),
+                "set xlabel '%s'" % xl, "set ylabel 'ops/s (log scale)'",
+                "set logscale y", "set key outside right", "set grid"]
+        if logx:
+            cmds.append("set logscale x")
+        else:
+            cmds.append("set xtics 1")
+        plot = []
+        for i, (key, pts) in enumerate(sorted(series.items())):
+            label = key if isinstance(key, str) else "%s %s" % key
+            dat = "%s/%s.%d.dat" % (outdir, name, i)
+            with open(dat, "w") as f:
+                for x, y in sorted(pts):
+                    f.write("%d %f\n" % (x, y))
+            plot.append("'%s' using 1:2 with linespoints title '%s'" % (dat, label))
+        cmds.append("plot " + ", ".join(plot))
+        gp = "%s/%s.gp" % (outdir, name)
+        with open(gp, "w") as f:
+            f.write("\n".join(cmds) + "\n")
+        if subprocess.run(["gnuplot", gp]).returncode == 0:
+            made.append("%s/%s.png" % (outdir, name))
+    return ["\nPlots: " + (", ".join(made) if made else "none")]
+
+
+def main():
+    a = sys.argv[1:]
+    if a and a[0] == "fio":
+        return conv_fio(*a[1:5])
+    if a and a[0] == "fsmark":
+        return conv_fsmark(*a[1:4])
+    if a and a[0] == "redis":
+        return conv_redis(*a[1:3])
+    if len(a) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    recs = load(a[0])
+    os.makedirs(a[1], exist_ok=True)
+    meta = {}
+    if len(a) >= 4 and a[2] == "--meta":
+        with open(a[3]) as f:
+            meta = json.load(f)
+    targets = [POM] + [t for t in REFS if any(r["target"] == t for r in recs)]
+    out = ["## Benchmark results", ""]
+    for k, v in meta.items():
+        out.append("- %s: %s" % (k, v))
+    out += tables(recs, targets)
+    out += target_check(recs)
+    out += plots(recs, a[1])
+    text = "\n".join(out) + "\n"
+    with open(os.path.join(a[1], "report.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main() or 0)

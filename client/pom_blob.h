@@ -1,0 +1,105 @@
+/*
+ * pom_blob.h -- the blob tier of libpomegranate (DESIGN.md section 7): the
+ * bytes of a file that grew out of its row, kept as tracts of tract_size
+ * bytes named (fsid, uuid, tract#). One C interface over backends (an ops
+ * table): `local` (folders on host file systems) is built; `mdsl` and
+ * `rados` answer -ENOTSUP at pom_blob_open. Format: docs/format-blob.md.
+ *
+ * The store knows nothing of rows or sizes: a file is a sparse array of
+ * bytes, a missing tract (or the part of a tract past its end) reads as
+ * zeros. The size of a file is its row's business (client/pom_file.c).
+ *
+ * Invariants:
+ *  (1) Placement is computed, never stored: tract t of file u lives in
+ *      folder locator[(pom_blob_hash(u) + t) mod rows] where the locator
+ *      table is the configured folder list (one row per folder, in the
+ *      order given). The list and tract_size are therefore part of the
+ *      format: changing them moves data (not supported).
+ *  (2) Every open pom_blob_file of one uuid is the same object (refcounted
+ *      in the store), so its cached fds and its list of written, not yet
+ *      fsynced tracts are shared by every user of the file in a process.
+ *  (3) pom_blob_fsync makes every tract written through the file since
+ *      the last fsync durable (data, and the directory entries of new
+ *      tract files) before it returns 0. After it failed once, every
+ *      change and fsync of that open file answers the same error until all
+ *      its users closed it (the host may have dropped the unwritten pages).
+ *  (4) Every call returns 0 / a byte count or -errno; an I/O error never
+ *      leaves a wrong byte readable: a failed write may have written a
+ *      prefix of its range (as pwrite(2)), nothing elsewhere.
+ */
+#ifndef POM_BLOB_H
+#define POM_BLOB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define POM_BLOB_TRACT_SIZE  (UINT64_C(4) << 20)   /* default tract_size */
+#define POM_BLOB_FOLDERS_MAX 64                    /* rows of the locator table */
+/* Largest file: 2^44 bytes (16 TiB) = 2^22 tracts of 4 MiB. Tract numbers
+ * then fit 32 bits and every offset fits off_t with room to spare. */
+#define POM_BLOB_FILE_MAX    (UINT64_C(1) << 44)
+
+typedef struct pom_blob pom_blob;            /* a store for one fs */
+typedef struct pom_blob_file pom_blob_file;  /* one file's tracts, shared */
+
+struct pom_blob_conf {
+    const char *backend;   /* "local" (NULL: local); "mdsl", "rados": -ENOTSUP */
+    const char *path;      /* local: folders separated by ':' (1..POM_BLOB_FOLDERS_MAX) */
+    uint32_t fsid;
+    uint64_t tract_size;   /* 0: POM_BLOB_TRACT_SIZE; else a power of two, 64 KiB..1 GiB */
+};
+
+/* Opens the store: local creates each folder's fsid subfolder and checks
+ * it is writable. *out: close with pom_blob_close. -EINVAL (bad conf),
+ * -ENOTSUP (backend not built; says so in the log), -errno of mkdir. */
+int pom_blob_open(const struct pom_blob_conf *conf, pom_blob **out);
+/* REQUIRES: every pom_blob_file of b closed. b may be NULL. */
+void pom_blob_close(pom_blob *b);
+uint64_t pom_blob_tract_size(const pom_blob *b);
+
+/* The placement hash of a uuid (invariant (1)). */
+uint64_t pom_blob_hash(uint64_t uuid);
+
+/* Opens (or shares, invariant (2)) file uuid of b. Creates nothing on
+ * disk. *out: give back with pom_blob_file_close. -ENOMEM. */
+int pom_blob_file_open(pom_blob *b, uint64_t uuid, pom_blob_file **out);
+/* Gives back one reference; the last closes the cached fds (written
+ * tracts that were not fsynced stay written, not durable). f may be NULL. */
+void pom_blob_file_close(pom_blob_file *f);
+
+/* Reads n bytes at off; holes read as zeros. Returns n or -errno.
+ * REQUIRES: off + n <= POM_BLOB_FILE_MAX. */
+ssize_t pom_blob_pread(pom_blob_file *f, void *buf, size_t n, uint64_t off);
+/* Writes n bytes at off, creating tract files as needed. Returns n or
+ * -errno (-EFBIG past POM_BLOB_FILE_MAX, -ENOSPC, -EIO, ...). */
+ssize_t pom_blob_pwrite(pom_blob_file *f, const void *buf, size_t n, uint64_t off);
+/* Drops every byte at or past size: later tracts are removed, the tract
+ * holding `size` is cut there. 0 or -errno. */
+int pom_blob_truncate(pom_blob_file *f, uint64_t size);
+/* Makes [off, off+len) a hole: whole tracts are removed, partial ones get
+ * the range deallocated (FALLOC_FL_PUNCH_HOLE) and read as zeros. */
+int pom_blob_punch(pom_blob_file *f, uint64_t off, uint64_t len);
+/* Reserves space for [off, off+len) (fallocate KEEP_SIZE on the tracts):
+ * later writes there do not fail with -ENOSPC. Reads still give zeros. */
+int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len);
+/* Invariant (3). */
+int pom_blob_fsync(pom_blob_file *f);
+
+/* Removes every tract of uuid (in every folder). Missing ones are fine.
+ * REQUIRES: uuid is not open in b. 0 or the first -errno met. */
+int pom_blob_delete(pom_blob *b, uint64_t uuid);
+
+struct pom_blob_stat {
+    uint64_t tracts;       /* tract files present */
+    uint64_t alloc_bytes;  /* bytes the host allocated for them */
+};
+/* Counts the tracts of uuid. 0 or -errno. */
+int pom_blob_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);
+
+/* Test hook: the n-th backend I/O call from now (n >= 1; open, pread,
+ * pwrite, ftruncate, fallocate, fsync, unlink) fails with -err; n = 0 turns
+ * it off. */
+void pom_blob_fault_after(pom_blob *b, uint64_t n, int err);
+
+#endif /* POM_BLOB_H */

@@ -1,0 +1,418 @@
+/*
+ * pom_link.c -- the namespace changes of libpomegranate that touch several
+ * rows: hard links through the inode link table (ILT), unlink of a link
+ * stub, rename and RENAME_EXCHANGE. Each is ONE atomic batch at the MDS
+ * (xt_mds_batch_atomic: all rows change in one commit group or none does),
+ * built from rows read just before and conditional on their versions
+ * (docs/client.md "Hard links", "Rename").
+ *
+ * Invariants:
+ *  (1) A file with one name has its row in its directory. A file that has
+ *      had a second name has its row in the ILT (POM_TABLE_ILT, name
+ *      pom_ilt_name(uuid)) with nlink = the number of its names, and every
+ *      name is a link stub (POM_ROW_F_LINKED, same uuid and type, no data).
+ *      Every batch below keeps "nlink of the ILT row == stubs of its uuid":
+ *      a stub is created or deleted only together with the nlink change.
+ *  (2) Every row a batch changes or replaces was read before and is named
+ *      with XT_F_IF_UUID | XT_F_IF_VER at that (uuid, version) (or
+ *      XT_F_EXCL when it must be absent), so a batch built from a stale
+ *      read fails as a whole with -ESTALE / -EEXIST / -ENOENT and is
+ *      rebuilt from a fresh read. The version alone is not enough: a name
+ *      created again starts again at version 0 (found by the SIGKILL test:
+ *      a batch built on reads that the crash undid, retried after the
+ *      restart, replaced another file's link stub at version 0).
+ *  (3) The inode map's location of a linked file is its ILT row, so every
+ *      by-inode path (getattr, setattr, flush, xattrs) reads and writes the
+ *      ILT row unchanged; renaming a stub never moves that location.
+ *  (4) A batch retried after a transport failure may have been applied by
+ *      the first attempt: a failure after a retry is checked against the
+ *      names it meant to produce before it is reported.
+ *  (5) Parents' mtime/ctime are set after the batch (pom_dir_touch), not in
+ *      it: only times, never a namespace fact, can be lost by a crash in
+ *      between.
+ */
+#include "pom_client_i.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_TRIES 64
+
+void pom_ilt_name(uint64_t uuid, char *buf)
+{
+    snprintf(buf, POM_ILT_NAME_LEN + 1, "%016llx", (unsigned long long)uuid);
+}
+
+int pom_stub_follow(pom_fs *fs, uint64_t uuid, int group, struct xt_resp *r, xt_row *row)
+{
+    char in[POM_ILT_NAME_LEN + 1];
+    pom_ilt_name(uuid, in);
+    xt_resp_free(r);
+    int rc = pom_row_get(fs, POM_TABLE_ILT, in, group, r, row);
+    if (rc == 0 && row->attr.uuid != uuid) {
+        XT_ERR("ILT row %s holds uuid %llu", in, (unsigned long long)row->attr.uuid);
+        xt_resp_free(r);
+        rc = -EIO;
+    }
+    return rc;
+}
+
+/* 1 if (table, name) holds uuid now, 0 if not (or absent), < 0 error. */
+static int name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid)
+{
+    struct xt_resp r;
+    xt_row row;
+    int rc = pom_row_get(fs, table, name, POM_ROW_META, &r, &row);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc < 0)
+        return rc;
+    rc = row.attr.uuid == uuid;
+    xt_resp_free(&r);
+    return rc;
+}
+
+/* Makes q conditional on the row being (uuid, version) as read (invariant
+ * 2): a name created again restarts at version 0, so the uuid is checked
+ * too, and a batch built from an older read never lands on another file. */
+static void cond(struct xt_req *q, uint64_t uuid, uint64_t version)
+{
+    q->flags |= XT_F_IF_VER | XT_F_IF_UUID;
+    q->expect_uuid = uuid;
+    q->expect_version = version;
+}
+
+static struct xt_req req_of(int op, uint64_t table, const char *name, uint32_t flags)
+{
+    struct xt_req q;
+    memset(&q, 0, sizeof q);
+    q.op = op;
+    q.t.table = table;
+    q.name = name;
+    q.name_len = (uint32_t)strlen(name);
+    q.flags = flags;
+    return q;
+}
+
+/* The stub of a file: its identity and mode (for readdir), nothing else. */
+static void stub_of(const xt_row_attr *a, uint64_t now, xt_row *stub)
+{
+    xt_row_init(stub);
+    stub->attr.uuid = a->uuid;
+    stub->attr.type = a->type;
+    stub->attr.mode = a->mode;
+    stub->attr.uid = a->uid;
+    stub->attr.gid = a->gid;
+    stub->attr.flags = POM_ROW_F_LINKED;
+    stub->attr.atime_ns = stub->attr.mtime_ns = stub->attr.ctime_ns = now;
+    stub->attr.btime_ns = a->btime_ns;
+}
+
+int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, struct stat *st)
+{
+    int rc = pom_name_check(newname);
+    if (rc < 0)
+        return rc;
+    uint64_t nt;
+    char nn[XT_NAME_MAX + 1];
+    uint8_t ptype;
+    if ((rc = pom_ino_where(fs, newparent, &nt, nn, &ptype)) < 0)
+        return rc;
+    if (ptype != XT_ROW_DIR)
+        return -ENOTDIR;
+    /* The row about to move to the ILT must hold the open buffer's bytes. */
+    if ((rc = pom_data_flush_ino(fs, ino)) < 0)
+        return rc;
+    char in[POM_ILT_NAME_LEN + 1];
+    pom_ilt_name(ino, in);
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        uint64_t table;
+        char name[XT_NAME_MAX + 1];
+        struct xt_resp r;
+        xt_row row;
+        if ((rc = pom_ino_row(fs, ino, POM_ROW_ALL, &table, name, &r, &row)) < 0)
+            return rc;
+        if (row.attr.type == XT_ROW_DIR) {
+            xt_resp_free(&r);
+            return -EPERM; /* link(2): no hard links to directories */
+        }
+        if (table == newparent && strcmp(name, newname) == 0) {
+            xt_resp_free(&r);
+            return -EEXIST; /* its own name (a batch names a row once) */
+        }
+        uint64_t now = xt_now_ns();
+        xt_row stub, ilt, upd;
+        stub_of(&row.attr, now, &stub);
+        struct xt_req q[3];
+        size_t n = 0, failed;
+        uint32_t nlink;
+        static const uint16_t drop[2] = { XT_CG_DATA, XT_CG_XATTR };
+        if (table == POM_TABLE_ILT) {
+            /* Linked already: one more stub, nlink + 1. */
+            nlink = row.attr.nlink + 1;
+            xt_row_init(&upd);
+            upd.attr.nlink = nlink;
+            upd.attr.ctime_ns = now;
+            q[n] = req_of(XT_OP_UPDATE, POM_TABLE_ILT, in, 0);
+            q[n].row = &upd;
+            q[n].set_mask = XT_ROW_SET_NLINK | XT_ROW_SET_CTIME;
+            cond(&q[n++], ino, row.attr.version);
+        } else {
+            /* Second name: the whole row moves to the ILT, the first name
+             * becomes a stub (an update, so its version moves on and a
+             * stale conditional write to it fails), the new name a stub. */
+            nlink = 2;
+            ilt = row;
+            ilt.attr.nlink = nlink;
+            ilt.attr.ctime_ns = now;
+            ilt.attr.flags &= ~POM_ROW_F_LINKED;
+            q[n] = req_of(XT_OP_CREATE, POM_TABLE_ILT, in, XT_F_EXCL);
+            q[n++].row = &ilt;
+            xt_row_init(&upd);
+            upd.attr = stub.attr;
+            q[n] = req_of(XT_OP_UPDATE, table, name, 0);
+            q[n].row = &upd;
+            q[n].set_mask = XT_ROW_SET_FLAGS | XT_ROW_SET_SIZE | XT_ROW_SET_CTIME;
+            q[n].drop = drop;
+            q[n].ndrop = 2;
+            cond(&q[n++], ino, row.attr.version);
+        }
+        q[n] = req_of(XT_OP_CREATE, newparent, newname, XT_F_EXCL);
+        q[n++].row = &stub;
+        bool retried = false;
+        rc = pom_batch_call(fs, q, n, &failed, &retried);
+        xt_row_attr a = row.attr;
+        xt_resp_free(&r);
+        if (rc < 0 && retried && name_holds(fs, newparent, newname, ino) == 1)
+            rc = 0; /* the first attempt was applied (invariant 4) */
+        if (rc == -ESTALE || (rc == -ENOENT && failed != SIZE_MAX) ||
+            (rc == -EEXIST && failed + 1 < n))
+            continue; /* a row changed under us (another link?): read again */
+        if (rc < 0)
+            return rc;
+        pom_ino_moved(fs, ino, POM_TABLE_ILT, in);
+        a.nlink = nlink;
+        a.ctime_ns = now;
+        pom_row_stat(&a, st);
+        pom_ino_open_stat(fs, ino, st, true);
+        pom_dir_touch(fs, newparent);
+        return pom_ino_ref(fs, ino, POM_TABLE_ILT, in, a.type, 1);
+    }
+    return -EAGAIN;
+}
+
+/* The ops that drop one name of the linked file uuid from its ILT row:
+ * nlink - 1, or the row's delete at the last name. Appends to q (one op;
+ * `upd` must outlive the call). *gone: this was the last name. */
+static int ilt_drop_op(pom_fs *fs, uint64_t uuid, char *in, xt_row *upd, struct xt_req *q,
+                       bool *gone)
+{
+    struct xt_resp r;
+    xt_row row;
+    memset(&r, 0, sizeof r);
+    int rc = pom_stub_follow(fs, uuid, POM_ROW_META, &r, &row);
+    if (rc < 0)
+        return rc;
+    pom_ilt_name(uuid, in);
+    *gone = row.attr.nlink <= 1;
+    if (*gone) {
+        *q = req_of(XT_OP_DELETE, POM_TABLE_ILT, in, 0);
+    } else {
+        xt_row_init(upd);
+        upd->attr.nlink = row.attr.nlink - 1;
+        upd->attr.ctime_ns = xt_now_ns();
+        *q = req_of(XT_OP_UPDATE, POM_TABLE_ILT, in, 0);
+        q->row = upd;
+        q->set_mask = XT_ROW_SET_NLINK | XT_ROW_SET_CTIME;
+    }
+    cond(q, uuid, row.attr.version);
+    xt_resp_free(&r);
+    return 0;
+}
+
+int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *stub)
+{
+    char in[POM_ILT_NAME_LEN + 1];
+    xt_row upd;
+    struct xt_req q[2];
+    q[0] = req_of(XT_OP_DELETE, parent, name, 0);
+    cond(&q[0], stub->uuid, stub->version);
+    bool gone = false;
+    int rc = ilt_drop_op(fs, stub->uuid, in, &upd, &q[1], &gone);
+    size_t n = 2, failed;
+    if (rc == -ENOENT) {
+        /* A stub without its ILT row cannot come from these batches; take
+         * the stray name away alone rather than keep it forever. */
+        XT_WARN("stub %s of uuid %llu has no ILT row: removing it", name,
+                (unsigned long long)stub->uuid);
+        n = 1;
+        gone = true;
+    } else if (rc < 0) {
+        return rc;
+    }
+    bool retried = false;
+    rc = pom_batch_call(fs, q, n, &failed, &retried);
+    if (rc < 0 && retried && name_holds(fs, parent, name, stub->uuid) == 0)
+        rc = 0;
+    if (rc < 0)
+        return rc == -ENOENT && failed == 1 ? -ESTALE : rc;
+    if (gone) {
+        /* The file's last name went: here goes its storage too. */
+        pom_ino_unlinked(fs, stub->uuid);
+        pom_data_gone(fs, stub->uuid, stub->flags); /* tracts (blob tier, engineer A) */
+    }
+    return 0;
+}
+
+/* Whether the existing target `dst` may be replaced by `src`. */
+static int replace_check(pom_fs *fs, const xt_row_attr *src, const xt_row_attr *dst)
+{
+    bool sdir = src->type == XT_ROW_DIR, ddir = dst->type == XT_ROW_DIR;
+    if (sdir && !ddir)
+        return -ENOTDIR;
+    if (!sdir && ddir)
+        return -EISDIR;
+    if (ddir) {
+        int e = pom_dir_empty(fs, dst->uuid);
+        if (e < 0)
+            return e;
+        if (!e)
+            return -ENOTEMPTY;
+    }
+    return 0;
+}
+
+/* Records where the entries of a rename went (invariant 3). */
+static void map_moved(pom_fs *fs, const xt_row_attr *a, uint64_t table, const char *name)
+{
+    if (!(a->flags & POM_ROW_F_LINKED))
+        pom_ino_moved(fs, a->uuid, table, name);
+}
+
+/* One attempt of rename/exchange from fresh reads. 0 done, 1 try again,
+ * < 0 the answer. */
+static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
+                       const char *newname, unsigned flags)
+{
+    bool xchg = (flags & POM_RENAME_EXCHANGE) != 0;
+    struct xt_resp sr, dr;
+    xt_row src, dst;
+    int rc = pom_row_get(fs, parent, name, POM_ROW_ALL, &sr, &src);
+    if (rc < 0)
+        return rc;
+    int drc = pom_row_get(fs, newparent, newname, xchg ? POM_ROW_ALL : POM_ROW_META, &dr, &dst);
+    if (drc < 0 && (drc != -ENOENT || xchg)) {
+        xt_resp_free(&sr);
+        return drc;
+    }
+    bool exists = drc == 0;
+    xt_row_attr sa = src.attr, da = exists ? dst.attr : src.attr;
+    /* A directory moved under itself (rename(2): EINVAL). */
+    if ((sa.type == XT_ROW_DIR && pom_ino_is_ancestor(fs, sa.uuid, newparent)) ||
+        (xchg && da.type == XT_ROW_DIR && pom_ino_is_ancestor(fs, da.uuid, parent)))
+        rc = -EINVAL;
+    else if (exists && (flags & POM_RENAME_NOREPLACE))
+        rc = -EEXIST;
+    else if (exists && da.uuid == sa.uuid)
+        rc = 0; /* two names of one file: rename(2) does nothing */
+    else if (exists && !xchg)
+        rc = replace_check(fs, &sa, &da);
+    if (rc < 0 || (exists && da.uuid == sa.uuid)) {
+        xt_resp_free(&sr);
+        if (exists)
+            xt_resp_free(&dr);
+        return rc;
+    }
+    uint64_t now = xt_now_ns();
+    xt_row nsrc = src, ndst;
+    nsrc.attr.ctime_ns = now;
+    struct xt_req q[3];
+    size_t n = 0, failed;
+    char in[POM_ILT_NAME_LEN + 1];
+    xt_row upd;
+    bool gone = false;
+    q[n] = req_of(XT_OP_CREATE, newparent, newname, exists ? 0 : XT_F_EXCL);
+    q[n].row = &nsrc;
+    if (exists)
+        cond(&q[n], da.uuid, da.version);
+    n++;
+    if (xchg) {
+        ndst = dst;
+        ndst.attr.ctime_ns = now;
+        q[n] = req_of(XT_OP_CREATE, parent, name, 0);
+        q[n].row = &ndst;
+    } else {
+        q[n] = req_of(XT_OP_DELETE, parent, name, 0);
+    }
+    cond(&q[n++], sa.uuid, sa.version);
+    if (exists && !xchg && (da.flags & POM_ROW_F_LINKED)) {
+        /* The replaced target is one name of a linked file. */
+        if ((rc = ilt_drop_op(fs, da.uuid, in, &upd, &q[n], &gone)) == 0)
+            n++;
+        else if (rc != -ENOENT)
+            goto out;
+    } else if (exists && !xchg) {
+        gone = true;
+    }
+    bool retried = false;
+    rc = pom_batch_call(fs, q, n, &failed, &retried);
+    if (rc < 0 && retried && name_holds(fs, newparent, newname, sa.uuid) == 1 &&
+        name_holds(fs, parent, name, xchg ? da.uuid : sa.uuid) == xchg)
+        rc = 0; /* invariant 4 */
+    if (rc == -ESTALE || rc == -EEXIST || (rc == -ENOENT && failed != SIZE_MAX)) {
+        rc = 1; /* something changed since the reads: again */
+        goto out;
+    }
+    if (rc < 0)
+        goto out;
+    if (gone) {
+        pom_ino_unlinked(fs, da.uuid); /* the replaced file's last name */
+        pom_data_gone(fs, da.uuid, da.flags); /* its tracts (blob tier, engineer A) */
+    }
+    map_moved(fs, &sa, newparent, newname);
+    if (xchg)
+        map_moved(fs, &da, parent, name);
+out:
+    xt_resp_free(&sr);
+    if (exists)
+        xt_resp_free(&dr);
+    return rc;
+}
+
+int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
+               const char *newname, unsigned flags)
+{
+    if (flags & ~(unsigned)(POM_RENAME_NOREPLACE | POM_RENAME_EXCHANGE))
+        return -EINVAL;
+    if ((flags & POM_RENAME_NOREPLACE) && (flags & POM_RENAME_EXCHANGE))
+        return -EINVAL; /* renameat2(2) */
+    int rc = pom_name_check(name);
+    if (rc == 0)
+        rc = pom_name_check(newname);
+    if (rc == -EINVAL && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+                          strcmp(newname, ".") == 0 || strcmp(newname, "..") == 0))
+        return -EBUSY;
+    if (rc < 0)
+        return rc;
+    if ((rc = pom_dir_check(fs, parent)) < 0 || (rc = pom_dir_check(fs, newparent)) < 0)
+        return rc;
+    if (parent == newparent && strcmp(name, newname) == 0) {
+        struct xt_resp r;
+        xt_row row;
+        if ((rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row)) == 0)
+            xt_resp_free(&r);
+        return rc; /* same name: nothing to do once it exists */
+    }
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        rc = rename_once(fs, parent, name, newparent, newname, flags);
+        if (rc == 1)
+            continue;
+        if (rc == 0) {
+            pom_dir_touch(fs, parent);
+            if (newparent != parent)
+                pom_dir_touch(fs, newparent);
+        }
+        return rc;
+    }
+    return -EAGAIN;
+}

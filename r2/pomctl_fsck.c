@@ -1,0 +1,374 @@
+/*
+ * pomctl_fsck.c -- `pomctl fsck [--fs NAME] [--data-check] [--max-problems N]`:
+ * an online check of one file system through libpomegranate, as a client
+ * sees it (DESIGN 2-3, docs/pomctl.md "fsck").
+ *
+ * It walks the namespace breadth-first from the root and checks:
+ *  (1) every directory lists to its end, each name once, with a cookie that
+ *      only grows (split-stable listing);
+ *  (2) every listed name is found again by a lookup, as the same inode and
+ *      type: the row sits in the slice the table's bitmap sends a lookup to
+ *      (bitmap/slice consistency);
+ *  (3) no directory has two names (directories are never hard-linked) and
+ *      every directory's table answers a listing;
+ *  (4) every non-directory's nlink equals the number of names it was found
+ *      under (hard links and their ILT rows, docs/client.md);
+ *  (5) a symlink's target is as long as its size says;
+ *  (6) with --data-check, every regular file reads to exactly its size (the
+ *      row's data checksum, or the blob tier's tracts, answer every byte).
+ * It changes nothing. Exit 0: clean; 1: problems (each printed) or the walk
+ * failed; 2: usage; 3: R2 unreachable.
+ *
+ * It sees the file system while others may change it: a name removed
+ * between its listing and its lookup is counted as "changed meanwhile", not
+ * as a problem. Run it on a quiet file system for a strict answer.
+ */
+#include "pomctl_i.h"
+
+#include "pomegranate.h"
+#include "xt_common.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ino_ent {
+    uint64_t ino;        /* 0: empty slot */
+    uint32_t names;      /* names the walk found it under */
+    uint32_t nlink;      /* as its attributes say */
+    mode_t mode;
+};
+
+struct fsck {
+    struct pomctl *ctl;
+    pom_fs *fs;
+    bool data_check;
+    uint64_t max_problems;
+    /* non-directories seen: open addressing on ino */
+    struct ino_ent *map;
+    size_t cap, used;
+    /* directories still to list (a queue) */
+    uint64_t *dirs;
+    size_t dhead, dtail, dcap;
+    /* the directory being listed */
+    uint64_t cur_dir, last_cookie;
+    char **names;        /* names of cur_dir, for the "listed twice" check */
+    size_t nnames, names_cap;
+    /* totals */
+    uint64_t ndirs, nfiles, nlinks, nother, bytes, changed, problems;
+};
+
+static void problem(struct fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(struct fsck *f, const char *fmt, ...)
+{
+    if (f->problems++ >= f->max_problems)
+        return;
+    /* With --json the one JSON document goes to stdout: problems to stderr. */
+    FILE *out = f->ctl->json ? stderr : stdout;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("PROBLEM: ", out);
+    vfprintf(out, fmt, ap);
+    fputc('\n', out);
+    va_end(ap);
+}
+
+static struct ino_ent *ino_slot(struct fsck *f, uint64_t ino)
+{
+    size_t i = (size_t)(ino * UINT64_C(0x9E3779B97F4A7C15) >> 17) & (f->cap - 1);
+    while (f->map[i].ino && f->map[i].ino != ino)
+        i = (i + 1) & (f->cap - 1);
+    return &f->map[i];
+}
+
+/* The entry of ino, added if new. NULL: out of memory. */
+static struct ino_ent *ino_get(struct fsck *f, uint64_t ino)
+{
+    if ((f->used + 1) * 4 > f->cap * 3) {
+        size_t ncap = f->cap ? f->cap * 2 : 1024;
+        struct ino_ent *old = f->map, *nm = xt_calloc(ncap, sizeof *nm);
+        if (!nm)
+            return NULL;
+        size_t ocap = f->cap;
+        f->map = nm;
+        f->cap = ncap;
+        for (size_t i = 0; i < ocap; i++)
+            if (old[i].ino)
+                *ino_slot(f, old[i].ino) = old[i];
+        xt_free(old);
+    }
+    struct ino_ent *e = ino_slot(f, ino);
+    if (!e->ino) {
+        e->ino = ino;
+        f->used++;
+    }
+    return e;
+}
+
+static int dir_push(struct fsck *f, uint64_t ino)
+{
+    if (f->dtail == f->dcap) {
+        if (f->dhead > 0) { /* slide the live part down before growing */
+            memmove(f->dirs, f->dirs + f->dhead, (f->dtail - f->dhead) * sizeof *f->dirs);
+            f->dtail -= f->dhead;
+            f->dhead = 0;
+        }
+        if (f->dtail == f->dcap) {
+            size_t ncap = f->dcap ? f->dcap * 2 : 256;
+            uint64_t *nd = xt_realloc(f->dirs, ncap * sizeof *nd);
+            if (!nd)
+                return -ENOMEM;
+            f->dirs = nd;
+            f->dcap = ncap;
+        }
+    }
+    f->dirs[f->dtail++] = ino;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Reads a regular file to its end; checks it gives exactly its size. */
+static void check_data(struct fsck *f, uint64_t dir, const char *name, const struct stat *st)
+{
+    pom_file *pf;
+    int rc = pom_file_open(f->fs, st->st_ino, O_RDONLY, &pf);
+    if (rc == -ENOENT || rc == -ESTALE) {
+        f->changed++;
+        return;
+    }
+    if (rc < 0) {
+        problem(f, "%llu/%s (inode %llu): cannot open: %s", (unsigned long long)dir, name,
+                (unsigned long long)st->st_ino, strerror(-rc));
+        return;
+    }
+    static char buf[1 << 20];
+    uint64_t total = 0;
+    ssize_t n;
+    while ((n = pom_read(pf, buf, sizeof buf, (off_t)total)) > 0)
+        total += (uint64_t)n;
+    if (n < 0)
+        problem(f, "%llu/%s (inode %llu): read at %llu: %s", (unsigned long long)dir, name,
+                (unsigned long long)st->st_ino, (unsigned long long)total, strerror((int)-n));
+    else if (total != (uint64_t)st->st_size)
+        problem(f, "%llu/%s (inode %llu): reads %llu bytes, size says %lld",
+                (unsigned long long)dir, name, (unsigned long long)st->st_ino,
+                (unsigned long long)total, (long long)st->st_size);
+    pom_release(pf);
+}
+
+/* One listed entry: checks (1), (2), (5), (6); records it for (3), (4). */
+static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t next)
+{
+    struct fsck *f = arg;
+    if (next <= f->last_cookie)
+        problem(f, "directory %llu: cookie went back from %llu to %llu at '%s'",
+                (unsigned long long)f->cur_dir, (unsigned long long)f->last_cookie,
+                (unsigned long long)next, name);
+    f->last_cookie = next;
+    if (f->nnames == f->names_cap) {
+        size_t ncap = f->names_cap ? f->names_cap * 2 : 256;
+        char **nn = xt_realloc(f->names, ncap * sizeof *nn);
+        if (!nn)
+            return -ENOMEM;
+        f->names = nn;
+        f->names_cap = ncap;
+    }
+    if (!(f->names[f->nnames] = xt_strdup(name)))
+        return -ENOMEM;
+    f->nnames++;
+
+    struct stat st;
+    int rc = pom_lookup(f->fs, f->cur_dir, name, &st);
+    if (rc == -ENOENT) {
+        f->changed++;
+        return 0;
+    }
+    if (rc < 0) {
+        problem(f, "directory %llu: '%s' is listed but its lookup fails: %s",
+                (unsigned long long)f->cur_dir, name, strerror(-rc));
+        return 0;
+    }
+    if (st.st_ino != ls->st_ino || (st.st_mode & S_IFMT) != (ls->st_mode & S_IFMT))
+        problem(f, "directory %llu: '%s' is listed as inode %llu (mode %o) but found as "
+                   "inode %llu (mode %o)",
+                (unsigned long long)f->cur_dir, name, (unsigned long long)ls->st_ino,
+                (unsigned)ls->st_mode, (unsigned long long)st.st_ino, (unsigned)st.st_mode);
+    if (S_ISDIR(st.st_mode)) {
+        f->ndirs++;
+        struct ino_ent *e = ino_get(f, st.st_ino);
+        if (!e) {
+            rc = -ENOMEM;
+        } else if (e->names++ > 0) {
+            problem(f, "directory inode %llu has more than one name (again as '%s' in %llu)",
+                    (unsigned long long)st.st_ino, name, (unsigned long long)f->cur_dir);
+        } else {
+            e->mode = st.st_mode;
+            if ((rc = dir_push(f, st.st_ino)) == 0)
+                return 0; /* keeps its lookup reference until it is listed */
+        }
+    } else {
+        struct ino_ent *e = ino_get(f, st.st_ino);
+        if (!e) {
+            rc = -ENOMEM;
+        } else {
+            if (e->names++ == 0) {
+                if (S_ISREG(st.st_mode)) {
+                    f->nfiles++;
+                    f->bytes += (uint64_t)st.st_size;
+                } else if (S_ISLNK(st.st_mode)) {
+                    f->nlinks++;
+                } else {
+                    f->nother++;
+                }
+            }
+            e->nlink = (uint32_t)st.st_nlink;
+            e->mode = st.st_mode;
+        }
+        if (S_ISLNK(st.st_mode)) {
+            char target[POM_SYMLINK_MAX + 1];
+            ssize_t n = pom_readlink(f->fs, st.st_ino, target, sizeof target);
+            if (n < 0 && n != -ENOENT)
+                problem(f, "symlink %llu/%s: readlink: %s", (unsigned long long)f->cur_dir,
+                        name, strerror((int)-n));
+            else if (n >= 0 && n != st.st_size)
+                problem(f, "symlink %llu/%s: target of %zd bytes, size says %lld",
+                        (unsigned long long)f->cur_dir, name, n, (long long)st.st_size);
+        } else if (S_ISREG(st.st_mode) && f->data_check && e && e->names == 1) {
+            check_data(f, f->cur_dir, name, &st);
+        }
+    }
+    pom_forget(f->fs, st.st_ino, 1);
+    return rc < 0 ? rc : 0;
+}
+
+static int list_dir(struct fsck *f, uint64_t dir)
+{
+    f->cur_dir = dir;
+    f->last_cookie = POM_COOKIE_START;
+    f->nnames = 0;
+    int rc;
+    do
+        rc = pom_readdir(f->fs, dir, f->last_cookie, 0, on_entry, f);
+    while (rc > 0);
+    if (rc == -ENOENT && dir != POM_ROOT_INO) {
+        f->changed++; /* removed since it was listed in its parent */
+        rc = 0;
+    } else if (rc < 0 && rc != -ENOMEM) {
+        problem(f, "directory %llu does not list: %s", (unsigned long long)dir, strerror(-rc));
+        rc = 0;
+    }
+    qsort(f->names, f->nnames, sizeof *f->names, cmp_str);
+    for (size_t i = 1; i < f->nnames; i++)
+        if (!strcmp(f->names[i], f->names[i - 1]))
+            problem(f, "directory %llu lists '%s' twice", (unsigned long long)dir, f->names[i]);
+    for (size_t i = 0; i < f->nnames; i++)
+        xt_free(f->names[i]);
+    f->nnames = 0;
+    if (dir != POM_ROOT_INO)
+        pom_forget(f->fs, dir, 1); /* the reference its lookup took (on_entry) */
+    return rc;
+}
+
+static int walk(struct fsck *f)
+{
+    int rc = dir_push(f, POM_ROOT_INO);
+    f->ndirs = 1;
+    while (rc == 0 && f->dhead < f->dtail)
+        rc = list_dir(f, f->dirs[f->dhead++]);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < f->cap; i++) {
+        const struct ino_ent *e = &f->map[i];
+        if (e->ino && !S_ISDIR(e->mode) && e->nlink != e->names)
+            problem(f, "inode %llu has nlink %u but %u names", (unsigned long long)e->ino,
+                    e->nlink, e->names);
+    }
+    return 0;
+}
+
+static void report(struct fsck *f, const char *fsname)
+{
+    if (f->ctl->json) {
+        pomctl_json_init(&f->ctl->js, stdout, true);
+        pomctl_json_obj_begin(&f->ctl->js, NULL);
+        pomctl_json_bool(&f->ctl->js, "ok", f->problems == 0);
+        pomctl_json_str(&f->ctl->js, "fs", fsname);
+        pomctl_json_u64(&f->ctl->js, "directories", f->ndirs);
+        pomctl_json_u64(&f->ctl->js, "files", f->nfiles);
+        pomctl_json_u64(&f->ctl->js, "symlinks", f->nlinks);
+        pomctl_json_u64(&f->ctl->js, "other", f->nother);
+        pomctl_json_u64(&f->ctl->js, "bytes", f->bytes);
+        pomctl_json_u64(&f->ctl->js, "changed_meanwhile", f->changed);
+        pomctl_json_u64(&f->ctl->js, "problems", f->problems);
+        pomctl_json_bool(&f->ctl->js, "data_checked", f->data_check);
+        pomctl_json_obj_end(&f->ctl->js);
+        pomctl_json_finish(&f->ctl->js);
+        f->ctl->json_done = true;
+        return;
+    }
+    printf("fsck %s: %llu directories, %llu files (%llu bytes), %llu symlinks, %llu other%s\n",
+           fsname, (unsigned long long)f->ndirs, (unsigned long long)f->nfiles,
+           (unsigned long long)f->bytes, (unsigned long long)f->nlinks,
+           (unsigned long long)f->nother, f->data_check ? "; every file read" : "");
+    if (f->changed)
+        printf("%llu names changed while it ran (not counted as problems)\n",
+               (unsigned long long)f->changed);
+    if (f->problems > f->max_problems)
+        printf("(%llu more problems not shown)\n",
+               (unsigned long long)(f->problems - f->max_problems));
+    printf(f->problems ? "%llu problems\n" : "clean\n", (unsigned long long)f->problems);
+}
+
+int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
+{
+    const char *fsname = "pomfs";
+    struct fsck f = { .ctl = ctl, .max_problems = 100 };
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--fs") && i + 1 < argc)
+            fsname = argv[++i];
+        else if (!strcmp(argv[i], "--data-check"))
+            f.data_check = true;
+        else if (!strcmp(argv[i], "--max-problems") && i + 1 < argc)
+            f.max_problems = strtoull(argv[++i], NULL, 10);
+        else
+            return pomctl_usage_err(ctl, "fsck", "unknown argument '%s'", argv[i]);
+    }
+    if (!pomctl_fs_name_ok(fsname))
+        return pomctl_usage_err(ctl, "fsck", "bad fs name '%s'", fsname);
+    int rc = pomctl_resolve_addrs(ctl);
+    if (rc)
+        return rc;
+    char addrs[POMCTL_MAX_ADDRS * XT_ADDR_MAX];
+    size_t off = 0;
+    for (size_t i = 0; i < ctl->naddrs; i++)
+        off += (size_t)snprintf(addrs + off, sizeof addrs - off, "%s%s", i ? "," : "",
+                                ctl->addrs[i]);
+    rc = pom_open(addrs, fsname, &f.fs);
+    if (rc < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "fsck %s", fsname);
+        if (rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH)
+            return pomctl_fail(ctl, rc, what, "is the cluster up? try: pomctl status");
+        return pomctl_fail(ctl, rc, what, NULL);
+    }
+    rc = walk(&f);
+    int code = POMCTL_OK;
+    if (rc < 0) {
+        fprintf(stderr, "pomctl: fsck %s: the walk stopped: %s\n", fsname, strerror(-rc));
+        code = POMCTL_EFAIL;
+    }
+    report(&f, fsname);
+    if (f.problems)
+        code = POMCTL_EFAIL;
+    pom_close(f.fs);
+    xt_free(f.map);
+    xt_free(f.dirs);
+    xt_free(f.names);
+    return code;
+}

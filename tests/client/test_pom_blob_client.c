@@ -1,0 +1,355 @@
+/*
+ * test_pom_blob_client.c -- large files through libpomegranate against real
+ * pom-mdsl + pom-mds processes (tests/common/pom_cluster) and a local blob
+ * tier in the test's folder:
+ *   - migration: 64 KiB inline, one more byte moves the file to tracts; the
+ *     bytes read back from a fresh connection (a "remount"); a connection
+ *     without a blob tier gets -EFBIG for it;
+ *   - truncate up across 64 KiB (inline -> blob, zeros) and down below it
+ *     (stays blob, bytes kept), O_TRUNC of a blob file;
+ *   - a sparse 1 GiB file: the middle reads zeros, st_blocks stays small;
+ *     writes at 2^40 work, at POM_FILE_MAX answer -EFBIG;
+ *   - fallocate: mode 0 migrates and extends, KEEP_SIZE keeps the size,
+ *     PUNCH_HOLE zeros, other modes -EOPNOTSUPP;
+ *   - unlink removes the tracts (at once, or at the last release of an open
+ *     file), and so does a rename over a blob file;
+ *   - fsync of a blob file, then SIGKILL of pom-mds and a restart: size and
+ *     bytes are there.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "pom_blob.h"
+#include "pom_cluster.h"
+#include "pom_proc.h"
+#include "pomegranate.h"
+#include "xt_common.h"
+
+#define FSID 9
+
+static struct pom_cluster C;
+static char blobdir[PATH_MAX];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (pom_cluster_init(&C, "blobc") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
+        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
+        return -1;
+    snprintf(blobdir, sizeof blobdir, "%s/blobs-a:%s/blobs-b", C.base, C.base);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    pom_cluster_destroy(&C);
+    return 0;
+}
+
+static pom_fs *conn(bool blob)
+{
+    pom_fs *fs = NULL;
+    assert_int_equal(pom_connect_mds(C.mds_addr, FSID, &fs), 0);
+    if (blob)
+        assert_int_equal(pom_set_blob(fs, "local", blobdir), 0);
+    return fs;
+}
+
+/* Tract files of uuid, counted by the store's own stat. */
+static uint64_t tracts_of(uint64_t uuid, uint64_t *alloc)
+{
+    struct pom_blob_conf c = { .path = blobdir, .fsid = FSID };
+    pom_blob *b;
+    assert_int_equal(pom_blob_open(&c, &b), 0);
+    struct pom_blob_stat st;
+    assert_int_equal(pom_blob_stat(b, uuid, &st), 0);
+    pom_blob_close(b);
+    if (alloc)
+        *alloc = st.alloc_bytes;
+    return st.tracts;
+}
+
+static void fill(uint8_t *b, size_t n, unsigned seed)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = (uint8_t)((i * 131 + seed * 7 + (i >> 9)) & 0xff);
+}
+
+static pom_ino fresh_dir(pom_fs *fs, const char *name)
+{
+    struct stat st;
+    assert_int_equal(pom_mkdir(fs, POM_ROOT_INO, name, 0755, NULL, &st), 0);
+    return st.st_ino;
+}
+
+static void read_all(pom_fs *fs, pom_ino ino, uint8_t *buf, size_t n)
+{
+    pom_file *f;
+    assert_int_equal(pom_file_open(fs, ino, O_RDONLY, &f), 0);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pom_read(f, buf + got, XT_MIN(n - got, (size_t)(1u << 20)), (off_t)got);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+    uint8_t extra;
+    assert_int_equal(pom_read(f, &extra, 1, (off_t)n), 0);
+    assert_int_equal(pom_release(f), 0);
+}
+
+static void test_migration_and_remount(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "mig");
+    const size_t n = 10u << 20;
+    uint8_t *data = malloc(n), *got = malloc(n);
+    assert_non_null(data);
+    assert_non_null(got);
+    fill(data, n, 1);
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, "f", 0644, O_RDWR, NULL, &st, &f), 0);
+    pom_ino ino = st.st_ino;
+    assert_int_equal(pom_write(f, data, POM_INLINE_MAX, 0), POM_INLINE_MAX);
+    assert_int_equal(pom_flush(f), 0);
+    assert_int_equal(tracts_of(ino, NULL), 0); /* still inline */
+    assert_int_equal(pom_write(f, data + POM_INLINE_MAX, 1, POM_INLINE_MAX), 1);
+    assert_int_equal(tracts_of(ino, NULL), 1); /* migrated */
+    for (size_t off = POM_INLINE_MAX + 1; off < n; off += 1u << 20) {
+        size_t k = XT_MIN(n - off, (size_t)(1u << 20));
+        assert_int_equal(pom_write(f, data + off, k, (off_t)off), (ssize_t)k);
+    }
+    assert_int_equal(pom_read(f, got, 100, POM_INLINE_MAX - 50), 100);
+    assert_memory_equal(got, data + POM_INLINE_MAX - 50, 100);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(tracts_of(ino, NULL), 3); /* 10 MiB in 4 MiB tracts */
+    assert_int_equal(pom_getattr(fs, ino, &st), 0);
+    assert_int_equal(st.st_size, (off_t)n);
+    pom_forget(fs, ino, 1);
+    pom_close(fs);
+
+    /* A fresh connection ("remount"). */
+    fs = conn(true);
+    assert_int_equal(pom_lookup(fs, POM_ROOT_INO, "mig", &st), 0);
+    assert_int_equal(pom_lookup(fs, st.st_ino, "f", &st), 0);
+    assert_int_equal(st.st_size, (off_t)n);
+    read_all(fs, st.st_ino, got, n);
+    assert_memory_equal(got, data, n);
+    pom_close(fs);
+
+    /* Without a blob tier the file cannot be opened, but is still listed. */
+    fs = conn(false);
+    assert_int_equal(pom_lookup(fs, POM_ROOT_INO, "mig", &st), 0);
+    assert_int_equal(pom_lookup(fs, st.st_ino, "f", &st), 0);
+    assert_int_equal(pom_file_open(fs, st.st_ino, O_RDONLY, &f), -EFBIG);
+    pom_close(fs);
+    free(data);
+    free(got);
+}
+
+static void test_truncate_both_ways(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "trunc");
+    uint8_t data[5000], got[200000];
+    fill(data, sizeof data, 2);
+    struct stat st, in;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, "t", 0644, O_RDWR, NULL, &st, &f), 0);
+    pom_ino ino = st.st_ino;
+    assert_int_equal(pom_write(f, data, sizeof data, 0), (ssize_t)sizeof data);
+    assert_int_equal(pom_release(f), 0);
+    /* Up across 64 KiB (not open): inline -> blob, zeros after the data. */
+    memset(&in, 0, sizeof in);
+    in.st_size = 200000;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_SIZE, &st), 0);
+    assert_int_equal(st.st_size, 200000);
+    read_all(fs, ino, got, 200000);
+    assert_memory_equal(got, data, sizeof data);
+    for (size_t i = sizeof data; i < 200000; i++)
+        assert_int_equal(got[i], 0);
+    assert_int_equal(tracts_of(ino, NULL), 1);
+    /* Down below 64 KiB while open: stays in tracts, bytes kept. */
+    assert_int_equal(pom_file_open(fs, ino, O_RDWR, &f), 0);
+    in.st_size = 3000;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_SIZE, &st), 0);
+    assert_int_equal(st.st_size, 3000);
+    assert_int_equal(pom_read(f, got, sizeof got, 0), 3000);
+    assert_memory_equal(got, data, 3000);
+    assert_int_equal(pom_release(f), 0);
+    read_all(fs, ino, got, 3000);
+    assert_memory_equal(got, data, 3000);
+    /* Up again: the cut bytes are zeros, not the old ones. */
+    in.st_size = 5000;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_SIZE, &st), 0);
+    read_all(fs, ino, got, 5000);
+    assert_memory_equal(got, data, 3000);
+    for (size_t i = 3000; i < 5000; i++)
+        assert_int_equal(got[i], 0);
+    /* O_TRUNC of a blob file, then a small write. */
+    assert_int_equal(pom_file_open(fs, ino, O_RDWR | O_TRUNC, &f), 0);
+    assert_int_equal(pom_write(f, "hello", 5, 0), 5);
+    assert_int_equal(pom_release(f), 0);
+    read_all(fs, ino, got, 5);
+    assert_memory_equal(got, "hello", 5);
+    /* Past the limits. */
+    in.st_size = (off_t)POM_FILE_MAX + 1;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_SIZE, NULL), -EFBIG);
+    pom_forget(fs, ino, 1);
+    pom_close(fs);
+}
+
+static void test_sparse_and_limits(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "sparse");
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, "s", 0644, O_RDWR, NULL, &st, &f), 0);
+    pom_ino ino = st.st_ino;
+    struct stat in = { .st_size = 1 << 30 };
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_SIZE, NULL), 0);
+    assert_int_equal(pom_write(f, "end", 3, (1 << 30) - 3), 3);
+    uint8_t buf[65536], z[65536] = { 0 };
+    assert_int_equal(pom_read(f, buf, sizeof buf, 500 << 20), (ssize_t)sizeof buf);
+    assert_memory_equal(buf, z, sizeof buf);
+    assert_int_equal(pom_read(f, buf, 10, (1 << 30) - 3), 3);
+    assert_memory_equal(buf, "end", 3);
+    assert_int_equal(pom_flush(f), 0);
+    assert_int_equal(pom_getattr(fs, ino, &st), 0);
+    assert_int_equal(st.st_size, 1 << 30);
+    assert_true(st.st_blocks < 2048); /* under 1 MiB really allocated */
+    /* 2^40 works (sparse); POM_FILE_MAX is the end. */
+    assert_int_equal(pom_write(f, "far", 3, (off_t)1 << 40), 3);
+    assert_int_equal(pom_read(f, buf, 3, (off_t)1 << 40), 3);
+    assert_memory_equal(buf, "far", 3);
+    assert_int_equal(pom_write(f, "x", 1, (off_t)POM_FILE_MAX), -EFBIG);
+    assert_int_equal(pom_write(f, "xy", 2, (off_t)POM_FILE_MAX - 1), 1);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(pom_getattr(fs, ino, &st), 0);
+    assert_int_equal(st.st_size, (off_t)POM_FILE_MAX);
+    assert_int_equal(pom_unlink(fs, dir, "s"), 0);
+    assert_int_equal(tracts_of(ino, NULL), 0);
+    pom_forget(fs, ino, 1);
+    pom_close(fs);
+}
+
+static void test_fallocate(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "falloc");
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, "a", 0644, O_RDWR, NULL, &st, &f), 0);
+    pom_ino ino = st.st_ino;
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), -EOPNOTSUPP);
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_PUNCH_HOLE, 0, 4096), -EOPNOTSUPP);
+    assert_int_equal(pom_fallocate(f, 0, 0, 1000), 0); /* inline: extends */
+    assert_int_equal(pom_flush(f), 0);
+    assert_int_equal(pom_getattr(fs, ino, &st), 0);
+    assert_int_equal(st.st_size, 1000);
+    assert_int_equal(tracts_of(ino, NULL), 0);
+    assert_int_equal(pom_write(f, "abcdefgh", 8, 100), 8);
+    assert_int_equal(pom_fallocate(f, 0, 0, 5 << 20), 0); /* migrates */
+    uint64_t alloc;
+    assert_int_equal(tracts_of(ino, &alloc), 2);
+    assert_true(alloc >= (5u << 20));
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_KEEP_SIZE, 5 << 20, 1 << 20), 0);
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 102, 2), 0);
+    assert_int_equal(pom_flush(f), 0);
+    assert_int_equal(pom_getattr(fs, ino, &st), 0);
+    assert_int_equal(st.st_size, 5 << 20);
+    uint8_t buf[8];
+    assert_int_equal(pom_read(f, buf, 8, 100), 8);
+    assert_memory_equal(buf, "ab\0\0efgh", 8);
+    /* Unlinked while open: the tracts stay until the last release. */
+    assert_int_equal(pom_unlink(fs, dir, "a"), 0);
+    assert_int_equal(tracts_of(ino, NULL), 2);
+    assert_int_equal(pom_read(f, buf, 8, 100), 8);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(tracts_of(ino, NULL), 0);
+    pom_forget(fs, ino, 1);
+    pom_close(fs);
+}
+
+static void test_rename_over_and_fsync_crash(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "ren");
+    const size_t n = 3u << 20;
+    uint8_t *data = malloc(n), *got = malloc(n);
+    assert_non_null(data);
+    assert_non_null(got);
+    fill(data, n, 3);
+    struct stat st, st2;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, "victim", 0644, O_RDWR, NULL, &st, &f), 0);
+    assert_int_equal(pom_write(f, data, n, 0), (ssize_t)n);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(tracts_of(st.st_ino, NULL), 1);
+    assert_int_equal(pom_create(fs, dir, "new", 0644, O_RDWR, NULL, &st2, &f), 0);
+    fill(data, n, 4);
+    assert_int_equal(pom_write(f, data, n, 0), (ssize_t)n);
+    assert_int_equal(pom_fsync(f, 0), 0);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(pom_rename(fs, dir, "new", dir, "victim", 0), 0);
+    assert_int_equal(tracts_of(st.st_ino, NULL), 0); /* the replaced file's */
+    assert_int_equal(tracts_of(st2.st_ino, NULL), 1);
+    pom_forget(fs, st.st_ino, 1);
+    pom_forget(fs, st2.st_ino, 1);
+    /* What fsync acknowledged survives an MDS SIGKILL. */
+    assert_int_equal(pom_create(fs, dir, "synced", 0644, O_RDWR, NULL, &st, &f), 0);
+    assert_int_equal(pom_write(f, data, n, 0), (ssize_t)n);
+    assert_int_equal(pom_fsync(f, 0), 0);
+    assert_int_equal(pom_release(f), 0);
+    pom_forget(fs, st.st_ino, 1);
+    pom_close(fs);
+    pom_proc_kill(C.mds, SIGKILL);
+    pom_proc_wait(C.mds, 10000, NULL);
+    C.mds = 0;
+    assert_int_equal(pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL), 0);
+    fs = conn(true);
+    assert_int_equal(pom_lookup(fs, POM_ROOT_INO, "ren", &st), 0);
+    pom_ino d2 = st.st_ino;
+    assert_int_equal(pom_lookup(fs, d2, "synced", &st), 0);
+    assert_int_equal(st.st_size, (off_t)n);
+    read_all(fs, st.st_ino, got, n);
+    assert_memory_equal(got, data, n);
+    assert_int_equal(pom_lookup(fs, d2, "victim", &st), 0);
+    read_all(fs, st.st_ino, got, n);
+    assert_memory_equal(got, data, n);
+    pom_close(fs);
+    free(data);
+    free(got);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_migration_and_remount),
+        cmocka_unit_test(test_truncate_both_ways),
+        cmocka_unit_test(test_sparse_and_limits),
+        cmocka_unit_test(test_fallocate),
+        cmocka_unit_test(test_rename_over_and_fsync_crash),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

@@ -1,0 +1,337 @@
+#!/usr/bin/env python3
+"""pom_crash.py -- the crash harness (issue 8): kill a daemon at a random
+moment under a workload on a real mount, restart it, and check that nothing
+durable was lost and nothing is torn.
+
+    pom_crash.py --pomctl build/r2/pomctl [--kills N] [--seed S] [--targets mds,mdsl,r2,pomfs]
+
+One `pomctl up --mount` cluster (R2, MDSL, MDS, pomfs; sticky ports, so a
+restarted daemon comes back where its peers look for it) in a temporary
+folder. Each round:
+
+  1. a worker process runs a seeded random mix on the mount -- create or
+     overwrite a file (0 B..16 KiB, sometimes 80..300 KiB), fsync it or not,
+     rename (also over an existing name, also across folders), unlink,
+     fsync of a folder -- and appends to a journal, before each operation, which paths
+     it may touch ("intent") and, after it returned, what it did;
+  2. after a random delay the harness SIGKILLs the chosen daemon (R2, MDS,
+     MDSL or pomfs itself, by the pid `pomctl up` recorded), then the worker;
+  3. `pomctl up --mount` restarts what is missing (a killed pomfs leaves a
+     dead mount: it is lazily unmounted first);
+  4. the check, against the journal: every path whose content was made
+     durable (its fsync, or a folder's fsync, returned) and that no later operation
+     touched is present with exactly that content ("lost" otherwise); every
+     file present has content that some write produced in full, or is empty
+     (an O_TRUNC may have landed) ("torn" otherwise); no name appears that
+     the workload never used.
+  5. `pomctl fsck`, when pomctl has it, must report the fs clean.
+  The state found becomes the model of the next round (after a sync).
+
+Prints `kills: N, lost: L, torn: T` and exits 1 unless both are 0.
+Daemons and the mount are stopped by pid (`pomctl down`) on every exit.
+"""
+import argparse
+import hashlib
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+DIRS = ["d0", "d1", "d2"]
+NAMES = [f"f{i}" for i in range(24)]
+
+
+def h(b):
+    return hashlib.sha256(b).hexdigest()[:32]
+
+
+def dirsync(path):
+    """fsync of a folder: pomfs makes every acknowledged change durable
+    (one commit group holds them all: docs/client.md). syncfs(2) and sync(2)
+    cannot be used on a FUSE mount: the kernel sends the file system no
+    request for them (only virtiofs gets FUSE_SYNCFS)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# ---- the worker (a child process) -------------------------------------------
+
+def worker(mnt, journal, seed, big):
+    rnd = random.Random(seed)
+    jfd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def log(*f):
+        os.write(jfd, (" ".join(f) + "\n").encode())
+
+    def rpath():
+        return f"{rnd.choice(DIRS)}/{rnd.choice(NAMES)}"
+
+    while True:
+        op = rnd.random()
+        try:
+            if op < 0.55:
+                p = rpath()
+                n = rnd.randint(0, 16384)
+                if big and rnd.random() < 0.08:
+                    n = rnd.randint(80 << 10, 300 << 10)
+                data = rnd.randbytes(n)
+                log("I", p, h(data))           # intent: p may now hold data
+                fd = os.open(os.path.join(mnt, p), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    os.write(fd, data)
+                    if rnd.random() < 0.5:
+                        os.fsync(fd)
+                        log("F", p, h(data))   # durable
+                    else:
+                        log("W", p, h(data))
+                finally:
+                    os.close(fd)
+            elif op < 0.75:
+                a, b = rpath(), rpath()
+                if a == b:
+                    continue
+                log("IR", a, b)
+                os.rename(os.path.join(mnt, a), os.path.join(mnt, b))
+                log("R", a, b)
+            elif op < 0.9:
+                p = rpath()
+                log("IU", p)
+                os.unlink(os.path.join(mnt, p))
+                log("U", p)
+            else:
+                log("IS")
+                dirsync(os.path.join(mnt, rnd.choice(DIRS)))
+                log("S")
+        except FileNotFoundError:
+            log("E", "ENOENT")
+        except OSError as e:
+            log("E", e.strerror.replace(" ", "_") if e.strerror else "OSError")
+            time.sleep(0.02)
+
+
+# ---- the model ---------------------------------------------------------------
+
+class Model:
+    """What the mount must show after a crash.
+
+    cur:      path -> content hash, as the acknowledged operations left it
+    durable:  path -> content hash (None: durably absent), as of the last
+              point each path was made durable
+    touched:  paths an operation may have changed after their durable point
+    seen:     every content hash ever written (plus the empty file)
+    """
+
+    def __init__(self, state):
+        self.cur = dict(state)
+        self.durable = {p: state.get(p) for p in self.all_paths()}
+        self.touched = set()
+        self.seen = set(state.values()) | {h(b"")}
+
+    @staticmethod
+    def all_paths():
+        return [f"{d}/{n}" for d in DIRS for n in NAMES]
+
+    def apply(self, line):
+        f = line.split()
+        if not f:
+            return
+        k = f[0]
+        if k == "I":
+            self.touched.add(f[1])
+            self.seen.add(f[2])
+        elif k in ("W", "F"):
+            self.cur[f[1]] = f[2]
+            if k == "F":
+                self.durable[f[1]] = f[2]
+                self.touched.discard(f[1])
+        elif k == "IR":
+            self.touched.update((f[1], f[2]))
+        elif k == "R":
+            if f[1] in self.cur:
+                self.cur[f[2]] = self.cur.pop(f[1])
+        elif k == "IU":
+            self.touched.add(f[1])
+        elif k == "U":
+            self.cur.pop(f[1], None)
+        elif k == "S":  # a folder's fsync returned: all acknowledged is durable
+            self.durable = {p: self.cur.get(p) for p in self.all_paths()}
+            # an operation begun but not acknowledged before the syncfs
+            # returned cannot be in flight: the worker is sequential
+            self.touched = set()
+
+
+def read_state(mnt):
+    st = {}
+    for d in DIRS:
+        for n in os.listdir(os.path.join(mnt, d)):
+            p = f"{d}/{n}"
+            with open(os.path.join(mnt, p), "rb") as fh:
+                st[p] = h(fh.read())
+    return st
+
+
+# ---- the harness -------------------------------------------------------------
+
+class Cluster:
+    def __init__(self, pomctl, tmp):
+        self.pomctl = pomctl
+        self.data = os.path.join(tmp, "data")
+        self.mnt = os.path.join(tmp, "mnt")
+        os.makedirs(self.mnt)
+
+    def up(self):
+        r = subprocess.run([self.pomctl, "up", "--data", self.data, "--mount", self.mnt],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
+        if r.returncode != 0:
+            raise RuntimeError(f"pomctl up failed ({r.returncode}):\n{r.stdout}")
+
+    def down(self):
+        subprocess.run(["fusermount3", "-u", "-z", self.mnt], stderr=subprocess.DEVNULL)
+        subprocess.run([self.pomctl, "down", "--data", self.data],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+
+    def pid(self, daemon):
+        with open(os.path.join(self.data, "run", daemon + ".pid")) as fh:
+            return int(fh.readline())
+
+    def fsck(self):
+        """(ran, clean, output) of `pomctl fsck` if pomctl has it."""
+        r = subprocess.run([self.pomctl, "--data", self.data, "fsck"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=300)
+        if r.returncode == 2 and "unknown command" in r.stdout:
+            return False, True, r.stdout
+        return True, r.returncode == 0, r.stdout
+
+
+DAEMON = {"mds": "pom-mds", "mdsl": "pom-mdsl", "r2": "pom-r2", "pomfs": "pomfs"}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--pomctl", required=True)
+    ap.add_argument("--kills", type=int, default=int(os.environ.get("POM_CRASH_KILLS", "50")))
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("XT_SEED", "0")) or None)
+    ap.add_argument("--targets", default="mds,mdsl,r2,pomfs")
+    ap.add_argument("--big", action="store_true", help="also files past the inline limit")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the folder of a failed run")
+    a = ap.parse_args()
+    if os.environ.get("POM_TEST_LONG") == "1":
+        a.kills *= 10
+    if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
+        print("SKIP: no /dev/fuse or fusermount3")
+        return 77
+    seed = a.seed if a.seed is not None else random.randrange(1 << 30)
+    print(f"seed {seed} (XT_SEED={seed} to repeat)", flush=True)
+    rnd = random.Random(seed)
+    targets = a.targets.split(",")
+    tmp = tempfile.mkdtemp(prefix="pom-crash.")
+    cl = Cluster(os.path.realpath(a.pomctl), tmp)
+    kills = lost = torn = stray = fsck_bad = fsck_runs = 0
+    counts = {t: 0 for t in targets}
+    ok = False
+    try:
+        cl.up()
+        for d in DIRS:
+            os.mkdir(os.path.join(cl.mnt, d))
+        dirsync(cl.mnt)
+        model = Model({})
+        journal = os.path.join(tmp, "journal")
+        t_start = time.time()
+        for rnd_no in range(a.kills):
+            open(journal, "w").close()
+            wpid = os.fork()
+            if wpid == 0:
+                try:
+                    worker(cl.mnt, journal, rnd.randrange(1 << 30), a.big)
+                finally:
+                    os._exit(0)
+            time.sleep(rnd.uniform(0.05, 0.8))
+            target = rnd.choice(targets)
+            try:
+                os.kill(cl.pid(DAEMON[target]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            kills += 1
+            counts[target] += 1
+            time.sleep(rnd.uniform(0.0, 0.3))
+            # The worker may sit in a FUSE request already sent to pomfs,
+            # which the kernel lets no signal interrupt: it dies once pomfs
+            # answers, i.e. once the killed daemon is back. So restart first.
+            os.kill(wpid, signal.SIGKILL)
+            if target == "pomfs":
+                subprocess.run(["fusermount3", "-u", "-z", cl.mnt], stderr=subprocess.DEVNULL)
+            t_up = time.time()
+            cl.up()
+            t_up = time.time() - t_up
+            t_w = time.time()
+            os.waitpid(wpid, 0)
+            t_w = time.time() - t_w
+            with open(journal) as fh:
+                for line in fh:
+                    model.apply(line)
+            t_r = time.time()
+            state = read_state(cl.mnt)
+            t_r = time.time() - t_r
+            for p, want in model.durable.items():
+                if p in model.touched:
+                    continue
+                got = state.get(p)
+                if got != want:
+                    lost += 1
+                    print(f"LOST round {rnd_no} ({target} killed): {p}: want "
+                          f"{want or 'absent'}, got {got or 'absent'}", flush=True)
+            for p, got in state.items():
+                if p not in model.durable:
+                    stray += 1
+                    print(f"STRAY round {rnd_no}: {p} was never written", flush=True)
+                elif got not in model.seen:
+                    torn += 1
+                    print(f"TORN round {rnd_no} ({target} killed): {p}: {got}", flush=True)
+            ran, clean, out = cl.fsck()
+            if ran:
+                fsck_runs += 1
+                if not clean:
+                    fsck_bad += 1
+                    print(f"FSCK round {rnd_no} ({target} killed):\n{out}", flush=True)
+            t_s = time.time()
+            dirsync(cl.mnt)
+            t_s = time.time() - t_s
+            model = Model(state)
+            if a.verbose:
+                print(f"round {rnd_no}: killed {target}; up {t_up:.1f} s, then worker "
+                      f"gone in {t_w:.1f} s, read {t_r:.1f} s, sync {t_s:.1f} s; {len(state)} files",
+                      flush=True)
+        took = time.time() - t_start
+        print(f"kills by target: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
+        print(f"fsck runs: {fsck_runs}, not clean: {fsck_bad}" if fsck_runs else
+              "fsck: pomctl has no fsck command yet")
+        print(f"{kills} kills in {took:.0f} s")
+        print(f"kills: {kills}, lost: {lost}, torn: {torn}, stray: {stray}", flush=True)
+        ok = lost == 0 and torn == 0 and stray == 0 and fsck_bad == 0
+    except Exception as e:  # a daemon that does not come back is a failure too
+        print(f"FAIL: {e}", flush=True)
+        logs = os.path.join(cl.data, "logs")
+        if os.path.isdir(logs):
+            for f in sorted(os.listdir(logs)):
+                with open(os.path.join(logs, f), errors="replace") as fh:
+                    print(f"--- {f} (tail)\n" + "".join(fh.readlines()[-15:]))
+    finally:
+        cl.down()
+        if ok or not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            print(f"kept {tmp}")
+    print(f"{1 if ok else 0} passed, {0 if ok else 1} failed")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+# pomfs_lib.sh -- sourced by the mount tests that run a whole cluster:
+# `pomctl up` (R2 + MDSL + MDS from the build tree, free ports, its own
+# folder under a fresh temporary directory), any number of pomfs mounts of
+# the default fs, checks that count, and a trap that unmounts, stops every
+# pomfs by pid and the cluster with `pomctl down` (which stops by pid too),
+# then removes the folder.
+#
+#   . pomfs_lib.sh POMCTL POMFS     sets T (scratch folder), R2 (address)
+#   pl_mount DIR [OPTS]             mounts fs "pomfs" at DIR (pid recorded)
+#   pl_umount DIR                   unmounts, checks pomfs exited 0
+#   ok DESC CMD... / nok DESC ERRTEXT CMD... / eq DESC GOT WANT
+#   pl_done                         prints "N passed, N failed", exits
+# Exits 77 (skip) when FUSE cannot be used here.
+set -u
+POMCTL=$(realpath "$1"); POMFS=$(realpath "$2")
+if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+    echo "SKIP: no /dev/fuse or no fusermount3"
+    exit 77
+fi
+export TZ=UTC LC_ALL=C
+T=$(mktemp -d "${TMPDIR:-/tmp}/pomfs-test.XXXXXX")
+PASS=0 FAIL=0
+declare -A PL_PID=()
+
+pl_cleanup() {
+    local m
+    for m in "${!PL_PID[@]}"; do
+        mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
+        kill -9 "${PL_PID[$m]}" 2>/dev/null
+        wait "${PL_PID[$m]}" 2>/dev/null
+    done
+    "$POMCTL" down --data "$T/data" >/dev/null 2>&1
+    rm -rf "$T"
+}
+trap pl_cleanup EXIT
+trap 'exit 1' TERM INT HUP
+
+ok() { # description command...: the command must succeed
+    local d=$1; shift
+    if "$@" >>"$T/cmd.log" 2>&1; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $d"; tail -3 "$T/cmd.log"; fi
+}
+nok() { # description errno-text command...: must fail, saying errno-text
+    local d=$1 e=$2; shift 2
+    local out
+    if out=$("$@" 2>&1); then
+        FAIL=$((FAIL+1)); echo "FAIL (succeeded): $d"
+    elif [ -n "$e" ] && ! grep -qE "$e" <<<"$out"; then
+        FAIL=$((FAIL+1)); echo "FAIL (wrong error '$out', want '$e'): $d"
+    else
+        PASS=$((PASS+1))
+    fi
+}
+eq() { # description got want
+    if [ "$2" == "$3" ]; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $1: got '$2', want '$3'"; fi
+}
+
+pl_mount() { # dir [extra -o options]
+    local m=$1 o=${2:-}
+    mkdir -p "$m"
+    "$POMFS" "$R2" "$m" -f -o "fs=pomfs${o:+,$o}" >>"$T/pomfs.log" 2>&1 &
+    PL_PID[$m]=$!
+    local i
+    for i in $(seq 300); do
+        mountpoint -q "$m" && return 0
+        kill -0 "${PL_PID[$m]}" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "pomfs did not mount $m:"; tail -20 "$T/pomfs.log"
+    if grep -qi "permission\|fuse: device not found\|Operation not permitted" "$T/pomfs.log"; then
+        echo "SKIP: FUSE mounts are not allowed here"; exit 77
+    fi
+    exit 1
+}
+pl_umount() { # dir
+    local m=$1
+    fusermount3 -u "$m" || { echo "FAIL: unmount $m"; FAIL=$((FAIL+1)); return 1; }
+    wait "${PL_PID[$m]}"
+    eq "pomfs of $m exit status" "$?" "0"
+    unset "PL_PID[$m]"
+}
+pl_done() {
+    echo "$PASS passed, $FAIL failed"
+    [ "$FAIL" = 0 ] && exit 0
+    echo "--- pomfs log (tail)"; tail -20 "$T/pomfs.log" 2>/dev/null
+    exit 1
+}
+
+if ! "$POMCTL" up --data "$T/data" >"$T/up.log" 2>&1; then
+    echo "pomctl up failed:"; cat "$T/up.log"; exit 1
+fi
+R2=$(cat "$T/data/r2.addr")

@@ -1,0 +1,391 @@
+/*
+ * test_mds_atomic.c -- atomic multi-row batches (mds_table_atomic,
+ * mds_table.h invariant 5): argument errors with the failing index,
+ * all-or-nothing under a failing precondition at a random position,
+ * creates that need splits, a stress of threads running conflicting
+ * batches (transfers between accounts and moves of accounts between two
+ * tables, keeping the sum and "every account in exactly one table") while
+ * groups close every few ms, and crashes at random points of the commit
+ * protocol after which the recovered (committed) state still keeps both
+ * invariants: no commit group ever holds half a batch.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "mds_test_env.h"
+
+static uint64_t g_seed;
+
+#define T1 700u
+#define T2 701u
+
+static void acct_name(char *buf, unsigned k)
+{
+    snprintf(buf, 32, "acct-%u", k);
+}
+
+/* Balance change of an UPDATE: fails with -ERANGE below zero. */
+struct delta {
+    int64_t by;
+};
+
+static int add_fn(void *arg, const void *old, size_t old_len, uint8_t **out, size_t *out_len)
+{
+    const struct delta *d = arg;
+    uint64_t id, bal;
+    if (!tu_row_ok(old, old_len, &id, &bal))
+        return -EBADMSG;
+    if (d->by < 0 && bal < (uint64_t)-d->by)
+        return -ERANGE;
+    size_t len;
+    uint8_t *r = tu_row(id, bal + (uint64_t)d->by, (size_t)(bal % 13), &len);
+    *out = xt_malloc(len);
+    if (!*out) {
+        free(r);
+        return -ENOMEM;
+    }
+    memcpy(*out, r, len);
+    *out_len = len;
+    free(r);
+    return 0;
+}
+
+/* Check: the row's balance must be `want`. */
+static int bal_check(void *arg, const void *row, size_t len)
+{
+    uint64_t id, bal;
+    if (!tu_row_ok(row, len, &id, &bal))
+        return -EBADMSG;
+    return bal == *(const uint64_t *)arg ? 0 : -ESTALE;
+}
+
+static struct mds_aop aop(int type, uint64_t table, const char *name)
+{
+    struct mds_aop o;
+    memset(&o, 0, sizeof o);
+    o.type = type;
+    o.fsid = 1;
+    o.table = table;
+    o.name = name;
+    o.name_len = strlen(name);
+    return o;
+}
+
+static void test_args(void **state)
+{
+    (void)state;
+    struct tenv v = { .interval_ms = 5, .split = 8 };
+    assert_int_equal(tenv_start(&v), 0);
+    uint64_t gen;
+    assert_int_equal(mds_table_mktable(v.t, 1, T1, &gen), 0);
+    struct mds_aop ops[MDS_ATOMIC_MAX + 1];
+    char names[MDS_ATOMIC_MAX + 1][32];
+    size_t len;
+    uint8_t *r = tu_row(1, 5, 3, &len);
+    for (unsigned i = 0; i <= MDS_ATOMIC_MAX; i++) {
+        acct_name(names[i], i);
+        ops[i] = aop(MDS_AOP_CREATE, T1, names[i]);
+        ops[i].row = r;
+        ops[i].row_len = len;
+    }
+    size_t failed = 99;
+    assert_int_equal(mds_table_atomic(v.t, ops, 0, &failed, &gen), -EINVAL);
+    assert_int_equal(mds_table_atomic(v.t, ops, MDS_ATOMIC_MAX + 1, &failed, &gen), -EINVAL);
+    /* The same row twice: the second is named. */
+    struct mds_aop dup[3] = { ops[0], ops[1], ops[0] };
+    assert_int_equal(mds_table_atomic(v.t, dup, 3, &failed, &gen), -EINVAL);
+    assert_int_equal(failed, 2);
+    struct mds_aop bad[2] = { ops[0], ops[1] };
+    bad[1].name_len = 0;
+    assert_int_equal(mds_table_atomic(v.t, bad, 2, &failed, &gen), -EINVAL);
+    assert_int_equal(failed, 1);
+    bad[1] = ops[1];
+    bad[1].type = MDS_AOP_UPDATE; /* no fn */
+    assert_int_equal(mds_table_atomic(v.t, bad, 2, &failed, &gen), -EINVAL);
+    assert_int_equal(failed, 1);
+    bad[1] = ops[1];
+    bad[1].table = 9999; /* no such table */
+    assert_int_equal(mds_table_atomic(v.t, bad, 2, &failed, &gen), -ENOENT);
+    assert_int_equal(failed, 1);
+    uint64_t id, seq;
+    assert_int_equal(tenv_get(&v, T1, names[0], &id, &seq), 0);
+    /* 16 creates into a table whose slices hold 8: splits, then all in. */
+    assert_int_equal(mds_table_atomic(v.t, ops, MDS_ATOMIC_MAX, &failed, &gen), 0);
+    for (unsigned i = 0; i < MDS_ATOMIC_MAX; i++)
+        assert_int_equal(tenv_get(&v, T1, names[i], &id, &seq), 1);
+    free(r);
+    tenv_fini(&v);
+}
+
+/* A batch whose op `bad` fails changes nothing, whatever the position. */
+static void test_all_or_nothing(void **state)
+{
+    (void)state;
+    struct tenv v = { .interval_ms = 2, .split = 6 };
+    assert_int_equal(tenv_start(&v), 0);
+    uint64_t gen, s = g_seed;
+    assert_int_equal(mds_table_mktable(v.t, 1, T1, &gen), 0);
+    enum { K = 40 };
+    char names[K][32];
+    uint64_t bal[K];
+    for (unsigned k = 0; k < K; k++) {
+        acct_name(names[k], k);
+        bal[k] = k % 2 == 0 ? 100 : 0;
+        if (k % 2 == 0) /* odd accounts start absent */
+            assert_int_equal(tenv_put(&v, T1, names[k], k, 100, &gen), 0);
+    }
+    for (int iter = 0; iter < 400; iter++) {
+        size_t n = 1 + tu_rand(&s) % MDS_ATOMIC_MAX;
+        size_t bad = tu_rand(&s) % (n + 1); /* n: no failing op */
+        struct mds_aop ops[MDS_ATOMIC_MAX];
+        struct delta d[MDS_ATOMIC_MAX];
+        uint64_t want[MDS_ATOMIC_MAX];
+        uint8_t *rows[MDS_ATOMIC_MAX] = { 0 };
+        bool used[K] = { false };
+        unsigned ks[MDS_ATOMIC_MAX];
+        for (size_t i = 0; i < n; i++) {
+            unsigned k;
+            do
+                k = (unsigned)(tu_rand(&s) % K);
+            while (used[k]);
+            used[k] = true;
+            ks[i] = k;
+            uint64_t id = 0, b = 0;
+            int present = tenv_get(&v, T1, names[k], &id, &b);
+            assert_true(present >= 0);
+            ops[i] = aop(MDS_AOP_CHECK, T1, names[k]);
+            if (!present) {
+                size_t len;
+                rows[i] = tu_row(k, 100, 1, &len);
+                ops[i].type = MDS_AOP_CREATE;
+                ops[i].flags = MDS_TABLE_EXCL;
+                ops[i].row = rows[i];
+                ops[i].row_len = len;
+                if (i == bad) /* precondition: must exist */
+                    ops[i].type = MDS_AOP_DELETE;
+                continue;
+            }
+            switch (tu_rand(&s) % 4) {
+            case 0:
+                ops[i].type = MDS_AOP_DELETE;
+                want[i] = b;
+                ops[i].check = bal_check;
+                ops[i].arg = &want[i];
+                if (i == bad)
+                    want[i] = b + 1;
+                break;
+            case 1:
+                if (i == bad) { /* must be absent */
+                    size_t len;
+                    rows[i] = tu_row(k, 1, 1, &len);
+                    ops[i].type = MDS_AOP_CREATE;
+                    ops[i].flags = MDS_TABLE_EXCL;
+                    ops[i].row = rows[i];
+                    ops[i].row_len = len;
+                    break;
+                }
+                /* fallthrough */
+            default:
+                ops[i].type = MDS_AOP_UPDATE;
+                ops[i].fn = add_fn;
+                d[i].by = i == bad ? -(int64_t)(b + 1) : 1;
+                ops[i].arg = &d[i];
+                break;
+            }
+        }
+        size_t failed = 99;
+        int rc = mds_table_atomic(v.t, ops, n, &failed, &gen);
+        if (bad < n) {
+            assert_true(rc < 0);
+            assert_int_equal(failed, bad);
+        } else {
+            assert_int_equal(rc, 0);
+        }
+        /* Compare every account with the model. */
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            unsigned k = ks[i];
+            if (ops[i].type == MDS_AOP_DELETE)
+                bal[k] = 0;
+            else if (ops[i].type == MDS_AOP_CREATE)
+                bal[k] = 100;
+            else if (ops[i].type == MDS_AOP_UPDATE)
+                bal[k] += 1;
+        }
+        for (unsigned k = 0; k < K; k++) {
+            uint64_t id = 0, b = 0;
+            int present = tenv_get(&v, T1, names[k], &id, &b);
+            assert_true(present >= 0);
+            assert_int_equal(present ? b : 0, bal[k]);
+            if (present)
+                assert_int_equal(id, k);
+        }
+        for (size_t i = 0; i < n; i++)
+            free(rows[i]);
+    }
+    tenv_fini(&v);
+}
+
+/* ---- stress + crash --------------------------------------------------- */
+
+#define ACCTS 48
+#define INIT_BAL 1000u
+#define THREADS 6
+
+struct worker {
+    struct tenv *v;
+    atomic_bool *stop;
+    uint64_t seed;
+    unsigned done, conflicts;
+};
+
+/* Where account k is now and its balance: 1 found, 0 not (moving), -1. */
+static int find_acct(struct tenv *v, unsigned k, uint64_t *table, uint64_t *bal)
+{
+    char nm[32];
+    acct_name(nm, k);
+    uint64_t id;
+    for (int i = 0; i < 2; i++) {
+        *table = i ? T2 : T1;
+        int p = tenv_get(v, *table, nm, &id, bal);
+        if (p != 0)
+            return p < 0 || id != k ? -1 : 1;
+    }
+    return 0;
+}
+
+static void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    while (!atomic_load(w->stop)) {
+        unsigned a = (unsigned)(tu_rand(&w->seed) % ACCTS);
+        unsigned b = (unsigned)(tu_rand(&w->seed) % ACCTS);
+        char na[32], nb[32];
+        acct_name(na, a);
+        acct_name(nb, b);
+        uint64_t ta, tb, ba, bb;
+        if (find_acct(w->v, a, &ta, &ba) != 1 || find_acct(w->v, b, &tb, &bb) != 1) {
+            w->conflicts++;
+            continue;
+        }
+        struct mds_aop ops[4];
+        size_t n = 0, failed;
+        struct delta da, db;
+        uint64_t want_a = ba;
+        uint8_t *row = NULL;
+        if (a != b && tu_rand(&w->seed) % 3) {
+            /* Transfer: a -> b. */
+            da.by = -(int64_t)(tu_rand(&w->seed) % 50);
+            db.by = -da.by;
+            ops[n] = aop(MDS_AOP_UPDATE, ta, na);
+            ops[n].fn = add_fn;
+            ops[n++].arg = &da;
+            ops[n] = aop(MDS_AOP_UPDATE, tb, nb);
+            ops[n].fn = add_fn;
+            ops[n++].arg = &db;
+        } else {
+            /* Move a to the other table (a rename across directories). */
+            size_t len;
+            row = tu_row(a, ba, (size_t)(ba % 13), &len);
+            ops[n] = aop(MDS_AOP_DELETE, ta, na);
+            ops[n].check = bal_check;
+            ops[n++].arg = &want_a;
+            ops[n] = aop(MDS_AOP_CREATE, ta == T1 ? T2 : T1, na);
+            ops[n].flags = MDS_TABLE_EXCL;
+            ops[n].row = row;
+            ops[n++].row_len = len;
+        }
+        uint64_t gen;
+        int rc = mds_table_atomic(w->v->t, ops, n, &failed, &gen);
+        free(row);
+        if (rc == 0)
+            w->done++;
+        else if (rc == -ESTALE || rc == -ENOENT || rc == -ERANGE || rc == -EEXIST)
+            w->conflicts++;
+        else
+            fail_msg("atomic batch: %d at op %zu", rc, failed);
+    }
+    return NULL;
+}
+
+/* Both invariants on what the MDS shows now. */
+static void check_accounts(struct tenv *v)
+{
+    uint64_t sum = 0;
+    for (unsigned k = 0; k < ACCTS; k++) {
+        char nm[32];
+        acct_name(nm, k);
+        uint64_t id1 = 0, id2 = 0, b1 = 0, b2 = 0;
+        int p1 = tenv_get(v, T1, nm, &id1, &b1), p2 = tenv_get(v, T2, nm, &id2, &b2);
+        assert_true(p1 >= 0 && p2 >= 0);
+        if (p1 + p2 != 1)
+            fail_msg("account %u is in %d tables", k, p1 + p2);
+        sum += p1 ? b1 : b2;
+    }
+    assert_int_equal(sum, (uint64_t)ACCTS * INIT_BAL);
+}
+
+static void test_stress_crash(void **state)
+{
+    (void)state;
+    struct tenv v = { .interval_ms = 3, .split = 8 };
+    assert_int_equal(tenv_start(&v), 0);
+    uint64_t gen, s = g_seed ^ 0x5151;
+    assert_int_equal(mds_table_mktable(v.t, 1, T1, &gen), 0);
+    assert_int_equal(mds_table_mktable(v.t, 1, T2, &gen), 0);
+    for (unsigned k = 0; k < ACCTS; k++) {
+        char nm[32];
+        acct_name(nm, k);
+        assert_int_equal(tenv_put(&v, T1, nm, k, INIT_BAL, &gen), 0);
+    }
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
+    struct worker ws[THREADS];
+    for (int round = 0; round < 4; round++) {
+        atomic_bool stop = false;
+        pthread_t th[THREADS];
+        for (unsigned t = 0; t < THREADS; t++) {
+            ws[t] = (struct worker){ .v = &v, .stop = &stop, .seed = g_seed * 31 + t + round };
+            pthread_create(&th[t], NULL, worker_main, &ws[t]);
+        }
+        tu_sleep_ms(250 + (unsigned)(tu_rand(&s) % 250));
+        /* A SIGKILL of the MDS at a random point of its store calls. */
+        mds_store_mem_sever(v.mem, (long)(tu_rand(&s) % 8));
+        tu_sleep_ms(20);
+        atomic_store(&stop, true);
+        unsigned done = 0, conflicts = 0;
+        for (unsigned t = 0; t < THREADS; t++) {
+            pthread_join(th[t], NULL);
+            done += ws[t].done;
+            conflicts += ws[t].conflicts;
+        }
+        check_accounts(&v); /* memory, before the crash */
+        struct mds_group_info gi;
+        mds_group_info(v.g, &gi);
+        tenv_crash(&v);
+        mds_store_mem_sever(v.mem, -1);
+        assert_int_equal(tenv_start(&v), 0);
+        check_accounts(&v); /* the committed state only */
+        fprintf(stderr, "round %d: %u batches, %u conflicts, %llu commits, %llu aborts\n",
+                round, done, conflicts, (unsigned long long)gi.commits,
+                (unsigned long long)gi.aborts);
+        assert_true(done > 0);
+        assert_true(gi.commits > 0);
+    }
+    tenv_fini(&v);
+}
+
+int main(void)
+{
+    g_seed = tu_seed("test_mds_atomic");
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_args),
+        cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_stress_crash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
