@@ -350,7 +350,11 @@ static int quick(void)
                         .label = "tmp", .bench = "mdtest-dirs" };
     bench_util_header();
     int rc = run(&easy) || run(&hard) || run(&dirs);
-    rmdir(dir);
+    /* A failed phase leaves its files: remove the whole folder. */
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        rc = 1;
     return rc ? 1 : 0;
 }
 

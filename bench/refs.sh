@@ -175,12 +175,13 @@ CFG
 }
 
 # Pomegranate: pom-mdsl + pom-mds + pomfs, as tests/fuse/test_pomfs.sh
-# starts them (no R2: one MDS, fsid 1). POM_MDS_PID for memory readings.
+# starts them (no R2: one MDS, fsid 1, blob tier in WORK/pom/blob). POM_MDS_PID
+# for memory readings.
 # With NOFUSE=1 only the daemons (for the key/value workload).
 pom_up() { # WORK BINDIR
     local w=$1/pom b=$2
     MNT_pomfs= POM_MDS_PID= POM_MDS_ADDR=
-    mkdir -p "$w/mdsl" "$w/mnt"
+    mkdir -p "$w/mdsl" "$w/mnt" "$w/blob"
     local pl pm
     pl=$(free_port); pm=$(free_port)
     "$b/mdsl/pom-mdsl" --dir "$w/mdsl" --listen "127.0.0.1:$pl" >"$w/mdsl.log" 2>&1 &
@@ -195,7 +196,8 @@ pom_up() { # WORK BINDIR
     # allow_other (as passthrough_ll's) needs root or user_allow_other.
     local ao=
     [ "$(id -u)" = 0 ] && ao=,allow_other
-    "$b/fuse/pomfs" "$POM_MDS_ADDR" "$w/mnt" -o "fsid=1$ao" -f >"$w/pomfs.log" 2>&1 &
+    # the blob tier (files over 64 KiB) in a local folder, as `pomctl up` sets it
+    "$b/fuse/pomfs" "$POM_MDS_ADDR" "$w/mnt" -o "fsid=1,blob=$w/blob$ao" -f >"$w/pomfs.log" 2>&1 &
     local pid=$!
     BENCH_PIDS+=("$pid"); BENCH_MOUNTS+=("$w/mnt")
     wait_mount "$w/mnt" "$pid" || { echo "pomfs did not mount: $(tail -3 "$w/pomfs.log")"; return 1; }

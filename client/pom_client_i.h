@@ -17,6 +17,10 @@
  *  (4) A uuid is handed out once: the counter row is advanced with a
  *      version-conditional, synchronous update before any uuid of the
  *      claimed range is used.
+ *  (5) A sync succeeds only for changes acknowledged by the MDS incarnation
+ *      (epoch) that answers it: an MDS killed before a commit group
+ *      committed loses that group, and a sync retried against its restarted
+ *      successor must not vouch for it (pom_sync_call answers -EIO once).
  */
 #ifndef POM_CLIENT_I_H
 #define POM_CLIENT_I_H
@@ -62,7 +66,14 @@ struct pom_data {
     bool dirty;            /* protected by mu: buf differs from the row */
     uint64_t wgen;         /* protected by mu: bumped by every change of buf */
     uint64_t mtime_ns;     /* protected by mu: of the last buffered write */
-    struct stat st;        /* protected by mu: attributes as of open/flush */
+    struct stat st;        /* protected by mu: attributes as of open/flush;
+                              once unlinked, the file's only attributes */
+    /* The XT_CG_XATTR group (xt_malloc'd, NULL when empty), protected by
+     * mu: copied at open, replaced by this client's xattr changes, re-read
+     * exactly at its unlink here (pom_ops.c). Serves the xattr calls only
+     * once the file is unlinked and open here (it has no row then). */
+    uint8_t *xattr;
+    uint32_t xattr_len;
 };
 
 struct pom_inode {
@@ -88,6 +99,11 @@ struct pom_fs {
     size_t nbuckets, ninodes;      /* protected by mu */
     uint64_t uuid_next, uuid_end;  /* protected by mu: claimed range */
     pthread_mutex_t alloc_mu;      /* serialises range claims */
+    /* Which MDS incarnation acknowledged our changes (invariant 5). */
+    pthread_mutex_t epoch_mu;
+    uint32_t ack_epoch;            /* epoch_mu: of the latest acknowledged change */
+    uint64_t ack_seq, synced_seq;  /* epoch_mu: changes acknowledged / covered by a sync */
+    bool epoch_lost;               /* epoch_mu: unsynced changes of a gone incarnation */
     struct r2_agent *agent;        /* the mount's R2 registration, or NULL */
     struct pom_blob *blob;         /* the blob tier, or NULL (large files: -EFBIG);
                                       set by pom_set_blob before files are used */
@@ -125,6 +141,8 @@ int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
                 struct xt_resp *resp, xt_row *row);
 /* Builds struct stat from fixed columns. */
 void pom_row_stat(const xt_row_attr *a, struct stat *st);
+/* A timespec in nanoseconds (the rows' time unit). */
+uint64_t pom_ts_ns(const struct timespec *ts);
 /* A fresh uuid. */
 int pom_uuid_alloc(pom_fs *fs, uint64_t *uuid);
 /* Checks a name (rule (3) of pomegranate.h). */
@@ -148,6 +166,25 @@ int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
 void pom_ilt_name(uint64_t uuid, char *buf);
 /* Replaces *r and *row (r freed first) by the ILT row of uuid. -ENOENT, -EIO. */
 int pom_stub_follow(pom_fs *fs, uint64_t uuid, int group, struct xt_resp *r, xt_row *row);
+/* 1 if the row (table, name) holds uuid now, 0 if not (or absent), < 0. */
+int pom_name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid);
+/* The change of directory dir's own row that goes into an atomic batch
+ * changing dir's entries (docs/client.md "nlink", "times"): mtime = ctime
+ * = now, and nlink + delta (delta = subdirectories gained; only for rows
+ * that count, nlink >= 2: directories made before the count was kept
+ * report 1, "unknown", forever). delta != 0: the row is read now and a
+ * counted row's op is conditional on the (uuid, version) read (XT_F_IF_VER
+ * set: -ESTALE from it = read again). delta == 0 (times only): no read, the
+ * op is conditional on the uuid alone (its failure: the row is not where
+ * the map says). `u` holds what *q points at: it must outlive q.
+ * -ENOENT (dir removed or moved by another client), -ENOTDIR, -ESTALE. */
+struct pom_dir_upd {
+    uint64_t table;             /* where dir's row is */
+    char name[XT_NAME_MAX + 1];
+    xt_row row;                 /* the new values */
+};
+int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_dir_upd *u,
+                   struct xt_req *q);
 /* Removes the link stub (parent, name) whose attributes are *stub, with
  * its ILT nlink change, atomically. -ESTALE: read again. */
 int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *stub);
@@ -178,6 +215,16 @@ int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode 
 struct pom_inode *pom_ino_pin_open(pom_fs *fs, uint64_t uuid);
 /* Unpins; frees the pom_data on the last close. */
 void pom_ino_close(pom_fs *fs, struct pom_inode *ino);
+/* Pins uuid (opens++) if it is open here AND marked unlinked: a file that
+ * now lives only in this client's memory (ino->data), whose attributes and
+ * xattrs are changed there. NULL otherwise. Unpin with pom_data_unpin. */
+struct pom_inode *pom_ino_pin_orphan(pom_fs *fs, uint64_t uuid);
+/* Gives uuid's open state (if open here) the xattr group grp (len bytes;
+ * xt_malloc'd, or NULL when len is 0): it takes ownership of grp in every
+ * case (freed at once when uuid is not open here). */
+void pom_ino_keep_xattrs(pom_fs *fs, uint64_t uuid, uint8_t *grp, uint32_t len);
+/* Whether uuid is open here. */
+bool pom_ino_is_open(pom_fs *fs, uint64_t uuid);
 /* Attributes from the open buffer of uuid. overlay false: all of *st from
  * the buffer (an unlinked open file), if open. overlay true: only when the
  * buffer is dirty, size/mtime/ctime of *st from it. Returns whether *st
@@ -186,6 +233,9 @@ bool pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st, bool overlay)
 
 /* ---- pom_file.c: open-file buffers ---------------------------------- */
 
+/* Unpins an inode pinned by pom_ino_pin_open/pom_ino_pin_orphan; the last
+ * unpin of an unlinked blob file removes its tracts (pom_file.c (6)). */
+void pom_data_unpin(pom_fs *fs, struct pom_inode *ino);
 /* Flushes the open buffer of uuid if it is open and dirty; 0 otherwise. */
 int pom_data_flush_ino(pom_fs *fs, uint64_t uuid);
 /* Sets the size of regular file ino (known) and writes the row (size,

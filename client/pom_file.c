@@ -33,7 +33,10 @@
  *      names bytes a crash could lose after fsync returned).
  *  (6) A file whose name was removed (by this client) keeps its buffer and
  *      tracts until the last release, is never written back, and its
- *      tracts are removed at that release.
+ *      tracts are removed at that release (by whoever unpins last: a
+ *      release, or a setattr/xattr call on it, pom_data_unpin). Its size
+ *      still changes (truncate: the buffer or the tracts), its other
+ *      attributes and xattrs change in its pom_data (pom_ino.c (4)).
  *  (7) Blob reads and writes run without d->mu (requests on one file
  *      proceed in parallel); d->mu covers the size and the switch to blob.
  *      It is held across tract I/O only where the I/O must be atomic with
@@ -246,6 +249,11 @@ static void close_ino(pom_fs *fs, struct pom_inode *ino)
     }
 }
 
+void pom_data_unpin(pom_fs *fs, struct pom_inode *ino)
+{
+    close_ino(fs, ino);
+}
+
 int pom_data_flush_ino(pom_fs *fs, uint64_t uuid)
 {
     struct pom_inode *i = pom_ino_pin_open(fs, uuid);
@@ -282,7 +290,9 @@ static int file_setsize(pom_file *f, uint64_t size)
 }
 
 /* Opens the known regular file ino (its row re-read unless already open). */
-static int open_ino(pom_fs *fs, pom_ino ino, int flags, pom_file **out)
+/* Opens ino. `fresh` (may be NULL): the row of a file this client has just
+ * created, so its first open needs no read of it. */
+static int open_ino(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom_file **out)
 {
     *out = NULL;
     pom_file *f = xt_calloc(1, sizeof *f);
@@ -292,7 +302,9 @@ static int open_ino(pom_fs *fs, pom_ino ino, int flags, pom_file **out)
     f->flags = flags;
     struct pom_inode *i = pom_ino_pin_open(fs, ino);
     int rc = 0;
-    if (!i) {
+    if (!i && fresh) {
+        rc = pom_ino_open(fs, ino, fresh, &i);
+    } else if (!i) {
         uint64_t table;
         char name[XT_NAME_MAX + 1];
         struct xt_resp r;
@@ -339,7 +351,7 @@ int pom_data_setsize(pom_fs *fs, uint64_t ino, uint64_t size)
     if (size > POM_FILE_MAX)
         return -EFBIG;
     pom_file *f;
-    int rc = open_ino(fs, ino, O_WRONLY, &f);
+    int rc = open_ino(fs, ino, O_WRONLY, NULL, &f);
     if (rc < 0)
         return rc;
     rc = file_setsize(f, size);
@@ -404,7 +416,7 @@ int pom_set_blob(pom_fs *fs, const char *backend, const char *path)
 
 int pom_file_open(pom_fs *fs, pom_ino ino, int flags, pom_file **out)
 {
-    return open_ino(fs, ino, flags, out);
+    return open_ino(fs, ino, flags, NULL, out);
 }
 
 int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int flags,
@@ -412,7 +424,21 @@ int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int fl
 {
     *out = NULL;
     int rc = pom_mknod(fs, parent, name, (mode & 07777) | S_IFREG, 0, cred, st);
-    if (rc == -EEXIST && !(flags & O_EXCL)) {
+    xt_row fresh, *known = NULL;
+    if (rc == 0) { /* ours, empty and inline: opened from what mknod wrote */
+        xt_row_init(&fresh);
+        fresh.attr.uuid = st->st_ino;
+        fresh.attr.type = XT_ROW_REG;
+        fresh.attr.mode = st->st_mode & 07777;
+        fresh.attr.uid = st->st_uid;
+        fresh.attr.gid = st->st_gid;
+        fresh.attr.nlink = (uint32_t)st->st_nlink;
+        fresh.attr.atime_ns = pom_ts_ns(&st->st_atim);
+        fresh.attr.mtime_ns = pom_ts_ns(&st->st_mtim);
+        fresh.attr.ctime_ns = pom_ts_ns(&st->st_ctim);
+        fresh.attr.flags = XT_ROW_F_INLINE;
+        known = &fresh;
+    } else if (rc == -EEXIST && !(flags & O_EXCL)) {
         if ((rc = pom_lookup(fs, parent, name, st)) < 0)
             return rc;
         if (S_ISDIR(st->st_mode))
@@ -426,7 +452,7 @@ int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int fl
     } else if (rc < 0) {
         return rc;
     }
-    if ((rc = open_ino(fs, st->st_ino, flags, out)) < 0) {
+    if ((rc = open_ino(fs, st->st_ino, flags, known, out)) < 0) {
         pom_forget(fs, st->st_ino, 1);
         return rc;
     }

@@ -38,6 +38,21 @@ static void pause_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* Records that the MDS incarnation `epoch` acknowledged a change (invariant
+ * (5) of pom_client_i.h): a change acknowledged by an earlier incarnation
+ * and not yet synced may have died with it. */
+static void note_ack(pom_fs *fs, uint32_t epoch)
+{
+    if (!epoch)
+        return;
+    pthread_mutex_lock(&fs->epoch_mu);
+    if (fs->ack_epoch && fs->ack_epoch != epoch && fs->ack_seq > fs->synced_seq)
+        fs->epoch_lost = true;
+    fs->ack_epoch = epoch;
+    fs->ack_seq++;
+    pthread_mutex_unlock(&fs->epoch_mu);
+}
+
 int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
@@ -47,6 +62,8 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
     req->t.slice_hint = -1;
     for (;;) {
         int rc = xt_mds_call(fs->pool, &call, req, resp);
+        if (rc == 0 && req->op != XT_OP_LOOKUP)
+            note_ack(fs, resp->epoch);
         if (!transient(rc) || xt_mono_ns() > deadline)
             return rc;
         xt_resp_free(resp);
@@ -72,14 +89,43 @@ int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp
     }
 }
 
+/* A sync vouches only for changes the same MDS incarnation acknowledged:
+ * -EIO when some acknowledged since the last sync were acknowledged by an
+ * incarnation that is gone (its uncommitted groups died with it), reported
+ * once, as a failed write-back is. */
+static int sync_verdict(pom_fs *fs, uint64_t seq0, uint32_t epoch)
+{
+    int rc = 0;
+    pthread_mutex_lock(&fs->epoch_mu);
+    if (fs->epoch_lost || (epoch && fs->ack_epoch && fs->ack_epoch != epoch &&
+                           fs->ack_seq > fs->synced_seq)) {
+        rc = -EIO;
+        fs->epoch_lost = false;
+        fs->synced_seq = fs->ack_seq; /* said once */
+    } else if (!epoch || fs->ack_epoch == epoch) {
+        fs->synced_seq = XT_MAX(fs->synced_seq, seq0);
+    }
+    pthread_mutex_unlock(&fs->epoch_mu);
+    if (rc)
+        XT_WARN("fs %u: the MDS restarted (epoch %u) before changes acknowledged by its "
+                "previous run were committed: some may be lost", fs->fsid, epoch);
+    return rc;
+}
+
 int pom_sync_call(pom_fs *fs)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
     uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
     int delay = 10;
+    pthread_mutex_lock(&fs->epoch_mu);
+    uint64_t seq0 = fs->ack_seq;
+    pthread_mutex_unlock(&fs->epoch_mu);
     for (;;) {
         uint64_t committed = 0;
-        int rc = xt_mds_sync(fs->pool, &call, 0, &committed);
+        uint32_t epoch = 0;
+        int rc = xt_mds_sync(fs->pool, &call, 0, &committed, &epoch);
+        if (rc == 0)
+            return sync_verdict(fs, seq0, epoch);
         if (!transient(rc) || xt_mono_ns() > deadline)
             return rc;
         pause_ms(delay);
@@ -102,6 +148,8 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
     for (;;) {
         memset(resps, 0, sizeof resps);
         int rc = xt_mds_batch_atomic(fs->pool, &call, reqs, n, resps, failed);
+        if (rc == 0)
+            note_ack(fs, resps[0].epoch);
         for (size_t i = 0; i < n; i++)
             xt_resp_free(&resps[i]);
         if (!transient(rc) || xt_mono_ns() > deadline)
@@ -159,6 +207,11 @@ static void ns_to_ts(uint64_t ns, struct timespec *ts)
     ts->tv_nsec = (long)(ns % 1000000000u);
 }
 
+uint64_t pom_ts_ns(const struct timespec *ts)
+{
+    return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+}
+
 void pom_row_stat(const xt_row_attr *a, struct stat *st)
 {
     memset(st, 0, sizeof *st);
@@ -188,6 +241,10 @@ int pom_name_check(const char *name)
 /* Claims a new range (invariant 2). REQUIRES: fs->alloc_mu held. */
 static int claim_range(pom_fs *fs, uint64_t *lo)
 {
+    /* A claim that needed retries (the MDS failing to commit, e.g. on a
+     * full disk) answers -ESTALE to its retry, which would loop here: past
+     * the retry window, give up as pom_call does. */
+    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
     for (int attempt = 0; attempt < 1000; attempt++) {
         struct xt_resp r;
         xt_row row;
@@ -238,6 +295,8 @@ static int claim_range(pom_fs *fs, uint64_t *lo)
          * first attempt won, so that range is abandoned (never reused). */
         if (rc < 0 && rc != -ESTALE)
             return rc;
+        if (retried && xt_mono_ns() > deadline)
+            return -EIO;
     }
     return -EAGAIN;
 }
@@ -312,7 +371,7 @@ static int ensure_root(pom_fs *fs)
     root.attr.mode = 0755;
     root.attr.uid = (uint32_t)geteuid();
     root.attr.gid = (uint32_t)getegid();
-    root.attr.nlink = 1; /* directories report 1: subdirectories are not counted */
+    root.attr.nlink = 2; /* 2 + subdirectories (docs/client.md "nlink") */
     root.attr.atime_ns = root.attr.mtime_ns = root.attr.ctime_ns = root.attr.btime_ns = now;
     struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = POM_TABLE_SUPER },
                         .name = POM_ROOT_ROW, .name_len = 4, .flags = XT_F_EXCL | XT_F_SYNC,
@@ -337,6 +396,7 @@ int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid, const struct pom_o
     fs->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : 30000;
     pthread_mutex_init(&fs->mu, NULL);
     pthread_mutex_init(&fs->alloc_mu, NULL);
+    pthread_mutex_init(&fs->epoch_mu, NULL);
     struct xt_rpc_pool_opts po = {
         .host = host, .port = port, .max_idle = 32,
         .call_timeout_ms = opts && opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 10000,
@@ -474,6 +534,7 @@ void pom_close(pom_fs *fs)
     pom_blob_close(fs->blob);
     pthread_mutex_destroy(&fs->mu);
     pthread_mutex_destroy(&fs->alloc_mu);
+    pthread_mutex_destroy(&fs->epoch_mu);
     xt_free(fs);
 }
 

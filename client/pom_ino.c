@@ -13,6 +13,9 @@
  *      data->mu is taken only after fs->mu or alone (lock order fs->mu ->
  *      data->mu), and never held across an RPC.
  *  (3) data != NULL iff opens > 0.
+ *  (4) An inode that is unlinked and open here has no row anywhere: its
+ *      data (attributes in st, xattrs in xattr) is the file until the last
+ *      close, and setattr/xattr calls change it there (pom_ino_pin_orphan).
  */
 #include "pom_client_i.h"
 
@@ -47,6 +50,7 @@ static void data_free(struct pom_data *d)
     pthread_mutex_destroy(&d->mu);
     pthread_mutex_destroy(&d->flush_mu);
     xt_free(d->buf);
+    xt_free(d->xattr);
     xt_free(d);
 }
 
@@ -261,6 +265,17 @@ int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode 
     if (len)
         memcpy(d->buf, g->ptr, len);
     d->len = len;
+    /* The xattrs, for the day its name goes (invariant (4)). */
+    const xt_row_group *xg = xt_row_view_group(row, XT_CG_XATTR);
+    if (xg && xg->len) {
+        if (!(d->xattr = xt_malloc(xg->len))) {
+            xt_free(d->buf);
+            xt_free(d);
+            return -ENOMEM;
+        }
+        memcpy(d->xattr, xg->ptr, xg->len);
+        d->xattr_len = xg->len;
+    }
     /* A blob file's bytes are in tracts; its size is the row's (pom_file.c). */
     d->blob = (row->attr.flags & XT_ROW_F_BLOB) != 0;
     if (d->blob)
@@ -296,6 +311,44 @@ struct pom_inode *pom_ino_pin_open(pom_fs *fs, uint64_t uuid)
         i = NULL;
     pthread_mutex_unlock(&fs->mu);
     return i;
+}
+
+struct pom_inode *pom_ino_pin_orphan(pom_fs *fs, uint64_t uuid)
+{
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (i && i->data && i->unlinked)
+        i->opens++;
+    else
+        i = NULL;
+    pthread_mutex_unlock(&fs->mu);
+    return i;
+}
+
+void pom_ino_keep_xattrs(pom_fs *fs, uint64_t uuid, uint8_t *grp, uint32_t len)
+{
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (i && i->data) {
+        pthread_mutex_lock(&i->data->mu);
+        uint8_t *old = i->data->xattr;
+        i->data->xattr = len ? grp : NULL;
+        i->data->xattr_len = len;
+        pthread_mutex_unlock(&i->data->mu);
+        grp = len ? NULL : grp;
+        xt_free(old);
+    }
+    pthread_mutex_unlock(&fs->mu);
+    xt_free(grp);
+}
+
+bool pom_ino_is_open(pom_fs *fs, uint64_t uuid)
+{
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    bool open = i && i->data;
+    pthread_mutex_unlock(&fs->mu);
+    return open;
 }
 
 void pom_ino_close(pom_fs *fs, struct pom_inode *i)

@@ -27,9 +27,16 @@
  *  (4) A batch retried after a transport failure may have been applied by
  *      the first attempt: a failure after a retry is checked against the
  *      names it meant to produce before it is reported.
- *  (5) Parents' mtime/ctime are set after the batch (pom_dir_touch), not in
- *      it: only times, never a namespace fact, can be lost by a crash in
- *      between.
+ *  (5) rename/exchange change the parents' own rows in the same batch
+ *      (pom_dir_upd_op: mtime, ctime, and nlink = 2 + subdirectories when a
+ *      directory changes parent or is replaced; conditional on the
+ *      (uuid, version) read when the count changes, on the uuid alone for
+ *      times), so a crash never separates a move from its parents' times
+ *      or counts. One MDS holds every table today; with
+ *      several, a batch is bound to one MDS and a parent's row (in the
+ *      grandparent's table) may live elsewhere: that case will need the
+ *      update after the batch, as link/unlink of stubs still do
+ *      (pom_dir_touch: only a time can be lost there, never a name).
  */
 #include "pom_client_i.h"
 
@@ -57,8 +64,7 @@ int pom_stub_follow(pom_fs *fs, uint64_t uuid, int group, struct xt_resp *r, xt_
     return rc;
 }
 
-/* 1 if (table, name) holds uuid now, 0 if not (or absent), < 0 error. */
-static int name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid)
+int pom_name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid)
 {
     struct xt_resp r;
     xt_row row;
@@ -92,6 +98,53 @@ static struct xt_req req_of(int op, uint64_t table, const char *name, uint32_t f
     q.name_len = (uint32_t)strlen(name);
     q.flags = flags;
     return q;
+}
+
+int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_dir_upd *u,
+                   struct xt_req *q)
+{
+    xt_row_init(&u->row);
+    u->row.attr.mtime_ns = u->row.attr.ctime_ns = now;
+    uint32_t set = XT_ROW_SET_MTIME | XT_ROW_SET_CTIME;
+    uint64_t version = 0;
+    int rc;
+    if (delta == 0) {
+        /* Times only: no read. They are last-writer-wins, so the op is
+         * conditional on the uuid alone, and entry changes in one
+         * directory do not race on its version. */
+        uint8_t type;
+        if ((rc = pom_ino_where(fs, dir, &u->table, u->name, &type)) < 0)
+            return rc;
+        if (type != XT_ROW_DIR)
+            return -ENOTDIR;
+    } else {
+        struct xt_resp r;
+        xt_row row;
+        if ((rc = pom_ino_row(fs, dir, POM_ROW_META, &u->table, u->name, &r, &row)) < 0)
+            return rc;
+        xt_row_attr a = row.attr;
+        xt_resp_free(&r);
+        if (a.type != XT_ROW_DIR)
+            return -ENOTDIR;
+        version = a.version;
+        if (a.nlink >= 2) {
+            /* Counted: 2 + subdirectories, a read-modify-write, so
+             * conditional on the version read. Never below 2, even if an
+             * older client's crash left the count short. */
+            int64_t n = (int64_t)a.nlink + delta;
+            u->row.attr.nlink = n < 2 ? 2 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+            set |= XT_ROW_SET_NLINK;
+        }
+    }
+    *q = req_of(XT_OP_UPDATE, u->table, u->name, XT_F_IF_UUID);
+    q->row = &u->row;
+    q->set_mask = set;
+    q->expect_uuid = dir;
+    if (set & XT_ROW_SET_NLINK) {
+        q->flags |= XT_F_IF_VER;
+        q->expect_version = version;
+    }
+    return 0;
 }
 
 /* The stub of a file: its identity and mode (for readdir), nothing else. */
@@ -183,7 +236,7 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         rc = pom_batch_call(fs, q, n, &failed, &retried);
         xt_row_attr a = row.attr;
         xt_resp_free(&r);
-        if (rc < 0 && retried && name_holds(fs, newparent, newname, ino) == 1)
+        if (rc < 0 && retried && pom_name_holds(fs, newparent, newname, ino) == 1)
             rc = 0; /* the first attempt was applied (invariant 4) */
         if (rc == -ESTALE || (rc == -ENOENT && failed != SIZE_MAX) ||
             (rc == -EEXIST && failed + 1 < n))
@@ -252,7 +305,7 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
     }
     bool retried = false;
     rc = pom_batch_call(fs, q, n, &failed, &retried);
-    if (rc < 0 && retried && name_holds(fs, parent, name, stub->uuid) == 0)
+    if (rc < 0 && retried && pom_name_holds(fs, parent, name, stub->uuid) == 0)
         rc = 0;
     if (rc < 0)
         return rc == -ENOENT && failed == 1 ? -ESTALE : rc;
@@ -326,7 +379,8 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     uint64_t now = xt_now_ns();
     xt_row nsrc = src, ndst;
     nsrc.attr.ctime_ns = now;
-    struct xt_req q[3];
+    struct xt_req q[5];
+    struct pom_dir_upd pu[2];
     size_t n = 0, failed;
     char in[POM_ILT_NAME_LEN + 1];
     xt_row upd;
@@ -354,11 +408,40 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     } else if (exists && !xchg) {
         gone = true;
     }
+    /* The parents' own rows: times, and their subdirectory counts when a
+     * directory changes parent or a directory is replaced (invariant 5). */
+    int sdir = sa.type == XT_ROW_DIR, ddir = exists && da.type == XT_ROW_DIR;
+    int dp = xchg ? ddir - sdir : -sdir, dn = xchg ? sdir - ddir : sdir - ddir;
+    size_t first_dir = n;
+    if (parent == newparent) {
+        rc = pom_dir_upd_op(fs, parent, dp + dn, now, &pu[0], &q[n++]);
+    } else {
+        rc = pom_dir_upd_op(fs, parent, dp, now, &pu[0], &q[n++]);
+        if (rc == 0)
+            rc = pom_dir_upd_op(fs, newparent, dn, now, &pu[1], &q[n++]);
+    }
+    if (rc < 0)
+        goto out;
+    for (size_t i = first_dir; i < n; i++) {
+        /* A parent's row is never one of the entries moved (a directory
+         * cannot be renamed under itself, checked above); a stale inode
+         * map could still say so, and a batch names a row once. */
+        for (size_t j = 0; j < first_dir; j++)
+            if (q[j].t.table == q[i].t.table && strcmp(q[j].name, q[i].name) == 0) {
+                rc = -EINVAL;
+                goto out;
+            }
+    }
     bool retried = false;
     rc = pom_batch_call(fs, q, n, &failed, &retried);
-    if (rc < 0 && retried && name_holds(fs, newparent, newname, sa.uuid) == 1 &&
-        name_holds(fs, parent, name, xchg ? da.uuid : sa.uuid) == xchg)
+    if (rc < 0 && retried && pom_name_holds(fs, newparent, newname, sa.uuid) == 1 &&
+        pom_name_holds(fs, parent, name, xchg ? da.uuid : sa.uuid) == xchg)
         rc = 0; /* invariant 4 */
+    if (rc < 0 && failed != SIZE_MAX && failed >= first_dir && failed < n &&
+        !(q[failed].flags & XT_F_IF_VER)) {
+        rc = -ENOENT; /* a parent's row is not where the map says (times only) */
+        goto out;
+    }
     if (rc == -ESTALE || rc == -EEXIST || (rc == -ENOENT && failed != SIZE_MAX)) {
         rc = 1; /* something changed since the reads: again */
         goto out;
@@ -407,11 +490,6 @@ int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
         rc = rename_once(fs, parent, name, newparent, newname, flags);
         if (rc == 1)
             continue;
-        if (rc == 0) {
-            pom_dir_touch(fs, parent);
-            if (newparent != parent)
-                pom_dir_touch(fs, newparent);
-        }
         return rc;
     }
     return -EAGAIN;

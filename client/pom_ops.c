@@ -14,8 +14,18 @@
  *  (3) unlink/rmdir remove with the version read. Link, rename and the
  *      unlink of a link stub change several rows: they are one atomic
  *      batch each, in pom_link.c.
- *  (4) The parent's mtime/ctime follow every change of its entries (an
- *      update of the parent's row after the change).
+ *  (4) The parent's mtime/ctime follow every change of its entries: in
+ *      the same atomic batch for mkdir and rmdir (5) and rename (pom_link.c),
+ *      else an update of the parent's row after the change.
+ *  (5) A directory's nlink is 2 + its subdirectories (directories made
+ *      before this count was kept show 1, "not counted", and stay so).
+ *      mkdir and rmdir are one atomic batch each: the entry's row + the
+ *      parent's row (times and nlink +-1, conditional on the version read,
+ *      pom_dir_upd_op), so a crash never leaves a count off.
+ *  (6) A regular file unlinked here while open here has no row: setattr
+ *      (and the xattr calls, pom_xattr.c) change its open state instead
+ *      (pom_ino.c (4)). Its xattrs are re-read at the unlink, with the
+ *      version its delete is conditional on, so the copy is exact.
  */
 #include "pom_client_i.h"
 
@@ -148,9 +158,33 @@ int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
     return 0;
 }
 
-static uint64_t ts_ns(const struct timespec *ts)
+/* setattr of a file unlinked here and still open here (invariant 6): no
+ * row to update, its attributes are those of its open state. The size is
+ * changed first (the only part that can fail), so a failed call changes
+ * nothing. */
+static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in, int to_set)
 {
-    return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+    int rc;
+    if ((to_set & POM_SET_SIZE) && (rc = pom_data_setsize(fs, i->uuid, (uint64_t)in->st_size)) < 0)
+        return rc;
+    struct pom_data *d = i->data;
+    uint64_t now = xt_now_ns();
+    struct timespec tnow = { .tv_sec = (time_t)(now / 1000000000u),
+                             .tv_nsec = (long)(now % 1000000000u) };
+    pthread_mutex_lock(&d->mu);
+    if (to_set & POM_SET_MODE)
+        d->st.st_mode = (d->st.st_mode & S_IFMT) | (in->st_mode & 07777);
+    if (to_set & POM_SET_UID)
+        d->st.st_uid = in->st_uid;
+    if (to_set & POM_SET_GID)
+        d->st.st_gid = in->st_gid;
+    if (to_set & (POM_SET_ATIME | POM_SET_ATIME_NOW))
+        d->st.st_atim = (to_set & POM_SET_ATIME_NOW) ? tnow : in->st_atim;
+    if (to_set & (POM_SET_MTIME | POM_SET_MTIME_NOW)) /* getattr's mtime is mtime_ns */
+        d->mtime_ns = (to_set & POM_SET_MTIME_NOW) ? now : pom_ts_ns(&in->st_mtim);
+    d->st.st_ctim = (to_set & POM_SET_CTIME) ? in->st_ctim : tnow;
+    pthread_mutex_unlock(&d->mu);
+    return 0;
 }
 
 int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, struct stat *out)
@@ -158,9 +192,15 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
     if (to_set & ~POM_SET_SUPPORTED)
         return -ENOTSUP;
     int rc;
+    if ((to_set & POM_SET_SIZE) && in->st_size < 0)
+        return -EINVAL;
+    struct pom_inode *orphan = pom_ino_pin_orphan(fs, ino);
+    if (orphan) {
+        rc = orphan_setattr(fs, orphan, in, to_set);
+        pom_data_unpin(fs, orphan);
+        return rc < 0 ? rc : out ? pom_getattr(fs, ino, out) : 0;
+    }
     if (to_set & POM_SET_SIZE) {
-        if (in->st_size < 0)
-            return -EINVAL;
         /* Sizes are pom_file.c's (inline or blob tier, engineer A): it
          * writes size, mtime and ctime; the other bits follow below. */
         if ((rc = pom_data_setsize(fs, ino, (uint64_t)in->st_size)) < 0)
@@ -179,6 +219,12 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         struct xt_resp r;
         xt_row row;
         rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
+        if (rc == -ENOENT && (orphan = pom_ino_pin_orphan(fs, ino))) {
+            /* Unlinked here meanwhile (the size, if any, is done) */
+            rc = orphan_setattr(fs, orphan, in, to_set);
+            pom_data_unpin(fs, orphan);
+            return rc < 0 ? rc : out ? pom_getattr(fs, ino, out) : 0;
+        }
         if (rc < 0)
             return rc;
         xt_row_attr a = row.attr;
@@ -199,14 +245,14 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
             mask |= XT_ROW_SET_GID;
         }
         if (to_set & (POM_SET_ATIME | POM_SET_ATIME_NOW)) {
-            a.atime_ns = (to_set & POM_SET_ATIME_NOW) ? now : ts_ns(&in->st_atim);
+            a.atime_ns = (to_set & POM_SET_ATIME_NOW) ? now : pom_ts_ns(&in->st_atim);
             mask |= XT_ROW_SET_ATIME;
         }
         if (to_set & (POM_SET_MTIME | POM_SET_MTIME_NOW)) {
-            a.mtime_ns = (to_set & POM_SET_MTIME_NOW) ? now : ts_ns(&in->st_mtim);
+            a.mtime_ns = (to_set & POM_SET_MTIME_NOW) ? now : pom_ts_ns(&in->st_mtim);
             mask |= XT_ROW_SET_MTIME;
         }
-        a.ctime_ns = (to_set & POM_SET_CTIME) ? ts_ns(&in->st_ctim) : now;
+        a.ctime_ns = (to_set & POM_SET_CTIME) ? pom_ts_ns(&in->st_ctim) : now;
         upd.attr = a;
         struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
                             .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
@@ -221,6 +267,48 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         if (rc < 0)
             return rc;
         return out ? pom_getattr(fs, ino, out) : 0;
+    }
+    return -EAGAIN;
+}
+
+/* After losing a race on a parent's version to another client's mkdir or
+ * rmdir: a short random pause growing with the rounds lost (up to ~1.6
+ * ms), so many clients making directories in one directory spread out
+ * instead of colliding again in lockstep. */
+static void lost_round(int attempt)
+{
+    if (attempt < 1)
+        return;
+    uint64_t span_us = 200u * (uint64_t)(attempt < 8 ? attempt : 8);
+    uint64_t x = xt_mono_ns() * UINT64_C(0x9e3779b97f4a7c15);
+    usleep((useconds_t)((x >> 40) % span_us));
+}
+
+/* mkdir's one atomic batch (invariant 5): the new directory's row
+ * (exclusive) + the parent's row (times, nlink + 1, conditional on the
+ * version read). -ESTALE from the parent (another entry change won) reads
+ * it again; -ENOENT from it: the parent was removed or moved under us. */
+static int mkdir_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *row)
+{
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        struct xt_req q[2] = {
+            { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
+              .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = row },
+        };
+        struct pom_dir_upd pu;
+        int rc = pom_dir_upd_op(fs, parent, 1, row->attr.ctime_ns, &pu, &q[1]);
+        if (rc < 0)
+            return rc;
+        size_t failed;
+        bool retried = false;
+        rc = pom_batch_call(fs, q, 2, &failed, &retried);
+        if (rc < 0 && retried && pom_name_holds(fs, parent, name, row->attr.uuid) == 1)
+            rc = 0; /* our first attempt was applied */
+        if (rc == -ESTALE && failed == 1) {
+            lost_round(attempt);
+            continue;
+        }
+        return rc;
     }
     return -EAGAIN;
 }
@@ -250,7 +338,8 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
     row.attr.mode = mode & 07777;
     row.attr.uid = c.uid;
     row.attr.gid = c.gid;
-    row.attr.nlink = 1; /* directories too: subdirectories are not counted */
+    /* A directory counts itself and its "." (2) + its subdirectories. */
+    row.attr.nlink = type == XT_ROW_DIR ? 2 : 1;
     row.attr.atime_ns = row.attr.mtime_ns = row.attr.ctime_ns = row.attr.btime_ns = now;
     if (type == XT_ROW_REG)
         row.attr.flags = XT_ROW_F_INLINE;
@@ -258,6 +347,12 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
         row.attr.size = dlen;
     if (dlen && (rc = xt_row_view_set_group(&row, XT_CG_DATA, data, dlen)) < 0)
         return rc;
+    if (type == XT_ROW_DIR) {
+        if ((rc = mkdir_batch(fs, parent, name, &row)) < 0)
+            return rc;
+        pom_row_stat(&row.attr, st);
+        return pom_ino_ref(fs, uuid, parent, name, type, 1);
+    }
     struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
                         .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = &row };
     struct xt_resp r;
@@ -378,6 +473,30 @@ int pom_dir_empty(pom_fs *fs, uint64_t dir)
     return empty;
 }
 
+/* rmdir's one atomic batch (invariant 5): the delete of the directory's
+ * row *a (conditional on its uuid and version) + the parent's row (times,
+ * nlink - 1). -ESTALE: read both again. */
+static int rmdir_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *a)
+{
+    struct xt_req q[2] = {
+        { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
+          .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER | XT_F_IF_UUID,
+          .expect_version = a->version, .expect_uuid = a->uuid },
+    };
+    struct pom_dir_upd pu;
+    int rc = pom_dir_upd_op(fs, parent, -1, xt_now_ns(), &pu, &q[1]);
+    if (rc < 0)
+        return rc;
+    size_t failed;
+    bool retried = false;
+    rc = pom_batch_call(fs, q, 2, &failed, &retried);
+    if (rc < 0 && retried && pom_name_holds(fs, parent, name, a->uuid) == 0)
+        return 0; /* our first attempt was applied */
+    if (rc == -ENOENT && failed == 0)
+        return -ESTALE; /* removed or replaced meanwhile: look again */
+    return rc;
+}
+
 /* Removes the entry `name` of parent: dir true for rmdir. */
 static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
 {
@@ -397,6 +516,30 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             return rc;
         xt_row_attr a = row.attr;
         xt_resp_free(&r);
+        /* A file open here lives on in memory after its last name goes
+         * (invariant 6): its xattrs are taken from the row deleted, read
+         * with the version the delete is conditional on. */
+        uint8_t *xg = NULL;
+        uint32_t xlen = 0;
+        bool keep_x = false;
+        if (!dir && a.type == XT_ROW_REG && !(a.flags & POM_ROW_F_LINKED) &&
+            pom_ino_is_open(fs, a.uuid)) {
+            if ((rc = pom_row_get(fs, parent, name, XT_CG_XATTR, &r, &row)) < 0)
+                return rc;
+            a = row.attr; /* changed meanwhile: the checks below see it */
+            const xt_row_group *g = xt_row_view_group(&row, XT_CG_XATTR);
+            xlen = g ? g->len : 0;
+            if (xlen && (xg = xt_malloc(xlen)))
+                memcpy(xg, g->ptr, xlen);
+            xt_resp_free(&r);
+            if (xlen && !xg)
+                return -ENOMEM;
+            keep_x = a.type == XT_ROW_REG && !(a.flags & POM_ROW_F_LINKED);
+            if (!keep_x) {
+                xt_free(xg);
+                xg = NULL;
+            }
+        }
         if (dir && a.type != XT_ROW_DIR)
             return -ENOTDIR;
         if (!dir && a.type == XT_ROW_DIR)
@@ -419,6 +562,15 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
                 return e;
             if (!e)
                 return -ENOTEMPTY;
+            rc = rmdir_batch(fs, parent, name, &a);
+            if (rc == -ESTALE) {
+                lost_round(attempt);
+                continue;
+            }
+            if (rc < 0)
+                return rc;
+            pom_ino_unlinked(fs, a.uuid);
+            return 0;
         }
         struct xt_req q = { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
                             .name_len = (uint32_t)strlen(name),
@@ -427,12 +579,16 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
         bool retried = false;
         rc = pom_call(fs, &q, &r, &retried);
         xt_resp_free(&r);
-        if (rc == -ESTALE)
-            continue;
         if (rc == -ENOENT && retried)
             rc = 0;
-        if (rc < 0)
+        if (rc < 0) {
+            xt_free(xg);
+            if (rc == -ESTALE)
+                continue;
             return rc;
+        }
+        if (keep_x) /* before it is marked: an orphan always has its xattrs */
+            pom_ino_keep_xattrs(fs, a.uuid, xg, xlen);
         pom_ino_unlinked(fs, a.uuid); /* its only name: the file is gone */
         pom_data_gone(fs, a.uuid, a.flags); /* its tracts too (blob tier; after the row) */
         pom_dir_touch(fs, parent);

@@ -9,6 +9,18 @@
  *  (2) Only the user., trusted. and security. namespaces are stored;
  *      system.* (POSIX ACLs and friends) and unknown prefixes answer
  *      -ENOTSUP rather than being stored as plain bytes nobody enforces.
+ *  (3) The group is that of the inode's attribute row: for a linked file
+ *      its ILT row, never a link stub (stubs carry no xattrs; pom_ino_row
+ *      follows a stub met late and moves the map there). The write is
+ *      conditional on the (uuid, version) read, so a stub that another
+ *      client makes of the row in between fails it (-ESTALE: read again,
+ *      now through the stub).
+ *  (4) A file unlinked here and still open here has no row: its group is
+ *      the copy in its open state (pom_ino.c (4)), read and changed there
+ *      by the same code (get_in, list_in, edit) as a row's. Every change
+ *      of a row's group is also given to the open state, so the copy is
+ *      current when the last name goes through another path (rename over
+ *      it, a link stub removed; pom_ops.c re-reads it at a plain unlink).
  */
 #include "pom_client_i.h"
 
@@ -29,103 +41,39 @@ static int name_check(const char *name)
     return 0;
 }
 
-/* The current xattr group of ino (with the row's version). */
+/* The current xattr group of ino (with the row's version): pom_ino_row
+ * reads where the inode map points and follows a link stub to the ILT row
+ * (invariant 3), so a file another client linked after our lookup is not
+ * read or written as its stub. */
 static int read_group(pom_fs *fs, pom_ino ino, uint64_t *table, char *name, struct xt_resp *r,
                       xt_row *row, const uint8_t **grp, uint32_t *glen)
 {
-    int rc = pom_ino_where(fs, ino, table, name, NULL);
+    int rc = pom_ino_row(fs, ino, XT_CG_XATTR, table, name, r, row);
     if (rc < 0)
         return rc;
-    if ((rc = pom_row_get(fs, *table, name, XT_CG_XATTR, r, row)) < 0)
-        return rc;
-    if (row->attr.uuid != ino) {
-        xt_resp_free(r);
-        return -ENOENT;
-    }
     const xt_row_group *g = xt_row_view_group(row, XT_CG_XATTR);
     *grp = g ? g->ptr : NULL;
     *glen = g ? g->len : 0;
     return 0;
 }
 
-/* Replaces the group by a function of the old one (value NULL: remove). */
-static int change(pom_fs *fs, pom_ino ino, const char *xname, const void *value, size_t size,
-                  int how, bool remove)
+/* The new group of a change, from (grp, glen): remove false sets xname to
+ * (value, size) with `how` (XT_ROW_XATTR_CREATE / _REPLACE / 0), remove
+ * true removes it. *ng is xt_malloc'd (NULL: empty group). */
+static int edit(const uint8_t *grp, uint32_t glen, const char *xname, const void *value,
+                size_t size, int how, bool remove, uint8_t **ng, size_t *nlen)
 {
-    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
-        uint64_t table;
-        char name[XT_NAME_MAX + 1];
-        struct xt_resp r;
-        xt_row row;
-        const uint8_t *grp;
-        uint32_t glen;
-        int rc = read_group(fs, ino, &table, name, &r, &row, &grp, &glen);
-        if (rc < 0)
-            return rc;
-        uint8_t *ng = NULL;
-        size_t nlen = 0;
-        if (remove)
-            rc = xt_row_xattr_remove(grp, glen, xname, strlen(xname), &ng, &nlen);
-        else
-            rc = xt_row_xattr_set(grp, glen, xname, strlen(xname), value, size, how, &ng,
-                                  &nlen);
-        uint64_t ver = row.attr.version;
-        xt_resp_free(&r);
-        if (rc == -EBADMSG)
-            rc = -EIO;
-        if (rc < 0)
-            return rc;
-        xt_row upd;
-        xt_row_init(&upd);
-        upd.attr.ctime_ns = xt_now_ns();
-        uint16_t drop[1] = { XT_CG_XATTR };
-        if (nlen)
-            xt_row_view_set_group(&upd, XT_CG_XATTR, ng, (uint32_t)nlen);
-        struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
-                            .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
-                            .row = &upd, .set_mask = XT_ROW_SET_CTIME,
-                            .drop = nlen ? NULL : drop, .ndrop = nlen ? 0 : 1,
-                            .expect_version = ver };
-        rc = pom_call(fs, &q, &r, NULL);
-        xt_resp_free(&r);
-        xt_free(ng);
-        if (rc != -ESTALE)
-            return rc;
-    }
-    return -EAGAIN;
+    *ng = NULL;
+    *nlen = 0;
+    int rc = remove ? xt_row_xattr_remove(grp, glen, xname, strlen(xname), ng, nlen)
+                    : xt_row_xattr_set(grp, glen, xname, strlen(xname), value, size, how, ng,
+                                       nlen);
+    return rc == -EBADMSG ? -EIO : rc;
 }
 
-int pom_setxattr(pom_fs *fs, pom_ino ino, const char *name, const void *value, size_t size,
-                 int flags)
+/* getxattr over a group. */
+static ssize_t get_in(const uint8_t *grp, uint32_t glen, const char *name, void *buf, size_t size)
 {
-    int rc = name_check(name);
-    if (rc < 0)
-        return rc;
-    if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
-        return -EINVAL;
-    if (size > XT_ROW_XATTR_VALUE_MAX)
-        return -E2BIG;
-    int how = (flags & XATTR_CREATE) ? XT_ROW_XATTR_CREATE
-            : (flags & XATTR_REPLACE) ? XT_ROW_XATTR_REPLACE : 0;
-    rc = change(fs, ino, name, value, size, how, false);
-    return rc == -ENOSPC ? -ENOSPC : rc;
-}
-
-ssize_t pom_getxattr(pom_fs *fs, pom_ino ino, const char *name, void *buf, size_t size)
-{
-    int rc = name_check(name);
-    if (rc == -ENOTSUP)
-        return -ENODATA; /* nothing is ever stored there */
-    if (rc < 0)
-        return rc;
-    uint64_t table;
-    char rname[XT_NAME_MAX + 1];
-    struct xt_resp r;
-    xt_row row;
-    const uint8_t *grp;
-    uint32_t glen;
-    if ((rc = read_group(fs, ino, &table, rname, &r, &row, &grp, &glen)) < 0)
-        return rc;
     const uint8_t *v;
     uint32_t vlen;
     ssize_t out = glen ? xt_row_xattr_get(grp, glen, name, strlen(name), &v, &vlen) : -ENODATA;
@@ -142,12 +90,153 @@ ssize_t pom_getxattr(pom_fs *fs, pom_ino ino, const char *name, void *buf, size_
     } else if (out == -EBADMSG) {
         out = -EIO;
     }
+    return out;
+}
+
+/* listxattr over a group. */
+static ssize_t list_in(const uint8_t *grp, uint32_t glen, char *buf, size_t size)
+{
+    ssize_t out = glen ? xt_row_xattr_list(grp, glen, buf, size) : 0;
+    return out == -EBADMSG ? -EIO : out;
+}
+
+/* The file's xattrs when it is unlinked and open here (invariant (4)), op
+ * 'g': get (buf/size), 'l': list (buf/size), 's': set xname to (value,
+ * size) with how, 'r': remove xname. Returns false when ino is no such
+ * file (the row holds its xattrs), else true with the answer in *out. */
+static bool orphan_op(pom_fs *fs, pom_ino ino, int op, const char *xname, void *buf,
+                      const void *value, size_t size, int how, ssize_t *out)
+{
+    struct pom_inode *i = pom_ino_pin_orphan(fs, ino);
+    if (!i)
+        return false;
+    struct pom_data *d = i->data;
+    ssize_t rc;
+    pthread_mutex_lock(&d->mu);
+    if (op == 'g') {
+        rc = get_in(d->xattr, d->xattr_len, xname, buf, size);
+    } else if (op == 'l') {
+        rc = list_in(d->xattr, d->xattr_len, buf, size);
+    } else {
+        uint8_t *ng;
+        size_t nlen;
+        rc = edit(d->xattr, d->xattr_len, xname, value, size, how, op == 'r', &ng, &nlen);
+        if (rc == 0) {
+            xt_free(d->xattr);
+            d->xattr = ng;
+            d->xattr_len = (uint32_t)nlen;
+            uint64_t now = xt_now_ns();
+            d->st.st_ctim.tv_sec = (time_t)(now / 1000000000u);
+            d->st.st_ctim.tv_nsec = (long)(now % 1000000000u);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    pom_data_unpin(fs, i);
+    *out = rc;
+    return true;
+}
+
+/* The one read-modify-write of the group, shared by set and remove (as
+ * edit). */
+static int change(pom_fs *fs, pom_ino ino, const char *xname, const void *value, size_t size,
+                  int how, bool remove)
+{
+    int op = remove ? 'r' : 's';
+    ssize_t orc;
+    if (orphan_op(fs, ino, op, xname, NULL, value, size, how, &orc))
+        return (int)orc;
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        uint64_t table;
+        char name[XT_NAME_MAX + 1];
+        struct xt_resp r;
+        xt_row row;
+        const uint8_t *grp;
+        uint32_t glen;
+        int rc = read_group(fs, ino, &table, name, &r, &row, &grp, &glen);
+        if (rc == -ENOENT && orphan_op(fs, ino, op, xname, NULL, value, size, how, &orc))
+            return (int)orc; /* unlinked here meanwhile */
+        if (rc < 0)
+            return rc;
+        uint8_t *ng;
+        size_t nlen;
+        rc = edit(grp, glen, xname, value, size, how, remove, &ng, &nlen);
+        uint64_t ver = row.attr.version;
+        xt_resp_free(&r);
+        if (rc < 0)
+            return rc;
+        xt_row upd;
+        xt_row_init(&upd);
+        upd.attr.ctime_ns = xt_now_ns();
+        uint16_t drop[1] = { XT_CG_XATTR };
+        if (nlen)
+            xt_row_view_set_group(&upd, XT_CG_XATTR, ng, (uint32_t)nlen);
+        struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
+                            .name_len = (uint32_t)strlen(name),
+                            .flags = XT_F_IF_VER | XT_F_IF_UUID,
+                            .row = &upd, .set_mask = XT_ROW_SET_CTIME,
+                            .drop = nlen ? NULL : drop, .ndrop = nlen ? 0 : 1,
+                            .expect_version = ver, .expect_uuid = ino };
+        rc = pom_call(fs, &q, &r, NULL);
+        xt_resp_free(&r);
+        if (rc == 0) {
+            pom_ino_keep_xattrs(fs, ino, ng, (uint32_t)nlen); /* invariant (4) */
+            return 0;
+        }
+        xt_free(ng);
+        if (rc != -ESTALE)
+            return rc;
+    }
+    return -EAGAIN;
+}
+
+int pom_setxattr(pom_fs *fs, pom_ino ino, const char *name, const void *value, size_t size,
+                 int flags)
+{
+    int rc = name_check(name);
+    if (rc < 0)
+        return rc;
+    if (flags & ~(XATTR_CREATE | XATTR_REPLACE))
+        return -EINVAL;
+    if ((flags & XATTR_CREATE) && (flags & XATTR_REPLACE))
+        return -EINVAL; /* they contradict each other: refused for every caller */
+    if (size > XT_ROW_XATTR_VALUE_MAX)
+        return -E2BIG;
+    int how = (flags & XATTR_CREATE) ? XT_ROW_XATTR_CREATE
+            : (flags & XATTR_REPLACE) ? XT_ROW_XATTR_REPLACE : 0;
+    return change(fs, ino, name, value, size, how, false);
+}
+
+ssize_t pom_getxattr(pom_fs *fs, pom_ino ino, const char *name, void *buf, size_t size)
+{
+    int rc = name_check(name);
+    if (rc == -ENOTSUP)
+        return -ENODATA; /* nothing is ever stored there */
+    if (rc < 0)
+        return rc;
+    ssize_t out;
+    if (orphan_op(fs, ino, 'g', name, buf, NULL, size, 0, &out))
+        return out;
+    uint64_t table;
+    char rname[XT_NAME_MAX + 1];
+    struct xt_resp r;
+    xt_row row;
+    const uint8_t *grp;
+    uint32_t glen;
+    rc = read_group(fs, ino, &table, rname, &r, &row, &grp, &glen);
+    if (rc == -ENOENT && orphan_op(fs, ino, 'g', name, buf, NULL, size, 0, &out))
+        return out; /* unlinked here meanwhile */
+    if (rc < 0)
+        return rc;
+    out = get_in(grp, glen, name, buf, size);
     xt_resp_free(&r);
     return out;
 }
 
 ssize_t pom_listxattr(pom_fs *fs, pom_ino ino, char *buf, size_t size)
 {
+    ssize_t out;
+    if (orphan_op(fs, ino, 'l', NULL, buf, NULL, size, 0, &out))
+        return out;
     uint64_t table;
     char rname[XT_NAME_MAX + 1];
     struct xt_resp r;
@@ -155,11 +244,11 @@ ssize_t pom_listxattr(pom_fs *fs, pom_ino ino, char *buf, size_t size)
     const uint8_t *grp;
     uint32_t glen;
     int rc = read_group(fs, ino, &table, rname, &r, &row, &grp, &glen);
+    if (rc == -ENOENT && orphan_op(fs, ino, 'l', NULL, buf, NULL, size, 0, &out))
+        return out; /* unlinked here meanwhile */
     if (rc < 0)
         return rc;
-    ssize_t out = glen ? xt_row_xattr_list(grp, glen, buf, size) : 0;
-    if (out == -EBADMSG)
-        out = -EIO;
+    out = list_in(grp, glen, buf, size);
     xt_resp_free(&r);
     return out;
 }

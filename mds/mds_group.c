@@ -22,6 +22,7 @@
 #define DEFAULT_INTERVAL_MS 5000u
 #define DEFAULT_DIRTY_BOUND ((size_t)64 << 20)
 #define DEFAULT_RETRY_MS    20u
+#define STORAGE_ERR_TRIES   5u   /* attempts in a row before syncers hear of it */
 #define FLUSH_TIMEOUT_MS    10000u
 
 struct dlist {
@@ -48,6 +49,9 @@ struct mds_group {
     uint64_t want_gen;           /* close up to this early (mu) */
     bool kicked;                 /* (mu) */
     uint64_t commits, aborts, empty, syncs; /* (mu) */
+    int storage_err;             /* last storage error of a commit, 0 after a commit (mu) */
+    uint64_t storage_errs;       /* how many commit attempts met one (mu) */
+    unsigned storage_streak;     /* attempts in a row that met one, 0 after a commit (mu) */
 
     /* Owned by the committer thread (or open() before it starts); the
      * copies in info are read under mu. */
@@ -341,6 +345,32 @@ static void run_batches(mds_group *g, struct batch *b, size_t nb, const bool *se
     }
 }
 
+/* An error a commit cannot get past by retrying at once: the MDSL's
+ * storage (full disk, failed device, a store that refuses writes after a
+ * failed fsync until restarted) or memory (at the MDSL or here). Syncers
+ * are told at once instead of waiting out their timeout (the commits are
+ * still retried). Transport errors (an MDSL restarting) are not among them:
+ * syncers keep waiting for those. */
+static bool storage_error(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS || rc == -ENOMEM;
+}
+
+/* Counts a commit attempt that met a storage error (else does nothing);
+ * once STORAGE_ERR_TRIES attempts in a row met one, waiting syncers are
+ * told. A one-off error (a retry gets past it) is never reported. */
+static void note_storage_error(mds_group *g, int rc)
+{
+    if (!storage_error(rc))
+        return;
+    pthread_mutex_lock(&g->mu);
+    g->storage_err = rc;
+    g->storage_errs++;
+    if (++g->storage_streak >= STORAGE_ERR_TRIES)
+        pthread_cond_broadcast(&g->cv_done);
+    pthread_mutex_unlock(&g->mu);
+}
+
 /* Abort txid at every batch's site until each answers (presumed abort). */
 static int resolve_abort(mds_group *g, struct batch *b, size_t nb)
 {
@@ -368,6 +398,9 @@ static int resolve_abort(mds_group *g, struct batch *b, size_t nb)
             return 0;
         if (stopping(g))
             return -ESHUTDOWN; /* left prepared: the next recovery aborts it */
+        for (size_t i = 0; i < nb; i++)
+            if (sel[i])
+                note_storage_error(g, b[i].rc);
         sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
     }
 }
@@ -403,7 +436,7 @@ static int tx_run(mds_group *g, uint64_t txid, struct batch *b, size_t nb, size_
     for (size_t i = 0; i < nb; i++)
         only_home[i] = i == home;
     run_batches(g, b, nb, only_home, OP_COMMIT);
-    while (b[home].rc != 0) {
+    for (unsigned tries = 0; b[home].rc != 0; tries++) {
         /* Unknown outcome: an abort tells which way it went (promise 3). */
         int rc = mds_store_abort(g->o.store, b[home].site, txid);
         if (rc == -EINVAL)
@@ -417,6 +450,13 @@ static int tx_run(mds_group *g, uint64_t txid, struct batch *b, size_t nb, size_
         }
         if (stopping(g))
             return -ESHUTDOWN;
+        /* In doubt (e.g. home's store refuses writes after a failed fsync
+         * until it is restarted): only home can tell, so keep asking, but
+         * let the syncers go with the error meanwhile. */
+        note_storage_error(g, storage_error(rc) ? rc : b[home].rc);
+        if (tries % 500 == 0) /* about every 10 s: an operator must act */
+            XT_WARN("group: txid %llx in doubt: site %u answers %d to commit, %d to abort; "
+                    "retrying", (unsigned long long)txid, b[home].site, b[home].rc, rc);
         sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
     }
 
@@ -443,6 +483,9 @@ static int tx_run(mds_group *g, uint64_t txid, struct batch *b, size_t nb, size_
             return 0;
         if (stopping(g))
             return -ESHUTDOWN; /* committed at home: recovery finishes it */
+        for (size_t i = 0; i < nb; i++)
+            if (sel[i])
+                note_storage_error(g, b[i].rc);
         sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
     }
 }
@@ -570,12 +613,16 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         return; /* abandoned: close() drops the list */
 
     uint64_t open = atomic_load(&g->open_gen);
+    note_storage_error(g, rc);
     if (rc < 0) {
         /* Keep everything dirty: the entries still stamped gen join the
          * open group (their pin moves with them). */
         pthread_mutex_lock(&g->mu);
         while (dlist_reserve(&g->list[open & 1], l->n) < 0) {
             pthread_mutex_unlock(&g->mu);
+            if (stopping(g))
+                return; /* out of memory at a stop: abandoned as above */
+            note_storage_error(g, -ENOMEM); /* stuck here: syncers hear of it */
             sleep_ms(DEFAULT_RETRY_MS);
             pthread_mutex_lock(&g->mu);
         }
@@ -629,6 +676,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         g->list[open & 1].resv -= reserved - moved;
     if (rc == 0) {
         g->committed_gen = gen;
+        g->storage_err = 0;
+        g->storage_streak = 0;
         if (nrec)
             g->commits++;
         else
@@ -728,12 +777,22 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
     int rc = 0;
     pthread_mutex_lock(&g->mu);
     g->syncs++;
-    uint64_t open = atomic_load(&g->open_gen);
+    uint64_t open = atomic_load(&g->open_gen), errs0 = g->storage_errs;
     if (gen == 0 || gen > open)
         gen = open;
     while (g->committed_gen < gen) {
         if (stopping(g)) {
             rc = -ESHUTDOWN;
+            break;
+        }
+        /* Commits keep failing on the storage, once more after this sync
+         * began (aborted, or in doubt at the home participant): the changes
+         * stay dirty or undecided (a later attempt may still make them
+         * durable) but the caller learns now, as fsync(2) reports a failed
+         * write, instead of at its timeout. */
+        if (g->storage_errs != errs0 && g->storage_streak >= STORAGE_ERR_TRIES &&
+            g->storage_err) {
+            rc = g->storage_err;
             break;
         }
         if (g->want_gen < gen) {

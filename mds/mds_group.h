@@ -151,7 +151,11 @@ void mds_group_leave(mds_group *g, uint64_t g0, size_t bytes);
 /* Block until every change stamped <= gen is committed (invariant 6),
  * closing groups early as needed; many callers share one commit. gen 0
  * means everything entered so far. 0, -ETIMEDOUT (timeout_ms elapsed, 0 =
- * wait forever), -ESHUTDOWN (the group is closing). */
+ * wait forever), -ESHUTDOWN (the group is closing), or the error (-ENOSPC,
+ * -EDQUOT, -EIO, -EROFS, -ENOMEM) of commits that keep failing on it (5
+ * attempts in a row, one of them after the call began; aborted or left in
+ * doubt): the changes stay dirty (or undecided) and later commits retry
+ * them. A one-off failure that a retry gets past is waited through. */
 int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms);
 /* Ask for an early close (cache pressure). Usable as mds_cache's pressure
  * hook with the group as argument. */

@@ -16,6 +16,10 @@
  * crash are resolved with the MDSLs before the first request is served.
  * SIGTERM commits what is dirty, then exits; SIGKILL loses at most the open
  * commit group (DESIGN 11).
+ *
+ * TEST ONLY: the environment variable POM_FAULT="alloc:after=N" (unset in
+ * production; docs/testing-faults.md) arms xt_alloc_fail_after(N) once the
+ * service listens: every allocation after the N-th then fails.
  */
 #include "mds_cache.h"
 #include "mds_group.h"
@@ -234,6 +238,18 @@ int main(int argc, char **argv)
         return 2;
     }
 
+    long fault_alloc_after = -1;
+    const char *fault = getenv("POM_FAULT");
+    if (fault) {
+        int used = 0;
+        if (sscanf(fault, "alloc:after=%ld%n", &fault_alloc_after, &used) != 1 ||
+            fault[used] || fault_alloc_after < 0) {
+            fprintf(stderr, "pom-mds: bad POM_FAULT '%s' (see docs/testing-faults.md)\n",
+                    fault);
+            return 2;
+        }
+    }
+
     xt_daemon_block_signals();
     xt_log_set_prefix("mds");
 
@@ -345,6 +361,10 @@ int main(int argc, char **argv)
         XT_ERR("cannot write %s: %s", port_file, strerror(-rc));
     XT_INFO("site %llu serving on %s:%d with %zu MDSL", (unsigned long long)site_id, host,
             bound, nmdsl);
+    if (fault_alloc_after >= 0) {
+        XT_WARN("POM_FAULT='%s': TEST-ONLY allocation failures are on", fault);
+        xt_alloc_fail_after(fault_alloc_after);
+    }
 
     /* SIGHUP: report the counters and go on; SIGINT/SIGTERM: report and stop. */
     int sig;
@@ -363,5 +383,7 @@ out:
     mds_store_rpc_free(rpc);
     mds_stats_free(stats);
     xt_ring_free(ring);
+    if (fault_alloc_after >= 0) /* for sizing the tests' countdown ranges */
+        XT_WARN("POM_FAULT: %ld allocations failed", xt_alloc_fail_after(-1));
     return rc ? 1 : 0;
 }

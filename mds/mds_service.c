@@ -417,16 +417,26 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
     return rc;
 }
 
+/* Fixed once the group is open (a new epoch per start, mds_group.h (5)). */
+static uint32_t svc_epoch(void *ctx)
+{
+    return ((struct mds_service *)ctx)->epoch;
+}
+
 static const struct xt_mds_ops mds_ops = {
     .common = { .ping = NULL },
     .op = svc_op,
     .list = svc_list,
     .sync = svc_sync,
+    .epoch = svc_epoch,
     .batch_atomic = svc_batch_atomic,
 };
 
 int mds_service_start(struct mds_service *svc, const struct xt_rpc_server_opts *opts,
                       xt_rpc_server **out)
 {
+    struct mds_group_info gi;
+    mds_group_info(svc->group, &gi);
+    svc->epoch = gi.epoch;
     return xt_rpc_serve_mds(opts, &mds_ops, svc, out);
 }

@@ -15,6 +15,7 @@ struct mds_service {
     mds_group *group;      /* borrowed */
     mds_stats *stats;      /* borrowed, may be NULL */
     unsigned sync_timeout_ms; /* bound of a sync; 0: 60000 */
+    uint32_t epoch;        /* set by mds_service_start: stamped on replies */
 };
 
 /* Serves svc (borrowed; must outlive the server). 0 or -errno. */

@@ -132,7 +132,7 @@ int mdsl_index_open(const char *dir, mdsl_index **out)
     idx->wopts_sync = leveldb_writeoptions_create();
     leveldb_writeoptions_set_sync(idx->wopts_sync, 1);
     char *err = NULL;
-    idx->db = xt_ldb_open(idx->opts, dir, 3000, &err);
+    idx->db = xt_ldb_open(idx->opts, dir, 10000, &err);
     if (err) {
         int rc = lerr("open", err);
         idx->db = NULL;

@@ -4,6 +4,13 @@
  * serves the Storage RPC service, and on SIGTERM/SIGINT stops serving and
  * closes the store. SIGKILL at any moment is safe: that is what the store's
  * recovery is for.
+ *
+ * TEST ONLY: the environment variable POM_FAULT (unset in production; see
+ * docs/testing-faults.md) injects faults from the start: a comma-separated
+ * list of "io:eio:after=N", "io:enospc:after=N" (the fault backend of
+ * mdsl_io_fault.c wraps liburing; append ":sticky" to fail every later op
+ * too) and "alloc:after=N" (xt_alloc_fail_after(N), armed once serving:
+ * every allocation after the N-th fails).
  */
 #include "mdsl_service.h"
 #include "mdsl_store.h"
@@ -17,6 +24,36 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Parses POM_FAULT (test only, see the file comment) into the I/O fault
+ * (*io_after -1: none; *io_err, *io_sticky) and *alloc_after (-1: none). -EINVAL on a
+ * malformed value: the daemon refuses to start rather than run unfaulted. */
+static int parse_fault(const char *spec, long *io_after, int *io_err, bool *io_sticky,
+                       long *alloc_after)
+{
+    char buf[256];
+    if (strlen(spec) >= sizeof buf)
+        return -EINVAL;
+    strcpy(buf, spec);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char kind[16] = "";
+        long n = -1;
+        int used = 0;
+        if (sscanf(t, "alloc:after=%ld%n", &n, &used) == 1 && !t[used] && n >= 0) {
+            *alloc_after = n;
+        } else if (sscanf(t, "io:%15[a-z]:after=%ld%n", kind, &n, &used) == 2 && n >= 0 &&
+                   (!t[used] || !strcmp(t + used, ":sticky")) &&
+                   (!strcmp(kind, "eio") || !strcmp(kind, "enospc"))) {
+            *io_after = n;
+            *io_err = strcmp(kind, "eio") ? -ENOSPC : -EIO;
+            *io_sticky = t[used] != 0;
+        } else {
+            return -EINVAL;
+        }
+    }
+    return 0;
+}
 
 static void usage(FILE *f)
 {
@@ -133,11 +170,33 @@ int main(int argc, char **argv)
     xt_daemon_block_signals();
     xt_log_set_prefix("mdsl");
 
-    mdsl_io *io = NULL;
-    int rc = mdsl_io_uring_new(256, &io);
+    long fault_io_after = -1, fault_alloc_after = -1;
+    int fault_err = -EIO;
+    bool fault_sticky = false;
+    const char *fault = getenv("POM_FAULT");
+    if (fault && parse_fault(fault, &fault_io_after, &fault_err, &fault_sticky,
+                             &fault_alloc_after)) {
+        fprintf(stderr, "pom-mdsl: bad POM_FAULT '%s' (see docs/testing-faults.md)\n", fault);
+        return 2;
+    }
+
+    mdsl_io *io = NULL, *uring = NULL;
+    int rc = mdsl_io_uring_new(256, &uring);
     if (rc < 0) {
         XT_ERR("cannot set up io_uring: %s", strerror(-rc));
         return 1;
+    }
+    io = uring;
+    if (fault) {
+        XT_WARN("POM_FAULT='%s': TEST-ONLY fault injection is on", fault);
+        if (fault_io_after >= 0) {
+            if ((rc = mdsl_io_fault_new(uring, 1, &io)) < 0) {
+                XT_ERR("cannot set up the fault backend: %s", strerror(-rc));
+                mdsl_io_destroy(uring);
+                return 1;
+            }
+            mdsl_io_fault_countdown(io, fault_io_after, fault_err, fault_sticky);
+        }
     }
     struct mdsl_store_opts so = {
         .io = io, .dir = dir, .seg_size = seg_size, .gc_threshold = gc_threshold,
@@ -147,7 +206,9 @@ int main(int argc, char **argv)
     rc = mdsl_store_open(&so, &store);
     if (rc < 0) {
         XT_ERR("cannot open store in %s: %s", dir, strerror(-rc));
-        mdsl_io_destroy(io);
+        if (io != uring)
+            mdsl_io_destroy(io);
+        mdsl_io_destroy(uring);
         return 1;
     }
     /* Prepares carry a whole commit group's slice images. */
@@ -158,13 +219,17 @@ int main(int argc, char **argv)
     if (rc < 0) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
         mdsl_store_close(store);
-        mdsl_io_destroy(io);
+        if (io != uring)
+            mdsl_io_destroy(io);
+        mdsl_io_destroy(uring);
         return 1;
     }
     int bound = xt_rpc_server_port(srv);
     if (port_file && (rc = xt_daemon_write_int_file(port_file, bound)) < 0)
         XT_ERR("cannot write %s: %s", port_file, strerror(-rc));
     XT_INFO("serving %s on %s:%d", dir, host, bound);
+    if (fault_alloc_after >= 0)
+        xt_alloc_fail_after(fault_alloc_after);
     /* Registered only once serving; nothing is deregistered at exit: R2
      * notices the silence. The site id survives restarts in DIR/site_id. */
     r2_agent *agent = NULL;
@@ -180,16 +245,24 @@ int main(int argc, char **argv)
             XT_ERR("cannot start the R2 agent for --r2 '%s': %s", r2_addrs, strerror(-rc));
             xt_rpc_server_stop(srv);
             mdsl_store_close(store);
-            mdsl_io_destroy(io);
+            if (io != uring)
+                mdsl_io_destroy(io);
+            mdsl_io_destroy(uring);
             return 1;
         }
     }
 
     int sig = xt_daemon_wait_signal();
     XT_INFO("signal %d: stopping", sig);
+
     r2_agent_stop(agent);
     xt_rpc_server_stop(srv);
     mdsl_store_close(store);
-    mdsl_io_destroy(io);
+    if (fault) /* for sizing the tests' countdown ranges */
+        XT_WARN("POM_FAULT: %ld I/O ops counted, %ld allocations failed",
+                io != uring ? mdsl_io_fault_ops(io) : 0L, xt_alloc_fail_after(-1));
+    if (io != uring)
+        mdsl_io_destroy(io);
+    mdsl_io_destroy(uring);
     return 0;
 }

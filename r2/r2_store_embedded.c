@@ -747,7 +747,7 @@ int r2_store_embedded_open(const char *dir, r2_store **out)
     e->wopt = leveldb_writeoptions_create();
     leveldb_writeoptions_set_sync(e->wopt, 1);
     char *err = NULL;
-    e->db = xt_ldb_open(e->opt, dir, 3000, &err);
+    e->db = xt_ldb_open(e->opt, dir, 10000, &err);
     if (err != NULL) {
         int rc = xt_ldb_is_lock_error(err) ? -EBUSY : -EIO;
         XT_ERR("r2_store_embedded: open %s: %s", dir, err);

@@ -15,6 +15,7 @@ PKGS=(
   libcmocka-dev
   clang libclang-rt-14-dev
   procps psmisc util-linux python3
+  rsync sqlite3
   fio fsmark redis-server redis-tools gnuplot-nox
   moosefs-master moosefs-chunkserver moosefs-client
 )

@@ -108,6 +108,7 @@ struct XtResp {
   2: optional Row row,
   3: optional Piggyback pb,
   4: i64 commit_group = 0,         // group holding this change (for sync)
+  5: i64 epoch = 0,                // the answering MDS's incarnation (0: unknown)
 }
 
 struct ListReq {
@@ -160,6 +161,9 @@ struct SyncReq {
 struct SyncResp {
   1: i32 status = 0,
   2: i64 committed_group = 0,
+  3: i64 epoch = 0,                // as XtResp.epoch: a client that saw another
+                                   // epoch acknowledge its changes cannot trust
+                                   // this sync for them (docs/mds-commit.md)
 }
 
 service XTable extends Common {

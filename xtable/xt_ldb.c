@@ -21,7 +21,10 @@ leveldb_t *xt_ldb_open(const leveldb_options_t *o, const char *dir, int wait_ms,
     for (int waited = 0;; waited += 50) {
         *err = NULL;
         leveldb_t *db = leveldb_open(o, dir, err);
-        if (db || !xt_ldb_is_lock_error(*err) || waited >= wait_ms)
+        /* "already held by process": this very process has it open: no wait
+         * can help. Otherwise another process holds it, maybe one dying. */
+        if (db || !xt_ldb_is_lock_error(*err) || strstr(*err, "already held") ||
+            waited >= wait_ms)
             return db;
         if (waited == 0)
             XT_WARN("%s is locked (a previous process still exiting?); waiting up to %d ms",

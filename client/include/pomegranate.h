@@ -230,7 +230,8 @@ POM_API int pom_statfs(pom_fs *fs, struct statvfs *sv);
 /* ---- extended attributes (namespaces user., trusted., security.;
  *      others: -ENOTSUP) ------------------------------------------------ */
 
-/* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA). Names over
+/* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA); both together
+ * or any other bit: -EINVAL. Names over
  * 255 bytes or values over 64 KiB: -ERANGE / -E2BIG. */
 POM_API int pom_setxattr(pom_fs *fs, pom_ino ino, const char *name, const void *value,
                          size_t size, int flags);

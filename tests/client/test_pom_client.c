@@ -11,7 +11,13 @@
  *   - rename within and across directories, over a file, NOREPLACE,
  *     EXCHANGE with NOREPLACE -> EINVAL, a directory under itself -> EINVAL, file over
  *     directory -> EISDIR, over a non-empty directory -> ENOTEMPTY;
- *   - xattrs (create/replace/list/remove, unknown namespace);
+ *   - xattrs (create/replace/list/remove, unknown namespace, CREATE|REPLACE);
+ *   - a file open here whose last name was unlinked: truncate, chmod,
+ *     chown, utimens and the four xattr calls work on it (xattrs set before,
+ *     by another client too, are kept), a failed truncate changes nothing,
+ *     nothing is visible to another client, -ENOENT after the last
+ *     release; a blob-tier file truncated down and up while unlinked, its
+ *     tracts gone at the last release;
  *   - readdir of 1,500 entries resumed at random points (seeded): every
  *     entry exactly once, references taken in plus mode;
  *   - two connections creating at once never share a uuid;
@@ -27,7 +33,9 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,6 +406,13 @@ static void test_symlink_xattr(void **state)
     assert_int_equal(pom_setxattr(fs, x, "user.b", "", 0, 0), 0);
     assert_int_equal(pom_setxattr(fs, x, "user.a", "22", 2, XATTR_CREATE), -EEXIST);
     assert_int_equal(pom_setxattr(fs, x, "user.c", "3", 1, XATTR_REPLACE), -ENODATA);
+    /* Both flags contradict each other: -EINVAL whether the name exists
+     * or not (the library's rule; pomfs passes the kernel's flags on). */
+    assert_int_equal(pom_setxattr(fs, x, "user.a", "9", 1, XATTR_CREATE | XATTR_REPLACE),
+                     -EINVAL);
+    assert_int_equal(pom_setxattr(fs, x, "user.c", "9", 1, XATTR_CREATE | XATTR_REPLACE),
+                     -EINVAL);
+    assert_int_equal(pom_getxattr(fs, x, "user.c", NULL, 0), -ENODATA);
     assert_int_equal(pom_setxattr(fs, x, "user.a", "22", 2, XATTR_REPLACE), 0);
     assert_int_equal(pom_setxattr(fs, x, "system.posix_acl_access", "x", 1, 0), -ENOTSUP);
     assert_int_equal(pom_setxattr(fs, x, "nonamespace", "x", 1, 0), -ENOTSUP);
@@ -440,6 +455,195 @@ static int count_cb(void *arg, const char *name, const struct stat *st, uint64_t
     s->next = next;
     s->last = st->st_ino;
     return 0;
+}
+
+static void expect_xattr(pom_fs *fs, pom_ino ino, const char *name, const char *value)
+{
+    char buf[64];
+    size_t n = strlen(value);
+    assert_int_equal(pom_getxattr(fs, ino, name, NULL, 0), (ssize_t)n);
+    assert_int_equal(pom_getxattr(fs, ino, name, buf, sizeof buf), (ssize_t)n);
+    assert_memory_equal(buf, value, n);
+}
+
+static int nfiles;
+static int count_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+    (void)path;
+    (void)sb;
+    (void)ftw;
+    nfiles += type == FTW_F;
+    return 0;
+}
+
+/* Regular files under dir (the blob tier's tract files). */
+static int files_under(const char *dir)
+{
+    nfiles = 0;
+    assert_int_equal(nftw(dir, count_one, 16, FTW_PHYS), 0);
+    return nfiles;
+}
+
+/* An open file whose last name was unlinked lives on in this client only:
+ * setattr and xattr calls change it there (docs/client.md). */
+static void test_unlinked_open(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(), *fs2 = conn();
+    pom_ino d = fresh_dir(fs, "orphans");
+    struct stat st, st2, in;
+    pom_file *f, *g;
+    uint8_t data[100];
+    memset(data, 'x', sizeof data);
+    assert_int_equal(pom_create(fs, d, "f", 0644, O_RDWR | O_CREAT, NULL, &st, &f), 0);
+    pom_ino ino = st.st_ino;
+    assert_int_equal(pom_write(f, data, sizeof data, 0), 100);
+    assert_int_equal(pom_setxattr(fs, ino, "user.before", "b", 1, 0), 0);
+    /* Another client's xattr while open here: read again at the unlink. */
+    assert_int_equal(pom_lookup(fs2, POM_ROOT_INO, "orphans", &st2), 0);
+    assert_int_equal(pom_lookup(fs2, d, "f", &st2), 0);
+    assert_int_equal(pom_setxattr(fs2, ino, "user.other", "o", 1, 0), 0);
+    pom_forget(fs2, ino, 1);
+    assert_int_equal(pom_file_open(fs, ino, O_RDONLY, &g), 0);
+    assert_int_equal(pom_unlink(fs, d, "f"), 0);
+
+    memset(&in, 0, sizeof in);
+    in.st_size = 50;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_SIZE, &st2), 0);
+    assert_int_equal(st2.st_size, 50);
+    assert_int_equal(st2.st_nlink, 0);
+    in.st_mode = 0600;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_MODE, &st2), 0);
+    assert_int_equal(st2.st_mode, S_IFREG | 0600);
+    in.st_uid = 1234;
+    in.st_gid = 4321;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_UID | POM_SET_GID, NULL), 0);
+    in.st_mtim.tv_sec = 1000000;
+    in.st_mtim.tv_nsec = 5;
+    in.st_atim.tv_sec = 2000000;
+    in.st_atim.tv_nsec = 7;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_MTIME | POM_SET_ATIME, NULL), 0);
+    assert_int_equal(pom_getattr(fs, ino, &st2), 0);
+    assert_int_equal(st2.st_size, 50);
+    assert_int_equal(st2.st_mode, S_IFREG | 0600);
+    assert_int_equal(st2.st_uid, 1234);
+    assert_int_equal(st2.st_gid, 4321);
+    assert_int_equal(st2.st_mtim.tv_sec, 1000000);
+    assert_int_equal(st2.st_mtim.tv_nsec, 5);
+    assert_int_equal(st2.st_atim.tv_sec, 2000000);
+    assert_true(st2.st_ctim.tv_sec > 2000000); /* now */
+    uint8_t buf[128];
+    assert_int_equal(pom_read(g, buf, sizeof buf, 0), 50);
+    /* A size past the inline limit without a blob tier fails and changes
+     * nothing, not even the other attributes asked for with it. */
+    in.st_size = POM_INLINE_MAX + 1;
+    in.st_mode = 0640;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_SIZE | POM_SET_MODE, NULL), -EFBIG);
+    assert_int_equal(pom_getattr(fs, ino, &st2), 0);
+    assert_int_equal(st2.st_size, 50);
+    assert_int_equal(st2.st_mode, S_IFREG | 0600);
+
+    /* xattrs: those from before (both clients'), and new ones. */
+    expect_xattr(fs, ino, "user.before", "b");
+    expect_xattr(fs, ino, "user.other", "o");
+    assert_int_equal(pom_setxattr(fs, ino, "user.a", "1", 1, 0), 0);
+    assert_int_equal(pom_setxattr(fs, ino, "user.a", "2", 1, XATTR_CREATE), -EEXIST);
+    assert_int_equal(pom_setxattr(fs, ino, "user.new", "2", 1, XATTR_REPLACE), -ENODATA);
+    assert_int_equal(pom_setxattr(fs, ino, "system.x", "2", 1, 0), -ENOTSUP);
+    expect_xattr(fs, ino, "user.a", "1");
+    char list[128];
+    static const char want[] = "user.before\0user.other\0user.a";
+    ssize_t n = pom_listxattr(fs, ino, NULL, 0);
+    assert_int_equal(n, (ssize_t)sizeof want);
+    assert_int_equal(pom_listxattr(fs, ino, list, 4), -ERANGE);
+    assert_int_equal(pom_listxattr(fs, ino, list, sizeof list), n);
+    for (const char *w = want; w < want + sizeof want; w += strlen(w) + 1) {
+        bool found = false;
+        for (const char *l = list; l < list + n; l += strlen(l) + 1)
+            found |= strcmp(l, w) == 0;
+        assert_true(found);
+    }
+    assert_int_equal(pom_removexattr(fs, ino, "user.before"), 0);
+    assert_int_equal(pom_removexattr(fs, ino, "user.before"), -ENODATA);
+    assert_int_equal(pom_getxattr(fs, ino, "user.before", buf, sizeof buf), -ENODATA);
+    assert_int_equal(pom_getxattr(fs, ino, "user.a", buf, 0), 1);
+
+    /* Nothing of it reaches the MDS: the other client sees no entry. */
+    assert_int_equal(pom_lookup(fs2, d, "f", &st2), -ENOENT);
+    /* The first handle goes; the second still has it all. */
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(pom_getattr(fs, ino, &st2), 0);
+    assert_int_equal(st2.st_mode, S_IFREG | 0600);
+    expect_xattr(fs, ino, "user.a", "1");
+    in.st_size = 7;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_SIZE, &st2), 0);
+    assert_int_equal(st2.st_size, 7);
+    assert_int_equal(pom_release(g), 0);
+    /* Known (a lookup reference) but no longer open: it is gone. */
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_MODE, NULL), -ENOENT);
+    assert_int_equal(pom_getxattr(fs, ino, "user.a", buf, sizeof buf), -ENOENT);
+    assert_int_equal(pom_setxattr(fs, ino, "user.a", "1", 1, 0), -ENOENT);
+    assert_int_equal(pom_getattr(fs, ino, &st2), -ENOENT);
+    pom_forget(fs, ino, 1);
+
+    /* Its last name replaced by a rename (pom_link.c): the xattrs it had
+     * at open plus this client's changes since are still there. */
+    assert_int_equal(pom_create(fs, d, "v", 0644, O_RDWR | O_CREAT, NULL, &st, &f), 0);
+    ino = st.st_ino;
+    assert_int_equal(pom_setxattr(fs, ino, "user.v", "v", 1, 0), 0);
+    assert_int_equal(pom_create(fs, d, "w", 0644, O_RDWR | O_CREAT, NULL, &st2, &g), 0);
+    assert_int_equal(pom_release(g), 0);
+    pom_forget(fs, st2.st_ino, 1);
+    assert_int_equal(pom_rename(fs, d, "w", d, "v", 0), 0);
+    expect_xattr(fs, ino, "user.v", "v");
+    in.st_mode = 0604;
+    assert_int_equal(pom_setattr(fs, ino, &in, POM_SET_MODE, &st2), 0);
+    assert_int_equal(st2.st_mode, S_IFREG | 0604);
+    assert_int_equal(st2.st_nlink, 0);
+    assert_int_equal(pom_release(f), 0);
+    pom_forget(fs, ino, 1);
+    assert_int_equal(pom_unlink(fs, d, "v"), 0);
+
+    /* A large file (blob tier): truncated down and up while unlinked. */
+    char blobdir[300];
+    snprintf(blobdir, sizeof blobdir, "%s/orphan-blobs", C.base);
+    assert_int_equal(mkdir(blobdir, 0700), 0);
+    pom_fs *fb = conn();
+    assert_int_equal(pom_set_blob(fb, "local", blobdir), 0);
+    assert_int_equal(pom_lookup(fb, POM_ROOT_INO, "orphans", &st2), 0);
+    size_t big = 200 * 1024;
+    uint8_t *bd = malloc(big), *rb = malloc(big);
+    fill(bd, big, 11);
+    assert_int_equal(pom_create(fb, d, "big", 0644, O_RDWR | O_CREAT, NULL, &st, &f), 0);
+    ino = st.st_ino;
+    assert_int_equal(pom_write(f, bd, big, 0), (ssize_t)big);
+    assert_int_equal(pom_setxattr(fb, ino, "user.big", "B", 1, 0), 0);
+    assert_int_equal(pom_flush(f), 0);
+    assert_true(files_under(blobdir) > 0);
+    assert_int_equal(pom_unlink(fb, d, "big"), 0);
+    assert_true(files_under(blobdir) > 0); /* kept until the last release */
+    in.st_size = 100 * 1024;
+    assert_int_equal(pom_setattr(fb, ino, &in, POM_SET_SIZE, &st2), 0);
+    assert_int_equal(st2.st_size, 100 * 1024);
+    in.st_size = 300 * 1024;
+    assert_int_equal(pom_setattr(fb, ino, &in, POM_SET_SIZE, &st2), 0);
+    assert_int_equal(st2.st_size, 300 * 1024);
+    assert_int_equal(pom_read(f, rb, 100 * 1024, 0), 100 * 1024);
+    assert_memory_equal(rb, bd, 100 * 1024);
+    assert_int_equal(pom_read(f, rb, 4096, 150 * 1024), 4096);
+    for (int i = 0; i < 4096; i++)
+        assert_int_equal(rb[i], 0); /* cut, then zeros: not the old bytes */
+    expect_xattr(fb, ino, "user.big", "B");
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(files_under(blobdir), 0);
+    pom_forget(fb, ino, 1);
+    free(bd);
+    free(rb);
+    pom_close(fb);
+
+    pom_forget(fs, d, 1);
+    pom_close(fs2);
+    pom_close(fs);
 }
 
 static void test_readdir(void **state)
@@ -589,6 +793,7 @@ int main(void)
         cmocka_unit_test(test_setattr),
         cmocka_unit_test(test_remove_and_rename),
         cmocka_unit_test(test_symlink_xattr),
+        cmocka_unit_test(test_unlinked_open),
         cmocka_unit_test(test_readdir),
         cmocka_unit_test(test_two_clients_uuids),
         cmocka_unit_test(test_alloc_failures),

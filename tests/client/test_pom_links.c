@@ -17,6 +17,9 @@
  *     directory exchanged into its own subtree (EINVAL);
  *   - exchange file <-> directory across directories (the directory keeps
  *     its entries and its parent), of two links of one file (nothing);
+ *   - by-inode calls of a client whose map names the plain row after
+ *     ANOTHER client linked the file (a stub found late): xattrs get, list,
+ *     set, remove, getattr, setattr, open/read/write reach the ILT row;
  *   - SIGKILL of pom-mds during a loop of cross-directory renames, links
  *     and unlinks, then restart: what pom_sync acknowledged is there, and
  *     every uuid has exactly as many names as its nlink (no name lost or
@@ -37,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -817,6 +821,79 @@ static void test_rpc_atomic_batch(void **state)
     xt_rpc_pool_free(p);
 }
 
+/* ---- by-inode calls on a file another client linked ------------------- */
+
+/* Client A looked the file up (its map points at the plain row); client B
+ * then links it, so A's location is a stub. Every by-inode call of A must
+ * reach the ILT row: xattrs (get, list, set, remove), getattr, setattr,
+ * open/read/write. */
+static void test_late_stub(void **state)
+{
+    (void)state;
+    pom_fs *a = conn(), *b = conn();
+    pom_ino d = mkdir_in(a, POM_ROOT_INO, "late");
+    pom_ino ino = mkfile(a, d, "f", 40, 7);
+    struct stat st;
+    char v[32];
+    assert_int_equal(pom_lookup(a, d, "f", &st), 0);
+    assert_int_equal(pom_setxattr(a, ino, "user.before", "b4", 2, 0), 0);
+    /* B links it: the row (with user.before) moves to the ILT. */
+    assert_int_equal(pom_lookup(b, POM_ROOT_INO, "late", &st), 0);
+    assert_int_equal(pom_lookup(b, d, "f", &st), 0);
+    assert_int_equal(pom_link(b, ino, d, "g", &st), 0);
+    assert_int_equal(st.st_nlink, 2);
+    /* A's xattr calls (its map still names the stub). */
+    assert_int_equal(pom_getxattr(a, ino, "user.before", v, sizeof v), 2);
+    assert_memory_equal(v, "b4", 2);
+    assert_int_equal(pom_listxattr(a, ino, v, sizeof v), (ssize_t)sizeof "user.before");
+    assert_int_equal(pom_setxattr(a, ino, "user.after", "a1", 2, XATTR_CREATE), 0);
+    assert_int_equal(pom_getxattr(b, ino, "user.after", v, sizeof v), 2);
+    assert_memory_equal(v, "a1", 2);
+    /* B links a third name, then A removes an xattr: the ILT row again. */
+    assert_int_equal(pom_link(b, ino, d, "h", &st), 0);
+    assert_int_equal(pom_removexattr(a, ino, "user.before"), 0);
+    assert_int_equal(pom_getxattr(b, ino, "user.before", v, sizeof v), -ENODATA);
+    /* A fresh pair: getattr, setattr and open of A after B's link. */
+    pom_ino i2 = mkfile(a, d, "f2", 12, 8);
+    assert_int_equal(pom_lookup(a, d, "f2", &st), 0);
+    assert_int_equal(pom_lookup(b, d, "f2", &st), 0);
+    assert_int_equal(pom_link(b, i2, d, "g2", &st), 0);
+    assert_int_equal(pom_getattr(a, i2, &st), 0);
+    assert_int_equal(st.st_nlink, 2);
+    assert_int_equal(st.st_size, 12);
+    struct stat in = { .st_mode = 0600 };
+    assert_int_equal(pom_setattr(a, i2, &in, POM_SET_MODE, &st), 0);
+    assert_int_equal(pom_getattr(b, i2, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    assert_int_equal(st.st_nlink, 2);
+    /* Another pair for open: A opens only after B linked. */
+    pom_ino i3 = mkfile(a, d, "f3", 20, 9);
+    assert_int_equal(pom_lookup(a, d, "f3", &st), 0);
+    assert_int_equal(pom_lookup(b, d, "f3", &st), 0);
+    assert_int_equal(pom_link(b, i3, d, "g3", &st), 0);
+    pom_file *f;
+    char buf[64];
+    assert_int_equal(pom_file_open(a, i3, O_RDWR, &f), 0);
+    assert_int_equal(pom_read(f, buf, sizeof buf, 0), 20);
+    assert_int_equal(pom_write(f, "QQ", 2, 0), 2);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(slurp(b, d, "g3", buf, sizeof buf), 20);
+    assert_memory_equal(buf, "QQ", 2);
+    /* The stubs carry no xattrs: nothing was written to them. */
+    assert_int_equal(pom_getattr(a, ino, &st), 0);
+    assert_int_equal(st.st_nlink, 3);
+    pom_forget(a, ino, 1);
+    pom_forget(a, i2, 1);
+    pom_forget(a, i3, 1);
+    pom_forget(a, d, 1);
+    pom_forget(b, ino, 3);
+    pom_forget(b, i2, 2);
+    pom_forget(b, i3, 2);
+    pom_forget(b, d, 1);
+    pom_close(b);
+    pom_close(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -826,6 +903,7 @@ int main(void)
         cmocka_unit_test(test_link_sequences),
         cmocka_unit_test(test_exchange),
         cmocka_unit_test(test_timing),
+        cmocka_unit_test(test_late_stub),
         cmocka_unit_test(test_kill_during_links),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

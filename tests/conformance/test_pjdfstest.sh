@@ -23,7 +23,7 @@
 set -u
 
 PJD_VERSION=0.2.2
-POMFS=$(realpath "$1"); MDS=$(realpath "$2"); MDSL=$(realpath "$3")
+ARGS=("$1" "$2" "$3")
 shift 3
 PATTERNS=("$@")
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -63,26 +63,15 @@ getent group tests >/dev/null || groupadd -r tests
 getent passwd tests >/dev/null ||
     useradd -r -g tests -M -d / -s /usr/sbin/nologin -c "pjdfstest dummy user" tests
 
-T=$(mktemp -d "${TMPDIR:-/tmp}/pjdfstest.XXXXXX")
-M=$T/mnt TMPFS=$T/tmpfs
-mkdir -p "$M" "$TMPFS" "$T/mdsl" "$T/second" "$T/blob"
+. "$HERE/../fuse/pomfs_daemons.sh" pjdfstest "${ARGS[@]}"
+TMPFS=$T/tmpfs
+mkdir -p "$TMPFS" "$T/second" "$T/blob"
 chmod 755 "$T"
-MDSL_PID= MDS_PID= FS_PID=
-
-cleanup() {
+pl_cleanup_hook() {
     # POM_PJD_LOGDIR=DIR keeps pjdfstest's and the daemons' logs
     [ -n "${POM_PJD_LOGDIR:-}" ] && mkdir -p "$POM_PJD_LOGDIR" && cp "$T"/*.log "$POM_PJD_LOGDIR"/
-    mountpoint -q "$M" 2>/dev/null && { fusermount3 -u "$M" 2>/dev/null || fusermount3 -u -z "$M"; }
     mountpoint -q "$TMPFS" 2>/dev/null && umount -l "$TMPFS"
-    local p
-    for p in $FS_PID $MDS_PID $MDSL_PID; do
-        kill -9 "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$T"
 }
-trap cleanup EXIT
-trap 'exit 1' TERM INT HUP
 
 cat >"$T/pjdfstest.toml" <<EOF
 # written by test_pjdfstest.sh
@@ -103,41 +92,10 @@ entries = [
 ]
 EOF
 
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_port() {
-    local i
-    for i in $(seq 300); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "port $1 never opened"; return 1
-}
-
-P_MDSL=$(free_port); P_MDS=$(free_port)
-"$MDSL" --dir "$T/mdsl" --listen "127.0.0.1:$P_MDSL" >>"$T/mdsl.log" 2>&1 &
-MDSL_PID=$!
-wait_port "$P_MDSL" || exit 1
-"$MDS" --mdsl "127.0.0.1:$P_MDSL" --listen "127.0.0.1:$P_MDS" >>"$T/mds.log" 2>&1 &
-MDS_PID=$!
-wait_port "$P_MDS" || exit 1
-OPTS=fsid=1,allow_other${POM_PJD_POMFS_OPTS:+,$POM_PJD_POMFS_OPTS}
-# the blob tier (files over 64 KiB), where this pomfs has it
-"$POMFS" --help 2>&1 | grep -q "blob=" && OPTS=$OPTS,blob=$T/blob
-"$POMFS" "127.0.0.1:$P_MDS" "$M" -o "$OPTS" -f >>"$T/pomfs.log" 2>&1 &
-FS_PID=$!
-for i in $(seq 300); do
-    mountpoint -q "$M" && break
-    kill -0 "$FS_PID" 2>/dev/null || break
-    sleep 0.1
-done
-if ! mountpoint -q "$M"; then
-    cat "$T/pomfs.log"
-    grep -qi "permission\|fuse: device not found\|not permitted" "$T/pomfs.log" &&
-        skip "FUSE mounts are not allowed here"
-    echo "pomfs did not mount"; exit 1
-fi
+start_mdsl && start_mds || exit 1
+# allow_other: pjdfstest switches users; the blob tier for files over 64 KiB
+POMFS_OPTS=allow_other,blob=$T/blob${POM_PJD_POMFS_OPTS:+,$POM_PJD_POMFS_OPTS}
+mount_fs
 chmod 777 "$M"
 HAVE_TMPFS=1
 mount -t tmpfs -o size=512m,mode=777 pjdfstest-tmpfs "$TMPFS" 2>/dev/null || HAVE_TMPFS=0

@@ -17,7 +17,9 @@ Checks (each in its own folder under MOUNTDIR):
   loops      rename of a directory into itself or below (EINVAL), onto its
              own ancestor (ENOTEMPTY/EINVAL)
   unlinked   an open file that is unlinked keeps reading and writing until
-             close (fstat nlink 0), and then is gone; an open directory that is
+             close (fstat nlink 0), and then is gone; ftruncate, fchmod,
+             fchown, futimens and f{set,get,list,remove}xattr on it work as on
+             ext4 (inline and blob-tier file); an open directory that is
              removed reads as empty
   offsets    writes and truncates at 2^40 and near 2^63: a clear error
              (EFBIG, EINVAL, ENOSPC, EOPNOTSUPP) or success that reads back;
@@ -244,6 +246,38 @@ def unlinked():
     check(os.pread(other, 3, 0) == b"012", "the last descriptor still reads after the first closed")
     os.close(other)
     check(os.listdir(d) == [], "nothing left after close")
+    # attributes and xattrs of an unlinked open file (the fsstress bug)
+    for size, cut in ((100, 50), (200 * 1024, 100 * 1024)):  # inline, blob tier
+        what = "unlinked %d-byte file: " % size
+        with open(p, "wb") as f:
+            f.write(b"x" * size)
+        os.setxattr(p, "user.before", b"b")
+        fd = os.open(p, os.O_RDWR)
+        os.unlink(p)
+        try:
+            os.ftruncate(fd, cut)
+            os.fchmod(fd, 0o600)
+            os.fchown(fd, os.getuid(), os.getgid())
+            os.utime(fd, ns=(2000000 * 10**9, 1000000 * 10**9 + 5))
+            os.setxattr(fd, "user.a", b"1")
+            st = os.fstat(fd)
+            check((st.st_size, oct(st.st_mode), os.getxattr(fd, "user.a")) ==
+                  (cut, "0o100600", b"1"), what + "ftruncate/fchmod/fsetxattr work")
+            check(st.st_mtime_ns == 1000000 * 10**9 + 5 and st.st_nlink == 0,
+                  what + "futimens works, nlink 0")
+            check(os.getxattr(fd, "user.before") == b"b", what + "xattrs from before kept")
+            check(sorted(os.listxattr(fd)) == ["user.a", "user.before"], what + "flistxattr")
+            os.removexattr(fd, "user.before")
+            expect_err(what + "fremovexattr removed it", [errno.ENODATA], os.getxattr, fd,
+                       "user.before")
+            check(os.pread(fd, 10, 0) == b"x" * 10 and os.pread(fd, 10, cut) == b"",
+                  what + "the bytes follow the truncate")
+            os.ftruncate(fd, cut + 4096)
+            check(os.pread(fd, 4096, cut) == bytes(4096), what + "truncate up reads zeros")
+        except OSError as e:
+            fail(what + "a call failed: %s" % e)
+        os.close(fd)
+        check(os.listdir(d) == [], what + "nothing left after close")
     # the name can be reused at once, independent of the old file
     with open(p, "wb") as f:
         f.write(b"new")

@@ -8,7 +8,7 @@
 #   . pomfs_lib.sh POMCTL POMFS     sets T (scratch folder), R2 (address)
 #   pl_mount DIR [OPTS]             mounts fs "pomfs" at DIR (pid recorded)
 #   pl_umount DIR                   unmounts, checks pomfs exited 0
-#   ok DESC CMD... / nok DESC ERRTEXT CMD... / eq DESC GOT WANT
+#   ok, nok, eq, within ...         the checks of pomfs_check.sh
 #   pl_done                         prints "N passed, N failed", exits
 # Exits 77 (skip) when FUSE cannot be used here.
 set -u
@@ -19,7 +19,7 @@ if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
 fi
 export TZ=UTC LC_ALL=C
 T=$(mktemp -d "${TMPDIR:-/tmp}/pomfs-test.XXXXXX")
-PASS=0 FAIL=0
+. "$(dirname "${BASH_SOURCE[0]}")/pomfs_check.sh"
 declare -A PL_PID=()
 
 pl_cleanup() {
@@ -35,41 +35,12 @@ pl_cleanup() {
 trap pl_cleanup EXIT
 trap 'exit 1' TERM INT HUP
 
-ok() { # description command...: the command must succeed
-    local d=$1; shift
-    if "$@" >>"$T/cmd.log" 2>&1; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $d"; tail -3 "$T/cmd.log"; fi
-}
-nok() { # description errno-text command...: must fail, saying errno-text
-    local d=$1 e=$2; shift 2
-    local out
-    if out=$("$@" 2>&1); then
-        FAIL=$((FAIL+1)); echo "FAIL (succeeded): $d"
-    elif [ -n "$e" ] && ! grep -qE "$e" <<<"$out"; then
-        FAIL=$((FAIL+1)); echo "FAIL (wrong error '$out', want '$e'): $d"
-    else
-        PASS=$((PASS+1))
-    fi
-}
-eq() { # description got want
-    if [ "$2" == "$3" ]; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $1: got '$2', want '$3'"; fi
-}
-
 pl_mount() { # dir [extra -o options]
     local m=$1 o=${2:-}
     mkdir -p "$m"
     "$POMFS" "$R2" "$m" -f -o "fs=pomfs${o:+,$o}" >>"$T/pomfs.log" 2>&1 &
     PL_PID[$m]=$!
-    local i
-    for i in $(seq 300); do
-        mountpoint -q "$m" && return 0
-        kill -0 "${PL_PID[$m]}" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "pomfs did not mount $m:"; tail -20 "$T/pomfs.log"
-    if grep -qi "permission\|fuse: device not found\|Operation not permitted" "$T/pomfs.log"; then
-        echo "SKIP: FUSE mounts are not allowed here"; exit 77
-    fi
-    exit 1
+    wait_mounted "$m" "${PL_PID[$m]}"
 }
 pl_umount() { # dir
     local m=$1
@@ -78,12 +49,7 @@ pl_umount() { # dir
     eq "pomfs of $m exit status" "$?" "0"
     unset "PL_PID[$m]"
 }
-pl_done() {
-    echo "$PASS passed, $FAIL failed"
-    [ "$FAIL" = 0 ] && exit 0
-    echo "--- pomfs log (tail)"; tail -20 "$T/pomfs.log" 2>/dev/null
-    exit 1
-}
+pl_done() { check_done; }
 
 if ! "$POMCTL" up --data "$T/data" >"$T/up.log" 2>&1; then
     echo "pomctl up failed:"; cat "$T/up.log"; exit 1

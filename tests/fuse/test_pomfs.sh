@@ -14,94 +14,8 @@
 # Exit 77 (skip) when FUSE cannot be used here.
 set -u
 
-POMFS=$(realpath "$1"); MDS=$(realpath "$2"); MDSL=$(realpath "$3")
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
-    echo "SKIP: no /dev/fuse or no fusermount3"
-    exit 77
-fi
-export TZ=UTC LC_ALL=C
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/pomfs-test.XXXXXX")
-M=$T/mnt
-mkdir -p "$M" "$T/mdsl" "$T/src"
-MDSL_PID= MDS_PID= FS_PID=
-PASS=0 FAIL=0
-
-cleanup() {
-    mountpoint -q "$M" 2>/dev/null && { fusermount3 -u "$M" 2>/dev/null || fusermount3 -u -z "$M"; }
-    local p
-    for p in $FS_PID $MDS_PID $MDSL_PID; do
-        kill -9 "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' TERM INT HUP
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_port() { # port: up to 30 s
-    local i
-    for i in $(seq 300); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "port $1 never opened"; return 1
-}
-ok() { # description command...: the command must succeed
-    local d=$1; shift
-    if "$@" >>"$T/cmd.log" 2>&1; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $d"; fi
-}
-nok() { # description errno-text command...: must fail, saying errno-text
-    local d=$1 e=$2; shift 2
-    local out
-    if out=$("$@" 2>&1); then
-        FAIL=$((FAIL+1)); echo "FAIL (succeeded): $d"
-    elif [ -n "$e" ] && ! grep -qE "$e" <<<"$out"; then
-        FAIL=$((FAIL+1)); echo "FAIL (wrong error '$out', want '$e'): $d"
-    else
-        PASS=$((PASS+1))
-    fi
-}
-eq() { # description got want
-    if [ "$2" == "$3" ]; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $1: got '$2', want '$3'"; fi
-}
-
-P_MDSL=$(free_port); P_MDS=$(free_port)
-start_mdsl() {
-    "$MDSL" --dir "$T/mdsl" --listen "127.0.0.1:$P_MDSL" >>"$T/mdsl.log" 2>&1 &
-    MDSL_PID=$!
-    wait_port "$P_MDSL"
-}
-start_mds() {
-    "$MDS" --mdsl "127.0.0.1:$P_MDSL" --listen "127.0.0.1:$P_MDS" --commit-interval-ms 1000 \
-        >>"$T/mds.log" 2>&1 &
-    MDS_PID=$!
-    wait_port "$P_MDS"
-}
-mount_fs() {
-    "$POMFS" "127.0.0.1:$P_MDS" "$M" -o fsid=1 -f >>"$T/pomfs.log" 2>&1 &
-    FS_PID=$!
-    local i
-    for i in $(seq 300); do
-        mountpoint -q "$M" && return 0
-        kill -0 "$FS_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "pomfs did not mount:"; cat "$T/pomfs.log"
-    if grep -qi "permission\|fuse: device not found\|Operation not permitted" "$T/pomfs.log"; then
-        echo "SKIP: FUSE mounts are not allowed here"; exit 77
-    fi
-    exit 1
-}
-umount_fs() {
-    fusermount3 -u "$M" || { echo "unmount failed"; return 1; }
-    wait "$FS_PID"
-    eq "pomfs exit status" "$?" "0"
-    FS_PID=
-}
+. "$(dirname "$0")/pomfs_daemons.sh" pomfs-test "$1" "$2" "$3"
+mkdir -p "$T/src"
 
 start_mdsl && start_mds || exit 1
 mount_fs
@@ -220,7 +134,7 @@ eq "ls -f names" "$(ls -f "$M/many" | grep -c '^file-')" "10000"
 head -c 2000 /dev/urandom >"$T/src/d"
 ok "write + fsync" dd if="$T/src/d" of="$M/files/durable" conv=fsync status=none
 ok "sync a directory" sync "$M/files"
-kill -9 "$MDS_PID"; wait "$MDS_PID" 2>/dev/null; MDS_PID=
+stop_mds
 start_mds
 eq "fsynced file after MDS restart" "$(sha256sum <"$M/files/durable")" "$(sha256sum <"$T/src/d")"
 ok "the mount goes on" bash -c "echo later >'$M/files/later'"
@@ -232,8 +146,4 @@ eq "10,000 after remount" "$(ls -f "$M/many" | wc -l)" "10002"
 umount_fs
 
 eq "no sanitizer report" "$(grep -c 'Sanitizer' "$T/pomfs.log" "$T/mds.log" | grep -vc ':0$')" "0"
-if [ "$FAIL" -ne 0 ]; then
-    echo "--- pomfs.log"; tail -20 "$T/pomfs.log"
-fi
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+check_done

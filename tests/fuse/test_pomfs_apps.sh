@@ -73,15 +73,6 @@ fi
 
 # ---- two mounts ----------------------------------------------------------
 pl_mount "$M2" attr_timeout=1,entry_timeout=1
-within() { # description seconds command...: true within the time
-    local d=$1 s=$2; shift 2
-    local end=$((SECONDS + s))
-    while ! "$@" >/dev/null 2>&1; do
-        [ $SECONDS -ge $end ] && { FAIL=$((FAIL+1)); echo "FAIL: $d (not within ${s}s)"; return; }
-        sleep 0.1
-    done
-    PASS=$((PASS+1))
-}
 ls "$M2" >/dev/null; stat "$M2/shared" >/dev/null 2>&1  # caches in m2, incl. a negative entry
 echo v1 >"$M/shared"
 within "m2 sees m1's create" 3 grep -qx v1 "$M2/shared"

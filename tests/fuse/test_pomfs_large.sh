@@ -16,102 +16,20 @@
 # Exit 77 (skip) when FUSE cannot be used here.
 set -u
 
-POMFS=$(realpath "$1"); MDS=$(realpath "$2"); MDSL=$(realpath "$3")
 BENCH=${4:-}
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
-    echo "SKIP: no /dev/fuse or no fusermount3"
-    exit 77
-fi
-export TZ=UTC LC_ALL=C
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/pomfs-large.XXXXXX")
-M=$T/mnt
-mkdir -p "$M" "$T/mdsl" "$T/src"
+. "$(dirname "$0")/pomfs_daemons.sh" pomfs-large "$1" "$2" "$3"
+mkdir -p "$T/src"
 BLOBS="$T/blob-a:$T/blob-b"
-MDSL_PID= MDS_PID= FS_PID= FS2_PID=
-PASS=0 FAIL=0
-
-cleanup() {
-    local m p
-    for m in "$M" "$T/mnt2"; do
-        mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" 2>/dev/null || fusermount3 -u -z "$m"; }
-    done
-    for p in $FS2_PID $FS_PID $MDS_PID $MDSL_PID; do
-        kill -9 "$p" 2>/dev/null
-        wait "$p" 2>/dev/null
-    done
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' TERM INT HUP
-
-free_port() {
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-wait_port() { # port: up to 30 s
-    local i
-    for i in $(seq 300); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-        sleep 0.1
-    done
-    echo "port $1 never opened"; return 1
-}
-ok() { # description command...: the command must succeed
-    local d=$1; shift
-    if "$@" >>"$T/cmd.log" 2>&1; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $d"; fi
-}
-nok() { # description errno-text command...: must fail, saying errno-text
-    local d=$1 e=$2; shift 2
-    local out
-    if out=$("$@" 2>&1); then
-        FAIL=$((FAIL+1)); echo "FAIL (succeeded): $d"
-    elif [ -n "$e" ] && ! grep -qE "$e" <<<"$out"; then
-        FAIL=$((FAIL+1)); echo "FAIL (wrong error '$out', want '$e'): $d"
-    else
-        PASS=$((PASS+1))
-    fi
-}
-eq() { # description got want
-    if [ "$2" == "$3" ]; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $1: got '$2', want '$3'"; fi
+POMFS_OPTS="blob=$BLOBS"
+FS2_PID=
+pl_cleanup_hook() { # the second mount of the keep_cache check
+    mountpoint -q "$T/mnt2" 2>/dev/null && fusermount3 -u -z "$T/mnt2"
+    [ -n "$FS2_PID" ] && { kill -9 "$FS2_PID" 2>/dev/null; wait "$FS2_PID" 2>/dev/null; }
 }
 lt() { # description got limit: got < limit
     if [ "$2" -lt "$3" ]; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $1: $2 >= $3"; fi
 }
 ntracts() { find "$T/blob-a" "$T/blob-b" -type f 2>/dev/null | wc -l; }
-
-P_MDSL=$(free_port); P_MDS=$(free_port)
-start_mdsl() {
-    "$MDSL" --dir "$T/mdsl" --listen "127.0.0.1:$P_MDSL" >>"$T/mdsl.log" 2>&1 &
-    MDSL_PID=$!
-    wait_port "$P_MDSL"
-}
-start_mds() {
-    "$MDS" --mdsl "127.0.0.1:$P_MDSL" --listen "127.0.0.1:$P_MDS" --commit-interval-ms 1000 \
-        >>"$T/mds.log" 2>&1 &
-    MDS_PID=$!
-    wait_port "$P_MDS"
-}
-mount_fs() {
-    "$POMFS" "127.0.0.1:$P_MDS" "$M" -o "fsid=1,blob=$BLOBS" -f >>"$T/pomfs.log" 2>&1 &
-    FS_PID=$!
-    local i
-    for i in $(seq 300); do
-        mountpoint -q "$M" && return 0
-        kill -0 "$FS_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    echo "pomfs did not mount:"; cat "$T/pomfs.log"
-    if grep -qi "permission\|fuse: device not found\|Operation not permitted" "$T/pomfs.log"; then
-        echo "SKIP: FUSE mounts are not allowed here"; exit 77
-    fi
-    exit 1
-}
-umount_fs() {
-    fusermount3 -u "$M" || { echo "unmount failed"; return 1; }
-    wait "$FS_PID"
-    eq "pomfs exit status" "$?" "0"
-    FS_PID=
-}
 
 start_mdsl && start_mds || exit 1
 mount_fs
@@ -236,8 +154,4 @@ fi
 umount_fs
 
 eq "no sanitizer report" "$(grep -c 'Sanitizer' "$T/pomfs.log" "$T/mds.log" | grep -vc ':0$')" "0"
-if [ "$FAIL" -ne 0 ]; then
-    echo "--- pomfs.log"; tail -20 "$T/pomfs.log"
-fi
-echo "$PASS passed, $FAIL failed"
-[ "$FAIL" -eq 0 ]
+check_done

@@ -617,7 +617,8 @@ static void test_embedded(void **state)
     print_message("latency: heartbeat %.1f us, fs create %.2f ms (embedded, synced)\n",
                   hb_ns / 1000.0, (xt_mono_ns() - tb) / 20 / 1e6);
 
-    /* A second pom-r2 on the same folder: exit 1, clear message. */
+    /* A second pom-r2 on the same folder: exit 1, clear message (after
+     * waiting up to 10 s for the lock: xt_ldb.h). */
     struct r2d r2b = { 0 };
     r2b.port = pom_free_port();
     char listen[64], data[300];
@@ -629,7 +630,7 @@ static void test_embedded(void **state)
     pid_t p2 = pom_proc_spawn(argv, r2b.log);
     assert_true(p2 > 0);
     int status = 0;
-    assert_int_equal(pom_proc_wait(p2, 10000, &status), 0);
+    assert_int_equal(pom_proc_wait(p2, 30000, &status), 0);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 1);
 

@@ -146,7 +146,14 @@ static int toy_sync(void *ctx, const xt_rpc_ctx *rc, uint64_t group, uint64_t *c
     return 0;
 }
 
-static const struct xt_mds_ops toy_ops = { .op = toy_op, .list = toy_list, .sync = toy_sync };
+static uint32_t toy_epoch(void *ctx)
+{
+    (void)ctx;
+    return 7;
+}
+
+static const struct xt_mds_ops toy_ops = { .op = toy_op, .list = toy_list, .sync = toy_sync,
+                                           .epoch = toy_epoch };
 
 struct fixture {
     struct toy toy;
@@ -364,8 +371,10 @@ static void test_batch_list_sync(void **state)
     assert_int_equal(xt_mds_list(f->pool, NULL, &sr, &sp), -EINVAL);
 
     uint64_t committed = 0;
-    assert_int_equal(xt_mds_sync(f->pool, NULL, 5, &committed), 0);
+    uint32_t epoch = 0;
+    assert_int_equal(xt_mds_sync(f->pool, NULL, 5, &committed, &epoch), 0);
     assert_int_equal(committed, 105);
+    assert_int_equal(epoch, 7); /* the server's incarnation travels with a sync */
 }
 
 static void test_bad_requests(void **state)

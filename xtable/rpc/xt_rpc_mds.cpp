@@ -224,6 +224,7 @@ static int resp_from_thrift(const XtResp &t, struct xt_resp *r)
     r->ring_version = -1;
     r->status = t.status;
     r->commit_group = (uint64_t)t.commit_group;
+    r->epoch = (uint32_t)t.epoch;
     if (t.__isset.pb)
         pb_from_thrift(t.pb, &r->bitmap, &r->bitmap_len, &r->ring_version);
     if (t.status == 0 && t.__isset.row) {
@@ -373,7 +374,8 @@ int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_re
     return 0;
 }
 
-int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_t *committed)
+int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_t *committed,
+                uint32_t *epoch)
 {
     SyncReq treq;
     treq.commit_group = (int64_t)group;
@@ -386,6 +388,8 @@ int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_
     });
     if (rc == 0 && committed)
         *committed = (uint64_t)tresp.committed_group;
+    if (rc == 0 && epoch)
+        *epoch = (uint32_t)tresp.epoch;
     return rc;
 }
 
@@ -475,9 +479,12 @@ public:
         r.status = ops_->sync ? ops_->sync(ctx_, &rc, (uint64_t)q.commit_group, &committed)
                               : -ENOSYS;
         r.committed_group = (int64_t)committed;
+        r.epoch = epoch();
     }
 
 private:
+    int64_t epoch() const { return ops_->epoch ? (int64_t)ops_->epoch(ctx_) : 0; }
+
     /* The C request of q; its pointers borrow q and hold (which must not
      * move while req is used). 0 or the status to answer. */
     struct Hold {
@@ -516,10 +523,11 @@ private:
         return 0;
     }
 
-    static void from_resp(int status, struct xt_resp &out, XtResp &r)
+    void from_resp(int status, struct xt_resp &out, XtResp &r) const
     {
         r.status = status;
         r.commit_group = (int64_t)out.commit_group;
+        r.epoch = epoch();
         if (r.status == 0 && out.row) {
             r.status = enc_to_thrift(out.row, out.row_len, r.row);
             r.__isset.row = r.status == 0;

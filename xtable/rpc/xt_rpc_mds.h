@@ -66,6 +66,8 @@ struct xt_resp {
     uint32_t bitmap_len;
     int64_t ring_version;        /* piggybacked; -1 when absent */
     uint64_t commit_group;       /* the group holding this change */
+    uint32_t epoch;              /* incarnation of the MDS that answered; 0:
+                                    unknown. Commit groups count per epoch. */
 };
 void xt_resp_free(struct xt_resp *r);
 
@@ -119,8 +121,11 @@ int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt
 int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_req *req,
                 struct xt_list_resp *resp);
 /* Returns when commit group `group` (0: everything acknowledged so far) has
- * committed; *committed gets the newest committed group. */
-int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_t *committed);
+ * committed; *committed gets the newest committed group, *epoch (may be
+ * NULL) the incarnation of the MDS that answered: a sync only vouches for
+ * changes acknowledged by that same incarnation. */
+int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_t *committed,
+                uint32_t *epoch);
 
 /* ---- server ------------------------------------------------------------ */
 
@@ -133,6 +138,9 @@ struct xt_mds_ops {
     int (*list)(void *ctx, const xt_rpc_ctx *rc, const struct xt_list_req *req,
                 struct xt_list_resp *resp);
     int (*sync)(void *ctx, const xt_rpc_ctx *rc, uint64_t group, uint64_t *committed);
+    /* The server's incarnation, stamped on every XtResp and SyncResp (may
+     * be NULL: 0). Must not block. */
+    uint32_t (*epoch)(void *ctx);
     /* An XT_BATCH_ATOMIC batch (checked: 1..XT_BATCH_ATOMIC_MAX ops, valid
      * flags and names). Fills resps[0..n) as op does; returns 0 or the
      * first failing op's -errno with *failed = its index. NULL: -ENOSYS. */

@@ -1,0 +1,313 @@
+/*
+ * test_pom_dirs.c -- directory link counts and parents' times of
+ * libpomegranate against real pom-mdsl + pom-mds processes
+ * (docs/client.md "nlink"; pom_ops.c invariant 5, pom_link.c invariant 5):
+ *   - directory nlink = 2 + subdirectories through mkdir, rmdir (also
+ *     refused), rename across parents, over an empty directory (same and
+ *     other parent), exchange dir<->file and dir<->dir, from a second
+ *     client; both parents' mtime/ctime set by a rename (of a directory and
+ *     of a file); a directory written with nlink 1 (never counted) stays 1;
+ *   - 4 clients (POM_MT_CLIENTS, up to 16; POM_MT_PER entries each, 100)
+ *     making directories in one directory at once: no failure, an exact
+ *     count; the mkdir and mknod rates are printed (mknod = what mkdir cost
+ *     before the count: create + an unconditional parent touch).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "pom_cluster.h"
+#include "pomegranate.h"
+#include "xt_common.h"
+#include "xt_rpc_mds.h"
+
+#define FSID 11
+
+static struct pom_cluster C;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (pom_cluster_init(&C, "dirs") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
+        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
+        return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    pom_cluster_destroy(&C);
+    return 0;
+}
+
+static pom_fs *conn(void)
+{
+    pom_fs *fs = NULL;
+    assert_int_equal(pom_connect_mds(C.mds_addr, FSID, &fs), 0);
+    return fs;
+}
+
+static pom_ino mkdir_in(pom_fs *fs, pom_ino parent, const char *name)
+{
+    struct stat st;
+    assert_int_equal(pom_mkdir(fs, parent, name, 0755, NULL, &st), 0);
+    return st.st_ino;
+}
+
+/* An empty file (no ref kept). */
+static void mkfile(pom_fs *fs, pom_ino dir, const char *name)
+{
+    struct stat st;
+    assert_int_equal(pom_mknod(fs, dir, name, S_IFREG | 0644, 0, NULL, &st), 0);
+    pom_forget(fs, st.st_ino, 1);
+}
+
+/* Lookup (no ref kept): 0 and *st, or -errno. */
+static int look(pom_fs *fs, pom_ino dir, const char *name, struct stat *st)
+{
+    int rc = pom_lookup(fs, dir, name, st);
+    if (rc == 0)
+        pom_forget(fs, st->st_ino, 1);
+    return rc;
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static nlink_t nlink_of(pom_fs *fs, pom_ino ino)
+{
+    struct stat st;
+    assert_int_equal(pom_getattr(fs, ino, &st), 0);
+    return st.st_nlink;
+}
+
+static uint64_t mtime_of(pom_fs *fs, pom_ino ino, uint64_t *ctime)
+{
+    struct stat st;
+    assert_int_equal(pom_getattr(fs, ino, &st), 0);
+    *ctime = (uint64_t)st.st_ctim.tv_sec * 1000000000u + (uint64_t)st.st_ctim.tv_nsec;
+    return (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+}
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void test_dir_nlink(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    nlink_t root0 = nlink_of(fs, POM_ROOT_INO);
+    assert_true(root0 >= 2); /* a fresh fs: the root counts too */
+    pom_ino a = mkdir_in(fs, POM_ROOT_INO, "nl-a"), b = mkdir_in(fs, POM_ROOT_INO, "nl-b");
+    assert_int_equal(nlink_of(fs, POM_ROOT_INO), root0 + 2);
+    assert_int_equal(nlink_of(fs, a), 2);
+    pom_ino s1 = mkdir_in(fs, a, "s1"), s2 = mkdir_in(fs, a, "s2");
+    mkfile(fs, a, "file"); /* files do not count */
+    assert_int_equal(nlink_of(fs, a), 4);
+    assert_int_equal(nlink_of(fs, s1), 2);
+    /* rmdir, and rmdir refused: no change. */
+    mkfile(fs, s2, "in");
+    assert_int_equal(pom_rmdir(fs, a, "s2"), -ENOTEMPTY);
+    assert_int_equal(nlink_of(fs, a), 4);
+    assert_int_equal(pom_unlink(fs, s2, "in"), 0);
+    assert_int_equal(pom_rmdir(fs, a, "s2"), 0);
+    assert_int_equal(nlink_of(fs, a), 3);
+    assert_int_equal(pom_mkdir(fs, a, "s1", 0755, NULL, &(struct stat){ 0 }), -EEXIST);
+    assert_int_equal(nlink_of(fs, a), 3);
+    /* A directory moved across parents, with both parents' times set in
+     * the same batch. */
+    uint64_t t0 = wall_ns(), ac, bc;
+    assert_int_equal(pom_rename(fs, a, "s1", b, "s1", 0), 0);
+    assert_int_equal(nlink_of(fs, a), 2);
+    assert_int_equal(nlink_of(fs, b), 3);
+    assert_true(mtime_of(fs, a, &ac) >= t0 && ac >= t0);
+    assert_true(mtime_of(fs, b, &bc) >= t0 && bc >= t0);
+    /* A file moved: counts stay, times move. */
+    t0 = wall_ns();
+    assert_int_equal(pom_rename(fs, a, "file", b, "file", 0), 0);
+    assert_int_equal(nlink_of(fs, a), 2);
+    assert_int_equal(nlink_of(fs, b), 3);
+    assert_true(mtime_of(fs, a, &ac) >= t0 && ac >= t0);
+    assert_true(mtime_of(fs, b, &bc) >= t0 && bc >= t0);
+    /* Within one directory: a directory over an empty directory. */
+    pom_ino e = mkdir_in(fs, b, "empty");
+    assert_int_equal(nlink_of(fs, b), 4);
+    assert_int_equal(pom_rename(fs, b, "s1", b, "empty", 0), 0);
+    assert_int_equal(nlink_of(fs, b), 3);
+    /* Across: a directory over an empty directory in another parent. */
+    (void)mkdir_in(fs, a, "t");
+    assert_int_equal(nlink_of(fs, a), 3);
+    assert_int_equal(pom_rename(fs, b, "empty", a, "t", 0), 0);
+    assert_int_equal(nlink_of(fs, a), 3);
+    assert_int_equal(nlink_of(fs, b), 2);
+    /* Exchange directory <-> file across parents. */
+    assert_int_equal(pom_rename(fs, a, "t", b, "file", POM_RENAME_EXCHANGE), 0);
+    assert_int_equal(nlink_of(fs, a), 2);
+    assert_int_equal(nlink_of(fs, b), 3);
+    /* Exchange directory <-> directory: no change. */
+    (void)mkdir_in(fs, a, "u");
+    assert_int_equal(pom_rename(fs, a, "u", b, "file", POM_RENAME_EXCHANGE), 0);
+    assert_int_equal(nlink_of(fs, a), 3);
+    assert_int_equal(nlink_of(fs, b), 3);
+    /* A second client sees the same counts. */
+    pom_fs *fs2 = conn();
+    struct stat st;
+    assert_int_equal(look(fs2, POM_ROOT_INO, "nl-a", &st), 0);
+    assert_int_equal(st.st_nlink, 3);
+    assert_int_equal(look(fs2, POM_ROOT_INO, "nl-b", &st), 0);
+    assert_int_equal(st.st_nlink, 3);
+    pom_close(fs2);
+    /* A directory that was never counted (nlink 1: made before the count
+     * was kept, written here directly) stays 1 through mkdir/rmdir. */
+    struct xt_rpc_pool_opts po = { .host = "127.0.0.1", .port = C.mds_port,
+                                   .call_timeout_ms = 30000, .backoff_min_ms = 10,
+                                   .backoff_max_ms = 100 };
+    xt_rpc_pool *p;
+    assert_int_equal(xt_rpc_pool_new(&po, &p), 0);
+    xt_row old;
+    xt_row_init(&old);
+    old.attr.uuid = UINT64_C(0x6000000001); /* below the client's range */
+    old.attr.type = XT_ROW_DIR;
+    old.attr.mode = 0755;
+    old.attr.nlink = 1;
+    struct xt_req q = { .op = XT_OP_CREATE, .t = { FSID, a, -1 }, .name = "legacy",
+                        .name_len = 6, .flags = XT_F_EXCL, .row = &old };
+    struct xt_resp r;
+    assert_int_equal(xt_mds_call(p, NULL, &q, &r), 0);
+    xt_resp_free(&r);
+    xt_rpc_pool_free(p);
+    assert_int_equal(pom_lookup(fs, a, "legacy", &st), 0);
+    pom_ino lg = st.st_ino;
+    assert_int_equal(st.st_nlink, 1);
+    assert_int_equal(nlink_of(fs, a), 3); /* written behind the library's back */
+    (void)mkdir_in(fs, lg, "x");
+    assert_int_equal(nlink_of(fs, lg), 1);
+    assert_int_equal(pom_rename(fs, lg, "x", a, "x", 0), 0);
+    assert_int_equal(nlink_of(fs, lg), 1);
+    assert_int_equal(nlink_of(fs, a), 4);
+    assert_int_equal(pom_rename(fs, a, "x", lg, "x", 0), 0);
+    assert_int_equal(nlink_of(fs, a), 3);
+    assert_int_equal(pom_rmdir(fs, lg, "x"), 0);
+    assert_int_equal(nlink_of(fs, lg), 1);
+    pom_forget(fs, lg, 1);
+    pom_forget(fs, s1, 1);
+    pom_forget(fs, s2, 1);
+    pom_forget(fs, e, 1);
+    pom_forget(fs, a, 1);
+    pom_forget(fs, b, 1);
+    pom_close(fs);
+}
+
+/* Many clients making directories in ONE directory: every mkdir's batch
+ * is conditional on the parent's version, so they race; none may fail and
+ * the count must be exact. Prints the mkdir rate against mknod's (which is
+ * what mkdir cost before the count: create + an unconditional parent
+ * touch), one client and K_MT clients. */
+#define K_MT 16 /* at most; POM_MT_CLIENTS (default 4) clients run */
+static int g_per = 100; /* entries per client; POM_MT_PER for measurements */
+
+struct mkd {
+    const char *dir; /* under the root */
+    int id;
+    bool dirs;
+    int fails;
+};
+
+static void *mkd_main(void *arg)
+{
+    struct mkd *m = arg;
+    pom_fs *fs = NULL;
+    if (pom_connect_mds(C.mds_addr, FSID, &fs) < 0) {
+        m->fails = g_per;
+        return NULL;
+    }
+    struct stat st;
+    if (pom_lookup(fs, POM_ROOT_INO, m->dir, &st) < 0) {
+        m->fails = g_per;
+        pom_close(fs);
+        return NULL;
+    }
+    pom_ino dir = st.st_ino;
+    for (int i = 0; i < g_per; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "%c%d-%d", m->dirs ? 'd' : 'n', m->id, i);
+        int rc = m->dirs ? pom_mkdir(fs, dir, nm, 0755, NULL, &st)
+                         : pom_mknod(fs, dir, nm, S_IFREG | 0644, 0, NULL, &st);
+        if (rc < 0) {
+            fprintf(stderr, "%s %s: %d\n", m->dirs ? "mkdir" : "mknod", nm, rc);
+            m->fails++;
+        } else {
+            pom_forget(fs, st.st_ino, 1);
+        }
+    }
+    pom_close(fs);
+    return NULL;
+}
+
+/* Seconds for nthreads clients x g_per entries in dir (under the root). */
+static double mkd_run(const char *dir, int nthreads, bool dirs)
+{
+    pthread_t th[K_MT];
+    struct mkd m[K_MT];
+    double t0 = now_us();
+    for (int i = 0; i < nthreads; i++) {
+        m[i] = (struct mkd){ .dir = dir, .id = i, .dirs = dirs };
+        assert_int_equal(pthread_create(&th[i], NULL, mkd_main, &m[i]), 0);
+    }
+    for (int i = 0; i < nthreads; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(m[i].fails, 0);
+    }
+    return (now_us() - t0) / 1e6;
+}
+
+static void test_mkdir_contention(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    const char *e = getenv("POM_MT_CLIENTS");
+    int k = e ? atoi(e) : 4;
+    k = k < 1 ? 1 : k > K_MT ? K_MT : k;
+    if ((e = getenv("POM_MT_PER")) && atoi(e) > 0)
+        g_per = atoi(e);
+    pom_ino d1 = mkdir_in(fs, POM_ROOT_INO, "mt1"), dn = mkdir_in(fs, POM_ROOT_INO, "mtn");
+    double n1 = mkd_run("mt1", 1, false), m1 = mkd_run("mt1", 1, true);
+    double nn = mkd_run("mtn", k, false), mn = mkd_run("mtn", k, true);
+    assert_int_equal(nlink_of(fs, d1), 2 + g_per);
+    assert_int_equal(nlink_of(fs, dn), 2 + k * g_per);
+    fprintf(stderr, "entries/s in one directory: 1 client mknod %.0f mkdir %.0f; "
+            "%d clients mknod %.0f mkdir %.0f\n", g_per / n1, g_per / m1, k,
+            k * g_per / nn, k * g_per / mn);
+    pom_forget(fs, d1, 1);
+    pom_forget(fs, dn, 1);
+    pom_close(fs);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dir_nlink),
+        cmocka_unit_test(test_mkdir_contention),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

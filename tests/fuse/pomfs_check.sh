@@ -1,0 +1,70 @@
+# pomfs_check.sh -- sourced by the shell tests: check counters and helpers.
+#   ok DESC CMD...            the command must succeed (output to $T/cmd.log)
+#   nok DESC ERRTEXT CMD...   it must fail, its message matching ERRTEXT (ERE)
+#   eq DESC GOT WANT          the two strings must be equal
+#   within DESC SECONDS CMD   the command must succeed within the time (polled)
+#   free_port                 prints a free loopback TCP port
+#   wait_port PORT            waits up to 30 s for a listener on it
+#   check_done                prints "N passed, N failed"; exits 0 or 1
+# Needs $T (a scratch folder) before the first check.
+PASS=0 FAIL=0
+
+ok() {
+    local d=$1; shift
+    if "$@" >>"$T/cmd.log" 2>&1; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $d"; tail -3 "$T/cmd.log"; fi
+}
+nok() {
+    local d=$1 e=$2; shift 2
+    local out
+    if out=$("$@" 2>&1); then
+        FAIL=$((FAIL+1)); echo "FAIL (succeeded): $d"
+    elif [ -n "$e" ] && ! grep -qE "$e" <<<"$out"; then
+        FAIL=$((FAIL+1)); echo "FAIL (wrong error '$out', want '$e'): $d"
+    else
+        PASS=$((PASS+1))
+    fi
+}
+eq() {
+    if [ "$2" == "$3" ]; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $1: got '$2', want '$3'"; fi
+}
+within() {
+    local d=$1 s=$2; shift 2
+    local end=$((SECONDS + s))
+    while ! "$@" >/dev/null 2>&1; do
+        [ $SECONDS -ge $end ] && { FAIL=$((FAIL+1)); echo "FAIL: $d (not within ${s}s)"; return; }
+        sleep 0.1
+    done
+    PASS=$((PASS+1))
+}
+free_port() {
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+wait_port() {
+    local i
+    for i in $(seq 300); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "port $1 never opened"; return 1
+}
+# A pomfs started in the background (pid $2) has mounted $1, or the test
+# ends: exit 77 when FUSE mounts are not allowed here, 1 otherwise.
+wait_mounted() {
+    local i
+    for i in $(seq 300); do
+        mountpoint -q "$1" && return 0
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    echo "pomfs did not mount $1:"; tail -20 "$T/pomfs.log"
+    if grep -qi "permission\|fuse: device not found\|Operation not permitted" "$T/pomfs.log"; then
+        echo "SKIP: FUSE mounts are not allowed here"; exit 77
+    fi
+    exit 1
+}
+check_done() {
+    echo "$PASS passed, $FAIL failed"
+    [ "$FAIL" = 0 ] && exit 0
+    echo "--- pomfs log (tail)"; tail -20 "$T/pomfs.log" 2>/dev/null
+    exit 1
+}
