@@ -46,8 +46,7 @@ static char blobdir[PATH_MAX];
 static int group_setup(void **state)
 {
     (void)state;
-    if (pom_cluster_init(&C, "blobc") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
-        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
+    if (pom_cluster_up(&C, "blobc", POM_MDSL_BIN, POM_MDS_BIN))
         return -1;
     snprintf(blobdir, sizeof blobdir, "%s/blobs-a:%s/blobs-b", C.base, C.base);
     return 0;

@@ -61,8 +61,7 @@ static void start_mds(void)
 static int group_setup(void **state)
 {
     (void)state;
-    if (pom_cluster_init(&C, "client") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
-        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
+    if (pom_cluster_up(&C, "client", POM_MDSL_BIN, POM_MDS_BIN))
         return -1;
     return 0;
 }

@@ -39,8 +39,7 @@ static struct pom_cluster C;
 static int group_setup(void **state)
 {
     (void)state;
-    if (pom_cluster_init(&C, "dirs") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
-        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
+    if (pom_cluster_up(&C, "dirs", POM_MDSL_BIN, POM_MDS_BIN))
         return -1;
     return 0;
 }

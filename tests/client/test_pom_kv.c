@@ -42,8 +42,7 @@ static int group_setup(void **state)
     (void)state;
     rng_state = base_seed();
     fprintf(stderr, "test_pom_kv: seed %llu (XT_SEED)\n", (unsigned long long)rng_state);
-    if (pom_cluster_init(&C, "kv") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
-        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
+    if (pom_cluster_up(&C, "kv", POM_MDSL_BIN, POM_MDS_BIN))
         return -1;
     return 0;
 }

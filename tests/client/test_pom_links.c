@@ -70,8 +70,7 @@ static int group_setup(void **state)
     g_seed = e ? strtoull(e, NULL, 0) : (uint64_t)time(NULL);
     fprintf(stderr, "test_pom_links: seed %llu (POM_TEST_SEED to replay)\n",
             (unsigned long long)g_seed);
-    if (pom_cluster_init(&C, "links") || pom_cluster_start_mdsl(&C, POM_MDSL_BIN) ||
-        pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL))
+    if (pom_cluster_up(&C, "links", POM_MDSL_BIN, POM_MDS_BIN))
         return -1;
     return 0;
 }

@@ -71,3 +71,14 @@ void pom_cluster_destroy(struct pom_cluster *c)
     if (c->base[0])
         pom_rm_rf(c->base);
 }
+
+int pom_cluster_up(struct pom_cluster *c, const char *tag, const char *mdsl_bin,
+                   const char *mds_bin)
+{
+    int rc = pom_cluster_init(c, tag);
+    if (rc == 0)
+        rc = pom_cluster_start_mdsl(c, mdsl_bin);
+    if (rc == 0)
+        rc = pom_cluster_start_mds(c, mds_bin, 200, NULL);
+    return rc;
+}

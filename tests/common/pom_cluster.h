@@ -24,6 +24,10 @@ int pom_cluster_start_mdsl(struct pom_cluster *c, const char *bin);
  * listens. */
 int pom_cluster_start_mds(struct pom_cluster *c, const char *bin, int interval_ms,
                           const char *const *extra);
+/* init + start_mdsl + start_mds (commit interval 200 ms): the usual
+ * fixture of a client test. 0 or -errno. */
+int pom_cluster_up(struct pom_cluster *c, const char *tag, const char *mdsl_bin,
+                   const char *mds_bin);
 /* Stops both daemons (SIGTERM, then SIGKILL) and removes the folder. */
 void pom_cluster_destroy(struct pom_cluster *c);
 

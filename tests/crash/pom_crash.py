@@ -231,6 +231,21 @@ class Cluster:
 DAEMON = {"mds": "pom-mds", "mdsl": "pom-mdsl", "r2": "pom-r2", "pomfs": "pomfs"}
 
 
+def wait_dead(pid, seconds=10.0):
+    """SIGKILL is asynchronous: until the process is gone (or a zombie no one
+    reaps: pomctl's daemons are not our children), `pomctl up` would take
+    it for running and reuse it."""
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
+                    return
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return
+        time.sleep(0.01)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--pomctl", required=True)
@@ -274,8 +289,10 @@ def main():
                     os._exit(0)
             time.sleep(rnd.uniform(0.05, 0.8))
             target = rnd.choice(targets)
+            victim = cl.pid(DAEMON[target])
             try:
-                os.kill(cl.pid(DAEMON[target]), signal.SIGKILL)
+                os.kill(victim, signal.SIGKILL)
+                wait_dead(victim)
             except ProcessLookupError:
                 pass
             kills += 1
