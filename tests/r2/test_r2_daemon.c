@@ -377,7 +377,9 @@ static void test_embedded(void **state)
               site_state(&v, ida) == XT_SITE_FAILED && !ring_has(&v, XT_RING_MDSL, ida, NULL));
     uint64_t t_failed = now_ms() - tk;
     assert_true(ring_version(&v, XT_RING_MDSL) > ring1);
-    assert_int_equal(site_state(&v, idb), XT_SITE_UP);
+    /* b stays (or, on a loaded machine whose heartbeats ran late, comes
+     * back) UP while a fails. */
+    WAIT_VIEW(r.pool, v, 5000, site_state(&v, idb) == XT_SITE_UP);
     print_message("killed mdsl: transient after %llu ms, failed after %llu ms\n",
                   (unsigned long long)t_transient, (unsigned long long)t_failed);
 
