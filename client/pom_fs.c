@@ -38,6 +38,30 @@ static void pause_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* The retry window of one call (every attempt carries the same request
+ * id): a transient error is tried again after a pause doubling from 10 ms
+ * to 500 ms, until fs->retry_ms have passed. */
+struct retry {
+    uint64_t deadline;
+    int delay;
+};
+
+static struct retry retry_begin(const pom_fs *fs)
+{
+    return (struct retry){ xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u, 10 };
+}
+
+/* After an attempt that answered rc: true, having paused, when the call
+ * should be tried again. */
+static bool retry_again(struct retry *r, int rc)
+{
+    if (!transient(rc) || xt_mono_ns() > r->deadline)
+        return false;
+    pause_ms(r->delay);
+    r->delay = XT_MIN(r->delay * 2, 500);
+    return true;
+}
+
 /* Records that the MDS incarnation `epoch` acknowledged a change (invariant
  * (5) of pom_client_i.h): a change acknowledged by an earlier incarnation
  * and not yet synced may have died with it. */
@@ -56,36 +80,30 @@ static void note_ack(pom_fs *fs, uint32_t epoch)
 int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
-    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
-    int delay = 10;
+    struct retry rt = retry_begin(fs);
     req->t.fsid = fs->fsid;
     req->t.slice_hint = -1;
     for (;;) {
         int rc = xt_mds_call(fs->pool, &call, req, resp);
         if (rc == 0 && req->op != XT_OP_LOOKUP)
             note_ack(fs, resp->epoch);
-        if (!transient(rc) || xt_mono_ns() > deadline)
+        if (!retry_again(&rt, rc))
             return rc;
         xt_resp_free(resp);
         if (retried)
             *retried = true;
-        pause_ms(delay);
-        delay = XT_MIN(delay * 2, 500);
     }
 }
 
 int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
-    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
-    int delay = 10;
+    struct retry rt = retry_begin(fs);
     for (;;) {
         int rc = xt_mds_list(fs->pool, &call, req, resp);
-        if (!transient(rc) || xt_mono_ns() > deadline)
+        if (!retry_again(&rt, rc))
             return rc;
         xt_list_resp_free(resp);
-        pause_ms(delay);
-        delay = XT_MIN(delay * 2, 500);
     }
 }
 
@@ -115,8 +133,7 @@ static int sync_verdict(pom_fs *fs, uint64_t seq0, uint32_t epoch)
 int pom_sync_call(pom_fs *fs)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
-    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
-    int delay = 10;
+    struct retry rt = retry_begin(fs);
     pthread_mutex_lock(&fs->epoch_mu);
     uint64_t seq0 = fs->ack_seq;
     pthread_mutex_unlock(&fs->epoch_mu);
@@ -126,18 +143,15 @@ int pom_sync_call(pom_fs *fs)
         int rc = xt_mds_sync(fs->pool, &call, 0, &committed, &epoch);
         if (rc == 0)
             return sync_verdict(fs, seq0, epoch);
-        if (!transient(rc) || xt_mono_ns() > deadline)
+        if (!retry_again(&rt, rc))
             return rc;
-        pause_ms(delay);
-        delay = XT_MIN(delay * 2, 500);
     }
 }
 
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
-    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
-    int delay = 10;
+    struct retry rt = retry_begin(fs);
     struct xt_resp resps[XT_BATCH_ATOMIC_MAX];
     if (n > XT_BATCH_ATOMIC_MAX)
         return -EINVAL;
@@ -152,12 +166,10 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
             note_ack(fs, resps[0].epoch);
         for (size_t i = 0; i < n; i++)
             xt_resp_free(&resps[i]);
-        if (!transient(rc) || xt_mono_ns() > deadline)
+        if (!retry_again(&rt, rc))
             return rc;
         if (retried)
             *retried = true;
-        pause_ms(delay);
-        delay = XT_MIN(delay * 2, 500);
     }
 }
 
@@ -244,7 +256,7 @@ static int claim_range(pom_fs *fs, uint64_t *lo)
     /* A claim that needed retries (the MDS failing to commit, e.g. on a
      * full disk) answers -ESTALE to its retry, which would loop here: past
      * the retry window, give up as pom_call does. */
-    uint64_t deadline = xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u;
+    uint64_t deadline = retry_begin(fs).deadline;
     for (int attempt = 0; attempt < 1000; attempt++) {
         struct xt_resp r;
         xt_row row;

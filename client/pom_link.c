@@ -166,13 +166,8 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
     int rc = pom_name_check(newname);
     if (rc < 0)
         return rc;
-    uint64_t nt;
-    char nn[XT_NAME_MAX + 1];
-    uint8_t ptype;
-    if ((rc = pom_ino_where(fs, newparent, &nt, nn, &ptype)) < 0)
+    if ((rc = pom_dir_check(fs, newparent)) < 0)
         return rc;
-    if (ptype != XT_ROW_DIR)
-        return -ENOTDIR;
     /* The row about to move to the ILT must hold the open buffer's bytes. */
     if ((rc = pom_data_flush_ino(fs, ino)) < 0)
         return rc;

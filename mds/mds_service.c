@@ -76,7 +76,10 @@ static int piggyback(struct mds_service *svc, const struct xt_tref *t, uint32_t 
     return rc == -ENOENT ? 0 : rc;
 }
 
-static int do_create(struct mds_service *svc, const struct xt_req *req, struct xt_resp *resp)
+/* The encoding of a create's new row (name from the request, version 0):
+ * -EINVAL for a missing or malformed row, -ENAMETOOLONG, -ENOMEM.
+ * *enc is xt_malloc'd. */
+static int encode_new_row(const struct xt_req *req, uint8_t **enc, size_t *len)
 {
     if (!req->row)
         return -EINVAL;
@@ -88,11 +91,17 @@ static int do_create(struct mds_service *svc, const struct xt_req *req, struct x
     if (v.attr.type != XT_ROW_KV && req->name_len > XT_NAME_MAX)
         return -ENAMETOOLONG;
     v.attr.version = 0;
+    int rc = xt_row_encode_alloc(&v, enc, len);
+    return rc == 0 || rc == -ENOMEM ? rc : -EINVAL;
+}
+
+static int do_create(struct mds_service *svc, const struct xt_req *req, struct xt_resp *resp)
+{
     uint8_t *enc;
     size_t len;
-    int rc = xt_row_encode_alloc(&v, &enc, &len);
+    int rc = encode_new_row(req, &enc, &len);
     if (rc)
-        return rc == -ENOMEM ? rc : -EINVAL;
+        return rc;
     unsigned flags = (req->flags & XT_F_EXCL) ? MDS_TABLE_EXCL : 0;
     uint64_t gen = 0;
     rc = mds_table_create(svc->table, req->t.fsid, req->t.table, req->name, req->name_len, enc,
@@ -331,20 +340,10 @@ static int to_aop(const struct xt_req *req, struct upd_arg *ua, struct mds_aop *
     bool if_ver = (req->flags & (XT_F_IF_VER | XT_F_IF_UUID)) != 0;
     switch (req->op) {
     case XT_OP_CREATE: {
-        if (!req->row)
-            return -EINVAL;
-        xt_row v = *req->row;
-        v.name = req->name;
-        v.name_len = req->name_len;
-        if (v.attr.type == 0 || v.attr.type > XT_ROW_TYPE_MAX)
-            return -EINVAL;
-        if (v.attr.type != XT_ROW_KV && req->name_len > XT_NAME_MAX)
-            return -ENAMETOOLONG;
-        v.attr.version = 0;
         size_t len;
-        int rc = xt_row_encode_alloc(&v, enc, &len);
+        int rc = encode_new_row(req, enc, &len);
         if (rc)
-            return rc == -ENOMEM ? rc : -EINVAL;
+            return rc;
         o->type = MDS_AOP_CREATE;
         o->row = *enc;
         o->row_len = len;

@@ -262,17 +262,26 @@ int xt_mds_call(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *re
     return resp_from_thrift(tresp, resp);
 }
 
+/* Fills treq.ops from reqs. Returns the index of the first op that is not
+ * one of enum xt_op, or -1 when all are. */
+static long batch_ops_to_thrift(const struct xt_req *reqs, size_t n, BatchReq &treq)
+{
+    treq.ops.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        if (reqs[i].op < XT_OP_CREATE || reqs[i].op > XT_OP_DELETE)
+            return (long)i;
+        treq.ops[i].op = (XtOp::type)reqs[i].op;
+        req_to_thrift(&reqs[i], treq.ops[i].req);
+    }
+    return -1;
+}
+
 int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
                  size_t n, struct xt_resp *resps)
 {
     BatchReq treq;
-    treq.ops.resize(n);
-    for (size_t i = 0; i < n; i++) {
-        if (reqs[i].op < XT_OP_CREATE || reqs[i].op > XT_OP_DELETE)
-            return -EINVAL;
-        treq.ops[i].op = (XtOp::type)reqs[i].op;
-        req_to_thrift(&reqs[i], treq.ops[i].req);
-    }
+    if (batch_ops_to_thrift(reqs, n, treq) >= 0)
+        return -EINVAL;
     BatchResp tresp;
     int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
         XTableClient cl(proto);
@@ -297,14 +306,10 @@ int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt
         return -EINVAL;
     BatchReq treq;
     treq.flags = XT_BATCH_ATOMIC;
-    treq.ops.resize(n);
-    for (size_t i = 0; i < n; i++) {
-        if (reqs[i].op < XT_OP_CREATE || reqs[i].op > XT_OP_DELETE) {
-            *failed = i;
-            return -EINVAL;
-        }
-        treq.ops[i].op = (XtOp::type)reqs[i].op;
-        req_to_thrift(&reqs[i], treq.ops[i].req);
+    long bad = batch_ops_to_thrift(reqs, n, treq);
+    if (bad >= 0) {
+        *failed = (size_t)bad;
+        return -EINVAL;
     }
     BatchResp tresp;
     int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
