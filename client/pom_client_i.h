@@ -31,6 +31,7 @@
 #include "xt_rpc_mds.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #define POM_TABLE_SUPER   UINT64_C(2)          /* reserved: root row, counters */
@@ -63,7 +64,14 @@ struct pom_data {
     bool blob;             /* protected by mu: the bytes are in the blob tier
                               (pom_file.c; buf unused), set from the row's
                               XT_ROW_F_BLOB at open or by a migration */
+    uint64_t tracts;       /* protected by mu: id naming the tracts of the
+                              bytes (blob), 0 when inline (pom_tracts_id) */
+    uint64_t row_tracts;   /* protected by mu: the id the row names as of
+                              the last read or flush (0: inline row) */
     bool dirty;            /* protected by mu: buf differs from the row */
+    bool stale;            /* protected by mu: the MDS restarted since buf was
+                              read, so the row may be older (lost changes):
+                              reloaded at the next open unless dirty */
     uint64_t wgen;         /* protected by mu: bumped by every change of buf */
     uint64_t mtime_ns;     /* protected by mu: of the last buffered write */
     struct stat st;        /* protected by mu: attributes as of open/flush;
@@ -83,6 +91,8 @@ struct pom_inode {
     uint64_t nlookup;      /* protected by fs->mu */
     uint32_t opens;        /* protected by fs->mu: pom_files on it */
     bool unlinked;         /* protected by fs->mu: its name was removed */
+    uint32_t gone_epoch;   /* protected by fs->mu: MDS epoch that acknowledged
+                              the removal (pom_tracts_drop) */
     uint8_t type;          /* enum xt_row_type */
     struct pom_data *data; /* protected by fs->mu: set while opens > 0 */
     uint64_t seen_size;    /* protected by fs->mu: size and mtime of the row */
@@ -104,9 +114,19 @@ struct pom_fs {
     uint32_t ack_epoch;            /* epoch_mu: of the latest acknowledged change */
     uint64_t ack_seq, synced_seq;  /* epoch_mu: changes acknowledged / covered by a sync */
     bool epoch_lost;               /* epoch_mu: unsynced changes of a gone incarnation */
+    uint32_t seen_epoch;           /* epoch_mu: of the latest reply of any kind */
+    /* Tract sets no row will name once a change commits (pom_file.c
+     * pom_tracts_drop): removed after a sync by the same MDS epoch. */
+    pthread_mutex_t gone_mu;
+    struct pom_gone *gone;         /* gone_mu: xt_malloc'd */
+    size_t ngone, capgone;         /* gone_mu */
+    pom_restart_fn restart_cb;     /* pom_set_restart_cb; set before use */
+    void *restart_arg;
     struct r2_agent *agent;        /* the mount's R2 registration, or NULL */
     struct pom_blob *blob;         /* the blob tier, or NULL (large files: -EFBIG);
                                       set by pom_set_blob before files are used */
+    atomic_uint_fast64_t rpcs;     /* MDS round trips sent (every attempt of
+                                      pom_call/batch/list/sync): tests count them */
 };
 
 struct pom_file {
@@ -117,6 +137,8 @@ struct pom_file {
     struct pom_blob_file *bf; /* protected by ino->data->mu: this handle's
                                  reference on the file's tracts, taken at
                                  first blob I/O, given back at release */
+    uint64_t bf_id;           /* protected by ino->data->mu: the tracts id bf
+                                 was opened for (data->tracts may move on) */
 };
 
 /* ---- pom_fs.c: RPC and rows ------------------------------------------ */
@@ -131,6 +153,12 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried);
 int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp);
 int pom_sync_call(pom_fs *fs);
+/* The MDS epoch of the latest change this client had acknowledged. */
+uint32_t pom_ack_epoch(pom_fs *fs);
+/* One sync of the MDS that does not take the place of the application's
+ * (no -EIO for lost changes): 0 and *epoch = the MDS incarnation that
+ * answered, or a negative errno. */
+int pom_sync_quiet(pom_fs *fs, uint32_t *epoch);
 
 /* Fetches the row (table, name) with `group`: POM_ROW_META (fixed columns
  * only), POM_ROW_ALL, or one group id. *resp holds the encoding
@@ -147,10 +175,17 @@ uint64_t pom_ts_ns(const struct timespec *ts);
 int pom_uuid_alloc(pom_fs *fs, uint64_t *uuid);
 /* Checks a name (rule (3) of pomegranate.h). */
 int pom_name_check(const char *name);
-/* Sets the mtime and ctime of directory dir to now (its row's update). */
-int pom_dir_touch(pom_fs *fs, pom_ino dir);
 
 /* ---- pom_ops.c, pom_link.c: shared by the namespace operations ------- */
+
+/* Whether a batch's failing parent-row op (pom_dir_upd_op) says the row is
+ * not where the inode map says (removed, or moved by another client):
+ * -ENOENT or -ESTALE (its uuid condition). Anything else (-ENOMEM, -EIO)
+ * is an error of the call, passed on as it is. */
+static inline bool pom_parent_missing(int rc)
+{
+    return rc == -ENOENT || rc == -ESTALE;
+}
 
 /* 0 when dir is a known directory; -ENOTDIR, -ESTALE, -ENOENT. */
 int pom_dir_check(pom_fs *fs, pom_ino dir);
@@ -170,14 +205,13 @@ int pom_stub_follow(pom_fs *fs, uint64_t uuid, int group, struct xt_resp *r, xt_
 int pom_name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid);
 /* The change of directory dir's own row that goes into an atomic batch
  * changing dir's entries (docs/client.md "nlink", "times"): mtime = ctime
- * = now, and nlink + delta (delta = subdirectories gained; only for rows
- * that count, nlink >= 2: directories made before the count was kept
- * report 1, "unknown", forever). delta != 0: the row is read now and a
- * counted row's op is conditional on the (uuid, version) read (XT_F_IF_VER
- * set: -ESTALE from it = read again). delta == 0 (times only): no read, the
- * op is conditional on the uuid alone (its failure: the row is not where
- * the map says). `u` holds what *q points at: it must outlive q.
- * -ENOENT (dir removed or moved by another client), -ENOTDIR, -ESTALE. */
+ * = now, and nlink + delta (delta = subdirectories gained) added by the
+ * MDS (XT_ROW_SET_NLINK_ADD: only rows that count, nlink >= 2; directories
+ * made before the count was kept report 1, "unknown", forever). No read:
+ * the op is conditional on dir's uuid alone, so its failure in the batch
+ * (-ENOENT, -ESTALE) means the row is not where the map says (dir removed
+ * or moved by another client). `u` holds what *q points at: it must
+ * outlive q. -ENOTDIR, -ESTALE (dir unknown), -ENOENT (marked unlinked). */
 struct pom_dir_upd {
     uint64_t table;             /* where dir's row is */
     char name[XT_NAME_MAX + 1];
@@ -206,6 +240,13 @@ void pom_ino_moved(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name);
 /* Marks uuid (if known) as unlinked: getattr then answers from an open
  * buffer or -ENOENT. */
 void pom_ino_unlinked(pom_fs *fs, uint64_t uuid);
+/* Marks every clean open buffer stale (the MDS restarted: struct pom_data
+ * `stale`). */
+void pom_ino_mark_stale(pom_fs *fs);
+/* Replaces the clean buffer of an inode open here by `row`'s content and
+ * attributes when it is stale or its size/mtime/tier differ from the
+ * row's; leaves a dirty one alone. */
+void pom_ino_reload(struct pom_inode *ino, const xt_row *row);
 /* Whether ancestor is dir or one of dir's known ancestors. */
 bool pom_ino_is_ancestor(pom_fs *fs, uint64_t ancestor, uint64_t dir);
 /* Pins a known inode for an open file (opens++), creating its pom_data
@@ -243,12 +284,34 @@ int pom_data_flush_ino(pom_fs *fs, uint64_t uuid);
  * passes POM_INLINE_MAX. -EFBIG past POM_FILE_MAX (or POM_INLINE_MAX
  * without a blob tier), -EISDIR, -EINVAL (not a regular file). */
 int pom_data_setsize(pom_fs *fs, uint64_t ino, uint64_t size);
-/* Call when the last name of uuid is gone (row deleted; row_flags its
- * flags): removes its tracts now, or at the last release if it is open
- * here. A no-op for files without tracts. */
-void pom_data_gone(pom_fs *fs, uint64_t uuid, uint32_t row_flags);
+/* One tract set waiting for a commit before its removal. */
+struct pom_gone {
+    uint64_t id;       /* tracts id (pom_tracts_id) */
+    uint32_t epoch;    /* MDS epoch that acknowledged the change unnaming it */
+};
+/* Queues the removal of tract set id, which no row names once the change
+ * acknowledged by MDS epoch `epoch` commits (a deleted file, the old set of
+ * a rewrite). Done at the next sync of this client (pom_sync_call), at
+ * pom_close, or at once (one extra sync) past 64 queued sets. If the MDS
+ * restarted meanwhile the change may be lost and the row still name them:
+ * they stay (an orphan for fsck, never a file reading zeros). */
+void pom_tracts_drop(pom_fs *fs, uint64_t id, uint32_t epoch);
+/* Takes the queue before a sync; pom_gone_finish after it: sync_rc < 0
+ * puts the sets back, else removes those of `epoch` and forgets the rest. */
+size_t pom_gone_take(pom_fs *fs, struct pom_gone **out);
+void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint32_t epoch);
+/* A sync now, then pom_gone_finish (pom_close, a full queue). */
+void pom_tracts_reap(pom_fs *fs);
+/* The id naming the tracts of a blob row: its generation, which a
+ * rewrite from size 0 changes (copy-on-write, pom_file.c (3)), or its
+ * uuid for rows written before generations (0). */
+uint64_t pom_tracts_id(const xt_row_attr *a);
+/* Call when the last name of a file is gone (its row, attributes a, was
+ * deleted): removes its tracts once that is committed, or at the last
+ * release if it is open here. A no-op for files without tracts. */
+void pom_data_gone(pom_fs *fs, const xt_row_attr *a);
 /* For getattr: st_blocks of a blob file from the tracts it really has
  * (sparse files), when that is cheap (<= 4,096 tracts). */
-void pom_data_fix_blocks(pom_fs *fs, uint64_t uuid, uint32_t row_flags, struct stat *st);
+void pom_data_fix_blocks(pom_fs *fs, const xt_row_attr *a, struct stat *st);
 
 #endif /* POM_CLIENT_I_H */

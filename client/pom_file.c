@@ -23,8 +23,16 @@
  *      left), then d->blob is set; the row gets XT_ROW_F_BLOB (and loses
  *      its data group) at the next flush. Without a blob tier the old
  *      limit stays: a write writes what fits, or answers -EFBIG.
- *  (3) Once blob, always blob: a blob file truncated below POM_INLINE_MAX
- *      keeps its bytes in tracts (simpler, and no data moves back).
+ *  (3) Tracts are copy-on-write per rewrite: a blob file cut to size 0
+ *      (O_TRUNC, truncate(0)) goes back to an empty inline buffer, and a
+ *      later migration writes a NEW set of tracts, named by a fresh id that
+ *      the flush stores in the row's generation (pom_tracts_id). The old
+ *      set stays intact until the row naming the new one is committed
+ *      (pom_tracts_drop), so a crash before that commit finds the old bytes
+ *      under the old row, never a mix. Other overwrites and cuts of a blob
+ *      file change its tracts in place (an unsynced one may show old and
+ *      new bytes after a crash, as on a local file system). A blob file
+ *      cut to a non-zero size below POM_INLINE_MAX stays blob.
  *  (4) A flush writes a snapshot (buffer, or size for a blob file) to the
  *      row, conditional on the version read with the row's uuid; it clears
  *      `dirty` only when no change came in since the snapshot (wgen).
@@ -49,7 +57,11 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
+#include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "xt_hash.h"
 
 #define MAX_TRIES 64
 
@@ -93,15 +105,39 @@ static void changed(struct pom_data *d)
  * reference on the file's tracts (taken once). */
 static int handle_bf(pom_file *f, pom_blob_file **out)
 {
+    uint64_t id = f->ino->data->tracts;
+    if (f->bf && f->bf_id != id) { /* another handle rewrote the file (3) */
+        pom_blob_file_close(f->bf);
+        f->bf = NULL;
+    }
     if (!f->bf) {
         if (!f->fs->blob)
             return -EFBIG;
-        int rc = pom_blob_file_open(f->fs->blob, f->ino->uuid, &f->bf);
+        int rc = pom_blob_file_open(f->fs->blob, id, &f->bf);
         if (rc < 0)
             return rc;
+        f->bf_id = id;
     }
     *out = f->bf;
     return 0;
+}
+
+uint64_t pom_tracts_id(const xt_row_attr *a)
+{
+    return (a->flags & XT_ROW_F_BLOB) && a->generation ? a->generation : a->uuid;
+}
+
+/* A fresh tracts id (invariant (3)): random with bit 63 set, so it never
+ * names another file's tracts (uuids have bit 63 clear) and two ids meet
+ * with probability 2^-63. No lock and no RPC: it is taken under d->mu. */
+static uint64_t new_tracts_id(void)
+{
+    static _Atomic uint64_t ctr;
+    uint8_t b[24];
+    xt_put_u64(b, atomic_fetch_add(&ctr, 1));
+    xt_put_u64(b + 8, xt_now_ns());
+    xt_put_u64(b + 16, (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&ctr);
+    return xt_hash_bytes(b, sizeof b, 0x7472616374) | (UINT64_C(1) << 63);
 }
 
 /* REQUIRES: d->mu held, !d->blob. Invariant (2). */
@@ -113,16 +149,18 @@ static int migrate(pom_file *f)
                (unsigned long long)f->ino->uuid, POM_INLINE_MAX);
         return -EFBIG;
     }
+    /* New bytes get new tracts (3): the row's may still be the truth. */
+    d->tracts = new_tracts_id();
     pom_blob_file *bf;
     int rc = handle_bf(f, &bf);
-    if (rc == 0)
-        rc = pom_blob_truncate(bf, 0); /* leftovers of a crashed migration */
     if (rc == 0 && d->len) {
         ssize_t w = pom_blob_pwrite(bf, d->buf, (size_t)d->len, 0);
         rc = w < 0 ? (int)w : (uint64_t)w < d->len ? -EIO : 0;
     }
-    if (rc < 0)
+    if (rc < 0) {
+        d->tracts = 0;
         return rc;
+    }
     d->blob = true;
     xt_free(d->buf);
     d->buf = NULL;
@@ -153,6 +191,8 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
     uint64_t len = d->len;
     bool blob = d->blob;
     uint64_t gen = d->wgen, mtime = d->mtime_ns;
+    uint64_t tracts = blob ? d->tracts : 0, old_tracts = d->row_tracts;
+    uint32_t ack_epoch = 0;
     uint8_t *snap = !blob && len ? xt_malloc((size_t)len) : NULL;
     if (snap)
         memcpy(snap, d->buf, (size_t)len);
@@ -191,6 +231,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
         upd.attr.ctime_ns = xt_now_ns() > mtime ? xt_now_ns() : mtime;
         upd.attr.flags = (row.attr.flags & ~(XT_ROW_F_INLINE | XT_ROW_F_BLOB)) |
                          (blob ? XT_ROW_F_BLOB : XT_ROW_F_INLINE);
+        upd.attr.generation = tracts; /* which tracts (3); 0 when inline */
         uint16_t drop[1] = { XT_CG_DATA };
         if (snap)
             xt_row_view_set_group(&upd, XT_CG_DATA, snap, (uint32_t)len);
@@ -198,9 +239,10 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
                             .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
                             .row = &upd, .expect_version = ver,
                             .set_mask = XT_ROW_SET_SIZE | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
-                                        XT_ROW_SET_FLAGS,
+                                        XT_ROW_SET_FLAGS | XT_ROW_SET_GENERATION,
                             .drop = snap ? NULL : drop, .ndrop = snap ? 0 : 1 };
         rc = pom_call(fs, &q, &r, NULL);
+        ack_epoch = r.epoch;
         xt_resp_free(&r);
         if (rc == -ESTALE) {
             rc = 0;
@@ -212,6 +254,8 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
         pthread_mutex_lock(&d->mu);
         if (d->wgen == gen)
             d->dirty = false;
+        if (!gone)
+            d->row_tracts = tracts;
         if (!gone) {
             d->st.st_size = (off_t)len;
             d->st.st_mtim.tv_sec = (time_t)(mtime / 1000000000u);
@@ -223,7 +267,82 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
     }
     pthread_mutex_unlock(&d->flush_mu);
     xt_free(snap);
+    /* The row names other tracts now (3): the old go once that commits. */
+    if (rc == 0 && !gone && old_tracts && old_tracts != tracts && fs->blob)
+        pom_tracts_drop(fs, old_tracts, ack_epoch);
     return rc;
+}
+
+/* ---- tracts no row names any more (pom_client_i.h pom_tracts_drop) ----- */
+
+#define GONE_BATCH 64
+
+/* Queues one set; true when the queue is full. */
+static bool gone_add(pom_fs *fs, uint64_t id, uint32_t epoch)
+{
+    pthread_mutex_lock(&fs->gone_mu);
+    if (fs->ngone == fs->capgone) {
+        size_t cap = fs->capgone ? fs->capgone * 2 : GONE_BATCH;
+        struct pom_gone *v = xt_realloc(fs->gone, cap * sizeof *v);
+        if (v) {
+            fs->gone = v;
+            fs->capgone = cap;
+        }
+    }
+    if (fs->ngone < fs->capgone)
+        fs->gone[fs->ngone++] = (struct pom_gone){ id, epoch };
+    else
+        XT_WARN("tracts %llu stay behind: out of memory", (unsigned long long)id);
+    bool full = fs->ngone >= GONE_BATCH;
+    pthread_mutex_unlock(&fs->gone_mu);
+    return full;
+}
+
+void pom_tracts_drop(pom_fs *fs, uint64_t id, uint32_t epoch)
+{
+    if (fs->blob && id && gone_add(fs, id, epoch))
+        pom_tracts_reap(fs);
+}
+
+size_t pom_gone_take(pom_fs *fs, struct pom_gone **out)
+{
+    pthread_mutex_lock(&fs->gone_mu);
+    size_t n = fs->ngone;
+    *out = fs->gone;
+    fs->gone = NULL;
+    fs->ngone = fs->capgone = 0;
+    pthread_mutex_unlock(&fs->gone_mu);
+    return n;
+}
+
+void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint32_t epoch)
+{
+    if (sync_rc < 0) { /* not known to be committed: back in the queue */
+        for (size_t i = 0; i < n; i++)
+            gone_add(fs, v[i].id, v[i].epoch);
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            int rc = v[i].epoch == epoch ? pom_blob_delete(fs->blob, v[i].id) : -EAGAIN;
+            if (rc < 0)
+                XT_WARN("tracts %llu stay behind: %s", (unsigned long long)v[i].id,
+                        rc == -EAGAIN ? "the MDS restarted before the change was committed"
+                                      : strerror(-rc));
+        }
+    }
+    xt_free(v);
+}
+
+void pom_tracts_reap(pom_fs *fs)
+{
+    struct pom_gone *v;
+    size_t n = pom_gone_take(fs, &v);
+    if (!n) {
+        xt_free(v);
+        return;
+    }
+    uint32_t epoch;
+    int rc = pom_sync_quiet(fs, &epoch);
+    pom_gone_finish(fs, v, n, rc, epoch);
 }
 
 /* Unpins ino; the last release of a file whose name is gone removes its
@@ -232,21 +351,20 @@ static void close_ino(pom_fs *fs, struct pom_inode *ino)
 {
     pthread_mutex_lock(&fs->mu);
     bool last = ino->opens == 1 && ino->unlinked;
+    uint32_t gone_epoch = ino->gone_epoch;
     pthread_mutex_unlock(&fs->mu);
-    bool blob = false;
+    uint64_t tracts = 0, row_tracts = 0;
     if (last) {
         pthread_mutex_lock(&ino->data->mu);
-        blob = ino->data->blob;
+        tracts = ino->data->blob ? ino->data->tracts : 0;
+        row_tracts = ino->data->row_tracts;
         pthread_mutex_unlock(&ino->data->mu);
     }
-    uint64_t uuid = ino->uuid;
     pom_ino_close(fs, ino);
-    if (blob && fs->blob) {
-        int rc = pom_blob_delete(fs->blob, uuid);
-        if (rc < 0)
-            XT_WARN("file %llu: its tracts stay behind: %s", (unsigned long long)uuid,
-                    strerror(-rc));
-    }
+    if (tracts && fs->blob)
+        pom_tracts_drop(fs, tracts, gone_epoch);
+    if (row_tracts && row_tracts != tracts && fs->blob)
+        pom_tracts_drop(fs, row_tracts, gone_epoch);
 }
 
 void pom_data_unpin(pom_fs *fs, struct pom_inode *ino)
@@ -272,6 +390,21 @@ static int file_setsize(pom_file *f, uint64_t size)
     struct pom_data *d = f->ino->data;
     pthread_mutex_lock(&d->mu);
     int rc = 0;
+    if (d->blob && size == 0) {
+        /* A rewrite from nothing: back to inline; the tracts the row names
+         * stay until a flush names others (3). Tracts no row ever named
+         * (an earlier rewrite not yet flushed) can go now. */
+        if (d->tracts != d->row_tracts && f->fs->blob &&
+            (rc = pom_blob_delete(f->fs->blob, d->tracts)) < 0)
+            XT_WARN("file %llu: unnamed tracts stay behind: %s",
+                    (unsigned long long)f->ino->uuid, strerror(-rc));
+        d->blob = false;
+        d->tracts = 0;
+        d->len = 0;
+        changed(d);
+        pthread_mutex_unlock(&d->mu);
+        return 0;
+    }
     if (!d->blob && size > POM_INLINE_MAX)
         rc = migrate(f);
     if (rc == 0 && !d->blob) {
@@ -301,6 +434,7 @@ static int open_ino(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom
     f->fs = fs;
     f->flags = flags;
     struct pom_inode *i = pom_ino_pin_open(fs, ino);
+    bool shared = i != NULL; /* open here already: its buffer is reused */
     int rc = 0;
     if (!i && fresh) {
         rc = pom_ino_open(fs, ino, fresh, &i);
@@ -329,6 +463,20 @@ static int open_ino(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom
         return rc;
     }
     f->ino = i;
+    if (shared) {
+        /* Close-to-open: the shared buffer may be older than the row
+         * (another client wrote) or newer (the MDS restarted and lost
+         * changes it had acknowledged, pom_data.stale); a clean one is
+         * replaced by the row (pom_ino_reload), a dirty one wins. */
+        uint64_t table;
+        char name[XT_NAME_MAX + 1];
+        struct xt_resp r;
+        xt_row row;
+        if (pom_ino_row(fs, ino, POM_ROW_ALL, &table, name, &r, &row) == 0) {
+            pom_ino_reload(i, &row);
+            xt_resp_free(&r);
+        }
+    }
     pthread_mutex_lock(&i->data->mu);
     uint64_t size = i->data->len, mtime = i->data->mtime_ns;
     pthread_mutex_unlock(&i->data->mu);
@@ -359,11 +507,11 @@ int pom_data_setsize(pom_fs *fs, uint64_t ino, uint64_t size)
     return rc < 0 ? rc : frc;
 }
 
-void pom_data_gone(pom_fs *fs, uint64_t uuid, uint32_t row_flags)
+void pom_data_gone(pom_fs *fs, const xt_row_attr *a)
 {
     if (!fs->blob)
         return;
-    struct pom_inode *i = pom_ino_pin_open(fs, uuid);
+    struct pom_inode *i = pom_ino_pin_open(fs, a->uuid);
     if (i) {
         /* Open here: its last release removes the tracts (it sees the
          * inode unlinked), unless that was this unpin. */
@@ -372,21 +520,17 @@ void pom_data_gone(pom_fs *fs, uint64_t uuid, uint32_t row_flags)
     }
     /* A link stub's flags are not the file's (those are in the ILT row):
      * it may have tracts. */
-    if (row_flags & (XT_ROW_F_BLOB | POM_ROW_F_LINKED)) {
-        int rc = pom_blob_delete(fs->blob, uuid);
-        if (rc < 0)
-            XT_WARN("file %llu: its tracts stay behind: %s", (unsigned long long)uuid,
-                    strerror(-rc));
-    }
+    if (a->flags & (XT_ROW_F_BLOB | POM_ROW_F_LINKED))
+        pom_tracts_drop(fs, pom_tracts_id(a), pom_ack_epoch(fs));
 }
 
-void pom_data_fix_blocks(pom_fs *fs, uint64_t uuid, uint32_t row_flags, struct stat *st)
+void pom_data_fix_blocks(pom_fs *fs, const xt_row_attr *a, struct stat *st)
 {
-    if (!fs->blob || !(row_flags & XT_ROW_F_BLOB) ||
+    if (!fs->blob || !(a->flags & XT_ROW_F_BLOB) ||
         (uint64_t)st->st_size > 4096 * pom_blob_tract_size(fs->blob))
         return;
     struct pom_blob_stat bs;
-    if (pom_blob_stat(fs->blob, uuid, &bs) == 0)
+    if (pom_blob_stat(fs->blob, pom_tracts_id(a), &bs) == 0)
         st->st_blocks = (blkcnt_t)(bs.alloc_bytes / 512);
 }
 

@@ -62,19 +62,37 @@ static bool retry_again(struct retry *r, int rc)
     return true;
 }
 
-/* Records that the MDS incarnation `epoch` acknowledged a change (invariant
- * (5) of pom_client_i.h): a change acknowledged by an earlier incarnation
- * and not yet synced may have died with it. */
-static void note_ack(pom_fs *fs, uint32_t epoch)
+/* Records the MDS incarnation `epoch` of a reply (invariant (5) of
+ * pom_client_i.h); `ack`: the reply acknowledged a change. A change
+ * acknowledged by an earlier incarnation and not yet synced may have died
+ * with it; and whatever this client (or the kernel above it) cached from
+ * that incarnation may show such changes, so a new epoch marks the open
+ * buffers stale and tells pom_set_restart_cb's callback. */
+static void note_epoch(pom_fs *fs, uint32_t epoch, bool ack)
 {
     if (!epoch)
         return;
     pthread_mutex_lock(&fs->epoch_mu);
     if (fs->ack_epoch && fs->ack_epoch != epoch && fs->ack_seq > fs->synced_seq)
         fs->epoch_lost = true;
-    fs->ack_epoch = epoch;
-    fs->ack_seq++;
+    if (ack) {
+        fs->ack_epoch = epoch;
+        fs->ack_seq++;
+    }
+    bool restarted = fs->seen_epoch && fs->seen_epoch != epoch;
+    fs->seen_epoch = epoch;
     pthread_mutex_unlock(&fs->epoch_mu);
+    if (restarted) {
+        pom_ino_mark_stale(fs);
+        if (fs->restart_cb)
+            fs->restart_cb(fs->restart_arg);
+    }
+}
+
+void pom_set_restart_cb(pom_fs *fs, pom_restart_fn fn, void *arg)
+{
+    fs->restart_cb = fn;
+    fs->restart_arg = arg;
 }
 
 int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried)
@@ -84,9 +102,10 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
     req->t.fsid = fs->fsid;
     req->t.slice_hint = -1;
     for (;;) {
+        atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
         int rc = xt_mds_call(fs->pool, &call, req, resp);
-        if (rc == 0 && req->op != XT_OP_LOOKUP)
-            note_ack(fs, resp->epoch);
+        if (rc == 0 || rc == -ENOENT || rc == -EEXIST || rc == -ESTALE)
+            note_epoch(fs, resp->epoch, rc == 0 && req->op != XT_OP_LOOKUP);
         if (!retry_again(&rt, rc))
             return rc;
         xt_resp_free(resp);
@@ -100,6 +119,7 @@ int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
     struct retry rt = retry_begin(fs);
     for (;;) {
+        atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
         int rc = xt_mds_list(fs->pool, &call, req, resp);
         if (!retry_again(&rt, rc))
             return rc;
@@ -130,6 +150,26 @@ static int sync_verdict(pom_fs *fs, uint64_t seq0, uint32_t epoch)
     return rc;
 }
 
+uint32_t pom_ack_epoch(pom_fs *fs)
+{
+    pthread_mutex_lock(&fs->epoch_mu);
+    uint32_t e = fs->ack_epoch;
+    pthread_mutex_unlock(&fs->epoch_mu);
+    return e;
+}
+
+int pom_sync_quiet(pom_fs *fs, uint32_t *epoch)
+{
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
+    uint64_t committed = 0;
+    *epoch = 0;
+    atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
+    int rc = xt_mds_sync(fs->pool, &call, 0, &committed, epoch);
+    if (rc == 0)
+        note_epoch(fs, *epoch, false);
+    return rc;
+}
+
 int pom_sync_call(pom_fs *fs)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
@@ -137,14 +177,22 @@ int pom_sync_call(pom_fs *fs)
     pthread_mutex_lock(&fs->epoch_mu);
     uint64_t seq0 = fs->ack_seq;
     pthread_mutex_unlock(&fs->epoch_mu);
+    struct pom_gone *gone;
+    size_t ngone = pom_gone_take(fs, &gone); /* before: this sync covers them */
     for (;;) {
         uint64_t committed = 0;
         uint32_t epoch = 0;
+        atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
         int rc = xt_mds_sync(fs->pool, &call, 0, &committed, &epoch);
-        if (rc == 0)
+        if (rc == 0) {
+            note_epoch(fs, epoch, false);
+            pom_gone_finish(fs, gone, ngone, 0, epoch);
             return sync_verdict(fs, seq0, epoch);
-        if (!retry_again(&rt, rc))
+        }
+        if (!retry_again(&rt, rc)) {
+            pom_gone_finish(fs, gone, ngone, rc, 0);
             return rc;
+        }
     }
 }
 
@@ -161,9 +209,10 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
     }
     for (;;) {
         memset(resps, 0, sizeof resps);
+        atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
         int rc = xt_mds_batch_atomic(fs->pool, &call, reqs, n, resps, failed);
         if (rc == 0)
-            note_ack(fs, resps[0].epoch);
+            note_epoch(fs, resps[0].epoch, true);
         for (size_t i = 0; i < n; i++)
             xt_resp_free(&resps[i]);
         if (!retry_again(&rt, rc))
@@ -344,25 +393,6 @@ int pom_uuid_alloc(pom_fs *fs, uint64_t *uuid)
     return pom_uuid_alloc(fs, uuid);
 }
 
-int pom_dir_touch(pom_fs *fs, pom_ino dir)
-{
-    uint64_t table;
-    char name[XT_NAME_MAX + 1];
-    int rc = pom_ino_where(fs, dir, &table, name, NULL);
-    if (rc < 0)
-        return rc;
-    xt_row upd;
-    xt_row_init(&upd);
-    upd.attr.mtime_ns = upd.attr.ctime_ns = xt_now_ns();
-    struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
-                        .name_len = (uint32_t)strlen(name), .row = &upd,
-                        .set_mask = XT_ROW_SET_MTIME | XT_ROW_SET_CTIME };
-    struct xt_resp r;
-    rc = pom_call(fs, &q, &r, NULL);
-    xt_resp_free(&r);
-    return rc;
-}
-
 /* Creates the root row unless it exists (invariant 3). */
 static int ensure_root(pom_fs *fs)
 {
@@ -409,6 +439,7 @@ int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid, const struct pom_o
     pthread_mutex_init(&fs->mu, NULL);
     pthread_mutex_init(&fs->alloc_mu, NULL);
     pthread_mutex_init(&fs->epoch_mu, NULL);
+    pthread_mutex_init(&fs->gone_mu, NULL);
     struct xt_rpc_pool_opts po = {
         .host = host, .port = port, .max_idle = 32,
         .call_timeout_ms = opts && opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 10000,
@@ -540,6 +571,8 @@ void pom_close(pom_fs *fs)
     if (!fs)
         return;
     r2_agent_stop(fs->agent);
+    if (fs->pool && fs->ngone)
+        pom_tracts_reap(fs);
     if (fs->pool)
         xt_rpc_pool_free(fs->pool);
     pom_ino_destroy(fs);
@@ -547,6 +580,8 @@ void pom_close(pom_fs *fs)
     pthread_mutex_destroy(&fs->mu);
     pthread_mutex_destroy(&fs->alloc_mu);
     pthread_mutex_destroy(&fs->epoch_mu);
+    pthread_mutex_destroy(&fs->gone_mu);
+    xt_free(fs->gone);
     xt_free(fs);
 }
 

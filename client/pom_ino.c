@@ -211,10 +211,12 @@ void pom_ino_moved(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name)
 
 void pom_ino_unlinked(pom_fs *fs, uint64_t uuid)
 {
+    uint32_t epoch = pom_ack_epoch(fs); /* taken alone: no epoch_mu under mu */
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
     if (i) {
         i->unlinked = true;
+        i->gone_epoch = epoch;
         if (i->data) {
             pthread_mutex_lock(&i->data->mu);
             i->data->st.st_nlink = 0;
@@ -222,6 +224,47 @@ void pom_ino_unlinked(pom_fs *fs, uint64_t uuid)
         }
     }
     pthread_mutex_unlock(&fs->mu);
+}
+
+void pom_ino_mark_stale(pom_fs *fs)
+{
+    pthread_mutex_lock(&fs->mu);
+    for (size_t b = 0; b < fs->nbuckets; b++)
+        for (struct pom_inode *i = fs->buckets[b]; i; i = i->next)
+            if (i->data) {
+                pthread_mutex_lock(&i->data->mu);
+                i->data->stale = !i->data->dirty;
+                pthread_mutex_unlock(&i->data->mu);
+            }
+    pthread_mutex_unlock(&fs->mu);
+}
+
+struct ino_ref {
+    uint64_t uuid, table;
+    char *name;
+};
+
+int pom_inodes(pom_fs *fs, pom_inode_fn fn, void *arg)
+{
+    pthread_mutex_lock(&fs->mu);
+    size_t n = 0, cap = fs->ninodes;
+    struct ino_ref *v = xt_calloc(cap ? cap : 1, sizeof *v);
+    int rc = v ? 0 : -ENOMEM;
+    for (size_t b = 0; rc == 0 && b < fs->nbuckets; b++)
+        for (struct pom_inode *i = fs->buckets[b]; rc == 0 && i && n < cap; i = i->next) {
+            if (i->uuid == POM_ROOT_INO || i->unlinked)
+                continue;
+            v[n] = (struct ino_ref){ i->uuid, i->table, xt_strdup(i->name) };
+            rc = v[n++].name ? 0 : -ENOMEM;
+        }
+    pthread_mutex_unlock(&fs->mu);
+    for (size_t k = 0; k < n; k++) {
+        if (rc == 0)
+            fn(arg, v[k].uuid, v[k].table, v[k].name);
+        xt_free(v[k].name);
+    }
+    xt_free(v);
+    return rc;
 }
 
 bool pom_ino_is_ancestor(pom_fs *fs, uint64_t ancestor, uint64_t dir)
@@ -245,7 +288,8 @@ bool pom_ino_is_ancestor(pom_fs *fs, uint64_t ancestor, uint64_t dir)
     return yes;
 }
 
-int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode **out)
+/* A buffer holding row's content and attributes; NULL on ENOMEM. */
+static struct pom_data *data_new(const xt_row *row)
 {
     const xt_row_group *g = xt_row_view_group(row, XT_CG_DATA);
     uint32_t len = g ? g->len : 0;
@@ -253,12 +297,12 @@ int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode 
      * RPC could wait on); dropped if another open won the race. */
     struct pom_data *d = xt_calloc(1, sizeof *d);
     if (!d)
-        return -ENOMEM;
+        return NULL;
     d->cap = len > 4096 ? len : 4096;
     d->buf = xt_malloc(d->cap);
     if (!d->buf) {
         xt_free(d);
-        return -ENOMEM;
+        return NULL;
     }
     pthread_mutex_init(&d->mu, NULL);
     pthread_mutex_init(&d->flush_mu, NULL);
@@ -271,18 +315,27 @@ int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode 
         if (!(d->xattr = xt_malloc(xg->len))) {
             xt_free(d->buf);
             xt_free(d);
-            return -ENOMEM;
+            return NULL;
         }
         memcpy(d->xattr, xg->ptr, xg->len);
         d->xattr_len = xg->len;
     }
     /* A blob file's bytes are in tracts; its size is the row's (pom_file.c). */
     d->blob = (row->attr.flags & XT_ROW_F_BLOB) != 0;
-    if (d->blob)
+    if (d->blob) {
         d->len = row->attr.size;
+        d->tracts = d->row_tracts = pom_tracts_id(&row->attr);
+    }
     pom_row_stat(&row->attr, &d->st);
     d->mtime_ns = row->attr.mtime_ns;
+    return d;
+}
 
+int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode **out)
+{
+    struct pom_data *d = data_new(row);
+    if (!d)
+        return -ENOMEM;
     int rc = 0;
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
@@ -299,6 +352,29 @@ int pom_ino_open(pom_fs *fs, uint64_t uuid, const xt_row *row, struct pom_inode 
     pthread_mutex_unlock(&fs->mu);
     data_free(d);
     return rc;
+}
+
+void pom_ino_reload(struct pom_inode *ino, const xt_row *row)
+{
+    struct pom_data *fresh = data_new(row), *d = ino->data;
+    if (!fresh)
+        return; /* out of memory: keep the old bytes, stale stays set */
+    pthread_mutex_lock(&d->mu);
+    bool differs = d->stale || d->len != fresh->len || d->mtime_ns != fresh->mtime_ns ||
+                   d->blob != fresh->blob || d->tracts != fresh->tracts;
+    if (differs && !d->dirty) {
+        /* Swap the contents; the old ones go with `fresh`. */
+        uint8_t *buf = d->buf, *xattr = d->xattr;
+        uint32_t cap = d->cap, xattr_len = d->xattr_len;
+        d->buf = fresh->buf, d->cap = fresh->cap, d->len = fresh->len;
+        d->xattr = fresh->xattr, d->xattr_len = fresh->xattr_len;
+        d->blob = fresh->blob, d->st = fresh->st, d->mtime_ns = fresh->mtime_ns;
+        d->tracts = fresh->tracts, d->row_tracts = fresh->row_tracts;
+        d->stale = false;
+        fresh->buf = buf, fresh->cap = cap, fresh->xattr = xattr, fresh->xattr_len = xattr_len;
+    }
+    pthread_mutex_unlock(&d->mu);
+    data_free(fresh);
 }
 
 struct pom_inode *pom_ino_pin_open(pom_fs *fs, uint64_t uuid)

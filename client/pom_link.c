@@ -29,14 +29,15 @@
  *      names it meant to produce before it is reported.
  *  (5) rename/exchange change the parents' own rows in the same batch
  *      (pom_dir_upd_op: mtime, ctime, and nlink = 2 + subdirectories when a
- *      directory changes parent or is replaced; conditional on the
- *      (uuid, version) read when the count changes, on the uuid alone for
- *      times), so a crash never separates a move from its parents' times
- *      or counts. One MDS holds every table today; with
- *      several, a batch is bound to one MDS and a parent's row (in the
- *      grandparent's table) may live elsewhere: that case will need the
- *      update after the batch, as link/unlink of stubs still do
- *      (pom_dir_touch: only a time can be lost there, never a name).
+ *      directory changes parent or is replaced, as a delta the MDS adds
+ *      under its slice lock; conditional on the parent's uuid only, no
+ *      read), so a crash never separates a move from its parents' times
+ *      or counts. Link and the unlink of a stub put the parent's times
+ *      in their batch too (dropped, and the batch sent again, when the
+ *      parent's row is not where the map says: a name matters, a time
+ *      does not). One MDS holds every table today; with several, a batch
+ *      is bound to one MDS and a parent's row (in the grandparent's table)
+ *      may live elsewhere: that case will need a cross-MDS step.
  */
 #include "pom_client_i.h"
 
@@ -103,47 +104,29 @@ static struct xt_req req_of(int op, uint64_t table, const char *name, uint32_t f
 int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_dir_upd *u,
                    struct xt_req *q)
 {
+    /* No read: times are last-writer-wins and the count changes by its
+     * delta at the MDS, under the slice lock (XT_ROW_SET_NLINK_ADD: a
+     * counted row, >= 2, never goes below 2; an uncounted 1 stays 1), so
+     * entry changes in one directory never race on its version. The op is
+     * conditional on the uuid alone: its failure means the row is not
+     * where the inode map says (removed or moved by another client). */
+    uint8_t type;
+    int rc = pom_ino_where(fs, dir, &u->table, u->name, &type);
+    if (rc < 0)
+        return rc;
+    if (type != XT_ROW_DIR)
+        return -ENOTDIR;
     xt_row_init(&u->row);
     u->row.attr.mtime_ns = u->row.attr.ctime_ns = now;
     uint32_t set = XT_ROW_SET_MTIME | XT_ROW_SET_CTIME;
-    uint64_t version = 0;
-    int rc;
-    if (delta == 0) {
-        /* Times only: no read. They are last-writer-wins, so the op is
-         * conditional on the uuid alone, and entry changes in one
-         * directory do not race on its version. */
-        uint8_t type;
-        if ((rc = pom_ino_where(fs, dir, &u->table, u->name, &type)) < 0)
-            return rc;
-        if (type != XT_ROW_DIR)
-            return -ENOTDIR;
-    } else {
-        struct xt_resp r;
-        xt_row row;
-        if ((rc = pom_ino_row(fs, dir, POM_ROW_META, &u->table, u->name, &r, &row)) < 0)
-            return rc;
-        xt_row_attr a = row.attr;
-        xt_resp_free(&r);
-        if (a.type != XT_ROW_DIR)
-            return -ENOTDIR;
-        version = a.version;
-        if (a.nlink >= 2) {
-            /* Counted: 2 + subdirectories, a read-modify-write, so
-             * conditional on the version read. Never below 2, even if an
-             * older client's crash left the count short. */
-            int64_t n = (int64_t)a.nlink + delta;
-            u->row.attr.nlink = n < 2 ? 2 : n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
-            set |= XT_ROW_SET_NLINK;
-        }
+    if (delta != 0) {
+        u->row.attr.nlink = (uint32_t)(int32_t)delta; /* read back as signed */
+        set |= XT_ROW_SET_NLINK_ADD;
     }
     *q = req_of(XT_OP_UPDATE, u->table, u->name, XT_F_IF_UUID);
     q->row = &u->row;
     q->set_mask = set;
     q->expect_uuid = dir;
-    if (set & XT_ROW_SET_NLINK) {
-        q->flags |= XT_F_IF_VER;
-        q->expect_version = version;
-    }
     return 0;
 }
 
@@ -173,6 +156,7 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         return rc;
     char in[POM_ILT_NAME_LEN + 1];
     pom_ilt_name(ino, in);
+    bool with_parent = true; /* the new parent's times in the batch */
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
         uint64_t table;
         char name[XT_NAME_MAX + 1];
@@ -191,8 +175,8 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         uint64_t now = xt_now_ns();
         xt_row stub, ilt, upd;
         stub_of(&row.attr, now, &stub);
-        struct xt_req q[3];
-        size_t n = 0, failed;
+        struct xt_req q[4];
+        size_t n = 0, failed, np = SIZE_MAX;
         uint32_t nlink;
         static const uint16_t drop[2] = { XT_CG_DATA, XT_CG_XATTR };
         if (table == POM_TABLE_ILT) {
@@ -225,16 +209,29 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
             q[n].ndrop = 2;
             cond(&q[n++], ino, row.attr.version);
         }
+        size_t nn = n; /* the new name */
         q[n] = req_of(XT_OP_CREATE, newparent, newname, XT_F_EXCL);
         q[n++].row = &stub;
+        /* The new parent's times (invariant 5), unless its row is the
+         * file's own (a stale map: a batch names a row once). */
+        struct pom_dir_upd pu;
+        if (with_parent && pom_dir_upd_op(fs, newparent, 0, now, &pu, &q[n]) == 0 &&
+            !(pu.table == table && strcmp(pu.name, name) == 0))
+            np = n++;
         bool retried = false;
         rc = pom_batch_call(fs, q, n, &failed, &retried);
         xt_row_attr a = row.attr;
         xt_resp_free(&r);
         if (rc < 0 && retried && pom_name_holds(fs, newparent, newname, ino) == 1)
             rc = 0; /* the first attempt was applied (invariant 4) */
+        if (np != SIZE_MAX && failed == np && pom_parent_missing(rc)) {
+            /* The parent's row is not where the map says (moved by
+             * another client): the names matter, a time does not. */
+            with_parent = false;
+            continue;
+        }
         if (rc == -ESTALE || (rc == -ENOENT && failed != SIZE_MAX) ||
-            (rc == -EEXIST && failed + 1 < n))
+            (rc == -EEXIST && failed < nn))
             continue; /* a row changed under us (another link?): read again */
         if (rc < 0)
             return rc;
@@ -243,7 +240,6 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         a.ctime_ns = now;
         pom_row_stat(&a, st);
         pom_ino_open_stat(fs, ino, st, true);
-        pom_dir_touch(fs, newparent);
         return pom_ino_ref(fs, ino, POM_TABLE_ILT, in, a.type, 1);
     }
     return -EAGAIN;
@@ -282,12 +278,12 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
 {
     char in[POM_ILT_NAME_LEN + 1];
     xt_row upd;
-    struct xt_req q[2];
+    struct xt_req q[3];
     q[0] = req_of(XT_OP_DELETE, parent, name, 0);
     cond(&q[0], stub->uuid, stub->version);
     bool gone = false;
     int rc = ilt_drop_op(fs, stub->uuid, in, &upd, &q[1], &gone);
-    size_t n = 2, failed;
+    size_t n = 2, failed, np = SIZE_MAX;
     if (rc == -ENOENT) {
         /* A stub without its ILT row cannot come from these batches; take
          * the stray name away alone rather than keep it forever. */
@@ -298,16 +294,28 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
     } else if (rc < 0) {
         return rc;
     }
+    size_t ilt = n == 2 ? 1 : SIZE_MAX;
+    /* The parent's times in the same batch (invariant 5). */
+    struct pom_dir_upd pu;
+    if (pom_dir_upd_op(fs, parent, 0, xt_now_ns(), &pu, &q[n]) == 0 &&
+        !(pu.table == parent && strcmp(pu.name, name) == 0)) /* a stale map */
+        np = n++;
     bool retried = false;
     rc = pom_batch_call(fs, q, n, &failed, &retried);
+    if (np != SIZE_MAX && failed == np && pom_parent_missing(rc)) {
+        /* The parent's row is not where the map says (moved by another
+         * client): remove the name without it, only a time is lost. */
+        retried = false;
+        rc = pom_batch_call(fs, q, --n, &failed, &retried);
+    }
     if (rc < 0 && retried && pom_name_holds(fs, parent, name, stub->uuid) == 0)
         rc = 0;
     if (rc < 0)
-        return rc == -ENOENT && failed == 1 ? -ESTALE : rc;
+        return rc == -ENOENT && ilt != SIZE_MAX && failed == ilt ? -ESTALE : rc;
     if (gone) {
         /* The file's last name went: here goes its storage too. */
         pom_ino_unlinked(fs, stub->uuid);
-        pom_data_gone(fs, stub->uuid, stub->flags); /* tracts (blob tier, engineer A) */
+        pom_data_gone(fs, stub); /* tracts (blob tier, engineer A) */
     }
     return 0;
 }
@@ -432,9 +440,8 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     if (rc < 0 && retried && pom_name_holds(fs, newparent, newname, sa.uuid) == 1 &&
         pom_name_holds(fs, parent, name, xchg ? da.uuid : sa.uuid) == xchg)
         rc = 0; /* invariant 4 */
-    if (rc < 0 && failed != SIZE_MAX && failed >= first_dir && failed < n &&
-        !(q[failed].flags & XT_F_IF_VER)) {
-        rc = -ENOENT; /* a parent's row is not where the map says (times only) */
+    if (rc < 0 && failed != SIZE_MAX && failed >= first_dir && failed < n) {
+        rc = -ENOENT; /* a parent's row is not where the map says */
         goto out;
     }
     if (rc == -ESTALE || rc == -EEXIST || (rc == -ENOENT && failed != SIZE_MAX)) {
@@ -445,7 +452,7 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
         goto out;
     if (gone) {
         pom_ino_unlinked(fs, da.uuid); /* the replaced file's last name */
-        pom_data_gone(fs, da.uuid, da.flags); /* its tracts (blob tier, engineer A) */
+        pom_data_gone(fs, &da); /* its tracts (blob tier, engineer A) */
     }
     map_moved(fs, &sa, newparent, newname);
     if (xchg)

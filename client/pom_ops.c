@@ -14,14 +14,18 @@
  *  (3) unlink/rmdir remove with the version read. Link, rename and the
  *      unlink of a link stub change several rows: they are one atomic
  *      batch each, in pom_link.c.
- *  (4) The parent's mtime/ctime follow every change of its entries: in
- *      the same atomic batch for mkdir and rmdir (5) and rename (pom_link.c),
- *      else an update of the parent's row after the change.
+ *  (4) The parent's mtime/ctime follow every change of its entries: every
+ *      create (file, fifo, socket, device, symlink, directory), unlink,
+ *      rmdir and rename is ONE atomic batch with the parent's row update
+ *      (pom_dir_upd_op, conditional on the parent's uuid, no read), so one
+ *      round trip does both and a create into a removed directory fails
+ *      -ENOENT having created nothing. Link and the unlink of a link stub
+ *      carry it in their batches too (pom_link.c).
  *  (5) A directory's nlink is 2 + its subdirectories (directories made
  *      before this count was kept show 1, "not counted", and stay so).
- *      mkdir and rmdir are one atomic batch each: the entry's row + the
- *      parent's row (times and nlink +-1, conditional on the version read,
- *      pom_dir_upd_op), so a crash never leaves a count off.
+ *      mkdir and rmdir carry nlink +-1 in that batch as a delta the MDS
+ *      adds under its slice lock (XT_ROW_SET_NLINK_ADD), so a crash never
+ *      leaves a count off and concurrent mkdirs never race on a version.
  *  (6) A regular file unlinked here while open here has no row: setattr
  *      (and the xattr calls, pom_xattr.c) change its open state instead
  *      (pom_ino.c (4)). Its xattrs are re-read at the unlink, with the
@@ -154,7 +158,7 @@ int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
     pom_row_stat(&row.attr, st);
     xt_resp_free(&r);
     pom_ino_open_stat(fs, ino, st, true);
-    pom_data_fix_blocks(fs, ino, row.attr.flags, st); /* sparse blob files (pom_file.c) */
+    pom_data_fix_blocks(fs, &row.attr, st); /* sparse blob files (pom_file.c) */
     return 0;
 }
 
@@ -271,46 +275,30 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
     return -EAGAIN;
 }
 
-/* After losing a race on a parent's version to another client's mkdir or
- * rmdir: a short random pause growing with the rounds lost (up to ~1.6
- * ms), so many clients making directories in one directory spread out
- * instead of colliding again in lockstep. */
-static void lost_round(int attempt)
+/* A create's one atomic batch (invariants 2, 4, 5): the new row
+ * (exclusive) + the parent's row (times, and nlink + 1 for a directory).
+ * The parent's op fails only when its row is not where the map says: the
+ * parent was removed (or moved) by another client, and nothing is
+ * created (-ENOENT). */
+static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *row)
 {
-    if (attempt < 1)
-        return;
-    uint64_t span_us = 200u * (uint64_t)(attempt < 8 ? attempt : 8);
-    uint64_t x = xt_mono_ns() * UINT64_C(0x9e3779b97f4a7c15);
-    usleep((useconds_t)((x >> 40) % span_us));
-}
-
-/* mkdir's one atomic batch (invariant 5): the new directory's row
- * (exclusive) + the parent's row (times, nlink + 1, conditional on the
- * version read). -ESTALE from the parent (another entry change won) reads
- * it again; -ENOENT from it: the parent was removed or moved under us. */
-static int mkdir_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *row)
-{
-    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
-        struct xt_req q[2] = {
-            { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
-              .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = row },
-        };
-        struct pom_dir_upd pu;
-        int rc = pom_dir_upd_op(fs, parent, 1, row->attr.ctime_ns, &pu, &q[1]);
-        if (rc < 0)
-            return rc;
-        size_t failed;
-        bool retried = false;
-        rc = pom_batch_call(fs, q, 2, &failed, &retried);
-        if (rc < 0 && retried && pom_name_holds(fs, parent, name, row->attr.uuid) == 1)
-            rc = 0; /* our first attempt was applied */
-        if (rc == -ESTALE && failed == 1) {
-            lost_round(attempt);
-            continue;
-        }
+    struct xt_req q[2] = {
+        { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
+          .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = row },
+    };
+    struct pom_dir_upd pu;
+    int rc = pom_dir_upd_op(fs, parent, row->attr.type == XT_ROW_DIR ? 1 : 0,
+                            row->attr.ctime_ns, &pu, &q[1]);
+    if (rc < 0)
         return rc;
-    }
-    return -EAGAIN;
+    size_t failed = SIZE_MAX;
+    bool retried = false;
+    rc = pom_batch_call(fs, q, 2, &failed, &retried);
+    if (rc < 0 && retried && pom_name_holds(fs, parent, name, row->attr.uuid) == 1)
+        return 0; /* our first attempt was applied */
+    if (failed == 1 && pom_parent_missing(rc))
+        return -ENOENT;
+    return rc;
 }
 
 /* Builds and exclusively creates a new entry (invariant 2). `data` is the
@@ -347,39 +335,8 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
         row.attr.size = dlen;
     if (dlen && (rc = xt_row_view_set_group(&row, XT_CG_DATA, data, dlen)) < 0)
         return rc;
-    if (type == XT_ROW_DIR) {
-        if ((rc = mkdir_batch(fs, parent, name, &row)) < 0)
-            return rc;
-        pom_row_stat(&row.attr, st);
-        return pom_ino_ref(fs, uuid, parent, name, type, 1);
-    }
-    struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
-                        .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = &row };
-    struct xt_resp r;
-    bool retried = false;
-    rc = pom_call(fs, &q, &r, &retried);
-    xt_resp_free(&r);
-    if (rc == -EEXIST && retried) {
-        xt_row got;
-        if (pom_row_get(fs, parent, name, POM_ROW_META, &r, &got) == 0) {
-            if (got.attr.uuid == uuid)
-                rc = 0;
-            xt_resp_free(&r);
-        }
-    }
-    if (rc < 0)
+    if ((rc = create_batch(fs, parent, name, &row)) < 0)
         return rc;
-    /* Touch the parent; if its row is gone, it was removed under us: take
-     * our entry back rather than leave it in an unreachable table. */
-    int trc = pom_dir_touch(fs, parent);
-    if (trc == -ENOENT) {
-        struct xt_req d = { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
-                            .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
-                            .expect_version = 0 };
-        pom_call(fs, &d, &r, NULL);
-        xt_resp_free(&r);
-        return -ENOENT;
-    }
     pom_row_stat(&row.attr, st);
     return pom_ino_ref(fs, uuid, parent, name, type, 1);
 }
@@ -473,25 +430,39 @@ int pom_dir_empty(pom_fs *fs, uint64_t dir)
     return empty;
 }
 
-/* rmdir's one atomic batch (invariant 5): the delete of the directory's
- * row *a (conditional on its uuid and version) + the parent's row (times,
- * nlink - 1). -ESTALE: read both again. */
-static int rmdir_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *a)
+/* The one atomic batch of unlink and rmdir of a plain entry (invariants
+ * 3-5): the delete of the row *a (conditional on its uuid and version) +
+ * the parent's row (times, nlink - 1 for a directory). -ESTALE: read
+ * again. When the parent's op fails (its row is not where the map says:
+ * removed or moved by another client), rmdir answers -ENOENT; unlink
+ * removes the name alone, as it did before the batch, losing only a
+ * time (the name is what the caller asked for). */
+static int remove_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *a)
 {
+    bool dir = a->type == XT_ROW_DIR;
     struct xt_req q[2] = {
         { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
           .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER | XT_F_IF_UUID,
           .expect_version = a->version, .expect_uuid = a->uuid },
     };
     struct pom_dir_upd pu;
-    int rc = pom_dir_upd_op(fs, parent, -1, xt_now_ns(), &pu, &q[1]);
+    int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, xt_now_ns(), &pu, &q[1]);
     if (rc < 0)
         return rc;
-    size_t failed;
+    size_t failed = SIZE_MAX;
     bool retried = false;
     rc = pom_batch_call(fs, q, 2, &failed, &retried);
+    if (failed == 1 && pom_parent_missing(rc) && !dir) {
+        struct xt_resp r;
+        retried = false;
+        rc = pom_call(fs, &q[0], &r, &retried);
+        xt_resp_free(&r);
+        failed = 0;
+    }
     if (rc < 0 && retried && pom_name_holds(fs, parent, name, a->uuid) == 0)
         return 0; /* our first attempt was applied */
+    if (failed == 1 && pom_parent_missing(rc))
+        return -ENOENT;
     if (rc == -ENOENT && failed == 0)
         return -ESTALE; /* removed or replaced meanwhile: look again */
     return rc;
@@ -550,8 +521,6 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             rc = pom_unlink_stub(fs, parent, name, &a);
             if (rc == -ESTALE)
                 continue;
-            if (rc == 0)
-                pom_dir_touch(fs, parent);
             return rc;
         }
         if (dir) {
@@ -562,25 +531,15 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
                 return e;
             if (!e)
                 return -ENOTEMPTY;
-            rc = rmdir_batch(fs, parent, name, &a);
-            if (rc == -ESTALE) {
-                lost_round(attempt);
+            rc = remove_batch(fs, parent, name, &a);
+            if (rc == -ESTALE)
                 continue;
-            }
             if (rc < 0)
                 return rc;
             pom_ino_unlinked(fs, a.uuid);
             return 0;
         }
-        struct xt_req q = { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
-                            .name_len = (uint32_t)strlen(name),
-                            .flags = XT_F_IF_VER | XT_F_IF_UUID,
-                            .expect_version = a.version, .expect_uuid = a.uuid };
-        bool retried = false;
-        rc = pom_call(fs, &q, &r, &retried);
-        xt_resp_free(&r);
-        if (rc == -ENOENT && retried)
-            rc = 0;
+        rc = remove_batch(fs, parent, name, &a);
         if (rc < 0) {
             xt_free(xg);
             if (rc == -ESTALE)
@@ -590,8 +549,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
         if (keep_x) /* before it is marked: an orphan always has its xattrs */
             pom_ino_keep_xattrs(fs, a.uuid, xg, xlen);
         pom_ino_unlinked(fs, a.uuid); /* its only name: the file is gone */
-        pom_data_gone(fs, a.uuid, a.flags); /* its tracts too (blob tier; after the row) */
-        pom_dir_touch(fs, parent);
+        pom_data_gone(fs, &a); /* its tracts too (blob tier; after the row) */
         return 0;
     }
     return -EAGAIN;

@@ -105,6 +105,7 @@ int main(int argc, char *argv[])
     int ret = 1;
     struct fuse_session *se = NULL;
     struct pomfs pf = { 0 };
+    struct pomfs_inval *inval = NULL;
 
     if (fuse_opt_parse(&args, &c, opt_spec, opt_proc) == -1)
         return 2;
@@ -175,7 +176,11 @@ int main(int argc, char *argv[])
         goto out;
     if (fuse_session_mount(se, o.mountpoint) != 0)
         goto out_sig;
+    pf.se = se;
     fuse_daemonize(o.foreground);
+    /* After the fork of fuse_daemonize: a thread does not survive it. */
+    if ((rc = pomfs_inval_start(pf.fs, se, &inval)) < 0)
+        fprintf(stderr, "pomfs: no cache invalidation after MDS restarts: %s\n", strerror(-rc));
     if (o.singlethread) {
         ret = fuse_session_loop(se);
     } else {
@@ -193,6 +198,7 @@ int main(int argc, char *argv[])
         }
     }
     ret = ret != 0;
+    pomfs_inval_stop(inval);
     fuse_session_unmount(se);
 out_sig:
     fuse_remove_signal_handlers(se);

@@ -10,11 +10,21 @@
 
 #include "pomegranate.h"
 
+struct pomfs_inval;
+
 struct pomfs {
     pom_fs *fs;             /* owned; closed after the session ends */
+    struct fuse_session *se; /* the mounted session (kernel notifications) */
     double attr_timeout;    /* seconds the kernel may cache attributes */
     double entry_timeout;   /* seconds the kernel may cache names */
 };
+
+/* pomfs_inval.c: a thread that drops the kernel's caches of the mount when
+ * the MDS restarts (registered with pom_set_restart_cb). Start after the
+ * session is mounted; stop before it is unmounted (before pom_close).
+ * -ENOMEM, -errno of pthread_create. */
+int pomfs_inval_start(pom_fs *fs, struct fuse_session *se, struct pomfs_inval **out);
+void pomfs_inval_stop(struct pomfs_inval *v);
 
 /* The operations; userdata of the session is a struct pomfs. */
 extern const struct fuse_lowlevel_ops pomfs_ops;

@@ -194,6 +194,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
     /* Close-to-open: the open read the row again; cached pages are kept
      * only when it shows the file as this mount last saw it. */
     fi->keep_cache = pom_file_unchanged(f) ? 1 : 0;
+    /* Changed: the kernel's cached size is stale too; a short read under
+     * it would read as zeros. Attributes only (offset -1) take no inode
+     * lock, so this is safe inside the open. */
+    if (!fi->keep_cache)
+        fuse_lowlevel_notify_inval_inode(P(req)->se, ino, -1, 0);
     if (fuse_reply_open(req, fi) != 0)
         pom_release(f);
 }

@@ -148,8 +148,11 @@ static int update_fn(void *arg, const void *old, size_t old_len, uint8_t **out, 
         return rc;
     xt_row_patch p;
     memset(&p, 0, sizeof p);
-    /* Name and type changes are not updates: rename is its own operation. */
-    p.set = req->set_mask & XT_ROW_SET_ALL_ATTR & ~(XT_ROW_SET_TYPE | XT_ROW_SET_UUID);
+    /* Name and type changes are not updates: rename is its own operation.
+     * NLINK_ADD is applied here, under the slice's write lock, so
+     * concurrent mkdirs in one directory need not read its version. */
+    p.set = req->set_mask & (XT_ROW_SET_ALL_ATTR | XT_ROW_SET_NLINK_ADD) &
+            ~(XT_ROW_SET_TYPE | XT_ROW_SET_UUID);
     if (req->row) {
         p.attr = req->row->attr;
         p.nput = req->row->ngroups;
@@ -376,6 +379,7 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
 {
     (void)rc_ctx;
     struct mds_service *svc = ctx;
+    uint64_t t0 = xt_mono_ns();
     struct mds_aop ops[MDS_ATOMIC_MAX];
     struct upd_arg ua[MDS_ATOMIC_MAX];
     uint8_t *enc[MDS_ATOMIC_MAX] = { 0 };
@@ -413,6 +417,7 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
         if (rc < 0)
             *failed = 0;
     }
+    mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
     return rc;
 }
 

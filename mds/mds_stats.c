@@ -29,7 +29,7 @@ struct mds_stats {
 
 static const char *const op_names[MDS_OP__COUNT] = {
     "create", "lookup", "update", "delete", "list", "sync",
-    "load", "prepare", "commit", "group", "split",
+    "load", "prepare", "commit", "group", "split", "batch",
 };
 
 static const char *const ctr_names[MDS_CTR__COUNT] = {

@@ -42,6 +42,7 @@ enum mds_op {
     MDS_OP_COMMIT,      /* one commit call to one participant */
     MDS_OP_GROUP,       /* a whole group: close -> committed/aborted */
     MDS_OP_SPLIT,
+    MDS_OP_BATCH,       /* one XT_BATCH_ATOMIC batch (all its rows) */
     MDS_OP__COUNT
 };
 

@@ -91,6 +91,14 @@ const i32 XT_F_SYNC      = 0x10    // reply after the change is committed
 const i32 XT_F_IF_UUID   = 0x20    // update/delete (and create/lookup in an atomic
                                    // batch): only if the row's uuid is expect_uuid
 
+/* set_mask bits of an update: bits 0..12 are xt_row.h's XT_ROW_SET_*
+ * (type, uuid, mode, uid, gid, nlink, size, atime, mtime, ctime, btime,
+ * flags, generation; type and uuid are ignored: updates never change them). XT_SET_NLINK_ADD: Attr.nlink is a signed delta added to a
+ * counted directory's nlink (>= 2, never taken below 2; 0 or 1 stay) under
+ * the MDS's slice lock, no version needed (docs/client.md "nlink"); with
+ * the nlink bit (0x20) too the update fails -EINVAL. */
+const i32 XT_SET_NLINK_ADD = 0x8000
+
 struct XtReq {
   1: ReqHeader hdr,
   2: TableRef table,
@@ -99,7 +107,7 @@ struct XtReq {
   5: optional Row row,             // create/update: the new values
   6: optional list<i16> columns,   // lookup: column groups wanted
   7: optional i64 expect_version,  // with XT_F_IF_VER
-  8: optional i32 set_mask,        // update: which Attr fields to set
+  8: optional i32 set_mask,        // update: which Attr fields to set (XT_SET_*)
   9: optional list<i16> drop_columns,
   10: optional i64 expect_uuid,    // with XT_F_IF_UUID
 }

@@ -492,6 +492,10 @@ static void apply_attr(xt_row_attr *a, const xt_row_patch *p)
     if (s & XT_ROW_SET_UID) a->uid = n->uid;
     if (s & XT_ROW_SET_GID) a->gid = n->gid;
     if (s & XT_ROW_SET_NLINK) a->nlink = n->nlink;
+    if ((s & XT_ROW_SET_NLINK_ADD) && a->nlink >= 2) {
+        int64_t v = (int64_t)a->nlink + (int32_t)n->nlink;
+        a->nlink = v < 2 ? 2 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+    }
     if (s & XT_ROW_SET_SIZE) a->size = n->size;
     if (s & XT_ROW_SET_ATIME) a->atime_ns = n->atime_ns;
     if (s & XT_ROW_SET_MTIME) a->mtime_ns = n->mtime_ns;
@@ -509,6 +513,8 @@ int xt_row_update(const void *old, size_t old_len, const xt_row_patch *p,
     if (old == NULL)
         return old_len ? -EINVAL : bad("empty input");
     if (p->nput > XT_ROW_GROUPS_MAX || p->ndel > XT_ROW_GROUPS_MAX)
+        return -EINVAL;
+    if ((p->set & XT_ROW_SET_NLINK) && (p->set & XT_ROW_SET_NLINK_ADD))
         return -EINVAL;
     for (uint32_t i = 0; i < p->nput; i++) {
         uint16_t id = p->put[i].id;

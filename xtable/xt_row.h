@@ -231,6 +231,13 @@ const char *xt_row_last_error(void);
 #define XT_ROW_SET_NAME       (1u << 13)  /* take name/name_len */
 #define XT_ROW_SET_IF_VERSION (1u << 14)  /* fail unless old version == if_version */
 #define XT_ROW_SET_ALL_ATTR   0x1fffu
+/* A directory's subdirectory count changed in place (docs/client.md
+ * "nlink"): attr.nlink is read as a signed 32-bit delta d. A counted row
+ * (old nlink >= 2: 2 + subdirectories) gets nlink + d, clamped to
+ * [2, UINT32_MAX]; a row showing 0 or 1 ("not counted") keeps it. With
+ * XT_ROW_SET_NLINK too: -EINVAL. Lets many writers change one count under
+ * the slice lock without reading the row's version first. */
+#define XT_ROW_SET_NLINK_ADD  (1u << 15)
 
 typedef struct xt_row_patch {
     uint32_t set;                 /* XT_ROW_SET_* */
@@ -253,7 +260,8 @@ void xt_row_patch_init(xt_row_patch *p);
  * re-hashed, so old corruption stays detectable). On success *out (free
  * with xt_free) holds *out_len bytes. Errors: -EBADMSG (old), -ESTALE
  * (if_version mismatch), -EINVAL (an id both put and deleted, twice put,
- * id 0), -EOVERFLOW (version at UINT64_MAX), the encoder's errors, -ENOMEM.
+ * id 0, NLINK with NLINK_ADD), -EOVERFLOW (version at UINT64_MAX), the
+ * encoder's errors, -ENOMEM.
  */
 int xt_row_update(const void *old, size_t old_len, const xt_row_patch *p,
                   uint8_t **out, size_t *out_len);

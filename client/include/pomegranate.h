@@ -84,6 +84,25 @@ POM_API int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out);
  * (files open), -errno of creating the folders. */
 POM_API int pom_set_blob(pom_fs *fs, const char *backend, const char *path);
 
+/* Called when a reply comes from a new incarnation of the MDS (it
+ * restarted): changes its predecessor acknowledged but had not committed
+ * may be gone, so a cache kept above the library (the kernel's names,
+ * attributes and pages under FUSE) may show state that no longer exists.
+ * The library itself reloads clean open-file buffers at their next open.
+ * Runs on the thread whose call saw the new epoch, with no library lock
+ * held: it must not block nor call into the library (pomfs wakes a thread
+ * that invalidates the kernel's caches, using pom_inodes). */
+typedef void (*pom_restart_fn)(void *arg);
+POM_API void pom_set_restart_cb(pom_fs *fs, pom_restart_fn fn, void *arg);
+
+/* Calls fn for each inode the library holds a reference on, with the
+ * directory and name it was last found under (name valid during the call
+ * only; parent is not a directory inode for names kept in internal
+ * tables). Works on a snapshot: fn runs with no library lock held and may
+ * call into the library. 0 or -ENOMEM. */
+typedef void (*pom_inode_fn)(void *arg, pom_ino ino, pom_ino parent, const char *name);
+POM_API int pom_inodes(pom_fs *fs, pom_inode_fn fn, void *arg);
+
 /* Flushes nothing (open pom_files must be released first) and frees fs. */
 POM_API void pom_close(pom_fs *fs);
 

@@ -11,10 +11,14 @@
  *     writes at 2^40 work, at POM_FILE_MAX answer -EFBIG;
  *   - fallocate: mode 0 migrates and extends, KEEP_SIZE keeps the size,
  *     PUNCH_HOLE zeros, other modes -EOPNOTSUPP;
- *   - unlink removes the tracts (at once, or at the last release of an open
- *     file), and so does a rename over a blob file;
+ *   - unlink removes the tracts once the removal is committed (the next
+ *     sync; for an open file after its last release), and so does a rename
+ *     over a blob file;
  *   - fsync of a blob file, then SIGKILL of pom-mds and a restart: size and
- *     bytes are there.
+ *     bytes are there;
+ *   - a rewrite from size 0 (O_TRUNC) goes to new tracts (copy-on-write):
+ *     SIGKILL of pom-mds before its commit gives the old bytes back whole;
+ *     once a rewrite is committed the old tracts are gone.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,6 +37,7 @@
 #include <unistd.h>
 
 #include "pom_blob.h"
+#include "pom_client_i.h"
 #include "pom_cluster.h"
 #include "pom_proc.h"
 #include "pomegranate.h"
@@ -68,7 +73,31 @@ static pom_fs *conn(bool blob)
     return fs;
 }
 
-/* Tract files of uuid, counted by the store's own stat. */
+/* The id naming ino's tracts (pom_file.c (3)): the open buffer's, else
+ * the row's. 0 for an inline file. */
+static uint64_t tid(pom_fs *fs, pom_ino ino)
+{
+    uint64_t id = 0;
+    struct pom_inode *i = pom_ino_pin_open(fs, ino);
+    if (i) {
+        pthread_mutex_lock(&i->data->mu);
+        id = i->data->blob ? i->data->tracts : 0;
+        pthread_mutex_unlock(&i->data->mu);
+        pom_ino_close(fs, i);
+        return id;
+    }
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    struct xt_resp r;
+    xt_row row;
+    assert_int_equal(pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row), 0);
+    if (row.attr.flags & XT_ROW_F_BLOB)
+        id = pom_tracts_id(&row.attr);
+    xt_resp_free(&r);
+    return id;
+}
+
+/* Tract files of id, counted by the store's own stat. */
 static uint64_t tracts_of(uint64_t uuid, uint64_t *alloc)
 {
     struct pom_blob_conf c = { .path = blobdir, .fsid = FSID };
@@ -126,9 +155,9 @@ static void test_migration_and_remount(void **state)
     pom_ino ino = st.st_ino;
     assert_int_equal(pom_write(f, data, POM_INLINE_MAX, 0), POM_INLINE_MAX);
     assert_int_equal(pom_flush(f), 0);
-    assert_int_equal(tracts_of(ino, NULL), 0); /* still inline */
+    assert_int_equal(tid(fs, ino), 0); /* still inline */
     assert_int_equal(pom_write(f, data + POM_INLINE_MAX, 1, POM_INLINE_MAX), 1);
-    assert_int_equal(tracts_of(ino, NULL), 1); /* migrated */
+    assert_int_equal(tracts_of(tid(fs, ino), NULL), 1); /* migrated */
     for (size_t off = POM_INLINE_MAX + 1; off < n; off += 1u << 20) {
         size_t k = XT_MIN(n - off, (size_t)(1u << 20));
         assert_int_equal(pom_write(f, data + off, k, (off_t)off), (ssize_t)k);
@@ -136,7 +165,7 @@ static void test_migration_and_remount(void **state)
     assert_int_equal(pom_read(f, got, 100, POM_INLINE_MAX - 50), 100);
     assert_memory_equal(got, data + POM_INLINE_MAX - 50, 100);
     assert_int_equal(pom_release(f), 0);
-    assert_int_equal(tracts_of(ino, NULL), 3); /* 10 MiB in 4 MiB tracts */
+    assert_int_equal(tracts_of(tid(fs, ino), NULL), 3); /* 10 MiB in 4 MiB tracts */
     assert_int_equal(pom_getattr(fs, ino, &st), 0);
     assert_int_equal(st.st_size, (off_t)n);
     pom_forget(fs, ino, 1);
@@ -183,7 +212,7 @@ static void test_truncate_both_ways(void **state)
     assert_memory_equal(got, data, sizeof data);
     for (size_t i = sizeof data; i < 200000; i++)
         assert_int_equal(got[i], 0);
-    assert_int_equal(tracts_of(ino, NULL), 1);
+    assert_int_equal(tracts_of(tid(fs, ino), NULL), 1);
     /* Down below 64 KiB while open: stays in tracts, bytes kept. */
     assert_int_equal(pom_file_open(fs, ino, O_RDWR, &f), 0);
     in.st_size = 3000;
@@ -244,8 +273,12 @@ static void test_sparse_and_limits(void **state)
     assert_int_equal(pom_release(f), 0);
     assert_int_equal(pom_getattr(fs, ino, &st), 0);
     assert_int_equal(st.st_size, (off_t)POM_FILE_MAX);
+    uint64_t id = tid(fs, ino);
+    assert_true(tracts_of(id, NULL) > 0);
     assert_int_equal(pom_unlink(fs, dir, "s"), 0);
-    assert_int_equal(tracts_of(ino, NULL), 0);
+    assert_int_equal(tracts_of(id, NULL), 3); /* until the removal commits */
+    assert_int_equal(pom_sync(fs), 0);
+    assert_int_equal(tracts_of(id, NULL), 0);
     pom_forget(fs, ino, 1);
     pom_close(fs);
 }
@@ -265,11 +298,12 @@ static void test_fallocate(void **state)
     assert_int_equal(pom_flush(f), 0);
     assert_int_equal(pom_getattr(fs, ino, &st), 0);
     assert_int_equal(st.st_size, 1000);
-    assert_int_equal(tracts_of(ino, NULL), 0);
+    assert_int_equal(tid(fs, ino), 0);
     assert_int_equal(pom_write(f, "abcdefgh", 8, 100), 8);
     assert_int_equal(pom_fallocate(f, 0, 0, 5 << 20), 0); /* migrates */
     uint64_t alloc;
-    assert_int_equal(tracts_of(ino, &alloc), 2);
+    uint64_t id = tid(fs, ino);
+    assert_int_equal(tracts_of(id, &alloc), 2);
     assert_true(alloc >= (5u << 20));
     assert_int_equal(pom_fallocate(f, FALLOC_FL_KEEP_SIZE, 5 << 20, 1 << 20), 0);
     assert_int_equal(pom_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 102, 2), 0);
@@ -281,10 +315,11 @@ static void test_fallocate(void **state)
     assert_memory_equal(buf, "ab\0\0efgh", 8);
     /* Unlinked while open: the tracts stay until the last release. */
     assert_int_equal(pom_unlink(fs, dir, "a"), 0);
-    assert_int_equal(tracts_of(ino, NULL), 2);
+    assert_int_equal(tracts_of(id, NULL), 2);
     assert_int_equal(pom_read(f, buf, 8, 100), 8);
     assert_int_equal(pom_release(f), 0);
-    assert_int_equal(tracts_of(ino, NULL), 0);
+    assert_int_equal(pom_sync(fs), 0); /* the removal commits, then the tracts go */
+    assert_int_equal(tracts_of(id, NULL), 0);
     pom_forget(fs, ino, 1);
     pom_close(fs);
 }
@@ -304,15 +339,17 @@ static void test_rename_over_and_fsync_crash(void **state)
     assert_int_equal(pom_create(fs, dir, "victim", 0644, O_RDWR, NULL, &st, &f), 0);
     assert_int_equal(pom_write(f, data, n, 0), (ssize_t)n);
     assert_int_equal(pom_release(f), 0);
-    assert_int_equal(tracts_of(st.st_ino, NULL), 1);
+    uint64_t victim = tid(fs, st.st_ino);
+    assert_int_equal(tracts_of(victim, NULL), 1);
     assert_int_equal(pom_create(fs, dir, "new", 0644, O_RDWR, NULL, &st2, &f), 0);
     fill(data, n, 4);
     assert_int_equal(pom_write(f, data, n, 0), (ssize_t)n);
     assert_int_equal(pom_fsync(f, 0), 0);
     assert_int_equal(pom_release(f), 0);
     assert_int_equal(pom_rename(fs, dir, "new", dir, "victim", 0), 0);
-    assert_int_equal(tracts_of(st.st_ino, NULL), 0); /* the replaced file's */
-    assert_int_equal(tracts_of(st2.st_ino, NULL), 1);
+    assert_int_equal(pom_sync(fs), 0);
+    assert_int_equal(tracts_of(victim, NULL), 0); /* the replaced file's */
+    assert_int_equal(tracts_of(tid(fs, st2.st_ino), NULL), 1);
     pom_forget(fs, st.st_ino, 1);
     pom_forget(fs, st2.st_ino, 1);
     /* What fsync acknowledged survives an MDS SIGKILL. */
@@ -341,6 +378,82 @@ static void test_rename_over_and_fsync_crash(void **state)
     free(got);
 }
 
+static void write_all(pom_file *f, const uint8_t *b, size_t n)
+{
+    for (size_t off = 0; off < n; off += 1u << 20) {
+        size_t k = XT_MIN(n - off, (size_t)(1u << 20));
+        assert_int_equal(pom_write(f, b + off, k, (off_t)off), (ssize_t)k);
+    }
+}
+
+static void restart_mds(int interval_ms)
+{
+    pom_proc_kill(C.mds, SIGKILL);
+    pom_proc_wait(C.mds, 10000, NULL);
+    C.mds = 0;
+    assert_int_equal(pom_cluster_start_mds(&C, POM_MDS_BIN, interval_ms, NULL), 0);
+}
+
+static void test_rewrite_is_copy_on_write(void **state)
+{
+    (void)state;
+    restart_mds(60000); /* nothing commits but what a sync asks for */
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "cow");
+    const size_t na = 300000, nb = 200000;
+    uint8_t *a = malloc(na), *b = malloc(nb), *got = malloc(na);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(got);
+    fill(a, na, 5);
+    fill(b, nb, 6);
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, "f", 0644, O_RDWR, NULL, &st, &f), 0);
+    pom_ino ino = st.st_ino;
+    write_all(f, a, na);
+    assert_int_equal(pom_fsync(f, 0), 0);
+    assert_int_equal(pom_release(f), 0);
+    uint64_t ida = tid(fs, ino);
+    assert_int_equal(tracts_of(ida, NULL), 1);
+    /* Rewritten and flushed, not committed: both sets of tracts exist. */
+    assert_int_equal(pom_file_open(fs, ino, O_RDWR | O_TRUNC, &f), 0);
+    write_all(f, b, nb);
+    uint64_t idb = tid(fs, ino);
+    assert_true(idb != ida && idb != 0);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(tracts_of(ida, NULL), 1);
+    assert_int_equal(tracts_of(idb, NULL), 1);
+    /* The MDS dies before the commit: the old row, and its bytes, whole
+     * (this client's queued removal of the old set is dropped at close:
+     * the sync then comes from another MDS epoch). */
+    restart_mds(200);
+    pom_forget(fs, ino, 1);
+    pom_close(fs);
+    assert_int_equal(tracts_of(ida, NULL), 1);
+    fs = conn(true);
+    assert_int_equal(pom_lookup(fs, POM_ROOT_INO, "cow", &st), 0);
+    dir = st.st_ino;
+    assert_int_equal(pom_lookup(fs, dir, "f", &st), 0);
+    assert_int_equal(st.st_size, (off_t)na);
+    read_all(fs, ino, got, na);
+    assert_memory_equal(got, a, na);
+    /* A committed rewrite (here to a small inline file) removes them. */
+    assert_int_equal(pom_file_open(fs, ino, O_RDWR | O_TRUNC, &f), 0);
+    assert_int_equal(pom_write(f, "small", 5, 0), 5);
+    assert_int_equal(pom_fsync(f, 0), 0);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(tracts_of(ida, NULL), 0);
+    assert_int_equal(tid(fs, ino), 0); /* inline again */
+    read_all(fs, ino, got, 5);
+    assert_memory_equal(got, "small", 5);
+    pom_forget(fs, ino, 1);
+    pom_close(fs);
+    free(a);
+    free(b);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -349,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_sparse_and_limits),
         cmocka_unit_test(test_fallocate),
         cmocka_unit_test(test_rename_over_and_fsync_crash),
+        cmocka_unit_test(test_rewrite_is_copy_on_write),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -21,6 +21,13 @@
  *   - readdir of 1,500 entries resumed at random points (seeded): every
  *     entry exactly once, references taken in plus mode;
  *   - two connections creating at once never share a uuid;
+ *   - a create (file, directory, symlink, open-create) in a directory
+ *     another client removed answers -ENOENT and leaves nothing behind (the
+ *     create and the parent's row are one batch); in a directory another
+ *     client moved: creates answer -ENOENT (this client's map is stale),
+ *     unlink, link and the unlink of a link stub still do their job (only
+ *     the parent's time update is dropped), and after a fresh lookup
+ *     creates work again;
  *   - SIGKILL of pom-mds: what pom_fsync acknowledged is there after the
  *     restart, and the same handle goes on working (it waits for the MDS);
  *   - countdown allocation failure over create/write/release/unlink: every
@@ -634,6 +641,8 @@ static void test_unlinked_open(void **state)
         assert_int_equal(rb[i], 0); /* cut, then zeros: not the old bytes */
     expect_xattr(fb, ino, "user.big", "B");
     assert_int_equal(pom_release(f), 0);
+    assert_true(files_under(blobdir) > 0); /* until the removal is committed */
+    assert_int_equal(pom_sync(fb), 0);
     assert_int_equal(files_under(blobdir), 0);
     pom_forget(fb, ino, 1);
     free(bd);
@@ -728,6 +737,68 @@ static void test_two_clients_uuids(void **state)
     pom_close(b);
 }
 
+static int never_cb(void *arg, const char *name, const struct stat *st, uint64_t next)
+{
+    (void)arg;
+    (void)st;
+    (void)next;
+    fail_msg("unexpected entry %s", name);
+    return 1;
+}
+
+static void test_removed_parent(void **state)
+{
+    (void)state;
+    pom_fs *a = conn(), *b = conn();
+    struct stat st;
+    pom_file *f;
+    /* Removed by b: nothing can be created in it by a. */
+    pom_ino d = fresh_dir(a, "gone");
+    assert_int_equal(pom_rmdir(b, POM_ROOT_INO, "gone"), 0);
+    assert_int_equal(pom_mknod(a, d, "f", S_IFREG | 0644, 0, NULL, &st), -ENOENT);
+    assert_int_equal(pom_mkdir(a, d, "sub", 0755, NULL, &st), -ENOENT);
+    assert_int_equal(pom_symlink(a, d, "l", "f", NULL, &st), -ENOENT);
+    assert_int_equal(pom_create(a, d, "c", 0644, O_RDWR | O_CREAT | O_EXCL, NULL, &st, &f),
+                     -ENOENT);
+    assert_int_equal(pom_readdir(a, d, POM_COOKIE_START, 0, never_cb, NULL), 0);
+    assert_int_equal(pom_readdir(a, d, POM_COOKIE_START, 1, never_cb, NULL), 0);
+    assert_int_equal(pom_lookup(b, POM_ROOT_INO, "gone", &st), -ENOENT);
+    pom_forget(a, d, 1);
+    /* Moved by b: a's map still has the old place. */
+    pom_ino m = fresh_dir(a, "moved");
+    write_file(a, m, "x", NULL, 0);
+    write_file(a, m, "y", NULL, 0);
+    assert_int_equal(pom_rename(b, POM_ROOT_INO, "moved", POM_ROOT_INO, "moved2", 0), 0);
+    assert_int_equal(pom_mknod(a, m, "z", S_IFREG | 0644, 0, NULL, &st), -ENOENT);
+    assert_int_equal(pom_unlink(a, m, "x"), 0);
+    assert_int_equal(pom_lookup(a, m, "y", &st), 0);
+    pom_ino y = st.st_ino;
+    assert_int_equal(pom_link(a, y, m, "y2", &st), 0);
+    assert_int_equal(st.st_nlink, 2);
+    pom_forget(a, y, 2);
+    assert_int_equal(pom_unlink(a, m, "y"), 0); /* a stub now */
+    assert_int_equal(pom_lookup(b, POM_ROOT_INO, "moved2", &st), 0);
+    pom_ino m2 = st.st_ino;
+    assert_int_equal(m2, m);
+    assert_int_equal(pom_lookup(b, m2, "x", &st), -ENOENT);
+    assert_int_equal(pom_lookup(b, m2, "y", &st), -ENOENT);
+    assert_int_equal(pom_lookup(b, m2, "z", &st), -ENOENT);
+    assert_int_equal(pom_lookup(b, m2, "y2", &st), 0);
+    assert_int_equal(st.st_nlink, 1);
+    pom_forget(b, st.st_ino, 1);
+    /* A fresh lookup tells a where it is. */
+    assert_int_equal(pom_lookup(a, POM_ROOT_INO, "moved2", &st), 0);
+    pom_forget(a, m, 1);
+    assert_int_equal(pom_mknod(a, m, "z", S_IFREG | 0644, 0, NULL, &st), 0);
+    pom_forget(a, st.st_ino, 1);
+    assert_int_equal(pom_lookup(b, m2, "z", &st), 0);
+    pom_forget(b, st.st_ino, 1);
+    pom_forget(b, m2, 1);
+    pom_forget(a, m, 1);
+    pom_close(a);
+    pom_close(b);
+}
+
 static void test_kill_mds(void **state)
 {
     (void)state;
@@ -795,6 +866,7 @@ int main(void)
         cmocka_unit_test(test_unlinked_open),
         cmocka_unit_test(test_readdir),
         cmocka_unit_test(test_two_clients_uuids),
+        cmocka_unit_test(test_removed_parent),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_kill_mds),
     };

@@ -7,10 +7,18 @@
  *     other parent), exchange dir<->file and dir<->dir, from a second
  *     client; both parents' mtime/ctime set by a rename (of a directory and
  *     of a file); a directory written with nlink 1 (never counted) stays 1;
+ *   - round trips (the client's RPC counter): a create of any kind (file,
+ *     fifo, symlink, device, directory) is ONE atomic batch with the
+ *     parent's times (and nlink) update, an unlink or rmdir the read of the
+ *     entry (+ rmdir's emptiness check) and ONE batch, link and the unlink
+ *     of a link stub one batch after their reads; and each moves the
+ *     parent's mtime/ctime;
  *   - 4 clients (POM_MT_CLIENTS, up to 16; POM_MT_PER entries each, 100)
  *     making directories in one directory at once: no failure, an exact
- *     count; the mkdir and mknod rates are printed (mknod = what mkdir cost
- *     before the count: create + an unconditional parent touch).
+ *     count; the mkdir and mknod rates are printed; then 4 clients making
+ *     and removing directories in one directory at once (the MDS adds the
+ *     count's deltas, XT_ROW_SET_NLINK_ADD): the count is exact, and no
+ *     mkdir/rmdir took a second batch (none lost a race).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,8 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 
+#include "pom_client_i.h" /* fs->rpcs: the round trips sent */
 #include "pom_cluster.h"
 #include "pomegranate.h"
 #include "xt_common.h"
@@ -217,11 +227,105 @@ static void test_dir_nlink(void **state)
     pom_close(fs);
 }
 
+/* Round trips sent by fs since *mark, and *mark moved to now. */
+static uint64_t rpcs_since(pom_fs *fs, uint64_t *mark)
+{
+    uint64_t now = atomic_load(&fs->rpcs), d = now - *mark;
+    *mark = now;
+    return d;
+}
+
+/* Asserts that the parent's mtime and ctime are at least t0 (and moves t0
+ * to now for the next step). */
+static void parent_touched(pom_fs *fs, pom_ino dir, uint64_t *t0)
+{
+    uint64_t c, m = mtime_of(fs, dir, &c);
+    assert_true(m >= *t0);
+    assert_true(c >= *t0);
+    *t0 = wall_ns();
+}
+
+static void test_round_trips(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino d = mkdir_in(fs, POM_ROOT_INO, "rt");
+    mkfile(fs, d, "warm"); /* the uuid range is claimed (2 RPCs, once) */
+    struct stat st;
+    uint64_t mark = atomic_load(&fs->rpcs), t0 = wall_ns();
+    /* Creates: one batch each (the create + the parent's row). */
+    mkfile(fs, d, "f");
+    assert_int_equal(rpcs_since(fs, &mark), 1);
+    parent_touched(fs, d, &t0);
+    mark = atomic_load(&fs->rpcs);
+    assert_int_equal(pom_mknod(fs, d, "fifo", S_IFIFO | 0644, 0, NULL, &st), 0);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(rpcs_since(fs, &mark), 1);
+    assert_int_equal(pom_mknod(fs, d, "chr", S_IFCHR | 0644, makedev(1, 3), NULL, &st), 0);
+    assert_int_equal(st.st_rdev, makedev(1, 3));
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(rpcs_since(fs, &mark), 1);
+    assert_int_equal(pom_symlink(fs, d, "ln", "f", NULL, &st), 0);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(rpcs_since(fs, &mark), 1);
+    parent_touched(fs, d, &t0);
+    mark = atomic_load(&fs->rpcs);
+    pom_ino sub = mkdir_in(fs, d, "sub");
+    assert_int_equal(rpcs_since(fs, &mark), 1);
+    parent_touched(fs, d, &t0);
+    assert_int_equal(nlink_of(fs, d), 3);
+    pom_file *f;
+    mark = atomic_load(&fs->rpcs);
+    assert_int_equal(pom_create(fs, d, "opened", 0644, O_RDWR | O_CREAT | O_EXCL, NULL, &st, &f),
+                     0);
+    assert_int_equal(rpcs_since(fs, &mark), 1);
+    assert_int_equal(pom_release(f), 0);
+    pom_forget(fs, st.st_ino, 1);
+    /* A failed create costs its batch and changes nothing. */
+    mark = atomic_load(&fs->rpcs);
+    assert_int_equal(pom_mknod(fs, d, "f", S_IFREG | 0644, 0, NULL, &st), -EEXIST);
+    assert_int_equal(pom_mkdir(fs, d, "f", 0755, NULL, &st), -EEXIST);
+    assert_int_equal(rpcs_since(fs, &mark), 2);
+    assert_int_equal(nlink_of(fs, d), 3);
+    /* Removes: the entry's read + one batch (rmdir: + its emptiness check). */
+    t0 = wall_ns();
+    mark = atomic_load(&fs->rpcs);
+    assert_int_equal(pom_unlink(fs, d, "f"), 0);
+    assert_int_equal(rpcs_since(fs, &mark), 2);
+    parent_touched(fs, d, &t0);
+    mark = atomic_load(&fs->rpcs);
+    assert_int_equal(pom_unlink(fs, d, "ln"), 0);
+    assert_int_equal(pom_unlink(fs, d, "fifo"), 0);
+    assert_int_equal(rpcs_since(fs, &mark), 4);
+    assert_int_equal(pom_rmdir(fs, d, "sub"), 0);
+    assert_int_equal(rpcs_since(fs, &mark), 3);
+    assert_int_equal(nlink_of(fs, d), 2);
+    parent_touched(fs, d, &t0);
+    /* Link (the file's read + one batch) and the unlink of a stub (the
+     * stub's read, the ILT row's read + one batch) set the times too. */
+    assert_int_equal(pom_lookup(fs, d, "chr", &st), 0);
+    mark = atomic_load(&fs->rpcs);
+    assert_int_equal(pom_link(fs, st.st_ino, d, "chr2", &st), 0);
+    assert_int_equal(st.st_nlink, 2);
+    assert_int_equal(rpcs_since(fs, &mark), 2);
+    pom_forget(fs, st.st_ino, 2);
+    parent_touched(fs, d, &t0);
+    mark = atomic_load(&fs->rpcs);
+    assert_int_equal(pom_unlink(fs, d, "chr"), 0);
+    assert_int_equal(rpcs_since(fs, &mark), 3);
+    parent_touched(fs, d, &t0);
+    assert_int_equal(look(fs, d, "chr2", &st), 0);
+    assert_int_equal(st.st_nlink, 1);
+    pom_forget(fs, sub, 1);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
 /* Many clients making directories in ONE directory: every mkdir's batch
- * is conditional on the parent's version, so they race; none may fail and
- * the count must be exact. Prints the mkdir rate against mknod's (which is
- * what mkdir cost before the count: create + an unconditional parent
- * touch), one client and K_MT clients. */
+ * adds 1 to the parent's count at the MDS (no version read, so no race);
+ * none may fail, none may take a second batch, and the count must be
+ * exact. Prints the mkdir rate against mknod's (both one batch now), one
+ * client and K_MT clients, then runs mkdir and rmdir at once. */
 #define K_MT 16 /* at most; POM_MT_CLIENTS (default 4) clients run */
 static int g_per = 100; /* entries per client; POM_MT_PER for measurements */
 
@@ -229,7 +333,10 @@ struct mkd {
     const char *dir; /* under the root */
     int id;
     bool dirs;
+    bool rm;         /* dirs: remove every second one again (rmdir) */
     int fails;
+    int extra;       /* mkdir/rmdir calls that took more round trips than
+                        one batch (+ rmdir's two reads): a lost race */
 };
 
 static void *mkd_main(void *arg)
@@ -250,34 +357,55 @@ static void *mkd_main(void *arg)
     for (int i = 0; i < g_per; i++) {
         char nm[32];
         snprintf(nm, sizeof nm, "%c%d-%d", m->dirs ? 'd' : 'n', m->id, i);
+        uint64_t r0 = atomic_load(&fs->rpcs), end0 = fs->uuid_end;
         int rc = m->dirs ? pom_mkdir(fs, dir, nm, 0755, NULL, &st)
                          : pom_mknod(fs, dir, nm, S_IFREG | 0644, 0, NULL, &st);
         if (rc < 0) {
             fprintf(stderr, "%s %s: %d\n", m->dirs ? "mkdir" : "mknod", nm, rc);
             m->fails++;
-        } else {
-            pom_forget(fs, st.st_ino, 1);
+            continue;
+        }
+        pom_forget(fs, st.st_ino, 1);
+        /* One batch, unless this call claimed a uuid range. */
+        if (m->dirs && fs->uuid_end == end0 && atomic_load(&fs->rpcs) - r0 != 1)
+            m->extra++;
+        if (m->rm && i % 2 == 1) {
+            snprintf(nm, sizeof nm, "d%d-%d", m->id, i - 1);
+            r0 = atomic_load(&fs->rpcs);
+            if ((rc = pom_rmdir(fs, dir, nm)) < 0) {
+                fprintf(stderr, "rmdir %s: %d\n", nm, rc);
+                m->fails++;
+            } else if (atomic_load(&fs->rpcs) - r0 != 3) {
+                m->extra++; /* the entry's read, the emptiness check, the batch */
+            }
         }
     }
     pom_close(fs);
     return NULL;
 }
 
-/* Seconds for nthreads clients x g_per entries in dir (under the root). */
-static double mkd_run(const char *dir, int nthreads, bool dirs)
+/* Seconds for nthreads clients x g_per entries in dir (under the root);
+ * rm: every second directory is removed again. */
+static double mkd_run_rm(const char *dir, int nthreads, bool dirs, bool rm)
 {
     pthread_t th[K_MT];
     struct mkd m[K_MT];
     double t0 = now_us();
     for (int i = 0; i < nthreads; i++) {
-        m[i] = (struct mkd){ .dir = dir, .id = i, .dirs = dirs };
+        m[i] = (struct mkd){ .dir = dir, .id = i, .dirs = dirs, .rm = rm };
         assert_int_equal(pthread_create(&th[i], NULL, mkd_main, &m[i]), 0);
     }
     for (int i = 0; i < nthreads; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(m[i].fails, 0);
+        assert_int_equal(m[i].extra, 0);
     }
     return (now_us() - t0) / 1e6;
+}
+
+static double mkd_run(const char *dir, int nthreads, bool dirs)
+{
+    return mkd_run_rm(dir, nthreads, dirs, false);
 }
 
 static void test_mkdir_contention(void **state)
@@ -297,8 +425,20 @@ static void test_mkdir_contention(void **state)
     fprintf(stderr, "entries/s in one directory: 1 client mknod %.0f mkdir %.0f; "
             "%d clients mknod %.0f mkdir %.0f\n", g_per / n1, g_per / m1, k,
             k * g_per / nn, k * g_per / mn);
+    /* mkdir and rmdir at once in one directory: the deltas add up. */
+    pom_ino dr = mkdir_in(fs, POM_ROOT_INO, "mtr");
+    double rr = mkd_run_rm("mtr", k, true, true);
+    assert_int_equal(nlink_of(fs, dr), 2 + k * (g_per - g_per / 2));
+    pom_fs *fs2 = conn(); /* as another client sees it */
+    struct stat st;
+    assert_int_equal(look(fs2, POM_ROOT_INO, "mtr", &st), 0);
+    assert_int_equal(st.st_nlink, 2 + k * (g_per - g_per / 2));
+    pom_close(fs2);
+    fprintf(stderr, "%d clients mkdir+rmdir in one directory: %.0f calls/s\n", k,
+            k * (g_per + g_per / 2) / rr);
     pom_forget(fs, d1, 1);
     pom_forget(fs, dn, 1);
+    pom_forget(fs, dr, 1);
     pom_close(fs);
 }
 
@@ -306,6 +446,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dir_nlink),
+        cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_mkdir_contention),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -43,7 +43,6 @@ import tempfile
 import time
 
 DIRS = ["d0", "d1", "d2"]
-INLINE_MAX = 64 << 10  # POM_INLINE_MAX: larger files live in the blob tier
 NAMES = [f"f{i}" for i in range(24)]
 
 
@@ -65,7 +64,7 @@ def dirsync(path):
 
 # ---- the worker (a child process) -------------------------------------------
 
-def worker(mnt, journal, seed, big):
+def worker(mnt, journal, seed, big, keep_data=None):
     rnd = random.Random(seed)
     jfd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -84,6 +83,9 @@ def worker(mnt, journal, seed, big):
                 if big and rnd.random() < 0.08:
                     n = rnd.randint(80 << 10, 300 << 10)
                 data = rnd.randbytes(n)
+                if keep_data:
+                    with open(os.path.join(keep_data, h(data)), "wb") as kf:
+                        kf.write(data)
                 log("I", p, h(data), str(n))   # intent: p may now hold data
                 fd = os.open(os.path.join(mnt, p), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
@@ -128,18 +130,16 @@ class Model:
               point each path was made durable
     touched:  paths an operation may have changed after their durable point
     seen:     every content hash ever written (plus the empty file)
-    blob:     touched paths whose file is or was past the inline limit: an
-              overwrite of a blob file is not atomic before its fsync (its
-              tracts change in place, the row's size at the flush), so an
-              unsynced one may show a mix of old and new bytes (docs/testing.md)
+
+    Files past the inline limit get no allowance: every write here is an
+    O_TRUNC rewrite, which goes to new tracts (copy-on-write), so a crash
+    shows the old or the new bytes whole, never a mix.
     """
 
-    def __init__(self, state, sizes):
+    def __init__(self, state):
         self.cur = dict(state)
-        self.size = dict(sizes)
         self.durable = {p: state.get(p) for p in self.all_paths()}
         self.touched = set()
-        self.blob = set()
         self.seen = set(state.values()) | {h(b"")}
 
     @staticmethod
@@ -154,23 +154,16 @@ class Model:
         if k == "I":
             self.touched.add(f[1])
             self.seen.add(f[2])
-            if int(f[3]) > INLINE_MAX or self.size.get(f[1], 0) > INLINE_MAX:
-                self.blob.add(f[1])
-            self.size[f[1]] = max(self.size.get(f[1], 0), int(f[3]))
         elif k in ("W", "F"):
             self.cur[f[1]] = f[2]
             if k == "F":
                 self.durable[f[1]] = f[2]
                 self.touched.discard(f[1])
-                self.blob.discard(f[1])
         elif k == "IR":
             self.touched.update((f[1], f[2]))
-            if f[1] in self.blob or self.size.get(f[1], 0) > INLINE_MAX:
-                self.blob.add(f[2])
         elif k == "R":
             if f[1] in self.cur:
                 self.cur[f[2]] = self.cur.pop(f[1])
-                self.size[f[2]] = self.size.pop(f[1], 0)
         elif k == "IU":
             self.touched.add(f[1])
         elif k == "U":
@@ -180,11 +173,61 @@ class Model:
             # an operation begun but not acknowledged before the sync
             # returned cannot be in flight: the worker is sequential
             self.touched = set()
-            self.blob = set()
 
 
-def read_state(mnt):
-    """(path -> content hash, path -> size) of the files on the mount."""
+def explain(got, data_dir):
+    """Which written content a torn file is made of: the write sharing the
+    longest prefix with it, and what the rest is (zeros, that write's tail)."""
+    best, best_n = None, -1
+    for name in os.listdir(data_dir):
+        with open(os.path.join(data_dir, name), "rb") as fh:
+            w = fh.read()
+        n = 0
+        lim = min(len(w), len(got))
+        while n < lim and w[n] == got[n]:
+            n += 1
+        if n > best_n:
+            best, best_n, best_w = name, n, w
+    if best is None:
+        return "no writes kept"
+    rest = got[best_n:]
+    what = ("zeros" if rest and not rest.strip(b"\0") else
+            "empty" if not rest else f"{len(rest) - len(rest.lstrip(bytes([rest[0]])))} "
+            f"bytes of 0x{rest[0]:02x} then other bytes")
+    return (f"first {best_n} bytes = write {best} ({len(best_w)} bytes); "
+            f"then {len(rest)} bytes: {what}")
+
+
+def diagnose(path, got, data_dir, seen, tmp):
+    """--explain: what a torn file is made of, and whether it is still so
+    past the kernel's cache timeouts and with its caches dropped (a cache
+    showing stale state heals; a torn row does not)."""
+    print(f"    made of: {explain(got, data_dir)}; inode {os.stat(path).st_ino}; "
+          f"folder {tmp}", flush=True)
+
+    def again(what):
+        try:
+            with open(path, "rb") as fh:
+                b = fh.read()
+            print(f"    {what}: {len(b)} bytes, " +
+                  ("same" if b == got else "a written content" if h(b) in seen else
+                   "made of: " + explain(b, data_dir)), flush=True)
+        except OSError as e:
+            print(f"    {what}: {e}", flush=True)
+
+    time.sleep(2.5)  # past the kernel's caches (timeouts 1 s)
+    again("2.5 s later")
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as fh:
+            fh.write("3")
+        again("caches dropped")
+    except OSError as e:
+        print(f"    cannot drop caches: {e}", flush=True)
+
+
+def read_state(mnt, raw=None):
+    """(path -> content hash, path -> size) of the files on the mount;
+    raw (a dict), when given, gets path -> bytes."""
     st, sizes = {}, {}
     for d in DIRS:
         for n in os.listdir(os.path.join(mnt, d)):
@@ -192,6 +235,8 @@ def read_state(mnt):
             with open(os.path.join(mnt, p), "rb") as fh:
                 b = fh.read()
             st[p], sizes[p] = h(b), len(b)
+            if raw is not None:
+                raw[p] = b
     return st, sizes
 
 
@@ -221,7 +266,8 @@ class Cluster:
 
     def fsck(self):
         """(ran, clean, output) of `pomctl fsck` if pomctl has it."""
-        r = subprocess.run([self.pomctl, "--data", self.data, "fsck"], stdout=subprocess.PIPE,
+        r = subprocess.run([self.pomctl, "--data", self.data, "fsck", "--data-check"],
+                           stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, timeout=300)
         if r.returncode == 2 and "unknown command" in r.stdout:
             return False, True, r.stdout
@@ -255,6 +301,8 @@ def main():
     ap.add_argument("--big", action="store_true", help="also files past the inline limit")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the folder of a failed run")
+    ap.add_argument("--explain", action="store_true",
+                    help="keep every written content and say what a torn file is made of")
     a = ap.parse_args()
     if os.environ.get("POM_TEST_LONG") == "1":
         a.kills *= 10
@@ -268,7 +316,6 @@ def main():
     tmp = tempfile.mkdtemp(prefix="pom-crash.")
     cl = Cluster(os.path.realpath(a.pomctl), tmp)
     kills = lost = torn = stray = fsck_bad = fsck_runs = eio_after_restart = 0
-    blob_unsynced = 0
     counts = {t: 0 for t in targets}
     ok = False
     try:
@@ -276,15 +323,18 @@ def main():
         for d in DIRS:
             os.mkdir(os.path.join(cl.mnt, d))
         dirsync(cl.mnt)
-        model = Model({}, {})
+        model = Model({})
         journal = os.path.join(tmp, "journal")
+        data_dir = os.path.join(tmp, "writes") if a.explain else None
+        if data_dir:
+            os.mkdir(data_dir)
         t_start = time.time()
         for rnd_no in range(a.kills):
             open(journal, "w").close()
             wpid = os.fork()
             if wpid == 0:
                 try:
-                    worker(cl.mnt, journal, rnd.randrange(1 << 30), a.big)
+                    worker(cl.mnt, journal, rnd.randrange(1 << 30), a.big, data_dir)
                 finally:
                     os._exit(0)
             time.sleep(rnd.uniform(0.05, 0.8))
@@ -312,10 +362,13 @@ def main():
             t_w = time.time() - t_w
             with open(journal) as fh:
                 lines = fh.readlines()
+            if data_dir:  # --explain: keep every round's journal
+                shutil.copy(journal, f"{journal}.{rnd_no}")
             for line in lines:
                 model.apply(line)
             t_r = time.time()
-            state, sizes = read_state(cl.mnt)
+            raw = {} if data_dir else None
+            state, sizes = read_state(cl.mnt, raw)
             t_r = time.time() - t_r
             for p, want in model.durable.items():
                 if p in model.touched:
@@ -333,15 +386,17 @@ def main():
                 if p not in model.durable:
                     stray += 1
                     print(f"STRAY round {rnd_no}: {p} was never written", flush=True)
-                elif got not in model.seen and p in model.blob:
-                    blob_unsynced += 1
                 elif got not in model.seen:
                     torn += 1
                     print(f"TORN round {rnd_no} ({target} killed): {p}: {got}, "
                           f"{sizes.get(p)} bytes; this round's operations on it:", flush=True)
+                    if data_dir:
+                        diagnose(os.path.join(cl.mnt, p), raw[p], data_dir, model.seen, tmp)
                     for line in lines:
                         if p in line.split():
                             print("    " + line.rstrip(), flush=True)
+            if data_dir and torn:
+                break  # --explain: stop at the first torn file, state kept
             ran, clean, out = cl.fsck()
             if ran:
                 fsck_runs += 1
@@ -359,7 +414,7 @@ def main():
                 eio_after_restart += 1
                 dirsync(cl.mnt)
             t_s = time.time() - t_s
-            model = Model(state, sizes)
+            model = Model(state)
             if a.verbose:
                 print(f"round {rnd_no}: killed {target}; up {t_up:.1f} s, then worker "
                       f"gone in {t_w:.1f} s, read {t_r:.1f} s, sync {t_s:.1f} s; {len(state)} files",
@@ -370,11 +425,8 @@ def main():
               "fsck: pomctl has no fsck command yet")
         print(f"{kills} kills in {took:.0f} s; a sync after the restart said EIO "
               f"{eio_after_restart} times (acknowledged, unsynced changes of a killed MDS)")
-        print(f"unsynced overwrites of blob files showing mixed bytes (allowed): {blob_unsynced}")
         print(f"kills: {kills}, lost: {lost}, torn: {torn}, stray: {stray}", flush=True)
-        # Torn unsynced overwrites are printed above but do not fail the run
-        # yet: a known client cache issue after a restart (docs/testing.md).
-        ok = lost == 0 and stray == 0 and fsck_bad == 0
+        ok = lost == 0 and torn == 0 and stray == 0 and fsck_bad == 0
     except Exception as e:  # a daemon that does not come back is a failure too
         print(f"FAIL: {e}", flush=True)
         logs = os.path.join(cl.data, "logs")

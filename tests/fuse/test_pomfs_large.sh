@@ -119,10 +119,16 @@ done
 fusermount3 -u "$T/mnt2"; wait "$FS2_PID"; FS2_PID=
 
 # ---- removal --------------------------------------------------------------
+# Tracts go once the removal is committed: at the mount's next sync (an
+# fsync of any file or folder), past 64 queued files, or at unmount.
+msync() { python3 -c 'import os, sys; fd = os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' "$M"; }
 before=$(ntracts)
 ok "rm the 100 MiB file" rm "$M/big/f104857600"
+eq "its 25 tracts wait for the commit" "$(ntracts)" "$before"
+ok "a sync of the mount" msync
 eq "its 25 tracts are gone" "$(ntracts)" "$((before - 25))"
 ok "rm -rf the rest" rm -rf "$M/big"
+ok "a sync of the mount" msync
 eq "no tract left" "$(ntracts)" "0"
 
 if [ "$BENCH" == "--bench" ]; then

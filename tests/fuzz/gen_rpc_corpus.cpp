@@ -123,6 +123,25 @@ static void gen_mds()
     op.req = l;
     ab.ops.push_back(op);
     { Out o; XTableClient(o.prot).send_batch(ab); put("mds-batch-atomic", 0, o); }
+    /* a create's atomic batch: the new row (exclusive) + the parent's
+     * times and subdirectory count as a delta (set_mask XT_SET_NLINK_ADD) */
+    BatchReq cb;
+    cb.hdr = hdr();
+    cb.flags = 1;
+    op.op = XtOp::CREATE;
+    op.req = q;
+    cb.ops.push_back(op);
+    XtReq pu = q;
+    pu.name = "parent";
+    pu.flags = 0x20;
+    pu.__set_expect_uuid(1);
+    pu.__set_set_mask(0x8000 | 0x100 | 0x200);
+    pu.__isset.row = true;
+    pu.row.attr.nlink = -1;
+    op.op = XtOp::UPDATE;
+    op.req = pu;
+    cb.ops.push_back(op);
+    { Out o; XTableClient(o.prot).send_batch(cb); put("mds-batch-nlink-add", 0, o); }
     SyncReq s;
     s.hdr = hdr();
     s.commit_group = 12;

@@ -5,7 +5,8 @@
  * replay), every truncation and random corruption of valid encodings, a
  * hand-built corpus of hostile inputs carrying VALID checksums (so that the
  * structural checks, not the checksum, must reject them), update semantics
- * checked against a model (decode, edit the view, encode), the xattr
+ * checked against a model (decode, edit the view, encode), the in-place
+ * nlink delta (XT_ROW_SET_NLINK_ADD) against its model, the xattr
  * sub-codec against a model, and countdown allocation failure.
  */
 #include <stdarg.h>
@@ -735,6 +736,51 @@ static void test_update_semantics(void **state)
     xt_free(old);
 }
 
+/* XT_ROW_SET_NLINK_ADD (a directory's subdirectory count changed in place
+ * by the MDS) against its model over random counts and deltas: a counted
+ * row (>= 2) gets nlink + d clamped to [2, UINT32_MAX], a 0 or 1 stays,
+ * nothing else changes but the version; with XT_ROW_SET_NLINK: -EINVAL. */
+static void test_update_nlink_add(void **state)
+{
+    (void)state;
+    static const uint32_t edge[] = { 0, 1, 2, 3, UINT32_MAX - 1, UINT32_MAX, 0x80000000u };
+    static const int32_t dedge[] = { 0, 1, -1, -2, -3, INT32_MAX, INT32_MIN };
+    for (int i = 0; i < 5000; i++) {
+        xt_row r, got;
+        gen_row(&r, 256);
+        if (r.attr.version == UINT64_MAX)
+            r.attr.version--;
+        r.attr.nlink = below(2) ? edge[below(7)] : (uint32_t)rnd();
+        int32_t d = below(2) ? dedge[below(7)] : (int32_t)(below(9) - 4);
+        size_t len;
+        uint8_t *old = encode(&r, &len), *out;
+        size_t out_len;
+        xt_row_patch p;
+        xt_row_patch_init(&p);
+        p.set = XT_ROW_SET_NLINK_ADD | (below(2) ? XT_ROW_SET_MTIME | XT_ROW_SET_CTIME : 0);
+        p.attr.nlink = (uint32_t)d;
+        p.attr.mtime_ns = p.attr.ctime_ns = 12345;
+        assert_int_equal(xt_row_update(old, len, &p, &out, &out_len), 0);
+        assert_int_equal(xt_row_decode_meta(out, out_len, &got), 0);
+        uint32_t want = r.attr.nlink;
+        if (want >= 2) {
+            int64_t v = (int64_t)want + d;
+            want = v < 2 ? 2 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+        }
+        assert_int_equal(got.attr.nlink, want);
+        assert_int_equal(got.attr.version, r.attr.version + 1);
+        assert_int_equal(got.attr.uuid, r.attr.uuid);
+        assert_int_equal(got.attr.size, r.attr.size);
+        assert_int_equal(got.attr.mtime_ns,
+                         (p.set & XT_ROW_SET_MTIME) ? 12345 : r.attr.mtime_ns);
+        xt_free(out);
+        p.set |= XT_ROW_SET_NLINK; /* contradictory */
+        assert_int_equal(xt_row_update(old, len, &p, &out, &out_len), -EINVAL);
+        assert_null(out);
+        xt_free(old);
+    }
+}
+
 /* ---- xattr ------------------------------------------------------------ */
 
 #define XA_MODEL_MAX 40
@@ -1049,6 +1095,7 @@ int main(void)
         T(test_encode_rejects),
         T(test_update_model),
         T(test_update_semantics),
+        T(test_update_nlink_add),
         T(test_xattr_model),
         T(test_xattr_limits_and_corruption),
         T(test_alloc_failure),

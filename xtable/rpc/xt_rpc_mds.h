@@ -47,7 +47,9 @@ struct xt_req {
     uint32_t flags;              /* XT_F_* */
     const xt_row *row;           /* CREATE: the row; UPDATE: new values */
     uint32_t set_mask;           /* UPDATE: XT_ROW_SET_* taken from row->attr;
-                                    row->groups are added or replaced */
+                                    row->groups are added or replaced;
+                                    XT_ROW_SET_NLINK_ADD: row->attr.nlink is a
+                                    signed delta (xt_row.h) */
     const uint16_t *drop;        /* UPDATE: groups to remove */
     uint32_t ndrop;
     const uint16_t *cols;        /* LOOKUP: groups wanted. cols == NULL: all;

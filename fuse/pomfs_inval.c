@@ -1,0 +1,114 @@
+/*
+ * pomfs_inval.c -- drops the kernel's caches of a mount when the MDS
+ * restarted (pom_set_restart_cb).
+ *
+ * The MDS keeps no operation log: a restart loses the changes of its open
+ * commit group (DESIGN 5, 11). The kernel may still hold names, attributes
+ * and pages that showed those changes, and would serve them for up to the
+ * entry/attribute timeouts: a renamed name pointing at the wrong file, a
+ * size no row has any more (read back as zeros past the real bytes). So
+ * when the library sees a new MDS epoch, this thread tells the kernel to
+ * forget every name and inode pomfs handed out.
+ *
+ * Invariants:
+ *  (1) The kernel is told from this thread only, never from a request
+ *      handler: invalidating a name takes its directory's lock, which the
+ *      request that brought the new epoch (a lookup, a readdir) may hold
+ *      while it waits for pomfs's reply.
+ *  (2) Restarts seen while a pass runs start another pass after it (a
+ *      counter, not a flag), so no restart goes unhandled.
+ */
+#include "pomfs_i.h"
+
+#include <pthread.h>
+#include <string.h>
+
+#include "xt_common.h"
+
+struct pomfs_inval {
+    struct fuse_session *se;
+    pom_fs *fs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    unsigned long pending, done; /* (mu) restarts seen / handled, (2) */
+    bool stop;                   /* (mu) */
+    pthread_t thr;
+};
+
+/* pom_restart_fn: runs on a request thread; only wakes the worker (1). */
+static void on_restart(void *arg)
+{
+    struct pomfs_inval *v = arg;
+    pthread_mutex_lock(&v->mu);
+    v->pending++;
+    pthread_cond_signal(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+}
+
+static void forget_one(void *arg, pom_ino ino, pom_ino parent, const char *name)
+{
+    struct pomfs_inval *v = arg;
+    /* -ENOENT: the kernel had already dropped it; nothing else to do. */
+    fuse_lowlevel_notify_inval_entry(v->se, parent, name, strlen(name));
+    fuse_lowlevel_notify_inval_inode(v->se, ino, 0, 0);
+}
+
+static void *worker(void *arg)
+{
+    struct pomfs_inval *v = arg;
+    pthread_mutex_lock(&v->mu);
+    for (;;) {
+        while (!v->stop && v->pending == v->done)
+            pthread_cond_wait(&v->cv, &v->mu);
+        if (v->stop)
+            break;
+        unsigned long upto = v->pending;
+        pthread_mutex_unlock(&v->mu);
+        XT_INFO("pomfs: the MDS restarted; dropping the kernel's cached names and pages");
+        /* The root's attributes (its mtime/nlink may be lost changes too). */
+        fuse_lowlevel_notify_inval_inode(v->se, FUSE_ROOT_ID, -1, 0);
+        int rc = pom_inodes(v->fs, forget_one, v);
+        if (rc < 0)
+            XT_WARN("pomfs: cannot list the inodes to invalidate: %s", strerror(-rc));
+        pthread_mutex_lock(&v->mu);
+        v->done = upto;
+    }
+    pthread_mutex_unlock(&v->mu);
+    return NULL;
+}
+
+int pomfs_inval_start(pom_fs *fs, struct fuse_session *se, struct pomfs_inval **out)
+{
+    struct pomfs_inval *v = xt_calloc(1, sizeof *v);
+    if (!v)
+        return -ENOMEM;
+    v->se = se;
+    v->fs = fs;
+    pthread_mutex_init(&v->mu, NULL);
+    pthread_cond_init(&v->cv, NULL);
+    int rc = pthread_create(&v->thr, NULL, worker, v);
+    if (rc != 0) {
+        pthread_cond_destroy(&v->cv);
+        pthread_mutex_destroy(&v->mu);
+        xt_free(v);
+        return -rc;
+    }
+    pom_set_restart_cb(fs, on_restart, v);
+    *out = v;
+    return 0;
+}
+
+void pomfs_inval_stop(struct pomfs_inval *v)
+{
+    if (!v)
+        return;
+    pom_set_restart_cb(v->fs, NULL, NULL);
+    pthread_mutex_lock(&v->mu);
+    v->stop = true;
+    pthread_cond_signal(&v->cv);
+    pthread_mutex_unlock(&v->mu);
+    pthread_join(v->thr, NULL);
+    pthread_cond_destroy(&v->cv);
+    pthread_mutex_destroy(&v->mu);
+    xt_free(v);
+}
