@@ -97,6 +97,27 @@ struct pom_blob_stat {
 /* Counts the tracts of uuid. 0 or -errno. */
 int pom_blob_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);
 
+/* One tract set found by pom_blob_list: every tract of `id` in every
+ * folder of the locator table, merged. */
+struct pom_blob_set {
+    uint64_t id;           /* the tracts id (a uuid, or a rewrite's id) */
+    uint64_t tracts;       /* tract files present (0: an empty id folder) */
+    uint64_t bytes;        /* sum of their lengths (holes included) */
+    uint64_t alloc_bytes;  /* bytes the host allocated for them */
+    int64_t mtime_ns;      /* newest mtime of its tract files and folders */
+};
+/* Calls fn once per tract set of the store's fsid, in increasing id
+ * order, with a set that is valid during the call only. Walks every folder
+ * of the locator table (fsid folder, both hash levels, id folders); an id
+ * folder under hash folders that do not match its id is not a set of this
+ * store (pom_blob_delete could not reach it): skipped, logged. fn must not
+ * change the store (collect ids, delete after). Holds every set's entry in
+ * memory (~48 bytes each, per folder it is striped over) before the first
+ * call. Returns 0, fn's first non-zero return (the walk stops), -ENOMEM,
+ * or the -errno of a folder that could not be read. */
+typedef int (*pom_blob_list_fn)(void *arg, const struct pom_blob_set *set);
+int pom_blob_list(pom_blob *b, pom_blob_list_fn fn, void *arg);
+
 /* Test hook: the n-th backend I/O call from now (n >= 1; open, pread,
  * pwrite, ftruncate, fallocate, fsync, unlink) fails with -err; n = 0 turns
  * it off. */

@@ -71,13 +71,16 @@ static const struct cmd_help helps[] = {
       "(SIGTERM) then firmly (SIGKILL) after a grace period. Only the recorded\n"
       "processes are signalled, and only while they still run the recorded\n"
       "executable. Exit 0 when nothing is left running.\n" },
-    { "fsck", "fsck [--fs NAME] [--data-check] [--max-problems N]",
-      "Check a file system online, through the client library, changing\n"
-      "nothing: every directory lists each name once and to its end, every\n"
-      "listed name is found again by lookup as the same inode (its row sits\n"
-      "where the table's bitmap says), no directory has two names, every\n"
-      "file's nlink equals its names, symlink sizes match their targets;\n"
-      "--data-check also reads every file to its size. NAME defaults to\n"
+    { "fsck", "fsck [--fs NAME] [--data-check] [--repair-orphans] [--max-problems N]",
+      "Check a file system online, through the client library: every\n"
+      "directory lists each name once and to its end, every listed name is\n"
+      "found again by lookup as the same inode (its row sits where the\n"
+      "table's bitmap says), no directory has two names, every file's nlink\n"
+      "equals its names, symlink sizes match their targets, no two files\n"
+      "name one set of blob tracts; sets no file names are counted as\n"
+      "orphans. --data-check also reads every file to its size;\n"
+      "--repair-orphans removes orphan sets older than a minute when no\n"
+      "mount is registered (the only change fsck makes). NAME defaults to\n"
       "pomfs. Exit 0 clean, 1 with problems (each printed).\n" },
 };
 

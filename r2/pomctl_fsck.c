@@ -1,7 +1,7 @@
 /*
- * pomctl_fsck.c -- `pomctl fsck [--fs NAME] [--data-check] [--max-problems N]`:
- * an online check of one file system through libpomegranate, as a client
- * sees it (DESIGN 2-3, docs/pomctl.md "fsck").
+ * pomctl_fsck.c -- `pomctl fsck [--fs NAME] [--data-check] [--repair-orphans]
+ * [--max-problems N]`: an online check of one file system through
+ * libpomegranate, as a client sees it (DESIGN 2-3, docs/pomctl.md "fsck").
  *
  * It walks the namespace breadth-first from the root and checks:
  *  (1) every directory lists to its end, each name once, with a cookie that
@@ -15,9 +15,29 @@
  *      under (hard links and their ILT rows, docs/client.md);
  *  (5) a symlink's target is as long as its size says;
  *  (6) with --data-check, every regular file reads to exactly its size (the
- *      row's data checksum, or the blob tier's tracts, answer every byte).
- * It changes nothing. Exit 0: clean; 1: problems (each printed) or the walk
- * failed; 2: usage; 3: R2 unreachable.
+ *      row's data checksum, or the blob tier's tracts, answer every byte);
+ *  (7) when the fs has a blob tier: the tract sets in it against the rows
+ *      that name them (docs/format-blob.md). Two inodes naming one tracts
+ *      id is a problem. A blob row whose set is absent is not (never
+ *      written: all holes) and is counted; a set no row names is an
+ *      *orphan*, expected after a client crash between writing tracts and
+ *      the row naming them, or before a queued removal ran: counted, and
+ *      removed with --repair-orphans (below).
+ * It changes nothing, but --repair-orphans deletes orphan sets whose newest
+ * tract file or folder is at least ORPHAN_AGE_S old, only when R2 counts
+ * no mount of the fs (a live client may hold a migrated file whose row it
+ * has not flushed yet, or a set it is still writing: those look exactly
+ * like orphans), and only after a walk without problems or changes (a row
+ * the walk missed would make its set look orphan). Exit 0: clean; 1:
+ * problems (each printed), the walk failed, or --repair-orphans refused
+ * (fs mounted); 2: usage; 3: R2 unreachable.
+ *
+ * The tracts id of a row (flags, generation) is not in struct stat: fsck
+ * reads it with the library's internal pom_ino_row + pom_tracts_id, and
+ * lists the tier pom_open opened from the fs record (fs->blob), both
+ * through client/pom_client_i.h. pomctl links libpomegranate statically,
+ * and tracts ids are an internal of the local backend that the public API
+ * and libpomegranate.so's ABI should not carry for one maintenance tool.
  *
  * It sees the file system while others may change it: a name removed
  * between its listing and its lookup is counted as "changed meanwhile", not
@@ -27,6 +47,10 @@
 
 #include "pomegranate.h"
 #include "xt_common.h"
+/* Internals of libpomegranate (see the head comment): not on pomctl's
+ * include path, which has the public header only. */
+#include "../client/pom_blob.h"
+#include "../client/pom_client_i.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -41,10 +65,23 @@ struct ino_ent {
     mode_t mode;
 };
 
+/* An orphan set is removed only when its newest tract file (or folder)
+ * is at least this old: a set being written is never removed. */
+#define ORPHAN_AGE_S 60
+
+/* A blob row's tracts id (check (7)). */
+struct named {
+    uint64_t id;
+    uint64_t ino;
+    bool found;          /* pom_blob_list met its set */
+};
+
 struct fsck {
     struct pomctl *ctl;
     pom_fs *fs;
     bool data_check;
+    bool repair_orphans;
+    struct pom_blob *blob;  /* fs->blob (owned by fs), or NULL: no tier, (7) skipped */
     uint64_t max_problems;
     /* non-directories seen: open addressing on ino */
     struct ino_ent *map;
@@ -58,6 +95,15 @@ struct fsck {
     size_t nnames, names_cap;
     /* totals */
     uint64_t ndirs, nfiles, nlinks, nother, bytes, changed, problems;
+    /* check (7) */
+    struct named *named;    /* blob rows, sorted by id after the walk */
+    size_t nnamed, named_cap;
+    uint64_t *doomed;       /* orphans old enough to remove (--repair-orphans) */
+    size_t ndoomed, doomed_cap;
+    int64_t now_ns;         /* when the sets were listed */
+    uint64_t blob_files, no_tracts, sets, set_bytes, orphans, orphan_bytes;
+    uint64_t young, removed, removed_bytes;
+    bool repair_skipped;    /* orphans kept: the walk was not complete */
 };
 
 static void problem(struct fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -162,7 +208,43 @@ static void check_data(struct fsck *f, uint64_t dir, const char *name, const str
     pom_release(pf);
 }
 
-/* One listed entry: checks (1), (2), (5), (6); records it for (3), (4). */
+/* Records the tracts id of regular file ino if its row is a blob row
+ * (check (7)). 0 or -ENOMEM. */
+static int note_tracts(struct fsck *f, const char *name, uint64_t ino)
+{
+    uint64_t table;
+    char rname[XT_NAME_MAX + 1];
+    struct xt_resp r;
+    xt_row row;
+    int rc = pom_ino_row(f->fs, ino, POM_ROW_META, &table, rname, &r, &row);
+    if (rc == -ENOENT || rc == -ESTALE) {
+        f->changed++;
+        return 0;
+    }
+    if (rc < 0) {
+        problem(f, "%llu/%s (inode %llu): cannot read its row: %s",
+                (unsigned long long)f->cur_dir, name, (unsigned long long)ino, strerror(-rc));
+        return 0;
+    }
+    bool blob = row.attr.flags & XT_ROW_F_BLOB;
+    uint64_t id = pom_tracts_id(&row.attr);
+    xt_resp_free(&r);
+    if (!blob)
+        return 0;
+    if (f->nnamed == f->named_cap) {
+        size_t ncap = f->named_cap ? f->named_cap * 2 : 256;
+        struct named *nn = xt_realloc(f->named, ncap * sizeof *nn);
+        if (!nn)
+            return -ENOMEM;
+        f->named = nn;
+        f->named_cap = ncap;
+    }
+    f->named[f->nnamed++] = (struct named){ .id = id, .ino = ino };
+    f->blob_files++;
+    return 0;
+}
+
+/* One listed entry: checks (1), (2), (5), (6); records it for (3), (4), (7). */
 static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t next)
 {
     struct fsck *f = arg;
@@ -239,8 +321,11 @@ static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t
             else if (n >= 0 && n != st.st_size)
                 problem(f, "symlink %llu/%s: target of %zd bytes, size says %lld",
                         (unsigned long long)f->cur_dir, name, n, (long long)st.st_size);
-        } else if (S_ISREG(st.st_mode) && f->data_check && e && e->names == 1) {
-            check_data(f, f->cur_dir, name, &st);
+        } else if (S_ISREG(st.st_mode) && e && e->names == 1) {
+            if (f->data_check)
+                check_data(f, f->cur_dir, name, &st);
+            if (f->blob)
+                rc = note_tracts(f, name, st.st_ino);
         }
     }
     pom_forget(f->fs, st.st_ino, 1);
@@ -292,6 +377,104 @@ static int walk(struct fsck *f)
     return 0;
 }
 
+static int cmp_named(const void *a, const void *b)
+{
+    const struct named *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* The first entry of f->named (sorted) with tracts id `id`, or NULL. */
+static struct named *named_find(struct fsck *f, uint64_t id)
+{
+    size_t lo = 0, hi = f->nnamed;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (f->named[mid].id < id)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < f->nnamed && f->named[lo].id == id ? &f->named[lo] : NULL;
+}
+
+/* pom_blob_list callback: a set some row names, or an orphan. */
+static int on_set(void *arg, const struct pom_blob_set *s)
+{
+    struct fsck *f = arg;
+    f->sets++;
+    f->set_bytes += s->alloc_bytes;
+    struct named *n = named_find(f, s->id);
+    if (n) {
+        for (; n < f->named + f->nnamed && n->id == s->id; n++)
+            n->found = true;
+        return 0;
+    }
+    f->orphans++;
+    f->orphan_bytes += s->alloc_bytes;
+    if (!f->repair_orphans)
+        return 0;
+    if (f->now_ns - s->mtime_ns < (int64_t)ORPHAN_AGE_S * 1000000000) {
+        f->young++; /* maybe being written right now */
+        return 0;
+    }
+    if (f->ndoomed == f->doomed_cap) {
+        size_t ncap = f->doomed_cap ? f->doomed_cap * 2 : 64;
+        uint64_t *nd = xt_realloc(f->doomed, ncap * sizeof *nd);
+        if (!nd)
+            return -ENOMEM;
+        f->doomed = nd;
+        f->doomed_cap = ncap;
+    }
+    f->doomed[f->ndoomed++] = s->id;
+    return 0;
+}
+
+/* Check (7), after the walk: the tier's sets against f->named; with
+ * --repair-orphans, removes the old orphans (after the listing: the store
+ * is not changed under it). 0 or -errno of the listing. */
+static int check_tracts(struct fsck *f)
+{
+    if (!f->blob)
+        return 0;
+    if (f->nnamed > 1)
+        qsort(f->named, f->nnamed, sizeof *f->named, cmp_named);
+    for (size_t i = 1; i < f->nnamed; i++)
+        if (f->named[i].id == f->named[i - 1].id)
+            problem(f, "inodes %llu and %llu name the same tracts (id %016llx): a write to "
+                       "one changes the other",
+                    (unsigned long long)f->named[i - 1].ino, (unsigned long long)f->named[i].ino,
+                    (unsigned long long)f->named[i].id);
+    f->now_ns = (int64_t)xt_now_ns();
+    int rc = pom_blob_list(f->blob, on_set, f);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < f->nnamed; i++)
+        if (!f->named[i].found)
+            f->no_tracts++;
+    if (f->ndoomed && (f->problems || f->changed)) {
+        /* The walk may have missed rows (a directory that does not list, a
+         * name that changed): their sets would look like orphans. */
+        f->repair_skipped = true;
+        f->ndoomed = 0;
+    }
+    for (size_t i = 0; i < f->ndoomed; i++) {
+        struct pom_blob_stat st;
+        if (pom_blob_stat(f->blob, f->doomed[i], &st) < 0)
+            st.alloc_bytes = 0;
+        int e = pom_blob_delete(f->blob, f->doomed[i]);
+        if (e < 0) {
+            problem(f, "orphan tract set %016llx: cannot remove it: %s",
+                    (unsigned long long)f->doomed[i], strerror(-e));
+            continue;
+        }
+        f->removed++;
+        f->removed_bytes += st.alloc_bytes;
+    }
+    return 0;
+}
+
 static void report(struct fsck *f, const char *fsname)
 {
     if (f->ctl->json) {
@@ -307,6 +490,18 @@ static void report(struct fsck *f, const char *fsname)
         pomctl_json_u64(&f->ctl->js, "changed_meanwhile", f->changed);
         pomctl_json_u64(&f->ctl->js, "problems", f->problems);
         pomctl_json_bool(&f->ctl->js, "data_checked", f->data_check);
+        pomctl_json_bool(&f->ctl->js, "blob_checked", f->blob != NULL);
+        pomctl_json_u64(&f->ctl->js, "blob_files", f->blob_files);
+        pomctl_json_u64(&f->ctl->js, "blob_files_without_tracts", f->no_tracts);
+        pomctl_json_u64(&f->ctl->js, "tract_sets", f->sets);
+        pomctl_json_u64(&f->ctl->js, "tract_set_bytes", f->set_bytes);
+        pomctl_json_u64(&f->ctl->js, "orphan_sets", f->orphans);
+        pomctl_json_u64(&f->ctl->js, "orphan_bytes", f->orphan_bytes);
+        pomctl_json_bool(&f->ctl->js, "repair_orphans", f->repair_orphans);
+        pomctl_json_u64(&f->ctl->js, "orphans_removed", f->removed);
+        pomctl_json_u64(&f->ctl->js, "orphan_bytes_removed", f->removed_bytes);
+        pomctl_json_u64(&f->ctl->js, "orphans_too_new", f->young);
+        pomctl_json_bool(&f->ctl->js, "repair_skipped", f->repair_skipped);
         pomctl_json_obj_end(&f->ctl->js);
         pomctl_json_finish(&f->ctl->js);
         f->ctl->json_done = true;
@@ -316,6 +511,24 @@ static void report(struct fsck *f, const char *fsname)
            fsname, (unsigned long long)f->ndirs, (unsigned long long)f->nfiles,
            (unsigned long long)f->bytes, (unsigned long long)f->nlinks,
            (unsigned long long)f->nother, f->data_check ? "; every file read" : "");
+    if (f->blob) {
+        printf("blob tier: %llu tract sets (%llu bytes on disk); %llu blob files, %llu of them "
+               "without tracts (all holes)\n",
+               (unsigned long long)f->sets, (unsigned long long)f->set_bytes,
+               (unsigned long long)f->blob_files, (unsigned long long)f->no_tracts);
+        printf("orphan tract sets: %llu (%llu bytes)\n", (unsigned long long)f->orphans,
+               (unsigned long long)f->orphan_bytes);
+        if (f->repair_orphans)
+            printf("removed %llu orphan tract sets (%llu bytes); kept %llu written less than "
+                   "%d s ago\n",
+                   (unsigned long long)f->removed, (unsigned long long)f->removed_bytes,
+                   (unsigned long long)f->young, ORPHAN_AGE_S);
+        if (f->repair_skipped)
+            printf("orphans not removed: the walk met problems or changes, so a set may "
+                   "belong to a row it did not see (run again on a quiet fs)\n");
+    } else {
+        printf("blob tier: none open, tract sets not checked\n");
+    }
     if (f->changed)
         printf("%llu names changed while it ran (not counted as problems)\n",
                (unsigned long long)f->changed);
@@ -323,6 +536,41 @@ static void report(struct fsck *f, const char *fsname)
         printf("(%llu more problems not shown)\n",
                (unsigned long long)(f->problems - f->max_problems));
     printf(f->problems ? "%llu problems\n" : "clean\n", (unsigned long long)f->problems);
+}
+
+/* --repair-orphans runs only when R2 counts no mount of fsname (UP or
+ * TRANSIENT client sites): a live client's unflushed migration looks like
+ * an orphan. Asked before fsck's own pom_open registers it. 0, or an exit
+ * code (message printed). */
+static int refuse_if_mounted(struct pomctl *ctl, const char *fsname)
+{
+    struct xt_fs_info *fs = NULL;
+    size_t n = 0;
+    int rc;
+    for (int attempt = 1;; attempt++) {
+        if ((rc = pomctl_r2_leader(ctl)) < 0)
+            break;
+        xt_rpc_call call = pomctl_call(ctl);
+        rc = xt_r2_fs_list(ctl->pool, &call, fsname, &fs, &n);
+        if (rc != -EREMOTE || attempt == 3)
+            break;
+    }
+    uint32_t mounts = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        if (!strcmp(fs[i].name, fsname))
+            mounts = fs[i].mounts;
+    xt_fs_info_free_array(fs, n);
+    char what[128];
+    snprintf(what, sizeof what, "fsck %s --repair-orphans", fsname);
+    if (rc < 0)
+        return pomctl_fail(ctl, rc, what, NULL);
+    if (mounts == 0)
+        return 0;
+    char hint[192];
+    snprintf(hint, sizeof hint,
+             "R2 counts %u mount(s) of it; unmount every client first (a mount that just "
+             "ended, or an fsck, counts for a few seconds)", mounts);
+    return pomctl_fail(ctl, -EBUSY, what, hint);
 }
 
 int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
@@ -334,6 +582,8 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
             fsname = argv[++i];
         else if (!strcmp(argv[i], "--data-check"))
             f.data_check = true;
+        else if (!strcmp(argv[i], "--repair-orphans"))
+            f.repair_orphans = true;
         else if (!strcmp(argv[i], "--max-problems") && i + 1 < argc)
             f.max_problems = strtoull(argv[++i], NULL, 10);
         else
@@ -343,6 +593,8 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
         return pomctl_usage_err(ctl, "fsck", "bad fs name '%s'", fsname);
     int rc = pomctl_resolve_addrs(ctl);
     if (rc)
+        return rc;
+    if (f.repair_orphans && (rc = refuse_if_mounted(ctl, fsname)))
         return rc;
     char addrs[POMCTL_MAX_ADDRS * XT_ADDR_MAX];
     size_t off = 0;
@@ -357,7 +609,10 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
             return pomctl_fail(ctl, rc, what, "is the cluster up? try: pomctl status");
         return pomctl_fail(ctl, rc, what, NULL);
     }
+    f.blob = f.fs->blob;
     rc = walk(&f);
+    if (rc == 0)
+        rc = check_tracts(&f);
     int code = POMCTL_OK;
     if (rc < 0) {
         fprintf(stderr, "pomctl: fsck %s: the walk stopped: %s\n", fsname, strerror(-rc));
@@ -370,5 +625,7 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
     xt_free(f.map);
     xt_free(f.dirs);
     xt_free(f.names);
+    xt_free(f.named);
+    xt_free(f.doomed);
     return code;
 }

@@ -15,7 +15,13 @@
  *     mdsl/rados -ENOTSUP, bad tract sizes -EINVAL;
  *   - I/O errors by the fault hook come back as -EIO and leave the store
  *     usable; a failed fsync is sticky until the file is reopened;
- *     countdown allocation failure over open/write/fsync/close.
+ *     countdown allocation failure over open/write/fsync/close;
+ *   - pom_blob_list: an empty tier lists nothing; seeded random sets
+ *     (striped over the 3 folders, some sparse, some deleted, one cut to
+ *     0) are listed exactly once each, in id order, with their tract
+ *     counts, bytes and allocation as pom_blob_stat says; other fsids,
+ *     junk names and an id folder under the wrong hash folders are not
+ *     sets; fn's non-zero return stops the walk; allocation failures.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -405,6 +411,192 @@ static void test_alloc_failures(void **state)
     }
 }
 
+/* ---- pom_blob_list ----------------------------------------------------- */
+
+#define LFSID 9     /* the list tests' own fsid: other tests' sets are not seen */
+#define LSETS 40
+
+struct want {
+    uint64_t id;
+    uint64_t tracts, bytes;
+    bool listed;
+    bool gone;      /* deleted: must not be listed */
+};
+
+struct got {
+    struct want *w;
+    size_t nw;
+    size_t calls;
+    uint64_t last_id;
+    pom_blob *b;
+    int64_t t0;
+    int stop_after; /* > 0: return 7 at that call */
+};
+
+static int on_set(void *arg, const struct pom_blob_set *s)
+{
+    struct got *g = arg;
+    g->calls++;
+    if (g->calls > 1)
+        assert_true(s->id > g->last_id); /* increasing: each set once */
+    g->last_id = s->id;
+    if (g->stop_after && (int)g->calls == g->stop_after)
+        return 7;
+    struct want *w = NULL;
+    for (size_t i = 0; i < g->nw; i++)
+        if (g->w[i].id == s->id)
+            w = &g->w[i];
+    if (!w)
+        fail_msg("listed id %016llx was never written", (unsigned long long)s->id);
+    assert_false(w->gone);
+    assert_false(w->listed);
+    w->listed = true;
+    assert_int_equal(s->tracts, w->tracts);
+    assert_int_equal(s->bytes, w->bytes);
+    struct pom_blob_stat st;
+    assert_int_equal(pom_blob_stat(g->b, s->id, &st), 0);
+    assert_int_equal(st.tracts, s->tracts);
+    assert_int_equal(st.alloc_bytes, s->alloc_bytes);
+    /* mtimes are the host's clock: written during this test (1 s slack) */
+    assert_true(s->mtime_ns >= g->t0 - 1000000000);
+    assert_true(s->mtime_ns <= (int64_t)xt_now_ns() + 1000000000);
+    return 0;
+}
+
+static pom_blob *open_list_store(const char *path)
+{
+    struct pom_blob_conf c = { .path = path, .fsid = LFSID, .tract_size = TS };
+    pom_blob *b = NULL;
+    assert_int_equal(pom_blob_open(&c, &b), 0);
+    return b;
+}
+
+static void test_list(void **state)
+{
+    (void)state;
+    uint64_t seed = base_seed() ^ 0x4c495354;
+    printf("list seed %llu\n", (unsigned long long)seed);
+    rng_state = seed;
+    char lf[3][PATH_MAX + 8], llist[3 * PATH_MAX + 32];
+    for (int i = 0; i < 3; i++)
+        snprintf(lf[i], sizeof lf[i], "%s/l%d", base, i);
+    snprintf(llist, sizeof llist, "%s:%s:%s", lf[0], lf[1], lf[2]);
+    pom_blob *b = open_list_store(llist);
+    struct got g = { .b = b, .t0 = (int64_t)xt_now_ns() };
+
+    /* An empty tier lists nothing. */
+    assert_int_equal(pom_blob_list(b, on_set, &g), 0);
+    assert_int_equal(g.calls, 0);
+
+    /* Random sets: uuids (bit 63 clear) and rewrite ids (set), 1..9
+     * distinct tracts each at random numbers (sparse, striped over the
+     * folders), each a random length. */
+    struct want w[LSETS];
+    uint8_t *buf = malloc(TS);
+    assert_non_null(buf);
+    memset(buf, 0xab, TS);
+    for (int i = 0; i < LSETS; i++) {
+        w[i] = (struct want){ .id = (rnd() >> 1) | (i % 2 ? UINT64_C(1) << 63 : 0) };
+        pom_blob_file *f;
+        assert_int_equal(pom_blob_file_open(b, w[i].id, &f), 0);
+        uint32_t used[9];
+        size_t nt = 1 + below(9);
+        for (size_t k = 0; k < nt; k++) {
+            uint32_t t;
+            bool dup;
+            do {
+                t = (uint32_t)below(k % 2 ? 3000 : 12); /* > 1,024: several groups */
+                dup = false;
+                for (size_t j = 0; j < k; j++)
+                    dup |= used[j] == t;
+            } while (dup);
+            used[k] = t;
+            size_t n = 1 + below(TS);
+            assert_int_equal(pom_blob_pwrite(f, buf, n, (uint64_t)t * TS), (ssize_t)n);
+            w[i].tracts++;
+            w[i].bytes += n;
+        }
+        if (i % 7 == 3) { /* cut to 0: an empty id folder is still a set */
+            assert_int_equal(pom_blob_truncate(f, 0), 0);
+            w[i].tracts = w[i].bytes = 0;
+        }
+        pom_blob_file_close(f);
+        if (i % 5 == 4) {
+            assert_int_equal(pom_blob_delete(b, w[i].id), 0);
+            w[i].gone = true;
+        }
+    }
+    free(buf);
+
+    /* Not sets: a set of another fsid, junk names at every level, an id
+     * folder under hash folders its id does not hash to. */
+    struct pom_blob_conf oc = { .path = llist, .fsid = LFSID + 1, .tract_size = TS };
+    pom_blob *other = NULL;
+    assert_int_equal(pom_blob_open(&oc, &other), 0);
+    pom_blob_file *of;
+    assert_int_equal(pom_blob_file_open(other, 4242, &of), 0);
+    assert_int_equal(pom_blob_pwrite(of, "x", 1, 0), 1);
+    pom_blob_file_close(of);
+    pom_blob_close(other);
+    char p[PATH_MAX + 64];
+    snprintf(p, sizeof p, "%s/%08x/README", lf[0], LFSID);
+    FILE *fp = fopen(p, "w");
+    assert_non_null(fp);
+    fclose(fp);
+    uint64_t stray = 0x1234;
+    uint64_t sh = pom_blob_hash(stray);
+    unsigned wrong1 = (unsigned)((sh >> 56) ^ 1);
+    snprintf(p, sizeof p, "%s/%08x/%02x", lf[1], LFSID, wrong1);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/%08x/%02x/00", lf[1], LFSID, wrong1);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s/%08x/%02x/00/%016llx", lf[1], LFSID, wrong1,
+             (unsigned long long)stray);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/%08x/%02x/00/not-an-id", lf[1], LFSID, wrong1);
+    assert_int_equal(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/%08x/zz", lf[2], LFSID);
+    assert_int_equal(mkdir(p, 0700), 0);
+
+    g = (struct got){ .w = w, .nw = LSETS, .b = b, .t0 = g.t0 };
+    assert_int_equal(pom_blob_list(b, on_set, &g), 0);
+    size_t live = 0;
+    for (int i = 0; i < LSETS; i++) {
+        if (!w[i].gone)
+            live++;
+        assert_true(w[i].listed == !w[i].gone);
+    }
+    assert_int_equal(g.calls, live);
+
+    /* fn's non-zero return stops the walk and is returned. */
+    for (int i = 0; i < LSETS; i++)
+        w[i].listed = false;
+    g = (struct got){ .w = w, .nw = LSETS, .b = b, .t0 = g.t0, .stop_after = 2 };
+    assert_int_equal(pom_blob_list(b, on_set, &g), 7);
+    assert_int_equal(g.calls, 2);
+
+    /* Allocation failures: -ENOMEM and no call, or the whole list. */
+    for (int n = 1; n < 4; n++) {
+        for (int i = 0; i < LSETS; i++)
+            w[i].listed = false;
+        g = (struct got){ .w = w, .nw = LSETS, .b = b, .t0 = g.t0 };
+        xt_alloc_fail_after(n);
+        int rc = pom_blob_list(b, on_set, &g);
+        xt_alloc_fail_after(-1);
+        assert_true(rc == 0 || rc == -ENOMEM);
+        assert_int_equal(g.calls, rc == 0 ? live : 0);
+    }
+
+    /* Deleting every listed set empties the tier (what fsck's repair does). */
+    for (int i = 0; i < LSETS; i++)
+        if (!w[i].gone)
+            assert_int_equal(pom_blob_delete(b, w[i].id), 0);
+    g = (struct got){ .w = w, .nw = LSETS, .b = b };
+    assert_int_equal(pom_blob_list(b, on_set, &g), 0);
+    assert_int_equal(g.calls, 0);
+    pom_blob_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_list),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -1,0 +1,134 @@
+#!/bin/bash
+# test_pomctl_fsck.sh POMCTL POMFS -- `pomctl fsck` against the blob tier
+# (check (7) of r2/pomctl_fsck.c, docs/pomctl.md "fsck") on a cluster of
+# `pomctl up` with one mount:
+#   - blob files (one tract, two tracts, sparse without any tract, a
+#     rewritten one, a hard link), an inline file: fsck is clean, counts 4
+#     blob files, 1 of them without tracts, no orphan;
+#   - an orphan set made by hand at the path docs/format-blob.md gives for
+#     a fresh id (bit 63 set): fsck reports exactly 1 orphan (text and
+#     JSON) and exits 0;
+#   - --repair-orphans: refused (exit 1) while the fs is mounted; on the
+#     unmounted fs keeps the orphan while it is younger than a minute;
+#     removes it once its files (and every real set's) are set 2 minutes
+#     back (touch -d), and nothing else: every real file's sha256 is the same after a remount,
+#     every real set's folder is still there, fsck --data-check is clean.
+. "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
+M=$T/m
+PC() { "$POMCTL" --data "$T/data" "$@"; }
+jget() { # key: a field of the JSON object on stdin
+    python3 -c 'import json,sys; v=json.load(sys.stdin)
+for k in sys.argv[1].split("."): v=v[k]
+print(str(v).lower() if isinstance(v,bool) else v)' "$1"
+}
+# XXH3_64 of 8 bytes with a seed (pom_blob_hash, docs/format-blob.md),
+# checked below against the sets the client wrote.
+cat >"$T/blobpath.py" <<'EOF'
+import struct, sys
+M = (1 << 64) - 1
+def rotl(x, r): return ((x << r) | (x >> (64 - r))) & M
+def blob_hash(u, seed=0x504f4d424c4f4221):
+    b = struct.pack('<Q', u)
+    sw = struct.unpack('<I', struct.pack('>I', seed & 0xffffffff))[0]
+    seed = (seed ^ (sw << 32)) & M
+    lo, hi = struct.unpack('<II', b)
+    # XXH3 secret bytes 8..15 and 16..23, for inputs of 4..8 bytes
+    h = ((hi + (lo << 32)) & M) ^ (((0x1cad21f72c81017c ^ 0xdb979083e96dd4de) - seed) & M)
+    h ^= rotl(h, 49) ^ rotl(h, 24)
+    h = (h * 0x9FB21C651E98DF25) & M
+    h ^= (h >> 35) + 8
+    h = (h * 0x9FB21C651E98DF25) & M
+    return h ^ (h >> 28)
+u = int(sys.argv[1], 16)
+h = blob_hash(u)
+print('%02x/%02x/%016x' % (h >> 56, (h >> 48) & 0xff, u))
+EOF
+wait_unmounted_at_r2() { # R2 counts no mount of pomfs (pomfs and fsck runs end)
+    [ "$(PC --json fs stat pomfs | jget fs.mounts)" = 0 ]
+}
+
+pl_mount "$M"
+head -c $((200 << 10)) /dev/urandom >"$M/one"          # 1 tract
+head -c $((5 << 20)) /dev/urandom >"$M/two"            # 2 tracts (4 MiB each)
+truncate -s $((10 << 20)) "$M/sparse"                   # blob, no tract at all
+head -c 100000 /dev/urandom >"$M/rewritten"
+head -c 300000 /dev/urandom >"$M/rewritten.new"
+cat "$M/rewritten.new" >"$M/rewritten"                  # O_TRUNC: a new set
+rm "$M/rewritten.new"
+head -c 1000 /dev/urandom >"$M/small"                  # inline
+ln "$M/one" "$M/one.link"
+sync
+(cd "$M" && sha256sum one two sparse rewritten small one.link) >"$T/sums.before"
+pl_umount "$M"
+
+FSID=$(PC --json fs stat pomfs | jget fs.fsid)
+B=$T/data/blobs/$(printf %08x "$FSID")
+ok "the blob folder of fs $FSID exists" test -d "$B"
+# The test's hash against the sets the client wrote (else the orphan below
+# would sit where no set can be and prove nothing).
+nsets=0
+for d in "$B"/*/*/*; do
+    id=${d##*/}
+    eq "path of set $id" "$B/$(python3 "$T/blobpath.py" "$id")" "$d"
+    nsets=$((nsets + 1))
+done
+eq "sets on disk: one, two, rewritten (its old set removed at close)" "$nsets" 3
+find "$B" -mindepth 3 -maxdepth 3 | sort >"$T/sets.before"
+
+ok "fsck clean before the orphan" PC fsck
+PC --json fsck >"$T/f0.json" 2>"$T/f0.err"
+eq "fsck --json exit" "$?" 0
+eq "blob files (hard link once)" "$(jget blob_files <"$T/f0.json")" 4
+eq "blob files without tracts" "$(jget blob_files_without_tracts <"$T/f0.json")" 1
+eq "tract sets" "$(jget tract_sets <"$T/f0.json")" 3
+eq "no orphan" "$(jget orphan_sets <"$T/f0.json")" 0
+
+# ---- an orphan by hand -------------------------------------------------
+OID=$(printf '%016x' $(( (RANDOM << 48 | RANDOM << 32 | RANDOM << 16 | RANDOM) | (1 << 63) )))
+OD=$B/$(python3 "$T/blobpath.py" "$OID")
+mkdir -p "$OD/000000"
+head -c 100000 /dev/urandom >"$OD/000000/00000000"
+PC fsck >"$T/f1.txt" 2>&1
+eq "fsck with an orphan exits 0" "$?" 0
+cat "$T/f1.txt"
+ok "fsck prints the orphan" grep -q "^orphan tract sets: 1 (" "$T/f1.txt"
+ok "fsck is still clean" grep -qx clean "$T/f1.txt"
+PC --json fsck >"$T/f1.json" 2>/dev/null
+eq "JSON orphan_sets" "$(jget orphan_sets <"$T/f1.json")" 1
+ok "JSON orphan_bytes > 0" test "$(jget orphan_bytes <"$T/f1.json")" -gt 0
+eq "JSON ok" "$(jget ok <"$T/f1.json")" true
+eq "JSON tract_sets" "$(jget tract_sets <"$T/f1.json")" 4
+
+# ---- --repair-orphans ----------------------------------------------------
+pl_mount "$M"
+nok "repair refused while mounted" "mount" PC fsck --repair-orphans
+ok "orphan kept while mounted" test -f "$OD/000000/00000000"
+pl_umount "$M"
+within "R2 sees no mount" 60 wait_unmounted_at_r2
+PC --json fsck --repair-orphans >"$T/f2.json" 2>"$T/f2.err"
+eq "repair of a young orphan exits 0" "$?" 0
+eq "young orphan kept" "$(jget orphans_too_new <"$T/f2.json")" 1
+eq "nothing removed" "$(jget orphans_removed <"$T/f2.json")" 0
+ok "young orphan still on disk" test -f "$OD/000000/00000000"
+
+# Every set old, the real ones too: only the age guard would otherwise
+# keep a real set that fsck wrongly took for an orphan.
+find "$B" -mindepth 1 -exec touch -d '2 minutes ago' {} +
+within "R2 sees no mount" 60 wait_unmounted_at_r2
+PC fsck --repair-orphans >"$T/f3.txt" 2>&1
+eq "repair exits 0" "$?" 0
+cat "$T/f3.txt"
+ok "repair says it removed one" grep -q "^removed 1 orphan tract sets" "$T/f3.txt"
+ok "orphan folder gone" test ! -e "$OD"
+find "$B" -mindepth 3 -maxdepth 3 | sort >"$T/sets.after"
+ok "real sets untouched" cmp "$T/sets.before" "$T/sets.after"
+PC --json fsck >"$T/f4.json" 2>/dev/null
+eq "no orphan after repair" "$(jget orphan_sets <"$T/f4.json")" 0
+eq "clean after repair" "$(jget problems <"$T/f4.json")" 0
+
+pl_mount "$M"
+(cd "$M" && sha256sum one two sparse rewritten small one.link) >"$T/sums.after"
+ok "files unchanged (sha256)" cmp "$T/sums.before" "$T/sums.after"
+pl_umount "$M"
+ok "fsck --data-check clean" PC fsck --data-check
+pl_done
