@@ -22,7 +22,9 @@
  *      written: all holes) and is counted; a set no row names is an
  *      *orphan*, expected after a client crash between writing tracts and
  *      the row naming them, or before a queued removal ran: counted, and
- *      removed with --repair-orphans (below).
+ *      removed with --repair-orphans (below);
+ *  (8) every directory's nlink is 2 + the directories listed in it (rows
+ *      older than that rule show 1: not counted, skipped).
  * It changes nothing, but --repair-orphans deletes orphan sets whose newest
  * tract file or folder is at least ORPHAN_AGE_S old, only when R2 counts
  * no mount of the fs (a live client may hold a migrated file whose row it
@@ -91,6 +93,7 @@ struct fsck {
     size_t dhead, dtail, dcap;
     /* the directory being listed */
     uint64_t cur_dir, last_cookie;
+    uint32_t cur_subdirs;  /* directories listed in cur_dir, check (8) */
     char **names;        /* names of cur_dir, for the "listed twice" check */
     size_t nnames, names_cap;
     /* totals */
@@ -283,6 +286,7 @@ static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t
                 (unsigned)ls->st_mode, (unsigned long long)st.st_ino, (unsigned)st.st_mode);
     if (S_ISDIR(st.st_mode)) {
         f->ndirs++;
+        f->cur_subdirs++;
         struct ino_ent *e = ino_get(f, st.st_ino);
         if (!e) {
             rc = -ENOMEM;
@@ -337,10 +341,16 @@ static int list_dir(struct fsck *f, uint64_t dir)
     f->cur_dir = dir;
     f->last_cookie = POM_COOKIE_START;
     f->nnames = 0;
+    f->cur_subdirs = 0;
     int rc;
     do
         rc = pom_readdir(f->fs, dir, f->last_cookie, 0, on_entry, f);
     while (rc > 0);
+    struct stat ds;
+    if (rc == 0 && pom_getattr(f->fs, dir, &ds) == 0 && ds.st_nlink >= 2 &&
+        ds.st_nlink != 2 + (nlink_t)f->cur_subdirs)
+        problem(f, "directory %llu has nlink %llu but %u subdirectories (2 + them expected)",
+                (unsigned long long)dir, (unsigned long long)ds.st_nlink, f->cur_subdirs);
     if (rc == -ENOENT && dir != POM_ROOT_INO) {
         f->changed++; /* removed since it was listed in its parent */
         rc = 0;
