@@ -91,8 +91,8 @@ struct pom_inode {
     uint64_t nlookup;      /* protected by fs->mu */
     uint32_t opens;        /* protected by fs->mu: pom_files on it */
     bool unlinked;         /* protected by fs->mu: its name was removed */
-    uint32_t gone_epoch;   /* protected by fs->mu: MDS epoch that acknowledged
-                              the removal (pom_tracts_drop) */
+    uint64_t gone_mark;    /* protected by fs->mu: pom_restart_count when the
+                              removal was acknowledged (pom_tracts_drop) */
     uint8_t type;          /* enum xt_row_type */
     struct pom_data *data; /* protected by fs->mu: set while opens > 0 */
     uint64_t seen_size;    /* protected by fs->mu: size and mtime of the row */
@@ -115,6 +115,7 @@ struct pom_fs {
     uint64_t ack_seq, synced_seq;  /* epoch_mu: changes acknowledged / covered by a sync */
     bool epoch_lost;               /* epoch_mu: unsynced changes of a gone incarnation */
     uint32_t seen_epoch;           /* epoch_mu: of the latest reply of any kind */
+    uint64_t restarts;             /* epoch_mu: MDS restarts seen (new epochs) */
     /* Tract sets no row will name once a change commits (pom_file.c
      * pom_tracts_drop): removed after a sync by the same MDS epoch. */
     pthread_mutex_t gone_mu;
@@ -153,12 +154,13 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried);
 int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp);
 int pom_sync_call(pom_fs *fs);
-/* The MDS epoch of the latest change this client had acknowledged. */
-uint32_t pom_ack_epoch(pom_fs *fs);
-/* One sync of the MDS that does not take the place of the application's
- * (no -EIO for lost changes): 0 and *epoch = the MDS incarnation that
- * answered, or a negative errno. */
-int pom_sync_quiet(pom_fs *fs, uint32_t *epoch);
+/* MDS restarts this client has seen so far (a new epoch in a reply). A
+ * change acknowledged when the count was c is committed once a sync
+ * returns with the count still c. */
+uint64_t pom_restart_count(pom_fs *fs);
+/* A sync of the MDS that does not take the place of the application's (no
+ * -EIO for lost changes): 0 or a negative errno. */
+int pom_sync_quiet(pom_fs *fs);
 
 /* Fetches the row (table, name) with `group`: POM_ROW_META (fixed columns
  * only), POM_ROW_ALL, or one group id. *resp holds the encoding
@@ -287,19 +289,21 @@ int pom_data_setsize(pom_fs *fs, uint64_t ino, uint64_t size);
 /* One tract set waiting for a commit before its removal. */
 struct pom_gone {
     uint64_t id;       /* tracts id (pom_tracts_id) */
-    uint32_t epoch;    /* MDS epoch that acknowledged the change unnaming it */
+    uint64_t mark;     /* pom_restart_count when the change unnaming it was
+                          acknowledged */
 };
 /* Queues the removal of tract set id, which no row names once the change
- * acknowledged by MDS epoch `epoch` commits (a deleted file, the old set of
- * a rewrite). Done at the next sync of this client (pom_sync_call), at
+ * acknowledged at restart count `mark` commits (a deleted file, the old set
+ * of a rewrite). Done at the next sync of this client (pom_sync_call), at
  * pom_close, or at once (one extra sync) past 64 queued sets. If the MDS
  * restarted meanwhile the change may be lost and the row still name them:
  * they stay (an orphan for fsck, never a file reading zeros). */
-void pom_tracts_drop(pom_fs *fs, uint64_t id, uint32_t epoch);
+void pom_tracts_drop(pom_fs *fs, uint64_t id, uint64_t mark);
 /* Takes the queue before a sync; pom_gone_finish after it: sync_rc < 0
- * puts the sets back, else removes those of `epoch` and forgets the rest. */
+ * puts the sets back, else removes those marked `mark` (no restart since)
+ * and forgets the rest. */
 size_t pom_gone_take(pom_fs *fs, struct pom_gone **out);
-void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint32_t epoch);
+void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint64_t mark);
 /* A sync now, then pom_gone_finish (pom_close, a full queue). */
 void pom_tracts_reap(pom_fs *fs);
 /* The id naming the tracts of a blob row: its generation, which a

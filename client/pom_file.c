@@ -192,7 +192,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
     bool blob = d->blob;
     uint64_t gen = d->wgen, mtime = d->mtime_ns;
     uint64_t tracts = blob ? d->tracts : 0, old_tracts = d->row_tracts;
-    uint32_t ack_epoch = 0;
+    uint64_t mark = 0;
     uint8_t *snap = !blob && len ? xt_malloc((size_t)len) : NULL;
     if (snap)
         memcpy(snap, d->buf, (size_t)len);
@@ -242,7 +242,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
                                         XT_ROW_SET_FLAGS | XT_ROW_SET_GENERATION,
                             .drop = snap ? NULL : drop, .ndrop = snap ? 0 : 1 };
         rc = pom_call(fs, &q, &r, NULL);
-        ack_epoch = r.epoch;
+        mark = pom_restart_count(fs); /* after the reply: it may be a restart's */
         xt_resp_free(&r);
         if (rc == -ESTALE) {
             rc = 0;
@@ -269,7 +269,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
     xt_free(snap);
     /* The row names other tracts now (3): the old go once that commits. */
     if (rc == 0 && !gone && old_tracts && old_tracts != tracts && fs->blob)
-        pom_tracts_drop(fs, old_tracts, ack_epoch);
+        pom_tracts_drop(fs, old_tracts, mark);
     return rc;
 }
 
@@ -278,7 +278,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
 #define GONE_BATCH 64
 
 /* Queues one set; true when the queue is full. */
-static bool gone_add(pom_fs *fs, uint64_t id, uint32_t epoch)
+static bool gone_add(pom_fs *fs, uint64_t id, uint64_t mark)
 {
     pthread_mutex_lock(&fs->gone_mu);
     if (fs->ngone == fs->capgone) {
@@ -290,7 +290,7 @@ static bool gone_add(pom_fs *fs, uint64_t id, uint32_t epoch)
         }
     }
     if (fs->ngone < fs->capgone)
-        fs->gone[fs->ngone++] = (struct pom_gone){ id, epoch };
+        fs->gone[fs->ngone++] = (struct pom_gone){ id, mark };
     else
         XT_WARN("tracts %llu stay behind: out of memory", (unsigned long long)id);
     bool full = fs->ngone >= GONE_BATCH;
@@ -298,9 +298,9 @@ static bool gone_add(pom_fs *fs, uint64_t id, uint32_t epoch)
     return full;
 }
 
-void pom_tracts_drop(pom_fs *fs, uint64_t id, uint32_t epoch)
+void pom_tracts_drop(pom_fs *fs, uint64_t id, uint64_t mark)
 {
-    if (fs->blob && id && gone_add(fs, id, epoch))
+    if (fs->blob && id && gone_add(fs, id, mark))
         pom_tracts_reap(fs);
 }
 
@@ -315,14 +315,14 @@ size_t pom_gone_take(pom_fs *fs, struct pom_gone **out)
     return n;
 }
 
-void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint32_t epoch)
+void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint64_t mark)
 {
     if (sync_rc < 0) { /* not known to be committed: back in the queue */
         for (size_t i = 0; i < n; i++)
-            gone_add(fs, v[i].id, v[i].epoch);
+            gone_add(fs, v[i].id, v[i].mark);
     } else {
         for (size_t i = 0; i < n; i++) {
-            int rc = v[i].epoch == epoch ? pom_blob_delete(fs->blob, v[i].id) : -EAGAIN;
+            int rc = v[i].mark == mark ? pom_blob_delete(fs->blob, v[i].id) : -EAGAIN;
             if (rc < 0)
                 XT_WARN("tracts %llu stay behind: %s", (unsigned long long)v[i].id,
                         rc == -EAGAIN ? "the MDS restarted before the change was committed"
@@ -340,9 +340,8 @@ void pom_tracts_reap(pom_fs *fs)
         xt_free(v);
         return;
     }
-    uint32_t epoch;
-    int rc = pom_sync_quiet(fs, &epoch);
-    pom_gone_finish(fs, v, n, rc, epoch);
+    int rc = pom_sync_quiet(fs);
+    pom_gone_finish(fs, v, n, rc, pom_restart_count(fs));
 }
 
 /* Unpins ino; the last release of a file whose name is gone removes its
@@ -351,7 +350,7 @@ static void close_ino(pom_fs *fs, struct pom_inode *ino)
 {
     pthread_mutex_lock(&fs->mu);
     bool last = ino->opens == 1 && ino->unlinked;
-    uint32_t gone_epoch = ino->gone_epoch;
+    uint64_t gone_mark = ino->gone_mark;
     pthread_mutex_unlock(&fs->mu);
     uint64_t tracts = 0, row_tracts = 0;
     if (last) {
@@ -362,9 +361,9 @@ static void close_ino(pom_fs *fs, struct pom_inode *ino)
     }
     pom_ino_close(fs, ino);
     if (tracts && fs->blob)
-        pom_tracts_drop(fs, tracts, gone_epoch);
+        pom_tracts_drop(fs, tracts, gone_mark);
     if (row_tracts && row_tracts != tracts && fs->blob)
-        pom_tracts_drop(fs, row_tracts, gone_epoch);
+        pom_tracts_drop(fs, row_tracts, gone_mark);
 }
 
 void pom_data_unpin(pom_fs *fs, struct pom_inode *ino)
@@ -521,7 +520,7 @@ void pom_data_gone(pom_fs *fs, const xt_row_attr *a)
     /* A link stub's flags are not the file's (those are in the ILT row):
      * it may have tracts. */
     if (a->flags & (XT_ROW_F_BLOB | POM_ROW_F_LINKED))
-        pom_tracts_drop(fs, pom_tracts_id(a), pom_ack_epoch(fs));
+        pom_tracts_drop(fs, pom_tracts_id(a), pom_restart_count(fs));
 }
 
 void pom_data_fix_blocks(pom_fs *fs, const xt_row_attr *a, struct stat *st)

@@ -81,6 +81,8 @@ static void note_epoch(pom_fs *fs, uint32_t epoch, bool ack)
     }
     bool restarted = fs->seen_epoch && fs->seen_epoch != epoch;
     fs->seen_epoch = epoch;
+    if (restarted)
+        fs->restarts++;
     pthread_mutex_unlock(&fs->epoch_mu);
     if (restarted) {
         pom_ino_mark_stale(fs);
@@ -150,23 +152,23 @@ static int sync_verdict(pom_fs *fs, uint64_t seq0, uint32_t epoch)
     return rc;
 }
 
-uint32_t pom_ack_epoch(pom_fs *fs)
+uint64_t pom_restart_count(pom_fs *fs)
 {
     pthread_mutex_lock(&fs->epoch_mu);
-    uint32_t e = fs->ack_epoch;
+    uint64_t c = fs->restarts;
     pthread_mutex_unlock(&fs->epoch_mu);
-    return e;
+    return c;
 }
 
-int pom_sync_quiet(pom_fs *fs, uint32_t *epoch)
+int pom_sync_quiet(pom_fs *fs)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
     uint64_t committed = 0;
-    *epoch = 0;
+    uint32_t epoch = 0;
     atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
-    int rc = xt_mds_sync(fs->pool, &call, 0, &committed, epoch);
+    int rc = xt_mds_sync(fs->pool, &call, 0, &committed, &epoch);
     if (rc == 0)
-        note_epoch(fs, *epoch, false);
+        note_epoch(fs, epoch, false);
     return rc;
 }
 
@@ -186,7 +188,7 @@ int pom_sync_call(pom_fs *fs)
         int rc = xt_mds_sync(fs->pool, &call, 0, &committed, &epoch);
         if (rc == 0) {
             note_epoch(fs, epoch, false);
-            pom_gone_finish(fs, gone, ngone, 0, epoch);
+            pom_gone_finish(fs, gone, ngone, 0, pom_restart_count(fs));
             return sync_verdict(fs, seq0, epoch);
         }
         if (!retry_again(&rt, rc)) {

@@ -211,12 +211,12 @@ void pom_ino_moved(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name)
 
 void pom_ino_unlinked(pom_fs *fs, uint64_t uuid)
 {
-    uint32_t epoch = pom_ack_epoch(fs); /* taken alone: no epoch_mu under mu */
+    uint64_t mark = pom_restart_count(fs); /* taken alone: no epoch_mu under mu */
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
     if (i) {
         i->unlinked = true;
-        i->gone_epoch = epoch;
+        i->gone_mark = mark;
         if (i->data) {
             pthread_mutex_lock(&i->data->mu);
             i->data->st.st_nlink = 0;
