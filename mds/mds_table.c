@@ -28,13 +28,27 @@ struct mtab {
     uint64_t table;
     mds_cent *meta;      /* pinned for the life of t (invariant 4) */
     xt_bitmap *bm;       /* protected by the meta slice's lock */
+    bool home;           /* this MDS writes the meta slice (invariant 6) */
 };
 
 struct mds_table {
     struct mds_table_opts o;
     pthread_mutex_t mu;
     struct mtab *bucket[MAP_BUCKETS]; /* (mu) */
+    size_t ntabs;                     /* (mu) */
 };
+
+static bool owns(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    return !t->o.owns || t->o.owns(t->o.route_arg, fsid, table, slice);
+}
+
+static void note_bit(mds_table *t, struct mtab *m, uint32_t slice, uint64_t gen)
+{
+    if (t->o.on_bit)
+        t->o.on_bit(t->o.route_arg, m->fsid, m->table, slice, gen,
+                    owns(t, m->fsid, m->table, slice), m->home);
+}
 
 static uint64_t meta_hash(void)
 {
@@ -109,6 +123,36 @@ static int meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_
     return rc < 0 ? rc : 0;
 }
 
+/* A non-home MDS's meta slice for a table whose meta slice is not on the
+ * MDSL yet: in memory only, never touched into a group, so never written
+ * (invariant 6). It starts with slice 0; merges add the rest. */
+static int meta_volatile(mds_table *t, const struct mds_key *k, mds_cent **out)
+{
+    for (;;) {
+        xt_slice *ms = xt_slice_new(0, 0, META_CAPACITY);
+        xt_bitmap *bm = xt_bitmap_new();
+        int rc = ms && bm ? 0 : -ENOMEM;
+        if (rc == 0) {
+            size_t len = xt_bitmap_encoded_size(bm);
+            uint8_t buf[64];
+            long n = len <= sizeof buf ? xt_bitmap_encode(bm, buf, sizeof buf) : -ENOSPC;
+            rc = n < 0 ? (int)n
+                       : xt_slice_insert(ms, MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1,
+                                         meta_hash(), buf, (size_t)n, 0, 0);
+        }
+        xt_bitmap_free(bm);
+        if (rc >= 0 && (rc = mds_cache_add(t->o.cache, k, ms, out)) == 0)
+            return 0;
+        xt_slice_free(ms);
+        if (rc != -EEXIST)
+            return rc < 0 ? rc : -EIO;
+        /* Someone added or is loading it: take theirs. */
+        rc = mds_cache_get(t->o.cache, k, out);
+        if (rc != -ENOENT)
+            return rc;
+    }
+}
+
 /* The open table (fsid, table), loading its meta slice on first use. */
 static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out)
 {
@@ -125,7 +169,10 @@ static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **ou
     /* Load without the map lock (I/O), then insert unless someone won. */
     struct mds_key k = { fsid, MDS_META_SLICE, table };
     mds_cent *meta;
+    bool home = owns(t, fsid, table, 0);
     int rc = mds_cache_get(t->o.cache, &k, &meta);
+    if (rc == -ENOENT && !home)
+        rc = meta_volatile(t, &k, &meta);
     if (rc < 0)
         return rc;
     struct mtab *m = xt_calloc(1, sizeof *m);
@@ -146,6 +193,7 @@ static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **ou
     m->fsid = fsid;
     m->table = table;
     m->meta = meta;
+    m->home = home;
     pthread_mutex_lock(&t->mu);
     for (struct mtab *x = t->bucket[b]; x; x = x->next)
         if (x->fsid == fsid && x->table == table) {
@@ -158,26 +206,72 @@ static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **ou
         }
     m->next = t->bucket[b];
     t->bucket[b] = m;
+    t->ntabs++;
     pthread_mutex_unlock(&t->mu);
     *out = m;
     return 0;
 }
 
-/* Pin the slice that holds hash h. */
+static int merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other);
+
+/* Invariant 7: slice idx was found at depth `depth`, deeper than the
+ * bitmap says: a split whose bit never reached this bitmap (the splitter
+ * crashed between its commit and telling the home). Its siblings exist. */
+static int repair(mds_table *t, struct mtab *m, uint32_t idx, unsigned depth)
+{
+    xt_bitmap *add = xt_bitmap_new();
+    int rc = add ? 0 : -ENOMEM;
+    for (unsigned k = 0; rc >= 0 && k < depth && k < 32; k++)
+        if ((uint64_t)idx < (UINT64_C(1) << k) && (uint64_t)idx + (UINT64_C(1) << k) <= UINT32_MAX)
+            rc = xt_bitmap_set(add, idx + (UINT32_C(1) << k));
+    if (rc >= 0)
+        rc = merge_bits(t, m, add);
+    xt_bitmap_free(add);
+    if (rc > 0) {
+        XT_WARN("table: fs %u table %llu: slice %u at depth %u: %d bits repaired", m->fsid,
+                (unsigned long long)m->table, idx, depth, rc);
+        for (unsigned k = 0; k < depth && k < 32; k++)
+            if ((uint64_t)idx < (UINT64_C(1) << k))
+                note_bit(t, m, idx + (UINT32_C(1) << k), 0);
+    }
+    return rc;
+}
+
+/* Pin the slice that holds hash h: -EREMOTE when another MDS owns it
+ * (invariant 6), -EAGAIN when it is in the bitmap but not on its MDSL yet
+ * (a split child whose splitter has not committed: a transient state). */
 static int slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e)
 {
     xt_slice *ms = mds_cent_slice(m->meta);
-    xt_slice_rdlock(ms);
-    uint32_t idx = xt_bitmap_lookup(m->bm, xt_hash_vh(h));
-    xt_slice_unlock(ms);
-    struct mds_key k = { m->fsid, idx, m->table };
-    int rc = mds_cache_get(t->o.cache, &k, e);
-    if (rc == -ENOENT) {
-        XT_ERR("table: fs %u table %llu: slice %u is in the bitmap but nowhere", m->fsid,
-               (unsigned long long)m->table, idx);
-        rc = -EIO;
+    for (int round = 0;; round++) {
+        xt_slice_rdlock(ms);
+        uint32_t idx = xt_bitmap_lookup(m->bm, xt_hash_vh(h));
+        xt_slice_unlock(ms);
+        if (!owns(t, m->fsid, m->table, idx))
+            return -EREMOTE;
+        struct mds_key k = { m->fsid, idx, m->table };
+        int rc = mds_cache_get(t->o.cache, &k, e);
+        if (rc == -ENOENT) {
+            XT_DBG("table: fs %u table %llu: slice %u is not on its MDSL yet", m->fsid,
+                   (unsigned long long)m->table, idx);
+            return -EAGAIN;
+        }
+        if (rc < 0 || !t->o.owns || round > 32)
+            return rc;
+        xt_slice *s = mds_cent_slice(*e);
+        xt_slice_rdlock(s);
+        unsigned d = xt_slice_depth(s);
+        xt_slice_unlock(s);
+        xt_slice_rdlock(ms);
+        unsigned bd = xt_bitmap_test(m->bm, idx) ? xt_bitmap_depth(m->bm, idx) : d;
+        xt_slice_unlock(ms);
+        if (d <= bd)
+            return 0;
+        mds_cache_put(t->o.cache, *e);
+        *e = NULL;
+        if ((rc = repair(t, m, idx, d)) < 0)
+            return rc;
     }
-    return rc;
 }
 
 static int check_name(size_t len)
@@ -235,6 +329,8 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
 {
     struct mds_key mk = { fsid, MDS_META_SLICE, table }, k0 = { fsid, 0, table };
     mds_cent *meta = NULL, *s0 = NULL;
+    if (!owns(t, fsid, table, 0))
+        return -EREMOTE; /* only the home makes tables (invariant 6) */
     int rc = mds_cache_get(t->o.cache, &mk, &meta);
     if (rc == 0) {
         mds_cache_put(t->o.cache, meta);
@@ -318,7 +414,7 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
         cs = NULL;
         uint64_t g = w->gen;
         rc = mds_group_touch(t->o.group, ce, &g); /* new: never raises g */
-        if (rc == 0)
+        if (rc == 0 && w->m->home)
             rc = meta_write(t, w->m->meta, nbm, w->gen);
         if (rc < 0)
             mds_cache_put(t->o.cache, ce);
@@ -337,6 +433,8 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
     mds_cache_resize(t->o.cache, full);
     mds_cache_resize(t->o.cache, ce);
     *child = ce;
+    if (t->o.owns)
+        note_bit(t, w->m, cidx, w->gen);
     mds_stats_record(t->o.stats, MDS_OP_SPLIT, xt_mono_ns() - t0, 0);
     return 0;
 }
@@ -348,6 +446,8 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
 static int meta_join(mds_table *t, struct wctx *w)
 {
     xt_slice_wrlock(mds_cent_slice(w->m->meta));
+    if (!w->m->home)
+        return 0; /* the bitmap changes in memory only (invariant 6) */
     uint64_t g = w->gen;
     int rc = mds_group_touch(t->o.group, w->m->meta, &g);
     if (rc == 0 && g != w->gen) {
@@ -378,7 +478,13 @@ static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t n
         if ((rc = split_slice(t, w, target, &child)) < 0)
             break;
         kids[nkids++] = child;
-        target = xt_slice_owns(mds_cent_slice(child), h) ? child : target;
+        if (xt_slice_owns(mds_cent_slice(child), h)) {
+            if (!owns(t, w->m->fsid, w->m->table, xt_slice_index(mds_cent_slice(child)))) {
+                rc = -EREMOTE; /* the child is another MDS's: never changed here */
+                break;
+            }
+            target = child;
+        }
         rc = xt_slice_insert(mds_cent_slice(target), name, name_len, h, row, row_len, xf,
                              w->gen);
         if (rc != -ENOSPC || nkids == XT_SLICE_MAX_DEPTH)
@@ -512,11 +618,13 @@ int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
     int rc = tab_get(t, fsid, table, &m);
     size_t done = 0;
     while (rc == 0 && done < max_entries && cookie < XT_COOKIE_END) {
-        /* The cookie's top 32 bits are bitrev32(V_h) (xt_hash.h). */
-        uint64_t h = (uint64_t)xt_bitrev32((uint32_t)(cookie >> 30)) << 32;
+        uint64_t h = mds_table_cookie_hash(cookie);
         mds_cent *e;
-        if ((rc = slice_get(t, m, h, &e)) < 0)
+        if ((rc = slice_get(t, m, h, &e)) < 0) {
+            if (rc == -EREMOTE && done > 0)
+                rc = 0; /* the next range is another MDS's: resume there */
             break;
+        }
         xt_slice *s = mds_cent_slice(e);
         xt_slice_rdlock(s);
         uint32_t idx = xt_slice_index(s);
@@ -549,6 +657,108 @@ int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
         *next_cookie = cookie;
     mds_stats_record(t->o.stats, MDS_OP_LIST, xt_mono_ns() - t0, rc);
     return rc < 0 ? rc : (int)done;
+}
+
+uint64_t mds_table_cookie_hash(uint64_t cookie)
+{
+    /* The cookie's top 32 bits are bitrev32(V_h) (xt_hash.h). */
+    return (uint64_t)xt_bitrev32((uint32_t)(cookie >> 30)) << 32;
+}
+
+int mds_table_pick(mds_table *t, uint32_t fsid, uint64_t table, uint64_t h, uint32_t *slice)
+{
+    struct mtab *m;
+    int rc = tab_get(t, fsid, table, &m);
+    if (rc < 0)
+        return rc;
+    xt_slice *ms = mds_cent_slice(m->meta);
+    xt_slice_rdlock(ms);
+    *slice = xt_bitmap_lookup(m->bm, xt_hash_vh(h));
+    xt_slice_unlock(ms);
+    return 0;
+}
+
+bool mds_table_is_home(mds_table *t, uint32_t fsid, uint64_t table)
+{
+    return owns(t, fsid, table, 0);
+}
+
+/* OR other into m's bitmap; the home persists the new bits in the open
+ * group (meta slice touched only when something is new, so a gossip round
+ * that teaches nothing dirties nothing). Returns the new bits or -errno. */
+static int merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other)
+{
+    xt_slice *ms = mds_cent_slice(m->meta);
+    xt_slice_rdlock(ms);
+    xt_bitmap *probe = xt_bitmap_dup(m->bm);
+    int rc = probe ? xt_bitmap_merge(probe, other) : -ENOMEM;
+    xt_slice_unlock(ms);
+    xt_bitmap_free(probe);
+    if (rc <= 0)
+        return rc;
+    uint64_t g0 = m->home ? mds_group_enter(t->o.group) : 0, g = g0;
+    xt_slice_wrlock(ms);
+    rc = m->home ? mds_group_touch(t->o.group, m->meta, &g) : 0;
+    xt_bitmap *nbm = rc == 0 ? xt_bitmap_dup(m->bm) : NULL;
+    if (rc == 0 && !nbm)
+        rc = -ENOMEM;
+    if (rc == 0)
+        rc = xt_bitmap_merge(nbm, other);
+    if (rc > 0 && m->home) {
+        int wrc = meta_write(t, m->meta, nbm, g);
+        rc = wrc < 0 ? wrc : rc;
+    }
+    if (rc > 0) {
+        xt_bitmap_free(m->bm);
+        m->bm = nbm;
+        nbm = NULL;
+    }
+    xt_slice_unlock(ms);
+    xt_bitmap_free(nbm);
+    if (m->home)
+        mds_group_leave(t->o.group, g0, rc > 0 ? 64 : 0);
+    return rc;
+}
+
+int mds_table_merge(mds_table *t, uint32_t fsid, uint64_t table, const void *enc, size_t len)
+{
+    xt_bitmap *other;
+    int rc = xt_bitmap_decode(enc, len, &other);
+    if (rc < 0)
+        return rc == -ENOMEM ? rc : -EBADMSG;
+    struct mtab *m;
+    if ((rc = tab_get(t, fsid, table, &m)) == 0)
+        rc = merge_bits(t, m, other);
+    xt_bitmap_free(other);
+    return rc;
+}
+
+void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t table),
+                    void *arg)
+{
+    /* Tables are never closed before mds_table_free, so a snapshot of the
+     * keys is enough. */
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->ntabs, k = 0;
+    struct { uint32_t fsid; uint64_t table; } *keys = xt_malloc((n ? n : 1) * sizeof *keys);
+    for (unsigned b = 0; keys && b < MAP_BUCKETS; b++)
+        for (struct mtab *m = t->bucket[b]; m && k < n; m = m->next) {
+            keys[k].fsid = m->fsid;
+            keys[k].table = m->table;
+            k++;
+        }
+    pthread_mutex_unlock(&t->mu);
+    for (size_t i = 0; keys && i < k; i++)
+        fn(arg, keys[i].fsid, keys[i].table);
+    xt_free(keys);
+}
+
+size_t mds_table_count(mds_table *t)
+{
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->ntabs;
+    pthread_mutex_unlock(&t->mu);
+    return n;
 }
 
 int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
