@@ -21,6 +21,8 @@
  *      (epoch) that answers it: an MDS killed before a commit group
  *      committed loses that group, and a sync retried against its restarted
  *      successor must not vouch for it (pom_sync_call answers -EIO once).
+ *      Kept per MDS (struct pom_mds, pom_route.h): with many MDS a sync
+ *      syncs every MDS of the view.
  */
 #ifndef POM_CLIENT_I_H
 #define POM_CLIENT_I_H
@@ -92,18 +94,16 @@ struct pom_inode {
 
 struct pom_fs {
     uint32_t fsid;
-    xt_rpc_pool *pool;
+    struct pom_route *route;       /* the MDS and where each request goes */
     int retry_ms;
     pthread_mutex_t mu;            /* the inode map and the uuid range */
     struct pom_inode **buckets;    /* protected by mu */
     size_t nbuckets, ninodes;      /* protected by mu */
     uint64_t uuid_next, uuid_end;  /* protected by mu: claimed range */
     pthread_mutex_t alloc_mu;      /* serialises range claims */
-    /* Which MDS incarnation acknowledged our changes (invariant 5). */
+    /* Which MDS incarnations acknowledged our changes (invariant 5): the
+     * per-MDS fields of struct pom_mds. */
     pthread_mutex_t epoch_mu;
-    uint32_t ack_epoch;            /* epoch_mu: of the latest acknowledged change */
-    uint64_t ack_seq, synced_seq;  /* epoch_mu: changes acknowledged / covered by a sync */
-    bool epoch_lost;               /* epoch_mu: unsynced changes of a gone incarnation */
     struct r2_agent *agent;        /* the mount's R2 registration, or NULL */
     struct pom_blob *blob;         /* the blob tier, or NULL (large files: -EFBIG);
                                       set by pom_set_blob before files are used */

@@ -424,10 +424,11 @@ static int svc_list(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_list_re
         uint32_t slice;
         uint8_t *bm;
         size_t bm_len;
-        rc = forward_to(svc, rc_ctx, &req->t, mds_table_cookie_hash(req->cookie), &pool,
-                        &slice, &bm, &bm_len);
+        rc = forward_to(svc, rc_ctx, &req->t, mds_table_cookie_hash(next), &pool, &slice, &bm,
+                        &bm_len);
         if (rc == 0) {
             struct xt_list_req fw = *req;
+            fw.cookie = next; /* empty slices of ours were skipped */
             fw.t.slice_hint = (int32_t)slice;
             fw.fwd_bitmap = bm;
             fw.fwd_bitmap_len = (uint32_t)bm_len;

@@ -653,8 +653,8 @@ int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
             cookie = hi; /* this slice is done: the next range */
         }
     }
-    if (rc == 0)
-        *next_cookie = cookie;
+    if (rc == 0 || rc == -EREMOTE)
+        *next_cookie = cookie; /* -EREMOTE: where the other MDS resumes */
     mds_stats_record(t->o.stats, MDS_OP_LIST, xt_mono_ns() - t0, rc);
     return rc < 0 ? rc : (int)done;
 }

@@ -126,7 +126,10 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
  * cb as for xt_slice_list (0 go on, 1 stop before this entry, < 0 abort),
  * at most max_entries. *next_cookie: where to resume (XT_COOKIE_END at the
  * end). Returns the rows consumed or a negative errno. Never returns a row
- * twice nor skips one across calls, even while slices split. */
+ * twice nor skips one across calls, even while slices split. With many MDS
+ * it stops before the first slice owned elsewhere: after some rows it
+ * returns them (*next_cookie: that slice's range), before any it answers
+ * -EREMOTE with *next_cookie = where the owner must resume. */
 int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
                    size_t max_entries, xt_slice_cb cb, void *arg, uint64_t *next_cookie);
 
