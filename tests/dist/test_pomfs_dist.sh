@@ -124,8 +124,14 @@ ok "sha256 after the second remount" bash -c "cd '$M/files' && sha256sum -c --qu
 eq "10,000 after remount" "$(ls -f "$M/many" | wc -l)" "10002"
 ok "sync" sync "$M/files"
 pl_umount "$M"
-for f in "$T"/data/logs/pom-mds*.log; do
-    grep -a 'dist: site' "$f" | tail -1
+# Each MDS's counters (SIGHUP logs them): every one served requests.
+for f in "$T"/data/run/pom-mds*.pid; do kill -HUP "$(head -1 "$f")"; done
+sleep 0.5
+for f in "$T"/data/logs/pom-mds.log "$T"/data/logs/pom-mds-*.log; do
+    line=$(grep -a 'dist: site' "$f" | tail -1 | sed 's/.*dist: //')
+    echo "$(basename "$f" .log): $line"
+    ok "$(basename "$f" .log) served requests" \
+        test "$(echo "$line" | awk '{ for (i = 1; i < NF; i++) if ($i == "requests") print $(i+1) }')" -gt 0
 done
 eq "no sanitizer report" "$(cat "$T"/data/logs/*.log "$T/pomfs.log" | grep -c 'Sanitizer')" "0"
 pl_done
