@@ -358,7 +358,8 @@ static void run_pending(mds_route *r)
             if (rc == -EBUSY && p->tries < 200) {
                 again = true; /* a reader still pins it: try next tick */
             } else {
-                mds_stats_add(r->stats, MDS_CTR_HANDOVERS, 1);
+                if (rc == 0) /* (a repaired bit has nothing cached here) */
+                    mds_stats_add(r->stats, MDS_CTR_HANDOVERS, 1);
                 p->owned = true; /* done with the handover part */
             }
         }
