@@ -331,28 +331,69 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
     mds_cent *meta = NULL, *s0 = NULL;
     if (!owns(t, fsid, table, 0))
         return -EREMOTE; /* only the home makes tables (invariant 6) */
-    int rc = mds_cache_get(t->o.cache, &mk, &meta);
-    if (rc == 0) {
-        mds_cache_put(t->o.cache, meta);
-        return -EEXIST;
-    }
-    if (rc != -ENOENT)
-        return rc;
-    xt_slice *ms = xt_slice_new(0, 0, META_CAPACITY);
-    xt_slice *z = xt_slice_new(0, 0, t->o.split_threshold);
     xt_bitmap *bm = xt_bitmap_new();
-    if (!ms || !z || !bm) {
-        rc = -ENOMEM;
-        goto fail;
-    }
+    if (!bm)
+        return -ENOMEM;
+    int rc;
     /* Slice 0 first: once the meta slice is visible, slice 0 must be too.
-     * A concurrent creator fails here with -EEXIST. */
-    if ((rc = mds_cache_add(t->o.cache, &k0, z, &s0)) < 0)
-        goto fail;
-    z = NULL;
-    if ((rc = mds_cache_add(t->o.cache, &mk, ms, &meta)) < 0)
-        goto fail; /* slice 0 stays, empty and clean: harmless */
-    ms = NULL;
+     * Races: a concurrent creator adds the same two entries (the loser of
+     * the meta finds it and answers -EEXIST); a concurrent lookup may be
+     * loading the meta slice, which makes our add fail although no one
+     * will create it. So slice 0 may already be in the cache, left by a
+     * creator that lost to such a load (empty and clean: no meta names it,
+     * so no one wrote to it): it is taken as it is, and the meta is tried
+     * again once the load has finished. */
+    for (int attempt = 0;; attempt++) {
+        rc = mds_cache_get(t->o.cache, &mk, &meta);
+        if (rc == 0) {
+            mds_cache_put(t->o.cache, meta);
+            meta = NULL;
+            rc = -EEXIST;
+            goto fail;
+        }
+        if (rc != -ENOENT)
+            goto fail;
+        if (attempt == 1000) {
+            XT_ERR("table: fs %u table %llu: cannot create its meta slice", fsid,
+                   (unsigned long long)table);
+            rc = -EAGAIN;
+            goto fail;
+        }
+        if (!s0) {
+            xt_slice *z = xt_slice_new(0, 0, t->o.split_threshold);
+            if (!z) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            rc = mds_cache_add(t->o.cache, &k0, z, &s0);
+            if (rc == -EEXIST) {
+                xt_slice_free(z);
+                rc = mds_cache_peek(t->o.cache, &k0, &s0);
+                if (rc == -ENOENT) { /* loading or just dropped: look again */
+                    s0 = NULL;
+                    continue;
+                }
+            } else if (rc < 0) {
+                xt_slice_free(z);
+            }
+            if (rc < 0)
+                goto fail;
+        }
+        xt_slice *ms = xt_slice_new(0, 0, META_CAPACITY);
+        if (!ms) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        rc = mds_cache_add(t->o.cache, &mk, ms, &meta);
+        if (rc == 0)
+            break;
+        xt_slice_free(ms);
+        meta = NULL;
+        if (rc != -EEXIST)
+            goto fail;
+        /* Loading (someone's lookup) or added by another creator: the next
+         * mds_cache_get waits for it and tells which. */
+    }
     uint64_t g0 = mds_group_enter(t->o.group);
     uint64_t g = g0;
     xt_slice_wrlock(mds_cent_slice(s0));
@@ -368,10 +409,10 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
     if (rc == 0 && gen)
         *gen = g;
 fail:
-    mds_cache_put(t->o.cache, s0);
-    mds_cache_put(t->o.cache, meta);
-    xt_slice_free(ms);
-    xt_slice_free(z);
+    if (s0)
+        mds_cache_put(t->o.cache, s0);
+    if (meta)
+        mds_cache_put(t->o.cache, meta);
     xt_bitmap_free(bm);
     return rc;
 }
