@@ -130,6 +130,8 @@ run() {
         python3 -c "import sys; sys.exit(0 if $fw2 < 0.01 * max($client2, 1) else 1)" || fail=1
     ok "gossip=$gossip: no request hit the hop limit" \
         sh -c "! grep -aq 'forward loop' $D/mds*.log" || fail=1
+    ok "gossip=$gossip: no sanitizer report" \
+        sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/driver.err" || fail=1
     echo "$gossip $loops $fwall $rqall $(field "$(cat "$D/driver.out" | grep creates_per_s)" creates_per_s)" \
         >"$T/run-$gossip.txt"
     grep -a "creates_per_s" "$D/driver.out" | awk '{print $3}' >"$T/cps-$gossip.txt"
