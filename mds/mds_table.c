@@ -11,6 +11,7 @@
  * generation, every precondition checked before the first change.
  */
 #include "mds_table.h"
+#include "mds_table_i.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -18,37 +19,6 @@
 #include "xt_bitmap.h"
 #include "xt_common.h"
 #include "xt_hash.h"
-
-#define META_CAPACITY 16u
-#define MAP_BUCKETS   256u
-
-struct mtab {
-    struct mtab *next;   /* (t->mu) */
-    uint32_t fsid;
-    uint64_t table;
-    mds_cent *meta;      /* pinned for the life of t (invariant 4) */
-    xt_bitmap *bm;       /* protected by the meta slice's lock */
-    bool home;           /* this MDS writes the meta slice (invariant 6) */
-};
-
-struct mds_table {
-    struct mds_table_opts o;
-    pthread_mutex_t mu;
-    struct mtab *bucket[MAP_BUCKETS]; /* (mu) */
-    size_t ntabs;                     /* (mu) */
-};
-
-static bool owns(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice)
-{
-    return !t->o.owns || t->o.owns(t->o.route_arg, fsid, table, slice);
-}
-
-static void note_bit(mds_table *t, struct mtab *m, uint32_t slice, uint64_t gen)
-{
-    if (t->o.on_bit)
-        t->o.on_bit(t->o.route_arg, m->fsid, m->table, slice, gen,
-                    owns(t, m->fsid, m->table, slice), m->home);
-}
 
 static uint64_t meta_hash(void)
 {
@@ -106,7 +76,7 @@ static int meta_read(mds_cent *meta, xt_bitmap **bm)
 
 /* Store the bitmap in the meta slice, stamped gen. REQUIRES: meta
  * write-locked and touched for gen. */
-static int meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_t gen)
+int mds_table_meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_t gen)
 {
     size_t len = xt_bitmap_encoded_size(bm);
     uint8_t *buf = xt_malloc(len);
@@ -154,7 +124,7 @@ static int meta_volatile(mds_table *t, const struct mds_key *k, mds_cent **out)
 }
 
 /* The open table (fsid, table), loading its meta slice on first use. */
-static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out)
+int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out)
 {
     unsigned b = map_bucket(fsid, table);
     pthread_mutex_lock(&t->mu);
@@ -169,7 +139,7 @@ static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **ou
     /* Load without the map lock (I/O), then insert unless someone won. */
     struct mds_key k = { fsid, MDS_META_SLICE, table };
     mds_cent *meta;
-    bool home = owns(t, fsid, table, 0);
+    bool home = mds_table_owns(t, fsid, table, 0);
     int rc = mds_cache_get(t->o.cache, &k, &meta);
     if (rc == -ENOENT && !home)
         rc = meta_volatile(t, &k, &meta);
@@ -212,30 +182,6 @@ static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **ou
     return 0;
 }
 
-static int merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other);
-
-/* Invariant 7: slice idx was found at depth `depth`, deeper than the
- * bitmap says: a split whose bit never reached this bitmap (the splitter
- * crashed between its commit and telling the home). Its siblings exist. */
-static int repair(mds_table *t, struct mtab *m, uint32_t idx, unsigned depth)
-{
-    xt_bitmap *add = xt_bitmap_new();
-    int rc = add ? 0 : -ENOMEM;
-    for (unsigned k = 0; rc >= 0 && k < depth && k < 32; k++)
-        if ((uint64_t)idx < (UINT64_C(1) << k) && (uint64_t)idx + (UINT64_C(1) << k) <= UINT32_MAX)
-            rc = xt_bitmap_set(add, idx + (UINT32_C(1) << k));
-    if (rc >= 0)
-        rc = merge_bits(t, m, add);
-    xt_bitmap_free(add);
-    if (rc > 0) {
-        XT_WARN("table: fs %u table %llu: slice %u at depth %u: %d bits repaired", m->fsid,
-                (unsigned long long)m->table, idx, depth, rc);
-        for (unsigned k = 0; k < depth && k < 32; k++)
-            if ((uint64_t)idx < (UINT64_C(1) << k))
-                note_bit(t, m, idx + (UINT32_C(1) << k), 0);
-    }
-    return rc;
-}
 
 /* Pin the slice that holds hash h: -EREMOTE when another MDS owns it
  * (invariant 6), -EAGAIN when it is in the bitmap but not on its MDSL yet
@@ -247,7 +193,7 @@ static int slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e)
         xt_slice_rdlock(ms);
         uint32_t idx = xt_bitmap_lookup(m->bm, xt_hash_vh(h));
         xt_slice_unlock(ms);
-        if (!owns(t, m->fsid, m->table, idx))
+        if (!mds_table_owns(t, m->fsid, m->table, idx))
             return -EREMOTE;
         struct mds_key k = { m->fsid, idx, m->table };
         int rc = mds_cache_get(t->o.cache, &k, e);
@@ -269,7 +215,7 @@ static int slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e)
             return 0;
         mds_cache_put(t->o.cache, *e);
         *e = NULL;
-        if ((rc = repair(t, m, idx, d)) < 0)
+        if ((rc = mds_table_repair(t, m, idx, d)) < 0)
             return rc;
     }
 }
@@ -291,7 +237,7 @@ struct wctx {
 static int write_begin(mds_table *t, uint32_t fsid, uint64_t table, uint64_t h,
                        struct wctx *w)
 {
-    int rc = tab_get(t, fsid, table, &w->m);
+    int rc = mds_table_tab_get(t, fsid, table, &w->m);
     if (rc < 0)
         return rc;
     for (;;) {
@@ -329,7 +275,7 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
 {
     struct mds_key mk = { fsid, MDS_META_SLICE, table }, k0 = { fsid, 0, table };
     mds_cent *meta = NULL, *s0 = NULL;
-    if (!owns(t, fsid, table, 0))
+    if (!mds_table_owns(t, fsid, table, 0))
         return -EREMOTE; /* only the home makes tables (invariant 6) */
     xt_bitmap *bm = xt_bitmap_new();
     if (!bm)
@@ -402,7 +348,7 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
     if (rc == 0)
         rc = mds_group_touch(t->o.group, meta, &g);
     if (rc == 0)
-        rc = meta_write(t, meta, bm, g);
+        rc = mds_table_meta_write(t, meta, bm, g);
     xt_slice_unlock(mds_cent_slice(meta));
     xt_slice_unlock(mds_cent_slice(s0));
     mds_group_leave(t->o.group, g0, 64);
@@ -456,7 +402,7 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
         uint64_t g = w->gen;
         rc = mds_group_touch(t->o.group, ce, &g); /* new: never raises g */
         if (rc == 0 && w->m->home)
-            rc = meta_write(t, w->m->meta, nbm, w->gen);
+            rc = mds_table_meta_write(t, w->m->meta, nbm, w->gen);
         if (rc < 0)
             mds_cache_put(t->o.cache, ce);
     }
@@ -475,7 +421,7 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
     mds_cache_resize(t->o.cache, ce);
     *child = ce;
     if (t->o.owns)
-        note_bit(t, w->m, cidx, w->gen);
+        mds_table_note_bit(t, w->m, cidx, w->gen);
     mds_stats_record(t->o.stats, MDS_OP_SPLIT, xt_mono_ns() - t0, 0);
     return 0;
 }
@@ -520,7 +466,8 @@ static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t n
             break;
         kids[nkids++] = child;
         if (xt_slice_owns(mds_cent_slice(child), h)) {
-            if (!owns(t, w->m->fsid, w->m->table, xt_slice_index(mds_cent_slice(child)))) {
+            uint32_t cidx = xt_slice_index(mds_cent_slice(child));
+            if (!mds_table_owns(t, w->m->fsid, w->m->table, cidx)) {
                 rc = -EREMOTE; /* the child is another MDS's: never changed here */
                 break;
             }
@@ -622,7 +569,7 @@ int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     uint64_t h = xt_hash_name(name, name_len);
     struct mtab *m;
     if (rc == 0)
-        rc = tab_get(t, fsid, table, &m);
+        rc = mds_table_tab_get(t, fsid, table, &m);
     while (rc == 0) {
         mds_cent *e;
         if ((rc = slice_get(t, m, h, &e)) < 0)
@@ -656,7 +603,7 @@ int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
     uint64_t t0 = xt_mono_ns();
     *next_cookie = cookie;
     struct mtab *m;
-    int rc = tab_get(t, fsid, table, &m);
+    int rc = mds_table_tab_get(t, fsid, table, &m);
     size_t done = 0;
     while (rc == 0 && done < max_entries && cookie < XT_COOKIE_END) {
         uint64_t h = mds_table_cookie_hash(cookie);
@@ -700,107 +647,12 @@ int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
     return rc < 0 ? rc : (int)done;
 }
 
-uint64_t mds_table_cookie_hash(uint64_t cookie)
-{
-    /* The cookie's top 32 bits are bitrev32(V_h) (xt_hash.h). */
-    return (uint64_t)xt_bitrev32((uint32_t)(cookie >> 30)) << 32;
-}
 
-int mds_table_pick(mds_table *t, uint32_t fsid, uint64_t table, uint64_t h, uint32_t *slice)
-{
-    struct mtab *m;
-    int rc = tab_get(t, fsid, table, &m);
-    if (rc < 0)
-        return rc;
-    xt_slice *ms = mds_cent_slice(m->meta);
-    xt_slice_rdlock(ms);
-    *slice = xt_bitmap_lookup(m->bm, xt_hash_vh(h));
-    xt_slice_unlock(ms);
-    return 0;
-}
 
-bool mds_table_is_home(mds_table *t, uint32_t fsid, uint64_t table)
-{
-    return owns(t, fsid, table, 0);
-}
 
-/* OR other into m's bitmap; the home persists the new bits in the open
- * group (meta slice touched only when something is new, so a gossip round
- * that teaches nothing dirties nothing). Returns the new bits or -errno. */
-static int merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other)
-{
-    xt_slice *ms = mds_cent_slice(m->meta);
-    xt_slice_rdlock(ms);
-    xt_bitmap *probe = xt_bitmap_dup(m->bm);
-    int rc = probe ? xt_bitmap_merge(probe, other) : -ENOMEM;
-    xt_slice_unlock(ms);
-    xt_bitmap_free(probe);
-    if (rc <= 0)
-        return rc;
-    uint64_t g0 = m->home ? mds_group_enter(t->o.group) : 0, g = g0;
-    xt_slice_wrlock(ms);
-    rc = m->home ? mds_group_touch(t->o.group, m->meta, &g) : 0;
-    xt_bitmap *nbm = rc == 0 ? xt_bitmap_dup(m->bm) : NULL;
-    if (rc == 0 && !nbm)
-        rc = -ENOMEM;
-    if (rc == 0)
-        rc = xt_bitmap_merge(nbm, other);
-    if (rc > 0 && m->home) {
-        int wrc = meta_write(t, m->meta, nbm, g);
-        rc = wrc < 0 ? wrc : rc;
-    }
-    if (rc > 0) {
-        xt_bitmap_free(m->bm);
-        m->bm = nbm;
-        nbm = NULL;
-    }
-    xt_slice_unlock(ms);
-    xt_bitmap_free(nbm);
-    if (m->home)
-        mds_group_leave(t->o.group, g0, rc > 0 ? 64 : 0);
-    return rc;
-}
 
-int mds_table_merge(mds_table *t, uint32_t fsid, uint64_t table, const void *enc, size_t len)
-{
-    xt_bitmap *other;
-    int rc = xt_bitmap_decode(enc, len, &other);
-    if (rc < 0)
-        return rc == -ENOMEM ? rc : -EBADMSG;
-    struct mtab *m;
-    if ((rc = tab_get(t, fsid, table, &m)) == 0)
-        rc = merge_bits(t, m, other);
-    xt_bitmap_free(other);
-    return rc;
-}
 
-void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t table),
-                    void *arg)
-{
-    /* Tables are never closed before mds_table_free, so a snapshot of the
-     * keys is enough. */
-    pthread_mutex_lock(&t->mu);
-    size_t n = t->ntabs, k = 0;
-    struct { uint32_t fsid; uint64_t table; } *keys = xt_malloc((n ? n : 1) * sizeof *keys);
-    for (unsigned b = 0; keys && b < MAP_BUCKETS; b++)
-        for (struct mtab *m = t->bucket[b]; m && k < n; m = m->next) {
-            keys[k].fsid = m->fsid;
-            keys[k].table = m->table;
-            k++;
-        }
-    pthread_mutex_unlock(&t->mu);
-    for (size_t i = 0; keys && i < k; i++)
-        fn(arg, keys[i].fsid, keys[i].table);
-    xt_free(keys);
-}
 
-size_t mds_table_count(mds_table *t)
-{
-    pthread_mutex_lock(&t->mu);
-    size_t n = t->ntabs;
-    pthread_mutex_unlock(&t->mu);
-    return n;
-}
 
 int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
                      size_t *out_len)
@@ -808,7 +660,7 @@ int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
     *out = NULL;
     *out_len = 0;
     struct mtab *m;
-    int rc = tab_get(t, fsid, table, &m);
+    int rc = mds_table_tab_get(t, fsid, table, &m);
     if (rc < 0)
         return rc;
     xt_slice *ms = mds_cent_slice(m->meta);
@@ -1091,7 +943,7 @@ int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *
     for (size_t i = 0; i < n && rc == 0; i++) {
         *failed = i;
         b->s[i].h = xt_hash_name(ops[i].name, ops[i].name_len);
-        rc = tab_get(t, ops[i].fsid, ops[i].table, &b->s[i].m);
+        rc = mds_table_tab_get(t, ops[i].fsid, ops[i].table, &b->s[i].m);
     }
     /* Each start-over follows a split (bounded by the depth of the tables)
      * or a group change (at most once per group): bounded in practice; the
