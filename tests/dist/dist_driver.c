@@ -12,7 +12,14 @@
  *      no other;
  *   4. writes SYNC_DIR/ready and waits for SYNC_DIR/go (the script snapshots
  *      the MDS counters), then lookup pass 2 (the bitmaps have converged),
- *      timed; writes SYNC_DIR/done.
+ *      timed;
+ *   5. stale clients: during the creates, STALE more clients (their own
+ *      pom_fs, so their own bitmap caches) were opened one after another
+ *      and each learnt the table's bitmap as it was then (a few lookups);
+ *      after SYNC_DIR/ready2 .. SYNC_DIR/go2 each looks up STALE_LOOKUPS
+ *      random names with that old bitmap: their requests reach MDS that
+ *      only gossip (or luck) told of later splits, which is where looped
+ *      forwards come from. Writes SYNC_DIR/done.
  *
  * Prints one "result: key value" line per number. Exit 0 when every check
  * held, 1 otherwise (the failing check is printed).
@@ -38,6 +45,7 @@ struct run {
     int threads;
     uint64_t *uuid;          /* per file: what create returned */
     _Atomic long failures;
+    _Atomic long created;    /* creates done (the stale clients' clock) */
     int (*op)(struct run *r, long i);
 };
 
@@ -67,6 +75,7 @@ static int do_create(struct run *r, long i)
     if (rc == 0) {
         r->uuid[i] = st.st_ino;
         pom_forget(r->fs, st.st_ino, 1);
+        atomic_fetch_add(&r->created, 1);
     } else if (atomic_fetch_add(&r->failures, 1) < 5) {
         fprintf(stderr, "create %s: %s\n", name, strerror(-rc));
     }
@@ -149,6 +158,63 @@ static int resume_cb(void *arg, const char *name, const struct stat *st, uint64_
     return list_cb(rs->l, name, st, next);
 }
 
+#define STALE 16
+#define STALE_LEARN 20
+#define STALE_LOOKUPS 500
+
+/* The stale clients (step 5). */
+struct stale {
+    struct run *r;
+    const char *r2, *fsname;
+    pom_fs *fs[STALE];
+    pom_ino dir[STALE];
+    long bad;
+};
+
+static uint64_t mix(uint64_t *s)
+{
+    uint64_t z = (*s += UINT64_C(0x9e3779b97f4a7c15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+    return z ^ (z >> 31);
+}
+
+/* Opens client k once (k+1)/(STALE+1) of the files exist and lets it learn
+ * the bitmap of that moment through a few lookups of files that exist. */
+static void *stale_main(void *arg)
+{
+    struct stale *st = arg;
+    struct run *r = st->r;
+    uint64_t seed = (uint64_t)getpid();
+    for (int k = 0; k < STALE; k++) {
+        long when = r->n / (STALE + 1) * (k + 1);
+        while (atomic_load(&r->created) < when)
+            usleep(2000);
+        if (pom_open(st->r2, st->fsname, &st->fs[k]) < 0) {
+            st->bad++;
+            continue;
+        }
+        char dname[64];
+        snprintf(dname, sizeof dname, "d%ld", (long)getpid());
+        struct stat sb;
+        if (pom_lookup(st->fs[k], POM_ROOT_INO, dname, &sb) < 0) {
+            st->bad++;
+            continue;
+        }
+        st->dir[k] = sb.st_ino;
+        for (int j = 0; j < STALE_LEARN; j++) {
+            /* Half of what exists by then: created, whatever the threads'
+             * pace (a miss only teaches nothing). */
+            long i = (long)(mix(&seed) % (uint64_t)(when / 2 + 1));
+            char name[32];
+            name_of(i, name, sizeof name);
+            if (pom_lookup(st->fs[k], st->dir[k], name, &sb) == 0)
+                pom_forget(st->fs[k], sb.st_ino, 1);
+        }
+    }
+    return NULL;
+}
+
 static void touch(const char *dir, const char *name)
 {
     char p[4096];
@@ -197,7 +263,11 @@ int main(int argc, char **argv)
         return 1;
     int bad = 0;
 
+    struct stale stl = { .r = &r, .r2 = argv[1], .fsname = argv[2] };
+    pthread_t stale_th;
+    pthread_create(&stale_th, NULL, stale_main, &stl);
     double tc = phase(&r, do_create);
+    pthread_join(stale_th, NULL);
     printf("result: creates %ld\nresult: create_s %.3f\nresult: creates_per_s %.0f\n", r.n, tc,
            (double)r.n / tc);
     long cf = atomic_exchange(&r.failures, 0);
@@ -245,6 +315,34 @@ int main(int argc, char **argv)
     lf = atomic_exchange(&r.failures, 0);
     if (lf) {
         printf("FAIL: %ld names not found (pass 2)\n", lf);
+        bad = 1;
+    }
+    fflush(stdout);
+
+    touch(sync_dir, "ready2");
+    wait_file(sync_dir, "go2", 120);
+    uint64_t seed = (uint64_t)getpid() * 7;
+    long stale_bad = stl.bad;
+    double t3 = now_s();
+    for (int k = 0; k < STALE; k++) {
+        for (int j = 0; stl.fs[k] && stl.dir[k] && j < STALE_LOOKUPS; j++) {
+            long i = (long)(mix(&seed) % (uint64_t)r.n);
+            char name[32];
+            name_of(i, name, sizeof name);
+            struct stat sb;
+            int lrc = pom_lookup(stl.fs[k], stl.dir[k], name, &sb);
+            if (lrc == 0 && sb.st_ino == r.uuid[i])
+                pom_forget(stl.fs[k], sb.st_ino, 1);
+            else if (stale_bad++ < 5)
+                fprintf(stderr, "stale client %d: lookup %s: %s\n", k, name,
+                        lrc ? strerror(-lrc) : "another file");
+        }
+        pom_close(stl.fs[k]);
+    }
+    printf("result: stale_clients %d\nresult: stale_lookups %d\nresult: stale_s %.3f\n", STALE,
+           STALE * STALE_LOOKUPS, now_s() - t3);
+    if (stale_bad) {
+        printf("FAIL: %ld stale-client lookups failed\n", stale_bad);
         bad = 1;
     }
     fflush(stdout);

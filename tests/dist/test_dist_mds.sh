@@ -3,8 +3,10 @@
 # shows"): 1 R2, 2 MDSL, 4 MDS; 8 client threads (dist_driver, through
 # libpomegranate and R2) create N files in ONE directory, find each again,
 # list them (each exactly once), and look them all up again once the
-# bitmaps converged. Run twice: gossip on, then gossip off, the looped
-# forward counts printed side by side.
+# bitmaps converged; then 16 "stale" clients, opened one by one during the
+# creates (each knows the bitmap of its moment), look up 500 random names
+# each. Run twice: gossip on, then gossip off, the looped forward counts
+# (whole run and stale clients) printed side by side.
 #
 #   test_dist_mds.sh POM_R2 POM_MDSL POM_MDS POMCTL DIST_DRIVER
 #   POM_TEST_SCALE=K   N = 200,000 * K (CI: 1; the `long` run: 10)
@@ -87,9 +89,18 @@ run() {
     done
     for p in "${MDS_PIDS[@]}"; do kill -HUP "$p"; done
     sleep 0.5
-    local before=()
+    local before=() mid=()
     for k in $(seq $NMDS); do before+=("$(dist_line "$D/mds$k.log")"); done
     touch "$D/sync/go"
+    for i in $(seq 36000); do
+        [ -e "$D/sync/ready2" ] && break
+        kill -0 "$dpid" 2>/dev/null || break
+        sleep 0.1
+    done
+    for p in "${MDS_PIDS[@]}"; do kill -HUP "$p"; done
+    sleep 0.5
+    for k in $(seq $NMDS); do mid+=("$(dist_line "$D/mds$k.log")"); done
+    touch "$D/sync/go2"
     wait "$dpid"
     local drc=$?
     for p in "${MDS_PIDS[@]}"; do kill -HUP "$p"; done
@@ -99,12 +110,17 @@ run() {
     ok "gossip=$gossip: the driver's checks (found, listing exact)" [ "$drc" = 0 ] || fail=1
 
     local fw2=0 rq2=0 ra2=0 loops=0 slices=() rows=() tot_s=0 tot_r=0 fwall=0 rqall=0
+    local fw3=0 lp3=0 rq3=0 ra3=0
     for k in $(seq $NMDS); do
-        local a b; a=${before[$((k-1))]}; b=$(dist_line "$D/mds$k.log")
+        local a m b; a=${before[$((k-1))]}; m=${mid[$((k-1))]}; b=$(dist_line "$D/mds$k.log")
         echo "mds$k: $b"
-        fw2=$((fw2 + $(field "$b" forwards) - $(field "$a" forwards)))
-        rq2=$((rq2 + $(field "$b" requests) - $(field "$a" requests)))
-        ra2=$((ra2 + $(field "$b" remote_answers) - $(field "$a" remote_answers)))
+        fw2=$((fw2 + $(field "$m" forwards) - $(field "$a" forwards)))
+        rq2=$((rq2 + $(field "$m" requests) - $(field "$a" requests)))
+        ra2=$((ra2 + $(field "$m" remote_answers) - $(field "$a" remote_answers)))
+        fw3=$((fw3 + $(field "$b" forwards) - $(field "$m" forwards)))
+        lp3=$((lp3 + $(field "$b" looped) - $(field "$m" looped)))
+        rq3=$((rq3 + $(field "$b" requests) - $(field "$m" requests)))
+        ra3=$((ra3 + $(field "$b" remote_answers) - $(field "$m" remote_answers)))
         loops=$((loops + $(field "$b" looped)))
         fwall=$((fwall + $(field "$b" forwards)))
         rqall=$((rqall + $(field "$b" requests) - $(field "$b" remote_answers)))
@@ -117,6 +133,7 @@ run() {
     echo "result: gossip_ms=$gossip slices per MDS: ${slices[*]} (total $tot_s); rows per MDS: ${rows[*]} (total $tot_r)"
     echo "result: gossip_ms=$gossip forwards in lookup pass 2: $fw2 of $client2 client requests ($pct%)"
     echo "result: gossip_ms=$gossip forwards over the whole run: $fwall of $rqall ($pctall%), looped forwards: $loops"
+    echo "result: gossip_ms=$gossip stale clients: $fw3 forwards, $lp3 looped, for $((rq3 - ra3)) client requests"
     local s
     [ "$NMDS" -gt 1 ] && for k in $(seq $NMDS); do
         s=${slices[$((k-1))]}
@@ -132,8 +149,7 @@ run() {
         sh -c "! grep -aq 'forward loop' $D/mds*.log" || fail=1
     ok "gossip=$gossip: no sanitizer report" \
         sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/driver.err" || fail=1
-    echo "$gossip $loops $fwall $rqall $(field "$(cat "$D/driver.out" | grep creates_per_s)" creates_per_s)" \
-        >"$T/run-$gossip.txt"
+    echo "$gossip $loops $fwall $rqall $lp3 $fw3" >"$T/run-$gossip.txt"
     grep -a "creates_per_s" "$D/driver.out" | awk '{print $3}' >"$T/cps-$gossip.txt"
     cleanup
     return $fail
@@ -143,9 +159,12 @@ echo "== $NMDS MDS, 2 MDSL, N=$N files in one directory, 8 client threads, split
 run 200
 echo "== the same with gossip off"
 run 0
-read -r _ l_on f_on r_on _ <"$T/run-200.txt"
-read -r _ l_off f_off r_off _ <"$T/run-0.txt"
-printf "result: %-12s %14s %14s %12s %10s\n" "gossip" "looped fwds" "forwards" "requests" "creates/s"
-printf "result: %-12s %14s %14s %12s %10s\n" "on (200 ms)" "$l_on" "$f_on" "$r_on" "$(cat "$T/cps-200.txt")"
-printf "result: %-12s %14s %14s %12s %10s\n" "off" "$l_off" "$f_off" "$r_off" "$(cat "$T/cps-0.txt")"
+read -r _ l_on f_on r_on sl_on sf_on <"$T/run-200.txt"
+read -r _ l_off f_off r_off sl_off sf_off <"$T/run-0.txt"
+printf "result: %-12s %12s %10s %10s %10s %14s %14s\n" "gossip" "looped fwds" "forwards" \
+    "requests" "creates/s" "stale: looped" "stale: fwds"
+printf "result: %-12s %12s %10s %10s %10s %14s %14s\n" "on (200 ms)" "$l_on" "$f_on" "$r_on" \
+    "$(cat "$T/cps-200.txt")" "$sl_on" "$sf_on"
+printf "result: %-12s %12s %10s %10s %10s %14s %14s\n" "off" "$l_off" "$f_off" "$r_off" \
+    "$(cat "$T/cps-0.txt")" "$sl_off" "$sf_off"
 check_done
