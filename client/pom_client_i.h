@@ -21,6 +21,8 @@
  *      (epoch) that answers it: an MDS killed before a commit group
  *      committed loses that group, and a sync retried against its restarted
  *      successor must not vouch for it (pom_sync_call answers -EIO once).
+ *      Kept per MDS (struct pom_mds, pom_route.h): with many MDS a sync
+ *      syncs every MDS of the view.
  */
 #ifndef POM_CLIENT_I_H
 #define POM_CLIENT_I_H
@@ -102,22 +104,20 @@ struct pom_inode {
 
 struct pom_fs {
     uint32_t fsid;
-    xt_rpc_pool *pool;
+    struct pom_route *route;       /* the MDS and where each request goes */
     int retry_ms;
     pthread_mutex_t mu;            /* the inode map and the uuid range */
     struct pom_inode **buckets;    /* protected by mu */
     size_t nbuckets, ninodes;      /* protected by mu */
     uint64_t uuid_next, uuid_end;  /* protected by mu: claimed range */
     pthread_mutex_t alloc_mu;      /* serialises range claims */
-    /* Which MDS incarnation acknowledged our changes (invariant 5). */
+    /* Which MDS incarnations acknowledged our changes (invariant 5): the
+     * per-MDS fields of struct pom_mds. */
     pthread_mutex_t epoch_mu;
-    uint32_t ack_epoch;            /* epoch_mu: of the latest acknowledged change */
-    uint64_t ack_seq, synced_seq;  /* epoch_mu: changes acknowledged / covered by a sync */
-    bool epoch_lost;               /* epoch_mu: unsynced changes of a gone incarnation */
-    uint32_t seen_epoch;           /* epoch_mu: of the latest reply of any kind */
     uint64_t restarts;             /* epoch_mu: MDS restarts seen (new epochs) */
     /* Tract sets no row will name once a change commits (pom_file.c
-     * pom_tracts_drop): removed after a sync by the same MDS epoch. */
+     * pom_tracts_drop): removed after a sync of every MDS with no restart
+     * seen since. */
     pthread_mutex_t gone_mu;
     struct pom_gone *gone;         /* gone_mu: xt_malloc'd */
     size_t ngone, capgone;         /* gone_mu */

@@ -18,7 +18,9 @@
  */
 #include "pom_client_i.h"
 #include "pom_blob.h"
+#include "pom_route.h"
 #include "r2_agent.h"
+#include "xt_hash.h"
 #include "xt_rpc_r2.h"
 
 #include <stdio.h>
@@ -26,10 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
+/* -EAGAIN: the MDS owning a new split slice waits for the splitter's
+ * commit before it can load it (docs/mds-dist.md): transient too. */
 static bool transient(int rc)
 {
     return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -EIO ||
-           rc == -EPIPE;
+           rc == -EPIPE || rc == -EAGAIN || rc == -EHOSTUNREACH;
 }
 
 static void pause_ms(int ms)
@@ -62,25 +66,26 @@ static bool retry_again(struct retry *r, int rc)
     return true;
 }
 
-/* Records the MDS incarnation `epoch` of a reply (invariant (5) of
- * pom_client_i.h); `ack`: the reply acknowledged a change. A change
- * acknowledged by an earlier incarnation and not yet synced may have died
- * with it; and whatever this client (or the kernel above it) cached from
- * that incarnation may show such changes, so a new epoch marks the open
- * buffers stale and tells pom_set_restart_cb's callback. */
-static void note_epoch(pom_fs *fs, uint32_t epoch, bool ack)
+/* Records the incarnation `epoch` of MDS m in a reply (invariant (5) of
+ * pom_client_i.h, kept per MDS); `ack`: the reply acknowledged a change. A
+ * change acknowledged by an earlier incarnation and not yet synced may
+ * have died with it; and whatever this client (or the kernel above it)
+ * cached from that incarnation may show such changes, so a new epoch marks
+ * the open buffers stale, counts a restart and tells pom_set_restart_cb's
+ * callback. */
+static void note_epoch(pom_fs *fs, struct pom_mds *m, uint32_t epoch, bool ack)
 {
-    if (!epoch)
+    if (!epoch || !m)
         return;
     pthread_mutex_lock(&fs->epoch_mu);
-    if (fs->ack_epoch && fs->ack_epoch != epoch && fs->ack_seq > fs->synced_seq)
-        fs->epoch_lost = true;
+    if (m->ack_epoch && m->ack_epoch != epoch && m->ack_seq > m->synced_seq)
+        m->epoch_lost = true;
     if (ack) {
-        fs->ack_epoch = epoch;
-        fs->ack_seq++;
+        m->ack_epoch = epoch;
+        m->ack_seq++;
     }
-    bool restarted = fs->seen_epoch && fs->seen_epoch != epoch;
-    fs->seen_epoch = epoch;
+    bool restarted = m->seen_epoch && m->seen_epoch != epoch;
+    m->seen_epoch = epoch;
     if (restarted)
         fs->restarts++;
     pthread_mutex_unlock(&fs->epoch_mu);
@@ -102,12 +107,19 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
     struct retry rt = retry_begin(fs);
     req->t.fsid = fs->fsid;
-    req->t.slice_hint = -1;
+    uint64_t h = xt_hash_name(req->name, req->name_len);
     for (;;) {
+        xt_rpc_pool *pool;
+        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, req->t.table, h,
+                                           &req->t.slice_hint, &pool);
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
-        int rc = xt_mds_call(fs->pool, &call, req, resp);
+        int rc = m ? xt_mds_call(pool, &call, req, resp) : -EHOSTUNREACH;
+        if (!m)
+            memset(resp, 0, sizeof *resp);
+        if (resp->bitmap)
+            pom_route_learn(fs->route, req->t.table, resp->bitmap, resp->bitmap_len);
         if (rc == 0 || rc == -ENOENT || rc == -EEXIST || rc == -ESTALE)
-            note_epoch(fs, resp->epoch, rc == 0 && req->op != XT_OP_LOOKUP);
+            note_epoch(fs, m, resp->epoch, rc == 0 && req->op != XT_OP_LOOKUP);
         if (!retry_again(&rt, rc))
             return rc;
         xt_resp_free(resp);
@@ -120,9 +132,18 @@ int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
     struct retry rt = retry_begin(fs);
+    struct xt_list_req q = *req;
+    uint64_t h = pom_route_cookie_hash(q.cookie);
     for (;;) {
+        xt_rpc_pool *pool;
+        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, q.t.table, h, &q.t.slice_hint,
+                                           &pool);
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
-        int rc = xt_mds_list(fs->pool, &call, req, resp);
+        int rc = m ? xt_mds_list(pool, &call, &q, resp) : -EHOSTUNREACH;
+        if (!m)
+            memset(resp, 0, sizeof *resp);
+        if (rc == 0 && resp->bitmap)
+            pom_route_learn(fs->route, q.t.table, resp->bitmap, resp->bitmap_len);
         if (!retry_again(&rt, rc))
             return rc;
         xt_list_resp_free(resp);
@@ -133,22 +154,22 @@ int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp
  * -EIO when some acknowledged since the last sync were acknowledged by an
  * incarnation that is gone (its uncommitted groups died with it), reported
  * once, as a failed write-back is. */
-static int sync_verdict(pom_fs *fs, uint64_t seq0, uint32_t epoch)
+static int sync_verdict(pom_fs *fs, struct pom_mds *m, uint64_t seq0, uint32_t epoch)
 {
     int rc = 0;
     pthread_mutex_lock(&fs->epoch_mu);
-    if (fs->epoch_lost || (epoch && fs->ack_epoch && fs->ack_epoch != epoch &&
-                           fs->ack_seq > fs->synced_seq)) {
+    if (m->epoch_lost || (epoch && m->ack_epoch && m->ack_epoch != epoch &&
+                          m->ack_seq > m->synced_seq)) {
         rc = -EIO;
-        fs->epoch_lost = false;
-        fs->synced_seq = fs->ack_seq; /* said once */
-    } else if (!epoch || fs->ack_epoch == epoch) {
-        fs->synced_seq = XT_MAX(fs->synced_seq, seq0);
+        m->epoch_lost = false;
+        m->synced_seq = m->ack_seq; /* said once */
+    } else if (!epoch || m->ack_epoch == epoch) {
+        m->synced_seq = XT_MAX(m->synced_seq, seq0);
     }
     pthread_mutex_unlock(&fs->epoch_mu);
     if (rc)
-        XT_WARN("fs %u: the MDS restarted (epoch %u) before changes acknowledged by its "
-                "previous run were committed: some may be lost", fs->fsid, epoch);
+        XT_WARN("fs %u: the MDS %s restarted (epoch %u) before changes acknowledged by its "
+                "previous run were committed: some may be lost", fs->fsid, m->addr, epoch);
     return rc;
 }
 
@@ -162,40 +183,108 @@ uint64_t pom_restart_count(pom_fs *fs)
 
 int pom_sync_quiet(pom_fs *fs)
 {
-    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
-    uint64_t committed = 0;
-    uint32_t epoch = 0;
-    atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
-    int rc = xt_mds_sync(fs->pool, &call, 0, &committed, &epoch);
-    if (rc == 0)
-        note_epoch(fs, epoch, false);
+    struct pom_mds *ms[64];
+    xt_rpc_pool *pools[64];
+    size_t n = pom_route_all(fs->route, ms, pools, 64);
+    int rc = 0;
+    for (size_t i = 0; i < n && i < 64; i++) {
+        xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
+        uint64_t committed = 0;
+        uint32_t epoch = 0;
+        atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
+        int r = xt_mds_sync(pools[i], &call, 0, &committed, &epoch);
+        if (r == 0)
+            note_epoch(fs, ms[i], epoch, false);
+        else if (rc == 0)
+            rc = r;
+    }
     return rc;
 }
 
-int pom_sync_call(pom_fs *fs)
+/* Syncs one MDS with the retry window. */
+static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
     struct retry rt = retry_begin(fs);
     pthread_mutex_lock(&fs->epoch_mu);
-    uint64_t seq0 = fs->ack_seq;
+    uint64_t seq0 = m->ack_seq;
     pthread_mutex_unlock(&fs->epoch_mu);
-    struct pom_gone *gone;
-    size_t ngone = pom_gone_take(fs, &gone); /* before: this sync covers them */
     for (;;) {
         uint64_t committed = 0;
         uint32_t epoch = 0;
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
-        int rc = xt_mds_sync(fs->pool, &call, 0, &committed, &epoch);
+        int rc = xt_mds_sync(pool, &call, 0, &committed, &epoch);
         if (rc == 0) {
-            note_epoch(fs, epoch, false);
-            pom_gone_finish(fs, gone, ngone, 0, pom_restart_count(fs));
-            return sync_verdict(fs, seq0, epoch);
+            note_epoch(fs, m, epoch, false);
+            return sync_verdict(fs, m, seq0, epoch);
         }
-        if (!retry_again(&rt, rc)) {
-            pom_gone_finish(fs, gone, ngone, rc, 0);
+        if (!retry_again(&rt, rc))
             return rc;
-        }
     }
+}
+
+/* With many MDS a change may sit at any of them (a forwarded request is
+ * applied by the owner, not by the MDS the client called): every MDS of
+ * the view is synced. */
+int pom_sync_call(pom_fs *fs)
+{
+    struct pom_mds *ms[64];
+    xt_rpc_pool *pools[64];
+    struct pom_gone *gone;
+    size_t ngone = pom_gone_take(fs, &gone); /* before: these syncs cover them */
+    size_t n = pom_route_all(fs->route, ms, pools, 64);
+    int rc = 0;
+    for (size_t i = 0; i < n && i < 64; i++) {
+        int r = sync_one(fs, ms[i], pools[i]);
+        if (r < 0 && rc == 0)
+            rc = r;
+    }
+    /* -EIO: a restart lost changes; it is counted, so the sets it concerns
+     * no longer match their mark and stay. */
+    pom_gone_finish(fs, gone, ngone, rc == -EIO ? 0 : rc, pom_restart_count(fs));
+    return rc;
+}
+
+/* The stage-1 gap (docs/mds-dist.md): when the rows of an atomic batch are
+ * not all at one MDS (-EXDEV), its ops run one by one, in order, with no
+ * atomicity; a failing op stops the rest (*failed its index). In-batch
+ * semantics are kept per op: a LOOKUP is a check (version/uuid compared
+ * here), a CREATE with XT_F_IF_VER/XT_F_IF_UUID replaces only a row
+ * that passes the same check. */
+static int batch_fallback(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
+                          bool *retried)
+{
+    for (size_t i = 0; i < n; i++) {
+        *failed = i;
+        struct xt_req q = reqs[i];
+        bool check = q.op == XT_OP_LOOKUP ||
+                     (q.op == XT_OP_CREATE && (q.flags & (XT_F_IF_VER | XT_F_IF_UUID)));
+        struct xt_resp r;
+        int rc = 0;
+        if (check) {
+            static const uint16_t none[1] = { 0 };
+            struct xt_req l = { .op = XT_OP_LOOKUP, .t = q.t, .name = q.name,
+                                .name_len = q.name_len, .cols = none, .ncols = 0 };
+            rc = pom_call(fs, &l, &r, retried);
+            xt_row v;
+            if (rc == 0 && (!r.row || xt_row_decode_meta(r.row, r.row_len, &v) < 0))
+                rc = -EIO;
+            if (rc == 0 && (((q.flags & XT_F_IF_VER) && v.attr.version != q.expect_version) ||
+                            ((q.flags & XT_F_IF_UUID) && v.attr.uuid != q.expect_uuid)))
+                rc = -ESTALE;
+            xt_resp_free(&r);
+            if (rc < 0)
+                return rc;
+            if (q.op == XT_OP_LOOKUP)
+                continue;
+            q.flags &= ~(uint32_t)(XT_F_IF_VER | XT_F_IF_UUID | XT_F_EXCL);
+        }
+        rc = pom_call(fs, &q, &r, retried);
+        xt_resp_free(&r);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
 }
 
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
@@ -209,14 +298,26 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
         reqs[i].t.fsid = fs->fsid;
         reqs[i].t.slice_hint = -1;
     }
+    /* The batch goes to the owner of its first op (decision 7 of
+     * docs/mds-dist.md); an MDS that does not own every row says -EXDEV. */
+    uint64_t h = n ? xt_hash_name(reqs[0].name, reqs[0].name_len) : 0;
     for (;;) {
         memset(resps, 0, sizeof resps);
+        xt_rpc_pool *pool = NULL;
+        int32_t hint;
+        struct pom_mds *m = n ? pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint,
+                                               &pool)
+                              : NULL;
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
-        int rc = xt_mds_batch_atomic(fs->pool, &call, reqs, n, resps, failed);
+        int rc = m ? xt_mds_batch_atomic(pool, &call, reqs, n, resps, failed) : -EHOSTUNREACH;
+        if (!m)
+            *failed = SIZE_MAX;
         if (rc == 0)
-            note_epoch(fs, resps[0].epoch, true);
+            note_epoch(fs, m, resps[0].epoch, true);
         for (size_t i = 0; i < n; i++)
             xt_resp_free(&resps[i]);
+        if (rc == -EXDEV)
+            return batch_fallback(fs, reqs, n, failed, retried);
         if (!retry_again(&rt, rc))
             return rc;
         if (retried)
@@ -425,31 +526,31 @@ static int ensure_root(pom_fs *fs)
     return rc == -EEXIST ? 0 : rc;
 }
 
-int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid, const struct pom_opts *opts,
-                         pom_fs **out)
+static struct xt_rpc_pool_opts pool_opts(const struct pom_opts *opts)
 {
-    *out = NULL;
-    char host[256];
-    int port = 0;
-    if (!mds_addr || xt_rpc_parse_addr(mds_addr, host, sizeof host, &port) || port <= 0)
-        return -EINVAL;
+    return (struct xt_rpc_pool_opts){
+        .max_idle = 32,
+        .call_timeout_ms = opts && opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 10000,
+        .backoff_min_ms = 10, .backoff_max_ms = 500,
+    };
+}
+
+/* A connected fs over route (taken over, also on error). */
+static int fs_new(uint32_t fsid, const struct pom_opts *opts, pom_route *route, pom_fs **out)
+{
     pom_fs *fs = xt_calloc(1, sizeof *fs);
-    if (!fs)
+    if (!fs) {
+        pom_route_free(route);
         return -ENOMEM;
+    }
     fs->fsid = fsid;
+    fs->route = route;
     fs->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : 30000;
     pthread_mutex_init(&fs->mu, NULL);
     pthread_mutex_init(&fs->alloc_mu, NULL);
     pthread_mutex_init(&fs->epoch_mu, NULL);
     pthread_mutex_init(&fs->gone_mu, NULL);
-    struct xt_rpc_pool_opts po = {
-        .host = host, .port = port, .max_idle = 32,
-        .call_timeout_ms = opts && opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 10000,
-        .backoff_min_ms = 10, .backoff_max_ms = 500,
-    };
     int rc = pom_ino_init(fs);
-    if (rc == 0)
-        rc = xt_rpc_pool_new(&po, &fs->pool);
     if (rc == 0)
         rc = ensure_root(fs);
     if (rc == 0)
@@ -462,15 +563,28 @@ int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid, const struct pom_o
     return 0;
 }
 
+int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid, const struct pom_opts *opts,
+                         pom_fs **out)
+{
+    *out = NULL;
+    if (!mds_addr)
+        return -EINVAL;
+    struct xt_rpc_pool_opts po = pool_opts(opts);
+    pom_route *route;
+    int rc = pom_route_new_single(mds_addr, &po, &route);
+    return rc < 0 ? rc : fs_new(fsid, opts, route, out);
+}
+
 int pom_connect_mds(const char *mds_addr, uint32_t fsid, pom_fs **out)
 {
     return pom_connect_mds_opts(mds_addr, fsid, NULL, out);
 }
 
-/* Asks the R2s in r2_addrs (comma-separated) for fs `fsname` and for an MDS
- * that is up. Followers answer get_view and fs_list too, so any R2 will do. */
-static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid, char *mds,
-                     size_t cap, struct xt_fs_info *info)
+/* Asks the R2s in r2_addrs (comma-separated) for fs `fsname` and for the
+ * view (MDS sites, ring 0): *v (xt_view_free) when 0. Followers answer
+ * get_view and fs_list too, so any R2 will do. */
+static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid,
+                     struct xt_view *view, struct xt_fs_info *info)
 {
     char list[1024];
     if (strlen(r2_addrs) >= sizeof list)
@@ -508,12 +622,12 @@ static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid, c
             if (rc == 0) {
                 rc = -EHOSTUNREACH;
                 for (size_t i = 0; has && i < v.nsites && rc; i++)
-                    if (v.sites[i].type == XT_SITE_MDS && v.sites[i].state == XT_SITE_UP &&
-                        strlen(v.sites[i].addr) < cap) {
-                        strcpy(mds, v.sites[i].addr);
+                    if (v.sites[i].type == XT_SITE_MDS && v.sites[i].state == XT_SITE_UP)
                         rc = 0;
-                    }
-                xt_view_free(&v);
+                if (rc == 0)
+                    *view = v;
+                else
+                    xt_view_free(&v);
             }
         }
         xt_rpc_pool_free(p);
@@ -523,17 +637,26 @@ static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid, c
     return rc;
 }
 
+/* New views (MDS added or moved, ring 0 changed) re-route at once; while
+ * R2 is unreachable the last view stays (pom_route.h (2)). */
+static void client_view(void *arg, const struct xt_view *v, int changed)
+{
+    if (changed & (XT_VIEW_SITES | XT_VIEW_RINGS))
+        pom_route_update(arg, v);
+}
+
 int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
 {
     *out = NULL;
     if (!r2_addrs || !fsname || !*fsname)
         return -EINVAL;
     uint32_t fsid = 0;
-    char mds[256];
+    struct xt_view view;
+    memset(&view, 0, sizeof view);
     struct xt_fs_info *info = xt_calloc(1, sizeof *info); /* blob backend and path */
     if (!info)
         return -ENOMEM;
-    int rc = r2_locate(r2_addrs, fsname, &fsid, mds, sizeof mds, info);
+    int rc = r2_locate(r2_addrs, fsname, &fsid, &view, info);
     if (rc == -ENOENT)
         XT_ERR("no file system named '%s' at R2 %s (create it: pomctl fs create %s)", fsname,
                r2_addrs, fsname);
@@ -541,8 +664,15 @@ int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
         XT_ERR("R2 %s knows no MDS that is up", r2_addrs);
     else if (rc)
         XT_ERR("cannot reach R2 at %s: %s", r2_addrs, strerror(-rc));
-    if (rc == 0)
-        rc = pom_connect_mds(mds, fsid, out); /* one MDS serves every table for now */
+    if (rc == 0) {
+        /* Every MDS of the view, requests routed by ring 0 (pom_route.h). */
+        struct xt_rpc_pool_opts po = pool_opts(NULL);
+        pom_route *route;
+        rc = pom_route_new_view(&view, &po, &route);
+        if (rc == 0)
+            rc = fs_new(fsid, NULL, route, out);
+        xt_view_free(&view);
+    }
     if (rc == 0 && info->blob_path[0]) {
         /* The fs record's blob tier. Not reaching it leaves the small files
          * usable (large ones answer EFBIG); pomfs -o blob=DIR overrides. */
@@ -562,7 +692,8 @@ int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
     char label[64];
     snprintf(label, sizeof label, "client-%d", (int)getpid());
     struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_CLIENT, .addr = label,
-                                .fs_name = fsname };
+                                .fs_name = fsname, .on_view = client_view,
+                                .view_arg = (*out)->route };
     if ((rc = r2_agent_start(&ao, &(*out)->agent)))
         XT_WARN("cannot register the mount with R2: %s", strerror(-rc));
     return 0;
@@ -573,10 +704,9 @@ void pom_close(pom_fs *fs)
     if (!fs)
         return;
     r2_agent_stop(fs->agent);
-    if (fs->pool && fs->ngone)
+    if (fs->route && fs->ngone)
         pom_tracts_reap(fs);
-    if (fs->pool)
-        xt_rpc_pool_free(fs->pool);
+    pom_route_free(fs->route);
     pom_ino_destroy(fs);
     pom_blob_close(fs->blob);
     pthread_mutex_destroy(&fs->mu);

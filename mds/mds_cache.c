@@ -420,6 +420,36 @@ void mds_cache_set_pressure(mds_cache *c, void (*fn)(void *arg), void *arg)
     c->o.pressure_arg = arg;
 }
 
+int mds_cache_drop(mds_cache *c, const struct mds_key *k)
+{
+    uint64_t h = key_hash(k);
+    struct stripe *s = stripe_of(c, h);
+    pthread_mutex_lock(&s->mu);
+    struct mds_cent *e = stripe_find(s, k, h);
+    int rc = -ENOENT;
+    if (e && (e->ref != 0 || e->state != CENT_READY))
+        rc = -EBUSY;
+    if (e && rc == -ENOENT) {
+        pthread_mutex_lock(&c->lru_mu);
+        if (e->in_lru) {
+            lru_unlink(c, e);
+            rc = 0;
+        } else {
+            rc = -EBUSY;
+        }
+        pthread_mutex_unlock(&c->lru_mu);
+    }
+    if (rc == 0)
+        stripe_remove(c, s, e);
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0) {
+        atomic_fetch_sub(&c->bytes, e->bytes);
+        atomic_fetch_sub(&c->rows, e->rows);
+        cent_free(e);
+    }
+    return rc;
+}
+
 int mds_cache_evict(mds_cache *c)
 {
     int dropped = 0;

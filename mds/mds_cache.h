@@ -111,6 +111,10 @@ void mds_cache_resize(mds_cache *c, mds_cent *e);
 /* Set the pressure hook after creation (the commit group is created after
  * the cache). Not synchronised with eviction: call before concurrent use. */
 void mds_cache_set_pressure(mds_cache *c, void (*fn)(void *arg), void *arg);
+/* Drop the entry of k now if it is READY and unpinned (so clean, by
+ * invariant 3): a split child handed to another MDS (docs/mds-dist.md).
+ * 0, -ENOENT (absent), -EBUSY (pinned or loading). */
+int mds_cache_drop(mds_cache *c, const struct mds_key *k);
 /* One eviction pass (invariant 4). Returns the number of entries dropped. */
 int mds_cache_evict(mds_cache *c);
 

@@ -2,6 +2,12 @@
  * mds_main.c -- pom-mds, the cache server: slices in memory, commit groups
  * with two-phase commit to the MDSLs, the xTable RPC service.
  *
+ * Many MDS (docs/mds-dist.md): with --r2, the MDS sites and ring 0 come
+ * from the view as ring 1 does, and are refreshed with every new view;
+ * slices are owned by ring 0, requests for slices owned elsewhere are
+ * forwarded (mds_service.c), bitmaps converge by gossip (mds_route.c).
+ * Without --r2 this MDS is the only one and owns everything.
+ *
  * MDSL sites come from R2 (--r2: the MDS registers, learns the MDSL sites
  * and ring 1 from the view, and heartbeats) or are given with --mdsl
  * (repeatable; numbered 1, 2, ... in the order given, placed by a ring built
@@ -23,6 +29,7 @@
  */
 #include "mds_cache.h"
 #include "mds_group.h"
+#include "mds_route.h"
 #include "mds_service.h"
 #include "mds_stats.h"
 #include "mds_store_rpc.h"
@@ -111,21 +118,71 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, xt_ring **ring, uin
     }
 }
 
+/* Ring 0 and the MDS addresses of a view into the route. */
+static void route_from_view(mds_route *route, const struct xt_view *v)
+{
+    xt_ring *r0 = NULL;
+    for (size_t i = 0; i < v->nrings; i++)
+        if (v->rings[i].ring == XT_RING_MDS &&
+            xt_ring_decode(v->rings[i].data, v->rings[i].len, &r0))
+            r0 = NULL;
+    struct mds_route_site *ss = xt_calloc(v->nsites ? v->nsites : 1, sizeof *ss);
+    size_t n = 0;
+    for (size_t i = 0; ss && i < v->nsites; i++)
+        if (v->sites[i].type == XT_SITE_MDS)
+            ss[n++] = (struct mds_route_site){ v->sites[i].id, v->sites[i].addr };
+    if (mds_route_update(route, r0, ss, n) < 0)
+        XT_WARN("route: out of memory taking the view");
+    xt_free(ss);
+}
+
+struct view_arg {
+    mds_store_rpc *rpc;
+    mds_route *route;
+};
+
 /* Keeps MDSL addresses current as the view changes (a restarted MDSL may
- * come back on another port). Ring changes need slice movement (issue:
- * online scaling) and are not followed yet. */
+ * come back on another port), and ring 0 with the MDS addresses. Ring 1
+ * changes need slice movement (issue: online scaling) and are not
+ * followed yet; a ring 0 change re-routes at once (no slice movement:
+ * docs/mds-dist.md). */
 static void on_view(void *arg, const struct xt_view *v, int changed)
 {
+    struct view_arg *va = arg;
+    if (changed & (XT_VIEW_SITES | XT_VIEW_RINGS))
+        route_from_view(va->route, v);
     if (!(changed & XT_VIEW_SITES))
         return;
     for (size_t i = 0; i < v->nsites; i++)
         if (v->sites[i].type == XT_SITE_MDSL && v->sites[i].state == XT_SITE_UP)
-            mds_store_rpc_set_site(arg, v->sites[i].id, v->sites[i].addr);
+            mds_store_rpc_set_site(va->rpc, v->sites[i].id, v->sites[i].addr);
+}
+
+/* Waits (up to timeout_ms) for ring 0 to hold this MDS. */
+static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
+{
+    uint64_t deadline = xt_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    for (int round = 0;; round++) {
+        struct xt_view v;
+        if (r2_agent_view_copy(agent, &v) == 0) {
+            route_from_view(route, &v);
+            xt_view_free(&v);
+            if (mds_route_ring_has_self(route))
+                return 0;
+        }
+        if (xt_mono_ns() > deadline)
+            return -ETIMEDOUT;
+        if (round % 50 == 0)
+            XT_INFO("waiting for ring 0 to include this MDS");
+        struct timespec ts = { 0, 100 * 1000000L };
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* Logs every operation's count and latency histogram summary, the commit,
  * split and cache counters, and the memory a cached row costs. */
-static void report(mds_stats *stats, mds_cache *cache, mds_group *group)
+static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_table *table,
+                   mds_route *route)
 {
     char buf[8192];
     mds_stats_dump_text(stats, buf, sizeof buf);
@@ -142,6 +199,24 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group)
             (unsigned long long)ci.loads, (unsigned long long)ci.evictions,
             (unsigned long long)gi.committed_gen, (unsigned long long)gi.commits,
             (unsigned long long)gi.aborts, (unsigned long long)gi.syncs);
+    /* One line the many-MDS tests parse (docs/mds-dist.md). */
+    size_t ntab = table ? mds_table_count(table) : 0;
+    XT_INFO("dist: site %u ring0 v%llu tables %zu slices %zu rows %zu requests %llu forwards "
+            "%llu looped %llu fwd_errors %llu remote_answers %llu gossip_rounds %llu "
+            "gossip_new_bits %llu handovers %llu bits_home %llu gossip_ms %u",
+            route ? mds_route_self(route) : 0,
+            (unsigned long long)(route ? mds_route_ring_version(route) : 0), ntab,
+            ci.entries > ntab ? ci.entries - ntab : 0, ci.rows,
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_REQUESTS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_FORWARDS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_FORWARDS_LOOPED),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_FORWARD_ERRORS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_REMOTE_ANSWERS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_GOSSIP_ROUNDS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_GOSSIP_NEW_BITS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_HANDOVERS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_BITS_HOME),
+            route ? mds_route_gossip_interval(route) : 0);
 }
 
 static void usage(FILE *f)
@@ -159,6 +234,8 @@ static void usage(FILE *f)
             "  --commit-interval-ms N  commit group period (default 5000)\n"
             "  --mem-bound BYTES       slice cache bound (default 1G)\n"
             "  --split-threshold N     rows per slice before it splits (default 8192)\n"
+            "  --gossip-ms N           first bitmap gossip interval, adaptive 20..2000 ms\n"
+            "                          (default 200; 0: no gossip)\n"
             "  --verbose               debug log\n"
             "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
             "splits, cache and memory per row); SIGTERM logs them and stops.\n");
@@ -188,6 +265,7 @@ int main(int argc, char **argv)
         { "commit-interval-ms", required_argument, NULL, 'c' },
         { "mem-bound", required_argument, NULL, 'b' },
         { "split-threshold", required_argument, NULL, 'x' },
+        { "gossip-ms", required_argument, NULL, 'g' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -198,6 +276,7 @@ int main(int argc, char **argv)
     uint64_t hb_interval = 1000;
     bool site_given = false;
     uint64_t site_id = 1, threads = 4, interval = 5000, mem_bound = 1ull << 30, split = 8192;
+    uint64_t gossip_ms = 200;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -222,6 +301,7 @@ int main(int argc, char **argv)
         case 'c': if (parse_num("--commit-interval-ms", optarg, 1, 3600000, &interval)) return 2; break;
         case 'b': if (parse_num("--mem-bound", optarg, 1 << 20, UINT64_MAX, &mem_bound)) return 2; break;
         case 'x': if (parse_num("--split-threshold", optarg, 16, 1 << 22, &split)) return 2; break;
+        case 'g': if (parse_num("--gossip-ms", optarg, 0, 60000, &gossip_ms)) return 2; break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -262,6 +342,8 @@ int main(int argc, char **argv)
     mds_table *table = NULL;
     xt_rpc_server *srv = NULL;
     r2_agent *agent = NULL;
+    mds_route *route = NULL;
+    struct view_arg va = { NULL, NULL };
     uint32_t sites[MAX_MDSL];
     if (!ring || !stats || mds_store_rpc_new(10000, &rpc)) {
         XT_ERR("out of memory");
@@ -288,7 +370,13 @@ int main(int argc, char **argv)
         struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDS, .addr = self,
                                     .id_file = dir ? idfile : NULL,
                                     .hb_interval_ms = (unsigned)hb_interval,
-                                    .on_view = on_view, .view_arg = rpc };
+                                    .on_view = on_view, .view_arg = &va };
+        if ((rc = mds_route_new(0, stats, &route))) {
+            XT_ERR("out of memory");
+            goto out;
+        }
+        va.rpc = rpc;
+        va.route = route;
         if ((rc = r2_agent_start(&ao, &agent))) {
             XT_ERR("bad --r2 '%s': %s", r2_addrs, strerror(-rc));
             goto out;
@@ -303,8 +391,13 @@ int main(int argc, char **argv)
                    (unsigned long long)site_id, MDS_SITE_MAX);
             goto out;
         }
+        mds_route_set_self(route, (uint32_t)site_id);
         if ((rc = mdsl_from_r2(agent, rpc, &ring, sites, &nmdsl, MAX_MDSL, 120000))) {
             XT_ERR("no MDSL registered with R2: %s", strerror(-rc));
+            goto out;
+        }
+        if ((rc = ring0_from_r2(agent, route, 120000))) {
+            XT_ERR("ring 0 of R2 never included this MDS: %s", strerror(-rc));
             goto out;
         }
         /* The home of the decision records must not move between restarts:
@@ -345,13 +438,24 @@ int main(int argc, char **argv)
     }
     mds_cache_set_pressure(cache, mds_group_kick, group);
     struct mds_table_opts to = { .cache = cache, .group = group, .stats = stats,
-                                 .split_threshold = (uint32_t)split };
+                                 .split_threshold = (uint32_t)split,
+                                 .owns = route ? mds_route_owns : NULL,
+                                 .on_bit = route ? mds_route_on_bit : NULL,
+                                 .route_arg = route };
     if ((rc = mds_table_new(&to, &table))) {
         XT_ERR("cannot create the table layer: %s", strerror(-rc));
         goto out;
     }
-    struct mds_service svc = { .table = table, .group = group, .stats = stats };
-    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = (int)threads };
+    if (route && (rc = mds_route_start(route, table, group, cache, (unsigned)gossip_ms))) {
+        XT_ERR("cannot start the routing thread: %s", strerror(-rc));
+        goto out;
+    }
+    struct mds_service svc = { .table = table, .group = group, .stats = stats, .route = route };
+    /* Forwarding blocks a server thread on another MDS, which may be
+     * forwarding back: extra workers keep two MDS forwarding to each other
+     * from exhausting both pools (the hop limit and timeouts bound it). */
+    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = (int)threads,
+                                     .workers = route ? 4 * (int)threads : 0 };
     if ((rc = mds_service_start(&svc, &ro, &srv))) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
         goto out;
@@ -369,13 +473,14 @@ int main(int argc, char **argv)
     /* SIGHUP: report the counters and go on; SIGINT/SIGTERM: report and stop. */
     int sig;
     while ((sig = xt_daemon_wait_signal()) == SIGHUP)
-        report(stats, cache, group);
+        report(stats, cache, group, table, route);
     XT_INFO("signal %d: committing and stopping", sig);
-    report(stats, cache, group);
+    report(stats, cache, group, table, route);
     rc = 0;
 out:
     r2_agent_stop(agent);
     xt_rpc_server_stop(srv);
+    mds_route_free(route); /* its thread uses the table, group and cache */
     mds_table_free(table);
     if (group)
         mds_group_close(group, true);

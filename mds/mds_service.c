@@ -13,6 +13,16 @@
  * entry is what brings its table into being. Lookups and lists of a table
  * that was never created answer -ENOENT.
  *
+ * Many MDS (docs/mds-dist.md): a request for a slice this MDS does not
+ * own (-EREMOTE from the table) is forwarded, same request id, hops + 1,
+ * with this MDS's bitmap of the table, to the owner of the slice this
+ * MDS's bitmap picks; a forwarded request's bitmap is merged before
+ * routing. A request that would pass MDS_HOPS_MAX hops answers -ELOOP.
+ * The answering MDS attaches its bitmap when the request was forwarded or
+ * the client's slice_hint was not the slice that served it. An atomic
+ * batch touching a slice owned elsewhere answers -EXDEV (the client runs
+ * its ops one by one: the stage-1 gap).
+ *
  * An XT_BATCH_ATOMIC batch becomes one mds_table_atomic call (all rows or
  * none, in one commit group; docs/mds-commit.md "Atomic batches"): CREATE
  * -> MDS_AOP_CREATE (with XT_F_IF_VER a replace of the row at that
@@ -63,6 +73,116 @@ static int maybe_sync(struct mds_service *svc, const struct xt_req *req, uint64_
     if (!(req->flags & XT_F_SYNC))
         return 0;
     return mds_group_sync(svc->group, gen, svc->sync_timeout_ms ? svc->sync_timeout_ms : 60000);
+}
+
+/* Merge a forwarding MDS's bitmap (mds_table_merge) before routing. */
+static void merge_fwd(struct mds_service *svc, const xt_rpc_ctx *rc, const struct xt_tref *t,
+                      const uint8_t *bm, uint32_t len)
+{
+    mds_stats_add(svc->stats, MDS_CTR_REQUESTS, 1);
+    if (rc && rc->hops >= 2)
+        mds_stats_add(svc->stats, MDS_CTR_FORWARDS_LOOPED, 1);
+    if (rc && rc->hops >= 1)
+        mds_stats_add(svc->stats, MDS_CTR_REMOTE_ANSWERS, 1);
+    if (!svc->route || !bm)
+        return;
+    int n = mds_table_merge(svc->table, t->fsid, t->table, bm, len);
+    if (n > 0)
+        mds_route_changed(svc->route, t->fsid, t->table);
+}
+
+static void merge_fwd_reply(struct mds_service *svc, const struct xt_tref *t, const uint8_t *bm,
+                            uint32_t len)
+{
+    if (mds_table_merge(svc->table, t->fsid, t->table, bm, len) > 0)
+        mds_route_changed(svc->route, t->fsid, t->table);
+}
+
+/* Whether the reply must carry the bitmap (forwarded, or a wrong hint). */
+static bool want_bitmap(struct mds_service *svc, const xt_rpc_ctx *rc, const struct xt_tref *t,
+                        uint64_t h)
+{
+    if (!svc->route)
+        return false;
+    if (rc && rc->hops > 0)
+        return true;
+    uint32_t slice;
+    return mds_table_pick(svc->table, t->fsid, t->table, h, &slice) == 0 &&
+           (int64_t)slice != (int64_t)t->slice_hint;
+}
+
+/* Where to forward a request for hash h: 0 and *pool, or -errno (-ELOOP
+ * past the hop limit, -EAGAIN when the ring says the slice is ours after
+ * all: the ring changed meanwhile). *bm gets this MDS's bitmap (xt_free). */
+static int forward_to(struct mds_service *svc, const xt_rpc_ctx *rc, const struct xt_tref *t,
+                      uint64_t h, xt_rpc_pool **pool, uint32_t *slice, uint8_t **bm,
+                      size_t *bm_len)
+{
+    *bm = NULL;
+    if (!svc->route)
+        return -EIO;
+    uint32_t site;
+    int r = mds_table_pick(svc->table, t->fsid, t->table, h, slice);
+    if (r == 0)
+        r = mds_route_owner(svc->route, t->fsid, t->table, *slice, &site);
+    if (r < 0)
+        return r == -ENOENT ? -EAGAIN : r;
+    if (site == mds_route_self(svc->route))
+        return -EAGAIN;
+    int hops = rc ? rc->hops : 0;
+    if (hops + 1 > MDS_HOPS_MAX) {
+        XT_ERR("forward loop: fs %u table %llu slice %u (ring 0 v%llu): %d hops, giving up",
+               t->fsid, (unsigned long long)t->table, *slice,
+               (unsigned long long)mds_route_ring_version(svc->route), hops);
+        mds_stats_add(svc->stats, MDS_CTR_FORWARD_ERRORS, 1);
+        return -ELOOP;
+    }
+    if (!(*pool = mds_route_pool(svc->route, site)))
+        return -EHOSTUNREACH;
+    r = mds_table_bitmap(svc->table, t->fsid, t->table, bm, bm_len);
+    if (r < 0)
+        return r;
+    mds_stats_add(svc->stats, MDS_CTR_FORWARDS, 1);
+    return 0;
+}
+
+/* The call of a forward: same id, one more hop, the caller's budget left. */
+static xt_rpc_call forward_call(struct mds_service *svc, const xt_rpc_ctx *rc)
+{
+    xt_rpc_call c = { .req_id = rc ? rc->req_id : 0, .hops = (rc ? rc->hops : 0) + 1,
+                      .ring_version = (int64_t)mds_route_ring_version(svc->route) };
+    if (rc && rc->deadline_ns) {
+        uint64_t now = xt_mono_ns();
+        uint64_t left = rc->deadline_ns > now ? (rc->deadline_ns - now) / 1000000u : 1;
+        c.timeout_ms = (int)XT_MIN(XT_MAX(left, (uint64_t)1), (uint64_t)600000);
+    }
+    return c;
+}
+
+static int forward_op(struct mds_service *svc, const xt_rpc_ctx *rc, const struct xt_req *req,
+                      struct xt_resp *resp)
+{
+    xt_rpc_pool *pool;
+    uint32_t slice;
+    uint8_t *bm;
+    size_t bm_len;
+    int r = forward_to(svc, rc, &req->t, xt_hash_name(req->name, req->name_len), &pool,
+                       &slice, &bm, &bm_len);
+    if (r < 0)
+        return r;
+    struct xt_req fw = *req;
+    fw.t.slice_hint = (int32_t)slice;
+    fw.fwd_bitmap = bm;
+    fw.fwd_bitmap_len = (uint32_t)bm_len;
+    xt_rpc_call call = forward_call(svc, rc);
+    xt_resp_free(resp);
+    r = xt_mds_call(pool, &call, &fw, resp);
+    xt_free(bm);
+    if (r < 0 && resp->status == 0) /* transport: the client retries */
+        mds_stats_add(svc->stats, MDS_CTR_FORWARD_ERRORS, 1);
+    if (resp->bitmap) /* learn what the owner knows */
+        merge_fwd_reply(svc, &req->t, resp->bitmap, resp->bitmap_len);
+    return r;
 }
 
 static int piggyback(struct mds_service *svc, const struct xt_tref *t, uint32_t flags,
@@ -185,9 +305,9 @@ static int delete_check(void *arg, const void *row, size_t len)
 static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
                   struct xt_resp *resp)
 {
-    (void)rc_ctx;
     struct mds_service *svc = ctx;
     uint64_t t0 = xt_mono_ns(), gen = 0;
+    merge_fwd(svc, rc_ctx, &req->t, req->fwd_bitmap, req->fwd_bitmap_len);
     int rc;
     enum mds_op op;
     switch (req->op) {
@@ -237,8 +357,16 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
     }
     if (rc > 0)
         rc = 0;
+    if (rc == -EREMOTE) {
+        rc = forward_op(svc, rc_ctx, req, resp);
+        mds_stats_record(svc->stats, op, ms_since(t0), rc);
+        return rc;
+    }
     if (rc == 0 || rc == -ENOENT || rc == -EEXIST) {
-        int prc = piggyback(svc, &req->t, req->flags, &resp->bitmap, &resp->bitmap_len);
+        uint32_t fl = req->flags;
+        if (want_bitmap(svc, rc_ctx, &req->t, xt_hash_name(req->name, req->name_len)))
+            fl |= XT_F_BITMAP;
+        int prc = piggyback(svc, &req->t, fl, &resp->bitmap, &resp->bitmap_len);
         if (prc < 0 && rc == 0)
             rc = prc;
     }
@@ -287,16 +415,42 @@ static int list_cb(void *arg, const xt_slice_entry *e)
 static int svc_list(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_list_req *req,
                     struct xt_list_resp *resp)
 {
-    (void)rc_ctx;
     struct mds_service *svc = ctx;
     uint64_t t0 = xt_mono_ns();
+    merge_fwd(svc, rc_ctx, &req->t, req->fwd_bitmap, req->fwd_bitmap_len);
     struct list_arg la = { req, resp };
     uint64_t next = XT_COOKIE_END;
     int rc = mds_table_list(svc->table, req->t.fsid, req->t.table, req->cookie, req->max,
                             list_cb, &la, &next);
+    if (rc == -EREMOTE) {
+        xt_rpc_pool *pool;
+        uint32_t slice;
+        uint8_t *bm;
+        size_t bm_len;
+        rc = forward_to(svc, rc_ctx, &req->t, mds_table_cookie_hash(next), &pool, &slice, &bm,
+                        &bm_len);
+        if (rc == 0) {
+            struct xt_list_req fw = *req;
+            fw.cookie = next; /* empty slices of ours were skipped */
+            fw.t.slice_hint = (int32_t)slice;
+            fw.fwd_bitmap = bm;
+            fw.fwd_bitmap_len = (uint32_t)bm_len;
+            xt_rpc_call call = forward_call(svc, rc_ctx);
+            xt_list_resp_free(resp);
+            rc = xt_mds_list(pool, &call, &fw, resp);
+            xt_free(bm);
+            if (rc == 0 && resp->bitmap)
+                merge_fwd_reply(svc, &req->t, resp->bitmap, resp->bitmap_len);
+        }
+        mds_stats_record(svc->stats, MDS_OP_LIST, ms_since(t0), rc < 0 ? rc : 0);
+        return rc < 0 ? rc : 0;
+    }
     if (rc >= 0) {
         resp->next_cookie = next;
-        rc = piggyback(svc, &req->t, req->flags, &resp->bitmap, &resp->bitmap_len);
+        uint32_t fl = req->flags;
+        if (want_bitmap(svc, rc_ctx, &req->t, mds_table_cookie_hash(req->cookie)))
+            fl |= XT_F_BITMAP;
+        rc = piggyback(svc, &req->t, fl, &resp->bitmap, &resp->bitmap_len);
     }
     mds_stats_record(svc->stats, MDS_OP_LIST, ms_since(t0), rc < 0 ? rc : 0);
     return rc < 0 ? rc : 0;
@@ -408,6 +562,8 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
     }
     for (size_t i = 0; i < n; i++)
         xt_free(enc[i]);
+    if (rc == -EREMOTE)
+        rc = -EXDEV; /* not every row is this MDS's: no atomicity across MDS yet */
     if (rc == 0) {
         for (size_t i = 0; i < n; i++)
             resps[i].commit_group = gen;
@@ -427,6 +583,28 @@ static uint32_t svc_epoch(void *ctx)
     return ((struct mds_service *)ctx)->epoch;
 }
 
+/* Bitmap gossip and split bits sent home: merge each (the home persists). */
+static int svc_gossip(void *ctx, const xt_rpc_ctx *rc_ctx, uint32_t from_site,
+                      const struct xt_table_bitmap *t, size_t n)
+{
+    (void)rc_ctx;
+    (void)from_site;
+    struct mds_service *svc = ctx;
+    int total = 0;
+    for (size_t i = 0; i < n; i++) {
+        int r = mds_table_merge(svc->table, t[i].fsid, t[i].table, t[i].bitmap, t[i].len);
+        if (r == -EBADMSG)
+            return r;
+        if (r > 0) {
+            total += r;
+            if (svc->route)
+                mds_route_changed(svc->route, t[i].fsid, t[i].table);
+        }
+    }
+    mds_stats_add(svc->stats, MDS_CTR_GOSSIP_NEW_BITS, (uint64_t)total);
+    return total;
+}
+
 static const struct xt_mds_ops mds_ops = {
     .common = { .ping = NULL },
     .op = svc_op,
@@ -434,6 +612,7 @@ static const struct xt_mds_ops mds_ops = {
     .sync = svc_sync,
     .epoch = svc_epoch,
     .batch_atomic = svc_batch_atomic,
+    .gossip = svc_gossip,
 };
 
 int mds_service_start(struct mds_service *svc, const struct xt_rpc_server_opts *opts,

@@ -6,6 +6,7 @@
 #define MDS_SERVICE_H
 
 #include "mds_group.h"
+#include "mds_route.h"
 #include "mds_stats.h"
 #include "mds_table.h"
 #include "xt_rpc_mds.h"
@@ -14,6 +15,7 @@ struct mds_service {
     mds_table *table;      /* borrowed */
     mds_group *group;      /* borrowed */
     mds_stats *stats;      /* borrowed, may be NULL */
+    mds_route *route;      /* borrowed; NULL: the only MDS (no forwarding) */
     unsigned sync_timeout_ms; /* bound of a sync; 0: 60000 */
     uint32_t epoch;        /* set by mds_service_start: stamped on replies */
 };

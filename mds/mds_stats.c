@@ -38,6 +38,8 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "sync_calls", "early_closes", "lazy_snapshots",
     "cache_hits", "cache_misses", "cache_load_waits", "cache_evictions",
     "cache_pressure", "recover_commits", "recover_aborts",
+    "requests", "forwards", "forwards_looped", "forward_errors", "remote_answers",
+    "gossip_rounds", "gossip_sent_bits", "gossip_new_bits", "handovers", "bits_sent_home",
 };
 
 const char *mds_stats_op_name(enum mds_op op)

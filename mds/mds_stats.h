@@ -65,6 +65,17 @@ enum mds_ctr {
     MDS_CTR_CACHE_PRESSURE,   /* eviction asked the group for a commit */
     MDS_CTR_RECOVER_COMMITS,  /* in-doubt txids committed by recovery */
     MDS_CTR_RECOVER_ABORTS,
+    /* many MDS (docs/mds-dist.md) */
+    MDS_CTR_REQUESTS,         /* xTable requests received (ops, lists) */
+    MDS_CTR_FORWARDS,         /* requests this MDS forwarded to another */
+    MDS_CTR_FORWARDS_LOOPED,  /* requests that arrived with hops >= 2 */
+    MDS_CTR_FORWARD_ERRORS,   /* forwards that failed (transport, -ELOOP) */
+    MDS_CTR_REMOTE_ANSWERS,   /* answered here for a forwarding MDS (hops >= 1) */
+    MDS_CTR_GOSSIP_ROUNDS,    /* gossip messages sent */
+    MDS_CTR_GOSSIP_SENT_BITS, /* of them, rounds the peer learnt something from */
+    MDS_CTR_GOSSIP_NEW_BITS,  /* bits this MDS learnt from gossip */
+    MDS_CTR_HANDOVERS,        /* split children handed to their owner */
+    MDS_CTR_BITS_HOME,        /* split bits sent to a table's home */
     MDS_CTR__COUNT
 };
 

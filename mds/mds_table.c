@@ -11,6 +11,7 @@
  * generation, every precondition checked before the first change.
  */
 #include "mds_table.h"
+#include "mds_table_i.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -18,23 +19,6 @@
 #include "xt_bitmap.h"
 #include "xt_common.h"
 #include "xt_hash.h"
-
-#define META_CAPACITY 16u
-#define MAP_BUCKETS   256u
-
-struct mtab {
-    struct mtab *next;   /* (t->mu) */
-    uint32_t fsid;
-    uint64_t table;
-    mds_cent *meta;      /* pinned for the life of t (invariant 4) */
-    xt_bitmap *bm;       /* protected by the meta slice's lock */
-};
-
-struct mds_table {
-    struct mds_table_opts o;
-    pthread_mutex_t mu;
-    struct mtab *bucket[MAP_BUCKETS]; /* (mu) */
-};
 
 static uint64_t meta_hash(void)
 {
@@ -92,7 +76,7 @@ static int meta_read(mds_cent *meta, xt_bitmap **bm)
 
 /* Store the bitmap in the meta slice, stamped gen. REQUIRES: meta
  * write-locked and touched for gen. */
-static int meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_t gen)
+int mds_table_meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_t gen)
 {
     size_t len = xt_bitmap_encoded_size(bm);
     uint8_t *buf = xt_malloc(len);
@@ -109,8 +93,38 @@ static int meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_
     return rc < 0 ? rc : 0;
 }
 
+/* A non-home MDS's meta slice for a table whose meta slice is not on the
+ * MDSL yet: in memory only, never touched into a group, so never written
+ * (invariant 6). It starts with slice 0; merges add the rest. */
+static int meta_volatile(mds_table *t, const struct mds_key *k, mds_cent **out)
+{
+    for (;;) {
+        xt_slice *ms = xt_slice_new(0, 0, META_CAPACITY);
+        xt_bitmap *bm = xt_bitmap_new();
+        int rc = ms && bm ? 0 : -ENOMEM;
+        if (rc == 0) {
+            size_t len = xt_bitmap_encoded_size(bm);
+            uint8_t buf[64];
+            long n = len <= sizeof buf ? xt_bitmap_encode(bm, buf, sizeof buf) : -ENOSPC;
+            rc = n < 0 ? (int)n
+                       : xt_slice_insert(ms, MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1,
+                                         meta_hash(), buf, (size_t)n, 0, 0);
+        }
+        xt_bitmap_free(bm);
+        if (rc >= 0 && (rc = mds_cache_add(t->o.cache, k, ms, out)) == 0)
+            return 0;
+        xt_slice_free(ms);
+        if (rc != -EEXIST)
+            return rc < 0 ? rc : -EIO;
+        /* Someone added or is loading it: take theirs. */
+        rc = mds_cache_get(t->o.cache, k, out);
+        if (rc != -ENOENT)
+            return rc;
+    }
+}
+
 /* The open table (fsid, table), loading its meta slice on first use. */
-static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out)
+int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out)
 {
     unsigned b = map_bucket(fsid, table);
     pthread_mutex_lock(&t->mu);
@@ -125,7 +139,10 @@ static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **ou
     /* Load without the map lock (I/O), then insert unless someone won. */
     struct mds_key k = { fsid, MDS_META_SLICE, table };
     mds_cent *meta;
+    bool home = mds_table_owns(t, fsid, table, 0);
     int rc = mds_cache_get(t->o.cache, &k, &meta);
+    if (rc == -ENOENT && !home)
+        rc = meta_volatile(t, &k, &meta);
     if (rc < 0)
         return rc;
     struct mtab *m = xt_calloc(1, sizeof *m);
@@ -146,6 +163,7 @@ static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **ou
     m->fsid = fsid;
     m->table = table;
     m->meta = meta;
+    m->home = home;
     pthread_mutex_lock(&t->mu);
     for (struct mtab *x = t->bucket[b]; x; x = x->next)
         if (x->fsid == fsid && x->table == table) {
@@ -158,26 +176,48 @@ static int tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **ou
         }
     m->next = t->bucket[b];
     t->bucket[b] = m;
+    t->ntabs++;
     pthread_mutex_unlock(&t->mu);
     *out = m;
     return 0;
 }
 
-/* Pin the slice that holds hash h. */
+
+/* Pin the slice that holds hash h: -EREMOTE when another MDS owns it
+ * (invariant 6), -EAGAIN when it is in the bitmap but not on its MDSL yet
+ * (a split child whose splitter has not committed: a transient state). */
 static int slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e)
 {
     xt_slice *ms = mds_cent_slice(m->meta);
-    xt_slice_rdlock(ms);
-    uint32_t idx = xt_bitmap_lookup(m->bm, xt_hash_vh(h));
-    xt_slice_unlock(ms);
-    struct mds_key k = { m->fsid, idx, m->table };
-    int rc = mds_cache_get(t->o.cache, &k, e);
-    if (rc == -ENOENT) {
-        XT_ERR("table: fs %u table %llu: slice %u is in the bitmap but nowhere", m->fsid,
-               (unsigned long long)m->table, idx);
-        rc = -EIO;
+    for (int round = 0;; round++) {
+        xt_slice_rdlock(ms);
+        uint32_t idx = xt_bitmap_lookup(m->bm, xt_hash_vh(h));
+        xt_slice_unlock(ms);
+        if (!mds_table_owns(t, m->fsid, m->table, idx))
+            return -EREMOTE;
+        struct mds_key k = { m->fsid, idx, m->table };
+        int rc = mds_cache_get(t->o.cache, &k, e);
+        if (rc == -ENOENT) {
+            XT_DBG("table: fs %u table %llu: slice %u is not on its MDSL yet", m->fsid,
+                   (unsigned long long)m->table, idx);
+            return -EAGAIN;
+        }
+        if (rc < 0 || !t->o.owns || round > 32)
+            return rc;
+        xt_slice *s = mds_cent_slice(*e);
+        xt_slice_rdlock(s);
+        unsigned d = xt_slice_depth(s);
+        xt_slice_unlock(s);
+        xt_slice_rdlock(ms);
+        unsigned bd = xt_bitmap_test(m->bm, idx) ? xt_bitmap_depth(m->bm, idx) : d;
+        xt_slice_unlock(ms);
+        if (d <= bd)
+            return 0;
+        mds_cache_put(t->o.cache, *e);
+        *e = NULL;
+        if ((rc = mds_table_repair(t, m, idx, d)) < 0)
+            return rc;
     }
-    return rc;
 }
 
 static int check_name(size_t len)
@@ -197,7 +237,7 @@ struct wctx {
 static int write_begin(mds_table *t, uint32_t fsid, uint64_t table, uint64_t h,
                        struct wctx *w)
 {
-    int rc = tab_get(t, fsid, table, &w->m);
+    int rc = mds_table_tab_get(t, fsid, table, &w->m);
     if (rc < 0)
         return rc;
     for (;;) {
@@ -235,28 +275,71 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
 {
     struct mds_key mk = { fsid, MDS_META_SLICE, table }, k0 = { fsid, 0, table };
     mds_cent *meta = NULL, *s0 = NULL;
-    int rc = mds_cache_get(t->o.cache, &mk, &meta);
-    if (rc == 0) {
-        mds_cache_put(t->o.cache, meta);
-        return -EEXIST;
-    }
-    if (rc != -ENOENT)
-        return rc;
-    xt_slice *ms = xt_slice_new(0, 0, META_CAPACITY);
-    xt_slice *z = xt_slice_new(0, 0, t->o.split_threshold);
+    if (!mds_table_owns(t, fsid, table, 0))
+        return -EREMOTE; /* only the home makes tables (invariant 6) */
     xt_bitmap *bm = xt_bitmap_new();
-    if (!ms || !z || !bm) {
-        rc = -ENOMEM;
-        goto fail;
-    }
+    if (!bm)
+        return -ENOMEM;
+    int rc;
     /* Slice 0 first: once the meta slice is visible, slice 0 must be too.
-     * A concurrent creator fails here with -EEXIST. */
-    if ((rc = mds_cache_add(t->o.cache, &k0, z, &s0)) < 0)
-        goto fail;
-    z = NULL;
-    if ((rc = mds_cache_add(t->o.cache, &mk, ms, &meta)) < 0)
-        goto fail; /* slice 0 stays, empty and clean: harmless */
-    ms = NULL;
+     * Races: a concurrent creator adds the same two entries (the loser of
+     * the meta finds it and answers -EEXIST); a concurrent lookup may be
+     * loading the meta slice, which makes our add fail although no one
+     * will create it. So slice 0 may already be in the cache, left by a
+     * creator that lost to such a load (empty and clean: no meta names it,
+     * so no one wrote to it): it is taken as it is, and the meta is tried
+     * again once the load has finished. */
+    for (int attempt = 0;; attempt++) {
+        rc = mds_cache_get(t->o.cache, &mk, &meta);
+        if (rc == 0) {
+            mds_cache_put(t->o.cache, meta);
+            meta = NULL;
+            rc = -EEXIST;
+            goto fail;
+        }
+        if (rc != -ENOENT)
+            goto fail;
+        if (attempt == 1000) {
+            XT_ERR("table: fs %u table %llu: cannot create its meta slice", fsid,
+                   (unsigned long long)table);
+            rc = -EAGAIN;
+            goto fail;
+        }
+        if (!s0) {
+            xt_slice *z = xt_slice_new(0, 0, t->o.split_threshold);
+            if (!z) {
+                rc = -ENOMEM;
+                goto fail;
+            }
+            rc = mds_cache_add(t->o.cache, &k0, z, &s0);
+            if (rc == -EEXIST) {
+                xt_slice_free(z);
+                rc = mds_cache_peek(t->o.cache, &k0, &s0);
+                if (rc == -ENOENT) { /* loading or just dropped: look again */
+                    s0 = NULL;
+                    continue;
+                }
+            } else if (rc < 0) {
+                xt_slice_free(z);
+            }
+            if (rc < 0)
+                goto fail;
+        }
+        xt_slice *ms = xt_slice_new(0, 0, META_CAPACITY);
+        if (!ms) {
+            rc = -ENOMEM;
+            goto fail;
+        }
+        rc = mds_cache_add(t->o.cache, &mk, ms, &meta);
+        if (rc == 0)
+            break;
+        xt_slice_free(ms);
+        meta = NULL;
+        if (rc != -EEXIST)
+            goto fail;
+        /* Loading (someone's lookup) or added by another creator: the next
+         * mds_cache_get waits for it and tells which. */
+    }
     uint64_t g0 = mds_group_enter(t->o.group);
     uint64_t g = g0;
     xt_slice_wrlock(mds_cent_slice(s0));
@@ -265,17 +348,17 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
     if (rc == 0)
         rc = mds_group_touch(t->o.group, meta, &g);
     if (rc == 0)
-        rc = meta_write(t, meta, bm, g);
+        rc = mds_table_meta_write(t, meta, bm, g);
     xt_slice_unlock(mds_cent_slice(meta));
     xt_slice_unlock(mds_cent_slice(s0));
     mds_group_leave(t->o.group, g0, 64);
     if (rc == 0 && gen)
         *gen = g;
 fail:
-    mds_cache_put(t->o.cache, s0);
-    mds_cache_put(t->o.cache, meta);
-    xt_slice_free(ms);
-    xt_slice_free(z);
+    if (s0)
+        mds_cache_put(t->o.cache, s0);
+    if (meta)
+        mds_cache_put(t->o.cache, meta);
     xt_bitmap_free(bm);
     return rc;
 }
@@ -318,8 +401,8 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
         cs = NULL;
         uint64_t g = w->gen;
         rc = mds_group_touch(t->o.group, ce, &g); /* new: never raises g */
-        if (rc == 0)
-            rc = meta_write(t, w->m->meta, nbm, w->gen);
+        if (rc == 0 && w->m->home)
+            rc = mds_table_meta_write(t, w->m->meta, nbm, w->gen);
         if (rc < 0)
             mds_cache_put(t->o.cache, ce);
     }
@@ -337,6 +420,8 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
     mds_cache_resize(t->o.cache, full);
     mds_cache_resize(t->o.cache, ce);
     *child = ce;
+    if (t->o.owns)
+        mds_table_note_bit(t, w->m, cidx, w->gen);
     mds_stats_record(t->o.stats, MDS_OP_SPLIT, xt_mono_ns() - t0, 0);
     return 0;
 }
@@ -348,6 +433,8 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
 static int meta_join(mds_table *t, struct wctx *w)
 {
     xt_slice_wrlock(mds_cent_slice(w->m->meta));
+    if (!w->m->home)
+        return 0; /* the bitmap changes in memory only (invariant 6) */
     uint64_t g = w->gen;
     int rc = mds_group_touch(t->o.group, w->m->meta, &g);
     if (rc == 0 && g != w->gen) {
@@ -378,7 +465,14 @@ static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t n
         if ((rc = split_slice(t, w, target, &child)) < 0)
             break;
         kids[nkids++] = child;
-        target = xt_slice_owns(mds_cent_slice(child), h) ? child : target;
+        if (xt_slice_owns(mds_cent_slice(child), h)) {
+            uint32_t cidx = xt_slice_index(mds_cent_slice(child));
+            if (!mds_table_owns(t, w->m->fsid, w->m->table, cidx)) {
+                rc = -EREMOTE; /* the child is another MDS's: never changed here */
+                break;
+            }
+            target = child;
+        }
         rc = xt_slice_insert(mds_cent_slice(target), name, name_len, h, row, row_len, xf,
                              w->gen);
         if (rc != -ENOSPC || nkids == XT_SLICE_MAX_DEPTH)
@@ -475,7 +569,7 @@ int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     uint64_t h = xt_hash_name(name, name_len);
     struct mtab *m;
     if (rc == 0)
-        rc = tab_get(t, fsid, table, &m);
+        rc = mds_table_tab_get(t, fsid, table, &m);
     while (rc == 0) {
         mds_cent *e;
         if ((rc = slice_get(t, m, h, &e)) < 0)
@@ -509,14 +603,16 @@ int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
     uint64_t t0 = xt_mono_ns();
     *next_cookie = cookie;
     struct mtab *m;
-    int rc = tab_get(t, fsid, table, &m);
+    int rc = mds_table_tab_get(t, fsid, table, &m);
     size_t done = 0;
     while (rc == 0 && done < max_entries && cookie < XT_COOKIE_END) {
-        /* The cookie's top 32 bits are bitrev32(V_h) (xt_hash.h). */
-        uint64_t h = (uint64_t)xt_bitrev32((uint32_t)(cookie >> 30)) << 32;
+        uint64_t h = mds_table_cookie_hash(cookie);
         mds_cent *e;
-        if ((rc = slice_get(t, m, h, &e)) < 0)
+        if ((rc = slice_get(t, m, h, &e)) < 0) {
+            if (rc == -EREMOTE && done > 0)
+                rc = 0; /* the next range is another MDS's: resume there */
             break;
+        }
         xt_slice *s = mds_cent_slice(e);
         xt_slice_rdlock(s);
         uint32_t idx = xt_slice_index(s);
@@ -545,11 +641,18 @@ int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
             cookie = hi; /* this slice is done: the next range */
         }
     }
-    if (rc == 0)
-        *next_cookie = cookie;
+    if (rc == 0 || rc == -EREMOTE)
+        *next_cookie = cookie; /* -EREMOTE: where the other MDS resumes */
     mds_stats_record(t->o.stats, MDS_OP_LIST, xt_mono_ns() - t0, rc);
     return rc < 0 ? rc : (int)done;
 }
+
+
+
+
+
+
+
 
 int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
                      size_t *out_len)
@@ -557,7 +660,7 @@ int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
     *out = NULL;
     *out_len = 0;
     struct mtab *m;
-    int rc = tab_get(t, fsid, table, &m);
+    int rc = mds_table_tab_get(t, fsid, table, &m);
     if (rc < 0)
         return rc;
     xt_slice *ms = mds_cent_slice(m->meta);
@@ -840,7 +943,7 @@ int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *
     for (size_t i = 0; i < n && rc == 0; i++) {
         *failed = i;
         b->s[i].h = xt_hash_name(ops[i].name, ops[i].name_len);
-        rc = tab_get(t, ops[i].fsid, ops[i].table, &b->s[i].m);
+        rc = mds_table_tab_get(t, ops[i].fsid, ops[i].table, &b->s[i].m);
     }
     /* Each start-over follows a split (bounded by the depth of the tables)
      * or a group change (at most once per group): bounded in practice; the

@@ -27,6 +27,17 @@
  *      change in *gen: mds_group_sync(g, *gen) makes it durable.
  *  (4) The meta slice of every table this MDS opened stays pinned in the
  *      cache until mds_table_free.
+ *  (6) Many MDS (docs/mds-dist.md): with opts.owns set, this MDS serves
+ *      only the slices owns() names; an operation whose slice is owned
+ *      elsewhere answers -EREMOTE (mds_table_pick tells which slice), an
+ *      atomic batch touching one -EREMOTE too. Only the table's *home*
+ *      (the owner of slice 0) writes its meta slice; every other MDS keeps
+ *      its bitmap in memory only (loaded read-only from the MDSL when it
+ *      is there) and reports the bits it learns through opts.on_bit. A
+ *      split's child owned elsewhere is never changed after the split.
+ *  (7) Bits are only added (OR), by a split, by mds_table_merge, or by the
+ *      repair at load: a slice found at depth D deeper than the bitmap
+ *      says implies the bits i + 2^k for every k < D with 2^k > i.
  *  (5) An atomic batch (mds_table_atomic) applies all of its ops or none,
  *      and all of them carry one generation: it locks every data slice it
  *      touches in one global order (fsid, table, slice index), so two
@@ -60,6 +71,17 @@ struct mds_table_opts {
     mds_group *group;          /* borrowed */
     mds_stats *stats;          /* borrowed, may be NULL */
     uint32_t split_threshold;  /* rows per slice; 0: 8192 */
+    /* Many MDS (invariant 6). NULL owns: this MDS owns every slice. Both
+     * are called under slice and meta locks: they must not block nor call
+     * into the table. */
+    bool (*owns)(void *arg, uint32_t fsid, uint64_t table, uint32_t slice);
+    /* Slice `slice` of the table exists and this MDS is not the only one
+     * that must know: it was made by a split stamped with group gen (owned:
+     * whether this MDS owns the child), or (gen 0) found by the repair at
+     * load. Called on every split and repair when owns is set. May be NULL. */
+    void (*on_bit)(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, uint64_t gen,
+                   bool owned, bool home);
+    void *route_arg;
 };
 
 typedef struct mds_table mds_table;
@@ -104,7 +126,10 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
  * cb as for xt_slice_list (0 go on, 1 stop before this entry, < 0 abort),
  * at most max_entries. *next_cookie: where to resume (XT_COOKIE_END at the
  * end). Returns the rows consumed or a negative errno. Never returns a row
- * twice nor skips one across calls, even while slices split. */
+ * twice nor skips one across calls, even while slices split. With many MDS
+ * it stops before the first slice owned elsewhere: after some rows it
+ * returns them (*next_cookie: that slice's range), before any it answers
+ * -EREMOTE with *next_cookie = where the owner must resume. */
 int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
                    size_t max_entries, xt_slice_cb cb, void *arg, uint64_t *next_cookie);
 
@@ -149,6 +174,24 @@ struct mds_aop {
  * -EEXIST, a check's or fn's error, -ENOSPC, -EOVERFLOW, -ENOMEM. */
 int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *failed,
                      uint64_t *gen);
+
+/* The slice this MDS's bitmap picks for hash h (xt_hash_name) of the
+ * table: the slice to forward an -EREMOTE to. -ENOENT, -ENOMEM. */
+int mds_table_pick(mds_table *t, uint32_t fsid, uint64_t table, uint64_t h, uint32_t *slice);
+/* The hash mds_table_list starts from for a cookie. */
+uint64_t mds_table_cookie_hash(uint64_t cookie);
+/* OR the bitmap encoding enc into the table's (invariant 7); the home
+ * persists new bits in the open commit group. Returns the new bits (0:
+ * none), -EBADMSG (enc), -ENOENT (the home does not know the table), -ENOMEM. */
+int mds_table_merge(mds_table *t, uint32_t fsid, uint64_t table, const void *enc, size_t len);
+/* Whether this MDS is the table's home (always true without opts.owns). */
+bool mds_table_is_home(mds_table *t, uint32_t fsid, uint64_t table);
+/* Calls fn for every table this MDS has opened (under no table lock; fn
+ * must not call into t). */
+void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t table),
+                    void *arg);
+/* Tables opened. */
+size_t mds_table_count(mds_table *t);
 
 /* The table's bitmap encoding (xt_bitmap_encode): *out a new buffer (xt_free). */
 int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,

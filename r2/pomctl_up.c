@@ -9,6 +9,13 @@
  *   DIR/r2.addr        R2's HOST:PORT (also copied to ~/.pomegranate/r2.addr)
  *   DIR/ports/<daemon> the port it listened on last: `up` asks for it again
  *
+ * `up --mds N` starts N pom-mds (docs/mds-dist.md): the first is "pom-mds"
+ * (DIR/mds, as with one), the others "pom-mds-2" .. "pom-mds-N" (DIR/mds-K,
+ * run/pom-mds-K.pid, a sticky port each); all register with R2, which puts
+ * them in ring 0. Once all are up, `up` waits two heartbeats so that every
+ * MDS holds the final ring before a client arrives (ring changes move no
+ * slices yet). Default: 1.
+ *
  * Start order R2 -> MDSL -> MDS (-> pomfs); stop order is the reverse, so
  * an MDS can still write back to its MDSL and every site can still tell R2
  * it leaves.
@@ -43,8 +50,12 @@
 #define DOWN_GRACE_MS 10000
 #define DEFAULT_FS "pomfs"
 
+#define MDS_INSTANCES_MAX 16
+
 struct daemon {
-    const char *name;        /* executable name, also names its files */
+    const char *name;        /* names its files (and is the executable's name
+                                unless prog is set) */
+    const char *prog;        /* executable name; NULL: name */
     int site_type;           /* what it registers as; 0: R2 itself */
     const char *data_sub;    /* its folder under DIR */
     bool required;
@@ -96,13 +107,24 @@ static uint64_t ms_now(void)
     return xt_mono_ns() / 1000000u;
 }
 
-/* Parses "--data DIR" and "--mount DIR" (mount NULL: not accepted). */
+/* Parses "--data DIR", "--mount DIR" (mount NULL: not accepted) and
+ * "--mds N" (nmds NULL: not accepted). */
 static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv,
-                      const char **data, const char **mount)
+                      const char **data, const char **mount, int *nmds)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         size_t n = 0;
+        if (nmds && !strncmp(a, "--mds", 5) && (a[5] == '=' || a[5] == '\0')) {
+            const char *v = a[5] == '=' ? a + 6 : i + 1 < argc ? argv[++i] : "";
+            char *end = NULL;
+            long k = strtol(v, &end, 10);
+            if (!*v || *end || k < 1 || k > MDS_INSTANCES_MAX)
+                return pomctl_usage_err(ctl, cmd, "--mds wants a number in 1..%d",
+                                        MDS_INSTANCES_MAX);
+            *nmds = (int)k;
+            continue;
+        }
         if (!strncmp(a, "--data", n = 6))
             dst = data;
         else if (mount && !strncmp(a, "--mount", n = 7))
@@ -558,7 +580,8 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
 int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
 {
     const char *data = NULL, *mnt = NULL;
-    int code = parse_dirs(ctl, "up", argc, argv, &data, &mnt);
+    int nmds = 1;
+    int code = parse_dirs(ctl, "up", argc, argv, &data, &mnt, &nmds);
     if (code)
         return code;
     struct updir d;
@@ -566,13 +589,21 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     if (code)
         return code < 0 ? POMCTL_EFAIL : code;
 
-    struct daemon dms[] = {
+    struct daemon dms[2 + MDS_INSTANCES_MAX] = {
         { .name = "pom-r2", .site_type = 0, .data_sub = "", .required = true },
         { .name = "pom-mdsl", .site_type = XT_SITE_MDSL, .data_sub = "mdsl", .required = true,
           .with_dir = true },
         { .name = "pom-mds", .site_type = XT_SITE_MDS, .data_sub = "mds", .required = false },
     };
-    const size_t ndms = XT_ARRAY_SIZE(dms);
+    /* MDS instances 2..N: their own names, folders, pid files and ports. */
+    char inst_name[MDS_INSTANCES_MAX][16], inst_sub[MDS_INSTANCES_MAX][16];
+    for (int k = 2; k <= nmds; k++) {
+        snprintf(inst_name[k - 1], sizeof inst_name[0], "pom-mds-%d", k);
+        snprintf(inst_sub[k - 1], sizeof inst_sub[0], "mds-%d", k);
+        dms[1 + k] = (struct daemon){ .name = inst_name[k - 1], .prog = "pom-mds",
+                                      .site_type = XT_SITE_MDS, .data_sub = inst_sub[k - 1] };
+    }
+    const size_t ndms = 2 + (size_t)nmds;
     struct daemon fsd = { .name = "pomfs", .site_type = XT_SITE_CLIENT };
     char self_dir[PATH_MAX] = "";
     pomctl_self_dir(self_dir, sizeof self_dir);
@@ -584,7 +615,8 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
             continue;
         }
         char path[PATH_MAX];
-        if (pomctl_find_exe(dm->name, getenv("POM_BIN_DIR"), self_dir, getenv("PATH"), path,
+        const char *prog = dm->prog ? dm->prog : dm->name;
+        if (pomctl_find_exe(prog, getenv("POM_BIN_DIR"), self_dir, getenv("PATH"), path,
                             sizeof path) == 0 &&
             realpath(path, dm->exe))
             dm->found = true;
@@ -605,7 +637,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
                     "pomctl: cannot find the %s executable (looked in $POM_BIN_DIR, %s and its "
                     "../mdsl ../mds ../r2 ../fuse, then PATH) \xe2\x80\x94 build it first "
                     "(cmake --build BUILD --target %s) or set POM_BIN_DIR\n",
-                    dm->name, self_dir[0] ? self_dir : "pomctl's folder", dm->name);
+                    prog, self_dir[0] ? self_dir : "pomctl's folder", prog);
             close_dir(&d);
             return POMCTL_EFAIL;
         }
@@ -636,6 +668,11 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         if (code == 0 && k == 0)
             record_addr(&d, addr);
     }
+    bool any_started = false;
+    for (size_t k = 2; k < ndms; k++)
+        any_started |= dms[k].started;
+    if (code == 0 && nmds > 1 && any_started)
+        sleep_ms(2500); /* every MDS takes the final ring 0 from a heartbeat */
     if (code == 0)
         code = ensure_fs(ctl, &d, &fs_created);
     if (code) {
@@ -717,6 +754,8 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
 static int down_rank(const char *name)
 {
     static const char *const order[] = { "pomfs", "pom-mds", "pom-mdsl", "pom-r2" };
+    if (!strncmp(name, "pom-mds-", 8))
+        return 1; /* the other MDS instances stop with the first */
     for (size_t i = 0; i < XT_ARRAY_SIZE(order); i++)
         if (!strcmp(name, order[i]))
             return (int)i;
@@ -759,7 +798,7 @@ static void unmount(struct pomctl *ctl, const struct updir *d)
 int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv)
 {
     const char *data = NULL;
-    int code = parse_dirs(ctl, "down", argc, argv, &data, NULL);
+    int code = parse_dirs(ctl, "down", argc, argv, &data, NULL, NULL);
     if (code)
         return code;
     struct updir d;

@@ -110,6 +110,8 @@ struct XtReq {
   8: optional i32 set_mask,        // update: which Attr fields to set (XT_SET_*)
   9: optional list<i16> drop_columns,
   10: optional i64 expect_uuid,    // with XT_F_IF_UUID
+  11: optional Piggyback pb,       // MDS -> MDS forward: the sender's bitmap
+                                   // of the table (merged before routing)
 }
 struct XtResp {
   1: i32 status = 0,
@@ -127,6 +129,7 @@ struct ListReq {
   5: i32 flags = 0,
   6: optional list<i16> columns,
   7: optional binary substring,    // key/value search: only matching keys
+  8: optional Piggyback pb,        // MDS -> MDS forward: the sender's bitmap
 }
 struct ListResp {
   1: i32 status = 0,
@@ -174,6 +177,24 @@ struct SyncResp {
                                    // this sync for them (docs/mds-commit.md)
 }
 
+/* Bitmap gossip among MDS (docs/mds-dist.md): the full bitmaps of tables
+ * whose bitmap changed recently; the receiver ORs them into its own (and,
+ * for tables it is the home of, persists the new bits). */
+struct TableBitmap {
+  1: i32 fsid,
+  2: i64 table,
+  3: binary bitmap,                // xt_bitmap encoding
+}
+struct GossipReq {
+  1: ReqHeader hdr,
+  2: list<TableBitmap> tables,
+  3: i32 from_site = 0,
+}
+struct GossipResp {
+  1: i32 status = 0,
+  2: i32 new_bits = 0,             // bits the receiver did not have
+}
+
 service XTable extends Common {
   XtResp create(1: XtReq req),
   XtResp lookup(1: XtReq req),
@@ -182,6 +203,7 @@ service XTable extends Common {
   ListResp list_rows(1: ListReq req),
   BatchResp batch(1: BatchReq req),
   SyncResp sync(1: SyncReq req),
+  GossipResp gossip(1: GossipReq req),
 }
 
 /* ---------------- storage on MDSL (DESIGN 6) ---------------- */

@@ -10,6 +10,7 @@
 #   pl_umount DIR                   unmounts, checks pomfs exited 0
 #   ok, nok, eq, within ...         the checks of pomfs_check.sh
 #   pl_done                         prints "N passed, N failed", exits
+#   PL_UP_OPTS="--mds 4"            extra options of `pomctl up` (set before sourcing)
 # Exits 77 (skip) when FUSE cannot be used here.
 set -u
 POMCTL=$(realpath "$1"); POMFS=$(realpath "$2")
@@ -51,7 +52,7 @@ pl_umount() { # dir
 }
 pl_done() { check_done; }
 
-if ! "$POMCTL" up --data "$T/data" >"$T/up.log" 2>&1; then
+if ! "$POMCTL" up --data "$T/data" ${PL_UP_OPTS:-} >"$T/up.log" 2>&1; then
     echo "pomctl up failed:"; cat "$T/up.log"; exit 1
 fi
 R2=$(cat "$T/data/r2.addr")

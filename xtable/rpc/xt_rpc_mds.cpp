@@ -209,6 +209,11 @@ static void req_to_thrift(const struct xt_req *r, XtReq &t)
         t.__set_expect_version((int64_t)r->expect_version);
     if (r->flags & XT_F_IF_UUID)
         t.__set_expect_uuid((int64_t)r->expect_uuid);
+    if (r->fwd_bitmap) {
+        t.pb.__set_bitmap(std::string(reinterpret_cast<const char *>(r->fwd_bitmap),
+                                      r->fwd_bitmap_len));
+        t.__isset.pb = true;
+    }
     if (r->op == XT_OP_UPDATE) {
         t.__set_set_mask((int32_t)r->set_mask);
         if (r->ndrop) {
@@ -349,6 +354,11 @@ int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_re
     if (req->substr)
         treq.__set_substring(std::string(static_cast<const char *>(req->substr),
                                          req->substr_len));
+    if (req->fwd_bitmap) {
+        treq.pb.__set_bitmap(std::string(reinterpret_cast<const char *>(req->fwd_bitmap),
+                                         req->fwd_bitmap_len));
+        treq.__isset.pb = true;
+    }
     ListResp tresp;
     int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
         XTableClient cl(proto);
@@ -395,6 +405,29 @@ int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_
         *committed = (uint64_t)tresp.committed_group;
     if (rc == 0 && epoch)
         *epoch = (uint32_t)tresp.epoch;
+    return rc;
+}
+
+int xt_mds_gossip(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site,
+                  const struct xt_table_bitmap *t, size_t n, uint32_t *new_bits)
+{
+    GossipReq treq;
+    treq.from_site = (int32_t)from_site;
+    treq.tables.resize(n);
+    for (size_t i = 0; i < n; i++) {
+        treq.tables[i].fsid = (int32_t)t[i].fsid;
+        treq.tables[i].table = (int64_t)t[i].table;
+        treq.tables[i].bitmap.assign(reinterpret_cast<const char *>(t[i].bitmap), t[i].len);
+    }
+    GossipResp tresp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        XTableClient cl(proto);
+        treq.hdr = h;
+        cl.gossip(tresp, treq);
+        return tresp.status;
+    });
+    if (rc == 0 && new_bits)
+        *new_bits = (uint32_t)tresp.new_bits;
     return rc;
 }
 
@@ -455,6 +488,10 @@ public:
             lr.substr = q.substring.data();
             lr.substr_len = (uint32_t)q.substring.size();
         }
+        if (q.__isset.pb && q.pb.__isset.bitmap && !q.pb.bitmap.empty()) {
+            lr.fwd_bitmap = reinterpret_cast<const uint8_t *>(q.pb.bitmap.data());
+            lr.fwd_bitmap_len = (uint32_t)q.pb.bitmap.size();
+        }
         struct xt_list_resp out;
         memset(&out, 0, sizeof out);
         out.ring_version = -1;
@@ -485,6 +522,25 @@ public:
                               : -ENOSYS;
         r.committed_group = (int64_t)committed;
         r.epoch = epoch();
+    }
+
+    void gossip(GossipResp &r, const GossipReq &q) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        if (!ops_->gossip) {
+            r.status = -ENOSYS;
+            return;
+        }
+        std::vector<struct xt_table_bitmap> t(q.tables.size());
+        for (size_t i = 0; i < t.size(); i++) {
+            t[i].fsid = (uint32_t)q.tables[i].fsid;
+            t[i].table = (uint64_t)q.tables[i].table;
+            t[i].bitmap = reinterpret_cast<const uint8_t *>(q.tables[i].bitmap.data());
+            t[i].len = (uint32_t)q.tables[i].bitmap.size();
+        }
+        int n = ops_->gossip(ctx_, &rc, (uint32_t)q.from_site, t.data(), t.size());
+        r.status = n < 0 ? n : 0;
+        r.new_bits = n < 0 ? 0 : n;
     }
 
 private:
@@ -525,6 +581,10 @@ private:
         req.set_mask = q.__isset.set_mask ? (uint32_t)q.set_mask : 0;
         req.expect_version = q.__isset.expect_version ? (uint64_t)q.expect_version : 0;
         req.expect_uuid = q.__isset.expect_uuid ? (uint64_t)q.expect_uuid : 0;
+        if (q.__isset.pb && q.pb.__isset.bitmap && !q.pb.bitmap.empty()) {
+            req.fwd_bitmap = reinterpret_cast<const uint8_t *>(q.pb.bitmap.data());
+            req.fwd_bitmap_len = (uint32_t)q.pb.bitmap.size();
+        }
         return 0;
     }
 

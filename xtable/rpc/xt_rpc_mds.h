@@ -57,6 +57,9 @@ struct xt_req {
     uint32_t ncols;
     uint64_t expect_version;     /* with XT_F_IF_VER */
     uint64_t expect_uuid;        /* with XT_F_IF_UUID */
+    const uint8_t *fwd_bitmap;   /* MDS -> MDS forward: the sender's bitmap
+                                    encoding of the table, or NULL */
+    uint32_t fwd_bitmap_len;
 };
 
 /* Its result. Buffers are xt_malloc'd; free with xt_resp_free. */
@@ -82,6 +85,8 @@ struct xt_list_req {
     uint32_t ncols;
     const void *substr;          /* key/value search: keys containing it */
     uint32_t substr_len;
+    const uint8_t *fwd_bitmap;   /* as xt_req.fwd_bitmap */
+    uint32_t fwd_bitmap_len;
 };
 
 struct xt_list_resp {
@@ -129,6 +134,18 @@ int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_re
 int xt_mds_sync(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t group, uint64_t *committed,
                 uint32_t *epoch);
 
+/* One table's bitmap in a gossip message (pointers borrowed). */
+struct xt_table_bitmap {
+    uint32_t fsid;
+    uint64_t table;
+    const uint8_t *bitmap;       /* xt_bitmap encoding */
+    uint32_t len;
+};
+/* Bitmap gossip (MDS -> MDS): *new_bits (may be NULL) gets the bits the
+ * receiver did not have. 0 or -errno. */
+int xt_mds_gossip(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site,
+                  const struct xt_table_bitmap *t, size_t n, uint32_t *new_bits);
+
 /* ---- server ------------------------------------------------------------ */
 
 struct xt_mds_ops {
@@ -148,6 +165,10 @@ struct xt_mds_ops {
      * first failing op's -errno with *failed = its index. NULL: -ENOSYS. */
     int (*batch_atomic)(void *ctx, const xt_rpc_ctx *rc, const struct xt_req *reqs, size_t n,
                         struct xt_resp *resps, size_t *failed);
+    /* Bitmap gossip: merge t[0..n) (views valid during the call); returns
+     * the number of new bits or -errno. NULL: -ENOSYS. */
+    int (*gossip)(void *ctx, const xt_rpc_ctx *rc, uint32_t from_site,
+                  const struct xt_table_bitmap *t, size_t n);
 };
 
 int xt_rpc_serve_mds(const struct xt_rpc_server_opts *opts, const struct xt_mds_ops *ops,

@@ -1,0 +1,78 @@
+/*
+ * pom_route.h -- where libpomegranate sends each xTable request when many
+ * MDS share the tables (DESIGN 3; docs/mds-dist.md "Client").
+ *
+ * The client keeps the MDS sites and ring 0 of the R2 view, one connection
+ * pool per MDS, and a bitmap cache per table learnt from the bitmaps MDS
+ * replies piggyback (a table it knows nothing of is slice 0 only). A
+ * request goes to the owner of the slice its bitmap picks, with that slice
+ * as slice_hint; a stale bitmap costs a forward at the MDS, never a wrong
+ * answer.
+ *
+ * Invariants:
+ *  (1) Without a ring (pom_connect_mds: one MDS address, no R2) every
+ *      request goes to that one MDS: exactly the one-MDS client.
+ *  (2) Bitmaps only gain bits (OR merge); a ring is replaced only by a
+ *      higher version; when R2 is unreachable the last view stays.
+ *  (3) A struct pom_mds, once handed out, lives until pom_route_free (its
+ *      pool too): callers use it without holding any lock.
+ *  (4) The bitmap cache is bounded (POM_ROUTE_TABLES_MAX tables); past it
+ *      it is emptied (a forgotten table costs forwards, not errors).
+ */
+#ifndef POM_ROUTE_H
+#define POM_ROUTE_H
+
+#include "xt_rpc.h"
+#include "xt_rpc_r2.h"
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define POM_ROUTE_TABLES_MAX 65536
+
+/* One MDS and this client's record of what it acknowledged (pom_client_i.h
+ * invariant 5, kept per MDS: each has its own epochs). */
+struct pom_mds {
+    uint32_t id;            /* R2 site id; 0: the only MDS (no R2) */
+    char addr[256];         /* (the route's lock) */
+    xt_rpc_pool *pool;      /* (the route's lock): read it through the calls
+                               below, which hand out a pool that stays valid */
+    /* protected by the fs's epoch_mu */
+    uint32_t ack_epoch;     /* of the latest acknowledged change */
+    uint64_t ack_seq, synced_seq; /* changes acknowledged / covered by a sync */
+    bool epoch_lost;        /* unsynced changes of a gone incarnation */
+    uint32_t seen_epoch;    /* of the latest reply of any kind (restarts) */
+};
+
+typedef struct pom_route pom_route;
+
+/* A route to the one MDS at addr (invariant 1). po: the pool options
+ * (host/port are taken from addr). *out: pom_route_free. -EINVAL, -ENOMEM. */
+int pom_route_new_single(const char *addr, const struct xt_rpc_pool_opts *po,
+                         pom_route **out);
+/* A route from an R2 view (MDS sites and ring 0). -EHOSTUNREACH (no MDS in
+ * the view), -ENOMEM. */
+int pom_route_new_view(const struct xt_view *v, const struct xt_rpc_pool_opts *po,
+                       pom_route **out);
+void pom_route_free(pom_route *r);
+
+/* Takes a newer view's MDS sites and ring 0 (invariant 2). */
+void pom_route_update(pom_route *r, const struct xt_view *v);
+
+/* The MDS for hash h of table (xt_hash_name of the row name), its pool in
+ * *pool, and the slice the client's bitmap picks in *slice. NULL when no
+ * MDS is known. */
+struct pom_mds *pom_route_pick(pom_route *r, uint32_t fsid, uint64_t table, uint64_t h,
+                               int32_t *slice, xt_rpc_pool **pool);
+/* The hash a list from cookie starts at (as the MDS computes it). */
+uint64_t pom_route_cookie_hash(uint64_t cookie);
+/* Merges a piggybacked bitmap encoding of table (ignored if malformed). */
+void pom_route_learn(pom_route *r, uint64_t table, const uint8_t *bm, uint32_t len);
+/* Every MDS known, into out[0..cap) with their pools; returns how many
+ * there are. */
+size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, size_t cap);
+/* Whether more than one MDS serves (then atomic batches may answer -EXDEV). */
+bool pom_route_many(pom_route *r);
+
+#endif /* POM_ROUTE_H */

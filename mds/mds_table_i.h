@@ -1,0 +1,61 @@
+/*
+ * mds_table_i.h -- internals shared by mds_table.c (row operations, splits,
+ * atomic batches) and mds_table_dist.c (what many MDS add: merges, the
+ * repair at load, picks). Not for callers outside those two files; the
+ * invariants are mds_table.h's.
+ */
+#ifndef MDS_TABLE_I_H
+#define MDS_TABLE_I_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "mds_table.h"
+#include "xt_bitmap.h"
+
+#define META_CAPACITY 16u
+#define MAP_BUCKETS   256u
+
+struct mtab {
+    struct mtab *next;   /* (t->mu) */
+    uint32_t fsid;
+    uint64_t table;
+    mds_cent *meta;      /* pinned for the life of t (invariant 4) */
+    xt_bitmap *bm;       /* protected by the meta slice's lock */
+    bool home;           /* this MDS writes the meta slice (invariant 6) */
+};
+
+struct mds_table {
+    struct mds_table_opts o;
+    pthread_mutex_t mu;
+    struct mtab *bucket[MAP_BUCKETS]; /* (mu) */
+    size_t ntabs;                     /* (mu) */
+};
+
+static inline bool mds_table_owns(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    return !t->o.owns || t->o.owns(t->o.route_arg, fsid, table, slice);
+}
+
+static inline void mds_table_note_bit(mds_table *t, struct mtab *m, uint32_t slice, uint64_t gen)
+{
+    if (t->o.on_bit)
+        t->o.on_bit(t->o.route_arg, m->fsid, m->table, slice, gen,
+                    mds_table_owns(t, m->fsid, m->table, slice), m->home);
+}
+
+/* The open table (fsid, table), loading its meta slice on first use (a
+ * volatile one at a non-home MDS whose home has committed none yet).
+ * -ENOENT (the home does not know the table), a load error, -ENOMEM. */
+int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out);
+/* Store bm in the meta slice, stamped gen. REQUIRES: meta write-locked and
+ * touched for gen (so only at the home, invariant 6). */
+int mds_table_meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_t gen);
+/* OR other into m's bitmap (the home persists new bits). Returns the new
+ * bits or -errno. REQUIRES: no slice lock of the table held. */
+int mds_table_merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other);
+/* Invariant 7: slice idx found at `depth`, deeper than the bitmap says.
+ * Returns the bits added or -errno. REQUIRES: no slice lock held. */
+int mds_table_repair(mds_table *t, struct mtab *m, uint32_t idx, unsigned depth);
+
+#endif /* MDS_TABLE_I_H */
