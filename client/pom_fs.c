@@ -299,8 +299,21 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
         reqs[i].t.slice_hint = -1;
     }
     /* The batch goes to the owner of its first op (decision 7 of
-     * docs/mds-dist.md); an MDS that does not own every row says -EXDEV. */
+     * docs/mds-dist.md); an MDS that does not own every row says -EXDEV.
+     * When this client's bitmaps already place the rows at different MDS,
+     * the doomed round trip is skipped (a stale bitmap only costs the
+     * -EXDEV, or the fallback where the batch could have been atomic). */
     uint64_t h = n ? xt_hash_name(reqs[0].name, reqs[0].name_len) : 0;
+    if (pom_route_many(fs->route)) {
+        xt_rpc_pool *p0, *pi;
+        int32_t hint;
+        struct pom_mds *m0 = pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint, &p0);
+        for (size_t i = 1; i < n; i++) {
+            uint64_t hi = xt_hash_name(reqs[i].name, reqs[i].name_len);
+            if (pom_route_pick(fs->route, fs->fsid, reqs[i].t.table, hi, &hint, &pi) != m0)
+                return batch_fallback(fs, reqs, n, failed, retried);
+        }
+    }
     for (;;) {
         memset(resps, 0, sizeof resps);
         xt_rpc_pool *pool = NULL;
