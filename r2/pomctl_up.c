@@ -596,7 +596,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         { .name = "pom-mds", .site_type = XT_SITE_MDS, .data_sub = "mds", .required = false },
     };
     /* MDS instances 2..N: their own names, folders, pid files and ports. */
-    char inst_name[MDS_INSTANCES_MAX][16], inst_sub[MDS_INSTANCES_MAX][16];
+    char inst_name[MDS_INSTANCES_MAX][24], inst_sub[MDS_INSTANCES_MAX][24]; /* any int fits */
     for (int k = 2; k <= nmds; k++) {
         snprintf(inst_name[k - 1], sizeof inst_name[0], "pom-mds-%d", k);
         snprintf(inst_sub[k - 1], sizeof inst_sub[0], "mds-%d", k);
