@@ -26,8 +26,11 @@
  * I/O is plain pread/pwrite on cached fds, not liburing: a FUSE request
  * brings one range at a time, so there is nothing to batch; one syscall
  * per tract piece is what io_uring would cost too (docs/client.md).
+ *
+ * The store handle and the backend ops table are in pom_blob_i.h; the
+ * listing of every tract set (pom_blob_list) is pom_blob_list.c.
  */
-#include "pom_blob.h"
+#include "pom_blob_i.h"
 
 #include "xt_common.h"
 #include "xt_hash.h"
@@ -48,7 +51,6 @@
 #define HASH_SEED   UINT64_C(0x504f4d424c4f4221) /* "POMBLOB!" */
 #define FD_SLOTS    8
 #define GROUP_SHIFT 10                           /* 1,024 tracts per group folder */
-#define NBUCKETS    64
 
 struct slot {
     uint32_t tract;
@@ -72,38 +74,6 @@ struct pom_blob_file {
     bool lost;                    /* protected by mu: a dirty tract could not be listed
                                      (no memory): the next fsync syncs whole folders */
     int error;                    /* protected by mu: -errno of a failed fsync, sticky */
-};
-
-/* A backend. Ranges given to the per-tract calls lie inside one tract. */
-struct blob_ops {
-    const char *name;
-    int (*open)(pom_blob *b, const struct pom_blob_conf *c);
-    void (*close)(pom_blob *b);
-    ssize_t (*pread)(pom_blob_file *f, uint32_t t, void *buf, size_t n, uint64_t toff);
-    ssize_t (*pwrite)(pom_blob_file *f, uint32_t t, const void *buf, size_t n, uint64_t toff);
-    int (*cut)(pom_blob_file *f, uint32_t t, uint64_t len);      /* ftruncate one tract */
-    int (*drop_from)(pom_blob_file *f, uint32_t first);          /* remove tracts >= first */
-    int (*drop)(pom_blob_file *f, uint32_t t);                   /* remove one tract */
-    int (*punch)(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len);
-    int (*allocate)(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len);
-    int (*fsync)(pom_blob_file *f);
-    int (*remove)(pom_blob *b, uint64_t uuid);
-    int (*stat)(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);
-    int (*list)(pom_blob *b, pom_blob_list_fn fn, void *arg);  /* every set, once */
-    void (*file_fini)(pom_blob_file *f);
-};
-
-struct pom_blob {
-    const struct blob_ops *ops;
-    uint32_t fsid;
-    uint64_t tract_size;
-    unsigned tract_shift;
-    size_t rows;                          /* locator table length */
-    char *folders[POM_BLOB_FOLDERS_MAX];  /* "F/<fsid>", xt_malloc'd; immutable */
-    pthread_mutex_t mu;
-    struct pom_blob_file *buckets[NBUCKETS]; /* protected by mu */
-    atomic_uint_fast64_t fault_n;         /* test hook countdown (0: off) */
-    atomic_int fault_err;
 };
 
 uint64_t pom_blob_hash(uint64_t uuid)
@@ -669,193 +639,6 @@ static int local_remove(pom_blob *b, uint64_t uuid)
     return rc;
 }
 
-/* ---- local: listing every set (pom_blob_list) ---------------------------- */
-
-struct set_vec {
-    struct pom_blob_set *v;  /* xt_malloc'd; one entry per (folder, id) */
-    size_t n, cap;
-};
-
-/* Whether name is exactly len lowercase hex digits (the layout's %0Nx);
- * *out gets its value. Anything else in the tree is not ours. */
-static bool hex_name(const char *name, size_t len, uint64_t *out)
-{
-    uint64_t v = 0;
-    size_t i = 0;
-    for (; name[i] && i < len; i++) {
-        char c = name[i];
-        if (c >= '0' && c <= '9')
-            v = v << 4 | (uint64_t)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v = v << 4 | (uint64_t)(c - 'a' + 10);
-        else
-            return false;
-    }
-    *out = v;
-    return i == len && !name[i];
-}
-
-static int64_t mtime_of(const struct stat *st)
-{
-    return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
-
-/* Opens sub-folder name of d; NULL with errno set. */
-static DIR *open_sub(DIR *d, const char *name)
-{
-    int fd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return NULL;
-    DIR *s = fdopendir(fd);
-    if (!s) {
-        int e = errno;
-        close(fd);
-        errno = e;
-    }
-    return s;
-}
-
-/* Adds up id folder `ud` (its group folders and their tract files, as
- * local_stat counts them) into *s. A folder removed meanwhile counts as
- * empty. */
-static void sum_id_folder(DIR *ud, struct pom_blob_set *s)
-{
-    struct stat st;
-    if (fstat(dirfd(ud), &st) == 0)
-        s->mtime_ns = mtime_of(&st);
-    struct dirent *e;
-    while ((e = readdir(ud))) {
-        if (e->d_name[0] == '.')
-            continue;
-        DIR *g = open_sub(ud, e->d_name);
-        if (!g)
-            continue;
-        if (fstat(dirfd(g), &st) == 0)
-            s->mtime_ns = XT_MAX(s->mtime_ns, mtime_of(&st));
-        struct dirent *te;
-        while ((te = readdir(g))) {
-            if (te->d_name[0] == '.' || fstatat(dirfd(g), te->d_name, &st, 0) < 0)
-                continue;
-            s->tracts++;
-            s->bytes += (uint64_t)st.st_size;
-            s->alloc_bytes += (uint64_t)st.st_blocks * 512u;
-            s->mtime_ns = XT_MAX(s->mtime_ns, mtime_of(&st));
-        }
-        closedir(g);
-    }
-}
-
-static int set_push(struct set_vec *v, const struct pom_blob_set *s)
-{
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? v->cap * 2 : 256;
-        struct pom_blob_set *nv = xt_realloc(v->v, cap * sizeof *nv);
-        if (!nv)
-            return -ENOMEM;
-        v->v = nv;
-        v->cap = cap;
-    }
-    v->v[v->n++] = *s;
-    return 0;
-}
-
-/* The id folders under hash folder h1/h2 (`d`) into v. */
-static int list_hash_folder(DIR *d, unsigned h1, unsigned h2, struct set_vec *v)
-{
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        uint64_t id;
-        if (!hex_name(e->d_name, 16, &id))
-            continue;
-        uint64_t h = pom_blob_hash(id);
-        if (h >> 56 != h1 || ((h >> 48) & 0xff) != h2) {
-            XT_WARN("blob: %02x/%02x/%s is not where its id hashes to: not a set, skipped",
-                    h1, h2, e->d_name);
-            continue;
-        }
-        DIR *ud = open_sub(d, e->d_name);
-        if (!ud) {
-            if (errno == ENOENT)
-                continue; /* removed meanwhile */
-            return -errno;
-        }
-        struct pom_blob_set s = { .id = id };
-        sum_id_folder(ud, &s);
-        closedir(ud);
-        int rc = set_push(v, &s);
-        if (rc < 0)
-            return rc;
-    }
-    return 0;
-}
-
-/* Every set of one row folder ("F/<fsid>") into v. */
-static int list_row(const char *folder, struct set_vec *v)
-{
-    DIR *top = opendir(folder);
-    if (!top)
-        return errno == ENOENT ? 0 : -errno;
-    int rc = 0;
-    struct dirent *e1;
-    while (rc == 0 && (e1 = readdir(top))) {
-        uint64_t h1;
-        if (!hex_name(e1->d_name, 2, &h1))
-            continue;
-        DIR *l1 = open_sub(top, e1->d_name);
-        if (!l1) {
-            rc = errno == ENOENT ? 0 : -errno;
-            continue;
-        }
-        struct dirent *e2;
-        while (rc == 0 && (e2 = readdir(l1))) {
-            uint64_t h2;
-            if (!hex_name(e2->d_name, 2, &h2))
-                continue;
-            DIR *l2 = open_sub(l1, e2->d_name);
-            if (!l2) {
-                rc = errno == ENOENT ? 0 : -errno;
-                continue;
-            }
-            rc = list_hash_folder(l2, (unsigned)h1, (unsigned)h2, v);
-            closedir(l2);
-        }
-        closedir(l1);
-    }
-    closedir(top);
-    return rc;
-}
-
-static int cmp_set(const void *a, const void *b)
-{
-    uint64_t x = ((const struct pom_blob_set *)a)->id, y = ((const struct pom_blob_set *)b)->id;
-    return x < y ? -1 : x > y;
-}
-
-/* Collects (folder, id) entries of every row, then sorts them so the
- * parts of a set striped over several folders are adjacent and merges
- * them: each set reaches fn once. */
-static int local_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
-{
-    struct set_vec v = { 0 };
-    int rc = 0;
-    for (size_t r = 0; r < b->rows && rc == 0; r++)
-        rc = list_row(b->folders[r], &v);
-    if (rc == 0 && v.n > 1)
-        qsort(v.v, v.n, sizeof *v.v, cmp_set);
-    for (size_t i = 0; rc == 0 && i < v.n;) {
-        struct pom_blob_set s = v.v[i++];
-        for (; i < v.n && v.v[i].id == s.id; i++) {
-            s.tracts += v.v[i].tracts;
-            s.bytes += v.v[i].bytes;
-            s.alloc_bytes += v.v[i].alloc_bytes;
-            s.mtime_ns = XT_MAX(s.mtime_ns, v.v[i].mtime_ns);
-        }
-        rc = fn(arg, &s);
-    }
-    xt_free(v.v);
-    return rc;
-}
-
 static void local_file_fini(pom_blob_file *f)
 {
     for (int i = 0; i < FD_SLOTS; i++)
@@ -920,7 +703,7 @@ static const struct blob_ops local_ops = {
     .drop_from = local_drop_from, .drop = local_drop, .punch = local_punch,
     .allocate = local_allocate, .fsync = local_fsync, .remove = local_remove,
     .stat = local_stat, .file_fini = local_file_fini,
-    .list = local_list,
+    .list = pom_blob_local_list,
 };
 
 /* ---- the generic layer ------------------------------------------------- */
@@ -1153,9 +936,4 @@ int pom_blob_delete(pom_blob *b, uint64_t uuid)
 int pom_blob_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st)
 {
     return b->ops->stat(b, uuid, st);
-}
-
-int pom_blob_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
-{
-    return b->ops->list(b, fn, arg);
 }

@@ -1,69 +1,12 @@
 /*
  * xt_slice.c -- one table slice: rows keyed by name, an in-slice hash index,
- * ordered listing, commit-group deltas, images and splits.
+ * ordered listing, the change list behind commit-group deltas, and splits.
+ * Images and deltas are encoded and decoded in xt_slice_codec.c.
  *
- * Layout (all heap memory from xt_malloc & co.):
- *
- *   ents[0..nents)   dense array of entry pointers, live rows and tombstones
- *                    in no order; a delete of position p moves the last
- *                    entry into p (swap-remove) so the array stays dense.
- *   slots[0..nslots) open-addressing index, linear probing, power-of-two
- *                    size, load <= 3/4. A slot is a u32: 0 = empty, else
- *                    (tag << 24) | (pos + 1) with pos an index into ents and
- *                    tag = bits 9..16 of the hash (part of the cookie prefix),
- *                    so most mismatching probes never touch the entry. Deletion shifts the following run back
- *                    (no index tombstones, probe runs stay short).
- *   sorted[0..nsorted) the live rows in listing order, as (key, pos) pairs:
- *                    key = 32 bits of xt_hash_order just below the slice's
- *                    own `depth` fixed bits, so a binary search rarely
- *                    touches an entry (ties compare in full). Built by
- *                    the first xt_slice_list (O(n log n)), then kept up to
- *                    date by every change (binary search + memmove of pairs)
- *                    as long as listings keep coming: after more than
- *                    64 * log2(nlive) changes without a listing it is dropped
- *                    and freed (sorted_valid = false) so a slice nobody lists
- *                    pays neither time nor memory, and the next listing
- *                    sorts again. A sorted array suits slices of up to some
- *                    10^4..10^5 rows (the default capacity is 8192); with a
- *                    million rows each maintained change moves megabytes.
- *
- * An entry is ONE allocation: a 22-byte header (hash, gen, row_len, name_len,
- * flags) followed by the name and then the row bytes.
- *
- *   chg[0..nchg)     the entries changed since the last xt_slice_drop_tombstones
- *                    (flag ENT_CHG), so that a commit's delta costs the changes,
- *                    not the slice: with names hashed over ~1,000 slices of a
- *                    big directory every slice is dirty at every commit, and
- *                    scanning them all made the create rate fall with the
- *                    directory's size (perf: encode + visit + drop_tombstones
- *                    were 66% of pom-mds at 5M entries). When the list cannot
- *                    be trusted (chg_all: a new image or delta was loaded, a
- *                    split, no memory to grow it) every scan is a full one
- *                    until the next drop_tombstones rebuilds it.
- *
- * Invariants (besides those of xt_slice.h):
- *  (1) nents == nlive + ndead <= SLOT_POS_MAX, and every ents[p] is referred
- *      to by exactly one slot, reachable from its home slot without crossing
- *      an empty slot.
- *  (2) The home slot is a function of h >> 9 only (the 55-bit cookie prefix),
- *      so every row of one collision group lies in one probe run: counting
- *      a group costs one probe walk (invariant 4 of the header).
- *  (3) sorted_valid implies nsorted == nlive and sorted[] lists exactly the
- *      positions of the live rows in (xt_hash_order, name) order; every
- *      change that adds, removes or moves a live row updates it or clears
- *      sorted_valid. (order, name) is unique per entry since order is a
- *      bijection of the hash.
- *  (4) Unless chg_all, chg holds every entry whose gen is greater than the
- *      upto_gen of the last xt_slice_drop_tombstones (and maybe some older),
- *      each once, exactly the entries flagged ENT_CHG; a replaced or
- *      reallocated entry takes its place there, a freed one leaves.
- *
- * Locking: slice functions take no lock; the caller holds s->lock (see
- * xt_slice.h). sorted, nsorted, sorted_cap, sorted_valid and list_mods are
- * written under the write lock, or under the read lock plus s->sort_mu (the
- * lazy sort of xt_slice_list); everything else only under the write lock.
+ * The layout, the invariants (1)..(4) cited below and the locking rules are
+ * in xt_slice_i.h, with struct xt_slice.
  */
-#include "xt_slice.h"
+#include "xt_slice_i.h"
 
 #include "xt_common.h"
 #include "xt_hash.h"
@@ -73,76 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ENT_DEAD       0x1u
-#define ENT_CHG        0x2u               /* in chg[] (invariant 4) */
-#define SLOT_POS_MAX   0xFFFFFEu          /* pos + 1 must fit 24 bits */
-#define SLOTS_MIN      16u
 #define GROUP_MAX      (XT_COOKIE_SEQ_MAX + 1u)
 #define TOMB_SHRINK_MIN 256u              /* row bytes freed at delete time */
 
-struct xt_ent {
-    uint64_t hash;
-    uint64_t gen;      /* commit group of the last change */
-    uint32_t row_len;  /* for a tombstone: bytes still allocated after name */
-    uint8_t name_len;  /* 1..255 */
-    uint8_t flags;     /* ENT_DEAD */
-    uint8_t bytes[];   /* name[name_len] then row[row_len] */
-};
-#define ENT_HDR offsetof(struct xt_ent, bytes)
-_Static_assert(offsetof(struct xt_ent, bytes) == 22, "entry header is 22 bytes");
-
-struct sorted_ent {
-    uint32_t key; /* order bits below the slice's fixed prefix */
-    uint32_t pos; /* index into ents */
-};
-
-struct xt_slice {
-    pthread_rwlock_t lock;       /* the caller's lock (xt_slice_rdlock/...) */
-    pthread_mutex_t sort_mu;     /* lazy sort under the read lock */
-    uint32_t index;
-    unsigned depth;
-    uint32_t capacity;
-    uint32_t nlive, ndead, nents, ents_cap;
-    struct xt_ent **ents;
-    uint32_t *slots;
-    uint32_t nslots;             /* 0 or a power of two >= SLOTS_MIN */
-    unsigned slot_bits;          /* log2(nslots) */
-    struct sorted_ent *sorted;   /* see Locking */
-    uint32_t nsorted, sorted_cap;
-    uint32_t list_mods;          /* changes since the last listing */
-    bool sorted_valid;
-    bool needs_image;
-    struct xt_ent **chg;         /* invariant (4) */
-    uint32_t nchg, chg_cap;
-    bool chg_all;                /* chg not trusted: scan ents (invariant 4) */
-    uint64_t mods;
-    uint64_t last_gen;
-    size_t ent_bytes;            /* sum of entry allocation sizes */
-};
-
 /* ---- small helpers -------------------------------------------------- */
-
-static inline const uint8_t *ent_name(const struct xt_ent *e) { return e->bytes; }
-static inline const uint8_t *ent_row(const struct xt_ent *e) { return e->bytes + e->name_len; }
-static inline bool ent_live(const struct xt_ent *e) { return !(e->flags & ENT_DEAD); }
-static inline size_t ent_size(const struct xt_ent *e)
-{
-    return ENT_HDR + e->name_len + e->row_len;
-}
-
-static inline uint32_t slot_pos(uint32_t v) { return (v & 0xFFFFFFu) - 1; }
-static inline uint32_t slot_tag(uint64_t h) { return (uint32_t)(h >> 9) & 0xFFu; }
-static inline uint32_t slot_make(uint64_t h, uint32_t pos)
-{
-    return (slot_tag(h) << 24) | (pos + 1);
-}
-
-/* Home slot from the 55-bit cookie prefix (invariant 2), multiplicative hash:
- * the low V_h bits are equal in a slice, so they must be mixed, not used. */
-static inline uint32_t home_of(unsigned bits, uint64_t h)
-{
-    return (uint32_t)(((h >> 9) * UINT64_C(0x9E3779B97F4A7C15)) >> (64 - bits));
-}
 
 static bool name_eq(const struct xt_ent *e, const void *name, size_t len, uint64_t h)
 {
@@ -185,7 +62,7 @@ static void chg_swap(xt_slice *s, uintptr_t old, struct xt_ent *e)
     s->chg_all = true; /* not found: cannot happen (invariant 4); stay correct */
 }
 
-static void chg_forget(xt_slice *s, const struct xt_ent *e)
+void xt_slice_chg_forget(xt_slice *s, const struct xt_ent *e)
 {
     if (s->chg_all || !(e->flags & ENT_CHG))
         return;
@@ -197,27 +74,11 @@ static void chg_forget(xt_slice *s, const struct xt_ent *e)
     s->chg_all = true;
 }
 
-/* The list is no longer trusted (invariant 4): freed until rebuilt. */
-static void chg_distrust(xt_slice *s)
-{
-    s->chg_all = true;
-    xt_free(s->chg);
-    s->chg = NULL;
-    s->nchg = s->chg_cap = 0;
-}
-
 /* Stamp e with gen and note it changed. */
 static void stamp(xt_slice *s, struct xt_ent *e, uint64_t gen)
 {
     e->gen = gen;
     chg_note(s, e);
-}
-
-static void changed(xt_slice *s, uint64_t gen)
-{
-    s->mods++;
-    if (gen > s->last_gen)
-        s->last_gen = gen;
 }
 
 /* ---- lifetime, locking, properties ------------------------------------- */
@@ -305,8 +166,8 @@ size_t xt_slice_mem_bytes(const xt_slice *s)
  * absent. When `group` is given, the whole probe run is walked and *group
  * receives the number of live rows sharing h's cookie prefix (the row itself
  * included when live). */
-static uint32_t find_slot(const xt_slice *s, const void *name, size_t len, uint64_t h,
-                          unsigned *group)
+uint32_t xt_slice_find_slot(const xt_slice *s, const void *name, size_t len, uint64_t h,
+                            unsigned *group)
 {
     uint32_t found = UINT32_MAX;
     unsigned g = 0;
@@ -361,7 +222,7 @@ static void rebuild_slots(xt_slice *s)
 
 /* Make room for `want` entries: ents capacity and an index at load <= 3/4.
  * On -ENOMEM nothing changed. */
-static int reserve(xt_slice *s, uint32_t want)
+int xt_slice_reserve(xt_slice *s, uint32_t want)
 {
     if (want > SLOT_POS_MAX)
         return -ENOSPC;
@@ -497,7 +358,7 @@ static void sorted_del(xt_slice *s, uint32_t pos)
 /* Remove the entry at slot i from the index and ents (the entry itself is
  * not freed). Backward-shift deletion, then the last entry moves into the
  * freed position. */
-static void remove_at(xt_slice *s, uint32_t i)
+void xt_slice_remove_at(xt_slice *s, uint32_t i)
 {
     uint32_t mask = s->nslots - 1, pos = slot_pos(s->slots[i]);
     for (uint32_t k = (i + 1) & mask; s->slots[k] != 0; k = (k + 1) & mask) {
@@ -559,7 +420,7 @@ int xt_slice_insert(xt_slice *s, const void *name, size_t name_len, uint64_t has
         return rc < 0 ? rc : -EINVAL;
     assert(row || row_len == 0);
     unsigned group;
-    uint32_t i = find_slot(s, name, name_len, hash, &group);
+    uint32_t i = xt_slice_find_slot(s, name, name_len, hash, &group);
     struct xt_ent *old = i == UINT32_MAX ? NULL : s->ents[slot_pos(s->slots[i])];
 
     if (old && ent_live(old) && (flags & XT_SLICE_EXCL))
@@ -592,7 +453,7 @@ int xt_slice_insert(xt_slice *s, const void *name, size_t name_len, uint64_t has
         sorted_add(s, pos);
         return 0;
     }
-    rc = reserve(s, s->nents + 1);
+    rc = xt_slice_reserve(s, s->nents + 1);
     if (rc < 0) {
         xt_free(e);
         return rc;
@@ -614,7 +475,7 @@ int xt_slice_update(xt_slice *s, const void *name, size_t name_len, uint64_t has
     int rc = check_key(s, name_len, hash);
     if (rc < 0)
         return rc;
-    uint32_t i = find_slot(s, name, name_len, hash, NULL);
+    uint32_t i = xt_slice_find_slot(s, name, name_len, hash, NULL);
     if (i == UINT32_MAX || !ent_live(s->ents[slot_pos(s->slots[i])]))
         return -ENOENT;
     rc = xt_slice_insert(s, name, name_len, hash, row, row_len, 0, gen);
@@ -627,7 +488,7 @@ int xt_slice_delete(xt_slice *s, const void *name, size_t name_len, uint64_t has
     int rc = check_key(s, name_len, hash);
     if (rc < 0)
         return rc;
-    uint32_t i = find_slot(s, name, name_len, hash, NULL);
+    uint32_t i = xt_slice_find_slot(s, name, name_len, hash, NULL);
     if (i == UINT32_MAX)
         return -ENOENT;
     uint32_t pos = slot_pos(s->slots[i]);
@@ -664,7 +525,7 @@ int xt_slice_lookup(const xt_slice *s, const void *name, size_t name_len, uint64
 {
     if (name_len == 0 || name_len > XT_NAME_MAX)
         return -EINVAL;
-    uint32_t i = find_slot(s, name, name_len, hash, NULL);
+    uint32_t i = xt_slice_find_slot(s, name, name_len, hash, NULL);
     if (i == UINT32_MAX)
         return -ENOENT;
     const struct xt_ent *e = s->ents[slot_pos(s->slots[i])];
@@ -797,17 +658,6 @@ int xt_slice_list(xt_slice *s, uint64_t cookie_from, size_t max_entries,
     return done;
 }
 
-/* The entries a scan for changes must look at (invariant 4). */
-static struct xt_ent *const *scan_set(const xt_slice *s, bool changes, uint32_t *n)
-{
-    if (changes && !s->chg_all) {
-        *n = s->nchg;
-        return s->chg;
-    }
-    *n = s->nents;
-    return s->ents;
-}
-
 /* Visit entries: live rows only, or every change with gen > since. */
 static int visit(const xt_slice *s, bool changes, uint64_t since, xt_slice_cb cb, void *arg)
 {
@@ -844,7 +694,7 @@ int xt_slice_collect_changes(const xt_slice *s, uint64_t since_gen, xt_slice_cb 
 /* Removes tombstone e (at position pos) for good. */
 static void drop_dead(xt_slice *s, struct xt_ent *e, uint32_t pos)
 {
-    remove_at(s, slot_of_pos(s, e->hash, pos));
+    xt_slice_remove_at(s, slot_of_pos(s, e->hash, pos));
     s->ent_bytes -= ent_size(e);
     s->ndead--;
     xt_free(e);
@@ -863,8 +713,8 @@ int xt_slice_drop_tombstones(xt_slice *s, uint64_t upto_gen)
 {
     int n = 0;
     if (s->chg_all) {
-        /* Downwards: remove_at moves the last entry (already visited) into
-         * p. Then the change list is rebuilt from what is left. */
+        /* Downwards: xt_slice_remove_at moves the last entry (already
+         * visited) into p. Then the change list is rebuilt from what is left. */
         for (uint32_t p = s->nents; p-- > 0;) {
             struct xt_ent *e = s->ents[p];
             if (!ent_live(e) && e->gen <= upto_gen) {
@@ -913,7 +763,7 @@ int xt_slice_split(xt_slice *s, xt_slice **child)
     xt_slice *c = xt_slice_new(s->index + bit, s->depth + 1, s->capacity);
     if (!c)
         return -ENOMEM;
-    if (moved && reserve(c, moved) < 0) {
+    if (moved && xt_slice_reserve(c, moved) < 0) {
         xt_slice_free(c);
         return -ENOMEM;
     }
@@ -950,275 +800,5 @@ int xt_slice_split(xt_slice *s, xt_slice **child)
     c->last_gen = s->last_gen;
     c->mods = 1;
     *child = c;
-    return 0;
-}
-
-/* ---- serialisation -------------------------------------------------------
- *
- * Image and delta share one layout (docs/format-slice.md), little-endian:
- *
- *   header, HDR_SIZE = 40 bytes
- *     0  u32 magic        IMAGE_MAGIC "XSLI" or DELTA_MAGIC "XSLD"
- *     4  u16 version      FORMAT_VERSION
- *     6  u8  depth        0..32
- *     7  u8  reserved     0
- *     8  u32 index        < 2^depth
- *    12  u32 count        records that follow
- *    16  u32 capacity     image: slice capacity; delta: 0
- *    20  u32 reserved     0
- *    24  u64 gen_a        image: last_gen; delta: since_gen
- *    32  u64 gen_b        image: 0;        delta: upto_gen (last_gen at encode)
- *   records, `count` of them, each REC_FIXED = 22 bytes + name + row
- *     0  u8  kind         REC_ROW (image: always) or REC_DELETE (delta only)
- *     1  u64 hash         owned by (index, depth)
- *     9  u64 gen
- *    17  u32 row_len      0 for REC_DELETE
- *    21  u8  name_len     1..255
- *    22  name[name_len], row[row_len]
- *   trailer
- *     0  u64 checksum     xt_hash_bytes(everything before it, SUM_SEED)
- */
-#define IMAGE_MAGIC    0x494C5358u /* "XSLI" */
-#define DELTA_MAGIC    0x444C5358u /* "XSLD" */
-#define FORMAT_VERSION 1u
-#define HDR_SIZE       40u
-#define REC_FIXED      22u
-#define TRAILER_SIZE   8u
-#define SUM_SEED       UINT64_C(0x536c696365763031) /* "Slicev01" */
-#define REC_ROW        1u
-#define REC_DELETE     2u
-
-static size_t rec_size(const struct xt_ent *e)
-{
-    return REC_FIXED + e->name_len + (ent_live(e) ? e->row_len : 0);
-}
-
-static uint8_t *put_rec(uint8_t *p, const struct xt_ent *e)
-{
-    uint32_t rl = ent_live(e) ? e->row_len : 0;
-    p[0] = ent_live(e) ? REC_ROW : REC_DELETE;
-    xt_put_u64(p + 1, e->hash);
-    xt_put_u64(p + 9, e->gen);
-    xt_put_u32(p + 17, rl);
-    p[21] = e->name_len;
-    memcpy(p + REC_FIXED, ent_name(e), e->name_len);
-    if (rl)
-        memcpy(p + REC_FIXED + e->name_len, ent_row(e), rl);
-    return p + REC_FIXED + e->name_len + rl;
-}
-
-/* Encode the entries selected by (delta, since): image = live rows,
- * delta = every entry with gen > since. */
-static int encode(const xt_slice *s, bool delta, uint64_t since, uint8_t **out,
-                  size_t *out_len)
-{
-    size_t len = HDR_SIZE + TRAILER_SIZE;
-    uint32_t count = 0, m;
-    struct xt_ent *const *v = scan_set(s, delta, &m);
-    for (uint32_t p = 0; p < m; p++) {
-        const struct xt_ent *e = v[p];
-        if (delta ? e->gen > since : ent_live(e)) {
-            len += rec_size(e);
-            count++;
-        }
-    }
-#ifndef NDEBUG
-    if (delta && !s->chg_all) { /* invariant (4): the list misses nothing */
-        uint32_t full = 0;
-        for (uint32_t p = 0; p < s->nents; p++)
-            full += s->ents[p]->gen > since;
-        assert(full == count);
-    }
-#endif
-    uint8_t *buf = xt_malloc(len);
-    if (!buf)
-        return -ENOMEM;
-    memset(buf, 0, HDR_SIZE);
-    xt_put_u32(buf, delta ? DELTA_MAGIC : IMAGE_MAGIC);
-    xt_put_u16(buf + 4, FORMAT_VERSION);
-    buf[6] = (uint8_t)s->depth;
-    xt_put_u32(buf + 8, s->index);
-    xt_put_u32(buf + 12, count);
-    xt_put_u32(buf + 16, delta ? 0 : s->capacity);
-    xt_put_u64(buf + 24, delta ? since : s->last_gen);
-    xt_put_u64(buf + 32, delta ? s->last_gen : 0);
-    uint8_t *w = buf + HDR_SIZE;
-    for (uint32_t p = 0; p < m; p++) {
-        const struct xt_ent *e = v[p];
-        if (delta ? e->gen > since : ent_live(e))
-            w = put_rec(w, e);
-    }
-    assert((size_t)(w - buf) == len - TRAILER_SIZE);
-    xt_put_u64(w, xt_hash_bytes(buf, len - TRAILER_SIZE, SUM_SEED));
-    *out = buf;
-    *out_len = len;
-    return 0;
-}
-
-int xt_slice_encode(const xt_slice *s, uint8_t **out, size_t *out_len)
-{
-    return encode(s, false, 0, out, out_len);
-}
-
-int xt_slice_encode_delta(const xt_slice *s, uint64_t since_gen, uint8_t **out,
-                          size_t *out_len)
-{
-    return encode(s, true, since_gen, out, out_len);
-}
-
-/* A parsed, validated header. */
-struct hdr {
-    uint32_t index, count, capacity;
-    unsigned depth;
-    uint64_t gen_a, gen_b;
-};
-
-struct rec {
-    unsigned kind;
-    uint64_t hash, gen;
-    uint32_t row_len;
-    size_t name_len;
-    const uint8_t *name, *row;
-};
-
-/* Read the record at *off; -EBADMSG when it does not fit before `end`. */
-static int get_rec(const uint8_t *b, size_t *off, size_t end, struct rec *r)
-{
-    if (end - *off < REC_FIXED)
-        return -EBADMSG;
-    const uint8_t *p = b + *off;
-    r->kind = p[0];
-    r->hash = xt_get_u64(p + 1);
-    r->gen = xt_get_u64(p + 9);
-    r->row_len = xt_get_u32(p + 17);
-    r->name_len = p[21];
-    if (r->name_len == 0 || end - *off - REC_FIXED < r->name_len + (size_t)r->row_len)
-        return -EBADMSG;
-    r->name = p + REC_FIXED;
-    r->row = r->name + r->name_len;
-    *off += REC_FIXED + r->name_len + r->row_len;
-    return 0;
-}
-
-/* Check everything that can be checked without building the slice: header,
- * checksum, every record's bounds, kind and ownership, exact length. */
-static int validate(const void *buf, size_t len, uint32_t magic, struct hdr *h)
-{
-    const uint8_t *b = buf;
-    if (!buf || len < HDR_SIZE + TRAILER_SIZE)
-        return -EBADMSG;
-    if (xt_get_u32(b) != magic || xt_get_u16(b + 4) != FORMAT_VERSION || b[7] != 0 ||
-        xt_get_u32(b + 20) != 0)
-        return -EBADMSG;
-    size_t end = len - TRAILER_SIZE;
-    if (xt_get_u64(b + end) != xt_hash_bytes(b, end, SUM_SEED))
-        return -EBADMSG;
-    h->depth = b[6];
-    h->index = xt_get_u32(b + 8);
-    h->count = xt_get_u32(b + 12);
-    h->capacity = xt_get_u32(b + 16);
-    h->gen_a = xt_get_u64(b + 24);
-    h->gen_b = xt_get_u64(b + 32);
-    if (h->depth > XT_SLICE_MAX_DEPTH || (h->depth < 32 && h->index >> h->depth))
-        return -EBADMSG;
-    if (magic == IMAGE_MAGIC
-            ? (h->capacity == 0 || h->capacity > XT_SLICE_MAX_CAPACITY ||
-               h->count > h->capacity || h->gen_b != 0)
-            : (h->capacity != 0 || h->count > SLOT_POS_MAX))
-        return -EBADMSG;
-    uint32_t mask = h->depth >= 32 ? UINT32_MAX : (UINT32_C(1) << h->depth) - 1;
-    size_t off = HDR_SIZE;
-    for (uint32_t i = 0; i < h->count; i++) {
-        struct rec r;
-        if (get_rec(b, &off, end, &r) < 0)
-            return -EBADMSG;
-        if ((xt_hash_vh(r.hash) & mask) != h->index)
-            return -EBADMSG;
-        if (magic == IMAGE_MAGIC ? (r.kind != REC_ROW || r.gen > h->gen_a)
-                                 : (r.kind == REC_DELETE ? r.row_len != 0
-                                                         : r.kind != REC_ROW))
-            return -EBADMSG;
-    }
-    return off == end ? 0 : -EBADMSG;
-}
-
-int xt_slice_decode(const void *buf, size_t len, xt_slice **out)
-{
-    struct hdr h;
-    int rc = validate(buf, len, IMAGE_MAGIC, &h);
-    if (rc < 0)
-        return rc;
-    xt_slice *s = xt_slice_new(h.index, h.depth, h.capacity);
-    if (!s)
-        return -ENOMEM;
-    if (h.count && (rc = reserve(s, h.count)) < 0)
-        goto fail;
-    size_t off = HDR_SIZE;
-    for (uint32_t i = 0; i < h.count; i++) {
-        struct rec r;
-        get_rec(buf, &off, len - TRAILER_SIZE, &r); /* validated */
-        rc = xt_slice_insert(s, r.name, r.name_len, r.hash, r.row, r.row_len,
-                             XT_SLICE_EXCL, r.gen);
-        if (rc < 0) {
-            /* A duplicate or an oversized collision group: not our output. */
-            if (rc != -ENOMEM)
-                rc = -EBADMSG;
-            goto fail;
-        }
-    }
-    s->last_gen = h.gen_a;
-    s->mods = 0;
-    s->needs_image = false;
-    chg_distrust(s); /* loaded, not changed: no list until the first drop */
-    *out = s;
-    return 0;
-fail:
-    xt_slice_free(s);
-    return rc;
-}
-
-/* Remove the entry of (name, hash) outright, live or tombstone. */
-static void purge(xt_slice *s, const void *name, size_t len, uint64_t h)
-{
-    uint32_t i = find_slot(s, name, len, h, NULL);
-    if (i == UINT32_MAX)
-        return;
-    struct xt_ent *e = s->ents[slot_pos(s->slots[i])];
-    remove_at(s, i);
-    chg_forget(s, e);
-    s->ent_bytes -= ent_size(e);
-    if (ent_live(e))
-        s->nlive--;
-    else
-        s->ndead--;
-    xt_free(e);
-}
-
-int xt_slice_apply_delta(xt_slice *s, const void *buf, size_t len)
-{
-    struct hdr h;
-    int rc = validate(buf, len, DELTA_MAGIC, &h);
-    if (rc < 0)
-        return rc;
-    if (h.index != s->index || h.depth != s->depth)
-        return -EINVAL;
-    /* Deletes first so that upserts never overrun the capacity needlessly. */
-    for (int pass = 0; pass < 2; pass++) {
-        size_t off = HDR_SIZE;
-        for (uint32_t i = 0; i < h.count; i++) {
-            struct rec r;
-            get_rec(buf, &off, len - TRAILER_SIZE, &r); /* validated */
-            if (pass == 0 && r.kind == REC_DELETE) {
-                purge(s, r.name, r.name_len, r.hash);
-            } else if (pass == 1 && r.kind == REC_ROW) {
-                rc = xt_slice_insert(s, r.name, r.name_len, r.hash, r.row, r.row_len, 0,
-                                     r.gen);
-                if (rc < 0)
-                    return rc;
-            }
-        }
-    }
-    changed(s, h.gen_b);
-    chg_distrust(s); /* loaded gens, not this process's commits */
     return 0;
 }

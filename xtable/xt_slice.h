@@ -38,7 +38,7 @@
  * every reader of the slice anyway. See docs/format-slice.md.
  *
  * Formats (image and delta records): docs/format-slice.md; offsets are
- * defined once, in xt_slice.c next to the encoder and the decoder.
+ * defined once, in xt_slice_codec.c next to the encoder and the decoder.
  */
 #ifndef XT_SLICE_H
 #define XT_SLICE_H

@@ -1,6 +1,6 @@
 /*
  * fuzz_xt_slice.c -- libFuzzer target for the slice image and delta
- * decoders (xtable/xt_slice.c: xt_slice_decode, xt_slice_apply_delta), the
+ * decoders (xtable/xt_slice_codec.c: xt_slice_decode, xt_slice_apply_delta), the
  * bytes an MDS loads back from MDSL.
  *
  * Every input is tried as an image and as a delta, once as it is and once
