@@ -306,6 +306,9 @@ size_t pom_gone_take(pom_fs *fs, struct pom_gone **out);
 void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint64_t mark);
 /* A sync now, then pom_gone_finish (pom_close, a full queue). */
 void pom_tracts_reap(pom_fs *fs);
+/* 64 random-looking bits, different at every call in practice (a counter,
+ * the time and the process hashed; no lock, no RPC). pom_kv.c. */
+uint64_t pom_nonce(void);
 /* The id naming the tracts of a blob row: its generation, which a
  * rewrite from size 0 changes (copy-on-write, pom_file.c (3)), or its
  * uuid for rows written before generations (0). */

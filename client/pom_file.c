@@ -57,11 +57,8 @@
 
 #include <fcntl.h>
 #include <linux/falloc.h>
-#include <stdatomic.h>
 #include <string.h>
-#include <unistd.h>
 
-#include "xt_hash.h"
 
 #define MAX_TRIES 64
 
@@ -132,12 +129,7 @@ uint64_t pom_tracts_id(const xt_row_attr *a)
  * with probability 2^-63. No lock and no RPC: it is taken under d->mu. */
 static uint64_t new_tracts_id(void)
 {
-    static _Atomic uint64_t ctr;
-    uint8_t b[24];
-    xt_put_u64(b, atomic_fetch_add(&ctr, 1));
-    xt_put_u64(b + 8, xt_now_ns());
-    xt_put_u64(b + 16, (uint64_t)getpid() ^ (uint64_t)(uintptr_t)&ctr);
-    return xt_hash_bytes(b, sizeof b, 0x7472616374) | (UINT64_C(1) << 63);
+    return pom_nonce() | (UINT64_C(1) << 63);
 }
 
 /* REQUIRES: d->mu held, !d->blob. Invariant (2). */

@@ -71,8 +71,7 @@ static void key_name(const void *key, size_t klen, struct kv_name *n)
     n->len = XT_NAME_MAX;
 }
 
-/* A nonce for invariant (3): unique per call in practice. */
-static uint64_t nonce(void)
+uint64_t pom_nonce(void)
 {
     static _Atomic uint64_t ctr;
     uint64_t c = atomic_fetch_add(&ctr, 1) + 1, t = xt_now_ns();
@@ -80,7 +79,13 @@ static uint64_t nonce(void)
     xt_put_u64(b, c);
     xt_put_u64(b + 8, t);
     xt_put_u64(b + 16, (uint64_t)(uintptr_t)&ctr ^ (uint64_t)getpid());
-    return xt_hash_bytes(b, sizeof b, 0x6e6f6e6365) | 1;
+    return xt_hash_bytes(b, sizeof b, 0x6e6f6e6365);
+}
+
+/* A nonce for invariant (3): never 0. */
+static uint64_t nonce(void)
+{
+    return pom_nonce() | 1;
 }
 
 void pom_free(void *p)

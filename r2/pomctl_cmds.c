@@ -557,24 +557,32 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
     return POMCTL_OK;
 }
 
+int pomctl_fs_list(struct pomctl *ctl, const char *name, struct xt_fs_info **fs, size_t *n)
+{
+    *fs = NULL;
+    *n = 0;
+    int rc;
+    for (int attempt = 1;; attempt++) {
+        if ((rc = pomctl_r2_leader(ctl)) < 0)
+            break;
+        xt_rpc_call call = pomctl_call(ctl);
+        rc = xt_r2_fs_list(ctl->pool, &call, name, fs, n);
+        if (rc != -EREMOTE || attempt == LEADER_TRIES)
+            break;
+        sleep_ms(300 * attempt);
+    }
+    return rc;
+}
+
 /* fs list (name NULL) and fs stat NAME. */
 static int fs_list(struct pomctl *ctl, const char *name)
 {
     int code = pomctl_resolve_addrs(ctl);
     if (code)
         return code;
-    struct xt_fs_info *fs = NULL;
-    size_t n = 0;
-    int rc;
-    for (int attempt = 1;; attempt++) {
-        if ((rc = pomctl_r2_leader(ctl)) < 0)
-            break;
-        xt_rpc_call call = pomctl_call(ctl);
-        rc = xt_r2_fs_list(ctl->pool, &call, name, &fs, &n);
-        if (rc != -EREMOTE || attempt == LEADER_TRIES)
-            break;
-        sleep_ms(300 * attempt);
-    }
+    struct xt_fs_info *fs;
+    size_t n;
+    int rc = pomctl_fs_list(ctl, name, &fs, &n);
     size_t pick = 0; /* fs stat: the entry named, whatever else R2 sent */
     if (rc == 0 && name) {
         while (pick < n && strcmp(fs[pick].name, name))

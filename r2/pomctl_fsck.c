@@ -554,17 +554,9 @@ static void report(struct fsck *f, const char *fsname)
  * code (message printed). */
 static int refuse_if_mounted(struct pomctl *ctl, const char *fsname)
 {
-    struct xt_fs_info *fs = NULL;
-    size_t n = 0;
-    int rc;
-    for (int attempt = 1;; attempt++) {
-        if ((rc = pomctl_r2_leader(ctl)) < 0)
-            break;
-        xt_rpc_call call = pomctl_call(ctl);
-        rc = xt_r2_fs_list(ctl->pool, &call, fsname, &fs, &n);
-        if (rc != -EREMOTE || attempt == 3)
-            break;
-    }
+    struct xt_fs_info *fs;
+    size_t n;
+    int rc = pomctl_fs_list(ctl, fsname, &fs, &n);
     uint32_t mounts = 0;
     for (size_t i = 0; rc == 0 && i < n; i++)
         if (!strcmp(fs[i].name, fsname))

@@ -63,6 +63,10 @@ int pomctl_r2_view(struct pomctl *ctl, bool want_leader, struct xt_view *view);
 /* Connects to the leader (pomctl_r2_view) for a call that only the leader
  * answers. 0 or -errno. */
 int pomctl_r2_leader(struct pomctl *ctl);
+/* R2's fs records (name NULL: all; else that one, maybe among others),
+ * asking the leader and retrying while R2 answers "not the leader".
+ * *fs: free with xt_fs_info_free_array(*fs, *n) also on error. */
+int pomctl_fs_list(struct pomctl *ctl, const char *name, struct xt_fs_info **fs, size_t *n);
 /* The call options of this invocation (timeout). */
 xt_rpc_call pomctl_call(const struct pomctl *ctl);
 /* Closes the pool. */

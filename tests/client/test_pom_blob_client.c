@@ -359,10 +359,7 @@ static void test_rename_over_and_fsync_crash(void **state)
     assert_int_equal(pom_release(f), 0);
     pom_forget(fs, st.st_ino, 1);
     pom_close(fs);
-    pom_proc_kill(C.mds, SIGKILL);
-    pom_proc_wait(C.mds, 10000, NULL);
-    C.mds = 0;
-    assert_int_equal(pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL), 0);
+    assert_int_equal(pom_cluster_restart_mds(&C, POM_MDS_BIN, 200), 0);
     fs = conn(true);
     assert_int_equal(pom_lookup(fs, POM_ROOT_INO, "ren", &st), 0);
     pom_ino d2 = st.st_ino;
@@ -386,18 +383,10 @@ static void write_all(pom_file *f, const uint8_t *b, size_t n)
     }
 }
 
-static void restart_mds(int interval_ms)
-{
-    pom_proc_kill(C.mds, SIGKILL);
-    pom_proc_wait(C.mds, 10000, NULL);
-    C.mds = 0;
-    assert_int_equal(pom_cluster_start_mds(&C, POM_MDS_BIN, interval_ms, NULL), 0);
-}
-
 static void test_rewrite_is_copy_on_write(void **state)
 {
     (void)state;
-    restart_mds(60000); /* nothing commits but what a sync asks for */
+    assert_int_equal(pom_cluster_restart_mds(&C, POM_MDS_BIN, 60000), 0); /* nothing commits but what a sync asks for */
     pom_fs *fs = conn(true);
     pom_ino dir = fresh_dir(fs, "cow");
     const size_t na = 300000, nb = 200000;
@@ -427,7 +416,7 @@ static void test_rewrite_is_copy_on_write(void **state)
     /* The MDS dies before the commit: the old row, and its bytes, whole
      * (this client's queued removal of the old set is dropped at close:
      * the sync then comes from another MDS epoch). */
-    restart_mds(200);
+    assert_int_equal(pom_cluster_restart_mds(&C, POM_MDS_BIN, 200), 0);
     pom_forget(fs, ino, 1);
     pom_close(fs);
     assert_int_equal(tracts_of(ida, NULL), 1);

@@ -60,11 +60,6 @@
 
 static struct pom_cluster C;
 
-static void start_mds(void)
-{
-    assert_int_equal(pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL), 0);
-}
-
 static int group_setup(void **state)
 {
     (void)state;
@@ -814,10 +809,7 @@ static void test_kill_mds(void **state)
     assert_int_equal(pom_release(f), 0);
     pom_forget(fs, st.st_ino, 1);
     assert_int_equal(pom_sync(fs), 0);
-    assert_int_equal(pom_proc_kill(C.mds, SIGKILL), 0);
-    assert_int_equal(pom_proc_wait(C.mds, 10000, NULL), 0);
-    C.mds = 0;
-    start_mds();
+    assert_int_equal(pom_cluster_restart_mds(&C, POM_MDS_BIN, 200), 0);
     /* The same connection: its calls wait for the new MDS. */
     check_file(fs, d, "synced", data, sizeof data);
     write_file(fs, d, "after", data, 10);

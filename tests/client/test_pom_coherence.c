@@ -18,13 +18,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "pom_cluster.h"
-#include "pom_proc.h"
 #include "pomegranate.h"
 
 #define FSID 12
@@ -116,18 +115,10 @@ static void on_restart(void *arg)
     atomic_fetch_add(&restarts, 1);
 }
 
-static void restart_mds(int interval_ms)
-{
-    pom_proc_kill(C.mds, SIGKILL);
-    pom_proc_wait(C.mds, 10000, NULL);
-    C.mds = 0;
-    assert_int_equal(pom_cluster_start_mds(&C, POM_MDS_BIN, interval_ms, NULL), 0);
-}
-
 static void test_mds_restart_lost_overwrite(void **state)
 {
     (void)state;
-    restart_mds(60000); /* nothing commits but what a sync asks for */
+    assert_int_equal(pom_cluster_restart_mds(&C, POM_MDS_BIN, 60000), 0); /* nothing commits but what a sync asks for */
     pom_fs *fs = conn();
     pom_set_restart_cb(fs, on_restart, NULL);
     pom_ino ino = make(fs, "lost");
@@ -137,7 +128,7 @@ static void test_mds_restart_lost_overwrite(void **state)
     put(fs, ino, "acknowledged, then lost", false); /* flushed, not committed */
     expect(fs, ino, "acknowledged, then lost");
     assert_int_equal(atomic_load(&restarts), 0);
-    restart_mds(200);
+    assert_int_equal(pom_cluster_restart_mds(&C, POM_MDS_BIN, 200), 0);
     struct stat st;
     assert_int_equal(pom_getattr(fs, ino, &st), 0); /* the first reply of the new MDS */
     assert_int_equal(atomic_load(&restarts), 1);

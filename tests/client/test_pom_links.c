@@ -656,9 +656,7 @@ static void test_kill_during_links(void **state)
         pthread_create(&th, NULL, churn_main, &c);
         /* Several commit groups (200 ms) pass, then SIGKILL. */
         usleep(300000 + (useconds_t)(rnd(&s) % 700) * 1000);
-        assert_int_equal(pom_proc_kill(C.mds, SIGKILL), 0);
-        assert_int_equal(pom_proc_wait(C.mds, 10000, NULL), 0);
-        C.mds = 0;
+        assert_int_equal(pom_cluster_kill_mds(&C), 0);
         atomic_store(&c.stop, true);
         assert_int_equal(pom_cluster_start_mds(&C, POM_MDS_BIN, 200, NULL), 0);
         pthread_join(th, NULL); /* its call in flight waited for the restart */

@@ -4,6 +4,8 @@
 #include "pom_cluster.h"
 #include "pom_proc.h"
 
+#include <signal.h>
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +61,20 @@ int pom_cluster_start_mds(struct pom_cluster *c, const char *bin, int interval_m
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
     return spawn(c, argv, "mds", c->mds_port, &c->mds);
+}
+
+int pom_cluster_kill_mds(struct pom_cluster *c)
+{
+    int rc = pom_proc_kill(c->mds, SIGKILL);
+    int wrc = pom_proc_wait(c->mds, 10000, NULL);
+    c->mds = 0;
+    return rc < 0 ? rc : wrc < 0 ? wrc : 0;
+}
+
+int pom_cluster_restart_mds(struct pom_cluster *c, const char *bin, int interval_ms)
+{
+    int rc = pom_cluster_kill_mds(c);
+    return rc < 0 ? rc : pom_cluster_start_mds(c, bin, interval_ms, NULL);
 }
 
 void pom_cluster_destroy(struct pom_cluster *c)

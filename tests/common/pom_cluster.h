@@ -24,6 +24,11 @@ int pom_cluster_start_mdsl(struct pom_cluster *c, const char *bin);
  * listens. */
 int pom_cluster_start_mds(struct pom_cluster *c, const char *bin, int interval_ms,
                           const char *const *extra);
+/* SIGKILL of the MDS, waited for (c->mds becomes 0): 0 or -errno. */
+int pom_cluster_kill_mds(struct pom_cluster *c);
+/* kill_mds, then start_mds(bin, interval_ms, no extra arguments) on the
+ * same port: an MDS crash and restart. 0 or -errno. */
+int pom_cluster_restart_mds(struct pom_cluster *c, const char *bin, int interval_ms);
 /* init + start_mdsl + start_mds (commit interval 200 ms): the usual
  * fixture of a client test. 0 or -errno. */
 int pom_cluster_up(struct pom_cluster *c, const char *tag, const char *mdsl_bin,
