@@ -59,7 +59,6 @@
 #include <linux/falloc.h>
 #include <string.h>
 
-
 #define MAX_TRIES 64
 
 /* REQUIRES: d->mu held. Makes room for len (<= POM_INLINE_MAX) bytes. */
