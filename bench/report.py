@@ -7,6 +7,7 @@ target check of issue 9, and gnuplot PNG plots.
   report.py fio FIO.json TARGET PHASE PARAM >> results.jsonl
   report.py fsmark FSMARK.out TARGET PARAM  >> results.jsonl
   report.py redis REDIS.csv THREADS         >> results.jsonl
+  report.py dist-table results.jsonl          -> the many-MDS table (stdout)
 
 Invariants:
  (1) Only numbers of this one run are compared (BENCH-NOTES: figures move
@@ -155,6 +156,9 @@ def tables(recs, targets):
         if r["bench"] not in order:
             order.append(r["bench"])
     for bench in order:
+        if bench == "dist":
+            out += dist_tables(recs)
+            continue
         rows = {}
         keys = []
         for r in recs:
@@ -206,6 +210,71 @@ def tables(recs, targets):
                     line.append("-" if x is None or "na" in x else
                                 "%s/%s" % (fmt_lat(x, "p50_us"), fmt_lat(x, "p99_us")))
             out.append("| " + " | ".join(line) + " |")
+    return out
+
+
+def dist_tables(recs):
+    """The dist workload (bench_dist, K = 1, 2, 4 MDS) side by side: rates
+    and their ratio to K = 1, forwards, MDS CPU per operation, load; then
+    the per-operation costs docs/mds-model.md takes (bench/model.py)."""
+    d = [r for r in recs if r.get("bench") == "dist"]
+    ks = sorted({r["mds"] for r in d})
+    if not ks:
+        return []
+
+    def get(k, phase):
+        return next((r for r in d if r["mds"] == k and r["phase"] == phase), None)
+
+    def rate(k, phase):
+        r = get(k, phase)
+        return r["ops_per_s"] if r else None
+
+    def cell(k, phase):
+        v, b = rate(k, phase), rate(ks[0], phase)
+        if v is None:
+            return ["-", "-"]
+        return ["%.0f" % v, "%.2fx" % (v / b) if b else "-"]
+
+    out = ["\n### dist (many MDS on this machine: overhead, not speed-up)\n"]
+    hdr = ["MDS", "creates/s (1 dir)", "vs 1", "lookups/s (1 dir)", "vs 1",
+           "creates/s (8 dirs)", "vs 1", "lookups/s (8 dirs)", "vs 1",
+           "forwards %", "MDS CPU us/create", "MDS CPU us/lookup", "load avg"]
+    out += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+    for k in ks:
+        main = [r for r in d if r["mds"] == k and r["phase"] in
+                ("create", "lookup", "create-dirs", "lookup-dirs")]
+        req = sum(r.get("requests", 0) for r in main)
+        fwd = sum(r.get("forwards", 0) for r in main)
+        c, lk = get(k, "create"), get(k, "lookup")
+        line = [str(k)] + cell(k, "create") + cell(k, "lookup") + cell(k, "create-dirs") + \
+            cell(k, "lookup-dirs")
+        line += ["%.3f" % (100.0 * fwd / req) if req else "-",
+                 "%.1f" % c["mds_cpu_us_per_op"] if c else "-",
+                 "%.1f" % lk["mds_cpu_us_per_op"] if lk else "-",
+                 "%.2f" % max(r.get("load1", 0) for r in main) if main else "-"]
+        out.append("| " + " | ".join(line) + " |")
+    out += ["\nPer-operation costs (bench_dist; model inputs, docs/mds-model.md):\n"]
+    hdr = ["MDS", "requests/create", "MDS CPU us/create (8 dirs)", "MDSL CPU us/create",
+           "bytes/create", "commit mean us", "creates/group", "probe create direct / 1st (fwd share)",
+           "probe lookup direct / 1st (fwd share)", "forwarded lookup us"]
+    out += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+    for k in ks:
+        c, cd = get(k, "create"), get(k, "create-dirs")
+        pc, pl = get(k, "probe-create-cost"), get(k, "probe-lookup-cost")
+
+        def pr(x):
+            return "-" if not x else "%.0f / %.0f us (%.2f)" % (
+                x["direct_mean_us"], x["first_mean_us"], x["forward_share"])
+        line = [str(k),
+                "%.2f" % (c["requests"] / c["ops"]) if c and c["ops"] else "-",
+                "%.1f" % cd["mds_cpu_us_per_op"] if cd else "-",
+                "%.1f" % c["mdsl_cpu_us_per_op"] if c else "-",
+                "%.0f" % c["bytes_per_op"] if c else "-",
+                "%.0f" % c["commit_mean_us"] if c else "-",
+                "%.0f" % (c["ops"] / c["groups"]) if c and c.get("groups") else "-",
+                pr(pc), pr(pl),
+                "%.0f" % pl["forwarded_us"] if pl and pl.get("forwarded_us") else "-"]
+        out.append("| " + " | ".join(line) + " |")
     return out
 
 
@@ -329,6 +398,9 @@ def main():
         return conv_fsmark(*a[1:4])
     if a and a[0] == "redis":
         return conv_redis(*a[1:3])
+    if a and a[0] == "dist-table" and len(a) >= 2:
+        print("\n".join(dist_tables(load(a[1]))))
+        return 0
     if len(a) < 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -343,7 +415,8 @@ def main():
     for k, v in meta.items():
         out.append("- %s: %s" % (k, v))
     out += tables(recs, targets)
-    out += target_check(recs)
+    if any(r.get("bench") != "dist" for r in recs):  # a dist-only run has no targets
+        out += target_check(recs)
     out += plots(recs, a[1])
     text = "\n".join(out) + "\n"
     with open(os.path.join(a[1], "report.md"), "w") as f:

@@ -15,13 +15,14 @@
 #   --no-build  use the binaries as they are
 #   --scale N   entries of the directory-scale run on pomfs (default
 #               1000000, --quick 3000; 10000000 takes about an hour here)
-#   --only W    workloads among mdtest,small,fsmark,fio,dirscale,kv
+#   --only W    workloads among mdtest,small,fsmark,fio,dirscale,kv,dist
+#               (dist: 1, 2 and 4 pom-mds through R2, docs/mds-model.md)
 # Exit 1 when Pomegranate fails (a daemon does not start, an operation
 # errs); a reference that cannot start or run is reported as
 # "reference X unavailable: reason" and skipped.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-QUICK=0 OUT= BUILD=$ROOT/build-bench DOBUILD=1 SCALE= ONLY=mdtest,small,fsmark,fio,dirscale,kv
+QUICK=0 OUT= BUILD=$ROOT/build-bench DOBUILD=1 SCALE= ONLY=mdtest,small,fsmark,fio,dirscale,kv,dist
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
     --no-build) DOBUILD=0 ;;
     --scale) SCALE=$2; shift ;;
     --only) ONLY=$2; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -49,11 +50,15 @@ if [ $QUICK = 1 ]; then
     MD_N=100 MD_HN=100 MD_I=1 MD_PROCS="1 2" SMALL_N=50 FSM_N=200
     FIO_SIZE=32M FIO_RT=2 DS_N=${SCALE:-3000} DS_STEP=1000 DS_LS=3000 DS_REF=3000
     KV_OPS=2000 KV_T="1 2"
+    DIST_N=2000 DIST_DIR_N=100 DIST_PROBES=10 DIST_SPLIT=256
 else
     MD_N=3000 MD_HN=2000 MD_I=3 MD_PROCS="1 2 4" SMALL_N=2000 FSM_N=5000
     # Directory scale reports at 1000, 2000, 5000, 10000, ... (DS_STEP=0).
     FIO_SIZE=1G FIO_RT=15 DS_N=${SCALE:-1000000} DS_STEP=0 DS_LS=1000000,10000000
     DS_REF=14000 KV_OPS=50000 KV_T="1 4"
+    # dist: ~1 minute per MDS count here (N files in one directory, 8
+    # directories of DIST_DIR_N, 2 x DIST_PROBES fresh clients).
+    DIST_N=300000 DIST_DIR_N=10000 DIST_PROBES=200 DIST_SPLIT=2048
 fi
 
 # ---- build -------------------------------------------------------------
@@ -61,21 +66,76 @@ if [ $DOBUILD = 1 ]; then
     say "build ($BUILD)"
     [ -f "$BUILD/CMakeCache.txt" ] ||
         cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null || exit 1
-    cmake --build "$BUILD" -j2 --target bench_mdtest bench_fs bench_kv pom-mds pom-mdsl pomfs \
+    cmake --build "$BUILD" -j2 --target bench_mdtest bench_fs bench_kv bench_dist pom-mds \
+        pom-mdsl pom-r2 pomctl pomfs \
         || { echo "run.sh: build failed" >&2; exit 1; }
 fi
 B=$BUILD/bench
-for x in "$B/bench_mdtest" "$B/bench_fs" "$B/bench_kv" "$BUILD/fuse/pomfs"; do
+NEED=()
+for w in mdtest small fsmark fio dirscale kv; do
+    want $w && NEED=("$B/bench_mdtest" "$B/bench_fs" "$B/bench_kv" "$BUILD/fuse/pomfs")
+done
+want dist && NEED+=("$B/bench_dist" "$BUILD/r2/pom-r2" "$BUILD/r2/pomctl")
+for x in "${NEED[@]}"; do
     [ -x "$x" ] || { echo "run.sh: missing $x (build first)" >&2; exit 1; }
 done
 
 # ---- bring everything up -------------------------------------------------
 source "$ROOT/bench/refs.sh"
+
+# ---- the dist workload's cluster: 1 R2, 2 MDSL, K pom-mds ---------------------
+# As tests/dist/test_dist_mds.sh: free loopback ports, one folder, stopped
+# by pid (MDS first, so they commit, then MDSL, then R2).
+dist_down() {
+    local i p
+    for ((i=${#DIST_PIDS[@]}-1; i>=0; i--)); do
+        p=${DIST_PIDS[i]}
+        kill -TERM "$p" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    DIST_PIDS=()
+}
+dist_up() { # DIR K: sets DIST_R2 DIST_MDS_PIDS DIST_MDS_LOGS DIST_MDSL_PIDS
+    local d=$1 k=$2 p i
+    mkdir -p "$d"
+    p=$(free_port)
+    # A site failed only after 30 missed heartbeats: a false failure on the
+    # loaded 2 cores would change ring 0 under the benchmark.
+    "$BUILD/r2/pom-r2" --data "$d" --listen "127.0.0.1:$p" --fail-after 30 >"$d/r2.log" 2>&1 &
+    DIST_PIDS+=("$!")
+    wait_port "$p" || { echo "pom-r2 did not start: $(tail -3 "$d/r2.log")"; return 1; }
+    DIST_R2=127.0.0.1:$p DIST_MDS_PIDS= DIST_MDS_LOGS= DIST_MDSL_PIDS=
+    for i in 1 2; do
+        p=$(free_port)
+        mkdir -p "$d/mdsl$i"
+        "$BUILD/mdsl/pom-mdsl" --dir "$d/mdsl$i" --listen "127.0.0.1:$p" --r2 "$DIST_R2" \
+            >"$d/mdsl$i.log" 2>&1 &
+        DIST_PIDS+=("$!"); DIST_MDSL_PIDS+=${DIST_MDSL_PIDS:+,}$!
+        wait_port "$p" || { echo "pom-mdsl did not start: $(tail -3 "$d/mdsl$i.log")"; return 1; }
+    done
+    for i in $(seq "$k"); do
+        p=$(free_port)
+        mkdir -p "$d/mds$i"
+        "$BUILD/mds/pom-mds" --r2 "$DIST_R2" --dir "$d/mds$i" --listen "127.0.0.1:$p" \
+            --split-threshold "$DIST_SPLIT" >"$d/mds$i.log" 2>&1 &
+        DIST_PIDS+=("$!")
+        DIST_MDS_PIDS+=${DIST_MDS_PIDS:+,}$! DIST_MDS_LOGS+=${DIST_MDS_LOGS:+,}$d/mds$i.log
+        wait_port "$p" || { echo "pom-mds did not start: $(tail -3 "$d/mds$i.log")"; return 1; }
+    done
+    # Every MDS takes the final ring 0 from its next heartbeat (as pomctl up).
+    sleep 2.5
+    POM_R2=$DIST_R2 "$BUILD/r2/pomctl" fs create distfs >"$d/pomctl.log" 2>&1 ||
+        { echo "pomctl fs create failed: $(tail -3 "$d/pomctl.log")"; return 1; }
+}
 UNAVAILABLE=() POM_FAILED=()
 W=$(mktemp -d "${TMPDIR:-/tmp}/pombench.XXXXXX")
 chmod 755 "$W"  # MooseFS's daemons run as user mfs
 REDIS_PID=
+DIST_PIDS=()   # the dist workload's cluster of the moment (dist_down)
 cleanup() {
+    dist_down
     [ -n "$REDIS_PID" ] && { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
     bench_cleanup
     rm -rf "$W"
@@ -84,9 +144,14 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 ulimit -n "$(ulimit -Hn)" 2>/dev/null
 
-say "start: tmpfs, passthrough_ll, MooseFS, Pomegranate"
+# Only the dist workload: it starts its own clusters, no reference needed.
+FSWORK=0
+for w in mdtest small fsmark fio dirscale kv; do want $w && FSWORK=1; done
 NOFUSE=0
-if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+[ $FSWORK = 1 ] && say "start: tmpfs, passthrough_ll, MooseFS, Pomegranate"
+if [ $FSWORK = 0 ]; then
+    :
+elif [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
     # As tests/fuse/test_pomfs.sh skips: no mount here, only the daemons.
     NOFUSE=1
     unavailable "FUSE (pomfs, passthrough_ll, MooseFS)" "no /dev/fuse or no fusermount3: file-system workloads skipped"
@@ -96,13 +161,16 @@ if [ $QUICK = 1 ]; then TSIZE=2g; else TSIZE=8g; fi
 tmpfs_up "$W/fs" "$TSIZE" || { echo "run.sh: no tmpfs to work in" >&2; exit 1; }
 mkdir -p "$W/fs/native"
 MNT_tmpfs=$W/fs/native
-if [ $NOFUSE = 0 ]; then
+if [ $FSWORK = 1 ] && [ $NOFUSE = 0 ]; then
     passthrough_up "$W/fs"
     moosefs_up "$W/fs"
 fi
-pom_up "$W/fs" "$BUILD" || { echo "run.sh: Pomegranate did not start" >&2; exit 1; }
+if [ $FSWORK = 1 ]; then
+    pom_up "$W/fs" "$BUILD" || { echo "run.sh: Pomegranate did not start" >&2; exit 1; }
+fi
 TARGETS=(pomfs)
-[ $NOFUSE = 1 ] && TARGETS=() ONLY=kv
+[ $FSWORK = 0 ] && TARGETS=() MNT_tmpfs=
+[ $NOFUSE = 1 ] && TARGETS=() ONLY=kv$(want dist && echo ,dist)
 for t in tmpfs passthrough moosefs; do
     eval "m=\${MNT_$t:-}"
     [ -n "$m" ] && TARGETS+=("$t")
@@ -269,6 +337,37 @@ if want kv; then
             python3 "$ROOT/bench/report.py" redis "$OUT/redis.$th.csv" "$th" | tee -a "$J"
         fi
     done
+fi
+
+# ---- many MDS (issue 7) -------------------------------------------------------------
+if want dist; then
+    say "dist: 1, 2 and 4 pom-mds (2 MDSL, 1 R2), $DIST_N files in one directory, 8 threads"
+    for k in 1 2 4; do
+        d=$W/fs/dist/k$k
+        if ! dist_up "$d" "$k"; then
+            POM_FAILED+=("dist: cluster with $k MDS did not start")
+            echo "POMEGRANATE FAILED: dist cluster with $k MDS did not start"
+            dist_down
+            continue
+        fi
+        "$B/bench_dist" --r2 "$DIST_R2" --fs distfs -n "$DIST_N" -t 8 --dir-n "$DIST_DIR_N" \
+            --probes "$DIST_PROBES" --mds-pids "$DIST_MDS_PIDS" --mds-logs "$DIST_MDS_LOGS" \
+            --mdsl-pids "$DIST_MDSL_PIDS" --label "$k" --json "$J" >"$OUT/dist.k$k.out" 2>"$OUT/dist.k$k.err"
+        rc=$?
+        cat "$OUT/dist.k$k.out"
+        # Each probe's pom_open logs two lines: dropped, the rest kept and shown.
+        grep -av ' pom: \(fs distfs has no blob\|r2 agent: registered\)' "$OUT/dist.k$k.err" \
+            >"$OUT/dist.k$k.err.1"; mv "$OUT/dist.k$k.err.1" "$OUT/dist.k$k.err"
+        head -20 "$OUT/dist.k$k.err"
+        if [ $rc -ne 0 ]; then
+            POM_FAILED+=("bench_dist with $k MDS")
+            echo "POMEGRANATE FAILED: bench_dist with $k MDS (rc $rc)"
+        fi
+        grep -ahE 'dist: site|stats: (create|lookup|commit|group) ' "$d"/mds*.log \
+            >"$OUT/dist.k$k.mds-counters.log"
+        dist_down
+    done
+    python3 "$ROOT/bench/report.py" dist-table "$J"
 fi
 
 # ---- report --------------------------------------------------------------------

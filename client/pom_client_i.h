@@ -22,7 +22,10 @@
  *      committed loses that group, and a sync retried against its restarted
  *      successor must not vouch for it (pom_sync_call answers -EIO once).
  *      Kept per MDS (struct pom_mds, pom_route.h): with many MDS a sync
- *      syncs every MDS of the view.
+ *      syncs every MDS of the view, each as its site state says (pom_fs.c
+ *      sync_one): a FAILED MDS is not called and counts as a restart (-EIO
+ *      once if it acknowledged unsynced changes); a DRAINING or removed one
+ *      gets one short attempt, and finding it gone is no error.
  */
 #ifndef POM_CLIENT_I_H
 #define POM_CLIENT_I_H

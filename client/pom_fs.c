@@ -181,33 +181,81 @@ uint64_t pom_restart_count(pom_fs *fs)
     return c;
 }
 
-int pom_sync_quiet(pom_fs *fs)
+/* One attempt at an MDS that left ring 0 (drained, removed): its call
+ * timeout. A drained MDS wrote back everything before it stopped, so
+ * finding it gone is no error. */
+#define SYNC_LEFT_TIMEOUT_MS 2000
+
+/* A FAILED MDS is not called: R2 took it out of ring 0, its slices are
+ * loaded by their new owners from the MDSL, so what it acknowledged and
+ * did not commit is lost as by a restart. The first sync of a FAILED
+ * spell counts it as a restart (open buffers stale, tract sets dropped
+ * before it stay: pom_gone_finish); `loud` (the application's sync):
+ * -EIO once when it acknowledged changes since the last good sync. */
+static int sync_failed(pom_fs *fs, struct pom_mds *m, bool loud)
 {
-    struct pom_mds *ms[64];
-    xt_rpc_pool *pools[64];
-    size_t n = pom_route_all(fs->route, ms, pools, 64);
     int rc = 0;
-    for (size_t i = 0; i < n && i < 64; i++) {
-        xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
-        uint64_t committed = 0;
-        uint32_t epoch = 0;
-        atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
-        int r = xt_mds_sync(pools[i], &call, 0, &committed, &epoch);
-        if (r == 0)
-            note_epoch(fs, ms[i], epoch, false);
-        else if (rc == 0)
-            rc = r;
+    pthread_mutex_lock(&fs->epoch_mu);
+    bool first = !m->fail_noted;
+    m->fail_noted = true;
+    if (first)
+        fs->restarts++;
+    if (loud && (m->epoch_lost || m->ack_seq > m->synced_seq)) {
+        rc = -EIO;
+        m->epoch_lost = false;
+        m->synced_seq = m->ack_seq; /* said once */
     }
+    pthread_mutex_unlock(&fs->epoch_mu);
+    if (first) {
+        pom_ino_mark_stale(fs);
+        if (fs->restart_cb)
+            fs->restart_cb(fs->restart_arg);
+    }
+    if (rc)
+        XT_WARN("fs %u: the MDS %s (site %u) failed before changes it acknowledged were "
+                "committed: some may be lost", fs->fsid, m->addr, m->id);
     return rc;
 }
 
-/* Syncs one MDS with the retry window. */
-static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool)
+/* An MDS that left ring 0 (DRAINING, removed) could not be reached: it
+ * wrote back everything before it stopped, so the changes it acknowledged
+ * up to seq0 count as synced; a restart seen earlier is still said. */
+static int sync_left(pom_fs *fs, struct pom_mds *m, uint64_t seq0, bool loud)
 {
-    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = 120000 };
+    int rc = 0;
+    pthread_mutex_lock(&fs->epoch_mu);
+    if (loud && m->epoch_lost) {
+        rc = -EIO;
+        m->epoch_lost = false;
+        m->synced_seq = m->ack_seq;
+    } else if (loud) {
+        m->synced_seq = XT_MAX(m->synced_seq, seq0);
+    }
+    pthread_mutex_unlock(&fs->epoch_mu);
+    return rc;
+}
+
+/* Syncs one MDS by its site state (pom_route.h invariant 5):
+ *  - UP, TRANSIENT: until it answers, within the retry window (loud) or
+ *    one attempt (quiet);
+ *  - DRAINING, removed: one attempt, SYNC_LEFT_TIMEOUT_MS; unreachable is
+ *    no error (sync_left);
+ *  - FAILED: no call (sync_failed).
+ * A view arriving during the retries that moves the MDS to another state
+ * ends them the way that state says. loud: the application's sync, which
+ * vouches (sync_verdict); quiet: only notes epochs (pom_sync_quiet). */
+static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool, int state, bool loud)
+{
+    if (state == XT_SITE_FAILED)
+        return sync_failed(fs, m, loud);
+    bool serving = state == XT_SITE_UP || state == XT_SITE_TRANSIENT;
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(),
+                         .timeout_ms = serving ? 120000 : SYNC_LEFT_TIMEOUT_MS };
     struct retry rt = retry_begin(fs);
     pthread_mutex_lock(&fs->epoch_mu);
     uint64_t seq0 = m->ack_seq;
+    if (serving)
+        m->fail_noted = false; /* back from a FAILED spell */
     pthread_mutex_unlock(&fs->epoch_mu);
     for (;;) {
         uint64_t committed = 0;
@@ -216,31 +264,57 @@ static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool)
         int rc = xt_mds_sync(pool, &call, 0, &committed, &epoch);
         if (rc == 0) {
             note_epoch(fs, m, epoch, false);
-            return sync_verdict(fs, m, seq0, epoch);
+            return loud ? sync_verdict(fs, m, seq0, epoch) : 0;
         }
-        if (!retry_again(&rt, rc))
+        if (!transient(rc))
+            return rc;
+        if (serving)
+            state = pom_route_state(fs->route, m);
+        if (state == XT_SITE_FAILED)
+            return sync_failed(fs, m, loud);
+        if (state != XT_SITE_UP && state != XT_SITE_TRANSIENT)
+            return sync_left(fs, m, seq0, loud);
+        if (!loud || !retry_again(&rt, rc))
             return rc;
     }
 }
 
-/* With many MDS a change may sit at any of them (a forwarded request is
- * applied by the owner, not by the MDS the client called): every MDS of
- * the view is synced. */
-int pom_sync_call(pom_fs *fs)
+#define SYNC_MDS_MAX 64
+
+int pom_sync_quiet(pom_fs *fs)
 {
-    struct pom_mds *ms[64];
-    xt_rpc_pool *pools[64];
-    struct pom_gone *gone;
-    size_t ngone = pom_gone_take(fs, &gone); /* before: these syncs cover them */
-    size_t n = pom_route_all(fs->route, ms, pools, 64);
+    struct pom_mds *ms[SYNC_MDS_MAX];
+    xt_rpc_pool *pools[SYNC_MDS_MAX];
+    int states[SYNC_MDS_MAX];
+    size_t n = pom_route_all(fs->route, ms, pools, states, SYNC_MDS_MAX);
     int rc = 0;
-    for (size_t i = 0; i < n && i < 64; i++) {
-        int r = sync_one(fs, ms[i], pools[i]);
+    for (size_t i = 0; i < n && i < SYNC_MDS_MAX; i++) {
+        int r = sync_one(fs, ms[i], pools[i], states[i], false);
         if (r < 0 && rc == 0)
             rc = r;
     }
-    /* -EIO: a restart lost changes; it is counted, so the sets it concerns
-     * no longer match their mark and stay. */
+    return rc;
+}
+
+/* With many MDS a change may sit at any of them (a forwarded request is
+ * applied by the owner, not by the MDS the client called): every MDS of
+ * the view is synced, each as its site state says (sync_one). */
+int pom_sync_call(pom_fs *fs)
+{
+    struct pom_mds *ms[SYNC_MDS_MAX];
+    xt_rpc_pool *pools[SYNC_MDS_MAX];
+    int states[SYNC_MDS_MAX];
+    struct pom_gone *gone;
+    size_t ngone = pom_gone_take(fs, &gone); /* before: these syncs cover them */
+    size_t n = pom_route_all(fs->route, ms, pools, states, SYNC_MDS_MAX);
+    int rc = 0;
+    for (size_t i = 0; i < n && i < SYNC_MDS_MAX; i++) {
+        int r = sync_one(fs, ms[i], pools[i], states[i], true);
+        if (r < 0 && rc == 0)
+            rc = r;
+    }
+    /* -EIO: a restart (or a failed MDS) lost changes; it is counted, so the
+     * sets it concerns no longer match their mark and stay. */
     pom_gone_finish(fs, gone, ngone, rc == -EIO ? 0 : rc, pom_restart_count(fs));
     return rc;
 }
@@ -298,13 +372,14 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
         reqs[i].t.fsid = fs->fsid;
         reqs[i].t.slice_hint = -1;
     }
-    /* The batch goes to the owner of its first op (decision 7 of
-     * docs/mds-dist.md); an MDS that does not own every row says -EXDEV.
-     * When this client's bitmaps already place the rows at different MDS,
-     * the doomed round trip is skipped (a stale bitmap only costs the
-     * -EXDEV, or the fallback where the batch could have been atomic). */
+    /* The batch goes to the owner of its first op (decisions 7 and 16 of
+     * docs/mds-dist.md). With XT_F_CROSS that MDS borrows the other rows'
+     * slices and answers once the batch is committed; without it an MDS
+     * that does not own every row says -EXDEV and the ops go one by one;
+     * when this client's bitmaps already place the rows at different MDS,
+     * that doomed round trip is skipped. */
     uint64_t h = n ? xt_hash_name(reqs[0].name, reqs[0].name_len) : 0;
-    if (pom_route_many(fs->route)) {
+    if (n && !(reqs[0].flags & XT_F_CROSS) && pom_route_many(fs->route)) {
         xt_rpc_pool *p0, *pi;
         int32_t hint;
         struct pom_mds *m0 = pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint, &p0);

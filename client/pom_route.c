@@ -55,12 +55,14 @@ static int pool_for(const struct xt_rpc_pool_opts *po, const char *addr, xt_rpc_
     return xt_rpc_pool_new(&o, out);
 }
 
-static struct pom_mds *mds_new(const struct xt_rpc_pool_opts *po, uint32_t id, const char *addr)
+static struct pom_mds *mds_new(const struct xt_rpc_pool_opts *po, uint32_t id, const char *addr,
+                               int state)
 {
     struct pom_mds *m = xt_calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->id = id;
+    m->state = state;
     if (pool_for(po, addr, &m->pool)) {
         xt_free(m);
         return NULL;
@@ -91,7 +93,7 @@ int pom_route_new_single(const char *addr, const struct xt_rpc_pool_opts *po, po
     pom_route *r = route_alloc(po);
     if (!r)
         return -ENOMEM;
-    if (!(r->mds[0] = mds_new(po, 0, addr))) {
+    if (!(r->mds[0] = mds_new(po, 0, addr, XT_SITE_UP))) {
         pom_route_free(r);
         return -EINVAL;
     }
@@ -100,9 +102,25 @@ int pom_route_new_single(const char *addr, const struct xt_rpc_pool_opts *po, po
     return 0;
 }
 
+/* Whether v lists MDS site id (with an address). */
+static bool view_has_mds(const struct xt_view *v, uint32_t id)
+{
+    for (size_t i = 0; i < v->nsites; i++)
+        if (v->sites[i].type == XT_SITE_MDS && v->sites[i].addr[0] && v->sites[i].id == id)
+            return true;
+    return false;
+}
+
 /* REQUIRES: lk exclusive. */
 static void take_view(pom_route *r, const struct xt_view *v)
 {
+    /* Invariant 5: a view that carries the site list says which MDS are
+     * gone (site remove); one without it (a delta of other sections)
+     * says nothing about them. */
+    if (v->sections & XT_VIEW_SITES)
+        for (size_t k = 0; k < r->nmds; k++)
+            if (!view_has_mds(v, r->mds[k]->id))
+                r->mds[k]->state = XT_SITE_REMOVED;
     for (size_t i = 0; i < v->nsites; i++) {
         const struct xt_site *s = &v->sites[i];
         if (s->type != XT_SITE_MDS || !s->addr[0])
@@ -110,6 +128,8 @@ static void take_view(pom_route *r, const struct xt_view *v)
         size_t k = 0;
         while (k < r->nmds && r->mds[k]->id != s->id)
             k++;
+        if (k < r->nmds)
+            r->mds[k]->state = s->state;
         if (k < r->nmds && strcmp(r->mds[k]->addr, s->addr) == 0)
             continue;
         if (k == MDS_MAX)
@@ -130,7 +150,7 @@ static void take_view(pom_route *r, const struct xt_view *v)
             strcpy(r->mds[k]->addr, s->addr);
             continue;
         }
-        struct pom_mds *m = mds_new(&r->po, s->id, s->addr);
+        struct pom_mds *m = mds_new(&r->po, s->id, s->addr, s->state);
         if (m)
             r->mds[r->nmds++] = m;
     }
@@ -223,7 +243,12 @@ struct pom_mds *pom_route_pick(pom_route *r, uint32_t fsid, uint64_t table, uint
         m = r->nmds ? r->mds[0] : NULL;
     else if (xt_ring_lookup(r->ring, xt_ring_key(fsid, table, idx), &site) == 0)
         m = mds_by_id(r, site);
-    if (!m && r->nmds) /* an owner we have no address for yet: any MDS forwards */
+    /* An owner we have no address for yet: any serving MDS forwards (one
+     * that failed or left would only time out). */
+    for (size_t i = 0; !m && i < r->nmds; i++)
+        if (r->mds[i]->state == XT_SITE_UP || r->mds[i]->state == XT_SITE_TRANSIENT)
+            m = r->mds[i];
+    if (!m && r->nmds)
         m = r->mds[0];
     *pool = m ? m->pool : NULL;
     pthread_rwlock_unlock(&r->lk);
@@ -277,16 +302,26 @@ void pom_route_learn(pom_route *r, uint64_t table, const uint8_t *bm, uint32_t l
     pthread_rwlock_unlock(&r->lk);
 }
 
-size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, size_t cap)
+size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, int *states,
+                     size_t cap)
 {
     pthread_rwlock_rdlock(&r->lk);
     size_t n = r->nmds;
     for (size_t i = 0; i < n && i < cap; i++) {
         out[i] = r->mds[i];
         pools[i] = r->mds[i]->pool;
+        states[i] = r->mds[i]->state;
     }
     pthread_rwlock_unlock(&r->lk);
     return n;
+}
+
+int pom_route_state(pom_route *r, const struct pom_mds *m)
+{
+    pthread_rwlock_rdlock(&r->lk);
+    int st = m->state;
+    pthread_rwlock_unlock(&r->lk);
+    return st;
 }
 
 bool pom_route_many(pom_route *r)

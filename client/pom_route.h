@@ -18,6 +18,11 @@
  *      pool too): callers use it without holding any lock.
  *  (4) The bitmap cache is bounded (POM_ROUTE_TABLES_MAX tables); past it
  *      it is emptied (a forgotten table costs forwards, not errors).
+ *  (5) Each MDS carries its site state from the latest view that listed
+ *      the sites (UP, TRANSIENT, FAILED, DRAINING; XT_SITE_REMOVED once it
+ *      vanished from the view). pom_sync decides per state how to sync it
+ *      (pom_fs.c); the record stays (invariant 3), a site that comes back
+ *      takes its new state.
  */
 #ifndef POM_ROUTE_H
 #define POM_ROUTE_H
@@ -38,11 +43,16 @@ struct pom_mds {
     char addr[256];         /* (the route's lock) */
     xt_rpc_pool *pool;      /* (the route's lock): read it through the calls
                                below, which hand out a pool that stays valid */
+    int state;              /* (the route's lock): enum xt_site_state as the
+                               view says, XT_SITE_REMOVED when gone from it
+                               (invariant 5); read it with pom_route_state */
     /* protected by the fs's epoch_mu */
     uint32_t ack_epoch;     /* of the latest acknowledged change */
     uint64_t ack_seq, synced_seq; /* changes acknowledged / covered by a sync */
     bool epoch_lost;        /* unsynced changes of a gone incarnation */
     uint32_t seen_epoch;    /* of the latest reply of any kind (restarts) */
+    bool fail_noted;        /* its current FAILED spell was counted as a
+                               restart (pom_fs.c sync_failed) */
 };
 
 typedef struct pom_route pom_route;
@@ -69,9 +79,12 @@ struct pom_mds *pom_route_pick(pom_route *r, uint32_t fsid, uint64_t table, uint
 uint64_t pom_route_cookie_hash(uint64_t cookie);
 /* Merges a piggybacked bitmap encoding of table (ignored if malformed). */
 void pom_route_learn(pom_route *r, uint64_t table, const uint8_t *bm, uint32_t len);
-/* Every MDS known, into out[0..cap) with their pools; returns how many
- * there are. */
-size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, size_t cap);
+/* Every MDS known, into out[0..cap) with their pools and site states
+ * (invariant 5) as of now; returns how many there are. */
+size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, int *states,
+                     size_t cap);
+/* The site state of m now (invariant 5). */
+int pom_route_state(pom_route *r, const struct pom_mds *m);
 /* Whether more than one MDS serves (then atomic batches may answer -EXDEV). */
 bool pom_route_many(pom_route *r);
 

@@ -29,6 +29,7 @@ struct mds_cent {
     xt_slice *slice;                     /* set before READY, then immutable */
     size_t bytes, rows;                  /* last measurement (slice lock) */
     struct mds_cent_commit cm;           /* (slice write lock), mds_group's */
+    _Atomic uint64_t ring_ver;           /* mds_cent_ring_ver */
 };
 
 struct stripe {
@@ -211,13 +212,21 @@ void mds_cache_resize(mds_cache *c, mds_cent *e)
     measure(c, e);
 }
 
-/* Build the slice of k from its stored records (no lock held). */
-static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
+/* Build the slice of k from its stored records (no lock held): *out, the
+ * last record's version, the image and delta bytes. Asks before_load first
+ * (invariant 6). */
+static int read_slice(mds_cache *c, const struct mds_key *k, xt_slice **out, uint64_t *version,
+                      size_t *image_bytes, size_t *delta_bytes, bool *fenced)
 {
+    *out = NULL;
+    *fenced = false;
+    int rc = c->o.before_load ? c->o.before_load(c->o.before_load_arg, k, fenced) : 0;
+    if (rc < 0)
+        return rc;
     uint32_t site = c->o.locate(c->o.locate_arg, k->fsid, k->table, k->slice);
     struct mds_load ld;
     uint64_t t0 = xt_mono_ns();
-    int rc = mds_store_load(c->o.store, site, k->fsid, k->table, k->slice, &ld);
+    rc = mds_store_load(c->o.store, site, k->fsid, k->table, k->slice, &ld);
     if (rc < 0) {
         mds_stats_record(c->o.stats, MDS_OP_LOAD, xt_mono_ns() - t0, rc);
         return rc;
@@ -236,8 +245,9 @@ static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
                (unsigned long long)ld.image.version, rc);
         goto out;
     }
-    uint64_t version = ld.image.version;
-    size_t delta_bytes = 0;
+    *version = ld.image.version;
+    *image_bytes = ld.image.len;
+    *delta_bytes = 0;
     for (size_t i = 0; i < ld.ndeltas; i++) {
         rc = xt_slice_apply_delta(s, ld.deltas[i].bytes, ld.deltas[i].len);
         if (rc < 0) {
@@ -248,17 +258,41 @@ static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
             s = NULL;
             goto out;
         }
-        version = ld.deltas[i].version;
-        delta_bytes += ld.deltas[i].len;
+        *version = ld.deltas[i].version;
+        *delta_bytes += ld.deltas[i].len;
     }
-    e->slice = s;
-    e->cm.version = version;
-    e->cm.image_bytes = ld.image.len;
-    e->cm.delta_bytes = delta_bytes;
-    measure(c, e);
+    *out = s;
 out:
     mds_stats_record(c->o.stats, MDS_OP_LOAD, xt_mono_ns() - t0, rc);
     mds_load_free(&ld);
+    return rc;
+}
+
+static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
+{
+    if (c->o.stamp)
+        atomic_store(&e->ring_ver, c->o.stamp(c->o.before_load_arg));
+    bool fenced;
+    int rc = read_slice(c, k, &e->slice, &e->cm.version, &e->cm.image_bytes,
+                        &e->cm.delta_bytes, &fenced);
+    if (rc < 0)
+        return rc;
+    if (fenced) {
+        e->cm.version += MDS_CACHE_FENCE_GAP;
+        e->cm.force_image = true;
+    }
+    measure(c, e);
+    return 0;
+}
+
+int mds_cache_reread(mds_cache *c, const struct mds_key *k, xt_slice **out, uint64_t *version,
+                     bool *fenced)
+{
+    size_t ib, db;
+    *version = 0;
+    int rc = read_slice(c, k, out, version, &ib, &db, fenced);
+    if (rc < 0)
+        *version = 0;
     return rc;
 }
 
@@ -351,6 +385,56 @@ int mds_cache_peek(mds_cache *c, const struct mds_key *k, mds_cent **out)
     }
     pthread_mutex_unlock(&s->mu);
     return *out ? 0 : -ENOENT;
+}
+
+int mds_cache_find(mds_cache *c, const struct mds_key *k, mds_cent **out)
+{
+    *out = NULL;
+    uint64_t h = key_hash(k);
+    struct stripe *s = stripe_of(c, h);
+    pthread_mutex_lock(&s->mu);
+    struct mds_cent *e = stripe_find(s, k, h);
+    int rc = !e ? -ENOENT : e->state != CENT_READY ? -EBUSY : 0;
+    if (rc == 0) {
+        pin_locked(c, e);
+        *out = e;
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int mds_cache_keys(mds_cache *c, struct mds_key **keys, size_t *n)
+{
+    size_t cap = 0, k = 0;
+    struct mds_key *v = NULL;
+    *keys = NULL;
+    *n = 0;
+    for (unsigned i = 0; i < c->nstripe; i++) {
+        struct stripe *s = &c->stripe[i];
+        pthread_mutex_lock(&s->mu);
+        if (k + s->n > cap) {
+            size_t ncap = XT_MAX(cap * 2, k + s->n + 64);
+            struct mds_key *nv = xt_realloc(v, ncap * sizeof *nv);
+            if (!nv) {
+                pthread_mutex_unlock(&s->mu);
+                xt_free(v);
+                return -ENOMEM;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        for (size_t b = 0; b < s->nbucket; b++)
+            for (struct mds_cent *e = s->bucket[b]; e; e = e->hnext)
+                v[k++] = e->key;
+        pthread_mutex_unlock(&s->mu);
+    }
+    if (k == 0) {
+        xt_free(v);
+        v = NULL;
+    }
+    *keys = v;
+    *n = k;
+    return 0;
 }
 
 int mds_cache_add(mds_cache *c, const struct mds_key *k, xt_slice *sl, mds_cent **out)
@@ -497,6 +581,16 @@ int mds_cache_evict(mds_cache *c)
         }
     }
     return dropped;
+}
+
+uint64_t mds_cent_ring_ver(const mds_cent *e)
+{
+    return atomic_load(&((mds_cent *)e)->ring_ver);
+}
+
+void mds_cent_set_ring_ver(mds_cent *e, uint64_t v)
+{
+    atomic_store(&e->ring_ver, v);
 }
 
 xt_slice *mds_cent_slice(mds_cent *e)

@@ -26,6 +26,13 @@
  *      and the next put evicts them. That is how eviction "writes back".
  *  (5) bytes/rows of the info are the sum of each entry's last measurement
  *      (at load, add and mds_cache_resize).
+ *  (6) Many MDS (docs/mds-dist.md, stage 2): every load first calls
+ *      opts.before_load, which asks the MDS that may still hold the slice
+ *      to write it back and let it go. A load it "fences" (an earlier
+ *      holder could not be asked: it died, and a commit of its may still
+ *      land) starts the slice's versions MDS_CACHE_FENCE_GAP higher and
+ *      makes its next record an image: the MDSL then ignores every record
+ *      of the earlier holder (mdsl_apply.c rules 1 and 2).
  *
  * Lock order: stripe mutex -> LRU mutex. A slice lock is never taken under
  * either, and no lock is held across a store call.
@@ -79,7 +86,20 @@ struct mds_cache_opts {
      * evicted (invariant 4). May be NULL. Must not call into the cache. */
     void (*pressure)(void *arg);
     void *pressure_arg;
+    /* Invariant 6; called by the loading thread with no lock held, before
+     * the store is read. Non-zero: the load fails with it. *fence: start the
+     * versions above the gap. May be NULL. */
+    int (*before_load)(void *arg, const struct mds_key *k, bool *fence);
+    /* The ring version a load starts under (before before_load), kept in
+     * the entry (mds_cent_ring_ver) so the table can tell whether the slice
+     * stayed this MDS's since. Same arg. May be NULL (stamps 0). */
+    uint64_t (*stamp)(void *arg);
+    void *before_load_arg;
 };
+
+/* Versions a fenced load skips (invariant 6): far more than the records an
+ * MDS can have in flight for one slice. */
+#define MDS_CACHE_FENCE_GAP (UINT64_C(1) << 20)
 
 typedef struct mds_cache mds_cache;
 typedef struct mds_cent mds_cent;
@@ -97,6 +117,20 @@ void mds_cache_free(mds_cache *c);
 int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out);
 /* Pin the entry of k only if it is READY in memory; -ENOENT otherwise. */
 int mds_cache_peek(mds_cache *c, const struct mds_key *k, mds_cent **out);
+/* Like mds_cache_peek, but tells a LOADING entry (-EBUSY) from an absent
+ * one (-ENOENT). */
+int mds_cache_find(mds_cache *c, const struct mds_key *k, mds_cent **out);
+/* The keys of every entry (READY or LOADING) at the time of the call, in
+ * no order: *keys is a new array (xt_free; NULL when *n is 0). -ENOMEM. */
+int mds_cache_keys(mds_cache *c, struct mds_key **keys, size_t *n);
+/* Read k's stored records again, without touching the cache: *out gets the
+ * slice they build (xt_slice_free) and *version the last record's version
+ * (0 and -ENOENT when nothing is stored). Calls before_load first, so
+ * *fenced tells whether the caller must start its versions above the gap.
+ * For an entry that stays pinned while its role changes (a table's meta
+ * slice whose home moved here). */
+int mds_cache_reread(mds_cache *c, const struct mds_key *k, xt_slice **out, uint64_t *version,
+                     bool *fenced);
 /* Insert a slice that exists only in memory (a new table's first slice, a
  * split's child). Takes ownership of s on 0 (and on error frees nothing).
  * On 0 *out is pinned. -EEXIST when the key is present (or loading). */
@@ -117,6 +151,11 @@ void mds_cache_set_pressure(mds_cache *c, void (*fn)(void *arg), void *arg);
 int mds_cache_drop(mds_cache *c, const struct mds_key *k);
 /* One eviction pass (invariant 4). Returns the number of entries dropped. */
 int mds_cache_evict(mds_cache *c);
+
+/* The ring version e was loaded or last found ours under (0: unknown,
+ * e.g. added in memory), and its update. Safe without locks (atomic). */
+uint64_t mds_cent_ring_ver(const mds_cent *e);
+void mds_cent_set_ring_ver(mds_cent *e, uint64_t v);
 
 /* Accessors; valid while e is pinned. */
 xt_slice *mds_cent_slice(mds_cent *e);

@@ -203,7 +203,8 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
     size_t ntab = table ? mds_table_count(table) : 0;
     XT_INFO("dist: site %u ring0 v%llu tables %zu slices %zu rows %zu requests %llu forwards "
             "%llu looped %llu fwd_errors %llu remote_answers %llu gossip_rounds %llu "
-            "gossip_new_bits %llu handovers %llu bits_home %llu gossip_ms %u",
+            "gossip_new_bits %llu handovers %llu bits_home %llu gossip_ms %u releases %llu "
+            "release_waits %llu slices_moved %llu",
             route ? mds_route_self(route) : 0,
             (unsigned long long)(route ? mds_route_ring_version(route) : 0), ntab,
             ci.entries > ntab ? ci.entries - ntab : 0, ci.rows,
@@ -216,7 +217,10 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_GOSSIP_NEW_BITS),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_HANDOVERS),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_BITS_HOME),
-            route ? mds_route_gossip_interval(route) : 0);
+            route ? mds_route_gossip_interval(route) : 0,
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_RELEASES),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_RELEASE_WAITS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_SLICES_MOVED));
 }
 
 static void usage(FILE *f)
@@ -411,7 +415,10 @@ int main(int argc, char **argv)
     }
     mds_store store = mds_store_rpc_handle(rpc);
     struct mds_cache_opts co = { .store = &store, .locate = locate, .locate_arg = ring,
-                                 .mem_bound = mem_bound, .stats = stats };
+                                 .mem_bound = mem_bound, .stats = stats,
+                                 .before_load = route ? mds_route_before_load : NULL,
+                                 .stamp = route ? mds_route_stamp : NULL,
+                                 .before_load_arg = route };
     if ((rc = mds_cache_new(&co, &cache))) {
         XT_ERR("cannot create the slice cache: %s", strerror(-rc));
         goto out;
@@ -441,6 +448,7 @@ int main(int argc, char **argv)
                                  .split_threshold = (uint32_t)split,
                                  .owns = route ? mds_route_owns : NULL,
                                  .on_bit = route ? mds_route_on_bit : NULL,
+                                 .owned_since = route ? mds_route_owned_since : NULL,
                                  .route_arg = route };
     if ((rc = mds_table_new(&to, &table))) {
         XT_ERR("cannot create the table layer: %s", strerror(-rc));

@@ -22,6 +22,23 @@
  *  (5) Gossip interval: starts at gossip_ms, halves (min 20 ms) after a
  *      round whose peer learnt new bits, doubles (max 2 s) after a quiet
  *      round. gossip_ms 0: no gossip (bits still go home, as (4) says).
+ *  (6) Ring 0 changes move slices (stage 2, docs/mds-dist.md): after a new
+ *      ring, the thread sweeps the cache: every slice ring 0 now gives to
+ *      another MDS is let go (mds_table_let_go), its group committed, and
+ *      dropped; home roles move (mds_table_rehome). When a sweep finds
+ *      nothing left, `clean_version` becomes the ring's version: this MDS
+ *      holds nothing another owns under it.
+ *  (7) Before this MDS loads a slice it owns (mds_route_before_load), every
+ *      other MDS whose clean_version is below our ring's is asked to release
+ *      it (xt_mds_release). A release answers only once the asked MDS runs
+ *      the same ring or a newer one and holds no change of the slice that is
+ *      not committed. An MDS that refuses connections for DEAD_MS is taken
+ *      as dead: the load goes on, fenced (mds_cache.h invariant 6), because
+ *      a commit it had in flight may still land when it restarts.
+ *  (8) A borrowed slice (mds_route_borrow) is owned here, whatever ring 0
+ *      says, until unborrowed; a release asking for it answers -EAGAIN.
+ *      The lender counts the borrower as not clean, so its own next load
+ *      asks for the slice back first.
  *
  * Locks: `mu` guards the ring, the peers and the pending lists; it is never
  * held across an RPC or a call into the table/group/cache. mds_route_owns
@@ -92,6 +109,33 @@ void mds_route_changed(mds_route *r, uint32_t fsid, uint64_t table);
  * outlive the thread (mds_route_free stops it). 0, -EINVAL, -ENOMEM. */
 int mds_route_start(mds_route *r, mds_table *table, mds_group *group, mds_cache *cache,
                     unsigned gossip_ms);
+/* mds_table's owned_since hook (arg: the route): whether every ring 0 this
+ * MDS installed after version `since` gives it k (since 0: yes). Rings
+ * older than the last MDS_ROUTE_HISTORY are forgotten: an older `since`
+ * answers no. *now: the current version. */
+#define MDS_ROUTE_HISTORY 16
+bool mds_route_owned_since(void *r, const struct mds_key *k, uint64_t since, uint64_t *now);
+/* mds_cache's stamp hook (arg: the route): the ring version in use. */
+uint64_t mds_route_stamp(void *r);
+/* mds_cache's before_load hook (arg: the route): invariant 7. 0, -EAGAIN
+ * (an old holder has not let go yet: the client retries), -ENOMEM. */
+int mds_route_before_load(void *r, const struct mds_key *k, bool *fence);
+/* The server side of xt_mds_release (invariant 7): 0 when slice k is not
+ * held here any more (written back and dropped, or the home role given
+ * up), -EAGAIN when our ring is older than ring_version, ring 0 gives us
+ * the slice, or the write-back has not finished. *clean_version: (6). */
+int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
+                      uint64_t ring_version, bool borrow, uint64_t *clean_version);
+/* Cross-MDS atomic batches (docs/mds-dist.md decision 16): keys[0..n) are
+ * lent to this MDS: it owns them (mds_route_owns) until mds_route_unborrow,
+ * after their holders wrote them back and let them go (asked even when
+ * they count as clean). 0, -EAGAIN (a holder did not let go, or is
+ * unreachable: nothing is borrowed), -ENOMEM. */
+int mds_route_borrow(mds_route *r, const struct mds_key *keys, size_t n);
+/* Gives back what mds_route_borrow lent (call after committing the batch):
+ * each slice is dropped here; its owner loads it again from the MDSL. */
+void mds_route_unborrow(mds_route *r, const struct mds_key *keys, size_t n);
+
 /* The current gossip interval in ms (0: off). */
 unsigned mds_route_gossip_interval(mds_route *r);
 

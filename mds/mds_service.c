@@ -115,8 +115,8 @@ static bool want_bitmap(struct mds_service *svc, const xt_rpc_ctx *rc, const str
  * past the hop limit, -EAGAIN when the ring says the slice is ours after
  * all: the ring changed meanwhile). *bm gets this MDS's bitmap (xt_free). */
 static int forward_to(struct mds_service *svc, const xt_rpc_ctx *rc, const struct xt_tref *t,
-                      uint64_t h, xt_rpc_pool **pool, uint32_t *slice, uint8_t **bm,
-                      size_t *bm_len)
+                      uint64_t h, xt_rpc_pool **pool, uint32_t *slice, uint32_t *site_out,
+                      uint8_t **bm, size_t *bm_len)
 {
     *bm = NULL;
     if (!svc->route)
@@ -129,6 +129,12 @@ static int forward_to(struct mds_service *svc, const xt_rpc_ctx *rc, const struc
         return r == -ENOENT ? -EAGAIN : r;
     if (site == mds_route_self(svc->route))
         return -EAGAIN;
+    /* A forwarding MDS with a newer ring 0 than ours sent it here: ours is
+     * about to change (the next heartbeat); sending it back would bounce
+     * until the hop limit. The client retries. */
+    if (rc && rc->hops > 0 && rc->ring_version > 0 &&
+        (uint64_t)rc->ring_version > mds_route_ring_version(svc->route))
+        return -EAGAIN;
     int hops = rc ? rc->hops : 0;
     if (hops + 1 > MDS_HOPS_MAX) {
         XT_ERR("forward loop: fs %u table %llu slice %u (ring 0 v%llu): %d hops, giving up",
@@ -139,6 +145,7 @@ static int forward_to(struct mds_service *svc, const xt_rpc_ctx *rc, const struc
     }
     if (!(*pool = mds_route_pool(svc->route, site)))
         return -EHOSTUNREACH;
+    *site_out = site;
     r = mds_table_bitmap(svc->table, t->fsid, t->table, bm, bm_len);
     if (r < 0)
         return r;
@@ -163,11 +170,11 @@ static int forward_op(struct mds_service *svc, const xt_rpc_ctx *rc, const struc
                       struct xt_resp *resp)
 {
     xt_rpc_pool *pool;
-    uint32_t slice;
+    uint32_t slice, site;
     uint8_t *bm;
     size_t bm_len;
     int r = forward_to(svc, rc, &req->t, xt_hash_name(req->name, req->name_len), &pool,
-                       &slice, &bm, &bm_len);
+                       &slice, &site, &bm, &bm_len);
     if (r < 0)
         return r;
     struct xt_req fw = *req;
@@ -182,6 +189,10 @@ static int forward_op(struct mds_service *svc, const xt_rpc_ctx *rc, const struc
         mds_stats_add(svc->stats, MDS_CTR_FORWARD_ERRORS, 1);
     if (resp->bitmap) /* learn what the owner knows */
         merge_fwd_reply(svc, &req->t, resp->bitmap, resp->bitmap_len);
+    /* The change sits at the owner: the client must track its epoch (an
+     * owner restart that loses it must fail the client's next sync). */
+    if (resp->epoch && !resp->epoch_site)
+        resp->epoch_site = site;
     return r;
 }
 
@@ -424,11 +435,11 @@ static int svc_list(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_list_re
                             list_cb, &la, &next);
     if (rc == -EREMOTE) {
         xt_rpc_pool *pool;
-        uint32_t slice;
+        uint32_t slice, site;
         uint8_t *bm;
         size_t bm_len;
-        rc = forward_to(svc, rc_ctx, &req->t, mds_table_cookie_hash(next), &pool, &slice, &bm,
-                        &bm_len);
+        rc = forward_to(svc, rc_ctx, &req->t, mds_table_cookie_hash(next), &pool, &slice,
+                        &site, &bm, &bm_len);
         if (rc == 0) {
             struct xt_list_req fw = *req;
             fw.cookie = next; /* empty slices of ours were skipped */
@@ -528,6 +539,25 @@ static int to_aop(const struct xt_req *req, struct upd_arg *ua, struct mds_aop *
     }
 }
 
+/* mds_table_atomic; a create into a table that does not exist yet creates
+ * the table (as a single create does), then the batch runs again; at most
+ * once per op. */
+static int atomic_run(struct mds_service *svc, const struct mds_aop *ops, size_t n,
+                      size_t *failed, uint64_t *gen)
+{
+    int rc = 0;
+    for (size_t tries = 0; tries <= n; tries++) {
+        rc = mds_table_atomic(svc->table, ops, n, failed, gen);
+        if (rc != -ENOENT || ops[*failed].type != MDS_AOP_CREATE || ops[*failed].check)
+            break;
+        uint64_t g2 = 0;
+        int mk = mds_table_mktable(svc->table, ops[*failed].fsid, ops[*failed].table, &g2);
+        if (mk < 0 && mk != -EEXIST)
+            break; /* answer the -ENOENT */
+    }
+    return rc;
+}
+
 static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *reqs,
                             size_t n, struct xt_resp *resps, size_t *failed)
 {
@@ -548,22 +578,40 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
         sync = sync || (reqs[i].flags & XT_F_SYNC);
     }
     uint64_t gen = 0;
-    /* A create into a table that does not exist yet creates the table (as
-     * a single create does), then the batch runs again; at most once per op. */
-    for (size_t tries = 0; rc == 0 && tries <= n; tries++) {
-        rc = mds_table_atomic(svc->table, ops, n, failed, &gen);
-        if (rc != -ENOENT || ops[*failed].type != MDS_AOP_CREATE || ops[*failed].check)
+    if (rc == 0)
+        rc = atomic_run(svc, ops, n, failed, &gen);
+    struct mds_key lent[MDS_ATOMIC_MAX];
+    size_t nlent = 0;
+    /* Rows at other MDS (decision 16 of docs/mds-dist.md): borrow their
+     * slices, run the batch here and commit it before answering. A split
+     * meanwhile may name another slice: a few rounds. */
+    for (int round = 0; rc == -EREMOTE && svc->route && (reqs[0].flags & XT_F_CROSS) &&
+                        round < 3; round++) {
+        size_t k0 = nlent;
+        for (size_t i = 0; i < n && nlent < MDS_ATOMIC_MAX; i++) {
+            struct mds_key k = { ops[i].fsid, 0, ops[i].table };
+            if (mds_table_pick(svc->table, k.fsid, k.table,
+                               xt_hash_name(ops[i].name, ops[i].name_len), &k.slice) < 0 ||
+                mds_route_owns(svc->route, k.fsid, k.table, k.slice))
+                continue;
+            size_t j = 0;
+            while (j < nlent && memcmp(&lent[j], &k, sizeof k))
+                j++;
+            if (j == nlent)
+                lent[nlent++] = k;
+        }
+        if (nlent == k0 || mds_route_borrow(svc->route, lent + k0, nlent - k0) < 0) {
+            nlent = k0;
+            rc = -EAGAIN; /* a holder did not let go: the client retries */
             break;
-        uint64_t g2 = 0;
-        int mk = mds_table_mktable(svc->table, ops[*failed].fsid, ops[*failed].table, &g2);
-        if (mk < 0 && mk != -EEXIST)
-            break; /* answer the -ENOENT */
-        rc = 0;
+        }
+        rc = atomic_run(svc, ops, n, failed, &gen);
+        sync = sync || rc == 0;
     }
     for (size_t i = 0; i < n; i++)
         xt_free(enc[i]);
     if (rc == -EREMOTE)
-        rc = -EXDEV; /* not every row is this MDS's: no atomicity across MDS yet */
+        rc = -EXDEV; /* rows at other MDS and no XT_F_CROSS: the client goes op by op */
     if (rc == 0) {
         for (size_t i = 0; i < n; i++)
             resps[i].commit_group = gen;
@@ -573,6 +621,8 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
         if (rc < 0)
             *failed = 0;
     }
+    if (nlent)
+        mds_route_unborrow(svc->route, lent, nlent);
     mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
     return rc;
 }
@@ -605,6 +655,20 @@ static int svc_gossip(void *ctx, const xt_rpc_ctx *rc_ctx, uint32_t from_site,
     return total;
 }
 
+/* Slice handover (docs/mds-dist.md stage 2): mds_route_release. */
+static int svc_release(void *ctx, const xt_rpc_ctx *rc_ctx, uint32_t from_site, uint32_t fsid,
+                       uint64_t table, uint32_t slice, uint64_t ring_version, bool borrow,
+                       uint64_t *clean_version)
+{
+    (void)rc_ctx;
+    struct mds_service *svc = ctx;
+    *clean_version = 0;
+    if (!svc->route)
+        return -ENOSYS;
+    struct mds_key k = { fsid, slice, table };
+    return mds_route_release(svc->route, from_site, &k, ring_version, borrow, clean_version);
+}
+
 static const struct xt_mds_ops mds_ops = {
     .common = { .ping = NULL },
     .op = svc_op,
@@ -613,6 +677,7 @@ static const struct xt_mds_ops mds_ops = {
     .epoch = svc_epoch,
     .batch_atomic = svc_batch_atomic,
     .gossip = svc_gossip,
+    .release = svc_release,
 };
 
 int mds_service_start(struct mds_service *svc, const struct xt_rpc_server_opts *opts,

@@ -25,11 +25,6 @@ static uint64_t meta_hash(void)
     return xt_hash_name(MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1);
 }
 
-static unsigned map_bucket(uint32_t fsid, uint64_t table)
-{
-    return (unsigned)(((table * UINT64_C(0x9e3779b97f4a7c15)) ^ fsid) >> 40) % MAP_BUCKETS;
-}
-
 int mds_table_new(const struct mds_table_opts *o, mds_table **out)
 {
     *out = NULL;
@@ -126,7 +121,7 @@ static int meta_volatile(mds_table *t, const struct mds_key *k, mds_cent **out)
 /* The open table (fsid, table), loading its meta slice on first use. */
 int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out)
 {
-    unsigned b = map_bucket(fsid, table);
+    unsigned b = mds_table_bucket(fsid, table);
     pthread_mutex_lock(&t->mu);
     for (struct mtab *m = t->bucket[b]; m; m = m->next)
         if (m->fsid == fsid && m->table == table) {
@@ -204,6 +199,29 @@ static int slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e)
         }
         if (rc < 0 || !t->o.owns || round > 32)
             return rc;
+        if (!mds_table_owns(t, m->fsid, m->table, idx)) {
+            /* Ring 0 changed during the load: the new owner has it now
+             * (mds_table.h invariant 8). A clean copy goes at once. */
+            mds_cache_put(t->o.cache, *e);
+            *e = NULL;
+            mds_cache_drop(t->o.cache, &k);
+            return -EREMOTE;
+        }
+        uint64_t now;
+        if (t->o.owned_since &&
+            !t->o.owned_since(t->o.route_arg, &k, mds_cent_ring_ver(*e), &now)) {
+            /* Lost and regained since it was loaded (invariant 8): the
+             * owner of the meantime may have committed newer rows. Drop
+             * and load again (asking it first); a copy in use or dirty
+             * waits a moment (the client retries). */
+            mds_cache_put(t->o.cache, *e);
+            *e = NULL;
+            if (mds_cache_drop(t->o.cache, &k) < 0)
+                return -EAGAIN; /* in use or dirty: a moment later */
+            continue;
+        }
+        if (t->o.owned_since)
+            mds_cent_set_ring_ver(*e, now);
         xt_slice *s = mds_cent_slice(*e);
         xt_slice_rdlock(s);
         unsigned d = xt_slice_depth(s);
@@ -246,12 +264,16 @@ static int write_begin(mds_table *t, uint32_t fsid, uint64_t table, uint64_t h,
         w->g0 = mds_group_enter(t->o.group);
         xt_slice *s = mds_cent_slice(w->e);
         xt_slice_wrlock(s);
-        if (xt_slice_owns(s, h))
+        bool ours = mds_table_owns(t, fsid, table, mds_cent_key(w->e)->slice);
+        if (ours && xt_slice_owns(s, h))
             break;
-        /* Split meanwhile (invariant 1): look again. */
+        /* Split meanwhile (invariant 1): look again. Ring 0 gave the slice
+         * away meanwhile (invariant 8): no change here any more. */
         xt_slice_unlock(s);
         mds_group_leave(t->o.group, w->g0, 0);
         mds_cache_put(t->o.cache, w->e);
+        if (!ours)
+            return -EREMOTE;
     }
     w->gen = w->g0;
     rc = mds_group_touch(t->o.group, w->e, &w->gen);
@@ -782,11 +804,18 @@ static int round_begin(mds_table *t, struct abatch *b, size_t *failed)
     b->g0 = mds_group_enter(t->o.group);
     for (size_t k = 0; k < b->nlk; k++)
         xt_slice_wrlock(mds_cent_slice(b->lk[k]));
-    for (size_t i = 0; i < b->n; i++)
+    for (size_t i = 0; i < b->n; i++) {
+        const struct mds_key *key = mds_cent_key(b->s[i].e);
+        if (!mds_table_owns(t, key->fsid, key->table, key->slice)) {
+            *failed = i;
+            round_end(t, b, true, 0); /* ring 0 moved it meanwhile (invariant 8) */
+            return -EREMOTE;
+        }
         if (!xt_slice_owns(mds_cent_slice(b->s[i].e), b->s[i].h)) {
             round_end(t, b, true, 0); /* a split ran meanwhile (invariant 1) */
             return 1;
         }
+    }
     /* One generation for all: a slice already copied by a newer group
      * raises it; then every slice is touched again for the newest one
      * (copy-on-write of the older group's view), as a split does with its

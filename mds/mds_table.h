@@ -38,6 +38,19 @@
  *  (7) Bits are only added (OR), by a split, by mds_table_merge, or by the
  *      repair at load: a slice found at depth D deeper than the bitmap
  *      says implies the bits i + 2^k for every k < D with 2^k > i.
+ *  (8) Ring 0 changes (docs/mds-dist.md, stage 2): ownership is checked
+ *      again with the slice write-locked, so once mds_table_let_go has held
+ *      a slice's write lock no change reaches it here any more; a slice
+ *      whose load raced with the change is dropped when it turns out not to
+ *      be ours. The home role follows slice 0 (mds_table_rehome): given up
+ *      under the meta write lock; taken only with the meta slice clean,
+ *      after the old home let go (the cache's before_load), with the stored
+ *      bitmap merged in and the versions continued from the store.
+ *      A clean cached slice that was not ours under some ring since it was
+ *      loaded (we lost it and got it back) may be older than what its
+ *      owner meanwhile committed: it is dropped and loaded again
+ *      (opts.owned_since). A dirty one is always the newest state: nobody
+ *      else loads a slice before its holder released it.
  *  (5) An atomic batch (mds_table_atomic) applies all of its ops or none,
  *      and all of them carry one generation: it locks every data slice it
  *      touches in one global order (fsid, table, slice index), so two
@@ -81,6 +94,10 @@ struct mds_table_opts {
      * load. Called on every split and repair when owns is set. May be NULL. */
     void (*on_bit)(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, uint64_t gen,
                    bool owned, bool home);
+    /* Invariant 8: whether slice k was this MDS's under every ring since
+     * version `since` (0: unknown, taken as yes); *now gets the current
+     * version. May be NULL (always yes). Same constraints as owns. */
+    bool (*owned_since)(void *arg, const struct mds_key *k, uint64_t since, uint64_t *now);
     void *route_arg;
 };
 
@@ -192,6 +209,19 @@ void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t 
                     void *arg);
 /* Tables opened. */
 size_t mds_table_count(mds_table *t);
+
+/* Invariant 8: slice k (MDS_META_SLICE: the meta slice, whose home role is
+ * then given up) is no longer this MDS's. Waits out the writers already
+ * inside it (takes its write lock once) and gives its last dirty group in
+ * *gen (0: clean, or not cached). The caller syncs the group to *gen and
+ * drops the entry (not for the meta slice: it stays pinned, read-only).
+ * 0, -EBUSY (it is loading: ask again). */
+int mds_table_let_go(mds_table *t, const struct mds_key *k, uint64_t *gen);
+/* Invariant 8 for every open table: gives up the home role where ring 0
+ * moved slice 0 away, takes it where it moved here. Returns the number of
+ * tables still to do (a take waits for a clean meta slice or for the old
+ * home, whose release answered -EAGAIN), or -ENOMEM. */
+int mds_table_rehome(mds_table *t);
 
 /* The table's bitmap encoding (xt_bitmap_encode): *out a new buffer (xt_free). */
 int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,

@@ -1,8 +1,9 @@
 /*
  * mds_table_dist.c -- what many MDS add to the table layer (mds_table.h
  * invariants 6 and 7; docs/mds-dist.md): bitmap merges (persisted only at
- * the home), the repair at load, the slice a forward goes to, and the
- * table census the routing thread and the reports use.
+ * the home), the repair at load, the slice a forward goes to, the table
+ * census the routing thread and the reports use, and what ring-0 changes
+ * need (stage 2, invariant 8): letting slices go and moving the home role.
  */
 #include "mds_table.h"
 #include "mds_table_i.h"
@@ -25,15 +26,17 @@ int mds_table_merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other)
     xt_bitmap_free(probe);
     if (rc <= 0)
         return rc;
-    uint64_t g0 = m->home ? mds_group_enter(t->o.group) : 0, g = g0;
+    /* Always entered: the home role may change until the lock is held. */
+    uint64_t g0 = mds_group_enter(t->o.group), g = g0;
     xt_slice_wrlock(ms);
-    rc = m->home ? mds_group_touch(t->o.group, m->meta, &g) : 0;
+    bool home = m->home;
+    rc = home ? mds_group_touch(t->o.group, m->meta, &g) : 0;
     xt_bitmap *nbm = rc == 0 ? xt_bitmap_dup(m->bm) : NULL;
     if (rc == 0 && !nbm)
         rc = -ENOMEM;
     if (rc == 0)
         rc = xt_bitmap_merge(nbm, other);
-    if (rc > 0 && m->home) {
+    if (rc > 0 && home) {
         int wrc = mds_table_meta_write(t, m->meta, nbm, g);
         rc = wrc < 0 ? wrc : rc;
     }
@@ -44,8 +47,7 @@ int mds_table_merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other)
     }
     xt_slice_unlock(ms);
     xt_bitmap_free(nbm);
-    if (m->home)
-        mds_group_leave(t->o.group, g0, rc > 0 ? 64 : 0);
+    mds_group_leave(t->o.group, g0, rc > 0 ? 64 : 0);
     return rc;
 }
 
@@ -135,4 +137,150 @@ size_t mds_table_count(mds_table *t)
     size_t n = t->ntabs;
     pthread_mutex_unlock(&t->mu);
     return n;
+}
+
+/* The open table (fsid, table), or NULL: never opens one. */
+static struct mtab *tab_find(mds_table *t, uint32_t fsid, uint64_t table)
+{
+    pthread_mutex_lock(&t->mu);
+    struct mtab *m = t->bucket[mds_table_bucket(fsid, table)];
+    while (m && (m->fsid != fsid || m->table != table))
+        m = m->next;
+    pthread_mutex_unlock(&t->mu);
+    return m;
+}
+
+/* Gives up the home role when ring 0 moved slice 0 away. The meta slice's
+ * last dirty group in *gen. */
+static void home_give_up(mds_table *t, struct mtab *m, uint64_t *gen)
+{
+    xt_slice *ms = mds_cent_slice(m->meta);
+    xt_slice_wrlock(ms);
+    if (m->home && !mds_table_owns(t, m->fsid, m->table, 0)) {
+        m->home = false;
+        XT_INFO("table: fs %u table %llu: no longer its home (ring 0 moved slice 0)",
+                m->fsid, (unsigned long long)m->table);
+    }
+    if (gen)
+        *gen = m->home ? 0 : mds_cent_commit(m->meta)->dirty_gen;
+    xt_slice_unlock(ms);
+}
+
+int mds_table_let_go(mds_table *t, const struct mds_key *k, uint64_t *gen)
+{
+    *gen = 0;
+    if (k->slice == MDS_META_SLICE) {
+        struct mtab *m = tab_find(t, k->fsid, k->table);
+        if (m)
+            home_give_up(t, m, gen);
+        return 0;
+    }
+    mds_cent *e;
+    int rc = mds_cache_find(t->o.cache, k, &e);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc < 0)
+        return rc;
+    xt_slice *s = mds_cent_slice(e);
+    xt_slice_wrlock(s); /* every writer that checked ownership before is out */
+    *gen = mds_cent_commit(e)->dirty_gen;
+    xt_slice_unlock(s);
+    mds_cache_put(t->o.cache, e);
+    return 0;
+}
+
+/* Takes the home role of m (slice 0 is ours now). 0: done or nothing to
+ * do; 1: not yet (the meta slice is still being committed from an earlier
+ * home term, or the old home has not let go). */
+static int home_take(mds_table *t, struct mtab *m)
+{
+    xt_slice *ms = mds_cent_slice(m->meta);
+    struct mds_cent_commit *cm = mds_cent_commit(m->meta);
+    struct mds_group_info gi;
+    mds_group_info(t->o.group, &gi);
+    xt_slice_rdlock(ms);
+    bool busy = cm->dirty_gen > gi.committed_gen || cm->snapped_gen != 0;
+    xt_slice_unlock(ms);
+    if (busy)
+        return 1;
+    /* The old home's bitmap, once it let go (before_load asks it). */
+    struct mds_key mk = { m->fsid, MDS_META_SLICE, m->table };
+    xt_slice *stored = NULL;
+    uint64_t version = 0;
+    bool fenced = false;
+    int rc = mds_cache_reread(t->o.cache, &mk, &stored, &version, &fenced);
+    if (rc < 0 && rc != -ENOENT)
+        return 1;
+    xt_bitmap *sbm = NULL;
+    if (stored) {
+        const void *row;
+        size_t len;
+        if (xt_slice_lookup(stored, MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1,
+                            xt_hash_name(MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1), &row,
+                            &len) == 0 &&
+            xt_bitmap_decode(row, len, &sbm) < 0)
+            sbm = NULL;
+        xt_slice_free(stored);
+    }
+    uint64_t g0 = mds_group_enter(t->o.group), g = g0;
+    xt_slice_wrlock(ms);
+    rc = 0;
+    if (!m->home && mds_table_owns(t, m->fsid, m->table, 0) && cm->snapped_gen == 0 &&
+        cm->dirty_gen <= gi.committed_gen) {
+        xt_bitmap *nbm = xt_bitmap_dup(m->bm);
+        rc = nbm ? 0 : -ENOMEM;
+        if (rc == 0 && sbm)
+            rc = xt_bitmap_merge(nbm, sbm);
+        if (rc >= 0) {
+            /* Continue the stored versions; the first record is an image,
+             * so nothing of an earlier term's deltas is needed. */
+            cm->version = version + (fenced ? MDS_CACHE_FENCE_GAP : 0);
+            cm->force_image = true;
+            cm->image_bytes = 0;
+            cm->delta_bytes = 0;
+            rc = mds_group_touch(t->o.group, m->meta, &g);
+        }
+        if (rc >= 0)
+            rc = mds_table_meta_write(t, m->meta, nbm, g);
+        if (rc >= 0) {
+            xt_bitmap_free(m->bm);
+            m->bm = nbm;
+            nbm = NULL;
+            m->home = true;
+            XT_INFO("table: fs %u table %llu: now its home (stored bitmap v%llu%s)", m->fsid,
+                    (unsigned long long)m->table, (unsigned long long)version,
+                    fenced ? ", fenced" : "");
+        }
+        xt_bitmap_free(nbm);
+    } else if (!m->home && mds_table_owns(t, m->fsid, m->table, 0)) {
+        rc = 1;
+    }
+    xt_slice_unlock(ms);
+    mds_group_leave(t->o.group, g0, rc == 0 ? 64 : 0);
+    xt_bitmap_free(sbm);
+    return rc < 0 ? 1 : rc;
+}
+
+int mds_table_rehome(mds_table *t)
+{
+    pthread_mutex_lock(&t->mu);
+    size_t n = t->ntabs, k = 0;
+    struct mtab **v = xt_malloc((n ? n : 1) * sizeof *v);
+    for (unsigned b = 0; v && b < MAP_BUCKETS; b++)
+        for (struct mtab *m = t->bucket[b]; m && k < n; m = m->next)
+            v[k++] = m; /* tables live until mds_table_free */
+    pthread_mutex_unlock(&t->mu);
+    if (!v)
+        return -ENOMEM;
+    int todo = 0;
+    for (size_t i = 0; i < k; i++) {
+        struct mtab *m = v[i];
+        bool owner = mds_table_owns(t, m->fsid, m->table, 0);
+        if (m->home && !owner)
+            home_give_up(t, m, NULL);
+        else if (!m->home && owner)
+            todo += home_take(t, m);
+    }
+    xt_free(v);
+    return todo;
 }

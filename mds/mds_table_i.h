@@ -32,6 +32,11 @@ struct mds_table {
     size_t ntabs;                     /* (mu) */
 };
 
+static inline unsigned mds_table_bucket(uint32_t fsid, uint64_t table)
+{
+    return (unsigned)(((table * UINT64_C(0x9e3779b97f4a7c15)) ^ fsid) >> 40) % MAP_BUCKETS;
+}
+
 static inline bool mds_table_owns(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice)
 {
     return !t->o.owns || t->o.owns(t->o.route_arg, fsid, table, slice);

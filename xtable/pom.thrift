@@ -90,6 +90,11 @@ const i32 XT_F_BITMAP    = 0x08    // reply carries the table's bitmap
 const i32 XT_F_SYNC      = 0x10    // reply after the change is committed
 const i32 XT_F_IF_UUID   = 0x20    // update/delete (and create/lookup in an atomic
                                    // batch): only if the row's uuid is expect_uuid
+const i32 XT_F_CROSS     = 0x40    // atomic batch, on its first op: rows owned by
+                                   // other MDS are borrowed (released to this
+                                   // MDS), the batch applied and committed here
+                                   // (docs/mds-dist.md decision 16); without it
+                                   // such a batch answers -EXDEV
 
 /* set_mask bits of an update: bits 0..12 are xt_row.h's XT_ROW_SET_*
  * (type, uuid, mode, uid, gid, nlink, size, atime, mtime, ctime, btime,
@@ -119,6 +124,8 @@ struct XtResp {
   3: optional Piggyback pb,
   4: i64 commit_group = 0,         // group holding this change (for sync)
   5: i64 epoch = 0,                // the answering MDS's incarnation (0: unknown)
+  6: i32 epoch_site = 0,           // whose incarnation `epoch` is, when a
+                                   // forward answered (0: the MDS called)
 }
 
 struct ListReq {
@@ -195,6 +202,28 @@ struct GossipResp {
   2: i32 new_bits = 0,             // bits the receiver did not have
 }
 
+/* Slice handover on a ring-0 change (docs/mds-dist.md, stage 2): before it
+ * loads a slice from the MDSL, the slice's new owner asks every MDS that may
+ * still hold it to write it back and let it go. */
+struct ReleaseReq {
+  1: ReqHeader hdr,
+  2: i32 fsid,
+  3: i64 table,
+  4: i32 slice,                    // -1 (MDS_META_SLICE): the table's bitmap
+                                   // slice (its home moved)
+  5: i64 ring_version,             // the asker's ring 0
+  6: i32 from_site = 0,
+  7: bool borrow = false,          // from_site wants it for an atomic batch
+                                   // although ring 0 gives it to the asked MDS
+}
+struct ReleaseResp {
+  1: i32 status = 0,               // 0: not held here (any more); -EAGAIN:
+                                   // this MDS's ring 0 is older, or the
+                                   // write-back has not finished
+  2: i64 clean_version = 0,        // this MDS holds no slice that ring 0 of
+                                   // this version gives to another MDS
+}
+
 service XTable extends Common {
   XtResp create(1: XtReq req),
   XtResp lookup(1: XtReq req),
@@ -204,6 +233,7 @@ service XTable extends Common {
   BatchResp batch(1: BatchReq req),
   SyncResp sync(1: SyncReq req),
   GossipResp gossip(1: GossipReq req),
+  ReleaseResp release(1: ReleaseReq req),
 }
 
 /* ---------------- storage on MDSL (DESIGN 6) ---------------- */

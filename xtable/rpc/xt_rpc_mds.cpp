@@ -230,6 +230,7 @@ static int resp_from_thrift(const XtResp &t, struct xt_resp *r)
     r->status = t.status;
     r->commit_group = (uint64_t)t.commit_group;
     r->epoch = (uint32_t)t.epoch;
+    r->epoch_site = (uint32_t)t.epoch_site;
     if (t.__isset.pb)
         pb_from_thrift(t.pb, &r->bitmap, &r->bitmap_len, &r->ring_version);
     if (t.status == 0 && t.__isset.row) {
@@ -431,6 +432,29 @@ int xt_mds_gossip(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site,
     return rc;
 }
 
+int xt_mds_release(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site, uint32_t fsid,
+                   uint64_t table, uint32_t slice, uint64_t ring_version, bool borrow,
+                   uint64_t *clean_version)
+{
+    ReleaseReq treq;
+    treq.borrow = borrow;
+    treq.from_site = (int32_t)from_site;
+    treq.fsid = (int32_t)fsid;
+    treq.table = (int64_t)table;
+    treq.slice = (int32_t)slice;
+    treq.ring_version = (int64_t)ring_version;
+    ReleaseResp tresp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        XTableClient cl(proto);
+        treq.hdr = h;
+        cl.release(tresp, treq);
+        return tresp.status;
+    });
+    if (clean_version)
+        *clean_version = rc == 0 || rc == -EAGAIN ? (uint64_t)tresp.clean_version : 0;
+    return rc;
+}
+
 /* ---- server ------------------------------------------------------------ */
 
 namespace {
@@ -543,6 +567,18 @@ public:
         r.new_bits = n < 0 ? 0 : n;
     }
 
+    void release(ReleaseResp &r, const ReleaseReq &q) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        uint64_t clean = 0;
+        r.status = ops_->release
+                       ? ops_->release(ctx_, &rc, (uint32_t)q.from_site, (uint32_t)q.fsid,
+                                       (uint64_t)q.table, (uint32_t)q.slice,
+                                       (uint64_t)q.ring_version, q.borrow, &clean)
+                       : -ENOSYS;
+        r.clean_version = (int64_t)clean;
+    }
+
 private:
     int64_t epoch() const { return ops_->epoch ? (int64_t)ops_->epoch(ctx_) : 0; }
 
@@ -592,7 +628,8 @@ private:
     {
         r.status = status;
         r.commit_group = (int64_t)out.commit_group;
-        r.epoch = epoch();
+        r.epoch = out.epoch ? (int64_t)out.epoch : epoch();
+        r.epoch_site = out.epoch ? (int32_t)out.epoch_site : 0;
         if (r.status == 0 && out.row) {
             r.status = enc_to_thrift(out.row, out.row_len, r.row);
             r.__isset.row = r.status == 0;

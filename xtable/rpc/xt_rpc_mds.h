@@ -29,7 +29,11 @@ enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE 
                              create or a check): only if uuid == expect_uuid.
                              Versions restart at 0 when a name is created
                              again; (uuid, version) does not. */
-#define XT_F_ALL    0x3f
+#define XT_F_CROSS  0x40 /* atomic batch, first op: rows of other MDS are
+                             borrowed and the batch committed here before
+                             the reply (docs/mds-dist.md decision 16);
+                             without it such a batch answers -EXDEV */
+#define XT_F_ALL    0x7f
 
 /* Which table a request addresses. */
 struct xt_tref {
@@ -73,6 +77,11 @@ struct xt_resp {
     uint64_t commit_group;       /* the group holding this change */
     uint32_t epoch;              /* incarnation of the MDS that answered; 0:
                                     unknown. Commit groups count per epoch. */
+    uint32_t epoch_site;         /* the R2 site id of that MDS when a forward
+                                    answered (the change sits there); 0: the
+                                    MDS called. A server handler that sets
+                                    epoch passes it through (the glue stamps
+                                    its own only when epoch is 0). */
 };
 void xt_resp_free(struct xt_resp *r);
 
@@ -146,6 +155,18 @@ struct xt_table_bitmap {
 int xt_mds_gossip(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site,
                   const struct xt_table_bitmap *t, size_t n, uint32_t *new_bits);
 
+/* Slice handover (MDS -> MDS, docs/mds-dist.md stage 2): asks the MDS
+ * behind p to write back and drop slice (fsid, table, slice) (MDS_META_SLICE:
+ * stop writing the table's bitmap) because ring 0 of ring_version gives it
+ * to from_site. 0: not held there any more; -EAGAIN: its ring is older or
+ * the write-back is still running (ask again). *clean_version (may be NULL)
+ * gets the ring version up to which that MDS holds no slice of another.
+ * borrow: from_site wants the slice for an atomic batch although the asked
+ * MDS owns it (it releases it all the same). */
+int xt_mds_release(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site, uint32_t fsid,
+                   uint64_t table, uint32_t slice, uint64_t ring_version, bool borrow,
+                   uint64_t *clean_version);
+
 /* ---- server ------------------------------------------------------------ */
 
 struct xt_mds_ops {
@@ -169,6 +190,11 @@ struct xt_mds_ops {
      * the number of new bits or -errno. NULL: -ENOSYS. */
     int (*gossip)(void *ctx, const xt_rpc_ctx *rc, uint32_t from_site,
                   const struct xt_table_bitmap *t, size_t n);
+    /* Slice handover (xt_mds_release): 0 or -errno; *clean_version as
+     * there. NULL: -ENOSYS. */
+    int (*release)(void *ctx, const xt_rpc_ctx *rc, uint32_t from_site, uint32_t fsid,
+                   uint64_t table, uint32_t slice, uint64_t ring_version, bool borrow,
+                   uint64_t *clean_version);
 };
 
 int xt_rpc_serve_mds(const struct xt_rpc_server_opts *opts, const struct xt_mds_ops *ops,
