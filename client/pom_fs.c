@@ -118,8 +118,15 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
             memset(resp, 0, sizeof *resp);
         if (resp->bitmap)
             pom_route_learn(fs->route, req->t.table, resp->bitmap, resp->bitmap_len);
-        if (rc == 0 || rc == -ENOENT || rc == -EEXIST || rc == -ESTALE)
-            note_epoch(fs, m, resp->epoch, rc == 0 && req->op != XT_OP_LOOKUP);
+        if (rc == 0 || rc == -ENOENT || rc == -EEXIST || rc == -ESTALE) {
+            /* A forward answered: the change sits at the owner it names
+             * (docs/mds-dist.md decision 14). */
+            struct pom_mds *at = m;
+            if (m && resp->epoch_site && resp->epoch_site != m->id)
+                at = pom_route_find(fs->route, resp->epoch_site);
+            if (at) /* (an owner not in our view yet: its epoch means nothing to m's) */
+                note_epoch(fs, at, resp->epoch, rc == 0 && req->op != XT_OP_LOOKUP);
+        }
         if (!retry_again(&rt, rc))
             return rc;
         xt_resp_free(resp);
@@ -372,14 +379,13 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
         reqs[i].t.fsid = fs->fsid;
         reqs[i].t.slice_hint = -1;
     }
-    /* The batch goes to the owner of its first op (decisions 7 and 16 of
-     * docs/mds-dist.md). With XT_F_CROSS that MDS borrows the other rows'
-     * slices and answers once the batch is committed; without it an MDS
-     * that does not own every row says -EXDEV and the ops go one by one;
-     * when this client's bitmaps already place the rows at different MDS,
-     * that doomed round trip is skipped. */
+    /* The batch goes to the owner of its first op (decision 7 of
+     * docs/mds-dist.md); an MDS that does not own every row says -EXDEV.
+     * When this client's bitmaps already place the rows at different MDS,
+     * the doomed round trip is skipped (a stale bitmap only costs the
+     * -EXDEV, or the fallback where the batch could have been atomic). */
     uint64_t h = n ? xt_hash_name(reqs[0].name, reqs[0].name_len) : 0;
-    if (n && !(reqs[0].flags & XT_F_CROSS) && pom_route_many(fs->route)) {
+    if (pom_route_many(fs->route)) {
         xt_rpc_pool *p0, *pi;
         int32_t hint;
         struct pom_mds *m0 = pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint, &p0);

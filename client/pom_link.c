@@ -219,7 +219,6 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
             !(pu.table == table && strcmp(pu.name, name) == 0))
             np = n++;
         bool retried = false;
-        q[0].flags |= XT_F_CROSS; /* names and nlink atomic across MDS */
         rc = pom_batch_call(fs, q, n, &failed, &retried);
         xt_row_attr a = row.attr;
         xt_resp_free(&r);
@@ -302,7 +301,6 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
         !(pu.table == parent && strcmp(pu.name, name) == 0)) /* a stale map */
         np = n++;
     bool retried = false;
-    q[0].flags |= XT_F_CROSS; /* the name and its nlink atomic across MDS */
     rc = pom_batch_call(fs, q, n, &failed, &retried);
     if (np != SIZE_MAX && failed == np && pom_parent_missing(rc)) {
         /* The parent's row is not where the map says (moved by another
@@ -438,7 +436,6 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
             }
     }
     bool retried = false;
-    q[0].flags |= XT_F_CROSS; /* both names (and nlinks) atomic across MDS */
     rc = pom_batch_call(fs, q, n, &failed, &retried);
     if (rc < 0 && retried && pom_name_holds(fs, newparent, newname, sa.uuid) == 1 &&
         pom_name_holds(fs, parent, name, xchg ? da.uuid : sa.uuid) == xchg)

@@ -293,8 +293,6 @@ static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *ro
         return rc;
     size_t failed = SIZE_MAX;
     bool retried = false;
-    if (row->attr.type == XT_ROW_DIR)
-        q[0].flags |= XT_F_CROSS; /* the parent's nlink: atomic across MDS */
     rc = pom_batch_call(fs, q, 2, &failed, &retried);
     if (rc < 0 && retried && pom_name_holds(fs, parent, name, row->attr.uuid) == 1)
         return 0; /* our first attempt was applied */
@@ -453,8 +451,6 @@ static int remove_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_r
         return rc;
     size_t failed = SIZE_MAX;
     bool retried = false;
-    if (dir)
-        q[0].flags |= XT_F_CROSS; /* the parent's nlink: atomic across MDS */
     rc = pom_batch_call(fs, q, 2, &failed, &retried);
     if (failed == 1 && pom_parent_missing(rc) && !dir) {
         struct xt_resp r;

@@ -226,6 +226,14 @@ static struct pom_mds *mds_by_id(pom_route *r, uint32_t id)
     return NULL;
 }
 
+struct pom_mds *pom_route_find(pom_route *r, uint32_t id)
+{
+    pthread_rwlock_rdlock(&r->lk);
+    struct pom_mds *m = mds_by_id(r, id);
+    pthread_rwlock_unlock(&r->lk);
+    return m; /* records live until pom_route_free (invariant 3) */
+}
+
 struct pom_mds *pom_route_pick(pom_route *r, uint32_t fsid, uint64_t table, uint64_t h,
                                int32_t *slice, xt_rpc_pool **pool)
 {

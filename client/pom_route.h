@@ -83,6 +83,9 @@ void pom_route_learn(pom_route *r, uint64_t table, const uint8_t *bm, uint32_t l
  * (invariant 5) as of now; returns how many there are. */
 size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, int *states,
                      size_t cap);
+/* The MDS of site id (a forwarded reply names the owner that applied the
+ * change: pom_client_i.h invariant 5), or NULL when unknown. */
+struct pom_mds *pom_route_find(pom_route *r, uint32_t id);
 /* The site state of m now (invariant 5). */
 int pom_route_state(pom_route *r, const struct pom_mds *m);
 /* Whether more than one MDS serves (then atomic batches may answer -EXDEV). */

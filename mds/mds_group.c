@@ -817,22 +817,24 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
 
 /* ---- recovery and lifetime ------------------------------------------------ */
 
-/* Invariant 4: settle every prepared txid of this site at every participant. */
-static int recover(mds_group *g, uint32_t *epoch_out)
+/* Invariant 4: settle every prepared txid of `site` at every participant
+ * by its decision record: committed up to the last txid it names, aborted
+ * after. *epoch_out and *last_out: what the record says (0: no record). */
+static int settle(mds_group *g, uint32_t site, uint32_t *epoch_out, uint64_t *last_out)
 {
     uint32_t epoch = 0;
     uint64_t last = 0;
     struct mds_load ld;
-    int rc = mds_store_load(g->o.store, g->o.home_site, MDS_COORD_FSID, MDS_COORD_TABLE,
-                            g->o.site_id, &ld);
+    int rc = mds_store_load(g->o.store, g->o.home_site, MDS_COORD_FSID, MDS_COORD_TABLE, site,
+                            &ld);
     if (rc == 0) {
         if (!ld.has_image || ld.ndeltas)
             rc = -EBADMSG;
         else
-            rc = decision_decode(ld.image.bytes, ld.image.len, g->o.site_id, &epoch, &last);
+            rc = decision_decode(ld.image.bytes, ld.image.len, site, &epoch, &last);
         mds_load_free(&ld);
         if (rc < 0) {
-            XT_ERR("group: site %u: corrupt decision record at site %u", g->o.site_id,
+            XT_ERR("group: site %u: corrupt decision record at site %u", site,
                    g->o.home_site);
             return rc;
         }
@@ -845,13 +847,14 @@ static int recover(mds_group *g, uint32_t *epoch_out)
         if ((rc = mds_store_list_prepared(g->o.store, g->parts[p], &tx, &n)) < 0)
             return rc;
         for (size_t i = 0; i < n && rc >= 0; i++) {
-            if (mds_txid_site(tx[i]) != g->o.site_id)
+            if (mds_txid_site(tx[i]) != site)
                 continue;
             bool commit = tx[i] <= last;
             rc = commit ? mds_store_commit(g->o.store, g->parts[p], tx[i])
                         : mds_store_abort(g->o.store, g->parts[p], tx[i]);
-            XT_INFO("group: recovery %s txid %llx at site %u: %d",
-                    commit ? "commits" : "aborts", (unsigned long long)tx[i], g->parts[p], rc);
+            XT_INFO("group: recovery %s txid %llx of site %u at site %u: %d",
+                    commit ? "commits" : "aborts", (unsigned long long)tx[i], site,
+                    g->parts[p], rc);
             if (rc == -ENOENT) /* decided meanwhile or lost: nothing to do */
                 rc = 0;
             if (rc == -EINVAL) {
@@ -866,10 +869,29 @@ static int recover(mds_group *g, uint32_t *epoch_out)
         if (rc < 0)
             return rc;
     }
+    *epoch_out = epoch;
+    *last_out = last;
+    return 0;
+}
+
+static int recover(mds_group *g, uint32_t *epoch_out)
+{
+    uint32_t epoch;
+    uint64_t last;
+    int rc = settle(g, g->o.site_id, &epoch, &last);
+    if (rc < 0)
+        return rc;
     g->last_txid = last;
     uint32_t le = mds_txid_epoch(last);
     *epoch_out = epoch > le ? epoch : le;
     return 0;
+}
+
+int mds_group_settle_site(mds_group *g, uint32_t site)
+{
+    uint32_t epoch;
+    uint64_t last;
+    return site == g->o.site_id ? -EINVAL : settle(g, site, &epoch, &last);
 }
 
 static void group_free(mds_group *g)

@@ -133,6 +133,14 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out);
  * REQUIRES: no writer inside the group. */
 void mds_group_close(mds_group *g, bool flush);
 
+/* Settle the prepared transactions another MDS `site` left (it is dead:
+ * docs/mds-dist.md decision 11) as its own recovery would: committed up to
+ * its decision record, aborted after, at every participant. So none of its
+ * commits can land after a new owner loaded its slices. Idempotent, and
+ * safe against that MDS's own recovery running at the same time (both
+ * decide alike). 0 or the store's error. */
+int mds_group_settle_site(mds_group *g, uint32_t site);
+
 /* ---- writers ----------------------------------------------------------- */
 
 /* Count a writer in the open group; returns its generation g0. Never blocks. */

@@ -11,12 +11,13 @@
  *   2. gossip, when due: the full bitmaps of recently changed tables to one
  *      random peer of ring 0; the interval adapts (invariant 5).
  *   3. after a ring change, the sweep (invariant 6), again every SWEEP_MS
- *      until it finds nothing left to let go.
+ *      until it finds nothing left to let go (mds_route_move.c).
  * A table stays "recently changed" for 2 rounds per peer after its last
  * change, so with random peers every one of them very likely hears of it;
  * forwarding carries bitmaps anyway, gossip only makes loops rarer.
  */
 #include "mds_route.h"
+#include "mds_route_i.h"
 
 #include "xt_common.h"
 #include "xt_rpc_mds.h"
@@ -24,79 +25,6 @@
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
-
-#define TICK_MS          5
-#define GOSSIP_MAX_TABLES 256  /* bitmaps per gossip message */
-#define CHG_MAX          4096  /* recently changed tables remembered */
-#define ADDR_CAP         256
-#define SWEEP_MS         100   /* a sweep that left work retries after this */
-#define DEAD_MS          2000  /* refusing connections this long: dead (7) */
-#define RELEASE_MS       5000  /* one release call's timeout */
-
-struct peer {
-    uint32_t id;
-    char addr[ADDR_CAP];
-    xt_rpc_pool *pool;   /* NULL until first used */
-    uint64_t clean_ver;  /* its clean_version, as it last told us (7) */
-    uint64_t down_since; /* xt_mono_ns of the first refusal in a row; 0: up */
-};
-
-struct pending {
-    struct pending *next;
-    uint32_t fsid, slice;
-    uint64_t table, gen;
-    bool owned, home, kicked;
-    unsigned tries;
-};
-
-struct borrow {
-    struct mds_key k;
-    unsigned refs;       /* batches using it */
-    bool active;         /* released by its holders: owned here (invariant 8);
-                            before that only refused to other askers */
-};
-
-struct lent {
-    struct mds_key k;
-    uint32_t to;         /* the borrower */
-};
-
-struct chg {
-    uint32_t fsid;
-    uint64_t table;
-    unsigned rounds;     /* gossip rounds it still goes out in */
-};
-
-struct mds_route {
-    uint32_t self;
-    mds_stats *stats;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    xt_ring *ring;               /* (mu) */
-    struct peer *peers;          /* (mu) */
-    size_t npeers, cap;          /* (mu) */
-    xt_rpc_pool **retired;       /* (mu) invariant 3 */
-    size_t nretired;             /* (mu) */
-    struct pending *pend;        /* (mu) */
-    struct chg *chg;             /* (mu) */
-    size_t nchg;                 /* (mu) */
-    bool stop, started;          /* (mu) */
-    pthread_t th;
-    mds_table *table;
-    mds_group *group;
-    mds_cache *cache;
-    unsigned gossip_ms;
-    unsigned interval;           /* (mu) current gossip interval */
-    uint64_t rng;                /* thread only */
-    uint64_t swept_ver;          /* (mu) clean_version, invariant 6 */
-    xt_ring *hist[MDS_ROUTE_HISTORY]; /* (mu) rings installed before `ring`,
-                                        newest first (mds_route_owned_since) */
-    struct borrow *borrowed;     /* (mu) slices lent to this MDS (invariant 8) */
-    size_t nborrowed, borrow_cap; /* (mu) */
-    struct lent *lent;           /* (mu) our slices lent to another (invariant 8) */
-    size_t nlent, lent_cap;      /* (mu) */
-    uint64_t drained_ver;        /* (mu) ring version "drained" was logged at */
-};
 
 int mds_route_new(uint32_t self, mds_stats *stats, mds_route **out)
 {
@@ -136,8 +64,6 @@ void mds_route_free(mds_route *r)
         xt_free(p);
     }
     xt_free(r->retired);
-    xt_free(r->borrowed);
-    xt_free(r->lent);
     xt_free(r->peers);
     xt_free(r->chg);
     xt_ring_free(r->ring);
@@ -149,7 +75,7 @@ void mds_route_free(mds_route *r)
 }
 
 /* REQUIRES: mu. */
-static struct peer *peer_find(mds_route *r, uint32_t id)
+struct peer *mds_route_peer_find(mds_route *r, uint32_t id)
 {
     for (size_t i = 0; i < r->npeers; i++)
         if (r->peers[i].id == id)
@@ -178,7 +104,7 @@ int mds_route_update(mds_route *r, xt_ring *ring0, const struct mds_route_site *
     for (size_t i = 0; i < n && rc == 0; i++) {
         if (!sites[i].addr || strlen(sites[i].addr) >= ADDR_CAP)
             continue;
-        struct peer *p = peer_find(r, sites[i].id);
+        struct peer *p = mds_route_peer_find(r, sites[i].id);
         if (p && strcmp(p->addr, sites[i].addr) == 0)
             continue;
         if (p) { /* moved: retire the old pool (invariant 3) */
@@ -253,53 +179,17 @@ int mds_route_owner(mds_route *r, uint32_t fsid, uint64_t table, uint32_t slice,
     return rc;
 }
 
-/* REQUIRES: mu. */
-static struct borrow *borrow_find(mds_route *r, uint32_t fsid, uint64_t table, uint32_t slice)
-{
-    for (size_t i = 0; i < r->nborrowed; i++)
-        if (r->borrowed[i].k.fsid == fsid && r->borrowed[i].k.table == table &&
-            r->borrowed[i].k.slice == slice)
-            return &r->borrowed[i];
-    return NULL;
-}
-
-/* REQUIRES: mu. */
-static struct lent *lent_find(mds_route *r, uint32_t fsid, uint64_t table, uint32_t slice)
-{
-    for (size_t i = 0; i < r->nlent; i++)
-        if (r->lent[i].k.fsid == fsid && r->lent[i].k.table == table &&
-            r->lent[i].k.slice == slice)
-            return &r->lent[i];
-    return NULL;
-}
-
-/* REQUIRES: mu. */
-static bool borrow_active(mds_route *r, uint32_t fsid, uint64_t table, uint32_t slice)
-{
-    struct borrow *b = borrow_find(r, fsid, table, slice);
-    return b && b->active;
-}
-
 bool mds_route_owns(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
 {
     mds_route *r = arg;
-    pthread_mutex_lock(&r->mu);
-    uint32_t site = r->self;
-    bool own = !r->ring || xt_ring_nsites(r->ring) == 0 ||
-               xt_ring_lookup(r->ring, xt_ring_key(fsid, table, slice), &site) < 0 ||
-               site == r->self;
-    if (own && r->nlent && lent_find(r, fsid, table, slice))
-        own = false; /* lent out: nothing here until it comes back */
-    if (!own && r->nborrowed && borrow_active(r, fsid, table, slice))
-        own = true;
-    pthread_mutex_unlock(&r->mu);
-    return own;
+    uint32_t site;
+    return mds_route_owner(r, fsid, table, slice, &site) < 0 || site == r->self;
 }
 
 xt_rpc_pool *mds_route_pool(mds_route *r, uint32_t site)
 {
     pthread_mutex_lock(&r->mu);
-    struct peer *p = peer_find(r, site);
+    struct peer *p = mds_route_peer_find(r, site);
     xt_rpc_pool *pool = p ? p->pool : NULL;
     if (p && !pool) {
         char host[ADDR_CAP];
@@ -522,381 +412,6 @@ static int gossip_round(mds_route *r)
     return new_bits > 0;
 }
 
-/* ---- ring changes (invariants 6 and 7) --------------------------------- */
-
-static bool is_transport_down(int rc)
-{
-    return rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ENETUNREACH ||
-           rc == -ECONNRESET || rc == -EPIPE;
-}
-
-/* Whether ring 0 gives key k to this MDS (a meta slice goes with slice 0). */
-static bool owns_key(mds_route *r, const struct mds_key *k)
-{
-    return mds_route_owns(r, k->fsid, k->table, k->slice == MDS_META_SLICE ? 0 : k->slice);
-}
-
-uint64_t mds_route_stamp(void *arg)
-{
-    return mds_route_ring_version(arg);
-}
-
-bool mds_route_owned_since(void *arg, const struct mds_key *k, uint64_t since, uint64_t *now)
-{
-    mds_route *r = arg;
-    uint64_t key = xt_ring_key(k->fsid, k->table, k->slice == MDS_META_SLICE ? 0 : k->slice);
-    pthread_mutex_lock(&r->mu);
-    *now = r->ring ? xt_ring_version(r->ring) : 0;
-    bool ok = true;
-    /* A borrowed slice was dropped here when the borrow began, so any copy
-     * is from during it. */
-    if (since && since < *now && !borrow_active(r, k->fsid, k->table, k->slice)) {
-        /* The rings after `since` are the current one (checked by the
-         * caller) and the history down to `since` exclusive. */
-        size_t i = 0;
-        for (; i < MDS_ROUTE_HISTORY && r->hist[i] && xt_ring_version(r->hist[i]) > since; i++) {
-            uint32_t site;
-            if (xt_ring_lookup(r->hist[i], key, &site) == 0 && site != r->self)
-                ok = false;
-        }
-        if (i == MDS_ROUTE_HISTORY)
-            ok = false; /* rings between `since` and the oldest kept are forgotten */
-    }
-    pthread_mutex_unlock(&r->mu);
-    return ok;
-}
-
-/* Asks every other MDS whose clean version is below our ring's, and `also`
- * (0: none) whatever its clean version, to release k (invariant 7; borrow:
- * for an atomic batch, decision 16). 0, or -EAGAIN when one has not let go
- * (or, when borrowing, is unreachable). *fence: a dead one was skipped. */
-static int ask_release(mds_route *r, const struct mds_key *k, uint32_t also, bool borrow,
-                       bool *fence)
-{
-    struct ask { uint32_t id; } ask[64];
-    size_t na = 0;
-    pthread_mutex_lock(&r->mu);
-    uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
-    bool started = r->started;
-    for (size_t i = 0; ver && i < r->npeers && na < XT_ARRAY_SIZE(ask); i++)
-        if (r->peers[i].id != r->self &&
-            (r->peers[i].clean_ver < ver || r->peers[i].id == also))
-            ask[na++].id = r->peers[i].id;
-    pthread_mutex_unlock(&r->mu);
-    if (!started || !na)
-        return 0;
-    for (size_t i = 0; i < na; i++) {
-        xt_rpc_pool *pool = mds_route_pool(r, ask[i].id);
-        if (!pool)
-            continue; /* no address: it never was reachable */
-        xt_rpc_call call = { .timeout_ms = RELEASE_MS };
-        uint64_t clean = 0;
-        int rc = xt_mds_release(pool, &call, r->self, k->fsid, k->table, k->slice, ver,
-                                borrow && ask[i].id == also, &clean);
-        uint64_t now = xt_mono_ns();
-        bool dead = false;
-        pthread_mutex_lock(&r->mu);
-        struct peer *p = peer_find(r, ask[i].id);
-        if (p && (rc == 0 || rc == -EAGAIN)) {
-            p->down_since = 0;
-            p->clean_ver = XT_MAX(p->clean_ver, clean);
-        } else if (p && is_transport_down(rc)) {
-            if (!p->down_since)
-                p->down_since = now;
-            dead = now - p->down_since >= (uint64_t)DEAD_MS * 1000000u;
-        }
-        pthread_mutex_unlock(&r->mu);
-        if (rc == 0)
-            continue;
-        if (dead && !(borrow && ask[i].id == also)) {
-            *fence = true; /* (a borrower's own load fences itself) */
-            continue;
-        }
-        XT_DBG("route: fs %u table %llu slice %u: MDS %u has not released it (%d)", k->fsid,
-               (unsigned long long)k->table, k->slice, ask[i].id, rc);
-        mds_stats_add(r->stats, MDS_CTR_RELEASE_WAITS, 1);
-        return -EAGAIN;
-    }
-    return 0;
-}
-
-int mds_route_before_load(void *arg, const struct mds_key *k, bool *fence)
-{
-    mds_route *r = arg;
-    *fence = false;
-    /* Only an owner changes what it loads; a non-home MDS reading a meta
-     * slice takes whatever is stored (bitmaps only grow). */
-    if (!owns_key(r, k))
-        return 0;
-    return ask_release(r, k, 0, false, fence);
-}
-
-/* Drop a let-go slice, waiting out short pins (a reader finishing). */
-static int drop_let_go(mds_route *r, const struct mds_key *k)
-{
-    for (int i = 0;; i++) {
-        int rc = mds_cache_drop(r->cache, k);
-        if (rc != -EBUSY)
-            return 0;
-        if (i == 200)
-            return -EAGAIN;
-        struct timespec ts = { 0, 1000000L };
-        nanosleep(&ts, NULL);
-    }
-}
-
-/* Lets k go and commits it: 0, or -EAGAIN (loading, or the commit did not
- * finish in time: ask again). */
-static int let_go_commit(mds_route *r, const struct mds_key *k, unsigned timeout_ms)
-{
-    uint64_t gen = 0;
-    if (mds_table_let_go(r->table, k, &gen) < 0)
-        return -EAGAIN;
-    struct mds_group_info gi;
-    mds_group_info(r->group, &gi);
-    if (gen > gi.committed_gen && mds_group_sync(r->group, gen, timeout_ms) < 0)
-        return -EAGAIN;
-    return 0;
-}
-
-/* Marks our slice k lent to `to`: not ours (mds_route_owns) until the
- * route thread finds the borrower done with it (reclaim). -ENOMEM. */
-static int lend(mds_route *r, const struct mds_key *k, uint32_t to)
-{
-    pthread_mutex_lock(&r->mu);
-    int rc = 0;
-    struct lent *l = lent_find(r, k->fsid, k->table, k->slice);
-    if (l) {
-        l->to = to;
-    } else if (r->nlent == r->lent_cap) {
-        size_t cap = r->lent_cap ? r->lent_cap * 2 : 16;
-        struct lent *nl = xt_realloc(r->lent, cap * sizeof *nl);
-        if (nl) {
-            r->lent = nl;
-            r->lent_cap = cap;
-        } else {
-            rc = -ENOMEM;
-        }
-    }
-    if (!l && rc == 0)
-        r->lent[r->nlent++] = (struct lent){ *k, to };
-    pthread_mutex_unlock(&r->mu);
-    return rc;
-}
-
-static void unlend(mds_route *r, const struct mds_key *k)
-{
-    pthread_mutex_lock(&r->mu);
-    struct lent *l = lent_find(r, k->fsid, k->table, k->slice);
-    if (l)
-        *l = r->lent[--r->nlent];
-    pthread_mutex_unlock(&r->mu);
-}
-
-/* Step 4 of the tick: takes back lent slices whose borrower is done with
- * them (its release answers 0: unborrowed, written back, dropped) or dead. */
-static void run_reclaim(mds_route *r)
-{
-    struct lent l[32];
-    size_t n = 0;
-    pthread_mutex_lock(&r->mu);
-    uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
-    for (size_t i = 0; i < r->nlent && n < XT_ARRAY_SIZE(l); i++)
-        l[n++] = r->lent[i];
-    pthread_mutex_unlock(&r->mu);
-    for (size_t i = 0; i < n; i++) {
-        xt_rpc_pool *pool = mds_route_pool(r, l[i].to);
-        xt_rpc_call call = { .timeout_ms = RELEASE_MS };
-        uint64_t clean = 0;
-        int rc = pool ? xt_mds_release(pool, &call, r->self, l[i].k.fsid, l[i].k.table,
-                                       l[i].k.slice, ver, false, &clean)
-                      : -EHOSTUNREACH;
-        bool back = rc == 0;
-        if (!back && is_transport_down(rc)) {
-            pthread_mutex_lock(&r->mu);
-            struct peer *p = peer_find(r, l[i].to);
-            uint64_t now = xt_mono_ns();
-            if (p && !p->down_since)
-                p->down_since = now;
-            /* Dead: our next load of it fences (its commit may still land). */
-            back = !p || now - p->down_since >= (uint64_t)DEAD_MS * 1000000u;
-            pthread_mutex_unlock(&r->mu);
-        }
-        if (back)
-            unlend(r, &l[i].k);
-    }
-}
-
-int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
-                      uint64_t ring_version, bool borrow, uint64_t *clean_version)
-{
-    pthread_mutex_lock(&r->mu);
-    uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
-    bool started = r->started;
-    *clean_version = r->swept_ver;
-    bool lent = borrow_find(r, k->fsid, k->table, k->slice) != NULL;
-    /* The asker may hold it from now on (a borrow, or the owner's load):
-     * before it is let go here, so that every load of ours that could miss
-     * the asker's copy is already loading (and refuses below). */
-    struct peer *p = peer_find(r, from_site);
-    if (p && started && ver >= ring_version && !lent)
-        p->clean_ver = 0;
-    pthread_mutex_unlock(&r->mu);
-    if (!started || ver < ring_version || lent || (!borrow && owns_key(r, k)))
-        return -EAGAIN; /* our ring is older, or the asker's; or it is lent here */
-    bool lending = borrow && owns_key(r, k) && k->slice != MDS_META_SLICE;
-    if (lending && lend(r, k, from_site) < 0)
-        return -EAGAIN;
-    int rc = let_go_commit(r, k, RELEASE_MS / 2);
-    if (rc == 0 && k->slice != MDS_META_SLICE)
-        rc = drop_let_go(r, k);
-    if (rc < 0 && lending)
-        unlend(r, k);
-    if (rc == 0)
-        mds_stats_add(r->stats, MDS_CTR_RELEASES, 1);
-    return rc;
-}
-
-int mds_route_borrow(mds_route *r, const struct mds_key *keys, size_t n)
-{
-    pthread_mutex_lock(&r->mu);
-    int rc = 0;
-    size_t added = 0;
-    for (; added < n; added++) {
-        const struct mds_key *k = &keys[added];
-        struct borrow *b = borrow_find(r, k->fsid, k->table, k->slice);
-        if (b) {
-            b->refs++;
-            continue;
-        }
-        if (r->nborrowed == r->borrow_cap) {
-            size_t cap = r->borrow_cap ? r->borrow_cap * 2 : 16;
-            struct borrow *nb = xt_realloc(r->borrowed, cap * sizeof *nb);
-            if (!nb) {
-                rc = -ENOMEM;
-                break;
-            }
-            r->borrowed = nb;
-            r->borrow_cap = cap;
-        }
-        r->borrowed[r->nborrowed++] = (struct borrow){ *k, 1, false };
-    }
-    pthread_mutex_unlock(&r->mu);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        /* A copy from before the borrow may be stale: load afresh. */
-        if (mds_cache_drop(r->cache, &keys[i]) == -EBUSY) {
-            rc = -EAGAIN;
-            break;
-        }
-        uint32_t owner;
-        uint32_t slice = keys[i].slice == MDS_META_SLICE ? 0 : keys[i].slice;
-        bool fence = false;
-        if (mds_route_owner(r, keys[i].fsid, keys[i].table, slice, &owner) < 0)
-            owner = 0;
-        rc = ask_release(r, &keys[i], owner == r->self ? 0 : owner, true, &fence);
-    }
-    if (rc < 0) {
-        mds_route_unborrow(r, keys, added);
-        return rc;
-    }
-    pthread_mutex_lock(&r->mu);
-    for (size_t i = 0; i < n; i++) {
-        struct borrow *b = borrow_find(r, keys[i].fsid, keys[i].table, keys[i].slice);
-        if (b)
-            b->active = true;
-    }
-    pthread_mutex_unlock(&r->mu);
-    mds_stats_add(r->stats, MDS_CTR_BORROWS, n);
-    return 0;
-}
-
-void mds_route_unborrow(mds_route *r, const struct mds_key *keys, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        pthread_mutex_lock(&r->mu);
-        struct borrow *b = borrow_find(r, keys[i].fsid, keys[i].table, keys[i].slice);
-        bool last = b && --b->refs == 0;
-        if (last)
-            *b = r->borrowed[--r->nborrowed];
-        pthread_mutex_unlock(&r->mu);
-        /* Committed by the caller: clean, dropped here. A copy still in use
-         * or dirty stays until its owner's release asks for it (the owner
-         * counts us as not clean since it lent it). */
-        if (last)
-            mds_cache_drop(r->cache, &keys[i]);
-    }
-}
-
-/* One sweep (invariant 6): the number of slices (and home roles) still to
- * let go. */
-static int sweep(mds_route *r)
-{
-    int todo = mds_table_rehome(r->table);
-    if (todo < 0)
-        return 1;
-    struct mds_key *keys;
-    size_t n, let = 0;
-    if (mds_cache_keys(r->cache, &keys, &n) < 0)
-        return 1;
-    uint64_t maxgen = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (owns_key(r, &keys[i]))
-            continue;
-        uint64_t gen;
-        if (mds_table_let_go(r->table, &keys[i], &gen) < 0) {
-            todo++;
-            continue;
-        }
-        maxgen = XT_MAX(maxgen, gen);
-        if (keys[i].slice != MDS_META_SLICE)
-            keys[let++] = keys[i];
-    }
-    struct mds_group_info gi;
-    mds_group_info(r->group, &gi);
-    if (maxgen > gi.committed_gen && mds_group_sync(r->group, maxgen, 10000) < 0)
-        todo++;
-    size_t dropped = 0;
-    for (size_t i = 0; i < let; i++) {
-        if (drop_let_go(r, &keys[i]) < 0)
-            todo++;
-        else
-            dropped++;
-    }
-    if (dropped)
-        mds_stats_add(r->stats, MDS_CTR_SLICES_MOVED, dropped);
-    xt_free(keys);
-    return todo;
-}
-
-/* Step 3 of the tick. */
-static void run_sweep(mds_route *r, uint64_t *next_sweep)
-{
-    pthread_mutex_lock(&r->mu);
-    uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
-    bool due = ver > r->swept_ver && xt_mono_ns() >= *next_sweep;
-    pthread_mutex_unlock(&r->mu);
-    if (!due)
-        return;
-    uint64_t t0 = xt_mono_ns();
-    int todo = sweep(r);
-    pthread_mutex_lock(&r->mu);
-    uint64_t now_ver = r->ring ? xt_ring_version(r->ring) : 0;
-    bool done = todo == 0 && now_ver == ver;
-    if (done)
-        r->swept_ver = ver;
-    bool drained = done && !xt_ring_has_site(r->ring, r->self) && r->drained_ver != ver;
-    if (drained)
-        r->drained_ver = ver;
-    pthread_mutex_unlock(&r->mu);
-    if (done)
-        XT_INFO("route: ring 0 v%llu: swept in %.1f ms, nothing held for another MDS",
-                (unsigned long long)ver, (double)(xt_mono_ns() - t0) / 1e6);
-    if (drained)
-        XT_INFO("route: drained (ring 0 v%llu): this MDS owns no slice and holds none",
-                (unsigned long long)ver);
-    *next_sweep = done ? 0 : xt_mono_ns() + (uint64_t)SWEEP_MS * 1000000u;
-}
-
 static void *route_main(void *arg)
 {
     mds_route *r = arg;
@@ -915,8 +430,7 @@ static void *route_main(void *arg)
             break;
         pthread_mutex_unlock(&r->mu);
         run_pending(r);
-        run_sweep(r, &next_sweep);
-        run_reclaim(r);
+        mds_route_run_sweep(r, &next_sweep);
         if (r->gossip_ms && xt_mono_ns() >= next_gossip) {
             int learnt = gossip_round(r);
             pthread_mutex_lock(&r->mu);

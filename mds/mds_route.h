@@ -33,12 +33,10 @@
  *      it (xt_mds_release). A release answers only once the asked MDS runs
  *      the same ring or a newer one and holds no change of the slice that is
  *      not committed. An MDS that refuses connections for DEAD_MS is taken
- *      as dead: the load goes on, fenced (mds_cache.h invariant 6), because
- *      a commit it had in flight may still land when it restarts.
- *  (8) A borrowed slice (mds_route_borrow) is owned here, whatever ring 0
- *      says, until unborrowed; a release asking for it answers -EAGAIN.
- *      The lender counts the borrower as not clean, so its own next load
- *      asks for the slice back first.
+ *      as dead: its prepared transactions are settled first as its own
+ *      recovery would (mds_group_settle_site), then the load goes on,
+ *      fenced (mds_cache.h invariant 6) as a second guard against a commit
+ *      of its landing late.
  *
  * Locks: `mu` guards the ring, the peers and the pending lists; it is never
  * held across an RPC or a call into the table/group/cache. mds_route_owns
@@ -125,16 +123,7 @@ int mds_route_before_load(void *r, const struct mds_key *k, bool *fence);
  * up), -EAGAIN when our ring is older than ring_version, ring 0 gives us
  * the slice, or the write-back has not finished. *clean_version: (6). */
 int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
-                      uint64_t ring_version, bool borrow, uint64_t *clean_version);
-/* Cross-MDS atomic batches (docs/mds-dist.md decision 16): keys[0..n) are
- * lent to this MDS: it owns them (mds_route_owns) until mds_route_unborrow,
- * after their holders wrote them back and let them go (asked even when
- * they count as clean). 0, -EAGAIN (a holder did not let go, or is
- * unreachable: nothing is borrowed), -ENOMEM. */
-int mds_route_borrow(mds_route *r, const struct mds_key *keys, size_t n);
-/* Gives back what mds_route_borrow lent (call after committing the batch):
- * each slice is dropped here; its owner loads it again from the MDSL. */
-void mds_route_unborrow(mds_route *r, const struct mds_key *keys, size_t n);
+                      uint64_t ring_version, uint64_t *clean_version);
 
 /* The current gossip interval in ms (0: off). */
 unsigned mds_route_gossip_interval(mds_route *r);

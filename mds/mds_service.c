@@ -580,38 +580,10 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
     uint64_t gen = 0;
     if (rc == 0)
         rc = atomic_run(svc, ops, n, failed, &gen);
-    struct mds_key lent[MDS_ATOMIC_MAX];
-    size_t nlent = 0;
-    /* Rows at other MDS (decision 16 of docs/mds-dist.md): borrow their
-     * slices, run the batch here and commit it before answering. A split
-     * meanwhile may name another slice: a few rounds. */
-    for (int round = 0; rc == -EREMOTE && svc->route && (reqs[0].flags & XT_F_CROSS) &&
-                        round < 3; round++) {
-        size_t k0 = nlent;
-        for (size_t i = 0; i < n && nlent < MDS_ATOMIC_MAX; i++) {
-            struct mds_key k = { ops[i].fsid, 0, ops[i].table };
-            if (mds_table_pick(svc->table, k.fsid, k.table,
-                               xt_hash_name(ops[i].name, ops[i].name_len), &k.slice) < 0 ||
-                mds_route_owns(svc->route, k.fsid, k.table, k.slice))
-                continue;
-            size_t j = 0;
-            while (j < nlent && memcmp(&lent[j], &k, sizeof k))
-                j++;
-            if (j == nlent)
-                lent[nlent++] = k;
-        }
-        if (nlent == k0 || mds_route_borrow(svc->route, lent + k0, nlent - k0) < 0) {
-            nlent = k0;
-            rc = -EAGAIN; /* a holder did not let go: the client retries */
-            break;
-        }
-        rc = atomic_run(svc, ops, n, failed, &gen);
-        sync = sync || rc == 0;
-    }
     for (size_t i = 0; i < n; i++)
         xt_free(enc[i]);
     if (rc == -EREMOTE)
-        rc = -EXDEV; /* rows at other MDS and no XT_F_CROSS: the client goes op by op */
+        rc = -EXDEV; /* not every row is this MDS's: no atomicity across MDS yet */
     if (rc == 0) {
         for (size_t i = 0; i < n; i++)
             resps[i].commit_group = gen;
@@ -621,8 +593,6 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
         if (rc < 0)
             *failed = 0;
     }
-    if (nlent)
-        mds_route_unborrow(svc->route, lent, nlent);
     mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
     return rc;
 }
@@ -657,7 +627,7 @@ static int svc_gossip(void *ctx, const xt_rpc_ctx *rc_ctx, uint32_t from_site,
 
 /* Slice handover (docs/mds-dist.md stage 2): mds_route_release. */
 static int svc_release(void *ctx, const xt_rpc_ctx *rc_ctx, uint32_t from_site, uint32_t fsid,
-                       uint64_t table, uint32_t slice, uint64_t ring_version, bool borrow,
+                       uint64_t table, uint32_t slice, uint64_t ring_version,
                        uint64_t *clean_version)
 {
     (void)rc_ctx;
@@ -666,7 +636,7 @@ static int svc_release(void *ctx, const xt_rpc_ctx *rc_ctx, uint32_t from_site, 
     if (!svc->route)
         return -ENOSYS;
     struct mds_key k = { fsid, slice, table };
-    return mds_route_release(svc->route, from_site, &k, ring_version, borrow, clean_version);
+    return mds_route_release(svc->route, from_site, &k, ring_version, clean_version);
 }
 
 static const struct xt_mds_ops mds_ops = {

@@ -40,7 +40,7 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "cache_pressure", "recover_commits", "recover_aborts",
     "requests", "forwards", "forwards_looped", "forward_errors", "remote_answers",
     "gossip_rounds", "gossip_sent_bits", "gossip_new_bits", "handovers", "bits_sent_home",
-    "releases", "release_waits", "slices_moved", "borrows",
+    "releases", "release_waits", "slices_moved",
 };
 
 const char *mds_stats_op_name(enum mds_op op)

@@ -79,7 +79,6 @@ enum mds_ctr {
     MDS_CTR_RELEASES,         /* slices released here to their new owner */
     MDS_CTR_RELEASE_WAITS,    /* loads told -EAGAIN: an old holder not done */
     MDS_CTR_SLICES_MOVED,     /* slices let go by the sweep after a ring change */
-    MDS_CTR_BORROWS,          /* slices borrowed for cross-MDS atomic batches */
     MDS_CTR__COUNT
 };
 

@@ -90,11 +90,6 @@ const i32 XT_F_BITMAP    = 0x08    // reply carries the table's bitmap
 const i32 XT_F_SYNC      = 0x10    // reply after the change is committed
 const i32 XT_F_IF_UUID   = 0x20    // update/delete (and create/lookup in an atomic
                                    // batch): only if the row's uuid is expect_uuid
-const i32 XT_F_CROSS     = 0x40    // atomic batch, on its first op: rows owned by
-                                   // other MDS are borrowed (released to this
-                                   // MDS), the batch applied and committed here
-                                   // (docs/mds-dist.md decision 16); without it
-                                   // such a batch answers -EXDEV
 
 /* set_mask bits of an update: bits 0..12 are xt_row.h's XT_ROW_SET_*
  * (type, uuid, mode, uid, gid, nlink, size, atime, mtime, ctime, btime,
@@ -213,8 +208,6 @@ struct ReleaseReq {
                                    // slice (its home moved)
   5: i64 ring_version,             // the asker's ring 0
   6: i32 from_site = 0,
-  7: bool borrow = false,          // from_site wants it for an atomic batch
-                                   // although ring 0 gives it to the asked MDS
 }
 struct ReleaseResp {
   1: i32 status = 0,               // 0: not held here (any more); -EAGAIN:

@@ -433,11 +433,10 @@ int xt_mds_gossip(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site,
 }
 
 int xt_mds_release(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site, uint32_t fsid,
-                   uint64_t table, uint32_t slice, uint64_t ring_version, bool borrow,
+                   uint64_t table, uint32_t slice, uint64_t ring_version,
                    uint64_t *clean_version)
 {
     ReleaseReq treq;
-    treq.borrow = borrow;
     treq.from_site = (int32_t)from_site;
     treq.fsid = (int32_t)fsid;
     treq.table = (int64_t)table;
@@ -574,7 +573,7 @@ public:
         r.status = ops_->release
                        ? ops_->release(ctx_, &rc, (uint32_t)q.from_site, (uint32_t)q.fsid,
                                        (uint64_t)q.table, (uint32_t)q.slice,
-                                       (uint64_t)q.ring_version, q.borrow, &clean)
+                                       (uint64_t)q.ring_version, &clean)
                        : -ENOSYS;
         r.clean_version = (int64_t)clean;
     }

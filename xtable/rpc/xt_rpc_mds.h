@@ -29,11 +29,7 @@ enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE 
                              create or a check): only if uuid == expect_uuid.
                              Versions restart at 0 when a name is created
                              again; (uuid, version) does not. */
-#define XT_F_CROSS  0x40 /* atomic batch, first op: rows of other MDS are
-                             borrowed and the batch committed here before
-                             the reply (docs/mds-dist.md decision 16);
-                             without it such a batch answers -EXDEV */
-#define XT_F_ALL    0x7f
+#define XT_F_ALL    0x3f
 
 /* Which table a request addresses. */
 struct xt_tref {
@@ -160,11 +156,9 @@ int xt_mds_gossip(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site,
  * stop writing the table's bitmap) because ring 0 of ring_version gives it
  * to from_site. 0: not held there any more; -EAGAIN: its ring is older or
  * the write-back is still running (ask again). *clean_version (may be NULL)
- * gets the ring version up to which that MDS holds no slice of another.
- * borrow: from_site wants the slice for an atomic batch although the asked
- * MDS owns it (it releases it all the same). */
+ * gets the ring version up to which that MDS holds no slice of another. */
 int xt_mds_release(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site, uint32_t fsid,
-                   uint64_t table, uint32_t slice, uint64_t ring_version, bool borrow,
+                   uint64_t table, uint32_t slice, uint64_t ring_version,
                    uint64_t *clean_version);
 
 /* ---- server ------------------------------------------------------------ */
@@ -193,7 +187,7 @@ struct xt_mds_ops {
     /* Slice handover (xt_mds_release): 0 or -errno; *clean_version as
      * there. NULL: -ENOSYS. */
     int (*release)(void *ctx, const xt_rpc_ctx *rc, uint32_t from_site, uint32_t fsid,
-                   uint64_t table, uint32_t slice, uint64_t ring_version, bool borrow,
+                   uint64_t table, uint32_t slice, uint64_t ring_version,
                    uint64_t *clean_version);
 };
 
