@@ -73,6 +73,24 @@ static bool retry_again(struct retry *r, int rc)
  * cached from that incarnation may show such changes, so a new epoch marks
  * the open buffers stale, counts a restart and tells pom_set_restart_cb's
  * callback. */
+/* After a restart was counted (fs->restarts, under epoch_mu): what this
+ * client and the kernel cached from the gone incarnation is suspect.
+ * REQUIRES: epoch_mu not held (the callback may call back into fs). */
+static void restart_seen(pom_fs *fs)
+{
+    pom_ino_mark_stale(fs);
+    if (fs->restart_cb)
+        fs->restart_cb(fs->restart_arg);
+}
+
+/* Changes m acknowledged are lost: -EIO, said once. REQUIRES: epoch_mu. */
+static int say_lost_locked(struct pom_mds *m)
+{
+    m->epoch_lost = false;
+    m->synced_seq = m->ack_seq;
+    return -EIO;
+}
+
 static void note_epoch(pom_fs *fs, struct pom_mds *m, uint32_t epoch, bool ack)
 {
     if (!epoch || !m)
@@ -89,11 +107,8 @@ static void note_epoch(pom_fs *fs, struct pom_mds *m, uint32_t epoch, bool ack)
     if (restarted)
         fs->restarts++;
     pthread_mutex_unlock(&fs->epoch_mu);
-    if (restarted) {
-        pom_ino_mark_stale(fs);
-        if (fs->restart_cb)
-            fs->restart_cb(fs->restart_arg);
-    }
+    if (restarted)
+        restart_seen(fs);
 }
 
 void pom_set_restart_cb(pom_fs *fs, pom_restart_fn fn, void *arg)
@@ -166,11 +181,9 @@ static int sync_verdict(pom_fs *fs, struct pom_mds *m, uint64_t seq0, uint32_t e
     int rc = 0;
     pthread_mutex_lock(&fs->epoch_mu);
     if (m->epoch_lost || (epoch && m->ack_epoch && m->ack_epoch != epoch &&
-                          m->ack_seq > m->synced_seq)) {
-        rc = -EIO;
-        m->epoch_lost = false;
-        m->synced_seq = m->ack_seq; /* said once */
-    } else if (!epoch || m->ack_epoch == epoch) {
+                          m->ack_seq > m->synced_seq))
+        rc = say_lost_locked(m);
+    else if (!epoch || m->ack_epoch == epoch) {
         m->synced_seq = XT_MAX(m->synced_seq, seq0);
     }
     pthread_mutex_unlock(&fs->epoch_mu);
@@ -207,17 +220,11 @@ static int sync_failed(pom_fs *fs, struct pom_mds *m, bool loud)
     m->fail_noted = true;
     if (first)
         fs->restarts++;
-    if (loud && (m->epoch_lost || m->ack_seq > m->synced_seq)) {
-        rc = -EIO;
-        m->epoch_lost = false;
-        m->synced_seq = m->ack_seq; /* said once */
-    }
+    if (loud && (m->epoch_lost || m->ack_seq > m->synced_seq))
+        rc = say_lost_locked(m);
     pthread_mutex_unlock(&fs->epoch_mu);
-    if (first) {
-        pom_ino_mark_stale(fs);
-        if (fs->restart_cb)
-            fs->restart_cb(fs->restart_arg);
-    }
+    if (first)
+        restart_seen(fs);
     if (rc)
         XT_WARN("fs %u: the MDS %s (site %u) failed before changes it acknowledged were "
                 "committed: some may be lost", fs->fsid, m->addr, m->id);
@@ -231,13 +238,10 @@ static int sync_left(pom_fs *fs, struct pom_mds *m, uint64_t seq0, bool loud)
 {
     int rc = 0;
     pthread_mutex_lock(&fs->epoch_mu);
-    if (loud && m->epoch_lost) {
-        rc = -EIO;
-        m->epoch_lost = false;
-        m->synced_seq = m->ack_seq;
-    } else if (loud) {
+    if (loud && m->epoch_lost)
+        rc = say_lost_locked(m);
+    else if (loud)
         m->synced_seq = XT_MAX(m->synced_seq, seq0);
-    }
     pthread_mutex_unlock(&fs->epoch_mu);
     return rc;
 }
@@ -288,7 +292,11 @@ static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool, int state,
 
 #define SYNC_MDS_MAX 64
 
-int pom_sync_quiet(pom_fs *fs)
+/* With many MDS a change may sit at any of them (a forwarded request is
+ * applied by the owner, not by the MDS the client called): every MDS of
+ * the view is synced, each as its site state says (sync_one). The first
+ * error is returned. */
+static int sync_all(pom_fs *fs, bool loud)
 {
     struct pom_mds *ms[SYNC_MDS_MAX];
     xt_rpc_pool *pools[SYNC_MDS_MAX];
@@ -296,30 +304,23 @@ int pom_sync_quiet(pom_fs *fs)
     size_t n = pom_route_all(fs->route, ms, pools, states, SYNC_MDS_MAX);
     int rc = 0;
     for (size_t i = 0; i < n && i < SYNC_MDS_MAX; i++) {
-        int r = sync_one(fs, ms[i], pools[i], states[i], false);
+        int r = sync_one(fs, ms[i], pools[i], states[i], loud);
         if (r < 0 && rc == 0)
             rc = r;
     }
     return rc;
 }
 
-/* With many MDS a change may sit at any of them (a forwarded request is
- * applied by the owner, not by the MDS the client called): every MDS of
- * the view is synced, each as its site state says (sync_one). */
+int pom_sync_quiet(pom_fs *fs)
+{
+    return sync_all(fs, false);
+}
+
 int pom_sync_call(pom_fs *fs)
 {
-    struct pom_mds *ms[SYNC_MDS_MAX];
-    xt_rpc_pool *pools[SYNC_MDS_MAX];
-    int states[SYNC_MDS_MAX];
     struct pom_gone *gone;
     size_t ngone = pom_gone_take(fs, &gone); /* before: these syncs cover them */
-    size_t n = pom_route_all(fs->route, ms, pools, states, SYNC_MDS_MAX);
-    int rc = 0;
-    for (size_t i = 0; i < n && i < SYNC_MDS_MAX; i++) {
-        int r = sync_one(fs, ms[i], pools[i], states[i], true);
-        if (r < 0 && rc == 0)
-            rc = r;
-    }
+    int rc = sync_all(fs, true);
     /* -EIO: a restart (or a failed MDS) lost changes; it is counted, so the
      * sets it concerns no longer match their mark and stay. */
     pom_gone_finish(fs, gone, ngone, rc == -EIO ? 0 : rc, pom_restart_count(fs));

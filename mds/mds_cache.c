@@ -289,10 +289,9 @@ int mds_cache_reread(mds_cache *c, const struct mds_key *k, xt_slice **out, uint
                      bool *fenced)
 {
     size_t ib, db;
-    *version = 0;
     int rc = read_slice(c, k, out, version, &ib, &db, fenced);
     if (rc < 0)
-        *version = 0;
+        *version = 0; /* (a delta that failed may have set it) */
     return rc;
 }
 

@@ -1,7 +1,6 @@
 /*
- * mds_route_move.c -- what ring 0 changes and cross-MDS atomic batches add
- * to the routing (mds_route.h invariants 6, 7 and 8; docs/mds-dist.md
- * decisions 9-15): the sweep that writes back and drops the slices another
+ * mds_route_move.c -- what ring 0 changes add to the routing (mds_route.h
+ * invariants 6 and 7; docs/mds-dist.md decisions 9-15): the sweep that writes back and drops the slices another
  * MDS now owns, the release a new owner asks for before it loads, the
  * fence after a dead holder and the settling of its transactions.
  *
@@ -23,10 +22,16 @@ static bool is_transport_down(int rc)
            rc == -ECONNRESET || rc == -EPIPE;
 }
 
-/* Whether ring 0 gives key k to this MDS (a meta slice goes with slice 0). */
+/* The slice whose owner owns key k: a meta slice goes with slice 0. */
+static uint32_t owner_slice(const struct mds_key *k)
+{
+    return k->slice == MDS_META_SLICE ? 0 : k->slice;
+}
+
+/* Whether ring 0 gives key k to this MDS. */
 static bool owns_key(mds_route *r, const struct mds_key *k)
 {
-    return mds_route_owns(r, k->fsid, k->table, k->slice == MDS_META_SLICE ? 0 : k->slice);
+    return mds_route_owns(r, k->fsid, k->table, owner_slice(k));
 }
 
 uint64_t mds_route_stamp(void *arg)
@@ -37,7 +42,7 @@ uint64_t mds_route_stamp(void *arg)
 bool mds_route_owned_since(void *arg, const struct mds_key *k, uint64_t since, uint64_t *now)
 {
     mds_route *r = arg;
-    uint64_t key = xt_ring_key(k->fsid, k->table, k->slice == MDS_META_SLICE ? 0 : k->slice);
+    uint64_t key = xt_ring_key(k->fsid, k->table, owner_slice(k));
     pthread_mutex_lock(&r->mu);
     *now = r->ring ? xt_ring_version(r->ring) : 0;
     bool ok = true;
@@ -82,54 +87,65 @@ static int settle_dead(mds_route *r, uint32_t id)
     return 0;
 }
 
+/* Asks MDS id to release k (one step of ask_release). */
+static int ask_one(mds_route *r, const struct mds_key *k, uint32_t id, uint64_t ver, bool *fence)
+{
+    xt_rpc_pool *pool = mds_route_pool(r, id);
+    if (!pool)
+        return 0; /* no address: it never was reachable */
+    xt_rpc_call call = { .timeout_ms = RELEASE_MS };
+    uint64_t clean = 0;
+    int rc = xt_mds_release(pool, &call, r->self, k->fsid, k->table, k->slice, ver, &clean);
+    uint64_t now = xt_mono_ns();
+    bool dead = false;
+    pthread_mutex_lock(&r->mu);
+    struct peer *p = mds_route_peer_find(r, id);
+    if (p && (rc == 0 || rc == -EAGAIN)) {
+        p->down_since = 0;
+        p->clean_ver = XT_MAX(p->clean_ver, clean);
+    } else if (p && is_transport_down(rc)) {
+        if (!p->down_since)
+            p->down_since = now;
+        dead = now - p->down_since >= (uint64_t)DEAD_MS * 1000000u;
+    }
+    pthread_mutex_unlock(&r->mu);
+    if (rc == 0)
+        return 0;
+    if (dead && settle_dead(r, id) == 0) {
+        *fence = true;
+        return 0;
+    }
+    XT_DBG("route: fs %u table %llu slice %u: MDS %u has not released it (%d)", k->fsid,
+           (unsigned long long)k->table, k->slice, id, rc);
+    mds_stats_add(r->stats, MDS_CTR_RELEASE_WAITS, 1);
+    return -EAGAIN;
+}
+
 /* Asks every other MDS whose clean version is below our ring's to release
  * k (invariant 7). 0, or -EAGAIN when one has not let go. *fence: a dead
  * one was skipped (after its transactions were settled). */
 static int ask_release(mds_route *r, const struct mds_key *k, bool *fence)
 {
-    struct ask { uint32_t id; } ask[64];
-    size_t na = 0;
     pthread_mutex_lock(&r->mu);
     uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
-    bool started = r->started;
-    for (size_t i = 0; ver && i < r->npeers && na < XT_ARRAY_SIZE(ask); i++)
+    size_t na = 0;
+    for (size_t i = 0; r->started && ver && i < r->npeers; i++)
+        na += r->peers[i].id != r->self && r->peers[i].clean_ver < ver;
+    /* Every MDS not known clean, however many (usually none: no copy). */
+    uint32_t *ask = na ? xt_malloc(na * sizeof *ask) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; ask && i < r->npeers; i++)
         if (r->peers[i].id != r->self && r->peers[i].clean_ver < ver)
-            ask[na++].id = r->peers[i].id;
+            ask[n++] = r->peers[i].id;
     pthread_mutex_unlock(&r->mu);
-    if (!started || !na)
-        return 0;
-    for (size_t i = 0; i < na; i++) {
-        xt_rpc_pool *pool = mds_route_pool(r, ask[i].id);
-        if (!pool)
-            continue; /* no address: it never was reachable */
-        xt_rpc_call call = { .timeout_ms = RELEASE_MS };
-        uint64_t clean = 0;
-        int rc = xt_mds_release(pool, &call, r->self, k->fsid, k->table, k->slice, ver, &clean);
-        uint64_t now = xt_mono_ns();
-        bool dead = false;
-        pthread_mutex_lock(&r->mu);
-        struct peer *p = mds_route_peer_find(r, ask[i].id);
-        if (p && (rc == 0 || rc == -EAGAIN)) {
-            p->down_since = 0;
-            p->clean_ver = XT_MAX(p->clean_ver, clean);
-        } else if (p && is_transport_down(rc)) {
-            if (!p->down_since)
-                p->down_since = now;
-            dead = now - p->down_since >= (uint64_t)DEAD_MS * 1000000u;
-        }
-        pthread_mutex_unlock(&r->mu);
-        if (rc == 0)
-            continue;
-        if (dead && settle_dead(r, ask[i].id) == 0) {
-            *fence = true;
-            continue;
-        }
-        XT_DBG("route: fs %u table %llu slice %u: MDS %u has not released it (%d)", k->fsid,
-               (unsigned long long)k->table, k->slice, ask[i].id, rc);
-        mds_stats_add(r->stats, MDS_CTR_RELEASE_WAITS, 1);
-        return -EAGAIN;
-    }
-    return 0;
+    if (na && !ask)
+        return -ENOMEM;
+    na = n;
+    int rc = 0;
+    for (size_t i = 0; i < na && rc == 0; i++)
+        rc = ask_one(r, k, ask[i], ver, fence);
+    xt_free(ask);
+    return rc;
 }
 
 int mds_route_before_load(void *arg, const struct mds_key *k, bool *fence)

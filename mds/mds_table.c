@@ -57,13 +57,12 @@ void mds_table_free(mds_table *t)
     xt_free(t);
 }
 
-/* Bitmap from a loaded meta slice. REQUIRES: meta locked or unpublished. */
-static int meta_read(mds_cent *meta, xt_bitmap **bm)
+int mds_table_meta_decode(const xt_slice *ms, xt_bitmap **bm)
 {
     const void *row;
     size_t len;
-    int rc = xt_slice_lookup(mds_cent_slice(meta), MDS_META_BITMAP,
-                             sizeof MDS_META_BITMAP - 1, meta_hash(), &row, &len);
+    int rc = xt_slice_lookup(ms, MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1, meta_hash(), &row,
+                             &len);
     if (rc == 0)
         rc = xt_bitmap_decode(row, len, bm);
     return rc == -ENOENT ? -EBADMSG : rc;
@@ -118,18 +117,21 @@ static int meta_volatile(mds_table *t, const struct mds_key *k, mds_cent **out)
     }
 }
 
+struct mtab *mds_table_tab_find(mds_table *t, uint32_t fsid, uint64_t table)
+{
+    pthread_mutex_lock(&t->mu);
+    struct mtab *m = t->bucket[mds_table_bucket(fsid, table)];
+    while (m && (m->fsid != fsid || m->table != table))
+        m = m->next;
+    pthread_mutex_unlock(&t->mu);
+    return m; /* tables live until mds_table_free */
+}
+
 /* The open table (fsid, table), loading its meta slice on first use. */
 int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab **out)
 {
-    unsigned b = mds_table_bucket(fsid, table);
-    pthread_mutex_lock(&t->mu);
-    for (struct mtab *m = t->bucket[b]; m; m = m->next)
-        if (m->fsid == fsid && m->table == table) {
-            pthread_mutex_unlock(&t->mu);
-            *out = m;
-            return 0;
-        }
-    pthread_mutex_unlock(&t->mu);
+    if ((*out = mds_table_tab_find(t, fsid, table)))
+        return 0;
 
     /* Load without the map lock (I/O), then insert unless someone won. */
     struct mds_key k = { fsid, MDS_META_SLICE, table };
@@ -146,7 +148,7 @@ int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab *
         return -ENOMEM;
     }
     xt_slice_rdlock(mds_cent_slice(meta));
-    rc = meta_read(meta, &m->bm);
+    rc = mds_table_meta_decode(mds_cent_slice(meta), &m->bm);
     xt_slice_unlock(mds_cent_slice(meta));
     if (rc < 0) {
         XT_ERR("table: fs %u table %llu: bad bitmap in meta slice (%d)", fsid,
@@ -159,6 +161,7 @@ int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab *
     m->table = table;
     m->meta = meta;
     m->home = home;
+    unsigned b = mds_table_bucket(fsid, table);
     pthread_mutex_lock(&t->mu);
     for (struct mtab *x = t->bucket[b]; x; x = x->next)
         if (x->fsid == fsid && x->table == table) {

@@ -139,17 +139,6 @@ size_t mds_table_count(mds_table *t)
     return n;
 }
 
-/* The open table (fsid, table), or NULL: never opens one. */
-static struct mtab *tab_find(mds_table *t, uint32_t fsid, uint64_t table)
-{
-    pthread_mutex_lock(&t->mu);
-    struct mtab *m = t->bucket[mds_table_bucket(fsid, table)];
-    while (m && (m->fsid != fsid || m->table != table))
-        m = m->next;
-    pthread_mutex_unlock(&t->mu);
-    return m;
-}
-
 /* Gives up the home role when ring 0 moved slice 0 away. The meta slice's
  * last dirty group in *gen. */
 static void home_give_up(mds_table *t, struct mtab *m, uint64_t *gen)
@@ -170,7 +159,7 @@ int mds_table_let_go(mds_table *t, const struct mds_key *k, uint64_t *gen)
 {
     *gen = 0;
     if (k->slice == MDS_META_SLICE) {
-        struct mtab *m = tab_find(t, k->fsid, k->table);
+        struct mtab *m = mds_table_tab_find(t, k->fsid, k->table);
         if (m)
             home_give_up(t, m, gen);
         return 0;
@@ -213,12 +202,7 @@ static int home_take(mds_table *t, struct mtab *m)
         return 1;
     xt_bitmap *sbm = NULL;
     if (stored) {
-        const void *row;
-        size_t len;
-        if (xt_slice_lookup(stored, MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1,
-                            xt_hash_name(MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1), &row,
-                            &len) == 0 &&
-            xt_bitmap_decode(row, len, &sbm) < 0)
+        if (mds_table_meta_decode(stored, &sbm) < 0)
             sbm = NULL;
         xt_slice_free(stored);
     }

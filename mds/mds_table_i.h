@@ -49,6 +49,12 @@ static inline void mds_table_note_bit(mds_table *t, struct mtab *m, uint32_t sli
                     mds_table_owns(t, m->fsid, m->table, slice), m->home);
 }
 
+/* The open table (fsid, table), or NULL: never opens one. */
+struct mtab *mds_table_tab_find(mds_table *t, uint32_t fsid, uint64_t table);
+/* The bitmap stored in meta slice ms (*bm: xt_bitmap_free). -EBADMSG (no
+ * bitmap row, or it does not decode), -ENOMEM. REQUIRES: ms locked or
+ * unpublished. */
+int mds_table_meta_decode(const xt_slice *ms, xt_bitmap **bm);
 /* The open table (fsid, table), loading its meta slice on first use (a
  * volatile one at a non-home MDS whose home has committed none yet).
  * -ENOENT (the home does not know the table), a load error, -ENOMEM. */
