@@ -114,6 +114,9 @@ dist_up() { # DIR K: sets DIST_R2 DIST_MDS_PIDS DIST_MDS_LOGS DIST_MDSL_PIDS
             >"$d/mdsl$i.log" 2>&1 &
         DIST_PIDS+=("$!"); DIST_MDSL_PIDS+=${DIST_MDSL_PIDS:+,}$!
         wait_port "$p" || { echo "pom-mdsl did not start: $(tail -3 "$d/mdsl$i.log")"; return 1; }
+        # Registered before the first MDS: R2 freezes ring 1 then (docs/r2.md).
+        for _ in $(seq 300); do [ -s "$d/mdsl$i/site_id" ] && break; sleep 0.1; done
+        [ -s "$d/mdsl$i/site_id" ] || { echo "pom-mdsl did not register with R2"; return 1; }
     done
     for i in $(seq "$k"); do
         p=$(free_port)

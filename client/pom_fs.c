@@ -290,24 +290,39 @@ static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool, int state,
     }
 }
 
-#define SYNC_MDS_MAX 64
-
 /* With many MDS a change may sit at any of them (a forwarded request is
  * applied by the owner, not by the MDS the client called): every MDS of
  * the view is synced, each as its site state says (sync_one). The first
  * error is returned. */
 static int sync_all(pom_fs *fs, bool loud)
 {
-    struct pom_mds *ms[SYNC_MDS_MAX];
-    xt_rpc_pool *pools[SYNC_MDS_MAX];
-    int states[SYNC_MDS_MAX];
-    size_t n = pom_route_all(fs->route, ms, pools, states, SYNC_MDS_MAX);
-    int rc = 0;
-    for (size_t i = 0; i < n && i < SYNC_MDS_MAX; i++) {
+    struct pom_mds **ms = NULL;
+    xt_rpc_pool **pools = NULL;
+    int *states = NULL, rc = 0;
+    size_t cap = 0, n;
+    /* The view may grow between the count and the copy: until it fits. */
+    while ((n = pom_route_all(fs->route, ms, pools, states, cap)) > cap) {
+        xt_free(ms);
+        xt_free(pools);
+        xt_free(states);
+        cap = n + 8;
+        ms = xt_malloc(cap * sizeof *ms);
+        pools = xt_malloc(cap * sizeof *pools);
+        states = xt_malloc(cap * sizeof *states);
+        if (!ms || !pools || !states) {
+            n = 0;
+            rc = -ENOMEM;
+            break;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
         int r = sync_one(fs, ms[i], pools[i], states[i], loud);
         if (r < 0 && rc == 0)
             rc = r;
     }
+    xt_free(ms);
+    xt_free(pools);
+    xt_free(states);
     return rc;
 }
 

@@ -80,7 +80,8 @@ uint64_t pom_route_cookie_hash(uint64_t cookie);
 /* Merges a piggybacked bitmap encoding of table (ignored if malformed). */
 void pom_route_learn(pom_route *r, uint64_t table, const uint8_t *bm, uint32_t len);
 /* Every MDS known, into out[0..cap) with their pools and site states
- * (invariant 5) as of now; returns how many there are. */
+ * (invariant 5) as of now; returns how many there are (more than cap:
+ * only cap were copied; cap 0 with NULL arrays counts). */
 size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, int *states,
                      size_t cap);
 /* The MDS of site id (a forwarded reply names the owner that applied the

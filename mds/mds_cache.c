@@ -268,10 +268,14 @@ out:
     return rc;
 }
 
+uint64_t mds_cache_stamp(mds_cache *c)
+{
+    return c->o.stamp ? c->o.stamp(c->o.before_load_arg) : 0;
+}
+
 static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
 {
-    if (c->o.stamp)
-        atomic_store(&e->ring_ver, c->o.stamp(c->o.before_load_arg));
+    atomic_store(&e->ring_ver, mds_cache_stamp(c));
     bool fenced;
     int rc = read_slice(c, k, &e->slice, &e->cm.version, &e->cm.image_bytes,
                         &e->cm.delta_bytes, &fenced);
@@ -281,6 +285,9 @@ static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
         e->cm.version += MDS_CACHE_FENCE_GAP;
         e->cm.force_image = true;
     }
+    XT_DBG("cache: fs %u table %llu slice %u loaded at v%llu (ring v%llu%s)", k->fsid,
+           (unsigned long long)k->table, k->slice, (unsigned long long)e->cm.version,
+           (unsigned long long)atomic_load(&e->ring_ver), fenced ? ", fenced" : "");
     measure(c, e);
     return 0;
 }
@@ -448,6 +455,7 @@ int mds_cache_add(mds_cache *c, const struct mds_key *k, xt_slice *sl, mds_cent 
     e->ref = 1;
     e->state = CENT_READY;
     e->slice = sl;
+    e->ring_ver = mds_cache_stamp(c);
     pthread_mutex_lock(&s->mu);
     int rc = stripe_find(s, k, h) ? -EEXIST : stripe_insert(c, s, e);
     if (rc == 0) {

@@ -92,7 +92,8 @@ struct mds_cache_opts {
     int (*before_load)(void *arg, const struct mds_key *k, bool *fence);
     /* The ring version a load starts under (before before_load), kept in
      * the entry (mds_cent_ring_ver) so the table can tell whether the slice
-     * stayed this MDS's since. Same arg. May be NULL (stamps 0). */
+     * stayed this MDS's since; mds_cache_add and mds_cache_stamp use it too.
+     * Same arg. May be NULL (stamps 0). */
     uint64_t (*stamp)(void *arg);
     void *before_load_arg;
 };
@@ -152,8 +153,16 @@ int mds_cache_drop(mds_cache *c, const struct mds_key *k);
 /* One eviction pass (invariant 4). Returns the number of entries dropped. */
 int mds_cache_evict(mds_cache *c);
 
-/* The ring version e was loaded or last found ours under (0: unknown,
- * e.g. added in memory), and its update. Safe without locks (atomic). */
+/* The ring version in use now (the stamp hook; 0 without one). A caller
+ * that adds an entry after deciding ownership reads it before deciding. */
+uint64_t mds_cache_stamp(mds_cache *c);
+
+/* The ring version e was loaded, added (mds_cache_add stamps the ring in
+ * use) or last found ours under, and its update. MDS_CENT_FOREIGN: made
+ * here for a slice ring 0 gave another MDS (a split child), so never to be
+ * trusted once ours: the owner may have changed it since. Safe without
+ * locks (atomic). */
+#define MDS_CENT_FOREIGN UINT64_MAX
 uint64_t mds_cent_ring_ver(const mds_cent *e);
 void mds_cent_set_ring_ver(mds_cent *e, uint64_t v);
 

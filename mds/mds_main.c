@@ -82,7 +82,12 @@ static int pick_port(const char *host)
 }
 
 /* Waits (up to timeout_ms) for a view with at least one MDSL that is up and
- * a ring 1; fills the store's site table and *ring, sites[] and *n. */
+ * a ring 1; fills the store's site table and *ring, and sites[] and *n with
+ * the MDSL of ring 1, in any state: they hold the slices and the
+ * transactions, so they are the commit participants whether or not they
+ * were up at this start (a down one makes commits and recovery wait for
+ * it, as one that dies later does). R2 never changes ring 1 once an MDS
+ * registered (docs/r2.md), so every MDS start finds the same sites. */
 static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, xt_ring **ring, uint32_t *sites,
                         size_t *n, size_t cap, int timeout_ms)
 {
@@ -90,19 +95,31 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, xt_ring **ring, uin
     for (int round = 0;; round++) {
         struct xt_view v;
         if (r2_agent_view_copy(agent, &v) == 0) {
-            *n = 0;
-            for (size_t i = 0; i < v.nsites && *n < cap; i++) {
-                const struct xt_site *st = &v.sites[i];
-                if (st->type == XT_SITE_MDSL && st->state == XT_SITE_UP &&
-                    mds_store_rpc_set_site(rpc, st->id, st->addr) == 0)
-                    sites[(*n)++] = st->id;
-            }
             xt_ring *r = NULL;
             for (size_t i = 0; i < v.nrings; i++)
-                if (v.rings[i].ring == 1 && xt_ring_decode(v.rings[i].data, v.rings[i].len, &r))
+                if (v.rings[i].ring == XT_RING_MDSL &&
+                    xt_ring_decode(v.rings[i].data, v.rings[i].len, &r))
                     r = NULL;
+            size_t up = 0, nring = 0;
+            *n = 0;
+            for (size_t i = 0; r && i < v.nsites; i++) {
+                const struct xt_site *st = &v.sites[i];
+                if (st->type != XT_SITE_MDSL || !xt_ring_has_site(r, st->id))
+                    continue;
+                nring++;
+                if (*n < cap && mds_store_rpc_set_site(rpc, st->id, st->addr) == 0) {
+                    sites[(*n)++] = st->id;
+                    up += st->state == XT_SITE_UP;
+                }
+            }
             xt_view_free(&v);
-            if (*n > 0 && r && xt_ring_nsites(r) > 0) {
+            if (nring > cap) {
+                XT_ERR("ring 1 holds %zu MDSL, this MDS at most %zu", nring, cap);
+                xt_ring_free(r);
+                return -E2BIG;
+            }
+            /* Every site of ring 1 known by address, one of them up. */
+            if (r && up > 0 && *n == xt_ring_nsites(r)) {
                 xt_ring_free(*ring);
                 *ring = r;
                 return 0;
@@ -112,7 +129,8 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, xt_ring **ring, uin
         if (xt_mono_ns() > deadline)
             return -ETIMEDOUT;
         if (round % 50 == 0)
-            XT_INFO("waiting for an MDSL to register with R2");
+            XT_INFO("waiting for an MDSL to register with R2 (ring 1 and its sites in the "
+                    "view, one of them up)");
         struct timespec ts = { 0, 100 * 1000000L };
         nanosleep(&ts, NULL);
     }
@@ -143,9 +161,9 @@ struct view_arg {
 
 /* Keeps MDSL addresses current as the view changes (a restarted MDSL may
  * come back on another port), and ring 0 with the MDS addresses. Ring 1
- * changes need slice movement (issue: online scaling) and are not
- * followed yet; a ring 0 change re-routes at once (no slice movement:
- * docs/mds-dist.md). */
+ * is not followed: R2 never changes it once an MDS registered (moving
+ * slice images between MDSL is not built; docs/r2.md "Rings"); a ring 0
+ * change re-routes at once (docs/mds-dist.md). */
 static void on_view(void *arg, const struct xt_view *v, int changed)
 {
     struct view_arg *va = arg;
@@ -405,7 +423,8 @@ int main(int argc, char **argv)
             goto out;
         }
         /* The home of the decision records must not move between restarts:
-         * the lowest MDSL id, which R2 never reuses. */
+         * the lowest MDSL id of ring 1, which R2 never changes once an MDS
+         * registered (and never reuses an id). */
         for (size_t i = 1; i < nmdsl; i++)
             if (sites[i] < sites[0]) {
                 uint32_t t = sites[0];
@@ -428,13 +447,17 @@ int main(int argc, char **argv)
                                  .home_site = sites[0], .participants = sites,
                                  .nparticipants = nmdsl,
                                  .commit_interval_ms = (unsigned)interval, .stats = stats };
-    /* Recovery needs the MDSLs: wait for them instead of failing at once. */
+    /* Recovery needs every participant (every MDSL of ring 1, up or not):
+     * wait for them instead of failing at once -- up to 10 minutes, so an
+     * MDSL being restarted or replaced does not stop this MDS. */
+    uint64_t recover_until = xt_mono_ns() + UINT64_C(600) * 1000000000u;
     for (int attempt = 0;; attempt++) {
         rc = mds_group_open(&go, &group);
         if (rc == 0)
             break;
-        if (attempt == 300 || (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -ECONNRESET &&
-                               rc != -EHOSTUNREACH)) {
+        if (xt_mono_ns() > recover_until ||
+            (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -ECONNRESET &&
+             rc != -EHOSTUNREACH)) {
             XT_ERR("cannot recover the commit group from the MDSLs: %s", strerror(-rc));
             goto out;
         }
@@ -449,6 +472,7 @@ int main(int argc, char **argv)
                                  .owns = route ? mds_route_owns : NULL,
                                  .on_bit = route ? mds_route_on_bit : NULL,
                                  .owned_since = route ? mds_route_owned_since : NULL,
+                                 .ring_unsettled = route ? mds_route_unsettled : NULL,
                                  .route_arg = route };
     if ((rc = mds_table_new(&to, &table))) {
         XT_ERR("cannot create the table layer: %s", strerror(-rc));

@@ -320,6 +320,9 @@ static void run_pending(mds_route *r)
             } else {
                 if (rc == 0) /* (a repaired bit has nothing cached here) */
                     mds_stats_add(r->stats, MDS_CTR_HANDOVERS, 1);
+                else if (rc == -EBUSY) /* harmless: the copy is never trusted */
+                    XT_DBG("route: fs %u table %llu: handed-over slice %u stays cached (pinned)",
+                           p->fsid, (unsigned long long)p->table, p->slice);
                 p->owned = true; /* done with the handover part */
             }
         }

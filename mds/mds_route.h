@@ -113,6 +113,10 @@ int mds_route_start(mds_route *r, mds_table *table, mds_group *group, mds_cache 
  * answers no. *now: the current version. */
 #define MDS_ROUTE_HISTORY 16
 bool mds_route_owned_since(void *r, const struct mds_key *k, uint64_t since, uint64_t *now);
+/* mds_table's ring_unsettled hook (arg: the route): whether an MDS that
+ * may still use an older ring 0 than ours (alive, not known clean for our
+ * version) could take k as its own under that ring (invariant 7). */
+bool mds_route_unsettled(void *r, const struct mds_key *k);
 /* mds_cache's stamp hook (arg: the route): the ring version in use. */
 uint64_t mds_route_stamp(void *r);
 /* mds_cache's before_load hook (arg: the route): invariant 7. 0, -EAGAIN

@@ -62,6 +62,34 @@ bool mds_route_owned_since(void *arg, const struct mds_key *k, uint64_t since, u
     return ok;
 }
 
+bool mds_route_unsettled(void *arg, const struct mds_key *k)
+{
+    mds_route *r = arg;
+    uint64_t key = xt_ring_key(k->fsid, k->table, owner_slice(k));
+    pthread_mutex_lock(&r->mu);
+    uint64_t cur = r->ring ? xt_ring_version(r->ring) : 0;
+    bool unsettled = false;
+    for (size_t i = 0; r->started && i < r->npeers && !unsettled; i++) {
+        const struct peer *p = &r->peers[i];
+        if (p->id == r->self || p->clean_ver >= cur)
+            continue; /* on our ring (or newer) and swept: takes nothing of ours */
+        if (p->down_since && p->settled == p->down_since)
+            continue; /* dead, its transactions settled: loads nothing */
+        /* p may still use any ring from its clean version up to ours: one
+         * of them giving it k, or one we never saw or forgot, is enough. */
+        uint64_t floor = XT_MAX(p->clean_ver, 1), next = cur - 1;
+        for (size_t h = 0; next >= floor && !unsettled; h++, next--) {
+            uint32_t site;
+            if (h == MDS_ROUTE_HISTORY || !r->hist[h] || xt_ring_version(r->hist[h]) != next)
+                unsettled = true;
+            else if (xt_ring_lookup(r->hist[h], key, &site) == 0 && site == p->id)
+                unsettled = true;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    return unsettled;
+}
+
 /* A peer dead for DEAD_MS: settle the transactions it left prepared
  * before anything of its is loaded (once per down spell), so that none
  * of its commits lands later. 0 or the store's error. */
@@ -208,6 +236,9 @@ int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
         rc = drop_let_go(r, k);
     if (rc == 0)
         mds_stats_add(r->stats, MDS_CTR_RELEASES, 1);
+    XT_DBG("route: fs %u table %llu slice %u: released to MDS %u (ring 0 v%llu): %d", k->fsid,
+           (unsigned long long)k->table, k->slice, from_site, (unsigned long long)ring_version,
+           rc);
     return rc;
 }
 
@@ -241,10 +272,13 @@ static int sweep(mds_route *r)
         todo++;
     size_t dropped = 0;
     for (size_t i = 0; i < let; i++) {
-        if (drop_let_go(r, &keys[i]) < 0)
+        if (drop_let_go(r, &keys[i]) < 0) {
             todo++;
-        else
+        } else {
             dropped++;
+            XT_DBG("route: fs %u table %llu slice %u: let go and dropped", keys[i].fsid,
+                   (unsigned long long)keys[i].table, keys[i].slice);
+        }
     }
     if (dropped)
         mds_stats_add(r->stats, MDS_CTR_SLICES_MOVED, dropped);

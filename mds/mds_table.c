@@ -210,13 +210,16 @@ static int slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e)
             mds_cache_drop(t->o.cache, &k);
             return -EREMOTE;
         }
-        uint64_t now;
-        if (t->o.owned_since &&
-            !t->o.owned_since(t->o.route_arg, &k, mds_cent_ring_ver(*e), &now)) {
-            /* Lost and regained since it was loaded (invariant 8): the
-             * owner of the meantime may have committed newer rows. Drop
-             * and load again (asking it first); a copy in use or dirty
-             * waits a moment (the client retries). */
+        uint64_t now, since = mds_cent_ring_ver(*e);
+        if (t->o.owned_since && (since == MDS_CENT_FOREIGN ||
+                                 !t->o.owned_since(t->o.route_arg, &k, since, &now))) {
+            /* Lost and regained since it was loaded, or a split child made
+             * here for another MDS (invariant 8): the owner of the
+             * meantime may have committed newer rows. Drop and load again
+             * (asking it first); a copy in use or dirty waits a moment
+             * (the client retries). */
+            XT_DBG("table: fs %u table %llu: slice %u cached since ring v%llu: reloaded",
+                   m->fsid, (unsigned long long)m->table, idx, (unsigned long long)since);
             mds_cache_put(t->o.cache, *e);
             *e = NULL;
             if (mds_cache_drop(t->o.cache, &k) < 0)
@@ -300,6 +303,7 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
 {
     struct mds_key mk = { fsid, MDS_META_SLICE, table }, k0 = { fsid, 0, table };
     mds_cent *meta = NULL, *s0 = NULL;
+    uint64_t stamp = mds_cache_stamp(t->o.cache); /* before ownership is decided */
     if (!mds_table_owns(t, fsid, table, 0))
         return -EREMOTE; /* only the home makes tables (invariant 6) */
     xt_bitmap *bm = xt_bitmap_new();
@@ -337,6 +341,8 @@ int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen
                 goto fail;
             }
             rc = mds_cache_add(t->o.cache, &k0, z, &s0);
+            if (rc == 0)
+                mds_cent_set_ring_ver(s0, stamp);
             if (rc == -EEXIST) {
                 xt_slice_free(z);
                 rc = mds_cache_peek(t->o.cache, &k0, &s0);
@@ -398,7 +404,7 @@ fail:
  * REQUIRES: the caller holds the meta slice's write lock, touched for w->gen. */
 static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **child)
 {
-    uint64_t t0 = xt_mono_ns();
+    uint64_t t0 = xt_mono_ns(), stamp = mds_cache_stamp(t->o.cache);
     xt_slice *s = mds_cent_slice(full), *cs = NULL;
     uint32_t idx = xt_slice_index(s), cidx;
     xt_bitmap *nbm = xt_bitmap_dup(w->m->bm);
@@ -440,13 +446,25 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
         xt_bitmap_free(nbm);
         return rc;
     }
+    /* A child that ring 0 gives another MDS -- or that an MDS still on an
+     * older ring could take as its own -- only waits here for its first
+     * commit; its owner loads it (after the release round) and changes it
+     * from then on, so this copy must never serve again, even once ring 0
+     * gives the slice to us (mds_table.h invariant 8). A kept one counts
+     * from `stamp`, read before ownership was decided. */
+    bool mine = !t->o.owns || mds_table_owns(t, w->m->fsid, w->m->table, cidx);
+    bool unsettled = mine && t->o.ring_unsettled && t->o.ring_unsettled(t->o.route_arg, &ck);
+    mds_cent_set_ring_ver(ce, mine && !unsettled ? stamp : MDS_CENT_FOREIGN);
+    XT_DBG("table: fs %u table %llu: slice %u split, child %u%s", w->m->fsid,
+           (unsigned long long)w->m->table, idx, cidx,
+           !mine ? " (another MDS's)" : unsettled ? " (ours, reloaded: ring 0 unsettled)" : "");
     xt_bitmap_free(w->m->bm);
     w->m->bm = nbm;
     mds_cache_resize(t->o.cache, full);
     mds_cache_resize(t->o.cache, ce);
     *child = ce;
     if (t->o.owns)
-        mds_table_note_bit(t, w->m, cidx, w->gen);
+        mds_table_note_bit(t, w->m, cidx, w->gen, mine && !unsettled);
     mds_stats_record(t->o.stats, MDS_OP_SPLIT, xt_mono_ns() - t0, 0);
     return 0;
 }
@@ -494,6 +512,10 @@ static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t n
             uint32_t cidx = xt_slice_index(mds_cent_slice(child));
             if (!mds_table_owns(t, w->m->fsid, w->m->table, cidx)) {
                 rc = -EREMOTE; /* the child is another MDS's: never changed here */
+                break;
+            }
+            if (mds_cent_ring_ver(child) == MDS_CENT_FOREIGN) {
+                rc = -EAGAIN; /* ours, but loaded again before use (split_slice) */
                 break;
             }
             target = child;

@@ -47,10 +47,16 @@
  *      after the old home let go (the cache's before_load), with the stored
  *      bitmap merged in and the versions continued from the store.
  *      A clean cached slice that was not ours under some ring since it was
- *      loaded (we lost it and got it back) may be older than what its
+ *      loaded or made (we lost it and got it back), or a split child made
+ *      here for another MDS (MDS_CENT_FOREIGN), may be older than what its
  *      owner meanwhile committed: it is dropped and loaded again
  *      (opts.owned_since). A dirty one is always the newest state: nobody
- *      else loads a slice before its holder released it.
+ *      else loads a slice before its holder released it. A split makes a
+ *      slice without a load, so without the release round: a child that an
+ *      MDS still on an older ring could take as its own (it would load it
+ *      once committed, not asking us) is made MDS_CENT_FOREIGN too
+ *      (opts.ring_unsettled): committed, dropped, and loaded again through
+ *      the round, which waits until that MDS has our ring.
  *  (5) An atomic batch (mds_table_atomic) applies all of its ops or none,
  *      and all of them carry one generation: it locks every data slice it
  *      touches in one global order (fsid, table, slice index), so two
@@ -98,6 +104,11 @@ struct mds_table_opts {
      * version `since` (0: unknown, taken as yes); *now gets the current
      * version. May be NULL (always yes). Same constraints as owns. */
     bool (*owned_since)(void *arg, const struct mds_key *k, uint64_t since, uint64_t *now);
+    /* Invariant 8: whether an MDS that may still use an older ring 0 could
+     * take slice k (ours) as its own. A split child made then is handled as
+     * one made for another MDS: committed, dropped, loaded again after the
+     * release round. May be NULL (never). Same constraints as owns. */
+    bool (*ring_unsettled)(void *arg, const struct mds_key *k);
     void *route_arg;
 };
 

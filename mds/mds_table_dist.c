@@ -69,7 +69,9 @@ int mds_table_repair(mds_table *t, struct mtab *m, uint32_t idx, unsigned depth)
                 (unsigned long long)m->table, idx, depth, rc);
         for (unsigned k = 0; k < depth && k < 32; k++)
             if ((uint64_t)idx < (UINT64_C(1) << k))
-                mds_table_note_bit(t, m, idx + (UINT32_C(1) << k), 0);
+                mds_table_note_bit(t, m, idx + (UINT32_C(1) << k), 0,
+                                   mds_table_owns(t, m->fsid, m->table,
+                                                  idx + (UINT32_C(1) << k)));
     }
     return rc;
 }

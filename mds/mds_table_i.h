@@ -42,11 +42,13 @@ static inline bool mds_table_owns(mds_table *t, uint32_t fsid, uint64_t table, u
     return !t->o.owns || t->o.owns(t->o.route_arg, fsid, table, slice);
 }
 
-static inline void mds_table_note_bit(mds_table *t, struct mtab *m, uint32_t slice, uint64_t gen)
+/* Tells the route about slice `slice` (on_bit); owned: this MDS keeps and
+ * serves it (false: a handover, dropped after its commit). */
+static inline void mds_table_note_bit(mds_table *t, struct mtab *m, uint32_t slice, uint64_t gen,
+                                      bool owned)
 {
     if (t->o.on_bit)
-        t->o.on_bit(t->o.route_arg, m->fsid, m->table, slice, gen,
-                    mds_table_owns(t, m->fsid, m->table, slice), m->home);
+        t->o.on_bit(t->o.route_arg, m->fsid, m->table, slice, gen, owned, m->home);
 }
 
 /* The open table (fsid, table), or NULL: never opens one. */

@@ -298,6 +298,10 @@ int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
             hint = "no such site (see: pomctl sites)";
         else if (rc == -EBUSY)
             hint = "the site cannot leave now (the last of its type?); add a site first";
+        else if (rc == -EOPNOTSUPP)
+            hint = "it is an MDSL in ring 1, which is frozen once an MDS registered: its "
+                   "slices are stored there and moving them to another MDSL is not built; "
+                   "restart it instead (it keeps its place; docs/pomctl.md)";
         return pomctl_fail(ctl, rc, what, hint);
     }
     if (ctl->json) {

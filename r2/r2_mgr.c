@@ -292,6 +292,25 @@ static int ring_change(const r2_mgr *m, int r, uint32_t site, bool add, xt_ring 
     return 0;
 }
 
+/* REQUIRES: m->wmu, state loaded. A copy of the ring of site s with s added
+ * into *out (NULL: no change): an MDS always joins ring 0; an MDSL joins
+ * ring 1 only while it is not frozen (*kept_out, may be NULL, is then set
+ * when it stays out). */
+static int ring_join(const r2_mgr *m, const struct xt_site *s, xt_ring **out, bool *kept_out)
+{
+    *out = NULL;
+    if (kept_out)
+        *kept_out = false;
+    int r = r2_state_ring_of(s->type);
+    if (r == XT_RING_MDSL && !xt_ring_has_site(m->st.ring[r], s->id) &&
+        r2_state_ring1_frozen(&m->st)) {
+        if (kept_out)
+            *kept_out = true;
+        return 0;
+    }
+    return ring_change(m, r, s->id, true, out);
+}
+
 /* REQUIRES: m->mu. Installs a changed ring. */
 static void ring_install(r2_mgr *m, xt_ring *nr)
 {
@@ -369,11 +388,11 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
         s.uuid_lo = first * m->uuid_range;
         s.uuid_hi = s.uuid_lo + m->uuid_range;
     }
+    bool kept_out = false;
     if ((rc = txn_site(&t, &s)) < 0)
         goto out;
     if (r2_state_in_ring(&s) &&
-        ((rc = ring_change(m, r2_state_ring_of(type), s.id, true, &nr)) < 0 ||
-         (nr && (rc = txn_ring(&t, nr)) < 0)))
+        ((rc = ring_join(m, &s, &nr, &kept_out)) < 0 || (nr && (rc = txn_ring(&t, nr)) < 0)))
         goto out;
     rc = txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0) |
                                (old && old->s.fs_name[0] ? XT_VIEW_FS : 0));
@@ -400,6 +419,11 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
     if (rc == 0) {
         XT_INFO("site %u registered: %s %s%s%s (%s)", s.id, xt_site_type_name(type), addr,
                 fs_name[0] ? " fs " : "", fs_name, old ? "rejoined" : "new");
+        if (kept_out)
+            XT_WARN("site %u (mdsl %s) is up but NOT in ring 1: ring 1 is frozen once an "
+                    "MDS registered, since moving slice images to a new MDSL is not built "
+                    "(docs/r2.md); it holds no slices",
+                    s.id, addr);
         *site_id = s.id;
         rc = full_view(m, view);
     }
@@ -489,7 +513,7 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
         int was = s.state;
         s.state = XT_SITE_UP;
         if ((rc = txn_site(&t, &s)) < 0 ||
-            (rc = ring_change(m, r2_state_ring_of(s.type), s.id, true, &nr)) < 0 ||
+            (rc = ring_join(m, &s, &nr, NULL)) < 0 ||
             (nr && (rc = txn_ring(&t, nr)) < 0) ||
             (rc = txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
             goto out;
@@ -649,7 +673,9 @@ void r2_mgr_tick(r2_mgr *m)
         sections |= site_sections(s);
         rc = txn_site(&t, s);
         int r = r2_state_ring_of(s->type);
-        if (rc == 0 && s->state == XT_SITE_FAILED && r >= 0) {
+        /* Only ring 0 follows failures: an MDS's slices reload from the
+         * MDSL anywhere, an MDSL's slices are on its disk and wait for it. */
+        if (rc == 0 && s->state == XT_SITE_FAILED && r == XT_RING_MDS) {
             const xt_ring *cur = nr[r] ? nr[r] : m->st.ring[r];
             if (xt_ring_has_site(cur, s->id)) {
                 if (!nr[r] && !(nr[r] = xt_ring_dup(cur)))
@@ -680,12 +706,14 @@ void r2_mgr_tick(r2_mgr *m)
         pthread_mutex_unlock(&m->mu);
         for (size_t i = 0; i < nch; i++) {
             const struct xt_site *s = &ch[i].s;
+            const char *ring = "";
+            if (s->state == XT_SITE_FAILED && s->type == XT_SITE_MDS)
+                ring = ", out of ring 0";
+            else if (s->state == XT_SITE_FAILED && s->type == XT_SITE_MDSL)
+                ring = ", stays in ring 1 (its slices wait for it)";
             XT_WARN("site %u (%s %s) %s: no heartbeat for %llu ms%s", s->id,
                     xt_site_type_name(s->type), s->addr, xt_site_state_name(s->state),
-                    (unsigned long long)ch[i].silent_ms,
-                    s->state == XT_SITE_FAILED && r2_state_ring_of(s->type) >= 0
-                        ? ", out of its ring"
-                        : "");
+                    (unsigned long long)ch[i].silent_ms, ring);
         }
     }
     xt_ring_free(nr[0]);
@@ -717,6 +745,15 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
     }
     if (!remove && s.state == XT_SITE_DRAINING)
         goto out;
+    if (s.type == XT_SITE_MDSL && xt_ring_has_site(m->st.ring[XT_RING_MDSL], s.id) &&
+        r2_state_ring1_frozen(&m->st)) {
+        /* Its slices would have no place: nothing moves them yet. */
+        XT_WARN("site %u (mdsl %s): %s refused: it is in ring 1, frozen once an MDS "
+                "registered; moving slice images off an MDSL is not built (docs/r2.md)",
+                s.id, s.addr, remove ? "remove" : "drain");
+        rc = -EOPNOTSUPP;
+        goto out;
+    }
     if ((rc = ring_change(m, r2_state_ring_of(s.type), s.id, false, &nr)) < 0 ||
         (nr && (rc = txn_ring(&t, nr)) < 0))
         goto out;

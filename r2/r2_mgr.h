@@ -10,21 +10,31 @@
  *                  |  no heartbeat for one interval   | heartbeat or
  *                  v  + slack (r2_mgr_tick)           | re-register
  *              TRANSIENT                              | (prev_id):
- *                  |  none for fail_after intervals   | rejoins its ring
- *                  v  (r2_mgr_tick): leaves its ring  |
+ *                  |  none for fail_after intervals   | rejoins ring 0
+ *                  v  (r2_mgr_tick): an MDS leaves    | (an MDSL never
+ *                  |  ring 0, an MDSL stays in ring 1 | left ring 1)
  *                FAILED ------------------------------+
  *
  *   any --r2_mgr_site_drain--> DRAINING (leaves its ring at once; failure
  *                              detection no longer applies)
  *   any --r2_mgr_site_remove-> record deleted, out of its ring
+ *   (both refused with -EOPNOTSUPP for an MDSL in a frozen ring 1)
  *
  * Invariants:
  *  (1) Only the leader changes state, and every change is one
  *      r2_store_multi that also puts /r2/view with a compare-and-set on its
  *      store version and a view version one higher: a view version names
  *      exactly one state, and a deposed leader's write fails (-ESTALE).
- *  (2) A site is in ring 0 (MDS) or ring 1 (MDSL) iff its type is MDS or
- *      MDSL and its state is UP or TRANSIENT. Clients are in no ring.
+ *  (2) An MDS is in ring 0 iff its state is UP or TRANSIENT: ring 0 (the
+ *      caches) follows failures. Ring 1 (where slices are stored) follows
+ *      none: an MDSL joins it when it registers while ring 1 is open and
+ *      leaves it only by drain or remove. Ring 1 is FROZEN once an MDS has
+ *      registered (an MDS site in the table, or ring 0 version > 0) while
+ *      it holds an MDSL (an empty ring 1 stores nothing yet): a new
+ *      MDSL is then UP but in no ring, drain and remove of an MDSL in
+ *      ring 1 are refused (-EOPNOTSUPP), so ring 1 never changes under
+ *      stored slices (moving slice images is not built; docs/r2.md).
+ *      Clients and R2 sites are in no ring.
  *  (3) Each view section (sites, rings, fs) remembers the view version of
  *      its last change; a view "since v" carries exactly the sections
  *      changed after v (all of them when v is 0 or from another history,
@@ -103,8 +113,10 @@ void r2_mgr_tick(r2_mgr *m);
 /* Registers a site; prev_id != 0 rejoins under that id if it is known with
  * the same type (a new id is handed out otherwise). fs_name: clients only
  * ("" or NULL: none), must name an existing fs. MDS sites get a fresh uuid
- * range. *view (may be NULL) receives the full view; the caller frees it
- * with xt_view_free. */
+ * range and join ring 0; an MDSL joins ring 1 only while it is open
+ * (invariant 2: a new MDSL of a frozen ring 1 is UP in no ring, logged).
+ * *view (may be NULL) receives the full view; the caller frees it with
+ * xt_view_free. */
 int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, uint32_t prev_id,
                     const char *fs_name, uint32_t *site_id, struct xt_view *view);
 /* A heartbeat of site_id with its load and per-fs counters (c[0..n-1], read
@@ -129,7 +141,8 @@ int r2_mgr_fs_list(r2_mgr *m, const char *name, struct xt_fs_info **fs, size_t *
 /* -EBUSY while a client site with this fs is UP or TRANSIENT, unless force. */
 int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force);
 
-/* MDS and MDSL sites only (-EINVAL for clients). Idempotent. */
+/* Drain: MDS and MDSL sites only (-EINVAL for clients). Idempotent.
+ * Both: -EOPNOTSUPP for an MDSL in a frozen ring 1 (invariant 2). */
 int r2_mgr_site_drain(r2_mgr *m, uint32_t site_id);
 int r2_mgr_site_remove(r2_mgr *m, uint32_t site_id);
 /* A fresh range [*lo, *hi) of at least count (1..2^40) uuids for MDS

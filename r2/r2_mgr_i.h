@@ -87,9 +87,16 @@ int r2_state_fs_copy(const struct r2_state *st, const struct xt_fs_info *f,
 /* Invariant 3 of r2_mgr.h. Fills *v (caller frees) and *has. */
 int r2_state_view(const struct r2_state *st, uint64_t since, const char *leader,
                   const char *store, bool *has, struct xt_view *v);
-/* Whether ring membership is (type MDS/MDSL and state UP/TRANSIENT). */
+/* Whether a registering site with this record joins its ring (type
+ * MDS/MDSL, state UP/TRANSIENT; an MDSL also needs ring 1 open: r2_mgr.c). */
 bool r2_state_in_ring(const struct xt_site *s);
 /* Ring of a site type, or -1 (clients). */
 int r2_state_ring_of(int type);
+/* Whether ring 1 is frozen (r2_mgr.h invariant 2): an MDS has registered
+ * (an MDS site in the table, or ring 0 changed once: removing every MDS
+ * record does not thaw it) while ring 1 holds an MDSL, so the file system
+ * may hold slices on the MDSL of ring 1, and moving slice images between MDSL is not built: a changed
+ * ring 1 would send loads to MDSL that do not hold the slices. */
+bool r2_state_ring1_frozen(const struct r2_state *st);
 
 #endif /* R2_MGR_I_H */

@@ -33,6 +33,20 @@ int r2_state_ring_of(int type)
     return type == XT_SITE_MDS ? XT_RING_MDS : type == XT_SITE_MDSL ? XT_RING_MDSL : -1;
 }
 
+bool r2_state_ring1_frozen(const struct r2_state *st)
+{
+    /* With no MDSL in it no slice can be stored yet (an MDS waits for one
+     * before it serves): the first MDSL joins whoever came first. */
+    if (!st->ring[XT_RING_MDSL] || xt_ring_nsites(st->ring[XT_RING_MDSL]) == 0)
+        return false;
+    if (xt_ring_version(st->ring[XT_RING_MDS]) > 0)
+        return true;
+    for (size_t i = 0; i < st->nsites; i++)
+        if (st->sites[i].s.type == XT_SITE_MDS)
+            return true;
+    return false;
+}
+
 void r2_state_clear(struct r2_state *st)
 {
     for (size_t i = 0; i < st->nsites; i++)

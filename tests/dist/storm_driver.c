@@ -26,8 +26,11 @@
  * counted ("retried timeouts"); -EEXIST on a create or link the thread
  * already tried is its own earlier attempt that landed (the uuid is then
  * read back); -ENOENT on a rename retried after a timeout whose target
- * holds the file, the same. Anything else from any call is printed (op,
- * name, errno) and fails the run.
+ * holds the file, the same; -ENOENT from a first link (or its lookup) of
+ * a file not synced yet, or from a first rename of a link not synced yet,
+ * is that file or link lost with an MDS killed before its commit: the sync
+ * that covers it must then say -EIO, or the run fails. Anything else
+ * from any call is printed (op, name, errno) and fails the run.
  *
  * Progress: when the files created (all threads) reach 25%, 50%, 75% of N
  * the driver touches SYNC_DIR/p25 (p50, p75), holds every thread and waits
@@ -67,7 +70,8 @@
 #define ERRS_PRINTED 200
 
 /* Per-file op bits (state, synced). */
-enum { F_CREATED = 1, F_LINKED = 2, F_RENAMED = 4 };
+/* F_DEP_GONE: a link or rename found what it works on (unsynced) gone. */
+enum { F_CREATED = 1, F_LINKED = 2, F_RENAMED = 4, F_DEP_GONE = 8 };
 
 struct storm {
     pom_fs *fs;
@@ -208,6 +212,10 @@ static void do_link(struct storm *s, long i)
     snprintf(lname, sizeof lname, "l%ld", i);
     struct stat st;
     int rc = pom_lookup(s->fs, s->dir, name, &st);
+    if (rc == -ENOENT && !(s->synced[i] & F_CREATED)) {
+        s->state[i] |= F_DEP_GONE; /* checked by the sync that covers it */
+        return;
+    }
     if (rc < 0) {
         unexpected(s, "lookup (to link)", name, rc);
         return;
@@ -226,6 +234,10 @@ static void do_link(struct storm *s, long i)
         if (rc == 0) {
             pom_forget(s->fs, lst.st_ino, 1);
             s->state[i] |= F_LINKED;
+            break;
+        }
+        if (rc == -ENOENT && attempt == 0 && !(s->synced[i] & F_CREATED)) {
+            s->state[i] |= F_DEP_GONE; /* checked by the sync that covers it */
             break;
         }
         if (!timed_out(s, rc, attempt)) {
@@ -261,6 +273,10 @@ static void do_rename(struct storm *s, long i)
         }
         if (rc == 0) {
             s->state[i] |= F_RENAMED;
+            return;
+        }
+        if (rc == -ENOENT && attempt == 0 && !(s->synced[i] & F_LINKED)) {
+            s->state[i] |= F_DEP_GONE; /* checked by the sync that covers it */
             return;
         }
         if (!timed_out(s, rc, attempt)) {
@@ -309,10 +325,17 @@ static void do_sync(struct storm *s, struct worker *ws, int nw, long upto, const
         bool lost = rc == -EIO || w->eio_seen != s->eio_events;
         long end = upto < 0 ? s->n : upto, i = w->pend_from;
         for (; i < end; i += s->threads) {
-            if (lost)
+            if (lost) {
                 s->noguar[i] = s->state[i] ? 1 : 0;
-            else
-                s->synced[i] = s->state[i];
+            } else {
+                s->synced[i] = s->state[i] & (uint8_t)~F_DEP_GONE;
+                if (s->state[i] & F_DEP_GONE) {
+                    char nm[32];
+                    snprintf(nm, sizeof nm, "f%ld", i);
+                    unexpected(s, "link/rename (its file or link gone, but no MDS lost a "
+                               "change)", nm, -ENOENT);
+                }
+            }
         }
         w->pend_from = i;
         w->eio_seen = s->eio_events;

@@ -64,7 +64,7 @@ run() {
         mkdir -p "$D/mdsl$k"
         "$MDSLBIN" --dir "$D/mdsl$k" --listen "127.0.0.1:$p" --r2 "$R2" >"$D/mdsl$k.log" 2>&1 &
         PIDS="$PIDS $!"
-        wait_port "$p" || return 1
+        wait_port "$p" && wait_registered "$D/mdsl$k" || return 1
     done
     MDS_PIDS=()
     for k in $(seq $NMDS); do

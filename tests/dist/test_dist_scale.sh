@@ -18,6 +18,7 @@
 #   POM_TEST_SCALE=K   N = 200,000 * K (CI: 1; the `long` run: 10)
 #   DIST_N=...         N outright (quick runs: DIST_N=40000)
 #   DIST_KEEP=1        keep the folder (logs) and say where
+#   DIST_VERBOSE=1     MDS debug logs (slice loads, splits, releases)
 #
 # Script checks: the driver's exit status; mds2 drained in time and exited;
 # mds3 declared failed by R2 (the failure path ran); every remaining MDS
@@ -62,7 +63,7 @@ for k in 1 2; do
     mkdir -p "$D/mdsl$k"
     "$MDSLBIN" --dir "$D/mdsl$k" --listen "127.0.0.1:$p" --r2 "$R2" >"$D/mdsl$k.log" 2>&1 &
     PIDS="$PIDS $!"
-    wait_port "$p" || exit 1
+    wait_port "$p" && wait_registered "$D/mdsl$k" || exit 1
 done
 
 # start_mds K: pom-mds K in $D/mdsK on MPORT[K] (a free port the first
@@ -71,7 +72,7 @@ start_mds() {
     local k=$1
     [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
     mkdir -p "$D/mds$k"
-    "$MDSBIN" --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" --gossip-ms 200 \
+    "$MDSBIN" ${DIST_VERBOSE:+--verbose} --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" --gossip-ms 200 \
         --split-threshold "$SPLIT" --commit-interval-ms 1000 --threads 4 >>"$D/mds$k.log" 2>&1 &
     MPID[$k]=$!
     PIDS="$PIDS $!"

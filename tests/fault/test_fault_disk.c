@@ -126,10 +126,15 @@ static void mdsl_full(void **state)
     assert_true(pom_proc_alive(C.mds));
     assert_true(pom_proc_alive(C.mdsl));
 
-    /* A second sync must fail the same way (not hang, not succeed). */
+    /* A second sync must not hang. It fails the same way, or -- when the
+     * retried commit found room since (the MDSL cuts a failed append back;
+     * seen about once in 8 runs) -- succeeds: then every file written so
+     * far is acknowledged and must read back below. */
     int again = pom_sync(fs);
-    printf("disk: a second pom_sync answers %s\n", strerror(-again));
-    assert_true(again == -ENOSPC || again == -EIO);
+    printf("disk: a second pom_sync answers %s\n", again ? strerror(-again) : "ok");
+    assert_true(again == 0 || again == -ENOSPC || again == -EIO);
+    if (again == 0)
+        acked = i;
     /* One file: create, write and close succeed (the MDS holds them in
      * memory); fsync is where the full disk shows. */
     struct stat st;
@@ -142,7 +147,7 @@ static void mdsl_full(void **state)
     pom_forget(fs, st.st_ino, 1);
     printf("disk: on the full disk pom_fsync answers %s, pom_release %s\n", strerror(-fs_rc),
            rel_rc ? strerror(-rel_rc) : "ok");
-    assert_true(fs_rc == -ENOSPC || fs_rc == -EIO);
+    assert_true(fs_rc == -ENOSPC || fs_rc == -EIO || (again == 0 && fs_rc == 0));
     assert_int_equal(rel_rc, 0);
     pom_close(fs);
 

@@ -36,6 +36,19 @@ within() {
     done
     PASS=$((PASS+1))
 }
+# wait_registered DIR: a daemon started with --r2 and --dir DIR has
+# registered (DIR/site_id written; 30 s at most). Start every MDSL of a
+# cluster this way before its first MDS: once an MDS registered, R2 keeps
+# ring 1 as it is (docs/r2.md), and a late MDSL stays out of it.
+wait_registered() {
+    local i
+    for i in $(seq 300); do
+        [ -s "$1/site_id" ] && return 0
+        sleep 0.1
+    done
+    echo "$1: no site_id after 30 s (not registered with R2)"
+    return 1
+}
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }

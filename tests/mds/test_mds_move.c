@@ -37,8 +37,15 @@
  *   test_dead_holder: an MDS dies unsynced; the new owners cannot ask it,
  *     so their loads are fenced (versions above MDS_CACHE_FENCE_GAP); every
  *     row it had synced is found, also after a restart.
- * MDS_MOVE_NOHOOK=1 runs without before_load: a negative control, every
- * test must then fail (rows lost, the home taken without the release).
+ *   test_foreign_child: a split child the home made for the other MDS,
+ *     changed there, comes back to the home when the other MDS leaves
+ *     ring 0: the home loads the other MDS's rows instead of serving the
+ *     copy it split off (fails without the MDS_CENT_FOREIGN mark). The
+ *     stamp/owned_since hooks mirror mds_route's over a ring history
+ *     (ring_set); clean versions as release answers teach them.
+ * MDS_MOVE_NOHOOK=1 runs without before_load: a negative control, the
+ * first three tests must then fail (rows lost, the home taken without the
+ * release).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,6 +73,15 @@ static atomic_uint g_members = 7; /* bit k: MDS k is in ring 0 */
 static atomic_int g_home = -1;     /* >= 0: slice 0 forced to this MDS */
 /* MDS_MOVE_NOHOOK=1: no before_load (a negative control: must fail). */
 static bool g_nohook;
+/* Ring versions for the stamp / owned_since hooks: ring_set() bumps g_ver
+ * and records the members; tests that store g_members directly keep one
+ * version (nothing is ever "lost and regained"). */
+#define VMAX 64
+static atomic_uint g_ver;
+static unsigned g_hist[VMAX];
+/* routed() syncs every MDS while it waits out -EAGAIN (a split child not
+ * committed yet: the commit interval is 60 s here). */
+static bool g_sync_on_wait;
 
 /* Rendezvous hashing over the members: a change moves only the slices of
  * the MDS that joined or left, as a ring would. */
@@ -94,13 +110,8 @@ static unsigned owner_of(uint32_t slice)
     return owner_in(atomic_load(&g_members), slice);
 }
 
-/* The owner of a cache key (a meta slice goes with slice 0). */
-static unsigned key_owner(const struct mds_key *k)
-{
-    return owner_of(k->slice == MDS_META_SLICE ? 0 : k->slice);
-}
-
 struct cluster;
+static void ring_set(struct cluster *cl, unsigned members);
 
 struct mds1 {
     unsigned me;
@@ -110,8 +121,20 @@ struct mds1 {
     mds_table *t;
     atomic_uint splits;    /* on_bit from a split here */
     atomic_uint repairs;   /* on_bit from a repair at load (gen 0) */
+    atomic_uint foreign;   /* on_bit from a split here, child not ours */
+    _Atomic uint64_t kick; /* newest group holding such a split (the route
+                              closes it early: routed() syncs it) */
     atomic_uint releases;  /* release() answered 0 here */
     atomic_bool refuse;    /* release() answers -EAGAIN (not done yet) */
+    /* mds_route's clean versions (versioned rings only, g_ver > 0): swept,
+     * this MDS's after a sweep with nothing left; clean[j], MDS j's as its
+     * last release answer said. An MDS known clean is not asked. */
+    atomic_uint swept;
+    atomic_uint clean[NMAX];
+    /* The ring version this MDS uses (0: unversioned, g_members); lag: it
+     * misses ring_set's changes (a heartbeat late) until catch_up. */
+    atomic_uint ver;
+    atomic_bool lag;
 };
 
 struct cluster {
@@ -122,11 +145,44 @@ struct cluster {
     atomic_bool dead[NMAX]; /* died holding slices: loads are fenced */
 };
 
+/* The owner of slice by the ring MDS m uses. */
+static unsigned owner_at(struct mds1 *m, uint32_t slice)
+{
+    unsigned v = atomic_load(&m->ver);
+    if (!v || (slice == 0 && atomic_load(&g_home) >= 0))
+        return owner_of(slice);
+    return owner_in(g_hist[v], slice);
+}
+
+static unsigned key_owner_at(struct mds1 *m, const struct mds_key *k)
+{
+    return owner_at(m, k->slice == MDS_META_SLICE ? 0 : k->slice);
+}
+
+static void ring_set(struct cluster *cl, unsigned members)
+{
+    unsigned v = atomic_load(&g_ver) + 1;
+    assert_true(v < VMAX);
+    g_hist[v] = members;
+    atomic_store(&g_members, members);
+    atomic_store(&g_ver, v);
+    for (unsigned k = 0; cl && k < NMAX; k++)
+        if (!atomic_load(&cl->m[k].lag))
+            atomic_store(&cl->m[k].ver, v);
+}
+
+static void catch_up(struct cluster *cl, unsigned k)
+{
+    atomic_store(&cl->m[k].lag, false);
+    atomic_store(&cl->m[k].ver, atomic_load(&g_ver));
+}
+
 static bool t_owns(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
 {
     (void)fsid;
     (void)table;
-    return owner_of(slice) == ((struct mds1 *)arg)->me;
+    struct mds1 *m = arg;
+    return owner_at(m, slice) == m->me;
 }
 
 static void t_on_bit(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, uint64_t gen,
@@ -135,20 +191,65 @@ static void t_on_bit(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, u
     (void)fsid;
     (void)table;
     (void)slice;
-    (void)owned;
     (void)home;
     struct mds1 *m = arg;
+    if (gen && !owned) {
+        atomic_fetch_add(&m->foreign, 1);
+        uint64_t k = atomic_load(&m->kick);
+        while (k < gen && !atomic_compare_exchange_weak(&m->kick, &k, gen))
+            ;
+    }
     if (gen)
         atomic_fetch_add(&m->splits, 1);
     else
         atomic_fetch_add(&m->repairs, 1);
 }
 
-/* mds_route_release at MDS j. */
-static int release(struct cluster *cl, unsigned j, const struct mds_key *k)
+/* mds_route_stamp and mds_route_owned_since over g_hist (slice 0 is not
+ * forced with g_home in the tests that change versions). */
+static uint64_t t_stamp(void *arg)
+{
+    return atomic_load(&((struct mds1 *)arg)->ver);
+}
+
+static bool t_owned_since(void *arg, const struct mds_key *k, uint64_t since, uint64_t *now)
+{
+    struct mds1 *m = arg;
+    *now = atomic_load(&m->ver);
+    uint32_t slice = k->slice == MDS_META_SLICE ? 0 : k->slice;
+    for (uint64_t v = since + 1; v <= *now; v++)
+        if (owner_in(g_hist[v], slice) != m->me)
+            return false;
+    return true;
+}
+
+/* mds_route_unsettled at MDS arg: a live MDS not known clean for our
+ * ring that owns k under a ring it may still use. */
+static bool t_unsettled(void *arg, const struct mds_key *k)
+{
+    struct mds1 *m = arg;
+    unsigned v = atomic_load(&m->ver);
+    uint32_t slice = k->slice == MDS_META_SLICE ? 0 : k->slice;
+    for (unsigned j = 0; v && j < NMAX; j++) {
+        unsigned c = atomic_load(&m->clean[j]);
+        if (j == m->me || !atomic_load(&m->cl->up[j]) || c >= v)
+            continue;
+        for (unsigned w = c ? c : 1; w < v; w++)
+            if (owner_in(g_hist[w], slice) == j)
+                return true;
+    }
+    return false;
+}
+
+/* mds_route_release at MDS j, asked by MDS a. */
+static int release(struct cluster *cl, unsigned a, unsigned j, const struct mds_key *k)
 {
     struct mds1 *m = &cl->m[j];
-    if (atomic_load(&m->refuse) || key_owner(k) == j)
+    atomic_store(&cl->m[a].clean[j], atomic_load(&m->swept));
+    if (atomic_load(&m->ver) < atomic_load(&cl->m[a].ver))
+        return -EAGAIN; /* our ring is older than the asker's */
+    atomic_store(&m->clean[a], 0); /* a holds k from now on */
+    if (atomic_load(&m->refuse) || key_owner_at(m, k) == j)
         return -EAGAIN;
     uint64_t gen = 0;
     if (mds_table_let_go(m->t, k, &gen) < 0)
@@ -174,14 +275,17 @@ static int t_before_load(void *arg, const struct mds_key *k, bool *fence)
 {
     struct mds1 *m = arg;
     *fence = false;
-    if (key_owner(k) != m->me)
+    if (key_owner_at(m, k) != m->me)
         return 0;
     for (unsigned j = 0; j < NMAX; j++) {
         if (j == m->me)
             continue;
+        unsigned v = atomic_load(&m->ver);
         if (!atomic_load(&m->cl->up[j]))
             *fence |= atomic_load(&m->cl->dead[j]); /* could not be asked */
-        else if (release(m->cl, j, k) < 0)
+        else if (v && atomic_load(&m->clean[j]) >= v)
+            continue; /* known clean: holds nothing of ours */
+        else if (release(m->cl, m->me, j, k) < 0)
             return -EAGAIN;
     }
     return 0;
@@ -198,7 +302,7 @@ static int sweep(struct cluster *cl, unsigned j)
     assert_int_equal(mds_cache_keys(m->c, &keys, &n), 0);
     uint64_t maxgen = 0;
     for (size_t i = 0; i < n; i++) {
-        if (key_owner(&keys[i]) == j)
+        if (key_owner_at(m, &keys[i]) == j)
             continue;
         uint64_t gen;
         if (mds_table_let_go(m->t, &keys[i], &gen) < 0) {
@@ -226,9 +330,15 @@ static void sweep_all(struct cluster *cl)
 {
     for (int pass = 0;; pass++) {
         int todo = 0;
-        for (unsigned j = 0; j < NMAX; j++)
-            if (atomic_load(&cl->up[j]))
-                todo += sweep(cl, j);
+        for (unsigned j = 0; j < NMAX; j++) {
+            if (!atomic_load(&cl->up[j]))
+                continue;
+            unsigned v = atomic_load(&cl->m[j].ver);
+            int left = sweep(cl, j);
+            if (left == 0)
+                atomic_store(&cl->m[j].swept, v);
+            todo += left;
+        }
         if (!todo)
             return;
         assert_true(pass < 500);
@@ -243,8 +353,10 @@ static void mds_start(struct cluster *cl, unsigned k)
     struct mds1 *m = &cl->m[k];
     m->me = k;
     m->cl = cl;
+    atomic_store(&m->ver, atomic_load(&g_ver));
     struct mds_cache_opts co = { .store = &cl->st, .locate = tu_locate2,
-                                 .before_load = g_nohook ? NULL : t_before_load, .before_load_arg = m };
+                                 .before_load = g_nohook ? NULL : t_before_load,
+                                 .stamp = t_stamp, .before_load_arg = m };
     assert_int_equal(mds_cache_new(&co, &m->c), 0);
     struct mds_group_opts go = { .store = &cl->st, .cache = m->c, .locate = tu_locate2,
                                  .site_id = 10 + k, .home_site = 1, .participants = parts,
@@ -253,7 +365,9 @@ static void mds_start(struct cluster *cl, unsigned k)
     assert_int_equal(mds_group_open(&go, &m->g), 0);
     mds_cache_set_pressure(m->c, mds_group_kick, m->g);
     struct mds_table_opts to = { .cache = m->c, .group = m->g, .split_threshold = 16,
-                                 .owns = t_owns, .on_bit = t_on_bit, .route_arg = m };
+                                 .owns = t_owns, .on_bit = t_on_bit,
+                                 .owned_since = t_owned_since,
+                                 .ring_unsettled = t_unsettled, .route_arg = m };
     assert_int_equal(mds_table_new(&to, &m->t), 0);
     atomic_store(&cl->up[k], true);
 }
@@ -322,6 +436,21 @@ static void name_of(char *buf, unsigned i)
     snprintf(buf, 64, "mv-%u", i);
 }
 
+/* What mds_route's run_pending does for a split whose child this MDS
+ * does not keep: close its group early (the child's owner waits for it). */
+static void kick_all(struct cluster *cl)
+{
+    for (unsigned k = 0; k < NMAX; k++) {
+        if (!atomic_load(&cl->up[k]))
+            continue;
+        uint64_t g = atomic_load(&cl->m[k].kick);
+        struct mds_group_info gi;
+        mds_group_info(cl->m[k].g, &gi);
+        if (g > gi.committed_gen)
+            assert_int_equal(mds_group_sync(cl->m[k].g, g, 10000), 0);
+    }
+}
+
 /* One operation routed like mds_service: start at `at`, forward on
  * -EREMOTE to the owner of the slice the answering MDS's bitmap picks,
  * wait out -EAGAIN. Returns the result; *served: the MDS that answered. */
@@ -352,8 +481,9 @@ static int routed(struct cluster *cl, unsigned at, enum op op, unsigned id, unsi
             }
         }
         if (rc == -EAGAIN) { /* an old holder not done yet: the client retries */
-            if (g_nohook) /* the negative control: stage 1's handover wait */
+            if (g_nohook || g_sync_on_wait) /* the negative control: stage 1's wait */
                 cluster_sync(cl);
+            kick_all(cl);
             tu_sleep_ms(1);
             continue;
         }
@@ -841,6 +971,177 @@ static void test_home_move(void **state)
     }
 }
 
+/* A split at MDS 0 makes a child that ring 0 gives MDS 1, which loads it
+ * once committed and adds rows; then MDS 1 leaves ring 0 and the child
+ * comes to MDS 0, which still caches the copy it split off: it must load
+ * MDS 1's rows, not serve that copy (mds_table.h invariant 8; split_slice
+ * marks it MDS_CENT_FOREIGN: without the mark this test fails). */
+static void test_foreign_child(void **state)
+{
+    (void)state;
+    uint64_t seed = tu_seed("test_foreign_child");
+    g_sync_on_wait = true;
+    for (int round = 0; round < 4; round++) {
+        g_salt = tu_rand(&seed);
+        atomic_store(&g_home, -1);
+        atomic_store(&g_ver, 0);
+        ring_set(NULL, 3u);
+        unsigned home = owner_of(0);
+        struct cluster cl;
+        cluster_init(&cl, 2);
+        /* Both swept ring v1 and told each other so (an earlier release
+         * answer would have): the other MDS does not ask the home before
+         * it loads a child. */
+        sweep_all(&cl);
+        for (unsigned j = 0; j < 2; j++)
+            atomic_store(&cl.m[j].clean[1 - j], 1);
+        unsigned n = 0;
+        while (atomic_load(&cl.m[home].foreign) == 0 && n < 4000)
+            assert_int_equal(routed(&cl, home, OP_CREATE, n++, NULL), 0);
+        assert_true(atomic_load(&cl.m[home].foreign) > 0);
+        cluster_sync(&cl);
+        /* Rows into every slice, the other MDS's children included. */
+        create_range(&cl, n, n + 400, &seed);
+        n += 400;
+        cluster_sync(&cl);
+        /* The other MDS leaves; its slices (and their rows) come home. */
+        ring_set(&cl, 1u << home);
+        sweep_all(&cl);
+        lookup_range(&cl, 0, n, &seed);
+        /* And it comes back: its share moves to it again. */
+        ring_set(&cl, 3u);
+        sweep_all(&cl);
+        create_range(&cl, n, n + 200, &seed);
+        n += 200;
+        lookup_range(&cl, 0, n, &seed);
+        print_message("round %d: %u rows, %u splits at the home (%u of them another MDS's)\n",
+                      round, n, atomic_load(&cl.m[home].splits),
+                      atomic_load(&cl.m[home].foreign));
+        cluster_fini(&cl);
+    }
+    g_sync_on_wait = false;
+    atomic_store(&g_ver, 0);
+}
+
+/* The bug the storm found (fixed by opts.ring_unsettled): MDS X is still
+ * on ring v1, where slice 1 is X's; the home H is on v2 (X drained),
+ * where slice 1 is H's. H splits slice 0: without the release round
+ * (no load) H would serve its child 1 while X, once H committed it, loads
+ * it as its own under v1 (not asking H: clean for v1) and adds rows: two
+ * holders, one set of rows lost. H must hold the child back (-EAGAIN)
+ * until it can load it through the round, which waits for X to have v2
+ * and let go; then every row of both is at H, also after a restart. */
+static void test_stale_ring(void **state)
+{
+    (void)state;
+    uint64_t seed = tu_seed("test_stale_ring");
+    for (int round = 0; round < 4; round++) {
+        unsigned H = 0, X = 0, tries = 0;
+        for (;; tries++) { /* a salt where slice 1 goes X -> H and slice 0 stays H's */
+            assert_true(tries < 100000);
+            g_salt = tu_rand(&seed);
+            H = owner_in(7u, 0);
+            X = owner_in(7u, 1);
+            if (X != H && owner_in(7u & ~(1u << X), 1) == H)
+                break;
+        }
+        atomic_store(&g_home, -1);
+        atomic_store(&g_ver, 0);
+        ring_set(NULL, 7u);
+        struct cluster cl;
+        cluster_init(&cl, 3);
+        sweep_all(&cl);
+        for (unsigned a = 0; a < 3; a++) /* as earlier release answers told */
+            for (unsigned b = 0; b < 3; b++)
+                atomic_store(&cl.m[a].clean[b], 1);
+        /* Ring v2 without X; X has not heard of it. */
+        atomic_store(&cl.m[X].lag, true);
+        ring_set(&cl, 7u & ~(1u << X));
+        for (unsigned k = 0; k < 3; k++)
+            if (k != X)
+                assert_int_equal(sweep(&cl, k), 0);
+        /* H splits slice 0; rows for its child wait. */
+        bool done[400] = { false };
+        unsigned n = 0, held = 0;
+        while (n < 400 && (atomic_load(&cl.m[H].splits) == 0 || n % 40 != 0)) {
+            char name[64];
+            name_of(name, n);
+            size_t len;
+            uint8_t *r = tu_row(n, 1, 4, &len);
+            uint64_t gen;
+            int rc = mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name), r, len,
+                                      MDS_TABLE_EXCL, &gen);
+            free(r);
+            if (rc == 0)
+                done[n] = true;
+            else if (rc == -EAGAIN)
+                held++;
+            else
+                fail_msg("create %s at H: %d", name, rc);
+            n++;
+        }
+        assert_true(atomic_load(&cl.m[H].splits) > 0);
+        assert_true(held > 0);
+        cluster_sync(&cl);
+        /* X, on v1, learns bit 1 and adds rows to slice 1 (its own there). */
+        carry(&cl, H, X);
+        unsigned xs = 0, xid[5];
+        for (unsigned id = 10000; xs < 5 && id < 20000; id++) {
+            char name[64];
+            name_of(name, id);
+            uint32_t slice;
+            assert_int_equal(mds_table_pick(cl.m[X].t, FSID, TABLE,
+                                            xt_hash_name(name, strlen(name)), &slice), 0);
+            if (slice != 1)
+                continue;
+            size_t len;
+            uint8_t *r = tu_row(id, 1, 4, &len);
+            uint64_t gen;
+            assert_int_equal(mds_table_create(cl.m[X].t, FSID, TABLE, name, strlen(name), r,
+                                              len, MDS_TABLE_EXCL, &gen), 0);
+            free(r);
+            assert_int_equal(mds_group_sync(cl.m[X].g, gen, 10000), 0);
+            xid[xs++] = id;
+        }
+        assert_int_equal(xs, 5);
+        /* Meanwhile H still holds slice 1 back: X has not let go. */
+        char name[64];
+        for (unsigned i = 0; i < n; i++) {
+            if (done[i])
+                continue;
+            name_of(name, i);
+            size_t len;
+            uint8_t *r = tu_row(i, 1, 4, &len);
+            uint64_t gen;
+            assert_int_equal(mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name), r,
+                                              len, MDS_TABLE_EXCL, &gen), -EAGAIN);
+            free(r);
+            break;
+        }
+        /* X hears of v2 and lets go; every row of both is found at H. */
+        catch_up(&cl, X);
+        sweep_all(&cl);
+        for (unsigned i = 0; i < n; i++)
+            if (!done[i])
+                assert_int_equal(routed(&cl, H, OP_CREATE, i, NULL), 0);
+        lookup_range(&cl, 0, n, &seed);
+        for (unsigned i = 0; i < xs; i++)
+            if (routed(&cl, H, OP_LOOKUP, xid[i], NULL) != 0)
+                fail_msg("round %d: row %u that X added to slice 1 is lost", round, xid[i]);
+        print_message("round %d: H=%u X=%u: %u rows at H (%u held back), %u at X\n", round, H,
+                      X, n, held, xs);
+        cluster_sync(&cl);
+        cluster_stop(&cl);
+        for (unsigned k = 0; k < 3; k++)
+            mds_start(&cl, k);
+        lookup_range(&cl, 0, n, &seed);
+        for (unsigned i = 0; i < xs; i++)
+            assert_int_equal(routed(&cl, H, OP_LOOKUP, xid[i], NULL), 0);
+        cluster_fini(&cl);
+    }
+    atomic_store(&g_ver, 0);
+}
+
 int main(void)
 {
     g_nohook = getenv("MDS_MOVE_NOHOOK") != NULL;
@@ -848,6 +1149,8 @@ int main(void)
         cmocka_unit_test(test_move),
         cmocka_unit_test(test_home_move),
         cmocka_unit_test(test_dead_holder),
+        cmocka_unit_test(test_foreign_child),
+        cmocka_unit_test(test_stale_ring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

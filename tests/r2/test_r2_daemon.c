@@ -6,15 +6,18 @@
  * ZooKeeper server and three pom-r2; skipped with 77 when Java or ZooKeeper
  * are not installed).
  *
- *  embedded: registration, TRANSIENT -> FAILED -> out of ring 1 on SIGKILL,
- *    rejoin with the same id after restart; fs create/list/drop, names,
+ *  embedded: registration, TRANSIENT -> FAILED on SIGKILL (ring 1 does not
+ *    change: an MDSL's slices wait for it), back UP with the same id after
+ *    restart; fs create/list/drop, names,
  *    -EBUSY while a client mounts it; views as deltas; restart of pom-r2
- *    itself loses nothing and fails no live site; drain and remove; uuid
+ *    itself loses nothing and fails no live site; drain and remove of an
+ *    MDSL of the frozen ring 1 refused, of a later MDSL (in no ring) done; uuid
  *    ranges disjoint; bad RPC arguments and malformed frames; a second
  *    pom-r2 on the same folder exits 1 with a clear message.
  *  ZooKeeper: exactly one leader, followers answer -EREMOTE; SIGKILL of the
  *    leader gives a new leader within the session timeout with all sites
- *    and fs; a killed site fails under the new leader and rejoins; a 20 s
+ *    and fs; a killed site fails under the new leader (ring 1 unchanged)
+ *    and comes back; a 20 s
  *    freeze of the ZooKeeper server gives clear errors, bounded in time,
  *    and everything works after it.
  */
@@ -368,28 +371,28 @@ static void test_embedded(void **state)
     assert_string_equal(v.leader, r.addr);
     uint64_t ring1 = ring_version(&v, XT_RING_MDSL);
 
-    /* SIGKILL a: TRANSIENT, then FAILED and out of ring 1 (new version). */
+    /* SIGKILL a: TRANSIENT, then FAILED, still in ring 1 (same version):
+     * ring 1 follows no failure. */
     uint64_t tk = now_ms();
     mdsl_kill(&a);
     WAIT_VIEW(r.pool, v, 5000, site_state(&v, ida) == XT_SITE_TRANSIENT);
     uint64_t t_transient = now_ms() - tk;
-    WAIT_VIEW(r.pool, v, 5000,
-              site_state(&v, ida) == XT_SITE_FAILED && !ring_has(&v, XT_RING_MDSL, ida, NULL));
+    WAIT_VIEW(r.pool, v, 5000, site_state(&v, ida) == XT_SITE_FAILED);
     uint64_t t_failed = now_ms() - tk;
-    assert_true(ring_version(&v, XT_RING_MDSL) > ring1);
+    assert_true(ring_has(&v, XT_RING_MDSL, ida, NULL));
+    assert_int_equal(ring_version(&v, XT_RING_MDSL), ring1);
     /* b stays (or, on a loaded machine whose heartbeats ran late, comes
      * back) UP while a fails. */
     WAIT_VIEW(r.pool, v, 5000, site_state(&v, idb) == XT_SITE_UP);
     print_message("killed mdsl: transient after %llu ms, failed after %llu ms\n",
                   (unsigned long long)t_transient, (unsigned long long)t_failed);
 
-    /* Restart: same id (from its folder), UP and back in the ring. */
-    ring1 = ring_version(&v, XT_RING_MDSL);
+    /* Restart: same id (from its folder), UP, ring 1 unchanged. */
     mdsl_start(&a, r.addr, 1);
     WAIT_VIEW(r.pool, v, 10000,
               site_state(&v, ida) == XT_SITE_UP && ring_has(&v, XT_RING_MDSL, ida, NULL));
     assert_int_equal(mdsl_site_id(&a), ida);
-    assert_true(ring_version(&v, XT_RING_MDSL) > ring1);
+    assert_int_equal(ring_version(&v, XT_RING_MDSL), ring1);
 
     /* Views as deltas. */
     bool has = true;
@@ -529,31 +532,47 @@ static void test_embedded(void **state)
     assert_int_equal(list[0].fsid, beta_fsid);
     xt_fs_info_free_array(list, nlist);
 
-    /* Drain b: DRAINING at once, out of ring 1; it keeps beating and stays so. */
-    ring1 = ring_version(&v, XT_RING_MDSL);
-    assert_int_equal(xt_r2_site_drain(r.pool, NULL, idb), 0);
+    /* MDS sites registered: ring 1 is frozen. Drain and remove of b (in
+     * ring 1) are refused over RPC; nothing changes. */
+    assert_int_equal(xt_r2_site_drain(r.pool, NULL, idb), -EOPNOTSUPP);
+    assert_int_equal(xt_r2_site_remove(r.pool, NULL, idb), -EOPNOTSUPP);
     assert_int_equal(get_full(r.pool, &d), 0);
-    assert_int_equal(site_state(&d, idb), XT_SITE_DRAINING);
-    assert_false(ring_has(&d, XT_RING_MDSL, idb, NULL));
-    assert_true(ring_version(&d, XT_RING_MDSL) > ring1);
-    xt_view_free(&d);
-    assert_int_equal(xt_r2_site_drain(r.pool, NULL, idb), 0); /* idempotent */
-    usleep(1200 * 1000);
-    assert_int_equal(get_full(r.pool, &d), 0);
-    assert_int_equal(site_state(&d, idb), XT_SITE_DRAINING);
+    assert_int_not_equal(site_state(&d, idb), XT_SITE_DRAINING);
+    assert_true(ring_has(&d, XT_RING_MDSL, idb, NULL));
+    assert_int_equal(ring_version(&d, XT_RING_MDSL), ring1);
     xt_view_free(&d);
     assert_int_equal(xt_r2_site_drain(r.pool, NULL, 99999), -ENOENT);
 
-    /* Remove b: the record goes; its agent learns -ENOENT and registers again
-     * (a new id: removed ids are never reused), UP and in ring 1. */
-    assert_int_equal(xt_r2_site_remove(r.pool, NULL, idb), 0);
-    assert_int_equal(xt_r2_site_remove(r.pool, NULL, idb), -ENOENT);
+    /* A third MDSL now: UP, in no ring. Drain: DRAINING at once; it keeps
+     * beating and stays so. */
+    struct mdsl c = { .pid = 0 };
+    mdsl_start(&c, r.addr, 3);
+    WAIT_VIEW(r.pool, v, 15000,
+              mdsl_site_id(&c) && site_state(&v, mdsl_site_id(&c)) == XT_SITE_UP);
+    uint32_t idc = mdsl_site_id(&c);
+    assert_false(ring_has(&v, XT_RING_MDSL, idc, NULL));
+    assert_int_equal(ring_version(&v, XT_RING_MDSL), ring1);
+    assert_int_equal(xt_r2_site_drain(r.pool, NULL, idc), 0);
+    assert_int_equal(get_full(r.pool, &d), 0);
+    assert_int_equal(site_state(&d, idc), XT_SITE_DRAINING);
+    xt_view_free(&d);
+    assert_int_equal(xt_r2_site_drain(r.pool, NULL, idc), 0); /* idempotent */
+    usleep(1200 * 1000);
+    assert_int_equal(get_full(r.pool, &d), 0);
+    assert_int_equal(site_state(&d, idc), XT_SITE_DRAINING);
+    xt_view_free(&d);
+
+    /* Remove c: the record goes; its agent learns -ENOENT and registers again
+     * (a new id: removed ids are never reused), UP and still in no ring. */
+    assert_int_equal(xt_r2_site_remove(r.pool, NULL, idc), 0);
+    assert_int_equal(xt_r2_site_remove(r.pool, NULL, idc), -ENOENT);
     WAIT_VIEW(r.pool, v, 10000,
-              site_by_addr(&v, b.addr) && site_by_addr(&v, b.addr)->id != idb &&
-                  site_by_addr(&v, b.addr)->state == XT_SITE_UP &&
-                  ring_has(&v, XT_RING_MDSL, site_by_addr(&v, b.addr)->id, NULL));
-    assert_null(site_by_id(&v, idb));
-    WAIT_VIEW(r.pool, v, 5000, mdsl_site_id(&b) == site_by_addr(&v, b.addr)->id);
+              site_by_addr(&v, c.addr) && site_by_addr(&v, c.addr)->id != idc &&
+                  site_by_addr(&v, c.addr)->state == XT_SITE_UP);
+    assert_false(ring_has(&v, XT_RING_MDSL, site_by_addr(&v, c.addr)->id, NULL));
+    assert_int_equal(ring_version(&v, XT_RING_MDSL), ring1);
+    assert_null(site_by_id(&v, idc));
+    WAIT_VIEW(r.pool, v, 5000, mdsl_site_id(&c) == site_by_addr(&v, c.addr)->id);
     for (int i = 0; i < 3; i++)
         assert_int_equal(xt_r2_site_remove(r.pool, NULL, mds[i]), 0);
 
@@ -640,6 +659,7 @@ static void test_embedded(void **state)
     xt_view_free(&v);
     pom_proc_stop(a.pid, 5000);
     pom_proc_stop(b.pid, 5000);
+    pom_proc_stop(c.pid, 5000);
     pom_proc_stop(r.pid, 5000);
     xt_rpc_pool_free(r.pool);
     print_message("embedded: %llu ms\n", (unsigned long long)(now_ms() - t0));
@@ -765,17 +785,19 @@ static void test_zk(void **state)
     assert_int_equal(raw_register(r[3 - l - l2].port, 9), -EINVAL);
     assert_true(pom_proc_alive(r[l2].pid) && pom_proc_alive(r[3 - l - l2].pid));
 
-    /* A killed site fails and leaves the ring under the new leader; it rejoins. */
+    /* A killed site fails under the new leader, ring 1 unchanged; it comes
+     * back UP. */
     uint64_t ring1 = ring_version(&v, XT_RING_MDSL);
     assert_non_null(site_by_addr(&v, a.addr));
     mdsl_kill(&a);
-    WAIT_VIEW(r[l2].pool, v, 10000,
-              site_state(&v, ida) == XT_SITE_FAILED && !ring_has(&v, XT_RING_MDSL, ida, NULL));
-    assert_true(ring_version(&v, XT_RING_MDSL) > ring1);
+    WAIT_VIEW(r[l2].pool, v, 10000, site_state(&v, ida) == XT_SITE_FAILED);
+    assert_true(ring_has(&v, XT_RING_MDSL, ida, NULL));
+    assert_int_equal(ring_version(&v, XT_RING_MDSL), ring1);
     mdsl_start(&a, addrs, 1);
     WAIT_VIEW(r[l2].pool, v, 10000,
               site_state(&v, ida) == XT_SITE_UP && ring_has(&v, XT_RING_MDSL, ida, NULL));
     assert_int_equal(mdsl_site_id(&a), ida);
+    assert_int_equal(ring_version(&v, XT_RING_MDSL), ring1);
 
     /* ZooKeeper frozen for 20 s: calls fail with a clear error, in bounded
      * time; R2s stay up; everything works afterwards. */

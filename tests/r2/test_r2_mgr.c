@@ -5,8 +5,12 @@
  *  - codecs: round trips; every single-byte corruption and every truncation
  *    of a record is refused (-EBADMSG), never half-read;
  *  - fs names and addresses: the accepted classes, and their edges;
- *  - states: UP -> TRANSIENT -> FAILED on the clock, rings follow (invariant
- *    2 of r2_mgr.h), a heartbeat or re-registration brings a site back;
+ *  - states: UP -> TRANSIENT -> FAILED on the clock, ring 0 follows (an
+ *    MDS leaves it), ring 1 does not (an MDSL stays; invariant 2 of
+ *    r2_mgr.h), a heartbeat or re-registration brings a site back;
+ *  - ring 1 open before the first MDS, frozen after it (a new MDSL stays
+ *    out, drain/remove of its sites refused, prev_id keeps a place, also
+ *    after a reload); random histories never change a frozen ring 1;
  *  - views: deltas carry exactly the sections changed after `since`;
  *  - leadership: -EREMOTE when not leading; a lost compare-and-set on
  *    /r2/view (another R2 wrote) gives -EREMOTE, then a reload, then work;
@@ -225,19 +229,23 @@ static void test_states(void **state)
     assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 0, 0, NULL, &id, NULL),
                      -EREMOTE);
     lead(f);
-    uint32_t a, b, c;
+    uint32_t a, b, c, d;
     assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, &a, NULL), 0);
     assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, &b, NULL), 0);
     assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, &c, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:13", 1, 0, NULL, &d, NULL), 0);
     assert_true(in_ring(f->m, 1, a, NULL) && in_ring(f->m, 1, b, NULL));
     assert_true(in_ring(f->m, 0, c, NULL) && !in_ring(f->m, 1, c, NULL));
+    assert_true(in_ring(f->m, 0, d, NULL));
 
-    /* b and c keep beating; a goes silent. transient = 100 + 50 ms, failed
-     * = 300 + 50 ms. */
+    /* b and c keep beating; a (MDSL) and d (MDS) go silent. transient =
+     * 100 + 50 ms, failed = 300 + 50 ms. Ring 0 follows the failure of d;
+     * ring 1 does not follow a's: its slices wait for it. */
     bool has;
     struct xt_view v;
-    uint64_t ring1 = 0;
+    uint64_t ring1 = 0, ring0 = 0;
     in_ring(f->m, 1, a, &ring1);
+    in_ring(f->m, 0, c, &ring0);
     for (int step = 1; step <= 8; step++) {
         g_clock += 50 * MS;
         assert_int_equal(r2_mgr_heartbeat(f->m, b, 0, 0.5, NULL, 0, &has, &v), 0);
@@ -252,41 +260,297 @@ static void test_states(void **state)
             assert_int_equal(st, XT_SITE_TRANSIENT);
         else
             assert_int_equal(st, XT_SITE_FAILED);
-        assert_int_equal(in_ring(f->m, 1, a, NULL), st != XT_SITE_FAILED);
+        assert_int_equal(state_of(f->m, d), st);
+        assert_true(in_ring(f->m, 1, a, NULL));
+        assert_int_equal(in_ring(f->m, 0, d, NULL), st != XT_SITE_FAILED);
     }
-    uint64_t ring1b = 0;
-    in_ring(f->m, 1, b, &ring1b);
-    assert_int_equal(ring1b, ring1 + 1);
+    uint64_t v1 = 0, v0 = 0;
+    in_ring(f->m, 1, b, &v1);
+    in_ring(f->m, 0, c, &v0);
+    assert_int_equal(v1, ring1);
+    assert_int_equal(v0, ring0 + 1);
     assert_int_equal(state_of(f->m, b), XT_SITE_UP);
 
-    /* A heartbeat brings a back, into the ring. */
+    /* A heartbeat brings a back: UP, ring 1 unchanged; d rejoins ring 0. */
     assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, &has, &v), 0);
     assert_true(has);
     xt_view_free(&v);
     assert_int_equal(state_of(f->m, a), XT_SITE_UP);
-    assert_true(in_ring(f->m, 1, a, NULL));
+    assert_true(in_ring(f->m, 1, a, &v1));
+    assert_int_equal(v1, ring1);
+    assert_int_equal(r2_mgr_heartbeat(f->m, d, 0, 0, NULL, 0, &has, &v), 0);
+    xt_view_free(&v);
+    assert_true(in_ring(f->m, 0, d, NULL));
 
-    /* Re-registration with prev_id keeps the id; with a wrong type it does not. */
+    /* Re-registration with prev_id keeps the id and the place in ring 1;
+     * with a wrong type it does not keep the id. */
     uint32_t again = 0;
     assert_int_equal(
         r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:20", 1, a, NULL, &again, NULL), 0);
     assert_int_equal(again, a);
+    assert_true(in_ring(f->m, 1, a, &v1));
+    assert_int_equal(v1, ring1);
     assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:21", 1, a, NULL, &again, NULL),
                      0);
     assert_int_not_equal(again, a);
 
-    /* Drain: out of the ring at once, failure detection stops. */
-    assert_int_equal(r2_mgr_site_drain(f->m, b), 0);
-    assert_false(in_ring(f->m, 1, b, NULL));
+    /* Drain and remove of an MDSL in the frozen ring 1: refused, nothing
+     * changes (its slices would have no place). */
+    uint64_t ver = 0;
+    assert_int_equal(r2_mgr_get_view(f->m, 0, &has, &v), 0);
+    ver = v.version;
+    xt_view_free(&v);
+    assert_int_equal(r2_mgr_site_drain(f->m, b), -EOPNOTSUPP);
+    assert_int_equal(r2_mgr_site_remove(f->m, b), -EOPNOTSUPP);
+    assert_int_equal(r2_mgr_site_drain(f->m, a), -EOPNOTSUPP);
+    assert_true(in_ring(f->m, 1, b, &v1));
+    assert_int_equal(v1, ring1);
+    assert_int_equal(state_of(f->m, b), XT_SITE_UP);
+    assert_int_equal(r2_mgr_get_view(f->m, ver, &has, &v), 0);
+    assert_false(has);
+
+    /* A new MDSL after an MDS registered: UP, in the view, in no ring. */
+    uint32_t e;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:30", 1, 0, NULL, &e, NULL), 0);
+    assert_int_equal(state_of(f->m, e), XT_SITE_UP);
+    assert_false(in_ring(f->m, 1, e, &v1));
+    assert_int_equal(v1, ring1);
+    /* ... and stays out when it fails and comes back, or re-registers. */
+    g_clock += 1000 * MS;
+    r2_mgr_tick(f->m);
+    assert_int_equal(state_of(f->m, e), XT_SITE_FAILED);
+    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, &has, &v), 0);
+    xt_view_free(&v);
+    assert_int_equal(state_of(f->m, e), XT_SITE_UP);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:31", 1, e, NULL, &again, NULL),
+                     0);
+    assert_int_equal(again, e);
+    assert_false(in_ring(f->m, 1, e, &v1));
+    assert_int_equal(v1, ring1);
+    /* It holds nothing: drain and remove work. */
+    assert_int_equal(r2_mgr_site_drain(f->m, e), 0);
+    assert_int_equal(state_of(f->m, e), XT_SITE_DRAINING);
     g_clock += 10000 * MS;
     r2_mgr_tick(f->m);
-    assert_int_equal(state_of(f->m, b), XT_SITE_DRAINING);
+    assert_int_equal(state_of(f->m, e), XT_SITE_DRAINING);
     assert_int_equal(state_of(f->m, a), XT_SITE_FAILED);
+    assert_true(in_ring(f->m, 1, a, NULL));
     /* Remove: gone; its heartbeats get -ENOENT. */
-    assert_int_equal(r2_mgr_site_remove(f->m, b), 0);
-    assert_int_equal(state_of(f->m, b), 0);
-    assert_int_equal(r2_mgr_heartbeat(f->m, b, 0, 0, NULL, 0, &has, &v), -ENOENT);
-    assert_int_equal(r2_mgr_site_remove(f->m, b), -ENOENT);
+    assert_int_equal(r2_mgr_site_remove(f->m, e), 0);
+    assert_int_equal(state_of(f->m, e), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, &has, &v), -ENOENT);
+    assert_int_equal(r2_mgr_site_remove(f->m, e), -ENOENT);
+    /* MDS sites drain and leave ring 0 as before. */
+    assert_int_equal(r2_mgr_site_drain(f->m, d), 0);
+    assert_false(in_ring(f->m, 0, d, NULL));
+    in_ring(f->m, 1, a, &v1);
+    assert_int_equal(v1, ring1);
+}
+
+/* Before the first MDS (cluster bring-up) ring 1 is open: MDSL join it,
+ * drain and remove take them out. Once an MDS registered it is frozen,
+ * even after every MDS record is removed (ring 0 changed once), across a
+ * reload of the state, and prev_id re-registration keeps a place. */
+static void test_ring1_open_then_frozen(void **state)
+{
+    struct fixture *f = *state;
+    lead(f);
+    uint32_t a, b, x, mds;
+    uint64_t v1 = 0, v1b = 0;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, &a, NULL), 0);
+    assert_true(in_ring(f->m, 1, a, &v1));
+    assert_int_equal(v1, 1);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, &x, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:12", 1, 0, NULL, &b, NULL), 0);
+    assert_true(in_ring(f->m, 1, b, &v1));
+    assert_int_equal(v1, 3);
+    /* Open: a drain takes x out of ring 1, a remove too. */
+    assert_int_equal(r2_mgr_site_drain(f->m, x), 0);
+    assert_false(in_ring(f->m, 1, x, &v1));
+    assert_int_equal(v1, 4);
+    assert_int_equal(r2_mgr_site_remove(f->m, x), 0);
+    /* Open: a FAILED MDSL stays in ring 1 all the same. */
+    g_clock += 1000 * MS;
+    r2_mgr_tick(f->m);
+    assert_int_equal(state_of(f->m, a), XT_SITE_FAILED);
+    assert_true(in_ring(f->m, 1, a, &v1));
+    assert_int_equal(v1, 4);
+
+    /* The first MDS registers: frozen. */
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:20", 1, 0, NULL, &mds, NULL),
+                     0);
+    uint32_t late;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:13", 1, 0, NULL, &late, NULL),
+                     0);
+    assert_false(in_ring(f->m, 1, late, &v1b));
+    assert_int_equal(v1b, v1);
+    assert_int_equal(r2_mgr_site_drain(f->m, a), -EOPNOTSUPP);
+
+    /* Every MDS record removed: still frozen (ring 0 changed once). */
+    assert_int_equal(r2_mgr_site_remove(f->m, mds), 0);
+    uint32_t later;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:14", 1, 0, NULL, &later, NULL),
+                     0);
+    assert_false(in_ring(f->m, 1, later, NULL));
+    assert_int_equal(r2_mgr_site_remove(f->m, b), -EOPNOTSUPP);
+
+    /* A new leadership (state reloaded from the store): the same rules. */
+    fx_close(f);
+    fx_open(f);
+    lead(f);
+    assert_int_equal(r2_mgr_site_drain(f->m, b), -EOPNOTSUPP);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:15", 1, a, NULL, &x, NULL), 0);
+    assert_int_equal(x, a);
+    assert_int_equal(state_of(f->m, a), XT_SITE_UP);
+    assert_true(in_ring(f->m, 1, a, &v1b));
+    assert_true(in_ring(f->m, 1, b, NULL));
+    assert_int_equal(v1b, v1);
+    assert_int_equal(r2_mgr_site_drain(f->m, late), 0);
+    assert_int_equal(r2_mgr_site_remove(f->m, later), 0);
+}
+
+/* An MDS that registers before any MDSL (a race at bring-up) does not
+ * freeze an empty ring 1: it stores nothing yet, the first MDSL joins;
+ * from then on ring 1 is frozen. */
+static void test_ring1_empty_not_frozen(void **state)
+{
+    struct fixture *f = *state;
+    lead(f);
+    uint32_t mds, a, b;
+    uint64_t v1 = 0, v1b = 0;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:20", 1, 0, NULL, &mds, NULL),
+                     0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, &a, NULL), 0);
+    assert_true(in_ring(f->m, 1, a, &v1));
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, &b, NULL), 0);
+    assert_false(in_ring(f->m, 1, b, &v1b));
+    assert_int_equal(v1b, v1);
+    assert_int_equal(r2_mgr_site_drain(f->m, a), -EOPNOTSUPP);
+}
+
+/* Random histories (seeded; the seed is printed, R2_TEST_SEED replays one):
+ * MDSL and MDS register, re-register, beat, go silent, fail, come back,
+ * drain and remove. From the first MDS registration on, ring 1 is the same
+ * bytes after every step; ring 0 always holds exactly the MDS that are UP
+ * or TRANSIENT. */
+static void ring1_history(struct fixture *f, int *refused_out, int *kept_out_out)
+{
+    lead(f);
+    /* MDS may register only after this step: a long open part first. */
+    int first_mds = rand() % 120;
+    enum { MAXS = 96 };
+    uint32_t ids[MAXS];
+    int types[MAXS];
+    bool silent[MAXS];
+    size_t n = 0;
+    unsigned char *frozen = NULL;
+    size_t frozen_len = 0;
+    int refused = 0, kept_out = 0;
+    bool ever_mds = false; /* ring 0 changed once: r2_state_ring1_frozen */
+    for (int step = 0; step < 300; step++) {
+        int op = rand() % 10;
+        bool has;
+        struct xt_view v;
+        if ((op < 3 || n == 0) && n < MAXS) {
+            /* A new site; MDS rarely, so histories have a long open part. */
+            int type = step >= first_mds && rand() % 4 == 0 ? XT_SITE_MDS : XT_SITE_MDSL;
+            char addr[32];
+            snprintf(addr, sizeof addr, "127.0.0.1:%d", 100 + step);
+            assert_int_equal(r2_mgr_register(f->m, type, addr, 1, 0, NULL, &ids[n], NULL), 0);
+            types[n] = type;
+            silent[n] = false;
+            ever_mds |= type == XT_SITE_MDS;
+            if (type == XT_SITE_MDSL && frozen && !in_ring(f->m, 1, ids[n], NULL))
+                kept_out++;
+            n++;
+        } else if (op < 5) {
+            size_t k = (size_t)rand() % n;
+            silent[k] = !silent[k];
+        } else if (op < 6) {
+            size_t k = (size_t)rand() % n;
+            uint32_t again = 0;
+            int rc = r2_mgr_register(f->m, types[k], "127.0.0.1:99", 1, ids[k], NULL, &again,
+                                     NULL);
+            assert_int_equal(rc, 0);
+            if (state_of(f->m, ids[k]) != 0)
+                assert_int_equal(again, ids[k]);
+            ids[k] = again;
+            silent[k] = false;
+        } else if (op < 7) {
+            size_t k = (size_t)rand() % n;
+            bool ring1 = types[k] == XT_SITE_MDSL && in_ring(f->m, 1, ids[k], NULL);
+            int rc = rand() % 2 ? r2_mgr_site_drain(f->m, ids[k])
+                                : r2_mgr_site_remove(f->m, ids[k]);
+            if (rc == -EOPNOTSUPP) {
+                assert_true(ring1 && frozen);
+                refused++;
+            } else {
+                assert_true(rc == 0 || rc == -ENOENT);
+                assert_false(ring1 && frozen);
+            }
+        } else {
+            g_clock += (uint64_t)(rand() % 200) * MS;
+            for (size_t k = 0; k < n; k++)
+                if (!silent[k]) {
+                    int rc = r2_mgr_heartbeat(f->m, ids[k], 0, 0, NULL, 0, &has, &v);
+                    assert_true(rc == 0 || rc == -ENOENT);
+                    if (rc == 0)
+                        xt_view_free(&v);
+                }
+            r2_mgr_tick(f->m);
+        }
+        assert_int_equal(r2_mgr_get_view(f->m, 0, &has, &v), 0);
+        const struct xt_ring_blob *r1 = &v.rings[XT_RING_MDSL];
+        xt_ring *r0 = NULL, *r1r = NULL;
+        assert_int_equal(xt_ring_decode(r1->data, r1->len, &r1r), 0);
+        bool ring1_empty = xt_ring_nsites(r1r) == 0;
+        xt_ring_free(r1r);
+        assert_int_equal(xt_ring_decode(v.rings[XT_RING_MDS].data, v.rings[XT_RING_MDS].len, &r0),
+                         0);
+        for (size_t i = 0; i < v.nsites; i++) {
+            const struct xt_site *s = &v.sites[i];
+            if (s->type == XT_SITE_MDS)
+                assert_int_equal(xt_ring_has_site(r0, s->id) == 1,
+                                 s->state == XT_SITE_UP || s->state == XT_SITE_TRANSIENT);
+        }
+        xt_ring_free(r0);
+        if (frozen) {
+            assert_int_equal(r1->len, frozen_len);
+            assert_memory_equal(r1->data, frozen, frozen_len);
+        } else if (ever_mds && !ring1_empty) { /* an empty ring 1 stays open */
+            frozen = malloc(r1->len);
+            assert_non_null(frozen);
+            memcpy(frozen, r1->data, r1->len);
+            frozen_len = r1->len;
+        }
+        xt_view_free(&v);
+    }
+    assert_non_null(frozen);
+    free(frozen);
+    *refused_out += refused;
+    *kept_out_out += kept_out;
+}
+
+static void test_ring1_random(void **state)
+{
+    struct fixture *f = *state;
+    const char *env = getenv("R2_TEST_SEED");
+    unsigned seed = env ? (unsigned)strtoul(env, NULL, 0) : (unsigned)time(NULL);
+    print_message("ring 1 histories: seed %u (R2_TEST_SEED=%u replays)\n", seed, seed);
+    srand(seed);
+    int refused = 0, kept_out = 0;
+    for (int h = 0; h < 12; h++) {
+        ring1_history(f, &refused, &kept_out);
+        /* A fresh store for the next history. */
+        fx_close(f);
+        pom_rm_rf(f->dir);
+        assert_true(pom_tmpdir("r2mgr", f->dir, sizeof f->dir) >= 0);
+        fx_open(f);
+    }
+    print_message("ring 1 histories: 12 x 300 steps, %d drain/remove refused, %d MDSL kept "
+                  "out\n",
+                  refused, kept_out);
+    assert_true(refused > 0 && kept_out > 0);
 }
 
 /* ---- views ---------------------------------------------------------------------- */
@@ -467,6 +731,9 @@ int main(void)
         cmocka_unit_test(test_codecs),
         cmocka_unit_test(test_names),
         cmocka_unit_test_setup_teardown(test_states, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ring1_open_then_frozen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ring1_empty_not_frozen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ring1_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deltas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leadership, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
