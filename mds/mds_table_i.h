@@ -1,8 +1,8 @@
 /*
- * mds_table_i.h -- internals shared by mds_table.c (row operations, splits,
- * atomic batches) and mds_table_dist.c (what many MDS add: merges, the
- * repair at load, picks). Not for callers outside those two files; the
- * invariants are mds_table.h's.
+ * mds_table_i.h -- internals shared by mds_table.c (row operations,
+ * splits), mds_table_atomic.c (atomic batches) and mds_table_dist.c (what
+ * many MDS add: merges, the repair at load, picks). Not for callers
+ * outside those files; the invariants are mds_table.h's.
  */
 #ifndef MDS_TABLE_I_H
 #define MDS_TABLE_I_H
@@ -50,6 +50,16 @@ static inline void mds_table_note_bit(mds_table *t, struct mtab *m, uint32_t sli
     if (t->o.on_bit)
         t->o.on_bit(t->o.route_arg, m->fsid, m->table, slice, gen, owned, m->home);
 }
+
+/* -EINVAL unless 0 < len <= XT_NAME_MAX. */
+int mds_table_check_name(size_t len);
+/* Pin the slice of m that holds hash h (mds_table.c's slice_get): 0,
+ * -EREMOTE (another MDS owns it), -EAGAIN (not on its MDSL yet, or to be
+ * loaded again), a load error. The caller puts *e. */
+int mds_table_slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e);
+/* Split the slice holding h once, as an ordinary create would (own group,
+ * no other lock held), when it lacks room for `need` new names. */
+int mds_table_make_room(mds_table *t, struct mtab *m, uint64_t h, uint32_t need);
 
 /* The open table (fsid, table), or NULL: never opens one. */
 struct mtab *mds_table_tab_find(mds_table *t, uint32_t fsid, uint64_t table);
