@@ -8,7 +8,7 @@
  *   1. ensure_loaded(): this R2 leads and m->st is the store's state (a new
  *      leadership, or a write whose outcome is unknown, reloads it);
  *   2. the new records are built beside m->st (rings are changed on copies);
- *   3. txn_commit() writes them and /r2/view in one r2_store_multi;
+ *   3. r2_txn_commit() (r2_mgr_txn.c) writes them and /r2/view in one r2_store_multi;
  *   4. only on success are they installed into m->st, under m->mu.
  * So m->st never holds a change the store refused, and readers (under mu)
  * never wait for the store.
@@ -18,7 +18,6 @@
 #include "xt_bitmap.h"
 #include "xt_common.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,140 +33,6 @@ static uint64_t default_clock(void)
 static bool st_current(const r2_mgr *m)
 {
     return m->leader && m->st_valid && m->loaded_epoch == m->epoch && !m->need_reload;
-}
-
-/* ---- transactions ---------------------------------------------------------- */
-
-struct txn {
-    r2_store_op ops[R2_STORE_MULTI_MAX];
-    char keys[R2_STORE_MULTI_MAX][R2_KEY_LEN];
-    void *bufs[R2_STORE_MULTI_MAX]; /* owned */
-    size_t n;
-    uint8_t meta[R2_REC_META_SIZE];
-};
-
-/* Ops a transaction can hold besides /r2/view. */
-#define TXN_ROOM (R2_STORE_MULTI_MAX - 1)
-
-static void txn_free(struct txn *t)
-{
-    for (size_t i = 0; i < t->n; i++)
-        xt_free(t->bufs[i]);
-    t->n = 0;
-}
-
-/* Takes buf in every case. */
-static int txn_put(struct txn *t, const char *key, void *buf, size_t len)
-{
-    if (t->n >= TXN_ROOM) {
-        xt_free(buf);
-        return -E2BIG;
-    }
-    size_t i = t->n++;
-    snprintf(t->keys[i], R2_KEY_LEN, "%s", key);
-    t->ops[i] = (r2_store_op){ .type = R2_OP_PUT, .key = t->keys[i], .val = buf, .len = len,
-                               .expected = R2_VER_ANY };
-    t->bufs[i] = buf;
-    return 0;
-}
-
-static int txn_del(struct txn *t, const char *key)
-{
-    if (t->n >= TXN_ROOM)
-        return -E2BIG;
-    size_t i = t->n++;
-    snprintf(t->keys[i], R2_KEY_LEN, "%s", key);
-    t->ops[i] = (r2_store_op){ .type = R2_OP_DELETE, .key = t->keys[i], .expected = R2_VER_ANY };
-    t->bufs[i] = NULL;
-    return 0;
-}
-
-static int txn_site(struct txn *t, const struct xt_site *s)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    int rc = r2_rec_site_encode(s, &buf, &len);
-    if (rc < 0)
-        return rc;
-    char key[R2_KEY_LEN];
-    r2_rec_site_key(key, s->id);
-    return txn_put(t, key, buf, len);
-}
-
-static int txn_fs(struct txn *t, const struct xt_fs_info *f)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    int rc = r2_rec_fs_encode(f, &buf, &len);
-    if (rc < 0)
-        return rc;
-    char key[R2_KEY_LEN];
-    r2_rec_fs_key(key, f->fsid);
-    return txn_put(t, key, buf, len);
-}
-
-static int txn_ring(struct txn *t, const xt_ring *r)
-{
-    size_t n = xt_ring_encoded_size(r);
-    void *buf = xt_malloc(n);
-    if (!buf)
-        return -ENOMEM;
-    long w = xt_ring_encode(r, buf, n);
-    if (w < 0) {
-        xt_free(buf);
-        return (int)w;
-    }
-    char key[R2_KEY_LEN];
-    r2_rec_ring_key(key, xt_ring_id(r));
-    return txn_put(t, key, buf, (size_t)w);
-}
-
-/* REQUIRES: m->wmu, m->st loaded. Writes t with /r2/view: a new view version
- * marking `sections` changed, or (sections 0) only a check that nobody else
- * wrote. On success m->st.meta is the new meta. On failure the outcome may
- * be unknown (-ETIMEDOUT), so the state is reloaded before the next change;
- * a compare-and-set lost to another R2 returns -EREMOTE. */
-static int txn_commit(r2_mgr *m, struct txn *t, int sections)
-{
-    struct r2_rec_meta meta = m->st.meta;
-    size_t vi = t->n;
-    assert(vi < R2_STORE_MULTI_MAX);
-    if (sections) {
-        meta.version++;
-        if (sections & XT_VIEW_SITES)
-            meta.sites_ver = meta.version;
-        if (sections & XT_VIEW_RINGS)
-            meta.rings_ver = meta.version;
-        if (sections & XT_VIEW_FS)
-            meta.fs_ver = meta.version;
-        r2_rec_meta_encode(&meta, t->meta);
-        t->ops[vi] = (r2_store_op){ .type = R2_OP_PUT, .key = R2_KEY_VIEW, .val = t->meta,
-                                    .len = sizeof t->meta, .expected = m->st.meta_sv };
-    } else {
-        t->ops[vi] = (r2_store_op){ .type = R2_OP_CHECK, .key = R2_KEY_VIEW,
-                                    .expected = m->st.meta_sv };
-    }
-    int64_t nv[R2_STORE_MULTI_MAX];
-    size_t failed = 0;
-    int rc = r2_store_multi(m->store, t->ops, vi + 1, nv, &failed);
-    if (rc < 0) {
-        pthread_mutex_lock(&m->mu);
-        m->need_reload = true;
-        pthread_mutex_unlock(&m->mu);
-        if (failed == vi && (rc == -ESTALE || rc == -EEXIST || rc == -ENOENT)) {
-            XT_WARN("another R2 changed the state (%s): not leading", strerror(-rc));
-            return -EREMOTE;
-        }
-        XT_WARN("state store write failed: %s", strerror(-rc));
-        return rc;
-    }
-    if (sections) {
-        pthread_mutex_lock(&m->mu);
-        m->st.meta = meta;
-        m->st.meta_sv = nv[vi];
-        pthread_mutex_unlock(&m->mu);
-    }
-    return 0;
 }
 
 /* ---- leadership and loading -------------------------------------------------- */
@@ -347,7 +212,7 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
     const struct r2_site_ent *old = prev_id ? r2_state_site(&m->st, prev_id) : NULL;
     if (old && old->s.type != type)
         old = NULL; /* another site's id: this one gets a new id */
-    struct txn t = { .n = 0 };
+    struct r2_txn t = { .n = 0 };
     xt_ring *nr = NULL;
     struct xt_site s;
     if (fs_name[0] && !r2_state_fs_by_name(&m->st, fs_name)) {
@@ -389,12 +254,12 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
         s.uuid_hi = s.uuid_lo + m->uuid_range;
     }
     bool kept_out = false;
-    if ((rc = txn_site(&t, &s)) < 0)
+    if ((rc = r2_txn_site(&t, &s)) < 0)
         goto out;
     if (r2_state_in_ring(&s) &&
-        ((rc = ring_join(m, &s, &nr, &kept_out)) < 0 || (nr && (rc = txn_ring(&t, nr)) < 0)))
+        ((rc = ring_join(m, &s, &nr, &kept_out)) < 0 || (nr && (rc = r2_txn_ring(&t, nr)) < 0)))
         goto out;
-    rc = txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0) |
+    rc = r2_txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0) |
                                (old && old->s.fs_name[0] ? XT_VIEW_FS : 0));
     if (rc < 0)
         goto out;
@@ -429,7 +294,7 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
     }
 out:
     xt_ring_free(nr);
-    txn_free(&t);
+    r2_txn_free(&t);
     end(m);
     return rc;
 }
@@ -495,7 +360,7 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
         xt_free(ctr);
         return rc;
     }
-    struct txn t = { .n = 0 };
+    struct r2_txn t = { .n = 0 };
     xt_ring *nr = NULL;
     pthread_mutex_lock(&m->mu);
     struct r2_site_ent *e = r2_state_site(&m->st, site_id);
@@ -512,10 +377,10 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
     if (s.state == XT_SITE_TRANSIENT || s.state == XT_SITE_FAILED) {
         int was = s.state;
         s.state = XT_SITE_UP;
-        if ((rc = txn_site(&t, &s)) < 0 ||
+        if ((rc = r2_txn_site(&t, &s)) < 0 ||
             (rc = ring_join(m, &s, &nr, NULL)) < 0 ||
-            (nr && (rc = txn_ring(&t, nr)) < 0) ||
-            (rc = txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
+            (nr && (rc = r2_txn_ring(&t, nr)) < 0) ||
+            (rc = r2_txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
             goto out;
         pthread_mutex_lock(&m->mu);
         e = r2_state_site(&m->st, site_id);
@@ -533,7 +398,7 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
     pthread_mutex_unlock(&m->mu);
 out:
     xt_ring_free(nr);
-    txn_free(&t);
+    r2_txn_free(&t);
     end(m);
     xt_free(ctr);
     return rc;
@@ -599,25 +464,25 @@ static void flush_counters(r2_mgr *m, uint64_t now)
     pthread_mutex_unlock(&m->mu);
     if (!dirty || nfs == 0)
         return;
-    for (size_t base = 0; base < nfs; base += TXN_ROOM) {
-        struct txn t = { .n = 0 };
+    for (size_t base = 0; base < nfs; base += R2_TXN_ROOM) {
+        struct r2_txn t = { .n = 0 };
         int rc = 0;
-        uint64_t files[TXN_ROOM], bytes[TXN_ROOM];
+        uint64_t files[R2_TXN_ROOM], bytes[R2_TXN_ROOM];
         size_t k = 0;
-        for (size_t i = base; i < nfs && k < TXN_ROOM && rc == 0; i++, k++) {
+        for (size_t i = base; i < nfs && k < R2_TXN_ROOM && rc == 0; i++, k++) {
             struct xt_fs_info f;
             pthread_mutex_lock(&m->mu);
             rc = r2_state_fs_copy(&m->st, &m->st.fs[i], &f);
             pthread_mutex_unlock(&m->mu);
             if (rc == 0)
-                rc = txn_fs(&t, &f);
+                rc = r2_txn_fs(&t, &f);
             files[k] = f.files;
             bytes[k] = f.bytes;
             xt_free(f.root_bitmap);
         }
         if (rc == 0)
-            rc = txn_commit(m, &t, 0);
-        txn_free(&t);
+            rc = r2_txn_commit(m, &t, 0);
+        r2_txn_free(&t);
         if (rc < 0)
             return;
         pthread_mutex_lock(&m->mu);
@@ -641,7 +506,7 @@ void r2_mgr_tick(r2_mgr *m)
         return;
     uint64_t now = m->clock();
     /* Room for the site records and both rings. */
-    struct change ch[TXN_ROOM - 2];
+    struct change ch[R2_TXN_ROOM - 2];
     size_t nch = 0;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < m->st.nsites && nch < XT_ARRAY_SIZE(ch); i++) {
@@ -665,13 +530,13 @@ void r2_mgr_tick(r2_mgr *m)
         end(m);
         return;
     }
-    struct txn t = { .n = 0 };
+    struct r2_txn t = { .n = 0 };
     xt_ring *nr[2] = { NULL, NULL };
     int rc = 0, sections = 0;
     for (size_t i = 0; i < nch && rc == 0; i++) {
         struct xt_site *s = &ch[i].s;
         sections |= site_sections(s);
-        rc = txn_site(&t, s);
+        rc = r2_txn_site(&t, s);
         int r = r2_state_ring_of(s->type);
         /* Only ring 0 follows failures: an MDS's slices reload from the
          * MDSL anywhere, an MDSL's slices are on its disk and wait for it. */
@@ -687,11 +552,11 @@ void r2_mgr_tick(r2_mgr *m)
     }
     for (int r = 0; r < 2 && rc == 0; r++)
         if (nr[r]) {
-            rc = txn_ring(&t, nr[r]);
+            rc = r2_txn_ring(&t, nr[r]);
             sections |= XT_VIEW_RINGS;
         }
     if (rc == 0)
-        rc = txn_commit(m, &t, sections);
+        rc = r2_txn_commit(m, &t, sections);
     if (rc == 0) {
         pthread_mutex_lock(&m->mu);
         for (size_t i = 0; i < nch; i++) {
@@ -718,7 +583,7 @@ void r2_mgr_tick(r2_mgr *m)
     }
     xt_ring_free(nr[0]);
     xt_ring_free(nr[1]);
-    txn_free(&t);
+    r2_txn_free(&t);
     flush_counters(m, now);
     end(m);
 }
@@ -731,7 +596,7 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
     int rc = begin(m);
     if (rc < 0)
         return rc;
-    struct txn t = { .n = 0 };
+    struct r2_txn t = { .n = 0 };
     xt_ring *nr = NULL;
     const struct r2_site_ent *e = r2_state_site(&m->st, site_id);
     if (!e) {
@@ -755,13 +620,13 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
         goto out;
     }
     if ((rc = ring_change(m, r2_state_ring_of(s.type), s.id, false, &nr)) < 0 ||
-        (nr && (rc = txn_ring(&t, nr)) < 0))
+        (nr && (rc = r2_txn_ring(&t, nr)) < 0))
         goto out;
     char key[R2_KEY_LEN];
     r2_rec_site_key(key, s.id);
     s.state = XT_SITE_DRAINING;
-    if ((rc = remove ? txn_del(&t, key) : txn_site(&t, &s)) < 0 ||
-        (rc = txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
+    if ((rc = remove ? r2_txn_del(&t, key) : r2_txn_site(&t, &s)) < 0 ||
+        (rc = r2_txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
         goto out;
     pthread_mutex_lock(&m->mu);
     if (remove)
@@ -777,7 +642,7 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
             remove ? "removed" : "draining");
 out:
     xt_ring_free(nr);
-    txn_free(&t);
+    r2_txn_free(&t);
     end(m);
     return rc;
 }
@@ -801,7 +666,7 @@ int r2_mgr_alloc_uuids(r2_mgr *m, uint32_t site_id, uint64_t count, uint64_t *lo
     int rc = begin(m);
     if (rc < 0)
         return rc;
-    struct txn t = { .n = 0 };
+    struct r2_txn t = { .n = 0 };
     const struct r2_site_ent *e = r2_state_site(&m->st, site_id);
     if (!e || e->s.type != XT_SITE_MDS) {
         rc = e ? -EINVAL : -ENOENT;
@@ -816,7 +681,7 @@ int r2_mgr_alloc_uuids(r2_mgr *m, uint32_t site_id, uint64_t count, uint64_t *lo
     struct xt_site s = e->s;
     s.uuid_lo = first * m->uuid_range;
     s.uuid_hi = (first + n) * m->uuid_range;
-    if ((rc = txn_site(&t, &s)) < 0 || (rc = txn_commit(m, &t, XT_VIEW_SITES)) < 0)
+    if ((rc = r2_txn_site(&t, &s)) < 0 || (rc = r2_txn_commit(m, &t, XT_VIEW_SITES)) < 0)
         goto out;
     pthread_mutex_lock(&m->mu);
     struct r2_site_ent *w = r2_state_site(&m->st, site_id);
@@ -826,7 +691,7 @@ int r2_mgr_alloc_uuids(r2_mgr *m, uint32_t site_id, uint64_t count, uint64_t *lo
     *lo = s.uuid_lo;
     *hi = s.uuid_hi;
 out:
-    txn_free(&t);
+    r2_txn_free(&t);
     end(m);
     return rc;
 }
@@ -847,7 +712,7 @@ int r2_mgr_fs_create(r2_mgr *m, const char *name, const char *backend, const cha
     int rc = begin(m);
     if (rc < 0)
         return rc;
-    struct txn t = { .n = 0 };
+    struct r2_txn t = { .n = 0 };
     struct xt_fs_info f;
     memset(&f, 0, sizeof f);
     if (r2_state_fs_by_name(&m->st, name)) {
@@ -884,7 +749,7 @@ int r2_mgr_fs_create(r2_mgr *m, const char *name, const char *backend, const cha
         goto out;
     }
     f.root_bitmap_len = (uint32_t)w;
-    if ((rc = txn_fs(&t, &f)) < 0 || (rc = txn_commit(m, &t, XT_VIEW_FS)) < 0)
+    if ((rc = r2_txn_fs(&t, &f)) < 0 || (rc = r2_txn_commit(m, &t, XT_VIEW_FS)) < 0)
         goto out;
     pthread_mutex_lock(&m->mu);
     rc = r2_state_fs_insert(&m->st, &f);
@@ -900,7 +765,7 @@ int r2_mgr_fs_create(r2_mgr *m, const char *name, const char *backend, const cha
             path[0] ? " " : "", path);
 out:
     xt_free(f.root_bitmap);
-    txn_free(&t);
+    r2_txn_free(&t);
     end(m);
     return rc;
 }
@@ -944,7 +809,7 @@ int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force)
     int rc = begin(m);
     if (rc < 0)
         return rc;
-    struct txn t = { .n = 0 };
+    struct r2_txn t = { .n = 0 };
     const struct xt_fs_info *f = r2_state_fs_by_name(&m->st, name);
     uint32_t mounts = f ? r2_state_mounts(&m->st, name) : 0;
     if (!f)
@@ -956,7 +821,7 @@ int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force)
     uint32_t fsid = f->fsid;
     char key[R2_KEY_LEN];
     r2_rec_fs_key(key, fsid);
-    if ((rc = txn_del(&t, key)) < 0 || (rc = txn_commit(m, &t, XT_VIEW_FS)) < 0)
+    if ((rc = r2_txn_del(&t, key)) < 0 || (rc = r2_txn_commit(m, &t, XT_VIEW_FS)) < 0)
         goto out;
     pthread_mutex_lock(&m->mu);
     r2_state_fs_erase(&m->st, fsid);
@@ -964,7 +829,7 @@ int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force)
     XT_INFO("fs %s (fsid %u) dropped%s", name, fsid,
             mounts ? " while mounted (forced)" : "");
 out:
-    txn_free(&t);
+    r2_txn_free(&t);
     end(m);
     return rc;
 }

@@ -61,6 +61,35 @@ struct r2_mgr {
     bool has_thread;
 };
 
+/* ---- r2_mgr_txn.c: one change of state, written with the view ----------- */
+
+/* Ops a transaction can hold besides /r2/view. */
+#define R2_TXN_ROOM (R2_STORE_MULTI_MAX - 1)
+
+/* Records staged for one r2_store_multi; starts zeroed, r2_txn_free after. */
+struct r2_txn {
+    r2_store_op ops[R2_STORE_MULTI_MAX];
+    char keys[R2_STORE_MULTI_MAX][R2_KEY_LEN];
+    void *bufs[R2_STORE_MULTI_MAX]; /* owned */
+    size_t n;
+    uint8_t meta[R2_REC_META_SIZE];
+};
+
+void r2_txn_free(struct r2_txn *t);
+/* Stage a put of key (buf taken in every case, freed by r2_txn_free) or a
+ * delete; a site, fs or ring record encoded. 0, -ENOSPC (full), -ENOMEM. */
+int r2_txn_put(struct r2_txn *t, const char *key, void *buf, size_t len);
+int r2_txn_del(struct r2_txn *t, const char *key);
+int r2_txn_site(struct r2_txn *t, const struct xt_site *s);
+int r2_txn_fs(struct r2_txn *t, const struct xt_fs_info *f);
+int r2_txn_ring(struct r2_txn *t, const xt_ring *r);
+/* REQUIRES: m->wmu, m->st loaded. Writes t with /r2/view: a new view
+ * version marking `sections` changed, or (sections 0) only a check that
+ * nobody else wrote. On success m->st.meta is the new meta. On failure
+ * the outcome may be unknown (-ETIMEDOUT), so the state is reloaded before
+ * the next change; a compare-and-set lost to another R2 returns -EREMOTE. */
+int r2_txn_commit(r2_mgr *m, struct r2_txn *t, int sections);
+
 /* ---- r2_mgr_state.c ------------------------------------------------------- */
 
 void r2_state_clear(struct r2_state *st);
