@@ -27,17 +27,7 @@ SCALE=${POM_TEST_SCALE:-1}
 N=${DIST_N:-$((200000 * SCALE))}
 NMDS=${DIST_NMDS:-4}   # DIST_NMDS=1: the same run on one MDS (numbers only)
 SPLIT=${DIST_SPLIT:-2048}
-T=$(mktemp -d "${TMPDIR:-/tmp}/dist_mds.XXXXXX")
-PIDS=""
-
-cleanup() {
-    local p
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    PIDS=""
-}
-final() { cleanup; [ -n "${DIST_KEEP:-}" ] && echo "kept $T" || rm -rf "$T"; }
-trap final EXIT
-trap 'exit 1' TERM INT HUP
+pid_folder dist_mds DIST_KEEP
 
 # The last "dist:" line of an MDS log, as "key value" pairs on one line.
 dist_line() { grep -a 'dist: site' "$1" | tail -1 | sed 's/.*dist: //'; }
@@ -155,7 +145,7 @@ run() {
         sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/driver.err" || fail=1
     echo "$gossip $loops $fwall $rqall $lp3 $fw3" >"$T/run-$gossip.txt"
     grep -a "creates_per_s" "$D/driver.out" | awk '{print $3}' >"$T/cps-$gossip.txt"
-    cleanup
+    kill_pids
     return $fail
 }
 

@@ -32,17 +32,7 @@ export TZ=UTC LC_ALL=C
 SCALE=${POM_TEST_SCALE:-1}
 N=${DIST_N:-$((200000 * SCALE))}
 SPLIT=${DIST_SPLIT:-2048}
-T=$(mktemp -d "${TMPDIR:-/tmp}/dist_scale.XXXXXX")
-PIDS=""
-
-cleanup() {
-    local p
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    PIDS=""
-}
-final() { cleanup; [ -n "${DIST_KEEP:-}" ] && echo "kept $T" || rm -rf "$T"; }
-trap final EXIT
-trap 'exit 1' TERM INT HUP
+pid_folder dist_scale DIST_KEEP
 
 dist_line() { grep -a 'dist: site' "$1" | tail -1 | sed 's/.*dist: //'; }
 field() { # line key

@@ -27,17 +27,7 @@ POMCTL=$(realpath "$4"); DRIVER=$(realpath "$5")
 export TZ=UTC LC_ALL=C
 DIRS=${RING1_DIRS:-10}
 FILES=${RING1_FILES:-300}
-T=$(mktemp -d "${TMPDIR:-/tmp}/ring1.XXXXXX")
-PIDS=""
-
-cleanup() {
-    local p
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-    PIDS=""
-}
-final() { cleanup; [ -n "${RING1_KEEP:-}" ] && echo "kept $T" || rm -rf "$T"; }
-trap final EXIT
-trap 'exit 1' TERM INT HUP
+pid_folder ring1 RING1_KEEP
 stamp() { echo "[$(date +%T)] $*"; }
 
 D=$T/c

@@ -36,6 +36,26 @@ within() {
     done
     PASS=$((PASS+1))
 }
+# pid_folder NAME KEEPVAR: T = a new folder ${TMPDIR:-/tmp}/NAME.XXXXXX and
+# an empty PIDS. Every pid appended to PIDS is SIGKILLed and reaped by
+# kill_pids, which also runs at exit; T is then removed unless $KEEPVAR is
+# set (it says "kept T"). TERM/INT/HUP exit 1 (so the exit trap runs).
+pid_folder() {
+    T=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+    PIDS=""
+    PID_FOLDER_KEEP=$2
+    trap pid_folder_exit EXIT
+    trap 'exit 1' TERM INT HUP
+}
+kill_pids() {
+    local p
+    for p in $PIDS; do kill -9 "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    PIDS=""
+}
+pid_folder_exit() {
+    kill_pids
+    if [ -n "${!PID_FOLDER_KEEP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
+}
 # wait_registered DIR: a daemon started with --r2 and --dir DIR has
 # registered (DIR/site_id written; 30 s at most). Start every MDSL of a
 # cluster this way before its first MDS: once an MDS registered, R2 keeps
