@@ -67,11 +67,11 @@ int mds_table_repair(mds_table *t, struct mtab *m, uint32_t idx, unsigned depth)
     if (rc > 0) {
         XT_WARN("table: fs %u table %llu: slice %u at depth %u: %d bits repaired", m->fsid,
                 (unsigned long long)m->table, idx, depth, rc);
-        for (unsigned k = 0; k < depth && k < 32; k++)
+        for (unsigned k = 0; k < depth && k < 32; k++) {
+            uint32_t sib = idx + (UINT32_C(1) << k);
             if ((uint64_t)idx < (UINT64_C(1) << k))
-                mds_table_note_bit(t, m, idx + (UINT32_C(1) << k), 0,
-                                   mds_table_owns(t, m->fsid, m->table,
-                                                  idx + (UINT32_C(1) << k)));
+                mds_table_note_bit(t, m, sib, 0, mds_table_owns(t, m->fsid, m->table, sib));
+        }
     }
     return rc;
 }
