@@ -342,8 +342,9 @@ int pom_sync_call(pom_fs *fs)
     return rc;
 }
 
-/* The stage-1 gap (docs/mds-dist.md): when the rows of an atomic batch are
- * not all at one MDS (-EXDEV), its ops run one by one, in order, with no
+/* When an MDS cannot run a batch whose rows sit at several MDS (it
+ * answers -EXDEV: a row too big for a pending row's pre-image, or an MDS
+ * without transactions), its ops run one by one, in order, with no
  * atomicity; a failing op stops the rest (*failed its index). In-batch
  * semantics are kept per op: a LOOKUP is a check (version/uuid compared
  * here), a CREATE with XT_F_IF_VER/XT_F_IF_UUID replaces only a row
@@ -396,21 +397,9 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
         reqs[i].t.slice_hint = -1;
     }
     /* The batch goes to the owner of its first op (decision 7 of
-     * docs/mds-dist.md); an MDS that does not own every row says -EXDEV.
-     * When this client's bitmaps already place the rows at different MDS,
-     * the doomed round trip is skipped (a stale bitmap only costs the
-     * -EXDEV, or the fallback where the batch could have been atomic). */
+     * docs/mds-dist.md), which coordinates it when other MDS own some of
+     * its rows (docs/mds-xact.md). */
     uint64_t h = n ? xt_hash_name(reqs[0].name, reqs[0].name_len) : 0;
-    if (pom_route_many(fs->route)) {
-        xt_rpc_pool *p0, *pi;
-        int32_t hint;
-        struct pom_mds *m0 = pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint, &p0);
-        for (size_t i = 1; i < n; i++) {
-            uint64_t hi = xt_hash_name(reqs[i].name, reqs[i].name_len);
-            if (pom_route_pick(fs->route, fs->fsid, reqs[i].t.table, hi, &hint, &pi) != m0)
-                return batch_fallback(fs, reqs, n, failed, retried);
-        }
-    }
     for (;;) {
         memset(resps, 0, sizeof resps);
         xt_rpc_pool *pool = NULL;
@@ -422,8 +411,15 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
         int rc = m ? xt_mds_batch_atomic(pool, &call, reqs, n, resps, failed) : -EHOSTUNREACH;
         if (!m)
             *failed = SIZE_MAX;
-        if (rc == 0)
-            note_epoch(fs, m, resps[0].epoch, true);
+        if (rc == 0) {
+            /* A coordinated batch was decided at its first row's owner
+             * (epoch_site), which holds the decision: track its epoch. */
+            struct pom_mds *at = m;
+            if (resps[0].epoch_site && resps[0].epoch_site != m->id)
+                at = pom_route_find(fs->route, resps[0].epoch_site);
+            if (at)
+                note_epoch(fs, at, resps[0].epoch, true);
+        }
         for (size_t i = 0; i < n; i++)
             xt_resp_free(&resps[i]);
         if (rc == -EXDEV)

@@ -22,6 +22,11 @@
  *  (4) A change creates the row only with XT_F_EXCL and changes it only by
  *      update, so a row's version counts every change since its creation
  *      and conditional calls see no ABA on a live key.
+ *  (5) A key starting with the bytes 00 FF is refused (-EINVAL): such row
+ *      names are the MDS's system rows (xt_hash.h, docs/mds-xact.md), which
+ *      the MDS refuses to clients anyway and never lists to them. Either
+ *      key form keeps the key's first bytes, so one check covers both. List
+ *      and search prefixes are not checked: they just never match one.
  */
 #include "pom_client_i.h"
 #include "xt_hash.h"
@@ -50,9 +55,10 @@ struct kv_name {
     uint32_t len;
 };
 
+/* Every call taking a key checks it here (invariant 5). */
 static int key_check(const void *key, size_t klen)
 {
-    if (!key || klen == 0)
+    if (!key || klen == 0 || xt_hash_is_sys(key, klen))
         return -EINVAL;
     return klen > POM_KV_KEY_MAX ? -ENAMETOOLONG : 0;
 }

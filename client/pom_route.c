@@ -331,11 +331,3 @@ int pom_route_state(pom_route *r, const struct pom_mds *m)
     pthread_rwlock_unlock(&r->lk);
     return st;
 }
-
-bool pom_route_many(pom_route *r)
-{
-    pthread_rwlock_rdlock(&r->lk);
-    bool many = r->ring && xt_ring_nsites(r->ring) > 1;
-    pthread_rwlock_unlock(&r->lk);
-    return many;
-}

@@ -89,7 +89,5 @@ size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, in
 struct pom_mds *pom_route_find(pom_route *r, uint32_t id);
 /* The site state of m now (invariant 5). */
 int pom_route_state(pom_route *r, const struct pom_mds *m);
-/* Whether more than one MDS serves (then atomic batches may answer -EXDEV). */
-bool pom_route_many(pom_route *r);
 
 #endif /* POM_ROUTE_H */

@@ -200,7 +200,8 @@ static void pin_locked(mds_cache *c, struct mds_cent *e)
 static void measure(mds_cache *c, struct mds_cent *e)
 {
     size_t nb = sizeof *e + xt_slice_mem_bytes(e->slice) + e->cm.snap_len;
-    size_t nr = xt_slice_count(e->slice);
+    /* Users' rows: system rows (transaction state) are not counted. */
+    size_t nr = xt_slice_count(e->slice) - xt_slice_sys_count(e->slice);
     atomic_fetch_add(&c->bytes, nb - e->bytes);  /* modular arithmetic */
     atomic_fetch_add(&c->rows, nr - e->rows);
     e->bytes = nb;

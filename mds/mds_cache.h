@@ -25,7 +25,8 @@
  *      the commit group closes early, its commit unpins the dirty slices,
  *      and the next put evicts them. That is how eviction "writes back".
  *  (5) bytes/rows of the info are the sum of each entry's last measurement
- *      (at load, add and mds_cache_resize).
+ *      (at load, add and mds_cache_resize); rows leaves out system rows
+ *      (xt_slice_sys_count: transaction state, not users' rows).
  *  (6) Many MDS (docs/mds-dist.md, stage 2): every load first calls
  *      opts.before_load, which asks the MDS that may still hold the slice
  *      to write it back and let it go. A load it "fences" (an earlier

@@ -34,6 +34,7 @@
 #include "mds_stats.h"
 #include "mds_store_rpc.h"
 #include "mds_table.h"
+#include "mds_xact.h"
 
 #include "xt_common.h"
 #include "xt_daemon.h"
@@ -365,6 +366,7 @@ int main(int argc, char **argv)
     xt_rpc_server *srv = NULL;
     r2_agent *agent = NULL;
     mds_route *route = NULL;
+    mds_xact *xact = NULL;
     struct view_arg va = { NULL, NULL };
     uint32_t sites[MAX_MDSL];
     if (!ring || !stats || mds_store_rpc_new(10000, &rpc)) {
@@ -482,7 +484,22 @@ int main(int argc, char **argv)
         XT_ERR("cannot start the routing thread: %s", strerror(-rc));
         goto out;
     }
-    struct mds_service svc = { .table = table, .group = group, .stats = stats, .route = route };
+    if (route) {
+        /* Atomic batches across MDS (docs/mds-xact.md). The resolver's
+         * delay is an environment knob for the fault tests. */
+        struct mds_group_info gi;
+        mds_group_info(group, &gi);
+        const char *rms = getenv("POM_MDS_XACT_RESOLVE_MS");
+        struct mds_xact_opts xo = { .table = table, .group = group, .cache = cache,
+                                    .route = route, .stats = stats, .epoch = gi.epoch,
+                                    .resolve_ms = rms ? (unsigned)atoi(rms) : 0 };
+        if ((rc = mds_xact_new(&xo, &xact))) {
+            XT_ERR("cannot create the transaction layer: %s", strerror(-rc));
+            goto out;
+        }
+    }
+    struct mds_service svc = { .table = table, .group = group, .stats = stats, .route = route,
+                               .xact = xact };
     /* Forwarding blocks a server thread on another MDS, which may be
      * forwarding back: extra workers keep two MDS forwarding to each other
      * from exhausting both pools (the hop limit and timeouts bound it). */
@@ -490,6 +507,10 @@ int main(int argc, char **argv)
                                      .workers = route ? 4 * (int)threads : 0 };
     if ((rc = mds_service_start(&svc, &ro, &srv))) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
+        goto out;
+    }
+    if (xact && (rc = mds_xact_start(xact))) {
+        XT_ERR("cannot start the transaction thread: %s", strerror(-rc));
         goto out;
     }
     int bound = xt_rpc_server_port(srv);
@@ -512,6 +533,7 @@ int main(int argc, char **argv)
 out:
     r2_agent_stop(agent);
     xt_rpc_server_stop(srv);
+    mds_xact_free(xact); /* its thread calls the (stopped) service's handlers */
     mds_route_free(route); /* its thread uses the table, group and cache */
     mds_table_free(table);
     if (group)

@@ -20,14 +20,20 @@
  * routing. A request that would pass MDS_HOPS_MAX hops answers -ELOOP.
  * The answering MDS attaches its bitmap when the request was forwarded or
  * the client's slice_hint was not the slice that served it. An atomic
- * batch touching a slice owned elsewhere answers -EXDEV (the client runs
- * its ops one by one: the stage-1 gap).
+ * batch touching a slice owned elsewhere is coordinated here (mds_xact.h,
+ * docs/mds-xact.md); without transactions it answers -EXDEV (the client
+ * runs its ops one by one).
  *
  * An XT_BATCH_ATOMIC batch becomes one mds_table_atomic call (all rows or
  * none, in one commit group; docs/mds-commit.md "Atomic batches"): CREATE
  * -> MDS_AOP_CREATE (with XT_F_IF_VER a replace of the row at that
  * version), LOOKUP -> MDS_AOP_CHECK, UPDATE and DELETE as the single ops
  * do them.
+ *
+ * System rows (names starting 00 FF, xt_hash.h, docs/mds-xact.md) hold
+ * transaction state: a request naming one answers -EINVAL unless it carries
+ * XT_F_SYS (MDS-to-MDS calls only), and lists return them only with
+ * XT_F_SYS (read by pomctl fsck, which counts and checks them).
  */
 #include "mds_service.h"
 
@@ -66,6 +72,18 @@ static int filter_cols(const uint8_t *row, size_t len, const uint16_t *cols, uin
             if (v.groups[i].id == cols[j])
                 keep.groups[keep.ngroups++] = v.groups[i];
     return xt_row_encode_alloc(&keep, out, out_len);
+}
+
+/* -EINVAL when req names a system row without XT_F_SYS: only the MDS
+ * write them. Logged at DBG: any client can send such a name. */
+static int sys_check(const struct xt_req *req)
+{
+    if (!xt_hash_is_sys(req->name, req->name_len) || (req->flags & XT_F_SYS))
+        return 0;
+    XT_DBG("mds: refused op %d on a system row name (%u bytes) of fs %u table %llu "
+           "without XT_F_SYS", req->op, req->name_len, req->t.fsid,
+           (unsigned long long)req->t.table);
+    return -EINVAL;
 }
 
 static int maybe_sync(struct mds_service *svc, const struct xt_req *req, uint64_t gen)
@@ -319,7 +337,9 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
     struct mds_service *svc = ctx;
     uint64_t t0 = xt_mono_ns(), gen = 0;
     merge_fwd(svc, rc_ctx, &req->t, req->fwd_bitmap, req->fwd_bitmap_len);
-    int rc;
+    int rc = sys_check(req);
+    if (rc < 0)
+        return rc;
     enum mds_op op;
     switch (req->op) {
     case XT_OP_CREATE:
@@ -330,6 +350,11 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
         op = MDS_OP_LOOKUP;
         uint8_t *row;
         size_t len;
+        /* A synced lookup of a pending row settles it first (mds_xact_settle). */
+        if (svc->xact && (req->flags & (XT_F_SYS | XT_F_SYNC)) == (XT_F_SYS | XT_F_SYNC) &&
+            (rc = mds_xact_settle(svc->xact, req->t.fsid, req->t.table, req->name,
+                                  req->name_len)) < 0 && rc != -EREMOTE)
+            break;
         rc = mds_table_lookup(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
                               &row, &len);
         if (rc == 0) {
@@ -407,6 +432,10 @@ static int list_cb(void *arg, const xt_slice_entry *e)
 {
     struct list_arg *la = arg;
     const struct xt_list_req *req = la->req;
+    /* Transaction state, not an entry (it still counts in max); only an
+     * XT_F_SYS list (another MDS, pomctl fsck) sees it. */
+    if (!(req->flags & XT_F_SYS) && xt_hash_is_sys(e->name, e->name_len))
+        return 0;
     /* The search predicate runs here, at the storage edge: only matching
      * rows travel. */
     if (req->substr && req->substr_len &&
@@ -558,40 +587,71 @@ static int atomic_run(struct mds_service *svc, const struct mds_aop *ops, size_t
     return rc;
 }
 
-static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *reqs,
-                            size_t n, struct xt_resp *resps, size_t *failed)
+/* reqs[0..n) and the table ops extra[0..nextra) as one atomic batch here,
+ * never coordinated (mds_xact_io.batch). */
+static int batch_here(void *ctx, const struct xt_req *reqs, size_t n,
+                      const struct mds_aop *extra, size_t nextra, struct xt_resp *resps,
+                      size_t *failed, uint64_t *gen)
 {
-    (void)rc_ctx;
     struct mds_service *svc = ctx;
-    uint64_t t0 = xt_mono_ns();
     struct mds_aop ops[MDS_ATOMIC_MAX];
     struct upd_arg ua[MDS_ATOMIC_MAX];
     uint8_t *enc[MDS_ATOMIC_MAX] = { 0 };
     *failed = 0;
-    if (n == 0 || n > MDS_ATOMIC_MAX)
+    *gen = 0;
+    if (n == 0 || n + nextra > MDS_ATOMIC_MAX)
         return -EINVAL;
     int rc = 0;
     bool sync = false;
     for (size_t i = 0; i < n && rc == 0; i++) {
         *failed = i;
-        rc = to_aop(&reqs[i], &ua[i], &ops[i], &enc[i]);
+        rc = sys_check(&reqs[i]);
+        if (rc == 0)
+            rc = to_aop(&reqs[i], &ua[i], &ops[i], &enc[i]);
         sync = sync || (reqs[i].flags & XT_F_SYNC);
     }
-    uint64_t gen = 0;
+    for (size_t i = 0; i < nextra; i++)
+        ops[n + i] = extra[i];
     if (rc == 0)
-        rc = atomic_run(svc, ops, n, failed, &gen);
+        rc = atomic_run(svc, ops, n + nextra, failed, gen);
     for (size_t i = 0; i < n; i++)
         xt_free(enc[i]);
-    if (rc == -EREMOTE)
-        rc = -EXDEV; /* not every row is this MDS's: no atomicity across MDS yet */
     if (rc == 0) {
         for (size_t i = 0; i < n; i++)
-            resps[i].commit_group = gen;
+            resps[i].commit_group = *gen;
         if (sync)
-            rc = mds_group_sync(svc->group, gen,
+            rc = mds_group_sync(svc->group, *gen,
                                 svc->sync_timeout_ms ? svc->sync_timeout_ms : 60000);
         if (rc < 0)
             *failed = 0;
+    }
+    return rc;
+}
+
+/* mds_xact_io.op: a row op served here or forwarded (no caller context). */
+static int op_here(void *ctx, const struct xt_req *req, struct xt_resp *resp)
+{
+    return svc_op(ctx, NULL, req, resp);
+}
+
+static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *reqs,
+                            size_t n, struct xt_resp *resps, size_t *failed)
+{
+    (void)rc_ctx;
+    struct mds_service *svc = ctx;
+    uint64_t t0 = xt_mono_ns(), gen;
+    int rc;
+    if (mds_xact_is_prepare(reqs, n)) {
+        rc = svc->xact ? mds_xact_prepare(svc->xact, reqs, n, resps, failed) : -EXDEV;
+    } else {
+        rc = batch_here(svc, reqs, n, NULL, 0, resps, failed, &gen);
+        /* Rows owned by other MDS: a client's batch is coordinated here; an
+         * MDS's own batch (XT_F_SYS) never is (mds_xact.h (5)). */
+        bool internal = false;
+        for (size_t i = 0; i < n; i++)
+            internal = internal || (reqs[i].flags & XT_F_SYS);
+        if (rc == -EREMOTE && !internal)
+            rc = svc->xact ? mds_xact_run(svc->xact, reqs, n, resps, failed) : -EXDEV;
     }
     mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
     return rc;
@@ -656,5 +716,9 @@ int mds_service_start(struct mds_service *svc, const struct xt_rpc_server_opts *
     struct mds_group_info gi;
     mds_group_info(svc->group, &gi);
     svc->epoch = gi.epoch;
+    if (svc->xact) {
+        struct mds_xact_io io = { .ctx = svc, .op = op_here, .batch = batch_here };
+        mds_xact_bind(svc->xact, &io);
+    }
     return xt_rpc_serve_mds(opts, &mds_ops, svc, out);
 }

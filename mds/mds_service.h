@@ -9,6 +9,7 @@
 #include "mds_route.h"
 #include "mds_stats.h"
 #include "mds_table.h"
+#include "mds_xact.h"
 #include "xt_rpc_mds.h"
 
 struct mds_service {
@@ -16,11 +17,14 @@ struct mds_service {
     mds_group *group;      /* borrowed */
     mds_stats *stats;      /* borrowed, may be NULL */
     mds_route *route;      /* borrowed; NULL: the only MDS (no forwarding) */
+    mds_xact *xact;        /* borrowed; NULL: no transactions across MDS
+                              (such a batch answers -EXDEV) */
     unsigned sync_timeout_ms; /* bound of a sync; 0: 60000 */
     uint32_t epoch;        /* set by mds_service_start: stamped on replies */
 };
 
-/* Serves svc (borrowed; must outlive the server). 0 or -errno. */
+/* Serves svc (borrowed; must outlive the server and svc->xact's thread);
+ * binds svc->xact to the service's handlers. 0 or -errno. */
 int mds_service_start(struct mds_service *svc, const struct xt_rpc_server_opts *opts,
                       xt_rpc_server **out);
 

@@ -40,7 +40,8 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "cache_pressure", "recover_commits", "recover_aborts",
     "requests", "forwards", "forwards_looped", "forward_errors", "remote_answers",
     "gossip_rounds", "gossip_sent_bits", "gossip_new_bits", "handovers", "bits_sent_home",
-    "releases", "release_waits", "slices_moved",
+    "releases", "release_waits", "slices_moved", "xact_commits", "xact_aborts",
+    "xact_prepares", "xact_resolved", "xact_rollbacks",
 };
 
 const char *mds_stats_op_name(enum mds_op op)

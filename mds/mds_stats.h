@@ -79,6 +79,11 @@ enum mds_ctr {
     MDS_CTR_RELEASES,         /* slices released here to their new owner */
     MDS_CTR_RELEASE_WAITS,    /* loads told -EAGAIN: an old holder not done */
     MDS_CTR_SLICES_MOVED,     /* slices let go by the sweep after a ring change */
+    MDS_CTR_XACT_COMMITS,     /* cross-MDS batches committed (coordinator) */
+    MDS_CTR_XACT_ABORTS,      /* cross-MDS batches aborted after a prepare */
+    MDS_CTR_XACT_PREPARES,    /* prepares applied here (participant) */
+    MDS_CTR_XACT_RESOLVED,    /* pending rows settled by the resolver */
+    MDS_CTR_XACT_ROLLBACKS,   /* of them, rolled back (ABORT) */
     MDS_CTR__COUNT
 };
 

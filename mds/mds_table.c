@@ -247,6 +247,17 @@ int mds_table_check_name(size_t len)
     return len == 0 || len > XT_NAME_MAX ? -EINVAL : 0;
 }
 
+int mds_table_pend_check(const xt_slice *s, const void *name, size_t len)
+{
+    if (xt_slice_sys_count(s) == 0 || xt_hash_is_sys(name, len))
+        return 0;
+    unsigned char pn[XT_SYS_PEND_LEN];
+    size_t pl = xt_hash_pend_name(name, len, pn);
+    const void *row;
+    size_t row_len;
+    return xt_slice_lookup(s, pn, pl, xt_hash_name(pn, pl), &row, &row_len) == 0 ? -EAGAIN : 0;
+}
+
 /* A write in progress (the writer protocol of mds_group.h). */
 struct wctx {
     struct mtab *m;
@@ -539,7 +550,9 @@ int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     struct wctx w;
     uint64_t h = xt_hash_name(name, name_len);
     if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
-        rc = insert_split(t, &w, name, name_len, h, row, row_len, flags);
+        rc = mds_table_pend_check(mds_cent_slice(w.e), name, name_len);
+        if (rc == 0)
+            rc = insert_split(t, &w, name, name_len, h, row, row_len, flags);
         write_end(t, &w, rc >= 0 ? name_len + row_len : 0);
         if (rc >= 0 && gen)
             *gen = w.gen;
@@ -561,7 +574,9 @@ int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *na
         xt_slice *s = mds_cent_slice(w.e);
         const void *old;
         size_t old_len;
-        rc = xt_slice_lookup(s, name, name_len, h, &old, &old_len);
+        rc = mds_table_pend_check(s, name, name_len);
+        if (rc == 0)
+            rc = xt_slice_lookup(s, name, name_len, h, &old, &old_len);
         uint8_t *nr = NULL;
         size_t nlen = 0;
         if (rc == 0)
@@ -587,7 +602,8 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     uint64_t h = xt_hash_name(name, name_len);
     if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
         xt_slice *s = mds_cent_slice(w.e);
-        if (check) {
+        rc = mds_table_pend_check(s, name, name_len);
+        if (rc == 0 && check) {
             const void *old;
             size_t old_len;
             rc = xt_slice_lookup(s, name, name_len, h, &old, &old_len);
@@ -607,6 +623,12 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
 int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
                      size_t name_len, uint8_t **row, size_t *row_len)
 {
+    return mds_table_lookup_ex(t, fsid, table, name, name_len, false, row, row_len);
+}
+
+int mds_table_lookup_ex(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                        size_t name_len, bool undecided, uint8_t **row, size_t *row_len)
+{
     uint64_t t0 = xt_mono_ns();
     *row = NULL;
     *row_len = 0;
@@ -624,7 +646,8 @@ int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *na
         bool owns = xt_slice_owns(s, h);
         const void *p;
         size_t len;
-        if (owns && (rc = xt_slice_lookup(s, name, name_len, h, &p, &len)) == 0) {
+        if (owns && (undecided || (rc = mds_table_pend_check(s, name, name_len)) == 0) &&
+            (rc = xt_slice_lookup(s, name, name_len, h, &p, &len)) == 0) {
             *row = xt_malloc(len ? len : 1);
             if (*row) {
                 memcpy(*row, p, len);

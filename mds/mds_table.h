@@ -130,9 +130,15 @@ int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *na
                      size_t name_len, const void *row, size_t row_len, unsigned flags,
                      uint64_t *gen);
 
-/* Copy of the row: *row is a new buffer (xt_free) of *row_len bytes. -ENOENT. */
+/* Copy of the row: *row is a new buffer (xt_free) of *row_len bytes.
+ * -ENOENT; -EAGAIN while the row has a pending row (invariant 9: a
+ * reader never sees a transaction's part before it is decided). */
 int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
                      size_t name_len, uint8_t **row, size_t *row_len);
+/* The same; with undecided, the row as it is even under a pending row
+ * (the resolver's view). */
+int mds_table_lookup_ex(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
+                        size_t name_len, bool undecided, uint8_t **row, size_t *row_len);
 
 /* Called under the slice's write lock with the current row; returns 0 and a
  * new row in *out (a buffer from xt_malloc that the table takes over) or a
@@ -163,7 +169,8 @@ int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,
 
 /* ---- atomic multi-row batches (invariant 5) ---------------------------- */
 
-#define MDS_ATOMIC_MAX 16 /* ops per atomic batch */
+#define MDS_ATOMIC_MAX 32 /* ops per atomic batch (the wire allows 16: a
+                             participant adds one pending row per op) */
 
 enum mds_aop_type {
     MDS_AOP_CREATE = 1, /* insert: EXCL -> must be absent; check -> must exist
@@ -172,6 +179,13 @@ enum mds_aop_type {
     MDS_AOP_UPDATE = 3, /* the row must exist; fn makes the new row */
     MDS_AOP_DELETE = 4, /* the row must exist (and pass check) */
 };
+
+/* A CREATE's row made from the pre-image of an earlier op of the same
+ * batch (existed: whether that row was there; old/old_len its bytes then).
+ * Returns 0 and *out (xt_malloc'd; the table takes it) or -errno. Runs
+ * under the batch's locks: must not call into the MDS. */
+typedef int (*mds_aop_derive_fn)(void *arg, bool existed, const void *old, size_t old_len,
+                                 uint8_t **out, size_t *out_len);
 
 /* One op of an atomic batch. Pointers are borrowed for the call. */
 struct mds_aop {
@@ -185,8 +199,17 @@ struct mds_aop {
     unsigned flags;            /* CREATE: MDS_TABLE_EXCL */
     mds_table_update_fn fn;    /* UPDATE (required) */
     mds_table_check_fn check;  /* CREATE/CHECK/DELETE (may be NULL) */
-    void *arg;                 /* fn's or check's */
+    void *arg;                 /* fn's, check's or derive's */
+    mds_aop_derive_fn derive;  /* CREATE (may be NULL): the row is derive's
+                                  result over op `of`'s pre-image, not row */
+    size_t of;                 /* with derive: an index < this op's */
 };
+
+/* Invariant 9 (docs/mds-xact.md): a row with a pending row (a prepared
+ * cross-MDS transaction's) is changed only by a batch that also deletes
+ * that pending row (the transaction's rollback); any other write of it,
+ * single or batched (another prepare too), and any lookup of it answer
+ * -EAGAIN (the client retries) until the transaction is settled. */
 
 /* Apply ops[0..n) atomically: every precondition (exists / absent / check /
  * fn) is checked with every involved slice write-locked before anything

@@ -58,7 +58,8 @@ static int atomic_validate(const struct mds_aop *ops, size_t n, size_t *failed)
         const struct mds_aop *o = &ops[i];
         if (mds_table_check_name(o->name_len) < 0 || o->type < MDS_AOP_CREATE ||
             o->type > MDS_AOP_DELETE || (o->type == MDS_AOP_UPDATE && !o->fn) ||
-            (o->type == MDS_AOP_CREATE && !o->row && o->row_len))
+            (o->type == MDS_AOP_CREATE && !o->row && o->row_len) ||
+            (o->derive && (o->type != MDS_AOP_CREATE || o->of >= i)))
             return -EINVAL;
         for (size_t j = 0; j < i; j++)
             if (ops[j].fsid == o->fsid && ops[j].table == o->table &&
@@ -156,6 +157,26 @@ static int round_begin(mds_table *t, struct abatch *b, size_t *failed)
     return 1;
 }
 
+/* Invariant 9: op i's row may have a pending row only if the batch
+ * deletes that pending row (a finish or rollback). A second prepare of
+ * the row waits (-EAGAIN) like any other writer: its checks must not run
+ * against a state that is not decided. REQUIRES: op i's slice locked. */
+static int pend_check(const struct abatch *b, size_t i)
+{
+    const struct mds_aop *o = &b->ops[i];
+    int rc = mds_table_pend_check(mds_cent_slice(b->s[i].e), o->name, o->name_len);
+    if (rc == 0)
+        return 0;
+    unsigned char pn[XT_SYS_PEND_LEN];
+    size_t pl = xt_hash_pend_name(o->name, o->name_len, pn);
+    for (size_t j = 0; j < b->n; j++)
+        if (b->ops[j].type == MDS_AOP_DELETE && b->ops[j].fsid == o->fsid &&
+            b->ops[j].table == o->table &&
+            b->ops[j].name_len == pl && memcmp(b->ops[j].name, pn, pl) == 0)
+            return 0;
+    return rc;
+}
+
 /* With every slice locked: check each op's precondition and prepare what
  * it writes. Returns 0, the first failure (*failed), or 1 with *full =
  * an op whose slice has no room for the batch's new names. */
@@ -181,6 +202,8 @@ static int round_check(struct abatch *b, size_t *failed, size_t *full)
             memcpy(s->old, old, old_len);
             s->old_len = old_len;
         }
+        if ((rc = pend_check(b, i)) < 0)
+            break;
         bool need = o->type != MDS_AOP_CREATE || o->check;
         if (need && !s->existed)
             rc = -ENOENT;
@@ -190,6 +213,9 @@ static int round_check(struct abatch *b, size_t *failed, size_t *full)
             rc = o->fn(o->arg, s->old, s->old_len, &s->nrow, &s->nlen);
         else if (o->check && s->existed)
             rc = o->check(o->arg, s->old, s->old_len);
+        if (rc == 0 && o->derive)
+            rc = o->derive(o->arg, b->s[o->of].existed, b->s[o->of].old, b->s[o->of].old_len,
+                           &s->nrow, &s->nlen);
         if (rc > 0)
             rc = -EIO; /* a callback must return 0 or -errno */
     }
@@ -222,7 +248,10 @@ static int aop_apply(struct abatch *b, size_t i)
     int rc;
     switch (o->type) {
     case MDS_AOP_CREATE:
-        rc = xt_slice_insert(sl, o->name, o->name_len, s->h, o->row, o->row_len, 0, b->gen);
+        rc = o->derive ? xt_slice_insert(sl, o->name, o->name_len, s->h, s->nrow, s->nlen, 0,
+                                         b->gen)
+                       : xt_slice_insert(sl, o->name, o->name_len, s->h, o->row, o->row_len, 0,
+                                         b->gen);
         return rc > 0 ? 0 : rc;
     case MDS_AOP_UPDATE:
         return xt_slice_update(sl, o->name, o->name_len, s->h, s->nrow, s->nlen, b->gen);

@@ -53,6 +53,10 @@ static inline void mds_table_note_bit(mds_table *t, struct mtab *m, uint32_t sli
 
 /* -EINVAL unless 0 < len <= XT_NAME_MAX. */
 int mds_table_check_name(size_t len);
+/* Invariant 9: -EAGAIN when name (not a system row) has a pending row in
+ * s, else 0. Costs nothing in a slice without system rows.
+ * REQUIRES: s locked, and owning name's hash. */
+int mds_table_pend_check(const xt_slice *s, const void *name, size_t len);
 /* Pin the slice of m that holds hash h (mds_table.c's slice_get): 0,
  * -EREMOTE (another MDS owns it), -EAGAIN (not on its MDSL yet, or to be
  * loaded again), a load error. The caller puts *e. */

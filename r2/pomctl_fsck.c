@@ -24,7 +24,14 @@
  *      the row naming them, or before a queued removal ran: counted, and
  *      removed with --repair-orphans (below);
  *  (8) every directory's nlink is 2 + the directories listed in it (rows
- *      older than that rule show 1: not counted, skipped).
+ *      older than that rule show 1: not counted, skipped);
+ *  (9) system rows (names starting 00 FF: transaction state, xt_hash.h,
+ *      docs/mds-xact.md) are not entries: the MDS does not list them, so
+ *      (1)-(8) never see them. A second listing of each directory's table
+ *      with XT_F_SYS and the substring 00 FF (only they travel) counts
+ *      pending and decision rows; a pending row not XT_SYS_PEND_LEN long
+ *      or a decision row shorter than XT_SYS_HEAD + 16 is damage. Pending
+ *      rows in the ILT (hard links' table) are not scanned.
  * It changes nothing, but --repair-orphans deletes orphan sets whose newest
  * tract file or folder is at least ORPHAN_AGE_S old, only when R2 counts
  * no mount of the fs (a live client may hold a migrated file whose row it
@@ -49,6 +56,7 @@
 
 #include "pomegranate.h"
 #include "xt_common.h"
+#include "xt_hash.h"
 /* Internals of libpomegranate (see the head comment): not on pomctl's
  * include path, which has the public header only. */
 #include "../client/pom_blob.h"
@@ -98,6 +106,7 @@ struct fsck {
     size_t nnames, names_cap;
     /* totals */
     uint64_t ndirs, nfiles, nlinks, nother, bytes, changed, problems;
+    uint64_t pending, decisions, sys_other; /* check (9) */
     /* check (7) */
     struct named *named;    /* blob rows, sorted by id after the walk */
     size_t nnamed, named_cap;
@@ -336,6 +345,61 @@ static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t
     return rc < 0 ? rc : 0;
 }
 
+/* Check (9) for one system row: counted by tag, its length checked. */
+static void check_sys_row(struct fsck *f, uint64_t dir, const xt_row *row)
+{
+    int tag = row->name_len > 2 ? row->name[2] : -1;
+    if (tag == XT_SYS_PENDING) {
+        f->pending++;
+        if (row->name_len != XT_SYS_PEND_LEN)
+            problem(f, "directory %llu: a pending row (system row) of %u bytes, not %u",
+                    (unsigned long long)dir, row->name_len, (unsigned)XT_SYS_PEND_LEN);
+    } else if (tag == XT_SYS_DECISION) {
+        f->decisions++;
+        if (row->name_len < XT_SYS_HEAD + 16)
+            problem(f, "directory %llu: a decision row (system row) of %u bytes, under %u",
+                    (unsigned long long)dir, row->name_len, (unsigned)(XT_SYS_HEAD + 16));
+    } else {
+        f->sys_other++;
+    }
+}
+
+/* Check (9): the system rows of dir's table (a listing that sends only
+ * names containing 00 FF; ordinary names hold no NUL). 0 or -ENOMEM. */
+static int scan_sys_rows(struct fsck *f, uint64_t dir)
+{
+    static const uint16_t none[1] = { 0 };
+    uint64_t cookie = 0;
+    while (cookie < POM_COOKIE_END) {
+        struct xt_list_req lq = { .t = { .fsid = f->fs->fsid, .table = dir, .slice_hint = -1 },
+                                  .cookie = cookie, .max = 1024, .flags = XT_F_SYS,
+                                  .cols = none, .ncols = 0, .substr = "\0\xff",
+                                  .substr_len = 2 };
+        struct xt_list_resp lr;
+        int rc = pom_list_call(f->fs, &lq, &lr);
+        if (rc == -ENOENT)
+            return 0; /* no table: the directory never had an entry, or went away */
+        if (rc < 0) {
+            if (rc == -ENOMEM)
+                return rc;
+            problem(f, "directory %llu: its system rows do not list: %s",
+                    (unsigned long long)dir, strerror(-rc));
+            return 0;
+        }
+        for (size_t i = 0; i < lr.n; i++) {
+            xt_row row;
+            if (xt_row_decode_meta(lr.rows[i], lr.lens[i], &row) < 0)
+                problem(f, "directory %llu: a system row does not decode: %s",
+                        (unsigned long long)dir, xt_row_last_error());
+            else if (xt_hash_is_sys(row.name, row.name_len))
+                check_sys_row(f, dir, &row);
+        }
+        cookie = lr.next_cookie;
+        xt_list_resp_free(&lr);
+    }
+    return 0;
+}
+
 static int list_dir(struct fsck *f, uint64_t dir)
 {
     f->cur_dir = dir;
@@ -358,6 +422,8 @@ static int list_dir(struct fsck *f, uint64_t dir)
         problem(f, "directory %llu does not list: %s", (unsigned long long)dir, strerror(-rc));
         rc = 0;
     }
+    if (rc == 0)
+        rc = scan_sys_rows(f, dir);
     qsort(f->names, f->nnames, sizeof *f->names, cmp_str);
     for (size_t i = 1; i < f->nnames; i++)
         if (!strcmp(f->names[i], f->names[i - 1]))
@@ -498,6 +564,9 @@ static void report(struct fsck *f, const char *fsname)
         pomctl_json_u64(&f->ctl->js, "other", f->nother);
         pomctl_json_u64(&f->ctl->js, "bytes", f->bytes);
         pomctl_json_u64(&f->ctl->js, "changed_meanwhile", f->changed);
+        pomctl_json_u64(&f->ctl->js, "pending_rows", f->pending);
+        pomctl_json_u64(&f->ctl->js, "decision_rows", f->decisions);
+        pomctl_json_u64(&f->ctl->js, "other_system_rows", f->sys_other);
         pomctl_json_u64(&f->ctl->js, "problems", f->problems);
         pomctl_json_bool(&f->ctl->js, "data_checked", f->data_check);
         pomctl_json_bool(&f->ctl->js, "blob_checked", f->blob != NULL);
@@ -521,6 +590,10 @@ static void report(struct fsck *f, const char *fsname)
            fsname, (unsigned long long)f->ndirs, (unsigned long long)f->nfiles,
            (unsigned long long)f->bytes, (unsigned long long)f->nlinks,
            (unsigned long long)f->nother, f->data_check ? "; every file read" : "");
+    printf("system rows (transactions in progress): %llu pending rows, %llu decision rows, "
+           "%llu other\n",
+           (unsigned long long)f->pending, (unsigned long long)f->decisions,
+           (unsigned long long)f->sys_other);
     if (f->blob) {
         printf("blob tier: %llu tract sets (%llu bytes on disk); %llu blob files, %llu of them "
                "without tracts (all holes)\n",

@@ -90,6 +90,9 @@ const i32 XT_F_BITMAP    = 0x08    // reply carries the table's bitmap
 const i32 XT_F_SYNC      = 0x10    // reply after the change is committed
 const i32 XT_F_IF_UUID   = 0x20    // update/delete (and create/lookup in an atomic
                                    // batch): only if the row's uuid is expect_uuid
+const i32 XT_F_SYS       = 0x40    // the request may name system rows (names
+                                   // starting 00 FF, docs/mds-xact.md); set only
+                                   // by MDS-to-MDS calls, else such a name: -EINVAL
 
 /* set_mask bits of an update: bits 0..12 are xt_row.h's XT_ROW_SET_*
  * (type, uuid, mode, uid, gid, nlink, size, atime, mtime, ctime, btime,
@@ -128,7 +131,7 @@ struct ListReq {
   2: TableRef table,
   3: i64 cookie = 0,               // resume point (DESIGN 3.5)
   4: i32 max_entries = 256,
-  5: i32 flags = 0,
+  5: i32 flags = 0,                // XT_F_BITMAP; XT_F_SYS: system rows listed too
   6: optional list<i16> columns,
   7: optional binary substring,    // key/value search: only matching keys
   8: optional Piggyback pb,        // MDS -> MDS forward: the sender's bitmap

@@ -13,6 +13,21 @@
  * FUSE's signed 63-bit off_t. Entries sharing the same 55-bit prefix always
  * live in the same slice (d <= 32 < 55) and are numbered 0..127 by
  * (full hash, name); more than 128 such names in one table is an -EOVERFLOW.
+ *
+ * System rows (docs/mds-xact.md). A name that starts with the two bytes
+ * 00 FF is a *system row*, written only by the MDS themselves (transaction
+ * state). No POSIX name contains NUL, and key/value keys starting with
+ * 00 FF are refused, so the two never meet. Layout:
+ *
+ *   off  size  field
+ *   0    2     00 FF            XT_SYS_B0, XT_SYS_B1
+ *   2    1     tag              XT_SYS_PENDING, XT_SYS_DECISION, ...
+ *   3    8     hash             u64 little-endian: the row's placement hash
+ *   11   ...   rest (tag-specific)
+ *
+ * xt_hash_name of a system row of at least XT_SYS_HEAD bytes is the 8
+ * bytes at offset 3, not XXH3: a system row is placed in the slice of the
+ * row it concerns, so it splits, moves, is fenced and committed with it.
  */
 #ifndef XT_HASH_H
 #define XT_HASH_H
@@ -28,8 +43,32 @@ extern "C" {
 #define XT_COOKIE_SEQ_MAX  ((1u << XT_COOKIE_SEQ_BITS) - 1)
 #define XT_COOKIE_END      (UINT64_C(1) << 62) /* no entry has this cookie */
 
-/* Hash of an entry name (any bytes; the name need not be NUL-terminated). */
+#define XT_SYS_B0       0x00
+#define XT_SYS_B1       0xff
+#define XT_SYS_HEAD     11   /* prefix, tag and hash */
+#define XT_SYS_PENDING  'P'  /* head || xt_hash_bytes(name, XT_SYS_SEED): a
+                                transaction's pending change of `name` */
+#define XT_SYS_DECISION 'D'  /* head || txid: a transaction's decision */
+#define XT_SYS_PEND_LEN (XT_SYS_HEAD + 8)
+#define XT_SYS_SEED     UINT64_C(0x706f6d2d70656e64) /* "pom-pend" */
+
+/* Hash of an entry name (any bytes; the name need not be NUL-terminated).
+ * A system row's is the hash it carries (above). */
 uint64_t xt_hash_name(const void *name, size_t len);
+
+/* Whether name is a system row's (starts with 00 FF). */
+static inline int xt_hash_is_sys(const void *name, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)name;
+    return len >= 2 && p[0] == XT_SYS_B0 && p[1] == XT_SYS_B1;
+}
+
+/* Writes the head of a system row (tag, placement hash h) into out, which
+ * has room for XT_SYS_HEAD bytes. Returns XT_SYS_HEAD. */
+size_t xt_hash_sys_head(unsigned char *out, int tag, uint64_t h);
+/* The pending row's name for `name` (XT_SYS_PEND_LEN bytes into out):
+ * placed with name; two names share one only if both 64-bit hashes collide. */
+size_t xt_hash_pend_name(const void *name, size_t len, unsigned char *out);
 /* Hash of arbitrary bytes with a seed: placement, record checksums. */
 uint64_t xt_hash_bytes(const void *p, size_t len, uint64_t seed);
 

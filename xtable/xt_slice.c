@@ -138,6 +138,7 @@ uint32_t xt_slice_index(const xt_slice *s) { return s->index; }
 unsigned xt_slice_depth(const xt_slice *s) { return s->depth; }
 uint32_t xt_slice_capacity(const xt_slice *s) { return s->capacity; }
 uint32_t xt_slice_count(const xt_slice *s) { return s->nlive; }
+uint32_t xt_slice_sys_count(const xt_slice *s) { return s->nsys; }
 uint32_t xt_slice_tombstones(const xt_slice *s) { return s->ndead; }
 uint64_t xt_slice_mod_count(const xt_slice *s) { return s->mods; }
 uint64_t xt_slice_last_gen(const xt_slice *s) { return s->last_gen; }
@@ -261,9 +262,19 @@ int xt_slice_reserve(xt_slice *s, uint32_t want)
 
 /* ---- the listing order (invariant 3) ------------------------------------ */
 
+/* (55-bit order prefix, system rows last, full order, name): a system row
+ * (a transaction's pending row) carries the hash of the name it concerns,
+ * so it shares that name's prefix group; ranking it after every ordinary
+ * row of the group keeps their seq, hence their cookies, unchanged when it
+ * comes and goes (invariant 4 of xt_slice.h). */
 static int key_cmp(uint64_t ha, const uint8_t *na, size_t la, const struct xt_ent *b)
 {
     uint64_t oa = xt_hash_order(ha), ob = xt_hash_order(b->hash);
+    if (oa >> 9 != ob >> 9)
+        return oa < ob ? -1 : 1;
+    bool sa = xt_hash_is_sys(na, la), sb = ent_sys(b);
+    if (sa != sb)
+        return sa ? 1 : -1;
     if (oa != ob)
         return oa < ob ? -1 : 1;
     int c = memcmp(na, ent_name(b), XT_MIN(la, (size_t)b->name_len));
@@ -272,9 +283,12 @@ static int key_cmp(uint64_t ha, const uint8_t *na, size_t la, const struct xt_en
     return la < b->name_len ? -1 : la > b->name_len;
 }
 
+/* The low 9 order bits (below the cookie prefix) are masked: at depth > 23
+ * they would reach the key and order rows of one prefix group by hash
+ * before key_cmp could put the system rows last. */
 static inline uint32_t sort_key(const xt_slice *s, uint64_t h)
 {
-    return (uint32_t)((xt_hash_order(h) << s->depth) >> 32);
+    return (uint32_t)(((xt_hash_order(h) & ~UINT64_C(0x1ff)) << s->depth) >> 32);
 }
 
 /* Total order of sorted[] elements a and b (invariant 3). */
@@ -450,6 +464,7 @@ int xt_slice_insert(xt_slice *s, const void *name, size_t name_len, uint64_t has
             return 1;
         s->ndead--;
         s->nlive++;
+        s->nsys += ent_sys(e);
         sorted_add(s, pos);
         return 0;
     }
@@ -462,6 +477,7 @@ int xt_slice_insert(xt_slice *s, const void *name, size_t name_len, uint64_t has
     slot_place(s, hash, s->nents);
     s->nents++;
     s->nlive++;
+    s->nsys += ent_sys(e);
     s->ent_bytes += ent_size(e);
     sorted_add(s, s->nents - 1);
     chg_note(s, e);
@@ -515,6 +531,7 @@ int xt_slice_delete(xt_slice *s, const void *name, size_t name_len, uint64_t has
     e->flags |= ENT_DEAD;
     stamp(s, e, gen);
     s->nlive--;
+    s->nsys -= ent_sys(e);
     s->ndead++;
     changed(s, gen);
     return 0;
@@ -781,8 +798,10 @@ int xt_slice_split(xt_slice *s, xt_slice **child)
             slot_place(c, e->hash, c->nents);
             c->nents++;
             c->nlive++;
+            c->nsys += ent_sys(e);
             c->ent_bytes += ent_size(e);
             s->nlive--;
+            s->nsys -= ent_sys(e);
         } else {
             s->ndead--;
             xt_free(e);

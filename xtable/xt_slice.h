@@ -15,10 +15,13 @@
  *      after a split; a split moves exactly the rows whose V_h bit d is 1.
  *  (3) At most one entry (live row or tombstone) exists per (hash, name).
  *  (4) Listing order is the table's split-stable order (xt_hash.h): rows
- *      sorted by (xt_hash_order(h), name); a row's cookie is
+ *      sorted by (55-bit prefix of xt_hash_order(h), system row or not,
+ *      xt_hash_order(h), name) -- system rows (xt_hash_is_sys) rank after
+ *      every ordinary row of their prefix group, so adding or removing one
+ *      never moves an ordinary row's cookie; a row's cookie is
  *      xt_hash_cookie(h, seq) with seq its rank among the live rows that share
  *      its 55-bit order prefix. More than XT_COOKIE_SEQ_MAX + 1 live rows
- *      with one prefix are refused with -EOVERFLOW.
+ *      with one prefix (system rows included) are refused with -EOVERFLOW.
  *  (5) Every modification stamps the entry with the caller's commit-group
  *      generation `gen`; a delete leaves a tombstone (name, hash, gen) until
  *      xt_slice_drop_tombstones removes it, so a delta of the rows changed
@@ -85,6 +88,10 @@ unsigned xt_slice_depth(const xt_slice *s);
 uint32_t xt_slice_capacity(const xt_slice *s);
 uint32_t xt_slice_count(const xt_slice *s);      /* live rows */
 uint32_t xt_slice_tombstones(const xt_slice *s); /* remembered deletions */
+/* Live system rows (names starting 00 FF, xt_hash.h), included in
+ * xt_slice_count: the MDS skips pending-row checks and resolver scans in
+ * slices where it is 0, and subtracts it from the counts users see. */
+uint32_t xt_slice_sys_count(const xt_slice *s);
 /* Does this slice own hash h, i.e. (V_h mod 2^depth) == index? */
 bool xt_slice_owns(const xt_slice *s, uint64_t h);
 /* Number of modifications ever applied (insert/update/delete/split/apply):

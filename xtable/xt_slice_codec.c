@@ -256,10 +256,12 @@ static void purge(xt_slice *s, const void *name, size_t len, uint64_t h)
     xt_slice_remove_at(s, i);
     xt_slice_chg_forget(s, e);
     s->ent_bytes -= ent_size(e);
-    if (ent_live(e))
+    if (ent_live(e)) {
         s->nlive--;
-    else
+        s->nsys -= ent_sys(e);
+    } else {
         s->ndead--;
+    }
     xt_free(e);
 }
 

@@ -52,14 +52,19 @@
  *      so every row of one collision group lies in one probe run: counting
  *      a group costs one probe walk (invariant 4 of xt_slice.h).
  *  (3) sorted_valid implies nsorted == nlive and sorted[] lists exactly the
- *      positions of the live rows in (xt_hash_order, name) order; every
+ *      positions of the live rows in listing order (xt_slice.h invariant 4:
+ *      55-bit order prefix, system rows last, xt_hash_order, name); every
  *      change that adds, removes or moves a live row updates it or clears
  *      sorted_valid. (order, name) is unique per entry since order is a
- *      bijection of the hash.
+ *      bijection of the hash. The key holds no order bit below the prefix.
  *  (4) Unless chg_all, chg holds every entry whose gen is greater than the
  *      upto_gen of the last xt_slice_drop_tombstones (and maybe some older),
  *      each once, exactly the entries flagged ENT_CHG; a replaced or
  *      reallocated entry takes its place there, a freed one leaves.
+ *  (5) nsys is the number of live entries whose name is a system row's
+ *      (ent_sys): every change of nlive (insert, revive, delete, split,
+ *      the codec's purge; decode and apply_delta go through insert) changes
+ *      nsys by ent_sys of the same entry.
  *
  * Locking: slice functions take no lock; the caller holds s->lock (see
  * xt_slice.h). sorted, nsorted, sorted_cap, sorted_valid and list_mods are
@@ -72,6 +77,7 @@
 #include "xt_slice.h"
 
 #include "xt_common.h"
+#include "xt_hash.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -106,6 +112,7 @@ struct xt_slice {
     unsigned depth;
     uint32_t capacity;
     uint32_t nlive, ndead, nents, ents_cap;
+    uint32_t nsys;               /* live system rows, <= nlive (invariant 5) */
     struct xt_ent **ents;
     uint32_t *slots;
     uint32_t nslots;             /* 0 or a power of two >= SLOTS_MIN */
@@ -128,6 +135,11 @@ struct xt_slice {
 static inline const uint8_t *ent_name(const struct xt_ent *e) { return e->bytes; }
 static inline const uint8_t *ent_row(const struct xt_ent *e) { return e->bytes + e->name_len; }
 static inline bool ent_live(const struct xt_ent *e) { return !(e->flags & ENT_DEAD); }
+/* A system row's entry (name starts 00 FF, xt_hash.h): 1 or 0, to count. */
+static inline uint32_t ent_sys(const struct xt_ent *e)
+{
+    return e->name_len >= 2 && e->bytes[0] == XT_SYS_B0 && e->bytes[1] == XT_SYS_B1;
+}
 static inline size_t ent_size(const struct xt_ent *e)
 {
     return ENT_HDR + e->name_len + e->row_len;

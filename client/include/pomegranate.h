@@ -265,7 +265,9 @@ POM_API int pom_removexattr(pom_fs *fs, pom_ino ino, const char *name);
 /* ---- key/value API (DESIGN.md section 9; docs/client.md) -------------- *
  * A keyspace is a table of its own, outside the namespace: no directory
  * lists it and no path reaches it. Keys are any bytes, 1..POM_KV_KEY_MAX
- * long (empty: -EINVAL, longer: -ENAMETOOLONG); values 0..POM_KV_VALUE_MAX
+ * long (empty: -EINVAL, longer: -ENAMETOOLONG), except that a key may not
+ * start with the bytes 00 FF (-EINVAL: reserved for the MDS's system rows,
+ * docs/client.md); values 0..POM_KV_VALUE_MAX
  * bytes (-EFBIG). Every key has a version: 0 when created, +1 per change.
  * A change is applied when the call returns and durable after pom_sync
  * (or at once with POM_KV_SYNC). */

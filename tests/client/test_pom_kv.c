@@ -12,7 +12,10 @@
  *     than for a full listing;
  *   - two keyspaces are independent; a second connection opening the same
  *     name sees the same keyspace;
- *   - limits (empty key, 1025-byte key, 1 MiB + 1 value, keyspace names).
+ *   - limits (empty key, 1025-byte key, 1 MiB + 1 value, keyspace names);
+ *   - keys starting 00 FF (system rows, docs/mds-xact.md) are refused by
+ *     every call taking a key, short and long forms; other keys starting
+ *     with 00 or FF work, and a search for 00 FF finds only them.
  * Seeded (XT_SEED; the seed is printed).
  */
 #include <stdarg.h>
@@ -114,6 +117,9 @@ static void test_round_trip(void **state)
             for (size_t b = 0; b < it[i].klen; b++)
                 it[i].key[b] = (uint8_t)b;
         }
+        /* Keys starting 00 FF are refused (test_sys_prefix): not here. */
+        if (it[i].klen >= 2 && it[i].key[0] == 0x00 && it[i].key[1] == 0xff)
+            it[i].key[1] = 0xfe;
         /* Distinct keys: make the first 4 bytes the index where room. */
         if (it[i].klen >= 4) {
             it[i].key[0] = (uint8_t)i;
@@ -498,6 +504,67 @@ static void test_limits(void **state)
     pom_close(fs);
 }
 
+/* Keys starting 00 FF are the MDS's system rows: -EINVAL from every call
+ * taking a key, whatever the key's length (both row-name forms), and
+ * nothing is written. */
+static void test_sys_prefix(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_kv *kv = open_ks(fs, "sysprefix");
+    static const size_t lens[] = { 2, 3, 11, 19, 254, 255, 600, POM_KV_KEY_MAX };
+    uint8_t key[POM_KV_KEY_MAX];
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        rand_bytes(key, sizeof key);
+        key[0] = 0x00;
+        key[1] = 0xff;
+        if (lens[i] >= 3)
+            key[2] = i % 2 ? 'P' : 'D';
+        size_t kl = lens[i];
+        assert_int_equal(pom_kv_put(kv, key, kl, "v", 1, 0), -EINVAL);
+        assert_int_equal(pom_kv_put(kv, key, kl, "v", 1, POM_KV_CREATE_ONLY), -EINVAL);
+        assert_int_equal(pom_kv_put(kv, key, kl, "v", 1, POM_KV_SYNC), -EINVAL);
+        assert_int_equal(pom_kv_update(kv, key, kl, "w", 1, POM_KV_ANY_VERSION), -EINVAL);
+        assert_int_equal(pom_kv_update(kv, key, kl, "w", 1, 0), -EINVAL);
+        assert_int_equal(pom_kv_delete(kv, key, kl, POM_KV_ANY_VERSION), -EINVAL);
+        void *g = NULL;
+        size_t gl;
+        uint64_t ver;
+        assert_int_equal(pom_kv_get(kv, key, kl, &g, &gl, &ver), -EINVAL);
+        assert_null(g);
+        /* Neighbours of the reserved prefix are ordinary keys. */
+        key[1] = 0xfe;
+        assert_int_equal(pom_kv_put(kv, key, kl, "n", 1, 0), 0);
+        check_value(kv, key, kl, "n", 1);
+        key[0] = 0xff;
+        key[1] = 0x00;
+        assert_int_equal(pom_kv_put(kv, key, kl, "r", 1, 0), 0);
+        check_value(kv, key, kl, "r", 1);
+    }
+    pom_kv_close(kv);
+    /* A 1-byte key 00 is fine; an 00 FF search substring is allowed and
+     * matches only ordinary keys containing 00 FF (none at their start). */
+    kv = open_ks(fs, "sysprefix-search");
+    assert_int_equal(pom_kv_put(kv, "\0", 1, "z", 1, 0), 0);
+    assert_int_equal(pom_kv_put(kv, "plain", 5, "p", 1, 0), 0);
+    check_value(kv, "\0", 1, "z", 1);
+    assert_int_equal(pom_kv_put(kv, "a\0\xff", 3, "m", 1, 0), 0);
+    struct model_hit m = { .keys = calloc(1, POM_KV_KEY_MAX), .lens = calloc(1, sizeof(size_t)),
+                           .n = 1, .seen = calloc(1, 1) };
+    memcpy(m.keys[0], "a\0\xff", 3);
+    m.lens[0] = 3;
+    pom_kv_cursor cur = POM_KV_CURSOR_INIT;
+    while (!pom_kv_cursor_done(&cur))
+        assert_true(pom_kv_search(kv, "\0\xff", 2, &cur, 50, model_cb, &m) >= 0);
+    assert_int_equal(m.seen[0], 1);
+    assert_int_equal(m.bad, 0);
+    free(m.keys);
+    free(m.lens);
+    free(m.seen);
+    pom_kv_close(kv);
+    pom_close(fs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -507,6 +574,7 @@ int main(void)
         cmocka_unit_test(test_search_binary),
         cmocka_unit_test(test_keyspaces),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_sys_prefix),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

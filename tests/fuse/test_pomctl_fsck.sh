@@ -1,7 +1,11 @@
 #!/bin/bash
-# test_pomctl_fsck.sh POMCTL POMFS -- `pomctl fsck` against the blob tier
-# (check (7) of r2/pomctl_fsck.c, docs/pomctl.md "fsck") on a cluster of
-# `pomctl up` with one mount:
+# test_pomctl_fsck.sh POMCTL POMFS [POM_SYSROW] -- `pomctl fsck` against the
+# blob tier (check (7) of r2/pomctl_fsck.c, docs/pomctl.md "fsck") and the
+# system rows (check (9)) on a cluster of `pomctl up` with one mount:
+#   - with POM_SYSROW (tests/fuse/pom_sysrow.c): a pending and a decision
+#     row in the root's table are counted, not reported, not listed; a
+#     pending row of the wrong length and a short decision row are
+#     reported (exit 1); all deleted again, fsck is clean;
 #   - blob files (one tract, two tracts, sparse without any tract, a
 #     rewritten one, a hard link), an inline file: fsck is clean, counts 4
 #     blob files, 1 of them without tracts, no orphan;
@@ -13,6 +17,7 @@
 #     removes it once its files (and every real set's) are set 2 minutes
 #     back (touch -d), and nothing else: every real file's sha256 is the same after a remount,
 #     every real set's folder is still there, fsck --data-check is clean.
+SYSROW=${3:+$(realpath "$3")}
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
 M=$T/m
 PC() { "$POMCTL" --data "$T/data" "$@"; }
@@ -82,6 +87,41 @@ eq "blob files (hard link once)" "$(jget blob_files <"$T/f0.json")" 4
 eq "blob files without tracts" "$(jget blob_files_without_tracts <"$T/f0.json")" 1
 eq "tract sets" "$(jget tract_sets <"$T/f0.json")" 3
 eq "no orphan" "$(jget orphan_sets <"$T/f0.json")" 0
+eq "no pending row" "$(jget pending_rows <"$T/f0.json")" 0
+
+# ---- system rows (check (9)) ------------------------------------------------
+if [ -n "$SYSROW" ]; then
+    SR() { "$SYSROW" "$R2" pomfs "$@"; }
+    ok "a pending row written (XT_F_SYS)" SR put P 19
+    ok "a decision row written (XT_F_SYS)" SR put D 27
+    PC --json fsck >"$T/s1.json" 2>"$T/s1.err"
+    eq "fsck with transaction rows exits 0" "$?" 0
+    eq "pending rows counted" "$(jget pending_rows <"$T/s1.json")" 1
+    eq "decision rows counted" "$(jget decision_rows <"$T/s1.json")" 1
+    eq "no problem" "$(jget problems <"$T/s1.json")" 0
+    eq "entries as before" "$(jget files <"$T/s1.json")" "$(jget files <"$T/f0.json")"
+    PC fsck >"$T/s1.txt" 2>&1
+    ok "text summary counts them" grep -q "1 pending rows, 1 decision rows" "$T/s1.txt"
+    pl_mount "$M"
+    eq "the root lists its 6 names" "$(ls -A "$M" | wc -l)" 6
+    pl_umount "$M"
+    ok "a pending row of 15 bytes written" SR put P 15
+    ok "a decision row of 20 bytes written" SR put D 20
+    PC --json fsck >"$T/s2.json" 2>"$T/s2.err"
+    eq "fsck with damaged system rows exits 1" "$?" 1
+    eq "two problems" "$(jget problems <"$T/s2.json")" 2
+    eq "pending rows counted (2)" "$(jget pending_rows <"$T/s2.json")" 2
+    ok "the bad pending row reported" grep -q "a pending row (system row) of 15 bytes" "$T/s2.err"
+    ok "the short decision row reported" grep -q "a decision row (system row) of 20 bytes" \
+        "$T/s2.err"
+    for r in "P 19" "D 27" "P 15" "D 20"; do
+        ok "system row $r deleted" SR del $r
+    done
+    PC --json fsck >"$T/s3.json" 2>/dev/null
+    eq "clean again" "$(jget problems <"$T/s3.json")" 0
+    eq "no pending row left" "$(jget pending_rows <"$T/s3.json")" 0
+    within "R2 sees no mount" 60 wait_unmounted_at_r2
+fi
 
 # ---- an orphan by hand -------------------------------------------------
 OID=$(printf '%016x' $(( (RANDOM << 48 | RANDOM << 32 | RANDOM << 16 | RANDOM) | (1 << 63) )))

@@ -7,7 +7,10 @@
  * tables, keeping the sum and "every account in exactly one table") while
  * groups close every few ms, and crashes at random points of the commit
  * protocol after which the recovered (committed) state still keeps both
- * invariants: no commit group ever holds half a batch.
+ * invariants: no commit group ever holds half a batch. And invariant 9:
+ * a row with a pending row is written only by a batch that also deletes
+ * the pending row, and read by nobody but the resolver; a derived create
+ * sees the pre-image of its op.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +22,7 @@
 #include <stdatomic.h>
 
 #include "mds_test_env.h"
+#include "xt_hash.h"
 
 static uint64_t g_seed;
 
@@ -115,7 +119,7 @@ static void test_args(void **state)
     assert_int_equal(failed, 1);
     uint64_t id, seq;
     assert_int_equal(tenv_get(&v, T1, names[0], &id, &seq), 0);
-    /* 16 creates into a table whose slices hold 8: splits, then all in. */
+    /* MDS_ATOMIC_MAX creates into a table whose slices hold 8: splits, then all in. */
     assert_int_equal(mds_table_atomic(v.t, ops, MDS_ATOMIC_MAX, &failed, &gen), 0);
     for (unsigned i = 0; i < MDS_ATOMIC_MAX; i++)
         assert_int_equal(tenv_get(&v, T1, names[i], &id, &seq), 1);
@@ -379,12 +383,143 @@ static void test_stress_crash(void **state)
     tenv_fini(&v);
 }
 
+/* What a derive saw: the pre-image of its op, copied into a fixed row. */
+struct seen {
+    int calls;
+    bool existed;
+    uint8_t old[256];
+    size_t old_len;
+};
+
+static int derive_fn(void *arg, bool existed, const void *old, size_t old_len, uint8_t **out,
+                     size_t *out_len)
+{
+    struct seen *s = arg;
+    s->calls++;
+    s->existed = existed;
+    s->old_len = XT_MIN(old_len, sizeof s->old);
+    if (existed)
+        memcpy(s->old, old, s->old_len);
+    size_t len;
+    uint8_t *r = tu_row(999, existed ? 1 : 0, 0, &len);
+    *out = xt_malloc(len);
+    if (!*out) {
+        free(r);
+        return -ENOMEM;
+    }
+    memcpy(*out, r, len);
+    *out_len = len;
+    free(r);
+    return 0;
+}
+
+static void test_pending(void **state)
+{
+    (void)state;
+    struct tenv v = { .interval_ms = 5, .split = 64 };
+    assert_int_equal(tenv_start(&v), 0);
+    uint64_t gen, id, bal;
+    size_t failed, len;
+    assert_int_equal(mds_table_mktable(v.t, 1, T1, &gen), 0);
+    assert_int_equal(tenv_put(&v, T1, "a", 1, 10, &gen), 0);
+    assert_int_equal(tenv_put(&v, T1, "b", 2, 20, &gen), 0);
+    uint8_t *pre;
+    size_t pre_len;
+    assert_int_equal(mds_table_lookup(v.t, 1, T1, "a", 1, &pre, &pre_len), 0);
+    unsigned char pa[XT_SYS_PEND_LEN], pc[XT_SYS_PEND_LEN];
+    xt_hash_pend_name("a", 1, pa);
+    xt_hash_pend_name("c", 1, pc);
+
+    /* derive must name an earlier op and be a CREATE. */
+    struct seen sa = { 0 }, sc = { 0 };
+    struct mds_aop bad[2] = { aop(MDS_AOP_CHECK, T1, "a"), aop(MDS_AOP_CREATE, T1, "x") };
+    bad[1].derive = derive_fn;
+    bad[1].arg = &sa;
+    bad[1].of = 1;
+    assert_int_equal(mds_table_atomic(v.t, bad, 2, &failed, &gen), -EINVAL);
+    assert_int_equal(failed, 1);
+    bad[1].of = 0;
+    bad[1].type = MDS_AOP_DELETE;
+    assert_int_equal(mds_table_atomic(v.t, bad, 2, &failed, &gen), -EINVAL);
+
+    /* A prepare: a += 5 and its pending row from the pre-image. */
+    struct delta d5 = { 5 };
+    struct mds_aop prep[4] = { aop(MDS_AOP_UPDATE, T1, "a"), aop(MDS_AOP_CREATE, T1, ""),
+                               aop(MDS_AOP_CREATE, T1, "c"), aop(MDS_AOP_CREATE, T1, "") };
+    prep[0].fn = add_fn;
+    prep[0].arg = &d5;
+    prep[1].name = pa;
+    prep[1].name_len = sizeof pa;
+    prep[1].flags = MDS_TABLE_EXCL;
+    prep[1].derive = derive_fn;
+    prep[1].arg = &sa;
+    prep[1].of = 0;
+    uint8_t *cr = tu_row(3, 30, 0, &len);
+    prep[2].row = cr;
+    prep[2].row_len = len;
+    prep[3].name = pc;
+    prep[3].name_len = sizeof pc;
+    prep[3].flags = MDS_TABLE_EXCL;
+    prep[3].derive = derive_fn;
+    prep[3].arg = &sc;
+    prep[3].of = 2;
+    assert_int_equal(mds_table_atomic(v.t, prep, 4, &failed, &gen), 0);
+    assert_true(sa.calls >= 1 && sa.existed);
+    assert_int_equal(sa.old_len, pre_len);
+    assert_memory_equal(sa.old, pre, pre_len);
+    assert_true(sc.calls >= 1 && !sc.existed);
+    /* The undecided state is there, but only the resolver's lookup sees it. */
+    uint8_t *row;
+    size_t row_len;
+    assert_int_equal(mds_table_lookup(v.t, 1, T1, "a", 1, &row, &row_len), -EAGAIN);
+    assert_int_equal(mds_table_lookup_ex(v.t, 1, T1, "a", 1, true, &row, &row_len), 0);
+    assert_true(tu_row_ok(row, row_len, &id, &bal));
+    assert_int_equal(bal, 15);
+    xt_free(row);
+
+    /* Invariant 9: every other write of a or c waits (-EAGAIN)... */
+    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, add_fn, &d5, &gen), -EAGAIN);
+    assert_int_equal(mds_table_delete(v.t, 1, T1, "c", 1, NULL, NULL, &gen), -EAGAIN);
+    assert_int_equal(mds_table_create(v.t, 1, T1, "a", 1, cr, len, 0, &gen), -EAGAIN);
+    struct mds_aop one = aop(MDS_AOP_UPDATE, T1, "a");
+    one.fn = add_fn;
+    one.arg = &d5;
+    assert_int_equal(mds_table_atomic(v.t, &one, 1, &failed, &gen), -EAGAIN);
+    /* ... a second prepare of a waits too (its op, not its EXCL) ... */
+    assert_int_equal(mds_table_atomic(v.t, prep, 2, &failed, &gen), -EAGAIN);
+    assert_int_equal(failed, 0);
+    /* ... so do lookups (invariant 9); other rows do not wait. */
+    assert_int_equal(mds_table_lookup(v.t, 1, T1, "c", 1, &row, &row_len), -EAGAIN);
+    assert_int_equal(tenv_get(&v, T1, "b", &id, &bal), 1);
+    one.name = "b";
+    assert_int_equal(mds_table_atomic(v.t, &one, 1, &failed, &gen), 0);
+
+    /* The rollback: pre-image back and the pending row gone, one batch. */
+    struct mds_aop rb[4] = { aop(MDS_AOP_CREATE, T1, "a"), aop(MDS_AOP_DELETE, T1, ""),
+                             aop(MDS_AOP_DELETE, T1, "c"), aop(MDS_AOP_DELETE, T1, "") };
+    rb[0].row = pre;
+    rb[0].row_len = pre_len;
+    rb[1].name = pa;
+    rb[1].name_len = sizeof pa;
+    rb[3].name = pc;
+    rb[3].name_len = sizeof pc;
+    assert_int_equal(mds_table_atomic(v.t, rb, 4, &failed, &gen), 0);
+    assert_int_equal(tenv_get(&v, T1, "a", &id, &bal), 1);
+    assert_int_equal(bal, 10);
+    assert_int_equal(tenv_get(&v, T1, "c", &id, &bal), 0);
+    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, add_fn, &d5, &gen), 0);
+    free(cr);
+    xt_free(pre);
+    tenv_fini(&v);
+}
+
 int main(void)
 {
     g_seed = tu_seed("test_mds_atomic");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_args),
         cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_pending),
         cmocka_unit_test(test_stress_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

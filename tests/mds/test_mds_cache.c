@@ -14,6 +14,7 @@
 #include "mds_cache.h"
 #include "mds_store_mem.h"
 #include "mds_test_util.h"
+#include "xt_hash.h"
 #include "xt_slice.h"
 
 static uint64_t g_seed;
@@ -340,6 +341,21 @@ static void test_add_and_peek(void **state)
     assert_int_equal(mds_cache_peek(c, &k, &e2), 0);
     assert_ptr_equal(e, e2);
     assert_ptr_equal(mds_cent_slice(e), s);
+    /* The rows of the info leave system rows out (invariant 5). */
+    for (uint32_t i = 0; i < 5; i++) {
+        uint64_t h = (uint64_t)(i * 4 + 1) << 32 | i; /* V_h mod 4 == 1: slice (1, 2) */
+        char nm[8];
+        snprintf(nm, sizeof nm, "r%u", i);
+        assert_int_equal(xt_slice_insert(s, nm, strlen(nm), h, "x", 1, 0, 1), 0);
+        uint8_t sn[XT_SYS_HEAD + 8] = { 0 };
+        xt_hash_sys_head(sn, XT_SYS_PENDING, h);
+        if (i < 3)
+            assert_int_equal(xt_slice_insert(s, sn, sizeof sn, h, "p", 1, 0, 1), 0);
+    }
+    mds_cache_resize(c, e);
+    struct mds_cache_info info;
+    mds_cache_info(c, &info);
+    assert_int_equal(info.rows, 5);
     mds_cache_put(c, e2);
     mds_cache_put(c, e);
     /* Allocation failures: every countdown fails cleanly or succeeds. */

@@ -29,7 +29,10 @@ enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE 
                              create or a check): only if uuid == expect_uuid.
                              Versions restart at 0 when a name is created
                              again; (uuid, version) does not. */
-#define XT_F_ALL    0x3f
+#define XT_F_SYS    0x40 /* the request may name system rows (names starting
+                             00 FF, xt_hash.h); set only by MDS-to-MDS calls:
+                             without it such a name answers -EINVAL */
+#define XT_F_ALL    0x7f
 
 /* Which table a request addresses. */
 struct xt_tref {
@@ -85,7 +88,7 @@ struct xt_list_req {
     struct xt_tref t;
     uint64_t cookie;             /* resume point (xt_hash.h) */
     uint32_t max;                /* entries wanted, 1..4096 */
-    uint32_t flags;
+    uint32_t flags;              /* XT_F_BITMAP; XT_F_SYS: system rows too */
     const uint16_t *cols;        /* as xt_req.cols */
     uint32_t ncols;
     const void *substr;          /* key/value search: keys containing it */

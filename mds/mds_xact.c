@@ -1,0 +1,599 @@
+/*
+ * mds_xact.c -- the coordinator and the participant's prepare of atomic
+ * batches across MDS (mds_xact.h, docs/mds-xact.md). The finish and the
+ * resolver, which run on this module's thread, are in mds_xact_bg.c.
+ *
+ * The parents' times and counts in a batch are *loose* ops, run around
+ * it, not in it (see loose()); the rest are strict. When the strict ops
+ * sit at one MDS, they are one atomic batch there and no transaction.
+ * A transaction, seen from the MDS A that received the client's batch:
+ *   1. owners: each op's slice by A's bitmap, its MDS by ring 0; the
+ *      decider D is the first strict op's owner;
+ *   2. prepare: to every other owner, its ops plus a descriptor (an XT_F_SYS
+ *      check of the decision row, which names the transaction), synced;
+ *   3. decide: D runs its own ops and the EXCL create of the decision row
+ *      COMMIT as one atomic batch;
+ *   4. answer, and queue the finish (mds_xact_bg.c).
+ * A failure after a prepare creates ABORT (or finds COMMIT: then the
+ * transaction did commit) and has every prepared part settled (rolled
+ * back) before it answers; what it cannot reach is left to the
+ * participants' resolvers.
+ */
+#include "mds_xact.h"
+#include "mds_xact_i.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "xt_common.h"
+#include "xt_hash.h"
+
+/* ---- rows ---------------------------------------------------------------- */
+
+int mds_xact_pend_parse(const void *row, size_t len, struct mds_xact_pend *p)
+{
+    xt_row v;
+    if (xt_row_decode(row, len, &v) < 0 || v.ngroups == 0)
+        return -EBADMSG;
+    /* The record is the concatenation of the row's groups (chunks of at
+     * most XT_ROW_GROUP_MAX bytes); a single chunk is used in place. */
+    size_t total = 0;
+    for (uint32_t i = 0; i < v.ngroups; i++)
+        total += v.groups[i].len;
+    memset(p, 0, sizeof *p);
+    const uint8_t *r = v.groups[0].ptr;
+    if (v.ngroups > 1) {
+        if (!(p->buf = xt_malloc(total)))
+            return -ENOMEM;
+        size_t off = 0;
+        for (uint32_t i = 0; i < v.ngroups; i++) {
+            memcpy(p->buf + off, v.groups[i].ptr, v.groups[i].len);
+            off += v.groups[i].len;
+        }
+        r = p->buf;
+    }
+    size_t at = PEND_OFF_NAME;
+    if (total < at || r[PEND_OFF_FMT] != PEND_FMT || r[PEND_OFF_EXISTED] > 1 ||
+        r[PEND_OFF_DLEN] != MDS_XACT_DNAME_LEN)
+        goto bad;
+    p->existed = r[PEND_OFF_EXISTED];
+    p->dfsid = xt_get_u32(r + PEND_OFF_DFSID);
+    p->dtable = xt_get_u64(r + PEND_OFF_DTABLE);
+    memcpy(p->dname, r + PEND_OFF_DNAME, MDS_XACT_DNAME_LEN);
+    p->name_len = xt_get_u16(r + PEND_OFF_NLEN);
+    if (p->name_len == 0 || p->name_len > XT_NAME_MAX || total < at + p->name_len)
+        goto bad;
+    p->name = r + at;
+    at += p->name_len;
+    p->old = r + at;
+    p->old_len = total - at;
+    if (!p->existed && p->old_len)
+        goto bad;
+    p->uuid = v.attr.uuid;
+    p->ctime_ns = v.attr.ctime_ns;
+    return 0;
+bad:
+    xt_free(p->buf);
+    p->buf = NULL;
+    return -EBADMSG;
+}
+
+uint64_t mds_xact_tag(const uint8_t *dname)
+{
+    return xt_hash_bytes(dname, MDS_XACT_DNAME_LEN, UINT64_C(0x706f6d2d78616374)) | 1;
+}
+
+/* derive of a prepare: the pending row of op `of`, from its pre-image. */
+static int pend_derive(void *arg, bool existed, const void *old, size_t old_len, uint8_t **out,
+                       size_t *out_len)
+{
+    const struct pend_arg *pa = arg;
+    size_t head = PEND_OFF_NAME + pa->name_len;
+    size_t total = head + (existed ? old_len : 0);
+    uint8_t *rec = xt_malloc(total);
+    if (!rec)
+        return -ENOMEM;
+    rec[PEND_OFF_FMT] = PEND_FMT;
+    rec[PEND_OFF_EXISTED] = existed ? 1 : 0;
+    xt_put_u32(rec + PEND_OFF_DFSID, pa->dfsid);
+    xt_put_u64(rec + PEND_OFF_DTABLE, pa->dtable);
+    rec[PEND_OFF_DLEN] = MDS_XACT_DNAME_LEN;
+    memcpy(rec + PEND_OFF_DNAME, pa->dname, MDS_XACT_DNAME_LEN);
+    xt_put_u16(rec + PEND_OFF_NLEN, (uint16_t)pa->name_len);
+    memcpy(rec + PEND_OFF_NAME, pa->name, pa->name_len);
+    if (existed && old_len)
+        memcpy(rec + head, old, old_len);
+    xt_row v;
+    xt_row_init(&v);
+    v.attr.type = XT_ROW_KV;
+    v.attr.uuid = mds_xact_tag(pa->dname);
+    v.attr.ctime_ns = xt_now_ns();
+    v.name = pa->pname;
+    v.name_len = XT_SYS_PEND_LEN;
+    int rc = 0;
+    for (size_t off = 0; off < total && rc == 0; off += XT_ROW_GROUP_MAX) {
+        uint32_t len = (uint32_t)XT_MIN(total - off, (size_t)XT_ROW_GROUP_MAX);
+        rc = xt_row_view_set_group(&v, (uint16_t)(XT_CG_USER0 + off / XT_ROW_GROUP_MAX),
+                                   rec + off, len);
+    }
+    if (rc == 0)
+        rc = xt_row_encode_alloc(&v, out, out_len);
+    xt_free(rec);
+    /* Too big to keep a pre-image of (a row near XT_ROW_ENCODED_MAX): the
+     * coordinator answers -EXDEV and the client runs the batch op by op. */
+    return rc == -E2BIG ? -EXDEV : rc;
+}
+
+void mds_xact_decision_view(xt_row *v, const uint8_t *dname, const uint8_t *verdict)
+{
+    xt_row_init(v);
+    v->attr.type = XT_ROW_KV;
+    v->attr.uuid = mds_xact_tag(dname);
+    v->attr.ctime_ns = xt_now_ns();
+    v->name = dname;
+    v->name_len = MDS_XACT_DNAME_LEN;
+    xt_row_view_set_group(v, XT_CG_USER0, verdict, 1);
+}
+
+int mds_xact_decision_parse(const void *row, size_t len)
+{
+    const uint8_t *g;
+    uint32_t glen;
+    if (xt_row_get_group(row, len, XT_CG_USER0, &g, &glen) < 0 || glen != 1 ||
+        (g[0] != MDS_XACT_COMMIT && g[0] != MDS_XACT_ABORT))
+        return -EBADMSG;
+    return g[0];
+}
+
+/* ---- participant ----------------------------------------------------------- */
+
+bool mds_xact_is_prepare(const struct xt_req *reqs, size_t n)
+{
+    const struct xt_req *d = n >= 2 ? &reqs[n - 1] : NULL;
+    return d && d->op == XT_OP_LOOKUP && (d->flags & XT_F_SYS) &&
+           d->name_len == MDS_XACT_DNAME_LEN && xt_hash_is_sys(d->name, d->name_len) &&
+           ((const uint8_t *)d->name)[2] == XT_SYS_DECISION;
+}
+
+int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_resp *resps,
+                     size_t *failed)
+{
+    *failed = 0;
+    if (!mds_xact_is_prepare(reqs, n) || n - 1 > MDS_ATOMIC_MAX / 2)
+        return -EINVAL;
+    size_t k = n - 1;
+    const struct xt_req *d = &reqs[k];
+    struct pend_arg pa[MDS_ATOMIC_MAX / 2];
+    struct mds_aop extra[MDS_ATOMIC_MAX / 2];
+    for (size_t i = 0; i < k; i++) {
+        if (xt_hash_is_sys(reqs[i].name, reqs[i].name_len))
+            return -EINVAL; /* a transaction's ops are user rows */
+        pa[i] = (struct pend_arg){ .dfsid = d->t.fsid, .dtable = d->t.table,
+                                   .name = reqs[i].name, .name_len = reqs[i].name_len };
+        memcpy(pa[i].dname, d->name, MDS_XACT_DNAME_LEN);
+        xt_hash_pend_name(reqs[i].name, reqs[i].name_len, pa[i].pname);
+        extra[i] = (struct mds_aop){ .type = MDS_AOP_CREATE, .fsid = reqs[i].t.fsid,
+                                     .table = reqs[i].t.table, .name = pa[i].pname,
+                                     .name_len = XT_SYS_PEND_LEN, .flags = MDS_TABLE_EXCL,
+                                     .derive = pend_derive, .arg = &pa[i], .of = i };
+    }
+    uint64_t gen = 0;
+    int rc = x->io.batch(x->io.ctx, reqs, k, extra, k, resps, failed, &gen);
+    if (rc < 0 && *failed >= k) {
+        /* A pending row already there: the row is in another transaction. */
+        *failed -= k;
+        rc = rc == -EEXIST ? -EAGAIN : rc;
+    }
+    if (rc == 0) {
+        resps[k].commit_group = gen;
+        mds_stats_add(x->o.stats, MDS_CTR_XACT_PREPARES, 1);
+        mds_xact_crash_point("participant");
+    }
+    return rc;
+}
+
+/* ---- coordinator ----------------------------------------------------------- */
+
+void mds_xact_crash_point(const char *where)
+{
+    const char *c = getenv("POM_MDS_XACT_CRASH");
+    if (c && strcmp(c, where) == 0) {
+        XT_WARN("xact: crash point %s (POM_MDS_XACT_CRASH)", where);
+        raise(SIGKILL);
+    }
+}
+
+/* A copy of a client's request to send on to another MDS: without the
+ * client's slice hint and any forwarded bitmap (borrowed pointers kept). */
+static struct xt_req onward(const struct xt_req *q)
+{
+    struct xt_req c = *q;
+    c.fwd_bitmap = NULL;
+    c.fwd_bitmap_len = 0;
+    c.t.slice_hint = -1;
+    return c;
+}
+
+/* The owner of each op's slice (this MDS's bitmap and ring 0). */
+static int owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *site)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t slice = 0;
+        int rc = mds_table_pick(x->o.table, reqs[i].t.fsid, reqs[i].t.table,
+                                xt_hash_name(reqs[i].name, reqs[i].name_len), &slice);
+        if (rc == -ENOENT)
+            slice = 0; /* a table not created yet: its only slice */
+        else if (rc < 0)
+            return rc;
+        rc = mds_route_owner(x->o.route, reqs[i].t.fsid, reqs[i].t.table, slice, &site[i]);
+        if (rc == -ENOENT)
+            site[i] = mds_route_self(x->o.route);
+        else if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int mds_xact_send(mds_xact *x, uint32_t site, const struct xt_req *reqs, size_t n,
+                  struct xt_resp *resps, size_t *failed, uint64_t *gen)
+{
+    *failed = 0;
+    if (site == mds_route_self(x->o.route)) {
+        if (mds_xact_is_prepare(reqs, n)) {
+            int rc = mds_xact_prepare(x, reqs, n, resps, failed);
+            *gen = rc == 0 ? resps[n - 1].commit_group : 0;
+            return rc;
+        }
+        return x->io.batch(x->io.ctx, reqs, n, NULL, 0, resps, failed, gen);
+    }
+    xt_rpc_pool *pool = mds_route_pool(x->o.route, site);
+    if (!pool)
+        return -EHOSTUNREACH;
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = (int)x->o.call_timeout_ms,
+                         .ring_version = (int64_t)mds_route_ring_version(x->o.route) };
+    int rc = xt_mds_batch_atomic(pool, &call, reqs, n, resps, failed);
+    *gen = rc == 0 ? resps[0].commit_group : 0;
+    if (*failed == SIZE_MAX)
+        *failed = 0;
+    return rc;
+}
+
+/* Whether rc leaves the outcome of a remote call unknown (it may have
+ * been applied). */
+static bool unknown(int rc)
+{
+    return rc == -ETIMEDOUT || rc == -ECONNRESET || rc == -EPIPE || rc == -EIO ||
+           rc == -EPROTO || rc == -ENOMEM;
+}
+
+/* What the client hears when a step failed for a reason of the MDS, not
+ * of its rows (a peer down, a slice moving, an outcome unknown): try again. */
+static int client_rc(int rc)
+{
+    return unknown(rc) || rc == -EREMOTE || rc == -ECONNREFUSED || rc == -EHOSTUNREACH
+               ? -EAGAIN
+               : rc;
+}
+
+static void free_resps(struct xt_resp *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        xt_resp_free(&r[i]);
+}
+
+/* After a failure with participants prepared: ABORT, unless the decision
+ * is already COMMIT (a decide whose answer was lost). Returns 1 when the
+ * transaction committed, 0 when it is aborted, < 0 when unknown. */
+static int abort_txn(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
+{
+    static const uint8_t verdict = MDS_XACT_ABORT;
+    xt_row v;
+    mds_xact_decision_view(&v, dname, &verdict);
+    struct xt_req q = { .op = XT_OP_CREATE, .t = { r0->t.fsid, r0->t.table, -1 }, .name = dname,
+                        .name_len = MDS_XACT_DNAME_LEN, .row = &v,
+                        .flags = XT_F_SYS | XT_F_EXCL | XT_F_SYNC };
+    /* The decision's slice may be moving (a split handed to another MDS,
+     * loadable once committed): try for a few seconds, not at once. */
+    for (int tries = 0, ms = 10; tries < 12; tries++, ms = XT_MIN(ms * 2, 500)) {
+        if (tries > 0) {
+            struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+            nanosleep(&ts, NULL);
+        }
+        struct xt_resp resp = { 0 };
+        int rc = x->io.op(x->io.ctx, &q, &resp);
+        xt_resp_free(&resp);
+        if (rc == 0)
+            return 0;
+        if (rc != -EEXIST)
+            continue;
+        int d = mds_xact_read_decision(x, r0->t.fsid, r0->t.table, dname, NULL, NULL);
+        if (d == MDS_XACT_COMMIT)
+            return 1;
+        if (d == MDS_XACT_ABORT)
+            return 0;
+    }
+    return -EAGAIN;
+}
+
+/* After an ABORT: each prepared part rolled back at its holder now (a
+ * synced lookup of its pending rows, mds_xact_settle), not after
+ * resolve_ms: the client's retry, and its reads, must find the rows as
+ * they were. A failure leaves that row to its resolver. */
+static void settle_all(mds_xact *x, const struct txn *t)
+{
+    for (size_t i = 0; i < t->nops; i++) {
+        const struct txn_op *o = &t->ops[i];
+        uint8_t pn[XT_SYS_PEND_LEN];
+        xt_hash_pend_name(o->name, o->name_len, pn);
+        struct xt_req q = { .op = XT_OP_LOOKUP, .t = { o->fsid, o->table, -1 }, .name = pn,
+                            .name_len = XT_SYS_PEND_LEN, .flags = XT_F_SYS | XT_F_SYNC };
+        int rc = -EAGAIN;
+        for (int ms = 10; rc == -EAGAIN && ms <= 640; ms *= 2) { /* a slice moving */
+            struct xt_resp r = { 0 };
+            rc = x->io.op(x->io.ctx, &q, &r);
+            xt_resp_free(&r);
+            if (rc == -EAGAIN) {
+                struct timespec ts = { 0, (long)ms * 1000000L };
+                nanosleep(&ts, NULL);
+            }
+        }
+        char id[48];
+        mds_xact_txid_str(t->dname, id, sizeof id);
+        if (rc < 0 && rc != -ENOENT)
+            XT_WARN("xact %s: rollback of a prepared part failed (%s): left to its resolver",
+                    id, strerror(-rc));
+        else
+            XT_DBG("xact %s: prepared part %.*s settled: %d", id, (int)o->name_len,
+                   (const char *)o->name, rc);
+    }
+}
+
+/* The transaction over reqs[0..n) (every op strict, each an onward()
+ * copy), owned by site[]: prepare, decide, answer (steps 2-4 above).
+ * Returns 0 or the failing step's own -errno (*failed: the op). */
+static int txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint32_t *site,
+                   struct xt_resp *resps, size_t *failed)
+{
+    uint32_t self = mds_route_self(x->o.route), dsite = site[0];
+    int rc = 0;
+    struct txn *t = xt_calloc(1, sizeof *t);
+    if (!t)
+        return -ENOMEM;
+    t->dfsid = reqs[0].t.fsid;
+    t->dtable = reqs[0].t.table;
+    t->dsite = dsite;
+    xt_hash_sys_head(t->dname, XT_SYS_DECISION, xt_hash_name(reqs[0].name, reqs[0].name_len));
+    xt_put_u32(t->dname + XT_SYS_HEAD, self);
+    xt_put_u32(t->dname + XT_SYS_HEAD + 4, x->o.epoch);
+    xt_put_u64(t->dname + XT_SYS_HEAD + 8,
+               atomic_fetch_add_explicit(&x->seq, 1, memory_order_relaxed) + 1);
+
+    struct xt_req sub[XT_BATCH_ATOMIC_MAX + 1];
+    struct xt_resp sr[XT_BATCH_ATOMIC_MAX + 1];
+    size_t idx[XT_BATCH_ATOMIC_MAX], sf;
+    uint64_t gen = 0;
+    /* 2. Prepare every owner but the decider, in op order. */
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (site[i] == dsite)
+            continue;
+        bool seen = false;
+        for (size_t j = 0; j < i; j++)
+            seen = seen || site[j] == site[i];
+        if (seen)
+            continue;
+        size_t k = 0;
+        for (size_t j = i; j < n; j++)
+            if (site[j] == site[i]) {
+                idx[k] = j;
+                sub[k] = reqs[j];
+                sub[k++].flags |= XT_F_SYNC;
+            }
+        sub[k] = (struct xt_req){ .op = XT_OP_LOOKUP, .t = { t->dfsid, t->dtable, -1 },
+                                  .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
+                                  .flags = XT_F_SYS };
+        memset(sr, 0, sizeof sr);
+        rc = mds_xact_send(x, site[i], sub, k + 1, sr, &sf, &gen);
+        free_resps(sr, k + 1);
+        if (rc == 0 || unknown(rc)) {
+            /* (unknown: it may be prepared; its resolver settles it) */
+            for (size_t j = 0; j < k; j++)
+                txn_add_op(t, &reqs[idx[j]], site[i]);
+        }
+        if (rc < 0)
+            *failed = sf < k ? idx[sf] : idx[0];
+    }
+    if (rc == 0)
+        mds_xact_crash_point("prepared");
+
+    /* 3. Decide at op 0's owner: its ops and COMMIT, one atomic batch. */
+    uint64_t dgen = 0;
+    uint32_t depoch = 0;
+    if (rc == 0) {
+        static const uint8_t verdict = MDS_XACT_COMMIT;
+        xt_row v;
+        mds_xact_decision_view(&v, t->dname, &verdict);
+        size_t k = 0;
+        for (size_t j = 0; j < n; j++)
+            if (site[j] == dsite) {
+                idx[k] = j;
+                sub[k++] = reqs[j];
+            }
+        /* A remote decision is synced before it answers: the finish must
+         * not delete pending rows of a decision its holder could lose. */
+        sub[k] = (struct xt_req){ .op = XT_OP_CREATE, .t = { t->dfsid, t->dtable, -1 },
+                                  .name = t->dname, .name_len = MDS_XACT_DNAME_LEN, .row = &v,
+                                  .flags = XT_F_SYS | XT_F_EXCL |
+                                           (dsite == self ? 0u : (uint32_t)XT_F_SYNC) };
+        memset(sr, 0, sizeof sr);
+        rc = mds_xact_send(x, dsite, sub, k + 1, sr, &sf, &dgen);
+        depoch = sr[0].epoch;
+        free_resps(sr, k + 1);
+        if (rc < 0) {
+            *failed = sf < k ? idx[sf] : 0;
+            if (sf == k && rc == -EEXIST)
+                rc = -EAGAIN; /* a resolver aborted it first */
+        }
+    }
+    if (rc == 0)
+        mds_xact_crash_point("decided");
+
+    if (rc < 0 && t->nops > 0) {
+        int a = abort_txn(x, &reqs[0], t->dname);
+        XT_DBG("xact: abort after %d: %d", rc, a);
+        if (a == 1) {
+            rc = 0; /* the decide did land: the transaction committed */
+            dgen = 0;
+        } else if (a == 0) {
+            mds_stats_add(x->o.stats, MDS_CTR_XACT_ABORTS, 1);
+            settle_all(x, t); /* before the answer: a retry must find the rows as before */
+        } else {
+            rc = -EAGAIN; /* undecided: the resolvers settle it; the client retries */
+        }
+    }
+    char id[48];
+    mds_xact_txid_str(t->dname, id, sizeof id);
+    XT_DBG("xact %s: %zu ops, decider %u, %zu prepared: %s (%d)", id, n, dsite, t->nops,
+           rc == 0 ? "committed" : "aborted", rc);
+    if (rc < 0) {
+        txn_free(t);
+        return rc; /* raw: mds_xact_run tells a stale view (-EREMOTE) from the rest */
+    }
+    for (size_t i = 0; i < n; i++) {
+        resps[i].commit_group = dgen;
+        if (dsite != self) {
+            resps[i].epoch = depoch;
+            resps[i].epoch_site = dsite;
+        }
+    }
+    mds_stats_add(x->o.stats, MDS_CTR_XACT_COMMITS, 1);
+    /* 4. The finish runs on the thread once the decision is durable. */
+    t->dgen = dsite == self ? dgen : 0;
+    mds_xact_queue_finish(x, t);
+    return 0;
+}
+
+/* A parent's times (and subdirectory count) in a client batch: no
+ * condition but the row's identity, and commutative with every other such
+ * update of the row, which each create in the directory makes. Kept out
+ * of the transaction (docs/mds-xact.md "Loose ops"): a pending row on a
+ * directory's row would make every create in it wait. */
+static bool loose(const struct xt_req *q)
+{
+    const uint32_t ok = XT_ROW_SET_ATIME | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
+                        XT_ROW_SET_NLINK_ADD;
+    return q->op == XT_OP_UPDATE && !(q->flags & (XT_F_IF_VER | XT_F_SYS)) &&
+           !(q->set_mask & ~ok) && q->ndrop == 0 && (!q->row || q->row->ngroups == 0);
+}
+
+/* Teach this MDS the bitmap of q's table as q's owner knows it: a routed
+ * lookup of q's row, forwarded to the owner, whose answer carries its
+ * bitmap, merged on the way back (mds_service's forward). */
+static void learn(mds_xact *x, const struct xt_req *q)
+{
+    static const uint16_t none[1] = { 0 };
+    struct xt_req l = { .op = XT_OP_LOOKUP, .t = { q->t.fsid, q->t.table, -1 }, .name = q->name,
+                        .name_len = q->name_len, .cols = none, .ncols = 0 };
+    struct xt_resp r = { 0 };
+    x->io.op(x->io.ctx, &l, &r);
+    xt_resp_free(&r);
+}
+
+/* A loose op, routed to its owner. */
+static int run_loose(mds_xact *x, const struct xt_req *q, struct xt_resp *resp)
+{
+    struct xt_req c = onward(q);
+    xt_resp_free(resp);
+    memset(resp, 0, sizeof *resp);
+    return x->io.op(x->io.ctx, &c, resp);
+}
+
+int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_resp *resps,
+                 size_t *failed)
+{
+    *failed = 0;
+    if (n == 0 || n > XT_BATCH_ATOMIC_MAX)
+        return -EINVAL;
+    /* The strict ops (the transaction) and the loose ones. */
+    struct xt_req sreq[XT_BATCH_ATOMIC_MAX];
+    struct xt_resp sresp[XT_BATCH_ATOMIC_MAX];
+    size_t sidx[XT_BATCH_ATOMIC_MAX], ns = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!loose(&reqs[i])) {
+            sidx[ns] = i;
+            sreq[ns++] = onward(&reqs[i]);
+        }
+    bool all_strict = ns == 0;
+    if (all_strict) /* nothing but parents' updates: keep them atomic */
+        for (size_t i = 0; i < n; i++) {
+            sidx[ns] = i;
+            sreq[ns++] = onward(&reqs[i]);
+        }
+    /* Times first: a parent removed or moved meanwhile stops the batch
+     * before anything else changed (a create answers -ENOENT). */
+    int rc;
+    for (size_t i = 0; i < n && !all_strict; i++)
+        if (loose(&reqs[i]) && !(reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+            (rc = run_loose(x, &reqs[i], &resps[i])) < 0) {
+            *failed = i;
+            return client_rc(rc);
+        }
+    uint32_t self = mds_route_self(x->o.route), site[XT_BATCH_ATOMIC_MAX];
+    size_t sf = 0;
+    bool one = true;
+    /* Owners by this MDS's bitmap, which may be behind the owner's (a split
+     * made there, gossip not yet arrived): a step that finds a row is not
+     * where it was sent (-EREMOTE) teaches this MDS the owner's bitmap
+     * (learn) and the batch is placed again. */
+    for (int attempt = 0;; attempt++) {
+        if ((rc = owners(x, sreq, ns, site)) < 0)
+            return rc == -ENOMEM ? rc : -EAGAIN;
+        one = true;
+        for (size_t i = 1; i < ns; i++)
+            one = one && site[i] == site[0];
+        uint64_t gen = 0;
+        memset(sresp, 0, sizeof sresp);
+        if (!one) {
+            rc = txn_run(x, sreq, ns, site, sresp, &sf);
+        } else {
+            /* One owner: one atomic batch there, no transaction. Sent as
+             * an MDS's own (XT_F_SYS): it is never coordinated again. */
+            for (size_t i = 0; i < ns && site[0] != self; i++)
+                sreq[i].flags |= XT_F_SYS;
+            rc = mds_xact_send(x, site[0], sreq, ns, sresp, &sf, &gen);
+            for (size_t i = 0; i < ns && rc == 0 && site[0] != self; i++)
+                if (!sresp[i].epoch_site)
+                    sresp[i].epoch_site = site[0];
+        }
+        if (rc != -EREMOTE || attempt == 3)
+            break;
+        free_resps(sresp, ns);
+        learn(x, &sreq[sf < ns ? sf : 0]);
+    }
+    if (rc == -EREMOTE && one)
+        rc = -EXDEV; /* still placed apart: the client's op-by-op fallback
+                        (no atomicity lost: these rows sit at one MDS) */
+    for (size_t i = 0; i < ns; i++) {
+        xt_resp_free(&resps[sidx[i]]);
+        resps[sidx[i]] = sresp[i];
+        memset(&sresp[i], 0, sizeof sresp[i]);
+    }
+    if (rc < 0) {
+        *failed = sidx[sf < ns ? sf : 0];
+        return client_rc(rc);
+    }
+    /* Counts after: never for an entry that was not made. A failure here
+     * (the parent removed meanwhile) loses only that count change, as the
+     * op-by-op fallback did; RMU will make it reliable. */
+    for (size_t i = 0; i < n && !all_strict; i++)
+        if (loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+            (rc = run_loose(x, &reqs[i], &resps[i])) < 0)
+            XT_DBG("xact: a parent's count update failed after its batch: %s", strerror(-rc));
+    /* The client tracks the epoch of the MDS holding op 0's change. */
+    if (!resps[0].epoch && resps[sidx[0]].epoch) {
+        resps[0].epoch = resps[sidx[0]].epoch;
+        resps[0].epoch_site = resps[sidx[0]].epoch_site;
+    }
+    return 0;
+}

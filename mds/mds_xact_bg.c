@@ -1,0 +1,415 @@
+/*
+ * mds_xact_bg.c -- the background half of cross-MDS transactions
+ * (mds_xact.h): the finish of decided transactions (pending rows deleted
+ * at their holders, then the decision row) and the resolver, which
+ * settles every pending row of this MDS's cached slices older than
+ * resolve_ms, whatever became of its coordinator (mds_xact.h (2), (3)).
+ *
+ * Both run on one thread. The resolver looks only at slices holding
+ * system rows (xt_slice_sys_count), so its sweep costs a walk of the
+ * cache's keys when no transaction is open. A pending row is settled by
+ * its holder alone: a rollback is a local atomic batch (the pre-image
+ * restored, the pending row deleted), and a slice that moves meanwhile
+ * takes its pending rows to the new holder's resolver.
+ */
+#include "mds_xact.h"
+#include "mds_xact_i.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "xt_common.h"
+
+void txn_add_op(struct txn *t, const struct xt_req *req, uint32_t site)
+{
+    if (t->nops == XT_BATCH_ATOMIC_MAX || req->name_len > XT_NAME_MAX)
+        return;
+    struct txn_op *o = &t->ops[t->nops++];
+    o->fsid = req->t.fsid;
+    o->table = req->t.table;
+    memcpy(o->name, req->name, req->name_len);
+    o->name_len = req->name_len;
+    o->site = site;
+}
+
+void txn_free(struct txn *t)
+{
+    xt_free(t);
+}
+
+int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
+{
+    if (!o->table || !o->group || !o->cache || !o->route)
+        return -EINVAL;
+    mds_xact *x = xt_calloc(1, sizeof *x);
+    if (!x)
+        return -ENOMEM;
+    x->o = *o;
+    if (!x->o.resolve_ms)
+        x->o.resolve_ms = 2000;
+    if (!x->o.call_timeout_ms)
+        x->o.call_timeout_ms = 10000;
+    pthread_mutex_init(&x->mu, NULL);
+    pthread_cond_init(&x->cv, NULL);
+    *out = x;
+    return 0;
+}
+
+void mds_xact_bind(mds_xact *x, const struct mds_xact_io *io)
+{
+    x->io = *io;
+}
+
+/* ---- reading and settling ---------------------------------------------- */
+
+int mds_xact_read_decision(mds_xact *x, uint32_t dfsid, uint64_t dtable, const uint8_t *dname,
+                           uint32_t *holder, uint32_t *epoch)
+{
+    struct xt_req q = { .op = XT_OP_LOOKUP, .t = { dfsid, dtable, -1 }, .name = dname,
+                        .name_len = MDS_XACT_DNAME_LEN, .flags = XT_F_SYS };
+    struct xt_resp r = { 0 };
+    int rc = x->io.op(x->io.ctx, &q, &r);
+    if (rc == 0)
+        rc = r.row ? mds_xact_decision_parse(r.row, r.row_len) : -EPROTO;
+    if (holder)
+        *holder = r.epoch_site ? r.epoch_site : mds_route_self(x->o.route);
+    if (epoch)
+        *epoch = r.epoch;
+    xt_resp_free(&r);
+    return rc;
+}
+
+/* The decision, creating ABORT when there is none (mds_xact.h (2)). */
+static int decide_or_abort(mds_xact *x, const struct mds_xact_pend *p, uint32_t *holder,
+                           uint32_t *epoch)
+{
+    static const uint8_t verdict = MDS_XACT_ABORT;
+    for (int tries = 0; tries < 3; tries++) {
+        int d = mds_xact_read_decision(x, p->dfsid, p->dtable, p->dname, holder, epoch);
+        if (d != -ENOENT)
+            return d;
+        xt_row v;
+        mds_xact_decision_view(&v, p->dname, &verdict);
+        struct xt_req q = { .op = XT_OP_CREATE, .t = { p->dfsid, p->dtable, -1 },
+                            .name = p->dname, .name_len = MDS_XACT_DNAME_LEN, .row = &v,
+                            .flags = XT_F_SYS | XT_F_EXCL | XT_F_SYNC };
+        struct xt_resp r = { 0 };
+        int rc = x->io.op(x->io.ctx, &q, &r);
+        xt_resp_free(&r);
+        if (rc == 0)
+            return MDS_XACT_ABORT; /* synced: (3) holds for the rollback */
+        if (rc != -EEXIST)
+            return rc;
+    }
+    return -EAGAIN;
+}
+
+/* Everything the decision's holder acknowledged is durable (3), by the
+ * same incarnation that showed it (epoch): one that restarted meanwhile
+ * may have lost it (-EAGAIN: read it again later). */
+static int sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch)
+{
+    if (holder == mds_route_self(x->o.route))
+        return mds_group_sync(x->o.group, 0, x->o.call_timeout_ms);
+    xt_rpc_pool *pool = mds_route_pool(x->o.route, holder);
+    if (!pool)
+        return -EHOSTUNREACH;
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = (int)x->o.call_timeout_ms };
+    uint64_t committed;
+    uint32_t now = 0;
+    int rc = xt_mds_sync(pool, &call, 0, &committed, &now);
+    return rc == 0 && epoch && now != epoch ? -EAGAIN : rc;
+}
+
+/* The rollback's row: the pre-image, with a version above every version
+ * the row showed meanwhile (cur, may be NULL), so no reader that saw the
+ * undone change can take the restored row for it. *out: xt_free. */
+static int restore_row(const struct mds_xact_pend *p, const uint8_t *cur, size_t cur_len,
+                       uint8_t **out, size_t *out_len)
+{
+    xt_row v, c;
+    if (xt_row_decode(p->old, p->old_len, &v) < 0)
+        return -EBADMSG;
+    if (cur && xt_row_decode_meta(cur, cur_len, &c) == 0)
+        v.attr.version = XT_MAX(v.attr.version, c.attr.version) + 1;
+    return xt_row_encode_alloc(&v, out, out_len);
+}
+
+/* The pending row must still be this transaction's. */
+static int tag_check(void *arg, const void *row, size_t len)
+{
+    xt_row v;
+    if (xt_row_decode_meta(row, len, &v) < 0)
+        return -EIO;
+    return v.attr.uuid == *(const uint64_t *)arg ? 0 : -ESTALE;
+}
+
+/* Settle the pending row pname of (fsid, table) held here. force: do not
+ * wait for it to age. 0 settled (or none), -EREMOTE (not held here: it
+ * moved with its slice), -errno: try later. */
+static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t *pname,
+                       bool force)
+{
+    uint8_t *row, *cur = NULL, *rrow = NULL;
+    size_t len, cur_len = 0, rlen = 0;
+    int rc = mds_table_lookup(x->o.table, fsid, table, pname, XT_SYS_PEND_LEN, &row, &len);
+    if (rc < 0)
+        return rc == -ENOENT ? 0 : rc;
+    struct mds_xact_pend p;
+    if ((rc = mds_xact_pend_parse(row, len, &p)) < 0) {
+        XT_ERR("xact: pending row of table %llu does not parse: left for fsck",
+               (unsigned long long)table);
+        xt_free(row);
+        return rc;
+    }
+    if (!force && xt_now_ns() - p.ctime_ns < (uint64_t)x->o.resolve_ms * 1000000u) {
+        rc = -EAGAIN;
+        goto out;
+    }
+    uint32_t holder = 0, epoch = 0;
+    int d = decide_or_abort(x, &p, &holder, &epoch);
+    if (d < 0) {
+        rc = d;
+        goto out;
+    }
+    if (d == MDS_XACT_COMMIT && (rc = sync_holder(x, holder, epoch)) < 0)
+        goto out;
+    struct mds_aop ops[2];
+    size_t nops = 0;
+    if (d == MDS_XACT_ABORT) {
+        int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, true, &cur,
+                                    &cur_len);
+        if (l < 0 && l != -ENOENT) {
+            rc = l;
+            goto out;
+        }
+        if (p.existed && (rc = restore_row(&p, l == 0 ? cur : NULL, cur_len, &rrow, &rlen)) < 0)
+            goto out;
+        if (p.existed)
+            ops[nops++] = (struct mds_aop){ .type = MDS_AOP_CREATE, .fsid = fsid, .table = table,
+                                            .name = p.name, .name_len = p.name_len,
+                                            .row = rrow, .row_len = rlen };
+        else if (l == 0)
+            ops[nops++] = (struct mds_aop){ .type = MDS_AOP_DELETE, .fsid = fsid, .table = table,
+                                            .name = p.name, .name_len = p.name_len };
+    }
+    ops[nops++] = (struct mds_aop){ .type = MDS_AOP_DELETE, .fsid = fsid, .table = table,
+                                    .name = pname, .name_len = XT_SYS_PEND_LEN,
+                                    .check = tag_check, .arg = &p.uuid };
+    size_t failed;
+    uint64_t gen;
+    rc = mds_table_atomic(x->o.table, ops, nops, &failed, &gen);
+    if (rc == -ENOENT && failed == nops - 1)
+        rc = 0; /* settled meanwhile (the finish, or a forced resolve) */
+    if (rc == 0) {
+        mds_stats_add(x->o.stats, MDS_CTR_XACT_RESOLVED, 1);
+        if (d == MDS_XACT_ABORT)
+            mds_stats_add(x->o.stats, MDS_CTR_XACT_ROLLBACKS, 1);
+        char id[48];
+        mds_xact_txid_str(p.dname, id, sizeof id);
+        XT_DBG("xact %s: pending row of %.*s (table %llu) settled: %s%s", id,
+               (int)p.name_len, (const char *)p.name, (unsigned long long)table,
+               d == MDS_XACT_ABORT ? "rolled back" : "committed", force ? " (asked)" : "");
+    }
+out:
+    xt_free(rrow);
+    xt_free(cur);
+    xt_free(p.buf);
+    xt_free(row);
+    return rc;
+}
+
+int mds_xact_settle(mds_xact *x, uint32_t fsid, uint64_t table, const void *pname,
+                    size_t len)
+{
+    if (len != XT_SYS_PEND_LEN || ((const uint8_t *)pname)[2] != XT_SYS_PENDING)
+        return 0;
+    return resolve_one(x, fsid, table, pname, true);
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+/* Finish t: its decision durable, every pending row deleted (synced), then
+ * the decision row. A failure leaves the rest to the resolvers. */
+static void finish(mds_xact *x, struct txn *t)
+{
+    int rc = t->dsite == mds_route_self(x->o.route)
+                 ? mds_group_sync(x->o.group, t->dgen, x->o.call_timeout_ms)
+                 : 0;
+    uint64_t tag = mds_xact_tag(t->dname);
+    for (size_t i = 0; i < t->nops && rc == 0; i++) {
+        const struct txn_op *o = &t->ops[i];
+        uint8_t pn[XT_SYS_PEND_LEN];
+        xt_hash_pend_name(o->name, o->name_len, pn);
+        struct xt_req q = { .op = XT_OP_DELETE, .t = { o->fsid, o->table, -1 }, .name = pn,
+                            .name_len = XT_SYS_PEND_LEN, .expect_uuid = tag,
+                            .flags = XT_F_SYS | XT_F_SYNC | XT_F_IF_UUID };
+        struct xt_resp r = { 0 };
+        rc = x->io.op(x->io.ctx, &q, &r);
+        xt_resp_free(&r);
+        if (rc == -ENOENT || rc == -ESTALE)
+            rc = 0; /* a resolver was first */
+    }
+    if (rc == 0) {
+        struct xt_req q = { .op = XT_OP_DELETE, .t = { t->dfsid, t->dtable, -1 },
+                            .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
+                            .expect_uuid = tag, .flags = XT_F_SYS | XT_F_IF_UUID };
+        struct xt_resp r = { 0 };
+        rc = x->io.op(x->io.ctx, &q, &r);
+        xt_resp_free(&r);
+        rc = rc == -ENOENT ? 0 : rc;
+    }
+    char id[48];
+    mds_xact_txid_str(t->dname, id, sizeof id);
+    if (rc < 0)
+        XT_WARN("xact %s: finish stopped (%s): pending rows left to the resolvers", id,
+                strerror(-rc));
+    else
+        XT_DBG("xact %s: finished", id);
+    txn_free(t);
+}
+
+void mds_xact_queue_finish(mds_xact *x, struct txn *t)
+{
+    pthread_mutex_lock(&x->mu);
+    t->next = x->finish;
+    x->finish = t;
+    pthread_cond_signal(&x->cv);
+    pthread_mutex_unlock(&x->mu);
+}
+
+struct pend_key {
+    uint32_t fsid;
+    uint64_t table;
+    uint8_t pname[XT_SYS_PEND_LEN];
+};
+
+struct scan {
+    const struct mds_key *k;
+    struct pend_key *v;
+    size_t n, cap;
+};
+
+static int scan_cb(void *arg, const xt_slice_entry *e)
+{
+    struct scan *s = arg;
+    const uint8_t *nm = e->name;
+    if (e->name_len != XT_SYS_PEND_LEN || !xt_hash_is_sys(nm, e->name_len) ||
+        nm[2] != XT_SYS_PENDING)
+        return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct pend_key *v = xt_realloc(s->v, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        s->v = v;
+        s->cap = cap;
+    }
+    struct pend_key *p = &s->v[s->n++];
+    p->fsid = s->k->fsid;
+    p->table = s->k->table;
+    memcpy(p->pname, nm, XT_SYS_PEND_LEN);
+    return 0;
+}
+
+/* One sweep of the resolver over the cached slices holding system rows. */
+static void sweep(mds_xact *x)
+{
+    struct mds_key *keys;
+    size_t nk;
+    if (mds_cache_keys(x->o.cache, &keys, &nk) < 0)
+        return;
+    struct scan s = { 0 };
+    for (size_t i = 0; i < nk; i++) {
+        mds_cent *e;
+        if (keys[i].slice == MDS_META_SLICE || mds_cache_peek(x->o.cache, &keys[i], &e) < 0)
+            continue;
+        xt_slice *sl = mds_cent_slice(e);
+        xt_slice_rdlock(sl);
+        if (xt_slice_sys_count(sl) > 0) {
+            s.k = &keys[i];
+            xt_slice_foreach(sl, scan_cb, &s);
+        }
+        xt_slice_unlock(sl);
+        mds_cache_put(x->o.cache, e);
+    }
+    xt_free(keys);
+    for (size_t i = 0; i < s.n; i++)
+        resolve_one(x, s.v[i].fsid, s.v[i].table, s.v[i].pname, false);
+    xt_free(s.v);
+}
+
+static void *xact_main(void *arg)
+{
+    mds_xact *x = arg;
+    uint64_t next_sweep = 0;
+    pthread_mutex_lock(&x->mu);
+    while (!x->stop) {
+        struct txn *t = x->finish;
+        if (t) {
+            x->finish = t->next;
+            pthread_mutex_unlock(&x->mu);
+            finish(x, t);
+            pthread_mutex_lock(&x->mu);
+            continue;
+        }
+        uint64_t now = xt_mono_ns();
+        if (now >= next_sweep) {
+            pthread_mutex_unlock(&x->mu);
+            sweep(x);
+            next_sweep = xt_mono_ns() + (uint64_t)x->o.resolve_ms * 500000u;
+            pthread_mutex_lock(&x->mu);
+            continue;
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t wait = next_sweep - now;
+        ts.tv_sec += (time_t)(wait / 1000000000u);
+        ts.tv_nsec += (long)(wait % 1000000000u);
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+    }
+    pthread_mutex_unlock(&x->mu);
+    return NULL;
+}
+
+int mds_xact_start(mds_xact *x)
+{
+    if (!x->io.op || !x->io.batch)
+        return -EINVAL;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_destroy(&x->cv);
+    pthread_cond_init(&x->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = pthread_create(&x->thread, NULL, xact_main, x);
+    if (rc)
+        return -rc;
+    x->started = true;
+    return 0;
+}
+
+void mds_xact_free(mds_xact *x)
+{
+    if (!x)
+        return;
+    if (x->started) {
+        pthread_mutex_lock(&x->mu);
+        x->stop = true;
+        pthread_cond_signal(&x->cv);
+        pthread_mutex_unlock(&x->mu);
+        pthread_join(x->thread, NULL);
+    }
+    while (x->finish) {
+        struct txn *t = x->finish;
+        x->finish = t->next;
+        txn_free(t);
+    }
+    pthread_cond_destroy(&x->cv);
+    pthread_mutex_destroy(&x->mu);
+    xt_free(x);
+}
