@@ -97,7 +97,8 @@ static int maybe_sync(struct mds_service *svc, const struct xt_req *req, uint64_
 static void merge_fwd(struct mds_service *svc, const xt_rpc_ctx *rc, const struct xt_tref *t,
                       const uint8_t *bm, uint32_t len)
 {
-    mds_stats_add(svc->stats, MDS_CTR_REQUESTS, 1);
+    if (rc) /* (no rc: the transaction layer's own routed op, not a request) */
+        mds_stats_add(svc->stats, MDS_CTR_REQUESTS, 1);
     if (rc && rc->hops >= 2)
         mds_stats_add(svc->stats, MDS_CTR_FORWARDS_LOOPED, 1);
     if (rc && rc->hops >= 1)
@@ -167,7 +168,8 @@ static int forward_to(struct mds_service *svc, const xt_rpc_ctx *rc, const struc
     r = mds_table_bitmap(svc->table, t->fsid, t->table, bm, bm_len);
     if (r < 0)
         return r;
-    mds_stats_add(svc->stats, MDS_CTR_FORWARDS, 1);
+    if (rc)
+        mds_stats_add(svc->stats, MDS_CTR_FORWARDS, 1);
     return 0;
 }
 

@@ -67,7 +67,8 @@ enum mds_ctr {
     MDS_CTR_RECOVER_ABORTS,
     /* many MDS (docs/mds-dist.md) */
     MDS_CTR_REQUESTS,         /* xTable requests received (ops, lists) */
-    MDS_CTR_FORWARDS,         /* requests this MDS forwarded to another */
+    MDS_CTR_FORWARDS,         /* requests this MDS forwarded to another (not
+                                 the routed ops of its own transactions) */
     MDS_CTR_FORWARDS_LOOPED,  /* requests that arrived with hops >= 2 */
     MDS_CTR_FORWARD_ERRORS,   /* forwards that failed (transport, -ELOOP) */
     MDS_CTR_REMOTE_ANSWERS,   /* answered here for a forwarding MDS (hops >= 1) */
