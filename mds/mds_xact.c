@@ -23,7 +23,6 @@
 #include "mds_xact_i.h"
 
 #include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -189,17 +188,23 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
     if (rc == 0) {
         resps[k].commit_group = gen;
         mds_stats_add(x->o.stats, MDS_CTR_XACT_PREPARES, 1);
-        mds_xact_crash_point("participant");
+        mds_xact_crash_point(x, "participant");
     }
     return rc;
 }
 
 /* ---- coordinator ----------------------------------------------------------- */
 
-void mds_xact_crash_point(const char *where)
+/* A pause between two tries of a step whose slice is moving. */
+static void nap_ms(int ms)
 {
-    const char *c = getenv("POM_MDS_XACT_CRASH");
-    if (c && strcmp(c, where) == 0) {
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+void mds_xact_crash_point(const mds_xact *x, const char *where)
+{
+    if (x->crash && strcmp(x->crash, where) == 0) {
         XT_WARN("xact: crash point %s (POM_MDS_XACT_CRASH)", where);
         raise(SIGKILL);
     }
@@ -297,10 +302,8 @@ static int abort_txn(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
     /* The decision's slice may be moving (a split handed to another MDS,
      * loadable once committed): try for a few seconds, not at once. */
     for (int tries = 0, ms = 10; tries < 12; tries++, ms = XT_MIN(ms * 2, 500)) {
-        if (tries > 0) {
-            struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-            nanosleep(&ts, NULL);
-        }
+        if (tries > 0)
+            nap_ms(ms);
         struct xt_resp resp = { 0 };
         int rc = x->io.op(x->io.ctx, &q, &resp);
         xt_resp_free(&resp);
@@ -334,10 +337,8 @@ static void settle_all(mds_xact *x, const struct txn *t)
             struct xt_resp r = { 0 };
             rc = x->io.op(x->io.ctx, &q, &r);
             xt_resp_free(&r);
-            if (rc == -EAGAIN) {
-                struct timespec ts = { 0, (long)ms * 1000000L };
-                nanosleep(&ts, NULL);
-            }
+            if (rc == -EAGAIN)
+                nap_ms(ms);
         }
         char id[48];
         mds_xact_txid_str(t->dname, id, sizeof id);
@@ -405,7 +406,7 @@ static int txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint3
             *failed = sf < k ? idx[sf] : idx[0];
     }
     if (rc == 0)
-        mds_xact_crash_point("prepared");
+        mds_xact_crash_point(x, "prepared");
 
     /* 3. Decide at op 0's owner: its ops and COMMIT, one atomic batch. */
     uint64_t dgen = 0;
@@ -437,7 +438,7 @@ static int txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint3
         }
     }
     if (rc == 0)
-        mds_xact_crash_point("decided");
+        mds_xact_crash_point(x, "decided");
 
     if (rc < 0 && t->nops > 0) {
         int a = abort_txn(x, &reqs[0], t->dname);

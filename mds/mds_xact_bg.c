@@ -15,6 +15,7 @@
 #include "mds_xact.h"
 #include "mds_xact_i.h"
 
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -45,6 +46,7 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
     if (!x)
         return -ENOMEM;
     x->o = *o;
+    x->crash = getenv("POM_MDS_XACT_CRASH");
     if (!x->o.resolve_ms)
         x->o.resolve_ms = 2000;
     if (!x->o.call_timeout_ms)

@@ -100,6 +100,7 @@ struct mds_xact {
     pthread_cond_t cv;
     struct txn *finish;      /* (mu) decided, to finish, newest first */
     bool stop, started;      /* (mu) */
+    const char *crash;       /* $POM_MDS_XACT_CRASH, or NULL */
     pthread_t thread;
 };
 
@@ -118,8 +119,9 @@ int mds_xact_read_decision(mds_xact *x, uint32_t dfsid, uint64_t dtable, const u
 /* An atomic batch to site (here: the prepare or the batch handler). */
 int mds_xact_send(mds_xact *x, uint32_t site, const struct xt_req *reqs, size_t n,
                   struct xt_resp *resps, size_t *failed, uint64_t *gen);
-/* SIGKILL itself when POM_MDS_XACT_CRASH names this point (fault tests). */
-void mds_xact_crash_point(const char *where);
+/* SIGKILL itself when POM_MDS_XACT_CRASH (read once, at mds_xact_new)
+ * names this point (fault tests). */
+void mds_xact_crash_point(const mds_xact *x, const char *where);
 
 /* "site.epoch.seq" of a decision row's name, for logs. */
 static inline void mds_xact_txid_str(const uint8_t *dname, char *buf, size_t cap)
