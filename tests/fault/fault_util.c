@@ -63,6 +63,13 @@ int fault_mount_tmpfs(const char *dir, const char *size)
     return 0;
 }
 
+int fault_grow_tmpfs(const char *dir, const char *size)
+{
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%s,mode=0755", size);
+    return mount("tmpfs", dir, "tmpfs", MS_REMOUNT | MS_NOSUID | MS_NODEV, opts) ? -errno : 0;
+}
+
 void fault_umount(const char *dir)
 {
     for (int i = 0; i < MAX_MOUNTS; i++)

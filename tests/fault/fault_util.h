@@ -39,6 +39,9 @@ void fault_env_init(void);
 /* Mounts a tmpfs of `size` ("32m") on dir (created). 0, or -EPERM/-errno
  * when mounting is not permitted (the caller skips with 77). */
 int fault_mount_tmpfs(const char *dir, const char *size);
+/* Remounts the tmpfs at dir (mounted by fault_mount_tmpfs) with a new
+ * size, keeping its files: a volume the operator grows. */
+int fault_grow_tmpfs(const char *dir, const char *size);
 /* Unmounts dir if fault_mount_tmpfs mounted it. */
 void fault_umount(const char *dir);
 
