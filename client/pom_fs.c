@@ -385,28 +385,21 @@ static int batch_fallback(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *fai
     return 0;
 }
 
-int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
+/* The batch as one XT_BATCH_ATOMIC to the owner of its first op (decision
+ * 7 of docs/mds-dist.md), which coordinates it when other MDS own some of
+ * its rows (docs/mds-xact.md). */
+static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
     struct retry rt = retry_begin(fs);
     struct xt_resp resps[XT_BATCH_ATOMIC_MAX];
-    if (n > XT_BATCH_ATOMIC_MAX)
-        return -EINVAL;
-    for (size_t i = 0; i < n; i++) {
-        reqs[i].t.fsid = fs->fsid;
-        reqs[i].t.slice_hint = -1;
-    }
-    /* The batch goes to the owner of its first op (decision 7 of
-     * docs/mds-dist.md), which coordinates it when other MDS own some of
-     * its rows (docs/mds-xact.md). */
-    uint64_t h = n ? xt_hash_name(reqs[0].name, reqs[0].name_len) : 0;
+    uint64_t h = xt_hash_name(reqs[0].name, reqs[0].name_len);
     for (;;) {
         memset(resps, 0, sizeof resps);
         xt_rpc_pool *pool = NULL;
         int32_t hint;
-        struct pom_mds *m = n ? pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint,
-                                               &pool)
-                              : NULL;
+        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint,
+                                           &pool);
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
         int rc = m ? xt_mds_batch_atomic(pool, &call, reqs, n, resps, failed) : -EHOSTUNREACH;
         if (!m)
@@ -429,6 +422,90 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
         if (retried)
             *retried = true;
     }
+}
+
+/* Whether this client's view places a loose op of the batch (a parent's
+ * times or count, xt_req_loose) at another MDS than its strict ops, which
+ * all sit at one MDS: every create, unlink or mkdir whose parent row is
+ * elsewhere. The client then splits the batch itself (batch_split) instead
+ * of having the strict ops' MDS fail its atomic attempt and route the
+ * loose ops onward. A stale view only costs that detour: the MDS splits
+ * by its own (newer) bitmap, or coordinates a transaction. */
+static bool loose_apart(pom_fs *fs, const struct xt_req *reqs, size_t n)
+{
+    uint32_t strict = 0, loose[XT_BATCH_ATOMIC_MAX];
+    size_t nloose = 0;
+    for (size_t i = 0; i < n; i++) {
+        xt_rpc_pool *pool;
+        int32_t hint;
+        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, reqs[i].t.table,
+                                           xt_hash_name(reqs[i].name, reqs[i].name_len),
+                                           &hint, &pool);
+        if (!m)
+            return false;
+        if (xt_req_loose(&reqs[i]))
+            loose[nloose++] = m->id;
+        else if (strict && strict != m->id)
+            return false; /* a transaction: its coordinator runs the loose ops */
+        else
+            strict = m->id;
+    }
+    for (size_t i = 0; i < nloose && strict; i++)
+        if (loose[i] != strict)
+            return true;
+    return false;
+}
+
+/* One loose op on its own; an error is the op's. */
+static int loose_call(pom_fs *fs, const struct xt_req *q, bool *retried)
+{
+    struct xt_req c = *q;
+    struct xt_resp r;
+    int rc = pom_call(fs, &c, &r, retried);
+    xt_resp_free(&r);
+    return rc;
+}
+
+/* The split the coordinating MDS makes (mds_xact_run), made here: the
+ * times-only loose ops, then the strict ops as one atomic batch at their
+ * MDS, then the count deltas. A crash between them loses a time or a
+ * count, as the MDS's own split does until RMU (docs/mds-xact.md). */
+static int batch_split(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
+{
+    struct xt_req sreq[XT_BATCH_ATOMIC_MAX];
+    size_t sidx[XT_BATCH_ATOMIC_MAX], ns = 0;
+    int rc;
+    for (size_t i = 0; i < n; i++)
+        if (!xt_req_loose(&reqs[i])) {
+            sidx[ns] = i;
+            sreq[ns++] = reqs[i];
+        } else if (!(reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+                   (rc = loose_call(fs, &reqs[i], retried)) < 0) {
+            *failed = i;
+            return rc;
+        }
+    size_t sf = SIZE_MAX;
+    if ((rc = batch_send(fs, sreq, ns, &sf, retried)) < 0) {
+        *failed = sf < ns ? sidx[sf] : sf;
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (xt_req_loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+            (rc = loose_call(fs, &reqs[i], retried)) < 0)
+            XT_DBG("a parent's count update failed after its batch: %s", strerror(-rc));
+    return 0;
+}
+
+int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
+{
+    if (n == 0 || n > XT_BATCH_ATOMIC_MAX)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].t.fsid = fs->fsid;
+        reqs[i].t.slice_hint = -1;
+    }
+    return loose_apart(fs, reqs, n) ? batch_split(fs, reqs, n, failed, retried)
+                                    : batch_send(fs, reqs, n, failed, retried);
 }
 
 int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,

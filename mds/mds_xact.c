@@ -4,7 +4,7 @@
  * resolver, which run on this module's thread, are in mds_xact_bg.c.
  *
  * The parents' times and counts in a batch are *loose* ops, run around
- * it, not in it (see loose()); the rest are strict. When the strict ops
+ * it, not in it (xt_req_loose); the rest are strict. When the strict ops
  * sit at one MDS, they are one atomic batch there and no transaction.
  * A transaction, seen from the MDS A that received the client's batch:
  *   1. owners: each op's slice by A's bitmap, its MDS by ring 0; the
@@ -475,19 +475,6 @@ static int txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint3
     return 0;
 }
 
-/* A parent's times (and subdirectory count) in a client batch: no
- * condition but the row's identity, and commutative with every other such
- * update of the row, which each create in the directory makes. Kept out
- * of the transaction (docs/mds-xact.md "Loose ops"): a pending row on a
- * directory's row would make every create in it wait. */
-static bool loose(const struct xt_req *q)
-{
-    const uint32_t ok = XT_ROW_SET_ATIME | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
-                        XT_ROW_SET_NLINK_ADD;
-    return q->op == XT_OP_UPDATE && !(q->flags & (XT_F_IF_VER | XT_F_SYS)) &&
-           !(q->set_mask & ~ok) && q->ndrop == 0 && (!q->row || q->row->ngroups == 0);
-}
-
 /* Teach this MDS the bitmap of q's table as q's owner knows it: a routed
  * lookup of q's row, forwarded to the owner, whose answer carries its
  * bitmap, merged on the way back (mds_service's forward). */
@@ -521,7 +508,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
     struct xt_resp sresp[XT_BATCH_ATOMIC_MAX];
     size_t sidx[XT_BATCH_ATOMIC_MAX], ns = 0;
     for (size_t i = 0; i < n; i++)
-        if (!loose(&reqs[i])) {
+        if (!xt_req_loose(&reqs[i])) {
             sidx[ns] = i;
             sreq[ns++] = onward(&reqs[i]);
         }
@@ -531,11 +518,13 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
             sidx[ns] = i;
             sreq[ns++] = onward(&reqs[i]);
         }
+    else if (ns < n)
+        mds_stats_add(x->o.stats, MDS_CTR_XACT_SPLITS, 1);
     /* Times first: a parent removed or moved meanwhile stops the batch
      * before anything else changed (a create answers -ENOENT). */
     int rc;
     for (size_t i = 0; i < n && !all_strict; i++)
-        if (loose(&reqs[i]) && !(reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+        if (xt_req_loose(&reqs[i]) && !(reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
             (rc = run_loose(x, &reqs[i], &resps[i])) < 0) {
             *failed = i;
             return client_rc(rc);
@@ -588,7 +577,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
      * (the parent removed meanwhile) loses only that count change, as the
      * op-by-op fallback did; RMU will make it reliable. */
     for (size_t i = 0; i < n && !all_strict; i++)
-        if (loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+        if (xt_req_loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
             (rc = run_loose(x, &reqs[i], &resps[i])) < 0)
             XT_DBG("xact: a parent's count update failed after its batch: %s", strerror(-rc));
     /* The client tracks the epoch of the MDS holding op 0's change. */

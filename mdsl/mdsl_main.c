@@ -2,8 +2,8 @@
  * mdsl_main.c -- pom-mdsl, the storage server: opens the store under
  * --dir (liburing I/O, recovery of torn tails and prepared transactions),
  * serves the Storage RPC service, and on SIGTERM/SIGINT stops serving and
- * closes the store. SIGKILL at any moment is safe: that is what the store's
- * recovery is for.
+ * closes the store (SIGHUP logs its counters). SIGKILL at any moment is
+ * safe: that is what the store's recovery is for.
  *
  * TEST ONLY: the environment variable POM_FAULT (unset in production; see
  * docs/testing-faults.md) injects faults from the start: a comma-separated
@@ -21,6 +21,7 @@
 #include "xt_rpc.h"
 
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -252,7 +253,20 @@ int main(int argc, char **argv)
         }
     }
 
-    int sig = xt_daemon_wait_signal();
+    /* SIGHUP logs the store's counters and goes on (as pom-mds does: a
+     * stray hangup must not stop a storage server); SIGINT/SIGTERM stop. */
+    int sig;
+    while ((sig = xt_daemon_wait_signal()) == SIGHUP) {
+        struct mdsl_stat st;
+        if (mdsl_store_stat(store, &st) == 0)
+            XT_INFO("stats: tables %llu segments %llu bytes %llu live %.2f commits %llu "
+                    "aborts %llu gc_passes %llu gc_freed_segments %llu corrupt %llu failed %d",
+                    (unsigned long long)st.tables, (unsigned long long)st.segments,
+                    (unsigned long long)st.bytes, st.live_ratio,
+                    (unsigned long long)st.commits, (unsigned long long)st.aborts,
+                    (unsigned long long)st.gc_passes, (unsigned long long)st.gc_freed_segments,
+                    (unsigned long long)st.corrupt_records, st.failed);
+    }
     XT_INFO("signal %d: stopping", sig);
 
     r2_agent_stop(agent);

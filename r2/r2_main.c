@@ -3,8 +3,9 @@
  * (embedded LevelDB under --data, or ZooKeeper with --zk), serves the R2
  * RPC service, and joins the leader election with its service address as
  * its id, so followers can name the leader. SIGTERM/SIGINT: stop serving,
- * leave the election, close the store. SIGKILL at any moment is safe: every
- * change is one atomic store transaction.
+ * leave the election, close the store (SIGHUP is logged and ignored).
+ * SIGKILL at any moment is safe: every change is one atomic store
+ * transaction.
  */
 #include "r2_mgr.h"
 #include "r2_service.h"
@@ -19,6 +20,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -198,7 +200,9 @@ int main(int argc, char **argv)
             r2_store_backend(store), a.zk ? " " : "", a.zk ? a.zk : "",
             (unsigned long long)a.hb_ms, (unsigned long long)a.fail_after);
 
-    int sig = xt_daemon_wait_signal();
+    int sig; /* SIGHUP: nothing to report yet, and a stray hangup must not stop R2 */
+    while ((sig = xt_daemon_wait_signal()) == SIGHUP)
+        XT_INFO("SIGHUP: still running (SIGINT or SIGTERM stop)");
     XT_INFO("signal %d: stopping", sig);
     r2_agent_stop(agent);
     xt_rpc_server_stop(srv); /* no more calls */

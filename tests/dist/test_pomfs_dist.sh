@@ -4,9 +4,10 @@
 # test_pomfs.sh (tiny files by sha256 after a remount, trees, rename in one
 # directory and across directories, hard links, symlinks, xattrs,
 # attributes, truncate, names of 255/256 bytes, `ls -f` of 10,000 files
-# each exactly once). mkdir, rmdir, rename and link whose rows sit at
-# different MDS take the non-atomic fallback of stage 1. The MDS SIGKILL
-# part is not run here (restarts under many MDS: a later stage).
+# each exactly once), a parent's nlink and mtime when its row sits at
+# another MDS than its entries (and who split those batches). The MDS
+# SIGKILL part is not run here (tests/fault/test_xact_crash.sh,
+# tests/dist/test_dist_scale.sh).
 # Exit 77 (skip) when FUSE cannot be used here.
 set -u
 PL_UP_OPTS="--mds 4"
@@ -111,6 +112,37 @@ ok "it is there" test -f "$M/r2/$N255"
 nok "name of 256 bytes" "File name too long" touch "$M/r2/$N256"
 nok "mkdir of 256 bytes" "File name too long" mkdir "$M/r2/$N256"
 
+# ---- parents at another MDS --------------------------------------------
+# A create's parent row usually sits at another MDS than the new entry:
+# the client splits the batch itself (the parent's times before, its
+# subdirectory count after: client/pom_fs.c batch_split), so no MDS has to
+# split it (xact_splits, summed over every MDS's counters). The parent's
+# nlink and mtime must come out right either way.
+splits() {
+    local f s=0 v
+    for f in "$T"/data/run/pom-mds.pid "$T"/data/run/pom-mds-*.pid; do kill -HUP "$(head -1 "$f")"; done
+    sleep 0.5
+    for f in "$T"/data/logs/pom-mds.log "$T"/data/logs/pom-mds-*.log; do
+        v=$(grep -a 'dist: site' "$f" | tail -1 | awk '{ for (i = 1; i < NF; i++) if ($i == "xact_splits") print $(i+1) }')
+        s=$((s + ${v:-0}))
+    done
+    echo "$s"
+}
+mkdir "$M/par"
+touch -d "2001-02-03 04:05:06" "$M/par"
+s0=$(splits)
+for i in $(seq 40); do mkdir "$M/par/d$i"; done
+for i in $(seq 160); do : >"$M/par/f$i"; done
+eq "nlink after 40 mkdir" "$(stat -c %h "$M/par")" "42"
+ok "mtime moved by the creates" test "$(stat -c %Y "$M/par")" -gt 981173106
+for i in $(seq 10); do rmdir "$M/par/d$i"; done
+for i in $(seq 60); do rm "$M/par/f$i"; done
+eq "nlink after 10 rmdir" "$(stat -c %h "$M/par")" "32"
+eq "entries left" "$(ls -f "$M/par" | wc -l)" "132"
+s1=$(splits)
+echo "  MDS-side splits for 270 creates/removals in one directory: $((s1 - s0))"
+ok "the client split them (MDS-side splits < 10, $((s1 - s0)))" test $((s1 - s0)) -lt 10
+
 # ---- 10,000 files ------------------------------------------------------
 mkdir "$M/many"
 (cd "$M/many" && seq -f "file-%05g" 1 10000 | xargs touch) || { FAIL=$((FAIL+1)); echo "FAIL: touch 10000"; }
@@ -125,7 +157,7 @@ eq "10,000 after remount" "$(ls -f "$M/many" | wc -l)" "10002"
 ok "sync" sync "$M/files"
 pl_umount "$M"
 # Each MDS's counters (SIGHUP logs them): every one served requests.
-for f in "$T"/data/run/pom-mds*.pid; do kill -HUP "$(head -1 "$f")"; done
+for f in "$T"/data/run/pom-mds.pid "$T"/data/run/pom-mds-*.pid; do kill -HUP "$(head -1 "$f")"; done
 sleep 0.5
 for f in "$T"/data/logs/pom-mds.log "$T"/data/logs/pom-mds-*.log; do
     line=$(grep -a 'dist: site' "$f" | tail -1 | sed 's/.*dist: //')

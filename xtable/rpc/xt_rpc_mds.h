@@ -10,6 +10,8 @@
 #ifndef XT_RPC_MDS_H
 #define XT_RPC_MDS_H
 
+#include <stdbool.h>
+
 #include "xt_rpc.h"
 #include "xt_row.h"
 
@@ -133,6 +135,21 @@ int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *r
 #define XT_BATCH_ATOMIC_MAX 16
 int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
                         size_t n, struct xt_resp *resps, size_t *failed);
+/* A *loose* op of an atomic batch (docs/mds-xact.md "Loose ops"): a
+ * parent's times and/or subdirectory count -- an UPDATE conditioned on
+ * nothing but the row's identity, commutative with every other such update
+ * of the row, which every create in the directory makes. Whoever splits a
+ * batch whose rows sit at several MDS (the coordinating MDS, or a client
+ * whose view already places them apart) runs these around the rest, not
+ * in it: times-only updates before (a parent removed meanwhile stops the
+ * batch), count deltas after (never for an entry that was not made). */
+static inline bool xt_req_loose(const struct xt_req *q)
+{
+    const uint32_t ok = XT_ROW_SET_ATIME | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
+                        XT_ROW_SET_NLINK_ADD;
+    return q->op == XT_OP_UPDATE && !(q->flags & (XT_F_IF_VER | XT_F_SYS)) &&
+           !(q->set_mask & ~ok) && q->ndrop == 0 && (!q->row || q->row->ngroups == 0);
+}
 int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_req *req,
                 struct xt_list_resp *resp);
 /* Returns when commit group `group` (0: everything acknowledged so far) has
