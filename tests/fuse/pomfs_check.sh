@@ -36,6 +36,21 @@ within() {
     done
     PASS=$((PASS+1))
 }
+# reap_on_kill DIR [POMCTL DATA]: when this test dies by SIGKILL (ctest's
+# timeout kills the test's process tree; no trap runs), a watcher outside
+# that tree lazily unmounts every mount under DIR, stops the cluster of
+# DATA with `POMCTL down` (pomctl up's daemons are not the test's
+# children: nothing else would stop them) and removes DIR. It checks once
+# a second and ends quietly when the test ended normally (DIR removed by
+# the test's own trap).
+reap_on_kill() {
+    setsid -f bash -c '
+        while kill -0 "$1" 2>/dev/null; do sleep 1; done
+        [ -d "$2" ] || exit 0
+        grep -o " $2/[^ ]*" /proc/mounts | while read -r m; do fusermount3 -u -z "$m"; done
+        [ -n "$3" ] && "$3" down --data "$4"
+        rm -rf "$2"' reaper "$$" "$1" "${2:-}" "${3:-}" </dev/null >/dev/null 2>&1
+}
 # pid_folder NAME KEEPVAR: T = a new folder ${TMPDIR:-/tmp}/NAME.XXXXXX and
 # an empty PIDS. Every pid appended to PIDS is SIGKILLed and reaped by
 # kill_pids, which also runs at exit; T is then removed unless $KEEPVAR is

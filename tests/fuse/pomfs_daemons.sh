@@ -34,6 +34,7 @@ pl_daemons_cleanup() {
 }
 trap pl_daemons_cleanup EXIT
 trap 'exit 1' TERM INT HUP
+reap_on_kill "$T"
 
 P_MDSL=$(free_port); P_MDS=$(free_port)
 start_mdsl() {

@@ -35,6 +35,7 @@ pl_cleanup() {
 }
 trap pl_cleanup EXIT
 trap 'exit 1' TERM INT HUP
+reap_on_kill "$T" "$POMCTL" "$T/data"
 
 pl_mount() { # dir [extra -o options]
     local m=$1 o=${2:-}
