@@ -425,14 +425,12 @@ static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
 }
 
 /* Whether this client's view places a loose op of the batch (a parent's
- * times, xt_req_loose) at another MDS than its strict ops, which all sit
- * at one MDS: every create or unlink whose parent row is elsewhere. The
- * client then splits the batch itself (batch_split) instead of having the
- * strict ops' MDS fail its atomic attempt and route the loose ops onward.
- * A stale view only costs that detour: the MDS splits by its own (newer)
- * bitmap, or coordinates a transaction. A parent's subdirectory count
- * (mkdir, rmdir) is never split off: the MDS makes it part of the
- * transaction, so a crash cannot leave it one off (docs/mds-xact.md). */
+ * times or count, xt_req_loose) at another MDS than its strict ops, which
+ * all sit at one MDS: every create, unlink or mkdir whose parent row is
+ * elsewhere. The client then splits the batch itself (batch_split) instead
+ * of having the strict ops' MDS fail its atomic attempt and route the
+ * loose ops onward. A stale view only costs that detour: the MDS splits
+ * by its own (newer) bitmap, or coordinates a transaction. */
 static bool loose_apart(pom_fs *fs, const struct xt_req *reqs, size_t n)
 {
     uint32_t strict = 0, loose[XT_BATCH_ATOMIC_MAX];
@@ -445,8 +443,6 @@ static bool loose_apart(pom_fs *fs, const struct xt_req *reqs, size_t n)
                                            &hint, &pool);
         if (!m)
             return false;
-        if (xt_req_loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD))
-            return false; /* a count: exact only through the MDS (a transaction) */
         if (xt_req_loose(&reqs[i]))
             loose[nloose++] = m->id;
         else if (strict && strict != m->id)
@@ -471,9 +467,9 @@ static int loose_call(pom_fs *fs, const struct xt_req *q, bool *retried)
 }
 
 /* The split the coordinating MDS makes (mds_xact_run), made here: the
- * parents' times first (a parent removed meanwhile stops the batch before
- * anything changed), then the strict ops as one atomic batch at their
- * MDS. A crash between them loses a time, as the MDS's own split does. */
+ * times-only loose ops, then the strict ops as one atomic batch at their
+ * MDS, then the count deltas. A crash between them loses a time or a
+ * count, as the MDS's own split does until RMU (docs/mds-xact.md). */
 static int batch_split(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
 {
     struct xt_req sreq[XT_BATCH_ATOMIC_MAX];
@@ -483,14 +479,21 @@ static int batch_split(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed
         if (!xt_req_loose(&reqs[i])) {
             sidx[ns] = i;
             sreq[ns++] = reqs[i];
-        } else if ((rc = loose_call(fs, &reqs[i], retried)) < 0) {
+        } else if (!(reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+                   (rc = loose_call(fs, &reqs[i], retried)) < 0) {
             *failed = i;
             return rc;
         }
     size_t sf = SIZE_MAX;
-    if ((rc = batch_send(fs, sreq, ns, &sf, retried)) < 0)
+    if ((rc = batch_send(fs, sreq, ns, &sf, retried)) < 0) {
         *failed = sf < ns ? sidx[sf] : sf;
-    return rc;
+        return rc;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (xt_req_loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+            (rc = loose_call(fs, &reqs[i], retried)) < 0)
+            XT_DBG("a parent's count update failed after its batch: %s", strerror(-rc));
+    return 0;
 }
 
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)

@@ -3,12 +3,9 @@
  * batches across MDS (mds_xact.h, docs/mds-xact.md). The finish and the
  * resolver, which run on this module's thread, are in mds_xact_bg.c.
  *
- * The parents' times in a batch are *loose* ops, run before it, not in it
- * (xt_req_loose); the rest are strict, a parent's subdirectory count too
- * (mds_xact_is_count: its pending row is a count row, which blocks no
- * other writer of the parent, and its rollback is the inverse delta).
- * When the strict ops sit at one MDS, they are one atomic batch there
- * and no transaction.
+ * The parents' times and counts in a batch are *loose* ops, run around
+ * it, not in it (xt_req_loose); the rest are strict. When the strict ops
+ * sit at one MDS, they are one atomic batch there and no transaction.
  * A transaction, seen from the MDS A that received the client's batch:
  *   1. owners: each op's slice by A's bitmap, its MDS by ring 0; the
  *      decider D is the first strict op's owner;
@@ -57,10 +54,9 @@ int mds_xact_pend_parse(const void *row, size_t len, struct mds_xact_pend *p)
         r = p->buf;
     }
     size_t at = PEND_OFF_NAME;
-    if (total < at || (r[PEND_OFF_FMT] != PEND_FMT && r[PEND_OFF_FMT] != PEND_FMT_COUNT) ||
-        r[PEND_OFF_EXISTED] > 1 || r[PEND_OFF_DLEN] != MDS_XACT_DNAME_LEN)
+    if (total < at || r[PEND_OFF_FMT] != PEND_FMT || r[PEND_OFF_EXISTED] > 1 ||
+        r[PEND_OFF_DLEN] != MDS_XACT_DNAME_LEN)
         goto bad;
-    p->fmt = r[PEND_OFF_FMT];
     p->existed = r[PEND_OFF_EXISTED];
     p->dfsid = xt_get_u32(r + PEND_OFF_DFSID);
     p->dtable = xt_get_u64(r + PEND_OFF_DTABLE);
@@ -72,15 +68,8 @@ int mds_xact_pend_parse(const void *row, size_t len, struct mds_xact_pend *p)
     at += p->name_len;
     p->old = r + at;
     p->old_len = total - at;
-    if (p->fmt == PEND_FMT_COUNT) {
-        if (p->existed || p->old_len != 4)
-            goto bad;
-        p->delta = (int32_t)xt_get_u32(p->old);
-        p->old = NULL;
-        p->old_len = 0;
-    } else if (!p->existed && p->old_len) {
+    if (!p->existed && p->old_len)
         goto bad;
-    }
     p->uuid = v.attr.uuid;
     p->ctime_ns = v.attr.ctime_ns;
     return 0;
@@ -95,41 +84,18 @@ uint64_t mds_xact_tag(const uint8_t *dname)
     return xt_hash_bytes(dname, MDS_XACT_DNAME_LEN, UINT64_C(0x706f6d2d78616374)) | 1;
 }
 
-/* The nlink change a count delta makes on a row whose nlink is `nlink`,
- * as xt_row_update applies it: rows made before the subdirectory count
- * (nlink < 2) do not count, and the result stays in [2, UINT32_MAX]. */
-static int32_t count_applied(uint32_t nlink, int32_t delta)
-{
-    if (nlink < 2)
-        return 0;
-    int64_t v = (int64_t)nlink + delta;
-    v = v < 2 ? 2 : v > UINT32_MAX ? UINT32_MAX : v;
-    return (int32_t)(v - (int64_t)nlink);
-}
-
-/* derive of a prepare: the pending row of op `of`, from its pre-image. A
- * count row records the delta the op applies to that pre-image, so its
- * rollback undoes exactly that, whatever other deltas came since. */
+/* derive of a prepare: the pending row of op `of`, from its pre-image. */
 static int pend_derive(void *arg, bool existed, const void *old, size_t old_len, uint8_t **out,
                        size_t *out_len)
 {
     const struct pend_arg *pa = arg;
-    uint8_t applied[4];
-    if (pa->count) {
-        xt_row o;
-        if (!existed || xt_row_decode_meta(old, old_len, &o) < 0)
-            return -ENOENT; /* (the update itself fails the same way) */
-        xt_put_u32(applied, (uint32_t)count_applied(o.attr.nlink, pa->delta));
-        old = applied;
-        old_len = sizeof applied;
-    }
     size_t head = PEND_OFF_NAME + pa->name_len;
     size_t total = head + (existed ? old_len : 0);
     uint8_t *rec = xt_malloc(total);
     if (!rec)
         return -ENOMEM;
-    rec[PEND_OFF_FMT] = pa->count ? PEND_FMT_COUNT : PEND_FMT;
-    rec[PEND_OFF_EXISTED] = existed && !pa->count ? 1 : 0;
+    rec[PEND_OFF_FMT] = PEND_FMT;
+    rec[PEND_OFF_EXISTED] = existed ? 1 : 0;
     xt_put_u32(rec + PEND_OFF_DFSID, pa->dfsid);
     xt_put_u64(rec + PEND_OFF_DTABLE, pa->dtable);
     rec[PEND_OFF_DLEN] = MDS_XACT_DNAME_LEN;
@@ -144,7 +110,7 @@ static int pend_derive(void *arg, bool existed, const void *old, size_t old_len,
     v.attr.uuid = mds_xact_tag(pa->dname);
     v.attr.ctime_ns = xt_now_ns();
     v.name = pa->pname;
-    v.name_len = pa->pname_len;
+    v.name_len = XT_SYS_PEND_LEN;
     int rc = 0;
     for (size_t off = 0; off < total && rc == 0; off += XT_ROW_GROUP_MAX) {
         uint32_t len = (uint32_t)XT_MIN(total - off, (size_t)XT_ROW_GROUP_MAX);
@@ -203,17 +169,13 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
     for (size_t i = 0; i < k; i++) {
         if (xt_hash_is_sys(reqs[i].name, reqs[i].name_len))
             return -EINVAL; /* a transaction's ops are user rows */
-        bool count = mds_xact_is_count(&reqs[i]);
         pa[i] = (struct pend_arg){ .dfsid = d->t.fsid, .dtable = d->t.table,
-                                   .name = reqs[i].name, .name_len = reqs[i].name_len,
-                                   .count = count,
-                                   .delta = count ? (int32_t)reqs[i].row->attr.nlink : 0 };
+                                   .name = reqs[i].name, .name_len = reqs[i].name_len };
         memcpy(pa[i].dname, d->name, MDS_XACT_DNAME_LEN);
-        pa[i].pname_len = mds_xact_pend_row_name(reqs[i].name, reqs[i].name_len, count,
-                                                 pa[i].dname, pa[i].pname);
+        xt_hash_pend_name(reqs[i].name, reqs[i].name_len, pa[i].pname);
         extra[i] = (struct mds_aop){ .type = MDS_AOP_CREATE, .fsid = reqs[i].t.fsid,
                                      .table = reqs[i].t.table, .name = pa[i].pname,
-                                     .name_len = pa[i].pname_len, .flags = MDS_TABLE_EXCL,
+                                     .name_len = XT_SYS_PEND_LEN, .flags = MDS_TABLE_EXCL,
                                      .derive = pend_derive, .arg = &pa[i], .of = i };
     }
     uint64_t gen = 0;
@@ -366,10 +328,10 @@ static void settle_all(mds_xact *x, const struct txn *t)
 {
     for (size_t i = 0; i < t->nops; i++) {
         const struct txn_op *o = &t->ops[i];
-        uint8_t pn[PEND_NAME_MAX];
-        size_t pl = mds_xact_pend_row_name(o->name, o->name_len, o->count, t->dname, pn);
+        uint8_t pn[XT_SYS_PEND_LEN];
+        xt_hash_pend_name(o->name, o->name_len, pn);
         struct xt_req q = { .op = XT_OP_LOOKUP, .t = { o->fsid, o->table, -1 }, .name = pn,
-                            .name_len = (uint32_t)pl, .flags = XT_F_SYS | XT_F_SYNC };
+                            .name_len = XT_SYS_PEND_LEN, .flags = XT_F_SYS | XT_F_SYNC };
         int rc = -EAGAIN;
         for (int ms = 10; rc == -EAGAIN && ms <= 640; ms *= 2) { /* a slice moving */
             struct xt_resp r = { 0 };
@@ -541,13 +503,12 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
     *failed = 0;
     if (n == 0 || n > XT_BATCH_ATOMIC_MAX)
         return -EINVAL;
-    /* The strict ops (the transaction, with the parents' counts: exact,
-     * through count rows that block nobody) and the loose ones (times). */
+    /* The strict ops (the transaction) and the loose ones. */
     struct xt_req sreq[XT_BATCH_ATOMIC_MAX];
     struct xt_resp sresp[XT_BATCH_ATOMIC_MAX];
     size_t sidx[XT_BATCH_ATOMIC_MAX], ns = 0;
     for (size_t i = 0; i < n; i++)
-        if (!xt_req_loose(&reqs[i]) || mds_xact_is_count(&reqs[i])) {
+        if (!xt_req_loose(&reqs[i])) {
             sidx[ns] = i;
             sreq[ns++] = onward(&reqs[i]);
         }
@@ -563,7 +524,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
      * before anything else changed (a create answers -ENOENT). */
     int rc;
     for (size_t i = 0; i < n && !all_strict; i++)
-        if (xt_req_loose(&reqs[i]) && !mds_xact_is_count(&reqs[i]) &&
+        if (xt_req_loose(&reqs[i]) && !(reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
             (rc = run_loose(x, &reqs[i], &resps[i])) < 0) {
             *failed = i;
             return client_rc(rc);
@@ -612,6 +573,13 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
         *failed = sidx[sf < ns ? sf : 0];
         return client_rc(rc);
     }
+    /* Counts after: never for an entry that was not made. A failure here
+     * (the parent removed meanwhile) loses only that count change, as the
+     * op-by-op fallback did; RMU will make it reliable. */
+    for (size_t i = 0; i < n && !all_strict; i++)
+        if (xt_req_loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+            (rc = run_loose(x, &reqs[i], &resps[i])) < 0)
+            XT_DBG("xact: a parent's count update failed after its batch: %s", strerror(-rc));
     /* The client tracks the epoch of the MDS holding op 0's change. */
     if (!resps[0].epoch && resps[sidx[0]].epoch) {
         resps[0].epoch = resps[sidx[0]].epoch;

@@ -31,7 +31,6 @@ void txn_add_op(struct txn *t, const struct xt_req *req, uint32_t site)
     memcpy(o->name, req->name, req->name_len);
     o->name_len = req->name_len;
     o->site = site;
-    o->count = mds_xact_is_count(req);
 }
 
 void txn_free(struct txn *t)
@@ -147,25 +146,15 @@ static int tag_check(void *arg, const void *row, size_t len)
     return v.attr.uuid == *(const uint64_t *)arg ? 0 : -ESTALE;
 }
 
-/* UPDATE fn of a count row's rollback: the inverse of the delta applied. */
-static int uncount_fn(void *arg, const void *old, size_t old_len, uint8_t **out, size_t *out_len)
-{
-    xt_row_patch p;
-    xt_row_patch_init(&p);
-    p.set = XT_ROW_SET_NLINK_ADD;
-    p.attr.nlink = (uint32_t)-*(const int32_t *)arg;
-    return xt_row_update(old, old_len, &p, out, out_len);
-}
-
-/* Settle the pending (or count) row pname of (fsid, table) held here.
- * force: do not wait for it to age. 0 settled (or none), -EREMOTE (not
- * held here: it moved with its slice), -errno: try later. */
+/* Settle the pending row pname of (fsid, table) held here. force: do not
+ * wait for it to age. 0 settled (or none), -EREMOTE (not held here: it
+ * moved with its slice), -errno: try later. */
 static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t *pname,
-                       size_t pname_len, bool force)
+                       bool force)
 {
     uint8_t *row, *cur = NULL, *rrow = NULL;
     size_t len, cur_len = 0, rlen = 0;
-    int rc = mds_table_lookup(x->o.table, fsid, table, pname, pname_len, &row, &len);
+    int rc = mds_table_lookup(x->o.table, fsid, table, pname, XT_SYS_PEND_LEN, &row, &len);
     if (rc < 0)
         return rc == -ENOENT ? 0 : rc;
     struct mds_xact_pend p;
@@ -189,18 +178,7 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
         goto out;
     struct mds_aop ops[2];
     size_t nops = 0;
-    if (d == MDS_XACT_ABORT && p.fmt == PEND_FMT_COUNT) {
-        int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, true, &cur,
-                                    &cur_len);
-        if (l < 0 && l != -ENOENT) {
-            rc = l;
-            goto out;
-        }
-        if (l == 0 && p.delta) /* (a parent removed since: nothing to undo) */
-            ops[nops++] = (struct mds_aop){ .type = MDS_AOP_UPDATE, .fsid = fsid, .table = table,
-                                            .name = p.name, .name_len = p.name_len,
-                                            .fn = uncount_fn, .arg = &p.delta };
-    } else if (d == MDS_XACT_ABORT) {
+    if (d == MDS_XACT_ABORT) {
         int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, true, &cur,
                                     &cur_len);
         if (l < 0 && l != -ENOENT) {
@@ -218,7 +196,7 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
                                             .name = p.name, .name_len = p.name_len };
     }
     ops[nops++] = (struct mds_aop){ .type = MDS_AOP_DELETE, .fsid = fsid, .table = table,
-                                    .name = pname, .name_len = pname_len,
+                                    .name = pname, .name_len = XT_SYS_PEND_LEN,
                                     .check = tag_check, .arg = &p.uuid };
     size_t failed;
     uint64_t gen;
@@ -243,20 +221,12 @@ out:
     return rc;
 }
 
-/* Whether (name, len) is a pending row's or a count row's name. */
-static bool pend_row_name(const uint8_t *nm, size_t len)
-{
-    return xt_hash_is_sys(nm, len) &&
-           ((len == XT_SYS_PEND_LEN && nm[2] == XT_SYS_PENDING) ||
-            (len == MDS_XACT_DNAME_LEN && nm[2] == XT_SYS_COUNT));
-}
-
 int mds_xact_settle(mds_xact *x, uint32_t fsid, uint64_t table, const void *pname,
                     size_t len)
 {
-    if (!pend_row_name(pname, len))
+    if (len != XT_SYS_PEND_LEN || ((const uint8_t *)pname)[2] != XT_SYS_PENDING)
         return 0;
-    return resolve_one(x, fsid, table, pname, len, true);
+    return resolve_one(x, fsid, table, pname, true);
 }
 
 /* ---- the thread ------------------------------------------------------------ */
@@ -271,10 +241,10 @@ static void finish(mds_xact *x, struct txn *t)
     uint64_t tag = mds_xact_tag(t->dname);
     for (size_t i = 0; i < t->nops && rc == 0; i++) {
         const struct txn_op *o = &t->ops[i];
-        uint8_t pn[PEND_NAME_MAX];
-        size_t pl = mds_xact_pend_row_name(o->name, o->name_len, o->count, t->dname, pn);
+        uint8_t pn[XT_SYS_PEND_LEN];
+        xt_hash_pend_name(o->name, o->name_len, pn);
         struct xt_req q = { .op = XT_OP_DELETE, .t = { o->fsid, o->table, -1 }, .name = pn,
-                            .name_len = (uint32_t)pl, .expect_uuid = tag,
+                            .name_len = XT_SYS_PEND_LEN, .expect_uuid = tag,
                             .flags = XT_F_SYS | XT_F_SYNC | XT_F_IF_UUID };
         struct xt_resp r = { 0 };
         rc = x->io.op(x->io.ctx, &q, &r);
@@ -313,8 +283,7 @@ void mds_xact_queue_finish(mds_xact *x, struct txn *t)
 struct pend_key {
     uint32_t fsid;
     uint64_t table;
-    uint8_t pname[PEND_NAME_MAX];
-    size_t pname_len;
+    uint8_t pname[XT_SYS_PEND_LEN];
 };
 
 struct scan {
@@ -327,7 +296,8 @@ static int scan_cb(void *arg, const xt_slice_entry *e)
 {
     struct scan *s = arg;
     const uint8_t *nm = e->name;
-    if (!pend_row_name(nm, e->name_len))
+    if (e->name_len != XT_SYS_PEND_LEN || !xt_hash_is_sys(nm, e->name_len) ||
+        nm[2] != XT_SYS_PENDING)
         return 0;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
@@ -340,8 +310,7 @@ static int scan_cb(void *arg, const xt_slice_entry *e)
     struct pend_key *p = &s->v[s->n++];
     p->fsid = s->k->fsid;
     p->table = s->k->table;
-    memcpy(p->pname, nm, e->name_len);
-    p->pname_len = e->name_len;
+    memcpy(p->pname, nm, XT_SYS_PEND_LEN);
     return 0;
 }
 
@@ -368,7 +337,7 @@ static void sweep(mds_xact *x)
     }
     xt_free(keys);
     for (size_t i = 0; i < s.n; i++)
-        resolve_one(x, s.v[i].fsid, s.v[i].table, s.v[i].pname, s.v[i].pname_len, false);
+        resolve_one(x, s.v[i].fsid, s.v[i].table, s.v[i].pname, false);
     xt_free(s.v);
 }
 

@@ -8,9 +8,7 @@
  * an xt_row of type XT_ROW_KV whose group XT_CG_USER0 is one byte, 'C' or
  * 'A'; attr.uuid = mds_xact_tag(name).
  *
- * Pending row: name xt_hash_pend_name(row name) (fmt PEND_FMT), or for a
- * parent's subdirectory count (a commutative delta, which blocks nobody)
- * mds_xact_count_name(row name, dname) (fmt PEND_FMT_COUNT); an xt_row of type
+ * Pending row: name xt_hash_pend_name(row name); an xt_row of type
  * XT_ROW_KV, attr.uuid = the tag of its transaction, attr.ctime_ns = when
  * it was prepared, whose groups XT_CG_USER0, +1, ... (each at most
  * XT_ROW_GROUP_MAX bytes) concatenate to this record:
@@ -24,9 +22,7 @@
  *   15   27    dname      the decision row's name
  *   42   2     name_len   the row's name
  *   44   n     name
- *   44+n ...   pre-image  the row's encoding before the op (existed only);
- *                         PEND_FMT_COUNT: the delta applied, 4 bytes LE
- *                         signed (existed 0), undone by its inverse
+ *   44+n ...   pre-image  the row's encoding before the op (existed only)
  */
 #ifndef MDS_XACT_I_H
 #define MDS_XACT_I_H
@@ -34,21 +30,17 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <string.h>
 
 #include "mds_xact.h"
 #include "xt_common.h"
 #include "xt_hash.h"
 #include "xt_row.h"
-#include "xt_rpc_mds.h"
 
 #define MDS_XACT_DNAME_LEN (XT_SYS_HEAD + 16)
 #define MDS_XACT_COMMIT    'C'
 #define MDS_XACT_ABORT     'A'
 
 #define PEND_FMT         1
-#define PEND_FMT_COUNT   2
-#define PEND_NAME_MAX    MDS_XACT_DNAME_LEN /* the longer of the two names */
 #define PEND_OFF_FMT     0
 #define PEND_OFF_EXISTED 1
 #define PEND_OFF_DFSID   2
@@ -60,9 +52,7 @@
 
 /* A parsed pending row; views into the row (or into buf). */
 struct mds_xact_pend {
-    uint8_t fmt;             /* PEND_FMT, PEND_FMT_COUNT */
     bool existed;
-    int32_t delta;           /* PEND_FMT_COUNT: the nlink change applied */
     uint32_t dfsid;
     uint64_t dtable;
     uint8_t dname[MDS_XACT_DNAME_LEN];
@@ -81,10 +71,7 @@ struct pend_arg {
     uint8_t dname[MDS_XACT_DNAME_LEN];
     const void *name;
     size_t name_len;
-    bool count;              /* a commutative count delta (PEND_FMT_COUNT) */
-    int32_t delta;           /* its requested delta */
-    unsigned char pname[PEND_NAME_MAX];
-    size_t pname_len;
+    unsigned char pname[XT_SYS_PEND_LEN];
 };
 
 /* One op of a decided transaction at a participant, for the finish. */
@@ -94,7 +81,6 @@ struct txn_op {
     uint8_t name[XT_NAME_MAX];
     size_t name_len;
     uint32_t site;
-    bool count;              /* its pending row is a count row */
 };
 
 struct txn {
@@ -143,25 +129,6 @@ static inline void mds_xact_txid_str(const uint8_t *dname, char *buf, size_t cap
     snprintf(buf, cap, "%u.%u.%llu", (unsigned)xt_get_u32(dname + XT_SYS_HEAD),
              (unsigned)xt_get_u32(dname + XT_SYS_HEAD + 4),
              (unsigned long long)xt_get_u64(dname + XT_SYS_HEAD + 8));
-}
-
-/* Whether op q is a parent's subdirectory count delta (a loose op with
- * NLINK_ADD): prepared with a count row, which does not block the row. */
-static inline bool mds_xact_is_count(const struct xt_req *q)
-{
-    return xt_req_loose(q) && (q->set_mask & XT_ROW_SET_NLINK_ADD) && q->row;
-}
-
-/* The pending row's name of op (name, count) in the transaction dname
- * into out (PEND_NAME_MAX bytes); returns its length. */
-static inline size_t mds_xact_pend_row_name(const void *name, size_t len, bool count,
-                                            const uint8_t *dname, uint8_t *out)
-{
-    if (!count)
-        return xt_hash_pend_name(name, len, out);
-    xt_hash_sys_head(out, XT_SYS_COUNT, xt_hash_name(name, len));
-    memcpy(out + XT_SYS_HEAD, dname + XT_SYS_HEAD, MDS_XACT_DNAME_LEN - XT_SYS_HEAD);
-    return MDS_XACT_DNAME_LEN;
 }
 
 /* Adds op req (at site) to t. */

@@ -29,9 +29,8 @@
  *      docs/mds-xact.md) are not entries: the MDS does not list them, so
  *      (1)-(8) never see them. A second listing of each directory's table
  *      with XT_F_SYS and the substring 00 FF (only they travel) counts
- *      pending (and count) and decision rows; a pending row not
- *      XT_SYS_PEND_LEN long, a count row not XT_SYS_HEAD + 16 long or a
- *      decision row shorter than XT_SYS_HEAD + 16 is damage. Pending
+ *      pending and decision rows; a pending row not XT_SYS_PEND_LEN long
+ *      or a decision row shorter than XT_SYS_HEAD + 16 is damage. Pending
  *      rows in the ILT (hard links' table) are not scanned.
  * It changes nothing, but --repair-orphans deletes orphan sets whose newest
  * tract file or folder is at least ORPHAN_AGE_S old, only when R2 counts
@@ -355,11 +354,6 @@ static void check_sys_row(struct fsck *f, uint64_t dir, const xt_row *row)
         if (row->name_len != XT_SYS_PEND_LEN)
             problem(f, "directory %llu: a pending row (system row) of %u bytes, not %u",
                     (unsigned long long)dir, row->name_len, (unsigned)XT_SYS_PEND_LEN);
-    } else if (tag == XT_SYS_COUNT) { /* a parent's count delta: a pending row too */
-        f->pending++;
-        if (row->name_len != XT_SYS_HEAD + 16)
-            problem(f, "directory %llu: a count row (system row) of %u bytes, not %u",
-                    (unsigned long long)dir, row->name_len, (unsigned)(XT_SYS_HEAD + 16));
     } else if (tag == XT_SYS_DECISION) {
         f->decisions++;
         if (row->name_len < XT_SYS_HEAD + 16)

@@ -14,11 +14,7 @@
  *       at a time) and do, between two different directories:
  *         link      a new name for the file (pom_link),
  *         rename    the name moves to a new name (POM_RENAME_NOREPLACE),
- *         exchange  two names swap (POM_RENAME_EXCHANGE),
- *       and in one directory:
- *         mkdir     a new subdirectory, rmdir  one this thread made (the
- *                   parent's nlink is a count delta at the MDS of the
- *                   parent's row: a transaction when that is another MDS).
+ *         exchange  two names swap (POM_RENAME_EXCHANGE).
  *       No op removes a file, so every file of LIST must keep a name. Every
  *       op's answer is written to OPLOG ("+S.mmm thread op args rc") and
  *       counted per op and errno. Links stop at 3 names per file on
@@ -30,9 +26,8 @@
  *   xact_driver R2ADDR FSNAME check DIRS LIST PASSES GAP_MS
  *       walks every /x<k>: each name listed once, each resolves (a link
  *       stub to its ILT row), with the inode it is listed with; for every
- *       uuid, nlink == the names found for it (subdirectories aside); every
- *       /x<k>'s nlink is 2 + the subdirectories listed in it; every file of
- *       LIST still has a name; the root's nlink is 2 + DIRS. A pass that finds a violation
+ *       uuid, nlink == the names found for it; every file of LIST still has
+ *       a name; the root's nlink is 2 + DIRS. A pass that finds a violation
  *       is repeated after GAP_MS (a pending row is visible until its
  *       resolver settled it: docs/mds-xact.md "Cost"), up to PASSES; the
  *       last pass is the verdict. Exit 1 on any violation in it.
@@ -60,9 +55,8 @@
 #define MAX_ERRNO 160
 #define SHOWN 20
 
-enum op { OP_LINK, OP_RENAME, OP_EXCHANGE, OP_MKDIR, OP_RMDIR, OP__N };
-static const char *const op_names[OP__N] = { "link", "rename", "exchange", "mkdir", "rmdir" };
-#define MAX_SUBDIRS 64 /* per thread: mkdir waits for rmdir past it */
+enum op { OP_LINK, OP_RENAME, OP_EXCHANGE, OP__N };
+static const char *const op_names[OP__N] = { "link", "rename", "exchange" };
 
 static double now_s(void)
 {
@@ -407,59 +401,14 @@ static void do_exchange(struct churn *c, int k, uint64_t *rs)
     put_slot(c, j, rc == -ENOENT);
 }
 
-/* The subdirectories a thread made (and may remove). */
-struct subdirs {
-    long dir[MAX_SUBDIRS];
-    char name[MAX_SUBDIRS][NAME_LEN];
-    int n;
-};
-
-static void do_mkdir(struct churn *c, int k, uint64_t *rs, long *seq, struct subdirs *sd)
-{
-    if (sd->n == MAX_SUBDIRS)
-        return;
-    long d = (long)(rnd(rs) % (uint64_t)c->ndirs);
-    char nn[NAME_LEN], args[160];
-    snprintf(nn, sizeof nn, "d%d_%ld", k, (*seq)++);
-    snprintf(args, sizeof args, "x%ld/%s", d, nn);
-    double t_op = now_s();
-    struct stat st;
-    int rc = pom_mkdir(c->fs, c->dir[d], nn, 0755, NULL, &st);
-    if (rc == 0)
-        pom_forget(c->fs, st.st_ino, 1);
-    record(c, k, OP_MKDIR, args, rc, t_op);
-    /* Also after an error: it may have been made (a retried timeout); an
-     * rmdir of it later answers 0 or -ENOENT. */
-    sd->dir[sd->n] = d;
-    snprintf(sd->name[sd->n++], NAME_LEN, "%s", nn);
-}
-
-static void do_rmdir(struct churn *c, int k, uint64_t *rs, struct subdirs *sd)
-{
-    if (sd->n == 0)
-        return;
-    int i = (int)(rnd(rs) % (uint64_t)sd->n);
-    char args[160];
-    snprintf(args, sizeof args, "x%ld/%s", sd->dir[i], sd->name[i]);
-    double t_op = now_s();
-    int rc = pom_rmdir(c->fs, c->dir[sd->dir[i]], sd->name[i]);
-    record(c, k, OP_RMDIR, args, rc, t_op);
-    if (rc == 0 || rc == -ENOENT) {
-        sd->n--;
-        sd->dir[i] = sd->dir[sd->n];
-        memcpy(sd->name[i], sd->name[sd->n], NAME_LEN);
-    }
-}
-
 static void *churn_main(void *arg)
 {
     struct cworker *w = arg;
     struct churn *c = w->c;
     uint64_t rs = c->seed ^ ((uint64_t)(w->k + 1) * UINT64_C(0x632be59bd9b4e019));
     long seq = 0;
-    static _Thread_local struct subdirs sd;
     while (!stopped(c)) {
-        unsigned r = (unsigned)(rnd(&rs) % 12);
+        unsigned r = (unsigned)(rnd(&rs) % 10);
         pthread_mutex_lock(&c->mu);
         bool full = c->nslots >= c->max_names; /* links bounded: renames instead */
         pthread_mutex_unlock(&c->mu);
@@ -467,12 +416,8 @@ static void *churn_main(void *arg)
             do_link(c, w->k, &rs, &seq);
         else if (r < 8)
             do_rename(c, w->k, &rs, &seq);
-        else if (r < 10)
-            do_exchange(c, w->k, &rs);
-        else if (r == 10)
-            do_mkdir(c, w->k, &rs, &seq, &sd);
         else
-            do_rmdir(c, w->k, &rs, &sd);
+            do_exchange(c, w->k, &rs);
     }
     return NULL;
 }
@@ -648,14 +593,14 @@ static int cmp_name(const void *a, const void *b)
 }
 
 struct verdict {
-    long names, uuids, multi, subdirs, unresolved, ino_differs, dups, mismatches, lost_files,
-        list_errors, lookup_errors, root_bad, dir_nlink_bad;
+    long names, uuids, multi, unresolved, ino_differs, dups, mismatches, lost_files,
+        list_errors, lookup_errors, root_bad;
 };
 
 static long violations(const struct verdict *v)
 {
     return v->unresolved + v->ino_differs + v->dups + v->mismatches + v->lost_files +
-           v->list_errors + v->lookup_errors + v->root_bad + v->dir_nlink_bad;
+           v->list_errors + v->lookup_errors + v->root_bad;
 }
 
 /* One walk of every directory; prints the first violations. */
@@ -678,7 +623,6 @@ static int check_pass(pom_fs *fs, const pom_ino *dir, long ndirs, const struct e
             printf(__VA_ARGS__);                                                              \
     } while (0)
     for (long k = 0; k < ndirs; k++) {
-        long subdirs = 0;
         struct listing l = { .next = POM_COOKIE_START };
         for (;;) {
             uint64_t before = l.next;
@@ -718,10 +662,6 @@ static int check_pass(pom_fs *fs, const pom_ino *dir, long ndirs, const struct e
                 SHOW("violation: /x%ld/%s listed as uuid %" PRIu64 ", resolves to %" PRIu64
                      "\n", k, l.v[j].name, l.v[j].ino, (uint64_t)st.st_ino);
             }
-            if (S_ISDIR(st.st_mode)) { /* made by mkdir: counted for its parent */
-                subdirs++;
-                continue;
-            }
             if (t.used * 2 >= t.cap)
                 continue; /* sized for 8x the files' names: never */
             size_t h = uslot(&t, (uint64_t)st.st_ino);
@@ -733,14 +673,6 @@ static int check_pass(pom_fs *fs, const pom_ino *dir, long ndirs, const struct e
             t.nlink[h] = (uint32_t)st.st_nlink;
         }
         free(l.v);
-        v.subdirs += subdirs;
-        struct stat dst;
-        int rc = pom_getattr(fs, dir[k], &dst);
-        if (rc < 0 || dst.st_nlink != (nlink_t)(2 + subdirs)) {
-            v.dir_nlink_bad++;
-            SHOW("violation: /x%ld nlink %ld (rc %d), want 2 + %ld subdirectories\n", k,
-                 rc < 0 ? -1L : (long)dst.st_nlink, rc, subdirs);
-        }
     }
     for (size_t h = 0; h < t.cap; h++) {
         if (!t.uuid[h])
@@ -793,13 +725,11 @@ static int check(pom_fs *fs, long ndirs, const char *list, int passes, long gap_
             return 1;
         }
         long bad = violations(&v);
-        printf("check pass %d: %ld names, %ld uuids (%ld with several names), %ld "
-               "subdirectories, %ld violations: unresolved %ld, ino_differs %ld, dups %ld, "
-               "nlink_mismatches %ld, lost_files %ld, list_errors %ld, lookup_errors %ld, "
-               "root_bad %ld, dir_nlink_bad %ld\n",
-               pass, v.names, v.uuids, v.multi, v.subdirs, bad, v.unresolved, v.ino_differs,
-               v.dups, v.mismatches, v.lost_files, v.list_errors, v.lookup_errors, v.root_bad,
-               v.dir_nlink_bad);
+        printf("check pass %d: %ld names, %ld uuids (%ld with several names), %ld violations: "
+               "unresolved %ld, ino_differs %ld, dups %ld, nlink_mismatches %ld, "
+               "lost_files %ld, list_errors %ld, lookup_errors %ld, root_bad %ld\n",
+               pass, v.names, v.uuids, v.multi, bad, v.unresolved, v.ino_differs, v.dups,
+               v.mismatches, v.lost_files, v.list_errors, v.lookup_errors, v.root_bad);
         fflush(stdout);
         if (bad == 0 || last)
             break;

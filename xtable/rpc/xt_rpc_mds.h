@@ -140,10 +140,9 @@ int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt
  * nothing but the row's identity, commutative with every other such update
  * of the row, which every create in the directory makes. Whoever splits a
  * batch whose rows sit at several MDS (the coordinating MDS, or a client
- * whose view already places them apart) runs the times-only ones before
- * the rest, not in it (a parent removed meanwhile stops the batch); one
- * with a count delta (NLINK_ADD) stays with the MDS, which makes it part
- * of the transaction without blocking the row (mds_xact.c). */
+ * whose view already places them apart) runs these around the rest, not
+ * in it: times-only updates before (a parent removed meanwhile stops the
+ * batch), count deltas after (never for an entry that was not made). */
 static inline bool xt_req_loose(const struct xt_req *q)
 {
     const uint32_t ok = XT_ROW_SET_ATIME | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
