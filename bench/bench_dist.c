@@ -12,6 +12,10 @@
  *   create      N files in ONE directory (every create also updates that
  *               directory's row: one MDS serves all of those);
  *   lookup      each of them;
+ *   mkdir       N/20 subdirectories in that directory: each also adds 1 to
+ *               its nlink, a count delta at the MDS of its row (a
+ *               transaction with a count row when the new entry's slice
+ *               sits at another MDS, docs/mds-xact.md);
  *   create-dirs each thread mkdirs its own directory and creates M files
  *               in it (T tables, homes spread by ring 0);
  *   lookup-dirs each of those;
@@ -294,6 +298,21 @@ static int op_create(struct run *r, int k, long i)
     return 0;
 }
 
+static int op_mkdir(struct run *r, int k, long i)
+{
+    (void)k;
+    char name[32];
+    snprintf(name, sizeof name, "d%ld", i);
+    struct stat st;
+    int rc = pom_mkdir(r->fs, r->big, name, 0755, NULL, &st);
+    if (rc < 0) {
+        fail(r, "mkdir", name, rc);
+        return rc;
+    }
+    pom_forget(r->fs, st.st_ino, 1);
+    return 0;
+}
+
 static int op_lookup(struct run *r, int k, long i)
 {
     char name[32];
@@ -513,6 +532,17 @@ int main(int argc, char **argv)
     s = phase(&r, op_lookup, opt.n, 0);
     take(&b);
     report("lookup", opt.n, s, r.lat, &a, &b, NULL);
+    long nd = opt.n / 20 > 0 ? opt.n / 20 : 1;
+    a = b;
+    s = phase(&r, op_mkdir, nd, 0);
+    settle(&r);
+    take(&b);
+    report("mkdir", nd, s, r.lat, &a, &b, NULL);
+    if ((rc = pom_getattr(r.fs, r.big, &st)) < 0 || st.st_nlink != (nlink_t)(2 + nd)) {
+        fprintf(stderr, "bench_dist: %s has nlink %ld after %ld mkdirs (rc %d)\n", dname,
+                rc < 0 ? -1L : (long)st.st_nlink, nd, rc);
+        atomic_fetch_add(&r.failures, 1);
+    }
 
     for (int k = 0; k < opt.threads; k++) {
         char n[32];

@@ -237,8 +237,8 @@ def dist_tables(recs):
 
     out = ["\n### dist (many MDS on this machine: overhead, not speed-up)\n"]
     hdr = ["MDS", "creates/s (1 dir)", "vs 1", "lookups/s (1 dir)", "vs 1",
-           "creates/s (8 dirs)", "vs 1", "lookups/s (8 dirs)", "vs 1",
-           "forwards %", "MDS CPU us/create", "MDS CPU us/lookup", "load avg"]
+           "creates/s (8 dirs)", "vs 1", "lookups/s (8 dirs)", "vs 1", "mkdirs/s (1 dir)",
+           "vs 1", "forwards %", "MDS CPU us/create", "MDS CPU us/lookup", "load avg"]
     out += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
     for k in ks:
         main = [r for r in d if r["mds"] == k and r["phase"] in
@@ -247,7 +247,7 @@ def dist_tables(recs):
         fwd = sum(r.get("forwards", 0) for r in main)
         c, lk = get(k, "create"), get(k, "lookup")
         line = [str(k)] + cell(k, "create") + cell(k, "lookup") + cell(k, "create-dirs") + \
-            cell(k, "lookup-dirs")
+            cell(k, "lookup-dirs") + cell(k, "mkdir")
         line += ["%.3f" % (100.0 * fwd / req) if req else "-",
                  "%.1f" % c["mds_cpu_us_per_op"] if c else "-",
                  "%.1f" % lk["mds_cpu_us_per_op"] if lk else "-",
