@@ -404,6 +404,10 @@ static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
         int rc = m ? xt_mds_batch_atomic(pool, &call, reqs, n, resps, failed) : -EHOSTUNREACH;
         if (!m)
             *failed = SIZE_MAX;
+        for (size_t i = 0; m && i < n; i++) /* the MDS's bitmaps, when ours were stale */
+            if (resps[i].bitmap)
+                pom_route_learn(fs->route, reqs[i].t.table, resps[i].bitmap,
+                                resps[i].bitmap_len);
         if (rc == 0) {
             /* A coordinated batch was decided at its first row's owner
              * (epoch_site), which holds the decision: track its epoch. */

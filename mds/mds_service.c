@@ -636,6 +636,25 @@ static int op_here(void *ctx, const struct xt_req *req, struct xt_resp *resp)
     return svc_op(ctx, NULL, req, resp);
 }
 
+/* A client's atomic batch whose rows were not all here: it was placed by a
+ * bitmap older than ours (a directory that split since the client last
+ * asked: an atomic reply carried none until now), so its reply carries
+ * our bitmap of each table the batch names, as a forwarded op's does
+ * (docs/mds-dist.md decision 7): the client's next batches go straight to
+ * the right MDS, and it can split off the parents' times itself. */
+static void teach_bitmaps(struct mds_service *svc, const struct xt_req *reqs, size_t n,
+                          struct xt_resp *resps)
+{
+    for (size_t i = 0; i < n; i++) {
+        bool seen = resps[i].bitmap != NULL;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = reqs[j].t.fsid == reqs[i].t.fsid && reqs[j].t.table == reqs[i].t.table;
+        if (!seen)
+            (void)piggyback(svc, &reqs[i].t, XT_F_BITMAP, &resps[i].bitmap,
+                            &resps[i].bitmap_len);
+    }
+}
+
 static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *reqs,
                             size_t n, struct xt_resp *resps, size_t *failed)
 {
@@ -652,8 +671,10 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
         bool internal = false;
         for (size_t i = 0; i < n; i++)
             internal = internal || (reqs[i].flags & XT_F_SYS);
-        if (rc == -EREMOTE && !internal)
+        if (rc == -EREMOTE && !internal) {
             rc = svc->xact ? mds_xact_run(svc->xact, reqs, n, resps, failed) : -EXDEV;
+            teach_bitmaps(svc, reqs, n, resps);
+        }
     }
     mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
     return rc;
