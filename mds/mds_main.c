@@ -258,6 +258,7 @@ static void usage(FILE *f)
             "  --commit-interval-ms N  commit group period (default 5000)\n"
             "  --mem-bound BYTES       slice cache bound (default 1G)\n"
             "  --split-threshold N     rows per slice before it splits (default 8192)\n"
+            "  --split-bytes N         bytes a slice holds before it splits (default 32 MiB)\n"
             "  --gossip-ms N           first bitmap gossip interval, adaptive 20..2000 ms\n"
             "                          (default 200; 0: no gossip)\n"
             "  --verbose               debug log\n"
@@ -289,6 +290,7 @@ int main(int argc, char **argv)
         { "commit-interval-ms", required_argument, NULL, 'c' },
         { "mem-bound", required_argument, NULL, 'b' },
         { "split-threshold", required_argument, NULL, 'x' },
+        { "split-bytes", required_argument, NULL, 'X' },
         { "gossip-ms", required_argument, NULL, 'g' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
@@ -300,6 +302,7 @@ int main(int argc, char **argv)
     uint64_t hb_interval = 1000;
     bool site_given = false;
     uint64_t site_id = 1, threads = 4, interval = 5000, mem_bound = 1ull << 30, split = 8192;
+    uint64_t split_bytes = MDS_SPLIT_BYTES;
     uint64_t gossip_ms = 200;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -325,6 +328,7 @@ int main(int argc, char **argv)
         case 'c': if (parse_num("--commit-interval-ms", optarg, 1, 3600000, &interval)) return 2; break;
         case 'b': if (parse_num("--mem-bound", optarg, 1 << 20, UINT64_MAX, &mem_bound)) return 2; break;
         case 'x': if (parse_num("--split-threshold", optarg, 16, 1 << 22, &split)) return 2; break;
+        case 'X': if (parse_num("--split-bytes", optarg, 1 << 16, 1u << 30, &split_bytes)) return 2; break;
         case 'g': if (parse_num("--gossip-ms", optarg, 0, 60000, &gossip_ms)) return 2; break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
@@ -472,6 +476,7 @@ int main(int argc, char **argv)
     mds_cache_set_pressure(cache, mds_group_kick, group);
     struct mds_table_opts to = { .cache = cache, .group = group, .stats = stats,
                                  .split_threshold = (uint32_t)split,
+                                 .split_bytes = (size_t)split_bytes,
                                  .owns = route ? mds_route_owns : NULL,
                                  .on_bit = route ? mds_route_on_bit : NULL,
                                  .owned_since = route ? mds_route_owned_since : NULL,

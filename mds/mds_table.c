@@ -34,6 +34,8 @@ int mds_table_new(const struct mds_table_opts *o, mds_table **out)
     t->o = *o;
     if (!t->o.split_threshold)
         t->o.split_threshold = XT_SLICE_DEFAULT_CAPACITY;
+    if (!t->o.split_bytes)
+        t->o.split_bytes = MDS_SPLIT_BYTES;
     pthread_mutex_init(&t->mu, NULL);
     *out = t;
     return 0;
@@ -300,12 +302,20 @@ static int write_begin(mds_table *t, uint32_t fsid, uint64_t table, uint64_t h,
     return rc;
 }
 
-static void write_end(mds_table *t, struct wctx *w, size_t bytes)
+/* Returns whether the slice has grown past split_bytes (mds_table_big). */
+static bool write_end(mds_table *t, struct wctx *w, size_t bytes)
 {
+    bool big = mds_table_big(t, mds_cent_slice(w->e));
     mds_cache_resize(t->o.cache, w->e);
     xt_slice_unlock(mds_cent_slice(w->e));
     mds_group_leave(t->o.group, w->g0, bytes);
     mds_cache_put(t->o.cache, w->e);
+    return big;
+}
+
+bool mds_table_big(const mds_table *t, const xt_slice *s)
+{
+    return xt_slice_count(s) >= 2 && xt_slice_mem_bytes(s) > t->o.split_bytes;
 }
 
 int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen)
@@ -553,9 +563,11 @@ int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *na
         rc = mds_table_pend_check(mds_cent_slice(w.e), name, name_len);
         if (rc == 0)
             rc = insert_split(t, &w, name, name_len, h, row, row_len, flags);
-        write_end(t, &w, rc >= 0 ? name_len + row_len : 0);
+        bool big = write_end(t, &w, rc >= 0 ? name_len + row_len : 0);
         if (rc >= 0 && gen)
             *gen = w.gen;
+        if (rc >= 0 && big)
+            (void)mds_table_make_room(t, w.m, h, 0);
     }
     rc = rc > 0 ? 0 : rc;
     mds_stats_record(t->o.stats, MDS_OP_CREATE, xt_mono_ns() - t0, rc);
@@ -585,9 +597,13 @@ int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *na
             rc = xt_slice_update(s, name, name_len, h, nr, nlen, w.gen);
         xt_free(nr);
         bytes = rc == 0 ? name_len + nlen : 0;
-        write_end(t, &w, bytes);
+        bool big = write_end(t, &w, bytes);
         if (rc == 0 && gen)
             *gen = w.gen;
+        /* Rows grow by updates (a file's bytes are written after its
+         * create): the split that keeps the slice small comes after. */
+        if (rc == 0 && big)
+            (void)mds_table_make_room(t, w.m, h, 0);
     }
     mds_stats_record(t->o.stats, MDS_OP_UPDATE, xt_mono_ns() - t0, rc);
     return rc;
@@ -747,7 +763,8 @@ int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
 }
 
 /* Split the slice holding h once, as an ordinary create would (own group,
- * no batch lock held), when it still lacks room for `need` new names. */
+ * no batch lock held), when it still lacks room for `need` new names or
+ * holds more than split_bytes. */
 int mds_table_make_room(mds_table *t, struct mtab *m, uint64_t h, uint32_t need)
 {
     struct wctx w;
@@ -755,7 +772,7 @@ int mds_table_make_room(mds_table *t, struct mtab *m, uint64_t h, uint32_t need)
     if (rc < 0)
         return rc;
     xt_slice *s = mds_cent_slice(w.e);
-    if (xt_slice_count(s) + need > xt_slice_capacity(s)) {
+    if (xt_slice_count(s) + need > xt_slice_capacity(s) || mds_table_big(t, s)) {
         if ((rc = meta_join(t, &w)) == 0) {
             mds_cent *child;
             if ((rc = split_slice(t, &w, w.e, &child)) == 0)

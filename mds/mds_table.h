@@ -90,6 +90,12 @@ struct mds_table_opts {
     mds_group *group;          /* borrowed */
     mds_stats *stats;          /* borrowed, may be NULL */
     uint32_t split_threshold;  /* rows per slice; 0: 8192 */
+    size_t split_bytes;        /* a slice holding more (xt_slice_mem_bytes)
+                                  is split after the write that grew it, so
+                                  its image stays far under the MDSL's record
+                                  limit (8192 rows of 64 KiB inline files made
+                                  a 512 MiB image no commit could carry);
+                                  0: MDS_SPLIT_BYTES */
     /* Many MDS (invariant 6). NULL owns: this MDS owns every slice. Both
      * are called under slice and meta locks: they must not block nor call
      * into the table. */
@@ -111,6 +117,8 @@ struct mds_table_opts {
     bool (*ring_unsettled)(void *arg, const struct mds_key *k);
     void *route_arg;
 };
+
+#define MDS_SPLIT_BYTES (32u << 20)
 
 typedef struct mds_table mds_table;
 

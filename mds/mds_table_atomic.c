@@ -350,7 +350,23 @@ int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *
         } else if (gen) {
             *gen = b->gen;
         }
+        /* A slice the batch grew past split_bytes: split after (as a
+         * create or update does), no batch lock held. */
+        struct mtab *bm[MDS_ATOMIC_MAX];
+        uint64_t bh[MDS_ATOMIC_MAX];
+        size_t nbig = 0;
+        for (size_t k = 0; rc == 0 && k < n; k++) {
+            bool seen = false;
+            for (size_t j = 0; j < k && !seen; j++)
+                seen = b->s[j].e == b->s[k].e;
+            if (!seen && mds_table_big(t, mds_cent_slice(b->s[k].e))) {
+                bm[nbig] = b->s[k].m;
+                bh[nbig++] = b->s[k].h;
+            }
+        }
         round_end(t, b, true, bytes);
+        for (size_t k = 0; k < nbig; k++)
+            (void)mds_table_make_room(t, bm[k], bh[k], 0);
         break;
     }
     xt_free(b);

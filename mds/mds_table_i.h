@@ -62,8 +62,12 @@ int mds_table_pend_check(const xt_slice *s, const void *name, size_t len);
  * loaded again), a load error. The caller puts *e. */
 int mds_table_slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e);
 /* Split the slice holding h once, as an ordinary create would (own group,
- * no other lock held), when it lacks room for `need` new names. */
+ * no other lock held), when it lacks room for `need` new names or holds
+ * more than split_bytes (mds_table_big). */
 int mds_table_make_room(mds_table *t, struct mtab *m, uint64_t h, uint32_t need);
+/* Whether slice s holds more than split_bytes (and can be split). REQUIRES:
+ * s locked. */
+bool mds_table_big(const mds_table *t, const xt_slice *s);
 
 /* The open table (fsid, table), or NULL: never opens one. */
 struct mtab *mds_table_tab_find(mds_table *t, uint32_t fsid, uint64_t table);

@@ -20,6 +20,7 @@ struct tenv {
     mds_table *t;
     unsigned interval_ms;
     uint32_t split;
+    size_t split_bytes;  /* 0: the MDS's default */
     size_t mem_bound, dirty_bound;
 };
 
@@ -50,7 +51,7 @@ static inline int tenv_start(struct tenv *v)
     }
     mds_cache_set_pressure(v->c, mds_group_kick, v->g);
     struct mds_table_opts to = { .cache = v->c, .group = v->g, .stats = v->stats,
-                                 .split_threshold = v->split };
+                                 .split_threshold = v->split, .split_bytes = v->split_bytes };
     return mds_table_new(&to, &v->t);
 }
 

@@ -267,6 +267,29 @@ static void test_sigkill_storm(void **state)
     teardown(&d);
 }
 
+/* A slice image past Thrift's default 16 MB frame (a directory of
+ * thousands of inline files) travels both ways: the client's framed
+ * transport once kept that default and answered -EPROTO to the load,
+ * which made such a directory unreadable after an MDS restart. */
+static void test_big_image(void **state)
+{
+    (void)state;
+    struct daemon d;
+    setup_dir(&d, "mdslbig");
+    d_start(&d, "64M");
+    uint32_t len = 24u << 20;
+    uint8_t *img = malloc(len);
+    assert_non_null(img);
+    for (uint32_t i = 0; i < len; i++)
+        img[i] = (uint8_t)(i * 2654435761u >> 24);
+    struct xt_store_rec r = image(40, 0, 1, img, len);
+    assert_int_equal(xt_mdsl_prepare(d.pool, NULL, 300, &r, 1), 0);
+    assert_int_equal(xt_mdsl_commit(d.pool, NULL, 300), 0);
+    expect_image(&d, 40, 0, img, len);
+    free(img);
+    teardown(&d);
+}
+
 /* ---- bad input ------------------------------------------------------------ */
 
 static void test_bad_input(void **state)
@@ -372,6 +395,7 @@ int main(void)
     xt_log_set_level(XT_LOG_ERROR);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_phase),
+        cmocka_unit_test(test_big_image),
         cmocka_unit_test(test_sigkill_storm),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_disk_full),

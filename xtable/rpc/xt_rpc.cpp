@@ -191,7 +191,7 @@ static int pool_connect(xt_rpc_pool *p, Conn *c)
         c->sock->setConnTimeout(p->connect_timeout_ms);
         c->sock->setNoDelay(true);
         c->sock->setLinger(false, 0);
-        c->trans = std::make_shared<TFramedTransport>(c->sock);
+        c->trans = std::make_shared<TFramedTransport>(c->sock, cfg); /* its own frame limit too */
         c->proto = std::make_shared<TBinaryProtocol>(c->trans);
         c->trans->open();
     } catch (const std::exception &e) {
