@@ -12,9 +12,9 @@
 
 #include <string.h>
 
-/* Largest record accepted from the network: a slice image of 8192 rows of
- * up to 64 KiB inline data would be larger, but images carry only the
- * rows' fixed columns and names; column bytes travel as COLUMN records. */
+/* Largest record accepted from the network. The MDS writes no COLUMN
+ * records yet: inline file bytes ride in slice images, which it keeps
+ * far under this by splitting slices past --split-bytes (32 MiB). */
 #define MDSL_SVC_MAX_REC (256u << 20)
 
 static int svc_prepare(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
