@@ -13,9 +13,9 @@
  *               directory's row: one MDS serves all of those);
  *   lookup      each of them;
  *   mkdir       N/20 subdirectories in that directory: each also adds 1 to
- *               its nlink, a count delta at the MDS of its row (a
- *               transaction with a count row when the new entry's slice
- *               sits at another MDS, docs/mds-xact.md);
+ *               its nlink, a count delta at the MDS of its row (a loose op,
+ *               docs/mds-xact.md "Parents' counts and times"); the nlink is
+ *               checked after the phase;
  *   create-dirs each thread mkdirs its own directory and creates M files
  *               in it (T tables, homes spread by ring 0);
  *   lookup-dirs each of those;

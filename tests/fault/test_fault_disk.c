@@ -80,12 +80,11 @@ static uint32_t check_all(pom_fs *fs, uint32_t from, uint32_t n, const bool *gon
     return bad;
 }
 
-/* Free KiB on the MDSL's tmpfs (reported: what the recovery had to work with). */
-static unsigned long long mdsl_free_kib(void)
+/* Free KiB on the MDSL's tmpfs at dir (reported: what the recovery had
+ * to work with). */
+static unsigned long long free_kib(const char *dir)
 {
-    char dir[400];
     struct statvfs v;
-    snprintf(dir, sizeof dir, "%s/mdsl", C.base);
     return statvfs(dir, &v) ? 0 : (unsigned long long)v.f_bavail * v.f_frsize >> 10;
 }
 
@@ -94,8 +93,9 @@ static const char *where_name[] = { "create/write", "release", "sync" };
 static void mdsl_full(void **state)
 {
     (void)state;
-    char ballast[400];
-    snprintf(ballast, sizeof ballast, "%s/mdsl/ballast", C.base);
+    char mdsl_dir[400], ballast[420];
+    snprintf(mdsl_dir, sizeof mdsl_dir, "%s/mdsl", C.base);
+    snprintf(ballast, sizeof ballast, "%s/ballast", mdsl_dir);
     int bfd = open(ballast, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     assert_true(bfd >= 0);
     assert_int_equal(posix_fallocate(bfd, 0, 4u << 20), 0);
@@ -194,7 +194,7 @@ static void mdsl_full(void **state)
             usleep(100000);
     }
     printf("disk: after freeing space, without a restart pom_sync answers %s (%llu KiB free)\n",
-           rsync ? strerror(-rsync) : "ok", mdsl_free_kib());
+           rsync ? strerror(-rsync) : "ok", free_kib(mdsl_dir));
     pom_close(fs);
     /* The operator also grows the volume. Required from here on: writes
      * work again. Without the growth this was marginal: the freed 4 MiB
@@ -203,8 +203,6 @@ static void mdsl_full(void **state)
      * while GC copies live rows out of old segments -- free space after
      * the restart ranged from 3.8 to 15 MiB between runs, and CI once
      * ran out. */
-    char mdsl_dir[400];
-    snprintf(mdsl_dir, sizeof mdsl_dir, "%s/mdsl", C.base);
     assert_int_equal(fault_grow_tmpfs(mdsl_dir, "96m"), 0);
     restart();
     fs = conn();
@@ -217,7 +215,7 @@ static void mdsl_full(void **state)
     }
     int nsync = pom_sync(fs);
     printf("disk: %u new files after the restart, their sync answers %s (%llu KiB free)\n",
-           4 * BATCH, nsync ? strerror(-nsync) : "ok", mdsl_free_kib());
+           4 * BATCH, nsync ? strerror(-nsync) : "ok", free_kib(mdsl_dir));
     assert_int_equal(nsync, 0);
     assert_int_equal(check_all(fs, base, base + 4 * BATCH, NULL), 0);
     assert_int_equal(check_all(fs, 0, acked, gone), 0);

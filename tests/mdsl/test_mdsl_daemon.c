@@ -316,20 +316,9 @@ static void test_bad_input(void **state)
     /* Malformed frames: garbage, huge lengths, truncated messages. */
     assert_int_equal(pom_send_garbage(d.port, 3, 300, "prepare"), 0);
     assert_true(pom_proc_alive(d.pid));
-    /* Once (CI, ASan, a loaded machine) this load timed out after 20 s and
-     * did not reproduce in 9 loaded reruns: on a failure, show the
-     * daemon's log to whoever reads the CI output. */
-    struct xt_store_load l;
-    int lrc = xt_mdsl_load_slice(d.pool, NULL, 1, 1, 0, &l);
-    if (lrc != 0) {
-        char cmd[600];
-        snprintf(cmd, sizeof cmd, "tail -n 40 '%s' >&2", d.log);
-        fprintf(stderr, "load after the garbage: %s; the daemon's log:\n", strerror(-lrc));
-        if (system(cmd) != 0)
-            fprintf(stderr, "(no log)\n");
-    }
-    assert_int_equal(lrc, 0);
-    xt_store_load_free(&l);
+    /* Served at once: headers claiming up to 1 GiB once made the server
+     * allocate and zero that much per connection, and this load timed out
+     * (20 s) in CI (xt_rpc_server.cpp invariant 2). */
     expect_image(&d, 1, 0, "x", 1);
     teardown(&d);
 }
