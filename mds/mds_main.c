@@ -223,7 +223,7 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
     XT_INFO("dist: site %u ring0 v%llu tables %zu slices %zu rows %zu requests %llu forwards "
             "%llu looped %llu fwd_errors %llu remote_answers %llu gossip_rounds %llu "
             "gossip_new_bits %llu handovers %llu bits_home %llu gossip_ms %u releases %llu "
-            "release_waits %llu slices_moved %llu xact_splits %llu",
+            "release_waits %llu slices_moved %llu xact_splits %llu slice_absent %llu",
             route ? mds_route_self(route) : 0,
             (unsigned long long)(route ? mds_route_ring_version(route) : 0), ntab,
             ci.entries > ntab ? ci.entries - ntab : 0, ci.rows,
@@ -240,7 +240,8 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_RELEASES),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_RELEASE_WAITS),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_SLICES_MOVED),
-            (unsigned long long)mds_stats_counter(stats, MDS_CTR_XACT_SPLITS));
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_XACT_SPLITS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_SLICE_ABSENT));
 }
 
 static void usage(FILE *f)

@@ -238,19 +238,18 @@ void mds_route_on_bit(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, 
 {
     mds_route *r = arg;
     pthread_mutex_lock(&r->mu);
-    changed_locked(r, fsid, table);
-    if (!owned || !home) {
-        struct pending *p = xt_calloc(1, sizeof *p);
-        if (p) {
-            *p = (struct pending){ .next = r->pend, .fsid = fsid, .slice = slice,
-                                   .table = table, .gen = gen, .owned = owned, .home = home };
-            r->pend = p;
-        } else {
-            /* Lost: a handed-over child stays cached (clean) and the home
-             * learns the bit from gossip or the repair at load. */
-            XT_WARN("route: out of memory noting slice %u of table %llu", slice,
-                    (unsigned long long)table);
-        }
+    /* Every bit waits for its commit before anyone hears of it
+     * (mds_table.h invariant 9): gossip starts in run_pending. */
+    struct pending *p = xt_calloc(1, sizeof *p);
+    if (p) {
+        *p = (struct pending){ .next = r->pend, .fsid = fsid, .slice = slice,
+                               .table = table, .gen = gen, .owned = owned, .home = home };
+        r->pend = p;
+    } else {
+        /* Lost: a handed-over child stays cached (clean); peers learn the
+         * bit from the repair at load. */
+        XT_WARN("route: out of memory noting slice %u of table %llu", slice,
+                (unsigned long long)table);
     }
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
@@ -312,6 +311,14 @@ static void run_pending(mds_route *r)
         struct pending *p = ready;
         ready = p->next;
         bool again = false;
+        if (!p->told) {
+            int rc = mds_table_settle_bit(r->table, p->fsid, p->table, p->slice);
+            if (rc < 0)
+                XT_WARN("route: fs %u table %llu: slice %u stays untold (%s)", p->fsid,
+                        (unsigned long long)p->table, p->slice, strerror(-rc));
+            p->told = true;
+            mds_route_changed(r, p->fsid, p->table); /* gossip it */
+        }
         if (!p->owned) {
             struct mds_key k = { p->fsid, p->slice, p->table };
             int rc = mds_cache_drop(r->cache, &k);

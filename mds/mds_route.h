@@ -18,7 +18,9 @@
  *      dropped from the cache only after the group holding the split
  *      committed (mds_group_info.committed_gen >= its gen), and the split's
  *      bit goes to the home only then: the home never names a slice that
- *      is not on its MDSL.
+ *      is not on its MDSL. Nor does any peer: every split's bit (owned or
+ *      not) waits in the pending list for its commit before gossip or a
+ *      forward may carry it (mds_table_settle_bit, mds_table.h (9)).
  *  (5) Gossip interval: starts at gossip_ms, halves (min 20 ms) after a
  *      round whose peer learnt new bits, doubles (max 2 s) after a quiet
  *      round. gossip_ms 0: no gossip (bits still go home, as (4) says).

@@ -33,7 +33,7 @@ struct pending {
     struct pending *next;
     uint32_t fsid, slice;
     uint64_t table, gen;
-    bool owned, home, kicked;
+    bool owned, home, kicked, told;
     unsigned tries;
 };
 

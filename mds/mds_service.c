@@ -132,7 +132,8 @@ static bool want_bitmap(struct mds_service *svc, const xt_rpc_ctx *rc, const str
 
 /* Where to forward a request for hash h: 0 and *pool, or -errno (-ELOOP
  * past the hop limit, -EAGAIN when the ring says the slice is ours after
- * all: the ring changed meanwhile). *bm gets this MDS's bitmap (xt_free). */
+ * all -- the ring changed meanwhile -- or when the slice's split has not
+ * committed). *bm gets this MDS's bitmap (xt_free). */
 static int forward_to(struct mds_service *svc, const xt_rpc_ctx *rc, const struct xt_tref *t,
                       uint64_t h, xt_rpc_pool **pool, uint32_t *slice, uint32_t *site_out,
                       uint8_t **bm, size_t *bm_len)
@@ -147,6 +148,11 @@ static int forward_to(struct mds_service *svc, const xt_rpc_ctx *rc, const struc
     if (r < 0)
         return r == -ENOENT ? -EAGAIN : r;
     if (site == mds_route_self(svc->route))
+        return -EAGAIN;
+    /* A split child whose group has not committed: its owner could not
+     * load it yet, and must not learn of it from us before (mds_table.h
+     * invariant 9). The client retries. */
+    if (!mds_table_told(svc->table, t->fsid, t->table, *slice))
         return -EAGAIN;
     /* A forwarding MDS with a newer ring 0 than ours sent it here: ours is
      * about to change (the next heartbeat); sending it back would bounce

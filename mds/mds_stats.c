@@ -41,7 +41,7 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "requests", "forwards", "forwards_looped", "forward_errors", "remote_answers",
     "gossip_rounds", "gossip_sent_bits", "gossip_new_bits", "handovers", "bits_sent_home",
     "releases", "release_waits", "slices_moved", "xact_commits", "xact_aborts",
-    "xact_prepares", "xact_resolved", "xact_rollbacks", "xact_splits",
+    "xact_prepares", "xact_resolved", "xact_rollbacks", "xact_splits", "slice_absent",
 };
 
 const char *mds_stats_op_name(enum mds_op op)

@@ -88,6 +88,9 @@ enum mds_ctr {
     MDS_CTR_XACT_SPLITS,      /* batches this MDS split because their parents'
                                  times/counts sat elsewhere (the client's view
                                  had them together: stale, or no client split) */
+    MDS_CTR_SLICE_ABSENT,     /* loads of a slice the bitmap names that its
+                                 MDSL lacks (-EAGAIN: a split not committed
+                                 yet; one that never ends is a lost split) */
     MDS_CTR__COUNT
 };
 

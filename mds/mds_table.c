@@ -50,6 +50,7 @@ void mds_table_free(mds_table *t)
             struct mtab *m = t->bucket[b];
             t->bucket[b] = m->next;
             xt_bitmap_free(m->bm);
+            xt_bitmap_free(m->said);
             mds_cache_put(t->o.cache, m->meta);
             xt_free(m);
         }
@@ -150,9 +151,15 @@ int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab *
     xt_slice_rdlock(mds_cent_slice(meta));
     rc = mds_table_meta_decode(mds_cent_slice(meta), &m->bm);
     xt_slice_unlock(mds_cent_slice(meta));
-    if (rc < 0) {
+    if (rc < 0)
         XT_ERR("table: fs %u table %llu: bad bitmap in meta slice (%d)", fsid,
                (unsigned long long)table, rc);
+    /* What the store holds is committed: peers may learn all of it. */
+    if (rc == 0 && t->o.on_bit && !(m->said = xt_bitmap_dup(m->bm))) {
+        xt_bitmap_free(m->bm);
+        rc = -ENOMEM;
+    }
+    if (rc < 0) {
         mds_cache_put(t->o.cache, meta);
         xt_free(m);
         return rc;
@@ -167,6 +174,7 @@ int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab *
         if (x->fsid == fsid && x->table == table) {
             pthread_mutex_unlock(&t->mu);
             xt_bitmap_free(m->bm);
+            xt_bitmap_free(m->said);
             mds_cache_put(t->o.cache, meta);
             xt_free(m);
             *out = x;
@@ -196,6 +204,7 @@ int mds_table_slice_get(mds_table *t, struct mtab *m, uint64_t h, mds_cent **e)
         struct mds_key k = { m->fsid, idx, m->table };
         int rc = mds_cache_get(t->o.cache, &k, e);
         if (rc == -ENOENT) {
+            mds_stats_add(t->o.stats, MDS_CTR_SLICE_ABSENT, 1);
             XT_DBG("table: fs %u table %llu: slice %u is not on its MDSL yet", m->fsid,
                    (unsigned long long)m->table, idx);
             return -EAGAIN;
@@ -749,9 +758,10 @@ int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
         return rc;
     xt_slice *ms = mds_cent_slice(m->meta);
     xt_slice_rdlock(ms);
-    size_t len = xt_bitmap_encoded_size(m->bm);
+    const xt_bitmap *bm = m->said ? m->said : m->bm;
+    size_t len = xt_bitmap_encoded_size(bm);
     uint8_t *buf = xt_malloc(len);
-    long n = buf ? xt_bitmap_encode(m->bm, buf, len) : -ENOMEM;
+    long n = buf ? xt_bitmap_encode(bm, buf, len) : -ENOMEM;
     xt_slice_unlock(ms);
     if (n < 0) {
         xt_free(buf);

@@ -57,6 +57,13 @@
  *      once committed, not asking us) is made MDS_CENT_FOREIGN too
  *      (opts.ring_unsettled): committed, dropped, and loaded again through
  *      the round, which waits until that MDS has our ring.
+ *  (9) Only committed bits leave this MDS (mds_table_bitmap): a split's bit
+ *      is told once the group holding the split committed (the route's
+ *      pending list calls mds_table_settle_bit); bits learnt from peers,
+ *      from the store or by the repair at load are committed already. A
+ *      peer that learnt a bit whose split a crash undid would keep it (the
+ *      home even persists it): the child never reaches the MDSL and its
+ *      hash range answers -EAGAIN for good.
  *  (5) An atomic batch (mds_table_atomic) applies all of its ops or none,
  *      and all of them carry one generation: it locks every data slice it
  *      touches in one global order (fsid, table, slice index), so two
@@ -265,9 +272,17 @@ int mds_table_let_go(mds_table *t, const struct mds_key *k, uint64_t *gen);
  * home, whose release answered -EAGAIN), or -ENOMEM. */
 int mds_table_rehome(mds_table *t);
 
-/* The table's bitmap encoding (xt_bitmap_encode): *out a new buffer (xt_free). */
+/* The encoding (xt_bitmap_encode) of the table's bitmap as others may
+ * learn it (invariant 9): *out a new buffer (xt_free). */
 int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
                      size_t *out_len);
+/* Invariant 9: the split that made `slice` committed; others may learn it.
+ * 0, -ENOENT (table not open), -ENOSPC or -ENOMEM (the bit stays untold:
+ * peers learn it from the repair at load). */
+int mds_table_settle_bit(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice);
+/* Whether `slice` is in the bitmap others may learn (invariant 9): false
+ * for a split child whose group has not committed yet. */
+bool mds_table_told(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice);
 
 #ifdef __cplusplus
 }

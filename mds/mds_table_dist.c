@@ -15,17 +15,26 @@
 
 /* OR other into m's bitmap; the home persists the new bits in the open
  * group (meta slice touched only when something is new, so a gossip round
- * that teaches nothing dirties nothing). Returns the new bits or -errno. */
+ * that teaches nothing dirties nothing). Every caller's bits are committed
+ * (a peer's, the store's, a repair's), so they may be told on at once
+ * (invariant 9). Returns the new bits or -errno. */
 int mds_table_merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other)
 {
     xt_slice *ms = mds_cent_slice(m->meta);
     xt_slice_rdlock(ms);
-    xt_bitmap *probe = xt_bitmap_dup(m->bm);
+    xt_bitmap *probe = xt_bitmap_dup(m->said ? m->said : m->bm);
     int rc = probe ? xt_bitmap_merge(probe, other) : -ENOMEM;
     xt_slice_unlock(ms);
     xt_bitmap_free(probe);
     if (rc <= 0)
         return rc;
+    if (m->said) { /* (told bits are a subset of bm's) */
+        xt_slice_wrlock(ms);
+        rc = xt_bitmap_merge(m->said, other);
+        xt_slice_unlock(ms);
+        if (rc < 0)
+            return rc;
+    }
     /* Always entered: the home role may change until the lock is held. */
     uint64_t g0 = mds_group_enter(t->o.group), g = g0;
     xt_slice_wrlock(ms);
@@ -74,6 +83,31 @@ int mds_table_repair(mds_table *t, struct mtab *m, uint32_t idx, unsigned depth)
         }
     }
     return rc;
+}
+
+int mds_table_settle_bit(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    struct mtab *m;
+    int rc = mds_table_tab_get(t, fsid, table, &m);
+    if (rc < 0 || !m->said)
+        return rc;
+    xt_slice *ms = mds_cent_slice(m->meta);
+    xt_slice_wrlock(ms);
+    rc = xt_bitmap_set(m->said, slice);
+    xt_slice_unlock(ms);
+    return rc < 0 ? rc : 0;
+}
+
+bool mds_table_told(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    struct mtab *m;
+    if (mds_table_tab_get(t, fsid, table, &m) < 0)
+        return false;
+    xt_slice *ms = mds_cent_slice(m->meta);
+    xt_slice_rdlock(ms);
+    bool told = xt_bitmap_test(m->said ? m->said : m->bm, slice);
+    xt_slice_unlock(ms);
+    return told;
 }
 
 uint64_t mds_table_cookie_hash(uint64_t cookie)
@@ -228,6 +262,10 @@ static int home_take(mds_table *t, struct mtab *m)
         }
         if (rc >= 0)
             rc = mds_table_meta_write(t, m->meta, nbm, g);
+        if (rc >= 0 && sbm && m->said) { /* the store's bits: committed */
+            int mrc = xt_bitmap_merge(m->said, sbm);
+            rc = mrc < 0 ? mrc : 0;
+        }
         if (rc >= 0) {
             xt_bitmap_free(m->bm);
             m->bm = nbm;

@@ -22,6 +22,8 @@ struct mtab {
     uint64_t table;
     mds_cent *meta;      /* pinned for the life of t (invariant 4) */
     xt_bitmap *bm;       /* protected by the meta slice's lock */
+    xt_bitmap *said;     /* (same lock) the bits other MDS may learn
+                          * (invariant 9); NULL with one MDS: bm */
     bool home;           /* this MDS writes the meta slice (invariant 6) */
 };
 

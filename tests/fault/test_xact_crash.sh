@@ -224,8 +224,9 @@ run_point() {
     ok "$point: no sanitizer report" sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/*.out"
     if [ "$FAIL" != 0 ]; then
         for k in 1 2; do
-            echo "--- $point: mds$k.log (WARN/ERR, tail)"
-            grep -aE 'WARN|ERR' "$D/mds$k.log" | tail -8
+            echo "--- $point: mds$k.log (warnings and errors, tail; counters)"
+            grep -aE '^[0-9:.]+ [WE] ' "$D/mds$k.log" | tail -12
+            grep -a 'dist: site' "$D/mds$k.log" | tail -1
         done
     fi
     kill_pids

@@ -16,6 +16,10 @@
  *   - a child handed to another MDS is owned by another MDS than its
  *     splitter (on_bit), and every row is found at the owner after it
  *     loaded the child from the store;
+ *   - a split's bit leaves its MDS (mds_table_bitmap, what forwards and
+ *     gossip carry) only once its group committed (invariant 9; the
+ *     route's part is mds_test_bits.h here): a crash that undoes the
+ *     split leaves no peer naming a child that never reached the store;
  *   - a slice 0 left in the cache without a meta slice (a creator that
  *     lost to a concurrent load) does not make the table uncreatable.
  */
@@ -29,6 +33,7 @@
 #include "mds_group.h"
 #include "mds_store_mem.h"
 #include "mds_table.h"
+#include "mds_test_bits.h"
 #include "mds_test_util.h"
 #include "xt_bitmap.h"
 
@@ -54,6 +59,7 @@ struct mds1 {
     mds_group *g;
     mds_table *t;
     unsigned bits_noted;  /* on_bit calls (what mds_route would send home) */
+    struct tu_bits bits;  /* split bits not told yet (mds_table.h (9)) */
 };
 
 struct cluster {
@@ -73,12 +79,10 @@ static bool test_owns(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
 static void test_on_bit(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, uint64_t gen,
                         bool owned, bool home)
 {
-    (void)fsid;
-    (void)table;
-    (void)gen;
     (void)home;
     struct mds1 *m = arg;
     m->bits_noted++;
+    tu_bits_note(&m->bits, fsid, table, slice, gen);
     /* The splitter hands the child over: the owner is another MDS. */
     if (gen && !owned)
         assert_true(owner_of(slice) != m->me);
@@ -90,6 +94,7 @@ static void mds_start(struct cluster *cl, unsigned k)
 {
     struct mds1 *m = &cl->m[k];
     m->me = k;
+    tu_bits_init(&m->bits);
     struct mds_cache_opts co = { .store = &cl->st, .locate = tu_locate2 };
     assert_int_equal(mds_cache_new(&co, &m->c), 0);
     struct mds_group_opts go = { .store = &cl->st, .cache = m->c, .locate = tu_locate2,
@@ -108,6 +113,7 @@ static void mds_crash(struct cluster *cl, unsigned k)
     mds_table_free(m->t);
     mds_group_close(m->g, false);
     mds_cache_free(m->c);
+    tu_bits_fini(&m->bits);
     m->t = NULL;
     m->g = NULL;
     m->c = NULL;
@@ -127,6 +133,8 @@ static void cluster_sync(struct cluster *cl)
 {
     for (unsigned k = 0; k < NMDS; k++)
         assert_int_equal(mds_group_sync(cl->m[k].g, 0, 10000), 0);
+    for (unsigned k = 0; k < NMDS; k++)
+        tu_bits_tell(&cl->m[k].bits, cl->m[k].t, cl->m[k].g);
 }
 
 /* Merge the bitmap of `from` into `to` (what a forward carries). */
@@ -188,6 +196,10 @@ static int routed(struct cluster *cl, unsigned first, enum op op, const char *na
             return rc;
         uint32_t slice;
         assert_int_equal(mds_table_pick(cl->m[at].t, FSID, TABLE, h, &slice), 0);
+        if (!mds_table_told(cl->m[at].t, FSID, TABLE, slice)) {
+            cluster_sync(cl); /* forward_to: -EAGAIN until the split commits */
+            continue;
+        }
         unsigned next = owner_of(slice);
         assert_true(next != at);
         /* A deaf home makes loops (home -> ancestor's owner -> ... -> home):
@@ -224,6 +236,7 @@ static int list_count(void *arg, const xt_slice_entry *e)
 static void check_listing(struct cluster *cl, unsigned n)
 {
     struct lctx lc = { calloc(n, 1), n, 0 };
+    cluster_sync(cl); /* every split told: no new ones while listing */
     unsigned at = owner_of(0);
     uint64_t cookie;
     cookie = 0;
@@ -426,6 +439,54 @@ static void test_merge(void **state)
     cluster_fini(&cl);
 }
 
+static bool names_bit(mds_table *t, uint32_t slice)
+{
+    uint8_t *bm;
+    size_t len;
+    xt_bitmap *b;
+    assert_int_equal(mds_table_bitmap(t, FSID, TABLE, &bm, &len), 0);
+    assert_int_equal(xt_bitmap_decode(bm, len, &b), 0);
+    xt_free(bm);
+    bool has = xt_bitmap_test(b, slice);
+    xt_bitmap_free(b);
+    return has;
+}
+
+/* Invariant 9: the home splits; until its group committed and the bit was
+ * told, neither its bitmap for others nor mds_table_told name the child. */
+static void test_told(void **state)
+{
+    (void)state;
+    uint64_t seed = tu_seed("test_told");
+    g_salt = tu_rand(&seed);
+    struct cluster cl = { .split = 16 };
+    cluster_start(&cl);
+    unsigned home = owner_of(0);
+    struct mds1 *m = &cl.m[home];
+    uint64_t gen;
+    assert_int_equal(mds_table_mktable(m->t, FSID, TABLE, &gen), 0);
+    cluster_sync(&cl);
+    char name[32];
+    for (unsigned i = 0; m->bits.n == 0 && i < 1000; i++) {
+        snprintf(name, sizeof name, "t%u", i);
+        size_t len;
+        uint8_t *r = tu_row(i, 1, 4, &len);
+        int rc = mds_table_create(m->t, FSID, TABLE, name, strlen(name), r, len,
+                                  MDS_TABLE_EXCL, &gen);
+        free(r);
+        assert_true(rc == 0 || rc == -EREMOTE || rc == -EAGAIN);
+    }
+    assert_int_equal(m->bits.n, 1);
+    uint32_t child = m->bits.v[0].slice;
+    assert_int_not_equal(child, 0);
+    assert_false(mds_table_told(m->t, FSID, TABLE, child));
+    assert_false(names_bit(m->t, child));
+    cluster_sync(&cl); /* commits, then tells */
+    assert_true(mds_table_told(m->t, FSID, TABLE, child));
+    assert_true(names_bit(m->t, child));
+    cluster_fini(&cl);
+}
+
 /* A creator that lost its meta slice to a concurrent lookup's load used
  * to leave slice 0 in the cache with no meta: every later create of the
  * table then answered -ENOENT (seen with 8 threads creating in a new
@@ -454,6 +515,7 @@ int main(void)
         cmocka_unit_test(test_routing),
         cmocka_unit_test(test_repair),
         cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_told),
         cmocka_unit_test(test_mktable_leftover),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
