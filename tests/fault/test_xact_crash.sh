@@ -227,6 +227,8 @@ run_point() {
             echo "--- $point: mds$k.log (warnings and errors, tail; counters)"
             grep -aE '^[0-9:.]+ [WE] ' "$D/mds$k.log" | tail -12
             grep -a 'dist: site' "$D/mds$k.log" | tail -1
+            echo "--- $point: mds$k.log (last lines)"
+            grep -av 'stats: ' "$D/mds$k.log" | tail -15
         done
     fi
     kill_pids
