@@ -224,9 +224,13 @@ int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
     *clean_version = r->swept_ver;
     /* The asker holds it from now on: before it is let go here, so that a
      * load of ours that could miss the asker's copy is already loading
-     * (and refuses below) or asks the asker first. */
+     * (and refuses below) or asks the asker first. An asker on our own
+     * ring owns k under it, so it stays as clean as it was for that ring
+     * (clean_ver is about slices held but not owned): resetting it then
+     * made every load of both ask each other from the first ask on, K - 1
+     * release calls per cache miss for good. */
     struct peer *p = mds_route_peer_find(r, from_site);
-    if (p && started && ver >= ring_version)
+    if (p && started && ver > ring_version)
         p->clean_ver = 0;
     pthread_mutex_unlock(&r->mu);
     if (!started || ver < ring_version || owns_key(r, k))
