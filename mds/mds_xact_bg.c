@@ -106,20 +106,21 @@ static int decide_or_abort(mds_xact *x, const struct mds_xact_pend *p, uint32_t 
     return -EAGAIN;
 }
 
-/* Everything the decision's holder acknowledged is durable (3), by the
- * same incarnation that showed it (epoch): one that restarted meanwhile
- * may have lost it (-EAGAIN: read it again later). */
-static int sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch)
+/* Everything MDS `holder` acknowledged up to its group gen (0: all) is
+ * durable (3), by the same incarnation that showed it (epoch; 0: any):
+ * one that restarted meanwhile may have lost it (-EAGAIN: read it again
+ * later). */
+static int sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch, uint64_t gen)
 {
     if (holder == mds_route_self(x->o.route))
-        return mds_group_sync(x->o.group, 0, x->o.call_timeout_ms);
+        return mds_group_sync(x->o.group, gen, x->o.call_timeout_ms);
     xt_rpc_pool *pool = mds_route_pool(x->o.route, holder);
     if (!pool)
         return -EHOSTUNREACH;
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = (int)x->o.call_timeout_ms };
     uint64_t committed;
     uint32_t now = 0;
-    int rc = xt_mds_sync(pool, &call, 0, &committed, &now);
+    int rc = xt_mds_sync(pool, &call, gen, &committed, &now);
     return rc == 0 && epoch && now != epoch ? -EAGAIN : rc;
 }
 
@@ -174,7 +175,7 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
         rc = d;
         goto out;
     }
-    if (d == MDS_XACT_COMMIT && (rc = sync_holder(x, holder, epoch)) < 0)
+    if (d == MDS_XACT_COMMIT && (rc = sync_holder(x, holder, epoch, 0)) < 0)
         goto out;
     struct mds_aop ops[2];
     size_t nops = 0;
@@ -231,44 +232,114 @@ int mds_xact_settle(mds_xact *x, uint32_t fsid, uint64_t table, const void *pnam
 
 /* ---- the thread ------------------------------------------------------------ */
 
-/* Finish t: its decision durable, every pending row deleted (synced), then
- * the decision row. A failure leaves the rest to the resolvers. */
-static void finish(mds_xact *x, struct txn *t)
+/* Transactions finished together (xact_main takes up to this many). */
+#define FINISH_BATCH 64
+
+/* An MDS incarnation that deleted pending rows of a batch: synced once to
+ * the newest group it answered with before any decision row goes. */
+struct holder {
+    uint32_t site, epoch;    /* epoch 0: this MDS (a local op) */
+    uint64_t gen;
+    uint64_t txns;           /* bit i: v[i] deleted a row here */
+};
+
+/* Record a delete answered by (site, epoch) in group gen for v[i]; false
+ * when hs is full (the caller gives up on v[i]). */
+static bool note_holder(struct holder *hs, size_t *nh, size_t cap, uint32_t site,
+                        uint32_t epoch, uint64_t gen, size_t i)
 {
-    int rc = t->dsite == mds_route_self(x->o.route)
-                 ? mds_group_sync(x->o.group, t->dgen, x->o.call_timeout_ms)
-                 : 0;
-    uint64_t tag = mds_xact_tag(t->dname);
-    for (size_t i = 0; i < t->nops && rc == 0; i++) {
-        const struct txn_op *o = &t->ops[i];
-        uint8_t pn[XT_SYS_PEND_LEN];
-        xt_hash_pend_name(o->name, o->name_len, pn);
-        struct xt_req q = { .op = XT_OP_DELETE, .t = { o->fsid, o->table, -1 }, .name = pn,
-                            .name_len = XT_SYS_PEND_LEN, .expect_uuid = tag,
-                            .flags = XT_F_SYS | XT_F_SYNC | XT_F_IF_UUID };
-        struct xt_resp r = { 0 };
-        rc = x->io.op(x->io.ctx, &q, &r);
-        xt_resp_free(&r);
-        if (rc == -ENOENT || rc == -ESTALE)
-            rc = 0; /* a resolver was first */
+    for (size_t k = 0; k < *nh; k++)
+        if (hs[k].site == site && hs[k].epoch == epoch) {
+            hs[k].gen = XT_MAX(hs[k].gen, gen);
+            hs[k].txns |= UINT64_C(1) << i;
+            return true;
+        }
+    if (*nh == cap)
+        return false;
+    hs[(*nh)++] = (struct holder){ site, epoch, gen, UINT64_C(1) << i };
+    return true;
+}
+
+/* Finish v[0..n) (n <= FINISH_BATCH) together: their decisions durable
+ * (one sync of our group), every pending row deleted -- unsynced, then
+ * each MDS that deleted some synced once -- and only then each decision
+ * row: a decision row may go only once no pending row can come back
+ * without it (mds_xact.h (2)). One transaction at a time cost a sync per
+ * participant each, and a rename storm outran the thread. A transaction
+ * whose delete or sync failed keeps its decision row; the resolvers
+ * settle the rest. Frees v's transactions. */
+static void finish_batch(mds_xact *x, struct txn **v, size_t n)
+{
+    uint32_t self = mds_route_self(x->o.route);
+    uint64_t dgen = 0;
+    bool mine = false;
+    for (size_t i = 0; i < n; i++)
+        if (v[i]->dsite == self) {
+            mine = true;
+            dgen = XT_MAX(dgen, v[i]->dgen);
+        }
+    uint64_t bad = 0;       /* bit i: v[i] cannot finish now, for err[i] */
+    int err[FINISH_BATCH] = { 0 };
+    int src = mine ? mds_group_sync(x->o.group, dgen, x->o.call_timeout_ms) : 0;
+    for (size_t i = 0; src < 0 && i < n; i++) {
+        bad |= UINT64_C(1) << i;
+        err[i] = src;
     }
-    if (rc == 0) {
-        struct xt_req q = { .op = XT_OP_DELETE, .t = { t->dfsid, t->dtable, -1 },
-                            .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
-                            .expect_uuid = tag, .flags = XT_F_SYS | XT_F_IF_UUID };
-        struct xt_resp r = { 0 };
-        rc = x->io.op(x->io.ctx, &q, &r);
-        xt_resp_free(&r);
-        rc = rc == -ENOENT ? 0 : rc;
+    struct holder hs[FINISH_BATCH];
+    size_t nh = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct txn *t = v[i];
+        uint64_t tag = mds_xact_tag(t->dname);
+        for (size_t j = 0; j < t->nops && !(bad >> i & 1); j++) {
+            const struct txn_op *o = &t->ops[j];
+            uint8_t pn[XT_SYS_PEND_LEN];
+            xt_hash_pend_name(o->name, o->name_len, pn);
+            struct xt_req q = { .op = XT_OP_DELETE, .t = { o->fsid, o->table, -1 }, .name = pn,
+                                .name_len = XT_SYS_PEND_LEN, .expect_uuid = tag,
+                                .flags = XT_F_SYS | XT_F_IF_UUID };
+            struct xt_resp r = { 0 };
+            int rc = x->io.op(x->io.ctx, &q, &r);
+            if (rc == 0 && !note_holder(hs, &nh, FINISH_BATCH, r.epoch_site ? r.epoch_site : self,
+                                        r.epoch_site ? r.epoch : 0, r.commit_group, i))
+                rc = -ENOSPC;
+            xt_resp_free(&r);
+            if (rc < 0 && rc != -ENOENT && rc != -ESTALE) { /* (a resolver was first) */
+                bad |= UINT64_C(1) << i;
+                err[i] = rc;
+            }
+        }
     }
-    char id[48];
-    mds_xact_txid_str(t->dname, id, sizeof id);
-    if (rc < 0)
-        XT_WARN("xact %s: finish stopped (%s): pending rows left to the resolvers", id,
-                strerror(-rc));
-    else
-        XT_DBG("xact %s: finished", id);
-    txn_free(t);
+    for (size_t k = 0; k < nh; k++) {
+        uint64_t todo = hs[k].txns & ~bad;
+        int rc = todo ? sync_holder(x, hs[k].site, hs[k].epoch, hs[k].gen) : 0;
+        for (size_t i = 0; rc < 0 && i < n; i++)
+            if (todo >> i & 1)
+                err[i] = rc;
+        if (rc < 0)
+            bad |= todo;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct txn *t = v[i];
+        int rc = err[i];
+        if (rc == 0) {
+            struct xt_req q = { .op = XT_OP_DELETE, .t = { t->dfsid, t->dtable, -1 },
+                                .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
+                                .expect_uuid = mds_xact_tag(t->dname),
+                                .flags = XT_F_SYS | XT_F_IF_UUID };
+            struct xt_resp r = { 0 };
+            rc = x->io.op(x->io.ctx, &q, &r);
+            xt_resp_free(&r);
+            rc = rc == -ENOENT ? 0 : rc;
+        }
+        char id[48];
+        mds_xact_txid_str(t->dname, id, sizeof id);
+        if (rc < 0)
+            XT_WARN("xact %s: finish stopped (%s): pending rows left to the resolvers", id,
+                    strerror(-rc));
+        else
+            XT_DBG("xact %s: finished (batch of %zu, %zu syncs)", id, n, nh + mine);
+        txn_free(t);
+    }
 }
 
 void mds_xact_queue_finish(mds_xact *x, struct txn *t)
@@ -347,11 +418,15 @@ static void *xact_main(void *arg)
     uint64_t next_sweep = 0;
     pthread_mutex_lock(&x->mu);
     while (!x->stop) {
-        struct txn *t = x->finish;
-        if (t) {
-            x->finish = t->next;
+        if (x->finish) {
+            struct txn *v[FINISH_BATCH];
+            size_t n = 0;
+            while (x->finish && n < FINISH_BATCH) {
+                v[n++] = x->finish;
+                x->finish = x->finish->next;
+            }
             pthread_mutex_unlock(&x->mu);
-            finish(x, t);
+            finish_batch(x, v, n);
             pthread_mutex_lock(&x->mu);
             continue;
         }
