@@ -27,14 +27,7 @@ int mds_table_merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other)
     xt_slice_unlock(ms);
     xt_bitmap_free(probe);
     if (rc <= 0)
-        return rc;
-    if (m->said) { /* (told bits are a subset of bm's) */
-        xt_slice_wrlock(ms);
-        rc = xt_bitmap_merge(m->said, other);
-        xt_slice_unlock(ms);
-        if (rc < 0)
-            return rc;
-    }
+        return rc; /* (nothing new to said, so nothing new to bm: said <= bm) */
     /* Always entered: the home role may change until the lock is held. */
     uint64_t g0 = mds_group_enter(t->o.group), g = g0;
     xt_slice_wrlock(ms);
@@ -53,6 +46,10 @@ int mds_table_merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other)
         xt_bitmap_free(m->bm);
         m->bm = nbm;
         nbm = NULL;
+    }
+    if (rc >= 0 && m->said) { /* (other may hold bits bm had but said had not) */
+        int src = xt_bitmap_merge(m->said, other);
+        rc = src < 0 ? src : rc;
     }
     xt_slice_unlock(ms);
     xt_bitmap_free(nbm);
