@@ -330,6 +330,19 @@ static void test_routing(void **state)
     }
 }
 
+/* MDS t's bitmap as others get it (mds_table_bitmap), decoded: the
+ * caller frees it. */
+static xt_bitmap *bitmap_of(mds_table *t)
+{
+    uint8_t *bm;
+    size_t len;
+    xt_bitmap *b;
+    assert_int_equal(mds_table_bitmap(t, FSID, TABLE, &bm, &len), 0);
+    assert_int_equal(xt_bitmap_decode(bm, len, &b), 0);
+    xt_free(bm);
+    return b;
+}
+
 /* The bits of splits at non-home MDS are never sent home here (no
  * mds_route): after a crash of everyone, only the repair at load can find
  * the deeper slices again. */
@@ -351,14 +364,9 @@ static void test_repair(void **state)
         /* The union of what the MDS knew is what exists. */
         xt_bitmap *all = xt_bitmap_new();
         for (unsigned k = 0; k < NMDS; k++) {
-            uint8_t *bm;
-            size_t blen;
-            xt_bitmap *b;
-            assert_int_equal(mds_table_bitmap(cl.m[k].t, FSID, TABLE, &bm, &blen), 0);
-            assert_int_equal(xt_bitmap_decode(bm, blen, &b), 0);
+            xt_bitmap *b = bitmap_of(cl.m[k].t);
             assert_true(xt_bitmap_merge(all, b) >= 0);
             xt_bitmap_free(b);
-            xt_free(bm);
         }
         /* Crash everyone: what the home never heard of is only in the
          * depth of the slices on the store. */
@@ -366,12 +374,7 @@ static void test_repair(void **state)
             mds_crash(&cl, k);
         cluster_start(&cl);
         unsigned home = owner_of(0);
-        uint8_t *bm0;
-        size_t l0;
-        xt_bitmap *b0;
-        assert_int_equal(mds_table_bitmap(cl.m[home].t, FSID, TABLE, &bm0, &l0), 0);
-        assert_int_equal(xt_bitmap_decode(bm0, l0, &b0), 0);
-        xt_free(bm0);
+        xt_bitmap *b0 = bitmap_of(cl.m[home].t);
         print_message("round %d: the home knows %u of %u slices after the crash\n", round,
                       xt_bitmap_count(b0), xt_bitmap_count(all));
         repaired_rounds += xt_bitmap_count(b0) < xt_bitmap_count(all);
@@ -381,14 +384,9 @@ static void test_repair(void **state)
         /* Having routed everything, the MDS together know every slice. */
         xt_bitmap *got = xt_bitmap_new();
         for (unsigned k = 0; k < NMDS; k++) {
-            uint8_t *bm;
-            size_t blen;
-            xt_bitmap *b;
-            assert_int_equal(mds_table_bitmap(cl.m[k].t, FSID, TABLE, &bm, &blen), 0);
-            assert_int_equal(xt_bitmap_decode(bm, blen, &b), 0);
+            xt_bitmap *b = bitmap_of(cl.m[k].t);
             assert_true(xt_bitmap_merge(got, b) >= 0);
             xt_bitmap_free(b);
-            xt_free(bm);
         }
         assert_true(xt_bitmap_equal(got, all));
         xt_bitmap_free(got);
@@ -427,26 +425,16 @@ static void test_merge(void **state)
     assert_int_equal(mds_group_sync(cl.m[home].g, 0, 10000), 0);
     mds_crash(&cl, home);
     mds_start(&cl, home);
-    uint8_t *bm;
-    size_t blen;
-    assert_int_equal(mds_table_bitmap(cl.m[home].t, FSID, TABLE, &bm, &blen), 0);
-    xt_bitmap *got;
-    assert_int_equal(xt_bitmap_decode(bm, blen, &got), 0);
+    xt_bitmap *got = bitmap_of(cl.m[home].t);
     assert_true(xt_bitmap_equal(got, b));
     xt_bitmap_free(got);
-    xt_free(bm);
     xt_bitmap_free(b);
     cluster_fini(&cl);
 }
 
 static bool names_bit(mds_table *t, uint32_t slice)
 {
-    uint8_t *bm;
-    size_t len;
-    xt_bitmap *b;
-    assert_int_equal(mds_table_bitmap(t, FSID, TABLE, &bm, &len), 0);
-    assert_int_equal(xt_bitmap_decode(bm, len, &b), 0);
-    xt_free(bm);
+    xt_bitmap *b = bitmap_of(t);
     bool has = xt_bitmap_test(b, slice);
     xt_bitmap_free(b);
     return has;
