@@ -486,7 +486,7 @@ static int batch_split(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed
         if (!xt_req_loose(&reqs[i])) {
             sidx[ns] = i;
             sreq[ns++] = reqs[i];
-        } else if (!(reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
+        } else if (xt_req_loose_before(&reqs[i]) &&
                    (rc = loose_call(fs, &reqs[i], retried)) < 0) {
             *failed = i;
             return rc;
@@ -497,8 +497,7 @@ static int batch_split(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed
         return rc;
     }
     for (size_t i = 0; i < n; i++)
-        if (xt_req_loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
-            (rc = loose_call(fs, &reqs[i], retried)) < 0)
+        if (xt_req_loose_after(&reqs[i]) && (rc = loose_call(fs, &reqs[i], retried)) < 0)
             XT_DBG("a parent's count update failed after its batch: %s", strerror(-rc));
     return 0;
 }

@@ -758,7 +758,7 @@ int mds_table_bitmap(mds_table *t, uint32_t fsid, uint64_t table, uint8_t **out,
         return rc;
     xt_slice *ms = mds_cent_slice(m->meta);
     xt_slice_rdlock(ms);
-    const xt_bitmap *bm = m->said ? m->said : m->bm;
+    const xt_bitmap *bm = mds_table_told_bm(m);
     size_t len = xt_bitmap_encoded_size(bm);
     uint8_t *buf = xt_malloc(len);
     long n = buf ? xt_bitmap_encode(bm, buf, len) : -ENOMEM;

@@ -22,7 +22,7 @@ int mds_table_merge_bits(mds_table *t, struct mtab *m, const xt_bitmap *other)
 {
     xt_slice *ms = mds_cent_slice(m->meta);
     xt_slice_rdlock(ms);
-    xt_bitmap *probe = xt_bitmap_dup(m->said ? m->said : m->bm);
+    xt_bitmap *probe = xt_bitmap_dup(mds_table_told_bm(m));
     int rc = probe ? xt_bitmap_merge(probe, other) : -ENOMEM;
     xt_slice_unlock(ms);
     xt_bitmap_free(probe);
@@ -102,7 +102,7 @@ bool mds_table_told(mds_table *t, uint32_t fsid, uint64_t table, uint32_t slice)
         return false;
     xt_slice *ms = mds_cent_slice(m->meta);
     xt_slice_rdlock(ms);
-    bool told = xt_bitmap_test(m->said ? m->said : m->bm, slice);
+    bool told = xt_bitmap_test(mds_table_told_bm(m), slice);
     xt_slice_unlock(ms);
     return told;
 }

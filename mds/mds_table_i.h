@@ -44,6 +44,13 @@ static inline bool mds_table_owns(mds_table *t, uint32_t fsid, uint64_t table, u
     return !t->o.owns || t->o.owns(t->o.route_arg, fsid, table, slice);
 }
 
+/* The bits of m others may learn (invariant 9): said, or bm with one MDS.
+ * REQUIRES: the meta slice's lock. */
+static inline const xt_bitmap *mds_table_told_bm(const struct mtab *m)
+{
+    return m->said ? m->said : m->bm;
+}
+
 /* Tells the route about slice `slice` (on_bit); owned: this MDS keeps and
  * serves it (false: a handover, dropped after its commit). */
 static inline void mds_table_note_bit(mds_table *t, struct mtab *m, uint32_t slice, uint64_t gen,

@@ -524,8 +524,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
      * before anything else changed (a create answers -ENOENT). */
     int rc;
     for (size_t i = 0; i < n && !all_strict; i++)
-        if (xt_req_loose(&reqs[i]) && !(reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
-            (rc = run_loose(x, &reqs[i], &resps[i])) < 0) {
+        if (xt_req_loose_before(&reqs[i]) && (rc = run_loose(x, &reqs[i], &resps[i])) < 0) {
             *failed = i;
             return client_rc(rc);
         }
@@ -577,8 +576,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
      * (the parent removed meanwhile) loses only that count change, as the
      * op-by-op fallback did; RMU will make it reliable. */
     for (size_t i = 0; i < n && !all_strict; i++)
-        if (xt_req_loose(&reqs[i]) && (reqs[i].set_mask & XT_ROW_SET_NLINK_ADD) &&
-            (rc = run_loose(x, &reqs[i], &resps[i])) < 0)
+        if (xt_req_loose_after(&reqs[i]) && (rc = run_loose(x, &reqs[i], &resps[i])) < 0)
             XT_DBG("xact: a parent's count update failed after its batch: %s", strerror(-rc));
     /* The client tracks the epoch of the MDS holding op 0's change. */
     if (!resps[0].epoch && resps[sidx[0]].epoch) {

@@ -278,19 +278,16 @@ static void finish_batch(mds_xact *x, struct txn **v, size_t n)
             mine = true;
             dgen = XT_MAX(dgen, v[i]->dgen);
         }
-    uint64_t bad = 0;       /* bit i: v[i] cannot finish now, for err[i] */
-    int err[FINISH_BATCH] = { 0 };
+    int err[FINISH_BATCH]; /* non-zero: why v[i] cannot finish now */
     int src = mine ? mds_group_sync(x->o.group, dgen, x->o.call_timeout_ms) : 0;
-    for (size_t i = 0; src < 0 && i < n; i++) {
-        bad |= UINT64_C(1) << i;
+    for (size_t i = 0; i < n; i++)
         err[i] = src;
-    }
     struct holder hs[FINISH_BATCH];
     size_t nh = 0;
     for (size_t i = 0; i < n; i++) {
         struct txn *t = v[i];
         uint64_t tag = mds_xact_tag(t->dname);
-        for (size_t j = 0; j < t->nops && !(bad >> i & 1); j++) {
+        for (size_t j = 0; j < t->nops && !err[i]; j++) {
             const struct txn_op *o = &t->ops[j];
             uint8_t pn[XT_SYS_PEND_LEN];
             xt_hash_pend_name(o->name, o->name_len, pn);
@@ -303,20 +300,18 @@ static void finish_batch(mds_xact *x, struct txn **v, size_t n)
                                         r.epoch_site ? r.epoch : 0, r.commit_group, i))
                 rc = -ENOSPC;
             xt_resp_free(&r);
-            if (rc < 0 && rc != -ENOENT && rc != -ESTALE) { /* (a resolver was first) */
-                bad |= UINT64_C(1) << i;
+            if (rc < 0 && rc != -ENOENT && rc != -ESTALE) /* (a resolver was first) */
                 err[i] = rc;
-            }
         }
     }
     for (size_t k = 0; k < nh; k++) {
-        uint64_t todo = hs[k].txns & ~bad;
+        bool todo = false; /* a transaction still finishing deleted here */
+        for (size_t i = 0; i < n && !todo; i++)
+            todo = (hs[k].txns >> i & 1) && !err[i];
         int rc = todo ? sync_holder(x, hs[k].site, hs[k].epoch, hs[k].gen) : 0;
         for (size_t i = 0; rc < 0 && i < n; i++)
-            if (todo >> i & 1)
+            if ((hs[k].txns >> i & 1) && !err[i])
                 err[i] = rc;
-        if (rc < 0)
-            bad |= todo;
     }
     for (size_t i = 0; i < n; i++) {
         struct txn *t = v[i];

@@ -150,6 +150,16 @@ static inline bool xt_req_loose(const struct xt_req *q)
     return q->op == XT_OP_UPDATE && !(q->flags & (XT_F_IF_VER | XT_F_SYS)) &&
            !(q->set_mask & ~ok) && q->ndrop == 0 && (!q->row || q->row->ngroups == 0);
 }
+/* The two sides of that rule: a loose op that runs before the rest (times
+ * only) and one that runs after it (a count delta). */
+static inline bool xt_req_loose_before(const struct xt_req *q)
+{
+    return xt_req_loose(q) && !(q->set_mask & XT_ROW_SET_NLINK_ADD);
+}
+static inline bool xt_req_loose_after(const struct xt_req *q)
+{
+    return xt_req_loose(q) && (q->set_mask & XT_ROW_SET_NLINK_ADD);
+}
 int xt_mds_list(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_list_req *req,
                 struct xt_list_resp *resp);
 /* Returns when commit group `group` (0: everything acknowledged so far) has
