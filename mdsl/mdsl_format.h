@@ -118,5 +118,7 @@ enum mdsl_rec_type {
 #define MDSL_REC_TYPE_MAX 8
 
 #define MDSL_F_TOMBSTONE 0x01 /* COLUMN: the row's group is deleted */
+#define MDSL_F_MOVED 0x02     /* IMAGE, empty: the slice moved to another MDSL
+                                 (docs/mdsl-scale.md decision 2) */
 
 #endif /* MDSL_FORMAT_H */

@@ -17,7 +17,8 @@ extern "C" {
 #endif
 
 enum { XT_STORE_IMAGE = 1, XT_STORE_DELTA = 2, XT_STORE_COLUMN = 3 };
-#define XT_STORE_F_TOMBSTONE 1
+#define XT_STORE_F_TOMBSTONE 1 /* COLUMN: the row's group is deleted */
+#define XT_STORE_F_MOVED 2     /* IMAGE, empty: the slice moved to another MDSL */
 
 /* One record of a transaction; pointers are borrowed for the call. */
 struct xt_store_rec {
