@@ -46,11 +46,11 @@ struct mds_rec {
     uint32_t slice;
     uint64_t version;
     bool full_image;    /* image: replaces everything; else a delta */
+    const void *bytes;
+    size_t len;
     bool moved;         /* with full_image and len 0: the MOVED tombstone
                            (docs/mdsl-scale.md decision 2); loads then
                            answer -ESTALE, a delta on it is refused -ESTALE */
-    const void *bytes;
-    size_t len;
 };
 
 struct mds_blob {
