@@ -12,6 +12,9 @@
  *  (3) COLUMN (slice, key, group) v: ignored if the current pointer has a
  *      newer version; otherwise it replaces it. Tombstones stay as pointers
  *      so an older version can never come back.
+ *  A MOVED tombstone (an empty IMAGE, docs/mdsl-scale.md decision 2) is an
+ *  image for these rules: it drops the older pointers and stays as the
+ *  slice's newest image until a newer image replaces it.
  *  Equal versions replace, so re-asserting a record at a new place (GC) and
  *  replaying an already applied TSS tail (restart) are both idempotent.
  *
@@ -157,6 +160,7 @@ static int slice_assert(struct plist *w, struct mdsl_slstate *ns, const struct m
     if (image) {
         ns->has_img = true;
         ns->img = v;
+        ns->img_moved = (np->flags & MDSL_F_MOVED) != 0;
         ns->lo = v; /* everything older is gone: w held all of it */
     } else if (!ns->any || v < ns->lo) {
         ns->lo = v;
@@ -181,21 +185,26 @@ static int state_collect(const struct mdsl_ikey *k, const struct mdsl_ptr *p, vo
     if (p->type == MDSL_REC_IMAGE && (!st->has_img || v > st->img)) {
         st->has_img = true;
         st->img = v;
+        st->img_moved = (p->flags & MDSL_F_MOVED) != 0;
     }
     return 0;
 }
 
-/* The state of a slice: cached, else one scan of its pointers (cached). */
-static int slice_state(struct apply_ctx *c, uint32_t slice, struct mdsl_slstate *st)
+int mdsl_apply_slice_state(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
+                           struct mdsl_slstate *st)
 {
-    struct folder *fo = c->fo;
-    if (mdsl_sltab_get(c->s->slices, fo->fsid, fo->table, slice, st))
+    if (mdsl_sltab_get(s->slices, fsid, table, slice, st))
         return 0;
     *st = (struct mdsl_slstate){ 0 };
-    int rc = mdsl_index_scan_slice(c->s->idx, fo->fsid, fo->table, slice, state_collect, st);
+    int rc = mdsl_index_scan_slice(s->idx, fsid, table, slice, state_collect, st);
     if (rc == 0)
-        (void)mdsl_sltab_put(c->s->slices, fo->fsid, fo->table, slice, st); /* a cache */
+        (void)mdsl_sltab_put(s->slices, fsid, table, slice, st); /* a cache */
     return rc;
+}
+
+static int slice_state(struct apply_ctx *c, uint32_t slice, struct mdsl_slstate *st)
+{
+    return mdsl_apply_slice_state(c->s, c->fo->fsid, c->fo->table, slice, st);
 }
 
 static int su_add(struct apply_ctx *c, uint32_t slice, const struct mdsl_slstate *st)

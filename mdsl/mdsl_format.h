@@ -20,7 +20,8 @@
  *   off size field
  *     0   4  magic        MDSL_MAGIC ("MDSL" read as little-endian bytes)
  *     4   1  type         enum mdsl_rec_type
- *     5   1  flags        MDSL_F_* (TOMBSTONE on COLUMN records)
+ *     5   1  flags        MDSL_F_* (TOMBSTONE on empty COLUMN records,
+ *                         MOVED on empty IMAGE records)
  *     6   2  format       MDSL_FORMAT_VERSION
  *     8   4  payload_len  bytes after the header
  *    12   4  fsid

@@ -319,6 +319,24 @@ int mdsl_index_scan_all(mdsl_index *idx, mdsl_index_cb cb, void *arg)
     return rc ? rc : scan_prefix(idx, pre, 1, cb, arg);
 }
 
+int mdsl_index_scan_slices_after(mdsl_index *idx, const struct mdsl_ikey *after,
+                                 mdsl_index_cb cb, void *arg)
+{
+    uint8_t k[17] = { MDSL_IK_SLICE };
+    if (!after)
+        return scan_prefix(idx, k, 1, cb, arg);
+    be32(k + 1, after->fsid);
+    be64(k + 5, after->table);
+    be32(k + 13, after->slice);
+    /* the first key past that slice: (fsid, table, slice) + 1, big-endian */
+    int i = 16;
+    while (i > 0 && ++k[i] == 0)
+        i--;
+    if (i == 0)
+        return 0; /* it was the last possible slice */
+    return scan_from(idx, k, 1, sizeof k, cb, arg);
+}
+
 mdsl_index_batch *mdsl_index_batch_new(void)
 {
     mdsl_index_batch *b = xt_malloc(sizeof *b);

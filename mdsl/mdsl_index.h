@@ -73,6 +73,10 @@ int mdsl_index_scan_slice_from(mdsl_index *idx, uint32_t fsid, uint64_t table, u
 int mdsl_index_scan_table(mdsl_index *idx, uint32_t fsid, uint64_t table,
                           mdsl_index_cb cb, void *arg);
 int mdsl_index_scan_all(mdsl_index *idx, mdsl_index_cb cb, void *arg);
+/* Every SLICE pointer of the slices after (fsid, table, slice) of `after`
+ * (NULL: of every slice), in key order: one seek, then a walk. */
+int mdsl_index_scan_slices_after(mdsl_index *idx, const struct mdsl_ikey *after,
+                                 mdsl_index_cb cb, void *arg);
 
 /* Entries returned by gets and scans since open (a cost counter for tests
  * and benchmarks). */

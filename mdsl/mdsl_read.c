@@ -3,7 +3,8 @@
  * (the latest image plus the deltas after it) and column reads. Readers
  * never take the writer token; they read the index, then the pointed-at
  * records, and retry when GC moved a record meanwhile (-EAGAIN from
- * mdsl_st_read_ptr).
+ * mdsl_st_read_ptr). A slice whose newest image is a MOVED tombstone answers
+ * -ESTALE to both (docs/mdsl-scale.md decision 2), never an empty image.
  */
 #include "mdsl_store_i.h"
 
@@ -66,6 +67,8 @@ static int load_once(mdsl_store *s, struct folder *fo, uint32_t slice, struct md
             first = i; /* ascending versions: the last image is the latest */
     if (rc == 0 && l.n == 0)
         rc = -ENOENT;
+    if (rc == 0 && l.p[first].type == MDSL_REC_IMAGE && (l.p[first].flags & MDSL_F_MOVED))
+        rc = -ESTALE;
     if (rc == 0 && l.n - first > 1 &&
         !(out->deltas = xt_calloc(l.n - first, sizeof *out->deltas)))
         rc = -ENOMEM;
@@ -129,6 +132,27 @@ int mdsl_store_load_slice(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t
     return rc == -EAGAIN ? -EIO : rc;
 }
 
+#define FIRST_FOUND 1 /* stops the scan; callbacks otherwise return 0 or -errno */
+
+static int first_ptr(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
+{
+    (void)k;
+    *(struct mdsl_ptr *)arg = *p;
+    return FIRST_FOUND;
+}
+
+/* 1 if the slice's newest image is MOVED, 0 if not, or -errno. Rule 1 of
+ * mdsl_apply.c leaves no pointer older than the newest image, so when the
+ * slice has an image it is the first pointer: one seek, no walk. */
+static int slice_moved(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    struct mdsl_ptr p;
+    int rc = mdsl_index_scan_slice(s->idx, fsid, table, slice, first_ptr, &p);
+    if (rc != FIRST_FOUND)
+        return rc; /* 0: no pointer at all */
+    return p.type == MDSL_REC_IMAGE && (p.flags & MDSL_F_MOVED);
+}
+
 int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
                            uint64_t key, uint32_t group, void **data, uint32_t *len,
                            uint64_t *version)
@@ -138,6 +162,9 @@ int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_
     pthread_mutex_unlock(&s->mu);
     if (!fo)
         return -ENOENT;
+    int moved = slice_moved(s, fsid, table, slice);
+    if (moved)
+        return moved < 0 ? moved : -ESTALE;
     struct mdsl_ikey k = { .kind = MDSL_IK_COLUMN, .fsid = fsid, .table = table, .slice = slice,
                            .key = key, .group = group };
     int rc = -EAGAIN;

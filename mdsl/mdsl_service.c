@@ -28,9 +28,9 @@ static int svc_prepare(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
         return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const struct xt_store_rec *r = &recs[i];
-        if (r->type < XT_STORE_IMAGE || r->type > XT_STORE_COLUMN || r->len > MDSL_SVC_MAX_REC ||
-            (r->flags & ~XT_STORE_F_TOMBSTONE) ||
-            (r->flags && r->type != XT_STORE_COLUMN)) {
+        /* flags are the store's rule (rec_check: TOMBSTONE on an empty
+         * COLUMN, MOVED on an empty IMAGE), refused there with a log line */
+        if (r->type < XT_STORE_IMAGE || r->type > XT_STORE_COLUMN || r->len > MDSL_SVC_MAX_REC) {
             xt_free(mr);
             return -EINVAL;
         }
@@ -117,6 +117,32 @@ static int svc_stat(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st)
     return mdsl_store_prepared(ctx, &st->prepared, &st->nprepared);
 }
 
+static int svc_list_slices(void *ctx, const xt_rpc_ctx *rc, const void *cursor,
+                           uint32_t cursor_len, uint32_t max, struct xt_store_list *out)
+{
+    (void)rc;
+    _Static_assert(MDSL_LIST_CURSOR <= XT_STORE_CURSOR_MAX, "cursor does not fit the wire");
+    struct mdsl_slice_list l;
+    int ret = mdsl_store_list_slices(ctx, cursor, cursor_len, max, &l);
+    if (ret < 0)
+        return ret;
+    if (l.n && !(out->slices = xt_malloc(l.n * sizeof *out->slices))) {
+        mdsl_slice_list_free(&l);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < l.n; i++)
+        out->slices[i] = (struct xt_store_slice){ .fsid = l.v[i].fsid, .table = l.v[i].table,
+                                                  .slice = l.v[i].slice,
+                                                  .version = l.v[i].version,
+                                                  .moved = l.v[i].moved };
+    out->n = l.n;
+    memcpy(out->cursor, l.cursor, l.cursor_len);
+    out->cursor_len = l.cursor_len;
+    out->end = l.end;
+    mdsl_slice_list_free(&l);
+    return 0;
+}
+
 static const struct xt_mdsl_ops mdsl_ops = {
     .common = { .ping = NULL },
     .prepare = svc_prepare,
@@ -127,6 +153,7 @@ static const struct xt_mdsl_ops mdsl_ops = {
     .set_md = svc_set_md,
     .get_md = svc_get_md,
     .stat = svc_stat,
+    .list_slices = svc_list_slices,
 };
 
 int mdsl_service_start(mdsl_store *store, const struct xt_rpc_server_opts *opts,

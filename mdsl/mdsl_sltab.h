@@ -13,6 +13,8 @@
  *      tight), and when `has_img` the newest IMAGE pointer is exactly at
  *      `img` (never a bound).
  *  (2) `any` is false only if the slice has no pointer at all.
+ *  (3) `img_moved` is the MDSL_F_MOVED flag of that newest image (the
+ *      prepare-time DELTA guard of a moved slice, mdsl_store.h).
  *
  * Threads: not thread-safe; the store's writer token protects the table.
  */
@@ -28,6 +30,7 @@ struct mdsl_slstate {
     bool has_img;
     uint64_t lo, hi;
     uint64_t img;   /* newest IMAGE version when has_img */
+    bool img_moved; /* that image is a MOVED tombstone */
 };
 
 typedef struct mdsl_sltab mdsl_sltab;

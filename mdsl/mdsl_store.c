@@ -498,15 +498,52 @@ static struct ptx_part *part_get(struct ptx *t, struct folder *fo)
     return &np[t->nparts++];
 }
 
+/* Flags: TOMBSTONE marks a deleted column (an empty COLUMN), MOVED a slice
+ * that moved to another MDSL (an empty IMAGE); nothing else is defined. */
 static int rec_check(const struct mdsl_rec *r)
 {
+    const char *why = NULL;
     if (r->type != MDSL_REC_IMAGE && r->type != MDSL_REC_DELTA && r->type != MDSL_REC_COLUMN)
-        return -EINVAL;
-    if ((r->flags & ~MDSL_F_TOMBSTONE) ||
-        ((r->flags & MDSL_F_TOMBSTONE) && (r->type != MDSL_REC_COLUMN || r->len)))
-        return -EINVAL;
-    if (r->len > MDSL_MAX_PAYLOAD - 1 || (r->len && !r->data))
-        return -EINVAL;
+        why = "unknown record type";
+    else if (r->flags & ~(MDSL_F_TOMBSTONE | MDSL_F_MOVED))
+        why = "unknown flag bits";
+    else if ((r->flags & MDSL_F_TOMBSTONE) && (r->type != MDSL_REC_COLUMN || r->len))
+        why = "TOMBSTONE is allowed on an empty COLUMN only";
+    else if ((r->flags & MDSL_F_MOVED) && (r->type != MDSL_REC_IMAGE || r->len))
+        why = "MOVED is allowed on an empty IMAGE only";
+    else if (r->len > MDSL_MAX_PAYLOAD - 1 || (r->len && !r->data))
+        why = "bad payload length";
+    if (!why)
+        return 0;
+    XT_WARN("mdsl: prepare refused: %s (type %u, flags 0x%x, fs %u table %llu slice %u, "
+            "%u bytes)", why, r->type, r->flags, r->fsid, (unsigned long long)r->table,
+            r->slice, r->len);
+    return -EINVAL;
+}
+
+/* A DELTA that rule 2 (mdsl_apply.c) would apply on top of a MOVED
+ * tombstone belongs to the slice's new MDSL: its writer has a stale
+ * placement. Refusing it makes the writer's group abort and retry with an
+ * image where the slice now lives (docs/mdsl-scale.md decision 2). A delta
+ * at or under the tombstone's version is let through: rule 2 ignores it.
+ * Checked against committed state; REQUIRES: writer token held. */
+static int moved_guard(mdsl_store *s, const struct mdsl_rec *recs, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const struct mdsl_rec *r = &recs[i];
+        if (r->type != MDSL_REC_DELTA)
+            continue;
+        struct mdsl_slstate st;
+        int rc = mdsl_apply_slice_state(s, r->fsid, r->table, r->slice, &st);
+        if (rc < 0)
+            return rc;
+        if (st.has_img && st.img_moved && r->version > st.img) {
+            XT_INFO("mdsl: delta v%llu of fs %u table %llu slice %u refused: the slice "
+                    "moved away at v%llu", (unsigned long long)r->version, r->fsid,
+                    (unsigned long long)r->table, r->slice, (unsigned long long)st.img);
+            return -ESTALE;
+        }
+    }
     return 0;
 }
 
@@ -586,6 +623,8 @@ int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs
     pthread_mutex_lock(&s->mu);
     int rc = s->failed ? s->failed : pending_find(s, txid, false) ? -EEXIST : 0;
     pthread_mutex_unlock(&s->mu);
+    if (rc == 0)
+        rc = moved_guard(s, recs, n);
     if (rc == 0)
         rc = prepare_locked(s, txid, recs, n);
     mdsl_st_token_put(s);

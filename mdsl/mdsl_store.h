@@ -21,7 +21,15 @@
  *  (4) After an fsync or index write error the store refuses writes with
  *      -EIO until it is reopened (reads keep working); see mdsl_store_health.
  *
- * Error codes: -ENOENT (no such slice/column/transaction), -EBADMSG (a
+ * A slice moved to another MDSL (docs/mdsl-scale.md decision 2) keeps a
+ * MOVED tombstone here: an empty IMAGE with MDSL_F_MOVED, indexed as any
+ * image (mdsl_apply.c rule 1). While it is the slice's newest image, loads
+ * and column reads of the slice answer -ESTALE and a DELTA that would apply
+ * on top of it is refused at prepare with -ESTALE; an IMAGE without the flag
+ * at a higher version brings the slice back.
+ *
+ * Error codes: -ENOENT (no such slice/column/transaction), -ESTALE (the
+ * slice moved away, see above), -EBADMSG (a
  * record failed its checksum: corruption, logged with its place), -ENOSPC
  * (disk full: nothing of the call is visible; retry later), -EIO, -EINVAL,
  * -EEXIST (txid already prepared), -ENOMEM.
@@ -56,7 +64,9 @@ struct mdsl_store_opts {
 /* One record of a transaction. All pointers are borrowed for the call. */
 struct mdsl_rec {
     uint8_t type;               /* MDSL_REC_IMAGE, _DELTA or _COLUMN */
-    uint8_t flags;              /* MDSL_F_TOMBSTONE (COLUMN only) */
+    uint8_t flags;              /* MDSL_F_TOMBSTONE (COLUMN only) or
+                                   MDSL_F_MOVED (IMAGE only); both with
+                                   len 0 */
     uint32_t fsid;
     uint64_t table;
     uint32_t slice;
@@ -75,7 +85,9 @@ void mdsl_store_close(mdsl_store *s);
 /* ---- two-phase commit ------------------------------------------------ */
 
 /* REQUIRES: txid != 0; n >= 1. Records may span tables. -EEXIST if txid is
- * already prepared. */
+ * already prepared; -EINVAL (logged) for a bad type, flag or length;
+ * -ESTALE if a DELTA's slice has a MOVED newest image older than the delta
+ * (checked against committed state only). */
 int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n);
 /* 0 also when txid was recently committed (an idempotent retry); -ENOENT
  * if unknown; -EINVAL if it was aborted. */
@@ -103,13 +115,15 @@ struct mdsl_slice_load {
     size_t ndeltas;
     struct mdsl_blob *deltas;
 };
-/* -ENOENT if the slice has nothing. Free *out with mdsl_slice_load_free. */
+/* -ENOENT if the slice has nothing, -ESTALE if its newest image is MOVED.
+ * Free *out with mdsl_slice_load_free. */
 int mdsl_store_load_slice(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
                           struct mdsl_slice_load *out);
 void mdsl_slice_load_free(struct mdsl_slice_load *l);
 
 /* *data (caller frees with xt_free; may be NULL when *len is 0). -ENOENT if
- * absent or deleted (tombstone). */
+ * absent or deleted (tombstone); -ESTALE if the slice's newest image is
+ * MOVED. */
 int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
                            uint64_t key, uint32_t group, void **data, uint32_t *len,
                            uint64_t *version);
@@ -118,6 +132,39 @@ int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_
 int mdsl_store_set_md(mdsl_store *s, uint32_t fsid, uint64_t table, const void *md, uint32_t len);
 /* *md: caller frees with xt_free. -ENOENT if none was set. */
 int mdsl_store_get_md(mdsl_store *s, uint32_t fsid, uint64_t table, void **md, uint32_t *len);
+
+/* ---- listing (mdsl_list.c) -------------------------------------------- */
+
+/* Server-side cap on the entries of one list call, and the cursor size. */
+#define MDSL_LIST_MAX 4096
+#define MDSL_LIST_CURSOR 16
+
+/* One stored slice: the newest version the index holds for it (image or
+ * delta) and whether its newest image is a MOVED tombstone. */
+struct mdsl_slice_info {
+    uint32_t fsid;
+    uint64_t table;
+    uint32_t slice;
+    uint64_t version;
+    bool moved;
+};
+
+struct mdsl_slice_list {
+    struct mdsl_slice_info *v;  /* xt_malloc'd (NULL when n is 0) */
+    size_t n;
+    uint8_t cursor[MDSL_LIST_CURSOR]; /* resume after the last entry */
+    uint32_t cursor_len;        /* 0: nothing returned from the start */
+    bool end;                   /* no stored slice follows v[n-1] */
+};
+
+/* Up to min(max, MDSL_LIST_MAX) slices in index order (fsid, table, slice)
+ * after `cursor` (cursor_len 0: from the first; else a cursor a previous
+ * call returned, borrowed). Each call reads one snapshot of the index;
+ * slices stored between calls before the cursor are not listed. -EINVAL if
+ * max is 0 or the cursor is malformed. Free *out with mdsl_slice_list_free. */
+int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_len, uint32_t max,
+                           struct mdsl_slice_list *out);
+void mdsl_slice_list_free(struct mdsl_slice_list *l);
 
 /* ---- management ------------------------------------------------------ */
 

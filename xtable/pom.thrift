@@ -239,6 +239,7 @@ const i8 STORE_REC_IMAGE  = 1      // full slice image (xt_slice encoding)
 const i8 STORE_REC_DELTA  = 2      // changed rows since the previous version
 const i8 STORE_REC_COLUMN = 3      // one row's column-group bytes
 const i8 STORE_F_TOMBSTONE = 1     // COLUMN: the column was deleted
+const i8 STORE_F_MOVED = 2         // IMAGE, empty: the slice moved to another MDSL
 
 struct StoreRecord {
   1: i8 type,
@@ -317,6 +318,27 @@ struct StoreStatResp {
   10: i32 failed = 0,              // sticky write error (negative errno) or 0
   11: list<i64> prepared_txids,    // prepared, undecided
 }
+/* list_slices: what the MDSL stores, one entry per slice, in index order
+ * (docs/mdsl-scale.md decision 7). A peer without the call answers an
+ * unknown-method error (the caller sees -EPROTO). */
+struct ListSlicesReq {
+  1: ReqHeader hdr,
+  2: binary cursor,                // empty: from the first; else a reply's cursor
+  3: i32 max = 0,                  // entries wanted (> 0; capped by the MDSL)
+}
+struct SliceInfo {
+  1: i32 fsid,
+  2: i64 table,
+  3: i32 slice,
+  4: i64 version,                  // newest version stored (image or delta)
+  5: bool moved = false,           // its newest image is a MOVED tombstone
+}
+struct ListSlicesResp {
+  1: i32 status = 0,
+  2: list<SliceInfo> slices,
+  3: binary cursor,                // resume after the last entry
+  4: bool at_end = false,          // nothing follows
+}
 
 service Storage extends Common {
   TxResp prepare(1: PrepareReq req),
@@ -327,6 +349,7 @@ service Storage extends Common {
   MdResp set_md(1: MdReq req),
   MdResp get_md(1: MdReq req),
   StoreStatResp stat(1: StoreStatReq req),
+  ListSlicesResp list_slices(1: ListSlicesReq req),
 }
 
 /* ---------------- R2 site manager (DESIGN 8) ---------------- */

@@ -26,6 +26,14 @@ void xt_store_load_free(struct xt_store_load *l)
     memset(l, 0, sizeof *l);
 }
 
+void xt_store_list_free(struct xt_store_list *l)
+{
+    if (!l)
+        return;
+    xt_free(l->slices);
+    memset(l, 0, sizeof *l);
+}
+
 /* A heap copy of s for C callers (xt_free); NULL only on ENOMEM. */
 static void *dup_bytes(const std::string &s)
 {
@@ -231,6 +239,42 @@ int xt_mdsl_stat(xt_rpc_pool *p, const xt_rpc_call *call, struct xt_store_stat *
     return 0;
 }
 
+int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cursor,
+                        uint32_t cursor_len, uint32_t max, struct xt_store_list *out)
+{
+    memset(out, 0, sizeof *out);
+    if (cursor_len > XT_STORE_CURSOR_MAX || (cursor_len && !cursor) || max > INT32_MAX)
+        return -EINVAL;
+    ListSlicesReq req;
+    if (cursor_len)
+        req.cursor.assign(static_cast<const char *>(cursor), cursor_len);
+    req.max = (int32_t)max;
+    ListSlicesResp resp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        req.hdr = h;
+        cl.list_slices(resp, req);
+        return resp.status;
+    });
+    if (rc < 0)
+        return rc;
+    if (resp.cursor.size() > XT_STORE_CURSOR_MAX)
+        return -EPROTO;
+    if (!resp.slices.empty()) {
+        out->slices = static_cast<struct xt_store_slice *>(
+            xt_calloc(resp.slices.size(), sizeof(struct xt_store_slice)));
+        if (!out->slices)
+            return -ENOMEM;
+        for (const SliceInfo &si : resp.slices)
+            out->slices[out->n++] = { (uint32_t)si.fsid, (uint64_t)si.table, (uint32_t)si.slice,
+                                      (uint64_t)si.version, si.moved };
+    }
+    memcpy(out->cursor, resp.cursor.data(), resp.cursor.size());
+    out->cursor_len = (uint32_t)resp.cursor.size();
+    out->end = resp.at_end;
+    return 0;
+}
+
 /* ---- server ------------------------------------------------------------ */
 
 namespace {
@@ -353,6 +397,35 @@ public:
                 resp.prepared_txids.push_back((int64_t)st.prepared[i]);
         }
         xt_free(st.prepared);
+    }
+    void list_slices(ListSlicesResp &resp, const ListSlicesReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        if (req.max < 0 || req.cursor.size() > UINT32_MAX) {
+            resp.status = -EINVAL;
+            return;
+        }
+        struct xt_store_list l;
+        memset(&l, 0, sizeof l);
+        resp.status = mops_->list_slices
+                          ? mops_->list_slices(ctx_, &rc, req.cursor.data(),
+                                               (uint32_t)req.cursor.size(), (uint32_t)req.max, &l)
+                          : -ENOSYS;
+        if (resp.status == 0) {
+            resp.slices.resize(l.n);
+            for (size_t i = 0; i < l.n; i++) {
+                SliceInfo &si = resp.slices[i];
+                si.fsid = (int32_t)l.slices[i].fsid;
+                si.table = (int64_t)l.slices[i].table;
+                si.slice = (int32_t)l.slices[i].slice;
+                si.version = (int64_t)l.slices[i].version;
+                si.moved = l.slices[i].moved;
+            }
+            resp.cursor.assign(reinterpret_cast<const char *>(l.cursor),
+                               XT_MIN(l.cursor_len, (uint32_t)XT_STORE_CURSOR_MAX));
+            resp.at_end = l.end;
+        }
+        xt_store_list_free(&l);
     }
 
 private:

@@ -58,13 +58,35 @@ struct xt_store_stat {
     uint64_t *prepared;    /* xt_malloc'd; caller frees with xt_free */
 };
 
+/* One stored slice of a list_slices reply (mirrors mdsl_slice_info). */
+struct xt_store_slice {
+    uint32_t fsid;
+    uint64_t table;
+    uint32_t slice;
+    uint64_t version;  /* newest version stored (image or delta) */
+    bool moved;        /* its newest image is a MOVED tombstone */
+};
+
+#define XT_STORE_CURSOR_MAX 64 /* bytes of a list_slices cursor, at most */
+
+struct xt_store_list {
+    struct xt_store_slice *slices; /* xt_malloc'd (NULL when n is 0) */
+    size_t n;
+    uint8_t cursor[XT_STORE_CURSOR_MAX]; /* pass back to resume */
+    uint32_t cursor_len;
+    bool end;          /* nothing follows the slices returned */
+};
+/* Frees the array (xt_free) and zeroes *l. */
+void xt_store_list_free(struct xt_store_list *l);
+
 /* ---- client calls: 0 or -errno (xt_rpc.h invariant 1) ------------------ */
 
 int xt_mdsl_prepare(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid,
                     const struct xt_store_rec *recs, size_t n);
 int xt_mdsl_commit(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid);
 int xt_mdsl_abort(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid);
-/* *out: free with xt_store_load_free. -ENOENT if the slice has nothing. */
+/* *out: free with xt_store_load_free. -ENOENT if the slice has nothing,
+ * -ESTALE if it moved to another MDSL (its newest image is MOVED). */
 int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
                        uint64_t table, uint32_t slice, struct xt_store_load *out);
 /* *data: caller frees with xt_free. */
@@ -78,6 +100,12 @@ int xt_mdsl_get_md(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint6
                    void **md, uint32_t *len);
 /* st->prepared: caller frees with xt_free. */
 int xt_mdsl_stat(xt_rpc_pool *p, const xt_rpc_call *call, struct xt_store_stat *st);
+/* Up to `max` stored slices after `cursor` (borrowed; cursor_len 0: from the
+ * first), in index order; the MDSL caps max. *out: xt_store_list_free. Walk
+ * by passing out->cursor back until out->end. -EINVAL for max 0 or a bad
+ * cursor; -EPROTO from a peer without the call. */
+int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cursor,
+                        uint32_t cursor_len, uint32_t max, struct xt_store_list *out);
 
 /* ---- server ------------------------------------------------------------ */
 
@@ -99,6 +127,9 @@ struct xt_mdsl_ops {
     int (*get_md)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
                   void **md, uint32_t *len);
     int (*stat)(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st);
+    /* out is zeroed by the glue; the handler fills it (slices xt_malloc'd). */
+    int (*list_slices)(void *ctx, const xt_rpc_ctx *rc, const void *cursor,
+                       uint32_t cursor_len, uint32_t max, struct xt_store_list *out);
 };
 
 /* Serves the Storage service; see xt_rpc_serve_common for the contract. */

@@ -1,0 +1,105 @@
+/*
+ * mdsl_list.c -- the slice listing (mdsl_store.h "listing"): what the index
+ * stores, one entry per slice, for the background mover that walks every
+ * losing MDSL (docs/mdsl-scale.md decision 7).
+ *
+ * Invariants:
+ *  (1) Entries come in index key order (fsid, table, slice), each slice
+ *      once per call; the cursor is the last slice returned, so a walk of
+ *      successive calls lists every slice stored throughout it exactly once.
+ *  (2) An entry's version is the newest SLICE key of the slice and `moved`
+ *      the MOVED flag of its newest image: both read from the index, never
+ *      from a cache, under one LevelDB iterator (a consistent snapshot).
+ *  (3) No lock is taken: the index is thread-safe and the listing is a read.
+ */
+#include "mdsl_store_i.h"
+
+#include <string.h>
+
+#define LIST_FULL 1 /* stops the scan past the last entry that fits */
+
+struct list_walk {
+    struct mdsl_slice_info *v;
+    size_t n, max;
+    bool full;      /* a slice past the max-th exists */
+};
+
+static bool same_slice(const struct mdsl_slice_info *a, const struct mdsl_ikey *k)
+{
+    return a->fsid == k->fsid && a->table == k->table && a->slice == k->slice;
+}
+
+static int list_cb(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
+{
+    struct list_walk *w = arg;
+    bool image = p->type == MDSL_REC_IMAGE;
+    struct mdsl_slice_info *last = w->n ? &w->v[w->n - 1] : NULL;
+    if (!last || !same_slice(last, k)) {
+        if (w->n == w->max) {
+            w->full = true;
+            return LIST_FULL;
+        }
+        last = &w->v[w->n++];
+        *last = (struct mdsl_slice_info){ .fsid = k->fsid, .table = k->table,
+                                          .slice = k->slice };
+    }
+    last->version = k->version; /* keys ascend within a slice */
+    if (image)
+        last->moved = (p->flags & MDSL_F_MOVED) != 0;
+    return 0;
+}
+
+/* The cursor is opaque to callers: the last slice returned, little-endian. */
+static void cursor_put(uint8_t *c, const struct mdsl_slice_info *e)
+{
+    xt_put_u32(c, e->fsid);
+    xt_put_u64(c + 4, e->table);
+    xt_put_u32(c + 12, e->slice);
+}
+
+static void cursor_get(const uint8_t *c, struct mdsl_ikey *k)
+{
+    *k = (struct mdsl_ikey){ .kind = MDSL_IK_SLICE, .fsid = xt_get_u32(c),
+                             .table = xt_get_u64(c + 4), .slice = xt_get_u32(c + 12) };
+}
+
+void mdsl_slice_list_free(struct mdsl_slice_list *l)
+{
+    if (!l)
+        return;
+    xt_free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_len, uint32_t max,
+                           struct mdsl_slice_list *out)
+{
+    memset(out, 0, sizeof *out);
+    if (max == 0 || (cursor_len != 0 && cursor_len != MDSL_LIST_CURSOR) ||
+        (cursor_len && !cursor))
+        return -EINVAL;
+    struct list_walk w = { .max = XT_MIN(max, (uint32_t)MDSL_LIST_MAX) };
+    if (!(w.v = xt_malloc(w.max * sizeof *w.v)))
+        return -ENOMEM;
+    struct mdsl_ikey after;
+    if (cursor_len)
+        cursor_get(cursor, &after);
+    int rc = mdsl_index_scan_slices_after(s->idx, cursor_len ? &after : NULL, list_cb, &w);
+    if (rc < 0) {
+        xt_free(w.v);
+        return rc;
+    }
+    out->n = w.n;
+    out->end = !w.full;
+    if (w.n) {
+        cursor_put(out->cursor, &w.v[w.n - 1]);
+        out->cursor_len = MDSL_LIST_CURSOR;
+        out->v = w.v;
+    } else {
+        if (cursor_len)
+            memcpy(out->cursor, cursor, cursor_len);
+        out->cursor_len = cursor_len;
+        xt_free(w.v);
+    }
+    return 0;
+}
