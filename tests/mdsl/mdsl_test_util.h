@@ -117,9 +117,9 @@ static inline void tu_check_payload(const void *d, uint32_t len, const struct tu
     free(want);
 }
 
-/* Check one slice against the model: latest image + later deltas. */
-static inline void tu_check_slice(mdsl_store *s, uint32_t fsid, const struct tu_model *m,
-                                  uint64_t table, uint32_t slice)
+/* The newest committed image of a slice in the model, or NULL. */
+static inline const struct tu_mrec *tu_model_head(const struct tu_model *m, uint64_t table,
+                                                  uint32_t slice)
 {
     const struct tu_mrec *img = NULL;
     for (size_t i = 0; i < m->n; i++) {
@@ -127,6 +127,27 @@ static inline void tu_check_slice(mdsl_store *s, uint32_t fsid, const struct tu_
         if (r->table == table && r->slice == slice && r->type == MDSL_REC_IMAGE &&
             (!img || r->version > img->version))
             img = r;
+    }
+    return img;
+}
+
+/* The slice moved away: its newest image is a MOVED tombstone. */
+static inline bool tu_model_moved(const struct tu_model *m, uint64_t table, uint32_t slice)
+{
+    const struct tu_mrec *img = tu_model_head(m, table, slice);
+    return img && (img->flags & MDSL_F_MOVED);
+}
+
+/* Check one slice against the model: latest image + later deltas, or
+ * -ESTALE when that image is MOVED. */
+static inline void tu_check_slice(mdsl_store *s, uint32_t fsid, const struct tu_model *m,
+                                  uint64_t table, uint32_t slice)
+{
+    const struct tu_mrec *img = tu_model_head(m, table, slice);
+    struct mdsl_slice_load l;
+    if (img && (img->flags & MDSL_F_MOVED)) {
+        assert_int_equal(mdsl_store_load_slice(s, fsid, table, slice, &l), -ESTALE);
+        return;
     }
     const struct tu_mrec *d[TU_MAXREC];
     size_t nd = 0;
@@ -142,7 +163,6 @@ static inline void tu_check_slice(mdsl_store *s, uint32_t fsid, const struct tu_
             d[j] = d[j - 1];
             d[j - 1] = t;
         }
-    struct mdsl_slice_load l;
     int rc = mdsl_store_load_slice(s, fsid, table, slice, &l);
     if (!img && nd == 0) {
         assert_int_equal(rc, -ENOENT);
@@ -178,6 +198,10 @@ static inline void tu_check_column(mdsl_store *s, uint32_t fsid, const struct tu
     uint32_t len = 0;
     uint64_t ver = 0;
     int rc = mdsl_store_read_column(s, fsid, table, slice, key, group, &d, &len, &ver);
+    if (tu_model_moved(m, table, slice)) {
+        assert_int_equal(rc, -ESTALE);
+        return;
+    }
     if (!best || (best->flags & MDSL_F_TOMBSTONE)) {
         assert_int_equal(rc, -ENOENT);
         return;

@@ -5,12 +5,17 @@
  * -EIO from the N-th I/O, then the power goes). Unsynced writes are dropped
  * or corrupted at random; sometimes the index is deleted as well. After
  * every restart the store must show exactly the committed model and list
- * exactly the acknowledged prepared transactions. Seeds are printed.
+ * exactly the acknowledged prepared transactions. Some images are MOVED
+ * tombstones (docs/mdsl-scale.md decision 2): a cut transaction's
+ * tombstone is there iff its txid committed, and loads answer -ESTALE
+ * exactly while the model's newest image of the slice is one. Seeds are
+ * printed.
  */
 #include "mdsl_test_util.h"
 
 #define FS 4
-#define MARK_GROUP 9 /* a column per transaction tells if it committed */
+#define MARK_GROUP 9 /* a column per transaction tells if it committed, */
+#define MARK_SLICE 7 /* in a slice that is never tombstoned */
 
 static uint8_t bufs[8][2048];
 
@@ -45,8 +50,18 @@ static size_t make_tx(struct run *R, struct mdsl_rec *r, uint64_t t)
             r[k].flags = MDSL_F_TOMBSTONE;
             r[k].len = 0;
         }
+        if (type == MDSL_REC_IMAGE && tu_rnd(&R->seed) % 6 == 0) {
+            r[k].flags = MDSL_F_MOVED;
+            r[k].len = 0;
+        }
+        /* a delta on a committed tombstone is refused (-ESTALE): the
+         * writer would send an image, the slice moving back */
+        if (type == MDSL_REC_DELTA && tu_model_moved(&R->m, table, slice)) {
+            r[k].type = MDSL_REC_IMAGE;
+            tu_fill(bufs[k], r[k].len, table * 31 + slice, r[k].version, MDSL_REC_IMAGE);
+        }
     }
-    r[n] = tu_rec(MDSL_REC_COLUMN, FS, 1, 0, t, MARK_GROUP, 1, bufs[n], 8);
+    r[n] = tu_rec(MDSL_REC_COLUMN, FS, 1, MARK_SLICE, t, MARK_GROUP, 1, bufs[n], 8);
     return n + 1;
 }
 
@@ -158,7 +173,7 @@ static void crash_and_restart(struct run *R, uint64_t t, struct mdsl_rec *r, siz
     xt_free(tx);
     void *d;
     uint32_t len;
-    int rc = mdsl_store_read_column(R->e.s, FS, 1, 0, t, MARK_GROUP, &d, &len, NULL);
+    int rc = mdsl_store_read_column(R->e.s, FS, 1, MARK_SLICE, t, MARK_GROUP, &d, &len, NULL);
     assert_true(rc == 0 || rc == -ENOENT);
     if (rc == 0) {
         xt_free(d);

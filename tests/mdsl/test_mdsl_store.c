@@ -2,7 +2,8 @@
  * test_mdsl_store.c -- the MDSL engine: 2PC commit/abort/restart matrix,
  * countdown -EIO/-ENOSPC at every I/O step of a commit, index rebuild,
  * corrupted and truncated records, metadata, real files through liburing,
- * and ENOSPC on a real small tmpfs.
+ * ENOSPC on a real small tmpfs, MOVED tombstones (-ESTALE loads, the DELTA
+ * guard, moving back, GC and rebuild of them) and the slice listing.
  */
 #include "mdsl_test_util.h"
 
@@ -566,6 +567,364 @@ static void test_tmpfs_enospc(void **state)
     rmdir(index);
 }
 
+/* ---- MOVED tombstones (docs/mdsl-scale.md decision 2) ----------------- */
+
+static int commit_recs(mdsl_store *s, uint64_t txid, struct mdsl_rec *r, size_t n)
+{
+    int rc = mdsl_store_prepare(s, txid, r, n);
+    return rc ? rc : mdsl_store_commit(s, txid);
+}
+
+static struct mdsl_rec tombstone(uint32_t fsid, uint64_t table, uint32_t slice, uint64_t version)
+{
+    return (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .flags = MDSL_F_MOVED, .fsid = fsid,
+                              .table = table, .slice = slice, .version = version };
+}
+
+/* The answers a slice moved away must give, and those of its neighbour. */
+static void check_moved(mdsl_store *s, const struct tu_model *m)
+{
+    tu_check_slice(s, FS, m, 20, 0);
+    tu_check_column(s, FS, m, 20, 0, 5, 1);
+    tu_check_slice(s, FS, m, 20, 1);
+    tu_check_column(s, FS, m, 20, 1, 5, 1);
+    struct mdsl_slice_load l;
+    assert_int_equal(mdsl_store_load_slice(s, FS, 20, 0, &l), -ESTALE);
+    void *d;
+    uint32_t len;
+    assert_int_equal(mdsl_store_read_column(s, FS, 20, 0, 5, 1, &d, &len, NULL), -ESTALE);
+    /* a delta on top of the tombstone is refused, before and after a
+     * restart (the guard's slice state is then read from the index) */
+    struct mdsl_rec dl = tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, 5, bufs[9], 30);
+    assert_int_equal(mdsl_store_prepare(s, 900, &dl, 1), -ESTALE);
+    uint64_t *tx;
+    size_t ntx;
+    assert_int_equal(mdsl_store_prepared(s, &tx, &ntx), 0);
+    assert_int_equal(ntx, 0);
+    xt_free(tx);
+}
+
+static void test_moved(void **state)
+{
+    (void)state;
+    struct tu_env e;
+    struct tu_model m = { 0 };
+    tu_env_init(&e, 6, 1u << 16);
+    assert_int_equal(tu_open(&e), 0);
+    uint64_t txid = 1;
+    /* slice 0: image v1, deltas v2 v3, a column; slice 1 untouched by the move */
+    struct mdsl_rec r[4] = {
+        tu_rec(MDSL_REC_IMAGE, FS, 20, 0, 0, 0, 1, bufs[0], 400),
+        tu_rec(MDSL_REC_COLUMN, FS, 20, 0, 5, 1, 1, bufs[1], 60),
+        tu_rec(MDSL_REC_IMAGE, FS, 20, 1, 0, 0, 1, bufs[2], 200),
+        tu_rec(MDSL_REC_COLUMN, FS, 20, 1, 5, 1, 1, bufs[3], 70),
+    };
+    assert_int_equal(commit_recs(e.s, txid++, r, 4), 0);
+    tu_model_add(&m, r, 4);
+    for (uint64_t v = 2; v <= 3; v++) {
+        struct mdsl_rec d = tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, v, bufs[4], 50);
+        assert_int_equal(commit_recs(e.s, txid++, &d, 1), 0);
+        tu_model_add(&m, &d, 1);
+    }
+    /* the move: the tombstone at v4 (its image went elsewhere in the txid) */
+    struct mdsl_rec t = tombstone(FS, 20, 0, 4);
+    assert_int_equal(mdsl_store_prepare(e.s, txid, &t, 1), 0);
+    tu_check_slice(e.s, FS, &m, 20, 0); /* prepared: invisible */
+    assert_int_equal(mdsl_store_commit(e.s, txid++), 0);
+    tu_model_add(&m, &t, 1);
+    check_moved(e.s, &m);
+
+    /* late records under the tombstone are ignored (rules 1, 2) */
+    struct mdsl_rec late[2] = {
+        tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, 3, bufs[5], 10),
+        tu_rec(MDSL_REC_IMAGE, FS, 20, 0, 0, 0, 2, bufs[6], 10),
+    };
+    assert_int_equal(commit_recs(e.s, txid++, late, 1), 0);
+    assert_int_equal(commit_recs(e.s, txid++, late + 1, 1), 0);
+    tu_model_add(&m, late, 2);
+    check_moved(e.s, &m);
+
+    /* index rule 1: the tombstone is the only pointer of the slice left */
+    struct mdsl_slice_list sl;
+    assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 10, &sl), 0);
+    assert_int_equal(sl.n, 2);
+    assert_true(sl.end);
+    assert_int_equal(sl.v[0].slice, 0);
+    assert_int_equal(sl.v[0].version, 4);
+    assert_true(sl.v[0].moved);
+    assert_int_equal(sl.v[1].slice, 1);
+    assert_int_equal(sl.v[1].version, 1);
+    assert_false(sl.v[1].moved);
+    mdsl_slice_list_free(&sl);
+
+    /* restart, then rebuild: the same index and the same answers */
+    tu_close(&e);
+    struct tu_dump d1, d2;
+    tu_dump_index(e.index, &d1);
+    assert_int_equal(tu_open(&e), 0);
+    check_moved(e.s, &m);
+    tu_close(&e);
+    assert_int_equal(mdsl_index_destroy(e.index), 0);
+    assert_int_equal(tu_open(&e), 0);
+    check_moved(e.s, &m);
+    tu_close(&e);
+    tu_dump_index(e.index, &d2);
+    assert_int_equal(d1.n, d2.n);
+    assert_memory_equal(d1.b, d2.b, d1.n);
+    free(d1.b);
+    free(d2.b);
+    assert_int_equal(tu_open(&e), 0);
+
+    /* the slice moves back: an image at a higher version loads normally,
+     * and deltas on it are accepted again */
+    struct mdsl_rec back = tu_rec(MDSL_REC_IMAGE, FS, 20, 0, 0, 0, 6, bufs[7], 300);
+    assert_int_equal(commit_recs(e.s, txid++, &back, 1), 0);
+    tu_model_add(&m, &back, 1);
+    struct mdsl_rec d7 = tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, 7, bufs[8], 40);
+    assert_int_equal(commit_recs(e.s, txid++, &d7, 1), 0);
+    tu_model_add(&m, &d7, 1);
+    tu_check_slice(e.s, FS, &m, 20, 0);
+    struct mdsl_slice_load l;
+    assert_int_equal(mdsl_store_load_slice(e.s, FS, 20, 0, &l), 0);
+    assert_int_equal(l.image.version, 6);
+    assert_int_equal(l.ndeltas, 1);
+    mdsl_slice_load_free(&l);
+    tu_close(&e);
+    assert_int_equal(mdsl_index_destroy(e.index), 0);
+    assert_int_equal(tu_open(&e), 0);
+    tu_check_slice(e.s, FS, &m, 20, 0);
+    tu_check_slice(e.s, FS, &m, 20, 1);
+    tu_env_free(&e);
+}
+
+static void test_flags_refused(void **state)
+{
+    (void)state;
+    struct tu_env e;
+    tu_env_init(&e, 7, 1u << 16);
+    assert_int_equal(tu_open(&e), 0);
+    static const struct {
+        uint8_t type, flags;
+        uint32_t len;
+    } bad[] = {
+        { MDSL_REC_DELTA, MDSL_F_MOVED, 0 },
+        { MDSL_REC_COLUMN, MDSL_F_MOVED, 0 },
+        { MDSL_REC_IMAGE, MDSL_F_MOVED, 10 },           /* a tombstone is empty */
+        { MDSL_REC_IMAGE, MDSL_F_TOMBSTONE, 0 },
+        { MDSL_REC_DELTA, MDSL_F_TOMBSTONE, 0 },
+        { MDSL_REC_COLUMN, MDSL_F_TOMBSTONE, 10 },
+        { MDSL_REC_IMAGE, MDSL_F_MOVED | MDSL_F_TOMBSTONE, 0 },
+        { MDSL_REC_COLUMN, MDSL_F_MOVED | MDSL_F_TOMBSTONE, 0 },
+        { MDSL_REC_IMAGE, 0x04, 0 },
+        { MDSL_REC_IMAGE, 0x80 | MDSL_F_MOVED, 0 },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct mdsl_rec r = tu_rec(bad[i].type, FS, 30, 0, 1, 0, 1, bufs[0], bad[i].len);
+        r.flags = bad[i].flags;
+        if (mdsl_store_prepare(e.s, 1, &r, 1) != -EINVAL)
+            fail_msg("type %u flags 0x%x len %u accepted", bad[i].type, bad[i].flags,
+                     bad[i].len);
+    }
+    /* the two defined ones pass; nothing of the refused is stored */
+    struct mdsl_rec ok[2] = { tombstone(FS, 30, 0, 1),
+                              tu_rec(MDSL_REC_COLUMN, FS, 30, 1, 1, 0, 1, bufs[0], 0) };
+    ok[1].flags = MDSL_F_TOMBSTONE;
+    assert_int_equal(commit_recs(e.s, 1, ok, 2), 0);
+    struct mdsl_slice_list sl;
+    assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 10, &sl), 0);
+    assert_int_equal(sl.n, 1);
+    assert_true(sl.v[0].moved);
+    mdsl_slice_list_free(&sl);
+    tu_env_free(&e);
+}
+
+/* GC moves a tombstone like any live record: the segment that held it is
+ * freed and the slice still answers -ESTALE, also after a rebuild. */
+static void test_moved_gc(void **state)
+{
+    (void)state;
+    struct tu_env e;
+    struct tu_model m = { 0 };
+    tu_env_init(&e, 8, 4096);
+    assert_int_equal(tu_open(&e), 0);
+    uint64_t txid = 1;
+    for (uint32_t sl = 0; sl < 4; sl++) {
+        struct mdsl_rec r[2] = { tu_rec(MDSL_REC_IMAGE, FS, 40, sl, 0, 0, 1, bufs[0], 300),
+                                 tombstone(FS, 40, sl, 2) };
+        assert_int_equal(commit_recs(e.s, txid++, r, 2), 0);
+        tu_model_add(&m, r, 2);
+    }
+    for (uint64_t v = 1; v <= 60; v++) { /* dead weight in every segment */
+        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 40, 9, 0, 0, v, bufs[1], 900);
+        assert_int_equal(commit_recs(e.s, txid++, &r, 1), 0);
+        tu_model_add(&m, &r, 1);
+    }
+    assert_true(mdsl_store_gc(e.s, 1000) > 0);
+    mdsl_file *f;
+    assert_int_equal(mdsl_io_open(e.mem, "/store/t.3.0000000000000028/TSS.1", false, &f),
+                     -ENOENT);
+    struct mdsl_stat st;
+    mdsl_store_stat(e.s, &st);
+    assert_true(st.gc_moved_bytes > 0);
+    for (int round = 0; round < 2; round++) {
+        for (uint32_t sl = 0; sl < 4; sl++)
+            tu_check_slice(e.s, FS, &m, 40, sl);
+        tu_check_slice(e.s, FS, &m, 40, 9);
+        struct mdsl_slice_list l;
+        assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 100, &l), 0);
+        assert_int_equal(l.n, 5);
+        for (size_t i = 0; i < 4; i++)
+            assert_true(l.v[i].moved && l.v[i].version == 2);
+        assert_false(l.v[4].moved);
+        mdsl_slice_list_free(&l);
+        tu_close(&e);
+        assert_int_equal(mdsl_index_destroy(e.index), 0);
+        assert_int_equal(tu_open(&e), 0);
+    }
+    tu_env_free(&e);
+}
+
+/* ---- the slice listing ------------------------------------------------ */
+
+struct want {
+    uint32_t fsid, slice;
+    uint64_t table, version;
+    bool moved;
+};
+
+static int cmp_want(const void *a, const void *b)
+{
+    const struct want *x = a, *y = b;
+    if (x->fsid != y->fsid)
+        return x->fsid < y->fsid ? -1 : 1;
+    if (x->table != y->table)
+        return x->table < y->table ? -1 : 1;
+    return x->slice < y->slice ? -1 : x->slice > y->slice;
+}
+
+/* Walks the whole listing max entries at a time and compares it with w. */
+static void check_listing(mdsl_store *s, const struct want *w, size_t nw, uint32_t max)
+{
+    uint8_t cur[MDSL_LIST_CURSOR];
+    uint32_t curlen = 0;
+    size_t got = 0, calls = 0, cap = XT_MIN(max, MDSL_LIST_MAX);
+    for (;;) {
+        struct mdsl_slice_list l;
+        assert_int_equal(mdsl_store_list_slices(s, cur, curlen, max, &l), 0);
+        calls++;
+        assert_true(l.n <= cap);
+        assert_true(l.end || l.n == cap);
+        for (size_t i = 0; i < l.n; i++, got++) {
+            assert_true(got < nw);
+            const struct mdsl_slice_info *x = &l.v[i];
+            if (x->fsid != w[got].fsid || x->table != w[got].table ||
+                x->slice != w[got].slice || x->version != w[got].version ||
+                x->moved != w[got].moved)
+                fail_msg("entry %zu: fs %u table %llu slice %u v%llu moved %d, expected "
+                         "fs %u table %llu slice %u v%llu moved %d", got, x->fsid,
+                         (unsigned long long)x->table, x->slice,
+                         (unsigned long long)x->version, x->moved, w[got].fsid,
+                         (unsigned long long)w[got].table, w[got].slice,
+                         (unsigned long long)w[got].version, w[got].moved);
+        }
+        assert_int_equal(l.cursor_len, l.n || curlen ? MDSL_LIST_CURSOR : 0);
+        memcpy(cur, l.cursor, l.cursor_len);
+        curlen = l.cursor_len;
+        bool end = l.end;
+        mdsl_slice_list_free(&l);
+        if (end)
+            break;
+    }
+    assert_int_equal(got, nw);
+    assert_true(calls >= (nw + cap - 1) / cap);
+}
+
+static void test_list_slices(void **state)
+{
+    (void)state;
+    enum { NSL = 10000, BATCH = 500 };
+    static struct want w[NSL];
+    static const uint32_t fsids[3] = { 1, 2, 0xfffffffe };
+    static const uint64_t tables[4] = { 1, 2, UINT64_C(0x100000000), UINT64_MAX };
+    struct tu_env e;
+    tu_env_init(&e, 9, 1u << 20);
+    assert_int_equal(tu_open(&e), 0);
+    struct mdsl_slice_list l;
+    assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 333, &l), 0);
+    assert_true(l.n == 0 && l.end && l.cursor_len == 0);
+    mdsl_slice_list_free(&l);
+    static struct mdsl_rec r[BATCH];
+    uint64_t txid = 1;
+    for (size_t i = 0; i < NSL; i++) {
+        /* slice numbers spread over the whole u32 range, the last one too */
+        uint32_t slice = i == NSL - 1 ? UINT32_MAX : (uint32_t)(i * 2654435761u);
+        w[i] = (struct want){ .fsid = fsids[i % 3], .table = tables[(i / 3) % 4],
+                              .slice = slice, .version = 10 + i % 7 };
+    }
+    for (size_t b = 0; b < NSL; b += BATCH) {
+        for (size_t i = 0; i < BATCH; i++) {
+            const struct want *x = &w[b + i];
+            r[i] = (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .fsid = x->fsid,
+                                      .table = x->table, .slice = x->slice,
+                                      .version = x->version, .data = bufs[0], .len = 16 };
+        }
+        assert_int_equal(commit_recs(e.s, txid++, r, BATCH), 0);
+    }
+    /* every 5th slice moves away, every 3rd other one gets a delta */
+    for (size_t b = 0; b < NSL; b += BATCH) {
+        size_t n = 0;
+        for (size_t i = b; i < b + BATCH; i++) {
+            struct want *x = &w[i];
+            if (i % 5 == 0) {
+                x->version++;
+                x->moved = true;
+                r[n++] = tombstone(x->fsid, x->table, x->slice, x->version);
+            } else if (i % 3 == 0) {
+                x->version += 2;
+                r[n++] = (struct mdsl_rec){ .type = MDSL_REC_DELTA, .fsid = x->fsid,
+                                            .table = x->table, .slice = x->slice,
+                                            .version = x->version, .data = bufs[1], .len = 8 };
+            }
+        }
+        assert_int_equal(commit_recs(e.s, txid++, r, n), 0);
+    }
+    /* a prepared, undecided tombstone is not listed */
+    struct mdsl_rec pt = tombstone(w[1].fsid, w[1].table, w[1].slice, 99);
+    assert_int_equal(mdsl_store_prepare(e.s, txid++, &pt, 1), 0);
+    qsort(w, NSL, sizeof *w, cmp_want);
+    check_listing(e.s, w, NSL, 333);
+    check_listing(e.s, w, NSL, 1);
+    check_listing(e.s, w, NSL, NSL); /* capped at MDSL_LIST_MAX per call */
+    assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 100000, &l), 0);
+    assert_int_equal(l.n, MDSL_LIST_MAX);
+    assert_false(l.end);
+    mdsl_slice_list_free(&l);
+
+    /* bad input */
+    uint8_t cur[MDSL_LIST_CURSOR + 1] = { 0 };
+    assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 0, &l), -EINVAL);
+    assert_int_equal(mdsl_store_list_slices(e.s, cur, 5, 10, &l), -EINVAL);
+    assert_int_equal(mdsl_store_list_slices(e.s, cur, sizeof cur, 10, &l), -EINVAL);
+    assert_int_equal(mdsl_store_list_slices(e.s, NULL, MDSL_LIST_CURSOR, 10, &l), -EINVAL);
+    /* a cursor at the last possible slice: nothing follows */
+    memset(cur, 0xff, sizeof cur);
+    assert_int_equal(mdsl_store_list_slices(e.s, cur, MDSL_LIST_CURSOR, 10, &l), 0);
+    assert_true(l.n == 0 && l.end);
+    mdsl_slice_list_free(&l);
+
+    /* GC, restart and rebuild give the same listing */
+    assert_true(mdsl_store_gc(e.s, 1000) >= 0);
+    check_listing(e.s, w, NSL, 333);
+    tu_close(&e);
+    assert_int_equal(tu_open(&e), 0);
+    check_listing(e.s, w, NSL, 333);
+    tu_close(&e);
+    assert_int_equal(mdsl_index_destroy(e.index), 0);
+    assert_int_equal(tu_open(&e), 0);
+    check_listing(e.s, w, NSL, 333);
+    tu_env_free(&e);
+}
+
 int main(void)
 {
     xt_log_set_level(XT_LOG_ERROR);
@@ -576,6 +935,10 @@ int main(void)
         cmocka_unit_test(test_rebuild),
         cmocka_unit_test(test_corruption),
         cmocka_unit_test(test_md),
+        cmocka_unit_test(test_moved),
+        cmocka_unit_test(test_flags_refused),
+        cmocka_unit_test(test_moved_gc),
+        cmocka_unit_test(test_list_slices),
         cmocka_unit_test(test_uring),
         cmocka_unit_test(test_tmpfs_enospc),
     };
