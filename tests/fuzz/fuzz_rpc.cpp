@@ -223,6 +223,25 @@ static int mdsl_stat(void *, const xt_rpc_ctx *, struct xt_store_stat *st)
     return st->prepared ? 0 : -ENOMEM;
 }
 
+/* A few slices named after the cursor, so the reply encoder runs too. */
+static int mdsl_list(void *, const xt_rpc_ctx *, const void *cursor, uint32_t cursor_len,
+                     uint32_t max, struct xt_store_list *out)
+{
+    touch(cursor, cursor_len);
+    size_t n = XT_MIN(max, 3u);
+    out->slices = static_cast<xt_store_slice *>(xt_calloc(n ? n : 1, sizeof *out->slices));
+    if (!out->slices)
+        return -ENOMEM;
+    for (size_t i = 0; i < n; i++)
+        out->slices[i] = { (uint32_t)i, cursor_len, (uint32_t)max, i, (i & 1) != 0 };
+    out->n = n;
+    out->cursor_len = XT_MIN(cursor_len, (uint32_t)XT_STORE_CURSOR_MAX);
+    if (out->cursor_len)
+        memcpy(out->cursor, cursor, out->cursor_len);
+    out->end = max > 3;
+    return 0;
+}
+
 /* ---- R2 stubs -------------------------------------------------------- */
 
 static void fill_view(struct xt_view *v, const char *addr)
@@ -345,6 +364,7 @@ static void setup()
     mdsl.set_md = mdsl_set_md;
     mdsl.get_md = mdsl_get_md;
     mdsl.stat = mdsl_stat;
+    mdsl.list_slices = mdsl_list;
     static xt_r2_ops r2 = {};
     r2.register_site = r2_register;
     r2.heartbeat = r2_heartbeat;

@@ -171,6 +171,12 @@ static void gen_mdsl()
     r.flags = 1;
     r.data = "";
     p.records.push_back(r);
+    r.type = 1; /* a MOVED tombstone: an empty image */
+    r.key = 0;
+    r.group = 0;
+    r.flags = 2;
+    r.version = 2;
+    p.records.push_back(r);
     { Out o; StorageClient(o.prot).send_prepare(p); put("mdsl-prepare", 1, o); }
     TxReq t;
     t.hdr = hdr();
@@ -204,6 +210,11 @@ static void gen_mdsl()
     PingReq pg;
     pg.hdr = hdr();
     { Out o; StorageClient(o.prot).send_ping(pg); put("mdsl-ping", 1, o); }
+    ListSlicesReq ls;
+    ls.hdr = hdr();
+    ls.cursor = std::string(16, '\x01');
+    ls.max = 333;
+    { Out o; StorageClient(o.prot).send_list_slices(ls); put("mdsl-list-slices", 1, o); }
 }
 
 static void gen_r2()

@@ -7,6 +7,9 @@
  *     so garbage collection runs all the time): after restart every
  *     acknowledged commit is there with its exact bytes, nothing else is;
  *   - malformed frames and malformed records: clear errors, server stays up;
+ *   - a MOVED tombstone over the wire: -ESTALE loads, column reads and
+ *     delta prepares reach the caller as -ESTALE, also after a SIGKILL;
+ *     list_slices pages the stored slices;
  *   - a full disk (an 8 MiB tmpfs): -ENOSPC to the caller, no corruption.
  */
 #include <stdarg.h>
@@ -290,6 +293,112 @@ static void test_big_image(void **state)
     teardown(&d);
 }
 
+/* ---- MOVED tombstones and list_slices -------------------------------------- */
+
+static void expect_moved(struct daemon *d)
+{
+    struct xt_store_load l;
+    assert_int_equal(xt_mdsl_load_slice(d->pool, NULL, 1, 50, 3, &l), -ESTALE);
+    void *col = NULL;
+    uint32_t clen = 0;
+    assert_int_equal(xt_mdsl_read_column(d->pool, NULL, 1, 50, 3, 9, 1, &col, &clen, NULL),
+                     -ESTALE);
+    struct xt_store_rec dl = { .type = XT_STORE_DELTA, .fsid = 1, .table = 50, .slice = 3,
+                               .version = 4, .data = "d", .len = 1 };
+    assert_int_equal(xt_mdsl_prepare(d->pool, NULL, 500, &dl, 1), -ESTALE);
+}
+
+/* Walks list_slices `max` at a time; returns the number of slices seen and
+ * checks they ascend and that slice 3 of table 50 is the moved one. */
+static size_t walk_listing(struct daemon *d, uint32_t max)
+{
+    uint8_t cur[XT_STORE_CURSOR_MAX];
+    uint32_t curlen = 0;
+    size_t seen = 0;
+    uint64_t prev = 0;
+    for (bool end = false; !end;) {
+        struct xt_store_list l;
+        assert_int_equal(xt_mdsl_list_slices(d->pool, NULL, cur, curlen, max, &l), 0);
+        assert_true(l.n <= max);
+        for (size_t i = 0; i < l.n; i++) {
+            const struct xt_store_slice *x = &l.slices[i];
+            uint64_t key = x->table << 32 | x->slice;
+            assert_true(seen == 0 || key > prev);
+            prev = key;
+            seen++;
+            assert_int_equal(x->fsid, 1);
+            bool moved = x->table == 50 && x->slice == 3;
+            assert_int_equal(x->moved, moved);
+            assert_int_equal(x->version, moved ? 3 : 1);
+        }
+        memcpy(cur, l.cursor, l.cursor_len);
+        curlen = l.cursor_len;
+        end = l.end;
+        xt_store_list_free(&l);
+    }
+    return seen;
+}
+
+static void test_moved(void **state)
+{
+    (void)state;
+    struct daemon d;
+    setup_dir(&d, "mdslmoved");
+    d_start(&d, "64M");
+    uint64_t tx = 1;
+    /* 7 slices over two tables; slice 3 of table 50 gets a delta and a column */
+    for (uint32_t i = 0; i < 7; i++) {
+        struct xt_store_rec r = image(i < 4 ? 50 : 60, i, 1, "img", 3);
+        assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &r, 1), 0);
+        assert_int_equal(xt_mdsl_commit(d.pool, NULL, tx), 0);
+    }
+    struct xt_store_rec r2[2] = {
+        { .type = XT_STORE_DELTA, .fsid = 1, .table = 50, .slice = 3, .version = 2,
+          .data = "dd", .len = 2 },
+        { .type = XT_STORE_COLUMN, .fsid = 1, .table = 50, .slice = 3, .version = 2, .key = 9,
+          .group = 1, .data = "col", .len = 3 },
+    };
+    assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, r2, 2), 0);
+    assert_int_equal(xt_mdsl_commit(d.pool, NULL, tx), 0);
+    /* tombstone flag combinations the wire must refuse */
+    struct xt_store_rec t = { .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED, .fsid = 1,
+                              .table = 50, .slice = 3, .version = 3 };
+    t.data = "x", t.len = 1;
+    assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), -EINVAL);
+    t.data = NULL, t.len = 0, t.type = XT_STORE_DELTA;
+    assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), -EINVAL);
+    t.type = XT_STORE_IMAGE, t.flags = 0x06;
+    assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), -EINVAL);
+    /* the move's tombstone, through prepare and commit */
+    t.flags = XT_STORE_F_MOVED;
+    assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), 0);
+    struct xt_store_load l;
+    assert_int_equal(xt_mdsl_load_slice(d.pool, NULL, 1, 50, 3, &l), 0); /* not yet */
+    xt_store_load_free(&l);
+    assert_int_equal(xt_mdsl_commit(d.pool, NULL, tx), 0);
+    expect_moved(&d);
+    expect_image(&d, 50, 2, "img", 3);
+    assert_int_equal(walk_listing(&d, 2), 7);
+    assert_int_equal(walk_listing(&d, 1000000), 7);
+    /* bad listing requests */
+    struct xt_store_list ls;
+    uint8_t cur[XT_STORE_CURSOR_MAX + 1] = { 0 };
+    assert_int_equal(xt_mdsl_list_slices(d.pool, NULL, NULL, 0, 0, &ls), -EINVAL);
+    assert_int_equal(xt_mdsl_list_slices(d.pool, NULL, cur, 5, 10, &ls), -EINVAL);
+    assert_int_equal(xt_mdsl_list_slices(d.pool, NULL, cur, sizeof cur, 10, &ls), -EINVAL);
+    /* the same after a SIGKILL */
+    d_kill(&d, SIGKILL);
+    d_start(&d, "64M");
+    expect_moved(&d);
+    assert_int_equal(walk_listing(&d, 3), 7);
+    /* the slice moves back with a newer image */
+    struct xt_store_rec back = image(50, 3, 5, "back", 4);
+    assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &back, 1), 0);
+    assert_int_equal(xt_mdsl_commit(d.pool, NULL, tx), 0);
+    expect_image(&d, 50, 3, "back", 4);
+    teardown(&d);
+}
+
 /* ---- bad input ------------------------------------------------------------ */
 
 static void test_bad_input(void **state)
@@ -387,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_big_image),
         cmocka_unit_test(test_sigkill_storm),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_moved),
         cmocka_unit_test(test_disk_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
