@@ -102,8 +102,8 @@ int xt_mdsl_get_md(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint6
 int xt_mdsl_stat(xt_rpc_pool *p, const xt_rpc_call *call, struct xt_store_stat *st);
 /* Up to `max` stored slices after `cursor` (borrowed; cursor_len 0: from the
  * first), in index order; the MDSL caps max. *out: xt_store_list_free. Walk
- * by passing out->cursor back until out->end. -EINVAL for max 0 or a bad
- * cursor; -EPROTO from a peer without the call. */
+ * by passing out->cursor back until out->end. -EINVAL for max 0 or over
+ * INT32_MAX, or a bad cursor; -EPROTO from a peer without the call. */
 int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cursor,
                         uint32_t cursor_len, uint32_t max, struct xt_store_list *out);
 
