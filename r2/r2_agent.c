@@ -62,7 +62,10 @@ int r2_view_dup(const struct xt_view *src, struct xt_view *dst)
     dst->sites = NULL;
     dst->rings = NULL;
     dst->fs = NULL;
+    dst->ring1 = NULL;
     dst->nsites = dst->nrings = dst->nfs = 0;
+    if (xt_view_ring1_dup(src->ring1, &dst->ring1) < 0)
+        goto nomem;
     if (src->nsites) {
         dst->sites = xt_malloc(src->nsites * sizeof *dst->sites);
         if (!dst->sites)
@@ -138,6 +141,9 @@ static int merge_view(r2_agent *a, struct xt_view *d)
         v->nrings = d->nrings;
         d->rings = NULL;
         d->nrings = 0;
+        xt_view_ring1_free(v->ring1);
+        v->ring1 = d->ring1;
+        d->ring1 = NULL;
     }
     if (d->sections & XT_VIEW_FS) {
         xt_fs_info_free_array(v->fs, v->nfs);

@@ -123,9 +123,11 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
  * during the call). *has_view tells whether *view (freed by the caller with
  * xt_view_free) holds the sections changed after view_version.
  * -ENOENT: the site is unknown (removed, or the store was lost): register. */
+/* r1 (may be NULL): the ring-1 fields of the heartbeat, kept in memory
+ * only (r2_mgr_ring1.c); a site that sends none keeps ring 1 frozen. */
 int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double load,
-                     const struct xt_fs_counter *c, size_t n, bool *has_view,
-                     struct xt_view *view);
+                     const struct xt_fs_counter *c, size_t n, const struct xt_r2_hb_ring1 *r1,
+                     bool *has_view, struct xt_view *view);
 /* The view since `since` (invariant 3). Works on followers too (read from
  * the store); view->leader names the leader ("" if none). */
 int r2_mgr_get_view(r2_mgr *m, uint64_t since, bool *has_view, struct xt_view *view);
