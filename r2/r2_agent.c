@@ -313,9 +313,14 @@ static int heartbeat(r2_agent *a)
     uint32_t id = a->site_id;
     uint64_t version = a->has_view ? a->view.version : 0;
     pthread_mutex_unlock(&a->mu);
+    struct xt_r2_hb_ring1 r1;
+    memset(&r1, 0, sizeof r1);
+    if (a->o.ring1)
+        a->o.ring1(a->o.ring1_arg, &r1);
     bool has = false;
     struct xt_view v;
-    int rc = xt_r2_heartbeat(a->targets[a->cur].pool, NULL, id, version, load, c, n, &has, &v);
+    int rc = xt_r2_heartbeat_r1(a->targets[a->cur].pool, NULL, id, version, load, c, n,
+                                a->o.ring1 ? &r1 : NULL, &has, &v);
     pthread_mutex_lock(&a->mu);
     a->st.heartbeats++;
     if (rc < 0)

@@ -1,6 +1,8 @@
 /*
  * test_r2_ring1.c -- ring-1 changes of the site manager (r2/r2_mgr_ring1.c,
- * docs/mdsl-scale.md step 3) over the embedded store, on a hand clock: a
+ * docs/mdsl-scale.md step 3) on a hand clock, built twice: R2_TEST_ZK=0
+ * over the embedded store, R2_TEST_ZK=1 over a real ZooKeeper server
+ * (tests/common/pom_zk.h; skipped, 77, when not installed). A
  * small simulated cluster heartbeats the ring-1 fields an MDS and an MDSL
  * would send (acks of the seq, walks, misplaced counts) and the test checks
  * each phase the manager's ticks reach, and when they must not advance.
@@ -27,12 +29,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "pom_proc.h"
+#include "pom_zk.h"
 #include "r2_mgr.h"
 #include "r2_rec.h"
 #include "r2_store_embedded.h"
+#include "r2_store_zk.h"
 #include "xt_common.h"
 #include "xt_ring.h"
+
+#ifndef R2_TEST_ZK
+#define R2_TEST_ZK 0
+#endif
+#if R2_TEST_ZK
+static pom_zk zk; /* the server of the whole run */
+#endif
+static int test_no;
 
 static uint64_t g_clock = 1000000000ull;
 static uint64_t test_clock(void)
@@ -55,7 +69,8 @@ struct sim_site {
 };
 
 struct fixture {
-    char dir[256];
+    char dir[256];  /* embedded: the store's folder */
+    char root[64];  /* ZooKeeper: the test's root znode */
     r2_store *store;
     r2_mgr *m;
     struct sim_site s[MAX_SIM];
@@ -63,20 +78,31 @@ struct fixture {
     int port;
 };
 
+/* Opens the store and a manager over it, and waits until it leads. */
 static void fx_open(struct fixture *f)
 {
+#if R2_TEST_ZK
+    r2_store_zk_options zo = { .hosts = zk.hosts, .root = f->root, .session_timeout_ms = 2000,
+                               .call_timeout_ms = 3000 };
+    assert_int_equal(r2_store_zk_open(&zo, &f->store), 0);
+#else
     assert_int_equal(r2_store_embedded_open(f->dir, &f->store), 0);
+#endif
     struct r2_mgr_opts o = { .store = f->store, .self_addr = "127.0.0.1:9", .hb_interval_ms = 100,
                              .fail_after = 3, .no_thread = true, .clock = test_clock,
                              .vnodes = 16 };
     assert_int_equal(r2_mgr_new(&o, &f->m), 0);
     assert_int_equal(r2_store_elect(f->store, "127.0.0.1:9", 11, r2_mgr_leader_cb, f->m), 0);
+    for (int i = 0; i < 1000 && !r2_store_is_leader(f->store); i++)
+        usleep(10000); /* ZooKeeper elects in the background */
+    assert_true(r2_store_is_leader(f->store));
 }
 
+/* The store first: no election callback may reach a freed manager. */
 static void fx_close(struct fixture *f)
 {
-    r2_mgr_free(f->m);
     r2_store_close(f->store);
+    r2_mgr_free(f->m);
     f->m = NULL;
     f->store = NULL;
 }
@@ -86,6 +112,7 @@ static int setup(void **state)
     struct fixture *f = calloc(1, sizeof *f);
     if (!f || pom_tmpdir("r2ring1", f->dir, sizeof f->dir) < 0)
         return -1;
+    snprintf(f->root, sizeof f->root, "/ring1-%d-%d", (int)getpid(), ++test_no);
     f->port = 100;
     fx_open(f);
     *state = f;
@@ -610,5 +637,21 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_drain_remove, setup, teardown),
         cmocka_unit_test_setup_teardown(test_old_mds_keeps_frozen, setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+#if R2_TEST_ZK
+    if (!pom_zk_available()) {
+        printf("SKIP: java or /usr/share/java/zookeeper.jar missing "
+               "(apt-get install zookeeper)\n");
+        return 77;
+    }
+    int rc = pom_zk_start(&zk);
+    if (rc < 0) {
+        fprintf(stderr, "cannot start ZooKeeper: %s\n", strerror(-rc));
+        return 1;
+    }
+    int failed = cmocka_run_group_tests_name("r2_ring1_zk", tests, NULL, NULL);
+    pom_zk_destroy(&zk);
+    return failed;
+#else
+    return cmocka_run_group_tests_name("r2_ring1_embedded", tests, NULL, NULL);
+#endif
 }
