@@ -116,6 +116,8 @@ static int show_ring1_change(struct pomctl *ctl, const struct xt_view *v)
         char line[160];
         ring1_line(r, line, sizeof line);
         printf("\nring-1 change: %s, seq %llu\n", line, (unsigned long long)r->seq);
+        if (r->phase == XT_RING1_STABLE)
+            return POMCTL_OK; /* the table tells only while a change runs */
     }
     static const char *const hdr[] = { "SITE", "TYPE", "ROLE", "ACKED", "WALKED", "MISPLACED",
                                        "PREPARED" };
