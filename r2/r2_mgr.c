@@ -163,13 +163,13 @@ static int ring_change(const r2_mgr *m, int r, uint32_t site, bool add, xt_ring 
  * ring 1 at once only while it is OPEN (r2_ring1_mode; *kept_out, may be
  * NULL, is then set to the mode that keeps it out: FROZEN, or PHASED where
  * it joins with the next ring-1 change; 0 when it is not kept out). */
-static int ring_join(const r2_mgr *m, const struct xt_site *s, xt_ring **out, int *kept_out)
+static int ring_join(r2_mgr *m, const struct xt_site *s, xt_ring **out, int *kept_out)
 {
     *out = NULL;
     if (kept_out)
         *kept_out = 0;
     int r = r2_state_ring_of(s->type);
-    int mode = r == XT_RING_MDSL ? r2_ring1_mode(&m->st) : R2_RING1_OPEN;
+    int mode = r == XT_RING_MDSL ? r2_ring1_mode_of(m) : R2_RING1_OPEN;
     if (mode != R2_RING1_OPEN && !xt_ring_has_site(m->st.ring[r], s->id)) {
         if (kept_out)
             *kept_out = mode;
@@ -622,7 +622,7 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
         goto out;
     /* Once slices may be stored, ring 1 changes only through ring-1
      * changes (r2_mgr_ring1.c): the record alone changes here. */
-    bool ring1_kept = s.type == XT_SITE_MDSL && r2_ring1_mode(&m->st) != R2_RING1_OPEN;
+    bool ring1_kept = s.type == XT_SITE_MDSL && r2_ring1_mode_of(m) != R2_RING1_OPEN;
     if (ring1_kept && (rc = r2_ring1_admin(m, &s, remove)) <= 0)
         goto out;
     rc = 0;

@@ -157,7 +157,9 @@ int r2_state_ring_blob(const xt_ring *r, struct xt_ring_blob *b);
  *          a change), or ring 0 is empty: nothing changes ring 1;
  *  PHASED  every MDS of ring 0 follows ring 1: changes run in phases. */
 enum r2_ring1_mode { R2_RING1_OPEN, R2_RING1_FROZEN, R2_RING1_PHASED };
-int r2_ring1_mode(const struct r2_state *st);
+int r2_ring1_mode(const struct r2_state *st); /* REQUIRES: mu, or a private st */
+/* The same for m->st, taking m->mu (heartbeats change the reports under it). */
+int r2_ring1_mode_of(r2_mgr *m);
 /* REQUIRES: m->mu. Records the ring-1 fields of a heartbeat (r1 may be NULL). */
 void r2_ring1_beat(r2_mgr *m, struct r2_site_ent *e, const struct xt_r2_hb_ring1 *r1);
 /* REQUIRES: st->r1 and st->ring[1] set. Derives st->next1 in PREPARE (NULL

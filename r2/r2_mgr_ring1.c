@@ -126,6 +126,14 @@ int r2_ring1_mode(const struct r2_state *st)
     return R2_RING1_PHASED;
 }
 
+int r2_ring1_mode_of(r2_mgr *m)
+{
+    pthread_mutex_lock(&m->mu);
+    int mode = r2_ring1_mode(&m->st);
+    pthread_mutex_unlock(&m->mu);
+    return mode;
+}
+
 /* ---- heartbeats and derived state ---------------------------------------------- */
 
 void r2_ring1_beat(r2_mgr *m, struct r2_site_ent *e, const struct xt_r2_hb_ring1 *r1)
@@ -434,12 +442,32 @@ static void leaver_drained(struct r2_rec_ring1_ent *e)
     }
 }
 
+/* REQUIRES: m->mu (the reports change under it alone). Whether the
+ * running phase's condition holds, or (STABLE) a change may start. */
+static bool may_advance(const struct r2_state *st)
+{
+    uint64_t seq = st->r1.seq;
+    if (r2_ring1_mode(st) != R2_RING1_PHASED)
+        return false; /* FROZEN: a running change stalls (invariant 3) */
+    switch (st->r1.phase) {
+    case XT_RING1_STABLE:
+        return true;
+    case XT_RING1_MOVING:
+        return st->r1.walk ? moves_done(st) : every_mds(st, acked, &seq);
+    default:
+        return every_mds(st, acked, &seq);
+    }
+}
+
 void r2_ring1_tick(r2_mgr *m)
 {
+    pthread_mutex_lock(&m->mu);
+    bool go = may_advance(&m->st);
+    pthread_mutex_unlock(&m->mu);
+    if (!go)
+        return;
+    /* From here on only what changes under m->wmu (held) is read. */
     const struct r2_state *st = &m->st;
-    if (r2_ring1_mode(st) != R2_RING1_PHASED)
-        return; /* FROZEN: a running change stalls (invariant 3) */
-    uint64_t seq = st->r1.seq;
     struct r2_rec_ring1 rec;
     struct r2_txn t = { .n = 0 };
     int rc = 0;
@@ -448,8 +476,6 @@ void r2_ring1_tick(r2_mgr *m)
         rc = start_change(m);
         break;
     case XT_RING1_PREPARE:
-        if (!every_mds(st, acked, &seq))
-            break;
         if ((rc = copy_rec(st, &rec, NULL, 0, NULL)) < 0)
             break;
         rec.phase = XT_RING1_MOVING;
@@ -466,8 +492,6 @@ void r2_ring1_tick(r2_mgr *m)
         }
         break;
     case XT_RING1_MOVING:
-        if (!st->r1.walk ? !every_mds(st, acked, &seq) : !moves_done(st))
-            break;
         if (!st->r1.walk) {
             if ((rc = copy_rec(st, &rec, NULL, 0, NULL)) == 0) {
                 rec.walk = true;
@@ -480,7 +504,7 @@ void r2_ring1_tick(r2_mgr *m)
         }
         break;
     case XT_RING1_DONE:
-        if (!every_mds(st, acked, &seq) || (rc = copy_rec(st, &rec, keep_drained, 0, NULL)) < 0)
+        if ((rc = copy_rec(st, &rec, keep_drained, 0, NULL)) < 0)
             break;
         rec.phase = XT_RING1_STABLE;
         rec.from_version = rec.to_version = xt_ring_version(st->ring[XT_RING_MDSL]);
@@ -554,7 +578,7 @@ static int cancel_join(r2_mgr *m, const struct xt_site *s)
 int r2_ring1_admin(r2_mgr *m, const struct xt_site *s, bool remove)
 {
     const struct r2_state *st = &m->st;
-    int mode = r2_ring1_mode(st);
+    int mode = r2_ring1_mode_of(m);
     const struct r2_rec_ring1_ent *e = ent_of(&st->r1, s->id);
     bool cur = in(st->ring[XT_RING_MDSL], s->id);
     bool used = cur || in(st->prev1, s->id) || in(st->next1, s->id) ||
