@@ -62,6 +62,147 @@ static const struct xt_site *find_site(const struct xt_view *v, uint32_t id)
     return NULL;
 }
 
+/* ---- ring-1 change ---------------------------------------------------- */
+
+/* Losing MDSL of the running change, and how many of them report no
+ * misplaced slice. */
+static void ring1_clear(const struct xt_view_ring1 *r, size_t *losing, size_t *clear)
+{
+    *losing = *clear = 0;
+    for (size_t i = 0; i < r->nsites; i++)
+        if (r->sites[i].losing) {
+            (*losing)++;
+            *clear += r->sites[i].has_counts && r->sites[i].misplaced == 0;
+        }
+}
+
+/* "moving (ring 1 v4 -> v5, 2 of 3 MDSL clear)" into buf. */
+static void ring1_line(const struct xt_view_ring1 *r, char *buf, size_t cap)
+{
+    size_t losing, clear;
+    ring1_clear(r, &losing, &clear);
+    if (r->phase == XT_RING1_STABLE)
+        snprintf(buf, cap, "stable (ring 1 v%llu)", (unsigned long long)r->to_version);
+    else
+        snprintf(buf, cap, "%s%s (ring 1 v%llu -> v%llu, %zu of %zu MDSL clear)",
+                 xt_ring1_phase_name(r->phase), r->walk ? ", walking" : "",
+                 (unsigned long long)r->from_version, (unsigned long long)r->to_version, clear,
+                 losing);
+}
+
+static void ring1_json_head(struct pomctl *ctl, const struct xt_view_ring1 *r)
+{
+    size_t losing, clear;
+    ring1_clear(r, &losing, &clear);
+    pomctl_json_str(&ctl->js, "phase", xt_ring1_phase_name(r->phase));
+    pomctl_json_u64(&ctl->js, "seq", r->seq);
+    pomctl_json_bool(&ctl->js, "walk", r->walk);
+    pomctl_json_u64(&ctl->js, "from_version", r->from_version);
+    pomctl_json_u64(&ctl->js, "to_version", r->to_version);
+    pomctl_json_u64(&ctl->js, "losing", losing);
+    pomctl_json_u64(&ctl->js, "clear", clear);
+}
+
+/* ring show 1: the change, its MDSL (role, misplaced) and MDS (acks, walks). */
+static int show_ring1_change(struct pomctl *ctl, const struct xt_view *v)
+{
+    const struct xt_view_ring1 *r = v->ring1;
+    if (ctl->json) {
+        pomctl_json_obj_begin(&ctl->js, "ring1_change");
+        ring1_json_head(ctl, r);
+        pomctl_json_u64(&ctl->js, "started_ns", r->started_ns);
+        pomctl_json_arr_begin(&ctl->js, "sites");
+    } else {
+        char line[160];
+        ring1_line(r, line, sizeof line);
+        printf("\nring-1 change: %s, seq %llu\n", line, (unsigned long long)r->seq);
+        if (r->phase == XT_RING1_STABLE)
+            return POMCTL_OK; /* the table tells only while a change runs */
+    }
+    static const char *const hdr[] = { "SITE", "TYPE", "ROLE", "ACKED", "WALKED", "MISPLACED",
+                                       "PREPARED" };
+    pomctl_table *t = ctl->json ? NULL : pomctl_table_new(7, hdr, "rllrlrr");
+    if (!ctl->json && !t)
+        return oom();
+    int err = 0;
+    for (size_t i = 0; i < r->nsites; i++) {
+        const struct xt_ring1_site *q = &r->sites[i];
+        const struct xt_site *s = find_site(v, q->id);
+        bool mds = s && s->type == XT_SITE_MDS;
+        const char *role = mds ? "-" : q->leaving ? "leaving" : xt_ring1_role_name(q->role);
+        if (ctl->json) {
+            pomctl_json_obj_begin(&ctl->js, NULL);
+            pomctl_json_u64(&ctl->js, "id", q->id);
+            pomctl_json_str(&ctl->js, "type", s ? xt_site_type_name(s->type) : NULL);
+            pomctl_json_str(&ctl->js, "role", mds ? NULL : role);
+            pomctl_json_bool(&ctl->js, "losing", q->losing);
+            pomctl_json_bool(&ctl->js, "reports", q->reports);
+            if (mds) {
+                pomctl_json_u64(&ctl->js, "acked", q->acked);
+                pomctl_json_u64(&ctl->js, "walked_ring1", q->walked_v);
+                pomctl_json_u64(&ctl->js, "walked_ring0", q->walked_w);
+            } else if (q->has_counts) {
+                pomctl_json_u64(&ctl->js, "misplaced", q->misplaced);
+                pomctl_json_u64(&ctl->js, "prepared", q->prepared);
+            }
+            pomctl_json_obj_end(&ctl->js);
+            continue;
+        }
+        err |= pomctl_table_row(t);
+        err |= pomctl_table_cell(t, "%u", q->id);
+        err |= pomctl_table_cell(t, "%s", s ? xt_site_type_name(s->type) : "?");
+        err |= pomctl_table_cell(t, "%s%s", role, q->losing ? " (losing)" : "");
+        if (!q->reports) {
+            for (int k = 0; k < 4; k++)
+                err |= pomctl_table_cell(t, "%s", k == 0 ? "no ring-1 fields" : "-");
+        } else if (mds) {
+            err |= pomctl_table_cell(t, "%llu", (unsigned long long)q->acked);
+            err |= pomctl_table_cell(t, "v%llu/w%llu", (unsigned long long)q->walked_v,
+                                     (unsigned long long)q->walked_w);
+            err |= pomctl_table_cell(t, "-");
+            err |= pomctl_table_cell(t, "-");
+        } else {
+            err |= pomctl_table_cell(t, "-");
+            err |= pomctl_table_cell(t, "-");
+            err |= pomctl_table_cell(t, "%llu", (unsigned long long)q->misplaced);
+            err |= pomctl_table_cell(t, "%llu", (unsigned long long)q->prepared);
+        }
+    }
+    if (ctl->json) {
+        pomctl_json_arr_end(&ctl->js);
+        pomctl_json_obj_end(&ctl->js);
+    } else if (!err && r->nsites) {
+        pomctl_table_print(t, stdout, 2);
+    }
+    pomctl_table_free(t);
+    return err ? oom() : POMCTL_OK;
+}
+
+/* Why R2 answered -EBUSY to drain/remove of site id: the ring-1 phase and
+ * the site's role when it is an MDSL of a ring-1 change, into buf. */
+static const char *busy_hint(struct pomctl *ctl, uint32_t id, bool drain, char *buf, size_t cap)
+{
+    struct xt_view v;
+    const char *hint = "the site cannot leave now (the last of its type?); add a site first";
+    if (pomctl_r2_view(ctl, false, &v) < 0)
+        return hint;
+    const struct xt_site *s = find_site(&v, id);
+    if (s && s->type == XT_SITE_MDSL && v.ring1 && !drain) {
+        const struct xt_view_ring1 *r = v.ring1;
+        const char *role = "?";
+        for (size_t i = 0; i < r->nsites; i++)
+            if (r->sites[i].id == id)
+                role = r->sites[i].leaving ? "leaving" : xt_ring1_role_name(r->sites[i].role);
+        snprintf(buf, cap,
+                 "ring 1 is %s and this MDSL is %s: drain it and remove it once it is "
+                 "drained (pomctl ring show 1)",
+                 xt_ring1_phase_name(r->phase), role);
+        hint = buf;
+    }
+    xt_view_free(&v);
+    return hint;
+}
+
 /* ---- status ----------------------------------------------------------- */
 
 #define NTYPES 5  /* index = enum xt_site_type */
@@ -165,11 +306,21 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
     }
     if (ctl->json) {
         pomctl_json_arr_end(&ctl->js);
+        if (v.ring1) {
+            pomctl_json_obj_begin(&ctl->js, "ring1_change");
+            ring1_json_head(ctl, v.ring1);
+            pomctl_json_obj_end(&ctl->js);
+        }
         pomctl_json_u64(&ctl->js, "fs_count", v.nfs);
         pomctl_json_bool(&ctl->js, "healthy", healthy);
         pomctl_json_str(&ctl->js, "verdict", verdict);
         json_end(ctl);
     } else {
+        if (v.ring1 && v.ring1->phase != XT_RING1_STABLE) {
+            char line[160];
+            ring1_line(v.ring1, line, sizeof line);
+            printf("ring 1    %s\n", line);
+        }
         printf("fs        %zu file system%s\n", v.nfs, v.nfs == 1 ? "" : "s");
         for (size_t i = 0; i < v.nsites && !healthy; i++)
             if (v.sites[i].state != XT_SITE_UP && v.sites[i].state != XT_SITE_REMOVED)
@@ -290,17 +441,17 @@ int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
             break;
         sleep_ms(300 * attempt);
     }
-    char what[64];
+    char what[64], busy[200];
     snprintf(what, sizeof what, "site %s %lu", argv[0], id);
     if (rc < 0) {
         const char *hint = NULL;
         if (rc == -ENOENT)
             hint = "no such site (see: pomctl sites)";
         else if (rc == -EBUSY)
-            hint = "the site cannot leave now (the last of its type?); add a site first";
+            hint = busy_hint(ctl, (uint32_t)id, drain, busy, sizeof busy);
         else if (rc == -EOPNOTSUPP)
-            hint = "it is an MDSL in ring 1, which is frozen once an MDS registered: its "
-                   "slices are stored there and moving them to another MDSL is not built; "
+            hint = "it is an MDSL in ring 1, which is frozen: slices are stored there and "
+                   "not every MDS of ring 0 follows ring-1 changes, so none can move them; "
                    "restart it instead (it keeps its place; docs/pomctl.md)";
         return pomctl_fail(ctl, rc, what, hint);
     }
@@ -424,11 +575,15 @@ int pomctl_cmd_ring(struct pomctl *ctl, int argc, char **argv)
         if (shown++ && !ctl->json)
             printf("\n");
         int c = show_ring(ctl, &v, &v.rings[i]);
+        if (c == 0 && v.rings[i].ring == XT_RING_MDSL && v.ring1 && !ctl->json)
+            c = show_ring1_change(ctl, &v);
         if (c)
             code = c;
     }
     if (ctl->json) {
         pomctl_json_arr_end(&ctl->js);
+        if (which != XT_RING_MDS && v.ring1 && show_ring1_change(ctl, &v))
+            code = POMCTL_EFAIL;
         json_end(ctl);
     }
     if (!shown && !ctl->json)

@@ -62,7 +62,10 @@ int r2_view_dup(const struct xt_view *src, struct xt_view *dst)
     dst->sites = NULL;
     dst->rings = NULL;
     dst->fs = NULL;
+    dst->ring1 = NULL;
     dst->nsites = dst->nrings = dst->nfs = 0;
+    if (xt_view_ring1_dup(src->ring1, &dst->ring1) < 0)
+        goto nomem;
     if (src->nsites) {
         dst->sites = xt_malloc(src->nsites * sizeof *dst->sites);
         if (!dst->sites)
@@ -138,6 +141,9 @@ static int merge_view(r2_agent *a, struct xt_view *d)
         v->nrings = d->nrings;
         d->rings = NULL;
         d->nrings = 0;
+        xt_view_ring1_free(v->ring1);
+        v->ring1 = d->ring1;
+        d->ring1 = NULL;
     }
     if (d->sections & XT_VIEW_FS) {
         xt_fs_info_free_array(v->fs, v->nfs);
@@ -307,9 +313,14 @@ static int heartbeat(r2_agent *a)
     uint32_t id = a->site_id;
     uint64_t version = a->has_view ? a->view.version : 0;
     pthread_mutex_unlock(&a->mu);
+    struct xt_r2_hb_ring1 r1;
+    memset(&r1, 0, sizeof r1);
+    if (a->o.ring1)
+        a->o.ring1(a->o.ring1_arg, &r1);
     bool has = false;
     struct xt_view v;
-    int rc = xt_r2_heartbeat(a->targets[a->cur].pool, NULL, id, version, load, c, n, &has, &v);
+    int rc = xt_r2_heartbeat_r1(a->targets[a->cur].pool, NULL, id, version, load, c, n,
+                                a->o.ring1 ? &r1 : NULL, &has, &v);
     pthread_mutex_lock(&a->mu);
     a->st.heartbeats++;
     if (rc < 0)

@@ -50,6 +50,10 @@ typedef size_t (*r2_agent_stats_fn)(void *arg, double *load, struct xt_fs_counte
 /* The view changed: `changed` has the XT_VIEW_* sections that changed;
  * *v is the full view, valid during the call only. */
 typedef void (*r2_agent_view_fn)(void *arg, const struct xt_view *v, int changed);
+/* Fills the ring-1 fields of the next heartbeat into *r1 (zeroed before;
+ * docs/mdsl-scale.md decision 10): an MDS its acked seq and last walk, an
+ * MDSL its misplaced and prepared counts. */
+typedef void (*r2_agent_ring1_fn)(void *arg, struct xt_r2_hb_ring1 *r1);
 /* The site was registered with id (the first time, or again). */
 typedef void (*r2_agent_id_fn)(void *arg, uint32_t site_id);
 
@@ -71,6 +75,9 @@ struct r2_agent_opts {
     void *view_arg;
     r2_agent_id_fn on_id;     /* may be NULL */
     void *id_arg;
+    r2_agent_ring1_fn ring1;  /* NULL: heartbeats carry no ring-1 field, so
+                                 (an MDS) ring 1 stays frozen */
+    void *ring1_arg;
 };
 
 /* Starts the agent thread (it registers in the background). *out is freed

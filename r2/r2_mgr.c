@@ -90,6 +90,7 @@ static int ensure_loaded(r2_mgr *m)
             e->s.load = old->s.load;
             e->ctr = old->ctr;
             e->nctr = old->nctr;
+            e->r1 = old->r1;
             old->ctr = NULL;
             old->nctr = 0;
         } else {
@@ -159,18 +160,19 @@ static int ring_change(const r2_mgr *m, int r, uint32_t site, bool add, xt_ring 
 
 /* REQUIRES: m->wmu, state loaded. A copy of the ring of site s with s added
  * into *out (NULL: no change): an MDS always joins ring 0; an MDSL joins
- * ring 1 only while it is not frozen (*kept_out, may be NULL, is then set
- * when it stays out). */
-static int ring_join(const r2_mgr *m, const struct xt_site *s, xt_ring **out, bool *kept_out)
+ * ring 1 at once only while it is OPEN (r2_ring1_mode; *kept_out, may be
+ * NULL, is then set to the mode that keeps it out: FROZEN, or PHASED where
+ * it joins with the next ring-1 change; 0 when it is not kept out). */
+static int ring_join(r2_mgr *m, const struct xt_site *s, xt_ring **out, int *kept_out)
 {
     *out = NULL;
     if (kept_out)
-        *kept_out = false;
+        *kept_out = 0;
     int r = r2_state_ring_of(s->type);
-    if (r == XT_RING_MDSL && !xt_ring_has_site(m->st.ring[r], s->id) &&
-        r2_state_ring1_frozen(&m->st)) {
+    int mode = r == XT_RING_MDSL ? r2_ring1_mode_of(m) : R2_RING1_OPEN;
+    if (mode != R2_RING1_OPEN && !xt_ring_has_site(m->st.ring[r], s->id)) {
         if (kept_out)
-            *kept_out = true;
+            *kept_out = mode;
         return 0;
     }
     return ring_change(m, r, s->id, true, out);
@@ -253,7 +255,7 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
         s.uuid_lo = first * m->uuid_range;
         s.uuid_hi = s.uuid_lo + m->uuid_range;
     }
-    bool kept_out = false;
+    int kept_out = 0;
     if ((rc = r2_txn_site(&t, &s)) < 0)
         goto out;
     if (r2_state_in_ring(&s) &&
@@ -284,10 +286,14 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
     if (rc == 0) {
         XT_INFO("site %u registered: %s %s%s%s (%s)", s.id, xt_site_type_name(type), addr,
                 fs_name[0] ? " fs " : "", fs_name, old ? "rejoined" : "new");
-        if (kept_out)
-            XT_WARN("site %u (mdsl %s) is up but NOT in ring 1: ring 1 is frozen once an "
-                    "MDS registered, since moving slice images to a new MDSL is not built "
-                    "(docs/r2.md); it holds no slices",
+        if (kept_out == R2_RING1_FROZEN)
+            XT_WARN("site %u (mdsl %s) is up but NOT in ring 1: ring 1 is frozen while it "
+                    "holds slices and not every MDS of ring 0 follows ring-1 changes "
+                    "(docs/mdsl-scale.md); it holds no slices",
+                    s.id, addr);
+        else if (kept_out == R2_RING1_PHASED)
+            XT_INFO("site %u (mdsl %s) waits out of ring 1: it joins with the next ring-1 "
+                    "change",
                     s.id, addr);
         *site_id = s.id;
         rc = full_view(m, view);
@@ -301,9 +307,10 @@ out:
 
 /* REQUIRES: m->mu. Records a heartbeat's runtime data; takes *ctr. */
 static void beat(r2_mgr *m, struct r2_site_ent *e, double load, struct xt_fs_counter **ctr,
-                 size_t n)
+                 size_t n, const struct xt_r2_hb_ring1 *r1)
 {
     e->last_hb_mono = m->clock();
+    r2_ring1_beat(m, e, r1);
     e->s.last_hb_ns = xt_now_ns();
     e->s.load = load;
     if (n || e->nctr) {
@@ -317,8 +324,8 @@ static void beat(r2_mgr *m, struct r2_site_ent *e, double load, struct xt_fs_cou
 }
 
 int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double load,
-                     const struct xt_fs_counter *c, size_t n, bool *has_view,
-                     struct xt_view *view)
+                     const struct xt_fs_counter *c, size_t n, const struct xt_r2_hb_ring1 *r1,
+                     bool *has_view, struct xt_view *view)
 {
     *has_view = false;
     memset(view, 0, sizeof *view);
@@ -345,7 +352,7 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
             return -ENOENT;
         }
         if (e->s.state == XT_SITE_UP || e->s.state == XT_SITE_DRAINING) {
-            beat(m, e, load, &ctr, n);
+            beat(m, e, load, &ctr, n, r1);
             rc = r2_state_view(&m->st, view_version, m->self, m->backend, has_view, view);
             pthread_mutex_unlock(&m->mu);
             xt_free(ctr);
@@ -366,7 +373,7 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
     struct r2_site_ent *e = r2_state_site(&m->st, site_id);
     struct xt_site s;
     if (e) {
-        beat(m, e, load, &ctr, n);
+        beat(m, e, load, &ctr, n, r1);
         s = e->s;
     }
     pthread_mutex_unlock(&m->mu);
@@ -526,6 +533,7 @@ void r2_mgr_tick(r2_mgr *m)
     }
     pthread_mutex_unlock(&m->mu);
     if (nch == 0) {
+        r2_ring1_tick(m);
         flush_counters(m, now);
         end(m);
         return;
@@ -584,6 +592,8 @@ void r2_mgr_tick(r2_mgr *m)
     xt_ring_free(nr[0]);
     xt_ring_free(nr[1]);
     r2_txn_free(&t);
+    if (rc == 0)
+        r2_ring1_tick(m);
     flush_counters(m, now);
     end(m);
 }
@@ -610,17 +620,14 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
     }
     if (!remove && s.state == XT_SITE_DRAINING)
         goto out;
-    if (s.type == XT_SITE_MDSL && xt_ring_has_site(m->st.ring[XT_RING_MDSL], s.id) &&
-        r2_state_ring1_frozen(&m->st)) {
-        /* Its slices would have no place: nothing moves them yet. */
-        XT_WARN("site %u (mdsl %s): %s refused: it is in ring 1, frozen once an MDS "
-                "registered; moving slice images off an MDSL is not built (docs/r2.md)",
-                s.id, s.addr, remove ? "remove" : "drain");
-        rc = -EOPNOTSUPP;
+    /* Once slices may be stored, ring 1 changes only through ring-1
+     * changes (r2_mgr_ring1.c): the record alone changes here. */
+    bool ring1_kept = s.type == XT_SITE_MDSL && r2_ring1_mode_of(m) != R2_RING1_OPEN;
+    if (ring1_kept && (rc = r2_ring1_admin(m, &s, remove)) <= 0)
         goto out;
-    }
-    if ((rc = ring_change(m, r2_state_ring_of(s.type), s.id, false, &nr)) < 0 ||
-        (nr && (rc = r2_txn_ring(&t, nr)) < 0))
+    rc = 0;
+    if (!ring1_kept && ((rc = ring_change(m, r2_state_ring_of(s.type), s.id, false, &nr)) < 0 ||
+                        (nr && (rc = r2_txn_ring(&t, nr)) < 0)))
         goto out;
     char key[R2_KEY_LEN];
     r2_rec_site_key(key, s.id);

@@ -18,7 +18,7 @@
  *   any --r2_mgr_site_drain--> DRAINING (leaves its ring at once; failure
  *                              detection no longer applies)
  *   any --r2_mgr_site_remove-> record deleted, out of its ring
- *   (both refused with -EOPNOTSUPP for an MDSL in a frozen ring 1)
+ *   (for an MDSL once ring 1 may hold slices: see invariant 2)
  *
  * Invariants:
  *  (1) Only the leader changes state, and every change is one
@@ -28,12 +28,14 @@
  *  (2) An MDS is in ring 0 iff its state is UP or TRANSIENT: ring 0 (the
  *      caches) follows failures. Ring 1 (where slices are stored) follows
  *      none: an MDSL joins it when it registers while ring 1 is open and
- *      leaves it only by drain or remove. Ring 1 is FROZEN once an MDS has
- *      registered (an MDS site in the table, or ring 0 version > 0) while
- *      it holds an MDSL (an empty ring 1 stores nothing yet): a new
- *      MDSL is then UP but in no ring, drain and remove of an MDSL in
- *      ring 1 are refused (-EOPNOTSUPP), so ring 1 never changes under
- *      stored slices (moving slice images is not built; docs/r2.md).
+ *      leaves it only by drain or remove. Once an MDS has registered (an
+ *      MDS site in the table, or ring 0 version > 0) while ring 1 holds an
+ *      MDSL, slices may be stored and ring 1 changes only through ring-1
+ *      changes (r2_mgr_ring1.c): a new MDSL is UP but OUT, drain of an
+ *      MDSL of ring 1 queues it, remove waits until it is DRAINED (-EBUSY).
+ *      While some MDS of ring 0 does not send the ring-1 heartbeat fields
+ *      (it would not follow a change) ring 1 is FROZEN: no change starts,
+ *      drain and remove of an MDSL in use are refused (-EOPNOTSUPP).
  *      Clients and R2 sites are in no ring.
  *  (3) Each view section (sites, rings, fs) remembers the view version of
  *      its last change; a view "since v" carries exactly the sections
@@ -123,9 +125,11 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
  * during the call). *has_view tells whether *view (freed by the caller with
  * xt_view_free) holds the sections changed after view_version.
  * -ENOENT: the site is unknown (removed, or the store was lost): register. */
+/* r1 (may be NULL): the ring-1 fields of the heartbeat, kept in memory
+ * only (r2_mgr_ring1.c); a site that sends none keeps ring 1 frozen. */
 int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double load,
-                     const struct xt_fs_counter *c, size_t n, bool *has_view,
-                     struct xt_view *view);
+                     const struct xt_fs_counter *c, size_t n, const struct xt_r2_hb_ring1 *r1,
+                     bool *has_view, struct xt_view *view);
 /* The view since `since` (invariant 3). Works on followers too (read from
  * the store); view->leader names the leader ("" if none). */
 int r2_mgr_get_view(r2_mgr *m, uint64_t since, bool *has_view, struct xt_view *view);
@@ -142,7 +146,10 @@ int r2_mgr_fs_list(r2_mgr *m, const char *name, struct xt_fs_info **fs, size_t *
 int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force);
 
 /* Drain: MDS and MDSL sites only (-EINVAL for clients). Idempotent.
- * Both: -EOPNOTSUPP for an MDSL in a frozen ring 1 (invariant 2). */
+ * For an MDSL in use by ring 1 once slices may be stored (invariant 2):
+ * drain queues it for the next ring-1 change (a JOINING one's join is
+ * cancelled), -EBUSY when it is the last MDSL of ring 1; remove answers
+ * -EBUSY until it is DRAINED; both -EOPNOTSUPP while ring 1 is FROZEN. */
 int r2_mgr_site_drain(r2_mgr *m, uint32_t site_id);
 int r2_mgr_site_remove(r2_mgr *m, uint32_t site_id);
 /* A fresh range [*lo, *hi) of at least count (1..2^40) uuids for MDS

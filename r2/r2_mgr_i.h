@@ -12,13 +12,23 @@
 
 #include <pthread.h>
 
+/* The ring-1 fields a site last heartbeated (r2_mgr.h invariant 6: memory
+ * only; a new leader learns them from the next heartbeats). */
+struct r2_r1_report {
+    bool reports;              /* its last heartbeat carried ring-1 fields */
+    struct xt_r2_hb_ring1 hb;  /* those fields */
+    uint64_t walked_at;        /* monotonic ns it first reported hb.walked_v/w */
+    uint64_t clear_at;         /* monotonic ns of its last heartbeat with misplaced 0 */
+};
+
 /* One site: its persistent record plus what only the leader's memory
- * knows (heartbeat times, load, counters). */
+ * knows (heartbeat times, load, counters, ring-1 reports). */
 struct r2_site_ent {
     struct xt_site s;          /* s.last_hb_ns: wall clock of the last heartbeat, 0: none */
     uint64_t last_hb_mono;     /* monotonic ns of the last heartbeat or of the grace start */
     struct xt_fs_counter *ctr; /* latest per-fs counters it reported (xt_malloc'd) */
     size_t nctr;
+    struct r2_r1_report r1;
 };
 
 /* Everything R2 knows; one consistent snapshot of the store plus runtime. */
@@ -30,6 +40,10 @@ struct r2_state {
     struct xt_fs_info *fs;      /* sorted by fsid; files/bytes as last flushed */
     size_t nfs;
     xt_ring *ring[2];           /* XT_RING_MDS, XT_RING_MDSL */
+    struct r2_rec_ring1 r1;     /* /r2/ring1 (zero when absent: STABLE) */
+    xt_ring *prev1;             /* /r2/rings/1p: MOVING only, else NULL */
+    xt_ring *next1;             /* PREPARE only: ring 1 with the change applied
+                                   (derived, never stored), else NULL */
     bool fs_reported;           /* some site reported counters since the load */
 };
 
@@ -83,6 +97,9 @@ int r2_txn_del(struct r2_txn *t, const char *key);
 int r2_txn_site(struct r2_txn *t, const struct xt_site *s);
 int r2_txn_fs(struct r2_txn *t, const struct xt_fs_info *f);
 int r2_txn_ring(struct r2_txn *t, const xt_ring *r);
+/* The ring at an explicit key (/r2/rings/1p). */
+int r2_txn_ring_at(struct r2_txn *t, const char *key, const xt_ring *r);
+int r2_txn_ring1(struct r2_txn *t, const struct r2_rec_ring1 *r);
 /* REQUIRES: m->wmu, m->st loaded. Writes t with /r2/view: a new view
  * version marking `sections` changed, or (sections 0) only a check that
  * nobody else wrote. On success m->st.meta is the new meta. On failure
@@ -121,11 +138,44 @@ int r2_state_view(const struct r2_state *st, uint64_t since, const char *leader,
 bool r2_state_in_ring(const struct xt_site *s);
 /* Ring of a site type, or -1 (clients). */
 int r2_state_ring_of(int type);
-/* Whether ring 1 is frozen (r2_mgr.h invariant 2): an MDS has registered
- * (an MDS site in the table, or ring 0 changed once: removing every MDS
- * record does not thaw it) while ring 1 holds an MDSL, so the file system
- * may hold slices on the MDSL of ring 1, and moving slice images between MDSL is not built: a changed
- * ring 1 would send loads to MDSL that do not hold the slices. */
-bool r2_state_ring1_frozen(const struct r2_state *st);
+/* Whether the MDSL of ring 1 may hold slices (r2_mgr.h invariant 2): an
+ * MDS has registered (an MDS site in the table, or ring 0 changed once:
+ * removing every MDS record does not reset it) while ring 1 holds an MDSL.
+ * Ring 1 then changes only through ring-1 changes (r2_ring1_mode): a
+ * plain change would send loads to MDSL that do not hold the slices. */
+bool r2_state_ring1_stored(const struct r2_state *st);
+/* The encoding of r into *b (b->data xt_malloc'd). 0 or -errno. */
+int r2_state_ring_blob(const xt_ring *r, struct xt_ring_blob *b);
+
+/* ---- r2_mgr_ring1.c: ring-1 changes ---------------------------------------- */
+
+/* How ring 1 may change now:
+ *  OPEN    no MDS registered yet (or ring 1 empty): MDSL join and leave at
+ *          once, as before ring-1 changes existed;
+ *  FROZEN  slices may be stored and some MDS of ring 0 does not send the
+ *          ring-1 heartbeat fields (today's pom-mds, which would not follow
+ *          a change), or ring 0 is empty: nothing changes ring 1;
+ *  PHASED  every MDS of ring 0 follows ring 1: changes run in phases. */
+enum r2_ring1_mode { R2_RING1_OPEN, R2_RING1_FROZEN, R2_RING1_PHASED };
+int r2_ring1_mode(const struct r2_state *st); /* REQUIRES: mu, or a private st */
+/* The same for m->st, taking m->mu (heartbeats change the reports under it). */
+int r2_ring1_mode_of(r2_mgr *m);
+/* REQUIRES: m->mu. Records the ring-1 fields of a heartbeat (r1 may be NULL). */
+void r2_ring1_beat(r2_mgr *m, struct r2_site_ent *e, const struct xt_r2_hb_ring1 *r1);
+/* REQUIRES: st->r1 and st->ring[1] set. Derives st->next1 in PREPARE (NULL
+ * otherwise). Returns 0, -ENOMEM, or -EIO when the record does not fit the
+ * rings (logged). */
+int r2_ring1_derive(struct r2_state *st);
+/* Fills v->ring1 from st (NULL when OPEN and no change ever ran). */
+int r2_ring1_view(const struct r2_state *st, struct xt_view *v);
+/* REQUIRES: m->wmu, state loaded. One step of the state machine: starts a
+ * change when one may start, advances a running one when its condition
+ * holds. */
+void r2_ring1_tick(r2_mgr *m);
+/* REQUIRES: m->wmu, state loaded; s an MDSL, mode not OPEN. Drain (remove
+ * false) or remove of s as ring-1 changes allow: 1 when the caller goes on
+ * with the plain site change (ring 1 is not touched), 0 when done here,
+ * or -errno (-EOPNOTSUPP FROZEN, -EBUSY in use by the change or ring 1). */
+int r2_ring1_admin(r2_mgr *m, const struct xt_site *s, bool remove);
 
 #endif /* R2_MGR_I_H */

@@ -33,7 +33,7 @@ int r2_state_ring_of(int type)
     return type == XT_SITE_MDS ? XT_RING_MDS : type == XT_SITE_MDSL ? XT_RING_MDSL : -1;
 }
 
-bool r2_state_ring1_frozen(const struct r2_state *st)
+bool r2_state_ring1_stored(const struct r2_state *st)
 {
     /* With no MDSL in it no slice can be stored yet (an MDS waits for one
      * before it serves): the first MDSL joins whoever came first. */
@@ -55,6 +55,9 @@ void r2_state_clear(struct r2_state *st)
     xt_fs_info_free_array(st->fs, st->nfs);
     xt_ring_free(st->ring[0]);
     xt_ring_free(st->ring[1]);
+    xt_ring_free(st->prev1);
+    xt_ring_free(st->next1);
+    r2_rec_ring1_clear(&st->r1);
     memset(st, 0, sizeof *st);
     st->meta_sv = R2_VER_CREATE;
 }
@@ -189,7 +192,7 @@ int r2_state_fs_copy(const struct r2_state *st, const struct xt_fs_info *f,
 
 /* ---- views ----------------------------------------------------------------- */
 
-static int ring_blob(const xt_ring *r, struct xt_ring_blob *b)
+int r2_state_ring_blob(const xt_ring *r, struct xt_ring_blob *b)
 {
     size_t n = xt_ring_encoded_size(r);
     b->ring = xt_ring_id(r);
@@ -236,9 +239,11 @@ int r2_state_view(const struct r2_state *st, uint64_t since, const char *leader,
         if (!v->rings)
             goto nomem;
         for (int r = 0; r < 2 && rc == 0; r++) {
-            rc = ring_blob(st->ring[r], &v->rings[r]);
+            rc = r2_state_ring_blob(st->ring[r], &v->rings[r]);
             v->nrings++;
         }
+        if (rc == 0)
+            rc = r2_ring1_view(st, v);
         if (rc)
             goto fail;
     }
@@ -353,13 +358,16 @@ static int load_one_fs(struct r2_state *st, const char *key, const void *buf, si
     return rc;
 }
 
-static int load_ring(r2_store *s, uint32_t id, unsigned vnodes, xt_ring **out)
+/* Ring id at key; absent: an empty ring (absent_ok) or NULL. */
+static int load_ring_at(r2_store *s, const char *key, uint32_t id, unsigned vnodes,
+                        bool absent_empty, xt_ring **out)
 {
-    char key[R2_KEY_LEN];
-    r2_rec_ring_key(key, id);
     void *buf = NULL;
     size_t len = 0;
+    *out = NULL;
     int rc = r2_store_get(s, key, &buf, &len, NULL);
+    if (rc == -ENOENT && !absent_empty)
+        return 0;
     if (rc == -ENOENT) {
         *out = xt_ring_new(id, vnodes);
         return *out ? 0 : -ENOMEM;
@@ -379,6 +387,38 @@ static int load_ring(r2_store *s, uint32_t id, unsigned vnodes, xt_ring **out)
     return 0;
 }
 
+static int load_ring(r2_store *s, uint32_t id, unsigned vnodes, xt_ring **out)
+{
+    char key[R2_KEY_LEN];
+    r2_rec_ring_key(key, id);
+    return load_ring_at(s, key, id, vnodes, true, out);
+}
+
+/* /r2/ring1 and /r2/rings/1p, after ring 1. */
+static int load_ring1(r2_store *s, unsigned vnodes, struct r2_state *st)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = r2_store_get(s, R2_KEY_RING1, &buf, &len, NULL);
+    if (rc == 0) {
+        rc = r2_rec_ring1_decode(buf, len, &st->r1);
+        xt_free(buf);
+        if (rc == -EBADMSG) {
+            XT_ERR("corrupt record %s", R2_KEY_RING1);
+            return -EIO;
+        }
+    } else if (rc == -ENOENT) {
+        memset(&st->r1, 0, sizeof st->r1);
+        st->r1.from_version = st->r1.to_version = xt_ring_version(st->ring[XT_RING_MDSL]);
+        rc = 0;
+    }
+    if (rc == 0)
+        rc = load_ring_at(s, R2_KEY_RING1_PREV, XT_RING_MDSL, vnodes, false, &st->prev1);
+    if (rc == 0)
+        rc = r2_ring1_derive(st);
+    return rc;
+}
+
 int r2_state_load(r2_store *store, unsigned vnodes, struct r2_state *st)
 {
     memset(st, 0, sizeof *st);
@@ -395,6 +435,8 @@ int r2_state_load(r2_store *store, unsigned vnodes, struct r2_state *st)
             rc = load_ring(store, XT_RING_MDS, vnodes, &st->ring[0]);
         if (rc == 0)
             rc = load_ring(store, XT_RING_MDSL, vnodes, &st->ring[1]);
+        if (rc == 0)
+            rc = load_ring1(store, vnodes, st);
         if (rc == 0)
             rc = load_meta(store, &after, &sv_after);
         if (rc == 0 && sv_after == st->meta_sv)

@@ -72,6 +72,13 @@ int r2_txn_fs(struct r2_txn *t, const struct xt_fs_info *f)
 
 int r2_txn_ring(struct r2_txn *t, const xt_ring *r)
 {
+    char key[R2_KEY_LEN];
+    r2_rec_ring_key(key, xt_ring_id(r));
+    return r2_txn_ring_at(t, key, r);
+}
+
+int r2_txn_ring_at(struct r2_txn *t, const char *key, const xt_ring *r)
+{
     size_t n = xt_ring_encoded_size(r);
     void *buf = xt_malloc(n);
     if (!buf)
@@ -81,9 +88,17 @@ int r2_txn_ring(struct r2_txn *t, const xt_ring *r)
         xt_free(buf);
         return (int)w;
     }
-    char key[R2_KEY_LEN];
-    r2_rec_ring_key(key, xt_ring_id(r));
     return r2_txn_put(t, key, buf, (size_t)w);
+}
+
+int r2_txn_ring1(struct r2_txn *t, const struct r2_rec_ring1 *r)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = r2_rec_ring1_encode(r, &buf, &len);
+    if (rc < 0)
+        return rc;
+    return r2_txn_put(t, R2_KEY_RING1, buf, len);
 }
 
 /* r2_mgr_i.h. */

@@ -277,3 +277,101 @@ int r2_rec_fs_decode(const void *buf, size_t len, struct xt_fs_info *f)
     }
     return 0;
 }
+
+/* ---- ring-1 change -------------------------------------------------------- */
+
+void r2_rec_ring1_clear(struct r2_rec_ring1 *r)
+{
+    xt_free(r->ent);
+    memset(r, 0, sizeof *r);
+}
+
+/* What both directions check: the phase and its flags, and entries that
+ * are listed for a reason, by strictly increasing id. */
+static bool ring1_valid(const struct r2_rec_ring1 *r)
+{
+    if (r->phase < XT_RING1_STABLE || r->phase > XT_RING1_DONE || r->n > R2_REC_RING1_MAX ||
+        (r->n && !r->ent) || (r->walk && r->phase != XT_RING1_MOVING))
+        return false;
+    bool stable = r->phase == XT_RING1_STABLE;
+    if (stable ? (r->from_version != r->to_version || r->started_ns != 0)
+               : r->to_version <= r->from_version)
+        return false;
+    for (size_t i = 0; i < r->n; i++) {
+        const struct r2_rec_ring1_ent *e = &r->ent[i];
+        bool role_ok = e->role == XT_RING1_OUT || e->role == XT_RING1_JOINING ||
+                       e->role == XT_RING1_DRAINED;
+        if (e->id == 0 || (i && e->id <= r->ent[i - 1].id) || !role_ok ||
+            (e->role == XT_RING1_DRAINED && e->leaving) ||
+            (e->role == XT_RING1_OUT && !e->leaving) ||
+            (stable && e->role != XT_RING1_DRAINED))
+            return false;
+    }
+    return true;
+}
+
+int r2_rec_ring1_encode(const struct r2_rec_ring1 *r, void **buf, size_t *len)
+{
+    if (!ring1_valid(r))
+        return -EINVAL;
+    size_t n = R2_REC_RING1_HDR + 8 * r->n + R2_REC_CSUM;
+    uint8_t *p = xt_calloc(1, n);
+    if (!p)
+        return -ENOMEM;
+    p[0] = R2_REC_FORMAT;
+    p[1] = (uint8_t)r->phase;
+    p[2] = r->walk ? 1 : 0;
+    xt_put_u32(p + 4, (uint32_t)r->n);
+    xt_put_u64(p + 8, r->seq);
+    xt_put_u64(p + 16, r->from_version);
+    xt_put_u64(p + 24, r->to_version);
+    xt_put_u64(p + 32, r->started_ns);
+    for (size_t i = 0; i < r->n; i++) {
+        uint8_t *q = p + R2_REC_RING1_HDR + 8 * i;
+        xt_put_u32(q, r->ent[i].id);
+        q[4] = (uint8_t)r->ent[i].role;
+        q[5] = r->ent[i].leaving ? 1 : 0;
+    }
+    xt_put_u64(p + n - R2_REC_CSUM, csum(p, n - R2_REC_CSUM));
+    *buf = p;
+    *len = n;
+    return 0;
+}
+
+int r2_rec_ring1_decode(const void *buf, size_t len, struct r2_rec_ring1 *r)
+{
+    const uint8_t *p = buf;
+    memset(r, 0, sizeof *r);
+    if (len < R2_REC_RING1_HDR + R2_REC_CSUM || !csum_ok(p, len) || p[0] != R2_REC_FORMAT ||
+        p[2] > 1 || p[3] != 0)
+        return -EBADMSG;
+    uint32_t n = xt_get_u32(p + 4);
+    if (n > R2_REC_RING1_MAX || len != R2_REC_RING1_HDR + 8 * (size_t)n + R2_REC_CSUM)
+        return -EBADMSG;
+    r->phase = p[1];
+    r->walk = p[2] & 1;
+    r->seq = xt_get_u64(p + 8);
+    r->from_version = xt_get_u64(p + 16);
+    r->to_version = xt_get_u64(p + 24);
+    r->started_ns = xt_get_u64(p + 32);
+    if (n) {
+        r->ent = xt_calloc(n, sizeof *r->ent);
+        if (!r->ent)
+            return -ENOMEM;
+        r->n = n;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *q = p + R2_REC_RING1_HDR + 8 * i;
+        if (q[5] > 1 || q[6] || q[7]) {
+            r2_rec_ring1_clear(r);
+            return -EBADMSG;
+        }
+        r->ent[i] = (struct r2_rec_ring1_ent){ .id = xt_get_u32(q), .role = q[4],
+                                               .leaving = q[5] };
+    }
+    if (!ring1_valid(r)) {
+        r2_rec_ring1_clear(r);
+        return -EBADMSG;
+    }
+    return 0;
+}

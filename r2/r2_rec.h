@@ -13,6 +13,10 @@
  *   /r2/sites/<id>      one site (decimal id), persistent
  *   /r2/fs/<fsid>       one file-system instance (decimal fsid)
  *   /r2/rings/<n>       ring n (0: MDS, 1: MDSL), the xt_ring encoding
+ *   /r2/rings/1p        the previous ring 1 while a ring-1 change is MOVING
+ *                       (absent otherwise), the xt_ring encoding
+ *   /r2/ring1           the ring-1 change state (below; absent: STABLE,
+ *                       nothing joining, leaving or drained)
  *   /r2/ids/sites       id counters (r2_store_alloc_id; never reused)
  *   /r2/ids/fsids
  *   /r2/ids/uuid_ranges counter of uuid ranges: range k is
@@ -62,6 +66,23 @@
  *   46  n    name, then b backend bytes, p path bytes, m bitmap bytes
  *   end 8    checksum: xt_hash_bytes(all preceding bytes, R2_REC_SEED)
  *
+ * Ring-1 change record (/r2/ring1; docs/mdsl-scale.md "R2 and pomctl"):
+ *   off size field
+ *   0   1    format (1)
+ *   1   1    phase (enum xt_ring1_phase)
+ *   2   1    flags: bit 0 walk (MOVING acked by every MDS of ring 0)
+ *   3   1    reserved 0
+ *   4   4    entry count n (0..R2_REC_RING1_MAX)
+ *   8   8    seq (grows at every phase change)
+ *   16  8    ring-1 version before the change
+ *   24  8    ring-1 version after it (equal when STABLE)
+ *   32  8    started, wall clock ns (0 when STABLE)
+ *   40  8*n  entries by increasing site id: id (4), role (1: JOINING or
+ *            DRAINED, else OUT), leaving (1: 0/1), reserved 0 (2). Only
+ *            MDSL that are JOINING, leaving or DRAINED are listed: IN and
+ *            OUT follow from ring 1 itself.
+ *   end 8    checksum: xt_hash_bytes(all preceding bytes, R2_REC_SEED)
+ *
  * Decoders never read outside [buf, buf+len) and reject (-EBADMSG) any
  * record whose lengths, checksum, enums or text do not check out.
  */
@@ -78,6 +99,8 @@
 #define R2_KEY_SITES       "/r2/sites"
 #define R2_KEY_FS          "/r2/fs"
 #define R2_KEY_RINGS       "/r2/rings"
+#define R2_KEY_RING1_PREV  "/r2/rings/1p"
+#define R2_KEY_RING1       "/r2/ring1"
 #define R2_KEY_ID_SITES    "/r2/ids/sites"
 #define R2_KEY_ID_FSIDS    "/r2/ids/fsids"
 #define R2_KEY_ID_UUIDS    "/r2/ids/uuid_ranges"
@@ -90,6 +113,8 @@
 #define R2_REC_SITE_HDR    36
 #define R2_REC_FS_HDR      46
 #define R2_REC_CSUM        8
+#define R2_REC_RING1_HDR   40
+#define R2_REC_RING1_MAX   4096
 /* Bound on a stored root bitmap: records stay under R2_STORE_VALUE_MAX. */
 #define R2_REC_BITMAP_MAX  (512u << 10)
 
@@ -118,6 +143,29 @@ int r2_rec_fs_encode(const struct xt_fs_info *f, void **buf, size_t *len);
 /* Fills *f; f->root_bitmap is a fresh buffer (or NULL) that the caller
  * frees with xt_free. Returns 0, -EBADMSG or -ENOMEM. */
 int r2_rec_fs_decode(const void *buf, size_t len, struct xt_fs_info *f);
+
+/* One listed MDSL of the ring-1 record. */
+struct r2_rec_ring1_ent {
+    uint32_t id;
+    int role;      /* XT_RING1_JOINING, XT_RING1_DRAINED or XT_RING1_OUT */
+    bool leaving;  /* never with DRAINED */
+};
+
+struct r2_rec_ring1 {
+    int phase;     /* enum xt_ring1_phase */
+    bool walk;
+    uint64_t seq, from_version, to_version, started_ns;
+    struct r2_rec_ring1_ent *ent; /* xt_malloc'd, by increasing id; NULL when n is 0 */
+    size_t n;
+};
+
+/* Encodes r (checked as the decoder checks it) into a fresh *buf (caller
+ * xt_frees). Returns 0, -EINVAL or -ENOMEM. */
+int r2_rec_ring1_encode(const struct r2_rec_ring1 *r, void **buf, size_t *len);
+/* Fills *r; r->ent is a fresh array (free with r2_rec_ring1_clear).
+ * Returns 0, -EBADMSG or -ENOMEM. */
+int r2_rec_ring1_decode(const void *buf, size_t len, struct r2_rec_ring1 *r);
+void r2_rec_ring1_clear(struct r2_rec_ring1 *r);
 
 /* Key of a record into key[R2_KEY_LEN]: "/r2/sites/<id>", ... */
 void r2_rec_site_key(char *key, uint32_t id);

@@ -36,8 +36,8 @@ static int h_register(void *ctx, const xt_rpc_ctx *rc, int type, const char *add
 }
 
 static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t view_version,
-                       double load, const struct xt_fs_counter *c, size_t n, bool *has_view,
-                       struct xt_view *view)
+                       double load, const struct xt_fs_counter *c, size_t n,
+                       const struct xt_r2_hb_ring1 *r1, bool *has_view, struct xt_view *view)
 {
     (void)rc;
     *has_view = false;
@@ -47,7 +47,10 @@ static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64
     for (size_t i = 0; i < n; i++)
         if (c[i].fsid == 0 || c[i].files > INT64_MAX || c[i].bytes > INT64_MAX)
             return -EINVAL;
-    return r2_mgr_heartbeat(ctx, site_id, view_version, load, c, n, has_view, view);
+    if (r1 && (r1->acked > INT64_MAX || r1->walked_v > INT64_MAX || r1->walked_w > INT64_MAX ||
+               r1->misplaced > INT64_MAX || r1->prepared > INT64_MAX))
+        return -EINVAL;
+    return r2_mgr_heartbeat(ctx, site_id, view_version, load, c, n, r1, has_view, view);
 }
 
 static int h_get_view(void *ctx, const xt_rpc_ctx *rc, uint64_t since, bool *has_view,

@@ -390,6 +390,33 @@ struct FsInfo {
 const i32 VIEW_SITES = 1
 const i32 VIEW_RINGS = 2
 const i32 VIEW_FS    = 4
+/* Ring-1 change state (docs/mdsl-scale.md "R2 and pomctl"); part of the
+ * rings section. Not extra RingInfo entries: today's MDS take every
+ * RingInfo of ring 1 as the current ring. */
+struct Ring1Site {
+  1: i32 id,
+  2: i8 role = 0,                  // MDSL: 0 OUT, 1 JOINING, 2 IN, 3 DRAINED
+  3: bool leaving = false,
+  4: bool losing = false,
+  5: bool reports = false,         // its heartbeats carry the ring-1 fields
+  6: i64 acked = 0,
+  7: i64 walked_ring1 = 0,
+  8: i64 walked_ring0 = 0,
+  9: bool has_counts = false,
+  10: i64 misplaced = 0,
+  11: i64 prepared = 0,
+}
+struct Ring1State {
+  1: i8 phase = 0,                 // 0 STABLE, 1 PREPARE, 2 MOVING, 3 DONE
+  2: i64 seq = 0,                  // grows at every phase change; MDS ack it
+  3: bool walk = false,            // MOVING acked by every MDS of ring 0
+  4: i64 from_version = 0,
+  5: i64 to_version = 0,
+  6: i64 started_ns = 0,
+  7: optional RingInfo prev_ring,  // MOVING
+  8: optional RingInfo next_ring,  // PREPARE
+  9: list<Ring1Site> sites,
+}
 struct View {
   1: i64 version,
   2: i32 sections = 0,             // VIEW_* bits present in this reply
@@ -398,6 +425,7 @@ struct View {
   5: list<FsInfo> fs,
   6: string leader = "",           // address of the leading R2
   7: string store = "",            // "embedded" or "zookeeper"
+  8: optional Ring1State ring1,    // with the rings section
 }
 struct RegisterReq {
   1: ReqHeader hdr,
@@ -423,6 +451,15 @@ struct HeartbeatReq {
   3: i64 view_version,
   4: double load = 0,
   5: list<FsCounter> counters,
+  // Ring-1 fields (docs/mdsl-scale.md 10); a site that sends none keeps
+  // ring 1 frozen. MDS: the ring-1 seq installed, the last full walk.
+  // MDSL: slices its index holds that the current ring places elsewhere,
+  // and prepared transactions, from its last index pass.
+  6: optional i64 ring1_acked,
+  7: optional i64 walked_ring1,
+  8: optional i64 walked_ring0,
+  9: optional i64 misplaced,
+  10: optional i64 prepared,
 }
 struct ViewResp {
   1: i32 status = 0,

@@ -282,10 +282,12 @@ static int r2_register(void *, const xt_rpc_ctx *, int, const char *addr, uint64
 }
 
 static int r2_heartbeat(void *, const xt_rpc_ctx *, uint32_t, uint64_t version, double,
-                        const struct xt_fs_counter *c, size_t n, bool *has_view,
-                        struct xt_view *view)
+                        const struct xt_fs_counter *c, size_t n,
+                        const struct xt_r2_hb_ring1 *r1, bool *has_view, struct xt_view *view)
 {
     touch(c, n * sizeof *c);
+    if (r1)
+        touch(r1, sizeof *r1);
     *has_view = version & 1;
     if (*has_view)
         fill_view(view, "127.0.0.1:1");

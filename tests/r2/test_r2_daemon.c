@@ -608,6 +608,32 @@ static void test_embedded(void **state)
     assert_int_equal(xt_r2_heartbeat(r.pool, NULL, ida, 0, -1.0, NULL, 0, &has, &d), -EINVAL);
     assert_int_equal(xt_r2_site_remove(r.pool, NULL, 0), -EINVAL);
 
+    /* The ring-1 heartbeat fields cross the wire, are kept, and come back
+     * in the view's ring-1 state; negative values are refused. */
+    uint32_t r1id = 0;
+    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_MDSL, "127.0.0.1:7", 0, 0, NULL,
+                                    &r1id, NULL),
+                     0);
+    struct xt_r2_hb_ring1 f1 = { .has_counts = true, .misplaced = 5, .prepared = 2 };
+    assert_int_equal(xt_r2_heartbeat_r1(r.pool, NULL, r1id, 0, 0, NULL, 0, &f1, &has, &d), 0);
+    xt_view_free(&d);
+    assert_int_equal(get_full(r.pool, &d), 0);
+    assert_non_null(d.ring1);
+    bool seen = false;
+    for (size_t i = 0; i < d.ring1->nsites; i++)
+        if (d.ring1->sites[i].id == r1id) {
+            seen = true;
+            assert_true(d.ring1->sites[i].reports && d.ring1->sites[i].has_counts);
+            assert_int_equal(d.ring1->sites[i].misplaced, 5);
+            assert_int_equal(d.ring1->sites[i].prepared, 2);
+        }
+    assert_true(seen);
+    xt_view_free(&d);
+    f1.misplaced = UINT64_MAX;
+    assert_int_equal(xt_r2_heartbeat_r1(r.pool, NULL, r1id, 0, 0, NULL, 0, &f1, &has, &d),
+                     -EINVAL);
+    assert_int_equal(xt_r2_site_remove(r.pool, NULL, r1id), 0);
+
     /* Malformed frames: R2 stays up and answers. */
     assert_int_equal(pom_send_garbage(r.port, 7, 200, "register_site"), 0);
     assert_true(pom_proc_alive(r.pid));

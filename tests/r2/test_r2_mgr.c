@@ -248,9 +248,9 @@ static void test_states(void **state)
     in_ring(f->m, 0, c, &ring0);
     for (int step = 1; step <= 8; step++) {
         g_clock += 50 * MS;
-        assert_int_equal(r2_mgr_heartbeat(f->m, b, 0, 0.5, NULL, 0, &has, &v), 0);
+        assert_int_equal(r2_mgr_heartbeat(f->m, b, 0, 0.5, NULL, 0, NULL, &has, &v), 0);
         xt_view_free(&v);
-        assert_int_equal(r2_mgr_heartbeat(f->m, c, 0, 0.5, NULL, 0, &has, &v), 0);
+        assert_int_equal(r2_mgr_heartbeat(f->m, c, 0, 0.5, NULL, 0, NULL, &has, &v), 0);
         xt_view_free(&v);
         r2_mgr_tick(f->m);
         int st = state_of(f->m, a);
@@ -272,13 +272,13 @@ static void test_states(void **state)
     assert_int_equal(state_of(f->m, b), XT_SITE_UP);
 
     /* A heartbeat brings a back: UP, ring 1 unchanged; d rejoins ring 0. */
-    assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, NULL, &has, &v), 0);
     assert_true(has);
     xt_view_free(&v);
     assert_int_equal(state_of(f->m, a), XT_SITE_UP);
     assert_true(in_ring(f->m, 1, a, &v1));
     assert_int_equal(v1, ring1);
-    assert_int_equal(r2_mgr_heartbeat(f->m, d, 0, 0, NULL, 0, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, d, 0, 0, NULL, 0, NULL, &has, &v), 0);
     xt_view_free(&v);
     assert_true(in_ring(f->m, 0, d, NULL));
 
@@ -319,7 +319,7 @@ static void test_states(void **state)
     g_clock += 1000 * MS;
     r2_mgr_tick(f->m);
     assert_int_equal(state_of(f->m, e), XT_SITE_FAILED);
-    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, NULL, &has, &v), 0);
     xt_view_free(&v);
     assert_int_equal(state_of(f->m, e), XT_SITE_UP);
     assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:31", 1, e, NULL, &again, NULL),
@@ -338,7 +338,7 @@ static void test_states(void **state)
     /* Remove: gone; its heartbeats get -ENOENT. */
     assert_int_equal(r2_mgr_site_remove(f->m, e), 0);
     assert_int_equal(state_of(f->m, e), 0);
-    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, &has, &v), -ENOENT);
+    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, NULL, &has, &v), -ENOENT);
     assert_int_equal(r2_mgr_site_remove(f->m, e), -ENOENT);
     /* MDS sites drain and leave ring 0 as before. */
     assert_int_equal(r2_mgr_site_drain(f->m, d), 0);
@@ -492,7 +492,7 @@ static void ring1_history(struct fixture *f, int *refused_out, int *kept_out_out
             g_clock += (uint64_t)(rand() % 200) * MS;
             for (size_t k = 0; k < n; k++)
                 if (!silent[k]) {
-                    int rc = r2_mgr_heartbeat(f->m, ids[k], 0, 0, NULL, 0, &has, &v);
+                    int rc = r2_mgr_heartbeat(f->m, ids[k], 0, 0, NULL, 0, NULL, &has, &v);
                     assert_true(rc == 0 || rc == -ENOENT);
                     if (rc == 0)
                         xt_view_free(&v);
@@ -597,7 +597,7 @@ static void test_deltas(void **state)
     xt_view_free(&v);
     /* Heartbeats with nothing new change nothing. */
     struct xt_fs_counter ctr = { .fsid = 1, .files = 5, .bytes = 50 };
-    assert_int_equal(r2_mgr_heartbeat(f->m, id, cur, 1.0, &ctr, 1, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, id, cur, 1.0, &ctr, 1, NULL, &has, &v), 0);
     assert_false(has);
     struct xt_fs_info *fs;
     size_t n;
@@ -609,7 +609,7 @@ static void test_deltas(void **state)
     g_clock += 6000 * MS;
     uint32_t all[3] = { c0, c1, id };
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(r2_mgr_heartbeat(f->m, all[i], cur, 1.0, &ctr, i == 2, &has, &v), 0);
+        assert_int_equal(r2_mgr_heartbeat(f->m, all[i], cur, 1.0, &ctr, i == 2, NULL, &has, &v), 0);
         assert_false(has);
     }
     r2_mgr_tick(f->m);
@@ -652,7 +652,7 @@ static void test_leadership(void **state)
     r2_mgr_leader_cb(f->m, false);
     bool has;
     struct xt_view v;
-    assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, &has, &v), -EREMOTE);
+    assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, NULL, &has, &v), -EREMOTE);
     assert_int_equal(r2_mgr_fs_list(f->m, NULL, &fs, &n), -EREMOTE);
     assert_int_equal(r2_mgr_get_view(f->m, 0, &has, &v), 0);
     assert_int_equal(v.nfs, 2);

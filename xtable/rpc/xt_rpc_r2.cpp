@@ -38,6 +38,78 @@ const char *xt_site_state_name(int state)
     }
 }
 
+const char *xt_ring1_phase_name(int phase)
+{
+    switch (phase) {
+    case XT_RING1_STABLE: return "stable";
+    case XT_RING1_PREPARE: return "prepare";
+    case XT_RING1_MOVING: return "moving";
+    case XT_RING1_DONE: return "done";
+    default: return "?";
+    }
+}
+
+const char *xt_ring1_role_name(int role)
+{
+    switch (role) {
+    case XT_RING1_OUT: return "out";
+    case XT_RING1_JOINING: return "joining";
+    case XT_RING1_IN: return "in";
+    case XT_RING1_DRAINED: return "drained";
+    default: return "?";
+    }
+}
+
+void xt_view_ring1_free(struct xt_view_ring1 *r)
+{
+    if (!r)
+        return;
+    xt_free(r->prev.data);
+    xt_free(r->next.data);
+    xt_free(r->sites);
+    xt_free(r);
+}
+
+static int blob_dup(const struct xt_ring_blob &s, struct xt_ring_blob &d)
+{
+    d = s;
+    d.data = NULL;
+    if (!s.data)
+        return 0;
+    d.data = xt_malloc(s.len ? s.len : 1);
+    if (!d.data)
+        return -ENOMEM;
+    memcpy(d.data, s.data, s.len);
+    return 0;
+}
+
+int xt_view_ring1_dup(const struct xt_view_ring1 *src, struct xt_view_ring1 **dst)
+{
+    *dst = NULL;
+    if (!src)
+        return 0;
+    struct xt_view_ring1 *r =
+        static_cast<struct xt_view_ring1 *>(xt_calloc(1, sizeof(struct xt_view_ring1)));
+    if (!r)
+        return -ENOMEM;
+    *r = *src;
+    r->prev.data = r->next.data = NULL;
+    r->sites = NULL;
+    if (src->nsites) {
+        r->sites = static_cast<struct xt_ring1_site *>(
+            xt_malloc(src->nsites * sizeof(struct xt_ring1_site)));
+        if (r->sites)
+            memcpy(r->sites, src->sites, src->nsites * sizeof(struct xt_ring1_site));
+    }
+    if ((src->nsites && !r->sites) || blob_dup(src->prev, r->prev) < 0 ||
+        blob_dup(src->next, r->next) < 0) {
+        xt_view_ring1_free(r);
+        return -ENOMEM;
+    }
+    *dst = r;
+    return 0;
+}
+
 void xt_fs_info_free_array(struct xt_fs_info *fs, size_t n)
 {
     if (!fs)
@@ -56,6 +128,7 @@ void xt_view_free(struct xt_view *v)
         xt_free(v->rings[i].data);
     xt_free(v->rings);
     xt_fs_info_free_array(v->fs, v->nfs);
+    xt_view_ring1_free(v->ring1);
     memset(v, 0, sizeof *v);
 }
 
@@ -175,6 +248,106 @@ static int fs_array_from_thrift(const std::vector<FsInfo> &v, struct xt_fs_info 
     return 0;
 }
 
+static void blob_to_thrift(const struct xt_ring_blob &c, RingInfo &t)
+{
+    t.ring = (int32_t)c.ring;
+    t.version = (int64_t)c.version;
+    t.encoded.assign(static_cast<const char *>(c.data), c.len);
+}
+
+static int blob_from_thrift(const RingInfo &t, struct xt_ring_blob &b)
+{
+    b.ring = (uint32_t)t.ring;
+    b.version = (uint64_t)t.version;
+    b.len = (uint32_t)t.encoded.size();
+    b.data = xt_malloc(b.len ? b.len : 1);
+    if (!b.data)
+        return -ENOMEM;
+    memcpy(b.data, t.encoded.data(), b.len);
+    return 0;
+}
+
+static void ring1_to_thrift(const struct xt_view_ring1 &c, Ring1State &t)
+{
+    t.phase = (int8_t)c.phase;
+    t.seq = (int64_t)c.seq;
+    t.walk = c.walk;
+    t.from_version = (int64_t)c.from_version;
+    t.to_version = (int64_t)c.to_version;
+    t.started_ns = (int64_t)c.started_ns;
+    if (c.prev.data) {
+        blob_to_thrift(c.prev, t.prev_ring);
+        t.__isset.prev_ring = true;
+    }
+    if (c.next.data) {
+        blob_to_thrift(c.next, t.next_ring);
+        t.__isset.next_ring = true;
+    }
+    t.sites.resize(c.nsites);
+    for (size_t i = 0; i < c.nsites; i++) {
+        const struct xt_ring1_site &s = c.sites[i];
+        Ring1Site &o = t.sites[i];
+        o.id = (int32_t)s.id;
+        o.role = (int8_t)s.role;
+        o.leaving = s.leaving;
+        o.losing = s.losing;
+        o.reports = s.reports;
+        o.acked = (int64_t)s.acked;
+        o.walked_ring1 = (int64_t)s.walked_v;
+        o.walked_ring0 = (int64_t)s.walked_w;
+        o.has_counts = s.has_counts;
+        o.misplaced = (int64_t)s.misplaced;
+        o.prepared = (int64_t)s.prepared;
+    }
+}
+
+static int ring1_from_thrift(const Ring1State &t, struct xt_view_ring1 **out)
+{
+    struct xt_view_ring1 *c =
+        static_cast<struct xt_view_ring1 *>(xt_calloc(1, sizeof(struct xt_view_ring1)));
+    if (!c)
+        return -ENOMEM;
+    c->phase = t.phase;
+    c->seq = (uint64_t)t.seq;
+    c->walk = t.walk;
+    c->from_version = (uint64_t)t.from_version;
+    c->to_version = (uint64_t)t.to_version;
+    c->started_ns = (uint64_t)t.started_ns;
+    int rc = 0;
+    if (t.__isset.prev_ring)
+        rc = blob_from_thrift(t.prev_ring, c->prev);
+    if (!rc && t.__isset.next_ring)
+        rc = blob_from_thrift(t.next_ring, c->next);
+    if (!rc && !t.sites.empty()) {
+        c->sites = static_cast<struct xt_ring1_site *>(
+            xt_calloc(t.sites.size(), sizeof(struct xt_ring1_site)));
+        if (!c->sites)
+            rc = -ENOMEM;
+        for (size_t i = 0; !rc && i < t.sites.size(); i++) {
+            const Ring1Site &o = t.sites[i];
+            struct xt_ring1_site &s = c->sites[i];
+            s.id = (uint32_t)o.id;
+            s.role = o.role;
+            s.leaving = o.leaving;
+            s.losing = o.losing;
+            s.reports = o.reports;
+            s.acked = (uint64_t)o.acked;
+            s.walked_v = (uint64_t)o.walked_ring1;
+            s.walked_w = (uint64_t)o.walked_ring0;
+            s.has_counts = o.has_counts;
+            s.misplaced = (uint64_t)o.misplaced;
+            s.prepared = (uint64_t)o.prepared;
+            c->nsites++;
+        }
+    }
+    if (rc) {
+        xt_view_ring1_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
 static void view_to_thrift(const struct xt_view &c, View &t)
 {
     t.version = (int64_t)c.version;
@@ -183,10 +356,11 @@ static void view_to_thrift(const struct xt_view &c, View &t)
     for (size_t i = 0; i < c.nsites; i++)
         site_to_thrift(c.sites[i], t.sites[i]);
     t.rings.resize(c.nrings);
-    for (size_t i = 0; i < c.nrings; i++) {
-        t.rings[i].ring = (int32_t)c.rings[i].ring;
-        t.rings[i].version = (int64_t)c.rings[i].version;
-        t.rings[i].encoded.assign(static_cast<const char *>(c.rings[i].data), c.rings[i].len);
+    for (size_t i = 0; i < c.nrings; i++)
+        blob_to_thrift(c.rings[i], t.rings[i]);
+    if (c.ring1) {
+        ring1_to_thrift(*c.ring1, t.ring1);
+        t.__isset.ring1 = true;
     }
     t.fs.resize(c.nfs);
     for (size_t i = 0; i < c.nfs; i++)
@@ -216,19 +390,13 @@ static int view_from_thrift(const View &t, struct xt_view &c)
         if (!c.rings)
             rc = -ENOMEM;
         for (size_t i = 0; !rc && i < t.rings.size(); i++) {
-            struct xt_ring_blob &b = c.rings[i];
-            b.ring = (uint32_t)t.rings[i].ring;
-            b.version = (uint64_t)t.rings[i].version;
-            b.len = (uint32_t)t.rings[i].encoded.size();
-            b.data = xt_malloc(b.len);
-            if (!b.data) {
-                rc = -ENOMEM;
-                break;
-            }
-            memcpy(b.data, t.rings[i].encoded.data(), b.len);
-            c.nrings++;
+            rc = blob_from_thrift(t.rings[i], c.rings[i]);
+            if (!rc)
+                c.nrings++;
         }
     }
+    if (!rc && t.__isset.ring1)
+        rc = ring1_from_thrift(t.ring1, &c.ring1);
     if (!rc)
         rc = fs_array_from_thrift(t.fs, &c.fs, &c.nfs);
     if (rc)
@@ -283,6 +451,14 @@ int xt_r2_heartbeat(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                     uint64_t view_version, double load, const struct xt_fs_counter *c,
                     size_t n, bool *has_view, struct xt_view *view)
 {
+    return xt_r2_heartbeat_r1(p, call, site_id, view_version, load, c, n, NULL, has_view, view);
+}
+
+int xt_r2_heartbeat_r1(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
+                       uint64_t view_version, double load, const struct xt_fs_counter *c,
+                       size_t n, const struct xt_r2_hb_ring1 *r1, bool *has_view,
+                       struct xt_view *view)
+{
     *has_view = false;
     memset(view, 0, sizeof *view);
     R2_CALL(heartbeat, HeartbeatReq, ViewResp,
@@ -295,6 +471,16 @@ int xt_r2_heartbeat(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                     req.counters[i].fsid = (int32_t)c[i].fsid;
                     req.counters[i].files = (int64_t)c[i].files;
                     req.counters[i].bytes = (int64_t)c[i].bytes;
+                }
+                if (r1 && r1->has_acked)
+                    req.__set_ring1_acked((int64_t)r1->acked);
+                if (r1 && r1->has_walked) {
+                    req.__set_walked_ring1((int64_t)r1->walked_v);
+                    req.__set_walked_ring0((int64_t)r1->walked_w);
+                }
+                if (r1 && r1->has_counts) {
+                    req.__set_misplaced((int64_t)r1->misplaced);
+                    req.__set_prepared((int64_t)r1->prepared);
                 }
             },
             {
@@ -440,11 +626,24 @@ public:
         for (size_t i = 0; i < c.size(); i++)
             c[i] = { (uint32_t)req.counters[i].fsid, (uint64_t)req.counters[i].files,
                      (uint64_t)req.counters[i].bytes };
+        /* Negative counts and versions are refused by the handler: they
+         * arrive as huge unsigned values. */
+        struct xt_r2_hb_ring1 r1;
+        memset(&r1, 0, sizeof r1);
+        r1.has_acked = req.__isset.ring1_acked;
+        r1.acked = (uint64_t)req.ring1_acked;
+        r1.has_walked = req.__isset.walked_ring1 && req.__isset.walked_ring0;
+        r1.walked_v = (uint64_t)req.walked_ring1;
+        r1.walked_w = (uint64_t)req.walked_ring0;
+        r1.has_counts = req.__isset.misplaced && req.__isset.prepared;
+        r1.misplaced = (uint64_t)req.misplaced;
+        r1.prepared = (uint64_t)req.prepared;
+        bool any = r1.has_acked || r1.has_walked || r1.has_counts;
         reply_view(resp, [&](bool *has, struct xt_view *v) {
             return ops_->heartbeat
                        ? ops_->heartbeat(ctx_, &rc, (uint32_t)req.site_id,
                                          (uint64_t)req.view_version, req.load, c.data(),
-                                         c.size(), has, v)
+                                         c.size(), any ? &r1 : NULL, has, v)
                        : -ENOSYS;
         });
     }

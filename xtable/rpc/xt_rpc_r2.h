@@ -67,6 +67,58 @@ struct xt_ring_blob {
     uint32_t len;
 };
 
+/* Ring-1 change (docs/mdsl-scale.md "R2 and pomctl"): one at a time,
+ * STABLE -> PREPARE (next ring published; MDS add its MDSL as commit
+ * participants and ack) -> MOVING (current = next, previous kept; MDS ack,
+ * then walk once `walk` is set) -> DONE (previous dropped, leavers DRAINED)
+ * -> STABLE. `seq` grows at every phase change: it is what an MDS acks. */
+enum xt_ring1_phase { XT_RING1_STABLE = 0, XT_RING1_PREPARE = 1, XT_RING1_MOVING = 2,
+                      XT_RING1_DONE = 3 };
+/* Role of an MDSL in ring 1 (liveness stays in the site state). */
+enum xt_ring1_role { XT_RING1_OUT = 0, XT_RING1_JOINING = 1, XT_RING1_IN = 2,
+                     XT_RING1_DRAINED = 3 };
+const char *xt_ring1_phase_name(int phase); /* "stable", ... or "?" */
+const char *xt_ring1_role_name(int role);   /* "out", ... or "?" */
+
+/* One MDS or MDSL as the ring-1 state sees it: an MDSL's role, and what
+ * the site last reported in its heartbeats (leader's memory only). */
+struct xt_ring1_site {
+    uint32_t id;
+    int role;                  /* MDSL: enum xt_ring1_role; MDS: XT_RING1_OUT */
+    bool leaving;              /* MDSL leaving ring 1 in the running change */
+    bool losing;               /* MDSL whose slices must move away (it reports misplaced) */
+    bool reports;              /* heartbeats carry the ring-1 fields */
+    uint64_t acked;            /* MDS: the ring-1 seq it installed */
+    uint64_t walked_v, walked_w; /* MDS: last full walk (ring-1 v, ring-0 w); 0: none */
+    bool has_counts;           /* MDSL: misplaced/prepared below are reported */
+    uint64_t misplaced, prepared;
+};
+
+struct xt_view_ring1 {
+    int phase;                 /* enum xt_ring1_phase */
+    uint64_t seq;
+    bool walk;                 /* MOVING acked by every MDS of ring 0: walk now */
+    uint64_t from_version;     /* ring-1 version before the change (= to when STABLE) */
+    uint64_t to_version;       /* ring-1 version after it */
+    uint64_t started_ns;       /* wall clock the change started; 0 when STABLE */
+    struct xt_ring_blob prev;  /* MOVING: the previous ring 1 (data NULL otherwise) */
+    struct xt_ring_blob next;  /* PREPARE: the next ring 1 (data NULL otherwise) */
+    struct xt_ring1_site *sites; /* xt_malloc'd: every MDS and MDSL, by id */
+    size_t nsites;
+};
+/* Deep copy (*dst freed by the caller with xt_view_ring1_free); 0 or -ENOMEM. */
+int xt_view_ring1_dup(const struct xt_view_ring1 *src, struct xt_view_ring1 **dst);
+void xt_view_ring1_free(struct xt_view_ring1 *r);
+
+/* Optional ring-1 fields of a heartbeat (NULL: the site sends none, as
+ * every site did before ring-1 changes). */
+struct xt_r2_hb_ring1 {
+    bool has_acked, has_walked, has_counts;
+    uint64_t acked;              /* MDS: ring-1 seq installed */
+    uint64_t walked_v, walked_w; /* MDS: last full walk that found nothing to move */
+    uint64_t misplaced, prepared; /* MDSL: from its last index pass */
+};
+
 struct xt_view {
     uint64_t version;
     int sections;              /* XT_VIEW_* present */
@@ -76,6 +128,7 @@ struct xt_view {
     struct xt_fs_info *fs;
     char leader[XT_ADDR_MAX];
     char store[16];
+    struct xt_view_ring1 *ring1; /* with XT_VIEW_RINGS from an R2 that has it; else NULL */
 };
 /* Frees what the view owns and zeroes it. */
 void xt_view_free(struct xt_view *v);
@@ -96,6 +149,11 @@ int xt_r2_register(xt_rpc_pool *p, const xt_rpc_call *call, int type, const char
 int xt_r2_heartbeat(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                     uint64_t view_version, double load, const struct xt_fs_counter *c,
                     size_t n, bool *has_view, struct xt_view *view);
+/* The same with the ring-1 fields (r1 may be NULL: none sent). */
+int xt_r2_heartbeat_r1(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
+                       uint64_t view_version, double load, const struct xt_fs_counter *c,
+                       size_t n, const struct xt_r2_hb_ring1 *r1, bool *has_view,
+                       struct xt_view *view);
 int xt_r2_get_view(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t since,
                    bool *has_view, struct xt_view *view);
 /* out may be NULL. */
@@ -120,9 +178,10 @@ struct xt_r2_ops {
     int (*register_site)(void *ctx, const xt_rpc_ctx *rc, int type, const char *addr,
                          uint64_t capacity, uint32_t prev_id, const char *fs_name,
                          uint32_t *site_id, struct xt_view *view);
+    /* r1: the request's ring-1 fields, NULL when it carries none. */
     int (*heartbeat)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t view_version,
-                     double load, const struct xt_fs_counter *c, size_t n, bool *has_view,
-                     struct xt_view *view);
+                     double load, const struct xt_fs_counter *c, size_t n,
+                     const struct xt_r2_hb_ring1 *r1, bool *has_view, struct xt_view *view);
     int (*get_view)(void *ctx, const xt_rpc_ctx *rc, uint64_t since, bool *has_view,
                     struct xt_view *view);
     int (*fs_create)(void *ctx, const xt_rpc_ctx *rc, const char *name, const char *backend,
