@@ -36,8 +36,9 @@
  *      home first, then the others; before starting the next transaction it
  *      resolves the current one at every participant (commit or abort
  *      acknowledged), so at most one txid of this MDS is ever in doubt.
- *  (4) Recovery (mds_group_open): the home participant's decision record
- *      names the last committed txid L. Every prepared txid of this MDS is
+ *  (4) Recovery (mds_group_open): the newest decision record of this MDS
+ *      at any participant (the home's, unless it moved: invariant 9) names
+ *      the last committed txid L. Every prepared txid of this MDS is
  *      committed if <= L, aborted if > L (by (3) only L itself can still be
  *      prepared among those <= L). This is correct for a SIGKILL at any
  *      point: before home's commit nothing is committed anywhere and

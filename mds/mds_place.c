@@ -89,11 +89,3 @@ uint32_t mds_place_current(mds_place *p, uint32_t fsid, uint64_t table, uint32_t
     pthread_rwlock_unlock(&p->lk);
     return s;
 }
-
-uint64_t mds_place_version(mds_place *p)
-{
-    pthread_rwlock_rdlock(&p->lk);
-    uint64_t v = p->version;
-    pthread_rwlock_unlock(&p->lk);
-    return v;
-}

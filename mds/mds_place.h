@@ -51,7 +51,6 @@ uint64_t mds_place_locate(mds_place *p, uint32_t fsid, uint64_t table, uint32_t 
                           uint32_t *cur, uint32_t *prev);
 /* The current site only (what a commit writes to). */
 uint32_t mds_place_current(mds_place *p, uint32_t fsid, uint64_t table, uint32_t slice);
-uint64_t mds_place_version(mds_place *p);
 
 #ifdef __cplusplus
 }

@@ -199,16 +199,16 @@ static int row_state(struct env *v, uint64_t table, const char *name, uint64_t i
     return ok ? 1 : -1;
 }
 
-/* The mover's pass (decision 7, minus the index walk): every cached slice
- * the current placement puts elsewhere moves with the next commit. Returns
- * how many were marked; syncs their group. */
-static unsigned move_pass(struct env *v)
+/* The mover's marking (decision 7, minus the index walk): every cached
+ * slice the current placement puts elsewhere moves with the next commit.
+ * Returns how many were marked; *last: the newest group to sync on. */
+static unsigned mark_moves(struct env *v, uint64_t *last)
 {
     struct mds_key *keys;
     size_t n;
     assert_int_equal(mds_cache_keys(v->c, &keys, &n), 0);
     unsigned marked = 0;
-    uint64_t last = 0;
+    *last = 0;
     for (size_t i = 0; i < n; i++) {
         mds_cent *e;
         if (mds_cache_peek(v->c, &keys[i], &e) < 0)
@@ -218,10 +218,18 @@ static unsigned move_pass(struct env *v)
         mds_cache_put(v->c, e);
         if (gen) {
             marked++;
-            last = gen > last ? gen : last;
+            *last = gen > *last ? gen : *last;
         }
     }
     xt_free(keys);
+    return marked;
+}
+
+/* A pass of the mover: mark, then wait for the commit. */
+static unsigned move_pass(struct env *v)
+{
+    uint64_t last;
+    unsigned marked = mark_moves(v, &last);
     if (last)
         assert_int_equal(mds_group_sync(v->g, last, 10000), 0);
     return marked;
@@ -441,15 +449,21 @@ enum { NTAB = 12, NWRITER = 4, TAB0 = 300 };
 struct writer {
     struct env *v;
     unsigned id;
-    unsigned n;        /* rows to create */
-    atomic_uint done;  /* created so far */
+    atomic_bool *stop;
+    atomic_uint done;  /* rows created: names 0 .. done-1 */
+    atomic_bool finished;
 };
 
+/* Creates rows until told to stop (so every ring change happens while all
+ * writers write), paced (a pass of the mover takes a few commits) and
+ * bounded. */
 static void *writer_main(void *arg)
 {
     struct writer *w = arg;
     char name[64];
-    for (unsigned k = 0; k < w->n; k++) {
+    for (unsigned k = 0; !atomic_load(w->stop) && k < 6000; k++) {
+        if (k % 8 == 7)
+            tu_sleep_ms(1);
         row_name(name, "r", w->id, k);
         uint64_t gen;
         int rc = put_row(w->v, TAB0 + k % NTAB, name, (uint64_t)w->id << 32 | k, &gen);
@@ -457,37 +471,27 @@ static void *writer_main(void *arg)
             fail_msg("create %s: %d", name, rc);
         atomic_store(&w->done, k + 1);
     }
+    atomic_store(&w->finished, true);
     return NULL;
 }
 
-static unsigned scaled(unsigned n)
+/* Wait until every writer created `more` rows since the last call. */
+static void wait_progress(struct writer *w, unsigned more)
 {
-    const char *e = getenv("POM_TEST_SCALE");
-    double s = e ? atof(e) : 1.0;
-    if (s <= 0 || s > 1)
-        s = 1.0;
-    unsigned r = (unsigned)(n * s);
-    return r < 50 ? 50 : r;
-}
-
-/* Wait until the writers created `frac` of their rows (or finished). */
-static void wait_progress(struct writer *w, double frac)
-{
-    for (;;) {
-        bool ok = true;
-        for (unsigned i = 0; i < NWRITER; i++)
-            ok &= atomic_load(&w[i].done) >= (unsigned)(w[i].n * frac);
-        if (ok)
-            return;
-        tu_sleep_ms(1);
-    }
+    unsigned want[NWRITER];
+    for (unsigned i = 0; i < NWRITER; i++)
+        want[i] = atomic_load(&w[i].done) + more;
+    for (unsigned i = 0; i < NWRITER; i++)
+        while (atomic_load(&w[i].done) < want[i] && !atomic_load(&w[i].finished))
+            tu_sleep_ms(1);
 }
 
 static void change_and_move(struct env *v, const struct pmap *to)
 {
     mds_place_change(v->place, locate_map, (void *)to);
     unsigned marked = move_pass(v);
-    fprintf(stderr, "ring 1 -> mask %#x: %u slices marked\n", to->mask, marked);
+    fprintf(stderr, "ring 1 -> mask %#x: %u slices marked (%llu moves so far)\n", to->mask,
+            marked, (unsigned long long)mds_stats_counter(v->stats, MDS_CTR_MOVES));
     mds_place_finish(v->place);
 }
 
@@ -501,19 +505,23 @@ static void test_change_while_creating(void **state)
         assert_int_equal(mds_table_mktable(v.t, 1, TAB0 + t, NULL), 0);
     struct writer w[NWRITER];
     pthread_t th[NWRITER];
+    atomic_bool stop = false;
     for (unsigned i = 0; i < NWRITER; i++) {
-        w[i] = (struct writer){ .v = &v, .id = i, .n = scaled(900) };
+        w[i] = (struct writer){ .v = &v, .id = i, .stop = &stop };
         atomic_init(&w[i].done, 0);
+        atomic_init(&w[i].finished, false);
         assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
     }
     /* R2 names C a participant before any placement names it (decision 5). */
-    wait_progress(w, 0.2);
+    wait_progress(w, 150);
     assert_int_equal(mds_group_add_participant(v.g, SC), 0);
     change_and_move(&v, &P_ABC);
-    wait_progress(w, 0.45);
+    wait_progress(w, 150);
     change_and_move(&v, &P_AB);
-    wait_progress(w, 0.7);
+    wait_progress(w, 150);
     change_and_move(&v, &P_BC); /* A drains */
+    wait_progress(w, 150);
+    atomic_store(&stop, true);
     for (unsigned i = 0; i < NWRITER; i++)
         pthread_join(th[i], NULL);
     /* Slices made or loaded during the last pass may have been missed. */
@@ -532,11 +540,13 @@ static void test_change_while_creating(void **state)
     env_crash(&v);
     env_start(&v, &P_BC, NULL, parts_abc, 3);
     char name[64];
+    unsigned rows = 0;
     for (unsigned i = 0; i < NWRITER; i++)
-        for (unsigned k = 0; k < w[i].n; k++) {
+        for (unsigned k = 0; k < atomic_load(&w[i].done); k++, rows++) {
             row_name(name, "r", i, k);
             assert_int_equal(row_state(&v, TAB0 + k % NTAB, name, (uint64_t)i << 32 | k), 1);
         }
+    fprintf(stderr, "%u rows found after the restart\n", rows);
     assert_nothing_prepared(v.mem);
     env_fini(&v);
 }
@@ -592,22 +602,8 @@ static uint64_t start_moving_group(struct env *v, unsigned *marked)
 {
     assert_int_equal(mds_group_add_participant(v->g, SC), 0);
     mds_place_change(v->place, locate_map, (void *)&P_ABC);
-    struct mds_key *keys;
-    size_t n;
-    assert_int_equal(mds_cache_keys(v->c, &keys, &n), 0);
-    uint64_t last = 0;
-    *marked = 0;
-    for (size_t i = 0; i < n; i++) {
-        mds_cent *e;
-        if (mds_cache_peek(v->c, &keys[i], &e) < 0)
-            continue;
-        uint64_t gen;
-        assert_int_equal(mds_group_move(v->g, e, &gen), 0);
-        mds_cache_put(v->c, e);
-        *marked += gen != 0;
-        last = gen > last ? gen : last;
-    }
-    xt_free(keys);
+    uint64_t last;
+    *marked = mark_moves(v, &last);
     char name[64];
     for (unsigned k = 0; k < GROUP_ROWS; k++) {
         row_name(name, "g", 0, k);
