@@ -27,7 +27,16 @@ int mds_place_new(mds_locate_fn fn, void *arg, mds_place **out)
     mds_place *p = xt_calloc(1, sizeof *p);
     if (!p)
         return -ENOMEM;
-    int rc = -pthread_rwlock_init(&p->lk, NULL);
+    /* Loads and commits read all the time: without writer preference a
+     * change could wait behind an endless overlap of readers. No reader
+     * takes the lock twice, so the non-recursive kind is safe. */
+    pthread_rwlockattr_t at;
+    pthread_rwlockattr_init(&at);
+#ifdef __GLIBC__
+    pthread_rwlockattr_setkind_np(&at, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+    int rc = -pthread_rwlock_init(&p->lk, &at);
+    pthread_rwlockattr_destroy(&at);
     if (rc < 0) {
         xt_free(p);
         return rc;
