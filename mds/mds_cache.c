@@ -69,7 +69,7 @@ static struct stripe *stripe_of(mds_cache *c, uint64_t h)
 int mds_cache_new(const struct mds_cache_opts *o, mds_cache **out)
 {
     *out = NULL;
-    if (!o || !o->store || !o->locate)
+    if (!o || !o->store || !o->place)
         return -EINVAL;
     mds_cache *c = xt_calloc(1, sizeof *c);
     if (!c)
@@ -213,21 +213,44 @@ void mds_cache_resize(mds_cache *c, mds_cent *e)
     measure(c, e);
 }
 
+/* Load k's records from the first place that holds a live copy (invariant
+ * 7): current placement, then the previous one. *site: where. */
+static int load_placed(mds_cache *c, const struct mds_key *k, struct mds_load *ld,
+                       uint32_t *site)
+{
+    uint32_t at[2];
+    mds_place_locate(c->o.place, k->fsid, k->table, k->slice, &at[0], &at[1]);
+    bool moved = false;
+    int rc = -ENOENT;
+    for (int i = 0; i < (at[1] == at[0] ? 1 : 2); i++) {
+        rc = mds_store_load(c->o.store, at[i], k->fsid, k->table, k->slice, ld);
+        if (rc == 0) {
+            *site = at[i];
+            return 0;
+        }
+        if (rc != -ENOENT && rc != -ESTALE)
+            return rc; /* unknown: the live copy may be there */
+        moved |= rc == -ESTALE;
+    }
+    if (moved) /* between a move's two COMMITs, or our view is behind */
+        mds_stats_add(c->o.stats, MDS_CTR_MOVED_WAITS, 1);
+    return moved ? -EAGAIN : -ENOENT;
+}
+
 /* Build the slice of k from its stored records (no lock held): *out, the
- * last record's version, the image and delta bytes. Asks before_load first
- * (invariant 6). */
+ * last record's version, the image and delta bytes, the site holding them.
+ * Asks before_load first (invariant 6). */
 static int read_slice(mds_cache *c, const struct mds_key *k, xt_slice **out, uint64_t *version,
-                      size_t *image_bytes, size_t *delta_bytes, bool *fenced)
+                      size_t *image_bytes, size_t *delta_bytes, uint32_t *site, bool *fenced)
 {
     *out = NULL;
     *fenced = false;
     int rc = c->o.before_load ? c->o.before_load(c->o.before_load_arg, k, fenced) : 0;
     if (rc < 0)
         return rc;
-    uint32_t site = c->o.locate(c->o.locate_arg, k->fsid, k->table, k->slice);
     struct mds_load ld;
     uint64_t t0 = xt_mono_ns();
-    rc = mds_store_load(c->o.store, site, k->fsid, k->table, k->slice, &ld);
+    rc = load_placed(c, k, &ld, site);
     if (rc < 0) {
         mds_stats_record(c->o.stats, MDS_OP_LOAD, xt_mono_ns() - t0, rc);
         return rc;
@@ -279,25 +302,26 @@ static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
     atomic_store(&e->ring_ver, mds_cache_stamp(c));
     bool fenced;
     int rc = read_slice(c, k, &e->slice, &e->cm.version, &e->cm.image_bytes,
-                        &e->cm.delta_bytes, &fenced);
+                        &e->cm.delta_bytes, &e->cm.site, &fenced);
     if (rc < 0)
         return rc;
     if (fenced) {
         e->cm.version += MDS_CACHE_FENCE_GAP;
         e->cm.force_image = true;
     }
-    XT_DBG("cache: fs %u table %llu slice %u loaded at v%llu (ring v%llu%s)", k->fsid,
-           (unsigned long long)k->table, k->slice, (unsigned long long)e->cm.version,
+    XT_DBG("cache: fs %u table %llu slice %u loaded from site %u at v%llu (ring v%llu%s)",
+           k->fsid, (unsigned long long)k->table, k->slice, e->cm.site,
+           (unsigned long long)e->cm.version,
            (unsigned long long)atomic_load(&e->ring_ver), fenced ? ", fenced" : "");
     measure(c, e);
     return 0;
 }
 
 int mds_cache_reread(mds_cache *c, const struct mds_key *k, xt_slice **out, uint64_t *version,
-                     bool *fenced)
+                     uint32_t *site, bool *fenced)
 {
     size_t ib, db;
-    int rc = read_slice(c, k, out, version, &ib, &db, fenced);
+    int rc = read_slice(c, k, out, version, &ib, &db, site, fenced);
     if (rc < 0)
         *version = 0; /* (a delta that failed may have set it) */
     return rc;
@@ -456,6 +480,7 @@ int mds_cache_add(mds_cache *c, const struct mds_key *k, xt_slice *sl, mds_cent 
     e->ref = 1;
     e->state = CENT_READY;
     e->slice = sl;
+    e->cm.site = MDS_SITE_NONE;
     e->ring_ver = mds_cache_stamp(c);
     pthread_mutex_lock(&s->mu);
     int rc = stripe_find(s, k, h) ? -EEXIST : stripe_insert(c, s, e);

@@ -34,6 +34,11 @@
  *      land) starts the slice's versions MDS_CACHE_FENCE_GAP higher and
  *      makes its next record an image: the MDSL then ignores every record
  *      of the earlier holder (mdsl_apply.c rules 1 and 2).
+ *  (7) Ring 1 may change (docs/mdsl-scale.md decision 3): a load tries the
+ *      current placement, then the previous one, and takes the first live
+ *      copy; the entry remembers where (cm.site). No live copy but a MOVED
+ *      tombstone (-ESTALE) answers -EAGAIN (a move in flight, or this MDS's
+ *      view is behind); nothing at either place answers -ENOENT.
  *
  * Lock order: stripe mutex -> LRU mutex. A slice lock is never taken under
  * either, and no lock is held across a store call.
@@ -45,6 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mds_place.h"
 #include "mds_stats.h"
 #include "mds_store.h"
 #include "xt_slice.h"
@@ -59,10 +65,16 @@ struct mds_key {
     uint64_t table;
 };
 
+/* cm.site of a slice with no record stored anywhere yet (a new table's
+ * first slice, a split child): its first record goes to the current
+ * placement and leaves no tombstone. */
+#define MDS_SITE_NONE UINT32_MAX
+
 /* Commit-group bookkeeping of one cached slice. Owned by mds_group; lives in
  * the entry so that it goes with the slice. Every field is protected by the
  * slice's write lock (xt_slice_wrlock). Set at load: version, image_bytes,
- * delta_bytes; everything else starts at 0. */
+ * delta_bytes, site; mds_cache_add sets site to MDS_SITE_NONE; everything
+ * else starts at 0. */
 struct mds_cent_commit {
     uint64_t dirty_gen;   /* last group whose dirty list holds the entry */
     uint64_t durable_gen; /* changes stamped <= this are durable: the delta base */
@@ -72,14 +84,16 @@ struct mds_cent_commit {
     size_t delta_bytes;   /* durable delta bytes since that image */
     bool force_image;     /* next record must be an image */
     bool snap_image;      /* snap is an image (else a delta) */
+    uint32_t site;        /* MDSL holding the slice's records (invariant 7) */
+    uint32_t snap_site;   /* where snap goes; != site: snap is a move image
+                             and site gets the MOVED tombstone */
     uint8_t *snap;        /* pending record bytes (xt_free), NULL: none/empty */
     size_t snap_len;
 };
 
 struct mds_cache_opts {
     const mds_store *store;     /* borrowed; outlives the cache */
-    mds_locate_fn locate;       /* where each slice lives */
-    void *locate_arg;
+    mds_place *place;           /* borrowed: where slices live (invariant 7) */
     size_t mem_bound;           /* accounted bytes; 0: unbounded */
     unsigned stripes;           /* 0: 64 */
     mds_stats *stats;           /* borrowed, may be NULL */
@@ -106,7 +120,7 @@ struct mds_cache_opts {
 typedef struct mds_cache mds_cache;
 typedef struct mds_cent mds_cent;
 
-/* *out: free with mds_cache_free. -EINVAL (no store/locate), -ENOMEM. */
+/* *out: free with mds_cache_free. -EINVAL (no store/place), -ENOMEM. */
 int mds_cache_new(const struct mds_cache_opts *o, mds_cache **out);
 /* Frees every entry and its slice, pinned or not (a crash drops the MDS
  * state this way in the tests). REQUIRES: no other thread uses the cache. */
@@ -114,6 +128,7 @@ void mds_cache_free(mds_cache *c);
 
 /* Pin the entry of k, loading it (image + deltas) when absent. On 0, *out
  * is pinned until mds_cache_put. -ENOENT (nothing stored for the slice),
+ * -EAGAIN (only a MOVED tombstone found: invariant 7),
  * -EBADMSG (a record does not decode or apply), the store's error, -ENOMEM.
  * May block on I/O and on another thread's load of the same key. */
 int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out);
@@ -126,13 +141,14 @@ int mds_cache_find(mds_cache *c, const struct mds_key *k, mds_cent **out);
  * no order: *keys is a new array (xt_free; NULL when *n is 0). -ENOMEM. */
 int mds_cache_keys(mds_cache *c, struct mds_key **keys, size_t *n);
 /* Read k's stored records again, without touching the cache: *out gets the
- * slice they build (xt_slice_free) and *version the last record's version
- * (0 and -ENOENT when nothing is stored). Calls before_load first, so
+ * slice they build (xt_slice_free), *version the last record's version
+ * (0 and -ENOENT when nothing is stored) and *site where they were found
+ * (invariant 7; unchanged on error). Calls before_load first, so
  * *fenced tells whether the caller must start its versions above the gap.
  * For an entry that stays pinned while its role changes (a table's meta
  * slice whose home moved here). */
 int mds_cache_reread(mds_cache *c, const struct mds_key *k, xt_slice **out, uint64_t *version,
-                     bool *fenced);
+                     uint32_t *site, bool *fenced);
 /* Insert a slice that exists only in memory (a new table's first slice, a
  * split's child). Takes ownership of s on 0 (and on error frees nothing).
  * On 0 *out is pinned. -EEXIST when the key is present (or loading). */

@@ -8,58 +8,26 @@
  * cv_done. Locks: a slice's write lock may be held when taking g->mu
  * (touch), never the reverse; the committer holds no lock across a store
  * call, and takes each slice lock alone.
+ *
+ * Ring-1 moves (docs/mdsl-scale.md decisions 1, 4): a slice's record goes
+ * to cm.snap_site, the current placement read when its snapshot is taken
+ * (under its write lock), so a placement change after that cannot split an
+ * image from its tombstone. When snap_site differs from cm.site (where its
+ * records are) the record is an image and cm.site gets a MOVED tombstone at
+ * the same version in the same transaction; after the commit cm.site =
+ * snap_site. Recovery, settling and the participants: mds_group_recover.c.
  */
-#include "mds_group.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
+#include "mds_group_i.h"
 #include "xt_common.h"
-#include "xt_hash.h"
 
 #define DEFAULT_INTERVAL_MS 5000u
 #define DEFAULT_DIRTY_BOUND ((size_t)64 << 20)
 #define DEFAULT_RETRY_MS    20u
 #define STORAGE_ERR_TRIES   5u   /* attempts in a row before syncers hear of it */
 #define FLUSH_TIMEOUT_MS    10000u
-
-struct dlist {
-    mds_cent **v;
-    size_t n, cap;
-    size_t resv; /* slots promised to writers between reserve and append */
-};
-
-struct mds_group {
-    struct mds_group_opts o;
-    uint32_t *parts;             /* participants, home included (immutable) */
-    size_t nparts;
-
-    _Atomic uint64_t open_gen;   /* written by the committer under mu */
-    _Atomic uint64_t inflight[2]; /* writers per generation parity */
-    _Atomic size_t dirty_bytes;  /* noted by writers since the last close */
-    _Atomic bool stop;
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv_commit;    /* committer: kicks, syncs, stop (mu) */
-    pthread_cond_t cv_done;      /* syncers: committed_gen moved (mu) */
-    struct dlist list[2];        /* dirty lists by gen parity (mu) */
-    uint64_t committed_gen;      /* (mu) */
-    uint64_t want_gen;           /* close up to this early (mu) */
-    bool kicked;                 /* (mu) */
-    uint64_t commits, aborts, empty, syncs; /* (mu) */
-    int storage_err;             /* last storage error of a commit, 0 after a commit (mu) */
-    uint64_t storage_errs;       /* how many commit attempts met one (mu) */
-    unsigned storage_streak;     /* attempts in a row that met one, 0 after a commit (mu) */
-
-    /* Owned by the committer thread (or open() before it starts); the
-     * copies in info are read under mu. */
-    uint32_t epoch, seq;
-    uint64_t last_txid;          /* (mu for readers) */
-    pthread_t thr;
-    bool thr_started;
-};
 
 /* ---- small helpers ---------------------------------------------------- */
 
@@ -116,30 +84,6 @@ static void sleep_us(unsigned us)
     nanosleep(&ts, NULL);
 }
 
-static void decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64_t txid)
-{
-    xt_put_u32(b + 0, MDS_DECISION_MAGIC);
-    xt_put_u16(b + 4, 1);
-    xt_put_u16(b + 6, 0);
-    xt_put_u32(b + 8, site);
-    xt_put_u32(b + 12, epoch);
-    xt_put_u64(b + 16, txid);
-    xt_put_u64(b + 24, xt_hash_bytes(b, 24, MDS_DECISION_SEED));
-}
-
-static int decision_decode(const uint8_t *b, size_t len, uint32_t site, uint32_t *epoch,
-                           uint64_t *txid)
-{
-    if (len != MDS_DECISION_SIZE || xt_get_u32(b) != MDS_DECISION_MAGIC ||
-        xt_get_u16(b + 4) != 1 || xt_get_u16(b + 6) != 0 ||
-        xt_get_u64(b + 24) != xt_hash_bytes(b, 24, MDS_DECISION_SEED) ||
-        xt_get_u32(b + 8) != site)
-        return -EBADMSG;
-    *epoch = xt_get_u32(b + 12);
-    *txid = xt_get_u64(b + 16);
-    return 0;
-}
-
 /* ---- snapshots (invariant 2) ------------------------------------------ */
 
 static int first_change(void *arg, const xt_slice_entry *e)
@@ -149,14 +93,45 @@ static int first_change(void *arg, const xt_slice_entry *e)
     return 1;
 }
 
+/* May group gen turn one more delta snapshot into a move image? Counts it
+ * when so (decision 4's budget). */
+static bool move_budget(mds_group *g, uint64_t gen)
+{
+    pthread_mutex_lock(&g->mu);
+    if (g->move_gen != gen) {
+        g->move_gen = gen;
+        g->move_slices = 0;
+        g->move_bytes = 0;
+    }
+    bool ok = g->move_slices < MDS_GROUP_MOVE_SLICES && g->move_bytes < MDS_GROUP_MOVE_BYTES;
+    if (ok)
+        g->move_slices++;
+    pthread_mutex_unlock(&g->mu);
+    return ok;
+}
+
+static void move_budget_bytes(mds_group *g, uint64_t gen, size_t len)
+{
+    pthread_mutex_lock(&g->mu);
+    if (g->move_gen == gen)
+        g->move_bytes += len;
+    pthread_mutex_unlock(&g->mu);
+}
+
 /* Take e's record for group gen: the changes since durable_gen as a delta,
- * or an image when one is due. REQUIRES: e's slice write-locked; no
- * snapshot pending. On -ENOMEM nothing changed. */
+ * or an image when one is due, and where it goes (snap_site: the current
+ * placement when the slice moves now, else cm.site). REQUIRES: e's slice
+ * write-locked; no snapshot pending. On -ENOMEM nothing changed. */
 static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
 {
     struct mds_cent_commit *cm = mds_cent_commit(e);
     xt_slice *s = mds_cent_slice(e);
+    const struct mds_key *k = mds_cent_key(e);
+    uint32_t to = mds_place_current(g->o.place, k->fsid, k->table, k->slice);
+    if (cm->site == MDS_SITE_NONE)
+        cm->site = to; /* nothing stored yet: a new slice starts at current */
     bool image = cm->force_image || xt_slice_needs_image(s) || cm->image_bytes == 0;
+    bool budgeted = false; /* a delta turned into a move image */
     uint8_t *buf = NULL;
     size_t len = 0;
     int rc;
@@ -167,6 +142,10 @@ static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
             cm->snapped_gen = gen; /* nothing to write */
             return 0;
         }
+        if (to != cm->site && move_budget(g, gen))
+            image = budgeted = true;
+    }
+    if (!image) {
         if ((rc = xt_slice_encode_delta(s, cm->durable_gen, &buf, &len)) < 0)
             return rc;
         double ratio = g->o.image_ratio > 0 ? g->o.image_ratio : 0.5;
@@ -181,10 +160,14 @@ static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
             return rc;
         xt_slice_clear_needs_image(s);
         cm->force_image = false;
+        if (budgeted)
+            move_budget_bytes(g, gen, len);
     }
     cm->snap = buf;
     cm->snap_len = len;
     cm->snap_image = image;
+    /* A delta stays where the image it applies to is; an image may move. */
+    cm->snap_site = image ? to : cm->site;
     cm->snapped_gen = gen;
     mds_cache_resize(g->o.cache, e);
     return 0;
@@ -253,6 +236,29 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
     pthread_mutex_unlock(&g->mu);
     cm->dirty_gen = want;
     return 0;
+}
+
+int mds_group_move(mds_group *g, mds_cent *e, uint64_t *gen)
+{
+    struct mds_cent_commit *cm = mds_cent_commit(e);
+    const struct mds_key *k = mds_cent_key(e);
+    xt_slice *s = mds_cent_slice(e);
+    uint64_t g0 = mds_group_enter(g), at = g0;
+    int rc = 0;
+    *gen = 0;
+    xt_slice_wrlock(s);
+    uint32_t to = mds_place_current(g->o.place, k->fsid, k->table, k->slice);
+    if (cm->site != MDS_SITE_NONE && cm->site != to) {
+        /* A touch with no row change; the image makes it a move. */
+        rc = mds_group_touch(g, e, &at);
+        if (rc == 0) {
+            cm->force_image = true;
+            *gen = at;
+        }
+    }
+    xt_slice_unlock(s);
+    mds_group_leave(g, g0, 0);
+    return rc;
 }
 
 /* ---- two-phase commit ---------------------------------------------------- */
@@ -517,7 +523,7 @@ static long batch_for(struct batch **b, size_t *nb, uint32_t site)
 static int tx_with_decision(mds_group *g, uint64_t txid, struct batch *b, size_t nb)
 {
     uint8_t dec[MDS_DECISION_SIZE];
-    decision_encode(dec, g->o.site_id, mds_txid_epoch(txid), txid);
+    mds_group_decision_encode(dec, g->o.site_id, mds_txid_epoch(txid), txid);
     struct mds_rec r = {
         .fsid = MDS_COORD_FSID, .table = MDS_COORD_TABLE, .slice = g->o.site_id,
         .version = txid, .full_image = true, .bytes = dec, .len = sizeof dec,
@@ -591,9 +597,19 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 .version = cm->version + 1, .full_image = cm->snap_image,
                 .bytes = cm->snap, .len = cm->snap_len,
             };
-            long bi = batch_for(&b, &nb,
-                                g->o.locate(g->o.locate_arg, k->fsid, k->table, k->slice));
+            long bi = batch_for(&b, &nb, cm->snap_site);
             rc = bi < 0 ? (int)bi : batch_add(&b[bi], &r);
+            if (rc == 0 && cm->snap_site != cm->site) {
+                /* The move's other half: same txid, same version. */
+                static const uint8_t none[1];
+                struct mds_rec t = {
+                    .fsid = k->fsid, .table = k->table, .slice = k->slice,
+                    .version = r.version, .full_image = true, .bytes = none, .len = 0,
+                    .moved = true,
+                };
+                bi = batch_for(&b, &nb, cm->site);
+                rc = bi < 0 ? (int)bi : batch_add(&b[bi], &t);
+            }
             nrec++;
             mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_RECORDS_IMAGE
                                                      : MDS_CTR_RECORDS_DELTA, 1);
@@ -636,6 +652,15 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         bool keep_pin = false;
         xt_slice_wrlock(s);
         if (rc == 0) {
+            if (cm->snapped_gen == gen && cm->snap && cm->snap_site != cm->site) {
+                XT_DBG("group: fs %u table %llu slice %u moved from site %u to %u at v%llu",
+                       mds_cent_key(e)->fsid, (unsigned long long)mds_cent_key(e)->table,
+                       mds_cent_key(e)->slice, cm->site, cm->snap_site,
+                       (unsigned long long)cm->version + 1);
+                mds_stats_add(g->o.stats, MDS_CTR_MOVES, 1);
+                mds_stats_add(g->o.stats, MDS_CTR_MOVE_BYTES, cm->snap_len);
+                cm->site = cm->snap_site;
+            }
             if (cm->snapped_gen == gen && cm->snap) {
                 cm->version++;
                 if (cm->snap_image) {
@@ -649,7 +674,10 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 cm->durable_gen = gen;
             xt_slice_drop_tombstones(s, gen);
         } else {
-            if (cm->snap_image && cm->snapped_gen == gen)
+            /* An image must be retried as one; so must any record after a
+             * participant said the slice's head there is a tombstone (a
+             * delta on it is refused: docs/mdsl-scale.md decision 2). */
+            if (cm->snapped_gen == gen && (cm->snap_image || rc == -ESTALE))
                 cm->force_image = true;
             cm->snapped_gen = 0;
             if (cm->dirty_gen == gen) {
@@ -815,84 +843,7 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
     return rc;
 }
 
-/* ---- recovery and lifetime ------------------------------------------------ */
-
-/* Invariant 4: settle every prepared txid of `site` at every participant
- * by its decision record: committed up to the last txid it names, aborted
- * after. *epoch_out and *last_out: what the record says (0: no record). */
-static int settle(mds_group *g, uint32_t site, uint32_t *epoch_out, uint64_t *last_out)
-{
-    uint32_t epoch = 0;
-    uint64_t last = 0;
-    struct mds_load ld;
-    int rc = mds_store_load(g->o.store, g->o.home_site, MDS_COORD_FSID, MDS_COORD_TABLE, site,
-                            &ld);
-    if (rc == 0) {
-        if (!ld.has_image || ld.ndeltas)
-            rc = -EBADMSG;
-        else
-            rc = decision_decode(ld.image.bytes, ld.image.len, site, &epoch, &last);
-        mds_load_free(&ld);
-        if (rc < 0) {
-            XT_ERR("group: site %u: corrupt decision record at site %u", site,
-                   g->o.home_site);
-            return rc;
-        }
-    } else if (rc != -ENOENT) {
-        return rc;
-    }
-    for (size_t p = 0; p < g->nparts; p++) {
-        uint64_t *tx;
-        size_t n;
-        if ((rc = mds_store_list_prepared(g->o.store, g->parts[p], &tx, &n)) < 0)
-            return rc;
-        for (size_t i = 0; i < n && rc >= 0; i++) {
-            if (mds_txid_site(tx[i]) != site)
-                continue;
-            bool commit = tx[i] <= last;
-            rc = commit ? mds_store_commit(g->o.store, g->parts[p], tx[i])
-                        : mds_store_abort(g->o.store, g->parts[p], tx[i]);
-            XT_INFO("group: recovery %s txid %llx of site %u at site %u: %d",
-                    commit ? "commits" : "aborts", (unsigned long long)tx[i], site,
-                    g->parts[p], rc);
-            if (rc == -ENOENT) /* decided meanwhile or lost: nothing to do */
-                rc = 0;
-            if (rc == -EINVAL) {
-                XT_ERR("group: txid %llx at site %u already went the other way",
-                       (unsigned long long)tx[i], g->parts[p]);
-                rc = 0;
-            }
-            mds_stats_add(g->o.stats, commit ? MDS_CTR_RECOVER_COMMITS
-                                             : MDS_CTR_RECOVER_ABORTS, 1);
-        }
-        xt_free(tx);
-        if (rc < 0)
-            return rc;
-    }
-    *epoch_out = epoch;
-    *last_out = last;
-    return 0;
-}
-
-static int recover(mds_group *g, uint32_t *epoch_out)
-{
-    uint32_t epoch;
-    uint64_t last;
-    int rc = settle(g, g->o.site_id, &epoch, &last);
-    if (rc < 0)
-        return rc;
-    g->last_txid = last;
-    uint32_t le = mds_txid_epoch(last);
-    *epoch_out = epoch > le ? epoch : le;
-    return 0;
-}
-
-int mds_group_settle_site(mds_group *g, uint32_t site)
-{
-    uint32_t epoch;
-    uint64_t last;
-    return site == g->o.site_id ? -EINVAL : settle(g, site, &epoch, &last);
-}
+/* ---- lifetime ------------------------------------------------------------ */
 
 static void group_free(mds_group *g)
 {
@@ -916,14 +867,15 @@ static void group_free(mds_group *g)
 int mds_group_open(const struct mds_group_opts *o, mds_group **out)
 {
     *out = NULL;
-    if (!o || !o->store || !o->cache || !o->locate || o->site_id == 0 ||
+    if (!o || !o->store || !o->cache || !o->place || o->site_id == 0 ||
         o->site_id > MDS_SITE_MAX || (o->nparticipants && !o->participants))
         return -EINVAL;
     mds_group *g = xt_calloc(1, sizeof *g);
     if (!g)
         return -ENOMEM;
     g->o = *o;
-    g->parts = xt_calloc(o->nparticipants + 1, sizeof *g->parts);
+    g->capparts = o->nparticipants + 1;
+    g->parts = xt_calloc(g->capparts, sizeof *g->parts);
     if (!g->parts) {
         xt_free(g);
         return -ENOMEM;
@@ -935,8 +887,8 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     }
     if (!home_in)
         g->parts[g->nparts++] = o->home_site;
-    g->o.participants = g->parts;
-    g->o.nparticipants = g->nparts;
+    g->o.participants = NULL; /* the caller's array: g->parts from here */
+    g->o.nparticipants = 0;
     pthread_mutex_init(&g->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -947,7 +899,7 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     atomic_store(&g->open_gen, 1);
 
     uint32_t epoch;
-    int rc = recover(g, &epoch);
+    int rc = mds_group_recover(g, &epoch);
     if (rc == 0)
         rc = claim_epoch(g, epoch);
     if (rc == 0) {

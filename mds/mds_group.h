@@ -36,8 +36,9 @@
  *      home first, then the others; before starting the next transaction it
  *      resolves the current one at every participant (commit or abort
  *      acknowledged), so at most one txid of this MDS is ever in doubt.
- *  (4) Recovery (mds_group_open): the home participant's decision record
- *      names the last committed txid L. Every prepared txid of this MDS is
+ *  (4) Recovery (mds_group_open): the newest decision record of this MDS
+ *      at any participant (the home's, unless it moved: invariant 9) names
+ *      the last committed txid L. Every prepared txid of this MDS is
  *      committed if <= L, aborted if > L (by (3) only L itself can still be
  *      prepared among those <= L). This is correct for a SIGKILL at any
  *      point: before home's commit nothing is committed anywhere and
@@ -49,6 +50,18 @@
  *      every participant that holds it.
  *  (7) A slice in a dirty list is pinned in the cache (mds_cache.h, (3));
  *      its pin goes when its changes are durable.
+ *  (8) Ring-1 moves (docs/mdsl-scale.md decisions 1, 4, 5): a slice's
+ *      record goes where the current placement put it when its snapshot was
+ *      taken; when that is not where its records are (mds_cent_commit.site),
+ *      the record is a full image there and the old site gets a MOVED
+ *      tombstone, same version, same txid, so the slice is live at exactly
+ *      one site whichever way the transaction goes. A delta snapshot becomes
+ *      such an image only within a per-group budget (8 slices, 4 MiB); the
+ *      rest keep appending deltas where they are until a later group.
+ *  (9) The participants (every MDSL recovery and settling list prepared
+ *      txids at, and read decision records at, taking the highest txid)
+ *      only grow: mds_group_add_participant adds an MDSL before any
+ *      placement names it.
  *
  * Decision record (the image of slice `site` of table MDS_COORD_TABLE of
  * fsid MDS_COORD_FSID at the home participant; version = txid):
@@ -61,6 +74,9 @@
  *   12  4    epoch
  *   16  8    txid: the last committed transaction (this one)
  *   24  8    checksum: xt_hash_bytes(bytes [0, 24), MDS_DECISION_SEED)
+ *
+ * The record is written at the home only; the home does not move yet (a
+ * drained home needs the copy of docs/mdsl-scale.md decision 6, not built).
  */
 #ifndef MDS_GROUP_H
 #define MDS_GROUP_H
@@ -105,12 +121,12 @@ static inline uint32_t mds_txid_epoch(uint64_t t)
 struct mds_group_opts {
     const mds_store *store;      /* borrowed */
     mds_cache *cache;            /* borrowed; the slices being committed */
-    mds_locate_fn locate;        /* MDSL of each slice (same as the cache's) */
-    void *locate_arg;
+    mds_place *place;            /* borrowed: ring 1 (the cache's) */
     uint32_t site_id;            /* this MDS, 1..MDS_SITE_MAX */
     uint32_t home_site;          /* participant keeping the decision record */
     const uint32_t *participants; /* every MDSL that may hold our prepares */
-    size_t nparticipants;        /* (copied; home is added if missing) */
+    size_t nparticipants;        /* (copied; home is added if missing; grows
+                                    by mds_group_add_participant) */
     unsigned commit_interval_ms; /* 0: 5000 */
     size_t dirty_bytes_bound;    /* close early past this; 0: 64 MiB */
     double image_ratio;          /* image when deltas pass this of it; 0: 0.5 */
@@ -140,6 +156,9 @@ void mds_group_close(mds_group *g, bool flush);
  * safe against that MDS's own recovery running at the same time (both
  * decide alike). 0 or the store's error. */
 int mds_group_settle_site(mds_group *g, uint32_t site);
+/* Invariant 9: site becomes a participant (no-op if it is one). Safe from
+ * any thread. 0 or -ENOMEM. */
+int mds_group_add_participant(mds_group *g, uint32_t site);
 
 /* ---- writers ----------------------------------------------------------- */
 
@@ -152,6 +171,12 @@ uint64_t mds_group_enter(mds_group *g);
  * no one else can see yet (a split's child) is touched the same way.
  * 0 or -ENOMEM (nothing changed: the caller must not modify the slice). */
 int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen);
+/* Move e to its current placement with the next commit (invariant 8; what
+ * the background mover does for each misplaced slice it owns): a touch
+ * with no row change and an image forced. REQUIRES: e pinned, not
+ * write-locked by the caller. *gen: the group to sync on, 0 when e is
+ * already where the current placement puts it. 0 or -ENOMEM. */
+int mds_group_move(mds_group *g, mds_cent *e, uint64_t *gen);
 /* Leave the group entered with g0; `bytes` roughly measures what changed
  * (for the dirty-bytes bound; 0 if nothing). */
 void mds_group_leave(mds_group *g, uint64_t g0, size_t bytes);

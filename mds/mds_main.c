@@ -368,6 +368,7 @@ int main(int argc, char **argv)
     mds_stats *stats = mds_stats_new();
     mds_cache *cache = NULL;
     mds_group *group = NULL;
+    mds_place *place = NULL;
     mds_table *table = NULL;
     xt_rpc_server *srv = NULL;
     r2_agent *agent = NULL;
@@ -441,7 +442,13 @@ int main(int argc, char **argv)
             }
     }
     mds_store store = mds_store_rpc_handle(rpc);
-    struct mds_cache_opts co = { .store = &store, .locate = locate, .locate_arg = ring,
+    /* Ring 1 as fetched once: one placement, no previous (following ring-1
+     * changes is docs/mdsl-scale.md step 3). */
+    if ((rc = mds_place_new(locate, ring, &place))) {
+        XT_ERR("out of memory");
+        goto out;
+    }
+    struct mds_cache_opts co = { .store = &store, .place = place,
                                  .mem_bound = mem_bound, .stats = stats,
                                  .before_load = route ? mds_route_before_load : NULL,
                                  .stamp = route ? mds_route_stamp : NULL,
@@ -450,8 +457,8 @@ int main(int argc, char **argv)
         XT_ERR("cannot create the slice cache: %s", strerror(-rc));
         goto out;
     }
-    struct mds_group_opts go = { .store = &store, .cache = cache, .locate = locate,
-                                 .locate_arg = ring, .site_id = (uint32_t)site_id,
+    struct mds_group_opts go = { .store = &store, .cache = cache, .place = place,
+                                 .site_id = (uint32_t)site_id,
                                  .home_site = sites[0], .participants = sites,
                                  .nparticipants = nmdsl,
                                  .commit_interval_ms = (unsigned)interval, .stats = stats };
@@ -546,6 +553,7 @@ out:
     if (group)
         mds_group_close(group, true);
     mds_cache_free(cache);
+    mds_place_free(place);
     mds_store_rpc_free(rpc);
     mds_stats_free(stats);
     xt_ring_free(ring);

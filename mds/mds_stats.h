@@ -91,6 +91,9 @@ enum mds_ctr {
     MDS_CTR_SLICE_ABSENT,     /* loads of a slice the bitmap names that its
                                  MDSL lacks (-EAGAIN: a split not committed
                                  yet; one that never ends is a lost split) */
+    MDS_CTR_MOVES,            /* ring-1 moves committed (image + tombstone) */
+    MDS_CTR_MOVE_BYTES,       /* image bytes of those moves */
+    MDS_CTR_MOVED_WAITS,      /* loads told -EAGAIN: only a MOVED tombstone */
     MDS_CTR__COUNT
 };
 

@@ -115,8 +115,10 @@ static inline int mds_store_list_prepared(const mds_store *s, uint32_t site,
 /* Frees the blobs of l and zeroes it. NULL or a zeroed l is a no-op. */
 void mds_load_free(struct mds_load *l);
 
-/* Which MDSL site holds (fsid, table, slice): ring 1 in the daemon, a fixed
- * function in tests. Must be stable while the MDS runs. */
+/* Which MDSL site holds (fsid, table, slice) under one placement: ring 1
+ * in the daemon, a fixed function in tests. A given (fn, arg) must answer
+ * alike while in use; ring 1 changes by installing another one
+ * (mds_place.h). Must be quick and must not block. */
 typedef uint32_t (*mds_locate_fn)(void *arg, uint32_t fsid, uint64_t table, uint32_t slice);
 
 #ifdef __cplusplus

@@ -8,6 +8,12 @@
  *  (2) A txid is in at most one of: a site's prepared list, its decided
  *      list. Once decided, the decision never changes.
  *  (3) A severed store (sever == 0) changes nothing and answers -ECONNRESET.
+ *  (4) The MDSL index rules (mdsl_apply.c 1-3) decide what a committed
+ *      record does: an image replaces everything unless a newer image is
+ *      there (equal versions replace); a delta is ignored under an image at
+ *      its version or newer. A MOVED tombstone is an image like any other
+ *      (docs/mdsl-scale.md decision 2): it stays the slice's head until a
+ *      newer image, loads of it answer -ESTALE, deltas on it are refused.
  */
 #include "mds_store_mem.h"
 
@@ -24,6 +30,7 @@ struct mslice {
     uint64_t table;
     uint64_t version; /* of the last committed record */
     bool has_image;
+    bool moved;       /* the head image is a MOVED tombstone (image empty) */
     struct mds_blob image;
     struct mds_blob *deltas;
     size_t nd;
@@ -228,10 +235,14 @@ static int gate(mds_store_mem *m, struct msite *s, unsigned op, int *late_err)
     return f->err;
 }
 
-/* Apply one committed record (invariant 1). Takes ownership of r->bytes on 0. */
+/* Apply one committed record (invariants 1, 4). Takes ownership of r->bytes
+ * on 0 unless the record is ignored (then they stay with r). */
 static int apply_rec(struct msite *s, struct mds_rec *r)
 {
     struct mslice *sl = slice_find(s, r->fsid, r->table, r->slice);
+    if (sl && sl->has_image &&
+        (r->full_image ? sl->image.version > r->version : sl->image.version >= r->version))
+        return 0; /* under a newer image: the index ignores it */
     if (!sl) {
         sl = xt_calloc(1, sizeof *sl);
         if (!sl)
@@ -252,6 +263,7 @@ static int apply_rec(struct msite *s, struct mds_rec *r)
         sl->nd = 0;
         sl->image = blob;
         sl->has_image = true;
+        sl->moved = r->moved;
     } else {
         struct mds_blob *nd = xt_realloc(sl->deltas, (sl->nd + 1) * sizeof *nd);
         if (!nd)
@@ -289,7 +301,12 @@ static int mem_prepare(void *ctx, uint32_t site, uint64_t txid, const struct mds
     }
     for (size_t i = 0; i < n; i++) {
         struct mslice *sl = slice_find(s, recs[i].fsid, recs[i].table, recs[i].slice);
-        if ((!recs[i].full_image && (!sl || !sl->has_image)) ||
+        if (!recs[i].full_image && sl && sl->moved) {
+            rc = -ESTALE; /* a delta on a MOVED head: the writer must send an image */
+            goto out;
+        }
+        if ((recs[i].moved && (!recs[i].full_image || recs[i].len)) ||
+            (!recs[i].full_image && (!sl || !sl->has_image)) ||
             (sl && recs[i].version <= sl->version) || (recs[i].len && !recs[i].bytes)) {
             XT_WARN("mem store site %u: txid %llx refused: table %llu slice %u version "
                     "%llu (have %llu, %s)", site, (unsigned long long)txid,
@@ -319,7 +336,8 @@ static int mem_prepare(void *ctx, uint32_t site, uint64_t txid, const struct mds
             rc = -ENOMEM;
             goto out;
         }
-        memcpy(b, recs[i].bytes, recs[i].len);
+        if (recs[i].len)
+            memcpy(b, recs[i].bytes, recs[i].len);
         copy[i].bytes = b;
     }
     t->txid = txid;
@@ -435,6 +453,10 @@ static int mem_load(void *ctx, uint32_t site, uint32_t fsid, uint64_t table, uin
         rc = -ENOENT;
         goto out;
     }
+    if (sl->moved) {
+        rc = -ESTALE;
+        goto out;
+    }
     out->has_image = sl->has_image;
     if (sl->has_image && (rc = blob_copy(&out->image, &sl->image)) < 0)
         goto fail;
@@ -531,6 +553,28 @@ void mds_store_mem_crash(mds_store_mem *m, uint32_t site, bool lose_prepared)
     if (s && lose_prepared)
         site_drop_prepared(s);
     pthread_mutex_unlock(&m->mu);
+}
+
+int mds_store_mem_slices(mds_store_mem *m, uint32_t site, struct mds_store_mem_slice **out,
+                         size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = 0;
+    pthread_mutex_lock(&m->mu);
+    struct msite *s = site_get(m, site, false);
+    size_t cnt = s ? (size_t)s->cnt.slices : 0, i = 0;
+    struct mds_store_mem_slice *v = cnt ? xt_calloc(cnt, sizeof *v) : NULL;
+    if (cnt && !v)
+        rc = -ENOMEM;
+    for (unsigned b = 0; v && b < MEM_BUCKETS; b++)
+        for (struct mslice *sl = s->bucket[b]; sl; sl = sl->next)
+            v[i++] = (struct mds_store_mem_slice){ sl->fsid, sl->slice, sl->table,
+                                                   sl->version, sl->moved };
+    pthread_mutex_unlock(&m->mu);
+    *out = v;
+    *n = i;
+    return rc;
 }
 
 void mds_store_mem_counts(mds_store_mem *m, uint32_t site, struct mds_store_mem_counts *out)

@@ -7,7 +7,10 @@
  * and is stricter than a real MDSL where that finds coordinator bugs:
  * prepare refuses (-EINVAL) a record whose version is not above the slice's
  * committed version, a delta of a slice without an image, and a txid that
- * was seen before.
+ * was seen before. Committed records follow the MDSL index rules, MOVED
+ * tombstones included (docs/mdsl-scale.md decision 2): a load of a slice
+ * whose head is a tombstone answers -ESTALE, a prepared delta on one is
+ * refused -ESTALE, a newer image revives the slice.
  *
  * Faults, for the tests:
  *  - mds_store_mem_fail: countdown injection per site and operation (succeed
@@ -71,6 +74,18 @@ struct mds_store_mem_counts {
 };
 /* Counts of one site (zeros for a site never used). */
 void mds_store_mem_counts(mds_store_mem *m, uint32_t site, struct mds_store_mem_counts *out);
+
+/* What a site stores of one slice (the MDSL index's `S` key). */
+struct mds_store_mem_slice {
+    uint32_t fsid, slice;
+    uint64_t table;
+    uint64_t version; /* of the last committed record */
+    bool moved;       /* the head is a MOVED tombstone */
+};
+/* Every slice `site` holds a committed record of, in no order: *out a new
+ * array (xt_free; NULL when *n is 0). -ENOMEM. No fault injection. */
+int mds_store_mem_slices(mds_store_mem *m, uint32_t site, struct mds_store_mem_slice **out,
+                         size_t *n);
 
 #ifdef __cplusplus
 }

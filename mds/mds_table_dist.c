@@ -230,7 +230,8 @@ static int home_take(mds_table *t, struct mtab *m)
     xt_slice *stored = NULL;
     uint64_t version = 0;
     bool fenced = false;
-    int rc = mds_cache_reread(t->o.cache, &mk, &stored, &version, &fenced);
+    uint32_t site = MDS_SITE_NONE;
+    int rc = mds_cache_reread(t->o.cache, &mk, &stored, &version, &site, &fenced);
     if (rc < 0 && rc != -ENOENT)
         return 1;
     xt_bitmap *sbm = NULL;
@@ -253,6 +254,8 @@ static int home_take(mds_table *t, struct mtab *m)
              * so nothing of an earlier term's deltas is needed. */
             cm->version = version + (fenced ? MDS_CACHE_FENCE_GAP : 0);
             cm->force_image = true;
+            if (site != MDS_SITE_NONE) /* the stored copy: a move tombstones it */
+                cm->site = site;
             cm->image_bytes = 0;
             cm->delta_bytes = 0;
             rc = mds_group_touch(t->o.group, m->meta, &g);

@@ -60,12 +60,16 @@ int fuzz_env_start(xt_rpc_server **mds, xt_rpc_server **mdsl)
         return -ENOMEM;
     mds_store_mem_bind(mem, &st);
     mds_cache *c;
-    struct mds_cache_opts co = { .store = &st, .locate = locate, .stats = stats };
-    int rc = mds_cache_new(&co, &c);
+    mds_place *place;
+    int rc = mds_place_new(locate, NULL, &place);
+    if (rc < 0)
+        return rc;
+    struct mds_cache_opts co = { .store = &st, .place = place, .stats = stats };
+    rc = mds_cache_new(&co, &c);
     if (rc < 0)
         return rc;
     struct mds_group_opts go = {
-        .store = &st, .cache = c, .locate = locate, .site_id = 7, .home_site = 1,
+        .store = &st, .cache = c, .place = place, .site_id = 7, .home_site = 1,
         .participants = parts, .nparticipants = 2, .commit_interval_ms = 50,
         .retry_ms = 2, .stats = stats,
     };

@@ -33,13 +33,13 @@ static inline int tenv_start(struct tenv *v)
         mds_store_mem_bind(v->mem, &v->st);
         v->stats = mds_stats_new();
     }
-    struct mds_cache_opts co = { .store = &v->st, .locate = tu_locate2,
+    struct mds_cache_opts co = { .store = &v->st, .place = tu_place2(),
                                  .mem_bound = v->mem_bound, .stats = v->stats };
     int rc = mds_cache_new(&co, &v->c);
     if (rc < 0)
         return rc;
     struct mds_group_opts go = {
-        .store = &v->st, .cache = v->c, .locate = tu_locate2, .site_id = 7,
+        .store = &v->st, .cache = v->c, .place = tu_place2(), .site_id = 7,
         .home_site = 1, .participants = tenv_parts, .nparticipants = 2,
         .commit_interval_ms = v->interval_ms, .dirty_bytes_bound = v->dirty_bound,
         .retry_ms = 2, .stats = v->stats,

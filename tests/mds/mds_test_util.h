@@ -5,6 +5,7 @@
 #ifndef MDS_TEST_UTIL_H
 #define MDS_TEST_UTIL_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mds_place.h"
 #include "mds_store.h"
 #include "xt_common.h"
 #include "xt_hash.h"
@@ -66,6 +68,21 @@ static inline uint32_t tu_locate2(void *arg, uint32_t fsid, uint64_t table, uint
 {
     (void)arg;
     return 1 + (uint32_t)((table + slice + fsid) & 1);
+}
+
+static pthread_once_t tu_place2_once = PTHREAD_ONCE_INIT;
+static mds_place *tu_place2_p;
+static inline void tu_place2_init(void)
+{
+    if (mds_place_new(tu_locate2, NULL, &tu_place2_p) < 0)
+        abort();
+}
+/* tu_locate2 as a placement, one for the process (never changed, never
+ * freed: reachable until exit). */
+static inline mds_place *tu_place2(void)
+{
+    pthread_once(&tu_place2_once, tu_place2_init);
+    return tu_place2_p;
 }
 
 static inline void tu_sleep_ms(unsigned ms)

@@ -26,6 +26,19 @@ static uint32_t locate1(void *arg, uint32_t fsid, uint64_t table, uint32_t slice
     return 1;
 }
 
+static pthread_once_t place1_once = PTHREAD_ONCE_INIT;
+static mds_place *place1_p;
+static void place1_init(void)
+{
+    assert_int_equal(mds_place_new(locate1, NULL, &place1_p), 0);
+}
+/* locate1 as a placement (one for the process, reachable until exit). */
+static mds_place *place1(void)
+{
+    pthread_once(&place1_once, place1_init);
+    return place1_p;
+}
+
 static void row_name(char *buf, uint64_t table, uint32_t i)
 {
     snprintf(buf, 64, "t%llu-row-%u", (unsigned long long)table, i);
@@ -137,7 +150,7 @@ static void test_load_once(void **state)
     struct env v;
     env_init(&v);
     store_slice(&v.st, 7, 300);
-    struct mds_cache_opts o = { .store = &v.st, .locate = locate1, .stats = v.stats };
+    struct mds_cache_opts o = { .store = &v.st, .place = place1(), .stats = v.stats };
     mds_cache *c;
     assert_int_equal(mds_cache_new(&o, &c), 0);
     v.w.load_delay_ms = 50;
@@ -183,7 +196,7 @@ static void test_load_failure_shared_then_retried(void **state)
     struct env v;
     env_init(&v);
     store_slice(&v.st, 9, 10);
-    struct mds_cache_opts o = { .store = &v.st, .locate = locate1 };
+    struct mds_cache_opts o = { .store = &v.st, .place = place1() };
     mds_cache *c;
     assert_int_equal(mds_cache_new(&o, &c), 0);
     mds_store_mem_fail(v.mem, 1, MDS_MEM_LOAD, 0, 1, -EIO, false);
@@ -263,7 +276,7 @@ static void test_eviction_keeps_rows_reachable(void **state)
     for (unsigned t = 0; t < TABLES; t++)
         store_slice(&v.st, 100 + t, ROWS);
     /* Measure one slice to size the bound. */
-    struct mds_cache_opts o = { .store = &v.st, .locate = locate1, .stats = v.stats };
+    struct mds_cache_opts o = { .store = &v.st, .place = place1(), .stats = v.stats };
     mds_cache *c;
     assert_int_equal(mds_cache_new(&o, &c), 0);
     mds_cent *e;
@@ -327,7 +340,7 @@ static void test_add_and_peek(void **state)
     (void)state;
     struct env v;
     env_init(&v);
-    struct mds_cache_opts o = { .store = &v.st, .locate = locate1 };
+    struct mds_cache_opts o = { .store = &v.st, .place = place1() };
     mds_cache *c;
     assert_int_equal(mds_cache_new(&o, &c), 0);
     struct mds_key k = { 2, 5, 77 };
@@ -422,7 +435,7 @@ static void test_fence_and_hook(void **state)
     env_init(&v);
     store_slice(&v.st, 7, 50); /* versions 1 (image) and 2 (delta) */
     struct hook h = { .fence = true };
-    struct mds_cache_opts o = { .store = &v.st, .locate = locate1, .before_load = hook_fn,
+    struct mds_cache_opts o = { .store = &v.st, .place = place1(), .before_load = hook_fn,
                                 .before_load_arg = &h };
     mds_cache *c;
     assert_int_equal(mds_cache_new(&o, &c), 0);
@@ -464,24 +477,26 @@ static void test_fence_and_hook(void **state)
     size_t entries = info.entries;
     xt_slice *s;
     uint64_t ver;
+    uint32_t site = 0;
     bool fenced;
     h.fence = true;
     int calls = atomic_load(&h.calls);
-    assert_int_equal(mds_cache_reread(c, &(struct mds_key){ 1, 0, 9 }, &s, &ver, &fenced), 0);
+    assert_int_equal(mds_cache_reread(c, &(struct mds_key){ 1, 0, 9 }, &s, &ver, &site, &fenced), 0);
     assert_int_equal(atomic_load(&h.calls), calls + 1);
     assert_true(fenced);
     assert_int_equal(ver, 2);
+    assert_int_equal(site, 1);
     assert_int_equal(xt_slice_count(s), 20);
     xt_slice_free(s);
     mds_cache_info(c, &info);
     assert_int_equal(info.entries, entries);
     assert_int_equal(mds_cache_find(c, &(struct mds_key){ 1, 0, 9 }, &e), -ENOENT);
-    assert_int_equal(mds_cache_reread(c, &(struct mds_key){ 1, 0, 99 }, &s, &ver, &fenced),
+    assert_int_equal(mds_cache_reread(c, &(struct mds_key){ 1, 0, 99 }, &s, &ver, &site, &fenced),
                      -ENOENT);
     assert_null(s);
     assert_int_equal(ver, 0);
     h.rc = -EAGAIN;
-    assert_int_equal(mds_cache_reread(c, &(struct mds_key){ 1, 0, 9 }, &s, &ver, &fenced),
+    assert_int_equal(mds_cache_reread(c, &(struct mds_key){ 1, 0, 9 }, &s, &ver, &site, &fenced),
                      -EAGAIN);
     assert_null(s);
     h.rc = 0;
@@ -509,7 +524,7 @@ static void test_find_and_keys(void **state)
     env_init(&v);
     store_slice(&v.st, 40, 10);
     struct hook h = { 0 };
-    struct mds_cache_opts o = { .store = &v.st, .locate = locate1, .before_load = hook_fn,
+    struct mds_cache_opts o = { .store = &v.st, .place = place1(), .before_load = hook_fn,
                                 .before_load_arg = &h };
     mds_cache *c;
     assert_int_equal(mds_cache_new(&o, &c), 0);
@@ -588,7 +603,7 @@ static void test_fence_point(void **state)
         env_init(&v);
         store_slice(&v.st, 7, 20);
         struct hook h = { .fence = fenced };
-        struct mds_cache_opts o = { .store = &v.st, .locate = locate1,
+        struct mds_cache_opts o = { .store = &v.st, .place = place1(),
                                     .before_load = hook_fn, .before_load_arg = &h };
         mds_cache *c;
         assert_int_equal(mds_cache_new(&o, &c), 0);

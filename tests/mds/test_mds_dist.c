@@ -95,9 +95,9 @@ static void mds_start(struct cluster *cl, unsigned k)
     struct mds1 *m = &cl->m[k];
     m->me = k;
     tu_bits_init(&m->bits);
-    struct mds_cache_opts co = { .store = &cl->st, .locate = tu_locate2 };
+    struct mds_cache_opts co = { .store = &cl->st, .place = tu_place2() };
     assert_int_equal(mds_cache_new(&co, &m->c), 0);
-    struct mds_group_opts go = { .store = &cl->st, .cache = m->c, .locate = tu_locate2,
+    struct mds_group_opts go = { .store = &cl->st, .cache = m->c, .place = tu_place2(),
                                  .site_id = 10 + k, .home_site = 1, .participants = parts,
                                  .nparticipants = 2, .commit_interval_ms = 20, .retry_ms = 2 };
     assert_int_equal(mds_group_open(&go, &m->g), 0);

@@ -355,11 +355,11 @@ static void mds_start(struct cluster *cl, unsigned k)
     m->cl = cl;
     tu_bits_init(&m->bits);
     atomic_store(&m->ver, atomic_load(&g_ver));
-    struct mds_cache_opts co = { .store = &cl->st, .locate = tu_locate2,
+    struct mds_cache_opts co = { .store = &cl->st, .place = tu_place2(),
                                  .before_load = g_nohook ? NULL : t_before_load,
                                  .stamp = t_stamp, .before_load_arg = m };
     assert_int_equal(mds_cache_new(&co, &m->c), 0);
-    struct mds_group_opts go = { .store = &cl->st, .cache = m->c, .locate = tu_locate2,
+    struct mds_group_opts go = { .store = &cl->st, .cache = m->c, .place = tu_place2(),
                                  .site_id = 10 + k, .home_site = 1, .participants = parts,
                                  .nparticipants = 2, .commit_interval_ms = 60000,
                                  .retry_ms = 2 };

@@ -1,0 +1,827 @@
+/*
+ * test_mds_ring1.c -- ring 1 (slice -> MDSL) changes under one MDS
+ * (docs/mdsl-scale.md step 2): placement with history, moves inside a
+ * commit group, grown participants, decision records read everywhere. Three
+ * MDSL sites (1 = A, the home; 2 = B; 3 = C) in one mds_store_mem; ring 1
+ * is a seeded rendezvous map over a set of sites (struct pmap), so a change
+ * moves only the slices of the sites that joined or left, as a ring would.
+ * The background mover (decision 7, not built) is stood in for by
+ * move_pass: every cached slice through mds_group_move, then a sync.
+ *
+ * Checked, seeds printed:
+ *   test_mem_tombstone: mds_store_mem's MOVED tombstone and index rules.
+ *   test_load_history: a load finds a slice at the previous placement and
+ *     remembers where; once the change is finished it is not looked for
+ *     there; a slice whose only copy is a tombstone answers -EAGAIN.
+ *   test_change_while_creating: 4 threads create rows in 12 tables while
+ *     ring 1 goes A,B -> A,B,C -> A,B -> B,C (A drained); after each change
+ *     the mover pass moves every slice; at the end every slice is live at
+ *     exactly one site, the one the last placement names, and a restarted
+ *     MDS that knows only that placement finds every row.
+ *   test_crash_sweep: the MDS dies between any two store calls of a moving
+ *     group (mds_store_mem_sever: the "A killed" rows of the crash table);
+ *     after recovery the rows synced before are there, the group's own rows
+ *     are all there or all gone (all when its sync said so), every slice is
+ *     live at exactly one site, nothing is left prepared.
+ *   test_participant_down: the old (X) or new (Y) MDSL stops answering
+ *     commits after voting, then restarts (mds_store_mem_crash), with the
+ *     MDS running or restarted meanwhile: while Y is out the moved slice
+ *     loads -EAGAIN (X holds the tombstone), while X is out it loads from
+ *     Y; afterwards every row is there and each slice live at one site.
+ *   test_decision_everywhere: settle lists prepared txids at a participant
+ *     added at run time, and decides by the newest decision record found at
+ *     any participant (not only the home's).
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "mds_cache.h"
+#include "mds_group.h"
+#include "mds_group_i.h" /* mds_group_decision_encode */
+#include "mds_place.h"
+#include "mds_store_mem.h"
+#include "mds_table.h"
+#include "mds_test_util.h"
+
+#define SA 1u /* the home */
+#define SB 2u
+#define SC 3u
+#define MDS_ID 7u
+
+static uint64_t g_salt;
+
+/* A placement: rendezvous hashing over the sites whose bit is set. */
+struct pmap {
+    unsigned mask; /* bit s: site s */
+};
+static const struct pmap P_AB = { (1u << SA) | (1u << SB) };
+static const struct pmap P_ABC = { (1u << SA) | (1u << SB) | (1u << SC) };
+static const struct pmap P_BC = { (1u << SB) | (1u << SC) };
+static const struct pmap P_B = { 1u << SB };
+static const struct pmap P_A = { 1u << SA };
+
+static uint32_t locate_map(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    const struct pmap *m = arg;
+    uint32_t best = 0;
+    uint64_t bw = 0;
+    for (uint32_t s = SA; s <= SC; s++) {
+        if (!(m->mask & (1u << s)))
+            continue;
+        uint64_t x = g_salt ^ (table * UINT64_C(0x9e3779b97f4a7c15)) ^
+                     (((uint64_t)fsid << 32 | slice) * UINT64_C(0xc2b2ae3d27d4eb4f)) ^ s;
+        uint64_t w = tu_rand(&x);
+        if (!best || w > bw) {
+            bw = w;
+            best = s;
+        }
+    }
+    return best;
+}
+
+static uint32_t place_of(const struct pmap *m, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    return locate_map((void *)m, fsid, table, slice);
+}
+
+/* A ring-1 placement that is current (and, with prev, changing). */
+static mds_place *place_new(const struct pmap *cur, const struct pmap *prev)
+{
+    mds_place *p;
+    assert_int_equal(mds_place_new(locate_map, (void *)(prev ? prev : cur), &p), 0);
+    if (prev)
+        mds_place_change(p, locate_map, (void *)cur);
+    return p;
+}
+
+/* ---- one MDS over the store -------------------------------------------- */
+
+struct env {
+    mds_store_mem *mem; /* survives MDS crashes */
+    mds_store st;
+    mds_stats *stats;
+    mds_place *place;
+    mds_cache *c;
+    mds_group *g;
+    mds_table *t;
+    unsigned interval_ms;
+};
+
+static const uint32_t parts_ab[] = { SA, SB };
+static const uint32_t parts_abc[] = { SA, SB, SC };
+
+static void env_start(struct env *v, const struct pmap *cur, const struct pmap *prev,
+                      const uint32_t *parts, size_t np)
+{
+    if (!v->mem) {
+        v->mem = mds_store_mem_new();
+        mds_store_mem_bind(v->mem, &v->st);
+        v->stats = mds_stats_new();
+    }
+    v->place = place_new(cur, prev);
+    struct mds_cache_opts co = { .store = &v->st, .place = v->place, .stats = v->stats };
+    assert_int_equal(mds_cache_new(&co, &v->c), 0);
+    struct mds_group_opts go = {
+        .store = &v->st, .cache = v->c, .place = v->place, .site_id = MDS_ID,
+        .home_site = SA, .participants = parts, .nparticipants = np,
+        .commit_interval_ms = v->interval_ms, .retry_ms = 2, .stats = v->stats,
+    };
+    assert_int_equal(mds_group_open(&go, &v->g), 0);
+    struct mds_table_opts to = { .cache = v->c, .group = v->g, .stats = v->stats,
+                                 .split_threshold = 16 };
+    assert_int_equal(mds_table_new(&to, &v->t), 0);
+}
+
+/* Drop the MDS as a SIGKILL would. */
+static void env_crash(struct env *v)
+{
+    mds_table_free(v->t);
+    mds_group_close(v->g, false);
+    mds_cache_free(v->c);
+    mds_place_free(v->place);
+    v->t = NULL;
+    v->g = NULL;
+    v->c = NULL;
+    v->place = NULL;
+}
+
+static void env_fini(struct env *v)
+{
+    if (v->g)
+        env_crash(v);
+    mds_store_mem_free(v->mem);
+    mds_stats_free(v->stats);
+    memset(v, 0, sizeof *v);
+}
+
+static void row_name(char *buf, const char *tag, unsigned w, unsigned k)
+{
+    snprintf(buf, 64, "%s%u-%u", tag, w, k);
+}
+
+static int put_row(struct env *v, uint64_t table, const char *name, uint64_t id,
+                   uint64_t *gen)
+{
+    size_t len;
+    uint8_t *r = tu_row(id, 1, (size_t)(id % 40), &len);
+    int rc;
+    while ((rc = mds_table_create(v->t, 1, table, name, strlen(name), r, len, 0, gen)) ==
+           -EAGAIN)
+        tu_sleep_ms(1);
+    free(r);
+    return rc;
+}
+
+/* 1: the row is there and whole with this id; 0: absent; -1 otherwise. */
+static int row_state(struct env *v, uint64_t table, const char *name, uint64_t id)
+{
+    uint8_t *row;
+    size_t len;
+    int rc;
+    for (int tries = 0; (rc = mds_table_lookup(v->t, 1, table, name, strlen(name), &row,
+                                               &len)) == -EAGAIN && tries < 200; tries++)
+        tu_sleep_ms(1);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc != 0) {
+        fprintf(stderr, "lookup %s in %llu: %d\n", name, (unsigned long long)table, rc);
+        return -1;
+    }
+    uint64_t rid, seq;
+    int ok = tu_row_ok(row, len, &rid, &seq) && rid == id;
+    xt_free(row);
+    return ok ? 1 : -1;
+}
+
+/* The mover's marking (decision 7, minus the index walk): every cached
+ * slice the current placement puts elsewhere moves with the next commit.
+ * Returns how many were marked; *last: the newest group to sync on. */
+static unsigned mark_moves(struct env *v, uint64_t *last)
+{
+    struct mds_key *keys;
+    size_t n;
+    assert_int_equal(mds_cache_keys(v->c, &keys, &n), 0);
+    unsigned marked = 0;
+    *last = 0;
+    for (size_t i = 0; i < n; i++) {
+        mds_cent *e;
+        if (mds_cache_peek(v->c, &keys[i], &e) < 0)
+            continue;
+        uint64_t gen;
+        assert_int_equal(mds_group_move(v->g, e, &gen), 0);
+        mds_cache_put(v->c, e);
+        if (gen) {
+            marked++;
+            *last = gen > *last ? gen : *last;
+        }
+    }
+    xt_free(keys);
+    return marked;
+}
+
+/* A pass of the mover: mark, then wait for the commit. */
+static unsigned move_pass(struct env *v)
+{
+    uint64_t last;
+    unsigned marked = mark_moves(v, &last);
+    if (last)
+        assert_int_equal(mds_group_sync(v->g, last, 10000), 0);
+    return marked;
+}
+
+/* ---- what the sites hold ------------------------------------------------- */
+
+struct held {
+    struct mds_store_mem_slice s;
+    uint32_t site;
+};
+
+static int held_cmp(const void *a, const void *b)
+{
+    const struct mds_store_mem_slice *x = &((const struct held *)a)->s,
+                                     *y = &((const struct held *)b)->s;
+    if (x->fsid != y->fsid)
+        return x->fsid < y->fsid ? -1 : 1;
+    if (x->table != y->table)
+        return x->table < y->table ? -1 : 1;
+    if (x->slice != y->slice)
+        return x->slice < y->slice ? -1 : 1;
+    return 0;
+}
+
+/* Every slice of the file system (fsid 1) is live at exactly one site, and
+ * at the site `at` places it when at != NULL; the others hold a tombstone
+ * or nothing. Returns the number of slices; *moved the tombstones seen. */
+static size_t check_live_once(mds_store_mem *mem, const struct pmap *at, size_t *moved)
+{
+    struct held *all = NULL;
+    size_t n = 0, tomb = 0;
+    for (uint32_t site = SA; site <= SC; site++) {
+        struct mds_store_mem_slice *v;
+        size_t k;
+        assert_int_equal(mds_store_mem_slices(mem, site, &v, &k), 0);
+        all = realloc(all, (n + k + 1) * sizeof *all);
+        for (size_t i = 0; i < k; i++)
+            if (v[i].fsid == 1)
+                all[n++] = (struct held){ v[i], site };
+        xt_free(v);
+    }
+    qsort(all, n, sizeof *all, held_cmp);
+    size_t slices = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i, live = 0;
+        uint32_t live_at = 0;
+        for (; j < n && held_cmp(&all[i], &all[j]) == 0; j++) {
+            if (all[j].s.moved) {
+                tomb++;
+            } else {
+                live++;
+                live_at = all[j].site;
+            }
+        }
+        if (live != 1 || (at && live_at != place_of(at, 1, all[i].s.table, all[i].s.slice)))
+            fail_msg("table %llu slice %u: live at %zu sites (last %u)",
+                     (unsigned long long)all[i].s.table, all[i].s.slice, live, live_at);
+        slices++;
+        i = j;
+    }
+    free(all);
+    if (moved)
+        *moved = tomb;
+    return slices;
+}
+
+static void assert_nothing_prepared(mds_store_mem *mem)
+{
+    for (uint32_t site = SA; site <= SC; site++) {
+        struct mds_store_mem_counts c;
+        mds_store_mem_counts(mem, site, &c);
+        assert_int_equal(c.prepared_now, 0);
+    }
+}
+
+/* ---- the in-memory store's tombstones ------------------------------------ */
+
+static int put_rec(mds_store *st, uint32_t site, uint64_t txid, struct mds_rec r)
+{
+    int rc = mds_store_prepare(st, site, txid, &r, 1);
+    return rc < 0 ? rc : mds_store_commit(st, site, txid);
+}
+
+static struct mds_rec rec(uint64_t table, uint64_t version, bool image, const char *bytes)
+{
+    return (struct mds_rec){ .fsid = 1, .table = table, .slice = 0, .version = version,
+                             .full_image = image, .bytes = bytes, .len = strlen(bytes) };
+}
+
+static struct mds_rec tombstone(uint64_t table, uint64_t version)
+{
+    return (struct mds_rec){ .fsid = 1, .table = table, .slice = 0, .version = version,
+                             .full_image = true, .bytes = "", .len = 0, .moved = true };
+}
+
+static void test_mem_tombstone(void **state)
+{
+    (void)state;
+    mds_store_mem *mem = mds_store_mem_new();
+    mds_store st;
+    mds_store_mem_bind(mem, &st);
+    struct mds_load ld;
+    assert_int_equal(put_rec(&st, SA, 1, rec(5, 1, true, "img1")), 0);
+    assert_int_equal(put_rec(&st, SA, 2, rec(5, 2, false, "d2")), 0);
+    assert_int_equal(put_rec(&st, SA, 3, tombstone(5, 3)), 0);
+    /* Loads of a MOVED head answer -ESTALE; a delta on it is refused. */
+    assert_int_equal(mds_store_load(&st, SA, 1, 5, 0, &ld), -ESTALE);
+    struct mds_rec d = rec(5, 4, false, "d4");
+    assert_int_equal(mds_store_prepare(&st, SA, 4, &d, 1), -ESTALE);
+    /* A tombstone is an empty image only. */
+    struct mds_rec bad = tombstone(5, 4);
+    bad.bytes = "x";
+    bad.len = 1;
+    assert_int_equal(mds_store_prepare(&st, SA, 5, &bad, 1), -EINVAL);
+    bad = tombstone(7, 1);
+    bad.full_image = false;
+    assert_int_equal(mds_store_prepare(&st, SA, 5, &bad, 1), -EINVAL);
+    /* A newer image (the slice moved back) loads normally. */
+    assert_int_equal(put_rec(&st, SA, 6, rec(5, 4, true, "img4")), 0);
+    assert_int_equal(mds_store_load(&st, SA, 1, 5, 0, &ld), 0);
+    assert_true(ld.has_image && ld.image.version == 4 && ld.ndeltas == 0);
+    mds_load_free(&ld);
+    /* Older records committed after a newer image are ignored, as the MDSL
+     * index does (a late commit of an earlier holder, fenced below). */
+    struct mds_rec i7 = rec(5, 7, true, "img7"), i6 = rec(5, 6, true, "img6"),
+                   d7 = rec(5, 7, false, "d7"), t6 = tombstone(5, 6);
+    assert_int_equal(mds_store_prepare(&st, SA, 10, &i7, 1), 0);
+    assert_int_equal(mds_store_prepare(&st, SA, 11, &i6, 1), 0);
+    assert_int_equal(mds_store_prepare(&st, SA, 12, &d7, 1), 0);
+    assert_int_equal(mds_store_prepare(&st, SA, 13, &t6, 1), 0);
+    for (uint64_t tx = 10; tx <= 13; tx++)
+        assert_int_equal(mds_store_commit(&st, SA, tx), 0);
+    assert_int_equal(mds_store_load(&st, SA, 1, 5, 0, &ld), 0);
+    assert_true(ld.has_image && ld.image.version == 7 && ld.ndeltas == 0);
+    assert_memory_equal(ld.image.bytes, "img7", 4);
+    mds_load_free(&ld);
+    /* The listing tells live from moved. */
+    assert_int_equal(put_rec(&st, SA, 14, tombstone(6, 1)), 0);
+    struct mds_store_mem_slice *v;
+    size_t n;
+    assert_int_equal(mds_store_mem_slices(mem, SA, &v, &n), 0);
+    assert_int_equal(n, 2);
+    for (size_t i = 0; i < n; i++)
+        assert_int_equal(v[i].moved, v[i].table == 6);
+    xt_free(v);
+    mds_store_mem_free(mem);
+}
+
+/* ---- loads under a changing placement ------------------------------------ */
+
+static void test_load_history(void **state)
+{
+    (void)state;
+    mds_store_mem *mem = mds_store_mem_new();
+    mds_store st;
+    mds_store_mem_bind(mem, &st);
+    xt_slice *s = xt_slice_new(0, 0, 64);
+    assert_non_null(s);
+    uint8_t *img;
+    size_t len;
+    assert_int_equal(xt_slice_encode(s, &img, &len), 0);
+    xt_slice_free(s);
+    struct mds_rec r = { .fsid = 1, .table = 40, .slice = 0, .version = 3, .full_image = true,
+                         .bytes = img, .len = len };
+    assert_int_equal(put_rec(&st, SA, 1, r), 0);
+    struct mds_key k = { 1, 0, 40 };
+
+    /* Ring 1 went A -> B: the slice is still at A, the previous placement. */
+    mds_place *p = place_new(&P_B, &P_A);
+    struct mds_cache_opts co = { .store = &st, .place = p };
+    mds_cache *c;
+    assert_int_equal(mds_cache_new(&co, &c), 0);
+    mds_cent *e;
+    assert_int_equal(mds_cache_get(c, &k, &e), 0);
+    assert_int_equal(mds_cent_commit(e)->site, SA);
+    assert_int_equal(mds_cent_commit(e)->version, 3);
+    mds_cache_put(c, e);
+    assert_int_equal(mds_cache_drop(c, &k), 0);
+    /* Finished without moving it: not looked for at A any more. */
+    mds_place_finish(p);
+    assert_int_equal(mds_cache_get(c, &k, &e), -ENOENT);
+    mds_cache_free(c);
+    mds_place_free(p);
+
+    /* Half a move: the tombstone at A committed, the image at B not yet
+     * (B's commit outstanding): no live copy, -EAGAIN, not -ENOENT. */
+    assert_int_equal(put_rec(&st, SA, 2, tombstone(40, 4)), 0);
+    r.version = 4;
+    assert_int_equal(mds_store_prepare(&st, SB, 2, &r, 1), 0);
+    p = place_new(&P_B, &P_A);
+    co.place = p;
+    assert_int_equal(mds_cache_new(&co, &c), 0);
+    assert_int_equal(mds_cache_get(c, &k, &e), -EAGAIN);
+    /* So with only the placement that still names A. */
+    mds_place_finish(p);
+    mds_place_change(p, locate_map, (void *)&P_A);
+    mds_place_finish(p);
+    assert_int_equal(mds_cache_get(c, &k, &e), -EAGAIN);
+    /* B commits: found there, at the move's version. */
+    mds_place_change(p, locate_map, (void *)&P_B);
+    assert_int_equal(mds_store_commit(&st, SB, 2), 0);
+    assert_int_equal(mds_cache_get(c, &k, &e), 0);
+    assert_int_equal(mds_cent_commit(e)->site, SB);
+    assert_int_equal(mds_cent_commit(e)->version, 4);
+    mds_cache_put(c, e);
+    mds_cache_free(c);
+    mds_place_free(p);
+    xt_free(img);
+    mds_store_mem_free(mem);
+}
+
+/* ---- ring 1 changes while threads create ---------------------------------- */
+
+enum { NTAB = 12, NWRITER = 4, TAB0 = 300 };
+
+struct writer {
+    struct env *v;
+    unsigned id;
+    atomic_bool *stop;
+    atomic_uint done;  /* rows created: names 0 .. done-1 */
+    atomic_bool finished;
+};
+
+/* Creates rows until told to stop (so every ring change happens while all
+ * writers write), paced (a pass of the mover takes a few commits) and
+ * bounded. */
+static void *writer_main(void *arg)
+{
+    struct writer *w = arg;
+    char name[64];
+    for (unsigned k = 0; !atomic_load(w->stop) && k < 6000; k++) {
+        if (k % 8 == 7)
+            tu_sleep_ms(1);
+        row_name(name, "r", w->id, k);
+        uint64_t gen;
+        int rc = put_row(w->v, TAB0 + k % NTAB, name, (uint64_t)w->id << 32 | k, &gen);
+        if (rc != 0)
+            fail_msg("create %s: %d", name, rc);
+        atomic_store(&w->done, k + 1);
+    }
+    atomic_store(&w->finished, true);
+    return NULL;
+}
+
+/* Wait until every writer created `more` rows since the last call. */
+static void wait_progress(struct writer *w, unsigned more)
+{
+    unsigned want[NWRITER];
+    for (unsigned i = 0; i < NWRITER; i++)
+        want[i] = atomic_load(&w[i].done) + more;
+    for (unsigned i = 0; i < NWRITER; i++)
+        while (atomic_load(&w[i].done) < want[i] && !atomic_load(&w[i].finished))
+            tu_sleep_ms(1);
+}
+
+static void change_and_move(struct env *v, const struct pmap *to)
+{
+    mds_place_change(v->place, locate_map, (void *)to);
+    unsigned marked = move_pass(v);
+    fprintf(stderr, "ring 1 -> mask %#x: %u slices marked (%llu moves so far)\n", to->mask,
+            marked, (unsigned long long)mds_stats_counter(v->stats, MDS_CTR_MOVES));
+    mds_place_finish(v->place);
+}
+
+static void test_change_while_creating(void **state)
+{
+    (void)state;
+    g_salt = tu_seed("test_change_while_creating");
+    struct env v = { .interval_ms = 3 };
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    for (unsigned t = 0; t < NTAB; t++)
+        assert_int_equal(mds_table_mktable(v.t, 1, TAB0 + t, NULL), 0);
+    struct writer w[NWRITER];
+    pthread_t th[NWRITER];
+    atomic_bool stop = false;
+    for (unsigned i = 0; i < NWRITER; i++) {
+        w[i] = (struct writer){ .v = &v, .id = i, .stop = &stop };
+        atomic_init(&w[i].done, 0);
+        atomic_init(&w[i].finished, false);
+        assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
+    }
+    /* R2 names C a participant before any placement names it (decision 5). */
+    wait_progress(w, 150);
+    assert_int_equal(mds_group_add_participant(v.g, SC), 0);
+    change_and_move(&v, &P_ABC);
+    wait_progress(w, 150);
+    change_and_move(&v, &P_AB);
+    wait_progress(w, 150);
+    change_and_move(&v, &P_BC); /* A drains */
+    wait_progress(w, 150);
+    atomic_store(&stop, true);
+    for (unsigned i = 0; i < NWRITER; i++)
+        pthread_join(th[i], NULL);
+    /* Slices made or loaded during the last pass may have been missed. */
+    while (move_pass(&v) > 0)
+        ;
+    assert_int_equal(mds_group_sync(v.g, 0, 10000), 0);
+    size_t tomb;
+    size_t slices = check_live_once(v.mem, &P_BC, &tomb);
+    fprintf(stderr, "%zu slices, %zu tombstones, %llu moves (%llu bytes)\n", slices, tomb,
+            (unsigned long long)mds_stats_counter(v.stats, MDS_CTR_MOVES),
+            (unsigned long long)mds_stats_counter(v.stats, MDS_CTR_MOVE_BYTES));
+    assert_true(slices > NTAB * 4 && tomb > 0);
+    assert_true(mds_stats_counter(v.stats, MDS_CTR_MOVES) > 0);
+
+    /* A restart that knows only the new placement finds every row. */
+    env_crash(&v);
+    env_start(&v, &P_BC, NULL, parts_abc, 3);
+    char name[64];
+    unsigned rows = 0;
+    for (unsigned i = 0; i < NWRITER; i++)
+        for (unsigned k = 0; k < atomic_load(&w[i].done); k++, rows++) {
+            row_name(name, "r", i, k);
+            assert_int_equal(row_state(&v, TAB0 + k % NTAB, name, (uint64_t)i << 32 | k), 1);
+        }
+    fprintf(stderr, "%u rows found after the restart\n", rows);
+    assert_nothing_prepared(v.mem);
+    env_fini(&v);
+}
+
+/* ---- the MDS dies in a moving group ---------------------------------------- */
+
+enum { BASE_ROWS = 120, GROUP_ROWS = 6 };
+
+/* Two tables under A,B, BASE_ROWS rows each, synced. */
+static void fill_base(struct env *v)
+{
+    char name[64];
+    uint64_t gen = 0;
+    for (uint64_t t = 500; t < 502; t++) {
+        assert_int_equal(mds_table_mktable(v->t, 1, t, &gen), 0);
+        for (unsigned k = 0; k < BASE_ROWS; k++) {
+            row_name(name, "b", (unsigned)t, k);
+            assert_int_equal(put_row(v, t, name, t << 32 | k, &gen), 0);
+        }
+    }
+    assert_int_equal(mds_group_sync(v->g, gen, 10000), 0);
+}
+
+static void check_base(struct env *v)
+{
+    char name[64];
+    for (uint64_t t = 500; t < 502; t++)
+        for (unsigned k = 0; k < BASE_ROWS; k++) {
+            row_name(name, "b", (unsigned)t, k);
+            assert_int_equal(row_state(v, t, name, t << 32 | k), 1);
+        }
+}
+
+/* Rows written into the moving group: 1 all there, 0 all gone. */
+static int group_rows_state(struct env *v)
+{
+    char name[64];
+    int there = 0;
+    for (unsigned k = 0; k < GROUP_ROWS; k++) {
+        row_name(name, "g", 0, k);
+        int st = row_state(v, 500 + k % 2, name, k);
+        assert_true(st >= 0);
+        there += st;
+    }
+    if (there != 0 && there != GROUP_ROWS)
+        fail_msg("a moving group landed in part: %d of %d rows", there, GROUP_ROWS);
+    return there ? 1 : 0;
+}
+
+/* Ring 1 goes A,B -> A,B,C; the mover marks every slice, and rows join the
+ * same (open) group. Returns the group to sync on. */
+static uint64_t start_moving_group(struct env *v, unsigned *marked)
+{
+    assert_int_equal(mds_group_add_participant(v->g, SC), 0);
+    mds_place_change(v->place, locate_map, (void *)&P_ABC);
+    uint64_t last;
+    *marked = mark_moves(v, &last);
+    char name[64];
+    for (unsigned k = 0; k < GROUP_ROWS; k++) {
+        row_name(name, "g", 0, k);
+        uint64_t gen;
+        assert_int_equal(put_row(v, 500 + k % 2, name, k, &gen), 0);
+        last = gen > last ? gen : last;
+    }
+    return last;
+}
+
+static void test_crash_sweep(void **state)
+{
+    (void)state;
+    g_salt = tu_seed("test_crash_sweep");
+    int landed = 0, lost = 0;
+    bool past_end = false;
+    for (long n = 0; !past_end && n < 400; n++) {
+        struct env v = { .interval_ms = 60000 };
+        env_start(&v, &P_AB, NULL, parts_ab, 2);
+        fill_base(&v);
+        unsigned marked;
+        uint64_t gen = start_moving_group(&v, &marked);
+        assert_true(marked > 0);
+        mds_store_mem_sever(v.mem, n);
+        int rc = mds_group_sync(v.g, gen, 200);
+        env_crash(&v);
+        mds_store_mem_sever(v.mem, -1);
+        past_end = rc == 0;
+        /* Restart in the middle of the change: both placements known. */
+        env_start(&v, &P_ABC, &P_AB, parts_abc, 3);
+        assert_nothing_prepared(v.mem);
+        check_live_once(v.mem, NULL, NULL);
+        check_base(&v);
+        int st = group_rows_state(&v);
+        if (rc == 0)
+            assert_int_equal(st, 1);
+        landed += st;
+        lost += !st;
+        /* The mover finishes the change; a restart with only the new ring
+         * finds everything. */
+        while (move_pass(&v) > 0)
+            ;
+        mds_place_finish(v.place);
+        check_live_once(v.mem, &P_ABC, NULL);
+        env_crash(&v);
+        env_start(&v, &P_ABC, NULL, parts_abc, 3);
+        check_base(&v);
+        assert_int_equal(group_rows_state(&v), st);
+        env_fini(&v);
+    }
+    fprintf(stderr, "sweep: %d groups landed, %d rolled back\n", landed, lost);
+    assert_true(past_end && landed > 0 && lost > 0);
+}
+
+/* ---- an MDSL of the move stops after voting -------------------------------- */
+
+/* A slice the moving group takes from B (not the home: its commit is the
+ * commit point, a different story) to C; false when none (another salt). */
+static bool pick_moved(struct env *v, struct mds_key *out)
+{
+    struct mds_key *keys;
+    size_t n;
+    bool found = false;
+    assert_int_equal(mds_cache_keys(v->c, &keys, &n), 0);
+    for (size_t i = 0; i < n && !found; i++) {
+        mds_cent *e;
+        if (mds_cache_peek(v->c, &keys[i], &e) < 0)
+            continue;
+        const struct mds_key *k = &keys[i];
+        if (mds_cent_commit(e)->site == SB && place_of(&P_ABC, k->fsid, k->table, k->slice) == SC) {
+            *out = *k;
+            found = true;
+        }
+        mds_cache_put(v->c, e);
+    }
+    xt_free(keys);
+    return found;
+}
+
+/* A second MDS's view of the slice (a fresh cache, ring 1 mid-change). */
+static int reader_load(struct env *v, const struct mds_key *k, uint32_t *site)
+{
+    mds_place *p = place_new(&P_ABC, &P_AB);
+    struct mds_cache_opts co = { .store = &v->st, .place = p };
+    mds_cache *c;
+    assert_int_equal(mds_cache_new(&co, &c), 0);
+    mds_cent *e;
+    int rc = mds_cache_get(c, k, &e);
+    if (rc == 0) {
+        *site = mds_cent_commit(e)->site;
+        mds_cache_put(c, e);
+    }
+    mds_cache_free(c);
+    mds_place_free(p);
+    return rc;
+}
+
+static void test_participant_down(void **state)
+{
+    (void)state;
+    uint64_t seed = tu_seed("test_participant_down");
+    for (int victim_y = 0; victim_y < 2; victim_y++)
+        for (int mds_restart = 0; mds_restart < 2; mds_restart++) {
+            struct env v = { .interval_ms = 60000 };
+            struct mds_key k;
+            do { /* a salt under which some slice moves from B to C */
+                if (v.g) {
+                    env_fini(&v);
+                    v.interval_ms = 60000;
+                }
+                g_salt = tu_rand(&seed);
+                env_start(&v, &P_AB, NULL, parts_ab, 2);
+                fill_base(&v);
+            } while (!pick_moved(&v, &k));
+            uint32_t victim = victim_y ? SC : SB;
+            unsigned marked;
+            uint64_t gen = start_moving_group(&v, &marked);
+            /* Votes yes, then answers no commit (down after voting). */
+            mds_store_mem_fail(v.mem, victim, MDS_MEM_COMMIT, 0, -1, -ECONNRESET, false);
+            assert_int_equal(mds_group_sync(v.g, gen, 150), -ETIMEDOUT);
+            uint32_t site = 0;
+            if (victim_y) {
+                /* X (B) holds the tombstone, Y's image is not visible. */
+                assert_int_equal(reader_load(&v, &k, &site), -EAGAIN);
+            } else {
+                /* Y committed: found there first. */
+                assert_int_equal(reader_load(&v, &k, &site), 0);
+                assert_int_equal(site, SC);
+            }
+            if (mds_restart)
+                env_crash(&v);
+            mds_store_mem_crash(v.mem, victim, false); /* restarts, prepare kept */
+            mds_store_mem_fail(v.mem, victim, 0, 0, 0, 0, false);
+            if (mds_restart)
+                env_start(&v, &P_ABC, &P_AB, parts_abc, 3); /* recovery commits */
+            else
+                assert_int_equal(mds_group_sync(v.g, gen, 10000), 0); /* phase 2 retried */
+            assert_nothing_prepared(v.mem);
+            assert_int_equal(reader_load(&v, &k, &site), 0);
+            assert_int_equal(site, SC);
+            check_live_once(v.mem, NULL, NULL);
+            check_base(&v);
+            assert_int_equal(group_rows_state(&v), 1);
+            env_fini(&v);
+        }
+}
+
+/* ---- participants and decision records ------------------------------------- */
+
+static void test_decision_everywhere(void **state)
+{
+    (void)state;
+    g_salt = 1;
+    struct env v = { .interval_ms = 60000 };
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    struct mds_group_info gi;
+    mds_group_info(v.g, &gi);
+    uint64_t home_last = gi.last_txid;
+    env_crash(&v);
+    /* MDS 7 died with txid tp prepared at C, after committing it (its
+     * decision record says so) -- at C, not at the home: a record that
+     * moved with a home change (decision 6). The home's record is older. */
+    uint64_t tp = mds_txid_make(MDS_ID, mds_txid_epoch(home_last) + 3, 1);
+    assert_true(tp > home_last);
+    struct mds_rec r = rec(77, 1, true, "prepared-at-C");
+    assert_int_equal(mds_store_prepare(&v.st, SC, tp, &r, 1), 0);
+    uint8_t dec[MDS_DECISION_SIZE];
+    mds_group_decision_encode(dec, MDS_ID, mds_txid_epoch(tp), tp);
+    struct mds_rec dr = { .fsid = MDS_COORD_FSID, .table = MDS_COORD_TABLE, .slice = MDS_ID,
+                          .version = tp, .full_image = true, .bytes = dec, .len = sizeof dec };
+    assert_int_equal(put_rec(&v.st, SC, mds_txid_make(9, 1, 1), dr), 0);
+
+    /* MDS 8 settles MDS 7: C is not among its participants yet, so tp is
+     * not even listed; once C is added, it is committed (not aborted by the
+     * home's older record). */
+    mds_place *p = place_new(&P_AB, NULL);
+    struct mds_cache_opts co = { .store = &v.st, .place = p };
+    mds_cache *c;
+    assert_int_equal(mds_cache_new(&co, &c), 0);
+    struct mds_group_opts go = { .store = &v.st, .cache = c, .place = p, .site_id = 8,
+                                 .home_site = SA, .participants = parts_ab,
+                                 .nparticipants = 2, .commit_interval_ms = 60000,
+                                 .retry_ms = 2 };
+    mds_group *g8;
+    assert_int_equal(mds_group_open(&go, &g8), 0);
+    assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
+    struct mds_store_mem_counts cnt;
+    mds_store_mem_counts(v.mem, SC, &cnt);
+    assert_int_equal(cnt.prepared_now, 1);
+    assert_int_equal(mds_group_add_participant(g8, SC), 0);
+    assert_int_equal(mds_group_add_participant(g8, SC), 0); /* idempotent */
+    assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
+    mds_store_mem_counts(v.mem, SC, &cnt);
+    assert_int_equal(cnt.prepared_now, 0);
+    struct mds_load ld;
+    assert_int_equal(mds_store_load(&v.st, SC, 1, 77, 0, &ld), 0); /* committed */
+    mds_load_free(&ld);
+    mds_group_close(g8, false);
+    mds_cache_free(c);
+    mds_place_free(p);
+
+    /* MDS 7 restarts: its epoch follows the newest record, not the home's
+     * (an epoch from the home's would reuse tp's txids). */
+    env_start(&v, &P_AB, NULL, parts_abc, 3);
+    mds_group_info(v.g, &gi);
+    assert_int_equal(gi.epoch, mds_txid_epoch(tp) + 1);
+    env_fini(&v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_mem_tombstone),
+        cmocka_unit_test(test_load_history),
+        cmocka_unit_test(test_decision_everywhere),
+        cmocka_unit_test(test_participant_down),
+        cmocka_unit_test(test_crash_sweep),
+        cmocka_unit_test(test_change_while_creating),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
