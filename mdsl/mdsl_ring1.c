@@ -254,6 +254,8 @@ static void *pass_thread(void *arg)
         } else if (rc == -ECANCELED || (rc == 0 && atomic_load(&r->changed))) {
             last_start = 0; /* the state moved on: count again at once */
         } else {
+            /* no count rather than an old one: R2 waits for the next pass */
+            r->has_report = false;
             XT_WARN("ring-1 pass failed: %s; next in %u ms", strerror(-rc), r->o.interval_ms);
         }
     }
