@@ -160,15 +160,16 @@ int mdsl_ring1_report(mdsl_ring1 *r, struct mdsl_ring1_report *out)
  * (mono ns). */
 static void wait_until(mdsl_ring1 *r, uint64_t due)
 {
+    /* the cv runs on CLOCK_MONOTONIC, xt_mono_ns's clock: due is the deadline */
     while (!atomic_load(&r->stop) && !r->fresh && !r->poke) {
-        uint64_t now = xt_mono_ns();
-        if (now >= due)
+        if (due == UINT64_MAX) {
+            pthread_cond_wait(&r->cv, &r->mu);
+            continue;
+        }
+        if (xt_mono_ns() >= due)
             return;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wake = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (due - now);
-        ts.tv_sec = (time_t)(wake / 1000000000u);
-        ts.tv_nsec = (long)(wake % 1000000000u);
+        struct timespec ts = { .tv_sec = (time_t)(due / 1000000000u),
+                               .tv_nsec = (long)(due % 1000000000u) };
         pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
 }
