@@ -189,11 +189,15 @@ static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
             return rc;
         rep->counted = true;
     }
-    struct mdsl_stat st;
-    int rc = mdsl_store_stat(r->o.store, &st);
+    /* Not mdsl_store_stat: it walks every folder under the store lock
+     * prepares take; this holds it for the pending list only. */
+    uint64_t *txids = NULL;
+    size_t n = 0;
+    int rc = mdsl_store_prepared(r->o.store, &txids, &n);
     if (rc < 0)
         return rc;
-    rep->prepared = st.prepared;
+    xt_free(txids);
+    rep->prepared = n;
     return 0;
 }
 
@@ -241,23 +245,26 @@ static void *pass_thread(void *arg)
             /* INFO at a change's first count and when it reaches 0; the
              * counts in between (one a second) at debug level */
             bool first_count = !r->has_report || !r->rep.counted || r->rep.seq != rep.seq;
-            if (rep.counted && (first_count || (rep.misplaced == 0 && r->rep.misplaced)))
-                XT_INFO("ring 1 v%llu (seq %llu): %llu slices here belong elsewhere, "
-                        "%llu prepared",
-                        (unsigned long long)rep.ring_version, (unsigned long long)rep.seq,
-                        (unsigned long long)rep.misplaced, (unsigned long long)rep.prepared);
-            else if (rep.counted)
-                XT_DBG("ring 1 v%llu: %llu misplaced, %llu prepared",
-                       (unsigned long long)rep.ring_version, (unsigned long long)rep.misplaced,
-                       (unsigned long long)rep.prepared);
+            bool loud = rep.counted && (first_count || (rep.misplaced == 0 && r->rep.misplaced));
             r->rep = rep;
             r->has_report = true;
+            if (rep.counted) {
+                pthread_mutex_unlock(&r->mu); /* no log write under the lock */
+                xt_log(loud ? XT_LOG_INFO : XT_LOG_DEBUG,
+                       "ring 1 v%llu (seq %llu): %llu slices here belong elsewhere, "
+                       "%llu prepared",
+                       (unsigned long long)rep.ring_version, (unsigned long long)rep.seq,
+                       (unsigned long long)rep.misplaced, (unsigned long long)rep.prepared);
+                pthread_mutex_lock(&r->mu);
+            }
         } else if (rc == -ECANCELED || (rc == 0 && atomic_load(&r->changed))) {
             last_start = 0; /* the state moved on: count again at once */
         } else {
             /* no count rather than an old one: R2 waits for the next pass */
             r->has_report = false;
+            pthread_mutex_unlock(&r->mu);
             XT_WARN("ring-1 pass failed: %s; next in %u ms", strerror(-rc), r->o.interval_ms);
+            pthread_mutex_lock(&r->mu);
         }
     }
     pthread_mutex_unlock(&r->mu);
