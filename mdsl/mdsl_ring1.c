@@ -174,15 +174,20 @@ static void wait_until(mdsl_ring1 *r, uint64_t due)
     }
 }
 
-/* One pass over `cur` for site self. 0 with *rep filled, -ECANCELED when
- * the state changed or the reporter stops meanwhile, or the count's error. */
+/* One pass over `cur` for site self. 0 with *rep filled, -EAGAIN when there
+ * is nothing to say yet (losing in PREPARE: the current ring is still the
+ * old one, under which a 0 means nothing), -ECANCELED when the state changed
+ * or the reporter stops meanwhile, or the count's error. */
 static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
                     struct mdsl_ring1_report *rep)
 {
     memset(rep, 0, sizeof *rep);
     rep->seq = cur->seq;
     rep->ring_version = cur->ring ? xt_ring_version(cur->ring) : 0;
-    if (self && cur->ring && cur->phase == XT_RING1_MOVING && is_losing(cur, self)) {
+    bool losing = self && is_losing(cur, self);
+    if (losing && cur->phase == XT_RING1_PREPARE)
+        return -EAGAIN;
+    if (losing && cur->ring && cur->phase == XT_RING1_MOVING) {
         int rc = mdsl_store_count_misplaced(r->o.store, cur->ring, self, r->o.page,
                                             r->o.pause_us, &r->changed, &rep->misplaced);
         if (rc < 0)
@@ -257,6 +262,8 @@ static void *pass_thread(void *arg)
                        (unsigned long long)rep.misplaced, (unsigned long long)rep.prepared);
                 pthread_mutex_lock(&r->mu);
             }
+        } else if (rc == -EAGAIN) {
+            r->has_report = false;
         } else if (rc == -ECANCELED || (rc == 0 && atomic_load(&r->changed))) {
             last_start = 0; /* the state moved on: count again at once */
         } else {

@@ -8,7 +8,8 @@
  *     ring) are not counted; deltas do not count a slice twice; every page
  *     size gives the same count; stop, empty ring and bad page refused;
  *   - the reporter (mdsl_ring1.c) fed hand-made views: counts only while
- *     this site is losing in MOVING, 0 otherwise, prepared = undecided
+ *     this site is losing in MOVING, nothing while losing in PREPARE, 0
+ *     otherwise, prepared = undecided
  *     prepares, and never a report about an older seq once a view with a
  *     new one was handed to it (header invariant 1).
  */
@@ -269,9 +270,21 @@ static void test_reporter(void **state)
     assert_false(rep.counted);
     assert_int_equal(rep.misplaced, 0);
 
+    /* losing in PREPARE (the current ring still the one that placed
+     * everything here): no counts at all, not a meaningless 0 */
+    hand_view(r, f.a, XT_RING1_PREPARE, 6, true);
+    for (int i = 0; i < 20; i++) {
+        struct timespec ts = { 0, 10 * 1000 * 1000 };
+        nanosleep(&ts, NULL);
+        assert_int_equal(mdsl_ring1_report(r, &rep), -EAGAIN);
+        memset(&hb, 0, sizeof hb);
+        mdsl_ring1_fill(r, &hb);
+        assert_false(hb.has_counts);
+    }
+
     /* losing in MOVING: the count against the view's ring */
-    hand_view(r, f.b, XT_RING1_MOVING, 6, true);
-    rep = wait_report(r, 6, 0);
+    hand_view(r, f.b, XT_RING1_MOVING, 7, true);
+    rep = wait_report(r, 7, 0);
     assert_true(rep.counted);
     assert_int_equal(rep.ring_version, xt_ring_version(f.b));
     assert_int_equal(rep.misplaced, f.misplaced);
@@ -286,7 +299,7 @@ static void test_reporter(void **state)
     struct mdsl_rec pr = { .type = MDSL_REC_IMAGE, .fsid = 1, .table = 99, .slice = 0,
                            .version = 1, .data = payload, .len = 8 };
     assert_int_equal(mdsl_store_prepare(f.e.s, 1000, &pr, 1), 0);
-    rep = wait_report(r, 6, 1);
+    rep = wait_report(r, 7, 1);
     for (int i = 0; i < 500 && rep.misplaced; i++) {
         struct timespec ts = { 0, 10 * 1000 * 1000 };
         nanosleep(&ts, NULL);
@@ -296,7 +309,7 @@ static void test_reporter(void **state)
     assert_true(rep.counted);
     /* the table-99 slice placed elsewhere only counts once committed */
     assert_int_equal(mdsl_store_commit(f.e.s, 1000), 0);
-    rep = wait_report(r, 6, 0);
+    rep = wait_report(r, 7, 0);
     uint64_t want = owner(f.b, 1, 99, 0) != 1;
     for (int i = 0; i < 500 && rep.misplaced != want; i++) {
         struct timespec ts = { 0, 10 * 1000 * 1000 };
@@ -306,8 +319,8 @@ static void test_reporter(void **state)
     assert_int_equal(rep.misplaced, want);
 
     /* the change ends: 0, not counted */
-    hand_view(r, f.b, XT_RING1_DONE, 7, true);
-    rep = wait_report(r, 7, 0);
+    hand_view(r, f.b, XT_RING1_DONE, 8, true);
+    rep = wait_report(r, 8, 0);
     assert_false(rep.counted);
     assert_int_equal(rep.misplaced, 0);
     assert_true(rep.passes >= 5);
