@@ -3,8 +3,8 @@
  * --dir (liburing I/O, recovery of torn tails and prepared transactions),
  * serves the Storage RPC service, and on SIGTERM/SIGINT stops serving and
  * closes the store (SIGHUP logs its counters). With --r2 it registers,
- * heartbeats, and reports its ring-1 counts (mdsl_ring1.h). SIGKILL at any moment is
- * safe: that is what the store's recovery is for.
+ * heartbeats, and reports its ring-1 counts (mdsl_ring1.h). SIGKILL at any
+ * moment is safe: that is what the store's recovery is for.
  *
  * TEST ONLY: the environment variable POM_FAULT (unset in production; see
  * docs/testing-faults.md) injects faults from the start: a comma-separated
