@@ -9,6 +9,7 @@
  *   - mdsl2 registers: PREPARE, MOVING, walk; mdsl1 (losing: it gives up
  *     its share) reports exactly the slices the new ring places on mdsl2
  *     (fsid 0 excluded), and R2 stays in MOVING although the MDS walked;
+ *     (`pomctl ring show 1 --json` shows the count);
  *   - tombstones for those slices (what the MDS's moves write): mdsl1
  *     reports 0, R2 reaches DONE then STABLE with both MDSL in ring 1.
  */
@@ -191,6 +192,29 @@ static void mds_beat(struct proc *r2, uint32_t mds, const struct xt_view *v)
     xt_view_free(&d);
 }
 
+/* `pomctl ring show 1 --json` names site id with `misplaced` n. */
+static void pomctl_shows(struct proc *r2, uint32_t id, uint64_t n)
+{
+    char cmd[600], out[16384], want_id[64], want_n[64];
+    snprintf(cmd, sizeof cmd, "%s --r2 %s ring show 1 --json 2>&1", POM_CTL_BIN, r2->addr);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t len = 0, k;
+    char buf[1024];
+    while ((k = fread(buf, 1, sizeof buf, f)) > 0)
+        for (size_t i = 0; i < k && len + 1 < sizeof out; i++)
+            if (buf[i] != ' ' && buf[i] != '\n') /* compare without layout */
+                out[len++] = buf[i];
+    out[len] = 0;
+    assert_int_equal(pclose(f), 0);
+    snprintf(want_id, sizeof want_id, "\"id\":%u,", id);
+    snprintf(want_n, sizeof want_n, "\"misplaced\":%llu,", (unsigned long long)n);
+    const char *at = strstr(out, "\"ring1_change\":");
+    at = at ? strstr(at, want_id) : NULL;
+    if (!at || !strstr(at, want_n) || (strchr(at, '}') && strstr(at, want_n) > strchr(at, '}')))
+        fail_msg("pomctl ring show 1 --json: no %s ... %s in %s", want_id, want_n, out);
+}
+
 typedef bool (*cond_fn)(const struct xt_view *v, const void *arg);
 
 /* Beats as the MDS every 50 ms until cond holds on R2's view (20 s at
@@ -346,6 +370,7 @@ static void test_reports(void **state)
     c = (struct counts){ .id = id1, .misplaced = want, .losing = true };
     beat_until(&r2, mds, counts_are, &c, &v, "mdsl1 reporting its misplaced slices");
     xt_view_free(&v);
+    pomctl_shows(&r2, id1, want);
     /* The MDS walked (it says so in its beats from 500 ms after `walk`),
      * but slices are left: R2 stays in MOVING. */
     bool walked = false;
