@@ -143,6 +143,7 @@ void mdsl_ring1_fill(void *arg, struct xt_r2_hb_ring1 *r1)
         r1->has_counts = true;
         r1->misplaced = r->rep.misplaced;
         r1->prepared = r->rep.prepared;
+        r1->counted_seq = r->rep.seq;
     }
     pthread_mutex_unlock(&r->mu);
 }

@@ -17,8 +17,6 @@
 struct r2_r1_report {
     bool reports;              /* its last heartbeat carried ring-1 fields */
     struct xt_r2_hb_ring1 hb;  /* those fields */
-    uint64_t walked_at;        /* monotonic ns it first reported hb.walked_v/w */
-    uint64_t clear_at;         /* monotonic ns of its last heartbeat with misplaced 0 */
 };
 
 /* One site: its persistent record plus what only the leader's memory

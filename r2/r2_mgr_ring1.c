@@ -11,7 +11,7 @@
  *     and they move their slices.
  *   MOVING+walk --every MDS of ring 0 walked (current ring-1 v, ring-0 w),
  *     every losing MDSL reported misplaced 0 (leavers also prepared 0)
- *     in a heartbeat later than the last walk--> DONE: /r2/rings/1p
+ *     from a pass counted under the walk's seq or later--> DONE: /r2/rings/1p
  *     deleted, leavers DRAINED, joiners IN.
  *   DONE --every MDS of ring 0 acked--> STABLE.
  *
@@ -144,12 +144,6 @@ void r2_ring1_beat(r2_mgr *m, struct r2_site_ent *e, const struct xt_r2_hb_ring1
         memset(p, 0, sizeof *p);
         return;
     }
-    uint64_t now = e->last_hb_mono;
-    bool same_walk = p->reports && p->hb.has_walked && r1->has_walked &&
-                     p->hb.walked_v == r1->walked_v && p->hb.walked_w == r1->walked_w;
-    if (!same_walk)
-        p->walked_at = r1->has_walked ? now : 0;
-    p->clear_at = r1->has_counts && r1->misplaced == 0 ? now : 0;
     p->hb = *r1;
     p->reports = true;
 }
@@ -399,19 +393,20 @@ static int start_change(r2_mgr *m)
 
 static bool walked(const struct r2_site_ent *e, void *arg)
 {
-    const uint64_t *vw = arg; /* ring-1 v, ring-0 w, in/out: latest walk time */
-    if (!e->r1.hb.has_walked || e->r1.hb.walked_v != vw[0] || e->r1.hb.walked_w != vw[1])
-        return false;
-    if (e->r1.walked_at > vw[2])
-        ((uint64_t *)arg)[2] = e->r1.walked_at;
-    return true;
+    const uint64_t *vw = arg; /* ring-1 v, ring-0 w */
+    return e->r1.hb.has_walked && e->r1.hb.walked_v == vw[0] && e->r1.hb.walked_w == vw[1];
 }
 
-/* MOVING with walk: decision 10 of docs/mdsl-scale.md. */
+/* MOVING with walk: decision 10 of docs/mdsl-scale.md. A losing MDSL's zero
+ * counts only from a pass counted under the seq that set `walk` (or a later
+ * one): by then every MDS of ring 0 acked MOVING, so nothing writes at an
+ * old placement and the misplaced set only shrinks; a zero counted earlier
+ * (say, under STABLE, delivered in the heartbeat that fetched the walk's
+ * view) says nothing about the moves. */
 static bool moves_done(const struct r2_state *st)
 {
-    uint64_t vw[3] = { xt_ring_version(st->ring[XT_RING_MDSL]),
-                       xt_ring_version(st->ring[XT_RING_MDS]), 0 };
+    uint64_t vw[2] = { xt_ring_version(st->ring[XT_RING_MDSL]),
+                       xt_ring_version(st->ring[XT_RING_MDS]) };
     if (!every_mds(st, walked, vw))
         return false;
     for (size_t i = 0; i < st->nsites; i++) {
@@ -420,7 +415,7 @@ static bool moves_done(const struct r2_state *st)
             continue;
         const struct r2_rec_ring1_ent *re = ent_of(&st->r1, e->s.id);
         if (!e->r1.reports || !e->r1.hb.has_counts || e->r1.hb.misplaced != 0 ||
-            e->r1.clear_at <= vw[2] || (re && re->leaving && e->r1.hb.prepared != 0))
+            e->r1.hb.counted_seq < st->r1.seq || (re && re->leaving && e->r1.hb.prepared != 0))
             return false;
     }
     return true;

@@ -48,7 +48,8 @@ static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64
         if (c[i].fsid == 0 || c[i].files > INT64_MAX || c[i].bytes > INT64_MAX)
             return -EINVAL;
     if (r1 && (r1->acked > INT64_MAX || r1->walked_v > INT64_MAX || r1->walked_w > INT64_MAX ||
-               r1->misplaced > INT64_MAX || r1->prepared > INT64_MAX))
+               r1->misplaced > INT64_MAX || r1->prepared > INT64_MAX ||
+               r1->counted_seq > INT64_MAX))
         return -EINVAL;
     return r2_mgr_heartbeat(ctx, site_id, view_version, load, c, n, r1, has_view, view);
 }

@@ -460,6 +460,9 @@ struct HeartbeatReq {
   8: optional i64 walked_ring0,
   9: optional i64 misplaced,
   10: optional i64 prepared,
+  // MDSL: the ring-1 seq of the view its reported pass counted against
+  // (R2 ends a change only on a zero counted under the walk's seq or later).
+  11: optional i64 counted_seq,
 }
 struct ViewResp {
   1: i32 status = 0,

@@ -481,6 +481,7 @@ int xt_r2_heartbeat_r1(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id
                 if (r1 && r1->has_counts) {
                     req.__set_misplaced((int64_t)r1->misplaced);
                     req.__set_prepared((int64_t)r1->prepared);
+                    req.__set_counted_seq((int64_t)r1->counted_seq);
                 }
             },
             {
@@ -638,6 +639,7 @@ public:
         r1.has_counts = req.__isset.misplaced && req.__isset.prepared;
         r1.misplaced = (uint64_t)req.misplaced;
         r1.prepared = (uint64_t)req.prepared;
+        r1.counted_seq = req.__isset.counted_seq ? (uint64_t)req.counted_seq : 0;
         bool any = r1.has_acked || r1.has_walked || r1.has_counts;
         reply_view(resp, [&](bool *has, struct xt_view *v) {
             return ops_->heartbeat

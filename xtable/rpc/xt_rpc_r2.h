@@ -117,6 +117,7 @@ struct xt_r2_hb_ring1 {
     uint64_t acked;              /* MDS: ring-1 seq installed */
     uint64_t walked_v, walked_w; /* MDS: last full walk that found nothing to move */
     uint64_t misplaced, prepared; /* MDSL: from its last index pass */
+    uint64_t counted_seq;        /* MDSL: the ring-1 seq that pass counted under */
 };
 
 struct xt_view {
