@@ -89,12 +89,18 @@ static void count(mds_mover *m, uint64_t *field, uint64_t by)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* When the bytes sent since the pass started fit the rate. */
+static uint64_t rate_due(const mds_mover *m)
+{
+    return m->rate_t0 + (uint64_t)((double)m->rate_sent * 1e9 / (double)m->o.rate);
+}
+
 /* Sleeps until the bytes sent since the pass started fit the rate
  * (invariant 3), in steps short enough to notice a stop. */
 static void throttle(mds_mover *m, uint64_t req)
 {
     for (;;) {
-        uint64_t due = m->rate_t0 + (uint64_t)((double)m->rate_sent * 1e9 / (double)m->o.rate);
+        uint64_t due = rate_due(m);
         uint64_t now = xt_mono_ns();
         if (now >= due || abandoned(m, req))
             return;
@@ -187,7 +193,10 @@ static int consider(mds_mover *m, uint32_t at, const struct mds_slice_info *s, u
     if (gen > m->batch_gen)
         m->batch_gen = gen;
     m->rate_sent += est;
-    if (m->nbatch == MOVER_BATCH || m->batch_bytes >= MOVER_BATCH_BYTES) {
+    /* A full batch commits; over the rate budget, what is marked commits
+     * before the wait (invariant 3), so a slow rate never holds moves. */
+    if (m->nbatch == MOVER_BATCH || m->batch_bytes >= MOVER_BATCH_BYTES ||
+        xt_mono_ns() < rate_due(m)) {
         flush(m);
         throttle(m, req);
     }
