@@ -179,6 +179,16 @@ static size_t losing_sites(const struct xt_view_ring1 *r1, uint32_t *out, size_t
     return n;
 }
 
+/* DRAINED MDSL stop being participants once no placement names them (the
+ * previous ring is gone): R2 saw them clear, nothing prepared (decision
+ * 12), and a removed one must not stall settling. REQUIRES: f->mu. */
+static void drop_drained(mds_ring1 *f, const struct xt_view_ring1 *r1)
+{
+    for (size_t i = 0; i < r1->nsites; i++)
+        if (r1->sites[i].role == XT_RING1_DRAINED && !xt_ring_has_site(f->cur, r1->sites[i].id))
+            (void)mds_group_drop_participant(f->group, r1->sites[i].id);
+}
+
 /* REQUIRES: f->mu. Applies the latest state (invariant 1). */
 static void apply(mds_ring1 *f)
 {
@@ -206,6 +216,8 @@ static void apply(mds_ring1 *f)
     }
     xt_ring_free(next);
     install(f, cur, prev); /* MOVING: (next, previous); else (current, none) */
+    if (r1->phase == XT_RING1_DONE || r1->phase == XT_RING1_STABLE)
+        drop_drained(f, r1);
     uint64_t walk_v = 0;
     uint32_t losing[64];
     size_t nl = 0;
