@@ -164,9 +164,13 @@ static void install(mds_ring1 *f, xt_ring *c, xt_ring *p)
         xt_ring_free(old_cur);
         f->prev = NULL;
     }
-    XT_INFO("ring 1: placement v%llu installed%s%llu",
-            (unsigned long long)xt_ring_version(f->cur), f->prev ? ", previous v" : "",
-            (unsigned long long)(f->prev ? xt_ring_version(f->prev) : 0));
+    if (f->prev)
+        XT_INFO("ring 1: placement v%llu installed, previous v%llu",
+                (unsigned long long)xt_ring_version(f->cur),
+                (unsigned long long)xt_ring_version(f->prev));
+    else
+        XT_INFO("ring 1: placement v%llu installed, no previous",
+                (unsigned long long)xt_ring_version(f->cur));
 }
 
 /* The mover's losing MDSL of the state (at most cap). */
