@@ -278,6 +278,8 @@ static void usage(FILE *f)
             "                          (default 200; 0: no gossip)\n"
             "  --move-rate BYTES       ring-1 change: slice images moved per second by\n"
             "                          this MDS's mover (default 16 MiB)\n"
+            "  --ring1-frozen          do not follow ring-1 changes: heartbeats carry no\n"
+            "                          ring-1 field, so R2 keeps ring 1 as it is\n"
             "  --verbose               debug log\n"
             "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
             "splits, cache and memory per row); SIGTERM logs them and stops.\n");
@@ -310,6 +312,7 @@ int main(int argc, char **argv)
         { "split-bytes", required_argument, NULL, 'X' },
         { "gossip-ms", required_argument, NULL, 'g' },
         { "move-rate", required_argument, NULL, 'M' },
+        { "ring1-frozen", no_argument, NULL, 'F' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -318,7 +321,7 @@ int main(int argc, char **argv)
     size_t nmdsl = 0;
     const char *listen = "127.0.0.1:0", *port_file = NULL, *r2_addrs = NULL, *dir = NULL;
     uint64_t hb_interval = 1000;
-    bool site_given = false;
+    bool site_given = false, ring1_frozen = false;
     uint64_t site_id = 1, threads = 4, interval = 5000, mem_bound = 1ull << 30, split = 8192;
     uint64_t split_bytes = MDS_SPLIT_BYTES;
     uint64_t gossip_ms = 200, move_rate = MDS_MOVE_RATE_DEFAULT;
@@ -349,6 +352,7 @@ int main(int argc, char **argv)
         case 'X': if (parse_num("--split-bytes", optarg, 1 << 16, 1u << 30, &split_bytes)) return 2; break;
         case 'g': if (parse_num("--gossip-ms", optarg, 0, 60000, &gossip_ms)) return 2; break;
         case 'M': if (parse_num("--move-rate", optarg, 4096, UINT64_MAX / 2, &move_rate)) return 2; break;
+        case 'F': ring1_frozen = true; break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -421,8 +425,7 @@ int main(int argc, char **argv)
         struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDS, .addr = self,
                                     .id_file = dir ? idfile : NULL,
                                     .hb_interval_ms = (unsigned)hb_interval,
-                                    .on_view = on_view, .view_arg = &va,
-                                    .ring1 = mds_ring1_heartbeat };
+                                    .on_view = on_view, .view_arg = &va };
         if ((rc = mds_route_new(0, stats, &route)) || (rc = mds_ring1_new(rpc, &follow))) {
             XT_ERR("out of memory");
             goto out;
@@ -430,6 +433,9 @@ int main(int argc, char **argv)
         va.rpc = rpc;
         va.route = route;
         va.follow = follow;
+        /* Without the callback this MDS looks like one from before ring-1
+         * changes, and R2 keeps ring 1 frozen (docs/r2.md). */
+        ao.ring1 = ring1_frozen ? NULL : mds_ring1_heartbeat;
         ao.ring1_arg = follow;
         if ((rc = r2_agent_start(&ao, &agent))) {
             XT_ERR("bad --r2 '%s': %s", r2_addrs, strerror(-rc));
