@@ -558,7 +558,8 @@ static int mem_list_slices(void *ctx, uint32_t site, const void *cursor, uint32_
     int rc = mds_store_mem_slices(m, site, &all, &n);
     if (rc)
         return rc;
-    qsort(all, n, sizeof *all, slice_cmp);
+    if (n)
+        qsort(all, n, sizeof *all, slice_cmp);
     size_t i = 0;
     uint8_t c[MEM_CURSOR_LEN];
     while (cursor_len && i < n && (cursor_put(c, &all[i]), memcmp(c, cursor, sizeof c) <= 0))

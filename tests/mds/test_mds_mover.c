@@ -221,9 +221,11 @@ static void test_mover_join(void **state)
     assert_true(mi.move_loads > 0 && mi.move_loads <= mi.moves);
     assert_true(mi.passes >= 2); /* one that moved, one that found nothing */
     assert_int_equal(mds_stats_counter(v.stats, MDS_CTR_MOVE_LOADS), mi.move_loads);
-    /* Rate: the bytes past the first slice's took their time (invariant 3). */
-    assert_true(mi.move_bytes > 4096);
-    assert_true(secs >= (double)(mi.move_bytes - 4096) / (double)rate * 0.9);
+    /* Rate (invariant 3): the mover sleeps after each slice until the bytes
+     * so far fit, counting the image loaded (the new image may differ a
+     * little in size). */
+    assert_true(mi.move_bytes > 2048);
+    assert_true(secs >= ((double)mi.move_bytes * 0.9 - 512) / (double)rate);
     check_live_once(v.mem, NULL, NULL);
     check_even_moved(v.mem);
     /* Invariant 2: what was cached stays, what the mover loaded went. */
