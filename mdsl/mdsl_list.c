@@ -11,10 +11,17 @@
  *      the MOVED flag of its newest image: both read from the index, never
  *      from a cache, under one LevelDB iterator (a consistent snapshot).
  *  (3) No lock is taken: the index is thread-safe and the listing is a read.
+ *  (4) The misplaced count reads only through the listing, one page per
+ *      snapshot: slices a pass has not reached yet are counted as they are
+ *      when it reaches them (a slice moved meanwhile is not counted).
  */
 #include "mdsl_store_i.h"
 
+#include "xt_ring.h"
+
+#include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #define LIST_FULL 1 /* stops the scan past the last entry that fits */
 
@@ -101,5 +108,48 @@ int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_le
         out->cursor_len = cursor_len;
         xt_free(w.v);
     }
+    return 0;
+}
+
+int mdsl_store_count_misplaced(mdsl_store *s, const struct xt_ring *ring, uint32_t self,
+                               uint32_t page, unsigned pause_us, const _Atomic bool *stop,
+                               uint64_t *misplaced)
+{
+    *misplaced = 0;
+    if (page == 0 || page > MDSL_LIST_MAX)
+        return -EINVAL;
+    if (xt_ring_nsites(ring) == 0)
+        return -ENOENT;
+    uint8_t cursor[MDSL_LIST_CURSOR];
+    uint32_t cursor_len = 0;
+    uint64_t n = 0;
+    for (;;) {
+        if (stop && atomic_load(stop))
+            return -ECANCELED;
+        struct mdsl_slice_list l;
+        int rc = mdsl_store_list_slices(s, cursor, cursor_len, page, &l);
+        if (rc < 0)
+            return rc;
+        for (size_t i = 0; i < l.n; i++) {
+            const struct mdsl_slice_info *e = &l.v[i];
+            uint32_t site = self;
+            if (e->fsid == 0 || e->moved)
+                continue;
+            xt_ring_lookup(ring, xt_ring_key(e->fsid, e->table, e->slice), &site);
+            n += site != self;
+        }
+        bool end = l.end;
+        memcpy(cursor, l.cursor, l.cursor_len);
+        cursor_len = l.cursor_len;
+        mdsl_slice_list_free(&l);
+        if (end)
+            break;
+        if (pause_us) {
+            struct timespec ts = { .tv_sec = pause_us / 1000000,
+                                   .tv_nsec = (long)(pause_us % 1000000) * 1000 };
+            nanosleep(&ts, NULL);
+        }
+    }
+    *misplaced = n;
     return 0;
 }

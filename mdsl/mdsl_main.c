@@ -2,8 +2,9 @@
  * mdsl_main.c -- pom-mdsl, the storage server: opens the store under
  * --dir (liburing I/O, recovery of torn tails and prepared transactions),
  * serves the Storage RPC service, and on SIGTERM/SIGINT stops serving and
- * closes the store (SIGHUP logs its counters). SIGKILL at any moment is
- * safe: that is what the store's recovery is for.
+ * closes the store (SIGHUP logs its counters). With --r2 it registers,
+ * heartbeats, and reports its ring-1 counts (mdsl_ring1.h). SIGKILL at any
+ * moment is safe: that is what the store's recovery is for.
  *
  * TEST ONLY: the environment variable POM_FAULT (unset in production; see
  * docs/testing-faults.md) injects faults from the start: a comma-separated
@@ -12,6 +13,7 @@
  * too) and "alloc:after=N" (xt_alloc_fail_after(N), armed once serving:
  * every allocation after the N-th fails).
  */
+#include "mdsl_ring1.h"
 #include "mdsl_service.h"
 #include "mdsl_store.h"
 #include "r2_agent.h"
@@ -234,16 +236,35 @@ int main(int argc, char **argv)
     /* Registered only once serving; nothing is deregistered at exit: R2
      * notices the silence. The site id survives restarts in DIR/site_id. */
     r2_agent *agent = NULL;
+    mdsl_ring1 *r1rep = NULL;
     if (r2_addrs) {
+        /* Paced so a pass of a large index yields to prepares: 1,024
+         * slices, then 2 ms (~500k slices/s at most). */
+        struct mdsl_ring1_opts r1o = { .store = store, .interval_ms = 1000, .page = 1024,
+                                       .pause_us = 2000 };
+        if ((rc = mdsl_ring1_start(&r1o, &r1rep)) < 0)
+            XT_ERR("cannot start the ring-1 reporter: %s", strerror(-rc));
         char self[300], id_file[4200];
         snprintf(self, sizeof self, "%s:%d", host, bound);
         snprintf(id_file, sizeof id_file, "%s/site_id", dir);
         struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDSL, .addr = self,
                                     .capacity = capacity, .id_file = id_file,
                                     .hb_interval_ms = (unsigned)hb_ms };
-        rc = r2_agent_start(&ao, &agent);
+        if (r1rep) {
+            ao.on_view = mdsl_ring1_view;
+            ao.view_arg = r1rep;
+            ao.on_id = mdsl_ring1_id;
+            ao.id_arg = r1rep;
+            ao.ring1 = mdsl_ring1_fill;
+            ao.ring1_arg = r1rep;
+        }
+        if (rc == 0)
+            rc = r2_agent_start(&ao, &agent);
         if (rc < 0) {
-            XT_ERR("cannot start the R2 agent for --r2 '%s': %s", r2_addrs, strerror(-rc));
+            if (r1rep)
+                XT_ERR("cannot start the R2 agent for --r2 '%s': %s", r2_addrs,
+                       strerror(-rc));
+            mdsl_ring1_stop(r1rep);
             xt_rpc_server_stop(srv);
             mdsl_store_close(store);
             if (io != uring)
@@ -269,7 +290,8 @@ int main(int argc, char **argv)
     }
     XT_INFO("signal %d: stopping", sig);
 
-    r2_agent_stop(agent);
+    r2_agent_stop(agent); /* first: its callbacks use the reporter */
+    mdsl_ring1_stop(r1rep);
     xt_rpc_server_stop(srv);
     mdsl_store_close(store);
     if (fault) /* for sizing the tests' countdown ranges */

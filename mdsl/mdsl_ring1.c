@@ -1,0 +1,326 @@
+/*
+ * mdsl_ring1.c -- the ring-1 reporter of pom-mdsl (mdsl_ring1.h): follows
+ * the R2 agent's views and runs the misplaced-count passes on its thread.
+ * Invariants in the header.
+ */
+#include "mdsl_ring1.h"
+
+#include "xt_common.h"
+#include "xt_ring.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* What a pass counts against, as the latest view says. */
+struct r1_state {
+    uint64_t seq;       /* ring-1 seq; 0 from an R2 without ring-1 state */
+    int phase;          /* enum xt_ring1_phase */
+    xt_ring *ring;      /* current ring 1, decoded; NULL: none in the view */
+    uint32_t *losing;   /* ids R2 marks losing (xt_malloc'd) */
+    size_t nlosing;
+};
+
+struct mdsl_ring1 {
+    struct mdsl_ring1_opts o;
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;      /* CLOCK_MONOTONIC: a new state or stop */
+    _Atomic bool stop;
+    _Atomic bool changed;   /* a new state since the running pass started */
+    /* under mu */
+    uint32_t self;          /* site id, 0 until registered */
+    bool fresh;             /* `next` holds a state the thread has not taken */
+    bool poke;              /* the site id changed */
+    bool known;             /* a view came: known_seq/known_ver are its target */
+    uint64_t known_seq, known_ver;
+    struct r1_state next;
+    bool has_report;
+    struct mdsl_ring1_report rep;
+};
+
+static void state_free(struct r1_state *s)
+{
+    xt_ring_free(s->ring);
+    xt_free(s->losing);
+    memset(s, 0, sizeof *s);
+}
+
+static bool is_losing(const struct r1_state *s, uint32_t self)
+{
+    for (size_t i = 0; i < s->nlosing; i++)
+        if (s->losing[i] == self)
+            return true;
+    return false;
+}
+
+/* The state of view v into *out (overwritten). 0 or -ENOMEM; a ring-1 blob
+ * that does not decode leaves ring NULL (the pass then reports nothing). */
+static int state_of(const struct xt_view *v, struct r1_state *out)
+{
+    memset(out, 0, sizeof *out);
+    for (size_t i = 0; i < v->nrings; i++) {
+        const struct xt_ring_blob *b = &v->rings[i];
+        if (b->ring != XT_RING_MDSL || !b->data)
+            continue;
+        int rc = xt_ring_decode(b->data, b->len, &out->ring);
+        if (rc == -ENOMEM)
+            return rc;
+        if (rc < 0)
+            XT_WARN("ring 1 v%llu in the view does not decode: %s",
+                    (unsigned long long)b->version, strerror(-rc));
+    }
+    const struct xt_view_ring1 *r1 = v->ring1;
+    if (!r1)
+        return 0;
+    out->seq = r1->seq;
+    out->phase = r1->phase;
+    if (r1->nsites && !(out->losing = xt_malloc(r1->nsites * sizeof *out->losing))) {
+        state_free(out);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < r1->nsites; i++)
+        if (r1->sites[i].losing)
+            out->losing[out->nlosing++] = r1->sites[i].id;
+    return 0;
+}
+
+static bool same_target(const struct r1_state *a, const struct r1_state *b)
+{
+    uint64_t va = a->ring ? xt_ring_version(a->ring) : 0;
+    uint64_t vb = b->ring ? xt_ring_version(b->ring) : 0;
+    return a->seq == b->seq && va == vb;
+}
+
+void mdsl_ring1_id(void *arg, uint32_t site_id)
+{
+    mdsl_ring1 *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->self != site_id) {
+        r->self = site_id;
+        r->has_report = false; /* counted for another id */
+        r->poke = true;
+        atomic_store(&r->changed, true);
+        pthread_cond_signal(&r->cv);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+void mdsl_ring1_view(void *arg, const struct xt_view *v, int changed)
+{
+    mdsl_ring1 *r = arg;
+    if (!(changed & XT_VIEW_RINGS))
+        return;
+    struct r1_state s;
+    if (state_of(v, &s) < 0) {
+        XT_WARN("ring-1 reporter: no memory for the view; keeping the last one");
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    uint64_t ver = s.ring ? xt_ring_version(s.ring) : 0;
+    if (!r->known || r->known_seq != s.seq || r->known_ver != ver) {
+        r->known = true;
+        r->known_seq = s.seq;
+        r->known_ver = ver;
+        /* invariant (1): the last count is not about this ring */
+        r->has_report = false;
+        atomic_store(&r->changed, true);
+    }
+    state_free(&r->next);
+    r->next = s;
+    r->fresh = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+void mdsl_ring1_fill(void *arg, struct xt_r2_hb_ring1 *r1)
+{
+    mdsl_ring1 *r = arg;
+    pthread_mutex_lock(&r->mu);
+    if (r->has_report) {
+        r1->has_counts = true;
+        r1->misplaced = r->rep.misplaced;
+        r1->prepared = r->rep.prepared;
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+int mdsl_ring1_report(mdsl_ring1 *r, struct mdsl_ring1_report *out)
+{
+    pthread_mutex_lock(&r->mu);
+    int rc = r->has_report ? 0 : -EAGAIN;
+    *out = r->rep;
+    pthread_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* REQUIRES: r->mu. Waits until stop, a fresh state, a new id, or `due`
+ * (mono ns). */
+static void wait_until(mdsl_ring1 *r, uint64_t due)
+{
+    /* the cv runs on CLOCK_MONOTONIC, xt_mono_ns's clock: due is the deadline */
+    while (!atomic_load(&r->stop) && !r->fresh && !r->poke) {
+        if (due == UINT64_MAX) {
+            pthread_cond_wait(&r->cv, &r->mu);
+            continue;
+        }
+        if (xt_mono_ns() >= due)
+            return;
+        struct timespec ts = { .tv_sec = (time_t)(due / 1000000000u),
+                               .tv_nsec = (long)(due % 1000000000u) };
+        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+    }
+}
+
+/* One pass over `cur` for site self. 0 with *rep filled, -EAGAIN when there
+ * is nothing to say yet (losing in PREPARE: the current ring is still the
+ * old one, under which a 0 means nothing), -ECANCELED when the state changed
+ * or the reporter stops meanwhile, or the count's error. */
+static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
+                    struct mdsl_ring1_report *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    rep->seq = cur->seq;
+    rep->ring_version = cur->ring ? xt_ring_version(cur->ring) : 0;
+    bool losing = self && is_losing(cur, self);
+    if (losing && cur->phase == XT_RING1_PREPARE)
+        return -EAGAIN;
+    if (losing && cur->ring && cur->phase == XT_RING1_MOVING) {
+        int rc = mdsl_store_count_misplaced(r->o.store, cur->ring, self, r->o.page,
+                                            r->o.pause_us, &r->changed, &rep->misplaced);
+        if (rc < 0)
+            return rc;
+        rep->counted = true;
+    }
+    /* Not mdsl_store_stat: it walks every folder under the store lock
+     * prepares take; this holds it for the pending list only. */
+    uint64_t *txids = NULL;
+    size_t n = 0;
+    int rc = mdsl_store_prepared(r->o.store, &txids, &n);
+    if (rc < 0)
+        return rc;
+    xt_free(txids);
+    rep->prepared = n;
+    return 0;
+}
+
+static void *pass_thread(void *arg)
+{
+    mdsl_ring1 *r = arg;
+    struct r1_state cur = { 0 };
+    uint64_t interval = (uint64_t)r->o.interval_ms * 1000000u;
+    uint64_t last_start = 0, passes = 0;
+    bool first = true;
+    pthread_mutex_lock(&r->mu);
+    for (;;) {
+        /* Nothing to count for until registered and a view came. */
+        wait_until(r, first || !r->self ? UINT64_MAX : last_start + interval);
+        if (atomic_load(&r->stop))
+            break;
+        if (r->poke) {
+            r->poke = false;
+            last_start = 0;
+        }
+        if (r->fresh) {
+            bool keep = !first && same_target(&cur, &r->next) && r->has_report;
+            state_free(&cur);
+            cur = r->next;
+            memset(&r->next, 0, sizeof r->next);
+            r->fresh = false;
+            first = false;
+            /* a view that changes nothing counted waits for the interval */
+            if (keep && xt_mono_ns() < last_start + interval)
+                continue;
+        }
+        if (!r->self || first)
+            continue;
+        uint32_t self = r->self;
+        atomic_store(&r->changed, false);
+        pthread_mutex_unlock(&r->mu);
+
+        last_start = xt_mono_ns();
+        struct mdsl_ring1_report rep;
+        int rc = one_pass(r, &cur, self, &rep);
+
+        pthread_mutex_lock(&r->mu);
+        if (rc == 0 && !atomic_load(&r->changed)) {
+            rep.passes = ++passes;
+            /* INFO at a change's first count and when it reaches 0; the
+             * counts in between (one a second) at debug level */
+            bool first_count = !r->has_report || !r->rep.counted || r->rep.seq != rep.seq;
+            bool loud = rep.counted && (first_count || (rep.misplaced == 0 && r->rep.misplaced));
+            r->rep = rep;
+            r->has_report = true;
+            if (rep.counted) {
+                pthread_mutex_unlock(&r->mu); /* no log write under the lock */
+                xt_log(loud ? XT_LOG_INFO : XT_LOG_DEBUG,
+                       "ring 1 v%llu (seq %llu): %llu slices here belong elsewhere, "
+                       "%llu prepared",
+                       (unsigned long long)rep.ring_version, (unsigned long long)rep.seq,
+                       (unsigned long long)rep.misplaced, (unsigned long long)rep.prepared);
+                pthread_mutex_lock(&r->mu);
+            }
+        } else if (rc == -EAGAIN) {
+            r->has_report = false;
+        } else if (rc == -ECANCELED || (rc == 0 && atomic_load(&r->changed))) {
+            last_start = 0; /* the state moved on: count again at once */
+        } else {
+            /* no count rather than an old one: R2 waits for the next pass */
+            r->has_report = false;
+            pthread_mutex_unlock(&r->mu);
+            XT_WARN("ring-1 pass failed: %s; next in %u ms", strerror(-rc), r->o.interval_ms);
+            pthread_mutex_lock(&r->mu);
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    state_free(&cur);
+    return NULL;
+}
+
+int mdsl_ring1_start(const struct mdsl_ring1_opts *o, mdsl_ring1 **out)
+{
+    *out = NULL;
+    if (!o->store || o->page > MDSL_LIST_MAX)
+        return -EINVAL;
+    mdsl_ring1 *r = xt_calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->o = *o;
+    if (!r->o.interval_ms)
+        r->o.interval_ms = 1000;
+    if (!r->o.page)
+        r->o.page = 1024;
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int rc = pthread_create(&r->th, NULL, pass_thread, r);
+    if (rc) {
+        pthread_cond_destroy(&r->cv);
+        pthread_mutex_destroy(&r->mu);
+        xt_free(r);
+        return -rc;
+    }
+    *out = r;
+    return 0;
+}
+
+void mdsl_ring1_stop(mdsl_ring1 *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    atomic_store(&r->stop, true);
+    atomic_store(&r->changed, true); /* ends a running pass at its next page */
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    pthread_join(r->th, NULL);
+    state_free(&r->next);
+    pthread_cond_destroy(&r->cv);
+    pthread_mutex_destroy(&r->mu);
+    xt_free(r);
+}
