@@ -120,6 +120,8 @@ static int add_participants(mds_ring1 *f, const xt_ring *r)
     return 0;
 }
 
+/* Rings of ring 1 are told apart by version: R2 bumps it with every
+ * change of the ring and never reuses one. */
 static bool same_ring(const xt_ring *a, const xt_ring *b)
 {
     return a && b && xt_ring_version(a) == xt_ring_version(b);

@@ -14,12 +14,8 @@
 #        STABLE again, `pomctl site remove`, SIGTERM of mdsl2.
 # Then the driver checks every synced file, link and rename (storm_driver.c)
 # and a last census over mdsl1 and mdsl3 finds every slice live once.
-#
-# DONE needs the MDSL's `misplaced` reports (docs/mdsl-scale.md decision
-# 10, the MDSL side): with a pom-mdsl that sends none, the change stays in
-# MOVING after the walks; the script then says so, skips the drain, and
-# still checks the moves (census, files). POM_MDSL_SCALE_NEED_DONE=1 makes
-# that a failure.
+# DONE needs the MDSL's `misplaced` reports (decision 10, mdsl/mdsl_ring1.c)
+# as well as the MDS walks.
 #
 #   test_mdsl_scale.sh POM_R2 POM_MDSL POM_MDS POMCTL STORM_DRIVER SLICE_CENSUS
 #   DIST_N=...    files (default 30,000 * POM_TEST_SCALE)
@@ -150,7 +146,7 @@ if [ $EVENTS = 2 ] && wait_mark p75; then
     if [ $STABLE1 = 0 ]; then
         wait_for 90 is_phase stable && STABLE1=1
     fi
-    if [ $STABLE1 = 1 ]; then
+    if [ $STABLE1 = 1 ]; then # else the drain would only queue
         S2=$(cat "$D/mdsl2/site_id")
         stamp "75%: draining mdsl2 (site $S2)"
         "$POMCTL" --r2 "$R2" site drain "$S2" >>"$D/pomctl.log" 2>&1 || echo "site drain $S2 failed"
@@ -163,7 +159,7 @@ if [ $EVENTS = 2 ] && wait_mark p75; then
         kill -TERM "${LPID[2]}"
         wait "${LPID[2]}" 2>/dev/null
     else
-        stamp "75%: ring 1 not STABLE (phase $(phase)): DONE needs the MDSL's misplaced reports; no drain"
+        stamp "75%: the join never reached STABLE (phase $(phase)): no drain"
         touch "$D/sync/go75"
     fi
     EVENTS=3
@@ -192,16 +188,12 @@ for k in 1 2 3; do
     MOVES=$((MOVES + $(field "$b" moves || echo 0)))
 done
 ok "the MDS moved slices ($MOVES)" [ "$MOVES" -gt 0 ]
-if [ $STABLE1 = 1 ]; then
-    ok "the drain of mdsl2 reached STABLE" [ "$DRAINED" = 1 ]
-    ok "pomctl site remove of the drained mdsl2" [ "$REMOVED" = 1 ]
-    census final 1 3
-    ok "at the end every slice is live at mdsl1 or mdsl3, once" [ $? = 0 ]
-else
-    echo "SKIP: the join never reached DONE (no MDSL reports misplaced counts): drain not run"
-    [ "${POM_MDSL_SCALE_NEED_DONE:-0}" = 1 ] && ok "the join reached DONE" false
-    census final 1 2 3
-    ok "at the end every slice is live at exactly one MDSL" [ $? = 0 ]
-fi
+ok "the join reached STABLE (DONE passed)" [ "$STABLE1" = 1 ]
+ok "the drain of mdsl2 reached STABLE" [ "$DRAINED" = 1 ]
+ok "pomctl site remove of the drained mdsl2" [ "$REMOVED" = 1 ]
+census final 1 3
+ok "at the end every slice is live at mdsl1 or mdsl3, once" [ $? = 0 ]
+L2=$(live_of drain 2)
+ok "the drained mdsl2 held no live slice (${L2:-?})" [ "${L2:-1}" = 0 ]
 ok "no sanitizer report" sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/driver.err"
 check_done
