@@ -18,7 +18,7 @@
 # as well as the MDS walks.
 #
 #   test_mdsl_scale.sh POM_R2 POM_MDSL POM_MDS POMCTL STORM_DRIVER SLICE_CENSUS
-#   DIST_N=...    files (default 30,000 * POM_TEST_SCALE)
+#   DIST_N=...    files (default 30,000 * POM_TEST_SCALE, at least 4,000)
 #   DIST_KEEP=1   keep the folder (logs) and say where
 set -u
 R2BIN=$(realpath "$1"); MDSLBIN=$(realpath "$2"); MDSBIN=$(realpath "$3")
@@ -26,8 +26,9 @@ POMCTL=$(realpath "$4"); DRIVER=$(realpath "$5"); CENSUS=$(realpath "$6")
 . "$(dirname "${BASH_SOURCE[0]}")/../fuse/pomfs_check.sh"
 export TZ=UTC LC_ALL=C
 SCALE=${POM_TEST_SCALE:-1}
-N=${DIST_N:-$((30000 * SCALE))}
-SPLIT=${DIST_SPLIT:-256}
+# POM_TEST_SCALE may be a fraction (the sanitizer runs use 0.25).
+N=${DIST_N:-$(awk -v s="$SCALE" 'BEGIN { n = int(30000 * s); print (n < 4000 ? 4000 : n) }')}
+SPLIT=${DIST_SPLIT:-$((N >= 20000 ? 256 : 64))} # enough slices for the share check
 pid_folder mdsl_scale DIST_KEEP
 
 stamp() { echo "[$(date +%T)] $*"; }
