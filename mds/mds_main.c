@@ -9,9 +9,10 @@
  * Without --r2 this MDS is the only one and owns everything.
  *
  * MDSL sites come from R2 (--r2: the MDS registers, learns the MDSL sites
- * and ring 1 from the view, and heartbeats) or are given with --mdsl
- * (repeatable; numbered 1, 2, ... in the order given, placed by a ring built
- * here with the same code R2 uses).
+ * and ring 1 from the view, follows ring-1 changes -- mds_ring1.c, with the
+ * mover of mds_mover.c moving its slices -- and heartbeats) or are given
+ * with --mdsl (repeatable; numbered 1, 2, ... in the order given, placed by
+ * a ring built here with the same code R2 uses).
  *
  * With --r2 the site id must be known before the commit group opens (it
  * names this MDS's transactions and its decision record), and R2 needs the
