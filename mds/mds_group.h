@@ -60,8 +60,10 @@
  *      rest keep appending deltas where they are until a later group.
  *  (9) The participants (every MDSL recovery and settling list prepared
  *      txids at, and read decision records at, taking the highest txid)
- *      only grow: mds_group_add_participant adds an MDSL before any
- *      placement names it.
+ *      grow before use: mds_group_add_participant adds an MDSL before any
+ *      placement names it. They shrink only by an MDSL that R2 declared
+ *      DRAINED (docs/mdsl-scale.md decision 12: no live slice, nothing
+ *      prepared, no placement names it), never the home.
  *
  * Decision record (the image of slice `site` of table MDS_COORD_TABLE of
  * fsid MDS_COORD_FSID at the home participant; version = txid):
@@ -159,6 +161,10 @@ int mds_group_settle_site(mds_group *g, uint32_t site);
 /* Invariant 9: site becomes a participant (no-op if it is one). Safe from
  * any thread. 0 or -ENOMEM. */
 int mds_group_add_participant(mds_group *g, uint32_t site);
+/* Invariant 9: a DRAINED site stops being a participant (so a removed MDSL
+ * does not stall recovery and settling). 0 (also when it was none),
+ * -EBUSY for the home. Safe from any thread. */
+int mds_group_drop_participant(mds_group *g, uint32_t site);
 
 /* ---- writers ----------------------------------------------------------- */
 

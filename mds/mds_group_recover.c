@@ -69,6 +69,23 @@ int mds_group_add_participant(mds_group *g, uint32_t site)
     return rc;
 }
 
+int mds_group_drop_participant(mds_group *g, uint32_t site)
+{
+    if (site == g->o.home_site)
+        return -EBUSY;
+    pthread_mutex_lock(&g->mu);
+    bool was = false;
+    for (size_t i = 0; i < g->nparts && !was; i++)
+        if (g->parts[i] == site) {
+            g->parts[i] = g->parts[--g->nparts];
+            was = true;
+        }
+    pthread_mutex_unlock(&g->mu);
+    if (was)
+        XT_INFO("group: site %u: MDSL %u drained, no longer a participant", g->o.site_id, site);
+    return 0;
+}
+
 /* The participants now, as a new array (xt_free): no lock is held over the
  * store calls that use it. */
 static int parts_copy(mds_group *g, uint32_t **out, size_t *n)

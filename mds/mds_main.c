@@ -9,9 +9,10 @@
  * Without --r2 this MDS is the only one and owns everything.
  *
  * MDSL sites come from R2 (--r2: the MDS registers, learns the MDSL sites
- * and ring 1 from the view, and heartbeats) or are given with --mdsl
- * (repeatable; numbered 1, 2, ... in the order given, placed by a ring built
- * here with the same code R2 uses).
+ * and ring 1 from the view, follows ring-1 changes -- mds_ring1.c, with the
+ * mover of mds_mover.c moving its slices -- and heartbeats) or are given
+ * with --mdsl (repeatable; numbered 1, 2, ... in the order given, placed by
+ * a ring built here with the same code R2 uses).
  *
  * With --r2 the site id must be known before the commit group opens (it
  * names this MDS's transactions and its decision record), and R2 needs the
@@ -29,6 +30,8 @@
  */
 #include "mds_cache.h"
 #include "mds_group.h"
+#include "mds_mover.h"
+#include "mds_ring1.h"
 #include "mds_route.h"
 #include "mds_service.h"
 #include "mds_stats.h"
@@ -58,13 +61,6 @@
 
 #define MAX_MDSL 64
 
-static uint32_t locate(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
-{
-    uint32_t site = 1;
-    xt_ring_lookup(arg, xt_ring_key(fsid, table, slice), &site);
-    return site;
-}
-
 /* A port that was free a moment ago on host (bound to port 0, released). */
 static int pick_port(const char *host)
 {
@@ -87,10 +83,11 @@ static int pick_port(const char *host)
  * the MDSL of ring 1, in any state: they hold the slices and the
  * transactions, so they are the commit participants whether or not they
  * were up at this start (a down one makes commits and recovery wait for
- * it, as one that dies later does). R2 never changes ring 1 once an MDS
- * registered (docs/r2.md), so every MDS start finds the same sites. */
-static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, xt_ring **ring, uint32_t *sites,
-                        size_t *n, size_t cap, int timeout_ms)
+ * it, as one that dies later does). While a ring-1 change runs, the MDSL
+ * of its previous and next rings are participants too (mds_ring1.h): a
+ * transaction of this MDS before a crash may have prepared there. */
+static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, mds_ring1 *follow, xt_ring **ring,
+                        uint32_t *sites, size_t *n, size_t cap, int timeout_ms)
 {
     uint64_t deadline = xt_mono_ns() + (uint64_t)timeout_ms * 1000000u;
     for (int round = 0;; round++) {
@@ -113,6 +110,9 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, xt_ring **ring, uin
                     up += st->state == XT_SITE_UP;
                 }
             }
+            size_t ncur = *n;
+            if (r)
+                mds_ring1_extra_sites(follow, &v, sites, n, cap);
             xt_view_free(&v);
             if (nring > cap) {
                 XT_ERR("ring 1 holds %zu MDSL, this MDS at most %zu", nring, cap);
@@ -120,7 +120,7 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, xt_ring **ring, uin
                 return -E2BIG;
             }
             /* Every site of ring 1 known by address, one of them up. */
-            if (r && up > 0 && *n == xt_ring_nsites(r)) {
+            if (r && up > 0 && ncur == xt_ring_nsites(r)) {
                 xt_ring_free(*ring);
                 *ring = r;
                 return 0;
@@ -158,16 +158,20 @@ static void route_from_view(mds_route *route, const struct xt_view *v)
 struct view_arg {
     mds_store_rpc *rpc;
     mds_route *route;
+    mds_ring1 *follow;
 };
 
 /* Keeps MDSL addresses current as the view changes (a restarted MDSL may
- * come back on another port), and ring 0 with the MDS addresses. Ring 1
- * is not followed: R2 never changes it once an MDS registered (moving
- * slice images between MDSL is not built; docs/r2.md "Rings"); a ring 0
- * change re-routes at once (docs/mds-dist.md). */
+ * come back on another port), ring 1 and its changes (mds_ring1.h), and
+ * ring 0 with the MDS addresses; a ring 0 change re-routes at once
+ * (docs/mds-dist.md). Ring 1 first: an MDS that comes back during a
+ * ring-1 change must not own slices under a stale placement
+ * (docs/mdsl-scale.md "Phases"). */
 static void on_view(void *arg, const struct xt_view *v, int changed)
 {
     struct view_arg *va = arg;
+    if (changed & (XT_VIEW_SITES | XT_VIEW_RINGS))
+        mds_ring1_view(va->follow, v);
     if (changed & (XT_VIEW_SITES | XT_VIEW_RINGS))
         route_from_view(va->route, v);
     if (!(changed & XT_VIEW_SITES))
@@ -201,7 +205,7 @@ static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
 /* Logs every operation's count and latency histogram summary, the commit,
  * split and cache counters, and the memory a cached row costs. */
 static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_table *table,
-                   mds_route *route)
+                   mds_route *route, mds_ring1 *follow)
 {
     char buf[8192];
     mds_stats_dump_text(stats, buf, sizeof buf);
@@ -220,10 +224,15 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             (unsigned long long)gi.aborts, (unsigned long long)gi.syncs);
     /* One line the many-MDS tests parse (docs/mds-dist.md). */
     size_t ntab = table ? mds_table_count(table) : 0;
+    uint64_t r1_acked = 0, r1_cur = 0, r1_prev = 0;
+    if (follow)
+        mds_ring1_state(follow, &r1_acked, &r1_cur, &r1_prev);
     XT_INFO("dist: site %u ring0 v%llu tables %zu slices %zu rows %zu requests %llu forwards "
             "%llu looped %llu fwd_errors %llu remote_answers %llu gossip_rounds %llu "
             "gossip_new_bits %llu handovers %llu bits_home %llu gossip_ms %u releases %llu "
-            "release_waits %llu slices_moved %llu xact_splits %llu slice_absent %llu",
+            "release_waits %llu slices_moved %llu xact_splits %llu slice_absent %llu "
+            "ring1_acked %llu ring1 v%llu prev v%llu moves %llu move_bytes %llu move_loads %llu "
+            "walk_passes %llu moved_waits %llu",
             route ? mds_route_self(route) : 0,
             (unsigned long long)(route ? mds_route_ring_version(route) : 0), ntab,
             ci.entries > ntab ? ci.entries - ntab : 0, ci.rows,
@@ -241,7 +250,13 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_RELEASE_WAITS),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_SLICES_MOVED),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_XACT_SPLITS),
-            (unsigned long long)mds_stats_counter(stats, MDS_CTR_SLICE_ABSENT));
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_SLICE_ABSENT),
+            (unsigned long long)r1_acked, (unsigned long long)r1_cur, (unsigned long long)r1_prev,
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVES),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVE_BYTES),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVE_LOADS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_WALK_PASSES),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVED_WAITS));
 }
 
 static void usage(FILE *f)
@@ -262,6 +277,10 @@ static void usage(FILE *f)
             "  --split-bytes N         bytes a slice holds before it splits (default 32 MiB)\n"
             "  --gossip-ms N           first bitmap gossip interval, adaptive 20..2000 ms\n"
             "                          (default 200; 0: no gossip)\n"
+            "  --move-rate BYTES       ring-1 change: slice images moved per second by\n"
+            "                          this MDS's mover (default 16 MiB)\n"
+            "  --ring1-frozen          do not follow ring-1 changes: heartbeats carry no\n"
+            "                          ring-1 field, so R2 keeps ring 1 as it is\n"
             "  --verbose               debug log\n"
             "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
             "splits, cache and memory per row); SIGTERM logs them and stops.\n");
@@ -293,6 +312,8 @@ int main(int argc, char **argv)
         { "split-threshold", required_argument, NULL, 'x' },
         { "split-bytes", required_argument, NULL, 'X' },
         { "gossip-ms", required_argument, NULL, 'g' },
+        { "move-rate", required_argument, NULL, 'M' },
+        { "ring1-frozen", no_argument, NULL, 'F' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
@@ -301,10 +322,10 @@ int main(int argc, char **argv)
     size_t nmdsl = 0;
     const char *listen = "127.0.0.1:0", *port_file = NULL, *r2_addrs = NULL, *dir = NULL;
     uint64_t hb_interval = 1000;
-    bool site_given = false;
+    bool site_given = false, ring1_frozen = false;
     uint64_t site_id = 1, threads = 4, interval = 5000, mem_bound = 1ull << 30, split = 8192;
     uint64_t split_bytes = MDS_SPLIT_BYTES;
-    uint64_t gossip_ms = 200;
+    uint64_t gossip_ms = 200, move_rate = MDS_MOVE_RATE_DEFAULT;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -331,6 +352,8 @@ int main(int argc, char **argv)
         case 'x': if (parse_num("--split-threshold", optarg, 16, 1 << 22, &split)) return 2; break;
         case 'X': if (parse_num("--split-bytes", optarg, 1 << 16, 1u << 30, &split_bytes)) return 2; break;
         case 'g': if (parse_num("--gossip-ms", optarg, 0, 60000, &gossip_ms)) return 2; break;
+        case 'M': if (parse_num("--move-rate", optarg, 4096, UINT64_MAX / 2, &move_rate)) return 2; break;
+        case 'F': ring1_frozen = true; break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
@@ -374,7 +397,9 @@ int main(int argc, char **argv)
     r2_agent *agent = NULL;
     mds_route *route = NULL;
     mds_xact *xact = NULL;
-    struct view_arg va = { NULL, NULL };
+    mds_ring1 *follow = NULL;
+    mds_mover *mover = NULL;
+    struct view_arg va = { NULL, NULL, NULL };
     uint32_t sites[MAX_MDSL];
     if (!ring || !stats || mds_store_rpc_new(10000, &rpc)) {
         XT_ERR("out of memory");
@@ -402,12 +427,17 @@ int main(int argc, char **argv)
                                     .id_file = dir ? idfile : NULL,
                                     .hb_interval_ms = (unsigned)hb_interval,
                                     .on_view = on_view, .view_arg = &va };
-        if ((rc = mds_route_new(0, stats, &route))) {
+        if ((rc = mds_route_new(0, stats, &route)) || (rc = mds_ring1_new(rpc, &follow))) {
             XT_ERR("out of memory");
             goto out;
         }
         va.rpc = rpc;
         va.route = route;
+        va.follow = follow;
+        /* Without the callback this MDS looks like one from before ring-1
+         * changes, and R2 keeps ring 1 frozen (docs/r2.md). */
+        ao.ring1 = ring1_frozen ? NULL : mds_ring1_heartbeat;
+        ao.ring1_arg = follow;
         if ((rc = r2_agent_start(&ao, &agent))) {
             XT_ERR("bad --r2 '%s': %s", r2_addrs, strerror(-rc));
             goto out;
@@ -423,7 +453,7 @@ int main(int argc, char **argv)
             goto out;
         }
         mds_route_set_self(route, (uint32_t)site_id);
-        if ((rc = mdsl_from_r2(agent, rpc, &ring, sites, &nmdsl, MAX_MDSL, 120000))) {
+        if ((rc = mdsl_from_r2(agent, rpc, follow, &ring, sites, &nmdsl, MAX_MDSL, 120000))) {
             XT_ERR("no MDSL registered with R2: %s", strerror(-rc));
             goto out;
         }
@@ -432,8 +462,9 @@ int main(int argc, char **argv)
             goto out;
         }
         /* The home of the decision records must not move between restarts:
-         * the lowest MDSL id of ring 1, which R2 never changes once an MDS
-         * registered (and never reuses an id). */
+         * the lowest MDSL id of the participants. Ids only grow, so a join
+         * keeps it; a drain of the home is not handled yet (decision 6 of
+         * docs/mdsl-scale.md: the records would have to be copied). */
         for (size_t i = 1; i < nmdsl; i++)
             if (sites[i] < sites[0]) {
                 uint32_t t = sites[0];
@@ -442,9 +473,9 @@ int main(int argc, char **argv)
             }
     }
     mds_store store = mds_store_rpc_handle(rpc);
-    /* Ring 1 as fetched once: one placement, no previous (following ring-1
-     * changes is docs/mdsl-scale.md step 3). */
-    if ((rc = mds_place_new(locate, ring, &place))) {
+    /* Ring 1 as fetched; with R2 the follower installs a change in flight
+     * (previous kept) once the group is open, before anything is served. */
+    if ((rc = mds_place_new(mds_ring1_locate, ring, &place))) {
         XT_ERR("out of memory");
         goto out;
     }
@@ -482,6 +513,10 @@ int main(int argc, char **argv)
         nanosleep(&ts, NULL);
     }
     mds_cache_set_pressure(cache, mds_group_kick, group);
+    if (follow) {
+        mds_ring1_attach(follow, place, ring, group, NULL); /* ring now follow's */
+        ring = NULL;
+    }
     struct mds_table_opts to = { .cache = cache, .group = group, .stats = stats,
                                  .split_threshold = (uint32_t)split,
                                  .split_bytes = (size_t)split_bytes,
@@ -527,6 +562,17 @@ int main(int argc, char **argv)
         XT_ERR("cannot start the transaction thread: %s", strerror(-rc));
         goto out;
     }
+    if (follow) {
+        struct mds_mover_opts mo = { .store = &store, .cache = cache, .group = group,
+                                     .place = place, .stats = stats, .owns = mds_route_owns,
+                                     .ring0_version = mds_route_stamp, .route_arg = route,
+                                     .rate = move_rate };
+        if ((rc = mds_mover_start(&mo, &mover))) {
+            XT_ERR("cannot start the mover: %s", strerror(-rc));
+            goto out;
+        }
+        mds_ring1_set_mover(follow, mover);
+    }
     int bound = xt_rpc_server_port(srv);
     if (port_file && (rc = xt_daemon_write_int_file(port_file, bound)) < 0)
         XT_ERR("cannot write %s: %s", port_file, strerror(-rc));
@@ -540,12 +586,15 @@ int main(int argc, char **argv)
     /* SIGHUP: report the counters and go on; SIGINT/SIGTERM: report and stop. */
     int sig;
     while ((sig = xt_daemon_wait_signal()) == SIGHUP)
-        report(stats, cache, group, table, route);
+        report(stats, cache, group, table, route, follow);
     XT_INFO("signal %d: committing and stopping", sig);
-    report(stats, cache, group, table, route);
+    report(stats, cache, group, table, route, follow);
     rc = 0;
 out:
     r2_agent_stop(agent);
+    if (follow)
+        mds_ring1_detach(follow);
+    mds_mover_stop(mover); /* loads through the route, moves through the group */
     xt_rpc_server_stop(srv);
     mds_xact_free(xact); /* its thread calls the (stopped) service's handlers */
     mds_route_free(route); /* its thread uses the table, group and cache */
@@ -554,6 +603,7 @@ out:
         mds_group_close(group, true);
     mds_cache_free(cache);
     mds_place_free(place);
+    mds_ring1_free(follow); /* the rings the placement used */
     mds_store_rpc_free(rpc);
     mds_stats_free(stats);
     xt_ring_free(ring);

@@ -94,6 +94,8 @@ enum mds_ctr {
     MDS_CTR_MOVES,            /* ring-1 moves committed (image + tombstone) */
     MDS_CTR_MOVE_BYTES,       /* image bytes of those moves */
     MDS_CTR_MOVED_WAITS,      /* loads told -EAGAIN: only a MOVED tombstone */
+    MDS_CTR_MOVE_LOADS,       /* slices the mover loaded to move (not cached) */
+    MDS_CTR_WALK_PASSES,      /* full passes of the mover over the losing MDSL */
     MDS_CTR__COUNT
 };
 

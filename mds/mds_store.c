@@ -17,3 +17,11 @@ void mds_load_free(struct mds_load *l)
     xt_free(l->deltas);
     memset(l, 0, sizeof *l);
 }
+
+void mds_slice_page_free(struct mds_slice_page *p)
+{
+    if (!p)
+        return;
+    xt_free(p->v);
+    memset(p, 0, sizeof *p);
+}

@@ -59,6 +59,25 @@ struct mds_blob {
     size_t len;
 };
 
+/* One stored slice of a listing (the MDSL index's `S` key). */
+struct mds_slice_info {
+    uint32_t fsid, slice;
+    uint64_t table;
+    uint64_t version; /* newest record stored */
+    bool moved;       /* its head is a MOVED tombstone */
+};
+
+#define MDS_LIST_CURSOR_MAX 64
+
+/* One page of list_slices. Free with mds_slice_page_free. */
+struct mds_slice_page {
+    struct mds_slice_info *v;  /* xt_malloc'd, NULL when n is 0 */
+    size_t n;
+    uint8_t cursor[MDS_LIST_CURSOR_MAX]; /* opaque: pass back to go on */
+    uint32_t cursor_len;       /* 0 on the first call */
+    bool end;                  /* nothing follows */
+};
+
 /* Result of a load: the latest image and the deltas after it, oldest
  * first. Free with mds_load_free. */
 struct mds_load {
@@ -80,6 +99,12 @@ struct mds_store_ops {
                 struct mds_load *out);
     /* *txids: a new array the caller frees with xt_free (NULL when *n == 0). */
     int (*list_prepared)(void *ctx, uint32_t site, uint64_t **txids, size_t *n);
+    /* The slices `site` stores, in the site's index order, after `cursor`
+     * (cursor_len 0: from the start), at most max (>= 1) of them. On 0
+     * *out is filled (mds_slice_page_free), on error zeroed. Tombstones
+     * are listed (moved). The store's error, -ENOMEM. */
+    int (*list_slices)(void *ctx, uint32_t site, const void *cursor, uint32_t cursor_len,
+                       uint32_t max, struct mds_slice_page *out);
 };
 
 /* A bound backend. The ops and ctx must outlive every user of the handle. */
@@ -111,6 +136,16 @@ static inline int mds_store_list_prepared(const mds_store *s, uint32_t site,
 {
     return s->ops->list_prepared(s->ctx, site, txids, n);
 }
+
+static inline int mds_store_list_slices(const mds_store *s, uint32_t site, const void *cursor,
+                                        uint32_t cursor_len, uint32_t max,
+                                        struct mds_slice_page *out)
+{
+    return s->ops->list_slices(s->ctx, site, cursor, cursor_len, max, out);
+}
+
+/* Frees the array of p and zeroes it. NULL or zeroed: no-op. */
+void mds_slice_page_free(struct mds_slice_page *p);
 
 /* Frees the blobs of l and zeroes it. NULL or a zeroed l is a no-op. */
 void mds_load_free(struct mds_load *l);

@@ -18,6 +18,7 @@
 #include "mds_store_mem.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xt_common.h"
@@ -515,12 +516,85 @@ out:
     return rc;
 }
 
+/* list_slices cursor: the last (fsid, table, slice) returned, big-endian,
+ * so that memcmp order is the listing order. */
+#define MEM_CURSOR_LEN 16
+
+static void cursor_put(uint8_t *c, const struct mds_store_mem_slice *s)
+{
+    for (int i = 0; i < 4; i++)
+        c[i] = (uint8_t)(s->fsid >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++)
+        c[4 + i] = (uint8_t)(s->table >> (56 - 8 * i));
+    for (int i = 0; i < 4; i++)
+        c[12 + i] = (uint8_t)(s->slice >> (24 - 8 * i));
+}
+
+static int slice_cmp(const void *a, const void *b)
+{
+    uint8_t ca[MEM_CURSOR_LEN], cb[MEM_CURSOR_LEN];
+    cursor_put(ca, a);
+    cursor_put(cb, b);
+    return memcmp(ca, cb, sizeof ca);
+}
+
+/* Paged over a sorted snapshot of the site (the MDSL lists its index in
+ * key order): each call sorts everything, fine for test sizes. A severed
+ * store answers -ECONNRESET; no other fault is injected here. */
+static int mem_list_slices(void *ctx, uint32_t site, const void *cursor, uint32_t cursor_len,
+                           uint32_t max, struct mds_slice_page *out)
+{
+    mds_store_mem *m = ctx;
+    memset(out, 0, sizeof *out);
+    if ((cursor_len != 0 && cursor_len != MEM_CURSOR_LEN) || max == 0)
+        return -EINVAL;
+    pthread_mutex_lock(&m->mu);
+    bool severed = m->sever == 0;
+    pthread_mutex_unlock(&m->mu);
+    if (severed)
+        return -ECONNRESET;
+    struct mds_store_mem_slice *all;
+    size_t n;
+    int rc = mds_store_mem_slices(m, site, &all, &n);
+    if (rc)
+        return rc;
+    if (n)
+        qsort(all, n, sizeof *all, slice_cmp);
+    size_t i = 0;
+    uint8_t c[MEM_CURSOR_LEN];
+    while (cursor_len && i < n && (cursor_put(c, &all[i]), memcmp(c, cursor, sizeof c) <= 0))
+        i++;
+    size_t take = n - i < max ? n - i : max;
+    if (take && !(out->v = xt_calloc(take, sizeof *out->v))) {
+        xt_free(all);
+        return -ENOMEM;
+    }
+    for (size_t j = 0; j < take; j++) {
+        const struct mds_store_mem_slice *sl = &all[i + j];
+        out->v[j] = (struct mds_slice_info){ .fsid = sl->fsid, .slice = sl->slice,
+                                             .table = sl->table, .version = sl->version,
+                                             .moved = sl->moved };
+    }
+    out->n = take;
+    out->end = i + take == n;
+    if (take) {
+        cursor_put(out->cursor, &all[i + take - 1]);
+        out->cursor_len = MEM_CURSOR_LEN;
+    } else if (cursor_len) {
+        memcpy(out->cursor, cursor, cursor_len);
+        out->cursor_len = cursor_len;
+    }
+    xt_free(all);
+    return 0;
+}
+
 static const struct mds_store_ops mem_ops = {
     .prepare = mem_prepare,
     .commit = mem_commit,
     .abort = mem_abort,
     .load = mem_load,
     .list_prepared = mem_list_prepared,
+    .list_slices = mem_list_slices,
 };
 
 void mds_store_mem_bind(mds_store_mem *m, mds_store *out)

@@ -184,12 +184,46 @@ static int rpc_list_prepared(void *ctx, uint32_t site, uint64_t **txids, size_t 
     return 0;
 }
 
+static int rpc_list_slices(void *ctx, uint32_t site, const void *cursor, uint32_t cursor_len,
+                           uint32_t max, struct mds_slice_page *out)
+{
+    memset(out, 0, sizeof *out);
+    xt_rpc_pool *p = pool_of(ctx, site);
+    if (!p)
+        return -EHOSTUNREACH;
+    struct xt_store_list l;
+    int rc = xt_mdsl_list_slices(p, NULL, cursor, cursor_len, max, &l);
+    if (rc)
+        return rc;
+    if (l.cursor_len > MDS_LIST_CURSOR_MAX) { /* the glue bounds it at 64 too */
+        xt_store_list_free(&l);
+        return -EPROTO;
+    }
+    if (l.n && !(out->v = xt_calloc(l.n, sizeof *out->v))) {
+        xt_store_list_free(&l);
+        return -ENOMEM;
+    }
+    for (size_t i = 0; i < l.n; i++)
+        out->v[i] = (struct mds_slice_info){ .fsid = l.slices[i].fsid,
+                                             .slice = l.slices[i].slice,
+                                             .table = l.slices[i].table,
+                                             .version = l.slices[i].version,
+                                             .moved = l.slices[i].moved };
+    out->n = l.n;
+    memcpy(out->cursor, l.cursor, l.cursor_len);
+    out->cursor_len = l.cursor_len;
+    out->end = l.end;
+    xt_store_list_free(&l);
+    return 0;
+}
+
 static const struct mds_store_ops rpc_ops = {
     .prepare = rpc_prepare,
     .commit = rpc_commit,
     .abort = rpc_abort,
     .load = rpc_load,
     .list_prepared = rpc_list_prepared,
+    .list_slices = rpc_list_slices,
 };
 
 int mds_store_rpc_new(int call_timeout_ms, mds_store_rpc **out)

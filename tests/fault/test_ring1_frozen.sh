@@ -13,6 +13,10 @@
 #      names the same sites, at the same version, as before the kill;
 #      `pomctl site drain`/`remove` of mdsl1 are refused with a message that
 #      says ring 1 is frozen, and drain of the new mdsl3 works.
+# The MDS runs with --ring1-frozen: it does not send the ring-1 heartbeat
+# fields, as no pom-mds did before docs/mdsl-scale.md step 4, so this checks
+# R2's gate (ring 1 stays frozen while an MDS of ring 0 does not follow it);
+# ring-1 changes with MDS that follow are tests/dist/test_mdsl_scale.sh.
 # Old behaviour (R2 took a FAILED MDSL out of ring 1 and put new and
 # returning ones in; the MDS took ring 1 once at start): the restarted MDS
 # looks for mdsl2's slices on mdsl1, so files are missing and ring 1 differs.
@@ -54,7 +58,7 @@ start_mdsl() {
 MPORT=$(free_port)
 start_mds() { # the port opens once the commit group recovered
     mkdir -p "$D/mds"
-    "$MDSBIN" --r2 "$R2" --dir "$D/mds" --listen "127.0.0.1:$MPORT" --split-threshold 64 \
+    "$MDSBIN" --r2 "$R2" --dir "$D/mds" --listen "127.0.0.1:$MPORT" --split-threshold 64 --ring1-frozen \
         --commit-interval-ms 500 --threads 2 >>"$D/mds.log" 2>&1 &
     MPID=$!
     PIDS="$PIDS $!"

@@ -127,8 +127,14 @@ static int tu_w_list(void *c, uint32_t s, uint64_t **t, size_t *n)
     struct tu_wrap *w = c;
     return mds_store_list_prepared(&w->inner, s, t, n);
 }
+static int tu_w_slices(void *c, uint32_t s, const void *cur, uint32_t cl, uint32_t max,
+                       struct mds_slice_page *o)
+{
+    struct tu_wrap *w = c;
+    return mds_store_list_slices(&w->inner, s, cur, cl, max, o);
+}
 static const struct mds_store_ops tu_wrap_ops = {
-    tu_w_prepare, tu_w_commit, tu_w_abort, tu_w_load, tu_w_list,
+    tu_w_prepare, tu_w_commit, tu_w_abort, tu_w_load, tu_w_list, tu_w_slices,
 };
 
 #endif

@@ -7,7 +7,10 @@
  *   - SIGKILL of the MDS at random moments of a create storm: after restart
  *     every create acknowledged by a `sync` before the kill is there, and
  *     every row present decodes whole (nothing torn);
- *   - a small memory bound forces evictions and every row stays reachable.
+ *   - a small memory bound forces evictions and every row stays reachable;
+ *   - mds_store_rpc against a real pom-mdsl: a MOVED tombstone (len 0)
+ *     travels through prepare/commit, loads then answer -ESTALE, and
+ *     list_slices pages every slice with the tombstone flagged.
  * Sizes scale with POM_TEST_SCALE (0 < s <= 1) and grow with POM_TEST_LONG.
  */
 #include <stdarg.h>
@@ -25,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mds_store_rpc.h"
 #include "pom_cluster.h"
 #include "pom_proc.h"
 #include "xt_common.h"
@@ -347,10 +351,75 @@ static void test_eviction_small_memory(void **state)
     cluster_down(&c);
 }
 
+static int put(const mds_store *st, uint64_t txid, const struct mds_rec *r, size_t n)
+{
+    int rc = mds_store_prepare(st, 1, txid, r, n);
+    return rc ? rc : mds_store_commit(st, 1, txid);
+}
+
+static void test_store_rpc_tombstone(void **state)
+{
+    (void)state;
+    struct pom_cluster pc;
+    assert_int_equal(pom_cluster_init(&pc, "mdsrpc"), 0);
+    assert_int_equal(pom_cluster_start_mdsl(&pc, POM_MDSL_BIN), 0);
+    mds_store_rpc *rpc;
+    assert_int_equal(mds_store_rpc_new(5000, &rpc), 0);
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", pc.mdsl_port);
+    assert_int_equal(mds_store_rpc_set_site(rpc, 1, addr), 0);
+    mds_store st = mds_store_rpc_handle(rpc);
+    /* 40 slices of table 7 (images), one of them then tombstoned the way
+     * mds_group writes it: an empty IMAGE with the MOVED flag, same txid
+     * as nothing else here. */
+    uint64_t txid = 100;
+    for (uint32_t s = 0; s < 40; s++) {
+        struct mds_rec r = { .fsid = 1, .table = 7, .slice = s, .version = 1,
+                             .full_image = true, .bytes = "image", .len = 5 };
+        assert_int_equal(put(&st, txid++, &r, 1), 0);
+    }
+    static const uint8_t none[1];
+    struct mds_rec t = { .fsid = 1, .table = 7, .slice = 5, .version = 2, .full_image = true,
+                         .bytes = none, .len = 0, .moved = true };
+    assert_int_equal(put(&st, txid++, &t, 1), 0);
+    struct mds_load l;
+    assert_int_equal(mds_store_load(&st, 1, 1, 7, 5, &l), -ESTALE);
+    assert_int_equal(mds_store_load(&st, 1, 1, 7, 6, &l), 0);
+    assert_true(l.has_image && l.image.len == 5 && !memcmp(l.image.bytes, "image", 5));
+    mds_load_free(&l);
+    /* A delta on the tombstone is refused (the group retries as an image). */
+    struct mds_rec d = { .fsid = 1, .table = 7, .slice = 5, .version = 3, .bytes = "d",
+                         .len = 1 };
+    assert_int_equal(mds_store_prepare(&st, 1, txid++, &d, 1), -ESTALE);
+    /* Listing, 7 at a time: each slice once, ascending, the tombstone flagged. */
+    struct mds_slice_page pg;
+    uint8_t cur[MDS_LIST_CURSOR_MAX];
+    uint32_t clen = 0, next = 0;
+    for (bool end = false; !end;) {
+        assert_int_equal(mds_store_list_slices(&st, 1, cur, clen, 7, &pg), 0);
+        assert_true(pg.n <= 7);
+        for (size_t i = 0; i < pg.n; i++, next++) {
+            assert_int_equal(pg.v[i].fsid, 1);
+            assert_int_equal(pg.v[i].table, 7);
+            assert_int_equal(pg.v[i].slice, next);
+            assert_int_equal(pg.v[i].version, next == 5 ? 2 : 1);
+            assert_int_equal(pg.v[i].moved, next == 5);
+        }
+        end = pg.end;
+        memcpy(cur, pg.cursor, pg.cursor_len);
+        clen = pg.cursor_len;
+        mds_slice_page_free(&pg);
+    }
+    assert_int_equal(next, 40);
+    mds_store_rpc_free(rpc);
+    pom_cluster_destroy(&pc);
+}
+
 int main(void)
 {
     xt_log_set_level(getenv("POM_TEST_DEBUG") ? XT_LOG_DEBUG : XT_LOG_WARN);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_store_rpc_tombstone),
         cmocka_unit_test(test_grow_one_directory),
         cmocka_unit_test(test_sigkill_create_storm),
         cmocka_unit_test(test_eviction_small_memory),

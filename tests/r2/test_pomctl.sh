@@ -4,7 +4,7 @@
 #   `pomctl up` starts R2 + MDSL (+ MDS when built) and `status` says
 #   healthy; sites, ring show, fs create/list/stat/drop (JSON parsed with
 #   python3); `up` again is idempotent; `site drain`/`remove` of an MDSL
-#   are refused once an MDS registered (ring 1 frozen); `site drain` of
+#   are refused while it holds the slices (the only MDSL); `site drain` of
 #   the MDS makes status degraded (4); `down` leaves no process behind;
 #   a pid file whose pid now runs another program is left alone; `up
 #   --mount` exits 5 without pomfs.
@@ -197,12 +197,13 @@ echo "$OUT" | grep -q "already running" || fail "second up does not say already 
 echo "== site drain makes status degraded"
 MDSL_ID=$($P --json sites | python3 -c 'import json,sys; print([s["id"] for s in json.load(sys.stdin)["sites"] if s["type"] == "mdsl"][0])')
 if [ $HAVE_MDS -eq 1 ]; then
-    # An MDS registered: ring 1 is frozen (docs/r2.md); the MDSL holds the
-    # slices, so R2 refuses to drain or remove it, and says why.
-    expect 1 "site drain of an MDSL in the frozen ring 1" -- $P site drain "$MDSL_ID"
-    echo "$ERR" | grep -q "frozen" || fail "drain refusal does not say ring 1 is frozen: $ERR"
-    expect 1 "site remove of an MDSL in the frozen ring 1" -- $P --json site remove "$MDSL_ID"
-    py 'assert j["ok"] is False and j["errno"] in ("EOPNOTSUPP", "ENOTSUP"), j'
+    # An MDS registered and follows ring 1 (docs/mdsl-scale.md): the only
+    # MDSL holds every slice, so R2 refuses to drain it (nowhere to move
+    # them) or remove it (not DRAINED), and says why.
+    expect 1 "site drain of the only MDSL of ring 1" -- $P site drain "$MDSL_ID"
+    echo "$ERR" | grep -q "last of its type" || fail "drain refusal does not say why: $ERR"
+    expect 1 "site remove of an MDSL in ring 1" -- $P --json site remove "$MDSL_ID"
+    py 'assert j["ok"] is False and j["errno"] == "EBUSY", j'
     expect 0 "status after the refusals (nothing changed)" -- $P status
     # Draining the MDS makes the status degraded as well.
     DRAIN_ID=$($P --json sites | python3 -c 'import json,sys; print([s["id"] for s in json.load(sys.stdin)["sites"] if s["type"] == "mds"][0])')

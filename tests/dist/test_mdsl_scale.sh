@@ -1,0 +1,200 @@
+#!/bin/bash
+# test_mdsl_scale.sh -- adding and draining an MDSL under a create storm
+# (docs/mdsl-scale.md step 4): 1 R2, 2 MDSL, 3 MDS (each following ring 1
+# and running the mover, mds/mds_ring1.c, mds/mds_mover.c). 4 client
+# threads (storm_driver) create N files in one directory, with links and
+# renames, pom_sync every 500 creates. During the storm:
+#   25%: mdsl3 starts; R2 runs a ring-1 change (PREPARE, MOVING, walk,
+#        DONE, STABLE) and the MDS move the slices ring 1 now gives it.
+#   50%: once the MDS all walked (or the change is STABLE): a census of
+#        the three MDSL (slice_census: every slice live at exactly one, and
+#        mdsl3 holds about a third of them).
+#   75%: once STABLE: `pomctl site drain` of mdsl2 (not mdsl1: the home of
+#        the decision records does not move yet, decision 6), wait for
+#        STABLE again, `pomctl site remove`, SIGTERM of mdsl2.
+# Then the driver checks every synced file, link and rename (storm_driver.c)
+# and a last census over mdsl1 and mdsl3 finds every slice live once.
+# DONE needs the MDSL's `misplaced` reports (decision 10, mdsl/mdsl_ring1.c)
+# as well as the MDS walks.
+#
+#   test_mdsl_scale.sh POM_R2 POM_MDSL POM_MDS POMCTL STORM_DRIVER SLICE_CENSUS
+#   DIST_N=...    files (default 30,000 * POM_TEST_SCALE, at least 4,000)
+#   DIST_KEEP=1   keep the folder (logs) and say where
+set -u
+R2BIN=$(realpath "$1"); MDSLBIN=$(realpath "$2"); MDSBIN=$(realpath "$3")
+POMCTL=$(realpath "$4"); DRIVER=$(realpath "$5"); CENSUS=$(realpath "$6")
+. "$(dirname "${BASH_SOURCE[0]}")/../fuse/pomfs_check.sh"
+export TZ=UTC LC_ALL=C
+SCALE=${POM_TEST_SCALE:-1}
+# POM_TEST_SCALE may be a fraction (the sanitizer runs use 0.25).
+N=${DIST_N:-$(awk -v s="$SCALE" 'BEGIN { n = int(30000 * s); print (n < 4000 ? 4000 : n) }')}
+SPLIT=${DIST_SPLIT:-$((N >= 20000 ? 256 : 64))} # enough slices for the share check
+pid_folder mdsl_scale DIST_KEEP
+
+stamp() { echo "[$(date +%T)] $*"; }
+dist_line() { grep -a 'dist: site' "$1" | tail -1 | sed 's/.*dist: //'; }
+field() { # line key
+    echo "$1" | awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i+1); exit } }'
+}
+
+D=$T/c
+mkdir -p "$D/sync"
+declare -A LPID LPORT MPID
+PR2=$(free_port)
+"$R2BIN" --data "$D" --listen "127.0.0.1:$PR2" >"$D/r2.log" 2>&1 &
+PIDS="$PIDS $!"
+wait_port "$PR2" || exit 1
+R2="127.0.0.1:$PR2"
+start_mdsl() {
+    local k=$1
+    LPORT[$k]=$(free_port)
+    mkdir -p "$D/mdsl$k"
+    "$MDSLBIN" --dir "$D/mdsl$k" --listen "127.0.0.1:${LPORT[$k]}" --r2 "$R2" \
+        >>"$D/mdsl$k.log" 2>&1 &
+    LPID[$k]=$!
+    PIDS="$PIDS $!"
+    wait_port "${LPORT[$k]}" && wait_registered "$D/mdsl$k"
+}
+for k in 1 2; do start_mdsl $k || exit 1; done
+for k in 1 2 3; do
+    p=$(free_port)
+    mkdir -p "$D/mds$k"
+    "$MDSBIN" --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:$p" --split-threshold "$SPLIT" \
+        --commit-interval-ms 500 --threads 2 >"$D/mds$k.log" 2>&1 &
+    MPID[$k]=$!
+    PIDS="$PIDS $!"
+    wait_port "$p" || exit 1
+done
+sleep 2 # every MDS holds the final ring 0 before the clients come
+POM_R2=$R2 "$POMCTL" fs create mdslfs >"$D/pomctl.log" 2>&1 || { echo "fs create failed"; exit 1; }
+
+# ring1 EXPR: a python expression over c (the ring1_change object of
+# `pomctl ring show 1 --json`) and mds (its MDS entries); prints its value.
+ring1() {
+    "$POMCTL" --r2 "$R2" --json ring show 1 2>/dev/null | python3 -c "
+import json, sys
+try:
+    j = json.load(sys.stdin)
+except Exception:
+    print(''); sys.exit(0)
+c = j.get('ring1_change') or {}
+mds = [s for s in c.get('sites', []) if s.get('type') == 'mds']
+mdsl = [s for s in c.get('sites', []) if s.get('type') == 'mdsl']
+print($1)"
+}
+phase() { ring1 "c.get('phase', '')"; }
+# walked: the change is in MOVING with walk, and every MDS walked it.
+walked() {
+    [ "$(ring1 "c.get('phase') == 'moving' and c.get('walk') and all(m.get('walked_ring1') == c.get('to_version') for m in mds)")" = True ]
+}
+# wait_for SECS CMD...: polls CMD every 0.5 s; 0 when it held.
+wait_for() {
+    local t0=$SECONDS lim=$1; shift
+    while [ $((SECONDS - t0)) -lt "$lim" ]; do "$@" && return 0; sleep 0.5; done
+    return 1
+}
+is_phase() { [ "$(phase)" = "$1" ]; }
+walked_or_stable() { walked || is_phase stable; }
+changing() { ! is_phase stable; }
+census() { # tag, MDSL numbers
+    local tag=$1; shift
+    local a=()
+    for k in "$@"; do a+=("127.0.0.1:${LPORT[$k]}"); done
+    "$CENSUS" "${a[@]}" >"$D/census_$tag.txt" 2>&1
+    local rc=$?
+    sed "s/^/  census $tag: /" "$D/census_$tag.txt" | tail -6
+    return $rc
+}
+live_of() { # tag, MDSL number
+    grep "^mdsl 127.0.0.1:${LPORT[$2]} " "$D/census_$1.txt" | awk '{print $4}'
+}
+
+echo "== 3 MDS, 2 MDSL (+mdsl3 at 25%, mdsl2 drained at 75%), N=$N files, 4 client threads, split $SPLIT"
+stamp "storm starts"
+"$DRIVER" "$R2" mdslfs "$N" 4 "$D/sync" >"$D/driver.out" 2>"$D/driver.err" &
+DPID=$!
+PIDS="$PIDS $DPID"
+wait_mark() {
+    while [ ! -e "$D/sync/$1" ]; do
+        kill -0 "$DPID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+}
+
+EVENTS=0 SEEN_MOVING=0 WALKED=0 STABLE1=0 DRAINED=0 REMOVED=0 SHARE=- CENSUS1=1
+if wait_mark p25; then
+    stamp "25%: starting mdsl3"
+    start_mdsl 3 || echo "mdsl3 did not start"
+    touch "$D/sync/go25"
+    wait_for 60 is_phase moving && SEEN_MOVING=1
+    stamp "ring 1 moving: $SEEN_MOVING ($(phase))"
+    EVENTS=1
+fi
+if [ $EVENTS = 1 ] && wait_mark p50; then
+    stamp "50%: waiting for every MDS to walk (or STABLE)"
+    wait_for 150 walked_or_stable && WALKED=1
+    is_phase stable && STABLE1=1
+    stamp "walked: $WALKED, phase $(phase)"
+    census join 1 2 3 && CENSUS1=0
+    L1=$(live_of join 1); L2=$(live_of join 2); L3=$(live_of join 3)
+    TOT=$(( ${L1:-0} + ${L2:-0} + ${L3:-0} ))
+    [ "$TOT" -gt 0 ] && SHARE=$(( 100 * ${L3:-0} / TOT ))
+    stamp "mdsl3 holds ${L3:-?} of $TOT live slices (${SHARE}%)"
+    touch "$D/sync/go50"
+    EVENTS=2
+fi
+if [ $EVENTS = 2 ] && wait_mark p75; then
+    if [ $STABLE1 = 0 ]; then
+        wait_for 90 is_phase stable && STABLE1=1
+    fi
+    if [ $STABLE1 = 1 ]; then # else the drain would only queue
+        S2=$(cat "$D/mdsl2/site_id")
+        stamp "75%: draining mdsl2 (site $S2)"
+        "$POMCTL" --r2 "$R2" site drain "$S2" >>"$D/pomctl.log" 2>&1 || echo "site drain $S2 failed"
+        touch "$D/sync/go75"
+        wait_for 30 changing || true
+        wait_for 150 is_phase stable && DRAINED=1
+        "$POMCTL" --r2 "$R2" site remove "$S2" >>"$D/pomctl.log" 2>&1 && REMOVED=1
+        stamp "drained: $DRAINED, removed: $REMOVED; SIGTERM mdsl2"
+        census drain 1 2 3 || true
+        kill -TERM "${LPID[2]}"
+        wait "${LPID[2]}" 2>/dev/null
+    else
+        stamp "75%: the join never reached STABLE (phase $(phase)): no drain"
+        touch "$D/sync/go75"
+    fi
+    EVENTS=3
+fi
+touch "$D/sync/events_done"
+wait "$DPID"
+DRC=$?
+stamp "driver exited $DRC"
+for k in 1 2 3; do kill -HUP "${MPID[$k]}" 2>/dev/null; done
+sleep 1
+cat "$D/driver.out"
+[ -s "$D/driver.err" ] && { echo "driver stderr (head):"; head -30 "$D/driver.err"; }
+"$POMCTL" --r2 "$R2" ring show 1 2>&1 | tail -12 | sed 's/^/  /'
+
+ok "the events ran (25%, 50%, 75%: $EVENTS of 3)" [ "$EVENTS" = 3 ]
+ok "the driver's checks (synced files/links/renames there, listing, nlink, sync times)" [ "$DRC" = 0 ]
+ok "ring 1 reached MOVING after mdsl3 joined" [ "$SEEN_MOVING" = 1 ]
+ok "every MDS walked the change (or it was STABLE) within 150 s" [ "$WALKED" = 1 ]
+ok "after the join every slice is live at exactly one MDSL" [ "$CENSUS1" = 0 ]
+ok "mdsl3 holds about a third of the slices (${SHARE}%, want 20..47)" \
+    sh -c "[ '$SHARE' != - ] && [ '$SHARE' -ge 20 ] && [ '$SHARE' -le 47 ]"
+MOVES=0
+for k in 1 2 3; do
+    b=$(dist_line "$D/mds$k.log")
+    echo "mds$k: $(echo "$b" | grep -o 'ring1_acked.*')"
+    MOVES=$((MOVES + $(field "$b" moves || echo 0)))
+done
+ok "the MDS moved slices ($MOVES)" [ "$MOVES" -gt 0 ]
+ok "the join reached STABLE (DONE passed)" [ "$STABLE1" = 1 ]
+ok "the drain of mdsl2 reached STABLE" [ "$DRAINED" = 1 ]
+ok "pomctl site remove of the drained mdsl2" [ "$REMOVED" = 1 ]
+census final 1 3
+ok "at the end every slice is live at mdsl1 or mdsl3, once" [ $? = 0 ]
+L2=$(live_of drain 2)
+ok "the drained mdsl2 held no live slice (${L2:-?})" [ "${L2:-1}" = 0 ]
+ok "no sanitizer report" sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/driver.err"
+check_done
