@@ -13,15 +13,12 @@
 
 #include "mds_route.h"
 #include "mds_test_util.h"
+#include "pom_ring.h"
 #include "xt_ring.h"
 
-static xt_ring *ring_of(const uint32_t *sites, size_t n)
+static xt_ring *ring_of(const uint32_t *ids, size_t n)
 {
-    xt_ring *r = xt_ring_new(XT_RING_MDS, 64);
-    assert_non_null(r);
-    for (size_t i = 0; i < n; i++)
-        assert_int_equal(xt_ring_add_site(r, sites[i], XT_RING_WEIGHT_UNIT), 0);
-    return r;
+    return pom_ring_of(XT_RING_MDS, 64, ids, n);
 }
 
 static void test_ownership(void **state)

@@ -16,6 +16,7 @@
 #include "mdsl_test_util.h"
 
 #include "mdsl_ring1.h"
+#include "pom_ring.h"
 #include "xt_ring.h"
 
 #include <stdatomic.h>
@@ -25,11 +26,7 @@ static uint8_t payload[64];
 
 static xt_ring *ring_of(const uint32_t *ids, size_t n)
 {
-    xt_ring *r = xt_ring_new(XT_RING_MDSL, 0);
-    assert_non_null(r);
-    for (size_t i = 0; i < n; i++)
-        assert_int_equal(xt_ring_add_site(r, ids[i], XT_RING_WEIGHT_UNIT), 0);
-    return r;
+    return pom_ring_of(XT_RING_MDSL, 0, ids, n);
 }
 
 static uint32_t owner(const xt_ring *r, uint32_t fsid, uint64_t table, uint32_t slice)
