@@ -570,6 +570,14 @@ static int cancel_join(r2_mgr *m, const struct xt_site *s)
     return rc;
 }
 
+/* The lowest id of ring 1: the MDSL every MDS keeps its decision records at
+ * (mds_main.c; ids only grow, so joins keep it). 0 when ring 1 is empty. */
+static uint32_t home_mdsl(const xt_ring *r)
+{
+    uint32_t id, w;
+    return r && xt_ring_site_at(r, 0, &id, &w) == 0 ? id : 0; /* ascending ids */
+}
+
 int r2_ring1_admin(r2_mgr *m, const struct xt_site *s, bool remove)
 {
     const struct r2_state *st = &m->st;
@@ -598,6 +606,15 @@ int r2_ring1_admin(r2_mgr *m, const struct xt_site *s, bool remove)
         return cancel_join(m, s);
     if (cur && xt_ring_nsites(st->ring[XT_RING_MDSL]) == 1)
         return -EBUSY; /* its slices would have nowhere to go */
+    if (cur && s->id == home_mdsl(st->ring[XT_RING_MDSL])) {
+        /* Its slices could move, but not the decision records: once it was
+         * removed no MDS could commit or recover (decision 6 of
+         * docs/mdsl-scale.md, not built). */
+        XT_WARN("site %u (mdsl %s): drain refused: it holds the MDS decision records (the "
+                "lowest MDSL id of ring 1), which do not move yet (docs/mdsl-scale.md "
+                "decision 6)", s->id, s->addr);
+        return -EBUSY;
+    }
     XT_INFO("site %u (mdsl %s): drain %s", s->id, s->addr,
             st->r1.phase == XT_RING1_STABLE ? "starts with the next tick"
                                             : "queued behind the running ring-1 change");

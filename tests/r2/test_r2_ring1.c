@@ -16,7 +16,8 @@
  *  - a FAILED MDS (out of ring 0) is not waited for;
  *  - an MDSL registering during a change waits OUT and joins in the next;
  *  - drain of a JOINING MDSL cancels its join, in PREPARE and in MOVING;
- *  - drain of a ring-1 MDSL, remove refused (-EBUSY) until DRAINED;
+ *  - drain of a ring-1 MDSL, remove refused (-EBUSY) until DRAINED; drain
+ *    of the lowest id (the home of the MDS decision records) refused;
  *  - an MDS without the ring-1 fields keeps ring 1 frozen (old refusals);
  *  - the /r2/ring1 codec refuses every corruption and truncation.
  */
@@ -514,37 +515,41 @@ static void test_drain_remove(void **state)
     pump_until(f, XT_RING1_PREPARE, 1);
     pump_until(f, XT_RING1_STABLE, 12); /* c joined */
     assert_int_equal(role(f, c->id), XT_RING1_IN);
-    assert_int_equal(r2_mgr_site_remove(f->m, a->id), -EBUSY);
+    /* a, the lowest id, holds the MDS decision records, which do not move
+     * (docs/mdsl-scale.md decision 6): its drain is refused. */
+    assert_true(a->id < b->id && a->id < c->id);
+    assert_int_equal(r2_mgr_site_drain(f->m, a->id), -EBUSY);
+    assert_int_equal(r2_mgr_site_remove(f->m, b->id), -EBUSY);
     x->follow = false;
-    assert_int_equal(r2_mgr_site_drain(f->m, a->id), 0);
-    assert_int_equal(r2_mgr_site_drain(f->m, a->id), 0); /* idempotent */
-    assert_int_equal(r2_mgr_site_remove(f->m, a->id), -EBUSY);
+    assert_int_equal(r2_mgr_site_drain(f->m, b->id), 0);
+    assert_int_equal(r2_mgr_site_drain(f->m, b->id), 0); /* idempotent */
+    assert_int_equal(r2_mgr_site_remove(f->m, b->id), -EBUSY);
     pump(f);
     struct xt_view v;
     view(f, &v);
     assert_int_equal(v.ring1->phase, XT_RING1_PREPARE);
-    assert_true(r1_site(&v, a->id)->leaving);
-    assert_true(r1_site(&v, a->id)->losing);
-    assert_false(r1_site(&v, b->id)->losing); /* a drain alone: b and c only gain */
-    assert_false(in_ring(&v.ring1->next, a->id));
+    assert_true(r1_site(&v, b->id)->leaving);
+    assert_true(r1_site(&v, b->id)->losing);
+    assert_false(r1_site(&v, a->id)->losing); /* a drain alone: a and c only gain */
+    assert_false(in_ring(&v.ring1->next, b->id));
     xt_view_free(&v);
-    assert_int_equal(r2_mgr_site_remove(f->m, a->id), -EBUSY);
+    assert_int_equal(r2_mgr_site_remove(f->m, b->id), -EBUSY);
     x->follow = true;
     pump_until(f, XT_RING1_MOVING, 3);
-    assert_int_equal(r2_mgr_site_remove(f->m, a->id), -EBUSY);
+    assert_int_equal(r2_mgr_site_remove(f->m, b->id), -EBUSY);
     pump_until(f, XT_RING1_DONE, 10);
     view(f, &v);
-    assert_int_equal(r1_site(&v, a->id)->role, XT_RING1_DRAINED);
-    assert_false(in_ring(&v.rings[1], a->id));
+    assert_int_equal(r1_site(&v, b->id)->role, XT_RING1_DRAINED);
+    assert_false(in_ring(&v.rings[1], b->id));
     xt_view_free(&v);
-    assert_int_equal(r2_mgr_site_remove(f->m, a->id), 0);
-    a->alive = false;
+    assert_int_equal(r2_mgr_site_remove(f->m, b->id), 0);
+    b->alive = false;
     pump_until(f, XT_RING1_STABLE, 3);
     /* The last MDSL may not drain: its slices would have nowhere to go. */
-    assert_int_equal(r2_mgr_site_drain(f->m, b->id), 0);
+    assert_int_equal(r2_mgr_site_drain(f->m, c->id), 0);
     pump_until(f, XT_RING1_PREPARE, 1);
     pump_until(f, XT_RING1_STABLE, 14);
-    assert_int_equal(r2_mgr_site_drain(f->m, c->id), -EBUSY);
+    assert_int_equal(r2_mgr_site_drain(f->m, a->id), -EBUSY);
 }
 
 /* ---- an MDS that does not follow ring 1 keeps it frozen --------------------------- */
