@@ -10,8 +10,9 @@
 #        the three MDSL (slice_census: every slice live at exactly one, and
 #        mdsl3 holds about a third of them).
 #   75%: once STABLE: `pomctl site drain` of mdsl2 (not mdsl1: the home of
-#        the decision records does not move yet, decision 6), wait for
-#        STABLE again, `pomctl site remove`, SIGTERM of mdsl2.
+#        the decision records does not move yet, decision 6, and R2 refuses
+#        it); while the drain runs mds2 is SIGKILLed and restarted at once;
+#        wait for STABLE again, `pomctl site remove`, SIGTERM of mdsl2.
 # Then the driver checks every synced file, link and rename (storm_driver.c)
 # and a last census over mdsl1 and mdsl3 finds every slice live once.
 # DONE needs the MDSL's `misplaced` reports (decision 10, mdsl/mdsl_ring1.c)
@@ -56,15 +57,18 @@ start_mdsl() {
     wait_port "${LPORT[$k]}" && wait_registered "$D/mdsl$k"
 }
 for k in 1 2; do start_mdsl $k || exit 1; done
-for k in 1 2 3; do
-    p=$(free_port)
+declare -A MPORT
+start_mds() {
+    local k=$1
+    [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
     mkdir -p "$D/mds$k"
-    "$MDSBIN" --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:$p" --split-threshold "$SPLIT" \
-        --commit-interval-ms 500 --threads 2 >"$D/mds$k.log" 2>&1 &
+    "$MDSBIN" --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
+        --split-threshold "$SPLIT" --commit-interval-ms 500 --threads 2 >>"$D/mds$k.log" 2>&1 &
     MPID[$k]=$!
     PIDS="$PIDS $!"
-    wait_port "$p" || exit 1
-done
+    wait_port "${MPORT[$k]}"
+}
+for k in 1 2 3; do start_mds $k || exit 1; done
 sleep 2 # every MDS holds the final ring 0 before the clients come
 POM_R2=$R2 "$POMCTL" fs create mdslfs >"$D/pomctl.log" 2>&1 || { echo "fs create failed"; exit 1; }
 
@@ -121,7 +125,7 @@ wait_mark() {
     done
 }
 
-EVENTS=0 SEEN_MOVING=0 WALKED=0 STABLE1=0 DRAINED=0 REMOVED=0 SHARE=- CENSUS1=1
+EVENTS=0 KILLED=0 SEEN_MOVING=0 WALKED=0 STABLE1=0 DRAINED=0 REMOVED=0 SHARE=- CENSUS1=1
 if wait_mark p25; then
     stamp "25%: starting mdsl3"
     start_mdsl 3 || echo "mdsl3 did not start"
@@ -153,6 +157,15 @@ if [ $EVENTS = 2 ] && wait_mark p75; then
         "$POMCTL" --r2 "$R2" site drain "$S2" >>"$D/pomctl.log" 2>&1 || echo "site drain $S2 failed"
         touch "$D/sync/go75"
         wait_for 30 changing || true
+        wait_for 30 is_phase moving || true
+        # An MDS dies mid-move and comes back at once (still in ring 0):
+        # its restart installs the running change before it owns anything,
+        # and its recovery settles a moving group cut in the middle.
+        stamp "drain running ($(phase)): SIGKILL mds2, restart"
+        kill -KILL "${MPID[2]}"
+        wait "${MPID[2]}" 2>/dev/null
+        echo "--- mds2 restarted" >>"$D/mds2.log"
+        start_mds 2 && KILLED=1 || echo "mds2 did not restart"
         wait_for 150 is_phase stable && DRAINED=1
         "$POMCTL" --r2 "$R2" site remove "$S2" >>"$D/pomctl.log" 2>&1 && REMOVED=1
         stamp "drained: $DRAINED, removed: $REMOVED; SIGTERM mdsl2"
@@ -190,6 +203,7 @@ for k in 1 2 3; do
 done
 ok "the MDS moved slices ($MOVES)" [ "$MOVES" -gt 0 ]
 ok "the join reached STABLE (DONE passed)" [ "$STABLE1" = 1 ]
+ok "mds2 was SIGKILLed during the drain and restarted" [ "$KILLED" = 1 ]
 ok "the drain of mdsl2 reached STABLE" [ "$DRAINED" = 1 ]
 ok "pomctl site remove of the drained mdsl2" [ "$REMOVED" = 1 ]
 census final 1 3
