@@ -284,9 +284,7 @@ static int try_register(r2_agent *a)
         return rc;
     pthread_mutex_lock(&a->mu);
     a->site_id = id;
-    a->registered = true;
     a->st.registrations++;
-    pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
     XT_INFO("r2 agent: registered as %s site %u at %s%s", xt_site_type_name(a->o.type), id,
             a->targets[a->cur].addr, a->prev_id && a->prev_id != id ? " (new id)" : "");
@@ -299,6 +297,13 @@ static int try_register(r2_agent *a)
     if (a->o.on_id)
         a->o.on_id(a->o.id_arg, id);
     take_view(a, &v);
+    /* Announced last, so whoever r2_agent_wait_registered woke also has
+     * the view the registration brought (the daemon test read it -EAGAIN
+     * in the gap once, in CI). */
+    pthread_mutex_lock(&a->mu);
+    a->registered = true;
+    pthread_cond_broadcast(&a->cv);
+    pthread_mutex_unlock(&a->mu);
     return 0;
 }
 

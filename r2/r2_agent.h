@@ -87,7 +87,8 @@ int r2_agent_start(const struct r2_agent_opts *o, r2_agent **out);
  * silence). NULL is a no-op. */
 void r2_agent_stop(r2_agent *a);
 
-/* Waits until the site is registered. Returns 0 or -ETIMEDOUT. */
+/* Waits until the site is registered (and holds the view its registration
+ * brought). Returns 0 or -ETIMEDOUT. */
 int r2_agent_wait_registered(r2_agent *a, int timeout_ms);
 /* The site id, 0 until registered. */
 uint32_t r2_agent_site_id(r2_agent *a);
