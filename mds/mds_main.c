@@ -94,10 +94,7 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, mds_ring1 *follow, 
         struct xt_view v;
         if (r2_agent_view_copy(agent, &v) == 0) {
             xt_ring *r = NULL;
-            for (size_t i = 0; i < v.nrings; i++)
-                if (v.rings[i].ring == XT_RING_MDSL &&
-                    xt_ring_decode(v.rings[i].data, v.rings[i].len, &r))
-                    r = NULL;
+            (void)xt_view_ring(&v, XT_RING_MDSL, &r); /* none yet: r NULL, wait */
             size_t up = 0, nring = 0;
             *n = 0;
             for (size_t i = 0; r && i < v.nsites; i++) {
@@ -141,10 +138,7 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, mds_ring1 *follow, 
 static void route_from_view(mds_route *route, const struct xt_view *v)
 {
     xt_ring *r0 = NULL;
-    for (size_t i = 0; i < v->nrings; i++)
-        if (v->rings[i].ring == XT_RING_MDS &&
-            xt_ring_decode(v->rings[i].data, v->rings[i].len, &r0))
-            r0 = NULL;
+    (void)xt_view_ring(v, XT_RING_MDS, &r0); /* none: r0 NULL */
     struct mds_route_site *ss = xt_calloc(v->nsites ? v->nsites : 1, sizeof *ss);
     size_t n = 0;
     for (size_t i = 0; ss && i < v->nsites; i++)

@@ -69,10 +69,8 @@ static xt_ring *decode_blob(const struct xt_ring_blob *b)
 
 static xt_ring *view_ring1(const struct xt_view *v)
 {
-    for (size_t i = 0; i < v->nrings; i++)
-        if (v->rings[i].ring == XT_RING_MDSL)
-            return decode_blob(&v->rings[i]);
-    return NULL;
+    xt_ring *r;
+    return xt_view_ring(v, XT_RING_MDSL, &r) == 0 ? r : NULL;
 }
 
 /* Appends the sites of r missing from sites[0..*n), up to cap. */

@@ -61,17 +61,12 @@ static bool is_losing(const struct r1_state *s, uint32_t self)
 static int state_of(const struct xt_view *v, struct r1_state *out)
 {
     memset(out, 0, sizeof *out);
-    for (size_t i = 0; i < v->nrings; i++) {
-        const struct xt_ring_blob *b = &v->rings[i];
-        if (b->ring != XT_RING_MDSL || !b->data)
-            continue;
-        int rc = xt_ring_decode(b->data, b->len, &out->ring);
-        if (rc == -ENOMEM)
-            return rc;
-        if (rc < 0)
-            XT_WARN("ring 1 v%llu in the view does not decode: %s",
-                    (unsigned long long)b->version, strerror(-rc));
-    }
+    int rc = xt_view_ring(v, XT_RING_MDSL, &out->ring);
+    if (rc == -ENOMEM)
+        return rc;
+    if (rc < 0 && rc != -ENOENT)
+        XT_WARN("ring 1 in the view (view v%llu) does not decode: %s",
+                (unsigned long long)v->version, strerror(-rc));
     const struct xt_view_ring1 *r1 = v->ring1;
     if (!r1)
         return 0;

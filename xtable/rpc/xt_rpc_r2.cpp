@@ -8,6 +8,7 @@
 
 #include "R2.h"
 #include "xt_common.h"
+#include "xt_ring.h"
 
 #include <cstring>
 #include <vector>
@@ -130,6 +131,19 @@ void xt_view_free(struct xt_view *v)
     xt_fs_info_free_array(v->fs, v->nfs);
     xt_view_ring1_free(v->ring1);
     memset(v, 0, sizeof *v);
+}
+
+int xt_view_ring(const struct xt_view *v, uint32_t ring, xt_ring **out)
+{
+    *out = NULL;
+    for (size_t i = 0; i < v->nrings; i++)
+        if (v->rings[i].ring == ring && v->rings[i].data) {
+            int rc = xt_ring_decode(v->rings[i].data, v->rings[i].len, out);
+            if (rc < 0)
+                *out = NULL;
+            return rc;
+        }
+    return -ENOENT;
 }
 
 /* Copies s into a C field of cap bytes; -ENAMETOOLONG if it does not fit. */

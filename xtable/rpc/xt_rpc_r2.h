@@ -133,6 +133,11 @@ struct xt_view {
 };
 /* Frees what the view owns and zeroes it. */
 void xt_view_free(struct xt_view *v);
+/* The ring of type `ring` (0: MDS, 1: MDSL) in v, decoded into *out (free
+ * with xt_ring_free; NULL on error). -ENOENT: v carries no such ring (or an
+ * empty blob); -ENOMEM; another negative errno: the blob does not decode. */
+struct xt_ring;
+int xt_view_ring(const struct xt_view *v, uint32_t ring, struct xt_ring **out);
 void xt_fs_info_free_array(struct xt_fs_info *fs, size_t n);
 
 struct xt_fs_counter {
