@@ -73,14 +73,15 @@ static bool pinned(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group,
 }
 
 static void consider(mdsl_store *s, struct folder *fo, struct segarr *a, bool is_cs,
-                     uint32_t group, uint32_t below, struct cand *best, double *best_ratio)
+                     uint32_t group, uint32_t below, double threshold, struct cand *best,
+                     double *best_ratio)
 {
     for (size_t i = 0; i + 1 < a->n; i++) { /* never the active (last) one */
         struct seg *sg = a->v[i];
         if (sg->no >= below)
             continue;
         double ratio = sg->size ? (double)sg->live / (double)sg->size : 0.0;
-        if (ratio >= s->o.gc_threshold || ratio >= *best_ratio ||
+        if (ratio >= threshold || ratio >= *best_ratio ||
             pinned(s, fo, is_cs, group, sg->no))
             continue;
         *best = (struct cand){ fo, is_cs, group, sg };
@@ -89,7 +90,7 @@ static void consider(mdsl_store *s, struct folder *fo, struct segarr *a, bool is
 }
 
 /* REQUIRES: mu held. Pins the chosen segment. */
-static bool pick(mdsl_store *s, struct cand *c)
+static bool pick(mdsl_store *s, double threshold, struct cand *c)
 {
     double best = 2.0;
     c->sg = NULL;
@@ -98,9 +99,10 @@ static bool pick(mdsl_store *s, struct cand *c)
             uint32_t rseg;
             uint64_t roff;
             mdsl_st_resume_pos(s, fo, &rseg, &roff);
-            consider(s, fo, &fo->tss, false, 0, rseg, c, &best);
+            consider(s, fo, &fo->tss, false, 0, rseg, threshold, c, &best);
             for (size_t g = 0; g < fo->ncs; g++)
-                consider(s, fo, &fo->cs[g].segs, true, fo->cs[g].group, UINT32_MAX, c, &best);
+                consider(s, fo, &fo->cs[g].segs, true, fo->cs[g].group, UINT32_MAX, threshold,
+                         c, &best);
         }
     if (c->sg)
         c->sg->refs++;
@@ -325,9 +327,11 @@ static int drop_segment(mdsl_store *s, struct cand *c)
         XT_WARN("mdsl gc: %s still has %lld live bytes or pending records; kept", path,
                 (long long)c->sg->live);
     }
-    mdsl_st_seg_unpin(s, c->sg);
-    if (gone)
+    if (gone) {
         s->st.gc_freed_segments++;
+        s->st.gc_freed_bytes += c->sg->size;
+    }
+    mdsl_st_seg_unpin(s, c->sg);
     pthread_mutex_unlock(&s->mu);
     mdsl_st_token_put(s);
     if (!gone)
@@ -338,14 +342,14 @@ static int drop_segment(mdsl_store *s, struct cand *c)
     return 1;
 }
 
-int mdsl_gc_pass(mdsl_store *s, unsigned max_segments)
+int mdsl_gc_pass(mdsl_store *s, unsigned max_segments, double threshold)
 {
     int freed = 0;
     uint64_t t0 = xt_mono_ns(), budget = 0;
     for (unsigned n = 0; n < max_segments; n++) {
         struct cand c;
         pthread_mutex_lock(&s->mu);
-        bool ok = !s->failed && !s->gc_stop && pick(s, &c);
+        bool ok = !s->failed && !s->gc_stop && pick(s, threshold, &c);
         if (ok)
             s->st.gc_passes++;
         pthread_mutex_unlock(&s->mu);
@@ -380,7 +384,10 @@ static void *gc_main(void *arg)
         if (s->gc_stop)
             break;
         pthread_mutex_unlock(&s->mu);
-        (void)mdsl_gc_pass(s, 4);
+        mdsl_st_bg_take(s);
+        (void)mdsl_gc_pass(s, 4, s->o.gc_threshold);
+        mdsl_space_tick(s); /* drops, sweeps and idle rolls share the thread */
+        mdsl_st_bg_put(s);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);

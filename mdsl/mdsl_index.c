@@ -370,6 +370,13 @@ void mdsl_index_batch_resume(mdsl_index_batch *b, uint32_t fsid, uint64_t table,
     leveldb_writebatch_put(b->wb, (const char *)kb, kl, (const char *)vb, sizeof vb);
 }
 
+void mdsl_index_batch_del_resume(mdsl_index_batch *b, uint32_t fsid, uint64_t table)
+{
+    uint8_t kb[13];
+    size_t kl = resume_key(kb, fsid, table);
+    leveldb_writebatch_delete(b->wb, (const char *)kb, kl);
+}
+
 int mdsl_index_write(mdsl_index *idx, mdsl_index_batch *b, bool sync)
 {
     char *err = NULL;

@@ -88,6 +88,8 @@ void mdsl_index_batch_put(mdsl_index_batch *b, const struct mdsl_ikey *k, const 
 void mdsl_index_batch_del(mdsl_index_batch *b, const struct mdsl_ikey *k);
 void mdsl_index_batch_resume(mdsl_index_batch *b, uint32_t fsid, uint64_t table,
                              uint32_t segno, uint64_t off);
+/* Forget a folder's resume position (its folder is being dropped). */
+void mdsl_index_batch_del_resume(mdsl_index_batch *b, uint32_t fsid, uint64_t table);
 /* Apply atomically; `sync` makes LevelDB fsync its log first. */
 int mdsl_index_write(mdsl_index *idx, mdsl_index_batch *b, bool sync);
 void mdsl_index_batch_free(mdsl_index_batch *b);

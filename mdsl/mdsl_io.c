@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -277,6 +278,18 @@ static int ur_mkdir(mdsl_io *io, const char *path)
     return 0;
 }
 
+static int ur_rename(mdsl_io *io, const char *from, const char *to)
+{
+    (void)io;
+    return rename(from, to) < 0 ? -errno : 0;
+}
+
+static int ur_rmdir(mdsl_io *io, const char *path)
+{
+    (void)io;
+    return rmdir(path) < 0 ? -errno : 0;
+}
+
 static int ur_list(mdsl_io *io, const char *dir, mdsl_io_list_cb cb, void *arg)
 {
     (void)io;
@@ -315,6 +328,8 @@ static const struct mdsl_io_ops uring_ops = {
     .size = ur_size,
     .unlink = ur_unlink,
     .mkdir = ur_mkdir,
+    .rename = ur_rename,
+    .rmdir = ur_rmdir,
     .list = ur_list,
     .destroy = ur_destroy,
 };

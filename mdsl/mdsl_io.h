@@ -21,8 +21,8 @@
  *      subset of the writes may have reached the file (callers truncate back).
  *  (3) Backends are thread-safe: several threads may call any op at once,
  *      also on the same file (the store serialises appends itself).
- *  (4) Directory operations (create, unlink, mkdir) are durable at once: the
- *      power-loss model does not simulate lost directory entries.
+ *  (4) Directory operations (create, unlink, mkdir, rename, rmdir) are durable
+ *      at once: the power-loss model does not simulate lost directory entries.
  */
 #ifndef MDSL_IO_H
 #define MDSL_IO_H
@@ -61,6 +61,8 @@ struct mdsl_io_ops {
     int (*size)(mdsl_io *io, mdsl_file *f, uint64_t *out);
     int (*unlink)(mdsl_io *io, const char *path);
     int (*mkdir)(mdsl_io *io, const char *path);
+    int (*rename)(mdsl_io *io, const char *from, const char *to);
+    int (*rmdir)(mdsl_io *io, const char *path);
     int (*list)(mdsl_io *io, const char *dir, mdsl_io_list_cb cb, void *arg);
     void (*destroy)(mdsl_io *io);
 };
@@ -104,6 +106,13 @@ static inline int mdsl_io_unlink(mdsl_io *io, const char *path)
 /* Create a directory; an existing one is not an error. */
 static inline int mdsl_io_mkdir(mdsl_io *io, const char *path)
 { return io->ops->mkdir(io, path); }
+/* Rename a file or a directory (with everything under it); open files stay
+ * open. -ENOENT if `from` is missing, -EEXIST/-ENOTEMPTY if `to` is taken. */
+static inline int mdsl_io_rename(mdsl_io *io, const char *from, const char *to)
+{ return io->ops->rename(io, from, to); }
+/* Remove an empty directory (-ENOTEMPTY otherwise). */
+static inline int mdsl_io_rmdir(mdsl_io *io, const char *path)
+{ return io->ops->rmdir(io, path); }
 static inline int mdsl_io_list(mdsl_io *io, const char *dir, mdsl_io_list_cb cb, void *arg)
 { return io->ops->list(io, dir, cb, arg); }
 static inline void mdsl_io_destroy(mdsl_io *io)

@@ -218,6 +218,72 @@ static int mem_mkdir(mdsl_io *io, const char *path)
     return rc;
 }
 
+/* `path` is `dir` itself or lies under it. */
+static bool under(const char *path, const char *dir, size_t dl)
+{
+    return !strncmp(path, dir, dl) && (path[dl] == '\0' || path[dl] == '/');
+}
+
+/* Every node at or under `from` takes the `to` prefix; open handles follow
+ * their nodes. The new names are built first so a failure changes nothing. */
+static int mem_rename(mdsl_io *io, const char *from, const char *to)
+{
+    struct mem_io *m = (struct mem_io *)io;
+    size_t fl = strlen(from), tl = strlen(to);
+    pthread_mutex_lock(&m->mu);
+    struct mem_node *src = find(m, from), *dst = find(m, to);
+    int rc = !src ? -ENOENT : dst ? -EEXIST : 0;
+    size_t n = 0;
+    for (struct mem_node *x = m->nodes; x && rc == 0; x = x->next)
+        n += under(x->path, from, fl);
+    char **names = rc == 0 ? xt_calloc(n, sizeof *names) : NULL;
+    if (rc == 0 && !names)
+        rc = -ENOMEM;
+    size_t k = 0;
+    for (struct mem_node *x = m->nodes; x && rc == 0; x = x->next) {
+        if (!under(x->path, from, fl))
+            continue;
+        size_t rest = strlen(x->path) - fl;
+        if (!(names[k] = xt_malloc(tl + rest + 1))) {
+            rc = -ENOMEM;
+            break;
+        }
+        memcpy(names[k], to, tl);
+        memcpy(names[k] + tl, x->path + fl, rest + 1);
+        k++;
+    }
+    if (rc == 0) {
+        k = 0;
+        for (struct mem_node *x = m->nodes; x; x = x->next)
+            if (under(x->path, from, fl)) {
+                xt_free(x->path);
+                x->path = names[k];
+                names[k++] = NULL;
+            }
+    }
+    for (size_t i = 0; names && i < n; i++)
+        xt_free(names[i]);
+    xt_free(names);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+static int mem_rmdir(mdsl_io *io, const char *path)
+{
+    struct mem_io *m = (struct mem_io *)io;
+    size_t pl = strlen(path);
+    pthread_mutex_lock(&m->mu);
+    struct mem_node *n = find(m, path);
+    int rc = !n ? -ENOENT : !n->is_dir ? -ENOTDIR : 0;
+    for (struct mem_node *x = m->nodes; x && rc == 0; x = x->next)
+        if (x != n && under(x->path, path, pl))
+            rc = -ENOTEMPTY;
+    if (rc == 0)
+        unlink_node(m, n);
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
 /* Children are copied out first so the callback runs without the lock. */
 static int mem_list(mdsl_io *io, const char *dir, mdsl_io_list_cb cb, void *arg)
 {
@@ -287,6 +353,8 @@ static const struct mdsl_io_ops mem_ops = {
     .size = mem_size,
     .unlink = mem_unlink,
     .mkdir = mem_mkdir,
+    .rename = mem_rename,
+    .rmdir = mem_rmdir,
     .list = mem_list,
     .destroy = mem_destroy,
 };

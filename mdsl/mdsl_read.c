@@ -118,14 +118,13 @@ int mdsl_store_load_slice(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t
                           struct mdsl_slice_load *out)
 {
     memset(out, 0, sizeof *out);
-    pthread_mutex_lock(&s->mu);
-    struct folder *fo = mdsl_st_folder_find(s, fsid, table);
-    pthread_mutex_unlock(&s->mu);
+    struct folder *fo = mdsl_st_folder_pin(s, fsid, table);
     if (!fo)
         return -ENOENT;
     int rc = -EAGAIN;
     for (int attempt = 0; rc == -EAGAIN && gc_retry(attempt); attempt++)
         rc = load_once(s, fo, slice, out); /* -EAGAIN: GC moved it; re-read */
+    mdsl_st_folder_unpin(s, fo);
     if (rc == -EAGAIN)
         XT_ERR("mdsl: load of fs %u table %llu slice %u: records keep moving under GC",
                fsid, (unsigned long long)table, slice);
@@ -157,14 +156,14 @@ int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_
                            uint64_t key, uint32_t group, void **data, uint32_t *len,
                            uint64_t *version)
 {
-    pthread_mutex_lock(&s->mu);
-    struct folder *fo = mdsl_st_folder_find(s, fsid, table);
-    pthread_mutex_unlock(&s->mu);
+    struct folder *fo = mdsl_st_folder_pin(s, fsid, table);
     if (!fo)
         return -ENOENT;
     int moved = slice_moved(s, fsid, table, slice);
-    if (moved)
+    if (moved) {
+        mdsl_st_folder_unpin(s, fo);
         return moved < 0 ? moved : -ESTALE;
+    }
     struct mdsl_ikey k = { .kind = MDSL_IK_COLUMN, .fsid = fsid, .table = table, .slice = slice,
                            .key = key, .group = group };
     int rc = -EAGAIN;
@@ -185,6 +184,7 @@ int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_
                 *version = h.version;
         }
     }
+    mdsl_st_folder_unpin(s, fo);
     if (rc == -EAGAIN)
         XT_ERR("mdsl: column read of fs %u table %llu: records keep moving under GC", fsid,
                (unsigned long long)table);

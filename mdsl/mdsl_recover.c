@@ -22,6 +22,8 @@
  *      (aborted) in every folder: a crash between the folders' decision
  *      records is completed here.
  *  (5) Live bytes are recomputed from the index at the end.
+ *  (6) A folder renamed t.F.T.drop is not loaded (add_folder's pattern);
+ *      mdsl_space_recover completes its drop before anything else.
  */
 #include "mdsl_store_i.h"
 
@@ -374,7 +376,10 @@ static int charge_ptr(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void 
 int mdsl_recover(mdsl_store *s)
 {
     struct rctx r = { .s = s };
-    int rc = mdsl_io_list(s->io, s->dir, add_folder, &r);
+    /* first: a drop's index keys must go before anything reads the index */
+    int rc = mdsl_space_recover(s);
+    if (rc == 0)
+        rc = mdsl_io_list(s->io, s->dir, add_folder, &r);
     for (size_t i = 0; i < r.nfo && rc == 0; i++) {
         r.fo = r.fos[i];
         rc = mdsl_io_list(s->io, r.fo->path, add_segment, &r);

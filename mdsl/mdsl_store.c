@@ -1,8 +1,9 @@
 /*
  * mdsl_store.c -- the MDSL engine: lifecycle, folders and segments, staged
- * appends, the 2PC participant, metadata and statistics. Index rules are in
+ * appends, the 2PC participant and statistics. Index rules are in
  * mdsl_apply.c, slice loads and column reads in mdsl_read.c, restart in
- * mdsl_recover.c, GC in mdsl_gc.c; locks in mdsl_store_i.h.
+ * mdsl_recover.c, GC in mdsl_gc.c, table metadata in mdsl_md.c, folder
+ * drops and rolls in mdsl_space.c; locks in mdsl_store_i.h.
  *
  * Invariants:
  *  (1) Records of a transaction are appended before its PREPARE, which
@@ -51,6 +52,23 @@ void mdsl_st_token_put(mdsl_store *s)
     pthread_mutex_lock(&s->mu);
     s->writing = false;
     pthread_cond_signal(&s->wr_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mdsl_st_bg_take(mdsl_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    while (s->bg_busy)
+        pthread_cond_wait(&s->bg_cv, &s->mu);
+    s->bg_busy = true;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void mdsl_st_bg_put(mdsl_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->bg_busy = false;
+    pthread_cond_signal(&s->bg_cv);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -116,6 +134,53 @@ static void folder_free(mdsl_store *s, struct folder *fo)
     mdsl_io_close(s->io, fo->md);
     xt_free(fo->path);
     xt_free(fo);
+}
+
+struct folder *mdsl_st_folder_pin(mdsl_store *s, uint32_t fsid, uint64_t table)
+{
+    pthread_mutex_lock(&s->mu);
+    struct folder *fo = mdsl_st_folder_find(s, fsid, table);
+    if (fo)
+        fo->refs++;
+    pthread_mutex_unlock(&s->mu);
+    return fo;
+}
+
+void mdsl_st_folder_unpin(mdsl_store *s, struct folder *fo)
+{
+    pthread_mutex_lock(&s->mu);
+    if (--fo->refs == 0 && fo->dropped)
+        folder_free(s, fo); /* closes files nobody pins: allowed under mu */
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void segarr_forget(mdsl_store *s, struct segarr *a)
+{
+    for (size_t i = 0; i < a->n; i++) {
+        a->v[i]->dead = true;
+        if (a->v[i]->refs == 0) {
+            mdsl_io_close(s->io, a->v[i]->f);
+            xt_free(a->v[i]);
+        }
+    }
+    a->n = 0;
+}
+
+void mdsl_st_folder_forget(mdsl_store *s, struct folder *fo)
+{
+    for (struct folder **pp = &s->ht[folder_slot(s, fo->fsid, fo->table)]; *pp;
+         pp = &(*pp)->hnext)
+        if (*pp == fo) {
+            *pp = fo->hnext;
+            s->ht_n--;
+            break;
+        }
+    segarr_forget(s, &fo->tss);
+    for (size_t i = 0; i < fo->ncs; i++)
+        segarr_forget(s, &fo->cs[i].segs);
+    fo->dropped = true;
+    if (fo->refs == 0)
+        folder_free(s, fo);
 }
 
 int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create,
@@ -212,6 +277,7 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
     if (!sg)
         return -ENOMEM;
     sg->no = no;
+    sg->wrote_ns = xt_mono_ns(); /* a loaded segment counts as written at open */
     int rc = mdsl_io_open(s->io, path, create, &sg->f);
     if (rc == 0)
         rc = mdsl_io_size(s->io, sg->f, &sg->size);
@@ -362,9 +428,12 @@ int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
     xt_free(w);
     xt_free(sy);
     if (rc == 0) {
+        uint64_t now = xt_mono_ns();
         pthread_mutex_lock(&s->mu);
-        for (size_t i = 0; i < wb->n; i++)
+        for (size_t i = 0; i < wb->n; i++) {
             wb->v[i].seg->size = wb->v[i].start + wb->v[i].len;
+            wb->v[i].seg->wrote_ns = now;
+        }
         pthread_mutex_unlock(&s->mu);
         return 0;
     }
@@ -759,85 +828,6 @@ int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n)
     return 0;
 }
 
-/* ---- table metadata --------------------------------------------------- */
-
-int mdsl_store_set_md(mdsl_store *s, uint32_t fsid, uint64_t table, const void *md, uint32_t len)
-{
-    if (len > MDSL_MAX_PAYLOAD - 1 || (len && !md))
-        return -EINVAL;
-    uint8_t *buf = xt_malloc(MDSL_HDR_SIZE + len);
-    if (!buf)
-        return -ENOMEM;
-    mdsl_st_token_take(s);
-    pthread_mutex_lock(&s->mu);
-    int rc = s->failed;
-    pthread_mutex_unlock(&s->mu);
-    struct folder *fo = NULL;
-    if (rc == 0)
-        rc = mdsl_st_folder_get(s, fsid, table, true, &fo);
-    if (rc == 0) {
-        struct mdsl_rec_hdr h = { .type = MDSL_REC_MD, .fsid = fsid, .table = table,
-                                  .payload_len = len };
-        mdsl_seg_encode(&h, md, buf);
-        struct mdsl_io_wr w = { fo->md, fo->md_size, buf, MDSL_HDR_SIZE + len };
-        bool sync_failed = false;
-        rc = mdsl_io_write(s->io, &w, 1, &fo->md, 1, &sync_failed);
-        if (rc == 0)
-            fo->md_size += w.len;
-        else if (sync_failed)
-            mdsl_st_fail(s, rc, "fsync of md");
-        else if (mdsl_io_truncate(s->io, fo->md, fo->md_size) < 0)
-            mdsl_st_fail(s, rc, "cutting back md");
-    }
-    mdsl_st_token_put(s);
-    xt_free(buf);
-    return rc;
-}
-
-struct md_last {
-    uint8_t *data;
-    uint32_t len;
-    bool found;
-};
-
-static int md_keep(const struct mdsl_rec_hdr *h, const uint8_t *rec, uint64_t off, void *arg)
-{
-    (void)off;
-    struct md_last *m = arg;
-    if (h->type != MDSL_REC_MD)
-        return 0;
-    uint8_t *d = xt_malloc(h->payload_len ? h->payload_len : 1);
-    if (!d)
-        return -ENOMEM;
-    memcpy(d, rec + MDSL_HDR_SIZE, h->payload_len);
-    xt_free(m->data);
-    m->data = d;
-    m->len = h->payload_len;
-    m->found = true;
-    return 0;
-}
-
-int mdsl_store_get_md(mdsl_store *s, uint32_t fsid, uint64_t table, void **md, uint32_t *len)
-{
-    pthread_mutex_lock(&s->mu);
-    struct folder *fo = mdsl_st_folder_find(s, fsid, table);
-    pthread_mutex_unlock(&s->mu);
-    if (!fo)
-        return -ENOENT;
-    struct md_last m = { 0 };
-    struct mdsl_scan_res res;
-    int rc = mdsl_seg_scan(s->io, fo->md, 0, md_keep, &m, &res);
-    if (rc == 0 && !m.found)
-        rc = -ENOENT;
-    if (rc < 0) {
-        xt_free(m.data);
-        return rc;
-    }
-    *md = m.data;
-    *len = m.len;
-    return 0;
-}
-
 /* ---- stat, lifecycle -------------------------------------------------- */
 
 static void stat_arr(struct segarr *a, struct mdsl_stat *st)
@@ -877,7 +867,10 @@ int mdsl_store_health(mdsl_store *s)
 
 int mdsl_store_gc(mdsl_store *s, unsigned max_segments)
 {
-    return mdsl_gc_pass(s, max_segments);
+    mdsl_st_bg_take(s);
+    int rc = mdsl_gc_pass(s, max_segments, s->o.gc_threshold);
+    mdsl_st_bg_put(s);
+    return rc;
 }
 
 static void store_free(mdsl_store *s)
@@ -899,6 +892,7 @@ static void store_free(mdsl_store *s)
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->wr_cv);
     pthread_cond_destroy(&s->gc_cv);
+    pthread_cond_destroy(&s->bg_cv);
     xt_free(s->dir);
     xt_free(s->index_dir);
     xt_free(s);
@@ -914,6 +908,7 @@ int mdsl_store_open(const struct mdsl_store_opts *o, mdsl_store **out)
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wr_cv, NULL);
     pthread_cond_init(&s->gc_cv, NULL);
+    pthread_cond_init(&s->bg_cv, NULL);
     s->o = *o;
     s->io = o->io;
     if (!s->o.seg_size)
@@ -922,6 +917,8 @@ int mdsl_store_open(const struct mdsl_store_opts *o, mdsl_store **out)
         s->o.gc_threshold = 0.25;
     if (!s->o.gc_interval_ms)
         s->o.gc_interval_ms = 1000;
+    if (!s->o.roll_idle_ms)
+        s->o.roll_idle_ms = 60000;
     s->dir = xt_strdup(o->dir);
     size_t il = strlen(o->dir) + 8;
     s->index_dir = o->index_dir ? xt_strdup(o->index_dir) : xt_malloc(il);

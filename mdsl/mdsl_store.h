@@ -59,6 +59,9 @@ struct mdsl_store_opts {
     uint64_t gc_bytes_per_sec;  /* GC read+write budget; 0 = unthrottled */
     bool gc_thread;             /* run GC in a background thread */
     unsigned gc_interval_ms;    /* background pass period; 0 = 1000 */
+    unsigned roll_idle_ms;      /* an active segment idle this long under
+                                   gc_threshold is rolled (GC may then take
+                                   it); 0 = 60000 */
 };
 
 /* One record of a transaction. All pointers are borrowed for the call. */
@@ -188,7 +191,11 @@ struct mdsl_stat {
                                    the evidence charge, see docs) */
     double live_ratio;          /* live_bytes / bytes (1 when empty) */
     uint64_t prepared, commits, aborts;
-    uint64_t gc_passes, gc_moved_bytes, gc_freed_segments;
+    uint64_t gc_passes, gc_moved_bytes, gc_freed_segments, gc_freed_bytes;
+    uint64_t dropped_folders;   /* folders dropped whole (all slices MOVED) */
+    uint64_t dropped_bytes;     /* bytes of their files */
+    uint64_t rolled_segments;   /* active segments rolled (idle or sweep) */
+    uint64_t sweeps;            /* sweeps done (after a join) */
     uint64_t corrupt_records;   /* checksum failures seen by reads/scans */
     int failed;                 /* 0 or the sticky write error */
 };
@@ -199,5 +206,31 @@ int mdsl_store_health(mdsl_store *s);
 /* One synchronous GC pass over at most max_segments segments whose live
  * ratio is under the threshold. Returns the number of segments freed. */
 int mdsl_store_gc(mdsl_store *s, unsigned max_segments);
+
+/* ---- space back after ring-1 moves (mdsl_space.c) --------------------
+ *
+ * docs/mdsl-scale.md decision 11: a folder whose every slice head is a MOVED
+ * tombstone, with no pending prepare and no column or md record, is dropped
+ * whole (renamed to t.F.T.drop, its index and resume keys deleted in one
+ * synced batch, its files unlinked; a restart finishes a drop it finds). An
+ * active segment idle roll_idle_ms under gc_threshold is rolled so GC can
+ * take it; a sweep rolls the active segments under its threshold and
+ * collects every closed segment under it. All run without mu held during
+ * I/O; a drop holds the writer token for its rename and index batch only.
+ *
+ * The caller decides when a drop is safe (pom-mdsl: once the ring-1 change
+ * that moved the slices is past MOVING, mdsl_ring1.c). */
+
+/* One drop pass over the whole index. Folders dropped, or -errno. */
+int mdsl_store_drop_moved(mdsl_store *s);
+/* Roll the active segments idle roll_idle_ms under gc_threshold. Rolled. */
+int mdsl_store_roll_idle(mdsl_store *s);
+/* Roll every active segment under `threshold` (0 < threshold < 1), then GC
+ * at that threshold until nothing is left under it. Segments freed. */
+int mdsl_store_sweep(mdsl_store *s, double threshold);
+/* Ask the background GC thread (gc_thread) for a drop pass and/or a sweep
+ * at MDSL_SWEEP_THRESHOLD at its next wake-up. Never blocks on I/O. */
+#define MDSL_SWEEP_THRESHOLD 0.6
+void mdsl_store_space_request(mdsl_store *s, bool drop, bool sweep);
 
 #endif /* MDSL_STORE_H */

@@ -2,7 +2,9 @@
  * mdsl_store_i.h -- internals shared by the store's files: mdsl_store.c
  * (lifecycle, appends, 2PC), mdsl_read.c (reads), mdsl_apply.c (index
  * update rules, the slice-state cache), mdsl_recover.c (restart scan),
- * mdsl_gc.c (garbage collection).
+ * mdsl_gc.c (garbage collection), mdsl_md.c (table metadata),
+ * mdsl_space.c (space back after ring-1 moves: folder drops, idle rolls,
+ * sweeps).
  *
  * Locks:
  *   s->mu      short: the folder table, segment arrays and their counters,
@@ -36,6 +38,7 @@ struct seg {
     mdsl_file *f;
     int refs;               /* readers pinning the file (mu) */
     bool dead;              /* off its array; closed at refs == 0 (mu) */
+    uint64_t wrote_ns;      /* last append, xt_mono_ns; open time if none (mu) */
 };
 
 struct segarr {
@@ -58,6 +61,8 @@ struct folder {
     size_t ncs;
     mdsl_file *md;          /* created with the folder */
     uint64_t md_size;       /* (token) */
+    int refs;               /* readers using it without mu (mu) */
+    bool dropped;           /* off the table (mdsl_space.c); freed at refs 0 (mu) */
 };
 
 /* One folder's part of a prepared transaction. */
@@ -103,6 +108,15 @@ struct mdsl_store {
     pthread_t gc_tid;
     bool gc_running, gc_stop; /* (mu) */
     pthread_cond_t gc_cv;
+
+    /* Background token: one GC pass or space task at a time (GC and the
+     * drops hold folders and segments across I/O without mu), taken by the
+     * GC thread and by the synchronous calls (mdsl_store_gc, ...). */
+    bool bg_busy;           /* (mu) */
+    pthread_cond_t bg_cv;
+    bool want_drop, want_sweep; /* asked by mdsl_store_space_request (mu) */
+    uint64_t drop_due_ns;   /* a drop pass to retry then; 0 none (mu) */
+    uint64_t roll_due_ns;   /* next idle-roll check (GC thread only) */
 };
 
 /* ---- mdsl_store.c ------------------------------------------------------ */
@@ -114,6 +128,16 @@ struct folder *mdsl_st_folder_find(mdsl_store *s, uint32_t fsid, uint64_t table)
 /* Find or create (mkdir + md) a folder. REQUIRES: token held, mu not held. */
 int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create,
                        struct folder **out);
+/* Readers that use a folder without mu pin it (mdsl_read.c): a dropped
+ * folder is freed at the last unpin. pin: NULL if absent. */
+struct folder *mdsl_st_folder_pin(mdsl_store *s, uint32_t fsid, uint64_t table);
+void mdsl_st_folder_unpin(mdsl_store *s, struct folder *fo);
+/* Take fo off the folder table for good (a drop): its segments go dead
+ * (closed now or at their last unpin), the folder at its last unpin.
+ * REQUIRES: mu and the writer token held. */
+void mdsl_st_folder_forget(mdsl_store *s, struct folder *fo);
+void mdsl_st_bg_take(mdsl_store *s);
+void mdsl_st_bg_put(mdsl_store *s);
 /* REQUIRES: mu held. NULL if absent. */
 struct segarr *mdsl_st_segarr(struct folder *fo, bool is_cs, uint32_t group, bool create);
 struct seg *mdsl_st_seg_find(struct segarr *a, uint32_t no);
@@ -211,8 +235,17 @@ int mdsl_entries_decode(const uint8_t *payload, uint32_t len, struct mdsl_entry 
 int mdsl_recover(mdsl_store *s);
 
 /* ---- mdsl_gc.c --------------------------------------------------------- */
-int mdsl_gc_pass(mdsl_store *s, unsigned max_segments);
+/* Collect up to max_segments closed segments under `threshold` live ratio.
+ * Segments freed, or -errno. REQUIRES: the background token held. */
+int mdsl_gc_pass(mdsl_store *s, unsigned max_segments, double threshold);
 int mdsl_gc_start(mdsl_store *s);
 void mdsl_gc_stop(mdsl_store *s);
+
+/* ---- mdsl_space.c ------------------------------------------------------ */
+/* Recovery, before anything else: finish the drops a crash interrupted. */
+int mdsl_space_recover(mdsl_store *s);
+/* The GC thread's share of space back, after each GC pass: requested drop
+ * passes and sweeps, idle rolls. REQUIRES: the background token held. */
+void mdsl_space_tick(mdsl_store *s);
 
 #endif /* MDSL_STORE_I_H */

@@ -43,6 +43,10 @@ static int h_unlink(mdsl_io *io, const char *path)
 { return mdsl_io_unlink(((struct hold_io *)io)->in, path); }
 static int h_mkdir(mdsl_io *io, const char *path)
 { return mdsl_io_mkdir(((struct hold_io *)io)->in, path); }
+static int h_rename(mdsl_io *io, const char *from, const char *to)
+{ return mdsl_io_rename(((struct hold_io *)io)->in, from, to); }
+static int h_rmdir(mdsl_io *io, const char *path)
+{ return mdsl_io_rmdir(((struct hold_io *)io)->in, path); }
 static int h_list(mdsl_io *io, const char *dir, mdsl_io_list_cb cb, void *arg)
 { return mdsl_io_list(((struct hold_io *)io)->in, dir, cb, arg); }
 static void h_destroy(mdsl_io *io) { (void)io; }
@@ -73,7 +77,8 @@ static int h_write(mdsl_io *io, const struct mdsl_io_wr *w, size_t n, mdsl_file 
 static const struct mdsl_io_ops hold_ops = {
     .name = "hold", .open = h_open, .close = h_close, .write = h_write, .read = h_read,
     .sync = h_sync, .truncate = h_truncate, .size = h_size, .unlink = h_unlink,
-    .mkdir = h_mkdir, .list = h_list, .destroy = h_destroy,
+    .mkdir = h_mkdir, .rename = h_rename, .rmdir = h_rmdir, .list = h_list,
+    .destroy = h_destroy,
 };
 
 /* ---- threads ------------------------------------------------------------ */
