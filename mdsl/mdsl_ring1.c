@@ -39,6 +39,10 @@ struct mdsl_ring1 {
     struct r1_state next;
     bool has_report;
     struct mdsl_ring1_report rep;
+    /* space back (decision 11), under mu */
+    bool final_seen;        /* a view past MOVING came since start */
+    bool lost;              /* seen losing in MOVING, no final view since */
+    uint64_t drops_asked, sweeps_asked;
 };
 
 static void state_free(struct r1_state *s)
@@ -114,6 +118,18 @@ void mdsl_ring1_view(void *arg, const struct xt_view *v, int changed)
         return;
     }
     pthread_mutex_lock(&r->mu);
+    /* Space back (mdsl_ring1.h): once no change is moving slices, the
+     * tombstones here are final. */
+    bool final = s.phase == XT_RING1_DONE || s.phase == XT_RING1_STABLE;
+    if (s.phase == XT_RING1_MOVING && r->self && is_losing(&s, r->self))
+        r->lost = true;
+    bool drop = final && (!r->final_seen || r->lost), sweep = final && r->lost;
+    if (final) {
+        r->final_seen = true;
+        r->lost = false;
+        r->drops_asked += drop;
+        r->sweeps_asked += sweep;
+    }
     uint64_t ver = s.ring ? xt_ring_version(s.ring) : 0;
     if (!r->known || r->known_seq != s.seq || r->known_ver != ver) {
         r->known = true;
@@ -128,6 +144,8 @@ void mdsl_ring1_view(void *arg, const struct xt_view *v, int changed)
     r->fresh = true;
     pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->mu);
+    if (drop || sweep) /* sets flags for the store's GC thread: no I/O here */
+        mdsl_store_space_request(r->o.store, drop, sweep);
 }
 
 void mdsl_ring1_fill(void *arg, struct xt_r2_hb_ring1 *r1)
@@ -148,6 +166,8 @@ int mdsl_ring1_report(mdsl_ring1 *r, struct mdsl_ring1_report *out)
     pthread_mutex_lock(&r->mu);
     int rc = r->has_report ? 0 : -EAGAIN;
     *out = r->rep;
+    out->drops_asked = r->drops_asked;
+    out->sweeps_asked = r->sweeps_asked;
     pthread_mutex_unlock(&r->mu);
     return rc;
 }

@@ -22,6 +22,17 @@
  * A pass starts when the ring-1 seq or the ring's version changes, or when
  * the previous pass ended, at most once per interval.
  *
+ * Space back (docs/mdsl-scale.md decision 11): the view callback asks the
+ * store (mdsl_store_space_request; its GC thread does the work) for
+ *   - a drop pass of all-MOVED folders at the first view past MOVING (DONE
+ *     or STABLE) after start, and at each such view after one that showed
+ *     this MDSL losing in MOVING: no change moves slices then, so every
+ *     tombstone here is final and no MDS writes at its old placement;
+ *   - one sweep at MDSL_SWEEP_THRESHOLD with the latter (this MDSL lost
+ *     slices in a change that is now past MOVING: a join, or a drain).
+ * A restart between the end of a change and its sweep loses the sweep (the
+ * drop pass at start still runs).
+ *
  * Invariants:
  *  (1) A report is only ever the result of a pass that started under the
  *      ring-1 seq and ring version the reporter knows now: a change drops
@@ -67,6 +78,8 @@ struct mdsl_ring1_report {
     bool counted;               /* losing in MOVING: a real index pass */
     uint64_t misplaced, prepared;
     uint64_t passes;            /* passes completed since start */
+    uint64_t drops_asked;       /* drop passes asked of the store */
+    uint64_t sweeps_asked;      /* sweeps asked of the store */
 };
 int mdsl_ring1_report(mdsl_ring1 *r, struct mdsl_ring1_report *out);
 

@@ -228,6 +228,21 @@ static inline struct mdsl_rec tu_rec(uint8_t type, uint32_t fsid, uint64_t table
     return r;
 }
 
+/* Prepare and commit records in one go. */
+static inline int tu_commit(mdsl_store *s, uint64_t txid, struct mdsl_rec *r, size_t n)
+{
+    int rc = mdsl_store_prepare(s, txid, r, n);
+    return rc ? rc : mdsl_store_commit(s, txid);
+}
+
+/* A MOVED tombstone (docs/mdsl-scale.md decision 2). */
+static inline struct mdsl_rec tu_tombstone(uint32_t fsid, uint64_t table, uint32_t slice,
+                                           uint64_t version)
+{
+    return (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .flags = MDSL_F_MOVED, .fsid = fsid,
+                              .table = table, .slice = slice, .version = version };
+}
+
 /* Dump all S and C index entries as one string-ish blob for comparisons. */
 struct tu_dump {
     uint8_t *b;

@@ -36,12 +36,6 @@ static uint32_t owner(const xt_ring *r, uint32_t fsid, uint64_t table, uint32_t 
     return s;
 }
 
-static int commit_recs(mdsl_store *s, uint64_t txid, struct mdsl_rec *r, size_t n)
-{
-    int rc = mdsl_store_prepare(s, txid, r, n);
-    return rc ? rc : mdsl_store_commit(s, txid);
-}
-
 /* The fixture: what MDSL 1 holds under ring {1,2}, plus decision records. */
 struct fixture {
     struct tu_env e;
@@ -76,7 +70,7 @@ static void fixture_init(struct fixture *f)
             f->misplaced += (uint64_t)xt_ring_owner_changed(f->a, f->b,
                                                             xt_ring_key(fsid, t, slice));
         }
-        assert_int_equal(commit_recs(f->e.s, f->txid++, r, n), 0);
+        assert_int_equal(tu_commit(f->e.s, f->txid++, r, n), 0);
     }
     /* Decision records: fsid 0, table 1, slice = an MDS id; at the home
      * whatever either ring says. */
@@ -86,7 +80,7 @@ static void fixture_init(struct fixture *f)
                                     .slice = mds, .version = 9, .data = payload, .len = 8 };
         f->fsid0_foreign += owner(f->b, 0, 1, mds) != 1;
     }
-    assert_int_equal(commit_recs(f->e.s, f->txid++, r, n), 0);
+    assert_int_equal(tu_commit(f->e.s, f->txid++, r, n), 0);
     /* the fixture means something only if both kinds exist */
     assert_true(f->misplaced > 50);
     assert_true(f->fsid0_foreign > 0);
@@ -129,7 +123,7 @@ static uint64_t touch_misplaced(struct fixture *f, unsigned k, bool delta)
             n++;
         }
         if (n)
-            assert_int_equal(commit_recs(f->e.s, f->txid++, r, n), 0);
+            assert_int_equal(tu_commit(f->e.s, f->txid++, r, n), 0);
         done += n;
     }
     return done;
@@ -260,6 +254,9 @@ static void test_reporter(void **state)
     rep = wait_report(r, 4, 0);
     assert_false(rep.counted);
     assert_int_equal(rep.misplaced, 0);
+    /* the first view past MOVING asks the store for a drop pass, no sweep */
+    assert_int_equal(rep.drops_asked, 1);
+    assert_int_equal(rep.sweeps_asked, 0);
 
     /* MOVING but another MDSL is the losing one: still 0 */
     hand_view(r, f.b, XT_RING1_MOVING, 5, false);
@@ -315,11 +312,24 @@ static void test_reporter(void **state)
     }
     assert_int_equal(rep.misplaced, want);
 
+    /* not past MOVING yet: nothing asked since the first view (the MOVING
+     * of v5 did not make this MDSL lose anything) */
+    assert_int_equal(mdsl_ring1_report(r, &rep), 0);
+    assert_int_equal(rep.drops_asked, 1);
+    assert_int_equal(rep.sweeps_asked, 0);
+
     /* the change ends: 0, not counted */
     hand_view(r, f.b, XT_RING1_DONE, 8, true);
     rep = wait_report(r, 8, 0);
     assert_false(rep.counted);
     assert_int_equal(rep.misplaced, 0);
+    /* it lost slices in it: a drop pass and one sweep (decision 11) */
+    assert_int_equal(rep.drops_asked, 2);
+    assert_int_equal(rep.sweeps_asked, 1);
+    hand_view(r, f.b, XT_RING1_STABLE, 9, false);
+    rep = wait_report(r, 9, 0);
+    assert_int_equal(rep.drops_asked, 2);
+    assert_int_equal(rep.sweeps_asked, 1);
     assert_true(rep.passes >= 5);
     mdsl_ring1_stop(r);
     fixture_free(&f);

@@ -569,18 +569,6 @@ static void test_tmpfs_enospc(void **state)
 
 /* ---- MOVED tombstones (docs/mdsl-scale.md decision 2) ----------------- */
 
-static int commit_recs(mdsl_store *s, uint64_t txid, struct mdsl_rec *r, size_t n)
-{
-    int rc = mdsl_store_prepare(s, txid, r, n);
-    return rc ? rc : mdsl_store_commit(s, txid);
-}
-
-static struct mdsl_rec tombstone(uint32_t fsid, uint64_t table, uint32_t slice, uint64_t version)
-{
-    return (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .flags = MDSL_F_MOVED, .fsid = fsid,
-                              .table = table, .slice = slice, .version = version };
-}
-
 /* The answers a slice moved away must give, and those of its neighbour. */
 static void check_moved(mdsl_store *s, const struct tu_model *m)
 {
@@ -619,15 +607,15 @@ static void test_moved(void **state)
         tu_rec(MDSL_REC_IMAGE, FS, 20, 1, 0, 0, 1, bufs[2], 200),
         tu_rec(MDSL_REC_COLUMN, FS, 20, 1, 5, 1, 1, bufs[3], 70),
     };
-    assert_int_equal(commit_recs(e.s, txid++, r, 4), 0);
+    assert_int_equal(tu_commit(e.s, txid++, r, 4), 0);
     tu_model_add(&m, r, 4);
     for (uint64_t v = 2; v <= 3; v++) {
         struct mdsl_rec d = tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, v, bufs[4], 50);
-        assert_int_equal(commit_recs(e.s, txid++, &d, 1), 0);
+        assert_int_equal(tu_commit(e.s, txid++, &d, 1), 0);
         tu_model_add(&m, &d, 1);
     }
     /* the move: the tombstone at v4 (its image went elsewhere in the txid) */
-    struct mdsl_rec t = tombstone(FS, 20, 0, 4);
+    struct mdsl_rec t = tu_tombstone(FS, 20, 0, 4);
     assert_int_equal(mdsl_store_prepare(e.s, txid, &t, 1), 0);
     tu_check_slice(e.s, FS, &m, 20, 0); /* prepared: invisible */
     assert_int_equal(mdsl_store_commit(e.s, txid++), 0);
@@ -639,8 +627,8 @@ static void test_moved(void **state)
         tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, 3, bufs[5], 10),
         tu_rec(MDSL_REC_IMAGE, FS, 20, 0, 0, 0, 2, bufs[6], 10),
     };
-    assert_int_equal(commit_recs(e.s, txid++, late, 1), 0);
-    assert_int_equal(commit_recs(e.s, txid++, late + 1, 1), 0);
+    assert_int_equal(tu_commit(e.s, txid++, late, 1), 0);
+    assert_int_equal(tu_commit(e.s, txid++, late + 1, 1), 0);
     tu_model_add(&m, late, 2);
     check_moved(e.s, &m);
 
@@ -678,10 +666,10 @@ static void test_moved(void **state)
     /* the slice moves back: an image at a higher version loads normally,
      * and deltas on it are accepted again */
     struct mdsl_rec back = tu_rec(MDSL_REC_IMAGE, FS, 20, 0, 0, 0, 6, bufs[7], 300);
-    assert_int_equal(commit_recs(e.s, txid++, &back, 1), 0);
+    assert_int_equal(tu_commit(e.s, txid++, &back, 1), 0);
     tu_model_add(&m, &back, 1);
     struct mdsl_rec d7 = tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, 7, bufs[8], 40);
-    assert_int_equal(commit_recs(e.s, txid++, &d7, 1), 0);
+    assert_int_equal(tu_commit(e.s, txid++, &d7, 1), 0);
     tu_model_add(&m, &d7, 1);
     tu_check_slice(e.s, FS, &m, 20, 0);
     struct mdsl_slice_load l;
@@ -726,10 +714,10 @@ static void test_flags_refused(void **state)
                      bad[i].len);
     }
     /* the two defined ones pass; nothing of the refused is stored */
-    struct mdsl_rec ok[2] = { tombstone(FS, 30, 0, 1),
+    struct mdsl_rec ok[2] = { tu_tombstone(FS, 30, 0, 1),
                               tu_rec(MDSL_REC_COLUMN, FS, 30, 1, 1, 0, 1, bufs[0], 0) };
     ok[1].flags = MDSL_F_TOMBSTONE;
-    assert_int_equal(commit_recs(e.s, 1, ok, 2), 0);
+    assert_int_equal(tu_commit(e.s, 1, ok, 2), 0);
     struct mdsl_slice_list sl;
     assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 10, &sl), 0);
     assert_int_equal(sl.n, 1);
@@ -750,13 +738,13 @@ static void test_moved_gc(void **state)
     uint64_t txid = 1;
     for (uint32_t sl = 0; sl < 4; sl++) {
         struct mdsl_rec r[2] = { tu_rec(MDSL_REC_IMAGE, FS, 40, sl, 0, 0, 1, bufs[0], 300),
-                                 tombstone(FS, 40, sl, 2) };
-        assert_int_equal(commit_recs(e.s, txid++, r, 2), 0);
+                                 tu_tombstone(FS, 40, sl, 2) };
+        assert_int_equal(tu_commit(e.s, txid++, r, 2), 0);
         tu_model_add(&m, r, 2);
     }
     for (uint64_t v = 1; v <= 60; v++) { /* dead weight in every segment */
         struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 40, 9, 0, 0, v, bufs[1], 900);
-        assert_int_equal(commit_recs(e.s, txid++, &r, 1), 0);
+        assert_int_equal(tu_commit(e.s, txid++, &r, 1), 0);
         tu_model_add(&m, &r, 1);
     }
     assert_true(mdsl_store_gc(e.s, 1000) > 0);
@@ -868,7 +856,7 @@ static void test_list_slices(void **state)
                                       .table = x->table, .slice = x->slice,
                                       .version = x->version, .data = bufs[0], .len = 16 };
         }
-        assert_int_equal(commit_recs(e.s, txid++, r, BATCH), 0);
+        assert_int_equal(tu_commit(e.s, txid++, r, BATCH), 0);
     }
     /* every 5th slice moves away, every 3rd other one gets a delta */
     for (size_t b = 0; b < NSL; b += BATCH) {
@@ -878,7 +866,7 @@ static void test_list_slices(void **state)
             if (i % 5 == 0) {
                 x->version++;
                 x->moved = true;
-                r[n++] = tombstone(x->fsid, x->table, x->slice, x->version);
+                r[n++] = tu_tombstone(x->fsid, x->table, x->slice, x->version);
             } else if (i % 3 == 0) {
                 x->version += 2;
                 r[n++] = (struct mdsl_rec){ .type = MDSL_REC_DELTA, .fsid = x->fsid,
@@ -886,10 +874,10 @@ static void test_list_slices(void **state)
                                             .version = x->version, .data = bufs[1], .len = 8 };
             }
         }
-        assert_int_equal(commit_recs(e.s, txid++, r, n), 0);
+        assert_int_equal(tu_commit(e.s, txid++, r, n), 0);
     }
     /* a prepared, undecided tombstone is not listed */
-    struct mdsl_rec pt = tombstone(w[1].fsid, w[1].table, w[1].slice, 99);
+    struct mdsl_rec pt = tu_tombstone(w[1].fsid, w[1].table, w[1].slice, 99);
     assert_int_equal(mdsl_store_prepare(e.s, txid++, &pt, 1), 0);
     qsort(w, NSL, sizeof *w, cmp_want);
     check_listing(e.s, w, NSL, 333);
