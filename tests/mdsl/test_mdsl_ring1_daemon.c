@@ -11,7 +11,11 @@
  *     (fsid 0 excluded), and R2 stays in MOVING although the MDS walked;
  *     (`pomctl ring show 1 --json` shows the count);
  *   - tombstones for those slices (what the MDS's moves write): mdsl1
- *     reports 0, R2 reaches DONE then STABLE with both MDSL in ring 1.
+ *     reports 0, R2 reaches DONE then STABLE with both MDSL in ring 1;
+ *   - space back (decision 11): mdsl1 drops the folders of the one-slice
+ *     tables that moved whole and sweeps the rest at 0.6, so its segment
+ *     bytes fall by about the moved share; every slice it kept still loads
+ *     (its SIGHUP stats line counts the dropped folders).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -292,7 +296,50 @@ static bool stable_with(const struct xt_view *v, const void *arg)
     return ok;
 }
 
-enum { NTABLES = 20, NSLICES = 100, NDECISIONS = 16 };
+enum { NTABLES = 20, NSLICES = 100, NDECISIONS = 16, NSMALL = 60, IMG = 2048 };
+
+/* Every fsid-1 slice the test stores at mdsl1: NTABLES tables of NSLICES
+ * slices, table 1000's one, and NSMALL one-slice tables (2001...). */
+#define NSTORED (NTABLES * NSLICES + 1 + NSMALL)
+static void stored(size_t i, uint64_t *table, uint32_t *slice)
+{
+    if (i < NTABLES * NSLICES) {
+        *table = 1 + i / NSLICES;
+        *slice = (uint32_t)(i % NSLICES);
+    } else {
+        *table = i == NTABLES * NSLICES ? 1000 : 2001 + (i - NTABLES * NSLICES - 1);
+        *slice = 0;
+    }
+}
+
+static uint64_t seg_bytes(struct proc *m, uint64_t *tables)
+{
+    struct xt_store_stat st;
+    memset(&st, 0, sizeof st);
+    assert_int_equal(xt_mdsl_stat(m->pool, NULL, &st), 0);
+    xt_free(st.prepared);
+    if (tables)
+        *tables = st.tables;
+    return st.bytes;
+}
+
+/* The value of `key` in the last "stats:" line of the log, or -1. */
+static long long log_stat(const char *log, const char *key)
+{
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    char line[2048];
+    long long v = -1;
+    size_t kl = strlen(key);
+    while (fgets(line, sizeof line, f)) {
+        const char *at = strstr(line, " stats: ");
+        for (at = at ? strstr(at, key) : NULL; at; at = strstr(at + 1, key))
+            if (at[-1] == ' ' && at[kl] == ' ')
+                v = atoll(at + kl + 1);
+    }
+    fclose(f);
+    return v;
+}
 
 static void test_reports(void **state)
 {
@@ -332,13 +379,22 @@ static void test_reports(void **state)
     /* What mdsl1 holds: ring 1 is {mdsl1}, so every slice is there;
      * decision records too. */
     static struct xt_store_rec recs[NSLICES];
+    static uint8_t img[IMG];
+    for (size_t i = 0; i < IMG; i++)
+        img[i] = (uint8_t)(i * 7 + 1);
     uint64_t txid = 10;
     for (uint64_t t = 1; t <= NTABLES; t++) {
         for (uint32_t s = 0; s < NSLICES; s++)
             recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .fsid = 1, .table = t,
-                                             .slice = s, .version = 3, .data = data,
-                                             .len = sizeof data };
+                                             .slice = s, .version = 3, .data = img,
+                                             .len = IMG };
         assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, NSLICES), 0);
+        assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
+    }
+    for (uint64_t t = 2001; t < 2001 + NSMALL; t++) { /* small tables: one slice */
+        recs[0] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .fsid = 1, .table = t,
+                                         .slice = 0, .version = 3, .data = img, .len = IMG };
+        assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, 1), 0);
         assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
     }
     for (uint32_t s = 0; s < NDECISIONS; s++)
@@ -347,6 +403,8 @@ static void test_reports(void **state)
                                          .len = 8 };
     assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, NDECISIONS), 0);
     assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
+
+    uint64_t tables0 = 0, bytes0 = seg_bytes(&m1, &tables0);
 
     /* mdsl2 joins: R2 runs the change while the MDS acks. */
     mdsl_start(&m2, "mdsl2", r2.addr);
@@ -359,11 +417,15 @@ static void test_reports(void **state)
     /* Expected: the slices the new ring places on mdsl2 (every fsid-1
      * slice stored, table 1000's included); fsid 0 never counts, even the
      * records the ring would place on mdsl2. */
-    uint64_t want = 0, decisions_away = 0;
-    for (uint64_t t = 1; t <= NTABLES; t++)
-        for (uint32_t s = 0; s < NSLICES; s++)
-            want += placed(cur, 1, t, s) != id1;
-    want += placed(cur, 1, 1000, 0) != id1;
+    uint64_t want = 0, decisions_away = 0, whole = 0;
+    for (size_t i = 0; i < NSTORED; i++) {
+        uint64_t t;
+        uint32_t s;
+        stored(i, &t, &s);
+        bool away = placed(cur, 1, t, s) != id1;
+        want += away;
+        whole += away && (t == 1000 || t > 2000); /* a one-slice table moved whole */
+    }
     for (uint32_t s = 0; s < NDECISIONS; s++)
         decisions_away += placed(cur, 0, 1, s + 1) != id1;
     assert_true(want > 0 && decisions_away > 0);
@@ -386,19 +448,18 @@ static void test_reports(void **state)
 
     /* The moves' tombstones: then nothing is left, and the change ends. */
     size_t n = 0;
-    for (uint64_t t = 1; t <= NTABLES + 1; t++) {
-        uint64_t tt = t > NTABLES ? 1000 : t;
-        for (uint32_t s = 0; s < (t > NTABLES ? 1u : (uint32_t)NSLICES); s++) {
-            if (placed(cur, 1, tt, s) == id1)
-                continue;
-            recs[n++] = (struct xt_store_rec){ .type = XT_STORE_IMAGE,
-                                               .flags = XT_STORE_F_MOVED, .fsid = 1,
-                                               .table = tt, .slice = s, .version = 4 };
-            if (n == NSLICES) {
-                assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, n), 0);
-                assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
-                n = 0;
-            }
+    for (size_t i = 0; i < NSTORED; i++) {
+        uint64_t t;
+        uint32_t s;
+        stored(i, &t, &s);
+        if (placed(cur, 1, t, s) == id1)
+            continue;
+        recs[n++] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED,
+                                           .fsid = 1, .table = t, .slice = s, .version = 4 };
+        if (n == NSLICES) {
+            assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, n), 0);
+            assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
+            n = 0;
         }
     }
     if (n) {
@@ -409,6 +470,45 @@ static void test_reports(void **state)
     beat_until(&r2, mds, stable_with, both, &v, "DONE, then STABLE with both MDSL");
     assert_int_equal(v.ring1->to_version, xt_ring_version(cur));
     xt_view_free(&v);
+
+    /* Space back: without the drops and the sweep nothing falls (each
+     * table's records sit in one active segment, about half live). */
+    double share = (double)want / NSTORED;
+    uint64_t target = bytes0 - (uint64_t)(0.7 * share * (double)bytes0), bytes = bytes0, tables;
+    for (int i = 0; i < 300 && (bytes = seg_bytes(&m1, &tables)) > target; i++)
+        usleep(100000);
+    fprintf(stderr, "mdsl1: %llu segment bytes before the join, %llu after (moved share %.2f, "
+            "%llu one-slice tables moved whole)\n", (unsigned long long)bytes0,
+            (unsigned long long)bytes, share, (unsigned long long)whole);
+    assert_true(bytes <= target);
+    assert_true(bytes >= (uint64_t)((1 - share) * 0.9 * (double)bytes0)); /* nothing live lost */
+    for (int i = 0; i < 100 && seg_bytes(&m1, &tables) && tables != tables0 - whole; i++)
+        usleep(100000);
+    assert_int_equal(tables, tables0 - whole);
+    for (size_t i = 0; i < NSTORED; i++) {
+        uint64_t t;
+        uint32_t s;
+        stored(i, &t, &s);
+        struct xt_store_load l;
+        memset(&l, 0, sizeof l);
+        int rc = xt_mdsl_load_slice(m1.pool, NULL, 1, t, s, &l);
+        if (placed(cur, 1, t, s) != id1) { /* dropped whole, or a tombstone */
+            assert_int_equal(rc, (t == 1000 || t > 2000) ? -ENOENT : -ESTALE);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        assert_true(l.has_image);
+        assert_int_equal(l.image.len, t == 1000 ? sizeof data : IMG);
+        if (t != 1000)
+            assert_memory_equal(l.image.data, img, IMG);
+        xt_store_load_free(&l);
+    }
+    assert_int_equal(pom_proc_kill(m1.pid, SIGHUP), 0);
+    long long dropped = -1;
+    for (int i = 0; i < 100 && (dropped = log_stat(m1.log, "dropped_folders")) < 0; i++)
+        usleep(50000);
+    assert_int_equal(dropped, (long long)whole);
+    assert_true(log_stat(m1.log, "sweeps") == 1);
     xt_ring_free(cur);
     stop(&m2);
     stop(&m1);
