@@ -113,6 +113,7 @@ struct tkeys {
     size_t n, cap;
     bool droppable;
     uint32_t last_slice;
+    size_t nslices;
 };
 
 /* Invariant (1) for the table's pointers, collecting their keys. */
@@ -121,8 +122,10 @@ static int tkeys_add(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *
     struct tkeys *t = arg;
     if (k->kind == MDSL_IK_COLUMN)
         t->droppable = false;
-    else if (t->n == 0 || k->slice != t->last_slice)
+    else if (t->n == 0 || k->slice != t->last_slice) {
         t->droppable &= p->type == MDSL_REC_IMAGE && (p->flags & MDSL_F_MOVED);
+        t->nslices++;
+    }
     t->last_slice = k->slice;
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 16;
@@ -247,7 +250,7 @@ static int drop_folder(mdsl_store *s, uint32_t fsid, uint64_t table, bool *busy)
     xt_free(t.v);
     if (!go || rc < 0)
         return rc;
-    XT_INFO("mdsl: dropped %s: its %zu slice(s) all moved away", dpath, t.n);
+    XT_INFO("mdsl: dropped %s: its %zu slice(s) all moved away", dpath, t.nslices);
     (void)remove_dir(s, dpath); /* a failure here is finished at restart */
     return 1;
 }
