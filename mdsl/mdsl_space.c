@@ -40,6 +40,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 /* An active segment with fewer dead bytes than this is never rolled: the
  * roll would free nothing worth a file, and a folder whose only content is
@@ -47,6 +48,10 @@
 #define ROLL_MIN_DEAD 4096u
 /* A drop pass that met a pending prepare tries again after this. */
 #define DROP_RETRY_NS (UINT64_C(10) * 1000000000u)
+/* Pause between two drops: each holds the writer token for a rename and a
+ * synced index batch, so commits get the token between them (at most ~500
+ * drops a second). */
+#define DROP_PAUSE_NS (UINT64_C(2) * 1000000u)
 
 struct tabid {
     uint32_t fsid;
@@ -268,6 +273,10 @@ static int drop_pass(mdsl_store *s, bool *busy)
         pthread_mutex_unlock(&s->mu);
         if (stop)
             break;
+        if (i) {
+            struct timespec ts = { 0, (long)DROP_PAUSE_NS };
+            nanosleep(&ts, NULL);
+        }
         int d = drop_folder(s, w.cand.v[i].fsid, w.cand.v[i].table, busy);
         if (d < 0)
             rc = d;
