@@ -9,6 +9,8 @@
  */
 #include "mdsl_test_util.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #define FS 3
@@ -258,6 +260,71 @@ static void test_drop_crash_after_rename(void **state)
     tu_env_free(&e);
 }
 
+/* Readers of the tables being dropped (loads, column reads, md reads) get
+ * -ESTALE before and -ENOENT after, never a freed folder (ASan would tell):
+ * they pin it. */
+#define RD_TABLES 120
+
+struct rd_arg {
+    mdsl_store *s;
+    _Atomic bool stop;
+    unsigned seed;
+    long reads;
+    int bad;                /* the first unexpected answer (cmocka asserts in
+                               the main thread only) */
+};
+
+static void *rd_main(void *arg)
+{
+    struct rd_arg *a = arg;
+    uint64_t r = a->seed;
+    while (!atomic_load(&a->stop)) {
+        uint64_t t = 100 + tu_rnd(&r) % RD_TABLES;
+        struct mdsl_slice_load l;
+        int rc = mdsl_store_load_slice(a->s, FS, t, 0, &l);
+        if (rc != -ESTALE && rc != -ENOENT && !a->bad)
+            a->bad = rc ? rc : 1;
+        void *d = NULL;
+        uint32_t len;
+        rc = mdsl_store_read_column(a->s, FS, t, 0, 1, 0, &d, &len, NULL);
+        if (rc != -ESTALE && rc != -ENOENT && !a->bad)
+            a->bad = rc ? rc : 2;
+        rc = mdsl_store_get_md(a->s, FS, t, &d, &len);
+        if (rc != -ENOENT && !a->bad)
+            a->bad = rc ? rc : 3;
+        a->reads++;
+    }
+    return NULL;
+}
+
+static void test_drop_vs_readers(void **state)
+{
+    (void)state;
+    struct tu_env e;
+    tu_env_init(&e, 7, 1u << 20);
+    assert_int_equal(tu_open(&e), 0);
+    uint64_t txid = 1;
+    for (uint64_t t = 100; t < 100 + RD_TABLES; t++)
+        fill_table(e.s, NULL, &txid, FS, t, 1, 1, 200);
+    struct rd_arg a[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        a[i] = (struct rd_arg){ .s = e.s, .seed = 11u + (unsigned)i };
+        assert_int_equal(pthread_create(&th[i], NULL, rd_main, &a[i]), 0);
+    }
+    sleep_ms(20);
+    assert_int_equal(mdsl_store_drop_moved(e.s), RD_TABLES);
+    sleep_ms(20);
+    for (int i = 0; i < 3; i++) {
+        atomic_store(&a[i].stop, true);
+        pthread_join(th[i], NULL);
+        assert_true(a[i].reads > 0);
+        assert_int_equal(a[i].bad, 0);
+    }
+    assert_int_equal(folders(&e), 0);
+    tu_env_free(&e);
+}
+
 /* ---- rolls and sweeps -------------------------------------------------- */
 
 static void test_roll_idle(void **state)
@@ -393,6 +460,7 @@ int main(void)
         cmocka_unit_test(test_drop),
         cmocka_unit_test(test_drop_faults),
         cmocka_unit_test(test_drop_crash_after_rename),
+        cmocka_unit_test(test_drop_vs_readers),
         cmocka_unit_test(test_roll_idle),
         cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_background),
