@@ -3,7 +3,8 @@
  * docs/mdsl-scale.md decision 11): folder drops (only all-MOVED folders
  * without pending prepares, columns or md; the index and files go; reopen
  * and rebuild agree), a fault at every I/O step of a drop then a restart
- * (and a crash between the rename and the index batch), the idle roll, the
+ * (and a crash between the rename and the index batch), readers racing the
+ * drops (folders are pinned), the idle roll, the
  * sweep at a higher threshold, and the background thread doing what
  * mdsl_store_space_request asks.
  */
