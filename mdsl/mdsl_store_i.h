@@ -17,6 +17,10 @@
  *              in which their index batches were applied; a rebuild that
  *              replays the TSS in order reproduces the index. Readers never
  *              take the token; GC takes it only to append a bounded chunk.
+ *   background token (s->bg_busy, waited on with s->bg_cv): one GC pass,
+ *              folder drop pass, roll or sweep at a time; they keep folders
+ *              and pinned segments across I/O without mu. Taken before the
+ *              writer token, never while holding it.
  */
 #ifndef MDSL_STORE_I_H
 #define MDSL_STORE_I_H
