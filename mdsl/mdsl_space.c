@@ -312,7 +312,8 @@ static bool roll_wanted(const struct segarr *a, double threshold, uint64_t idle_
         return false;
     int64_t live = sg->live > 0 ? sg->live : 0;
     return sg->size - (uint64_t)live >= ROLL_MIN_DEAD &&
-           (double)live / (double)sg->size < threshold && now - sg->wrote_ns >= idle_ns;
+           (double)live / (double)sg->size < threshold && sg->wrote_ns <= now &&
+           now - sg->wrote_ns >= idle_ns;
 }
 
 static int roll_add(struct rollc **v, size_t *n, size_t *cap, struct rollc c)
@@ -336,8 +337,8 @@ static int roll_active(mdsl_store *s, double threshold, uint64_t idle_ns)
     struct rollc *v = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
-    uint64_t now = xt_mono_ns();
     pthread_mutex_lock(&s->mu);
+    uint64_t now = xt_mono_ns(); /* under mu: no flush has stamped a later time */
     for (size_t i = 0; i < s->ht_cap && rc == 0; i++)
         for (struct folder *fo = s->ht[i]; fo && rc == 0; fo = fo->hnext) {
             struct tabid t = { fo->fsid, fo->table };
