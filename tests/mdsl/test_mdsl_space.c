@@ -334,7 +334,7 @@ static void test_roll_idle(void **state)
     struct tu_env e;
     struct tu_model m = { 0 };
     tu_env_init(&e, 4, 1u << 20);
-    e.o.roll_idle_ms = 100;
+    e.o.roll_idle_ms = 500; /* the "not idle yet" check has 500 ms */
     assert_int_equal(tu_open(&e), 0);
     uint64_t txid = 1;
     /* table 50: a big image then a small one: its only segment is mostly dead */
@@ -351,7 +351,7 @@ static void test_roll_idle(void **state)
 
     assert_int_equal(mdsl_store_roll_idle(e.s), 0); /* not idle yet */
     assert_int_equal(mdsl_store_gc(e.s, 100), 0);   /* an active segment: never GC'd */
-    sleep_ms(150);
+    sleep_ms(600);
     assert_int_equal(mdsl_store_roll_idle(e.s), 1);
     assert_int_equal(mdsl_store_roll_idle(e.s), 0); /* the new one is empty */
     assert_true(mem_exists(&e, "/store/t.3.0000000000000032/TSS.2"));
@@ -366,7 +366,7 @@ static void test_roll_idle(void **state)
     tu_check_slice(e.s, FS, &m, 50, 0);
     tu_check_slice(e.s, FS, &m, 51, 0);
     /* the GC record alone (few dead bytes) is not rolled again */
-    sleep_ms(150);
+    sleep_ms(600);
     assert_int_equal(mdsl_store_roll_idle(e.s), 0);
     for (int round = 0; round < 2; round++) {
         tu_close(&e);
