@@ -281,12 +281,14 @@ int main(int argc, char **argv)
         struct mdsl_stat st;
         if (mdsl_store_stat(store, &st) == 0)
             XT_INFO("stats: tables %llu segments %llu bytes %llu live %.2f commits %llu "
-                    "aborts %llu gc_passes %llu gc_freed_segments %llu corrupt %llu failed %d",
+                    "aborts %llu gc_passes %llu gc_freed_segments %llu corrupt %llu failed %d "
+                    "live_bytes %llu",
                     (unsigned long long)st.tables, (unsigned long long)st.segments,
                     (unsigned long long)st.bytes, st.live_ratio,
                     (unsigned long long)st.commits, (unsigned long long)st.aborts,
                     (unsigned long long)st.gc_passes, (unsigned long long)st.gc_freed_segments,
-                    (unsigned long long)st.corrupt_records, st.failed);
+                    (unsigned long long)st.corrupt_records, st.failed,
+                    (unsigned long long)st.live_bytes);
     }
     XT_INFO("signal %d: stopping", sig);
 
