@@ -74,7 +74,6 @@ struct lsnap {
 struct ring1 {
     char phase[24];
     unsigned long long version; /* of ring 1 (published) */
-    unsigned long long to;      /* of the change; version when none */
 };
 
 struct grow {
@@ -231,6 +230,23 @@ static void take_mdsl(int i, struct lsnap *l)
     l->du = (double)du_sum;
 }
 
+/* The value of "key" at or after from in pomctl's JSON (pretty-printed:
+ * spaces around the colon), or NULL. */
+static const char *json_value(const char *from, const char *key)
+{
+    char k[64];
+    snprintf(k, sizeof k, "\"%s\"", key);
+    const char *p = from ? strstr(from, k) : NULL;
+    if (!p)
+        return NULL;
+    p += strlen(k);
+    p += strspn(p, " \t\n");
+    if (*p != ':')
+        return NULL;
+    p++;
+    return p + strspn(p, " \t\n");
+}
+
 /* Invariant 3's source: `pomctl ring show 1 --json`. 0, or -1 when pomctl
  * gave nothing readable. */
 static int ring1_poll(struct ring1 *r)
@@ -244,24 +260,16 @@ static int ring1_poll(struct ring1 *r)
     size_t len = fread(out, 1, sizeof out - 1, p);
     pclose(p);
     out[len] = '\0';
-    const char *k = strstr(out, "\"kind\":\"MDSL\"");
-    const char *v = k ? strstr(k, "\"version\":") : NULL;
+    const char *kind = json_value(out, "kind");
+    const char *v = kind && !strncmp(kind, "\"MDSL\"", 6) ? json_value(kind, "version") : NULL;
     if (!v)
         return -1;
-    r->version = strtoull(v + strlen("\"version\":"), NULL, 10);
-    r->to = r->version;
-    snprintf(r->phase, sizeof r->phase, "stable");
-    const char *c = strstr(out, "\"ring1_change\"");
-    if (c) {
-        const char *ph = strstr(c, "\"phase\":\"");
-        const char *to = strstr(c, "\"to_version\":");
-        if (ph) {
-            ph += strlen("\"phase\":\"");
-            size_t n = strcspn(ph, "\"");
-            snprintf(r->phase, sizeof r->phase, "%.*s", (int)n, ph);
-        }
-        if (to)
-            r->to = strtoull(to + strlen("\"to_version\":"), NULL, 10);
+    r->version = strtoull(v, NULL, 10);
+    snprintf(r->phase, sizeof r->phase, "stable"); /* no change ever ran */
+    const char *ph = json_value(strstr(out, "\"ring1_change\""), "phase");
+    if (ph && *ph == '"') {
+        size_t n = strcspn(ph + 1, "\"");
+        snprintf(r->phase, sizeof r->phase, "%.*s", (int)n, ph + 1);
     }
     return 0;
 }
@@ -390,17 +398,37 @@ struct seen {
     int n;
 };
 
-static void seen_note(struct seen *s, const char *phase, double t)
+/* Notes the phase r shows (the stable before the change starts is not
+ * one of its phases); true when r is the change's end (invariant 3). */
+static bool seen_note(struct seen *s, const struct ring1 *r, const struct ring1 *r0, double t)
 {
+    bool stable = !strcmp(r->phase, "stable");
+    if (stable && r->version <= r0->version)
+        return false;
     for (int i = 0; i < s->n; i++)
-        if (!strcmp(s->name[i], phase))
-            return;
-    if (s->n == PHASES)
-        return;
-    snprintf(s->name[s->n], sizeof s->name[0], "%s", phase);
-    s->at[s->n++] = t;
-    printf("ring1: %s at +%.1f s after the new MDSL started\n", phase, t);
-    fflush(stdout);
+        if (!strcmp(s->name[i], r->phase))
+            return stable;
+    if (s->n < PHASES) {
+        snprintf(s->name[s->n], sizeof s->name[0], "%s", r->phase);
+        s->at[s->n++] = t;
+        printf("ring1: %s at +%.1f s after the new MDSL started\n", r->phase, t);
+        fflush(stdout);
+    }
+    return stable;
+}
+
+/* Ends the window that began at *wstart now: reports it from w0 to a new
+ * snapshot w1, which becomes w0. Returns the window's stage. */
+static const char *cut(struct grow *g, struct msnap *w0, struct msnap *w1, uint64_t t0,
+                       double *wstart, double t_add, double t_stable, const char *phase)
+{
+    take_mds(g, w1);
+    double wend = (double)(w1->at_ns - t0) / 1e9;
+    const char *st = stage_of(*wstart, wend, t_add, t_stable);
+    window(w0, w1, *wstart, wend, st, phase);
+    *w0 = *w1;
+    *wstart = wend;
+    return st;
 }
 
 static pid_t spawn(const char *cmd)
@@ -426,12 +454,14 @@ long dist_grow(pom_fs *fs, pom_ino big)
         return -1;
     g->fs = fs;
     g->big = big;
-    g->cap = dist_opt.n * 4; /* room to go on until STABLE */
+    g->cap = dist_opt.n * 8; /* room to go on until STABLE */
     g->uuid = calloc((size_t)g->cap, sizeof *g->uuid);
     if (!g->uuid)
         return -1;
     int old = dist_opt.nmdsl; /* the running MDSL; the new one is index old */
-    struct lsnap before[DIST_MAX_PROCS], after[DIST_MAX_PROCS];
+    /* Every MDSL when the new one starts, when the change is STABLE (under
+     * the creates) and at the end. */
+    struct lsnap before[DIST_MAX_PROCS], stable[DIST_MAX_PROCS], after[DIST_MAX_PROCS];
     struct ring1 r0 = { .phase = "?" }, r = { .phase = "?" };
     struct seen seen = { .n = 0 };
     long trigger = dist_opt.n * dist_opt.add_at / 100;
@@ -448,11 +478,13 @@ long dist_grow(pom_fs *fs, pom_ino big)
     uint64_t t0 = bench_now_ns(), last_poll = 0;
     double wstart = 0;
     start(g, th);
+    int after_full = 0; /* whole windows measured after STABLE */
     for (;;) {
         usleep(100000);
-        double now = since(t0);
         long created = atomic_load(&g->done);
         if (t_add < 0 && created >= trigger) {
+            /* Windows are cut at the add and at STABLE: none straddles. */
+            cut(g, w0, w1, t0, &wstart, t_add, t_stable, r0.phase);
             for (int i = 0; i < old; i++)
                 take_mdsl(i, &before[i]);
             if (ring1_poll(&r0) < 0)
@@ -471,32 +503,27 @@ long dist_grow(pom_fs *fs, pom_ino big)
         }
         if (t_add >= 0 && t_stable < 0 && bench_now_ns() - last_poll >= POLL_NS) {
             last_poll = bench_now_ns();
-            if (ring1_poll(&r) == 0) {
-                double t = since(t0);
-                seen_note(&seen, r.phase, t - t_add);
-                if (!strcmp(r.phase, "stable") && r.version > r0.version)
-                    t_stable = t;
+            if (ring1_poll(&r) == 0 && seen_note(&seen, &r, &r0, since(t0) - t_add)) {
+                t_stable = since(t0);
+                cut(g, w0, w1, t0, &wstart, t_add, -1, r.phase);
+                for (int i = 0; i < dist_opt.nmdsl; i++)
+                    take_mdsl(i, &stable[i]);
             }
         }
-        now = since(t0);
-        if (now - wstart >= dist_opt.window_s) {
-            take_mds(g, w1);
-            double wend = (double)(w1->at_ns - t0) / 1e9;
-            window(w0, w1, wstart, wend, stage_of(wstart, wend, t_add, t_stable),
-                   t_add < 0 ? r0.phase : r.phase);
-            *w0 = *w1;
-            wstart = wend;
-            /* Invariant: "after" needs a whole window that began after STABLE. */
-            if (created >= dist_opt.n && t_stable >= 0 && wstart >= t_stable + dist_opt.window_s)
+        if (since(t0) - wstart >= dist_opt.window_s) {
+            const char *st = cut(g, w0, w1, t0, &wstart, t_add, t_stable,
+                                 t_add < 0 ? r0.phase : r.phase);
+            after_full += !strcmp(st, "after");
+            if (created >= dist_opt.n && after_full > 0)
                 break;
         }
-        if (t_add >= 0 && t_stable < 0 && now - t_add > dist_opt.grow_wait_s &&
+        if (t_add >= 0 && t_stable < 0 && since(t0) - t_add > dist_opt.grow_wait_s &&
             created >= dist_opt.n) {
             why = "--grow-wait passed before STABLE";
             break;
         }
         if (atomic_load(&g->next) >= g->cap) {
-            why = "room for 4 N files used";
+            why = "room for 8 N files used";
             break;
         }
     }
@@ -510,16 +537,16 @@ long dist_grow(pom_fs *fs, pom_ino big)
     printf("grow: creates stopped at %.1f s (%s): %ld files\n", secs, why, created);
     /* Without load, the change may still finish (the doc says when). */
     while (t_stable < 0 && t_add >= 0 && since(t0) - t_add <= dist_opt.grow_wait_s) {
-        if (ring1_poll(&r) == 0) {
-            seen_note(&seen, r.phase, since(t0) - t_add);
-            if (!strcmp(r.phase, "stable") && r.version > r0.version)
-                t_stable = since(t0);
-        }
+        if (ring1_poll(&r) == 0 && seen_note(&seen, &r, &r0, since(t0) - t_add))
+            t_stable = since(t0);
         usleep(500000);
     }
     take_mds(g, w1); /* the totals: the moves after the creates count too */
     for (int i = 0; i < dist_opt.nmdsl; i++)
         take_mdsl(i, &after[i]);
+    bool stable_loaded = t_stable >= 0 && t_stable <= secs;
+    if (!stable_loaded)
+        memcpy(stable, after, sizeof stable); /* STABLE came without load, or never */
 
     /* Invariant 4: every file, after the change. */
     atomic_store(&g->next, 0);
@@ -536,24 +563,31 @@ long dist_grow(pom_fs *fs, pom_ino big)
     printf("grow: %ld files looked up after the change in %.1f s (%.0f/s), uuids checked\n",
            looked, lsecs, lsecs > 0 ? (double)looked / lsecs : 0);
 
-    double stored = 0, live_after = 0;
+    /* The creates go on during the change: the live bytes it had to place
+     * lie between those at the add and those at STABLE. */
+    double stored = 0, at_stable = 0, live_after = 0;
     for (int i = 0; i < old; i++)
         stored += before[i].live_bytes;
-    for (int i = 0; i < dist_opt.nmdsl; i++)
+    for (int i = 0; i < dist_opt.nmdsl; i++) {
+        at_stable += stable[i].live_bytes;
         live_after += after[i].live_bytes;
-    double mb = w1->move_bytes - s0->move_bytes, third = stored / 3;
+    }
+    double mb = w1->move_bytes - s0->move_bytes, third = stored / 3, third_st = at_stable / 3;
     double to_stable = t_stable >= 0 ? t_stable - t_add : -1;
-    printf("grow: moves %.0f, move_bytes %.0f (%.2f of 1/3 of the %.0f live bytes at the add), "
-           "move_loads %.0f, move_aborts %.0f; time to STABLE %s%.1f s\n",
+    printf("grow: moves %.0f, move_bytes %.0f (%.2f x 1/3 of the %.0f live bytes at the add, "
+           "%.2f x 1/3 of the %.0f at STABLE), move_loads %.0f, move_aborts %.0f; time to "
+           "STABLE %s%.1f s\n",
            w1->moves - s0->moves, mb, third > 0 ? mb / third : 0, stored,
+           third_st > 0 ? mb / third_st : 0, at_stable,
            w1->move_loads - s0->move_loads, w1->move_aborts - s0->move_aborts,
            to_stable < 0 ? "not reached, > " : "",
            to_stable < 0 ? dist_opt.grow_wait_s : to_stable);
     for (int i = 0; i < dist_opt.nmdsl; i++)
-        printf("grow: mdsl%d disk %.1f MiB -> %.1f MiB, live %.1f MiB -> %.1f MiB (%.0f%% of all "
-               "live after)\n",
-               i + 1, i < old ? before[i].du / 1048576 : 0, after[i].du / 1048576,
-               i < old ? before[i].live_bytes / 1048576 : 0, after[i].live_bytes / 1048576,
+        printf("grow: mdsl%d disk %.1f -> %.1f -> %.1f MiB, live %.1f -> %.1f -> %.1f MiB "
+               "(add -> STABLE -> end; %.0f%% of all live at the end)\n",
+               i + 1, i < old ? before[i].du / 1048576 : 0, stable[i].du / 1048576,
+               after[i].du / 1048576, i < old ? before[i].live_bytes / 1048576 : 0,
+               stable[i].live_bytes / 1048576, after[i].live_bytes / 1048576,
                live_after > 0 ? 100 * after[i].live_bytes / live_after : 0);
     fflush(stdout);
     FILE *f = json_open();
@@ -564,20 +598,25 @@ long dist_grow(pom_fs *fs, pom_ino big)
                 "\"created\":%ld,\"secs\":%.2f,\"stopped\":\"%s\",\"add_at_s\":%.2f,"
                 "\"to_stable_s\":%.2f,\"moves\":%.0f,\"move_bytes\":%.0f,\"move_loads\":%.0f,"
                 "\"move_aborts\":%.0f,\"live_bytes_at_add\":%.0f,\"move_vs_third\":%.3f,"
-                "\"looked_up\":%ld,\"lookup_secs\":%.2f,\"phases\":{",
+                "\"live_bytes_at_stable\":%.0f,\"move_vs_third_stable\":%.3f,"
+                "\"stable_under_load\":%s,\"looked_up\":%ld,\"lookup_secs\":%.2f,"
+                "\"phases\":{",
                 dist_opt.label, dist_opt.add_at, dist_opt.threads, dist_opt.label, dist_opt.n,
                 created, secs, why, t_add, to_stable, w1->moves - s0->moves, mb,
                 w1->move_loads - s0->move_loads, w1->move_aborts - s0->move_aborts, stored,
-                third > 0 ? mb / third : 0, looked, lsecs);
+                third > 0 ? mb / third : 0, at_stable, third_st > 0 ? mb / third_st : 0,
+                stable_loaded ? "true" : "false", looked, lsecs);
         for (int i = 0; i < seen.n; i++)
             fprintf(f, "%s\"%s\":%.2f", i ? "," : "", seen.name[i], seen.at[i]);
         fprintf(f, "},\"mdsl\":[");
         for (int i = 0; i < dist_opt.nmdsl; i++)
             fprintf(f,
-                    "%s{\"du_before\":%.0f,\"du_after\":%.0f,\"live_before\":%.0f,"
-                    "\"live_after\":%.0f,\"bytes_after\":%.0f}",
-                    i ? "," : "", i < old ? before[i].du : 0, after[i].du,
-                    i < old ? before[i].live_bytes : 0, after[i].live_bytes, after[i].bytes);
+                    "%s{\"du_before\":%.0f,\"du_stable\":%.0f,\"du_after\":%.0f,"
+                    "\"live_before\":%.0f,\"live_stable\":%.0f,\"live_after\":%.0f,"
+                    "\"bytes_after\":%.0f}",
+                    i ? "," : "", i < old ? before[i].du : 0, stable[i].du, after[i].du,
+                    i < old ? before[i].live_bytes : 0, stable[i].live_bytes,
+                    after[i].live_bytes, after[i].bytes);
         fprintf(f, "]}\n");
         fclose(f);
     }
