@@ -8,6 +8,9 @@
  *              [--mds-pids P1,P2,..] [--mds-logs L1,L2,..] [--mdsl-pids ..]
  *              [--label K] [--json PATH]      (K: the MDS count, a number)
  *
+ * With --add-mdsl-at P it runs bench_dist_grow.c instead of the phases
+ * below (an MDSL joins while files are created; workload `grow`).
+ *
  * Phases (T client threads, one pom_fs, libpomegranate through R2):
  *   create      N files in ONE directory (every create also updates that
  *               directory's row: one MDS serves all of those);
