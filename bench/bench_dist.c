@@ -137,12 +137,18 @@ double dist_field_after(const char *line, const char *key)
     return p ? strtod(p + strlen(key), NULL) : 0;
 }
 
-void dist_hup_wait(int pid, const char *path, const char *needle)
+int dist_hup_all(const int *pid, const char *const *log, int n, const char *needle)
 {
-    int before = dist_count_lines(path, needle);
-    kill(pid, SIGHUP);
-    for (int k = 0; k < 300 && dist_count_lines(path, needle) <= before; k++)
-        usleep(10000);
+    int before[MAX_PROCS];
+    n = n < MAX_PROCS ? n : MAX_PROCS;
+    for (int i = 0; i < n; i++) {
+        before[i] = dist_count_lines(log[i], needle);
+        kill(pid[i], SIGHUP);
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 300 && dist_count_lines(log[i], needle) <= before[i]; k++)
+            usleep(10000);
+    return n;
 }
 
 /* Parses the last report of one MDS log into s. */
@@ -190,16 +196,10 @@ static void parse_log(const char *path, struct mds_snap *s)
 static void take(struct snap *s)
 {
     memset(s, 0, sizeof *s);
-    int before[MAX_PROCS];
-    int n = dist_opt.nmds < dist_opt.nlogs ? dist_opt.nmds : dist_opt.nlogs;
+    int n = dist_hup_all(dist_opt.mds_pid, dist_opt.mds_log,
+                         dist_opt.nmds < dist_opt.nlogs ? dist_opt.nmds : dist_opt.nlogs,
+                         "dist: site");
     for (int i = 0; i < n; i++) {
-        before[i] = dist_count_lines(dist_opt.mds_log[i], "dist: site");
-        kill(dist_opt.mds_pid[i], SIGHUP);
-    }
-    for (int i = 0; i < n; i++) {
-        for (int k = 0; k < 300 && dist_count_lines(dist_opt.mds_log[i], "dist: site") <= before[i];
-             k++)
-            usleep(10000);
         struct mds_snap m;
         parse_log(dist_opt.mds_log[i], &m);
         s->m.requests += m.requests;

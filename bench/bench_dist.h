@@ -40,9 +40,10 @@ double dist_proc_cpu(int pid);
 int dist_count_lines(const char *path, const char *needle);
 /* The number after key in line, 0 when key is absent. */
 double dist_field_after(const char *line, const char *key);
-/* Sends SIGHUP to pid and waits (at most 3 s) until the log at path holds
- * one more line containing needle than it did before. */
-void dist_hup_wait(int pid, const char *path, const char *needle);
+/* Sends SIGHUP to the n processes pid[] and waits until each one's log[i]
+ * holds one more line containing needle (the report's last line) than
+ * before, at most 3 s each. Returns n (at most DIST_MAX_PROCS). */
+int dist_hup_all(const int *pid, const char *const *log, int n, const char *needle);
 
 /* The --add-mdsl-at run in directory big of fs (both owned by the caller).
  * Returns the operations that failed (0: all checked fine), or -1 when it

@@ -38,7 +38,6 @@
 #include <errno.h>
 #include <ftw.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -178,22 +177,15 @@ static void parse_mds(const char *path, struct msnap *s)
     s->groups_aborted += dist_field_after(aborted, "groups_aborted ");
 }
 
-/* Every MDS reports (SIGHUP, all at once, as take() in bench_dist.c). */
+/* Every MDS reports (SIGHUP, all at once, as for take() in bench_dist.c). */
 static void take_mds(struct grow *g, struct msnap *s)
 {
     memset(s, 0, sizeof *s);
-    int before[DIST_MAX_PROCS];
-    int n = dist_opt.nmds < dist_opt.nlogs ? dist_opt.nmds : dist_opt.nlogs;
-    for (int i = 0; i < n; i++) {
-        before[i] = dist_count_lines(dist_opt.mds_log[i], "dist: site");
-        kill(dist_opt.mds_pid[i], SIGHUP);
-    }
-    for (int i = 0; i < n; i++) {
-        for (int k = 0; k < 300 && dist_count_lines(dist_opt.mds_log[i], "dist: site") <= before[i];
-             k++)
-            usleep(10000);
+    int n = dist_hup_all(dist_opt.mds_pid, dist_opt.mds_log,
+                         dist_opt.nmds < dist_opt.nlogs ? dist_opt.nmds : dist_opt.nlogs,
+                         "dist: site");
+    for (int i = 0; i < n; i++)
         parse_mds(dist_opt.mds_log[i], s);
-    }
     s->at_ns = bench_now_ns();
     s->created = atomic_load(&g->done);
 }
@@ -214,7 +206,7 @@ static void take_mdsl(int i, struct lsnap *l)
 {
     memset(l, 0, sizeof *l);
     if (i < dist_opt.nmdsl)
-        dist_hup_wait(dist_opt.mdsl_pid[i], dist_opt.mdsl_log[i], "stats: tables");
+        dist_hup_all(&dist_opt.mdsl_pid[i], &dist_opt.mdsl_log[i], 1, "stats: tables");
     FILE *f = fopen(dist_opt.mdsl_log[i], "r");
     if (f) {
         char line[4096], last[4096] = "";

@@ -137,6 +137,27 @@ dist_up() { # DIR K [SPLIT]: sets DIST_R2 DIST_MDS_PIDS DIST_MDS_LOGS DIST_MDSL_
     POM_R2=$DIST_R2 "$BUILD/r2/pomctl" fs create distfs >"$d/pomctl.log" 2>&1 ||
         { echo "pomctl fs create failed: $(tail -3 "$d/pomctl.log")"; return 1; }
 }
+# A bench_dist run's end: shows OUT/NAME.out and OUT/NAME.err (every
+# pom_open logs two lines: dropped, the rest kept), records a failure.
+bench_done() { # RC NAME WHAT
+    local e=$OUT/$2.err
+    cat "$OUT/$2.out"
+    grep -av ' pom: \(fs distfs has no blob\|r2 agent: registered\)' "$e" >"$e.1"
+    mv "$e.1" "$e"
+    head -20 "$e"
+    if [ "$1" -ne 0 ]; then
+        POM_FAILED+=("$3")
+        echo "POMEGRANATE FAILED: $3 (rc $1)"
+    fi
+}
+# The MDSL bench_dist started (grow) joins DIST_PIDS after the two others,
+# so dist_down stops it after the MDS (they commit first).
+grow_adopt() {
+    if [ -n "$GROW_PIDFILE" ] && [ -s "$GROW_PIDFILE" ]; then
+        DIST_PIDS=("${DIST_PIDS[@]:0:3}" "$(cat "$GROW_PIDFILE")" "${DIST_PIDS[@]:3}")
+    fi
+    GROW_PIDFILE=
+}
 UNAVAILABLE=() POM_FAILED=()
 W=$(mktemp -d "${TMPDIR:-/tmp}/pombench.XXXXXX")
 chmod 755 "$W"  # MooseFS's daemons run as user mfs
@@ -144,9 +165,7 @@ REDIS_PID=
 DIST_PIDS=()   # the dist workload's cluster of the moment (dist_down)
 GROW_PIDFILE=  # the MDSL bench_dist started (grow), until it joins DIST_PIDS
 cleanup() {
-    if [ -n "$GROW_PIDFILE" ] && [ -s "$GROW_PIDFILE" ]; then
-        DIST_PIDS=("${DIST_PIDS[@]:0:3}" "$(cat "$GROW_PIDFILE")" "${DIST_PIDS[@]:3}")
-    fi
+    grow_adopt
     dist_down
     [ -n "$REDIS_PID" ] && { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
     bench_cleanup
@@ -365,16 +384,7 @@ if want dist; then
         "$B/bench_dist" --r2 "$DIST_R2" --fs distfs -n "$DIST_N" -t 8 --dir-n "$DIST_DIR_N" \
             --probes "$DIST_PROBES" --mds-pids "$DIST_MDS_PIDS" --mds-logs "$DIST_MDS_LOGS" \
             --mdsl-pids "$DIST_MDSL_PIDS" --label "$k" --json "$J" >"$OUT/dist.k$k.out" 2>"$OUT/dist.k$k.err"
-        rc=$?
-        cat "$OUT/dist.k$k.out"
-        # Each probe's pom_open logs two lines: dropped, the rest kept and shown.
-        grep -av ' pom: \(fs distfs has no blob\|r2 agent: registered\)' "$OUT/dist.k$k.err" \
-            >"$OUT/dist.k$k.err.1"; mv "$OUT/dist.k$k.err.1" "$OUT/dist.k$k.err"
-        head -20 "$OUT/dist.k$k.err"
-        if [ $rc -ne 0 ]; then
-            POM_FAILED+=("bench_dist with $k MDS")
-            echo "POMEGRANATE FAILED: bench_dist with $k MDS (rc $rc)"
-        fi
+        bench_done $? "dist.k$k" "bench_dist with $k MDS"
         grep -ahE 'dist: site|stats: (create|lookup|commit|group) ' "$d"/mds*.log \
             >"$OUT/dist.k$k.mds-counters.log"
         dist_down
@@ -400,20 +410,8 @@ if want grow; then
             --mdsl-pids "$DIST_MDSL_PIDS" --mdsl-logs "$d/mdsl1.log,$d/mdsl2.log,$d/mdsl3.log" \
             --mdsl-dirs "$d/mdsl1,$d/mdsl2,$d/mdsl3" --label 2 --json "$J" \
             >"$OUT/grow.out" 2>"$OUT/grow.err"
-        rc=$?
-        cat "$OUT/grow.out"
-        grep -av ' pom: \(fs distfs has no blob\|r2 agent: registered\)' "$OUT/grow.err" \
-            >"$OUT/grow.err.1"; mv "$OUT/grow.err.1" "$OUT/grow.err"
-        head -20 "$OUT/grow.err"
-        if [ $rc -ne 0 ]; then
-            POM_FAILED+=("bench_dist --add-mdsl-at $GROW_AT")
-            echo "POMEGRANATE FAILED: bench_dist --add-mdsl-at $GROW_AT (rc $rc)"
-        fi
-        # The MDS stop first (they commit), then the MDSL, the new one too.
-        if [ -s "$GROW_PIDFILE" ]; then
-            DIST_PIDS=("${DIST_PIDS[@]:0:3}" "$(cat "$GROW_PIDFILE")" "${DIST_PIDS[@]:3}")
-        fi
-        GROW_PIDFILE=
+        bench_done $? grow "bench_dist --add-mdsl-at $GROW_AT"
+        grow_adopt
         grep -ahE 'dist: site|stats: (group|groups_|move)' "$d"/mds*.log >"$OUT/grow.mds-counters.log"
         grep -ahE 'stats: tables' "$d"/mdsl*.log >"$OUT/grow.mdsl-counters.log"
         grep -ahiE 'ring ?1|ring-1' "$d/r2.log" >"$OUT/grow.r2-ring1.log"
