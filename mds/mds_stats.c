@@ -317,10 +317,9 @@ size_t mds_stats_dump_hist(const mds_stats *st, enum mds_op op, char *buf, size_
 {
     struct out o = { buf, cap, 0 };
     if (st && (unsigned)op < MDS_OP__COUNT) {
-        const struct mds_hist *h = &st->op[op];
+        struct mds_hist *h = &((mds_stats *)st)->op[op];
         for (unsigned b = 0; b < MDS_STATS_BUCKETS; b++) {
-            uint64_t n = atomic_load_explicit(&((struct mds_hist *)h)->bucket[b],
-                                              memory_order_relaxed);
+            uint64_t n = atomic_load_explicit(&h->bucket[b], memory_order_relaxed);
             if (!n)
                 continue;
             uint64_t lo, hi;
