@@ -8,6 +8,9 @@
  *              [--mds-pids P1,P2,..] [--mds-logs L1,L2,..] [--mdsl-pids ..]
  *              [--label K] [--json PATH]      (K: the MDS count, a number)
  *
+ * With --add-mdsl-at P it runs bench_dist_grow.c instead of the phases
+ * below (an MDSL joins while files are created; workload `grow`).
+ *
  * Phases (T client threads, one pom_fs, libpomegranate through R2):
  *   create      N files in ONE directory (every create also updates that
  *               directory's row: one MDS serves all of those);
@@ -42,8 +45,8 @@
  *      mean(first) = f * L_fwd + (1 - f) * L_direct.
  *  (3) Every file found is checked against the uuid its create returned.
  */
+#include "bench_dist.h"
 #include "bench_util.h"
-#include "pomegranate.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -57,7 +60,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_PROCS 16
+#define MAX_PROCS DIST_MAX_PROCS
 #define MAX_THREADS 64
 #define WARM_DIRS 24     /* empty directories the probes warm up with */
 
@@ -72,15 +75,8 @@ struct snap {
     double mds_cpu, mdsl_cpu, self_cpu, load1;
 };
 
-static struct {
-    const char *r2, *fsname, *label, *json;
-    long n, dir_n, probes;
-    int threads;
-    int mds_pid[MAX_PROCS], nmds;
-    const char *mds_log[MAX_PROCS];
-    int nlogs;
-    int mdsl_pid[MAX_PROCS], nmdsl;
-} opt = { .n = 20000, .dir_n = 1000, .probes = 50, .threads = 8, .label = "1" };
+struct dist_opt dist_opt = { .n = 20000, .dir_n = 1000, .probes = 50, .threads = 8,
+                             .label = "1", .window_s = 5, .grow_wait_s = 300 };
 
 static int split_list(char *s, const char **out, int max)
 {
@@ -100,8 +96,7 @@ static int split_pids(char *s, int *out)
     return n;
 }
 
-/* utime + stime of pid in seconds, 0 when unreadable. */
-static double proc_cpu(int pid)
+double dist_proc_cpu(int pid)
 {
     char p[64], buf[1024];
     snprintf(p, sizeof p, "/proc/%d/stat", pid);
@@ -123,7 +118,7 @@ static double proc_cpu(int pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-static int count_dist_lines(const char *path)
+int dist_count_lines(const char *path, const char *needle)
 {
     FILE *f = fopen(path, "r");
     if (!f)
@@ -131,15 +126,29 @@ static int count_dist_lines(const char *path)
     char line[4096];
     int n = 0;
     while (fgets(line, sizeof line, f))
-        n += strstr(line, "dist: site") != NULL;
+        n += strstr(line, needle) != NULL;
     fclose(f);
     return n;
 }
 
-static double field_after(const char *line, const char *key)
+double dist_field_after(const char *line, const char *key)
 {
     const char *p = strstr(line, key);
     return p ? strtod(p + strlen(key), NULL) : 0;
+}
+
+int dist_hup_all(const int *pid, const char *const *log, int n, const char *needle)
+{
+    int before[MAX_PROCS];
+    n = n < MAX_PROCS ? n : MAX_PROCS;
+    for (int i = 0; i < n; i++) {
+        before[i] = dist_count_lines(log[i], needle);
+        kill(pid[i], SIGHUP);
+    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < 300 && dist_count_lines(log[i], needle) <= before[i]; k++)
+            usleep(10000);
+    return n;
 }
 
 /* Parses the last report of one MDS log into s. */
@@ -174,8 +183,8 @@ static void parse_log(const char *path, struct mds_snap *s)
         if (strstr(line, "dist: site")) {
             /* Atomic batches (a create and its parent's update) are not in
              * the "requests" counter: every request served is both. */
-            s->requests = field_after(line, " requests ") + batches;
-            s->forwards = field_after(line, " forwards ");
+            s->requests = dist_field_after(line, " requests ") + batches;
+            s->forwards = dist_field_after(line, " forwards ");
             s->bytes = bi + bd;
         }
     }
@@ -187,17 +196,12 @@ static void parse_log(const char *path, struct mds_snap *s)
 static void take(struct snap *s)
 {
     memset(s, 0, sizeof *s);
-    int before[MAX_PROCS];
-    int n = opt.nmds < opt.nlogs ? opt.nmds : opt.nlogs;
+    int n = dist_hup_all(dist_opt.mds_pid, dist_opt.mds_log,
+                         dist_opt.nmds < dist_opt.nlogs ? dist_opt.nmds : dist_opt.nlogs,
+                         "dist: site");
     for (int i = 0; i < n; i++) {
-        before[i] = count_dist_lines(opt.mds_log[i]);
-        kill(opt.mds_pid[i], SIGHUP);
-    }
-    for (int i = 0; i < n; i++) {
-        for (int k = 0; k < 300 && count_dist_lines(opt.mds_log[i]) <= before[i]; k++)
-            usleep(10000);
         struct mds_snap m;
-        parse_log(opt.mds_log[i], &m);
+        parse_log(dist_opt.mds_log[i], &m);
         s->m.requests += m.requests;
         s->m.forwards += m.forwards;
         s->m.groups += m.groups;
@@ -205,10 +209,10 @@ static void take(struct snap *s)
         s->m.commit_sum_us += m.commit_sum_us;
         s->m.bytes += m.bytes;
     }
-    for (int i = 0; i < opt.nmds; i++)
-        s->mds_cpu += proc_cpu(opt.mds_pid[i]);
-    for (int i = 0; i < opt.nmdsl; i++)
-        s->mdsl_cpu += proc_cpu(opt.mdsl_pid[i]);
+    for (int i = 0; i < dist_opt.nmds; i++)
+        s->mds_cpu += dist_proc_cpu(dist_opt.mds_pid[i]);
+    for (int i = 0; i < dist_opt.nmdsl; i++)
+        s->mdsl_cpu += dist_proc_cpu(dist_opt.mdsl_pid[i]);
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     s->self_cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
@@ -236,14 +240,14 @@ static void report(const char *phase, long ops, double secs, bench_lat *lat, con
     printf("%-12s K=%-2s %8ld ops %7.2f s %9.0f ops/s p50 %7.1f us p99 %8.1f us | "
            "requests %.0f (%.2f/op) forwards %.0f (%.3f%%) | MDS CPU %.1f us/op, MDSL %.1f us/op, "
            "client %.1f us/op | groups %.0f, commit mean %.0f us, %.0f B/op | load %.2f%s%s\n",
-           phase, opt.label, ops, secs, rate, p50, p99, req, ops ? req / (double)ops : 0, fwd,
+           phase, dist_opt.label, ops, secs, rate, p50, p99, req, ops ? req / (double)ops : 0, fwd,
            req > 0 ? 100.0 * fwd / req : 0, mcpu * per, lcpu * per, scpu * per, grp,
            cn > 0 ? csum / cn : 0, ops ? bytes / (double)ops : 0, b->load1, more ? " | " : "",
            more ? more : "");
     fflush(stdout);
-    if (!opt.json)
+    if (!dist_opt.json)
         return;
-    FILE *f = fopen(opt.json, "a");
+    FILE *f = fopen(dist_opt.json, "a");
     if (!f)
         return;
     fprintf(f,
@@ -252,7 +256,8 @@ static void report(const char *phase, long ops, double secs, bench_lat *lat, con
             "\"p99_us\":%.1f,\"requests\":%.0f,\"forwards\":%.0f,\"mds_cpu_us_per_op\":%.2f,"
             "\"mdsl_cpu_us_per_op\":%.2f,\"client_cpu_us_per_op\":%.2f,\"groups\":%.0f,"
             "\"commit_mean_us\":%.1f,\"bytes_per_op\":%.1f,\"load1\":%.2f}\n",
-            phase, opt.label, opt.threads, opt.label, ops, secs, rate, p50, p99, req, fwd,
+            phase, dist_opt.label, dist_opt.threads, dist_opt.label, ops, secs, rate, p50, p99, req,
+            fwd,
             mcpu * per, lcpu * per, scpu * per, grp, cn > 0 ? csum / cn : 0,
             ops ? bytes / (double)ops : 0, b->load1);
     fclose(f);
@@ -291,7 +296,7 @@ static int op_create(struct run *r, int k, long i)
         return rc;
     }
     if (r->per_thread)
-        r->duuid[(long)k * opt.dir_n + i] = st.st_ino;
+        r->duuid[(long)k * dist_opt.dir_n + i] = st.st_ino;
     else
         r->uuid[i] = st.st_ino;
     pom_forget(r->fs, st.st_ino, 1);
@@ -322,7 +327,7 @@ static int op_lookup(struct run *r, int k, long i)
     int rc = pom_lookup(r->fs, dir, name, &st);
     if (rc == 0) {
         pom_forget(r->fs, st.st_ino, 1);
-        uint64_t want = r->per_thread ? r->duuid[(long)k * opt.dir_n + i] : r->uuid[i];
+        uint64_t want = r->per_thread ? r->duuid[(long)k * dist_opt.dir_n + i] : r->uuid[i];
         if (st.st_ino != want)
             rc = -ESTALE;
     }
@@ -340,7 +345,7 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct run *r = w->r;
-    long from = r->per_thread ? 0 : w->k, step = r->per_thread ? 1 : opt.threads;
+    long from = r->per_thread ? 0 : w->k, step = r->per_thread ? 1 : dist_opt.threads;
     for (long i = from; i < r->count; i += step) {
         uint64_t t0 = bench_now_ns();
         r->op(r, w->k, i);
@@ -349,7 +354,7 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-/* Runs op on opt.threads threads; returns the seconds. */
+/* Runs op on dist_opt.threads threads; returns the seconds. */
 static double phase(struct run *r, int (*op)(struct run *, int, long), long count, int per_thread)
 {
     r->op = op;
@@ -359,11 +364,11 @@ static double phase(struct run *r, int (*op)(struct run *, int, long), long coun
     pthread_t th[MAX_THREADS];
     struct worker w[MAX_THREADS];
     uint64_t t0 = bench_now_ns();
-    for (int k = 0; k < opt.threads; k++) {
+    for (int k = 0; k < dist_opt.threads; k++) {
         w[k] = (struct worker){ r, k };
         pthread_create(&th[k], NULL, worker_main, &w[k]);
     }
-    for (int k = 0; k < opt.threads; k++)
+    for (int k = 0; k < dist_opt.threads; k++)
         pthread_join(th[k], NULL);
     return (double)(bench_now_ns() - t0) / 1e9;
 }
@@ -397,9 +402,9 @@ static int probes(struct run *r, int create, const char *dname, bench_lat *first
     bench_lat_reset(first);
     bench_lat_reset(second);
     int bad = 0;
-    for (long k = 0; k < opt.probes; k++) {
+    for (long k = 0; k < dist_opt.probes; k++) {
         pom_fs *fs;
-        int rc = pom_open(opt.r2, opt.fsname, &fs);
+        int rc = pom_open(dist_opt.r2, dist_opt.fsname, &fs);
         if (rc < 0) {
             fail(r, "pom_open", "probe", rc);
             bad++;
@@ -431,7 +436,7 @@ static int probes(struct run *r, int create, const char *dname, bench_lat *first
         }
         for (int j = 0; rc == 0 && j < 2; j++) {
             char name[32];
-            long i = (long)((k * 7919 + j * 104729) % opt.n);
+            long i = (long)((k * 7919 + j * 104729) % dist_opt.n);
             if (create)
                 snprintf(name, sizeof name, "p%ld%c", k, 'a' + j);
             else
@@ -460,49 +465,72 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: bench_dist --r2 ADDR --fs NAME [-n N] [-t THREADS] [--dir-n M]\n"
                "         [--probes P] [--mds-pids P,..] [--mds-logs L,..] [--mdsl-pids P,..]\n"
-               "         [--label K] [--json PATH]\n");
+               "         [--label K] [--json PATH]\n"
+               "       bench_dist ... --add-mdsl-at P --add-mdsl-cmd CMD --pomctl PATH\n"
+               "         --mdsl-pids P1,P2 --mdsl-logs L1,L2,L3 --mdsl-dirs D1,D2,D3\n"
+               "         [--window SECS] [--grow-wait SECS]\n");
 }
 
 int main(int argc, char **argv)
 {
     static const struct option lo[] = {
-        { "r2", 1, 0, 'r' },        { "fs", 1, 0, 'f' },        { "dir-n", 1, 0, 'm' },
-        { "probes", 1, 0, 'P' },    { "mds-pids", 1, 0, 'p' },  { "mds-logs", 1, 0, 'l' },
-        { "mdsl-pids", 1, 0, 'L' }, { "label", 1, 0, 'k' },     { "json", 1, 0, 'j' },
-        { "help", 0, 0, 'h' },      { 0, 0, 0, 0 },
+        { "r2", 1, 0, 'r' },         { "fs", 1, 0, 'f' },           { "dir-n", 1, 0, 'm' },
+        { "probes", 1, 0, 'P' },     { "mds-pids", 1, 0, 'p' },     { "mds-logs", 1, 0, 'l' },
+        { "mdsl-pids", 1, 0, 'L' },  { "label", 1, 0, 'k' },        { "json", 1, 0, 'j' },
+        { "add-mdsl-at", 1, 0, 'A' }, { "add-mdsl-cmd", 1, 0, 'C' }, { "mdsl-logs", 1, 0, 'G' },
+        { "mdsl-dirs", 1, 0, 'D' },  { "pomctl", 1, 0, 'c' },       { "window", 1, 0, 'w' },
+        { "grow-wait", 1, 0, 'W' },  { "help", 0, 0, 'h' },         { 0, 0, 0, 0 },
     };
     int c;
     while ((c = getopt_long(argc, argv, "n:t:h", lo, NULL)) != -1) {
         switch (c) {
-        case 'r': opt.r2 = optarg; break;
-        case 'f': opt.fsname = optarg; break;
-        case 'n': opt.n = atol(optarg); break;
-        case 't': opt.threads = atoi(optarg); break;
-        case 'm': opt.dir_n = atol(optarg); break;
-        case 'P': opt.probes = atol(optarg); break;
-        case 'p': opt.nmds = split_pids(optarg, opt.mds_pid); break;
-        case 'l': opt.nlogs = split_list(optarg, opt.mds_log, MAX_PROCS); break;
-        case 'L': opt.nmdsl = split_pids(optarg, opt.mdsl_pid); break;
-        case 'k': opt.label = optarg; break;
-        case 'j': opt.json = optarg; break;
+        case 'r': dist_opt.r2 = optarg; break;
+        case 'f': dist_opt.fsname = optarg; break;
+        case 'n': dist_opt.n = atol(optarg); break;
+        case 't': dist_opt.threads = atoi(optarg); break;
+        case 'm': dist_opt.dir_n = atol(optarg); break;
+        case 'P': dist_opt.probes = atol(optarg); break;
+        case 'p': dist_opt.nmds = split_pids(optarg, dist_opt.mds_pid); break;
+        case 'l': dist_opt.nlogs = split_list(optarg, dist_opt.mds_log, MAX_PROCS); break;
+        case 'L': dist_opt.nmdsl = split_pids(optarg, dist_opt.mdsl_pid); break;
+        case 'k': dist_opt.label = optarg; break;
+        case 'j': dist_opt.json = optarg; break;
+        case 'A': dist_opt.add_at = atoi(optarg); break;
+        case 'C': dist_opt.add_cmd = optarg; break;
+        case 'G': dist_opt.nmdsl_logs = split_list(optarg, dist_opt.mdsl_log, MAX_PROCS); break;
+        case 'D': dist_opt.nmdsl_dirs = split_list(optarg, dist_opt.mdsl_dir, MAX_PROCS); break;
+        case 'c': dist_opt.pomctl = optarg; break;
+        case 'w': dist_opt.window_s = atof(optarg); break;
+        case 'W': dist_opt.grow_wait_s = atof(optarg); break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
     }
     /* The label is the MDS count: a JSON number in the results. */
-    if (!opt.label[0] || strspn(opt.label, "0123456789") != strlen(opt.label)) {
+    if (!dist_opt.label[0] || strspn(dist_opt.label, "0123456789") != strlen(dist_opt.label)) {
         fprintf(stderr, "bench_dist: --label must be a number (the MDS count)\n");
         return 2;
     }
-    if (!opt.r2 || !opt.fsname || opt.n <= 0 || opt.dir_n <= 0 || opt.probes < 0 ||
-        opt.threads <= 0 || opt.threads > MAX_THREADS) {
+    if (!dist_opt.r2 || !dist_opt.fsname || dist_opt.n <= 0 || dist_opt.dir_n <= 0 ||
+        dist_opt.probes < 0 || dist_opt.threads <= 0 || dist_opt.threads > MAX_THREADS) {
         usage(stderr);
         return 2;
     }
+    /* The new MDSL is the last of --mdsl-logs and --mdsl-dirs: one more
+     * than the running ones of --mdsl-pids. */
+    if (dist_opt.add_at &&
+        (dist_opt.add_at < 1 || dist_opt.add_at > 99 || !dist_opt.add_cmd || !dist_opt.pomctl ||
+         dist_opt.nmdsl_logs != dist_opt.nmdsl + 1 || dist_opt.nmdsl_dirs != dist_opt.nmdsl + 1 ||
+         dist_opt.nmdsl + 1 >= MAX_PROCS || dist_opt.window_s <= 0)) {
+        fprintf(stderr, "bench_dist: --add-mdsl-at P (1..99) wants --add-mdsl-cmd, --pomctl, "
+                        "--mdsl-pids of the running MDSL and --mdsl-logs, --mdsl-dirs of "
+                        "those and the new one (last)\n");
+        return 2;
+    }
     struct run r = { 0 };
-    int rc = pom_open(opt.r2, opt.fsname, &r.fs);
+    int rc = pom_open(dist_opt.r2, dist_opt.fsname, &r.fs);
     if (rc < 0) {
-        fprintf(stderr, "bench_dist: pom_open %s: %s\n", opt.r2, strerror(-rc));
+        fprintf(stderr, "bench_dist: pom_open %s: %s\n", dist_opt.r2, strerror(-rc));
         return 1;
     }
     char dname[64];
@@ -513,26 +541,35 @@ int main(int argc, char **argv)
         return 1;
     }
     r.big = st.st_ino;
-    r.uuid = calloc((size_t)opt.n, sizeof *r.uuid);
-    r.duuid = calloc((size_t)(opt.dir_n * opt.threads), sizeof *r.duuid);
-    long cap = opt.n > opt.dir_n * opt.threads ? opt.n : opt.dir_n * opt.threads;
+    if (dist_opt.add_at) {
+        long bad = dist_grow(r.fs, r.big);
+        pom_forget(r.fs, r.big, 1);
+        pom_close(r.fs);
+        if (bad)
+            printf("bench_dist: %ld operations failed\n", bad < 0 ? 0 : bad);
+        return bad ? 1 : 0;
+    }
+    r.uuid = calloc((size_t)dist_opt.n, sizeof *r.uuid);
+    r.duuid = calloc((size_t)(dist_opt.dir_n * dist_opt.threads), sizeof *r.duuid);
+    long dn = dist_opt.dir_n * dist_opt.threads;
+    long cap = dist_opt.n > dn ? dist_opt.n : dn;
     r.lat = bench_lat_new((uint64_t)cap);
-    bench_lat *p1 = bench_lat_new((uint64_t)opt.probes + 1);
-    bench_lat *p2 = bench_lat_new((uint64_t)opt.probes + 1);
+    bench_lat *p1 = bench_lat_new((uint64_t)dist_opt.probes + 1);
+    bench_lat *p2 = bench_lat_new((uint64_t)dist_opt.probes + 1);
     if (!r.uuid || !r.duuid || !r.lat || !p1 || !p2)
         return 1;
 
     struct snap a, b;
     take(&a);
-    double s = phase(&r, op_create, opt.n, 0);
+    double s = phase(&r, op_create, dist_opt.n, 0);
     settle(&r);
     take(&b);
-    report("create", opt.n, s, r.lat, &a, &b, NULL);
+    report("create", dist_opt.n, s, r.lat, &a, &b, NULL);
     a = b;
-    s = phase(&r, op_lookup, opt.n, 0);
+    s = phase(&r, op_lookup, dist_opt.n, 0);
     take(&b);
-    report("lookup", opt.n, s, r.lat, &a, &b, NULL);
-    long nd = opt.n / 20 > 0 ? opt.n / 20 : 1;
+    report("lookup", dist_opt.n, s, r.lat, &a, &b, NULL);
+    long nd = dist_opt.n / 20 > 0 ? dist_opt.n / 20 : 1;
     a = b;
     s = phase(&r, op_mkdir, nd, 0);
     settle(&r);
@@ -544,7 +581,7 @@ int main(int argc, char **argv)
         atomic_fetch_add(&r.failures, 1);
     }
 
-    for (int k = 0; k < opt.threads; k++) {
+    for (int k = 0; k < dist_opt.threads; k++) {
         char n[32];
         snprintf(n, sizeof n, "t%d", k);
         if ((rc = pom_mkdir(r.fs, POM_ROOT_INO, n, 0755, NULL, &st)) < 0) {
@@ -563,17 +600,16 @@ int main(int argc, char **argv)
         pom_forget(r.fs, st.st_ino, 1);
     }
     take(&a);
-    long dn = opt.dir_n * opt.threads;
-    s = phase(&r, op_create, opt.dir_n, 1);
+    s = phase(&r, op_create, dist_opt.dir_n, 1);
     settle(&r);
     take(&b);
     report("create-dirs", dn, s, r.lat, &a, &b, NULL);
     a = b;
-    s = phase(&r, op_lookup, opt.dir_n, 1);
+    s = phase(&r, op_lookup, dist_opt.dir_n, 1);
     take(&b);
     report("lookup-dirs", dn, s, r.lat, &a, &b, NULL);
 
-    for (int create = 1; opt.probes > 0 && create >= 0; create--) {
+    for (int create = 1; dist_opt.probes > 0 && create >= 0; create--) {
         a = b;
         uint64_t t0 = bench_now_ns();
         int bad = probes(&r, create, dname, p1, p2);
@@ -585,7 +621,7 @@ int main(int argc, char **argv)
             atomic_fetch_add(&r.failures, bad);
         /* Invariant (2): f from the counters; the extra latency of a forward
          * from the means. */
-        double f = (b.m.forwards - a.m.forwards) / (double)opt.probes;
+        double f = (b.m.forwards - a.m.forwards) / (double)dist_opt.probes;
         if (f > 1)
             f = 1;
         double m1 = lat_mean_us(p1), m2 = lat_mean_us(p2);
@@ -595,17 +631,18 @@ int main(int argc, char **argv)
                  "first op: mean %.1f us p50 %.1f us; second (direct): mean %.1f us p50 %.1f "
                  "us; forwarded share %.2f; forwarded op ~%.1f us",
                  m1, bench_lat_pct_us(p1, 50), m2, bench_lat_pct_us(p2, 50), f, lf);
-        report(create ? "probe-create" : "probe-lookup", opt.probes * 2, ps, NULL, &a, &b, more);
-        if (opt.json) {
-            FILE *jf = fopen(opt.json, "a");
+        report(create ? "probe-create" : "probe-lookup", dist_opt.probes * 2, ps, NULL, &a, &b,
+               more);
+        if (dist_opt.json) {
+            FILE *jf = fopen(dist_opt.json, "a");
             if (jf) {
                 fprintf(jf,
                         "{\"bench\":\"dist\",\"target\":\"pomegranate\",\"phase\":\"%s-cost\","
                         "\"param\":\"mds=%s\",\"procs\":1,\"mds\":%s,\"probes\":%ld,"
                         "\"first_mean_us\":%.1f,\"first_p50_us\":%.1f,\"direct_mean_us\":%.1f,"
                         "\"direct_p50_us\":%.1f,\"forward_share\":%.3f,\"forwarded_us\":%.1f}\n",
-                        create ? "probe-create" : "probe-lookup", opt.label, opt.label,
-                        opt.probes, m1, bench_lat_pct_us(p1, 50), m2, bench_lat_pct_us(p2, 50),
+                        create ? "probe-create" : "probe-lookup", dist_opt.label, dist_opt.label,
+                        dist_opt.probes, m1, bench_lat_pct_us(p1, 50), m2, bench_lat_pct_us(p2, 50),
                         f, lf);
                 fclose(jf);
             }

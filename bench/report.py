@@ -8,6 +8,7 @@ target check of issue 9, and gnuplot PNG plots.
   report.py fsmark FSMARK.out TARGET PARAM  >> results.jsonl
   report.py redis REDIS.csv THREADS         >> results.jsonl
   report.py dist-table results.jsonl          -> the many-MDS table (stdout)
+  report.py grow-table results.jsonl          -> adding an MDSL under load (stdout)
 
 Invariants:
  (1) Only numbers of this one run are compared (BENCH-NOTES: figures move
@@ -159,6 +160,9 @@ def tables(recs, targets):
         if bench == "dist":
             out += dist_tables(recs)
             continue
+        if bench == "dist-grow":
+            out += grow_tables(recs)
+            continue
         rows = {}
         keys = []
         for r in recs:
@@ -275,6 +279,67 @@ def dist_tables(recs):
                 pr(pc), pr(pl),
                 "%.0f" % pl["forwarded_us"] if pl and pl.get("forwarded_us") else "-"]
         out.append("| " + " | ".join(line) + " |")
+    return out
+
+
+def grow_tables(recs):
+    """bench_dist --add-mdsl-at: one row per window (creates/s, commit-group
+    p50/p99, the move counters, the ring-1 phase), the means of the windows
+    before, during and after the join, then the summary of the change."""
+    g = [r for r in recs if r.get("bench") == "dist-grow"]
+    win = [r for r in g if r["phase"] == "window"]
+    summ = [r for r in g if r["phase"] == "summary"]
+    if not win and not summ:
+        return []
+    out = ["\n### adding an MDSL under load (%s)\n" % (win or summ)[0].get("param", "")]
+    hdr = ["window s", "stage", "creates/s", "groups", "group p50 ms", "group p99 ms",
+           "moves", "move MiB", "move loads", "move aborts", "ring 1", "load"]
+    out += ["| " + " | ".join(hdr) + " |", "|" + "---|" * len(hdr)]
+    for r in win:
+        out.append("| " + " | ".join([
+            "%.1f-%.1f" % (r["t0_s"], r["t1_s"]), r["stage"], "%.0f" % r["ops_per_s"],
+            "%.0f" % r["groups"], "%.2f" % (r["group_p50_us"] / 1000),
+            "%.2f" % (r["group_p99_us"] / 1000), "%.0f" % r["moves"],
+            "%.1f" % (r["move_bytes"] / 1048576), "%.0f" % r["move_loads"],
+            "%.0f" % r["move_aborts"], r["ring1"], "%.2f" % r["load1"]]) + " |")
+    out += ["", "| stage | windows | creates/s (mean) | vs before | group p50 ms (median) "
+            "| group p99 ms (max) |", "|---|---|---|---|---|---|"]
+    base = None
+    for st in ("before", "during", "after"):
+        w = [r for r in win if r["stage"] == st and r["secs"] > 0]
+        if not w:
+            out.append("| %s | 0 | - | - | - | - |" % st)
+            continue
+        rate = sum(r["ops"] for r in w) / sum(r["secs"] for r in w)
+        base = rate if st == "before" else base
+        p50 = sorted(r["group_p50_us"] for r in w)[len(w) // 2] / 1000
+        p99 = max(r["group_p99_us"] for r in w) / 1000
+        out.append("| %s | %d | %.0f | %s | %.2f | %.2f |" % (
+            st, len(w), rate, "%.2fx" % (rate / base) if base else "-", p50, p99))
+    for s in summ:
+        ph = ", ".join("%s +%.1f s" % kv for kv in s.get("phases", {}).items())
+        out += ["",
+                "- new MDSL started at %.1f s; time to STABLE %s; phases seen: %s" % (
+                    s["add_at_s"], "%.1f s" % s["to_stable_s"] if s["to_stable_s"] >= 0
+                    else "not reached", ph or "-"),
+                "- moves %.0f, %.1f MiB moved = %.2f x 1/3 of the %.1f MiB live at the add, "
+                "%.2f x 1/3 of the %.1f MiB live at STABLE%s; move loads %.0f, move aborts %.0f" % (
+                    s["moves"], s["move_bytes"] / 1048576, s["move_vs_third"],
+                    s["live_bytes_at_add"] / 1048576, s["move_vs_third_stable"],
+                    s["live_bytes_at_stable"] / 1048576,
+                    "" if s["stable_under_load"] else " (after the creates)",
+                    s["move_loads"], s["move_aborts"]),
+                "- %d files created (%s), all %d looked up after the change with their uuid" % (
+                    s["created"], s["stopped"], s["looked_up"])]
+        out += ["", "| MDSL | disk MiB: add / STABLE / end | live MiB: add / STABLE / end "
+                "| share of live at the end |", "|---|---|---|---|"]
+        tot = sum(m["live_after"] for m in s["mdsl"]) or 1
+        mib = 1048576.0
+        for i, m in enumerate(s["mdsl"]):
+            out.append("| mdsl%d%s | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f%% |" % (
+                i + 1, " (new)" if i == len(s["mdsl"]) - 1 else "", m["du_before"] / mib,
+                m["du_stable"] / mib, m["du_after"] / mib, m["live_before"] / mib,
+                m["live_stable"] / mib, m["live_after"] / mib, 100.0 * m["live_after"] / tot))
     return out
 
 
@@ -401,6 +466,9 @@ def main():
     if a and a[0] == "dist-table" and len(a) >= 2:
         print("\n".join(dist_tables(load(a[1]))))
         return 0
+    if a and a[0] == "grow-table" and len(a) >= 2:
+        print("\n".join(grow_tables(load(a[1]))))
+        return 0
     if len(a) < 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -415,7 +483,8 @@ def main():
     for k, v in meta.items():
         out.append("- %s: %s" % (k, v))
     out += tables(recs, targets)
-    if any(r.get("bench") != "dist" for r in recs):  # a dist-only run has no targets
+    # a dist-only (or grow-only) run has no targets
+    if any(r.get("bench") not in ("dist", "dist-grow") for r in recs):
         out += target_check(recs)
     out += plots(recs, a[1])
     text = "\n".join(out) + "\n"

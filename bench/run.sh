@@ -15,14 +15,15 @@
 #   --no-build  use the binaries as they are
 #   --scale N   entries of the directory-scale run on pomfs (default
 #               1000000, --quick 3000; 10000000 takes about an hour here)
-#   --only W    workloads among mdtest,small,fsmark,fio,dirscale,kv,dist
-#               (dist: 1, 2 and 4 pom-mds through R2, docs/mds-model.md)
+#   --only W    workloads among mdtest,small,fsmark,fio,dirscale,kv,dist,grow
+#               (dist: 1, 2 and 4 pom-mds through R2, docs/mds-model.md;
+#               grow: a third MDSL joins under creates, docs/mdsl-scale.md)
 # Exit 1 when Pomegranate fails (a daemon does not start, an operation
 # errs); a reference that cannot start or run is reported as
 # "reference X unavailable: reason" and skipped.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-QUICK=0 OUT= BUILD=$ROOT/build-bench DOBUILD=1 SCALE= ONLY=mdtest,small,fsmark,fio,dirscale,kv,dist
+QUICK=0 OUT= BUILD=$ROOT/build-bench DOBUILD=1 SCALE= ONLY=mdtest,small,fsmark,fio,dirscale,kv,dist,grow
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -31,7 +32,7 @@ while [ $# -gt 0 ]; do
     --no-build) DOBUILD=0 ;;
     --scale) SCALE=$2; shift ;;
     --only) ONLY=$2; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -51,6 +52,7 @@ if [ $QUICK = 1 ]; then
     FIO_SIZE=32M FIO_RT=2 DS_N=${SCALE:-3000} DS_STEP=1000 DS_LS=3000 DS_REF=3000
     KV_OPS=2000 KV_T="1 2"
     DIST_N=2000 DIST_DIR_N=100 DIST_PROBES=10 DIST_SPLIT=256
+    GROW_N=40000 GROW_AT=50 GROW_WINDOW=2 GROW_WAIT=60 GROW_SPLIT=256
 else
     MD_N=3000 MD_HN=2000 MD_I=3 MD_PROCS="1 2 4" SMALL_N=2000 FSM_N=5000
     # Directory scale reports at 1000, 2000, 5000, 10000, ... (DS_STEP=0).
@@ -59,6 +61,9 @@ else
     # dist: ~1 minute per MDS count here (N files in one directory, 8
     # directories of DIST_DIR_N, 2 x DIST_PROBES fresh clients).
     DIST_N=300000 DIST_DIR_N=10000 DIST_PROBES=200 DIST_SPLIT=2048
+    # grow: 2 MDS, a third MDSL at GROW_AT% of GROW_N creates; the creates
+    # go on until the join is STABLE (at most GROW_WAIT s after it starts).
+    GROW_N=600000 GROW_AT=50 GROW_WINDOW=5 GROW_WAIT=300 GROW_SPLIT=2048
 fi
 
 # ---- build -------------------------------------------------------------
@@ -75,7 +80,7 @@ NEED=()
 for w in mdtest small fsmark fio dirscale kv; do
     want $w && NEED=("$B/bench_mdtest" "$B/bench_fs" "$B/bench_kv" "$BUILD/fuse/pomfs")
 done
-want dist && NEED+=("$B/bench_dist" "$BUILD/r2/pom-r2" "$BUILD/r2/pomctl")
+{ want dist || want grow; } && NEED+=("$B/bench_dist" "$BUILD/r2/pom-r2" "$BUILD/r2/pomctl")
 for x in "${NEED[@]}"; do
     [ -x "$x" ] || { echo "run.sh: missing $x (build first)" >&2; exit 1; }
 done
@@ -97,8 +102,8 @@ dist_down() {
     done
     DIST_PIDS=()
 }
-dist_up() { # DIR K: sets DIST_R2 DIST_MDS_PIDS DIST_MDS_LOGS DIST_MDSL_PIDS
-    local d=$1 k=$2 p i
+dist_up() { # DIR K [SPLIT]: sets DIST_R2 DIST_MDS_PIDS DIST_MDS_LOGS DIST_MDSL_PIDS
+    local d=$1 k=$2 split=${3:-$DIST_SPLIT} p i
     mkdir -p "$d"
     p=$(free_port)
     # A site failed only after 30 missed heartbeats: a false failure on the
@@ -122,7 +127,7 @@ dist_up() { # DIR K: sets DIST_R2 DIST_MDS_PIDS DIST_MDS_LOGS DIST_MDSL_PIDS
         p=$(free_port)
         mkdir -p "$d/mds$i"
         "$BUILD/mds/pom-mds" --r2 "$DIST_R2" --dir "$d/mds$i" --listen "127.0.0.1:$p" \
-            --split-threshold "$DIST_SPLIT" >"$d/mds$i.log" 2>&1 &
+            --split-threshold "$split" >"$d/mds$i.log" 2>&1 &
         DIST_PIDS+=("$!")
         DIST_MDS_PIDS+=${DIST_MDS_PIDS:+,}$! DIST_MDS_LOGS+=${DIST_MDS_LOGS:+,}$d/mds$i.log
         wait_port "$p" || { echo "pom-mds did not start: $(tail -3 "$d/mds$i.log")"; return 1; }
@@ -132,12 +137,35 @@ dist_up() { # DIR K: sets DIST_R2 DIST_MDS_PIDS DIST_MDS_LOGS DIST_MDSL_PIDS
     POM_R2=$DIST_R2 "$BUILD/r2/pomctl" fs create distfs >"$d/pomctl.log" 2>&1 ||
         { echo "pomctl fs create failed: $(tail -3 "$d/pomctl.log")"; return 1; }
 }
+# A bench_dist run's end: shows OUT/NAME.out and OUT/NAME.err (every
+# pom_open logs two lines: dropped, the rest kept), records a failure.
+bench_done() { # RC NAME WHAT
+    local e=$OUT/$2.err
+    cat "$OUT/$2.out"
+    grep -av ' pom: \(fs distfs has no blob\|r2 agent: registered\)' "$e" >"$e.1"
+    mv "$e.1" "$e"
+    head -20 "$e"
+    if [ "$1" -ne 0 ]; then
+        POM_FAILED+=("$3")
+        echo "POMEGRANATE FAILED: $3 (rc $1)"
+    fi
+}
+# The MDSL bench_dist started (grow) joins DIST_PIDS after the two others,
+# so dist_down stops it after the MDS (they commit first).
+grow_adopt() {
+    if [ -n "$GROW_PIDFILE" ] && [ -s "$GROW_PIDFILE" ]; then
+        DIST_PIDS=("${DIST_PIDS[@]:0:3}" "$(cat "$GROW_PIDFILE")" "${DIST_PIDS[@]:3}")
+    fi
+    GROW_PIDFILE=
+}
 UNAVAILABLE=() POM_FAILED=()
 W=$(mktemp -d "${TMPDIR:-/tmp}/pombench.XXXXXX")
 chmod 755 "$W"  # MooseFS's daemons run as user mfs
 REDIS_PID=
 DIST_PIDS=()   # the dist workload's cluster of the moment (dist_down)
+GROW_PIDFILE=  # the MDSL bench_dist started (grow), until it joins DIST_PIDS
 cleanup() {
+    grow_adopt
     dist_down
     [ -n "$REDIS_PID" ] && { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
     bench_cleanup
@@ -173,7 +201,7 @@ if [ $FSWORK = 1 ]; then
 fi
 TARGETS=(pomfs)
 [ $FSWORK = 0 ] && TARGETS=() MNT_tmpfs=
-[ $NOFUSE = 1 ] && TARGETS=() ONLY=kv$(want dist && echo ,dist)
+[ $NOFUSE = 1 ] && TARGETS=() ONLY=kv$(want dist && echo ,dist)$(want grow && echo ,grow)
 for t in tmpfs passthrough moosefs; do
     eval "m=\${MNT_$t:-}"
     [ -n "$m" ] && TARGETS+=("$t")
@@ -356,21 +384,43 @@ if want dist; then
         "$B/bench_dist" --r2 "$DIST_R2" --fs distfs -n "$DIST_N" -t 8 --dir-n "$DIST_DIR_N" \
             --probes "$DIST_PROBES" --mds-pids "$DIST_MDS_PIDS" --mds-logs "$DIST_MDS_LOGS" \
             --mdsl-pids "$DIST_MDSL_PIDS" --label "$k" --json "$J" >"$OUT/dist.k$k.out" 2>"$OUT/dist.k$k.err"
-        rc=$?
-        cat "$OUT/dist.k$k.out"
-        # Each probe's pom_open logs two lines: dropped, the rest kept and shown.
-        grep -av ' pom: \(fs distfs has no blob\|r2 agent: registered\)' "$OUT/dist.k$k.err" \
-            >"$OUT/dist.k$k.err.1"; mv "$OUT/dist.k$k.err.1" "$OUT/dist.k$k.err"
-        head -20 "$OUT/dist.k$k.err"
-        if [ $rc -ne 0 ]; then
-            POM_FAILED+=("bench_dist with $k MDS")
-            echo "POMEGRANATE FAILED: bench_dist with $k MDS (rc $rc)"
-        fi
+        bench_done $? "dist.k$k" "bench_dist with $k MDS"
         grep -ahE 'dist: site|stats: (create|lookup|commit|group) ' "$d"/mds*.log \
             >"$OUT/dist.k$k.mds-counters.log"
         dist_down
     done
     python3 "$ROOT/bench/report.py" dist-table "$J"
+fi
+
+# ---- adding an MDSL under load (docs/mdsl-scale.md) ---------------------------------
+if want grow; then
+    say "grow: 2 pom-mds, 2 MDSL + a third at $GROW_AT% of $GROW_N creates, 8 threads"
+    d=$W/fs/dist/grow
+    if dist_up "$d" 2 "$GROW_SPLIT"; then
+        p=$(free_port)
+        mkdir -p "$d/mdsl3"
+        GROW_PIDFILE=$d/mdsl3.pid
+        # bench_dist runs this with sh -c at GROW_AT%: the pid it writes is
+        # pom-mdsl's (exec), stopped below with the others.
+        cmd="echo \$\$ >'$GROW_PIDFILE'; exec '$BUILD/mdsl/pom-mdsl' --dir '$d/mdsl3'"
+        cmd+=" --listen 127.0.0.1:$p --r2 $DIST_R2 >'$d/mdsl3.log' 2>&1"
+        "$B/bench_dist" --r2 "$DIST_R2" --fs distfs -n "$GROW_N" -t 8 --add-mdsl-at "$GROW_AT" \
+            --add-mdsl-cmd "$cmd" --pomctl "$BUILD/r2/pomctl" --window "$GROW_WINDOW" \
+            --grow-wait "$GROW_WAIT" --mds-pids "$DIST_MDS_PIDS" --mds-logs "$DIST_MDS_LOGS" \
+            --mdsl-pids "$DIST_MDSL_PIDS" --mdsl-logs "$d/mdsl1.log,$d/mdsl2.log,$d/mdsl3.log" \
+            --mdsl-dirs "$d/mdsl1,$d/mdsl2,$d/mdsl3" --label 2 --json "$J" \
+            >"$OUT/grow.out" 2>"$OUT/grow.err"
+        bench_done $? grow "bench_dist --add-mdsl-at $GROW_AT"
+        grow_adopt
+        grep -ahE 'dist: site|stats: (group|groups_|move)' "$d"/mds*.log >"$OUT/grow.mds-counters.log"
+        grep -ahE 'stats: tables' "$d"/mdsl*.log >"$OUT/grow.mdsl-counters.log"
+        grep -ahiE 'ring ?1|ring-1' "$d/r2.log" >"$OUT/grow.r2-ring1.log"
+    else
+        POM_FAILED+=("grow: cluster did not start")
+        echo "POMEGRANATE FAILED: grow cluster did not start"
+    fi
+    dist_down
+    python3 "$ROOT/bench/report.py" grow-table "$J"
 fi
 
 # ---- report --------------------------------------------------------------------

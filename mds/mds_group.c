@@ -674,6 +674,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 cm->durable_gen = gen;
             xt_slice_drop_tombstones(s, gen);
         } else {
+            if (cm->snapped_gen == gen && cm->snap && cm->snap_site != cm->site)
+                mds_stats_add(g->o.stats, MDS_CTR_MOVE_ABORTS, 1);
             /* An image must be retried as one; so must any record after a
              * participant said the slice's head there is a tombstone (a
              * delta on it is refused: docs/mdsl-scale.md decision 2). */

@@ -196,6 +196,34 @@ static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
     }
 }
 
+/* Logs op's histogram ("hist: group LO:N LO:N ...", mds_stats_dump_hist) in
+ * lines of at most ~900 bytes, cut at spaces (a log record holds 1 KiB), so
+ * a reader of two reports has the histogram of the time between them. A
+ * "hist: group" line with no pairs opens it: readers start over there. */
+static void report_hist(mds_stats *stats, enum mds_op op)
+{
+    const char *name = mds_stats_op_name(op);
+    XT_INFO("hist: %s", name);
+    size_t need = mds_stats_dump_hist(stats, op, NULL, 0);
+    char *buf = xt_malloc(need + 1);
+    if (!buf)
+        return;
+    mds_stats_dump_hist(stats, op, buf, need + 1);
+    for (size_t at = 0; at < need;) {
+        size_t len = need - at;
+        if (len > 900) {
+            len = 900;
+            while (len > 0 && buf[at + len] != ' ')
+                len--;
+        }
+        XT_INFO("hist: %s %.*s", name, (int)len, buf + at);
+        at += len;
+        while (at < need && buf[at] == ' ')
+            at++;
+    }
+    xt_free(buf);
+}
+
 /* Logs every operation's count and latency histogram summary, the commit,
  * split and cache counters, and the memory a cached row costs. */
 static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_table *table,
@@ -216,7 +244,9 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             (unsigned long long)ci.loads, (unsigned long long)ci.evictions,
             (unsigned long long)gi.committed_gen, (unsigned long long)gi.commits,
             (unsigned long long)gi.aborts, (unsigned long long)gi.syncs);
-    /* One line the many-MDS tests parse (docs/mds-dist.md). */
+    report_hist(stats, MDS_OP_GROUP);
+    /* One line the many-MDS tests parse (docs/mds-dist.md); the last of a
+     * report, so a reader that saw it has the whole report. */
     size_t ntab = table ? mds_table_count(table) : 0;
     uint64_t r1_acked = 0, r1_cur = 0, r1_prev = 0;
     if (follow)
@@ -226,7 +256,7 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             "gossip_new_bits %llu handovers %llu bits_home %llu gossip_ms %u releases %llu "
             "release_waits %llu slices_moved %llu xact_splits %llu slice_absent %llu "
             "ring1_acked %llu ring1 v%llu prev v%llu moves %llu move_bytes %llu move_loads %llu "
-            "walk_passes %llu moved_waits %llu",
+            "walk_passes %llu moved_waits %llu move_aborts %llu",
             route ? mds_route_self(route) : 0,
             (unsigned long long)(route ? mds_route_ring_version(route) : 0), ntab,
             ci.entries > ntab ? ci.entries - ntab : 0, ci.rows,
@@ -250,7 +280,8 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVE_BYTES),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVE_LOADS),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_WALK_PASSES),
-            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVED_WAITS));
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVED_WAITS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVE_ABORTS));
 }
 
 static void usage(FILE *f)

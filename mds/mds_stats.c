@@ -42,7 +42,7 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "gossip_rounds", "gossip_sent_bits", "gossip_new_bits", "handovers", "bits_sent_home",
     "releases", "release_waits", "slices_moved", "xact_commits", "xact_aborts",
     "xact_prepares", "xact_resolved", "xact_rollbacks", "xact_splits", "slice_absent",
-    "moves", "move_bytes", "moved_waits", "move_loads", "walk_passes",
+    "moves", "move_bytes", "moved_waits", "move_loads", "walk_passes", "move_aborts",
 };
 
 const char *mds_stats_op_name(enum mds_op op)
@@ -310,5 +310,23 @@ size_t mds_stats_dump_json(const mds_stats *st, char *buf, size_t cap)
         outf(&o, "%s\"%s\":%llu", i ? "," : "", ctr_names[i],
              (unsigned long long)mds_stats_counter(st, (enum mds_ctr)i));
     outf(&o, "}}");
+    return out_end(&o);
+}
+
+size_t mds_stats_dump_hist(const mds_stats *st, enum mds_op op, char *buf, size_t cap)
+{
+    struct out o = { buf, cap, 0 };
+    if (st && (unsigned)op < MDS_OP__COUNT) {
+        struct mds_hist *h = &((mds_stats *)st)->op[op];
+        for (unsigned b = 0; b < MDS_STATS_BUCKETS; b++) {
+            uint64_t n = atomic_load_explicit(&h->bucket[b], memory_order_relaxed);
+            if (!n)
+                continue;
+            uint64_t lo, hi;
+            mds_stats_bucket_range(b, &lo, &hi);
+            outf(&o, "%s%llu:%llu", o.len ? " " : "", (unsigned long long)lo,
+                 (unsigned long long)n);
+        }
+    }
     return out_end(&o);
 }

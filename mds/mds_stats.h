@@ -96,6 +96,8 @@ enum mds_ctr {
     MDS_CTR_MOVED_WAITS,      /* loads told -EAGAIN: only a MOVED tombstone */
     MDS_CTR_MOVE_LOADS,       /* slices the mover loaded to move (not cached) */
     MDS_CTR_WALK_PASSES,      /* full passes of the mover over the losing MDSL */
+    MDS_CTR_MOVE_ABORTS,      /* ring-1 moves in a group that aborted (retried
+                                 by a later group: each try counts) */
     MDS_CTR__COUNT
 };
 
@@ -141,6 +143,13 @@ const char *mds_stats_ctr_name(enum mds_ctr ctr);
  * needs, without the NUL (snprintf's contract: truncated when >= cap). */
 size_t mds_stats_dump_text(const mds_stats *st, char *buf, size_t cap);
 size_t mds_stats_dump_json(const mds_stats *st, char *buf, size_t cap);
+
+/* The non-empty buckets of op as "LO:COUNT" pairs, LO the bucket's lower
+ * bound in ns, separated by single spaces, ascending, into buf[0..cap):
+ * enough for a reader to take the histogram of an interval as the
+ * difference of two dumps (bench_dist's windows). Returns the length the
+ * full dump needs, without the NUL (snprintf's contract). */
+size_t mds_stats_dump_hist(const mds_stats *st, enum mds_op op, char *buf, size_t cap);
 
 /* Zero everything (not atomic with respect to concurrent recorders). */
 void mds_stats_reset(mds_stats *st);

@@ -29,6 +29,8 @@
  *     MDS running or restarted meanwhile: while Y is out the moved slice
  *     loads -EAGAIN (X holds the tombstone), while X is out it loads from
  *     Y; afterwards every row is there and each slice live at one site.
+ *   test_move_aborts: the new MDSL refuses prepares; the moving groups
+ *     abort and count in move_aborts, not moves; then they land.
  *   test_decision_everywhere: settle lists prepared txids at a participant
  *     added at run time, and decides by the newest decision record found at
  *     any participant (not only the home's).
@@ -521,6 +523,46 @@ static void test_participant_down(void **state)
         }
 }
 
+/* ---- a moving group that aborts ------------------------------------------- */
+
+/* The new MDSL (C) refuses every prepare: each group holding moves aborts,
+ * and move_aborts counts its moves (each try) while moves stays 0; once C
+ * answers, the retries land and every moved slice counts once in moves. */
+static void test_move_aborts(void **state)
+{
+    (void)state;
+    g_salt = tu_seed("test_move_aborts");
+    struct env v = { .interval_ms = 60000 };
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    fill_base(&v);
+    assert_int_equal(mds_stats_counter(v.stats, MDS_CTR_MOVE_ABORTS), 0);
+    mds_store_mem_fail(v.mem, SC, MDS_MEM_PREPARE, 0, -1, -EIO, false);
+    unsigned marked;
+    uint64_t gen = start_moving_group(&v, &marked);
+    assert_true(marked > 0);
+    assert_true(mds_group_sync(v.g, gen, 150) < 0);
+    uint64_t aborted = mds_stats_counter(v.stats, MDS_CTR_MOVE_ABORTS);
+    fprintf(stderr, "%u slices marked, %llu moves aborted while C refused\n", marked,
+            (unsigned long long)aborted);
+    assert_true(aborted >= marked);
+    assert_int_equal(mds_stats_counter(v.stats, MDS_CTR_MOVES), 0);
+    mds_store_mem_fail(v.mem, SC, 0, 0, 0, 0, false);
+    assert_int_equal(mds_group_sync(v.g, gen, 10000), 0);
+    while (move_pass(&v) > 0)
+        ;
+    uint64_t moves = mds_stats_counter(v.stats, MDS_CTR_MOVES);
+    assert_true(moves >= marked);
+    /* No group aborts once C answers. */
+    uint64_t after = mds_stats_counter(v.stats, MDS_CTR_MOVE_ABORTS);
+    assert_int_equal(move_pass(&v), 0);
+    assert_int_equal(mds_stats_counter(v.stats, MDS_CTR_MOVE_ABORTS), after);
+    mds_place_finish(v.place);
+    check_live_once(v.mem, &P_ABC, NULL);
+    check_base(&v);
+    assert_int_equal(group_rows_state(&v), 1);
+    env_fini(&v);
+}
+
 /* ---- participants and decision records ------------------------------------- */
 
 static void test_decision_everywhere(void **state)
@@ -590,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_load_history),
         cmocka_unit_test(test_decision_everywhere),
         cmocka_unit_test(test_participant_down),
+        cmocka_unit_test(test_move_aborts),
         cmocka_unit_test(test_crash_sweep),
         cmocka_unit_test(test_change_while_creating),
     };

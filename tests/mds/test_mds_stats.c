@@ -1,6 +1,6 @@
 /*
  * test_mds_stats.c -- histogram percentiles against a sorted model, bucket
- * geometry, concurrent recording, text/JSON dumps.
+ * geometry, concurrent recording, text/JSON dumps, the bucket dump.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "mds_stats.h"
 #include "mds_test_util.h"
@@ -162,6 +164,58 @@ static void test_dumps(void **state)
     mds_stats_free(st);
 }
 
+/* The bucket dump gives back every sample's bucket: the lower bounds are
+ * those of the samples' buckets, ascending, and the counts add up; the
+ * difference of two dumps is the histogram of what came between. */
+static void test_dump_hist(void **state)
+{
+    (void)state;
+    mds_stats *st = mds_stats_new();
+    char buf[8192];
+    assert_int_equal(mds_stats_dump_hist(st, MDS_OP_GROUP, buf, sizeof buf), 0);
+    assert_string_equal(buf, "");
+    uint64_t s = g_seed + 7;
+    static uint64_t want[MDS_STATS_BUCKETS];
+    memset(want, 0, sizeof want);
+    for (int i = 0; i < 3000; i++) {
+        uint64_t v = 1000 + tu_rand(&s) % 50000000;
+        mds_stats_record(st, MDS_OP_GROUP, v, 0);
+        want[mds_stats_bucket(v)]++;
+    }
+    mds_stats_record(st, MDS_OP_CREATE, 5, 0); /* another op: not in the dump */
+    size_t n = mds_stats_dump_hist(st, MDS_OP_GROUP, buf, sizeof buf);
+    assert_true(n < sizeof buf && n == strlen(buf));
+    uint64_t total = 0, prev = 0;
+    unsigned pairs = 0;
+    for (char *p = buf; *p;) {
+        char *end;
+        unsigned long long lo = strtoull(p, &end, 10);
+        assert_int_equal(*end, ':');
+        unsigned long long cnt = strtoull(end + 1, &end, 10);
+        unsigned b = mds_stats_bucket(lo);
+        uint64_t blo, bhi;
+        mds_stats_bucket_range(b, &blo, &bhi);
+        assert_int_equal(blo, lo);
+        assert_int_equal(want[b], cnt);
+        assert_true(pairs == 0 || lo > prev);
+        want[b] = 0;
+        prev = lo;
+        total += cnt;
+        pairs++;
+        assert_true(*end == ' ' || *end == '\0');
+        p = *end ? end + 1 : end;
+    }
+    assert_int_equal(total, 3000);
+    for (unsigned b = 0; b < MDS_STATS_BUCKETS; b++)
+        assert_int_equal(want[b], 0);
+    /* Truncation keeps snprintf's contract. */
+    char small[10];
+    assert_int_equal(mds_stats_dump_hist(st, MDS_OP_GROUP, small, sizeof small), n);
+    assert_memory_equal(small, buf, sizeof small - 1);
+    assert_int_equal(small[sizeof small - 1], '\0');
+    mds_stats_free(st);
+}
+
 int main(void)
 {
     g_seed = tu_seed("test_mds_stats");
@@ -170,6 +224,7 @@ int main(void)
         cmocka_unit_test(test_percentiles_vs_model),
         cmocka_unit_test(test_concurrent_counts),
         cmocka_unit_test(test_dumps),
+        cmocka_unit_test(test_dump_hist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
