@@ -211,7 +211,7 @@ int pom_name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid);
 /* The change of directory dir's own row that goes into an atomic batch
  * changing dir's entries (docs/client.md "nlink", "times"): mtime = ctime
  * = now, and nlink + delta (delta = subdirectories gained) added by the
- * MDS (XT_ROW_SET_NLINK_ADD: only rows that count, nlink >= 2; directories
+ * MDS (XT_ROW_SET_NLINK_ADD: only rows that count, xt_row_count_of; directories
  * made before the count was kept report 1, "unknown", forever). No read:
  * the op is conditional on dir's uuid alone, so its failure in the batch
  * (-ENOENT, -ESTALE) means the row is not where the map says (dir removed

@@ -432,12 +432,14 @@ static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
 }
 
 /* Whether this client's view places a loose op of the batch (a parent's
- * times or count, xt_req_loose) at another MDS than its strict ops, which
- * all sit at one MDS: every create, unlink or mkdir whose parent row is
- * elsewhere. The client then splits the batch itself (batch_split) instead
- * of having the strict ops' MDS fail its atomic attempt and route the
- * loose ops onward. A stale view only costs that detour: the MDS splits
- * by its own (newer) bitmap, or coordinates a transaction. */
+ * times, xt_req_loose) at another MDS than its strict ops, which all sit
+ * at one MDS: every create or unlink whose parent row is elsewhere. The
+ * client then splits the batch itself (batch_split) instead of having the
+ * strict ops' MDS fail its atomic attempt and route the loose ops onward.
+ * A stale view only costs that detour: the MDS splits by its own (newer)
+ * bitmap, or coordinates a transaction. A parent's subdirectory count
+ * (mkdir, rmdir) is never split off here: the MDS makes it an RMU, whose
+ * outbox row commits with the entry (docs/mds-xact.md "RMU as built"). */
 static bool loose_apart(pom_fs *fs, const struct xt_req *reqs, size_t n)
 {
     uint32_t strict = 0, loose[XT_BATCH_ATOMIC_MAX];
@@ -448,7 +450,7 @@ static bool loose_apart(pom_fs *fs, const struct xt_req *reqs, size_t n)
         struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, reqs[i].t.table,
                                            xt_hash_name(reqs[i].name, reqs[i].name_len),
                                            &hint, &pool);
-        if (!m)
+        if (!m || xt_req_loose_after(&reqs[i]))
             return false;
         if (xt_req_loose(&reqs[i]))
             loose[nloose++] = m->id;
@@ -473,10 +475,11 @@ static int loose_call(pom_fs *fs, const struct xt_req *q, bool *retried)
     return rc;
 }
 
-/* The split the coordinating MDS makes (mds_xact_run), made here: the
- * times-only loose ops, then the strict ops as one atomic batch at their
- * MDS, then the count deltas. A crash between them loses a time or a
- * count, as the MDS's own split does until RMU (docs/mds-xact.md). */
+/* The split the coordinating MDS makes (mds_xact_run), made here for a
+ * batch without a count: the parents' times first (a parent removed
+ * meanwhile stops the batch before anything changed), then the strict ops
+ * as one atomic batch at their MDS. A crash between them loses a time, as
+ * the MDS's own split does. */
 static int batch_split(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
 {
     struct xt_req sreq[XT_BATCH_ATOMIC_MAX];
@@ -486,20 +489,14 @@ static int batch_split(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed
         if (!xt_req_loose(&reqs[i])) {
             sidx[ns] = i;
             sreq[ns++] = reqs[i];
-        } else if (xt_req_loose_before(&reqs[i]) &&
-                   (rc = loose_call(fs, &reqs[i], retried)) < 0) {
+        } else if ((rc = loose_call(fs, &reqs[i], retried)) < 0) {
             *failed = i;
             return rc;
         }
     size_t sf = SIZE_MAX;
-    if ((rc = batch_send(fs, sreq, ns, &sf, retried)) < 0) {
+    if ((rc = batch_send(fs, sreq, ns, &sf, retried)) < 0)
         *failed = sf < ns ? sidx[sf] : sf;
-        return rc;
-    }
-    for (size_t i = 0; i < n; i++)
-        if (xt_req_loose_after(&reqs[i]) && (rc = loose_call(fs, &reqs[i], retried)) < 0)
-            XT_DBG("a parent's count update failed after its batch: %s", strerror(-rc));
-    return 0;
+    return rc;
 }
 
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
@@ -570,7 +567,7 @@ void pom_row_stat(const xt_row_attr *a, struct stat *st)
     memset(st, 0, sizeof *st);
     st->st_ino = a->uuid;
     st->st_mode = type_bits(a->type) | (a->mode & 07777);
-    st->st_nlink = a->nlink;
+    st->st_nlink = xt_row_nlink_shown(a); /* (a count below 2 for now shows 2) */
     st->st_uid = a->uid;
     st->st_gid = a->gid;
     st->st_size = (off_t)a->size;

@@ -256,7 +256,8 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             "gossip_new_bits %llu handovers %llu bits_home %llu gossip_ms %u releases %llu "
             "release_waits %llu slices_moved %llu xact_splits %llu slice_absent %llu "
             "ring1_acked %llu ring1 v%llu prev v%llu moves %llu move_bytes %llu move_loads %llu "
-            "walk_passes %llu moved_waits %llu move_aborts %llu",
+            "walk_passes %llu moved_waits %llu move_aborts %llu rmu_queued %llu "
+            "rmu_delivered %llu rmu_dropped %llu",
             route ? mds_route_self(route) : 0,
             (unsigned long long)(route ? mds_route_ring_version(route) : 0), ntab,
             ci.entries > ntab ? ci.entries - ntab : 0, ci.rows,
@@ -281,7 +282,10 @@ static void report(mds_stats *stats, mds_cache *cache, mds_group *group, mds_tab
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVE_LOADS),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_WALK_PASSES),
             (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVED_WAITS),
-            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVE_ABORTS));
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_MOVE_ABORTS),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_RMU_QUEUED),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_RMU_DELIVERED),
+            (unsigned long long)mds_stats_counter(stats, MDS_CTR_RMU_DROPPED));
 }
 
 static void usage(FILE *f)
@@ -422,6 +426,7 @@ int main(int argc, char **argv)
     r2_agent *agent = NULL;
     mds_route *route = NULL;
     mds_xact *xact = NULL;
+    mds_soft *soft = NULL;
     mds_ring1 *follow = NULL;
     mds_mover *mover = NULL;
     struct view_arg va = { NULL, NULL, NULL };
@@ -564,8 +569,18 @@ int main(int argc, char **argv)
         struct mds_group_info gi;
         mds_group_info(group, &gi);
         const char *rms = getenv("POM_MDS_XACT_RESOLVE_MS");
+        /* A count shown before its RMU is delivered lives at most this long
+         * (mds_soft.h (1)): well past a commit of the sender's group; the
+         * fault tests shorten it by the environment. */
+        const char *sms = getenv("POM_MDS_RMU_SOFT_MS");
+        unsigned soft_ms = sms ? (unsigned)atoi(sms) : (unsigned)XT_MAX(30000, 6 * interval);
+        if ((rc = mds_soft_new(soft_ms, &soft))) {
+            XT_ERR("cannot create the RMU view: %s", strerror(-rc));
+            goto out;
+        }
         struct mds_xact_opts xo = { .table = table, .group = group, .cache = cache,
-                                    .route = route, .stats = stats, .epoch = gi.epoch,
+                                    .route = route, .stats = stats, .soft = soft,
+                                    .epoch = gi.epoch,
                                     .resolve_ms = rms ? (unsigned)atoi(rms) : 0 };
         if ((rc = mds_xact_new(&xo, &xact))) {
             XT_ERR("cannot create the transaction layer: %s", strerror(-rc));
@@ -573,7 +588,7 @@ int main(int argc, char **argv)
         }
     }
     struct mds_service svc = { .table = table, .group = group, .stats = stats, .route = route,
-                               .xact = xact };
+                               .xact = xact, .soft = soft };
     /* Forwarding blocks a server thread on another MDS, which may be
      * forwarding back: extra workers keep two MDS forwarding to each other
      * from exhausting both pools (the hop limit and timeouts bound it). */
@@ -622,6 +637,7 @@ out:
     mds_mover_stop(mover); /* loads through the route, moves through the group */
     xt_rpc_server_stop(srv);
     mds_xact_free(xact); /* its thread calls the (stopped) service's handlers */
+    mds_soft_free(soft);
     mds_route_free(route); /* its thread uses the table, group and cache */
     mds_table_free(table);
     if (group)

@@ -365,6 +365,12 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
             break;
         rc = mds_table_lookup(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
                               &row, &len);
+        /* A parent's count shows the RMU deltas not delivered yet (not to
+         * the transactions' own reads, XT_F_SYS). */
+        if (rc == 0 && svc->soft && !(req->flags & XT_F_SYS) &&
+            (rc = mds_soft_show(svc->soft, req->t.fsid, req->t.table, req->name,
+                                req->name_len, &row, &len)) < 0)
+            xt_free(row);
         if (rc == 0) {
             if (req->cols) {
                 rc = filter_cols(row, len, req->cols, req->ncols, &resp->row, &resp->row_len);
@@ -379,8 +385,27 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
     case XT_OP_UPDATE: {
         op = MDS_OP_UPDATE;
         struct upd_arg ua = { req };
+        /* The eager half of an RMU (mds_soft.h): the times are stored, the
+         * count only shown, until the sender's outbox row delivers it. */
+        struct xt_req times = *req;
+        bool soft = (req->flags & XT_F_SOFT) != 0;
+        if (soft) {
+            if (!(req->flags & XT_F_SYS) || !(req->set_mask & XT_ROW_SET_NLINK_ADD) || !req->row) {
+                rc = -EINVAL;
+                break;
+            }
+            times.set_mask &= ~XT_ROW_SET_NLINK_ADD;
+            ua.req = &times;
+        }
         rc = mds_table_update(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
                               update_fn, &ua, &gen);
+        if (rc == 0 && soft && svc->soft)
+            rc = mds_soft_add(svc->soft, req->t.fsid, req->t.table, req->name, req->name_len,
+                              (int32_t)req->row->attr.nlink);
+        if (soft)
+            XT_DBG("rmu: %.*s of table %llu: %+d shown: %d", (int)req->name_len,
+                   (const char *)req->name, (unsigned long long)req->t.table,
+                   (int32_t)req->row->attr.nlink, rc);
         if (rc == 0) {
             resp->commit_group = gen;
             rc = maybe_sync(svc, req, gen);
@@ -543,6 +568,8 @@ static int to_aop(const struct xt_req *req, struct upd_arg *ua, struct mds_aop *
     o->name = req->name;
     o->name_len = req->name_len;
     bool if_ver = (req->flags & (XT_F_IF_VER | XT_F_IF_UUID)) != 0;
+    if (req->flags & XT_F_SOFT)
+        return -EINVAL; /* a view, never part of an atomic change */
     switch (req->op) {
     case XT_OP_CREATE: {
         size_t len;
@@ -671,15 +698,18 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
     if (mds_xact_is_prepare(reqs, n)) {
         rc = svc->xact ? mds_xact_prepare(svc->xact, reqs, n, resps, failed) : -EXDEV;
     } else {
-        rc = batch_here(svc, reqs, n, NULL, 0, resps, failed, &gen);
         /* Rows owned by other MDS: a client's batch is coordinated here; an
-         * MDS's own batch (XT_F_SYS) never is (mds_xact.h (5)). */
+         * MDS's own batch (XT_F_SYS) never is (mds_xact.h (5)). A parent's
+         * count owned elsewhere goes there at once (an RMU). */
         bool internal = false;
         for (size_t i = 0; i < n; i++)
             internal = internal || (reqs[i].flags & XT_F_SYS);
+        bool rmu = !internal && svc->xact && mds_xact_count_apart(svc->xact, reqs, n);
+        rc = rmu ? -EREMOTE : batch_here(svc, reqs, n, NULL, 0, resps, failed, &gen);
         if (rc == -EREMOTE && !internal) {
             rc = svc->xact ? mds_xact_run(svc->xact, reqs, n, resps, failed) : -EXDEV;
-            teach_bitmaps(svc, reqs, n, resps);
+            if (!rmu) /* (sent to the right MDS: the client's view is right) */
+                teach_bitmaps(svc, reqs, n, resps);
         }
     }
     mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);

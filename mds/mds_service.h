@@ -9,6 +9,7 @@
 #include "mds_route.h"
 #include "mds_stats.h"
 #include "mds_table.h"
+#include "mds_soft.h"
 #include "mds_xact.h"
 #include "xt_rpc_mds.h"
 
@@ -19,6 +20,8 @@ struct mds_service {
     mds_route *route;      /* borrowed; NULL: the only MDS (no forwarding) */
     mds_xact *xact;        /* borrowed; NULL: no transactions across MDS
                               (such a batch answers -EXDEV) */
+    mds_soft *soft;        /* borrowed; RMU deltas shown in lookups (mds_soft.h);
+                              NULL: XT_F_SOFT updates apply their times only */
     unsigned sync_timeout_ms; /* bound of a sync; 0: 60000 */
     uint32_t epoch;        /* set by mds_service_start: stamped on replies */
 };

@@ -86,8 +86,10 @@ enum mds_ctr {
     MDS_CTR_XACT_RESOLVED,    /* pending rows settled by the resolver */
     MDS_CTR_XACT_ROLLBACKS,   /* of them, rolled back (ABORT) */
     MDS_CTR_XACT_SPLITS,      /* batches this MDS split because their parents'
-                                 times/counts sat elsewhere (the client's view
-                                 had them together: stale, or no client split) */
+                                 times sat elsewhere (the client's view had
+                                 them together: stale, or no client split);
+                                 a batch with a count is not counted (the
+                                 client leaves counts to the MDS: RMU) */
     MDS_CTR_SLICE_ABSENT,     /* loads of a slice the bitmap names that its
                                  MDSL lacks (-EAGAIN: a split not committed
                                  yet; one that never ends is a lost split) */
@@ -98,6 +100,9 @@ enum mds_ctr {
     MDS_CTR_WALK_PASSES,      /* full passes of the mover over the losing MDSL */
     MDS_CTR_MOVE_ABORTS,      /* ring-1 moves in a group that aborted (retried
                                  by a later group: each try counts) */
+    MDS_CTR_RMU_QUEUED,       /* RMU outbox rows written (a parent's count elsewhere) */
+    MDS_CTR_RMU_DELIVERED,    /* outbox rows delivered (their delta stored) */
+    MDS_CTR_RMU_DROPPED,      /* outbox rows dropped: their parent was gone */
     MDS_CTR__COUNT
 };
 

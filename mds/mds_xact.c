@@ -6,6 +6,9 @@
  * The parents' times and counts in a batch are *loose* ops, run around
  * it, not in it (xt_req_loose); the rest are strict. When the strict ops
  * sit at one MDS, they are one atomic batch there and no transaction.
+ * A count (a loose op with NLINK_ADD: mkdir, rmdir) becomes an RMU: an
+ * outbox row in the strict ops' atomic batch, shown at once at the
+ * parent's MDS (XT_F_SOFT) and delivered later (mds_xact_rmu.c).
  * A transaction, seen from the MDS A that received the client's batch:
  *   1. owners: each op's slice by A's bitmap, its MDS by ring 0; the
  *      decider D is the first strict op's owner;
@@ -54,9 +57,10 @@ int mds_xact_pend_parse(const void *row, size_t len, struct mds_xact_pend *p)
         r = p->buf;
     }
     size_t at = PEND_OFF_NAME;
-    if (total < at || r[PEND_OFF_FMT] != PEND_FMT || r[PEND_OFF_EXISTED] > 1 ||
-        r[PEND_OFF_DLEN] != MDS_XACT_DNAME_LEN)
+    if (total < at || (r[PEND_OFF_FMT] != PEND_FMT && r[PEND_OFF_FMT] != PEND_FMT_COUNT) ||
+        r[PEND_OFF_EXISTED] > 1 || r[PEND_OFF_DLEN] != MDS_XACT_DNAME_LEN)
         goto bad;
+    p->fmt = r[PEND_OFF_FMT];
     p->existed = r[PEND_OFF_EXISTED];
     p->dfsid = xt_get_u32(r + PEND_OFF_DFSID);
     p->dtable = xt_get_u64(r + PEND_OFF_DTABLE);
@@ -68,8 +72,15 @@ int mds_xact_pend_parse(const void *row, size_t len, struct mds_xact_pend *p)
     at += p->name_len;
     p->old = r + at;
     p->old_len = total - at;
-    if (!p->existed && p->old_len)
+    if (p->fmt == PEND_FMT_COUNT) {
+        if (p->existed || p->old_len != 4)
+            goto bad;
+        p->delta = (int32_t)xt_get_u32(p->old);
+        p->old = NULL;
+        p->old_len = 0;
+    } else if (!p->existed && p->old_len) {
         goto bad;
+    }
     p->uuid = v.attr.uuid;
     p->ctime_ns = v.attr.ctime_ns;
     return 0;
@@ -84,18 +95,42 @@ uint64_t mds_xact_tag(const uint8_t *dname)
     return xt_hash_bytes(dname, MDS_XACT_DNAME_LEN, UINT64_C(0x706f6d2d78616374)) | 1;
 }
 
-/* derive of a prepare: the pending row of op `of`, from its pre-image. */
+/* The count change a delta makes on row attributes a, as xt_row_update
+ * applies it: rows not counted (xt_row_count_of) take none; a counted one
+ * takes all of it but at the ends of its range. */
+static int32_t count_applied(const xt_row_attr *a, int32_t delta)
+{
+    int64_t was = xt_row_count_of(a);
+    if (was == INT64_MIN)
+        return 0;
+    xt_row_attr b = *a;
+    xt_row_count_set(&b, was + delta);
+    return (int32_t)(xt_row_count_of(&b) - was);
+}
+
+/* derive of a prepare: the pending row of op `of`, from its pre-image. A
+ * count row records the delta the op applies to that pre-image, so its
+ * rollback undoes exactly that, whatever other deltas came since. */
 static int pend_derive(void *arg, bool existed, const void *old, size_t old_len, uint8_t **out,
                        size_t *out_len)
 {
     const struct pend_arg *pa = arg;
+    uint8_t applied[4];
+    if (pa->count) {
+        xt_row o;
+        if (!existed || xt_row_decode_meta(old, old_len, &o) < 0)
+            return -ENOENT; /* (the update itself fails the same way) */
+        xt_put_u32(applied, (uint32_t)count_applied(&o.attr, pa->delta));
+        old = applied;
+        old_len = sizeof applied;
+    }
     size_t head = PEND_OFF_NAME + pa->name_len;
     size_t total = head + (existed ? old_len : 0);
     uint8_t *rec = xt_malloc(total);
     if (!rec)
         return -ENOMEM;
-    rec[PEND_OFF_FMT] = PEND_FMT;
-    rec[PEND_OFF_EXISTED] = existed ? 1 : 0;
+    rec[PEND_OFF_FMT] = pa->count ? PEND_FMT_COUNT : PEND_FMT;
+    rec[PEND_OFF_EXISTED] = existed && !pa->count ? 1 : 0;
     xt_put_u32(rec + PEND_OFF_DFSID, pa->dfsid);
     xt_put_u64(rec + PEND_OFF_DTABLE, pa->dtable);
     rec[PEND_OFF_DLEN] = MDS_XACT_DNAME_LEN;
@@ -110,7 +145,7 @@ static int pend_derive(void *arg, bool existed, const void *old, size_t old_len,
     v.attr.uuid = mds_xact_tag(pa->dname);
     v.attr.ctime_ns = xt_now_ns();
     v.name = pa->pname;
-    v.name_len = XT_SYS_PEND_LEN;
+    v.name_len = pa->pname_len;
     int rc = 0;
     for (size_t off = 0; off < total && rc == 0; off += XT_ROW_GROUP_MAX) {
         uint32_t len = (uint32_t)XT_MIN(total - off, (size_t)XT_ROW_GROUP_MAX);
@@ -169,13 +204,17 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
     for (size_t i = 0; i < k; i++) {
         if (xt_hash_is_sys(reqs[i].name, reqs[i].name_len))
             return -EINVAL; /* a transaction's ops are user rows */
+        bool count = mds_xact_is_count(&reqs[i]);
         pa[i] = (struct pend_arg){ .dfsid = d->t.fsid, .dtable = d->t.table,
-                                   .name = reqs[i].name, .name_len = reqs[i].name_len };
+                                   .name = reqs[i].name, .name_len = reqs[i].name_len,
+                                   .count = count,
+                                   .delta = count ? (int32_t)reqs[i].row->attr.nlink : 0 };
         memcpy(pa[i].dname, d->name, MDS_XACT_DNAME_LEN);
-        xt_hash_pend_name(reqs[i].name, reqs[i].name_len, pa[i].pname);
+        pa[i].pname_len = mds_xact_pend_row_name(reqs[i].name, reqs[i].name_len, count,
+                                                 pa[i].dname, pa[i].pname);
         extra[i] = (struct mds_aop){ .type = MDS_AOP_CREATE, .fsid = reqs[i].t.fsid,
                                      .table = reqs[i].t.table, .name = pa[i].pname,
-                                     .name_len = XT_SYS_PEND_LEN, .flags = MDS_TABLE_EXCL,
+                                     .name_len = pa[i].pname_len, .flags = MDS_TABLE_EXCL,
                                      .derive = pend_derive, .arg = &pa[i], .of = i };
     }
     uint64_t gen = 0;
@@ -187,6 +226,11 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
     }
     if (rc == 0) {
         resps[k].commit_group = gen;
+        /* An RMU's delta is now in the row: no longer shown apart. */
+        for (size_t i = 0; i < k && x->o.soft; i++)
+            if (pa[i].count)
+                mds_soft_take(x->o.soft, reqs[i].t.fsid, reqs[i].t.table, reqs[i].name,
+                              reqs[i].name_len, pa[i].delta);
         mds_stats_add(x->o.stats, MDS_CTR_XACT_PREPARES, 1);
         mds_xact_crash_point(x, "participant");
     }
@@ -221,8 +265,7 @@ static struct xt_req onward(const struct xt_req *q)
     return c;
 }
 
-/* The owner of each op's slice (this MDS's bitmap and ring 0). */
-static int owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *site)
+int mds_xact_owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *site)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t slice = 0;
@@ -328,10 +371,10 @@ static void settle_all(mds_xact *x, const struct txn *t)
 {
     for (size_t i = 0; i < t->nops; i++) {
         const struct txn_op *o = &t->ops[i];
-        uint8_t pn[XT_SYS_PEND_LEN];
-        xt_hash_pend_name(o->name, o->name_len, pn);
+        uint8_t pn[PEND_NAME_MAX];
+        size_t pl = mds_xact_pend_row_name(o->name, o->name_len, o->count, t->dname, pn);
         struct xt_req q = { .op = XT_OP_LOOKUP, .t = { o->fsid, o->table, -1 }, .name = pn,
-                            .name_len = XT_SYS_PEND_LEN, .flags = XT_F_SYS | XT_F_SYNC };
+                            .name_len = (uint32_t)pl, .flags = XT_F_SYS | XT_F_SYNC };
         int rc = -EAGAIN;
         for (int ms = 10; rc == -EAGAIN && ms <= 640; ms *= 2) { /* a slice moving */
             struct xt_resp r = { 0 };
@@ -351,14 +394,16 @@ static void settle_all(mds_xact *x, const struct txn *t)
     }
 }
 
-/* The transaction over reqs[0..n) (every op strict, each an onward()
- * copy), owned by site[]: prepare, decide, answer (steps 2-4 above).
- * Returns 0 or the failing step's own -errno (*failed: the op). */
-static int txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint32_t *site,
-                   struct xt_resp *resps, size_t *failed)
+/* Steps 2-4 above (mds_xact_i.h); each op an onward() copy. */
+int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint32_t *site,
+                     struct xt_resp *resps, size_t *failed, struct txn **held)
 {
     uint32_t self = mds_route_self(x->o.route), dsite = site[0];
     int rc = 0;
+    if (held)
+        *held = NULL;
+    if (n == 0 || n >= MDS_ATOMIC_MAX)
+        return -EINVAL;
     struct txn *t = xt_calloc(1, sizeof *t);
     if (!t)
         return -ENOMEM;
@@ -371,9 +416,11 @@ static int txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint3
     xt_put_u64(t->dname + XT_SYS_HEAD + 8,
                atomic_fetch_add_explicit(&x->seq, 1, memory_order_relaxed) + 1);
 
-    struct xt_req sub[XT_BATCH_ATOMIC_MAX + 1];
-    struct xt_resp sr[XT_BATCH_ATOMIC_MAX + 1];
-    size_t idx[XT_BATCH_ATOMIC_MAX], sf;
+    /* (n <= MDS_ATOMIC_MAX - 1: an RMU delivery decides here with up to
+     * that many ops; a client's batch has at most XT_BATCH_ATOMIC_MAX) */
+    struct xt_req sub[MDS_ATOMIC_MAX];
+    struct xt_resp sr[MDS_ATOMIC_MAX];
+    size_t idx[MDS_ATOMIC_MAX], sf;
     uint64_t gen = 0;
     /* 2. Prepare every owner but the decider, in op order. */
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -471,7 +518,10 @@ static int txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint3
     mds_stats_add(x->o.stats, MDS_CTR_XACT_COMMITS, 1);
     /* 4. The finish runs on the thread once the decision is durable. */
     t->dgen = dsite == self ? dgen : 0;
-    mds_xact_queue_finish(x, t);
+    if (held)
+        *held = t;
+    else
+        mds_xact_queue_finish(x, t);
     return 0;
 }
 
@@ -488,13 +538,35 @@ static void learn(mds_xact *x, const struct xt_req *q)
     xt_resp_free(&r);
 }
 
-/* A loose op, routed to its owner. */
-static int run_loose(mds_xact *x, const struct xt_req *q, struct xt_resp *resp)
+/* A loose op, routed to its owner, with flags added (XT_F_SOFT: the eager
+ * half of an RMU). */
+static int run_loose(mds_xact *x, const struct xt_req *q, uint32_t flags, struct xt_resp *resp)
 {
     struct xt_req c = onward(q);
+    c.flags |= flags;
     xt_resp_free(resp);
     memset(resp, 0, sizeof *resp);
     return x->io.op(x->io.ctx, &c, resp);
+}
+
+/* Whether the batch carries a parent's count (the client leaves it to
+ * us: an RMU when the parent's row sits elsewhere). */
+static bool has_count(const struct xt_req *reqs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (xt_req_loose_after(&reqs[i]))
+            return true;
+    return false;
+}
+
+bool mds_xact_count_apart(mds_xact *x, const struct xt_req *reqs, size_t n)
+{
+    uint32_t self = mds_route_self(x->o.route), site;
+    for (size_t i = 0; i < n; i++)
+        if (xt_req_loose_after(&reqs[i]) && mds_xact_owners(x, &reqs[i], 1, &site) == 0 &&
+            site != self)
+            return true;
+    return false;
 }
 
 int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_resp *resps,
@@ -518,13 +590,30 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
             sidx[ns] = i;
             sreq[ns++] = onward(&reqs[i]);
         }
-    else if (ns < n)
-        mds_stats_add(x->o.stats, MDS_CTR_XACT_SPLITS, 1);
-    /* Times first: a parent removed or moved meanwhile stops the batch
-     * before anything else changed (a create answers -ENOENT). */
+    else if (ns < n && !has_count(reqs, n))
+        mds_stats_add(x->o.stats, MDS_CTR_XACT_SPLITS, 1); /* (a count is ours to split) */
+    /* Each count becomes an RMU: its outbox row joins the strict ops'
+     * batch, placed with op 0's row (so at the decider when there is a
+     * transaction), and is committed with them or not at all. */
+    struct rmu_buf rb[XT_BATCH_ATOMIC_MAX];
+    size_t nuser = ns, nrmu = 0;
     int rc;
     for (size_t i = 0; i < n && !all_strict; i++)
-        if (xt_req_loose_before(&reqs[i]) && (rc = run_loose(x, &reqs[i], &resps[i])) < 0) {
+        if (xt_req_loose_after(&reqs[i])) {
+            if ((rc = mds_xact_rmu_outbox(x, &reqs[i], sreq[0].t.fsid, sreq[0].t.table,
+                                          sreq[0].name, sreq[0].name_len, &rb[nrmu],
+                                          &sreq[ns])) < 0) {
+                *failed = i;
+                return rc;
+            }
+            nrmu++;
+            mds_stats_add(x->o.stats, MDS_CTR_RMU_QUEUED, 1);
+            sidx[ns++] = SIZE_MAX; /* (not the client's: its answer is dropped) */
+        }
+    /* Times first: a parent removed or moved meanwhile stops the batch
+     * before anything else changed (a create answers -ENOENT). */
+    for (size_t i = 0; i < n && !all_strict; i++)
+        if (xt_req_loose_before(&reqs[i]) && (rc = run_loose(x, &reqs[i], 0, &resps[i])) < 0) {
             *failed = i;
             return client_rc(rc);
         }
@@ -536,7 +625,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
      * where it was sent (-EREMOTE) teaches this MDS the owner's bitmap
      * (learn) and the batch is placed again. */
     for (int attempt = 0;; attempt++) {
-        if ((rc = owners(x, sreq, ns, site)) < 0)
+        if ((rc = mds_xact_owners(x, sreq, ns, site)) < 0)
             return rc == -ENOMEM ? rc : -EAGAIN;
         one = true;
         for (size_t i = 1; i < ns; i++)
@@ -544,7 +633,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
         uint64_t gen = 0;
         memset(sresp, 0, sizeof sresp);
         if (!one) {
-            rc = txn_run(x, sreq, ns, site, sresp, &sf);
+            rc = mds_xact_txn_run(x, sreq, ns, site, sresp, &sf, NULL);
         } else {
             /* One owner: one atomic batch there, no transaction. Sent as
              * an MDS's own (XT_F_SYS): it is never coordinated again. */
@@ -564,20 +653,25 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
         rc = -EXDEV; /* still placed apart: the client's op-by-op fallback
                         (no atomicity lost: these rows sit at one MDS) */
     for (size_t i = 0; i < ns; i++) {
+        if (sidx[i] == SIZE_MAX) {
+            xt_resp_free(&sresp[i]);
+            continue;
+        }
         xt_resp_free(&resps[sidx[i]]);
         resps[sidx[i]] = sresp[i];
         memset(&sresp[i], 0, sizeof sresp[i]);
     }
     if (rc < 0) {
-        *failed = sidx[sf < ns ? sf : 0];
+        *failed = sf < nuser ? sidx[sf] : sidx[0];
         return client_rc(rc);
     }
-    /* Counts after: never for an entry that was not made. A failure here
-     * (the parent removed meanwhile) loses only that count change, as the
-     * op-by-op fallback did; RMU will make it reliable. */
-    for (size_t i = 0; i < n && !all_strict; i++)
-        if (xt_req_loose_after(&reqs[i]) && (rc = run_loose(x, &reqs[i], &resps[i])) < 0)
-            XT_DBG("xact: a parent's count update failed after its batch: %s", strerror(-rc));
+    /* Counts after, never for an entry that was not made: shown at once
+     * at the parent's MDS; the outbox row delivers them for good. A
+     * failure here (the parent removed meanwhile) only hides the delta
+     * until then. */
+    for (size_t i = 0; i < n && nrmu; i++)
+        if (xt_req_loose_after(&reqs[i]) && (rc = run_loose(x, &reqs[i], XT_F_SYS | XT_F_SOFT, &resps[i])) < 0)
+            XT_DBG("xact: a parent's count not shown before its RMU: %s", strerror(-rc));
     /* The client tracks the epoch of the MDS holding op 0's change. */
     if (!resps[0].epoch && resps[sidx[0]].epoch) {
         resps[0].epoch = resps[sidx[0]].epoch;

@@ -34,6 +34,7 @@
 #include "mds_cache.h"
 #include "mds_group.h"
 #include "mds_route.h"
+#include "mds_soft.h"
 #include "mds_stats.h"
 #include "mds_table.h"
 #include "xt_rpc_mds.h"
@@ -63,6 +64,7 @@ struct mds_xact_opts {
     mds_cache *cache;
     mds_route *route;
     mds_stats *stats;          /* may be NULL */
+    mds_soft *soft;            /* RMU deltas shown here (mds_soft.h); may be NULL */
     uint32_t epoch;            /* this incarnation (part of every txid) */
     unsigned resolve_ms;       /* age of a pending row before it is resolved; 0: 2000 */
     unsigned call_timeout_ms;  /* MDS-to-MDS calls; 0: 10000 */
@@ -84,16 +86,22 @@ void mds_xact_free(mds_xact *x);
 bool mds_xact_is_prepare(const struct xt_req *reqs, size_t n);
 
 /* Coordinator: reqs[0..n) (a client's atomic batch) touches rows owned by
- * other MDS. Runs the parents' times first and their counts last (loose
- * ops); prepares each other owner's part of the rest, decides at the
- * owner of its first op, answers, and finishes in the background (or,
- * when one MDS owns all of the rest, runs it there). Returns 0 (resps filled:
+ * other MDS. Runs the parents' times first (loose ops) and makes their
+ * counts RMUs (an outbox row in the batch, the delta shown at the
+ * parent's MDS: mds_xact_rmu.c); prepares each other owner's part of the
+ * rest, decides at the owner of its first op, answers, and finishes in
+ * the background (or, when one MDS owns all of the rest, runs it there). Returns 0 (resps filled:
  * commit_group/epoch/epoch_site of the decider) or the first failing op's
  * -errno with *failed (nothing applied anywhere once the resolvers ran);
  * -EAGAIN for a conflict or a moved row (the client retries), -EXDEV when
  * the batch cannot be coordinated (the client runs it op by op). */
 int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_resp *resps,
                  size_t *failed);
+
+/* Whether a client's batch carries a parent's count whose row another MDS
+ * owns (by this MDS's view): mds_xact_run makes it an RMU, and an atomic
+ * attempt here first would only fail. */
+bool mds_xact_count_apart(mds_xact *x, const struct xt_req *reqs, size_t n);
 
 /* Participant: applies a prepare (mds_xact_is_prepare) with a pending row
  * per op, synced when asked. 0 or the first failing op's -errno

@@ -10,7 +10,13 @@
  * cache's keys when no transaction is open. A pending row is settled by
  * its holder alone: a rollback is a local atomic batch (the pre-image
  * restored, the pending row deleted), and a slice that moves meanwhile
- * takes its pending rows to the new holder's resolver.
+ * takes its pending rows to the new holder's resolver. The same thread
+ * delivers the RMU outbox rows (mds_xact_rmu.c) once per commit group.
+ *
+ * A count row (an RMU's delta at the parent, mds_xact_i.h) is resolved
+ * only after COUNT_AGE_MULT x resolve_ms: it blocks nobody, and its
+ * transaction is finished when the sender's group commits by itself
+ * (mds_xact_rmu.c (4)); resolving it sooner would force that commit.
  */
 #include "mds_xact.h"
 #include "mds_xact_i.h"
@@ -20,6 +26,9 @@
 #include <time.h>
 
 #include "xt_common.h"
+
+#define COUNT_AGE_MULT 15 /* 30 s with the default resolve_ms */
+#define RMU_ROUND_NS   (100u * 1000000u)
 
 void txn_add_op(struct txn *t, const struct xt_req *req, uint32_t site)
 {
@@ -31,6 +40,7 @@ void txn_add_op(struct txn *t, const struct xt_req *req, uint32_t site)
     memcpy(o->name, req->name, req->name_len);
     o->name_len = req->name_len;
     o->site = site;
+    o->count = mds_xact_is_count(req);
 }
 
 void txn_free(struct txn *t)
@@ -147,15 +157,25 @@ static int tag_check(void *arg, const void *row, size_t len)
     return v.attr.uuid == *(const uint64_t *)arg ? 0 : -ESTALE;
 }
 
-/* Settle the pending row pname of (fsid, table) held here. force: do not
- * wait for it to age. 0 settled (or none), -EREMOTE (not held here: it
- * moved with its slice), -errno: try later. */
+/* UPDATE fn of a count row's rollback: the inverse of the delta applied. */
+static int uncount_fn(void *arg, const void *old, size_t old_len, uint8_t **out, size_t *out_len)
+{
+    xt_row_patch p;
+    xt_row_patch_init(&p);
+    p.set = XT_ROW_SET_NLINK_ADD;
+    p.attr.nlink = (uint32_t)-*(const int32_t *)arg;
+    return xt_row_update(old, old_len, &p, out, out_len);
+}
+
+/* Settle the pending (or count) row pname of (fsid, table) held here.
+ * force: do not wait for it to age. 0 settled (or none), -EREMOTE (not
+ * held here: it moved with its slice), -errno: try later. */
 static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t *pname,
-                       bool force)
+                       size_t pname_len, bool force)
 {
     uint8_t *row, *cur = NULL, *rrow = NULL;
     size_t len, cur_len = 0, rlen = 0;
-    int rc = mds_table_lookup(x->o.table, fsid, table, pname, XT_SYS_PEND_LEN, &row, &len);
+    int rc = mds_table_lookup(x->o.table, fsid, table, pname, pname_len, &row, &len);
     if (rc < 0)
         return rc == -ENOENT ? 0 : rc;
     struct mds_xact_pend p;
@@ -165,7 +185,10 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
         xt_free(row);
         return rc;
     }
-    if (!force && xt_now_ns() - p.ctime_ns < (uint64_t)x->o.resolve_ms * 1000000u) {
+    uint64_t age = (uint64_t)x->o.resolve_ms * 1000000u;
+    if (p.fmt == PEND_FMT_COUNT)
+        age *= COUNT_AGE_MULT;
+    if (!force && xt_now_ns() - p.ctime_ns < age) {
         rc = -EAGAIN;
         goto out;
     }
@@ -179,7 +202,18 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
         goto out;
     struct mds_aop ops[2];
     size_t nops = 0;
-    if (d == MDS_XACT_ABORT) {
+    if (d == MDS_XACT_ABORT && p.fmt == PEND_FMT_COUNT) {
+        int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, true, &cur,
+                                    &cur_len);
+        if (l < 0 && l != -ENOENT) {
+            rc = l;
+            goto out;
+        }
+        if (l == 0 && p.delta) /* (a parent removed since: nothing to undo) */
+            ops[nops++] = (struct mds_aop){ .type = MDS_AOP_UPDATE, .fsid = fsid, .table = table,
+                                            .name = p.name, .name_len = p.name_len,
+                                            .fn = uncount_fn, .arg = &p.delta };
+    } else if (d == MDS_XACT_ABORT) {
         int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, true, &cur,
                                     &cur_len);
         if (l < 0 && l != -ENOENT) {
@@ -197,7 +231,7 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
                                             .name = p.name, .name_len = p.name_len };
     }
     ops[nops++] = (struct mds_aop){ .type = MDS_AOP_DELETE, .fsid = fsid, .table = table,
-                                    .name = pname, .name_len = XT_SYS_PEND_LEN,
+                                    .name = pname, .name_len = pname_len,
                                     .check = tag_check, .arg = &p.uuid };
     size_t failed;
     uint64_t gen;
@@ -225,9 +259,9 @@ out:
 int mds_xact_settle(mds_xact *x, uint32_t fsid, uint64_t table, const void *pname,
                     size_t len)
 {
-    if (len != XT_SYS_PEND_LEN || ((const uint8_t *)pname)[2] != XT_SYS_PENDING)
+    if (!mds_xact_pend_row_is(pname, len))
         return 0;
-    return resolve_one(x, fsid, table, pname, true);
+    return resolve_one(x, fsid, table, pname, len, true);
 }
 
 /* ---- the thread ------------------------------------------------------------ */
@@ -289,10 +323,10 @@ static void finish_batch(mds_xact *x, struct txn **v, size_t n)
         uint64_t tag = mds_xact_tag(t->dname);
         for (size_t j = 0; j < t->nops && !err[i]; j++) {
             const struct txn_op *o = &t->ops[j];
-            uint8_t pn[XT_SYS_PEND_LEN];
-            xt_hash_pend_name(o->name, o->name_len, pn);
+            uint8_t pn[PEND_NAME_MAX];
+            size_t pl = mds_xact_pend_row_name(o->name, o->name_len, o->count, t->dname, pn);
             struct xt_req q = { .op = XT_OP_DELETE, .t = { o->fsid, o->table, -1 }, .name = pn,
-                                .name_len = XT_SYS_PEND_LEN, .expect_uuid = tag,
+                                .name_len = (uint32_t)pl, .expect_uuid = tag,
                                 .flags = XT_F_SYS | XT_F_IF_UUID };
             struct xt_resp r = { 0 };
             int rc = x->io.op(x->io.ctx, &q, &r);
@@ -349,7 +383,8 @@ void mds_xact_queue_finish(mds_xact *x, struct txn *t)
 struct pend_key {
     uint32_t fsid;
     uint64_t table;
-    uint8_t pname[XT_SYS_PEND_LEN];
+    uint8_t pname[PEND_NAME_MAX];
+    size_t pname_len;
 };
 
 struct scan {
@@ -362,8 +397,7 @@ static int scan_cb(void *arg, const xt_slice_entry *e)
 {
     struct scan *s = arg;
     const uint8_t *nm = e->name;
-    if (e->name_len != XT_SYS_PEND_LEN || !xt_hash_is_sys(nm, e->name_len) ||
-        nm[2] != XT_SYS_PENDING)
+    if (!mds_xact_pend_row_is(nm, e->name_len))
         return 0;
     if (s->n == s->cap) {
         size_t cap = s->cap ? s->cap * 2 : 16;
@@ -376,7 +410,8 @@ static int scan_cb(void *arg, const xt_slice_entry *e)
     struct pend_key *p = &s->v[s->n++];
     p->fsid = s->k->fsid;
     p->table = s->k->table;
-    memcpy(p->pname, nm, XT_SYS_PEND_LEN);
+    memcpy(p->pname, nm, e->name_len);
+    p->pname_len = e->name_len;
     return 0;
 }
 
@@ -403,14 +438,14 @@ static void sweep(mds_xact *x)
     }
     xt_free(keys);
     for (size_t i = 0; i < s.n; i++)
-        resolve_one(x, s.v[i].fsid, s.v[i].table, s.v[i].pname, false);
+        resolve_one(x, s.v[i].fsid, s.v[i].table, s.v[i].pname, s.v[i].pname_len, false);
     xt_free(s.v);
 }
 
 static void *xact_main(void *arg)
 {
     mds_xact *x = arg;
-    uint64_t next_sweep = 0;
+    uint64_t next_sweep = 0, next_rmu = 0;
     pthread_mutex_lock(&x->mu);
     while (!x->stop) {
         if (x->finish) {
@@ -426,6 +461,13 @@ static void *xact_main(void *arg)
             continue;
         }
         uint64_t now = xt_mono_ns();
+        if (now >= next_rmu) {
+            pthread_mutex_unlock(&x->mu);
+            mds_xact_rmu_round(x);
+            next_rmu = xt_mono_ns() + RMU_ROUND_NS;
+            pthread_mutex_lock(&x->mu);
+            continue;
+        }
         if (now >= next_sweep) {
             pthread_mutex_unlock(&x->mu);
             sweep(x);
@@ -435,7 +477,7 @@ static void *xact_main(void *arg)
         }
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wait = next_sweep - now;
+        uint64_t wait = XT_MIN(next_sweep, next_rmu) - now;
         ts.tv_sec += (time_t)(wait / 1000000000u);
         ts.tv_nsec += (long)(wait % 1000000000u);
         if (ts.tv_nsec >= 1000000000L) {
@@ -481,6 +523,7 @@ void mds_xact_free(mds_xact *x)
         x->finish = t->next;
         txn_free(t);
     }
+    mds_xact_rmu_free(x);
     pthread_cond_destroy(&x->cv);
     pthread_mutex_destroy(&x->mu);
     xt_free(x);

@@ -8,7 +8,10 @@
  * an xt_row of type XT_ROW_KV whose group XT_CG_USER0 is one byte, 'C' or
  * 'A'; attr.uuid = mds_xact_tag(name).
  *
- * Pending row: name xt_hash_pend_name(row name); an xt_row of type
+ * Pending row: name xt_hash_pend_name(row name) (fmt PEND_FMT), or for a
+ * parent's subdirectory count delivered by an RMU (a commutative delta,
+ * which blocks nobody) mds_xact_pend_row_name(row name, count, dname)
+ * (fmt PEND_FMT_COUNT); an xt_row of type
  * XT_ROW_KV, attr.uuid = the tag of its transaction, attr.ctime_ns = when
  * it was prepared, whose groups XT_CG_USER0, +1, ... (each at most
  * XT_ROW_GROUP_MAX bytes) concatenate to this record:
@@ -22,7 +25,24 @@
  *   15   27    dname      the decision row's name
  *   42   2     name_len   the row's name
  *   44   n     name
- *   44+n ...   pre-image  the row's encoding before the op (existed only)
+ *   44+n ...   pre-image  the row's encoding before the op (existed only);
+ *                         PEND_FMT_COUNT: the delta applied, 4 bytes LE
+ *                         signed (existed 0), undone by its inverse
+ *
+ * Outbox row (mds_xact_rmu.c): name XT_SYS_OUTBOX head (placement: the
+ * hash of the row whose change it follows) || site u32 || epoch u32 ||
+ * seq u64; an xt_row of type XT_ROW_KV whose group XT_CG_USER0 is:
+ *
+ *   off  size  field
+ *   0    1     fmt        RMU_FMT (1)
+ *   1    4     tfsid      the target row's table
+ *   5    8     ttable
+ *   13   8     uuid       the target row's uuid (the update's condition; 0: none)
+ *   21   4     delta      nlink delta, LE signed
+ *   25   2     name_len   the target row's name
+ *   27   n     name
+ *
+ * attr.ctime_ns = when it was made (by the creating MDS's clock).
  */
 #ifndef MDS_XACT_I_H
 #define MDS_XACT_I_H
@@ -30,6 +50,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "mds_xact.h"
 #include "xt_common.h"
@@ -41,6 +62,8 @@
 #define MDS_XACT_ABORT     'A'
 
 #define PEND_FMT         1
+#define PEND_FMT_COUNT   2
+#define PEND_NAME_MAX    MDS_XACT_DNAME_LEN /* the longer of the two names */
 #define PEND_OFF_FMT     0
 #define PEND_OFF_EXISTED 1
 #define PEND_OFF_DFSID   2
@@ -52,7 +75,9 @@
 
 /* A parsed pending row; views into the row (or into buf). */
 struct mds_xact_pend {
+    uint8_t fmt;             /* PEND_FMT, PEND_FMT_COUNT */
     bool existed;
+    int32_t delta;           /* PEND_FMT_COUNT: the nlink change applied */
     uint32_t dfsid;
     uint64_t dtable;
     uint8_t dname[MDS_XACT_DNAME_LEN];
@@ -71,7 +96,10 @@ struct pend_arg {
     uint8_t dname[MDS_XACT_DNAME_LEN];
     const void *name;
     size_t name_len;
-    unsigned char pname[XT_SYS_PEND_LEN];
+    bool count;              /* a commutative count delta (PEND_FMT_COUNT) */
+    int32_t delta;           /* its requested delta */
+    unsigned char pname[PEND_NAME_MAX];
+    size_t pname_len;
 };
 
 /* One op of a decided transaction at a participant, for the finish. */
@@ -81,6 +109,7 @@ struct txn_op {
     uint8_t name[XT_NAME_MAX];
     size_t name_len;
     uint32_t site;
+    bool count;              /* its pending row is a count row */
 };
 
 struct txn {
@@ -102,6 +131,11 @@ struct mds_xact {
     bool stop, started;      /* (mu) */
     const char *crash;       /* $POM_MDS_XACT_CRASH, or NULL */
     pthread_t thread;
+    /* RMU (mds_xact_rmu.c), on the thread: */
+    atomic_uint_fast64_t rmu_seq;   /* outbox rows' names */
+    uint64_t rmu_committed;  /* the group committed at the last round */
+    uint64_t rmu_retry;      /* xt_mono_ns of the next round without a commit */
+    struct txn *rmu_held;    /* delivered, finished once their group commits */
 };
 
 /* Parse a pending row: 0, -EBADMSG, -ENOMEM. Free p->buf with xt_free. */
@@ -130,6 +164,70 @@ static inline void mds_xact_txid_str(const uint8_t *dname, char *buf, size_t cap
              (unsigned)xt_get_u32(dname + XT_SYS_HEAD + 4),
              (unsigned long long)xt_get_u64(dname + XT_SYS_HEAD + 8));
 }
+
+/* Whether op q is a parent's subdirectory count delta sent by an RMU's
+ * delivery (XT_F_SYS, NLINK_ADD and times only): prepared with a count
+ * row, which does not block the row. */
+static inline bool mds_xact_is_count(const struct xt_req *q)
+{
+    const uint32_t ok = XT_ROW_SET_ATIME | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
+                        XT_ROW_SET_NLINK_ADD;
+    return q->op == XT_OP_UPDATE && (q->flags & XT_F_SYS) && !(q->flags & XT_F_IF_VER) &&
+           (q->set_mask & XT_ROW_SET_NLINK_ADD) && !(q->set_mask & ~ok) && q->row &&
+           q->row->ngroups == 0 && q->ndrop == 0;
+}
+
+/* The pending row's name of op (name, count) in the transaction dname
+ * into out (PEND_NAME_MAX bytes); returns its length. */
+static inline size_t mds_xact_pend_row_name(const void *name, size_t len, bool count,
+                                            const uint8_t *dname, uint8_t *out)
+{
+    if (!count)
+        return xt_hash_pend_name(name, len, out);
+    xt_hash_sys_head(out, XT_SYS_COUNT, xt_hash_name(name, len));
+    memcpy(out + XT_SYS_HEAD, dname + XT_SYS_HEAD, MDS_XACT_DNAME_LEN - XT_SYS_HEAD);
+    return MDS_XACT_DNAME_LEN;
+}
+
+/* Whether (name, len) is a pending row's or a count row's name. */
+static inline bool mds_xact_pend_row_is(const uint8_t *nm, size_t len)
+{
+    return xt_hash_is_sys(nm, len) &&
+           ((len == XT_SYS_PEND_LEN && nm[2] == XT_SYS_PENDING) ||
+            (len == MDS_XACT_DNAME_LEN && nm[2] == XT_SYS_COUNT));
+}
+
+/* The transaction over reqs[0..n) (every op strict), owned by site[]
+ * (mds_xact.c steps 2-4). held NULL: the finish is queued at once; else
+ * *held gets the decided transaction (the caller queues its finish) or
+ * NULL. 0 or the failing step's -errno (*failed: the op). */
+int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint32_t *site,
+                     struct xt_resp *resps, size_t *failed, struct txn **held);
+/* The owner of each op's slice (this MDS's bitmap and ring 0). */
+int mds_xact_owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *site);
+
+/* ---- RMU (mds_xact_rmu.c) ---- */
+
+#define RMU_FMT     1
+#define RMU_OFF_NAME 27
+#define RMU_NAME_LEN MDS_XACT_DNAME_LEN
+/* The outbox row for count op q (a loose op with NLINK_ADD), placed with
+ * row `near` of table (fsid, table): a create to add to the batch that
+ * makes the change q follows. The request's name and row point into *buf
+ * (the caller keeps it while the request is used). 0, -ENAMETOOLONG. */
+struct rmu_buf {
+    uint8_t name[RMU_NAME_LEN];
+    uint8_t rec[RMU_OFF_NAME + XT_NAME_MAX];
+    xt_row row;
+};
+int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
+                        const void *near, size_t near_len, struct rmu_buf *buf,
+                        struct xt_req *out);
+/* One delivery round, on the thread, when the group committed since the
+ * last (held transactions finished, outbox rows of cached slices sent). */
+void mds_xact_rmu_round(mds_xact *x);
+/* Drops the held transactions (at mds_xact_free; resolvers finish them). */
+void mds_xact_rmu_free(mds_xact *x);
 
 /* Adds op req (at site) to t. */
 void txn_add_op(struct txn *t, const struct xt_req *req, uint32_t site);

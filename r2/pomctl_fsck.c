@@ -29,9 +29,11 @@
  *      docs/mds-xact.md) are not entries: the MDS does not list them, so
  *      (1)-(8) never see them. A second listing of each directory's table
  *      with XT_F_SYS and the substring 00 FF (only they travel) counts
- *      pending and decision rows; a pending row not XT_SYS_PEND_LEN long
- *      or a decision row shorter than XT_SYS_HEAD + 16 is damage. Pending
- *      rows in the ILT (hard links' table) are not scanned.
+ *      pending (and count), decision and RMU outbox rows; a pending row
+ *      not XT_SYS_PEND_LEN long, a count or outbox row not XT_SYS_HEAD + 16
+ *      long or a decision row shorter than that is damage. Pending rows in
+ *      the ILT (hard links' table) are not scanned. While RMU outbox rows
+ *      are not delivered, (8) may find a parent's nlink behind.
  * It changes nothing, but --repair-orphans deletes orphan sets whose newest
  * tract file or folder is at least ORPHAN_AGE_S old, only when R2 counts
  * no mount of the fs (a live client may hold a migrated file whose row it
@@ -106,7 +108,7 @@ struct fsck {
     size_t nnames, names_cap;
     /* totals */
     uint64_t ndirs, nfiles, nlinks, nother, bytes, changed, problems;
-    uint64_t pending, decisions, sys_other; /* check (9) */
+    uint64_t pending, decisions, outbox, sys_other; /* check (9) */
     /* check (7) */
     struct named *named;    /* blob rows, sorted by id after the walk */
     size_t nnamed, named_cap;
@@ -354,6 +356,16 @@ static void check_sys_row(struct fsck *f, uint64_t dir, const xt_row *row)
         if (row->name_len != XT_SYS_PEND_LEN)
             problem(f, "directory %llu: a pending row (system row) of %u bytes, not %u",
                     (unsigned long long)dir, row->name_len, (unsigned)XT_SYS_PEND_LEN);
+    } else if (tag == XT_SYS_COUNT) { /* an RMU's delta at the parent: a pending row too */
+        f->pending++;
+        if (row->name_len != XT_SYS_HEAD + 16)
+            problem(f, "directory %llu: a count row (system row) of %u bytes, not %u",
+                    (unsigned long long)dir, row->name_len, (unsigned)(XT_SYS_HEAD + 16));
+    } else if (tag == XT_SYS_OUTBOX) { /* an RMU not delivered yet */
+        f->outbox++;
+        if (row->name_len != XT_SYS_HEAD + 16)
+            problem(f, "directory %llu: an outbox row (system row) of %u bytes, not %u",
+                    (unsigned long long)dir, row->name_len, (unsigned)(XT_SYS_HEAD + 16));
     } else if (tag == XT_SYS_DECISION) {
         f->decisions++;
         if (row->name_len < XT_SYS_HEAD + 16)
@@ -566,6 +578,7 @@ static void report(struct fsck *f, const char *fsname)
         pomctl_json_u64(&f->ctl->js, "changed_meanwhile", f->changed);
         pomctl_json_u64(&f->ctl->js, "pending_rows", f->pending);
         pomctl_json_u64(&f->ctl->js, "decision_rows", f->decisions);
+        pomctl_json_u64(&f->ctl->js, "outbox_rows", f->outbox);
         pomctl_json_u64(&f->ctl->js, "other_system_rows", f->sys_other);
         pomctl_json_u64(&f->ctl->js, "problems", f->problems);
         pomctl_json_bool(&f->ctl->js, "data_checked", f->data_check);
@@ -591,9 +604,9 @@ static void report(struct fsck *f, const char *fsname)
            (unsigned long long)f->bytes, (unsigned long long)f->nlinks,
            (unsigned long long)f->nother, f->data_check ? "; every file read" : "");
     printf("system rows (transactions in progress): %llu pending rows, %llu decision rows, "
-           "%llu other\n",
+           "%llu RMU outbox rows, %llu other\n",
            (unsigned long long)f->pending, (unsigned long long)f->decisions,
-           (unsigned long long)f->sys_other);
+           (unsigned long long)f->outbox, (unsigned long long)f->sys_other);
     if (f->blob) {
         printf("blob tier: %llu tract sets (%llu bytes on disk); %llu blob files, %llu of them "
                "without tracts (all holes)\n",

@@ -93,6 +93,8 @@ const i32 XT_F_IF_UUID   = 0x20    // update/delete (and create/lookup in an ato
 const i32 XT_F_SYS       = 0x40    // the request may name system rows (names
                                    // starting 00 FF, docs/mds-xact.md); set only
                                    // by MDS-to-MDS calls, else such a name: -EINVAL
+const i32 XT_F_SOFT      = 0x80    // update, with XT_F_SYS: an eager count delta of
+                                   // an RMU, shown until delivered (mds/mds_rmu.h)
 
 /* set_mask bits of an update: bits 0..12 are xt_row.h's XT_ROW_SET_*
  * (type, uuid, mode, uid, gid, nlink, size, atime, mtime, ctime, btime,

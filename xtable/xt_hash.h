@@ -49,6 +49,12 @@ extern "C" {
 #define XT_SYS_PENDING  'P'  /* head || xt_hash_bytes(name, XT_SYS_SEED): a
                                 transaction's pending change of `name` */
 #define XT_SYS_DECISION 'D'  /* head || txid: a transaction's decision */
+#define XT_SYS_COUNT    'C'  /* head || txid's 16 bytes: a transaction's count
+                                delta on `name` (one per transaction: deltas
+                                commute, so they do not block each other) */
+#define XT_SYS_OUTBOX   'R'  /* head || sender site, epoch, seq (16 bytes): an
+                                RMU not yet delivered (mds_rmu.h), placed
+                                with the row whose change it follows */
 #define XT_SYS_PEND_LEN (XT_SYS_HEAD + 8)
 #define XT_SYS_SEED     UINT64_C(0x706f6d2d70656e64) /* "pom-pend" */
 

@@ -491,17 +491,20 @@ static void apply_attr(xt_row_attr *a, const xt_row_patch *p)
     if (s & XT_ROW_SET_MODE) a->mode = n->mode;
     if (s & XT_ROW_SET_UID) a->uid = n->uid;
     if (s & XT_ROW_SET_GID) a->gid = n->gid;
-    if (s & XT_ROW_SET_NLINK) a->nlink = n->nlink;
-    if ((s & XT_ROW_SET_NLINK_ADD) && a->nlink >= 2) {
-        int64_t v = (int64_t)a->nlink + (int32_t)n->nlink;
-        a->nlink = v < 2 ? 2 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+    if (s & XT_ROW_SET_NLINK) {
+        a->nlink = n->nlink;
+        a->flags &= ~XT_ROW_F_NLINK_LOW;
     }
+    int64_t count = xt_row_count_of(a);
+    if ((s & XT_ROW_SET_NLINK_ADD) && count != INT64_MIN)
+        xt_row_count_set(a, count + (int32_t)n->nlink);
     if (s & XT_ROW_SET_SIZE) a->size = n->size;
     if (s & XT_ROW_SET_ATIME) a->atime_ns = n->atime_ns;
     if (s & XT_ROW_SET_MTIME) a->mtime_ns = n->mtime_ns;
     if (s & XT_ROW_SET_CTIME) a->ctime_ns = n->ctime_ns;
     if (s & XT_ROW_SET_BTIME) a->btime_ns = n->btime_ns;
-    if (s & XT_ROW_SET_FLAGS) a->flags = n->flags;
+    if (s & XT_ROW_SET_FLAGS) /* (the count's sign is the row's own) */
+        a->flags = (n->flags & ~XT_ROW_F_NLINK_LOW) | (a->flags & XT_ROW_F_NLINK_LOW);
     if (s & XT_ROW_SET_GENERATION) a->generation = n->generation;
 }
 

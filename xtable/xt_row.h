@@ -117,6 +117,10 @@ enum xt_row_type {
 #define XT_ROW_F_INLINE  0x1u  /* file bytes are the XT_CG_DATA group */
 #define XT_ROW_F_BLOB    0x2u  /* file bytes live in the blob tier */
 #define XT_ROW_F_ORPHAN  0x4u  /* unlinked but still open */
+#define XT_ROW_F_NLINK_LOW 0x8u /* a counted directory row whose 2 + subdirectories
+                                  is below 2 for now (deltas applied out of
+                                  order, docs/mds-xact.md "RMU as built"):
+                                  nlink holds it as a signed 32-bit value */
 
 /* Column group ids. */
 #define XT_CG_DATA   1       /* inline file bytes, or the symlink target */
@@ -233,11 +237,41 @@ const char *xt_row_last_error(void);
 #define XT_ROW_SET_ALL_ATTR   0x1fffu
 /* A directory's subdirectory count changed in place (docs/client.md
  * "nlink"): attr.nlink is read as a signed 32-bit delta d. A counted row
- * (old nlink >= 2: 2 + subdirectories) gets nlink + d, clamped to
- * [2, UINT32_MAX]; a row showing 0 or 1 ("not counted") keeps it. With
- * XT_ROW_SET_NLINK too: -EINVAL. Lets many writers change one count under
- * the slice lock without reading the row's version first. */
+ * (xt_row_count_of) gets its count + d exactly, so deltas commute: one
+ * that arrives before another it depended on (an RMU's, docs/mds-xact.md)
+ * may take the count below 2 for a while, kept signed with
+ * XT_ROW_F_NLINK_LOW (readers show 2: xt_row_nlink_shown); a row showing
+ * 0 or 1 without that flag ("not counted") keeps it. The result is kept in
+ * [INT32_MIN, UINT32_MAX]. With XT_ROW_SET_NLINK too: -EINVAL. Lets many
+ * writers change one count under the slice lock without reading the row's
+ * version first. */
 #define XT_ROW_SET_NLINK_ADD  (1u << 15)
+
+/* The signed count (2 + subdirectories) of a counted row, or INT64_MIN for
+ * one not counted (nlink 0 or 1 without XT_ROW_F_NLINK_LOW). */
+static inline int64_t xt_row_count_of(const xt_row_attr *a)
+{
+    if (a->flags & XT_ROW_F_NLINK_LOW)
+        return (int32_t)a->nlink;
+    return a->nlink >= 2 ? (int64_t)a->nlink : INT64_MIN;
+}
+/* Sets a counted row's count to v (clamped to [INT32_MIN, UINT32_MAX]). */
+static inline void xt_row_count_set(xt_row_attr *a, int64_t v)
+{
+    v = v < INT32_MIN ? INT32_MIN : v > UINT32_MAX ? UINT32_MAX : v;
+    if (v < 2) {
+        a->nlink = (uint32_t)(int32_t)v;
+        a->flags |= XT_ROW_F_NLINK_LOW;
+    } else {
+        a->nlink = (uint32_t)v;
+        a->flags &= ~XT_ROW_F_NLINK_LOW;
+    }
+}
+/* The nlink to show for a row: a count below 2 shows 2. */
+static inline uint32_t xt_row_nlink_shown(const xt_row_attr *a)
+{
+    return (a->flags & XT_ROW_F_NLINK_LOW) ? 2 : a->nlink;
+}
 
 typedef struct xt_row_patch {
     uint32_t set;                 /* XT_ROW_SET_* */

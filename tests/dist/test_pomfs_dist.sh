@@ -114,10 +114,12 @@ nok "mkdir of 256 bytes" "File name too long" mkdir "$M/r2/$N256"
 
 # ---- parents at another MDS --------------------------------------------
 # A create's parent row usually sits at another MDS than the new entry:
-# the client splits the batch itself (the parent's times before, its
-# subdirectory count after: client/pom_fs.c batch_split), so no MDS has to
-# split it (xact_splits, summed over every MDS's counters). The parent's
-# nlink and mtime must come out right either way.
+# the client splits the batch itself (the parent's times before it:
+# client/pom_fs.c batch_split), so no MDS has to split it (xact_splits,
+# summed over every MDS's counters). A mkdir's or rmdir's parent count is
+# left to the MDS (an RMU when the parent's row is elsewhere, not counted
+# as a split). The parent's nlink and mtime must come out right at once
+# either way (an RMU's delta is shown before its delivery).
 splits() {
     local f s=0 v
     for f in "$T"/data/run/pom-mds.pid "$T"/data/run/pom-mds-*.pid; do kill -HUP "$(head -1 "$f")"; done

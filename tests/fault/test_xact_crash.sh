@@ -11,11 +11,16 @@
 # across MDS; --commit-interval-ms 500; POM_MDS_XACT_RESOLVE_MS=300).
 #   1. xact_driver populate: DIRS directories of FILES files, synced, with
 #      no crash point (a create is a batch with its parent's row, which may
-#      sit at the other MDS);
+#      sit at the other MDS); then xact_driver visible: a stat right after
+#      each mkdir/rmdir shows the new count (an RMU's delta shown before its
+#      delivery when the parent's row sits at the other MDS);
 #   2. both MDS restarted (SIGTERM: they commit first) with the crash
 #      point in their environment: whichever plays the role first dies;
 #   3. xact_driver churn: THREADS threads link, rename and exchange names
-#      between random pairs of directories, recording every answer;
+#      between random pairs of directories, and make and remove
+#      subdirectories (the parent's count is an RMU when the parent's row
+#      sits at the other MDS: an outbox row with the entry, delivered as a
+#      transaction with a count row at the parent), recording every answer;
 #   4. an MDS must die at the crash point within 30 s (none: no cross-MDS
 #      transaction reached it, a failure); each MDS that dies is restarted
 #      at once WITHOUT the crash point (same folder and port), the other
@@ -23,7 +28,8 @@
 #      the churn goes on AFTER_S seconds after the last restart;
 #   5. a few resolve periods later, xact_driver check from a fresh client:
 #      every listed name resolves (no stub without its ILT row), nlink ==
-#      names for every uuid, no file lost, no name listed twice, root nlink
+#      names for every uuid, every directory's nlink == 2 + its
+#      subdirectories, no file lost, no name listed twice, root nlink
 #      right. A pending row stays visible until its slice is loaded and
 #      its resolver ran, so a pass that finds a violation is repeated (up
 #      to 4 passes, 1 s apart): the last is the verdict, the first is
@@ -53,6 +59,7 @@ DIRS=${XACT_DIRS:-8}
 FILES=${XACT_FILES:-40}
 THREADS=${XACT_THREADS:-4}
 RESOLVE_MS=300
+SOFT_MS=3000 # a count shown before its RMU's delivery (mds/mds_soft.h)
 AFTER_S=${XACT_AFTER_S:-5}
 pid_folder xact_crash XACT_KEEP
 stamp() { echo "[$(date +%T)] $*"; }
@@ -89,6 +96,7 @@ run_point() {
         [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
         mkdir -p "$D/mds$k"
         env ${crash:+POM_MDS_XACT_CRASH=$crash} POM_MDS_XACT_RESOLVE_MS=$RESOLVE_MS \
+            POM_MDS_RMU_SOFT_MS=$SOFT_MS \
             "$MDSBIN" ${XACT_VERBOSE:+--verbose} --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
             --split-threshold 16 --commit-interval-ms 500 --threads 4 >>"$D/mds$k.log" 2>&1 &
         MPID[$k]=$!
@@ -113,6 +121,12 @@ run_point() {
     local prc=$?
     ok "$point: populated $DIRS x $FILES files (synced)" [ $prc = 0 ]
     [ $prc = 0 ] || { cat "$D/populate.out"; return 1; }
+    # A parent's count shows a mkdir/rmdir at once, also when its row sits
+    # at the other MDS (an RMU, shown before its delivery).
+    "$DRIVER" "$R2" xfs visible "$DIRS" 6 >"$D/visible.out" 2>&1
+    local vrc=$?
+    grep -a '^violation\|^result\|^mkdir\|^rmdir' "$D/visible.out" | head -8 | sed "s/^/$point: /"
+    ok "$point: every stat after a mkdir or rmdir shows the new count (exit $vrc)" [ $vrc = 0 ]
 
     # Both MDS again, now with the crash point ("none": a run without one,
     # to tell what the crashes do from what the transactions do alone).
@@ -198,6 +212,11 @@ run_point() {
     xchg=$(awk '$2 == "exchange_ok" {print $3}' "$D/churn.out")
     ok "$point: links, renames and exchanges succeeded (${linked:-0}, ${renamed:-0}, ${xchg:-0})" \
         [ "${linked:-0}" -gt 0 -a "${renamed:-0}" -gt 0 -a "${xchg:-0}" -gt 0 ]
+    local made removed
+    made=$(awk '$2 == "mkdir_ok" {print $3}' "$D/churn.out")
+    removed=$(awk '$2 == "rmdir_ok" {print $3}' "$D/churn.out")
+    ok "$point: mkdirs and rmdirs succeeded (${made:-0}, ${removed:-0})" \
+        [ "${made:-0}" -gt 0 -a "${removed:-0}" -gt 0 ]
 
     sleep $(( (RESOLVE_MS * 4 + 999) / 1000 )) # a few resolve periods
     stamp "$point: check from a fresh client"

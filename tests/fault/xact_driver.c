@@ -14,7 +14,11 @@
  *       at a time) and do, between two different directories:
  *         link      a new name for the file (pom_link),
  *         rename    the name moves to a new name (POM_RENAME_NOREPLACE),
- *         exchange  two names swap (POM_RENAME_EXCHANGE).
+ *         exchange  two names swap (POM_RENAME_EXCHANGE),
+ *       and in one directory:
+ *         mkdir     a new subdirectory, rmdir  one this thread made (the
+ *                   parent's nlink is a count delta at the MDS of the
+ *                   parent's row: a transaction when that is another MDS).
  *       No op removes a file, so every file of LIST must keep a name. Every
  *       op's answer is written to OPLOG ("+S.mmm thread op args rc") and
  *       counted per op and errno. Links stop at 3 names per file on
@@ -26,11 +30,20 @@
  *   xact_driver R2ADDR FSNAME check DIRS LIST PASSES GAP_MS
  *       walks every /x<k>: each name listed once, each resolves (a link
  *       stub to its ILT row), with the inode it is listed with; for every
- *       uuid, nlink == the names found for it; every file of LIST still has
- *       a name; the root's nlink is 2 + DIRS. A pass that finds a violation
+ *       uuid, nlink == the names found for it (subdirectories aside); every
+ *       /x<k>'s nlink is 2 + the subdirectories listed in it; every file of
+ *       LIST still has a name; the root's nlink is 2 + DIRS. A pass that finds a violation
  *       is repeated after GAP_MS (a pending row is visible until its
  *       resolver settled it: docs/mds-xact.md "Cost"), up to PASSES; the
  *       last pass is the verdict. Exit 1 on any violation in it.
+ *
+ *   xact_driver R2ADDR FSNAME visible DIRS ROUNDS
+ *       one thread, in each /x<k>: ROUNDS times mkdir v<r> then stat
+ *       /x<k>, then rmdir each v<r> then stat /x<k>; every stat must show
+ *       the count of that moment (2 + subdirectories) at once, also when
+ *       /x<k>'s row sits at another MDS than the new entry (the count is
+ *       an RMU then, shown before its delivery: mds/mds_soft.h). Exit 1 on
+ *       any stat that shows another count.
  *
  * The seed of the churn is printed (POM_XACT_SEED sets it). Prints
  * "result: KEY VALUE" lines.
@@ -55,8 +68,9 @@
 #define MAX_ERRNO 160
 #define SHOWN 20
 
-enum op { OP_LINK, OP_RENAME, OP_EXCHANGE, OP__N };
-static const char *const op_names[OP__N] = { "link", "rename", "exchange" };
+enum op { OP_LINK, OP_RENAME, OP_EXCHANGE, OP_MKDIR, OP_RMDIR, OP__N };
+static const char *const op_names[OP__N] = { "link", "rename", "exchange", "mkdir", "rmdir" };
+#define MAX_SUBDIRS 64 /* per thread: mkdir waits for rmdir past it */
 
 static double now_s(void)
 {
@@ -95,6 +109,61 @@ static int find_dirs(pom_fs *fs, long ndirs, pom_ino *dir)
         dir[k] = st.st_ino;
     }
     return 0;
+}
+
+/* ---- visible ------------------------------------------------------------ */
+
+/* Whether /x<k> shows nlink `want` now; prints the first misses. */
+static bool shows(pom_fs *fs, pom_ino dir, long k, long want, long *shown)
+{
+    struct stat st;
+    int rc = pom_getattr(fs, dir, &st);
+    if (rc == 0 && (long)st.st_nlink == want)
+        return true;
+    if ((*shown)++ < SHOWN)
+        printf("violation: /x%ld nlink %ld (rc %d), want %ld\n", k,
+               rc < 0 ? -1L : (long)st.st_nlink, rc, want);
+    return false;
+}
+
+static int visible(pom_fs *fs, long ndirs, long rounds)
+{
+    pom_ino dir[MAX_DIRS];
+    if (ndirs < 1 || ndirs > MAX_DIRS || rounds < 1 || rounds > 1000 ||
+        find_dirs(fs, ndirs, dir) < 0)
+        return 2;
+    long checks = 0, bad = 0, shown = 0;
+    for (long k = 0; k < ndirs; k++) {
+        struct stat st;
+        if (pom_getattr(fs, dir[k], &st) < 0)
+            return 1;
+        long base = (long)st.st_nlink;
+        for (long r = 0; r < rounds; r++) {
+            char nn[NAME_LEN];
+            snprintf(nn, sizeof nn, "v%ld", r);
+            int rc = pom_mkdir(fs, dir[k], nn, 0755, NULL, &st);
+            if (rc < 0) {
+                printf("mkdir /x%ld/%s: %s\n", k, nn, strerror(-rc));
+                return 1;
+            }
+            pom_forget(fs, st.st_ino, 1);
+            checks++;
+            bad += !shows(fs, dir[k], k, base + r + 1, &shown);
+        }
+        for (long r = 0; r < rounds; r++) {
+            char nn[NAME_LEN];
+            snprintf(nn, sizeof nn, "v%ld", r);
+            int rc = pom_rmdir(fs, dir[k], nn);
+            if (rc < 0) {
+                printf("rmdir /x%ld/%s: %s\n", k, nn, strerror(-rc));
+                return 1;
+            }
+            checks++;
+            bad += !shows(fs, dir[k], k, base + rounds - r - 1, &shown);
+        }
+    }
+    printf("result: visible_checks %ld\nresult: visible_violations %ld\n", checks, bad);
+    return bad ? 1 : 0;
 }
 
 /* ---- populate --------------------------------------------------------- */
@@ -401,14 +470,59 @@ static void do_exchange(struct churn *c, int k, uint64_t *rs)
     put_slot(c, j, rc == -ENOENT);
 }
 
+/* The subdirectories a thread made (and may remove). */
+struct subdirs {
+    long dir[MAX_SUBDIRS];
+    char name[MAX_SUBDIRS][NAME_LEN];
+    int n;
+};
+
+static void do_mkdir(struct churn *c, int k, uint64_t *rs, long *seq, struct subdirs *sd)
+{
+    if (sd->n == MAX_SUBDIRS)
+        return;
+    long d = (long)(rnd(rs) % (uint64_t)c->ndirs);
+    char nn[NAME_LEN], args[160];
+    snprintf(nn, sizeof nn, "d%d_%ld", k, (*seq)++);
+    snprintf(args, sizeof args, "x%ld/%s", d, nn);
+    double t_op = now_s();
+    struct stat st;
+    int rc = pom_mkdir(c->fs, c->dir[d], nn, 0755, NULL, &st);
+    if (rc == 0)
+        pom_forget(c->fs, st.st_ino, 1);
+    record(c, k, OP_MKDIR, args, rc, t_op);
+    /* Also after an error: it may have been made (a retried timeout); an
+     * rmdir of it later answers 0 or -ENOENT. */
+    sd->dir[sd->n] = d;
+    snprintf(sd->name[sd->n++], NAME_LEN, "%s", nn);
+}
+
+static void do_rmdir(struct churn *c, int k, uint64_t *rs, struct subdirs *sd)
+{
+    if (sd->n == 0)
+        return;
+    int i = (int)(rnd(rs) % (uint64_t)sd->n);
+    char args[160];
+    snprintf(args, sizeof args, "x%ld/%s", sd->dir[i], sd->name[i]);
+    double t_op = now_s();
+    int rc = pom_rmdir(c->fs, c->dir[sd->dir[i]], sd->name[i]);
+    record(c, k, OP_RMDIR, args, rc, t_op);
+    if (rc == 0 || rc == -ENOENT) {
+        sd->n--;
+        sd->dir[i] = sd->dir[sd->n];
+        memcpy(sd->name[i], sd->name[sd->n], NAME_LEN);
+    }
+}
+
 static void *churn_main(void *arg)
 {
     struct cworker *w = arg;
     struct churn *c = w->c;
     uint64_t rs = c->seed ^ ((uint64_t)(w->k + 1) * UINT64_C(0x632be59bd9b4e019));
     long seq = 0;
+    static _Thread_local struct subdirs sd;
     while (!stopped(c)) {
-        unsigned r = (unsigned)(rnd(&rs) % 10);
+        unsigned r = (unsigned)(rnd(&rs) % 12);
         pthread_mutex_lock(&c->mu);
         bool full = c->nslots >= c->max_names; /* links bounded: renames instead */
         pthread_mutex_unlock(&c->mu);
@@ -416,8 +530,12 @@ static void *churn_main(void *arg)
             do_link(c, w->k, &rs, &seq);
         else if (r < 8)
             do_rename(c, w->k, &rs, &seq);
-        else
+        else if (r < 10)
             do_exchange(c, w->k, &rs);
+        else if (r == 10)
+            do_mkdir(c, w->k, &rs, &seq, &sd);
+        else
+            do_rmdir(c, w->k, &rs, &sd);
     }
     return NULL;
 }
@@ -593,14 +711,14 @@ static int cmp_name(const void *a, const void *b)
 }
 
 struct verdict {
-    long names, uuids, multi, unresolved, ino_differs, dups, mismatches, lost_files,
-        list_errors, lookup_errors, root_bad;
+    long names, uuids, multi, subdirs, unresolved, ino_differs, dups, mismatches, lost_files,
+        list_errors, lookup_errors, root_bad, dir_nlink_bad;
 };
 
 static long violations(const struct verdict *v)
 {
     return v->unresolved + v->ino_differs + v->dups + v->mismatches + v->lost_files +
-           v->list_errors + v->lookup_errors + v->root_bad;
+           v->list_errors + v->lookup_errors + v->root_bad + v->dir_nlink_bad;
 }
 
 /* One walk of every directory; prints the first violations. */
@@ -623,6 +741,7 @@ static int check_pass(pom_fs *fs, const pom_ino *dir, long ndirs, const struct e
             printf(__VA_ARGS__);                                                              \
     } while (0)
     for (long k = 0; k < ndirs; k++) {
+        long subdirs = 0;
         struct listing l = { .next = POM_COOKIE_START };
         for (;;) {
             uint64_t before = l.next;
@@ -662,6 +781,10 @@ static int check_pass(pom_fs *fs, const pom_ino *dir, long ndirs, const struct e
                 SHOW("violation: /x%ld/%s listed as uuid %" PRIu64 ", resolves to %" PRIu64
                      "\n", k, l.v[j].name, l.v[j].ino, (uint64_t)st.st_ino);
             }
+            if (S_ISDIR(st.st_mode)) { /* made by mkdir: counted for its parent */
+                subdirs++;
+                continue;
+            }
             if (t.used * 2 >= t.cap)
                 continue; /* sized for 8x the files' names: never */
             size_t h = uslot(&t, (uint64_t)st.st_ino);
@@ -673,6 +796,14 @@ static int check_pass(pom_fs *fs, const pom_ino *dir, long ndirs, const struct e
             t.nlink[h] = (uint32_t)st.st_nlink;
         }
         free(l.v);
+        v.subdirs += subdirs;
+        struct stat dst;
+        int rc = pom_getattr(fs, dir[k], &dst);
+        if (rc < 0 || dst.st_nlink != (nlink_t)(2 + subdirs)) {
+            v.dir_nlink_bad++;
+            SHOW("violation: /x%ld nlink %ld (rc %d), want 2 + %ld subdirectories\n", k,
+                 rc < 0 ? -1L : (long)dst.st_nlink, rc, subdirs);
+        }
     }
     for (size_t h = 0; h < t.cap; h++) {
         if (!t.uuid[h])
@@ -725,11 +856,13 @@ static int check(pom_fs *fs, long ndirs, const char *list, int passes, long gap_
             return 1;
         }
         long bad = violations(&v);
-        printf("check pass %d: %ld names, %ld uuids (%ld with several names), %ld violations: "
-               "unresolved %ld, ino_differs %ld, dups %ld, nlink_mismatches %ld, "
-               "lost_files %ld, list_errors %ld, lookup_errors %ld, root_bad %ld\n",
-               pass, v.names, v.uuids, v.multi, bad, v.unresolved, v.ino_differs, v.dups,
-               v.mismatches, v.lost_files, v.list_errors, v.lookup_errors, v.root_bad);
+        printf("check pass %d: %ld names, %ld uuids (%ld with several names), %ld "
+               "subdirectories, %ld violations: unresolved %ld, ino_differs %ld, dups %ld, "
+               "nlink_mismatches %ld, lost_files %ld, list_errors %ld, lookup_errors %ld, "
+               "root_bad %ld, dir_nlink_bad %ld\n",
+               pass, v.names, v.uuids, v.multi, v.subdirs, bad, v.unresolved, v.ino_differs,
+               v.dups, v.mismatches, v.lost_files, v.list_errors, v.lookup_errors, v.root_bad,
+               v.dir_nlink_bad);
         fflush(stdout);
         if (bad == 0 || last)
             break;
@@ -750,13 +883,15 @@ int main(int argc, char **argv)
         fprintf(stderr,
                 "usage: xact_driver R2ADDR FSNAME populate DIRS FILES LIST\n"
                 "       xact_driver R2ADDR FSNAME churn SECONDS THREADS LIST OPLOG [STOPFILE]\n"
-                "       xact_driver R2ADDR FSNAME check DIRS LIST PASSES GAP_MS\n");
+                "       xact_driver R2ADDR FSNAME check DIRS LIST PASSES GAP_MS\n"
+                "       xact_driver R2ADDR FSNAME visible DIRS ROUNDS\n");
         return 2;
     }
     const char *cmd = argv[3];
     bool ok = (strcmp(cmd, "populate") == 0 && argc == 7) ||
               (strcmp(cmd, "churn") == 0 && (argc == 8 || argc == 9)) ||
-              (strcmp(cmd, "check") == 0 && argc == 8);
+              (strcmp(cmd, "check") == 0 && argc == 8) ||
+              (strcmp(cmd, "visible") == 0 && argc == 6);
     if (!ok)
         goto usage;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -772,6 +907,8 @@ int main(int argc, char **argv)
         ret = d < 2 || d > MAX_DIRS ? 2 : populate(fs, d, atol(argv[5]), argv[6]);
     } else if (strcmp(cmd, "churn") == 0) {
         ret = churn(fs, atof(argv[4]), atoi(argv[5]), argv[6], argv[7], argc == 9 ? argv[8] : NULL);
+    } else if (strcmp(cmd, "visible") == 0) {
+        ret = visible(fs, atol(argv[4]), atol(argv[5]));
     } else {
         ret = check(fs, atol(argv[4]), argv[5], atoi(argv[6]), atol(argv[7]));
     }

@@ -508,6 +508,31 @@ static void test_pending(void **state)
     assert_int_equal(bal, 10);
     assert_int_equal(tenv_get(&v, T1, "c", &id, &bal), 0);
     assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, add_fn, &d5, &gen), 0);
+
+    /* Count rows (a parent's subdirectory count in two transactions,
+     * XT_SYS_COUNT): one per transaction, side by side, and they block
+     * nobody -- deltas commute (docs/mds-xact.md). */
+    unsigned char k1[XT_SYS_HEAD + 16], k2[XT_SYS_HEAD + 16];
+    xt_hash_sys_head(k1, XT_SYS_COUNT, xt_hash_name("a", 1));
+    memcpy(k2, k1, XT_SYS_HEAD);
+    memset(k1 + XT_SYS_HEAD, 1, 16);
+    memset(k2 + XT_SYS_HEAD, 2, 16);
+    struct seen s1 = { 0 }, s2 = { 0 };
+    struct mds_aop cnt[2] = { aop(MDS_AOP_UPDATE, T1, "a"), aop(MDS_AOP_CREATE, T1, "") };
+    cnt[0].fn = add_fn;
+    cnt[0].arg = &d5;
+    cnt[1].name = k1;
+    cnt[1].name_len = sizeof k1;
+    cnt[1].flags = MDS_TABLE_EXCL;
+    cnt[1].derive = derive_fn;
+    cnt[1].arg = &s1;
+    assert_int_equal(mds_table_atomic(v.t, cnt, 2, &failed, &gen), 0);
+    cnt[1].name = k2;
+    cnt[1].arg = &s2;
+    assert_int_equal(mds_table_atomic(v.t, cnt, 2, &failed, &gen), 0);
+    assert_int_equal(tenv_get(&v, T1, "a", &id, &bal), 1);
+    assert_int_equal(bal, 25);
+    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, add_fn, &d5, &gen), 0);
     free(cr);
     xt_free(pre);
     tenv_fini(&v);

@@ -565,13 +565,17 @@ static void model_update(const xt_row *old, const xt_row_patch *p, xt_row *n)
     if (s & XT_ROW_SET_MODE) n->attr.mode = a->mode;
     if (s & XT_ROW_SET_UID) n->attr.uid = a->uid;
     if (s & XT_ROW_SET_GID) n->attr.gid = a->gid;
-    if (s & XT_ROW_SET_NLINK) n->attr.nlink = a->nlink;
+    if (s & XT_ROW_SET_NLINK) { /* an absolute count: not below 2 for now */
+        n->attr.nlink = a->nlink;
+        n->attr.flags &= ~XT_ROW_F_NLINK_LOW;
+    }
     if (s & XT_ROW_SET_SIZE) n->attr.size = a->size;
     if (s & XT_ROW_SET_ATIME) n->attr.atime_ns = a->atime_ns;
     if (s & XT_ROW_SET_MTIME) n->attr.mtime_ns = a->mtime_ns;
     if (s & XT_ROW_SET_CTIME) n->attr.ctime_ns = a->ctime_ns;
     if (s & XT_ROW_SET_BTIME) n->attr.btime_ns = a->btime_ns;
-    if (s & XT_ROW_SET_FLAGS) n->attr.flags = a->flags;
+    if (s & XT_ROW_SET_FLAGS) /* the count's sign stays the row's */
+        n->attr.flags = (a->flags & ~XT_ROW_F_NLINK_LOW) | (n->attr.flags & XT_ROW_F_NLINK_LOW);
     if (s & XT_ROW_SET_GENERATION) n->attr.generation = a->generation;
     if (s & XT_ROW_SET_NAME) {
         n->name = p->name;
@@ -737,9 +741,12 @@ static void test_update_semantics(void **state)
 }
 
 /* XT_ROW_SET_NLINK_ADD (a directory's subdirectory count changed in place
- * by the MDS) against its model over random counts and deltas: a counted
- * row (>= 2) gets nlink + d clamped to [2, UINT32_MAX], a 0 or 1 stays,
- * nothing else changes but the version; with XT_ROW_SET_NLINK: -EINVAL. */
+ * by the MDS) against its model over random counts, flags and deltas: a
+ * counted row (>= 2, or any value with XT_ROW_F_NLINK_LOW read as signed)
+ * gets count + d exactly (kept in [INT32_MIN, UINT32_MAX]), below 2 with
+ * the flag set and shown as 2, from 2 up without it; a 0 or 1 without the
+ * flag stays; nothing else changes but the version; with
+ * XT_ROW_SET_NLINK: -EINVAL. */
 static void test_update_nlink_add(void **state)
 {
     (void)state;
@@ -751,6 +758,8 @@ static void test_update_nlink_add(void **state)
         if (r.attr.version == UINT64_MAX)
             r.attr.version--;
         r.attr.nlink = below(2) ? edge[below(7)] : (uint32_t)rnd();
+        r.attr.flags = (r.attr.flags & ~XT_ROW_F_NLINK_LOW) |
+                       (below(4) == 0 ? XT_ROW_F_NLINK_LOW : 0);
         int32_t d = below(2) ? dedge[below(7)] : (int32_t)(below(9) - 4);
         size_t len;
         uint8_t *old = encode(&r, &len), *out;
@@ -762,12 +771,22 @@ static void test_update_nlink_add(void **state)
         p.attr.mtime_ns = p.attr.ctime_ns = 12345;
         assert_int_equal(xt_row_update(old, len, &p, &out, &out_len), 0);
         assert_int_equal(xt_row_decode_meta(out, out_len, &got), 0);
-        uint32_t want = r.attr.nlink;
-        if (want >= 2) {
-            int64_t v = (int64_t)want + d;
-            want = v < 2 ? 2 : v > UINT32_MAX ? UINT32_MAX : (uint32_t)v;
+        bool low = r.attr.flags & XT_ROW_F_NLINK_LOW;
+        uint32_t want = r.attr.nlink, want_low = low;
+        if (low || want >= 2) {
+            int64_t v = (low ? (int64_t)(int32_t)r.attr.nlink : (int64_t)r.attr.nlink) + d;
+            if (v < INT32_MIN)
+                v = INT32_MIN;
+            if (v > (int64_t)UINT32_MAX)
+                v = UINT32_MAX;
+            want_low = v < 2;
+            want = v < 2 ? (uint32_t)(int32_t)v : (uint32_t)v;
         }
         assert_int_equal(got.attr.nlink, want);
+        assert_int_equal((got.attr.flags & XT_ROW_F_NLINK_LOW) != 0, want_low);
+        assert_int_equal(got.attr.flags & ~XT_ROW_F_NLINK_LOW,
+                         r.attr.flags & ~XT_ROW_F_NLINK_LOW);
+        assert_int_equal(xt_row_nlink_shown(&got.attr), want_low ? 2 : want);
         assert_int_equal(got.attr.version, r.attr.version + 1);
         assert_int_equal(got.attr.uuid, r.attr.uuid);
         assert_int_equal(got.attr.size, r.attr.size);

@@ -34,7 +34,10 @@ enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE 
 #define XT_F_SYS    0x40 /* the request may name system rows (names starting
                              00 FF, xt_hash.h); set only by MDS-to-MDS calls:
                              without it such a name answers -EINVAL */
-#define XT_F_ALL    0x7f
+#define XT_F_SOFT   0x80 /* update, with XT_F_SYS: an MDS's eager count delta of
+                             an RMU (mds_rmu.h): the times are applied, the
+                             NLINK_ADD only shown until the RMU delivers it */
+#define XT_F_ALL    0xff
 
 /* Which table a request addresses. */
 struct xt_tref {

@@ -1,0 +1,345 @@
+/*
+ * mds_xact_rmu.c -- RMU, the reliable asynchronous update of another
+ * MDS's row (DESIGN 5; docs/mds-xact.md "RMU as built"): a parent's
+ * subdirectory count and times after a mkdir or rmdir whose parent row
+ * sits at another MDS.
+ *
+ * The sender (the MDS that makes the entry) writes an outbox row in the
+ * entry's own atomic batch: committed with the entry or lost with it. It
+ * also sends the delta at once to the parent's MDS, which shows it
+ * (mds_soft.h) without storing it. Delivery, on the transaction thread
+ * once per commit group: the outbox rows of the cached slices, summed per
+ * parent, each sum one transaction whose ops are the outbox rows' deletes
+ * (here: the decider) and the parent's NLINK_ADD (prepared there with a
+ * count row, which blocks nobody, and taken out of the shown delta). So:
+ *  (1) a delta reaches the parent's stored nlink iff its outbox row is
+ *      deleted, in one transaction: exactly once, whoever crashes when;
+ *  (2) an outbox row lives in the slice of the entry it follows, so it is
+ *      committed, moved and reloaded with it, and delivered by whoever
+ *      holds that slice (after a restart: once the slice is cached again);
+ *  (3) delivering rows of the open group is safe: the decision is stamped
+ *      in this MDS's group no earlier than the outbox rows it deletes, so
+ *      a crash that loses them loses the decision too, and the parent's
+ *      count row rolls back (aborted) when its resolver gets to it;
+ *  (4) a delivered transaction is finished only once its decision's group
+ *      committed by itself: a delivery never forces a commit here;
+ *  (5) a row is delivered once it is RMU_MIN_AGE old: its eager delta has
+ *      reached the parent's MDS by then, so the delivery takes out of the
+ *      shown delta what it stores (a delivery first would leave that
+ *      delta shown twice until the view's ttl, mds_soft.h).
+ */
+#include "mds_xact.h"
+#include "mds_xact_i.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "xt_common.h"
+
+#define RMU_OFF_TFSID  1
+#define RMU_OFF_TTABLE 5
+#define RMU_OFF_UUID   13
+#define RMU_OFF_DELTA  21
+#define RMU_OFF_NLEN   25
+/* Outbox rows per delivery transaction: their deletes, the parent's
+ * update and the decision row fit one atomic batch here (the decider is
+ * always this MDS, so the wire's smaller XT_BATCH_ATOMIC_MAX does not
+ * bound it; the parent's MDS gets only the update). */
+#define RMU_CHUNK      (MDS_ATOMIC_MAX - 2)
+/* A round runs when a group committed here, and at least this often: an
+ * idle MDS delivers rows left over, and rows of slices it loaded (after a
+ * restart, a handover from another MDS). */
+#define RMU_RETRY_NS   (1000u * 1000000u)
+#define RMU_MIN_AGE_NS (1000u * 1000000u)
+
+int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
+                        const void *near, size_t near_len, struct rmu_buf *b,
+                        struct xt_req *out)
+{
+    if (!q->row || q->name_len == 0 || q->name_len > XT_NAME_MAX)
+        return -EINVAL;
+    xt_hash_sys_head(b->name, XT_SYS_OUTBOX, xt_hash_name(near, near_len));
+    xt_put_u32(b->name + XT_SYS_HEAD, mds_route_self(x->o.route));
+    xt_put_u32(b->name + XT_SYS_HEAD + 4, x->o.epoch);
+    xt_put_u64(b->name + XT_SYS_HEAD + 8,
+               atomic_fetch_add_explicit(&x->rmu_seq, 1, memory_order_relaxed) + 1);
+    uint8_t *r = b->rec;
+    r[0] = RMU_FMT;
+    xt_put_u32(r + RMU_OFF_TFSID, q->t.fsid);
+    xt_put_u64(r + RMU_OFF_TTABLE, q->t.table);
+    xt_put_u64(r + RMU_OFF_UUID, (q->flags & XT_F_IF_UUID) ? q->expect_uuid : 0);
+    xt_put_u32(r + RMU_OFF_DELTA, q->row->attr.nlink);
+    xt_put_u16(r + RMU_OFF_NLEN, (uint16_t)q->name_len);
+    memcpy(r + RMU_OFF_NAME, q->name, q->name_len);
+    xt_row_init(&b->row);
+    b->row.attr.type = XT_ROW_KV;
+    b->row.attr.ctime_ns = xt_now_ns();
+    b->row.name = b->name;
+    b->row.name_len = RMU_NAME_LEN;
+    xt_row_view_set_group(&b->row, XT_CG_USER0, r, (uint32_t)(RMU_OFF_NAME + q->name_len));
+    *out = (struct xt_req){ .op = XT_OP_CREATE, .t = { fsid, table, -1 }, .name = b->name,
+                            .name_len = RMU_NAME_LEN, .row = &b->row,
+                            .flags = XT_F_SYS | XT_F_EXCL };
+    return 0;
+}
+
+/* ---- delivery ---------------------------------------------------------------- */
+
+/* One outbox row found in the cache, parsed. */
+struct ob {
+    uint32_t fsid;           /* where it is */
+    uint64_t table;
+    uint8_t name[RMU_NAME_LEN];
+    uint32_t tfsid;          /* what it asks */
+    uint64_t ttable, uuid;
+    int32_t delta;
+    uint16_t tname_len;
+    uint8_t tname[XT_NAME_MAX];
+};
+
+struct ob_scan {
+    const struct mds_key *k;
+    uint64_t born_before;    /* xt_now_ns: younger rows wait (5) */
+    struct ob *v;
+    size_t n, cap;
+};
+
+static int ob_parse(const xt_slice_entry *e, struct ob *o)
+{
+    const uint8_t *g;
+    uint32_t glen;
+    if (xt_row_get_group(e->row, e->row_len, XT_CG_USER0, &g, &glen) < 0 ||
+        glen < RMU_OFF_NAME || g[0] != RMU_FMT)
+        return -EBADMSG;
+    o->tname_len = xt_get_u16(g + RMU_OFF_NLEN);
+    if (o->tname_len == 0 || o->tname_len > XT_NAME_MAX || glen != (uint32_t)(RMU_OFF_NAME + o->tname_len))
+        return -EBADMSG;
+    memcpy(o->name, e->name, RMU_NAME_LEN);
+    o->tfsid = xt_get_u32(g + RMU_OFF_TFSID);
+    o->ttable = xt_get_u64(g + RMU_OFF_TTABLE);
+    o->uuid = xt_get_u64(g + RMU_OFF_UUID);
+    o->delta = (int32_t)xt_get_u32(g + RMU_OFF_DELTA);
+    memcpy(o->tname, g + RMU_OFF_NAME, o->tname_len);
+    return 0;
+}
+
+static int ob_cb(void *arg, const xt_slice_entry *e)
+{
+    struct ob_scan *s = arg;
+    const uint8_t *nm = e->name;
+    xt_row meta;
+    if (e->name_len != RMU_NAME_LEN || !e->row || !xt_hash_is_sys(nm, e->name_len) ||
+        nm[2] != XT_SYS_OUTBOX || xt_row_decode_meta(e->row, e->row_len, &meta) < 0 ||
+        meta.attr.ctime_ns > s->born_before)
+        return 0;
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        struct ob *v = xt_realloc(s->v, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        s->v = v;
+        s->cap = cap;
+    }
+    struct ob *o = &s->v[s->n];
+    if (ob_parse(e, o) < 0) {
+        XT_ERR("rmu: an outbox row of table %llu does not parse: left for fsck",
+               (unsigned long long)s->k->table);
+        return 0;
+    }
+    o->fsid = s->k->fsid;
+    o->table = s->k->table;
+    s->n++;
+    return 0;
+}
+
+/* Rows with one target sort together. */
+static int ob_cmp(const void *a, const void *b)
+{
+    const struct ob *p = a, *q = b;
+    if (p->tfsid != q->tfsid)
+        return p->tfsid < q->tfsid ? -1 : 1;
+    if (p->ttable != q->ttable)
+        return p->ttable < q->ttable ? -1 : 1;
+    if (p->uuid != q->uuid)
+        return p->uuid < q->uuid ? -1 : 1;
+    if (p->tname_len != q->tname_len)
+        return p->tname_len < q->tname_len ? -1 : 1;
+    return memcmp(p->tname, q->tname, p->tname_len);
+}
+
+static bool same_target(const struct ob *p, const struct ob *q)
+{
+    return p->tfsid == q->tfsid && p->ttable == q->ttable && p->uuid == q->uuid &&
+           p->tname_len == q->tname_len && memcmp(p->tname, q->tname, p->tname_len) == 0;
+}
+
+/* The outbox rows of every cached slice (*out: xt_free). */
+static int ob_collect(mds_xact *x, struct ob **out, size_t *n)
+{
+    struct mds_key *keys;
+    size_t nk;
+    int rc = mds_cache_keys(x->o.cache, &keys, &nk);
+    if (rc < 0)
+        return rc;
+    struct ob_scan s = { .born_before = xt_now_ns() - RMU_MIN_AGE_NS };
+    for (size_t i = 0; i < nk && rc == 0; i++) {
+        mds_cent *e;
+        if (keys[i].slice == MDS_META_SLICE || mds_cache_peek(x->o.cache, &keys[i], &e) < 0)
+            continue;
+        xt_slice *sl = mds_cent_slice(e);
+        xt_slice_rdlock(sl);
+        if (xt_slice_sys_count(sl) > 0) {
+            s.k = &keys[i];
+            int r = xt_slice_foreach(sl, ob_cb, &s); /* (rows visited, or -errno) */
+            rc = r < 0 ? r : 0;
+        }
+        xt_slice_unlock(sl);
+        mds_cache_put(x->o.cache, e);
+    }
+    xt_free(keys);
+    if (rc < 0) {
+        xt_free(s.v);
+        return rc;
+    }
+    *out = s.v;
+    *n = s.n;
+    return 0;
+}
+
+/* The outbox rows v[0..n) deleted here without delivery: their parent is
+ * gone (removed, or replaced by another row of that name). */
+static void drop_rows(mds_xact *x, const struct ob *v, size_t n, struct xt_req *reqs,
+                      struct xt_resp *resps)
+{
+    size_t failed;
+    uint64_t gen;
+    memset(resps, 0, n * sizeof *resps);
+    int rc = mds_xact_send(x, mds_route_self(x->o.route), reqs, n, resps, &failed, &gen);
+    for (size_t i = 0; i < n; i++)
+        xt_resp_free(&resps[i]);
+    XT_DBG("rmu: %zu outbox rows for %.*s of table %llu dropped (the parent is gone): %d", n,
+           (int)v[0].tname_len, (const char *)v[0].tname, (unsigned long long)v[0].ttable, rc);
+    if (rc == 0)
+        mds_stats_add(x->o.stats, MDS_CTR_RMU_DROPPED, n);
+}
+
+/* Delivers v[0..n) (n <= RMU_CHUNK rows with one target). 0: delivered
+ * or dropped; < 0: left for a later round. */
+static int deliver(mds_xact *x, const struct ob *v, size_t n)
+{
+    struct xt_req reqs[RMU_CHUNK + 1];
+    struct xt_resp resps[RMU_CHUNK + 1];
+    uint32_t site[RMU_CHUNK + 1];
+    xt_row up;
+    xt_row_init(&up);
+    int64_t sum = 0;
+    for (size_t i = 0; i < n; i++) {
+        reqs[i] = (struct xt_req){ .op = XT_OP_DELETE, .t = { v[i].fsid, v[i].table, -1 },
+                                   .name = v[i].name, .name_len = RMU_NAME_LEN,
+                                   .flags = XT_F_SYS };
+        sum += v[i].delta;
+    }
+    /* (n <= RMU_CHUNK deltas of one op each: no overflow.) The count only:
+     * the times went with the eager op, and setting them again now could
+     * move them back behind a later change of the parent. */
+    up.attr.nlink = (uint32_t)(int32_t)sum;
+    reqs[n] = (struct xt_req){ .op = XT_OP_UPDATE, .t = { v[0].tfsid, v[0].ttable, -1 },
+                               .name = v[0].tname, .name_len = v[0].tname_len,
+                               .set_mask = XT_ROW_SET_NLINK_ADD, .row = &up,
+                               .expect_uuid = v[0].uuid,
+                               .flags = XT_F_SYS | (v[0].uuid ? XT_F_IF_UUID : 0u) };
+    int rc = mds_xact_owners(x, reqs, n + 1, site);
+    if (rc < 0)
+        return rc;
+    uint32_t self = mds_route_self(x->o.route);
+    for (size_t i = 0; i < n; i++)
+        if (site[i] != self) {
+            XT_DBG("rmu: outbox rows of table %llu are MDS %u's now: left to it",
+                   (unsigned long long)v[i].table, site[i]);
+            return -EREMOTE; /* the slice moved meanwhile: its new holder delivers */
+        }
+    size_t failed = 0;
+    memset(resps, 0, sizeof resps);
+    struct txn *held = NULL;
+    if (site[n] == self) {
+        /* The parent's row is here too: one atomic batch, no transaction. */
+        uint64_t gen;
+        rc = mds_xact_send(x, self, reqs, n + 1, resps, &failed, &gen);
+        if (rc == 0 && x->o.soft)
+            mds_soft_take(x->o.soft, v[0].tfsid, v[0].ttable, v[0].tname, v[0].tname_len,
+                          (int32_t)sum);
+    } else {
+        rc = mds_xact_txn_run(x, reqs, n + 1, site, resps, &failed, &held);
+    }
+    for (size_t i = 0; i <= n; i++)
+        xt_resp_free(&resps[i]);
+    if (rc == 0) {
+        XT_DBG("rmu: %zu outbox rows delivered to %.*s of table %llu: %+lld (%s)", n,
+               (int)v[0].tname_len, (const char *)v[0].tname, (unsigned long long)v[0].ttable,
+               (long long)sum, held ? "transaction" : "one batch");
+        mds_stats_add(x->o.stats, MDS_CTR_RMU_DELIVERED, n);
+        if (held) {
+            held->next = x->rmu_held;
+            x->rmu_held = held;
+        }
+        return 0;
+    }
+    if (failed == n && (rc == -ENOENT || rc == -ESTALE)) {
+        drop_rows(x, v, n, reqs, resps);
+        return 0;
+    }
+    XT_DBG("rmu: delivery of %zu rows for %.*s of table %llu: %s (op %zu): next round", n,
+           (int)v[0].tname_len, (const char *)v[0].tname, (unsigned long long)v[0].ttable,
+           strerror(-rc), failed);
+    return rc;
+}
+
+void mds_xact_rmu_round(mds_xact *x)
+{
+    struct mds_group_info gi;
+    mds_group_info(x->o.group, &gi);
+    uint64_t now = xt_mono_ns();
+    if (gi.committed_gen == x->rmu_committed && now < x->rmu_retry)
+        return;
+    x->rmu_committed = gi.committed_gen;
+    /* (4): the transactions whose decision is durable now are finished. */
+    for (struct txn **p = &x->rmu_held; *p;) {
+        struct txn *t = *p;
+        if (t->dgen <= gi.committed_gen) {
+            *p = t->next;
+            mds_xact_queue_finish(x, t);
+        } else {
+            p = &t->next;
+        }
+    }
+    struct ob *v = NULL;
+    size_t n = 0;
+    if (ob_collect(x, &v, &n) < 0) {
+        x->rmu_retry = now + RMU_RETRY_NS;
+        return;
+    }
+    if (n > 1)
+        qsort(v, n, sizeof *v, ob_cmp);
+    size_t left = 0; /* (for the log) */
+    for (size_t i = 0; i < n;) {
+        size_t j = i + 1;
+        while (j < n && j - i < RMU_CHUNK && same_target(&v[i], &v[j]))
+            j++;
+        if (deliver(x, &v[i], j - i) < 0)
+            left += j - i;
+        i = j;
+    }
+    xt_free(v);
+    if (n)
+        XT_DBG("rmu: round: %zu outbox rows, %zu left for a later round", n, left);
+    x->rmu_retry = now + RMU_RETRY_NS;
+}
+
+void mds_xact_rmu_free(mds_xact *x)
+{
+    while (x->rmu_held) {
+        struct txn *t = x->rmu_held;
+        x->rmu_held = t->next;
+        txn_free(t); /* (its participants' resolvers finish it) */
+    }
+}
