@@ -670,7 +670,8 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
      * failure here (the parent removed meanwhile) only hides the delta
      * until then. */
     for (size_t i = 0; i < n && nrmu; i++)
-        if (xt_req_loose_after(&reqs[i]) && (rc = run_loose(x, &reqs[i], XT_F_SYS | XT_F_SOFT, &resps[i])) < 0)
+        if (xt_req_loose_after(&reqs[i]) &&
+            (rc = run_loose(x, &reqs[i], XT_F_SYS | XT_F_SOFT, &resps[i])) < 0)
             XT_DBG("xact: a parent's count not shown before its RMU: %s", strerror(-rc));
     /* The client tracks the epoch of the MDS holding op 0's change. */
     if (!resps[0].epoch && resps[sidx[0]].epoch) {

@@ -112,7 +112,8 @@ static int ob_parse(const xt_slice_entry *e, struct ob *o)
         glen < RMU_OFF_NAME || g[0] != RMU_FMT)
         return -EBADMSG;
     o->tname_len = xt_get_u16(g + RMU_OFF_NLEN);
-    if (o->tname_len == 0 || o->tname_len > XT_NAME_MAX || glen != (uint32_t)(RMU_OFF_NAME + o->tname_len))
+    if (o->tname_len == 0 || o->tname_len > XT_NAME_MAX ||
+        glen != (uint32_t)(RMU_OFF_NAME + o->tname_len))
         return -EBADMSG;
     memcpy(o->name, e->name, RMU_NAME_LEN);
     o->tfsid = xt_get_u32(g + RMU_OFF_TFSID);
