@@ -1,0 +1,222 @@
+#!/bin/bash
+# test_mdsl_move_crash.sh -- the crash matrix of ring-1 slice moves with real
+# daemons (docs/mdsl-scale.md step 5, the "Crash points" table). Each
+# scenario is a fresh cluster: 1 R2 (embedded store), 2 MDSL, 2 MDS
+# (following ring 1, running the mover at --move-rate 256 KiB/s so a walk
+# lasts a few seconds), storm_driver creating N files with links and
+# renames and pom_sync every 500. At 25% of the storm mdsl3 starts: R2 runs
+# the join (PREPARE, MOVING, walk, DONE, STABLE) while the storm goes on,
+# and one fault hits during MOVING:
+#   mds_prepared, mds_decided, mds_x_committed: mds1 runs with
+#       POM_MDS_MOVE_CRASH=prepared|decided|x_committed and SIGKILLs itself
+#       at its first commit group carrying a move (after every participant
+#       voted / after the home committed the decision / after the old
+#       sites X committed their tombstones, before the new site Y); it is
+#       restarted at once without the variable (its recovery settles the
+#       cut transaction);
+#   kill_x:    SIGKILL of mdsl2 (an old site X losing slices), restart;
+#   kill_y:    SIGKILL of mdsl3 (the new site Y), restart;
+#   kill_home: SIGKILL of mdsl1 (the home H of the decision records, and
+#              an X too), restart;
+#   kill_r2:   SIGKILL of the R2 leader, restart from its --data folder.
+# An MDSL or R2 is killed as soon as `pomctl ring show 1` says MOVING and
+# restarted after MOVE_CRASH_DOWN_S (1 s), same folder and port.
+# Checks after each: the join reaches STABLE; a census of the three MDSL
+# (slice_census) finds every slice live at exactly one; the driver's check
+# (every synced file, link and rename with its uuid, listing, nlink, no
+# pom_sync over 20 s); the MDS moved slices; the fault happened (for the
+# MDS points: the crash point's WARN in mds1's log); no sanitizer report.
+# Scenarios run one after the other, each on its own cluster (separate
+# folders and ports): a fault's aftermath never blurs the next one.
+#
+#   test_mdsl_move_crash.sh POM_R2 POM_MDSL POM_MDS POMCTL STORM_DRIVER SLICE_CENSUS
+#   MOVE_CRASH_SCENARIOS="kill_x ..."  the scenarios to run (default: all 7)
+#   MOVE_CRASH_N=...   files per scenario (default 6,000 * POM_TEST_SCALE,
+#                      at least 3,000)
+#   MOVE_CRASH_KEEP=1  keep the folder (logs) and say where
+set -u
+R2BIN=$(realpath "$1"); MDSLBIN=$(realpath "$2"); MDSBIN=$(realpath "$3")
+POMCTL=$(realpath "$4"); DRIVER=$(realpath "$5"); CENSUS=$(realpath "$6")
+. "$(dirname "${BASH_SOURCE[0]}")/../fuse/pomfs_check.sh"
+export TZ=UTC LC_ALL=C
+SCALE=${POM_TEST_SCALE:-1}
+N=${MOVE_CRASH_N:-$(awk -v s="$SCALE" 'BEGIN { n = int(6000 * s); print (n < 3000 ? 3000 : n) }')}
+SCENARIOS=${MOVE_CRASH_SCENARIOS:-"mds_prepared mds_decided mds_x_committed kill_x kill_y kill_home kill_r2"}
+DOWN_S=${MOVE_CRASH_DOWN_S:-1}
+pid_folder mdsl_move_crash MOVE_CRASH_KEEP
+
+stamp() { echo "[$(date +%T)] $*"; }
+dist_line() { grep -a 'dist: site' "$1" | tail -1 | sed 's/.*dist: //'; }
+field() { # line key
+    echo "$1" | awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i+1); exit } }'
+}
+
+# ---- one cluster (the current scenario's; D its folder) -------------------
+declare -A LPID LPORT MPID MPORT
+start_r2() {
+    "$R2BIN" --data "$D/r2" --listen "127.0.0.1:$PR2" >>"$D/r2.log" 2>&1 &
+    R2PID=$!
+    PIDS="$PIDS $!"
+    wait_port "$PR2"
+}
+start_mdsl() {
+    local k=$1
+    [ -n "${LPORT[$k]:-}" ] || LPORT[$k]=$(free_port)
+    mkdir -p "$D/mdsl$k"
+    "$MDSLBIN" --dir "$D/mdsl$k" --listen "127.0.0.1:${LPORT[$k]}" --r2 "$R2" \
+        >>"$D/mdsl$k.log" 2>&1 &
+    LPID[$k]=$!
+    PIDS="$PIDS $!"
+    wait_port "${LPORT[$k]}" && wait_registered "$D/mdsl$k"
+}
+start_mds() { # k [VAR=VALUE: the crash point, for this start only]
+    local k=$1
+    [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
+    mkdir -p "$D/mds$k"
+    env ${2:-} "$MDSBIN" --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
+        --split-threshold 64 --commit-interval-ms 500 --threads 2 --move-rate 65536 \
+        >>"$D/mds$k.log" 2>&1 &
+    MPID[$k]=$!
+    PIDS="$PIDS $!"
+    wait_port "${MPORT[$k]}"
+}
+# ring1 EXPR: a python expression over c (the ring1_change object of
+# `pomctl ring show 1 --json`); prints its value ('' when R2 is down).
+ring1() {
+    "$POMCTL" --r2 "$R2" --json ring show 1 2>/dev/null | python3 -c "
+import json, sys
+try:
+    j = json.load(sys.stdin)
+except Exception:
+    print(''); sys.exit(0)
+c = j.get('ring1_change') or {}
+print($1)"
+}
+phase() { ring1 "c.get('phase', '')"; }
+is_phase() { [ "$(phase)" = "$1" ]; }
+walking() { [ "$(ring1 "c.get('phase') == 'moving' and bool(c.get('walk'))")" = True ]; }
+wait_for() { # SECS CMD...: polls CMD every 0.2 s; 0 when it held
+    local t0=$SECONDS lim=$1; shift
+    while [ $((SECONDS - t0)) -lt "$lim" ]; do "$@" && return 0; sleep 0.2; done
+    return 1
+}
+wait_mark() {
+    while [ ! -e "$D/sync/$1" ]; do
+        kill -0 "$DPID" 2>/dev/null || return 1
+        sleep 0.1
+    done
+}
+# down_up WHAT PID RESTART...: SIGKILL, let the storm go on (go50), DOWN_S
+# seconds, restart.
+down_up() {
+    local what=$1 pid=$2; shift 2
+    stamp "  $SC: $(phase) (walk $(ring1 "c.get('walk')")): SIGKILL $what"
+    kill -KILL "$pid"
+    wait "$pid" 2>/dev/null
+    touch "$D/sync/go50"
+    sleep "$DOWN_S"
+    echo "--- restarted after SIGKILL" >>"$D/$what.log"
+    "$@"
+}
+
+# ---- one scenario -----------------------------------------------------------
+scenario() {
+    SC=$1
+    D=$T/$SC
+    mkdir -p "$D/sync"
+    LPID=() LPORT=() MPID=() MPORT=()
+    local crash="" fault=0 stable=0 census_rc=1 drc=1
+    case $SC in
+        mds_prepared) crash=POM_MDS_MOVE_CRASH=prepared ;;
+        mds_decided) crash=POM_MDS_MOVE_CRASH=decided ;;
+        mds_x_committed) crash=POM_MDS_MOVE_CRASH=x_committed ;;
+        kill_x|kill_y|kill_home|kill_r2) ;;
+        *) echo "unknown scenario $SC"; FAIL=$((FAIL+1)); return ;;
+    esac
+    PR2=$(free_port)
+    R2="127.0.0.1:$PR2"
+    start_r2 || { FAIL=$((FAIL+1)); echo "FAIL: $SC: R2 did not start"; return; }
+    for k in 1 2; do start_mdsl $k || { FAIL=$((FAIL+1)); echo "FAIL: $SC: mdsl$k"; return; }; done
+    start_mds 1 "$crash" && start_mds 2 || { FAIL=$((FAIL+1)); echo "FAIL: $SC: MDS"; return; }
+    sleep 2 # every MDS holds the final ring 0 before the clients come
+    POM_R2=$R2 "$POMCTL" fs create crashfs >>"$D/pomctl.log" 2>&1 ||
+        { FAIL=$((FAIL+1)); echo "FAIL: $SC: fs create"; return; }
+    touch "$D/sync/go75"
+    case $SC in mds_*) touch "$D/sync/go50" ;; esac
+    stamp "$SC: storm of $N files; mdsl3 joins at 25%"
+    "$DRIVER" "$R2" crashfs "$N" 4 "$D/sync" >"$D/driver.out" 2>"$D/driver.err" &
+    DPID=$!
+    PIDS="$PIDS $DPID"
+    if wait_mark p25; then
+        start_mdsl 3 || echo "$SC: mdsl3 did not start"
+        # The storm goes on once ring 1 is MOVING: its groups move slices.
+        wait_for 60 is_phase moving || echo "$SC: ring 1 never MOVING ($(phase))"
+        touch "$D/sync/go25"
+        case $SC in
+        mds_*)
+            # mds1 dies by itself at its first group that moves a slice.
+            local t0=$SECONDS
+            while kill -0 "${MPID[1]}" 2>/dev/null && [ $((SECONDS - t0)) -lt 90 ]; do
+                sleep 0.1
+            done
+            if ! kill -0 "${MPID[1]}" 2>/dev/null; then
+                wait "${MPID[1]}" 2>/dev/null
+                stamp "  $SC: mds1 died ($(phase)); restart without the crash point"
+                grep -aq "crash point ${crash#*=} (POM_MDS_MOVE_CRASH)" "$D/mds1.log" && fault=1
+                echo "--- restarted after the crash point" >>"$D/mds1.log"
+                start_mds 1 || echo "$SC: mds1 did not restart"
+            else
+                stamp "  $SC: mds1 never reached its crash point"
+            fi ;;
+        *)
+            # At 50%, once the MDS walk (the mover's groups run too), the
+            # daemon dies and the storm resumes while it is down.
+            local k=0 who
+            case $SC in kill_x) k=2 ;; kill_y) k=3 ;; kill_home) k=1 ;; esac
+            if wait_mark p50; then
+                wait_for 30 walking || echo "$SC: no walk ($(phase))"
+                if [ "$k" = 0 ]; then
+                    who=r2
+                    down_up r2 "$R2PID" start_r2 && fault=1
+                else
+                    who=mdsl$k
+                    down_up "mdsl$k" "${LPID[$k]}" start_mdsl "$k" && fault=1
+                fi
+                stamp "  $SC: $who back ($(phase))"
+            fi ;;
+        esac
+    fi
+    wait_for 120 is_phase stable && stable=1
+    stamp "  $SC: phase $(phase) (stable $stable)"
+    local a=()
+    for k in 1 2 3; do [ -n "${LPORT[$k]:-}" ] && a+=("127.0.0.1:${LPORT[$k]}"); done
+    "$CENSUS" "${a[@]}" >"$D/census.txt" 2>&1 && census_rc=0
+    sed "s/^/  census: /" "$D/census.txt" | tail -4
+    touch "$D/sync/events_done"
+    wait "$DPID"
+    drc=$?
+    for k in 1 2; do kill -HUP "${MPID[$k]}" 2>/dev/null; done
+    sleep 1
+    grep -E '^check' "$D/driver.out" | grep -v ': ok$' | sed 's/^/  /'
+    grep -E '^result: (synced_files|synced_missing|not_guaranteed|unexpected_errors) ' \
+        "$D/driver.out" | tr '\n' ' ' | sed 's/result: //g; s/^/  driver: /; s/$/\n/'
+    grep -aE 'unexpected|FAILED' "$D/driver.err" | head -10 | sed 's/^/  /'
+    local moves=0 b
+    for k in 1 2; do
+        b=$(dist_line "$D/mds$k.log")
+        moves=$((moves + $(field "$b" moves || echo 0)))
+    done
+    ok "$SC: the fault happened during the join" [ "$fault" = 1 ]
+    ok "$SC: the join of mdsl3 reached STABLE" [ "$stable" = 1 ]
+    ok "$SC: every slice live at exactly one MDSL" [ "$census_rc" = 0 ]
+    ok "$SC: the driver's checks (synced files/links/renames, listing, nlink, sync times)" \
+        [ "$drc" = 0 ]
+    ok "$SC: the MDS moved slices ($moves)" [ "$moves" -gt 0 ]
+    ok "$SC: no sanitizer report" \
+        sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/driver.err"
+    kill_pids
+}
+
+echo "== ring-1 move crash matrix: $SCENARIOS; N=$N files each, 2 MDS, 2 MDSL + mdsl3 joining"
+for s in $SCENARIOS; do scenario "$s"; done
+check_done
