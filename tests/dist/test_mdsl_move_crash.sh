@@ -2,32 +2,32 @@
 # test_mdsl_move_crash.sh -- the crash matrix of ring-1 slice moves with real
 # daemons (docs/mdsl-scale.md step 5, the "Crash points" table). Each
 # scenario is a fresh cluster: 1 R2 (embedded store), 2 MDSL, 2 MDS
-# (following ring 1, running the mover at --move-rate 256 KiB/s so a walk
-# lasts a few seconds), storm_driver creating N files with links and
-# renames and pom_sync every 500. At 25% of the storm mdsl3 starts: R2 runs
-# the join (PREPARE, MOVING, walk, DONE, STABLE) while the storm goes on,
-# and one fault hits during MOVING:
+# (following ring 1, the mover at --move-rate 64 KiB/s so its walk spans a
+# second or so), storm_driver creating N files with links and renames and
+# pom_sync every 500. At 25% the storm is held, mdsl3 starts, and once R2
+# says MOVING the storm goes on while one fault hits:
 #   mds_prepared, mds_decided, mds_x_committed: mds1 runs with
 #       POM_MDS_MOVE_CRASH=prepared|decided|x_committed and SIGKILLs itself
 #       at its first commit group carrying a move (after every participant
 #       voted / after the home committed the decision / after the old
 #       sites X committed their tombstones, before the new site Y); it is
-#       restarted at once without the variable (its recovery settles the
-#       cut transaction);
+#       restarted at once without the variable, and its recovery must
+#       abort (prepared) or commit (decided, x_committed) the cut txid;
 #   kill_x:    SIGKILL of mdsl2 (an old site X losing slices), restart;
 #   kill_y:    SIGKILL of mdsl3 (the new site Y), restart;
 #   kill_home: SIGKILL of mdsl1 (the home H of the decision records, and
 #              an X too), restart;
 #   kill_r2:   SIGKILL of the R2 leader, restart from its --data folder.
-# An MDSL or R2 is killed as soon as `pomctl ring show 1` says MOVING and
-# restarted after MOVE_CRASH_DOWN_S (1 s), same folder and port.
-# Checks after each: the join reaches STABLE; a census of the three MDSL
-# (slice_census) finds every slice live at exactly one; the driver's check
-# (every synced file, link and rename with its uuid, listing, nlink, no
-# pom_sync over 20 s); the MDS moved slices; the fault happened (for the
-# MDS points: the crash point's WARN in mds1's log); no sanitizer report.
-# Scenarios run one after the other, each on its own cluster (separate
-# folders and ports): a fault's aftermath never blurs the next one.
+# An MDSL or R2 is SIGKILLed as soon as `pomctl ring show 1` says MOVING
+# and restarted after MOVE_CRASH_DOWN_S (2 s), same folder and port; the
+# storm's commits meanwhile fail or wait.
+# Checks after each: the fault came before R2 decided DONE (its log); the
+# join reaches STABLE; a census of the three MDSL (slice_census) finds every
+# slice live at exactly one; the driver's checks (every synced file, link
+# and rename with its uuid, listing, nlink, no pom_sync over 20 s); the MDS
+# moved slices; no sanitizer report.
+# Scenarios run one after the other, each on its own cluster (own folder
+# and ports): a fault's aftermath never blurs the next one. About 15 s each.
 #
 #   test_mdsl_move_crash.sh POM_R2 POM_MDSL POM_MDS POMCTL STORM_DRIVER SLICE_CENSUS
 #   MOVE_CRASH_SCENARIOS="kill_x ..."  the scenarios to run (default: all 7)
@@ -42,7 +42,7 @@ export TZ=UTC LC_ALL=C
 SCALE=${POM_TEST_SCALE:-1}
 N=${MOVE_CRASH_N:-$(awk -v s="$SCALE" 'BEGIN { n = int(6000 * s); print (n < 3000 ? 3000 : n) }')}
 SCENARIOS=${MOVE_CRASH_SCENARIOS:-"mds_prepared mds_decided mds_x_committed kill_x kill_y kill_home kill_r2"}
-DOWN_S=${MOVE_CRASH_DOWN_S:-1}
+DOWN_S=${MOVE_CRASH_DOWN_S:-2}
 pid_folder mdsl_move_crash MOVE_CRASH_KEEP
 
 stamp() { echo "[$(date +%T)] $*"; }
@@ -94,7 +94,6 @@ print($1)"
 }
 phase() { ring1 "c.get('phase', '')"; }
 is_phase() { [ "$(phase)" = "$1" ]; }
-walking() { [ "$(ring1 "c.get('phase') == 'moving' and bool(c.get('walk'))")" = True ]; }
 wait_for() { # SECS CMD...: polls CMD every 0.2 s; 0 when it held
     local t0=$SECONDS lim=$1; shift
     while [ $((SECONDS - t0)) -lt "$lim" ]; do "$@" && return 0; sleep 0.2; done
@@ -106,17 +105,18 @@ wait_mark() {
         sleep 0.1
     done
 }
-# down_up WHAT PID RESTART...: SIGKILL, let the storm go on (go50), DOWN_S
-# seconds, restart.
+# down_up WHAT PID RESTART...: SIGKILL (fault_at: when), the storm goes on
+# (go25) while it is down, DOWN_S seconds, restart.
 down_up() {
     local what=$1 pid=$2; shift 2
-    stamp "  $SC: $(phase) (walk $(ring1 "c.get('walk')")): SIGKILL $what"
     kill -KILL "$pid"
+    fault_at=$(date +%T.%3N)
     wait "$pid" 2>/dev/null
-    touch "$D/sync/go50"
+    touch "$D/sync/go25"
+    stamp "  $SC: MOVING: SIGKILLed $what"
     sleep "$DOWN_S"
     echo "--- restarted after SIGKILL" >>"$D/$what.log"
-    "$@"
+    "$@" || echo "$SC: $what did not restart"
 }
 
 # ---- one scenario -----------------------------------------------------------
@@ -125,11 +125,11 @@ scenario() {
     D=$T/$SC
     mkdir -p "$D/sync"
     LPID=() LPORT=() MPID=() MPORT=()
-    local crash="" fault=0 stable=0 census_rc=1 drc=1
+    local crash="" verdict="" fault=0 stable=0 census_rc=1 drc=1
     case $SC in
-        mds_prepared) crash=POM_MDS_MOVE_CRASH=prepared ;;
-        mds_decided) crash=POM_MDS_MOVE_CRASH=decided ;;
-        mds_x_committed) crash=POM_MDS_MOVE_CRASH=x_committed ;;
+        mds_prepared) crash=POM_MDS_MOVE_CRASH=prepared verdict=aborts ;;
+        mds_decided) crash=POM_MDS_MOVE_CRASH=decided verdict=commits ;;
+        mds_x_committed) crash=POM_MDS_MOVE_CRASH=x_committed verdict=commits ;;
         kill_x|kill_y|kill_home|kill_r2) ;;
         *) echo "unknown scenario $SC"; FAIL=$((FAIL+1)); return ;;
     esac
@@ -141,20 +141,20 @@ scenario() {
     sleep 2 # every MDS holds the final ring 0 before the clients come
     POM_R2=$R2 "$POMCTL" fs create crashfs >>"$D/pomctl.log" 2>&1 ||
         { FAIL=$((FAIL+1)); echo "FAIL: $SC: fs create"; return; }
-    touch "$D/sync/go75"
-    case $SC in mds_*) touch "$D/sync/go50" ;; esac
+    touch "$D/sync/go50" "$D/sync/go75" # the storm is held at 25% only
     stamp "$SC: storm of $N files; mdsl3 joins at 25%"
     "$DRIVER" "$R2" crashfs "$N" 4 "$D/sync" >"$D/driver.out" 2>"$D/driver.err" &
     DPID=$!
     PIDS="$PIDS $DPID"
+    local fault_at=""
     if wait_mark p25; then
         start_mdsl 3 || echo "$SC: mdsl3 did not start"
-        # The storm goes on once ring 1 is MOVING: its groups move slices.
         wait_for 60 is_phase moving || echo "$SC: ring 1 never MOVING ($(phase))"
-        touch "$D/sync/go25"
         case $SC in
         mds_*)
-            # mds1 dies by itself at its first group that moves a slice.
+            # The storm goes on in MOVING and mds1 dies by itself at its
+            # first group that moves a slice (a storm's or the mover's).
+            touch "$D/sync/go25"
             local t0=$SECONDS
             while kill -0 "${MPID[1]}" 2>/dev/null && [ $((SECONDS - t0)) -lt 90 ]; do
                 sleep 0.1
@@ -162,32 +162,25 @@ scenario() {
             if ! kill -0 "${MPID[1]}" 2>/dev/null; then
                 wait "${MPID[1]}" 2>/dev/null
                 stamp "  $SC: mds1 died ($(phase)); restart without the crash point"
-                grep -aq "crash point ${crash#*=} (POM_MDS_MOVE_CRASH)" "$D/mds1.log" && fault=1
+                fault_at=$(grep -a "crash point ${crash#*=} (POM_MDS_MOVE_CRASH)" "$D/mds1.log" |
+                           head -1 | cut -c1-12)
                 echo "--- restarted after the crash point" >>"$D/mds1.log"
                 start_mds 1 || echo "$SC: mds1 did not restart"
             else
                 stamp "  $SC: mds1 never reached its crash point"
             fi ;;
-        *)
-            # At 50%, once the MDS walk (the mover's groups run too), the
-            # daemon dies and the storm resumes while it is down.
-            local k=0 who
-            case $SC in kill_x) k=2 ;; kill_y) k=3 ;; kill_home) k=1 ;; esac
-            if wait_mark p50; then
-                wait_for 30 walking || echo "$SC: no walk ($(phase))"
-                if [ "$k" = 0 ]; then
-                    who=r2
-                    down_up r2 "$R2PID" start_r2 && fault=1
-                else
-                    who=mdsl$k
-                    down_up "mdsl$k" "${LPID[$k]}" start_mdsl "$k" && fault=1
-                fi
-                stamp "  $SC: $who back ($(phase))"
-            fi ;;
+        kill_r2) down_up r2 "$R2PID" start_r2 ;;
+        kill_x) down_up mdsl2 "${LPID[2]}" start_mdsl 2 ;;
+        kill_y) down_up mdsl3 "${LPID[3]}" start_mdsl 3 ;;
+        kill_home) down_up mdsl1 "${LPID[1]}" start_mdsl 1 ;;
         esac
     fi
     wait_for 120 is_phase stable && stable=1
-    stamp "  $SC: phase $(phase) (stable $stable)"
+    # The fault came before R2 decided DONE (so during MOVING).
+    local done_at
+    done_at=$(grep -a "ring 1: done" "$D/r2.log" | head -1 | cut -c1-12)
+    [ -n "$fault_at" ] && [ -n "$done_at" ] && [[ "$fault_at" < "$done_at" ]] && fault=1
+    stamp "  $SC: fault at ${fault_at:-?}, DONE at ${done_at:-?}; phase $(phase)"
     local a=()
     for k in 1 2 3; do [ -n "${LPORT[$k]:-}" ] && a+=("127.0.0.1:${LPORT[$k]}"); done
     "$CENSUS" "${a[@]}" >"$D/census.txt" 2>&1 && census_rc=0
@@ -206,12 +199,21 @@ scenario() {
         b=$(dist_line "$D/mds$k.log")
         moves=$((moves + $(field "$b" moves || echo 0)))
     done
-    ok "$SC: the fault happened during the join" [ "$fault" = 1 ]
+    ok "$SC: the fault happened during MOVING (before DONE)" [ "$fault" = 1 ]
     ok "$SC: the join of mdsl3 reached STABLE" [ "$stable" = 1 ]
     ok "$SC: every slice live at exactly one MDSL" [ "$census_rc" = 0 ]
     ok "$SC: the driver's checks (synced files/links/renames, listing, nlink, sync times)" \
         [ "$drc" = 0 ]
     ok "$SC: the MDS moved slices ($moves)" [ "$moves" -gt 0 ]
+    if [ -n "$verdict" ]; then
+        local txid
+        txid=$(grep -a "crash point" "$D/mds1.log" | head -1 | sed 's/.*txid \([0-9a-f]*\):.*/\1/')
+        grep -a "recovery $verdict txid $txid " "$D/mds1.log" | sed 's/^/  mds1: /'
+        ok "$SC: mds1's recovery $verdict the cut txid ${txid:-?}" \
+            grep -aq "recovery $verdict txid ${txid:-none} " "$D/mds1.log"
+    else
+        echo "  groups aborted by a failed prepare: $(cat "$D"/mds?.log | grep -ac 'prepare failed')"
+    fi
     ok "$SC: no sanitizer report" \
         sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/driver.err"
     kill_pids
