@@ -16,6 +16,8 @@
  * records are) the record is an image and cm.site gets a MOVED tombstone at
  * the same version in the same transaction; after the commit cm.site =
  * snap_site. Recovery, settling and the participants: mds_group_recover.c.
+ * The fault tests' POM_MDS_MOVE_CRASH kills the MDS inside the 2PC of the
+ * first transaction that moves a slice (move_crash_point).
  */
 #include <signal.h>
 #include <stdlib.h>
