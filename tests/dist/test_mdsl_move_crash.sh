@@ -18,9 +18,10 @@
 #   kill_home: SIGKILL of mdsl1 (the home H of the decision records, and
 #              an X too), restart;
 #   kill_r2:   SIGKILL of the R2 leader, restart from its --data folder.
-# An MDSL or R2 is SIGKILLed as soon as `pomctl ring show 1` says MOVING
-# and restarted after MOVE_CRASH_DOWN_S (2 s), same folder and port; the
-# storm's commits meanwhile fail or wait.
+# An MDSL or R2 is SIGKILLed as soon as R2's log says MOVING (polling
+# pomctl lagged by seconds on a loaded machine, once past DONE) and
+# restarted after MOVE_CRASH_DOWN_S (2 s), same folder and port; the storm's
+# commits meanwhile fail or wait.
 # Checks after each: the fault came before R2 decided DONE (its log); the
 # join reaches STABLE; a census of the three MDSL (slice_census) finds every
 # slice live at exactly one; the driver's checks (every synced file, link
@@ -38,18 +39,13 @@ set -u
 R2BIN=$(realpath "$1"); MDSLBIN=$(realpath "$2"); MDSBIN=$(realpath "$3")
 POMCTL=$(realpath "$4"); DRIVER=$(realpath "$5"); CENSUS=$(realpath "$6")
 . "$(dirname "${BASH_SOURCE[0]}")/../fuse/pomfs_check.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/mdsl_ring1.sh"
 export TZ=UTC LC_ALL=C
 SCALE=${POM_TEST_SCALE:-1}
 N=${MOVE_CRASH_N:-$(awk -v s="$SCALE" 'BEGIN { n = int(6000 * s); print (n < 3000 ? 3000 : n) }')}
 SCENARIOS=${MOVE_CRASH_SCENARIOS:-"mds_prepared mds_decided mds_x_committed kill_x kill_y kill_home kill_r2"}
 DOWN_S=${MOVE_CRASH_DOWN_S:-2}
 pid_folder mdsl_move_crash MOVE_CRASH_KEEP
-
-stamp() { echo "[$(date +%T)] $*"; }
-dist_line() { grep -a 'dist: site' "$1" | tail -1 | sed 's/.*dist: //'; }
-field() { # line key
-    echo "$1" | awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i+1); exit } }'
-}
 
 # ---- one cluster (the current scenario's; D its folder) -------------------
 declare -A LPID LPORT MPID MPORT
@@ -58,16 +54,6 @@ start_r2() {
     R2PID=$!
     PIDS="$PIDS $!"
     wait_port "$PR2"
-}
-start_mdsl() {
-    local k=$1
-    [ -n "${LPORT[$k]:-}" ] || LPORT[$k]=$(free_port)
-    mkdir -p "$D/mdsl$k"
-    "$MDSLBIN" --dir "$D/mdsl$k" --listen "127.0.0.1:${LPORT[$k]}" --r2 "$R2" \
-        >>"$D/mdsl$k.log" 2>&1 &
-    LPID[$k]=$!
-    PIDS="$PIDS $!"
-    wait_port "${LPORT[$k]}" && wait_registered "$D/mdsl$k"
 }
 start_mds() { # k [VAR=VALUE: the crash point, for this start only]
     local k=$1
@@ -79,31 +65,6 @@ start_mds() { # k [VAR=VALUE: the crash point, for this start only]
     MPID[$k]=$!
     PIDS="$PIDS $!"
     wait_port "${MPORT[$k]}"
-}
-# ring1 EXPR: a python expression over c (the ring1_change object of
-# `pomctl ring show 1 --json`); prints its value ('' when R2 is down).
-ring1() {
-    "$POMCTL" --r2 "$R2" --json ring show 1 2>/dev/null | python3 -c "
-import json, sys
-try:
-    j = json.load(sys.stdin)
-except Exception:
-    print(''); sys.exit(0)
-c = j.get('ring1_change') or {}
-print($1)"
-}
-phase() { ring1 "c.get('phase', '')"; }
-is_phase() { [ "$(phase)" = "$1" ]; }
-wait_for() { # SECS CMD...: polls CMD every 0.2 s; 0 when it held
-    local t0=$SECONDS lim=$1; shift
-    while [ $((SECONDS - t0)) -lt "$lim" ]; do "$@" && return 0; sleep 0.2; done
-    return 1
-}
-wait_mark() {
-    while [ ! -e "$D/sync/$1" ]; do
-        kill -0 "$DPID" 2>/dev/null || return 1
-        sleep 0.1
-    done
 }
 # down_up WHAT PID RESTART...: SIGKILL (fault_at: when), the storm goes on
 # (go25) while it is down, DOWN_S seconds, restart.
@@ -149,7 +110,8 @@ scenario() {
     local fault_at=""
     if wait_mark p25; then
         start_mdsl 3 || echo "$SC: mdsl3 did not start"
-        wait_for 60 is_phase moving || echo "$SC: ring 1 never MOVING ($(phase))"
+        wait_for 60 grep -aq "ring 1: moving" "$D/r2.log" ||
+            echo "$SC: ring 1 never MOVING ($(phase))"
         case $SC in
         mds_*)
             # The storm goes on in MOVING and mds1 dies by itself at its
