@@ -16,7 +16,11 @@
  * records are) the record is an image and cm.site gets a MOVED tombstone at
  * the same version in the same transaction; after the commit cm.site =
  * snap_site. Recovery, settling and the participants: mds_group_recover.c.
+ * The fault tests' POM_MDS_MOVE_CRASH kills the MDS inside the 2PC of the
+ * first transaction that moves a slice (move_crash_point).
  */
+#include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -272,6 +276,7 @@ struct batch {
     struct mds_rec *recs;
     size_t n, cap;
     int op, rc;
+    bool moved_out; /* holds a MOVED tombstone: an old site X of a move */
 };
 
 static int batch_add(struct batch *b, const struct mds_rec *r)
@@ -411,6 +416,22 @@ static int resolve_abort(mds_group *g, struct batch *b, size_t nb)
     }
 }
 
+/* The fault tests' POM_MDS_MOVE_CRASH: SIGKILL itself at `where` of the
+ * first transaction that carries a move (some batch holds a tombstone). */
+static void move_crash_point(const mds_group *g, const struct batch *b, size_t nb,
+                             const char *where)
+{
+    if (!g->move_crash || strcmp(g->move_crash, where) != 0)
+        return;
+    for (size_t i = 0; i < nb; i++) {
+        if (b[i].moved_out) {
+            XT_WARN("group: txid %llx: crash point %s (POM_MDS_MOVE_CRASH)",
+                    (unsigned long long)b[i].txid, where);
+            raise(SIGKILL);
+        }
+    }
+}
+
 /* Run one transaction. b[home] holds the decision record. 0: committed
  * everywhere; -ESHUTDOWN: abandoned (maybe in doubt, recovery decides);
  * other < 0: aborted everywhere (the first prepare error). */
@@ -435,6 +456,7 @@ static int tx_run(mds_group *g, uint64_t txid, struct batch *b, size_t nb, size_
         int rc = resolve_abort(g, b, nb);
         return rc == -ESHUTDOWN ? rc : err;
     }
+    move_crash_point(g, b, nb, "prepared");
     if (stopping(g))
         return -ESHUTDOWN; /* before the commit point: recovery aborts */
 
@@ -466,9 +488,12 @@ static int tx_run(mds_group *g, uint64_t txid, struct batch *b, size_t nb, size_
         sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
     }
 
-    /* Phase 2: decided. Every other participant must commit; retry. */
+    move_crash_point(g, b, nb, "decided");
+    /* Phase 2: decided. Every other participant must commit; retry. Under
+     * the x_committed crash point the old sites (tombstones) go first. */
+    bool x_first = g->move_crash && strcmp(g->move_crash, "x_committed") == 0;
     for (size_t i = 0; i < nb; i++)
-        sel[i] = i != home;
+        sel[i] = i != home && (!x_first || b[i].moved_out);
     for (;;) {
         run_batches(g, b, nb, sel, OP_COMMIT);
         bool more = false;
@@ -484,6 +509,13 @@ static int tx_run(mds_group *g, uint64_t txid, struct batch *b, size_t nb, size_
             } else {
                 more = true;
             }
+        }
+        if (!more && x_first) {
+            move_crash_point(g, b, nb, "x_committed");
+            x_first = false; /* no move in it: the others now */
+            for (size_t i = 0; i < nb; i++)
+                sel[i] = i != home && !b[i].moved_out;
+            continue;
         }
         if (!more)
             return 0;
@@ -609,6 +641,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 };
                 bi = batch_for(&b, &nb, cm->site);
                 rc = bi < 0 ? (int)bi : batch_add(&b[bi], &t);
+                if (rc == 0)
+                    b[bi].moved_out = true;
             }
             nrec++;
             mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_RECORDS_IMAGE
@@ -876,6 +910,7 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     if (!g)
         return -ENOMEM;
     g->o = *o;
+    g->move_crash = getenv("POM_MDS_MOVE_CRASH");
     g->capparts = o->nparticipants + 1;
     g->parts = xt_calloc(g->capparts, sizeof *g->parts);
     if (!g->parts) {

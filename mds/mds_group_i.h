@@ -50,6 +50,9 @@ struct mds_group {
     uint64_t move_gen;
     unsigned move_slices;
     size_t move_bytes;
+    /* $POM_MDS_MOVE_CRASH (read once at open, fault tests): prepared,
+     * decided or x_committed; NULL when unset. */
+    const char *move_crash;
 
     /* Owned by the committer thread (or open() before it starts); the
      * copies in info are read under mu. */

@@ -25,18 +25,13 @@ set -u
 R2BIN=$(realpath "$1"); MDSLBIN=$(realpath "$2"); MDSBIN=$(realpath "$3")
 POMCTL=$(realpath "$4"); DRIVER=$(realpath "$5"); CENSUS=$(realpath "$6")
 . "$(dirname "${BASH_SOURCE[0]}")/../fuse/pomfs_check.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/mdsl_ring1.sh"
 export TZ=UTC LC_ALL=C
 SCALE=${POM_TEST_SCALE:-1}
 # POM_TEST_SCALE may be a fraction (the sanitizer runs use 0.25).
 N=${DIST_N:-$(awk -v s="$SCALE" 'BEGIN { n = int(30000 * s); print (n < 4000 ? 4000 : n) }')}
 SPLIT=${DIST_SPLIT:-$((N >= 20000 ? 256 : 64))} # enough slices for the share check
 pid_folder mdsl_scale DIST_KEEP
-
-stamp() { echo "[$(date +%T)] $*"; }
-dist_line() { grep -a 'dist: site' "$1" | tail -1 | sed 's/.*dist: //'; }
-field() { # line key
-    echo "$1" | awk -v k="$2" '{ for (i = 1; i < NF; i++) if ($i == k) { print $(i+1); exit } }'
-}
 
 D=$T/c
 mkdir -p "$D/sync"
@@ -46,16 +41,6 @@ PR2=$(free_port)
 PIDS="$PIDS $!"
 wait_port "$PR2" || exit 1
 R2="127.0.0.1:$PR2"
-start_mdsl() {
-    local k=$1
-    LPORT[$k]=$(free_port)
-    mkdir -p "$D/mdsl$k"
-    "$MDSLBIN" --dir "$D/mdsl$k" --listen "127.0.0.1:${LPORT[$k]}" --r2 "$R2" \
-        >>"$D/mdsl$k.log" 2>&1 &
-    LPID[$k]=$!
-    PIDS="$PIDS $!"
-    wait_port "${LPORT[$k]}" && wait_registered "$D/mdsl$k"
-}
 for k in 1 2; do start_mdsl $k || exit 1; done
 declare -A MPORT
 start_mds() {
@@ -72,32 +57,10 @@ for k in 1 2 3; do start_mds $k || exit 1; done
 sleep 2 # every MDS holds the final ring 0 before the clients come
 POM_R2=$R2 "$POMCTL" fs create mdslfs >"$D/pomctl.log" 2>&1 || { echo "fs create failed"; exit 1; }
 
-# ring1 EXPR: a python expression over c (the ring1_change object of
-# `pomctl ring show 1 --json`) and mds (its MDS entries); prints its value.
-ring1() {
-    "$POMCTL" --r2 "$R2" --json ring show 1 2>/dev/null | python3 -c "
-import json, sys
-try:
-    j = json.load(sys.stdin)
-except Exception:
-    print(''); sys.exit(0)
-c = j.get('ring1_change') or {}
-mds = [s for s in c.get('sites', []) if s.get('type') == 'mds']
-mdsl = [s for s in c.get('sites', []) if s.get('type') == 'mdsl']
-print($1)"
-}
-phase() { ring1 "c.get('phase', '')"; }
 # walked: the change is in MOVING with walk, and every MDS walked it.
 walked() {
     [ "$(ring1 "c.get('phase') == 'moving' and c.get('walk') and all(m.get('walked_ring1') == c.get('to_version') for m in mds)")" = True ]
 }
-# wait_for SECS CMD...: polls CMD every 0.5 s; 0 when it held.
-wait_for() {
-    local t0=$SECONDS lim=$1; shift
-    while [ $((SECONDS - t0)) -lt "$lim" ]; do "$@" && return 0; sleep 0.5; done
-    return 1
-}
-is_phase() { [ "$(phase)" = "$1" ]; }
 walked_or_stable() { walked || is_phase stable; }
 changing() { ! is_phase stable; }
 census() { # tag, MDSL numbers
@@ -118,12 +81,6 @@ stamp "storm starts"
 "$DRIVER" "$R2" mdslfs "$N" 4 "$D/sync" >"$D/driver.out" 2>"$D/driver.err" &
 DPID=$!
 PIDS="$PIDS $DPID"
-wait_mark() {
-    while [ ! -e "$D/sync/$1" ]; do
-        kill -0 "$DPID" 2>/dev/null || return 1
-        sleep 0.1
-    done
-}
 
 EVENTS=0 KILLED=0 SEEN_MOVING=0 WALKED=0 STABLE1=0 DRAINED=0 REMOVED=0 SHARE=- CENSUS1=1
 if wait_mark p25; then
