@@ -388,12 +388,48 @@ struct pend_key {
 };
 
 struct scan {
-    const struct mds_key *k;
     struct pend_key *v;
     size_t n, cap;
 };
 
-static int scan_cb(void *arg, const xt_slice_entry *e)
+struct sys_walk {
+    const struct mds_key *k;
+    mds_xact_sys_cb cb;
+    void *arg;
+};
+
+static int sys_walk_cb(void *arg, const xt_slice_entry *e)
+{
+    struct sys_walk *w = arg;
+    return w->cb(w->arg, w->k, e);
+}
+
+int mds_xact_sys_rows(mds_xact *x, mds_xact_sys_cb cb, void *arg)
+{
+    struct mds_key *keys;
+    size_t nk;
+    int rc = mds_cache_keys(x->o.cache, &keys, &nk);
+    if (rc < 0)
+        return rc;
+    for (size_t i = 0; i < nk && rc == 0; i++) {
+        mds_cent *e;
+        if (keys[i].slice == MDS_META_SLICE || mds_cache_peek(x->o.cache, &keys[i], &e) < 0)
+            continue;
+        xt_slice *sl = mds_cent_slice(e);
+        xt_slice_rdlock(sl);
+        if (xt_slice_sys_count(sl) > 0) {
+            struct sys_walk w = { &keys[i], cb, arg };
+            int r = xt_slice_foreach(sl, sys_walk_cb, &w); /* (rows visited, or -errno) */
+            rc = r < 0 ? r : 0;
+        }
+        xt_slice_unlock(sl);
+        mds_cache_put(x->o.cache, e);
+    }
+    xt_free(keys);
+    return rc;
+}
+
+static int scan_cb(void *arg, const struct mds_key *k, const xt_slice_entry *e)
 {
     struct scan *s = arg;
     const uint8_t *nm = e->name;
@@ -408,8 +444,8 @@ static int scan_cb(void *arg, const xt_slice_entry *e)
         s->cap = cap;
     }
     struct pend_key *p = &s->v[s->n++];
-    p->fsid = s->k->fsid;
-    p->table = s->k->table;
+    p->fsid = k->fsid;
+    p->table = k->table;
     memcpy(p->pname, nm, e->name_len);
     p->pname_len = e->name_len;
     return 0;
@@ -418,25 +454,8 @@ static int scan_cb(void *arg, const xt_slice_entry *e)
 /* One sweep of the resolver over the cached slices holding system rows. */
 static void sweep(mds_xact *x)
 {
-    struct mds_key *keys;
-    size_t nk;
-    if (mds_cache_keys(x->o.cache, &keys, &nk) < 0)
-        return;
     struct scan s = { 0 };
-    for (size_t i = 0; i < nk; i++) {
-        mds_cent *e;
-        if (keys[i].slice == MDS_META_SLICE || mds_cache_peek(x->o.cache, &keys[i], &e) < 0)
-            continue;
-        xt_slice *sl = mds_cent_slice(e);
-        xt_slice_rdlock(sl);
-        if (xt_slice_sys_count(sl) > 0) {
-            s.k = &keys[i];
-            xt_slice_foreach(sl, scan_cb, &s);
-        }
-        xt_slice_unlock(sl);
-        mds_cache_put(x->o.cache, e);
-    }
-    xt_free(keys);
+    (void)mds_xact_sys_rows(x, scan_cb, &s); /* (-ENOMEM: settle what was found) */
     for (size_t i = 0; i < s.n; i++)
         resolve_one(x, s.v[i].fsid, s.v[i].table, s.v[i].pname, s.v[i].pname_len, false);
     xt_free(s.v);

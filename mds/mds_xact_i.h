@@ -229,6 +229,13 @@ void mds_xact_rmu_round(mds_xact *x);
 /* Drops the held transactions (at mds_xact_free; resolvers finish them). */
 void mds_xact_rmu_free(mds_xact *x);
 
+/* Calls cb(arg, k, e) for each row of every cached slice of this MDS that
+ * holds system rows (meta slices aside), under that slice's read lock: cb
+ * must not call into the MDS. 0, or the first negative errno of the cache
+ * or of cb (the walk stops there). */
+typedef int (*mds_xact_sys_cb)(void *arg, const struct mds_key *k, const xt_slice_entry *e);
+int mds_xact_sys_rows(mds_xact *x, mds_xact_sys_cb cb, void *arg);
+
 /* Adds op req (at site) to t. */
 void txn_add_op(struct txn *t, const struct xt_req *req, uint32_t site);
 void txn_free(struct txn *t);

@@ -98,7 +98,6 @@ struct ob {
 };
 
 struct ob_scan {
-    const struct mds_key *k;
     uint64_t born_before;    /* xt_now_ns: younger rows wait (5) */
     struct ob *v;
     size_t n, cap;
@@ -124,7 +123,7 @@ static int ob_parse(const xt_slice_entry *e, struct ob *o)
     return 0;
 }
 
-static int ob_cb(void *arg, const xt_slice_entry *e)
+static int ob_cb(void *arg, const struct mds_key *k, const xt_slice_entry *e)
 {
     struct ob_scan *s = arg;
     const uint8_t *nm = e->name;
@@ -144,11 +143,11 @@ static int ob_cb(void *arg, const xt_slice_entry *e)
     struct ob *o = &s->v[s->n];
     if (ob_parse(e, o) < 0) {
         XT_ERR("rmu: an outbox row of table %llu does not parse: left for fsck",
-               (unsigned long long)s->k->table);
+               (unsigned long long)k->table);
         return 0;
     }
-    o->fsid = s->k->fsid;
-    o->table = s->k->table;
+    o->fsid = k->fsid;
+    o->table = k->table;
     s->n++;
     return 0;
 }
@@ -174,30 +173,11 @@ static bool same_target(const struct ob *p, const struct ob *q)
            p->tname_len == q->tname_len && memcmp(p->tname, q->tname, p->tname_len) == 0;
 }
 
-/* The outbox rows of every cached slice (*out: xt_free). */
+/* The outbox rows of every cached slice old enough (5) (*out: xt_free). */
 static int ob_collect(mds_xact *x, struct ob **out, size_t *n)
 {
-    struct mds_key *keys;
-    size_t nk;
-    int rc = mds_cache_keys(x->o.cache, &keys, &nk);
-    if (rc < 0)
-        return rc;
     struct ob_scan s = { .born_before = xt_now_ns() - RMU_MIN_AGE_NS };
-    for (size_t i = 0; i < nk && rc == 0; i++) {
-        mds_cent *e;
-        if (keys[i].slice == MDS_META_SLICE || mds_cache_peek(x->o.cache, &keys[i], &e) < 0)
-            continue;
-        xt_slice *sl = mds_cent_slice(e);
-        xt_slice_rdlock(sl);
-        if (xt_slice_sys_count(sl) > 0) {
-            s.k = &keys[i];
-            int r = xt_slice_foreach(sl, ob_cb, &s); /* (rows visited, or -errno) */
-            rc = r < 0 ? r : 0;
-        }
-        xt_slice_unlock(sl);
-        mds_cache_put(x->o.cache, e);
-    }
-    xt_free(keys);
+    int rc = mds_xact_sys_rows(x, ob_cb, &s);
     if (rc < 0) {
         xt_free(s.v);
         return rc;
