@@ -167,7 +167,8 @@ int pom_sync_quiet(pom_fs *fs);
 
 /* Fetches the row (table, name) with `group`: POM_ROW_META (fixed columns
  * only), POM_ROW_ALL, or one group id. *resp holds the encoding
- * (xt_resp_free); *row views it (group pointers valid while resp is). */
+ * (xt_resp_free); *row views it (group pointers valid while resp is). On an
+ * error *resp is empty. */
 #define POM_ROW_META 0
 #define POM_ROW_ALL  (-1)
 int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,

@@ -521,8 +521,10 @@ int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
                         .cols = group == POM_ROW_ALL ? NULL : want,
                         .ncols = group > 0 ? 1 : 0 };
     int rc = pom_call(fs, &q, resp, NULL);
-    if (rc < 0)
+    if (rc < 0) {
+        xt_resp_free(resp); /* (an answer may carry a bitmap: -ENOENT does) */
         return rc;
+    }
     if (!resp->row) {
         xt_resp_free(resp);
         return -EPROTO;
