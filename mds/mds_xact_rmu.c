@@ -1,14 +1,15 @@
 /*
  * mds_xact_rmu.c -- RMU, the reliable asynchronous update of another
  * MDS's row (DESIGN 5; docs/mds-xact.md "RMU as built"): a parent's
- * subdirectory count and times after a mkdir or rmdir whose parent row
- * sits at another MDS.
+ * subdirectory count after a mkdir or rmdir whose parent row sits at
+ * another MDS (its times go with the eager op only).
  *
  * The sender (the MDS that makes the entry) writes an outbox row in the
  * entry's own atomic batch: committed with the entry or lost with it. It
  * also sends the delta at once to the parent's MDS, which shows it
  * (mds_soft.h) without storing it. Delivery, on the transaction thread
- * once per commit group: the outbox rows of the cached slices, summed per
+ * once per commit group and at least every second: the outbox rows of
+ * the cached slices, summed per
  * parent, each sum one transaction whose ops are the outbox rows' deletes
  * (here: the decider) and the parent's NLINK_ADD (prepared there with a
  * count row, which blocks nobody, and taken out of the shown delta). So:
