@@ -106,7 +106,7 @@ int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_
 {
     /* No read: times are last-writer-wins and the count changes by its
      * delta at the MDS, under the slice lock (XT_ROW_SET_NLINK_ADD: a
-     * counted row, >= 2, never goes below 2; an uncounted 1 stays 1), so
+     * counted row takes the exact sum; an uncounted 1 stays 1), so
      * entry changes in one directory never race on its version. The op is
      * conditional on the uuid alone: its failure means the row is not
      * where the inode map says (removed or moved by another client). */
