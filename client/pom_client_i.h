@@ -55,6 +55,21 @@
 #define POM_TABLE_ILT     UINT64_C(3)
 #define POM_ROW_F_LINKED  0x100u  /* attr flag: the attributes are in the ILT */
 #define POM_ILT_NAME_LEN  16      /* the uuid in lowercase hex, zero-padded */
+/* The global directory table (DESIGN 2; docs/client.md "GDT"): one row
+ * per directory, named pom_ilt_name(uuid), telling where the directory's
+ * own row is, so a directory is found by its uuid alone (file handles
+ * that outlive a mount). A *copy*: written by RMU (XT_F_RMU ops in the
+ * batches of mkdir, rmdir and directory renames, delivered by the MDS
+ * after the batch, newest stamp wins), so it may lag the truth by about
+ * a second and, after races, point at a name that no longer holds the
+ * directory: readers check the row it points at (uuid) before use. The
+ * row: type XT_ROW_KV, attr.uuid = the directory, attr.ctime_ns = the
+ * stamp of the change it copies (set by the delivering MDS), group
+ * XT_CG_USER0 = POM_GDT_FMT (1) || parent uuid (8, LE) || name_len (2,
+ * LE) || name (no NUL). */
+#define POM_TABLE_GDT     UINT64_C(4)
+#define POM_GDT_FMT       1
+#define POM_GDT_HEAD      11        /* fmt + parent + name_len */
 
 /* Open-file state shared by every pom_file of one inode. */
 struct pom_data {
