@@ -528,7 +528,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
 /* Teach this MDS the bitmap of q's table as q's owner knows it: a routed
  * lookup of q's row, forwarded to the owner, whose answer carries its
  * bitmap, merged on the way back (mds_service's forward). */
-static void learn(mds_xact *x, const struct xt_req *q)
+void mds_xact_learn(mds_xact *x, const struct xt_req *q)
 {
     static const uint16_t none[1] = { 0 };
     struct xt_req l = { .op = XT_OP_LOOKUP, .t = { q->t.fsid, q->t.table, -1 }, .name = q->name,
@@ -647,7 +647,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
         if (rc != -EREMOTE || attempt == 3)
             break;
         free_resps(sresp, ns);
-        learn(x, &sreq[sf < ns ? sf : 0]);
+        mds_xact_learn(x, &sreq[sf < ns ? sf : 0]);
     }
     if (rc == -EREMOTE && one)
         rc = -EXDEV; /* still placed apart: the client's op-by-op fallback

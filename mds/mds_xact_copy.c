@@ -11,16 +11,22 @@
  *      outbox row (the count RMU's name, placed with op 0's row) holding
  *      the whole op, committed with the batch or lost with it. A copy
  *      therefore never adds a participant to a transaction.
- *  (2) Delivery, on the transaction thread with the count RMUs' round:
- *      the outbox rows of the cached slices, in chunks; a chunk is one
- *      transaction (or one batch, all here) of the outbox rows' deletes
- *      and the copies, applied newest-wins at their rows' MDS. So a copy
- *      reaches its row iff its outbox row is deleted: exactly once, as the
- *      count's (mds_xact_rmu.c (1)-(4) hold for copies too). Copies never
- *      fail on their row's state; a chunk that fails (a row pending in
- *      another transaction, a slice moving) waits for the next round.
- *  (3) Copies of one row in one chunk are merged (their outbox rows all
- *      deleted, the newest copy sent): newest wins makes that the same.
+ *  (2) Delivery, on the transaction thread with the count RMUs' round,
+ *      at least once -- not the count's exactly once: a copy applied
+ *      twice is a copy applied once (newest wins), so it needs no
+ *      transaction. Copies whose rows are here apply with their outbox
+ *      rows' deletes in one local batch. The others are *sent* (one
+ *      atomic batch of up to XT_BATCH_ATOMIC_MAX per MDS, no sync) and
+ *      their outbox rows kept, marked in flight, until the receiver's
+ *      group holding them committed: *confirmed* COPY_SETTLE commit
+ *      intervals later by a sync at the receiver (which by then has
+ *      committed it by itself: no forced commit in the usual case) of its
+ *      same incarnation; then the outbox rows are deleted here. A
+ *      receiver restarted meanwhile, a failed send or sync, or this MDS's
+ *      restart: the rows are sent again.
+ *  (3) Copies of one row in one batch are merged (the newest sent, every
+ *      outbox row kept or deleted with it): newest wins makes that the
+ *      same.
  *  (4) No minimum age: a copy has no eager half to overtake.
  * Order between copies of one row held by different MDS is the stamps'
  * (clocks): a reader of a copy checks it against the row it points at.
@@ -42,10 +48,12 @@
 #define COPY_OFF_TTABLE 6
 #define COPY_OFF_NLEN   14
 #define COPY_OFF_NAME   16
-/* Records per delivery: their deletes, at most as many copies and the
- * decision fit the decider's batch, and a participant's copies with
- * their pending rows fit its prepare (the wire's XT_BATCH_ATOMIC_MAX). */
-#define COPY_CHUNK      (XT_BATCH_ATOMIC_MAX - 1)
+/* Copies per local batch (each with its outbox row's delete). */
+#define COPY_LOCAL      (MDS_ATOMIC_MAX / 2)
+/* Sent copies are confirmed this many of this MDS's commit intervals
+ * later (the receiver's group has committed by itself by then when its
+ * interval is the same), plus a second. */
+#define COPY_SETTLE     2
 
 struct copy_place {
     struct xt_req reqs[XT_BATCH_ATOMIC_MAX];
@@ -205,6 +213,8 @@ int mds_xact_copy_parse(const struct mds_key *k, const xt_slice_entry *e, const 
 static int copy_cmp(const void *a, const void *b)
 {
     const struct copy_rec *p = a, *q = b;
+    if (p->site != q->site)
+        return p->site < q->site ? -1 : 1;
     if (p->tfsid != q->tfsid)
         return p->tfsid < q->tfsid ? -1 : 1;
     if (p->ttable != q->ttable)
@@ -237,66 +247,185 @@ static struct xt_req copy_op(struct copy_rec *c)
     return q;
 }
 
-/* Delivers v[0..n) (n <= COPY_CHUNK, sorted): 0, or < 0 (left for a
- * later round). */
-static int deliver_chunk(mds_xact *x, struct copy_rec *v, size_t n)
+static struct xt_req outbox_delete(const struct copy_rec *c)
 {
-    struct xt_req reqs[2 * COPY_CHUNK];
-    struct xt_resp resps[2 * COPY_CHUNK];
-    uint32_t site[2 * COPY_CHUNK];
-    size_t nr = 0;
-    if (n == 0 || n > COPY_CHUNK)
-        return -EINVAL;
-    for (size_t i = 0; i < n; i++)
-        reqs[nr++] = (struct xt_req){ .op = XT_OP_DELETE, .t = { v[i].fsid, v[i].table, -1 },
-                                      .name = v[i].name, .name_len = RMU_NAME_LEN,
-                                      .flags = XT_F_SYS };
+    return (struct xt_req){ .op = XT_OP_DELETE, .t = { c->fsid, c->table, -1 },
+                            .name = c->name, .name_len = RMU_NAME_LEN, .flags = XT_F_SYS };
+}
+
+/* ---- in flight: sent, not confirmed (on the thread) ---------------------- */
+
+static int sent_cmp(const void *a, const void *b)
+{
+    const struct copy_sent *p = a, *q = b;
+    if (p->fsid != q->fsid)
+        return p->fsid < q->fsid ? -1 : 1;
+    if (p->table != q->table)
+        return p->table < q->table ? -1 : 1;
+    return memcmp(p->name, q->name, RMU_NAME_LEN);
+}
+
+bool mds_xact_copy_in_flight(const mds_xact *x, uint32_t fsid, uint64_t table,
+                             const uint8_t *name)
+{
+    struct copy_sent k = { .fsid = fsid, .table = table };
+    memcpy(k.name, name, RMU_NAME_LEN);
+    return x->csent_n &&
+           bsearch(&k, x->csent, x->csent_n, sizeof k, sent_cmp) != NULL;
+}
+
+static int sent_add(mds_xact *x, const struct copy_rec *c, uint32_t site, uint32_t epoch,
+                    uint64_t gen)
+{
+    if (x->csent_n == x->csent_cap) {
+        size_t cap = x->csent_cap ? x->csent_cap * 2 : 64;
+        struct copy_sent *v = xt_realloc(x->csent, cap * sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        x->csent = v;
+        x->csent_cap = cap;
+    }
+    struct copy_sent *e = &x->csent[x->csent_n++];
+    *e = (struct copy_sent){ .fsid = c->fsid, .table = c->table, .site = site, .epoch = epoch,
+                             .gen = gen, .sent_ns = xt_mono_ns() };
+    memcpy(e->name, c->name, RMU_NAME_LEN);
+    return 0;
+}
+
+/* Whether the receiver `site` committed group `gen` of incarnation
+ * `epoch` (a sync there: it commits first if it has not yet). */
+static bool confirmed(mds_xact *x, uint32_t site, uint32_t epoch, uint64_t gen)
+{
+    xt_rpc_pool *pool = mds_route_pool(x->o.route, site);
+    if (!pool)
+        return false;
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = (int)x->o.call_timeout_ms };
+    uint64_t committed = 0;
+    uint32_t at = 0;
+    return xt_mds_sync(pool, &call, gen, &committed, &at) == 0 && at == epoch &&
+           committed >= gen;
+}
+
+void mds_xact_copy_settle(mds_xact *x)
+{
+    uint64_t age = (uint64_t)COPY_SETTLE * x->o.commit_interval_ms * 1000000u + 1000000000u;
+    uint64_t now = xt_mono_ns();
+    size_t keep = 0, done = 0, again = 0;
+    /* Each receiver once: the newest group sent to it of its epoch. */
+    for (size_t i = 0; i < x->csent_n; i++) {
+        struct copy_sent *e = &x->csent[i];
+        if (e->state != 0 || now - e->sent_ns < age)
+            continue;
+        uint64_t gen = e->gen;
+        for (size_t j = i + 1; j < x->csent_n; j++)
+            if (x->csent[j].site == e->site && x->csent[j].epoch == e->epoch &&
+                now - x->csent[j].sent_ns >= age)
+                gen = XT_MAX(gen, x->csent[j].gen);
+        bool ok = confirmed(x, e->site, e->epoch, gen);
+        for (size_t j = i; j < x->csent_n; j++) {
+            struct copy_sent *f = &x->csent[j];
+            if (f->state == 0 && f->site == e->site && now - f->sent_ns >= age)
+                f->state = ok && f->epoch == e->epoch && f->gen <= gen ? 1 : 2;
+        }
+    }
+    for (size_t i = 0; i < x->csent_n; i++) {
+        struct copy_sent *e = &x->csent[i];
+        if (e->state == 1) {
+            /* Durable there: the outbox row goes (a local op; a row that
+             * moved or went meanwhile is its new holder's to send again). */
+            struct xt_req q = { .op = XT_OP_DELETE, .t = { e->fsid, e->table, -1 },
+                                .name = e->name, .name_len = RMU_NAME_LEN, .flags = XT_F_SYS };
+            struct xt_resp r;
+            memset(&r, 0, sizeof r);
+            if (x->io.op(x->io.ctx, &q, &r) == 0)
+                done++;
+            xt_resp_free(&r);
+        } else if (e->state == 2) {
+            again++; /* not confirmed: sent again (it is still an outbox row) */
+        } else {
+            x->csent[keep++] = *e;
+        }
+    }
+    x->csent_n = keep;
+    if (done || again)
+        XT_DBG("copy: %zu sent copies confirmed, %zu to send again", done, again);
+    if (done)
+        mds_stats_add(x->o.stats, MDS_CTR_RMU_DELIVERED, done);
+}
+
+/* Copies v[0..n) (sorted, all for `site`, n <= XT_BATCH_ATOMIC_MAX once
+ * merged): one local batch with their outbox rows' deletes, or one batch
+ * sent there (the rows kept in flight). */
+static int deliver_batch(mds_xact *x, uint32_t site, struct copy_rec *v, size_t n)
+{
+    struct xt_req reqs[2 * COPY_LOCAL];
+    struct xt_resp resps[2 * COPY_LOCAL];
+    size_t nr = 0, failed = 0;
+    bool here = site == mds_route_self(x->o.route);
     for (size_t i = 0; i < n; i++)
         if (i + 1 == n || !same_row(&v[i], &v[i + 1])) /* (3): the newest of a run */
             reqs[nr++] = copy_op(&v[i]);
-    int rc = mds_xact_owners(x, reqs, nr, site);
-    if (rc < 0)
-        return rc;
-    uint32_t self = mds_route_self(x->o.route);
-    bool here = true;
-    for (size_t i = 0; i < nr; i++) {
-        if (i < n && site[i] != self)
-            return -EREMOTE; /* the slice moved meanwhile: its new holder delivers */
-        here = here && site[i] == self;
-    }
-    size_t failed = 0;
-    struct txn *held = NULL;
+    for (size_t i = 0; here && i < n; i++)
+        reqs[nr++] = outbox_delete(&v[i]);
     memset(resps, 0, sizeof resps);
-    if (here) {
-        uint64_t gen;
-        rc = mds_xact_send(x, self, reqs, nr, resps, &failed, &gen);
-    } else {
-        rc = mds_xact_txn_run(x, reqs, nr, site, resps, &failed, &held);
-    }
+    uint64_t gen = 0;
+    int rc = mds_xact_send(x, site, reqs, nr, resps, &failed, &gen);
+    uint32_t epoch = (uint32_t)resps[0].epoch, at = resps[0].epoch_site;
     for (size_t i = 0; i < nr; i++)
         xt_resp_free(&resps[i]);
+    if (rc == -EREMOTE)
+        mds_xact_learn(x, &reqs[failed < nr ? failed : 0]); /* our view was stale */
     if (rc < 0) {
-        XT_DBG("copy: delivery of %zu copies: %s (op %zu): next round", n, strerror(-rc),
+        XT_DBG("copy: %zu copies to MDS %u: %s (op %zu): next round", nr, site, strerror(-rc),
                failed);
         return rc;
     }
-    mds_stats_add(x->o.stats, MDS_CTR_RMU_DELIVERED, n);
-    if (held)
-        mds_xact_rmu_hold(x, held);
-    return 0;
+    if (here) {
+        mds_stats_add(x->o.stats, MDS_CTR_RMU_DELIVERED, n);
+        return 0;
+    }
+    for (size_t i = 0; i < n && rc == 0; i++)
+        rc = sent_add(x, &v[i], at ? at : site, epoch, gen);
+    return rc;
 }
 
 size_t mds_xact_copy_deliver(mds_xact *x, struct copy_rec *v, size_t n)
 {
-    if (n > 1)
-        qsort(v, n, sizeof *v, copy_cmp);
+    if (n == 0)
+        return 0;
+    /* The receiver of each copy (this MDS's view; a stale one is
+     * corrected by the batch's answer next round). */
     size_t left = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct xt_req q = copy_op(&v[i]);
+        if (mds_xact_owners(x, &q, 1, &v[i].site) < 0)
+            v[i].site = 0;
+    }
+    qsort(v, n, sizeof *v, copy_cmp);
+    uint32_t self = mds_route_self(x->o.route);
     for (size_t i = 0; i < n;) {
-        size_t j = XT_MIN(i + COPY_CHUNK, n);
-        if (deliver_chunk(x, &v[i], j - i) < 0)
+        if (v[i].site == 0) {
+            left++;
+            i++;
+            continue;
+        }
+        /* Here: COPY_LOCAL records (copies and deletes fit a batch);
+         * there: XT_BATCH_ATOMIC_MAX rows (copies merged), any records. */
+        bool here = v[i].site == self;
+        size_t j = i, rows = 0;
+        while (j < n && v[j].site == v[i].site) {
+            bool new_row = j == i || !same_row(&v[j - 1], &v[j]);
+            if (here ? j - i == COPY_LOCAL : new_row && rows == XT_BATCH_ATOMIC_MAX)
+                break;
+            rows += new_row;
+            j++;
+        }
+        if (deliver_batch(x, v[i].site, &v[i], j - i) < 0)
             left += j - i;
         i = j;
     }
+    if (x->csent_n > 1)
+        qsort(x->csent, x->csent_n, sizeof *x->csent, sent_cmp);
     return left;
 }
 

@@ -136,6 +136,8 @@ struct mds_xact {
     uint64_t rmu_committed;  /* the group committed at the last round */
     uint64_t rmu_retry;      /* xt_mono_ns of the next round without a commit */
     struct txn *rmu_held;    /* delivered, finished once their group commits */
+    struct copy_sent *csent; /* copies in flight, sorted by outbox row */
+    size_t csent_n, csent_cap;
 };
 
 /* Parse a pending row: 0, -EBADMSG, -ENOMEM. Free p->buf with xt_free. */
@@ -203,6 +205,9 @@ static inline bool mds_xact_pend_row_is(const uint8_t *nm, size_t len)
  * NULL. 0 or the failing step's -errno (*failed: the op). */
 int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint32_t *site,
                      struct xt_resp *resps, size_t *failed, struct txn **held);
+/* Teaches this MDS the owner's bitmap of q's table (a routed lookup of
+ * q's row: the answer's piggyback is merged), after an -EREMOTE. */
+void mds_xact_learn(mds_xact *x, const struct xt_req *q);
 /* The owner of each op's slice (this MDS's bitmap and ring 0). */
 int mds_xact_owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *site);
 
@@ -251,14 +256,33 @@ struct copy_rec {
     uint8_t *buf;            /* xt_malloc'd: name || stamp || encoding */
     size_t enc_len;
     xt_row row;              /* CREATE: view of the encoding (into buf) */
+    uint32_t site;           /* its row's MDS (delivery) */
 };
+/* A copy sent to another MDS whose outbox row waits for its confirmation
+ * (mds_xact_copy.c (2)). */
+struct copy_sent {
+    uint32_t fsid;           /* the outbox row */
+    uint64_t table;
+    uint8_t name[RMU_NAME_LEN];
+    uint32_t site, epoch;    /* the receiver, its incarnation */
+    uint64_t gen;            /* its group holding the copy */
+    uint64_t sent_ns;        /* xt_mono_ns */
+    uint8_t state;           /* settle: 0 waiting, 1 confirmed, 2 send again */
+};
+/* Confirms the sent copies old enough and deletes their outbox rows;
+ * forgets those not confirmed (sent again). On the thread, before the
+ * round's scan. */
+void mds_xact_copy_settle(mds_xact *x);
+/* Whether outbox row `name` of (fsid, table) is a copy in flight. */
+bool mds_xact_copy_in_flight(const mds_xact *x, uint32_t fsid, uint64_t table,
+                             const uint8_t *name);
 /* Parses outbox row e (group g, glen bytes, its first byte RMU_FMT_COPY)
  * of slice k into *c (c->buf: free with mds_xact_copy_recs_free). 0,
  * -EBADMSG, -ENOMEM. Runs under the slice's lock. */
 int mds_xact_copy_parse(const struct mds_key *k, const xt_slice_entry *e, const uint8_t *g,
                         uint32_t glen, struct copy_rec *c);
-/* Delivers v[0..n) (reordered); returns how many are left for a later
- * round. */
+/* Delivers v[0..n) (reordered; none in flight): applied here, or sent
+ * and kept in flight. Returns how many are left for a later round. */
 size_t mds_xact_copy_deliver(mds_xact *x, struct copy_rec *v, size_t n);
 /* Frees v (xt_malloc'd) and the n records' buffers. */
 void mds_xact_copy_recs_free(struct copy_rec *v, size_t n);

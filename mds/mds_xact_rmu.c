@@ -104,6 +104,7 @@ struct ob {
 };
 
 struct ob_scan {
+    const mds_xact *x;
     uint64_t born_before;    /* xt_now_ns: younger rows wait (5) */
     struct ob *v;
     size_t n, cap;
@@ -158,6 +159,8 @@ static int ob_cb(void *arg, const struct mds_key *k, const xt_slice_entry *e)
     int rc;
     if (xt_row_get_group(e->row, e->row_len, XT_CG_USER0, &g, &glen) == 0 && glen &&
         g[0] == RMU_FMT_COPY) {
+        if (mds_xact_copy_in_flight(s->x, k->fsid, k->table, e->name))
+            return 0;
         if ((rc = grow((void **)&s->c, s->nc, &s->ccap, sizeof *s->c)) < 0)
             return rc;
         if ((rc = mds_xact_copy_parse(k, e, g, glen, &s->c[s->nc])) == 0)
@@ -210,7 +213,7 @@ static bool same_target(const struct ob *p, const struct ob *q)
  * copies (s->v: xt_free; s->c: mds_xact_copy_recs_free). */
 static int ob_collect(mds_xact *x, struct ob_scan *s)
 {
-    *s = (struct ob_scan){ .born_before = xt_now_ns() - RMU_MIN_AGE_NS };
+    *s = (struct ob_scan){ .x = x, .born_before = xt_now_ns() - RMU_MIN_AGE_NS };
     int rc = mds_xact_sys_rows(x, ob_cb, s);
     if (rc < 0) {
         xt_free(s->v);
@@ -329,6 +332,7 @@ void mds_xact_rmu_round(mds_xact *x)
             p = &t->next;
         }
     }
+    mds_xact_copy_settle(x);
     struct ob_scan s;
     if (ob_collect(x, &s) < 0) {
         x->rmu_retry = now + RMU_RETRY_NS;
@@ -358,6 +362,9 @@ void mds_xact_rmu_round(mds_xact *x)
 
 void mds_xact_rmu_free(mds_xact *x)
 {
+    xt_free(x->csent); /* (their outbox rows are sent again after a restart) */
+    x->csent = NULL;
+    x->csent_n = x->csent_cap = 0;
     while (x->rmu_held) {
         struct txn *t = x->rmu_held;
         x->rmu_held = t->next;
