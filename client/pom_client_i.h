@@ -190,6 +190,8 @@ int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
                 struct xt_resp *resp, xt_row *row);
 /* Builds struct stat from fixed columns. */
 void pom_row_stat(const xt_row_attr *a, struct stat *st);
+/* Sleeps ms milliseconds (the pauses between retries). */
+void pom_pause_ms(int ms);
 /* A timespec in nanoseconds (the rows' time unit). */
 uint64_t pom_ts_ns(const struct timespec *ts);
 /* A fresh uuid. */
@@ -243,6 +245,19 @@ int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_
 /* Removes the link stub (parent, name) whose attributes are *stub, with
  * its ILT nlink change, atomically. -ESTALE: read again. */
 int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *stub);
+
+/* ---- pom_gdt_read.c: directories found by uuid ----------------------- */
+
+/* What a GDT row says: where a directory's own row is (a hint, to be
+ * checked against that row before use). */
+struct pom_gdt_hint {
+    uint64_t parent;              /* the table holding the directory's row */
+    char name[XT_NAME_MAX + 1];   /* its name there, NUL-terminated */
+};
+/* Parses row, the GDT row of directory uuid decoded with its XT_CG_USER0
+ * group (POM_GDT_FMT): 0 and *out, or -EIO (malformed: wrong uuid or type,
+ * short or overlong group, unknown format, bad name or parent; logged). */
+int pom_gdt_parse(const xt_row *row, uint64_t uuid, struct pom_gdt_hint *out);
 
 /* ---- pom_ino.c: the inode map ---------------------------------------- */
 
