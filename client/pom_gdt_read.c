@@ -110,9 +110,11 @@ static int gdt_find(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, str
         int rc = gdt_try(fs, uuid, parent, name, st);
         if (rc <= 0)
             return rc;
-        if (xt_mono_ns() + (uint64_t)pause * 1000000u > deadline)
+        uint64_t now = xt_mono_ns();
+        if (now >= deadline)
             return -ESTALE;
-        pom_pause_ms(pause);
+        /* The last pause ends at the deadline, then one more read. */
+        pom_pause_ms((int)XT_MIN((uint64_t)pause, (deadline - now) / 1000000u + 1));
         pause = XT_MIN(pause * 2, POM_GDT_PAUSE_MAX);
     }
 }
