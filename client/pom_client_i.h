@@ -246,18 +246,32 @@ int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_
  * its ILT nlink change, atomically. -ESTALE: read again. */
 int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *stub);
 
+/* ---- pom_gdt.c: the GDT's writer ------------------------------------ */
+
+/* What a GDT copy op points into (the caller keeps it while the op is
+ * used). */
+struct pom_gdt_buf {
+    char key[POM_ILT_NAME_LEN + 1];
+    uint8_t grp[POM_GDT_HEAD + XT_NAME_MAX];
+    xt_row row;
+};
+/* The copy op (XT_F_RMU) into *q saying directory dir's row is now `name`
+ * in table `parent` (name NULL: dir is gone), as of stamp (the change's
+ * xt_now_ns). -EINVAL (name empty or too long). */
+int pom_gdt_op(uint64_t dir, uint64_t parent, const char *name, uint64_t stamp,
+               struct pom_gdt_buf *b, struct xt_req *q);
+/* Where a GDT row (read with its XT_CG_USER0 group) says its directory
+ * is: *parent and name (XT_NAME_MAX + 1 bytes, NUL-terminated). -EIO: not
+ * a GDT row's group. */
+int pom_gdt_parse(const xt_row *row, uint64_t *parent, char *name);
+
 /* ---- pom_gdt_read.c: directories found by uuid ----------------------- */
 
-/* What a GDT row says: where a directory's own row is (a hint, to be
- * checked against that row before use). */
-struct pom_gdt_hint {
-    uint64_t parent;              /* the table holding the directory's row */
-    char name[XT_NAME_MAX + 1];   /* its name there, NUL-terminated */
-};
-/* Parses row, the GDT row of directory uuid decoded with its XT_CG_USER0
- * group (POM_GDT_FMT): 0 and *out, or -EIO (malformed: wrong uuid or type,
- * short or overlong group, unknown format, bad name or parent; logged). */
-int pom_gdt_parse(const xt_row *row, uint64_t uuid, struct pom_gdt_hint *out);
+/* pom_gdt_parse and what a reader checks before following the hint: row
+ * is directory uuid's GDT row (its uuid, type KV), the name is a valid
+ * entry name, the parent neither 0 nor uuid. 0, or -EIO with a log line
+ * saying why. */
+int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *name);
 
 /* ---- pom_ino.c: the inode map ---------------------------------------- */
 

@@ -352,12 +352,23 @@ int pom_sync_call(pom_fs *fs)
  * semantics are kept per op: a LOOKUP is a check (version/uuid compared
  * here), a CREATE with XT_F_IF_VER/XT_F_IF_UUID replaces only a row
  * that passes the same check. */
+static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried);
+
 static int batch_fallback(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
                           bool *retried)
 {
     for (size_t i = 0; i < n; i++) {
         *failed = i;
         struct xt_req q = reqs[i];
+        if (q.flags & XT_F_RMU) {
+            /* A copy travels in a batch only: alone, it applies at its
+             * row's MDS (newest wins). */
+            size_t f;
+            int rc = batch_send(fs, &q, 1, &f, retried);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
         bool check = q.op == XT_OP_LOOKUP ||
                      (q.op == XT_OP_CREATE && (q.flags & (XT_F_IF_VER | XT_F_IF_UUID)));
         struct xt_resp r;
@@ -452,6 +463,8 @@ static bool loose_apart(pom_fs *fs, const struct xt_req *reqs, size_t n)
                                            &hint, &pool);
         if (!m || xt_req_loose_after(&reqs[i]))
             return false;
+        if (reqs[i].flags & XT_F_RMU)
+            continue; /* a copy goes wherever the MDS sends it (an RMU) */
         if (xt_req_loose(&reqs[i]))
             loose[nloose++] = m->id;
         else if (strict && strict != m->id)

@@ -17,7 +17,8 @@
  *      hold answers -ESTALE, after the wait of (2) (a file cannot be told
  *      from a directory whose row is late).
  *  (4) A malformed GDT row is -EIO with a log line: neither retried nor
- *      followed.
+ *      followed. pom_gdt.c parses the group; this reader adds the checks
+ *      that matter before following it (pom_gdt_read_hint).
  *  (5) References are those of pom_lookup: one lookup reference on the
  *      inode answered (pom_lookup_ino), none on the directory whose parent
  *      is asked (pom_lookup_parent).
@@ -30,33 +31,17 @@
 #define POM_GDT_PAUSE_MS  100   /* first pause between reads, doubling */
 #define POM_GDT_PAUSE_MAX 800
 
-int pom_gdt_parse(const xt_row *row, uint64_t uuid, struct pom_gdt_hint *out)
+int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *name)
 {
     const char *why = NULL;
-    const xt_row_group *g = xt_row_view_group(row, XT_CG_USER0);
-    if (row->attr.uuid != uuid || row->attr.type != XT_ROW_KV) {
+    if (row->attr.uuid != uuid || row->attr.type != XT_ROW_KV)
         why = "not this directory's row (uuid or type)";
-    } else if (!g || g->len < POM_GDT_HEAD) {
-        why = "group shorter than its head";
-    } else if (g->ptr[0] != POM_GDT_FMT) {
-        why = "unknown format";
-    } else {
-        uint64_t parent = xt_get_u64(g->ptr + 1);
-        uint16_t nlen = xt_get_u16(g->ptr + 9);
-        if (nlen == 0 || nlen > XT_NAME_MAX || g->len != POM_GDT_HEAD + (uint32_t)nlen) {
-            why = "name length does not match the group";
-        } else if (parent == 0 || parent == uuid) {
-            why = "impossible parent";
-        } else {
-            memcpy(out->name, g->ptr + POM_GDT_HEAD, nlen);
-            out->name[nlen] = '\0';
-            out->parent = parent;
-            /* A NUL inside the name shortens the string: pom_name_check
-             * would pass a prefix, so the length is compared too. */
-            if (strlen(out->name) != nlen || pom_name_check(out->name) < 0)
-                why = "not a valid name";
-        }
-    }
+    else if (pom_gdt_parse(row, parent, name) < 0)
+        why = "not a GDT group (length, format or name length)";
+    else if (*parent == 0 || *parent == uuid)
+        why = "impossible parent";
+    else if (pom_name_check(name) < 0)
+        why = "not a valid name";
     if (why) {
         char id[POM_ILT_NAME_LEN + 1];
         pom_ilt_name(uuid, id);
@@ -78,13 +63,14 @@ static int gdt_try(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, stru
     int rc = pom_row_get(fs, POM_TABLE_GDT, id, XT_CG_USER0, &r, &row);
     if (rc < 0)
         return rc == -ENOENT ? 1 : rc;
-    struct pom_gdt_hint h;
-    rc = pom_gdt_parse(&row, uuid, &h);
+    uint64_t at;
+    char nm[XT_NAME_MAX + 1];
+    rc = pom_gdt_read_hint(&row, uuid, &at, nm);
     xt_resp_free(&r);
     if (rc < 0)
         return rc;
     /* A removed parent's table answers -ENOENT too. */
-    if ((rc = pom_row_get(fs, h.parent, h.name, POM_ROW_META, &r, &row)) < 0)
+    if ((rc = pom_row_get(fs, at, nm, POM_ROW_META, &r, &row)) < 0)
         return rc == -ENOENT ? 1 : rc;
     bool holds = row.attr.uuid == uuid && row.attr.type == XT_ROW_DIR;
     if (holds && st)
@@ -92,8 +78,8 @@ static int gdt_try(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, stru
     xt_resp_free(&r);
     if (!holds)
         return 1;
-    *parent = h.parent;
-    memcpy(name, h.name, strlen(h.name) + 1);
+    *parent = at;
+    memcpy(name, nm, strlen(nm) + 1);
     return 0;
 }
 

@@ -382,8 +382,9 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     uint64_t now = xt_now_ns();
     xt_row nsrc = src, ndst;
     nsrc.attr.ctime_ns = now;
-    struct xt_req q[5];
+    struct xt_req q[8];
     struct pom_dir_upd pu[2];
+    struct pom_gdt_buf gb[2];
     size_t n = 0, failed;
     char in[POM_ILT_NAME_LEN + 1];
     xt_row upd;
@@ -435,8 +436,17 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
                 goto out;
             }
     }
+    /* The GDT rows of the directories moved or replaced (copies, after
+     * every op the failure rules below index). */
+    size_t nq = n;
+    if (sdir && rc == 0)
+        rc = pom_gdt_op(sa.uuid, newparent, newname, now, &gb[0], &q[nq++]);
+    if (ddir && rc == 0)
+        rc = pom_gdt_op(da.uuid, parent, xchg ? name : NULL, now, &gb[1], &q[nq++]);
+    if (rc < 0)
+        goto out;
     bool retried = false;
-    rc = pom_batch_call(fs, q, n, &failed, &retried);
+    rc = pom_batch_call(fs, q, nq, &failed, &retried);
     if (rc < 0 && retried && pom_name_holds(fs, newparent, newname, sa.uuid) == 1 &&
         pom_name_holds(fs, parent, name, xchg ? da.uuid : sa.uuid) == xchg)
         rc = 0; /* invariant 4 */

@@ -273,18 +273,21 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
  * created (-ENOENT). */
 static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *row)
 {
-    struct xt_req q[2] = {
+    struct xt_req q[3] = {
         { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
           .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = row },
     };
+    bool dir = row->attr.type == XT_ROW_DIR;
     struct pom_dir_upd pu;
-    int rc = pom_dir_upd_op(fs, parent, row->attr.type == XT_ROW_DIR ? 1 : 0,
-                            row->attr.ctime_ns, &pu, &q[1]);
+    struct pom_gdt_buf gb;
+    int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, row->attr.ctime_ns, &pu, &q[1]);
+    if (rc == 0 && dir) /* its GDT row (a copy: never fails the batch) */
+        rc = pom_gdt_op(row->attr.uuid, parent, name, row->attr.ctime_ns, &gb, &q[2]);
     if (rc < 0)
         return rc;
     size_t failed = SIZE_MAX;
     bool retried = false;
-    rc = pom_batch_call(fs, q, 2, &failed, &retried);
+    rc = pom_batch_call(fs, q, dir ? 3 : 2, &failed, &retried);
     if (rc < 0 && retried && pom_name_holds(fs, parent, name, row->attr.uuid) == 1)
         return 0; /* our first attempt was applied */
     if (failed == 1 && pom_parent_missing(rc))
@@ -431,18 +434,22 @@ int pom_dir_empty(pom_fs *fs, uint64_t dir)
 static int remove_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *a)
 {
     bool dir = a->type == XT_ROW_DIR;
-    struct xt_req q[2] = {
+    struct xt_req q[3] = {
         { .op = XT_OP_DELETE, .t = { .table = parent }, .name = name,
           .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER | XT_F_IF_UUID,
           .expect_version = a->version, .expect_uuid = a->uuid },
     };
     struct pom_dir_upd pu;
-    int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, xt_now_ns(), &pu, &q[1]);
+    struct pom_gdt_buf gb;
+    uint64_t now = xt_now_ns();
+    int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, now, &pu, &q[1]);
+    if (rc == 0 && dir)
+        rc = pom_gdt_op(a->uuid, 0, NULL, now, &gb, &q[2]);
     if (rc < 0)
         return rc;
     size_t failed = SIZE_MAX;
     bool retried = false;
-    rc = pom_batch_call(fs, q, 2, &failed, &retried);
+    rc = pom_batch_call(fs, q, dir ? 3 : 2, &failed, &retried);
     if (failed == 1 && pom_parent_missing(rc) && !dir) {
         struct xt_resp r;
         retried = false;

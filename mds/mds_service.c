@@ -348,6 +348,8 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
     int rc = sys_check(req);
     if (rc < 0)
         return rc;
+    if (req->flags & XT_F_RMU)
+        return -EINVAL; /* a copy only travels in an atomic batch */
     enum mds_op op;
     switch (req->op) {
     case XT_OP_CREATE:
@@ -570,6 +572,19 @@ static int to_aop(const struct xt_req *req, struct upd_arg *ua, struct mds_aop *
     bool if_ver = (req->flags & (XT_F_IF_VER | XT_F_IF_UUID)) != 0;
     if (req->flags & XT_F_SOFT)
         return -EINVAL; /* a view, never part of an atomic change */
+    if (req->flags & XT_F_RMU) {
+        /* A copy (newest wins by ctime): the row's, or a delete's stamp. */
+        if (!req->row || (req->op != XT_OP_CREATE && req->op != XT_OP_DELETE) ||
+            (req->flags & (XT_F_EXCL | XT_F_IF_VER | XT_F_IF_UUID)))
+            return -EINVAL;
+        o->type = MDS_AOP_COPY;
+        o->stamp = req->row->attr.ctime_ns;
+        if (req->op == XT_OP_DELETE)
+            return 0;
+        int rc = encode_new_row(req, enc, &o->row_len);
+        o->row = *enc;
+        return rc;
+    }
     switch (req->op) {
     case XT_OP_CREATE: {
         size_t len;
@@ -612,7 +627,9 @@ static int atomic_run(struct mds_service *svc, const struct mds_aop *ops, size_t
     int rc = 0;
     for (size_t tries = 0; tries <= n; tries++) {
         rc = mds_table_atomic(svc->table, ops, n, failed, gen);
-        if (rc != -ENOENT || ops[*failed].type != MDS_AOP_CREATE || ops[*failed].check)
+        const struct mds_aop *o = &ops[*failed];
+        if (rc != -ENOENT ||
+            !((o->type == MDS_AOP_CREATE && !o->check) || o->type == MDS_AOP_COPY))
             break;
         uint64_t g2 = 0;
         int mk = mds_table_mktable(svc->table, ops[*failed].fsid, ops[*failed].table, &g2);
@@ -704,6 +721,15 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
         bool internal = false;
         for (size_t i = 0; i < n; i++)
             internal = internal || (reqs[i].flags & XT_F_SYS);
+        /* Copies whose rows sit elsewhere become outbox rows (an RMU). */
+        struct copy_place *hold = NULL;
+        const struct xt_req *placed = reqs;
+        if (!internal && mds_xact_has_copy(reqs, n) &&
+            (rc = mds_xact_copy_place(svc->xact, reqs, n, &placed, &hold, failed)) < 0) {
+            mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
+            return rc;
+        }
+        reqs = placed;
         bool rmu = !internal && svc->xact && mds_xact_count_apart(svc->xact, reqs, n);
         rc = rmu ? -EREMOTE : batch_here(svc, reqs, n, NULL, 0, resps, failed, &gen);
         if (rc == -EREMOTE && !internal) {
@@ -711,6 +737,7 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
             if (!rmu) /* (sent to the right MDS: the client's view is right) */
                 teach_bitmaps(svc, reqs, n, resps);
         }
+        mds_xact_copy_place_free(hold);
     }
     mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
     return rc;

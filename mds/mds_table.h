@@ -193,6 +193,10 @@ enum mds_aop_type {
     MDS_AOP_CHECK = 2,  /* the row must exist (and pass check); changes nothing */
     MDS_AOP_UPDATE = 3, /* the row must exist; fn makes the new row */
     MDS_AOP_DELETE = 4, /* the row must exist (and pass check) */
+    MDS_AOP_COPY = 5,   /* newest wins by ctime_ns (XT_F_RMU): row != NULL
+                           replaces the row unless it holds ctime >= stamp;
+                           row NULL deletes it unless it holds ctime > stamp
+                           (absent: nothing). Never fails on the row's state */
 };
 
 /* A CREATE's row made from the pre-image of an earlier op of the same
@@ -218,6 +222,7 @@ struct mds_aop {
     mds_aop_derive_fn derive;  /* CREATE (may be NULL): the row is derive's
                                   result over op `of`'s pre-image, not row */
     size_t of;                 /* with derive: an index < this op's */
+    uint64_t stamp;            /* COPY: the change's ctime_ns */
 };
 
 /* Invariant 9 (docs/mds-xact.md): a row with a pending row (a prepared

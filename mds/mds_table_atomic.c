@@ -16,6 +16,7 @@
 
 #include "xt_common.h"
 #include "xt_hash.h"
+#include "xt_row.h"
 
 /* What one op of a batch found and will do, for one round. */
 struct aslot {
@@ -27,6 +28,9 @@ struct aslot {
     size_t old_len;
     uint8_t *nrow;     /* UPDATE: fn's result, xt_malloc'd */
     size_t nlen;
+    int eff;           /* what the op does this round: its type, or for a
+                          COPY the CREATE, DELETE or CHECK (nothing) its
+                          stamp against the row's ctime comes to */
 };
 
 struct abatch {
@@ -57,7 +61,8 @@ static int atomic_validate(const struct mds_aop *ops, size_t n, size_t *failed)
         *failed = i;
         const struct mds_aop *o = &ops[i];
         if (mds_table_check_name(o->name_len) < 0 || o->type < MDS_AOP_CREATE ||
-            o->type > MDS_AOP_DELETE || (o->type == MDS_AOP_UPDATE && !o->fn) ||
+            o->type > MDS_AOP_COPY || (o->type == MDS_AOP_UPDATE && !o->fn) ||
+            (o->type == MDS_AOP_COPY && (o->check || o->derive || (!o->row && o->row_len))) ||
             (o->type == MDS_AOP_CREATE && !o->row && o->row_len) ||
             (o->derive && (o->type != MDS_AOP_CREATE || o->of >= i)))
             return -EINVAL;
@@ -204,6 +209,20 @@ static int round_check(struct abatch *b, size_t *failed, size_t *full)
         }
         if ((rc = pend_check(b, i)) < 0)
             break;
+        s->eff = o->type;
+        if (o->type == MDS_AOP_COPY) {
+            xt_row v;
+            if (s->existed && xt_row_decode_meta(s->old, s->old_len, &v) < 0) {
+                rc = -EIO;
+                break;
+            }
+            bool newer = s->existed && (o->row ? v.attr.ctime_ns >= o->stamp
+                                               : v.attr.ctime_ns > o->stamp);
+            s->eff = newer ? MDS_AOP_CHECK
+                     : o->row ? MDS_AOP_CREATE
+                     : s->existed ? MDS_AOP_DELETE : MDS_AOP_CHECK;
+            continue;
+        }
         bool need = o->type != MDS_AOP_CREATE || o->check;
         if (need && !s->existed)
             rc = -ENOENT;
@@ -227,7 +246,7 @@ static int round_check(struct abatch *b, size_t *failed, size_t *full)
         uint32_t fresh = 0;
         size_t first = 0;
         for (size_t i = 0; i < b->n; i++)
-            if (b->s[i].e == b->lk[k] && b->ops[i].type == MDS_AOP_CREATE && !b->s[i].existed) {
+            if (b->s[i].e == b->lk[k] && b->s[i].eff == MDS_AOP_CREATE && !b->s[i].existed) {
                 if (fresh++ == 0)
                     first = i;
             }
@@ -246,7 +265,7 @@ static int aop_apply(struct abatch *b, size_t i)
     struct aslot *s = &b->s[i];
     xt_slice *sl = mds_cent_slice(s->e);
     int rc;
-    switch (o->type) {
+    switch (s->eff) {
     case MDS_AOP_CREATE:
         rc = o->derive ? xt_slice_insert(sl, o->name, o->name_len, s->h, s->nrow, s->nlen, 0,
                                          b->gen)
@@ -269,7 +288,7 @@ static int aop_undo(struct abatch *b, size_t i)
     const struct mds_aop *o = &b->ops[i];
     struct aslot *s = &b->s[i];
     xt_slice *sl = mds_cent_slice(s->e);
-    if (o->type == MDS_AOP_CHECK)
+    if (s->eff == MDS_AOP_CHECK)
         return 0;
     if (!s->existed)
         return xt_slice_delete(sl, o->name, o->name_len, s->h, b->gen);
@@ -319,7 +338,7 @@ int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *
             /* A slice is full: split it unlocked, then start over. */
             uint32_t need = 0;
             for (size_t i = 0; i < n; i++)
-                need += b->s[i].e == b->s[full].e && ops[i].type == MDS_AOP_CREATE &&
+                need += b->s[i].e == b->s[full].e && b->s[i].eff == MDS_AOP_CREATE &&
                         !b->s[i].existed;
             struct mtab *m = b->s[full].m;
             uint64_t h = b->s[full].h;

@@ -103,6 +103,21 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
  * attempt here first would only fail. */
 bool mds_xact_count_apart(mds_xact *x, const struct xt_req *reqs, size_t n);
 
+/* Whether a batch carries a copy (XT_F_RMU). */
+bool mds_xact_has_copy(const struct xt_req *reqs, size_t n);
+/* A client's atomic batch with copies, placed (mds_xact_copy.c (1)): *out
+ * gets the batch to run -- reqs itself, or a copy in *hold where each
+ * copy whose row this MDS places away from op 0's is its outbox row's
+ * create (pointing into *hold: free it with mds_xact_copy_place_free once
+ * the batch ran). x NULL (one MDS): every copy stays. -EINVAL (*failed:
+ * the op) for a copy on a system row, without its row (the
+ * stamp) or with conditions; -EAGAIN, -ENOMEM. A copy as op 0 stays
+ * (it applies at its row's MDS, with the batch). */
+struct copy_place;
+int mds_xact_copy_place(mds_xact *x, const struct xt_req *reqs, size_t n,
+                        const struct xt_req **out, struct copy_place **hold, size_t *failed);
+void mds_xact_copy_place_free(struct copy_place *hold);
+
 /* Participant: applies a prepare (mds_xact_is_prepare) with a pending row
  * per op, synced when asked. 0 or the first failing op's -errno
  * (-EAGAIN: a row is pending in another transaction). */

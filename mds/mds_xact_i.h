@@ -209,6 +209,7 @@ int mds_xact_owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *
 /* ---- RMU (mds_xact_rmu.c) ---- */
 
 #define RMU_FMT     1
+#define RMU_FMT_COPY 2 /* a copy's record (mds_xact_copy.c) */
 #define RMU_OFF_NAME 27
 #define RMU_NAME_LEN MDS_XACT_DNAME_LEN
 /* The outbox row for count op q (a loose op with NLINK_ADD), placed with
@@ -223,11 +224,44 @@ struct rmu_buf {
 int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
                         const void *near, size_t near_len, struct rmu_buf *buf,
                         struct xt_req *out);
+/* The name of a new outbox row placed with row `near` (RMU_NAME_LEN
+ * bytes into out): unique per MDS incarnation. */
+void mds_xact_rmu_name(mds_xact *x, const void *near, size_t near_len, uint8_t *out);
+/* Keeps delivered transaction t (taken over) until its decision's group
+ * commits here, then finishes it (mds_xact_rmu.c (4)). */
+void mds_xact_rmu_hold(mds_xact *x, struct txn *t);
 /* One delivery round, on the thread, when the group committed since the
  * last (held transactions finished, outbox rows of cached slices sent). */
 void mds_xact_rmu_round(mds_xact *x);
 /* Drops the held transactions (at mds_xact_free; resolvers finish them). */
 void mds_xact_rmu_free(mds_xact *x);
+
+/* ---- copies (mds_xact_copy.c) ---- */
+
+/* One copy's outbox row found in the cache, parsed and copied out. */
+struct copy_rec {
+    uint32_t fsid;           /* where the outbox row is */
+    uint64_t table;
+    uint8_t name[RMU_NAME_LEN];
+    uint8_t op;              /* XT_OP_CREATE, XT_OP_DELETE */
+    uint32_t tfsid;          /* the row it changes */
+    uint64_t ttable;
+    uint16_t tname_len;
+    uint64_t stamp;
+    uint8_t *buf;            /* xt_malloc'd: name || stamp || encoding */
+    size_t enc_len;
+    xt_row row;              /* CREATE: view of the encoding (into buf) */
+};
+/* Parses outbox row e (group g, glen bytes, its first byte RMU_FMT_COPY)
+ * of slice k into *c (c->buf: free with mds_xact_copy_recs_free). 0,
+ * -EBADMSG, -ENOMEM. Runs under the slice's lock. */
+int mds_xact_copy_parse(const struct mds_key *k, const xt_slice_entry *e, const uint8_t *g,
+                        uint32_t glen, struct copy_rec *c);
+/* Delivers v[0..n) (reordered); returns how many are left for a later
+ * round. */
+size_t mds_xact_copy_deliver(mds_xact *x, struct copy_rec *v, size_t n);
+/* Frees v (xt_malloc'd) and the n records' buffers. */
+void mds_xact_copy_recs_free(struct copy_rec *v, size_t n);
 
 /* Calls cb(arg, k, e) for each row of every cached slice of this MDS that
  * holds system rows (meta slices aside), under that slice's read lock: cb

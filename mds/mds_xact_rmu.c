@@ -53,17 +53,22 @@
 #define RMU_RETRY_NS   (1000u * 1000000u)
 #define RMU_MIN_AGE_NS (1000u * 1000000u)
 
+void mds_xact_rmu_name(mds_xact *x, const void *near, size_t near_len, uint8_t *out)
+{
+    xt_hash_sys_head(out, XT_SYS_OUTBOX, xt_hash_name(near, near_len));
+    xt_put_u32(out + XT_SYS_HEAD, mds_route_self(x->o.route));
+    xt_put_u32(out + XT_SYS_HEAD + 4, x->o.epoch);
+    xt_put_u64(out + XT_SYS_HEAD + 8,
+               atomic_fetch_add_explicit(&x->rmu_seq, 1, memory_order_relaxed) + 1);
+}
+
 int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
                         const void *near, size_t near_len, struct rmu_buf *b,
                         struct xt_req *out)
 {
     if (!q->row || q->name_len == 0 || q->name_len > XT_NAME_MAX)
         return -EINVAL;
-    xt_hash_sys_head(b->name, XT_SYS_OUTBOX, xt_hash_name(near, near_len));
-    xt_put_u32(b->name + XT_SYS_HEAD, mds_route_self(x->o.route));
-    xt_put_u32(b->name + XT_SYS_HEAD + 4, x->o.epoch);
-    xt_put_u64(b->name + XT_SYS_HEAD + 8,
-               atomic_fetch_add_explicit(&x->rmu_seq, 1, memory_order_relaxed) + 1);
+    mds_xact_rmu_name(x, near, near_len, b->name);
     uint8_t *r = b->rec;
     r[0] = RMU_FMT;
     xt_put_u32(r + RMU_OFF_TFSID, q->t.fsid);
@@ -102,7 +107,23 @@ struct ob_scan {
     uint64_t born_before;    /* xt_now_ns: younger rows wait (5) */
     struct ob *v;
     size_t n, cap;
+    struct copy_rec *c;      /* copies' rows (mds_xact_copy.c) */
+    size_t nc, ccap;
 };
+
+/* Room for one more element in *v (n used of *cap, each size bytes). */
+static int grow(void **v, size_t n, size_t *cap, size_t size)
+{
+    if (n < *cap)
+        return 0;
+    size_t c = *cap ? *cap * 2 : 16;
+    void *nv = xt_realloc(*v, c * size);
+    if (!nv)
+        return -ENOMEM;
+    *v = nv;
+    *cap = c;
+    return 0;
+}
 
 static int ob_parse(const xt_slice_entry *e, struct ob *o)
 {
@@ -128,19 +149,30 @@ static int ob_cb(void *arg, const struct mds_key *k, const xt_slice_entry *e)
 {
     struct ob_scan *s = arg;
     const uint8_t *nm = e->name;
+    const uint8_t *g;
+    uint32_t glen;
     xt_row meta;
     if (e->name_len != RMU_NAME_LEN || !e->row || !xt_hash_is_sys(nm, e->name_len) ||
-        nm[2] != XT_SYS_OUTBOX || xt_row_decode_meta(e->row, e->row_len, &meta) < 0 ||
-        meta.attr.ctime_ns > s->born_before)
+        nm[2] != XT_SYS_OUTBOX || xt_row_decode_meta(e->row, e->row_len, &meta) < 0)
         return 0;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        struct ob *v = xt_realloc(s->v, cap * sizeof *v);
-        if (!v)
-            return -ENOMEM;
-        s->v = v;
-        s->cap = cap;
+    int rc;
+    if (xt_row_get_group(e->row, e->row_len, XT_CG_USER0, &g, &glen) == 0 && glen &&
+        g[0] == RMU_FMT_COPY) {
+        if ((rc = grow((void **)&s->c, s->nc, &s->ccap, sizeof *s->c)) < 0)
+            return rc;
+        if ((rc = mds_xact_copy_parse(k, e, g, glen, &s->c[s->nc])) == 0)
+            s->nc++;
+        else if (rc == -ENOMEM)
+            return rc;
+        else
+            XT_ERR("rmu: a copy's outbox row of table %llu does not parse: left for fsck",
+                   (unsigned long long)k->table);
+        return 0;
     }
+    if (meta.attr.ctime_ns > s->born_before)
+        return 0;
+    if ((rc = grow((void **)&s->v, s->n, &s->cap, sizeof *s->v)) < 0)
+        return rc;
     struct ob *o = &s->v[s->n];
     if (ob_parse(e, o) < 0) {
         XT_ERR("rmu: an outbox row of table %llu does not parse: left for fsck",
@@ -174,18 +206,17 @@ static bool same_target(const struct ob *p, const struct ob *q)
            p->tname_len == q->tname_len && memcmp(p->tname, q->tname, p->tname_len) == 0;
 }
 
-/* The outbox rows of every cached slice old enough (5) (*out: xt_free). */
-static int ob_collect(mds_xact *x, struct ob **out, size_t *n)
+/* The outbox rows of every cached slice: the counts old enough (5), the
+ * copies (s->v: xt_free; s->c: mds_xact_copy_recs_free). */
+static int ob_collect(mds_xact *x, struct ob_scan *s)
 {
-    struct ob_scan s = { .born_before = xt_now_ns() - RMU_MIN_AGE_NS };
-    int rc = mds_xact_sys_rows(x, ob_cb, &s);
+    *s = (struct ob_scan){ .born_before = xt_now_ns() - RMU_MIN_AGE_NS };
+    int rc = mds_xact_sys_rows(x, ob_cb, s);
     if (rc < 0) {
-        xt_free(s.v);
-        return rc;
+        xt_free(s->v);
+        mds_xact_copy_recs_free(s->c, s->nc);
     }
-    *out = s.v;
-    *n = s.n;
-    return 0;
+    return rc;
 }
 
 /* The outbox rows v[0..n) deleted here without delivery: their parent is
@@ -260,10 +291,8 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
                (int)v[0].tname_len, (const char *)v[0].tname, (unsigned long long)v[0].ttable,
                (long long)sum, held ? "transaction" : "one batch");
         mds_stats_add(x->o.stats, MDS_CTR_RMU_DELIVERED, n);
-        if (held) {
-            held->next = x->rmu_held;
-            x->rmu_held = held;
-        }
+        if (held)
+            mds_xact_rmu_hold(x, held);
         return 0;
     }
     if (failed == n && (rc == -ENOENT || rc == -ESTALE)) {
@@ -274,6 +303,12 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
            (int)v[0].tname_len, (const char *)v[0].tname, (unsigned long long)v[0].ttable,
            strerror(-rc), failed);
     return rc;
+}
+
+void mds_xact_rmu_hold(mds_xact *x, struct txn *t)
+{
+    t->next = x->rmu_held;
+    x->rmu_held = t;
 }
 
 void mds_xact_rmu_round(mds_xact *x)
@@ -294,12 +329,13 @@ void mds_xact_rmu_round(mds_xact *x)
             p = &t->next;
         }
     }
-    struct ob *v = NULL;
-    size_t n = 0;
-    if (ob_collect(x, &v, &n) < 0) {
+    struct ob_scan s;
+    if (ob_collect(x, &s) < 0) {
         x->rmu_retry = now + RMU_RETRY_NS;
         return;
     }
+    struct ob *v = s.v;
+    size_t n = s.n;
     if (n > 1)
         qsort(v, n, sizeof *v, ob_cmp);
     size_t left = 0; /* (for the log) */
@@ -312,8 +348,11 @@ void mds_xact_rmu_round(mds_xact *x)
         i = j;
     }
     xt_free(v);
-    if (n)
-        XT_DBG("rmu: round: %zu outbox rows, %zu left for a later round", n, left);
+    size_t cleft = mds_xact_copy_deliver(x, s.c, s.nc);
+    mds_xact_copy_recs_free(s.c, s.nc);
+    if (n || s.nc)
+        XT_DBG("rmu: round: %zu counts, %zu copies; %zu, %zu left for a later round", n, s.nc,
+               left, cleft);
     x->rmu_retry = now + RMU_RETRY_NS;
 }
 

@@ -33,7 +33,14 @@
  *      not XT_SYS_PEND_LEN long, a count or outbox row not XT_SYS_HEAD + 16
  *      long or a decision row shorter than that is damage. Pending rows in
  *      the ILT (hard links' table) are not scanned. While RMU outbox rows
- *      are not delivered, (8) may find a parent's nlink behind.
+ *      are not delivered, (8) may find a parent's nlink behind;
+ * (10) every directory's GDT row (client/pom_client_i.h "GDT") names the
+ *      parent and name the walk found it under. A copy held by another
+ *      MDS arrives about a second after its change: a row that does not
+ *      agree is read again for up to GDT_WAIT_MS before it is a problem.
+ *      The GDT's rows are counted too: more rows than directories are
+ *      stale copies (a directory made, moved and removed within a second
+ *      at several MDS can leave one), which readers never trust.
  * It changes nothing, but --repair-orphans deletes orphan sets whose newest
  * tract file or folder is at least ORPHAN_AGE_S old, only when R2 counts
  * no mount of the fs (a live client may hold a migrated file whose row it
@@ -69,6 +76,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct ino_ent {
     uint64_t ino;        /* 0: empty slot */
@@ -80,6 +88,8 @@ struct ino_ent {
 /* An orphan set is removed only when its newest tract file (or folder)
  * is at least this old: a set being written is never removed. */
 #define ORPHAN_AGE_S 60
+/* Check (10): how long a GDT row may lag its directory (RMU delivery). */
+#define GDT_WAIT_MS 5000
 
 /* A blob row's tracts id (check (7)). */
 struct named {
@@ -109,6 +119,7 @@ struct fsck {
     /* totals */
     uint64_t ndirs, nfiles, nlinks, nother, bytes, changed, problems;
     uint64_t pending, decisions, outbox, sys_other; /* check (9) */
+    uint64_t gdt_ok, gdt_rows;                      /* check (10) */
     /* check (7) */
     struct named *named;    /* blob rows, sorted by id after the walk */
     size_t nnamed, named_cap;
@@ -259,6 +270,43 @@ static int note_tracts(struct fsck *f, const char *name, uint64_t ino)
 }
 
 /* One listed entry: checks (1), (2), (5), (6); records it for (3), (4), (7). */
+/* What directory ino's GDT row says, against (f->cur_dir, name): NULL
+ * when it agrees, else why not. */
+static const char *gdt_says(struct fsck *f, uint64_t ino, const char *name)
+{
+    char key[POM_ILT_NAME_LEN + 1], at[XT_NAME_MAX + 1];
+    pom_ilt_name(ino, key);
+    struct xt_resp r;
+    xt_row row;
+    int rc = pom_row_get(f->fs, POM_TABLE_GDT, key, XT_CG_USER0, &r, &row);
+    if (rc == -ENOENT)
+        return "no GDT row";
+    if (rc < 0)
+        return "its GDT row does not read";
+    uint64_t parent;
+    const char *why = NULL;
+    if (pom_gdt_parse(&row, &parent, at) < 0 || row.attr.uuid != ino)
+        why = "its GDT row is damaged";
+    else if (parent != f->cur_dir || strcmp(at, name))
+        why = "its GDT row names another place";
+    xt_resp_free(&r);
+    return why;
+}
+
+static void check_gdt(struct fsck *f, uint64_t ino, const char *name)
+{
+    const char *why = gdt_says(f, ino, name);
+    for (int waited = 0; why && waited < GDT_WAIT_MS; waited += 100) {
+        usleep(100 * 1000);
+        why = gdt_says(f, ino, name);
+    }
+    if (why)
+        problem(f, "directory %llu (%llu/%s): %s", (unsigned long long)ino,
+                (unsigned long long)f->cur_dir, name, why);
+    else
+        f->gdt_ok++;
+}
+
 static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t next)
 {
     struct fsck *f = arg;
@@ -306,6 +354,7 @@ static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t
                     (unsigned long long)st.st_ino, name, (unsigned long long)f->cur_dir);
         } else {
             e->mode = st.st_mode;
+            check_gdt(f, st.st_ino, name);
             if ((rc = dir_push(f, st.st_ino)) == 0)
                 return 0; /* keeps its lookup reference until it is listed */
         }
@@ -448,12 +497,40 @@ static int list_dir(struct fsck *f, uint64_t dir)
     return rc;
 }
 
+/* Check (10): the GDT's rows. 0 or -ENOMEM (a listing that fails is a
+ * problem). */
+static int count_gdt(struct fsck *f)
+{
+    static const uint16_t none[1] = { 0 };
+    uint64_t cookie = 0;
+    while (cookie < POM_COOKIE_END) {
+        struct xt_list_req lq = { .t = { .fsid = f->fs->fsid, .table = POM_TABLE_GDT,
+                                         .slice_hint = -1 },
+                                  .cookie = cookie, .max = 1024, .cols = none, .ncols = 0 };
+        struct xt_list_resp lr;
+        int rc = pom_list_call(f->fs, &lq, &lr);
+        if (rc == -ENOENT)
+            return 0; /* no table: no directory was ever made */
+        if (rc < 0) {
+            if (rc != -ENOMEM)
+                problem(f, "the GDT does not list: %s", strerror(-rc));
+            return rc == -ENOMEM ? rc : 0;
+        }
+        f->gdt_rows += lr.n;
+        cookie = lr.next_cookie;
+        xt_list_resp_free(&lr);
+    }
+    return 0;
+}
+
 static int walk(struct fsck *f)
 {
     int rc = dir_push(f, POM_ROOT_INO);
     f->ndirs = 1;
     while (rc == 0 && f->dhead < f->dtail)
         rc = list_dir(f, f->dirs[f->dhead++]);
+    if (rc == 0)
+        rc = count_gdt(f);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < f->cap; i++) {
@@ -580,6 +657,8 @@ static void report(struct fsck *f, const char *fsname)
         pomctl_json_u64(&f->ctl->js, "decision_rows", f->decisions);
         pomctl_json_u64(&f->ctl->js, "outbox_rows", f->outbox);
         pomctl_json_u64(&f->ctl->js, "other_system_rows", f->sys_other);
+        pomctl_json_u64(&f->ctl->js, "gdt_rows_checked", f->gdt_ok);
+        pomctl_json_u64(&f->ctl->js, "gdt_rows", f->gdt_rows);
         pomctl_json_u64(&f->ctl->js, "problems", f->problems);
         pomctl_json_bool(&f->ctl->js, "data_checked", f->data_check);
         pomctl_json_bool(&f->ctl->js, "blob_checked", f->blob != NULL);
@@ -607,6 +686,8 @@ static void report(struct fsck *f, const char *fsname)
            "%llu RMU outbox rows, %llu other\n",
            (unsigned long long)f->pending, (unsigned long long)f->decisions,
            (unsigned long long)f->outbox, (unsigned long long)f->sys_other);
+    printf("GDT: %llu rows, %llu of them checked against their directories\n",
+           (unsigned long long)f->gdt_rows, (unsigned long long)f->gdt_ok);
     if (f->blob) {
         printf("blob tier: %llu tract sets (%llu bytes on disk); %llu blob files, %llu of them "
                "without tracts (all holes)\n",

@@ -94,7 +94,10 @@ const i32 XT_F_SYS       = 0x40    // the request may name system rows (names
                                    // starting 00 FF, docs/mds-xact.md); set only
                                    // by MDS-to-MDS calls, else such a name: -EINVAL
 const i32 XT_F_SOFT      = 0x80    // update, with XT_F_SYS: an eager count delta of
-                                   // an RMU, shown until delivered (mds/mds_rmu.h)
+                                   // an RMU, shown until delivered (mds/mds_soft.h)
+const i32 XT_F_RMU       = 0x100   // a copy op, applied newest-wins by ctime; in a
+                                   // client's atomic batch it may be delivered later
+                                   // (RMU): xt_rpc_mds.h, docs/mds-xact.md "Copies"
 
 /* set_mask bits of an update: bits 0..12 are xt_row.h's XT_ROW_SET_*
  * (type, uuid, mode, uid, gid, nlink, size, atime, mtime, ctime, btime,

@@ -28,7 +28,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pom_client_i.h" /* pom_gdt_parse, pom_call: rows made by hand */
+#include "pom_client_i.h" /* pom_gdt_read_hint, pom_call: rows made by hand */
 #include "pom_cluster.h"
 #include "pomegranate.h"
 #include "xt_common.h"
@@ -52,9 +52,15 @@ static uint32_t gdt_group(uint8_t *g, uint8_t fmt, uint64_t parent, uint16_t nle
     return (uint32_t)(POM_GDT_HEAD + name_bytes);
 }
 
-/* Encodes then decodes a GDT row (as a lookup returns it) and parses it. */
+/* What a GDT row says. */
+struct hint {
+    uint64_t parent;
+    char name[XT_NAME_MAX + 1];
+};
+
+/* Encodes then decodes a GDT row (as a lookup returns it) and reads it. */
 static int parse(uint64_t row_uuid, uint8_t type, const uint8_t *g, uint32_t glen,
-                 uint64_t uuid, struct pom_gdt_hint *h)
+                 uint64_t uuid, struct hint *h)
 {
     char id[POM_ILT_NAME_LEN + 1];
     pom_ilt_name(row_uuid, id);
@@ -72,7 +78,7 @@ static int parse(uint64_t row_uuid, uint8_t type, const uint8_t *g, uint32_t gle
     assert_int_equal(xt_row_encode_alloc(&row, &enc, &len), 0);
     xt_row dec;
     assert_int_equal(xt_row_decode(enc, len, &dec), 0);
-    int rc = pom_gdt_parse(&dec, uuid, h);
+    int rc = pom_gdt_read_hint(&dec, uuid, &h->parent, h->name);
     xt_free(enc);
     return rc;
 }
@@ -81,7 +87,7 @@ static void test_parse_good(void **state)
 {
     (void)state;
     uint8_t g[POM_GDT_HEAD + XT_NAME_MAX];
-    struct pom_gdt_hint h;
+    struct hint h;
     uint32_t n = gdt_group(g, POM_GDT_FMT, 77, 5, "dir-1", 5);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), 0);
     assert_int_equal(h.parent, 77);
@@ -99,7 +105,7 @@ static void test_parse_damaged(void **state)
 {
     (void)state;
     uint8_t g[POM_GDT_HEAD + XT_NAME_MAX + 8];
-    struct pom_gdt_hint h;
+    struct hint h;
     uint32_t n = gdt_group(g, POM_GDT_FMT, 77, 3, "abc", 3);
     /* Another directory's row, or not a KV row. */
     assert_int_equal(parse(UUID_A + 1, XT_ROW_KV, g, n, UUID_A, &h), -EIO);

@@ -6,9 +6,13 @@
  * damaged one (test_pomctl_fsck.sh).
  *
  *   pom_sysrow R2ADDR FS put|del TAG LEN
+ *   pom_sysrow R2ADDR FS gdt UUID PARENT NAME
  *
  * The name is the head (TAG, the hash of the root's name "sysrow") then
- * 'x' bytes up to LEN (>= XT_SYS_HEAD) in all. Exit 0 or 1 (message).
+ * 'x' bytes up to LEN (>= XT_SYS_HEAD) in all. `gdt` writes directory
+ * UUID's GDT row (client/pom_client_i.h) saying it is NAME in PARENT, as
+ * a copy (XT_F_RMU, stamped now) in a batch of its own, as the library's
+ * own writer does: a wrong one for fsck's check (10). Exit 0 or 1.
  */
 #include "pomegranate.h"
 #include "xt_common.h"
@@ -19,10 +23,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int gdt_put(const char *r2, const char *fsname, uint64_t uuid, uint64_t parent,
+                   const char *name)
+{
+    pom_fs *fs;
+    int rc = pom_open(r2, fsname, &fs);
+    if (rc < 0) {
+        fprintf(stderr, "pom_sysrow: open %s: %s\n", fsname, strerror(-rc));
+        return 1;
+    }
+    struct pom_gdt_buf b;
+    struct xt_req q;
+    size_t failed;
+    if ((rc = pom_gdt_op(uuid, parent, name, xt_now_ns(), &b, &q)) == 0)
+        rc = pom_batch_call(fs, &q, 1, &failed, NULL);
+    pom_close(fs);
+    if (rc < 0) {
+        fprintf(stderr, "pom_sysrow: gdt: %s\n", strerror(-rc));
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 7 && !strcmp(argv[3], "gdt"))
+        return gdt_put(argv[1], argv[2], strtoull(argv[4], NULL, 10),
+                       strtoull(argv[5], NULL, 10), argv[6]);
     if (argc != 6 || (strcmp(argv[3], "put") && strcmp(argv[3], "del")) || !argv[4][0]) {
-        fprintf(stderr, "usage: pom_sysrow R2ADDR FS put|del TAG LEN\n");
+        fprintf(stderr, "usage: pom_sysrow R2ADDR FS put|del TAG LEN\n"
+                        "       pom_sysrow R2ADDR FS gdt UUID PARENT NAME\n");
         return 1;
     }
     size_t len = strtoul(argv[5], NULL, 10);

@@ -171,4 +171,32 @@ pl_mount "$M"
 ok "files unchanged (sha256)" cmp "$T/sums.before" "$T/sums.after"
 pl_umount "$M"
 ok "fsck --data-check clean" PC fsck --data-check
+
+# ---- the GDT (check (10)) -----------------------------------------------------
+# Directories made, moved across parents and removed: each one's GDT row
+# names where the walk finds it (one MDS here: copies apply in the batch).
+pl_mount "$M"
+mkdir -p "$M/g1/g2/g3" "$M/g4"
+mv "$M/g1/g2" "$M/g4/g2m"
+rmdir "$M/g4/g2m/g3"
+mv "$M/g4" "$M/g4r"
+G2=$(stat -c %i "$M/g4r/g2m")
+G4=$(stat -c %i "$M/g4r")
+pl_umount "$M"
+PC --json fsck >"$T/g0.json" 2>"$T/g0.err"
+eq "fsck after directory changes exits 0" "$?" 0
+eq "GDT rows checked: g1, g4r, g2m" "$(jget gdt_rows_checked <"$T/g0.json")" 3
+eq "GDT rows: no stale one (g3's removed)" "$(jget gdt_rows <"$T/g0.json")" 3
+eq "no problem" "$(jget problems <"$T/g0.json")" 0
+if [ -n "$SYSROW" ]; then
+    ok "g2m's GDT row made wrong (newer copy)" "$SYSROW" "$R2" pomfs gdt "$G2" "$G4" elsewhere
+    PC --json fsck >"$T/g1.json" 2>"$T/g1.err"
+    eq "fsck with a wrong GDT row exits 1" "$?" 1
+    eq "one problem" "$(jget problems <"$T/g1.json")" 1
+    ok "it names the place" grep -q "directory $G2 ($G4/g2m): its GDT row names another place" \
+        "$T/g1.err"
+    ok "g2m's GDT row put right" "$SYSROW" "$R2" pomfs gdt "$G2" "$G4" g2m
+    PC --json fsck >"$T/g2.json" 2>/dev/null
+    eq "clean again" "$(jget problems <"$T/g2.json")" 0
+fi
 pl_done

@@ -10,7 +10,9 @@
  * invariants: no commit group ever holds half a batch. And invariant 9:
  * a row with a pending row is written only by a batch that also deletes
  * the pending row, and read by nobody but the resolver; a derived create
- * sees the pre-image of its op.
+ * sees the pre-image of its op. And copies (MDS_AOP_COPY, XT_F_RMU):
+ * newest wins by ctime, in either order, and a copy is undone with its
+ * batch.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -23,6 +25,7 @@
 
 #include "mds_test_env.h"
 #include "xt_hash.h"
+#include "xt_row.h"
 
 static uint64_t g_seed;
 
@@ -538,6 +541,111 @@ static void test_pending(void **state)
     tenv_fini(&v);
 }
 
+/* ---- copies ------------------------------------------------------------ */
+
+/* An xt_row encoding (KV) of `name` with ctime `stamp` and group USER0
+ * holding `tag` (xt_free). */
+static uint8_t *copy_row(const char *name, uint64_t stamp, const char *tag, size_t *len)
+{
+    xt_row r;
+    xt_row_init(&r);
+    r.attr.type = XT_ROW_KV;
+    r.attr.ctime_ns = stamp;
+    r.name = (const uint8_t *)name;
+    r.name_len = (uint32_t)strlen(name);
+    assert_int_equal(xt_row_view_set_group(&r, XT_CG_USER0, tag, (uint32_t)strlen(tag)), 0);
+    uint8_t *enc;
+    assert_int_equal(xt_row_encode_alloc(&r, &enc, len), 0);
+    return enc;
+}
+
+/* What row `name` of T1 holds: 0 absent, else 1 with its ctime and tag. */
+static int copy_get(struct tenv *v, const char *name, uint64_t *stamp, char *tag)
+{
+    uint8_t *row;
+    size_t len;
+    int rc = mds_table_lookup(v->t, 1, T1, name, strlen(name), &row, &len);
+    if (rc == -ENOENT)
+        return 0;
+    assert_int_equal(rc, 0);
+    xt_row r;
+    assert_int_equal(xt_row_decode(row, len, &r), 0);
+    const xt_row_group *g = xt_row_view_group(&r, XT_CG_USER0);
+    assert_non_null(g);
+    memcpy(tag, g->ptr, g->len);
+    tag[g->len] = '\0';
+    *stamp = r.attr.ctime_ns;
+    xt_free(row);
+    return 1;
+}
+
+/* Applies one copy of `name`: tag NULL is a delete. */
+static int copy_one(struct tenv *v, const char *name, uint64_t stamp, const char *tag)
+{
+    size_t len = 0, failed;
+    uint64_t gen;
+    uint8_t *enc = tag ? copy_row(name, stamp, tag, &len) : NULL;
+    struct mds_aop o = aop(MDS_AOP_COPY, T1, name);
+    o.row = enc;
+    o.row_len = len;
+    o.stamp = stamp;
+    int rc = mds_table_atomic(v->t, &o, 1, &failed, &gen);
+    xt_free(enc);
+    return rc;
+}
+
+static void test_copy(void **state)
+{
+    (void)state;
+    struct tenv v = { .interval_ms = 5, .split = 8 };
+    assert_int_equal(tenv_start(&v), 0);
+    uint64_t gen, st;
+    char tag[64];
+    assert_int_equal(mds_table_mktable(v.t, 1, T1, &gen), 0);
+    /* Absent: a delete does nothing, a create inserts. */
+    assert_int_equal(copy_one(&v, "g", 100, NULL), 0);
+    assert_int_equal(copy_get(&v, "g", &st, tag), 0);
+    assert_int_equal(copy_one(&v, "g", 100, "a"), 0);
+    assert_int_equal(copy_get(&v, "g", &st, tag), 1);
+    assert_int_equal(st, 100);
+    assert_string_equal(tag, "a");
+    /* Older or as old: kept; newer: replaced. */
+    assert_int_equal(copy_one(&v, "g", 50, "old"), 0);
+    assert_int_equal(copy_one(&v, "g", 100, "same"), 0);
+    assert_int_equal(copy_get(&v, "g", &st, tag), 1);
+    assert_string_equal(tag, "a");
+    assert_int_equal(copy_one(&v, "g", 200, "b"), 0);
+    assert_int_equal(copy_get(&v, "g", &st, tag), 1);
+    assert_int_equal(st, 200);
+    assert_string_equal(tag, "b");
+    /* A delete older than the row: kept; as old or newer: removed. */
+    assert_int_equal(copy_one(&v, "g", 150, NULL), 0);
+    assert_int_equal(copy_get(&v, "g", &st, tag), 1);
+    assert_int_equal(copy_one(&v, "g", 200, NULL), 0);
+    assert_int_equal(copy_get(&v, "g", &st, tag), 0);
+    /* Undone with its batch: the second op fails (the row exists). */
+    assert_int_equal(tenv_put(&v, T1, "x", 1, 1, &gen), 0);
+    size_t len, xl, failed = 99;
+    uint8_t *enc = copy_row("g", 400, "c", &len);
+    uint8_t *rx = tu_row(2, 2, 1, &xl);
+    struct mds_aop ops[2] = { aop(MDS_AOP_COPY, T1, "g"), aop(MDS_AOP_CREATE, T1, "x") };
+    ops[0].row = enc;
+    ops[0].row_len = len;
+    ops[0].stamp = 400;
+    ops[1].row = rx;
+    ops[1].row_len = xl;
+    ops[1].flags = MDS_TABLE_EXCL;
+    assert_int_equal(mds_table_atomic(v.t, ops, 2, &failed, &gen), -EEXIST);
+    assert_int_equal(failed, 1);
+    assert_int_equal(copy_get(&v, "g", &st, tag), 0);
+    /* A copy takes no check or derive. */
+    ops[0].check = bal_check;
+    assert_int_equal(mds_table_atomic(v.t, ops, 1, &failed, &gen), -EINVAL);
+    xt_free(enc);
+    free(rx);
+    tenv_fini(&v);
+}
+
 int main(void)
 {
     g_seed = tu_seed("test_mds_atomic");
@@ -545,6 +653,7 @@ int main(void)
         cmocka_unit_test(test_args),
         cmocka_unit_test(test_all_or_nothing),
         cmocka_unit_test(test_pending),
+        cmocka_unit_test(test_copy),
         cmocka_unit_test(test_stress_crash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -382,7 +382,7 @@ static void test_bad_requests(void **state)
     struct fixture *f = *state;
     struct xt_resp r;
     struct xt_req q = req_of(XT_OP_LOOKUP, "x");
-    q.flags = 0x100;
+    q.flags = XT_F_ALL + 1; /* an unknown flag */
     assert_int_equal(xt_mds_call(f->pool, NULL, &q, &r), -EINVAL);
     struct xt_req e = req_of(XT_OP_LOOKUP, "");
     assert_int_equal(xt_mds_call(f->pool, NULL, &e, &r), -EINVAL);

@@ -35,9 +35,21 @@ enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE 
                              00 FF, xt_hash.h); set only by MDS-to-MDS calls:
                              without it such a name answers -EINVAL */
 #define XT_F_SOFT   0x80 /* update, with XT_F_SYS: an MDS's eager count delta of
-                             an RMU (mds_rmu.h): the times are applied, the
+                             an RMU (mds_soft.h): the times are applied, the
                              NLINK_ADD only shown until the RMU delivers it */
-#define XT_F_ALL    0xff
+#define XT_F_RMU    0x100 /* a *copy* op (CREATE with its row, or DELETE with a
+                             row whose attr.ctime_ns is the stamp): applied
+                             newest-wins by the rows' ctime_ns -- a create
+                             replaces the row unless that holds a ctime as
+                             new, a delete removes it unless it holds a newer
+                             one, a delete of no row does nothing -- so it
+                             never fails on the row's state. In a client's
+                             atomic batch (never op 0, never alone) the MDS
+                             applies it with the batch when its row sits
+                             with op 0's, else commits it as an RMU outbox
+                             record and delivers it later (docs/mds-xact.md
+                             "Copies"). Used for the GDT (client.md). */
+#define XT_F_ALL    0x1ff
 
 /* Which table a request addresses. */
 struct xt_tref {
