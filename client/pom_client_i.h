@@ -272,6 +272,12 @@ int pom_gdt_parse(const xt_row *row, uint64_t *parent, char *name);
  * entry name, the parent neither 0 nor uuid. 0, or -EIO with a log line
  * saying why. */
 int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *name);
+/* Where directory uuid's row is, by its GDT row, verified and waited for
+ * (pom_gdt_read.c invariants 1-4): *parent and name (XT_NAME_MAX + 1
+ * bytes) get its location, *st (may be NULL) its attributes. 0, -ESTALE
+ * (not found within 3 s), -EIO (a damaged GDT row), or an error of the
+ * calls. The inode map is not touched. */
+int pom_gdt_where(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struct stat *st);
 
 /* ---- pom_ino.c: the inode map ---------------------------------------- */
 

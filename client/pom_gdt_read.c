@@ -83,10 +83,7 @@ static int gdt_try(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, stru
     return 0;
 }
 
-/* Where directory uuid's row is, by the GDT (invariants 1-4): *parent and
- * name (XT_NAME_MAX + 1 bytes) get its location, *st (may be NULL) its
- * attributes. 0, -ESTALE, -EIO, or an error of the calls. */
-static int gdt_find(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struct stat *st)
+int pom_gdt_where(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struct stat *st)
 {
     if (uuid == 0)
         return -ESTALE;
@@ -133,7 +130,7 @@ int pom_lookup_ino(pom_fs *fs, pom_ino ino, struct stat *st)
     } else if (rc != -ESTALE) {
         return rc; /* -ENOENT: removed here */
     }
-    if ((rc = gdt_find(fs, ino, &table, name, st)) < 0)
+    if ((rc = pom_gdt_where(fs, ino, &table, name, st)) < 0)
         return rc;
     return pom_ino_ref(fs, ino, table, name, XT_ROW_DIR, 1);
 }
@@ -162,7 +159,7 @@ static int dir_parent(pom_fs *fs, pom_ino dir, uint64_t *parent)
     } else if (rc != -ESTALE) {
         return rc;
     }
-    if ((rc = gdt_find(fs, dir, parent, name, NULL)) < 0)
+    if ((rc = pom_gdt_where(fs, dir, parent, name, NULL)) < 0)
         return rc;
     pom_ino_moved(fs, dir, *parent, name); /* a no-op when dir is unknown */
     return 0;

@@ -8,8 +8,10 @@
 # through the GDT (the kernel's LOOKUP(ino, ".") and, to reconnect its path,
 # LOOKUP(ino, "..")): same st_ino, ".." is the parent, the path is the
 # directory's current one; the removed directory and the file answer
-# ESTALE. MDS > 1: a `pomctl up --mds MDS` cluster, where a GDT row usually
-# sits at another MDS than the directory's entry.
+# ESTALE. Then `pomctl path UUID` prints those directories' paths and
+# refuses the removed one and the file. MDS > 1: a `pomctl up --mds MDS`
+# cluster, where a GDT row usually sits at another MDS than the
+# directory's entry.
 # Exit 77 (skip) when FUSE cannot be used here.
 set -u
 FH=$(realpath "$3")
@@ -33,6 +35,7 @@ pl_mount "$M"
 mkdir -p "$M/a/b/c/d" "$M/a/x" "$M/a/gone" "$M/a/moved"
 echo hello >"$M/a/b/f"
 D=$(ino "$M/a/b/c/d"); C=$(ino "$M/a/b/c"); X=$(ino "$M/a/x"); MV=$(ino "$M/a/moved")
+GONE=$(ino "$M/a/gone"); F=$(ino "$M/a/b/f")
 ok "handle of a deep directory" "$FH" save "$M/a/b/c/d" "$T/h.d"
 ok "handle of a directory to rename" "$FH" save "$M/a/moved" "$T/h.moved"
 ok "handle of a directory to remove" "$FH" save "$M/a/gone" "$T/h.gone"
@@ -56,4 +59,14 @@ eq "regular file (not in the GDT)" "$("$FH" open "$M" "$T/h.f")" "ESTALE"
 ok "create in the found directory" touch "$M/a/b/c/d/new"
 eq "listing of it" "$(ls "$M/a/b/c/d")" "new"
 pl_umount "$M"
+
+# pomctl path: a directory's path from its uuid, by the GDT alone.
+pc() { "$POMCTL" --r2 "$R2" "$@"; }
+eq "pomctl path of the deep directory" "$(pc path "$D")" "/a/b/c/d"
+eq "pomctl path of the renamed directory" "$(pc path "$MV")" "/a/x/moved2"
+eq "pomctl path of the root" "$(pc path 1)" "/"
+ok "pomctl path --json" grep -q '"path": "/a/b/c/d"' <(pc --json path "$D")
+nok "pomctl path of a removed directory" "no such directory" pc path "$GONE"
+nok "pomctl path of a regular file" "no such directory" pc path "$F"
+nok "pomctl path without a uuid" "want a directory's uuid" pc path x12
 pl_done
