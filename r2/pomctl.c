@@ -73,7 +73,8 @@ static const struct cmd_help helps[] = {
       "(SIGTERM) then firmly (SIGKILL) after a grace period. Only the recorded\n"
       "processes are signalled, and only while they still run the recorded\n"
       "executable. Exit 0 when nothing is left running.\n" },
-    { "fsck", "fsck [--fs NAME] [--data-check] [--repair-orphans] [--max-problems N]",
+    { "fsck", "fsck [--fs NAME] [--data-check] [--repair-orphans] [--repair-gdt]\n"
+              "     [--max-problems N]",
       "Check a file system online, through the client library: every\n"
       "directory lists each name once and to its end, every listed name is\n"
       "found again by lookup as the same inode (its row sits where the\n"
@@ -82,8 +83,11 @@ static const struct cmd_help helps[] = {
       "name one set of blob tracts; sets no file names are counted as\n"
       "orphans. --data-check also reads every file to its size;\n"
       "--repair-orphans removes orphan sets older than a minute when no\n"
-      "mount is registered (the only change fsck makes). NAME defaults to\n"
-      "pomfs. Exit 0 clean, 1 with problems (each printed).\n" },
+      "mount is registered. Every directory's GDT row (its place by uuid)\n"
+      "must name where it is; --repair-gdt writes the missing or wrong ones\n"
+      "and removes stale rows older than a minute (a file system made before\n"
+      "the GDT gets its rows so). Those are the only changes fsck makes.\n"
+      "NAME defaults to pomfs. Exit 0 clean, 1 with problems (each printed).\n" },
     { "path", "path [--fs NAME] UUID",
       "The path of the directory whose uuid (inode number) is UUID, found by\n"
       "walking the global directory table (GDT) up to the root, each step\n"

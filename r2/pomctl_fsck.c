@@ -1,6 +1,6 @@
 /*
  * pomctl_fsck.c -- `pomctl fsck [--fs NAME] [--data-check] [--repair-orphans]
- * [--max-problems N]`: an online check of one file system through
+ * [--repair-gdt] [--max-problems N]`: an online check of one file system through
  * libpomegranate, as a client sees it (DESIGN 2-3, docs/pomctl.md "fsck").
  *
  * It walks the namespace breadth-first from the root and checks:
@@ -38,10 +38,17 @@
  *      parent and name the walk found it under. A copy held by another
  *      MDS arrives about a second after its change: a row that does not
  *      agree is read again for up to GDT_WAIT_MS before it is a problem.
- *      The GDT's rows are counted too: more rows than directories are
- *      stale copies (a directory made, moved and removed within a second
- *      at several MDS can leave one), which readers never trust.
- * It changes nothing, but --repair-orphans deletes orphan sets whose newest
+ *      The GDT's rows are counted too: a row whose uuid is no directory
+ *      the walk found is *stale* (a directory made, moved and removed
+ *      within a second at several MDS can leave one; readers check a row
+ *      before they trust it): counted, not a problem. --repair-gdt writes
+ *      the row a directory should have (a copy stamped now: newest wins)
+ *      instead of reporting it, and removes stale rows at least
+ *      GDT_STALE_AGE_S old after a walk without changes (a delete copy
+ *      stamped with the row's own time: it loses to any newer copy).
+ *      This is how a file system made before the GDT gets its rows.
+ * It changes nothing but what --repair-gdt writes (above) and
+ * --repair-orphans deletes: orphan sets whose newest
  * tract file or folder is at least ORPHAN_AGE_S old, only when R2 counts
  * no mount of the fs (a live client may hold a migrated file whose row it
  * has not flushed yet, or a set it is still writing: those look exactly
@@ -90,6 +97,9 @@ struct ino_ent {
 #define ORPHAN_AGE_S 60
 /* Check (10): how long a GDT row may lag its directory (RMU delivery). */
 #define GDT_WAIT_MS 5000
+/* --repair-gdt removes a stale GDT row only when it is this old: a row
+ * written for a directory made after the walk passed its parent is not. */
+#define GDT_STALE_AGE_S 60
 
 /* A blob row's tracts id (check (7)). */
 struct named {
@@ -103,6 +113,7 @@ struct fsck {
     pom_fs *fs;
     bool data_check;
     bool repair_orphans;
+    bool repair_gdt;
     struct pom_blob *blob;  /* fs->blob (owned by fs), or NULL: no tier, (7) skipped */
     uint64_t max_problems;
     /* non-directories seen: open addressing on ino */
@@ -119,7 +130,8 @@ struct fsck {
     /* totals */
     uint64_t ndirs, nfiles, nlinks, nother, bytes, changed, problems;
     uint64_t pending, decisions, outbox, sys_other; /* check (9) */
-    uint64_t gdt_ok, gdt_rows;                      /* check (10) */
+    uint64_t gdt_ok, gdt_rows, gdt_stale;           /* check (10) */
+    uint64_t gdt_repaired, gdt_removed;             /* --repair-gdt */
     /* check (7) */
     struct named *named;    /* blob rows, sorted by id after the walk */
     size_t nnamed, named_cap;
@@ -293,6 +305,17 @@ static const char *gdt_says(struct fsck *f, uint64_t ino, const char *name)
     return why;
 }
 
+/* --repair-gdt: one GDT copy (a batch of its own; newest wins). */
+static int gdt_write(struct fsck *f, uint64_t ino, uint64_t parent, const char *name,
+                     uint64_t stamp)
+{
+    struct pom_gdt_buf b;
+    struct xt_req q;
+    size_t failed;
+    int rc = pom_gdt_op(ino, parent, name, stamp, &b, &q);
+    return rc < 0 ? rc : pom_batch_call(f->fs, &q, 1, &failed, NULL);
+}
+
 static void check_gdt(struct fsck *f, uint64_t ino, const char *name)
 {
     const char *why = gdt_says(f, ino, name);
@@ -300,11 +323,17 @@ static void check_gdt(struct fsck *f, uint64_t ino, const char *name)
         usleep(100 * 1000);
         why = gdt_says(f, ino, name);
     }
-    if (why)
-        problem(f, "directory %llu (%llu/%s): %s", (unsigned long long)ino,
-                (unsigned long long)f->cur_dir, name, why);
-    else
+    if (!why) {
         f->gdt_ok++;
+        return;
+    }
+    int rc = f->repair_gdt ? gdt_write(f, ino, f->cur_dir, name, xt_now_ns()) : -ENOSYS;
+    if (rc == 0)
+        f->gdt_repaired++;
+    else
+        problem(f, "directory %llu (%llu/%s): %s%s%s", (unsigned long long)ino,
+                (unsigned long long)f->cur_dir, name, why, f->repair_gdt ? "; repair: " : "",
+                f->repair_gdt ? strerror(-rc) : "");
 }
 
 static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t next)
@@ -516,7 +545,22 @@ static int count_gdt(struct fsck *f)
                 problem(f, "the GDT does not list: %s", strerror(-rc));
             return rc == -ENOMEM ? rc : 0;
         }
-        f->gdt_rows += lr.n;
+        for (size_t i = 0; i < lr.n; i++) {
+            xt_row row;
+            if (xt_row_decode_meta(lr.rows[i], lr.lens[i], &row) < 0) {
+                problem(f, "a GDT row does not decode: %s", xt_row_last_error());
+                continue;
+            }
+            f->gdt_rows++;
+            const struct ino_ent *e = f->cap ? ino_slot(f, row.attr.uuid) : NULL;
+            if (e && e->ino && S_ISDIR(e->mode))
+                continue;
+            f->gdt_stale++;
+            uint64_t age_ns = (uint64_t)GDT_STALE_AGE_S * 1000000000u;
+            if (f->repair_gdt && !f->changed && row.attr.ctime_ns + age_ns < xt_now_ns() &&
+                gdt_write(f, row.attr.uuid, 0, NULL, row.attr.ctime_ns) == 0)
+                f->gdt_removed++;
+        }
         cookie = lr.next_cookie;
         xt_list_resp_free(&lr);
     }
@@ -659,6 +703,9 @@ static void report(struct fsck *f, const char *fsname)
         pomctl_json_u64(&f->ctl->js, "other_system_rows", f->sys_other);
         pomctl_json_u64(&f->ctl->js, "gdt_rows_checked", f->gdt_ok);
         pomctl_json_u64(&f->ctl->js, "gdt_rows", f->gdt_rows);
+        pomctl_json_u64(&f->ctl->js, "gdt_stale", f->gdt_stale);
+        pomctl_json_u64(&f->ctl->js, "gdt_repaired", f->gdt_repaired);
+        pomctl_json_u64(&f->ctl->js, "gdt_stale_removed", f->gdt_removed);
         pomctl_json_u64(&f->ctl->js, "problems", f->problems);
         pomctl_json_bool(&f->ctl->js, "data_checked", f->data_check);
         pomctl_json_bool(&f->ctl->js, "blob_checked", f->blob != NULL);
@@ -686,8 +733,14 @@ static void report(struct fsck *f, const char *fsname)
            "%llu RMU outbox rows, %llu other\n",
            (unsigned long long)f->pending, (unsigned long long)f->decisions,
            (unsigned long long)f->outbox, (unsigned long long)f->sys_other);
-    printf("GDT: %llu rows, %llu of them checked against their directories\n",
-           (unsigned long long)f->gdt_rows, (unsigned long long)f->gdt_ok);
+    printf("GDT: %llu rows, %llu checked against their directories, %llu stale\n",
+           (unsigned long long)f->gdt_rows, (unsigned long long)f->gdt_ok,
+           (unsigned long long)f->gdt_stale);
+    if (f->repair_gdt)
+        printf("GDT repaired: %llu rows written, %llu stale rows removed (those older than "
+               "%d s, after a walk without changes)\n",
+               (unsigned long long)f->gdt_repaired, (unsigned long long)f->gdt_removed,
+               GDT_STALE_AGE_S);
     if (f->blob) {
         printf("blob tier: %llu tract sets (%llu bytes on disk); %llu blob files, %llu of them "
                "without tracts (all holes)\n",
@@ -753,6 +806,8 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
             f.data_check = true;
         else if (!strcmp(argv[i], "--repair-orphans"))
             f.repair_orphans = true;
+        else if (!strcmp(argv[i], "--repair-gdt"))
+            f.repair_gdt = true;
         else if (!strcmp(argv[i], "--max-problems") && i + 1 < argc)
             f.max_problems = strtoull(argv[++i], NULL, 10);
         else

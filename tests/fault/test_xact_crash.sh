@@ -20,7 +20,9 @@
 #      between random pairs of directories, and make and remove
 #      subdirectories (the parent's count is an RMU when the parent's row
 #      sits at the other MDS: an outbox row with the entry, delivered as a
-#      transaction with a count row at the parent), recording every answer;
+#      transaction with a count row at the parent), and move them to
+#      other directories (both parents' counts and the directory's GDT
+#      row change: copies, docs/mds-xact.md), recording every answer;
 #   4. an MDS must die at the crash point within 30 s (none: no cross-MDS
 #      transaction reached it, a failure); each MDS that dies is restarted
 #      at once WITHOUT the crash point (same folder and port), the other
@@ -33,7 +35,9 @@
 #      right. A pending row stays visible until its slice is loaded and
 #      its resolver ran, so a pass that finds a violation is repeated (up
 #      to 4 passes, 1 s apart): the last is the verdict, the first is
-#      printed ("visible before settling").
+#      printed ("visible before settling"). Then `pomctl fsck` must be
+#      clean, its check (10) included: every directory's GDT row names
+#      where it is.
 #      And from the churn itself: every name an op made (answered 0) after
 #      the last restart must still be there (no MDS died since: an
 #      acknowledged link or rename may not vanish).
@@ -217,6 +221,9 @@ run_point() {
     removed=$(awk '$2 == "rmdir_ok" {print $3}' "$D/churn.out")
     ok "$point: mkdirs and rmdirs succeeded (${made:-0}, ${removed:-0})" \
         [ "${made:-0}" -gt 0 -a "${removed:-0}" -gt 0 ]
+    local moved
+    moved=$(awk '$2 == "mvdir_ok" {print $3}' "$D/churn.out")
+    ok "$point: directories moved across directories (${moved:-0})" [ "${moved:-0}" -gt 0 ]
 
     sleep $(( (RESOLVE_MS * 4 + 999) / 1000 )) # a few resolve periods
     stamp "$point: check from a fresh client"
@@ -227,6 +234,16 @@ run_point() {
     local first_bad
     first_bad=$(grep -a -m1 '^check pass 1:' "$D/check.out" | sed 's/.* \([0-9]*\) violations.*/\1/')
     echo "result: $point: violations visible before settling (check pass 1): ${first_bad:-?}"
+
+    # pomctl fsck: the same tree as a client sees it, and every directory's
+    # GDT row names where it is (copies, delivered across the crash).
+    POM_R2=$R2 "$POMCTL" --json fsck --fs xfs >"$D/fsck.json" 2>"$D/fsck.err"
+    local frc=$?
+    head -5 "$D/fsck.err" | sed "s/^/$point: fsck: /"
+    local gdt
+    gdt=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["gdt_rows_checked"], j["directories"])' "$D/fsck.json" 2>/dev/null)
+    echo "result: $point: fsck exit $frc, GDT rows checked / directories: ${gdt:-?}"
+    ok "$point: pomctl fsck is clean, GDT included (exit $frc)" [ $frc = 0 ]
 
     sleep 1 # whatever the check's loads found, resolved
     hup_all

@@ -68,8 +68,9 @@
 #define MAX_ERRNO 160
 #define SHOWN 20
 
-enum op { OP_LINK, OP_RENAME, OP_EXCHANGE, OP_MKDIR, OP_RMDIR, OP__N };
-static const char *const op_names[OP__N] = { "link", "rename", "exchange", "mkdir", "rmdir" };
+enum op { OP_LINK, OP_RENAME, OP_EXCHANGE, OP_MKDIR, OP_RMDIR, OP_MVDIR, OP__N };
+static const char *const op_names[OP__N] = { "link",  "rename", "exchange",
+                                             "mkdir", "rmdir",  "mvdir" };
 #define MAX_SUBDIRS 64 /* per thread: mkdir waits for rmdir past it */
 
 static double now_s(void)
@@ -514,6 +515,32 @@ static void do_rmdir(struct churn *c, int k, uint64_t *rs, struct subdirs *sd)
     }
 }
 
+/* A subdirectory moved to another directory under a new name: both
+ * parents' counts and its GDT row change (copies, RMU). */
+static void do_mvdir(struct churn *c, int k, uint64_t *rs, long *seq, struct subdirs *sd)
+{
+    if (sd->n == 0)
+        return;
+    int i = (int)(rnd(rs) % (uint64_t)sd->n);
+    long d = other_dir(c, rs, sd->dir[i]);
+    char nn[NAME_LEN], args[200];
+    snprintf(nn, sizeof nn, "d%d_%ld", k, (*seq)++);
+    snprintf(args, sizeof args, "x%ld/%s x%ld/%s", sd->dir[i], sd->name[i], d, nn);
+    double t_op = now_s();
+    int rc = pom_rename(c->fs, c->dir[sd->dir[i]], sd->name[i], c->dir[d], nn, 0);
+    record(c, k, OP_MVDIR, args, rc, t_op);
+    if (rc == 0) {
+        sd->dir[i] = d;
+        snprintf(sd->name[i], NAME_LEN, "%s", nn);
+    } else if (rc != -ENOENT) {
+        /* Moved or not (a retried timeout): forget it (the check walks
+         * whatever is there). */
+        sd->n--;
+        sd->dir[i] = sd->dir[sd->n];
+        memcpy(sd->name[i], sd->name[sd->n], NAME_LEN);
+    }
+}
+
 static void *churn_main(void *arg)
 {
     struct cworker *w = arg;
@@ -522,7 +549,7 @@ static void *churn_main(void *arg)
     long seq = 0;
     static _Thread_local struct subdirs sd;
     while (!stopped(c)) {
-        unsigned r = (unsigned)(rnd(&rs) % 12);
+        unsigned r = (unsigned)(rnd(&rs) % 13);
         pthread_mutex_lock(&c->mu);
         bool full = c->nslots >= c->max_names; /* links bounded: renames instead */
         pthread_mutex_unlock(&c->mu);
@@ -534,8 +561,10 @@ static void *churn_main(void *arg)
             do_exchange(c, w->k, &rs);
         else if (r == 10)
             do_mkdir(c, w->k, &rs, &seq, &sd);
-        else
+        else if (r == 11)
             do_rmdir(c, w->k, &rs, &sd);
+        else
+            do_mvdir(c, w->k, &rs, &seq, &sd);
     }
     return NULL;
 }

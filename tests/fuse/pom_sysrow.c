@@ -6,13 +6,14 @@
  * damaged one (test_pomctl_fsck.sh).
  *
  *   pom_sysrow R2ADDR FS put|del TAG LEN
- *   pom_sysrow R2ADDR FS gdt UUID PARENT NAME
+ *   pom_sysrow R2ADDR FS gdt UUID PARENT NAME [AGO_S]
  *
  * The name is the head (TAG, the hash of the root's name "sysrow") then
  * 'x' bytes up to LEN (>= XT_SYS_HEAD) in all. `gdt` writes directory
  * UUID's GDT row (client/pom_client_i.h) saying it is NAME in PARENT, as
- * a copy (XT_F_RMU, stamped now) in a batch of its own, as the library's
- * own writer does: a wrong one for fsck's check (10). Exit 0 or 1.
+ * a copy (XT_F_RMU, stamped now or AGO_S seconds ago) in a batch of its
+ * own, as the library's own writer does: a wrong or a stale one for
+ * fsck's check (10). Exit 0 or 1.
  */
 #include "pomegranate.h"
 #include "xt_common.h"
@@ -24,7 +25,7 @@
 #include <string.h>
 
 static int gdt_put(const char *r2, const char *fsname, uint64_t uuid, uint64_t parent,
-                   const char *name)
+                   const char *name, uint64_t ago_s)
 {
     pom_fs *fs;
     int rc = pom_open(r2, fsname, &fs);
@@ -35,7 +36,7 @@ static int gdt_put(const char *r2, const char *fsname, uint64_t uuid, uint64_t p
     struct pom_gdt_buf b;
     struct xt_req q;
     size_t failed;
-    if ((rc = pom_gdt_op(uuid, parent, name, xt_now_ns(), &b, &q)) == 0)
+    if ((rc = pom_gdt_op(uuid, parent, name, xt_now_ns() - ago_s * 1000000000u, &b, &q)) == 0)
         rc = pom_batch_call(fs, &q, 1, &failed, NULL);
     pom_close(fs);
     if (rc < 0) {
@@ -47,12 +48,13 @@ static int gdt_put(const char *r2, const char *fsname, uint64_t uuid, uint64_t p
 
 int main(int argc, char **argv)
 {
-    if (argc == 7 && !strcmp(argv[3], "gdt"))
+    if ((argc == 7 || argc == 8) && !strcmp(argv[3], "gdt"))
         return gdt_put(argv[1], argv[2], strtoull(argv[4], NULL, 10),
-                       strtoull(argv[5], NULL, 10), argv[6]);
+                       strtoull(argv[5], NULL, 10), argv[6],
+                       argc == 8 ? strtoull(argv[7], NULL, 10) : 0);
     if (argc != 6 || (strcmp(argv[3], "put") && strcmp(argv[3], "del")) || !argv[4][0]) {
         fprintf(stderr, "usage: pom_sysrow R2ADDR FS put|del TAG LEN\n"
-                        "       pom_sysrow R2ADDR FS gdt UUID PARENT NAME\n");
+                        "       pom_sysrow R2ADDR FS gdt UUID PARENT NAME [AGO_S]\n");
         return 1;
     }
     size_t len = strtoul(argv[5], NULL, 10);

@@ -195,8 +195,23 @@ if [ -n "$SYSROW" ]; then
     eq "one problem" "$(jget problems <"$T/g1.json")" 1
     ok "it names the place" grep -q "directory $G2 ($G4/g2m): its GDT row names another place" \
         "$T/g1.err"
-    ok "g2m's GDT row put right" "$SYSROW" "$R2" pomfs gdt "$G2" "$G4" g2m
-    PC --json fsck >"$T/g2.json" 2>/dev/null
-    eq "clean again" "$(jget problems <"$T/g2.json")" 0
+    # --repair-gdt writes the right row (newest wins) instead of reporting it.
+    PC --json fsck --repair-gdt >"$T/g2.json" 2>"$T/g2.err"
+    eq "fsck --repair-gdt exits 0" "$?" 0
+    eq "one GDT row repaired" "$(jget gdt_repaired <"$T/g2.json")" 1
+    PC --json fsck >"$T/g3.json" 2>/dev/null
+    eq "clean again" "$(jget problems <"$T/g3.json")" 0
+    # Stale rows (no such directory): counted, not problems; --repair-gdt
+    # removes the one older than a minute only.
+    ok "a stale GDT row of 2 min ago" "$SYSROW" "$R2" pomfs gdt 999999 1 gone 120
+    ok "a stale GDT row of now" "$SYSROW" "$R2" pomfs gdt 999998 1 young
+    PC --json fsck >"$T/g4.json" 2>/dev/null
+    eq "stale rows are no problem" "$(jget problems <"$T/g4.json")" 0
+    eq "two stale rows counted" "$(jget gdt_stale <"$T/g4.json")" 2
+    PC --json fsck --repair-gdt >"$T/g5.json" 2>/dev/null
+    eq "the old stale row removed" "$(jget gdt_stale_removed <"$T/g5.json")" 1
+    PC --json fsck >"$T/g6.json" 2>/dev/null
+    eq "one stale row left (the young one)" "$(jget gdt_stale <"$T/g6.json")" 1
+    eq "GDT rows: 3 directories + the young stale one" "$(jget gdt_rows <"$T/g6.json")" 4
 fi
 pl_done
