@@ -65,6 +65,7 @@ pc() { "$POMCTL" --r2 "$R2" "$@"; }
 eq "pomctl path of the deep directory" "$(pc path "$D")" "/a/b/c/d"
 eq "pomctl path of the renamed directory" "$(pc path "$MV")" "/a/x/moved2"
 eq "pomctl path of the root" "$(pc path 1)" "/"
+ok "pomctl path exits 0 (no leak under ASan)" pc path "$D"
 ok "pomctl path --json" grep -q '"path": "/a/b/c/d"' <(pc --json path "$D")
 nok "pomctl path of a removed directory" "no such directory" pc path "$GONE"
 nok "pomctl path of a regular file" "no such directory" pc path "$F"
