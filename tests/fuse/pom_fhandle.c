@@ -27,6 +27,12 @@
 
 #define HANDLE_MAX 128 /* MAX_HANDLE_SZ */
 
+/* A handle with room for the largest one the kernel makes. */
+union handle {
+    struct file_handle fh;
+    char room[sizeof(struct file_handle) + HANDLE_MAX];
+};
+
 static int fail(const char *what)
 {
     int e = errno;
@@ -39,10 +45,7 @@ static int fail(const char *what)
 
 static int save(const char *path, const char *file)
 {
-    union {
-        struct file_handle fh;
-        char room[sizeof(struct file_handle) + HANDLE_MAX];
-    } h;
+    union handle h;
     h.fh.handle_bytes = HANDLE_MAX;
     int mount_id;
     if (name_to_handle_at(AT_FDCWD, path, &h.fh, &mount_id, 0) != 0)
@@ -56,10 +59,7 @@ static int save(const char *path, const char *file)
 
 static int open_handle(const char *mount, const char *file)
 {
-    union {
-        struct file_handle fh;
-        char room[sizeof(struct file_handle) + HANDLE_MAX];
-    } h;
+    union handle h;
     FILE *f = fopen(file, "rb");
     if (!f)
         return fail(file);
