@@ -1,7 +1,8 @@
 /*
  * test_pom_gdt_read.c -- the GDT's read side (client/pom_gdt_read.c;
  * docs/client.md "Lookup by uuid"):
- *   - the row parser on encoded rows: a good row, and every kind of damage
+ *   - the reader's row checks (pom_gdt_read_hint over pom_gdt_parse) on
+ *     encoded rows: a good row, and every kind of damage
  *     (uuid, type, missing or short group, format, name length, name,
  *     parent) answering -EIO;
  *   - against real pom-mdsl + pom-mds, with GDT rows made by hand (the
@@ -22,6 +23,8 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -270,6 +273,7 @@ static void test_hand_made_rows(void **state)
 struct late {
     pom_fs *fs;
     uint64_t uuid;
+    atomic_int started;  /* the lookup is about to begin */
     int rc;
     struct stat st;
     double took;
@@ -279,6 +283,7 @@ static void *lookup_thread(void *arg)
 {
     struct late *l = arg;
     double t0 = now_s();
+    atomic_store(&l->started, 1);
     l->rc = pom_lookup_ino(l->fs, l->uuid, &l->st);
     l->took = now_s() - t0;
     return NULL;
@@ -291,11 +296,13 @@ static void test_late_row(void **state)
     pom_fs *fs = conn(), *writer = conn();
     uint64_t uuid = UUID_A + 4;
     put_dir(writer, POM_ROOT_INO, "late", uuid);
-    struct late l = { fs, uuid, 1, { 0 }, 0 };
+    struct late l = { .fs = fs, .uuid = uuid, .rc = 1 };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, lookup_thread, &l), 0);
+    while (!atomic_load(&l.started))
+        sched_yield();
     struct timespec ts = { 1, 0 };
-    nanosleep(&ts, NULL);
+    nanosleep(&ts, NULL); /* the row comes 1 s into the reader's wait */
     uint8_t g[POM_GDT_HEAD + 8];
     uint32_t n = gdt_group(g, POM_GDT_FMT, POM_ROOT_INO, 4, "late", 4);
     put_gdt(writer, uuid, g, n);
