@@ -8,7 +8,8 @@
  *   - against real pom-mdsl + pom-mds, with GDT rows made by hand (the
  *     reader alone): a damaged row is -EIO at once, a hint whose target
  *     does not hold is -ESTALE after the retry window (and not before), a
- *     row that arrives late (as a slow RMU's) is waited for;
+ *     row that arrives late (as a slow RMU's) is waited for, 8 lookups of
+ *     one directory at once take 8 references;
  *   - with the writer (mkdir/rename/rmdir's RMU): a SECOND client, whose
  *     inode map is empty, finds a deep directory by uuid alone, its ".."
  *     and "." too; after a rename to another parent it finds it at the new
@@ -315,6 +316,52 @@ static void test_late_row(void **state)
     pom_close(fs);
 }
 
+struct racer {
+    pom_fs *fs;
+    uint64_t uuid;
+    int rc;
+};
+
+static void *racer_thread(void *arg)
+{
+    struct racer *r = arg;
+    struct stat st;
+    r->rc = pom_lookup_ino(r->fs, r->uuid, &st);
+    return NULL;
+}
+
+/* Many lookups by uuid of one unknown directory at once (the kernel's
+ * LOOKUP(ino, ".") from several handles): each takes exactly one
+ * reference, so as many forgets make it unknown again. */
+static void test_concurrent_refs(void **state)
+{
+    (void)state;
+    enum { N = 8 };
+    pom_fs *fs = conn();
+    uint64_t uuid = UUID_A + 5;
+    put_dir(fs, POM_ROOT_INO, "raced", uuid);
+    uint8_t g[POM_GDT_HEAD + 8];
+    uint32_t n = gdt_group(g, POM_GDT_FMT, POM_ROOT_INO, 5, "raced", 5);
+    put_gdt(fs, uuid, g, n);
+    struct racer r[N];
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) {
+        r[i] = (struct racer){ fs, uuid, 1 };
+        assert_int_equal(pthread_create(&th[i], NULL, racer_thread, &r[i]), 0);
+    }
+    for (int i = 0; i < N; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(r[i].rc, 0);
+    }
+    struct stat st;
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(pom_getattr(fs, uuid, &st), 0);
+        pom_forget(fs, uuid, 1);
+    }
+    assert_int_equal(pom_getattr(fs, uuid, &st), -ESTALE);
+    pom_close(fs);
+}
+
 /* ---- with the writer -------------------------------------------------- */
 
 static pom_ino mkdir_in(pom_fs *fs, pom_ino parent, const char *name)
@@ -417,6 +464,7 @@ int main(void)
     const struct CMUnitTest cluster[] = {
         cmocka_unit_test(test_hand_made_rows),
         cmocka_unit_test(test_late_row),
+        cmocka_unit_test(test_concurrent_refs),
         cmocka_unit_test(test_deep_dir_by_uuid),
     };
     int rc = cmocka_run_group_tests_name("gdt_parse", parser, NULL, NULL);
