@@ -1,6 +1,7 @@
 /*
- * pomctl.c -- the site-management CLI: global options, help, dispatch, and
- * the connection to R2 that every cluster command shares.
+ * pomctl.c -- the site-management CLI: global options, help, dispatch, the
+ * connection to R2 that every cluster command shares, and the opening of a
+ * file system through the client library (fsck, path).
  *
  *   pomctl [--r2 ADDRS] [--data DIR] [--json] [--timeout MS] COMMAND [ARGS]
  *
