@@ -190,6 +190,8 @@ int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
                 struct xt_resp *resp, xt_row *row);
 /* Builds struct stat from fixed columns. */
 void pom_row_stat(const xt_row_attr *a, struct stat *st);
+/* Sleeps ms milliseconds (the pauses between retries). */
+void pom_pause_ms(int ms);
 /* A timespec in nanoseconds (the rows' time unit). */
 uint64_t pom_ts_ns(const struct timespec *ts);
 /* A fresh uuid. */
@@ -262,6 +264,20 @@ int pom_gdt_op(uint64_t dir, uint64_t parent, const char *name, uint64_t stamp,
  * is: *parent and name (XT_NAME_MAX + 1 bytes, NUL-terminated). -EIO: not
  * a GDT row's group. */
 int pom_gdt_parse(const xt_row *row, uint64_t *parent, char *name);
+
+/* ---- pom_gdt_read.c: directories found by uuid ----------------------- */
+
+/* pom_gdt_parse and what a reader checks before following the hint: row
+ * is directory uuid's GDT row (its uuid, type KV), the name is a valid
+ * entry name, the parent neither 0 nor uuid. 0, or -EIO with a log line
+ * saying why. */
+int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *name);
+/* Where directory uuid's row is, by its GDT row, verified and waited for
+ * (pom_gdt_read.c invariants 1-4): *parent and name (XT_NAME_MAX + 1
+ * bytes) get its location, *st (may be NULL) its attributes. 0, -ESTALE
+ * (not found within 3 s), -EIO (a damaged GDT row), or an error of the
+ * calls. The inode map is not touched. */
+int pom_gdt_where(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struct stat *st);
 
 /* ---- pom_ino.c: the inode map ---------------------------------------- */
 

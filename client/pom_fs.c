@@ -39,7 +39,7 @@ static bool transient(int rc)
            rc == -EPIPE || rc == -EAGAIN || rc == -EHOSTUNREACH || rc == -ELOOP;
 }
 
-static void pause_ms(int ms)
+void pom_pause_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
@@ -64,7 +64,7 @@ static bool retry_again(struct retry *r, int rc)
 {
     if (!transient(rc) || xt_mono_ns() > r->deadline)
         return false;
-    pause_ms(r->delay);
+    pom_pause_ms(r->delay);
     r->delay = XT_MIN(r->delay * 2, 500);
     return true;
 }

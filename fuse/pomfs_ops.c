@@ -14,6 +14,13 @@
  *      fit off_t and resume exactly after the entry.
  *  (4) Locks (flock, POSIX) are not implemented here on purpose: the kernel
  *      then keeps them locally on this mount (docs/client.md).
+ *  (5) Export support: a file handle is (inode, generation). Inodes are
+ *      uuids, never reused, so the generation is a constant (1; the root's
+ *      0). A handle whose inode the kernel no longer has comes back as
+ *      LOOKUP(ino, ".") and its parent as LOOKUP(ino, ".."), answered by
+ *      pom_lookup_ino / pom_lookup_parent through the GDT: directories are
+ *      found again (also after a remount), other files answer ESTALE
+ *      (docs/client.md "Lookup by uuid").
  */
 #include "pomfs_i.h"
 
@@ -49,7 +56,9 @@ static void reply_entry(fuse_req_t req, int rc, const struct stat *st)
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
     e.ino = st->st_ino;
-    e.generation = 1;
+    /* Invariant (5): a uuid is never reused, so one generation serves for
+     * ever; the root's is 0, as the kernel made its root inode. */
+    e.generation = st->st_ino == FUSE_ROOT_ID ? 0 : 1;
     e.attr = *st;
     e.attr_timeout = P(req)->attr_timeout;
     e.entry_timeout = P(req)->entry_timeout;
@@ -65,6 +74,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
     conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
     if (conn->capable & FUSE_CAP_READDIRPLUS)
         conn->want |= FUSE_CAP_READDIRPLUS;
+    /* File handles (name_to_handle_at, NFS re-export) that outlive the
+     * kernel's inode or the mount: the kernel then asks LOOKUP(ino, ".")
+     * and LOOKUP(ino, ".."), which find directories by uuid (invariant 5). */
+    if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+        conn->want |= FUSE_CAP_EXPORT_SUPPORT;
     /* Large files go straight to their tracts: 1 MiB write requests (the
      * most libfuse's buffer and the kernel's default max_pages take), an
      * eighth of the requests of 128 KiB ones. Readahead can only be

@@ -1,6 +1,7 @@
 /*
- * pomctl.c -- the site-management CLI: global options, help, dispatch, and
- * the connection to R2 that every cluster command shares.
+ * pomctl.c -- the site-management CLI: global options, help, dispatch, the
+ * connection to R2 that every cluster command shares, and the opening of a
+ * file system through the client library (fsck, path).
  *
  *   pomctl [--r2 ADDRS] [--data DIR] [--json] [--timeout MS] COMMAND [ARGS]
  *
@@ -17,6 +18,7 @@
 #include "pomctl_i.h"
 #include "pomctl_proc.h"
 
+#include "pomegranate.h"
 #include "xt_common.h"
 
 #include <limits.h>
@@ -87,6 +89,13 @@ static const struct cmd_help helps[] = {
       "and removes stale rows older than a minute (a file system made before\n"
       "the GDT gets its rows so). Those are the only changes fsck makes.\n"
       "NAME defaults to pomfs. Exit 0 clean, 1 with problems (each printed).\n" },
+    { "path", "path [--fs NAME] UUID",
+      "The path of the directory whose uuid (inode number) is UUID, found by\n"
+      "walking the global directory table (GDT) up to the root, each step\n"
+      "checked against the directory's row. Directories only; a directory\n"
+      "made, moved or removed in the last seconds may not show yet (each\n"
+      "step waits up to 3 s for it). NAME defaults to pomfs. Exit 1 when it\n"
+      "is not found (ESTALE: no such directory).\n" },
 };
 
 void pomctl_help(FILE *f, const char *cmd)
@@ -362,6 +371,25 @@ int pomctl_r2_leader(struct pomctl *ctl)
     return rc;
 }
 
+/* ---- a file system through the client library -------------------------- */
+
+int pomctl_fs_open(struct pomctl *ctl, const char *fsname, const char *what, pom_fs **out)
+{
+    int rc = pomctl_resolve_addrs(ctl);
+    if (rc)
+        return rc;
+    char addrs[POMCTL_MAX_ADDRS * XT_ADDR_MAX];
+    size_t off = 0;
+    for (size_t i = 0; i < ctl->naddrs; i++)
+        off += (size_t)snprintf(addrs + off, sizeof addrs - off, "%s%s", i ? "," : "",
+                                ctl->addrs[i]);
+    if ((rc = pom_open(addrs, fsname, out)) == 0)
+        return POMCTL_OK;
+    if (rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH)
+        return pomctl_fail(ctl, rc, what, "is the cluster up? try: pomctl status");
+    return pomctl_fail(ctl, rc, what, NULL);
+}
+
 /* ---- main ------------------------------------------------------------- */
 
 struct cmd {
@@ -374,6 +402,7 @@ static const struct cmd cmds[] = {
     { "site", pomctl_cmd_site },     { "ring", pomctl_cmd_ring },
     { "fs", pomctl_cmd_fs },         { "up", pomctl_cmd_up },
     { "down", pomctl_cmd_down },     { "fsck", pomctl_cmd_fsck },
+    { "path", pomctl_cmd_path },
 };
 
 /* Value of option `name` at argv[*i] ("--name V" or "--name=V"); advances

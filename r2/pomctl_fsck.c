@@ -820,19 +820,10 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
         return rc;
     if (f.repair_orphans && (rc = refuse_if_mounted(ctl, fsname)))
         return rc;
-    char addrs[POMCTL_MAX_ADDRS * XT_ADDR_MAX];
-    size_t off = 0;
-    for (size_t i = 0; i < ctl->naddrs; i++)
-        off += (size_t)snprintf(addrs + off, sizeof addrs - off, "%s%s", i ? "," : "",
-                                ctl->addrs[i]);
-    rc = pom_open(addrs, fsname, &f.fs);
-    if (rc < 0) {
-        char what[128];
-        snprintf(what, sizeof what, "fsck %s", fsname);
-        if (rc == -ECONNREFUSED || rc == -ETIMEDOUT || rc == -EHOSTUNREACH)
-            return pomctl_fail(ctl, rc, what, "is the cluster up? try: pomctl status");
-        return pomctl_fail(ctl, rc, what, NULL);
-    }
+    char what[128];
+    snprintf(what, sizeof what, "fsck %s", fsname);
+    if ((rc = pomctl_fs_open(ctl, fsname, what, &f.fs)))
+        return rc;
     f.blob = f.fs->blob;
     rc = walk(&f);
     if (rc == 0)

@@ -5,6 +5,8 @@
  *   pomctl.c       main, global options, help, dispatch, R2 connection
  *   pomctl_cmds.c  status, sites, site, ring, fs
  *   pomctl_up.c    up, down
+ *   pomctl_fsck.c  fsck
+ *   pomctl_path.c  path
  *   pomctl_out.c   tables, JSON, formatters
  *   pomctl_proc.c  executables, pid files, detached daemons
  *
@@ -88,6 +90,13 @@ void pomctl_help(FILE *f, const char *cmd);
 /* Whether argv (after the command) asks for help. */
 bool pomctl_wants_help(int argc, char **argv);
 
+/* Opens file system fsname through the R2 addresses (pom_open) into *out
+ * (pom_close it). POMCTL_OK, or an exit code with the failure of `what`
+ * (e.g. "fsck pomfs") reported. */
+struct pom_fs;
+int pomctl_fs_open(struct pomctl *ctl, const char *fsname, const char *what,
+                   struct pom_fs **out);
+
 /* ---- commands: argc/argv start after the command word; return an exit code */
 
 int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv);
@@ -98,6 +107,7 @@ int pomctl_cmd_fs(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv);
+int pomctl_cmd_path(struct pomctl *ctl, int argc, char **argv);
 
 /* Valid fs name: 1..XT_FSNAME_MAX bytes of [A-Za-z0-9._-]. */
 bool pomctl_fs_name_ok(const char *name);

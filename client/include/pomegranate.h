@@ -12,7 +12,9 @@
  *      *lookup reference* on it: every call documented "+1 ref" gives one
  *      (lookup, mknod, mkdir, symlink, create, link, readdir in plus mode), and
  *      pom_forget gives them back. A call on an inode the library does not
- *      know answers -ESTALE. The root is always known.
+ *      know answers -ESTALE, except pom_lookup_ino and pom_lookup_parent,
+ *      which find a directory by its number alone. The root is always
+ *      known.
  *  (3) Names are NUL-terminated, 1..255 bytes, without '/': -ENAMETOOLONG,
  *      -EINVAL otherwise.
  *  (4) Permissions are not checked by the library except by pom_access:
@@ -112,8 +114,25 @@ POM_API uint32_t pom_fsid(const pom_fs *fs);
 /* ---- inodes and names ------------------------------------------------ */
 
 /* Finds `name` in directory `parent`; *st gets its attributes (st_ino is
- * the inode). +1 ref. -ENOENT, -ENOTDIR, -ENAMETOOLONG. */
+ * the inode). +1 ref. -ENOENT, -ENOTDIR, -ENAMETOOLONG. The name "." is
+ * pom_lookup_ino(parent) and ".." pom_lookup_parent(parent). */
 POM_API int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st);
+
+/* Finds inode ino by its number alone (FUSE export support: a file handle
+ * that outlived its mount; docs/client.md "Lookup by uuid"); *st gets its
+ * attributes. +1 ref. An inode the library knows is answered from where it
+ * was found; any other is looked up in the global directory table (GDT),
+ * which holds DIRECTORIES ONLY and follows a mkdir, rmdir or directory
+ * rename about 1-2 s later: what it does not show (yet) is asked again for
+ * up to 3 s before the answer is -ESTALE. -ESTALE: no such directory
+ * (removed, never made, or not a directory); -EIO: a damaged GDT row. */
+POM_API int pom_lookup_ino(pom_fs *fs, pom_ino ino, struct stat *st);
+
+/* The parent of directory dir (the root's is the root), found as
+ * pom_lookup_ino finds inodes: dir need not be known. *st gets the
+ * parent's attributes; +1 ref on the parent (none on dir). -ENOTDIR,
+ * -ESTALE, -EIO as pom_lookup_ino. */
+POM_API int pom_lookup_parent(pom_fs *fs, pom_ino dir, struct stat *st);
 
 /* Gives back n lookup references of ino. */
 POM_API void pom_forget(pom_fs *fs, pom_ino ino, uint64_t n);
