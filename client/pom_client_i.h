@@ -262,7 +262,8 @@ int pom_gdt_op(uint64_t dir, uint64_t parent, const char *name, uint64_t stamp,
                struct pom_gdt_buf *b, struct xt_req *q);
 /* Where a GDT row (read with its XT_CG_USER0 group) says its directory
  * is: *parent and name (XT_NAME_MAX + 1 bytes, NUL-terminated). -EIO: not
- * a GDT row's group. */
+ * a GDT row (type, format, lengths), or one no reader may follow (parent
+ * 0 or the directory itself, a name that is no valid entry name). */
 int pom_gdt_parse(const xt_row *row, uint64_t *parent, char *name);
 
 /* ---- pom_gdt_read.c: directories found by uuid ----------------------- */

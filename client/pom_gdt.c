@@ -42,7 +42,8 @@ int pom_gdt_op(uint64_t dir, uint64_t parent, const char *name, uint64_t stamp,
 int pom_gdt_parse(const xt_row *row, uint64_t *parent, char *name)
 {
     const xt_row_group *g = xt_row_view_group(row, XT_CG_USER0);
-    if (!g || g->len < POM_GDT_HEAD || g->ptr[0] != POM_GDT_FMT)
+    if (row->attr.type != XT_ROW_KV || !g || g->len < POM_GDT_HEAD ||
+        g->ptr[0] != POM_GDT_FMT)
         return -EIO;
     const uint8_t *p = g->ptr;
     uint16_t len = xt_get_u16(p + 9);
@@ -52,5 +53,9 @@ int pom_gdt_parse(const xt_row *row, uint64_t *parent, char *name)
     *parent = xt_get_u64(p + 1);
     memcpy(name, p + POM_GDT_HEAD, len);
     name[len] = '\0';
+    /* What a follower must not be sent to: no parent, itself, a name no
+     * entry can have. */
+    if (*parent == 0 || *parent == row->attr.uuid || pom_name_check(name) < 0)
+        return -EIO;
     return 0;
 }

@@ -17,8 +17,7 @@
  *      hold answers -ESTALE, after the wait of (2) (a file cannot be told
  *      from a directory whose row is late).
  *  (4) A malformed GDT row is -EIO with a log line: neither retried nor
- *      followed. pom_gdt.c parses the group; this reader adds the checks
- *      that matter before following it (pom_gdt_read_hint).
+ *      followed (pom_gdt_parse's checks, and the row's uuid).
  *  (5) References are those of pom_lookup: one lookup reference on the
  *      inode answered (pom_lookup_ino), none on the directory whose parent
  *      is asked (pom_lookup_parent).
@@ -34,14 +33,10 @@
 int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *name)
 {
     const char *why = NULL;
-    if (row->attr.uuid != uuid || row->attr.type != XT_ROW_KV)
-        why = "not this directory's row (uuid or type)";
+    if (row->attr.uuid != uuid)
+        why = "not this directory's row (uuid)";
     else if (pom_gdt_parse(row, parent, name) < 0)
-        why = "not a GDT group (length, format or name length)";
-    else if (*parent == 0 || *parent == uuid)
-        why = "impossible parent";
-    else if (pom_name_check(name) < 0)
-        why = "not a valid name";
+        why = "not a GDT row (type, format, lengths, parent or name)";
     if (why) {
         char id[POM_ILT_NAME_LEN + 1];
         pom_ilt_name(uuid, id);
