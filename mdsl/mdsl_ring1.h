@@ -16,6 +16,7 @@
  *     it arrived after the walks);
  *   - otherwise: misplaced 0 at once (a new leader learns every MDSL's
  *     counts within a heartbeat);
+ *     (the count starts after the sweep-owed mark is durable, below);
  *   - `prepared` is the store's count of undecided prepares, at the end of
  *     the pass.
  *
@@ -30,8 +31,10 @@
  *     tombstone here is final and no MDS writes at its old placement;
  *   - one sweep at MDSL_SWEEP_THRESHOLD with the latter (this MDSL lost
  *     slices in a change that is now past MOVING: a join, or a drain).
- * A restart between the end of a change and its sweep loses the sweep (the
- * drop pass at start still runs).
+ * The sweep survives a restart: a pass counting for a change this MDSL
+ * loses in first marks the change's sweep owed in the store
+ * (mdsl_store_sweep_owe, synced), and a sweep still owed at the first view
+ * past MOVING after start is asked with that view's drop pass.
  *
  * Invariants:
  *  (1) A report is only ever the result of a pass that started under the

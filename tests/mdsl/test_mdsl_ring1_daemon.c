@@ -15,7 +15,9 @@
  *   - space back (decision 11): mdsl1 drops the folders of the one-slice
  *     tables that moved whole and sweeps the rest at 0.6, so its segment
  *     bytes fall by about the moved share; every slice it kept still loads
- *     (its SIGHUP stats line counts the dropped folders).
+ *     (its SIGHUP stats line counts the dropped folders);
+ *   - the same with mdsl1 killed (SIGKILL, POM_MDSL_SWEEP_CRASH) after the
+ *     change ended and before its sweep: restarted, it sweeps (the mark).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,13 +87,19 @@ static void r2_start(struct proc *r)
     start(r, argv);
 }
 
-static void mdsl_start(struct proc *m, const char *name, const char *r2)
+/* Starts pom-mdsl on m's folder and port (a restart reuses both). */
+static void mdsl_spawn(struct proc *m, const char *r2)
 {
-    init_proc(m, name);
     char *argv[] = { (char *)POM_MDSL_BIN, (char *)"--dir", m->dir, (char *)"--listen", m->addr,
                      (char *)"--r2", (char *)r2, (char *)"--hb-interval-ms", (char *)HB_MS,
                      (char *)"--threads", (char *)"2", NULL };
     start(m, argv);
+}
+
+static void mdsl_start(struct proc *m, const char *name, const char *r2)
+{
+    init_proc(m, name);
+    mdsl_spawn(m, r2);
 }
 
 /* A clean exit on SIGTERM (under the sanitizers: no leak, no report) and
@@ -341,13 +349,32 @@ static long long log_stat(const char *log, const char *key)
     return v;
 }
 
-static void test_reports(void **state)
+/* Whether the file holds `what`. */
+static bool log_has(const char *log, const char *what)
 {
-    (void)state;
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    char line[2048];
+    bool has = false;
+    while (!has && fgets(line, sizeof line, f))
+        has = strstr(line, what) != NULL;
+    fclose(f);
+    return has;
+}
+
+/* The join, its counts and its space back. kill_before_sweep: mdsl1 runs
+ * with POM_MDSL_SWEEP_CRASH, so it SIGKILLs itself once the change is past
+ * MOVING, after its drop pass and before the sweep; it is restarted on the
+ * same folder and port and must sweep then (the sweep-owed mark). */
+static void join_and_sweep(bool kill_before_sweep)
+{
     struct proc r2 = { 0 }, m1 = { 0 }, m2 = { 0 };
     struct xt_view v;
     r2_start(&r2);
+    if (kill_before_sweep)
+        assert_int_equal(setenv("POM_MDSL_SWEEP_CRASH", "1", 1), 0);
     mdsl_start(&m1, "mdsl1", r2.addr);
+    unsetenv("POM_MDSL_SWEEP_CRASH");
     beat_until(&r2, 0, registered, m1.addr, &v, "mdsl1 in ring 1");
     uint32_t id1 = site_id(&v, m1.addr);
     xt_view_free(&v);
@@ -466,10 +493,23 @@ static void test_reports(void **state)
         assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, n), 0);
         assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
     }
+    uint64_t whole_dropped = whole; /* what the SIGHUP line counts */
     uint32_t both[2] = { id1, id2 };
     beat_until(&r2, mds, stable_with, both, &v, "DONE, then STABLE with both MDSL");
     assert_int_equal(v.ring1->to_version, xt_ring_version(cur));
     xt_view_free(&v);
+
+    if (kill_before_sweep) { /* killed between the change's end and the sweep */
+        int status = 0;
+        assert_int_equal(pom_proc_wait(m1.pid, 30000, &status), 0);
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        assert_true(log_has(m1.log, "crash point before the sweep"));
+        assert_false(log_has(m1.log, "mdsl: sweep at"));
+        xt_rpc_pool_free(m1.pool);
+        snprintf(m1.log, sizeof m1.log, "%s/mdsl1-restarted.log", g_base);
+        mdsl_spawn(&m1, r2.addr);
+        whole_dropped = 0; /* the drops were done (and durable) before the kill */
+    }
 
     /* Space back: without the drops and the sweep nothing falls (each
      * table's records sit in one active segment, about half live). The
@@ -482,7 +522,8 @@ static void test_reports(void **state)
         sweeps = log_stat(m1.log, "sweeps");
     }
     assert_int_equal(sweeps, 1);
-    assert_int_equal(log_stat(m1.log, "dropped_folders"), (long long)whole);
+    assert_int_equal(log_stat(m1.log, "dropped_folders"), (long long)whole_dropped);
+    assert_int_equal(log_stat(m1.log, "sweep_owed"), 0); /* cleared at its end */
     double share = (double)want / NSTORED;
     uint64_t target = bytes0 - (uint64_t)(0.7 * share * (double)bytes0), tables;
     uint64_t bytes = seg_bytes(&m1, &tables);
@@ -516,6 +557,18 @@ static void test_reports(void **state)
     stop(&r2);
 }
 
+static void test_reports(void **state)
+{
+    (void)state;
+    join_and_sweep(false);
+}
+
+static void test_sweep_after_kill(void **state)
+{
+    (void)state;
+    join_and_sweep(true);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -533,6 +586,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reports, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_after_kill, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
