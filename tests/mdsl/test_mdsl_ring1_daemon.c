@@ -204,21 +204,31 @@ static void mds_beat(struct proc *r2, uint32_t mds, const struct xt_view *v)
     xt_view_free(&d);
 }
 
-/* `pomctl ring show 1 --json` names site id with `misplaced` n. */
-static void pomctl_shows(struct proc *r2, uint32_t id, uint64_t n)
+/* `pomctl --r2 R2 ARGS --json` into out without spaces and newlines (to
+ * compare without layout); it must exit 0. */
+static void pomctl_json(struct proc *r2, const char *args, char *out, size_t cap)
 {
-    char cmd[600], out[16384], want_id[64], want_n[64];
-    snprintf(cmd, sizeof cmd, "%s --r2 %s ring show 1 --json 2>&1", POM_CTL_BIN, r2->addr);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s --r2 %s %s --json 2>&1", POM_CTL_BIN, r2->addr, args);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     size_t len = 0, k;
     char buf[1024];
     while ((k = fread(buf, 1, sizeof buf, f)) > 0)
-        for (size_t i = 0; i < k && len + 1 < sizeof out; i++)
-            if (buf[i] != ' ' && buf[i] != '\n') /* compare without layout */
+        for (size_t i = 0; i < k && len + 1 < cap; i++)
+            if (buf[i] != ' ' && buf[i] != '\n')
                 out[len++] = buf[i];
     out[len] = 0;
-    assert_int_equal(pclose(f), 0);
+    int st = pclose(f);
+    if (st != 0)
+        fail_msg("pomctl %s: status %#x: %s", args, st, out);
+}
+
+/* `pomctl ring show 1 --json` names site id with `misplaced` n. */
+static void pomctl_shows(struct proc *r2, uint32_t id, uint64_t n)
+{
+    char out[16384], want_id[64], want_n[64];
+    pomctl_json(r2, "ring show 1", out, sizeof out);
     snprintf(want_id, sizeof want_id, "\"id\":%u,", id);
     snprintf(want_n, sizeof want_n, "\"misplaced\":%llu,", (unsigned long long)n);
     const char *at = strstr(out, "\"ring1_change\":");
@@ -458,6 +468,12 @@ static void join_and_sweep(bool kill_before_sweep)
     assert_true(want > 0 && decisions_away > 0);
     c = (struct counts){ .id = id1, .misplaced = want, .losing = true };
     beat_until(&r2, mds, counts_are, &c, &v, "mdsl1 reporting its misplaced slices");
+    /* it counted, so the change's sweep is owed (durably), on the stat call */
+    struct xt_store_stat st;
+    assert_int_equal(xt_mdsl_stat(m1.pool, NULL, &st), 0);
+    xt_free(st.prepared);
+    assert_int_equal(st.sweep_owed, v.ring1->seq);
+    assert_int_equal(st.sweeps, 0);
     xt_view_free(&v);
     pomctl_shows(&r2, id1, want);
     /* The MDS walked (it says so in its beats from 500 ms after `walk`),
@@ -524,6 +540,27 @@ static void join_and_sweep(bool kill_before_sweep)
     assert_int_equal(sweeps, 1);
     assert_int_equal(log_stat(m1.log, "dropped_folders"), (long long)whole_dropped);
     assert_int_equal(log_stat(m1.log, "sweep_owed"), 0); /* cleared at its end */
+    /* the same counters on the Storage stat call and in pomctl site stat */
+    assert_int_equal(xt_mdsl_stat(m1.pool, NULL, &st), 0);
+    xt_free(st.prepared);
+    assert_int_equal(st.sweeps, 1);
+    assert_int_equal(st.sweep_owed, 0);
+    assert_int_equal(st.dropped_folders, whole_dropped);
+    assert_true(st.rolled_segments > 0 && st.gc_freed_bytes > 0 && st.gc_passes > 0);
+    char out[8192], exp[128], args[64];
+    snprintf(args, sizeof args, "site stat %u", id1);
+    pomctl_json(&r2, args, out, sizeof out);
+    snprintf(exp, sizeof exp, "\"id\":%u,", id1);
+    const char *at = strstr(out, exp);
+    snprintf(exp, sizeof exp, "\"dropped_folders\":%llu,\"dropped_bytes\":%llu,"
+             "\"rolled_segments\":%llu,\"sweeps\":1,\"sweep_owed\":0,",
+             (unsigned long long)st.dropped_folders, (unsigned long long)st.dropped_bytes,
+             (unsigned long long)st.rolled_segments);
+    if (!at || !strstr(at, exp))
+        fail_msg("pomctl site stat --json: no %s in %s", exp, out);
+    pomctl_json(&r2, "site stat", out, sizeof out); /* both MDSL answer */
+    assert_non_null(strstr(out, "\"ok\":true"));
+    assert_non_null(strstr(out, m2.addr));
     double share = (double)want / NSTORED;
     uint64_t target = bytes0 - (uint64_t)(0.7 * share * (double)bytes0), tables;
     uint64_t bytes = seg_bytes(&m1, &tables);
