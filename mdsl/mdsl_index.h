@@ -9,7 +9,7 @@
  *        TSS segno u32 LE, offset u64 LE): every TSS record of the folder
  *        before it has been applied to the index
  *   'W'                                           -> a sweep is owed (8 B: the
- *        ring-1 seq of the change that asked it, u64 LE; mdsl_space.c); an
+ *        ring-1 seq the MDSL counted under, u64 LE; mdsl_space.c); an
  *        index rebuilt from the segments has none (the sweep is then lost,
  *        ordinary GC takes over)
  * Pointer value (40 B, little-endian):

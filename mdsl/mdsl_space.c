@@ -402,12 +402,14 @@ static int mark_set(mdsl_store *s, bool owe, uint64_t from, uint64_t to)
 {
     mdsl_st_token_take(s);
     pthread_mutex_lock(&s->mu);
-    bool go = owe ? s->sweep_owed != to : s->sweep_owed == from;
+    bool go = owe ? s->sweep_owed != to && to > s->sweep_cleared : s->sweep_owed == from;
     pthread_mutex_unlock(&s->mu);
     int rc = go ? mdsl_index_put_sweep_owed(s->idx, to) : 0;
     if (go && rc == 0) {
         pthread_mutex_lock(&s->mu);
         s->sweep_owed = to;
+        if (!owe)
+            s->sweep_cleared = from;
         pthread_mutex_unlock(&s->mu);
     }
     mdsl_st_token_put(s);
@@ -422,7 +424,9 @@ int mdsl_store_sweep_owe(mdsl_store *s, uint64_t seq)
     if (!seq)
         return -EINVAL;
     pthread_mutex_lock(&s->mu);
-    bool have = s->sweep_owed == seq;
+    /* seqs only grow: one at or below a cleared one comes from a pass that
+     * started before the sweep its change asked (nothing is owed) */
+    bool have = s->sweep_owed == seq || seq <= s->sweep_cleared;
     pthread_mutex_unlock(&s->mu);
     return have ? 0 : mark_set(s, true, 0, seq);
 }

@@ -236,10 +236,13 @@ void mdsl_store_space_request(mdsl_store *s, bool drop, bool sweep);
 
 /* The sweep a change owes survives restarts: before this MDSL reports a
  * count for a change in which it loses slices, the ring-1 reporter records
- * the change's seq (seq > 0) as owing a sweep, durably (a synced index
- * write; nothing when that seq is owed already). The first sweep at
+ * the ring-1 seq it counts under (seq > 0; it grows at every phase change)
+ * as owing a sweep, durably (a synced index write; nothing when that seq is
+ * owed already). The first sweep at
  * MDSL_SWEEP_THRESHOLD or more that runs to its end afterwards clears it
- * (a sweep cut short by close or a write error does not). 0 or -errno. */
+ * (a sweep cut short by close or a write error does not); after that, a
+ * seq at or below the cleared one marks nothing (a pass that was late).
+ * 0 or -errno. */
 int mdsl_store_sweep_owe(mdsl_store *s, uint64_t seq);
 /* The seq whose sweep is owed, 0 none (the mark as the last open found it,
  * or as owe/sweep left it). */

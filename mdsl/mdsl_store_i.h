@@ -125,6 +125,8 @@ struct mdsl_store {
      * owed, 0 none; as the index's 'W' key says once written. Changed with
      * the writer token held (its index write included), read under mu. */
     uint64_t sweep_owed;    /* (mu) */
+    uint64_t sweep_cleared; /* the last seq a sweep cleared (mu): a late
+                               pass under it or an older one marks nothing */
     bool sweep_crash;       /* POM_MDSL_SWEEP_CRASH: SIGKILL before an asked
                                sweep, for the restart tests */
 };
