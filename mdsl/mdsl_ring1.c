@@ -213,8 +213,8 @@ static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
         int rc = mdsl_store_sweep_owe(r->o.store, cur->seq ? cur->seq : 1);
         if (rc < 0)
             return rc;
-        rc = mdsl_store_count_misplaced(r->o.store, cur->ring, self, r->o.page,
-                                            r->o.pause_us, &r->changed, &rep->misplaced);
+        rc = mdsl_store_count_misplaced(r->o.store, cur->ring, self, r->o.page, r->o.pause_us,
+                                        &r->changed, &rep->misplaced);
         if (rc < 0)
             return rc;
         rep->counted = true;

@@ -10,13 +10,13 @@
  *
  *   - losing (R2's ring-1 state marks this site `losing`) in MOVING: count
  *     against the view's current ring 1 through the listing, in pages,
- *     paused between pages (mdsl_store_count_misplaced);
+ *     paused between pages (mdsl_store_count_misplaced), once the
+ *     sweep-owed mark is durable (below);
  *   - losing in PREPARE: no counts (the current ring is still the old one:
  *     a 0 would mean nothing, yet R2 could take it for the new ring's if
  *     it arrived after the walks);
  *   - otherwise: misplaced 0 at once (a new leader learns every MDSL's
  *     counts within a heartbeat);
- *     (the count starts after the sweep-owed mark is durable, below);
  *   - `prepared` is the store's count of undecided prepares, at the end of
  *     the pass.
  *

@@ -557,7 +557,7 @@ int mdsl_space_recover(mdsl_store *s)
     uint64_t owed = 0;
     int rc = mdsl_index_get_sweep_owed(s->idx, &owed);
     if (rc == 0 && owed)
-        XT_INFO("mdsl: the sweep after ring-1 change %llu is still owed",
+        XT_INFO("mdsl: a sweep is still owed (marked under ring-1 seq %llu)",
                 (unsigned long long)owed);
     if (rc == -ENOENT)
         rc = 0;
