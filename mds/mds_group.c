@@ -1,7 +1,8 @@
 /*
- * mds_group.c -- commit groups and the two-phase commit that makes them
- * durable (see mds_group.h for the states and invariants, and
- * docs/mds-commit.md for the protocol).
+ * mds_group.c -- commit groups: writers, snapshots, the committer that
+ * closes a group and hands its records to the two-phase commit
+ * (mds_group_tx.c), syncs, lifetime (see mds_group.h for the states and
+ * invariants, and docs/mds-commit.md for the protocol).
  *
  * Threads: writers call enter/touch/leave; one committer thread closes
  * groups and runs their transactions, one at a time; syncers wait on
@@ -16,10 +17,8 @@
  * records are) the record is an image and cm.site gets a MOVED tombstone at
  * the same version in the same transaction; after the commit cm.site =
  * snap_site. Recovery, settling and the participants: mds_group_recover.c.
- * The fault tests' POM_MDS_MOVE_CRASH kills the MDS inside the 2PC of the
- * first transaction that moves a slice (move_crash_point).
+ * The fault tests' POM_MDS_MOVE_CRASH (read at open) acts in mds_group_tx.c.
  */
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -29,17 +28,9 @@
 
 #define DEFAULT_INTERVAL_MS 5000u
 #define DEFAULT_DIRTY_BOUND ((size_t)64 << 20)
-#define DEFAULT_RETRY_MS    20u
-#define STORAGE_ERR_TRIES   5u   /* attempts in a row before syncers hear of it */
 #define FLUSH_TIMEOUT_MS    10000u
 
 /* ---- small helpers ---------------------------------------------------- */
-
-static void sleep_ms(unsigned ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
 static void deadline_in(struct timespec *ts, unsigned ms)
 {
@@ -50,11 +41,6 @@ static void deadline_in(struct timespec *ts, unsigned ms)
         ts->tv_sec++;
         ts->tv_nsec -= 1000000000L;
     }
-}
-
-static bool stopping(mds_group *g)
-{
-    return atomic_load(&g->stop);
 }
 
 /* Promise `more` appends (dlist_append) that cannot fail. REQUIRES: mu held. */
@@ -265,349 +251,14 @@ int mds_group_move(mds_group *g, mds_cent *e, uint64_t *gen)
     return rc;
 }
 
-/* ---- two-phase commit ---------------------------------------------------- */
-
-enum { OP_PREPARE, OP_COMMIT, OP_ABORT };
-
-struct batch {
-    mds_group *g;
-    uint32_t site;
-    uint64_t txid;
-    struct mds_rec *recs;
-    size_t n, cap;
-    int op, rc;
-    bool moved_out; /* holds a MOVED tombstone: an old site X of a move */
-};
-
-static int batch_add(struct batch *b, const struct mds_rec *r)
-{
-    if (b->n == b->cap) {
-        size_t nc = b->cap ? b->cap * 2 : 8;
-        struct mds_rec *nr = xt_realloc(b->recs, nc * sizeof *nr);
-        if (!nr)
-            return -ENOMEM;
-        b->recs = nr;
-        b->cap = nc;
-    }
-    b->recs[b->n++] = *r;
-    return 0;
-}
-
-static void *batch_run(void *arg)
-{
-    struct batch *b = arg;
-    mds_group *g = b->g;
-    uint64_t t0 = xt_mono_ns();
-    switch (b->op) {
-    case OP_PREPARE:
-        b->rc = mds_store_prepare(g->o.store, b->site, b->txid, b->recs, b->n);
-        mds_stats_record(g->o.stats, MDS_OP_PREPARE, xt_mono_ns() - t0, b->rc);
-        break;
-    case OP_COMMIT:
-        b->rc = mds_store_commit(g->o.store, b->site, b->txid);
-        if (b->rc == -ENOENT) {
-            /* The participant lost its prepare (it had not made it durable):
-             * we still hold the records, so prepare again and commit. */
-            XT_WARN("group: site %u lost prepared txid %llx; preparing again", b->site,
-                    (unsigned long long)b->txid);
-            b->rc = mds_store_prepare(g->o.store, b->site, b->txid, b->recs, b->n);
-            if (b->rc == 0)
-                b->rc = mds_store_commit(g->o.store, b->site, b->txid);
-        }
-        mds_stats_record(g->o.stats, MDS_OP_COMMIT, xt_mono_ns() - t0, b->rc);
-        break;
-    case OP_ABORT:
-        b->rc = mds_store_abort(g->o.store, b->site, b->txid);
-        break;
-    }
-    return NULL;
-}
-
-/* Run op on the batches whose `sel` flag is set, in parallel unless
- * serial_prepare (threads cost little next to a network round trip). */
-static void run_batches(mds_group *g, struct batch *b, size_t nb, const bool *sel, int op)
-{
-    pthread_t tid[nb ? nb : 1];
-    bool started[nb ? nb : 1];
-    memset(tid, 0, sizeof tid);
-    memset(started, 0, sizeof started);
-    size_t first = nb;
-    for (size_t i = 0; i < nb; i++) {
-        started[i] = false;
-        if (!sel[i])
-            continue;
-        b[i].op = op;
-        if (first == nb) {
-            first = i; /* run by this thread */
-            continue;
-        }
-        if (!g->o.serial_prepare && pthread_create(&tid[i], NULL, batch_run, &b[i]) == 0)
-            started[i] = true;
-    }
-    if (first < nb)
-        batch_run(&b[first]);
-    for (size_t i = first + 1; i < nb; i++) {
-        if (!sel[i])
-            continue;
-        if (started[i])
-            pthread_join(tid[i], NULL);
-        else
-            batch_run(&b[i]);
-    }
-}
-
-/* An error a commit cannot get past by retrying at once: the MDSL's
- * storage (full disk, failed device, a store that refuses writes after a
- * failed fsync until restarted) or memory (at the MDSL or here). Syncers
- * are told at once instead of waiting out their timeout (the commits are
- * still retried). Transport errors (an MDSL restarting) are not among them:
- * syncers keep waiting for those. */
-static bool storage_error(int rc)
-{
-    return rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS || rc == -ENOMEM;
-}
-
-/* Counts a commit attempt that met a storage error (else does nothing);
- * once STORAGE_ERR_TRIES attempts in a row met one, waiting syncers are
- * told. A one-off error (a retry gets past it) is never reported. */
-static void note_storage_error(mds_group *g, int rc)
-{
-    if (!storage_error(rc))
-        return;
-    pthread_mutex_lock(&g->mu);
-    g->storage_err = rc;
-    g->storage_errs++;
-    if (++g->storage_streak >= STORAGE_ERR_TRIES)
-        pthread_cond_broadcast(&g->cv_done);
-    pthread_mutex_unlock(&g->mu);
-}
-
-/* Abort txid at every batch's site until each answers (presumed abort). */
-static int resolve_abort(mds_group *g, struct batch *b, size_t nb)
-{
-    bool sel[nb ? nb : 1];
-    memset(sel, 1, sizeof sel);
-    for (;;) {
-        run_batches(g, b, nb, sel, OP_ABORT);
-        bool more = false;
-        for (size_t i = 0; i < nb; i++) {
-            if (!sel[i])
-                continue;
-            if (b[i].rc == 0 || b[i].rc == -ENOENT) {
-                sel[i] = false;
-            } else if (b[i].rc == -EINVAL) {
-                /* Committed although we never decided commit: a participant
-                 * broke its promises. Nothing here can repair it. */
-                XT_ERR("group: site %u committed txid %llx that was aborted", b[i].site,
-                       (unsigned long long)b[i].txid);
-                sel[i] = false;
-            } else {
-                more = true;
-            }
-        }
-        if (!more)
-            return 0;
-        if (stopping(g))
-            return -ESHUTDOWN; /* left prepared: the next recovery aborts it */
-        for (size_t i = 0; i < nb; i++)
-            if (sel[i])
-                note_storage_error(g, b[i].rc);
-        sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
-    }
-}
-
-/* The fault tests' POM_MDS_MOVE_CRASH: SIGKILL itself at `where` of the
- * first transaction that carries a move (some batch holds a tombstone). */
-static void move_crash_point(const mds_group *g, const struct batch *b, size_t nb,
-                             const char *where)
-{
-    if (!g->move_crash || strcmp(g->move_crash, where) != 0)
-        return;
-    for (size_t i = 0; i < nb; i++) {
-        if (b[i].moved_out) {
-            XT_WARN("group: txid %llx: crash point %s (POM_MDS_MOVE_CRASH)",
-                    (unsigned long long)b[i].txid, where);
-            raise(SIGKILL);
-        }
-    }
-}
-
-/* Run one transaction. b[home] holds the decision record. 0: committed
- * everywhere; -ESHUTDOWN: abandoned (maybe in doubt, recovery decides);
- * other < 0: aborted everywhere (the first prepare error). */
-static int tx_run(mds_group *g, uint64_t txid, struct batch *b, size_t nb, size_t home)
-{
-    bool sel[nb ? nb : 1], only_home[nb ? nb : 1];
-    memset(sel, 0, sizeof sel);
-    memset(only_home, 0, sizeof only_home);
-    for (size_t i = 0; i < nb; i++) {
-        b[i].g = g;
-        b[i].txid = txid;
-        sel[i] = true;
-    }
-    /* Phase 1: every participant makes the records durable, invisible. */
-    run_batches(g, b, nb, sel, OP_PREPARE);
-    int err = 0;
-    for (size_t i = 0; i < nb && !err; i++)
-        err = b[i].rc;
-    if (err) {
-        XT_INFO("group: txid %llx: prepare failed (%d), aborting",
-                (unsigned long long)txid, err);
-        int rc = resolve_abort(g, b, nb);
-        return rc == -ESHUTDOWN ? rc : err;
-    }
-    move_crash_point(g, b, nb, "prepared");
-    if (stopping(g))
-        return -ESHUTDOWN; /* before the commit point: recovery aborts */
-
-    /* The commit point: home commits the decision record. */
-    for (size_t i = 0; i < nb; i++)
-        only_home[i] = i == home;
-    run_batches(g, b, nb, only_home, OP_COMMIT);
-    for (unsigned tries = 0; b[home].rc != 0; tries++) {
-        /* Unknown outcome: an abort tells which way it went (promise 3). */
-        int rc = mds_store_abort(g->o.store, b[home].site, txid);
-        if (rc == -EINVAL)
-            break; /* it had committed */
-        if (rc == 0 || rc == -ENOENT) {
-            /* Aborted at home: abort the others too. */
-            for (size_t i = 0; i < nb; i++)
-                if (i != home && resolve_abort(g, &b[i], 1) == -ESHUTDOWN)
-                    return -ESHUTDOWN;
-            return b[home].rc < 0 ? b[home].rc : -EIO;
-        }
-        if (stopping(g))
-            return -ESHUTDOWN;
-        /* In doubt (e.g. home's store refuses writes after a failed fsync
-         * until it is restarted): only home can tell, so keep asking, but
-         * let the syncers go with the error meanwhile. */
-        note_storage_error(g, storage_error(rc) ? rc : b[home].rc);
-        if (tries % 500 == 0) /* about every 10 s: an operator must act */
-            XT_WARN("group: txid %llx in doubt: site %u answers %d to commit, %d to abort; "
-                    "retrying", (unsigned long long)txid, b[home].site, b[home].rc, rc);
-        sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
-    }
-
-    move_crash_point(g, b, nb, "decided");
-    /* Phase 2: decided. Every other participant must commit; retry. Under
-     * the x_committed crash point the old sites (tombstones) go first. */
-    bool x_first = g->move_crash && strcmp(g->move_crash, "x_committed") == 0;
-    for (size_t i = 0; i < nb; i++)
-        sel[i] = i != home && (!x_first || b[i].moved_out);
-    for (;;) {
-        run_batches(g, b, nb, sel, OP_COMMIT);
-        bool more = false;
-        for (size_t i = 0; i < nb; i++) {
-            if (!sel[i])
-                continue;
-            if (b[i].rc == 0) {
-                sel[i] = false;
-            } else if (b[i].rc == -EINVAL) {
-                XT_ERR("group: site %u aborted txid %llx after voting yes", b[i].site,
-                       (unsigned long long)txid);
-                sel[i] = false;
-            } else {
-                more = true;
-            }
-        }
-        if (!more && x_first) {
-            move_crash_point(g, b, nb, "x_committed");
-            x_first = false; /* no move in it: the others now */
-            for (size_t i = 0; i < nb; i++)
-                sel[i] = i != home && !b[i].moved_out;
-            continue;
-        }
-        if (!more)
-            return 0;
-        if (stopping(g))
-            return -ESHUTDOWN; /* committed at home: recovery finishes it */
-        for (size_t i = 0; i < nb; i++)
-            if (sel[i])
-                note_storage_error(g, b[i].rc);
-        sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
-    }
-}
-
-static void batches_free(struct batch *b, size_t nb)
-{
-    for (size_t i = 0; i < nb; i++)
-        xt_free(b[i].recs);
-    xt_free(b);
-}
-
-/* Index of site's batch, adding one if needed; -ENOMEM. */
-static long batch_for(struct batch **b, size_t *nb, uint32_t site)
-{
-    for (size_t i = 0; i < *nb; i++)
-        if ((*b)[i].site == site)
-            return (long)i;
-    struct batch *n = xt_realloc(*b, (*nb + 1) * sizeof *n);
-    if (!n)
-        return -ENOMEM;
-    memset(&n[*nb], 0, sizeof n[*nb]);
-    n[*nb].site = site;
-    *b = n;
-    return (long)(*nb)++;
-}
-
-/* Commit txid with the records of b[0..nb) plus the decision record at
- * home. Takes ownership of b. */
-static int tx_with_decision(mds_group *g, uint64_t txid, struct batch *b, size_t nb)
-{
-    uint8_t dec[MDS_DECISION_SIZE];
-    mds_group_decision_encode(dec, g->o.site_id, mds_txid_epoch(txid), txid);
-    struct mds_rec r = {
-        .fsid = MDS_COORD_FSID, .table = MDS_COORD_TABLE, .slice = g->o.site_id,
-        .version = txid, .full_image = true, .bytes = dec, .len = sizeof dec,
-    };
-    long home = batch_for(&b, &nb, g->o.home_site);
-    int rc = home < 0 ? (int)home : batch_add(&b[home], &r);
-    if (rc == 0)
-        rc = tx_run(g, txid, b, nb, (size_t)home);
-    batches_free(b, nb);
-    if (rc == 0) {
-        pthread_mutex_lock(&g->mu);
-        g->last_txid = txid;
-        pthread_mutex_unlock(&g->mu);
-    }
-    return rc;
-}
-
-/* Commit a decision record alone with a new epoch (invariant 5). */
-static int claim_epoch(mds_group *g, uint32_t prev_epoch)
-{
-    uint32_t epoch = prev_epoch + 1;
-    if (epoch >= (1u << MDS_TXID_EPOCH_BITS)) {
-        XT_ERR("group: site %u exhausted its txid epochs", g->o.site_id);
-        return -EOVERFLOW;
-    }
-    int rc = tx_with_decision(g, mds_txid_make(g->o.site_id, epoch, 0), NULL, 0);
-    if (rc == 0) {
-        g->epoch = epoch;
-        g->seq = 0;
-    }
-    return rc;
-}
-
-static int next_txid(mds_group *g, uint64_t *txid)
-{
-    if (g->seq + 1 >= (1u << MDS_TXID_SEQ_BITS)) {
-        int rc = claim_epoch(g, g->epoch);
-        if (rc < 0)
-            return rc;
-    }
-    *txid = mds_txid_make(g->o.site_id, g->epoch, ++g->seq);
-    return 0;
-}
-
 /* ---- the committer --------------------------------------------------------- */
 
 /* Write group gen's dirty slices (list l, pins owned) and settle them. */
 static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
 {
     uint64_t t0 = xt_mono_ns();
-    struct batch *b = NULL;
-    size_t nb = 0, nrec = 0;
+    struct mds_group_tx t = { 0 };
+    size_t nrec = 0;
     int rc = 0;
     for (size_t i = 0; i < l->n; i++) {
         mds_cent *e = l->v[i];
@@ -629,20 +280,16 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 .version = cm->version + 1, .full_image = cm->snap_image,
                 .bytes = cm->snap, .len = cm->snap_len,
             };
-            long bi = batch_for(&b, &nb, cm->snap_site);
-            rc = bi < 0 ? (int)bi : batch_add(&b[bi], &r);
+            rc = mds_group_tx_add(&t, cm->snap_site, &r);
             if (rc == 0 && cm->snap_site != cm->site) {
                 /* The move's other half: same txid, same version. */
                 static const uint8_t none[1];
-                struct mds_rec t = {
+                struct mds_rec tomb = {
                     .fsid = k->fsid, .table = k->table, .slice = k->slice,
                     .version = r.version, .full_image = true, .bytes = none, .len = 0,
                     .moved = true,
                 };
-                bi = batch_for(&b, &nb, cm->site);
-                rc = bi < 0 ? (int)bi : batch_add(&b[bi], &t);
-                if (rc == 0)
-                    b[bi].moved_out = true;
+                rc = mds_group_tx_add(&t, cm->site, &tomb);
             }
             nrec++;
             mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_RECORDS_IMAGE
@@ -653,27 +300,24 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         xt_slice_unlock(s);
     }
     uint64_t txid = 0;
-    if (rc == 0 && nrec > 0 && (rc = next_txid(g, &txid)) == 0) {
-        rc = tx_with_decision(g, txid, b, nb);
-        b = NULL;
-        nb = 0;
-    }
-    batches_free(b, nb);
+    if (rc == 0 && nrec > 0 && (rc = mds_group_next_txid(g, &txid)) == 0)
+        rc = mds_group_tx_commit(g, txid, &t); /* frees t */
+    mds_group_tx_free(&t);
     if (rc == -ESHUTDOWN)
         return; /* abandoned: close() drops the list */
 
     uint64_t open = atomic_load(&g->open_gen);
-    note_storage_error(g, rc);
+    mds_group_note_storage_error(g, rc);
     if (rc < 0) {
         /* Keep everything dirty: the entries still stamped gen join the
          * open group (their pin moves with them). */
         pthread_mutex_lock(&g->mu);
         while (dlist_reserve(&g->list[open & 1], l->n) < 0) {
             pthread_mutex_unlock(&g->mu);
-            if (stopping(g))
+            if (mds_group_stopping(g))
                 return; /* out of memory at a stop: abandoned as above */
-            note_storage_error(g, -ENOMEM); /* stuck here: syncers hear of it */
-            sleep_ms(DEFAULT_RETRY_MS);
+            mds_group_note_storage_error(g, -ENOMEM); /* stuck here: syncers hear of it */
+            mds_group_sleep_ms(MDS_GROUP_RETRY_MS);
             pthread_mutex_lock(&g->mu);
         }
         pthread_mutex_unlock(&g->mu);
@@ -758,7 +402,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                                       : MDS_CTR_GROUPS_ABORTED, 1);
     mds_stats_record(g->o.stats, MDS_OP_GROUP, xt_mono_ns() - t0, rc);
     if (rc < 0)
-        sleep_ms(g->o.retry_ms ? g->o.retry_ms : DEFAULT_RETRY_MS);
+        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
 }
 
 static void *committer(void *arg)
@@ -769,7 +413,7 @@ static void *committer(void *arg)
     deadline_in(&deadline, interval);
     struct dlist work = { 0 };
     pthread_mutex_lock(&g->mu);
-    while (!stopping(g)) {
+    while (!mds_group_stopping(g)) {
         uint64_t open = atomic_load(&g->open_gen);
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -845,7 +489,7 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
     if (gen == 0 || gen > open)
         gen = open;
     while (g->committed_gen < gen) {
-        if (stopping(g)) {
+        if (mds_group_stopping(g)) {
             rc = -ESHUTDOWN;
             break;
         }
@@ -854,7 +498,7 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
          * stay dirty or undecided (a later attempt may still make them
          * durable) but the caller learns now, as fsync(2) reports a failed
          * write, instead of at its timeout. */
-        if (g->storage_errs != errs0 && g->storage_streak >= STORAGE_ERR_TRIES &&
+        if (g->storage_errs != errs0 && g->storage_streak >= MDS_GROUP_STORAGE_ERR_TRIES &&
             g->storage_err) {
             rc = g->storage_err;
             break;
@@ -938,7 +582,7 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     uint32_t epoch;
     int rc = mds_group_recover(g, &epoch);
     if (rc == 0)
-        rc = claim_epoch(g, epoch);
+        rc = mds_group_claim_epoch(g, epoch);
     if (rc == 0) {
         rc = -pthread_create(&g->thr, NULL, committer, g);
         g->thr_started = rc == 0;

@@ -1,7 +1,8 @@
 /*
  * mds_group_i.h -- internals shared by mds_group.c (writers, snapshots, the
- * two-phase commit, the committer) and mds_group_recover.c (decision
- * records, recovery, settling another MDS's transactions, participants).
+ * committer), mds_group_tx.c (one group's two-phase commit, txids) and
+ * mds_group_recover.c (decision records, recovery, settling another MDS's
+ * transactions, participants).
  * Not for callers outside those files; the invariants are mds_group.h's.
  */
 #ifndef MDS_GROUP_I_H
@@ -9,8 +10,12 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "mds_group.h"
+
+#define MDS_GROUP_RETRY_MS 20u        /* default pause before a retry */
+#define MDS_GROUP_STORAGE_ERR_TRIES 5u /* attempts in a row before syncers hear of it */
 
 /* Per-group budget of move images made from delta snapshots
  * (docs/mdsl-scale.md decision 4): a move starts while the group has made
@@ -61,6 +66,59 @@ struct mds_group {
     pthread_t thr;
     bool thr_started;
 };
+
+static inline void mds_group_sleep_ms(unsigned ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static inline bool mds_group_stopping(mds_group *g)
+{
+    return atomic_load(&g->stop);
+}
+
+/* ---- mds_group_tx.c ---------------------------------------------------- */
+
+/* The records of one transaction bound for one MDSL site. */
+struct mds_group_batch {
+    mds_group *g;
+    uint32_t site;
+    uint64_t txid;
+    struct mds_rec *recs;   /* xt_malloc'd; the bytes they point at are the
+                               slices' snapshots, borrowed until the commit */
+    size_t n, cap;
+    int op, rc;
+    bool moved_out; /* holds a MOVED tombstone: an old site X of a move */
+};
+
+/* One transaction's records, by site. Zero-initialised = empty. */
+struct mds_group_tx {
+    struct mds_group_batch *b;
+    size_t nb;
+};
+
+/* Add *r (copied; r->bytes borrowed) to site's batch; a MOVED record marks
+ * the batch as an old site of a move. 0 or -ENOMEM. */
+int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct mds_rec *r);
+/* Frees the batches; t is empty after (freeing an empty one is a no-op). */
+void mds_group_tx_free(struct mds_group_tx *t);
+/* Commit txid with t's records plus the decision record at the home, then
+ * free t. 0: committed everywhere (g->last_txid = txid); -ESHUTDOWN:
+ * abandoned (maybe in doubt, recovery decides); other < 0: aborted
+ * everywhere. Committer thread (or open) only. */
+int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx *t);
+/* Commit a decision record alone with epoch prev_epoch + 1 (invariant 5). */
+int mds_group_claim_epoch(mds_group *g, uint32_t prev_epoch);
+/* The next txid of this MDS, claiming a new epoch when the seq runs out. */
+int mds_group_next_txid(mds_group *g, uint64_t *txid);
+/* Counts a commit attempt that met a storage error (else does nothing);
+ * once MDS_GROUP_STORAGE_ERR_TRIES attempts in a row met one, waiting
+ * syncers are told. A one-off error (a retry gets past it) is never
+ * reported. */
+void mds_group_note_storage_error(mds_group *g, int rc);
+
+/* ---- mds_group_recover.c ------------------------------------------------ */
 
 /* The decision record of txid (mds_group.h) into b[MDS_DECISION_SIZE]. */
 void mds_group_decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64_t txid);

@@ -213,6 +213,32 @@ int mdsl_index_get_resume(mdsl_index *idx, uint32_t fsid, uint64_t table,
     return rc;
 }
 
+#define SWEEP_KEY "W"
+
+int mdsl_index_get_sweep_owed(mdsl_index *idx, uint64_t *seq)
+{
+    uint8_t vb[8];
+    int rc = get_raw(idx, (const uint8_t *)SWEEP_KEY, 1, vb, sizeof vb);
+    if (rc == 0)
+        *seq = xt_get_u64(vb);
+    return rc;
+}
+
+int mdsl_index_put_sweep_owed(mdsl_index *idx, uint64_t seq)
+{
+    uint8_t vb[8];
+    xt_put_u64(vb, seq);
+    leveldb_writebatch_t *wb = leveldb_writebatch_create();
+    if (seq)
+        leveldb_writebatch_put(wb, SWEEP_KEY, 1, (const char *)vb, sizeof vb);
+    else
+        leveldb_writebatch_delete(wb, SWEEP_KEY, 1);
+    char *err = NULL;
+    leveldb_write(idx->db, idx->wopts_sync, wb, &err);
+    leveldb_writebatch_destroy(wb);
+    return err ? lerr("write", err) : 0;
+}
+
 /* Iterate in order the keys with the prefix pre[0..pl), from the first one
  * >= pre[0..sl) (sl >= pl: a seek inside the prefix). */
 static int scan_from(mdsl_index *idx, const uint8_t *pre, size_t pl, size_t sl, mdsl_index_cb cb,

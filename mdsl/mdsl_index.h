@@ -8,6 +8,10 @@
  *   'R' fsid:4 table:8                            -> resume position (12 B:
  *        TSS segno u32 LE, offset u64 LE): every TSS record of the folder
  *        before it has been applied to the index
+ *   'W'                                           -> a sweep is owed (8 B: the
+ *        ring-1 seq the MDSL counted under, u64 LE; mdsl_space.c); an
+ *        index rebuilt from the segments has none (the sweep is then lost,
+ *        ordinary GC takes over)
  * Pointer value (40 B, little-endian):
  *   0 segno:4  4 len:4  8 off:8  16 csum:8  24 version:8  32 evidence:4
  *   36 type:1  37 flags:1  38 reserved:2
@@ -60,6 +64,11 @@ int mdsl_index_destroy(const char *dir);
 int mdsl_index_get(mdsl_index *idx, const struct mdsl_ikey *k, struct mdsl_ptr *out);
 int mdsl_index_get_resume(mdsl_index *idx, uint32_t fsid, uint64_t table,
                           uint32_t *segno, uint64_t *off);
+
+/* The sweep-owed mark: get (0 and *seq, -ENOENT, -EIO); put writes it
+ * (seq > 0) or deletes it (seq 0), synced. */
+int mdsl_index_get_sweep_owed(mdsl_index *idx, uint64_t *seq);
+int mdsl_index_put_sweep_owed(mdsl_index *idx, uint64_t seq);
 
 /* Iteration; `k` and `p` are valid during the call only; a non-zero return
  * stops and is returned. Entries come in key order. */

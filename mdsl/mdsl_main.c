@@ -283,7 +283,7 @@ int main(int argc, char **argv)
             XT_INFO("stats: tables %llu segments %llu bytes %llu live %.2f commits %llu "
                     "aborts %llu gc_passes %llu gc_freed_segments %llu gc_freed_bytes %llu "
                     "dropped_folders %llu dropped_bytes %llu rolled_segments %llu sweeps %llu "
-                    "corrupt %llu failed %d live_bytes %llu",
+                    "corrupt %llu failed %d live_bytes %llu sweep_owed %llu",
                     (unsigned long long)st.tables, (unsigned long long)st.segments,
                     (unsigned long long)st.bytes, st.live_ratio,
                     (unsigned long long)st.commits, (unsigned long long)st.aborts,
@@ -291,7 +291,8 @@ int main(int argc, char **argv)
                     (unsigned long long)st.gc_freed_bytes, (unsigned long long)st.dropped_folders,
                     (unsigned long long)st.dropped_bytes, (unsigned long long)st.rolled_segments,
                     (unsigned long long)st.sweeps, (unsigned long long)st.corrupt_records,
-                    st.failed, (unsigned long long)st.live_bytes);
+                    st.failed, (unsigned long long)st.live_bytes,
+                    (unsigned long long)st.sweep_owed);
     }
     XT_INFO("signal %d: stopping", sig);
 

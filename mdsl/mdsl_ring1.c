@@ -117,13 +117,17 @@ void mdsl_ring1_view(void *arg, const struct xt_view *v, int changed)
         XT_WARN("ring-1 reporter: no memory for the view; keeping the last one");
         return;
     }
+    /* read before r->mu: the store's lock is never taken under it */
+    bool owed = mdsl_store_sweep_owed(r->o.store) != 0;
     pthread_mutex_lock(&r->mu);
     /* Space back (mdsl_ring1.h): once no change is moving slices, the
-     * tombstones here are final. */
+     * tombstones here are final. A sweep still owed at the first such view
+     * since start is one a restart interrupted. */
     bool final = s.phase == XT_RING1_DONE || s.phase == XT_RING1_STABLE;
     if (s.phase == XT_RING1_MOVING && r->self && is_losing(&s, r->self))
         r->lost = true;
-    bool drop = final && (!r->final_seen || r->lost), sweep = final && r->lost;
+    bool drop = final && (!r->final_seen || r->lost);
+    bool sweep = final && (r->lost || (!r->final_seen && owed));
     if (final) {
         r->final_seen = true;
         r->lost = false;
@@ -204,8 +208,13 @@ static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
     if (losing && cur->phase == XT_RING1_PREPARE)
         return -EAGAIN;
     if (losing && cur->ring && cur->phase == XT_RING1_MOVING) {
-        int rc = mdsl_store_count_misplaced(r->o.store, cur->ring, self, r->o.page,
-                                            r->o.pause_us, &r->changed, &rep->misplaced);
+        /* Before any count R2 could end the change on: its sweep is owed,
+         * durably, so a restart past the end still sweeps. */
+        int rc = mdsl_store_sweep_owe(r->o.store, cur->seq ? cur->seq : 1);
+        if (rc < 0)
+            return rc;
+        rc = mdsl_store_count_misplaced(r->o.store, cur->ring, self, r->o.page, r->o.pause_us,
+                                        &r->changed, &rep->misplaced);
         if (rc < 0)
             return rc;
         rep->counted = true;

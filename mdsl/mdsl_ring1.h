@@ -10,7 +10,8 @@
  *
  *   - losing (R2's ring-1 state marks this site `losing`) in MOVING: count
  *     against the view's current ring 1 through the listing, in pages,
- *     paused between pages (mdsl_store_count_misplaced);
+ *     paused between pages (mdsl_store_count_misplaced), once the
+ *     sweep-owed mark is durable (below);
  *   - losing in PREPARE: no counts (the current ring is still the old one:
  *     a 0 would mean nothing, yet R2 could take it for the new ring's if
  *     it arrived after the walks);
@@ -30,8 +31,10 @@
  *     tombstone here is final and no MDS writes at its old placement;
  *   - one sweep at MDSL_SWEEP_THRESHOLD with the latter (this MDSL lost
  *     slices in a change that is now past MOVING: a join, or a drain).
- * A restart between the end of a change and its sweep loses the sweep (the
- * drop pass at start still runs).
+ * The sweep survives a restart: a pass counting for a change this MDSL
+ * loses in first marks the change's sweep owed in the store
+ * (mdsl_store_sweep_owe, synced), and a sweep still owed at the first view
+ * past MOVING after start is asked with that view's drop pass.
  *
  * Invariants:
  *  (1) A report is only ever the result of a pass that started under the

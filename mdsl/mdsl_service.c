@@ -113,6 +113,14 @@ static int svc_stat(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st)
     st->aborts = ms.aborts;
     st->gc_freed_segments = ms.gc_freed_segments;
     st->corrupt_records = ms.corrupt_records;
+    st->gc_passes = ms.gc_passes;
+    st->gc_moved_bytes = ms.gc_moved_bytes;
+    st->gc_freed_bytes = ms.gc_freed_bytes;
+    st->dropped_folders = ms.dropped_folders;
+    st->dropped_bytes = ms.dropped_bytes;
+    st->rolled_segments = ms.rolled_segments;
+    st->sweeps = ms.sweeps;
+    st->sweep_owed = ms.sweep_owed;
     st->failed = ms.failed;
     return mdsl_store_prepared(ctx, &st->prepared, &st->nprepared);
 }

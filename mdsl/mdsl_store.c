@@ -852,6 +852,7 @@ int mdsl_store_stat(mdsl_store *s, struct mdsl_stat *st)
                 stat_arr(&fo->cs[g].segs, st);
         }
     st->failed = s->failed;
+    st->sweep_owed = s->sweep_owed;
     pthread_mutex_unlock(&s->mu);
     st->live_ratio = st->bytes ? (double)st->live_bytes / (double)st->bytes : 1.0;
     return 0;

@@ -195,7 +195,8 @@ struct mdsl_stat {
     uint64_t dropped_folders;   /* folders dropped whole (all slices MOVED) */
     uint64_t dropped_bytes;     /* bytes of their files */
     uint64_t rolled_segments;   /* active segments rolled (idle or sweep) */
-    uint64_t sweeps;            /* sweeps done (after a join) */
+    uint64_t sweeps;            /* sweeps run to their end (after a join) */
+    uint64_t sweep_owed;        /* ring-1 seq of a sweep owed, 0 none */
     uint64_t corrupt_records;   /* checksum failures seen by reads/scans */
     int failed;                 /* 0 or the sticky write error */
 };
@@ -232,5 +233,18 @@ int mdsl_store_sweep(mdsl_store *s, double threshold);
  * at MDSL_SWEEP_THRESHOLD at its next wake-up. Never blocks on I/O. */
 #define MDSL_SWEEP_THRESHOLD 0.6
 void mdsl_store_space_request(mdsl_store *s, bool drop, bool sweep);
+
+/* The sweep a change owes survives restarts: before this MDSL reports a
+ * count for a change in which it loses slices, the ring-1 reporter records
+ * the ring-1 seq it counts under (seq > 0; it grows at every phase change)
+ * as owing a sweep, durably (a synced index write; nothing when that seq is
+ * owed already). The first sweep at MDSL_SWEEP_THRESHOLD or more that runs
+ * to its end afterwards clears it (one cut short by close or a write error
+ * does not); after that, a seq at or below the cleared one marks nothing (a
+ * pass that was late). 0 or -errno. */
+int mdsl_store_sweep_owe(mdsl_store *s, uint64_t seq);
+/* The seq whose sweep is owed, 0 none (the mark as the last open found it,
+ * or as owe/sweep left it). */
+uint64_t mdsl_store_sweep_owed(mdsl_store *s);
 
 #endif /* MDSL_STORE_H */

@@ -121,6 +121,14 @@ struct mdsl_store {
     bool want_drop, want_sweep; /* asked by mdsl_store_space_request (mu) */
     uint64_t drop_due_ns;   /* a drop pass to retry then; 0 none (mu) */
     uint64_t roll_due_ns;   /* next idle-roll check (GC thread only) */
+    /* The sweep-owed mark (mdsl_space.c): the ring-1 seq whose sweep is
+     * owed, 0 none; as the index's 'W' key says once written. Changed with
+     * the writer token held (its index write included), read under mu. */
+    uint64_t sweep_owed;    /* (mu) */
+    uint64_t sweep_cleared; /* the last seq a sweep cleared (mu): a late
+                               pass under it or an older one marks nothing */
+    bool sweep_crash;       /* POM_MDSL_SWEEP_CRASH: SIGKILL before an asked
+                               sweep, for the restart tests */
 };
 
 /* ---- mdsl_store.c ------------------------------------------------------ */
@@ -246,7 +254,8 @@ int mdsl_gc_start(mdsl_store *s);
 void mdsl_gc_stop(mdsl_store *s);
 
 /* ---- mdsl_space.c ------------------------------------------------------ */
-/* Recovery, before anything else: finish the drops a crash interrupted. */
+/* Recovery, before anything else: finish the drops a crash interrupted,
+ * load the sweep-owed mark. */
 int mdsl_space_recover(mdsl_store *s);
 /* The GC thread's share of space back, after each GC pass: requested drop
  * passes and sweeps, idle rolls. REQUIRES: the background token held. */

@@ -45,9 +45,13 @@ static const struct cmd_help helps[] = {
     { "sites", "sites",
       "Every registered site: id, type, address, state, capacity, load, age of\n"
       "its last heartbeat, and the uuid range of an MDS.\n" },
-    { "site", "site drain ID | site remove ID",
+    { "site", "site drain ID | site remove ID | site stat [ID]",
       "drain ID   move the site's slices away, then let it leave the rings\n"
-      "remove ID  take the site out of the cluster now\n" },
+      "remove ID  take the site out of the cluster now\n"
+      "stat [ID]  each MDSL's store (or MDSL ID's): tables, bytes, live share,\n"
+      "           prepared txids, GC, and the space given back after ring-1\n"
+      "           moves (dropped folders, rolled segments, sweeps, a sweep\n"
+      "           still owed); exit 1 when an MDSL does not answer\n" },
     { "ring", "ring show [0|1]",
       "Decode ring 0 (slices -> MDS) and/or ring 1 (slices -> MDSL): version,\n"
       "vnodes per site, and each site's share of the key space.\n" },

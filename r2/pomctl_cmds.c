@@ -1,6 +1,7 @@
 /*
  * pomctl_cmds.c -- the commands that talk to a running R2: status, sites,
- * site drain|remove, ring show, fs create|list|stat|drop.
+ * site drain|remove, ring show, fs create|list|stat|drop (site stat: in
+ * pomctl_stat.c).
  *
  * Each command reads the view (any R2 answers get_view) or calls the
  * leader (pomctl_i.h invariant 3), then prints either a table or one JSON
@@ -420,8 +421,10 @@ int pomctl_cmd_sites(struct pomctl *ctl, int argc, char **argv)
 
 int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
 {
+    if (argc >= 1 && !strcmp(argv[0], "stat"))
+        return pomctl_site_stat(ctl, argc - 1, argv + 1);
     if (argc != 2 || (strcmp(argv[0], "drain") && strcmp(argv[0], "remove")))
-        return pomctl_usage_err(ctl, "site", "site wants 'drain ID' or 'remove ID'");
+        return pomctl_usage_err(ctl, "site", "site wants 'drain ID', 'remove ID' or 'stat [ID]'");
     char *end = NULL;
     unsigned long id = strtoul(argv[1], &end, 10);
     if (!*argv[1] || *end || id == 0 || id > UINT32_MAX || argv[1][0] == '-')

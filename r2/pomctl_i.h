@@ -4,6 +4,7 @@
  *
  *   pomctl.c       main, global options, help, dispatch, R2 connection
  *   pomctl_cmds.c  status, sites, site, ring, fs
+ *   pomctl_stat.c  site stat (each MDSL's store counters)
  *   pomctl_up.c    up, down
  *   pomctl_fsck.c  fsck
  *   pomctl_path.c  path
@@ -108,6 +109,8 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_path(struct pomctl *ctl, int argc, char **argv);
+/* `site stat [ID]` (pomctl_stat.c); argv starts after "stat". */
+int pomctl_site_stat(struct pomctl *ctl, int argc, char **argv);
 
 /* Valid fs name: 1..XT_FSNAME_MAX bytes of [A-Za-z0-9._-]. */
 bool pomctl_fs_name_ok(const char *name);

@@ -322,6 +322,16 @@ struct StoreStatResp {
   9: i64 corrupt_records = 0,
   10: i32 failed = 0,              // sticky write error (negative errno) or 0
   11: list<i64> prepared_txids,    // prepared, undecided
+  // Since session 11 (an older MDSL leaves them 0): GC and space back after
+  // ring-1 moves (docs/mdsl-scale.md decision 11, mdsl/mdsl_space.c).
+  12: i64 gc_passes = 0,
+  13: i64 gc_moved_bytes = 0,
+  14: i64 gc_freed_bytes = 0,
+  15: i64 dropped_folders = 0,         // folders dropped whole (all slices MOVED)
+  16: i64 dropped_bytes = 0,
+  17: i64 rolled_segments = 0,         // active segments rolled (idle or sweep)
+  18: i64 sweeps = 0,                  // sweeps run to their end
+  19: i64 sweep_owed = 0,              // ring-1 seq of a sweep still owed, 0 none
 }
 /* list_slices: what the MDSL stores, one entry per slice, in index order
  * (docs/mdsl-scale.md decision 7). A peer without the call answers an

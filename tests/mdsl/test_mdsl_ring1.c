@@ -11,7 +11,9 @@
  *     this site is losing in MOVING, nothing while losing in PREPARE, 0
  *     otherwise, prepared = undecided
  *     prepares, and never a report about an older seq once a view with a
- *     new one was handed to it (header invariant 1).
+ *     new one was handed to it (header invariant 1); a count while losing
+ *     comes after the sweep-owed mark, and a reporter started on a store
+ *     that owes a sweep asks it at the first view past MOVING.
  */
 #include "mdsl_test_util.h"
 
@@ -258,11 +260,12 @@ static void test_reporter(void **state)
     assert_int_equal(rep.drops_asked, 1);
     assert_int_equal(rep.sweeps_asked, 0);
 
-    /* MOVING but another MDSL is the losing one: still 0 */
+    /* MOVING but another MDSL is the losing one: still 0, no sweep owed */
     hand_view(r, f.b, XT_RING1_MOVING, 5, false);
     rep = wait_report(r, 5, 0);
     assert_false(rep.counted);
     assert_int_equal(rep.misplaced, 0);
+    assert_int_equal(mdsl_store_sweep_owed(f.e.s), 0);
 
     /* losing in PREPARE (the current ring still the one that placed
      * everything here): no counts at all, not a meaningless 0 */
@@ -282,6 +285,8 @@ static void test_reporter(void **state)
     assert_true(rep.counted);
     assert_int_equal(rep.ring_version, xt_ring_version(f.b));
     assert_int_equal(rep.misplaced, f.misplaced);
+    /* the count came after the change's sweep was marked owed, durably */
+    assert_int_equal(mdsl_store_sweep_owed(f.e.s), 7);
     memset(&hb, 0, sizeof hb);
     mdsl_ring1_fill(r, &hb);
     assert_true(hb.has_counts && !hb.has_acked && !hb.has_walked);
@@ -335,6 +340,41 @@ static void test_reporter(void **state)
     fixture_free(&f);
 }
 
+/* Restarted between a change's end and its sweep: the store still owes
+ * it, so the first view past MOVING asks the sweep with the drop pass
+ * (once); a store that owes nothing gets the drop pass only. */
+static void test_reporter_restart(void **state)
+{
+    (void)state;
+    struct fixture f;
+    fixture_init(&f);
+    for (int owed = 1; owed >= 0; owed--) {
+        if (owed) /* what the pass in MOVING left before the kill */
+            assert_int_equal(mdsl_store_sweep_owe(f.e.s, 7), 0);
+        tu_close(&f.e);
+        assert_int_equal(tu_open(&f.e), 0);
+        assert_int_equal(mdsl_store_sweep_owed(f.e.s), owed ? 7 : 0);
+        struct mdsl_ring1_opts o = { .store = f.e.s, .interval_ms = 20, .page = 50 };
+        mdsl_ring1 *r = NULL;
+        assert_int_equal(mdsl_ring1_start(&o, &r), 0);
+        mdsl_ring1_id(r, 1);
+        hand_view(r, f.b, XT_RING1_DONE, 7, true);
+        struct mdsl_ring1_report rep = wait_report(r, 7, 0);
+        assert_int_equal(rep.drops_asked, 1);
+        assert_int_equal(rep.sweeps_asked, owed);
+        hand_view(r, f.b, XT_RING1_STABLE, 8, false);
+        rep = wait_report(r, 8, 0);
+        assert_int_equal(rep.drops_asked, 1);
+        assert_int_equal(rep.sweeps_asked, owed);
+        mdsl_ring1_stop(r);
+        if (owed) { /* what the asked sweep does at its end */
+            assert_true(mdsl_store_sweep(f.e.s, MDSL_SWEEP_THRESHOLD) >= 0);
+            assert_int_equal(mdsl_store_sweep_owed(f.e.s), 0);
+        }
+    }
+    fixture_free(&f);
+}
+
 /* A pass over a large index is cancelled by a new view and by stop, not
  * finished first: a slow pass (1 slice per page, 1 ms apart) still
  * answers within a few pages. */
@@ -373,6 +413,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_count),
         cmocka_unit_test(test_reporter),
+        cmocka_unit_test(test_reporter_restart),
         cmocka_unit_test(test_reporter_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

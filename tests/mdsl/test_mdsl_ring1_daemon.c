@@ -15,7 +15,9 @@
  *   - space back (decision 11): mdsl1 drops the folders of the one-slice
  *     tables that moved whole and sweeps the rest at 0.6, so its segment
  *     bytes fall by about the moved share; every slice it kept still loads
- *     (its SIGHUP stats line counts the dropped folders).
+ *     (its SIGHUP stats line counts the dropped folders);
+ *   - the same with mdsl1 killed (SIGKILL, POM_MDSL_SWEEP_CRASH) after the
+ *     change ended and before its sweep: restarted, it sweeps (the mark).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,13 +87,19 @@ static void r2_start(struct proc *r)
     start(r, argv);
 }
 
-static void mdsl_start(struct proc *m, const char *name, const char *r2)
+/* Starts pom-mdsl on m's folder and port (a restart reuses both). */
+static void mdsl_spawn(struct proc *m, const char *r2)
 {
-    init_proc(m, name);
     char *argv[] = { (char *)POM_MDSL_BIN, (char *)"--dir", m->dir, (char *)"--listen", m->addr,
                      (char *)"--r2", (char *)r2, (char *)"--hb-interval-ms", (char *)HB_MS,
                      (char *)"--threads", (char *)"2", NULL };
     start(m, argv);
+}
+
+static void mdsl_start(struct proc *m, const char *name, const char *r2)
+{
+    init_proc(m, name);
+    mdsl_spawn(m, r2);
 }
 
 /* A clean exit on SIGTERM (under the sanitizers: no leak, no report) and
@@ -196,21 +204,31 @@ static void mds_beat(struct proc *r2, uint32_t mds, const struct xt_view *v)
     xt_view_free(&d);
 }
 
-/* `pomctl ring show 1 --json` names site id with `misplaced` n. */
-static void pomctl_shows(struct proc *r2, uint32_t id, uint64_t n)
+/* `pomctl --r2 R2 ARGS --json` into out without spaces and newlines (to
+ * compare without layout); it must exit 0. */
+static void pomctl_json(struct proc *r2, const char *args, char *out, size_t cap)
 {
-    char cmd[600], out[16384], want_id[64], want_n[64];
-    snprintf(cmd, sizeof cmd, "%s --r2 %s ring show 1 --json 2>&1", POM_CTL_BIN, r2->addr);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s --r2 %s %s --json 2>&1", POM_CTL_BIN, r2->addr, args);
     FILE *f = popen(cmd, "r");
     assert_non_null(f);
     size_t len = 0, k;
     char buf[1024];
     while ((k = fread(buf, 1, sizeof buf, f)) > 0)
-        for (size_t i = 0; i < k && len + 1 < sizeof out; i++)
-            if (buf[i] != ' ' && buf[i] != '\n') /* compare without layout */
+        for (size_t i = 0; i < k && len + 1 < cap; i++)
+            if (buf[i] != ' ' && buf[i] != '\n')
                 out[len++] = buf[i];
     out[len] = 0;
-    assert_int_equal(pclose(f), 0);
+    int st = pclose(f);
+    if (st != 0)
+        fail_msg("pomctl %s: status %#x: %s", args, st, out);
+}
+
+/* `pomctl ring show 1 --json` names site id with `misplaced` n. */
+static void pomctl_shows(struct proc *r2, uint32_t id, uint64_t n)
+{
+    char out[16384], want_id[64], want_n[64];
+    pomctl_json(r2, "ring show 1", out, sizeof out);
     snprintf(want_id, sizeof want_id, "\"id\":%u,", id);
     snprintf(want_n, sizeof want_n, "\"misplaced\":%llu,", (unsigned long long)n);
     const char *at = strstr(out, "\"ring1_change\":");
@@ -341,13 +359,32 @@ static long long log_stat(const char *log, const char *key)
     return v;
 }
 
-static void test_reports(void **state)
+/* Whether the file holds `what`. */
+static bool log_has(const char *log, const char *what)
 {
-    (void)state;
+    FILE *f = fopen(log, "r");
+    assert_non_null(f);
+    char line[2048];
+    bool has = false;
+    while (!has && fgets(line, sizeof line, f))
+        has = strstr(line, what) != NULL;
+    fclose(f);
+    return has;
+}
+
+/* The join, its counts and its space back. kill_before_sweep: mdsl1 runs
+ * with POM_MDSL_SWEEP_CRASH, so it SIGKILLs itself once the change is past
+ * MOVING, after its drop pass and before the sweep; it is restarted on the
+ * same folder and port and must sweep then (the sweep-owed mark). */
+static void join_and_sweep(bool kill_before_sweep)
+{
     struct proc r2 = { 0 }, m1 = { 0 }, m2 = { 0 };
     struct xt_view v;
     r2_start(&r2);
+    if (kill_before_sweep)
+        assert_int_equal(setenv("POM_MDSL_SWEEP_CRASH", "1", 1), 0);
     mdsl_start(&m1, "mdsl1", r2.addr);
+    unsetenv("POM_MDSL_SWEEP_CRASH");
     beat_until(&r2, 0, registered, m1.addr, &v, "mdsl1 in ring 1");
     uint32_t id1 = site_id(&v, m1.addr);
     xt_view_free(&v);
@@ -431,6 +468,14 @@ static void test_reports(void **state)
     assert_true(want > 0 && decisions_away > 0);
     c = (struct counts){ .id = id1, .misplaced = want, .losing = true };
     beat_until(&r2, mds, counts_are, &c, &v, "mdsl1 reporting its misplaced slices");
+    /* it counted, so the change's sweep is owed (durably), on the stat call:
+     * the mark names the seq of a phase it counted under (seq grows at
+     * every phase change, walk included) */
+    struct xt_store_stat st;
+    assert_int_equal(xt_mdsl_stat(m1.pool, NULL, &st), 0);
+    xt_free(st.prepared);
+    assert_true(st.sweep_owed > 0 && st.sweep_owed <= v.ring1->seq);
+    assert_int_equal(st.sweeps, 0);
     xt_view_free(&v);
     pomctl_shows(&r2, id1, want);
     /* The MDS walked (it says so in its beats from 500 ms after `walk`),
@@ -466,10 +511,23 @@ static void test_reports(void **state)
         assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, n), 0);
         assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
     }
+    uint64_t whole_dropped = whole; /* what the SIGHUP line counts */
     uint32_t both[2] = { id1, id2 };
     beat_until(&r2, mds, stable_with, both, &v, "DONE, then STABLE with both MDSL");
     assert_int_equal(v.ring1->to_version, xt_ring_version(cur));
     xt_view_free(&v);
+
+    if (kill_before_sweep) { /* killed between the change's end and the sweep */
+        int status = 0;
+        assert_int_equal(pom_proc_wait(m1.pid, 30000, &status), 0);
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        assert_true(log_has(m1.log, "crash point before the sweep"));
+        assert_false(log_has(m1.log, "mdsl: sweep at"));
+        xt_rpc_pool_free(m1.pool);
+        snprintf(m1.log, sizeof m1.log, "%s/mdsl1-restarted.log", g_base);
+        mdsl_spawn(&m1, r2.addr);
+        whole_dropped = 0; /* the drops were done (and durable) before the kill */
+    }
 
     /* Space back: without the drops and the sweep nothing falls (each
      * table's records sit in one active segment, about half live). The
@@ -482,7 +540,29 @@ static void test_reports(void **state)
         sweeps = log_stat(m1.log, "sweeps");
     }
     assert_int_equal(sweeps, 1);
-    assert_int_equal(log_stat(m1.log, "dropped_folders"), (long long)whole);
+    assert_int_equal(log_stat(m1.log, "dropped_folders"), (long long)whole_dropped);
+    assert_int_equal(log_stat(m1.log, "sweep_owed"), 0); /* cleared at its end */
+    /* the same counters on the Storage stat call and in pomctl site stat */
+    assert_int_equal(xt_mdsl_stat(m1.pool, NULL, &st), 0);
+    xt_free(st.prepared);
+    assert_int_equal(st.sweeps, 1);
+    assert_int_equal(st.sweep_owed, 0);
+    assert_int_equal(st.dropped_folders, whole_dropped);
+    assert_true(st.rolled_segments > 0 && st.gc_freed_bytes > 0 && st.gc_passes > 0);
+    char out[8192], exp[128], args[64];
+    snprintf(args, sizeof args, "site stat %u", id1);
+    pomctl_json(&r2, args, out, sizeof out);
+    snprintf(exp, sizeof exp, "\"id\":%u,", id1);
+    const char *at = strstr(out, exp);
+    snprintf(exp, sizeof exp, "\"dropped_folders\":%llu,\"dropped_bytes\":%llu,"
+             "\"rolled_segments\":%llu,\"sweeps\":1,\"sweep_owed\":0,",
+             (unsigned long long)st.dropped_folders, (unsigned long long)st.dropped_bytes,
+             (unsigned long long)st.rolled_segments);
+    if (!at || !strstr(at, exp))
+        fail_msg("pomctl site stat --json: no %s in %s", exp, out);
+    pomctl_json(&r2, "site stat", out, sizeof out); /* both MDSL answer */
+    assert_non_null(strstr(out, "\"ok\":true"));
+    assert_non_null(strstr(out, m2.addr));
     double share = (double)want / NSTORED;
     uint64_t target = bytes0 - (uint64_t)(0.7 * share * (double)bytes0), tables;
     uint64_t bytes = seg_bytes(&m1, &tables);
@@ -516,6 +596,18 @@ static void test_reports(void **state)
     stop(&r2);
 }
 
+static void test_reports(void **state)
+{
+    (void)state;
+    join_and_sweep(false);
+}
+
+static void test_sweep_after_kill(void **state)
+{
+    (void)state;
+    join_and_sweep(true);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -533,6 +625,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_reports, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sweep_after_kill, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

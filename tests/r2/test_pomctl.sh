@@ -2,8 +2,8 @@
 # test_pomctl.sh POMCTL -- pomctl end to end, in a fresh temporary folder:
 #   usage errors exit 2; an unreachable R2 exits 3 with the message;
 #   `pomctl up` starts R2 + MDSL (+ MDS when built) and `status` says
-#   healthy; sites, ring show, fs create/list/stat/drop (JSON parsed with
-#   python3); `up` again is idempotent; `site drain`/`remove` of an MDSL
+#   healthy; sites, ring show, site stat, fs create/list/stat/drop (JSON
+#   parsed with python3); `up` again is idempotent; `site drain`/`remove` of an MDSL
 #   are refused while it holds the slices (the only MDSL); `site drain` of
 #   the MDS makes status degraded (4); `down` leaves no process behind;
 #   a pid file whose pid now runs another program is left alone; `up
@@ -167,6 +167,27 @@ echo "$OUT" | grep -q "ring 1 (slices -> MDSL): version" || fail "no ring 1"
 expect 0 "ring show 1 --json" -- $P --json ring show 1
 py "r = j['rings']; assert len(r) == 1 and r[0]['ring'] == 1 and r[0]['version'] >= 1, r
 assert len(r[0]['sites']) == 1 and abs(sum(x['share'] for x in r[0]['sites']) - 1) < 1e-9, r"
+
+echo "== site stat (each MDSL's store, through its stat call)"
+expect 2 "site stat bad id" -- $P site stat x
+expect 2 "site stat two ids" -- $P site stat 1 2
+expect 0 "site stat" -- $P site stat
+echo "$OUT"
+echo "$OUT" | grep -q "^ *ID  ADDRESS .* SWEEPS  SWEEP OWED  STATUS" || fail "no site stat header"
+echo "$OUT" | grep -q " ok$" || fail "no ok row in site stat"
+expect 0 "site stat --json" -- $P --json site stat
+py "m = j['mdsl']; assert j['ok'] is True and len(m) == 1, j
+x = m[0]; assert x['reached'] is True and x['state'] == 'up' and x['failed'] is None, x
+assert x['bytes'] >= x['live_bytes'] and x['tables'] >= 0 and x['prepared'] == 0, x
+assert x['sweeps'] == 0 and x['sweep_owed'] == 0 and x['dropped_folders'] == 0, x"
+SID=$(python3 -c "import json; print(json.load(open('$T/out'))['mdsl'][0]['id'])")
+expect 0 "site stat ID --json" -- $P --json site stat "$SID"
+py "assert [x['id'] for x in j['mdsl']] == [$SID], j"
+expect 1 "site stat of no such site" -- $P --json site stat 9999
+py 'assert j["ok"] is False and j["exit"] == 1 and j["errno"] == "ENOENT"'
+R2_ID=$($P --json sites | python3 -c 'import json,sys; print([s["id"] for s in json.load(sys.stdin)["sites"] if s["type"] == "r2"][0])')
+expect 1 "site stat of the R2 site" -- $P site stat "$R2_ID"
+echo "$ERR" | grep -q "only an MDSL answers stat" || fail "message: $ERR"
 
 echo "== fs round trip"
 expect 0 "fs list --json (pomfs made by up)" -- $P --json fs list

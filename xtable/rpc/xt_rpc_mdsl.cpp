@@ -227,6 +227,14 @@ int xt_mdsl_stat(xt_rpc_pool *p, const xt_rpc_call *call, struct xt_store_stat *
     st->aborts = (uint64_t)resp.aborts;
     st->gc_freed_segments = (uint64_t)resp.gc_freed_segments;
     st->corrupt_records = (uint64_t)resp.corrupt_records;
+    st->gc_passes = (uint64_t)resp.gc_passes;
+    st->gc_moved_bytes = (uint64_t)resp.gc_moved_bytes;
+    st->gc_freed_bytes = (uint64_t)resp.gc_freed_bytes;
+    st->dropped_folders = (uint64_t)resp.dropped_folders;
+    st->dropped_bytes = (uint64_t)resp.dropped_bytes;
+    st->rolled_segments = (uint64_t)resp.rolled_segments;
+    st->sweeps = (uint64_t)resp.sweeps;
+    st->sweep_owed = (uint64_t)resp.sweep_owed;
     st->failed = resp.failed;
     if (!resp.prepared_txids.empty()) {
         st->prepared = static_cast<uint64_t *>(
@@ -392,6 +400,14 @@ public:
             resp.aborts = (int64_t)st.aborts;
             resp.gc_freed_segments = (int64_t)st.gc_freed_segments;
             resp.corrupt_records = (int64_t)st.corrupt_records;
+            resp.gc_passes = (int64_t)st.gc_passes;
+            resp.gc_moved_bytes = (int64_t)st.gc_moved_bytes;
+            resp.gc_freed_bytes = (int64_t)st.gc_freed_bytes;
+            resp.dropped_folders = (int64_t)st.dropped_folders;
+            resp.dropped_bytes = (int64_t)st.dropped_bytes;
+            resp.rolled_segments = (int64_t)st.rolled_segments;
+            resp.sweeps = (int64_t)st.sweeps;
+            resp.sweep_owed = (int64_t)st.sweep_owed;
             resp.failed = st.failed;
             for (size_t i = 0; i < st.nprepared; i++)
                 resp.prepared_txids.push_back((int64_t)st.prepared[i]);

@@ -53,6 +53,10 @@ void xt_store_load_free(struct xt_store_load *l);
 struct xt_store_stat {
     uint64_t tables, segments, bytes, live_bytes, commits, aborts;
     uint64_t gc_freed_segments, corrupt_records;
+    /* GC and space back (0 from an MDSL older than session 11) */
+    uint64_t gc_passes, gc_moved_bytes, gc_freed_bytes;
+    uint64_t dropped_folders, dropped_bytes, rolled_segments, sweeps;
+    uint64_t sweep_owed;   /* ring-1 seq of a sweep still owed, 0 none */
     int failed;            /* sticky write error, or 0 */
     size_t nprepared;
     uint64_t *prepared;    /* xt_malloc'd; caller frees with xt_free */
