@@ -63,10 +63,19 @@ int pom_dir_check(pom_fs *fs, pom_ino dir)
 int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st)
 {
     int rc = pom_name_check(name);
-    if (rc == -EINVAL && name && strcmp(name, ".") == 0)
-        return pom_lookup_ino(fs, parent, st);
-    if (rc == -EINVAL && name && strcmp(name, "..") == 0)
-        return pom_lookup_parent(fs, parent, st);
+    if (rc == -EINVAL && name && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)) {
+        pom_ino target = parent;
+        if (strcmp(name, "..") == 0 && (rc = pom_parent(fs, parent, &target)) < 0)
+            return rc;
+        if ((rc = pom_getattr(fs, target, st)) < 0)
+            return rc;
+        uint64_t table;
+        char nm[XT_NAME_MAX + 1];
+        uint8_t type;
+        if ((rc = pom_ino_where(fs, target, &table, nm, &type)) < 0)
+            return rc;
+        return pom_ino_ref(fs, target, table, nm, type, 1);
+    }
     if (rc < 0)
         return rc;
     if ((rc = pom_dir_check(fs, parent)) < 0)

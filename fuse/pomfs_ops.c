@@ -90,7 +90,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
     struct stat st;
-    int rc = pom_lookup(P(req)->fs, parent, name, &st);
+    pom_fs *fs = P(req)->fs;
+    /* "." and ".." come only with export support (invariant 5), for an
+     * inode this mount may never have seen: found by uuid (the GDT). */
+    int rc = strcmp(name, ".") == 0    ? pom_lookup_ino(fs, parent, &st)
+             : strcmp(name, "..") == 0 ? pom_lookup_parent(fs, parent, &st)
+                                       : pom_lookup(fs, parent, name, &st);
     reply_entry(req, rc, &st);
 }
 

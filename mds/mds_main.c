@@ -639,6 +639,11 @@ out:
     xt_rpc_server_stop(srv);
     mds_xact_free(xact); /* its thread calls the (stopped) service's handlers */
     mds_soft_free(soft);
+    if (rc == 0 && route && group) {
+        /* A clean stop: everything committed, then every split told home. */
+        if (mds_group_sync(group, 0, 10000) == 0)
+            mds_route_flush(route);
+    }
     mds_route_free(route); /* its thread uses the table, group and cache */
     mds_table_free(table);
     if (group)

@@ -43,17 +43,23 @@ int mds_route_new(uint32_t self, mds_stats *stats, mds_route **out)
     return 0;
 }
 
-void mds_route_free(mds_route *r)
+static void stop_thread(mds_route *r)
 {
-    if (!r)
-        return;
     pthread_mutex_lock(&r->mu);
     r->stop = true;
     bool started = r->started;
+    r->started = false;
     pthread_cond_broadcast(&r->cv);
     pthread_mutex_unlock(&r->mu);
     if (started)
         pthread_join(r->th, NULL);
+}
+
+void mds_route_free(mds_route *r)
+{
+    if (!r)
+        return;
+    stop_thread(r);
     for (size_t i = 0; i < r->npeers; i++)
         xt_rpc_pool_free(r->peers[i].pool);
     for (size_t i = 0; i < r->nretired; i++)
@@ -420,6 +426,14 @@ static int gossip_round(mds_route *r)
     if (new_bits)
         mds_stats_add(r->stats, MDS_CTR_GOSSIP_SENT_BITS, 1);
     return new_bits > 0;
+}
+
+void mds_route_flush(mds_route *r)
+{
+    if (!r || !r->table)
+        return;
+    stop_thread(r);
+    run_pending(r); /* (each bit once: one that fails stays for the repair) */
 }
 
 static void *route_main(void *arg)

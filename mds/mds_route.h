@@ -75,6 +75,11 @@ int mds_route_new(uint32_t self, mds_stats *stats, mds_route **out);
 void mds_route_set_self(mds_route *r, uint32_t self);
 /* Stops the thread (mds_route_start) first. NULL is a no-op. */
 void mds_route_free(mds_route *r);
+/* A clean stop: stops the thread, then tells the homes the split bits
+ * whose commit is done (the thread's tick would have, a moment later). The
+ * caller commits first (mds_group_sync). Without it a split made just
+ * before a SIGTERM reached its home only as a repair at the next load. */
+void mds_route_flush(mds_route *r);
 
 /* One MDS site of the view. */
 struct mds_route_site {

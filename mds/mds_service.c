@@ -308,7 +308,7 @@ static int update_fn(void *arg, const void *old, size_t old_len, uint8_t **out, 
     /* Name and type changes are not updates: rename is its own operation.
      * NLINK_ADD is applied here, under the slice's write lock, so
      * concurrent mkdirs in one directory need not read its version. */
-    p.set = req->set_mask & (XT_ROW_SET_ALL_ATTR | XT_ROW_SET_NLINK_ADD) &
+    p.set = req->set_mask & (XT_ROW_SET_ALL_ATTR | XT_ROW_SET_NLINK_ADD | XT_ROW_SET_TIMES_MAX) &
             ~(XT_ROW_SET_TYPE | XT_ROW_SET_UUID);
     if (req->row) {
         p.attr = req->row->attr;

@@ -34,7 +34,8 @@
  * seq u64; an xt_row of type XT_ROW_KV whose group XT_CG_USER0 is:
  *
  *   off  size  field
- *   0    1     fmt        RMU_FMT (1)
+ *   0    1     fmt        RMU_FMT (1); RMU_FMT_COPY (2): a copy's record,
+ *                         laid out in mds_xact_copy.c
  *   1    4     tfsid      the target row's table
  *   5    8     ttable
  *   13   8     uuid       the target row's uuid (the update's condition; 0: none)
@@ -42,7 +43,9 @@
  *   25   2     name_len   the target row's name
  *   27   n     name
  *
- * attr.ctime_ns = when it was made (by the creating MDS's clock).
+ * attr.ctime_ns = when it was made (by the creating MDS's clock);
+ * attr.mtime_ns = the mtime the change set on the parent (0: none),
+ * delivered again as the parent's mtime and ctime, max-merged.
  */
 #ifndef MDS_XACT_I_H
 #define MDS_XACT_I_H
@@ -173,7 +176,7 @@ static inline void mds_xact_txid_str(const uint8_t *dname, char *buf, size_t cap
 static inline bool mds_xact_is_count(const struct xt_req *q)
 {
     const uint32_t ok = XT_ROW_SET_ATIME | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
-                        XT_ROW_SET_NLINK_ADD;
+                        XT_ROW_SET_NLINK_ADD | XT_ROW_SET_TIMES_MAX;
     return q->op == XT_OP_UPDATE && (q->flags & XT_F_SYS) && !(q->flags & XT_F_IF_VER) &&
            (q->set_mask & XT_ROW_SET_NLINK_ADD) && !(q->set_mask & ~ok) && q->row &&
            q->row->ngroups == 0 && q->ndrop == 0;

@@ -2,7 +2,9 @@
  * mds_xact_rmu.c -- RMU, the reliable asynchronous update of another
  * MDS's row (DESIGN 5; docs/mds-xact.md "RMU as built"): a parent's
  * subdirectory count after a mkdir or rmdir whose parent row sits at
- * another MDS (its times go with the eager op only).
+ * another MDS, and its mtime/ctime (max-merged: the eager op set them
+ * already, unless a crash lost that). The round below also
+ * delivers the other kind of outbox row, copies (mds_xact_copy.c).
  *
  * The sender (the MDS that makes the entry) writes an outbox row in the
  * entry's own atomic batch: committed with the entry or lost with it. It
@@ -80,6 +82,9 @@ int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint
     xt_row_init(&b->row);
     b->row.attr.type = XT_ROW_KV;
     b->row.attr.ctime_ns = xt_now_ns();
+    /* The time the change set on the parent (the client's clock, as the
+     * eager op), delivered again max-merged; 0: none. */
+    b->row.attr.mtime_ns = (q->set_mask & XT_ROW_SET_MTIME) ? q->row->attr.mtime_ns : 0;
     b->row.name = b->name;
     b->row.name_len = RMU_NAME_LEN;
     xt_row_view_set_group(&b->row, XT_CG_USER0, r, (uint32_t)(RMU_OFF_NAME + q->name_len));
@@ -99,6 +104,7 @@ struct ob {
     uint32_t tfsid;          /* what it asks */
     uint64_t ttable, uuid;
     int32_t delta;
+    uint64_t born;           /* the time the change set on the parent (0: none) */
     uint16_t tname_len;
     uint8_t tname[XT_NAME_MAX];
 };
@@ -184,6 +190,7 @@ static int ob_cb(void *arg, const struct mds_key *k, const xt_slice_entry *e)
     }
     o->fsid = k->fsid;
     o->table = k->table;
+    o->born = meta.attr.mtime_ns;
     s->n++;
     return 0;
 }
@@ -249,19 +256,24 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
     xt_row up;
     xt_row_init(&up);
     int64_t sum = 0;
+    uint64_t born = 0;
     for (size_t i = 0; i < n; i++) {
         reqs[i] = (struct xt_req){ .op = XT_OP_DELETE, .t = { v[i].fsid, v[i].table, -1 },
                                    .name = v[i].name, .name_len = RMU_NAME_LEN,
                                    .flags = XT_F_SYS };
         sum += v[i].delta;
+        born = XT_MAX(born, v[i].born);
     }
-    /* (n <= RMU_CHUNK deltas of one op each: no overflow.) The count only:
-     * the times went with the eager op, and setting them again now could
-     * move them back behind a later change of the parent. */
+    /* (n <= RMU_CHUNK deltas of one op each: no overflow.) The times went
+     * with the eager op; delivered again max-merged (never back behind a
+     * later change of the parent), they survive a crash that lost it. */
     up.attr.nlink = (uint32_t)(int32_t)sum;
+    up.attr.mtime_ns = up.attr.ctime_ns = born;
+    uint32_t times = born ? XT_ROW_SET_MTIME | XT_ROW_SET_CTIME | XT_ROW_SET_TIMES_MAX : 0;
     reqs[n] = (struct xt_req){ .op = XT_OP_UPDATE, .t = { v[0].tfsid, v[0].ttable, -1 },
                                .name = v[0].tname, .name_len = v[0].tname_len,
-                               .set_mask = XT_ROW_SET_NLINK_ADD, .row = &up,
+                               .set_mask = XT_ROW_SET_NLINK_ADD | times,
+                               .row = &up,
                                .expect_uuid = v[0].uuid,
                                .flags = XT_F_SYS | (v[0].uuid ? XT_F_IF_UUID : 0u) };
     int rc = mds_xact_owners(x, reqs, n + 1, site);

@@ -106,6 +106,10 @@ const i32 XT_F_RMU       = 0x100   // a copy op, applied newest-wins by ctime; i
  * the MDS's slice lock, no version needed (docs/client.md "nlink"); with
  * the nlink bit (0x20) too the update fails -EINVAL. */
 const i32 XT_SET_NLINK_ADD = 0x8000
+/* XT_SET_TIMES_MAX: with the atime/mtime/ctime bits, each is set only where
+ * the new value is later (a max-merge: an RMU's late delivery never moves
+ * a time back). */
+const i32 XT_SET_TIMES_MAX = 0x10000
 
 struct XtReq {
   1: ReqHeader hdr,

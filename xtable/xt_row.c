@@ -499,9 +499,10 @@ static void apply_attr(xt_row_attr *a, const xt_row_patch *p)
     if ((s & XT_ROW_SET_NLINK_ADD) && count != INT64_MIN)
         xt_row_count_set(a, count + (int32_t)n->nlink);
     if (s & XT_ROW_SET_SIZE) a->size = n->size;
-    if (s & XT_ROW_SET_ATIME) a->atime_ns = n->atime_ns;
-    if (s & XT_ROW_SET_MTIME) a->mtime_ns = n->mtime_ns;
-    if (s & XT_ROW_SET_CTIME) a->ctime_ns = n->ctime_ns;
+    bool later = (s & XT_ROW_SET_TIMES_MAX) != 0; /* a max-merge */
+    if ((s & XT_ROW_SET_ATIME) && (!later || n->atime_ns > a->atime_ns)) a->atime_ns = n->atime_ns;
+    if ((s & XT_ROW_SET_MTIME) && (!later || n->mtime_ns > a->mtime_ns)) a->mtime_ns = n->mtime_ns;
+    if ((s & XT_ROW_SET_CTIME) && (!later || n->ctime_ns > a->ctime_ns)) a->ctime_ns = n->ctime_ns;
     if (s & XT_ROW_SET_BTIME) a->btime_ns = n->btime_ns;
     if (s & XT_ROW_SET_FLAGS) /* (the count's sign is the row's own) */
         a->flags = (n->flags & ~XT_ROW_F_NLINK_LOW) | (a->flags & XT_ROW_F_NLINK_LOW);

@@ -246,6 +246,10 @@ const char *xt_row_last_error(void);
  * writers change one count under the slice lock without reading the row's
  * version first. */
 #define XT_ROW_SET_NLINK_ADD  (1u << 15)
+/* With XT_ROW_SET_ATIME/MTIME/CTIME: each is set only where the new value
+ * is later (a max-merge), so an update that arrives late (an RMU's
+ * delivery) never moves a time back. */
+#define XT_ROW_SET_TIMES_MAX  (1u << 16)
 
 /* The signed count (2 + subdirectories) of a counted row, or INT64_MIN for
  * one not counted (nlink 0 or 1 without XT_ROW_F_NLINK_LOW). */

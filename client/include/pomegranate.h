@@ -114,8 +114,9 @@ POM_API uint32_t pom_fsid(const pom_fs *fs);
 /* ---- inodes and names ------------------------------------------------ */
 
 /* Finds `name` in directory `parent`; *st gets its attributes (st_ino is
- * the inode). +1 ref. -ENOENT, -ENOTDIR, -ENAMETOOLONG. The name "." is
- * pom_lookup_ino(parent) and ".." pom_lookup_parent(parent). */
+ * the inode). +1 ref. -ENOENT, -ENOTDIR, -ENAMETOOLONG. "." and ".." are
+ * parent itself and its parent as this client knows them (-ESTALE when it
+ * does not: pom_lookup_ino and pom_lookup_parent find them by uuid). */
 POM_API int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st);
 
 /* Finds inode ino by its number alone (FUSE export support: a file handle

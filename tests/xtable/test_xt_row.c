@@ -800,6 +800,48 @@ static void test_update_nlink_add(void **state)
     }
 }
 
+/* XT_ROW_SET_TIMES_MAX: each time set only where the new one is later
+ * (an RMU's late delivery); the times not in `set` never change. */
+static void test_update_times_max(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3000; i++) {
+        xt_row r, got;
+        gen_row(&r, 64);
+        if (r.attr.version == UINT64_MAX)
+            r.attr.version--;
+        size_t len, out_len;
+        uint8_t *old = encode(&r, &len), *out;
+        xt_row_patch p;
+        xt_row_patch_init(&p);
+        p.set = XT_ROW_SET_TIMES_MAX | (below(2) ? XT_ROW_SET_ATIME : 0) |
+                (below(2) ? XT_ROW_SET_MTIME : 0) | (below(2) ? XT_ROW_SET_CTIME : 0);
+        /* Around the old values: earlier, equal, later. */
+        p.attr.atime_ns = r.attr.atime_ns + (uint64_t)(int64_t)(below(3) - 1);
+        p.attr.mtime_ns = below(4) ? r.attr.mtime_ns + (uint64_t)(int64_t)(below(3) - 1) : rnd();
+        p.attr.ctime_ns = rnd();
+        assert_int_equal(xt_row_update(old, len, &p, &out, &out_len), 0);
+        assert_int_equal(xt_row_decode_meta(out, out_len, &got), 0);
+#define WANT_T(f, bit) ((p.set & (bit)) && p.attr.f > r.attr.f ? p.attr.f : r.attr.f)
+        assert_int_equal(got.attr.atime_ns, WANT_T(atime_ns, XT_ROW_SET_ATIME));
+        assert_int_equal(got.attr.mtime_ns, WANT_T(mtime_ns, XT_ROW_SET_MTIME));
+        assert_int_equal(got.attr.ctime_ns, WANT_T(ctime_ns, XT_ROW_SET_CTIME));
+#undef WANT_T
+        assert_int_equal(got.attr.btime_ns, r.attr.btime_ns);
+        assert_int_equal(got.attr.nlink, r.attr.nlink);
+        assert_int_equal(got.attr.version, r.attr.version + 1);
+        xt_free(out);
+        /* Without the bit the times are set as given, earlier or not. */
+        p.set &= ~XT_ROW_SET_TIMES_MAX;
+        assert_int_equal(xt_row_update(old, len, &p, &out, &out_len), 0);
+        assert_int_equal(xt_row_decode_meta(out, out_len, &got), 0);
+        assert_int_equal(got.attr.ctime_ns,
+                         (p.set & XT_ROW_SET_CTIME) ? p.attr.ctime_ns : r.attr.ctime_ns);
+        xt_free(out);
+        xt_free(old);
+    }
+}
+
 /* ---- xattr ------------------------------------------------------------ */
 
 #define XA_MODEL_MAX 40
@@ -1115,6 +1157,7 @@ int main(void)
         T(test_update_model),
         T(test_update_semantics),
         T(test_update_nlink_add),
+        T(test_update_times_max),
         T(test_xattr_model),
         T(test_xattr_limits_and_corruption),
         T(test_alloc_failure),
