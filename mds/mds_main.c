@@ -581,7 +581,6 @@ int main(int argc, char **argv)
         struct mds_xact_opts xo = { .table = table, .group = group, .cache = cache,
                                     .route = route, .stats = stats, .soft = soft,
                                     .epoch = gi.epoch,
-                                    .commit_interval_ms = (unsigned)interval,
                                     .resolve_ms = rms ? (unsigned)atoi(rms) : 0 };
         if ((rc = mds_xact_new(&xo, &xact))) {
             XT_ERR("cannot create the transaction layer: %s", strerror(-rc));

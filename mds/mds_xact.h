@@ -68,9 +68,6 @@ struct mds_xact_opts {
     uint32_t epoch;            /* this incarnation (part of every txid) */
     unsigned resolve_ms;       /* age of a pending row before it is resolved; 0: 2000 */
     unsigned call_timeout_ms;  /* MDS-to-MDS calls; 0: 10000 */
-    unsigned commit_interval_ms; /* the group's period (copies in flight wait
-                                    for a peer's commit, mds_xact_copy.c);
-                                    0: 5000 */
 };
 
 /* *out: mds_xact_free. -EINVAL, -ENOMEM. */

@@ -61,8 +61,6 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
         x->o.resolve_ms = 2000;
     if (!x->o.call_timeout_ms)
         x->o.call_timeout_ms = 10000;
-    if (!x->o.commit_interval_ms)
-        x->o.commit_interval_ms = 5000;
     pthread_mutex_init(&x->mu, NULL);
     pthread_cond_init(&x->cv, NULL);
     *out = x;

@@ -18,12 +18,12 @@
  *      rows' deletes in one local batch. The others are *sent* (one
  *      atomic batch of up to XT_BATCH_ATOMIC_MAX per MDS, no sync) and
  *      their outbox rows kept, marked in flight, until the receiver's
- *      group holding them committed: *confirmed* COPY_SETTLE commit
- *      intervals later by a sync at the receiver (which by then has
- *      committed it by itself: no forced commit in the usual case) of its
- *      same incarnation; then the outbox rows are deleted here. A
- *      receiver restarted meanwhile, a failed send or sync, or this MDS's
- *      restart: the rows are sent again.
+ *      group holding them committed: *confirmed* at the next round by one
+ *      sync at each receiver (at most one commit a round forced there, for
+ *      all the copies sent to it) answered by the same incarnation; then
+ *      the outbox rows are deleted here. A receiver restarted meanwhile, a
+ *      failed send or sync, or this MDS's restart: the rows are sent
+ *      again.
  *  (3) Copies of one row in one batch are merged (the newest sent, every
  *      outbox row kept or deleted with it): newest wins makes that the
  *      same.
@@ -50,10 +50,6 @@
 #define COPY_OFF_NAME   16
 /* Copies per local batch (each with its outbox row's delete). */
 #define COPY_LOCAL      (MDS_ATOMIC_MAX / 2)
-/* Sent copies are confirmed this many of this MDS's commit intervals
- * later (the receiver's group has committed by itself by then when its
- * interval is the same), plus a second. */
-#define COPY_SETTLE     2
 
 struct copy_place {
     struct xt_req reqs[XT_BATCH_ATOMIC_MAX];
@@ -287,7 +283,7 @@ static int sent_add(mds_xact *x, const struct copy_rec *c, uint32_t site, uint32
     }
     struct copy_sent *e = &x->csent[x->csent_n++];
     *e = (struct copy_sent){ .fsid = c->fsid, .table = c->table, .site = site, .epoch = epoch,
-                             .gen = gen, .sent_ns = xt_mono_ns() };
+                             .gen = gen };
     memcpy(e->name, c->name, RMU_NAME_LEN);
     return 0;
 }
@@ -308,23 +304,20 @@ static bool confirmed(mds_xact *x, uint32_t site, uint32_t epoch, uint64_t gen)
 
 void mds_xact_copy_settle(mds_xact *x)
 {
-    uint64_t age = (uint64_t)COPY_SETTLE * x->o.commit_interval_ms * 1000000u + 1000000000u;
-    uint64_t now = xt_mono_ns();
     size_t keep = 0, done = 0, again = 0;
     /* Each receiver once: the newest group sent to it of its epoch. */
     for (size_t i = 0; i < x->csent_n; i++) {
         struct copy_sent *e = &x->csent[i];
-        if (e->state != 0 || now - e->sent_ns < age)
+        if (e->state != 0)
             continue;
         uint64_t gen = e->gen;
         for (size_t j = i + 1; j < x->csent_n; j++)
-            if (x->csent[j].site == e->site && x->csent[j].epoch == e->epoch &&
-                now - x->csent[j].sent_ns >= age)
+            if (x->csent[j].site == e->site && x->csent[j].epoch == e->epoch)
                 gen = XT_MAX(gen, x->csent[j].gen);
         bool ok = confirmed(x, e->site, e->epoch, gen);
         for (size_t j = i; j < x->csent_n; j++) {
             struct copy_sent *f = &x->csent[j];
-            if (f->state == 0 && f->site == e->site && now - f->sent_ns >= age)
+            if (f->state == 0 && f->site == e->site)
                 f->state = ok && f->epoch == e->epoch && f->gen <= gen ? 1 : 2;
         }
     }

@@ -269,12 +269,11 @@ struct copy_sent {
     uint8_t name[RMU_NAME_LEN];
     uint32_t site, epoch;    /* the receiver, its incarnation */
     uint64_t gen;            /* its group holding the copy */
-    uint64_t sent_ns;        /* xt_mono_ns */
     uint8_t state;           /* settle: 0 waiting, 1 confirmed, 2 send again */
 };
-/* Confirms the sent copies old enough and deletes their outbox rows;
- * forgets those not confirmed (sent again). On the thread, before the
- * round's scan. */
+/* Confirms the copies sent at earlier rounds and deletes their outbox
+ * rows; forgets those not confirmed (sent again). On the thread, before
+ * the round's scan. */
 void mds_xact_copy_settle(mds_xact *x);
 /* Whether outbox row `name` of (fsid, table) is a copy in flight. */
 bool mds_xact_copy_in_flight(const mds_xact *x, uint32_t fsid, uint64_t table,
