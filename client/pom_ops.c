@@ -676,11 +676,7 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
         xt_list_resp_free(&lr);
         if (rc < 0)
             return rc;
-        /* A page is one slice's range: an empty one (its names moved
-         * away, or only system rows left) is not the end -- the end is
-         * POM_COOKIE_END. Stopping there cut listings short (names
-         * missing after renames out of a split directory). */
-        if (stop || (n == 0 && next <= cookie))
+        if (stop || n == 0)
             break;
         cookie = next;
     }
