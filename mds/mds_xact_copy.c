@@ -146,16 +146,9 @@ int mds_xact_copy_place(mds_xact *x, const struct xt_req *reqs, size_t n,
             *failed = i;
             return rc;
         }
-        mds_xact_rmu_name(x, reqs[0].name, reqs[0].name_len, c->name[i]);
-        xt_row_init(&c->row[i]);
-        c->row[i].attr.type = XT_ROW_KV;
-        c->row[i].attr.ctime_ns = xt_now_ns();
-        c->row[i].name = c->name[i];
-        c->row[i].name_len = RMU_NAME_LEN;
-        xt_row_view_set_group(&c->row[i], XT_CG_USER0, c->rec[i], (uint32_t)len);
-        c->reqs[i] = (struct xt_req){ .op = XT_OP_CREATE, .t = reqs[0].t, .name = c->name[i],
-                                      .name_len = RMU_NAME_LEN, .row = &c->row[i],
-                                      .flags = XT_F_SYS | XT_F_EXCL };
+        mds_xact_outbox_req(x, reqs[0].t.fsid, reqs[0].t.table, reqs[0].name,
+                            reqs[0].name_len, c->rec[i], (uint32_t)len, c->name[i],
+                            &c->row[i], &c->reqs[i]);
         mds_stats_add(x->o.stats, MDS_CTR_RMU_QUEUED, 1);
     }
     return 0;

@@ -232,12 +232,14 @@ struct rmu_buf {
 int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
                         const void *near, size_t near_len, struct rmu_buf *buf,
                         struct xt_req *out);
-/* The name of a new outbox row placed with row `near` (RMU_NAME_LEN
- * bytes into out): unique per MDS incarnation. */
-void mds_xact_rmu_name(mds_xact *x, const void *near, size_t near_len, uint8_t *out);
-/* Keeps delivered transaction t (taken over) until its decision's group
- * commits here, then finishes it (mds_xact_rmu.c (4)). */
-void mds_xact_rmu_hold(mds_xact *x, struct txn *t);
+/* The create of a new outbox row of (fsid, table) placed with row `near`
+ * and holding record rec[0..len) into *out: its name (unique per MDS
+ * incarnation, RMU_NAME_LEN bytes) is written to name and its row to
+ * *row, which *out points into with rec (the caller keeps all three
+ * while *out is used). */
+void mds_xact_outbox_req(mds_xact *x, uint32_t fsid, uint64_t table, const void *near,
+                         size_t near_len, const uint8_t *rec, uint32_t len, uint8_t *name,
+                         xt_row *row, struct xt_req *out);
 /* One delivery round, on the thread, when the group committed since the
  * last (held transactions finished, outbox rows of cached slices sent). */
 void mds_xact_rmu_round(mds_xact *x);

@@ -55,13 +55,24 @@
 #define RMU_RETRY_NS   (1000u * 1000000u)
 #define RMU_MIN_AGE_NS (1000u * 1000000u)
 
-void mds_xact_rmu_name(mds_xact *x, const void *near, size_t near_len, uint8_t *out)
+void mds_xact_outbox_req(mds_xact *x, uint32_t fsid, uint64_t table, const void *near,
+                         size_t near_len, const uint8_t *rec, uint32_t len, uint8_t *name,
+                         xt_row *row, struct xt_req *out)
 {
-    xt_hash_sys_head(out, XT_SYS_OUTBOX, xt_hash_name(near, near_len));
-    xt_put_u32(out + XT_SYS_HEAD, mds_route_self(x->o.route));
-    xt_put_u32(out + XT_SYS_HEAD + 4, x->o.epoch);
-    xt_put_u64(out + XT_SYS_HEAD + 8,
+    xt_hash_sys_head(name, XT_SYS_OUTBOX, xt_hash_name(near, near_len));
+    xt_put_u32(name + XT_SYS_HEAD, mds_route_self(x->o.route));
+    xt_put_u32(name + XT_SYS_HEAD + 4, x->o.epoch);
+    xt_put_u64(name + XT_SYS_HEAD + 8,
                atomic_fetch_add_explicit(&x->rmu_seq, 1, memory_order_relaxed) + 1);
+    xt_row_init(row);
+    row->attr.type = XT_ROW_KV;
+    row->attr.ctime_ns = xt_now_ns();
+    row->name = name;
+    row->name_len = RMU_NAME_LEN;
+    xt_row_view_set_group(row, XT_CG_USER0, rec, len);
+    *out = (struct xt_req){ .op = XT_OP_CREATE, .t = { fsid, table, -1 }, .name = name,
+                            .name_len = RMU_NAME_LEN, .row = row,
+                            .flags = XT_F_SYS | XT_F_EXCL };
 }
 
 int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
@@ -70,7 +81,6 @@ int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint
 {
     if (!q->row || q->name_len == 0 || q->name_len > XT_NAME_MAX)
         return -EINVAL;
-    mds_xact_rmu_name(x, near, near_len, b->name);
     uint8_t *r = b->rec;
     r[0] = RMU_FMT;
     xt_put_u32(r + RMU_OFF_TFSID, q->t.fsid);
@@ -79,18 +89,11 @@ int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint
     xt_put_u32(r + RMU_OFF_DELTA, q->row->attr.nlink);
     xt_put_u16(r + RMU_OFF_NLEN, (uint16_t)q->name_len);
     memcpy(r + RMU_OFF_NAME, q->name, q->name_len);
-    xt_row_init(&b->row);
-    b->row.attr.type = XT_ROW_KV;
-    b->row.attr.ctime_ns = xt_now_ns();
+    mds_xact_outbox_req(x, fsid, table, near, near_len, r,
+                        (uint32_t)(RMU_OFF_NAME + q->name_len), b->name, &b->row, out);
     /* The time the change set on the parent (the client's clock, as the
      * eager op), delivered again max-merged; 0: none. */
     b->row.attr.mtime_ns = (q->set_mask & XT_ROW_SET_MTIME) ? q->row->attr.mtime_ns : 0;
-    b->row.name = b->name;
-    b->row.name_len = RMU_NAME_LEN;
-    xt_row_view_set_group(&b->row, XT_CG_USER0, r, (uint32_t)(RMU_OFF_NAME + q->name_len));
-    *out = (struct xt_req){ .op = XT_OP_CREATE, .t = { fsid, table, -1 }, .name = b->name,
-                            .name_len = RMU_NAME_LEN, .row = &b->row,
-                            .flags = XT_F_SYS | XT_F_EXCL };
     return 0;
 }
 
@@ -306,8 +309,10 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
                (int)v[0].tname_len, (const char *)v[0].tname, (unsigned long long)v[0].ttable,
                (long long)sum, held ? "transaction" : "one batch");
         mds_stats_add(x->o.stats, MDS_CTR_RMU_DELIVERED, n);
-        if (held)
-            mds_xact_rmu_hold(x, held);
+        if (held) {
+            held->next = x->rmu_held;
+            x->rmu_held = held;
+        }
         return 0;
     }
     if (failed == n && (rc == -ENOENT || rc == -ESTALE)) {
@@ -318,12 +323,6 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
            (int)v[0].tname_len, (const char *)v[0].tname, (unsigned long long)v[0].ttable,
            strerror(-rc), failed);
     return rc;
-}
-
-void mds_xact_rmu_hold(mds_xact *x, struct txn *t)
-{
-    t->next = x->rmu_held;
-    x->rmu_held = t;
 }
 
 void mds_xact_rmu_round(mds_xact *x)
