@@ -47,6 +47,7 @@
  * to R2 allocation without a collision. */
 #define POM_UUID_BASE     (UINT64_C(1) << 56)
 #define POM_UUID_CHUNK    1024u
+#define POM_CHG_RING      1024u   /* flushes remembered (struct pom_fs) */
 /* Hard links (docs/client.md "Hard links"): the reserved inode link table
  * holds, for a file with more than one name, its row (attributes, data,
  * xattrs, nlink) under the name pom_ilt_name(uuid); each of its names is a
@@ -128,6 +129,12 @@ struct pom_fs {
     struct pom_inode **buckets;    /* protected by mu */
     size_t nbuckets, ninodes;      /* protected by mu */
     uint64_t uuid_next, uuid_end;  /* protected by mu: claimed range */
+    /* The last flushes of this client (pom_ino_flushed, pom_ino_stat_fix):
+     * flush number chg_seq is at chg_ring[chg_seq % POM_CHG_RING]. A ring,
+     * not a field of the inode: the map may drop an inode right after its
+     * flush, before a listing that read its older row hands that out. */
+    uint64_t chg_seq;              /* protected by mu */
+    struct { uint64_t uuid, seq; } chg_ring[POM_CHG_RING]; /* protected by mu */
     pthread_mutex_t alloc_mu;      /* serialises range claims */
     /* Which MDS incarnations acknowledged our changes (invariant 5): the
      * per-MDS fields of struct pom_mds. */
@@ -323,11 +330,21 @@ struct pom_inode *pom_ino_pin_orphan(pom_fs *fs, uint64_t uuid);
 void pom_ino_keep_xattrs(pom_fs *fs, uint64_t uuid, uint8_t *grp, uint32_t len);
 /* Whether uuid is open here. */
 bool pom_ino_is_open(pom_fs *fs, uint64_t uuid);
-/* Attributes from the open buffer of uuid. overlay false: all of *st from
- * the buffer (an unlinked open file), if open. overlay true: only when the
- * buffer is dirty, size/mtime/ctime of *st from it. Returns whether *st
- * was touched. */
-bool pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st, bool overlay);
+/* The flush counter (fs->chg_seq): read it before the RPC that brings a
+ * row whose attributes go to pom_ino_stat_fix. */
+uint64_t pom_ino_seq(pom_fs *fs);
+/* Records a flush of uuid's size/times that the MDS acknowledged. */
+void pom_ino_flushed(pom_fs *fs, uint64_t uuid);
+/* Attributes from the open buffer of uuid (overlay false: all of *st), if
+ * open here; 1 if *st was touched, else 0. Used for an unlinked open file. */
+int pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st);
+/* Corrects *st, read from a row by an RPC started when the flush counter
+ * was `since`: size/mtime/ctime from the open buffer while it is dirty
+ * (the row is older) or when a flush of it ended after `since`. -EAGAIN
+ * when such a flush ended (or too many flushes did to tell) and the file
+ * is not open here: the row may predate it -- read it again. Handing
+ * the kernel such a size made it read a just-written file as empty. */
+int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since);
 
 /* ---- pom_file.c: open-file buffers ---------------------------------- */
 

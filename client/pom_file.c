@@ -242,6 +242,12 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
         break;
     }
     if (rc == 0) {
+        /* Before the buffer turns clean: pom_ino_stat_fix must see it
+         * dirty or flushed, never neither. */
+        if (!gone) {
+            seen(fs, ino, len, mtime);
+            pom_ino_flushed(fs, ino->uuid);
+        }
         pthread_mutex_lock(&d->mu);
         if (d->wgen == gen)
             d->dirty = false;
@@ -253,8 +259,6 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
             d->st.st_mtim.tv_nsec = (long)(mtime % 1000000000u);
         }
         pthread_mutex_unlock(&d->mu);
-        if (!gone)
-            seen(fs, ino, len, mtime);
     }
     pthread_mutex_unlock(&d->flush_mu);
     xt_free(snap);

@@ -438,30 +438,79 @@ void pom_ino_close(pom_fs *fs, struct pom_inode *i)
     pthread_mutex_unlock(&fs->mu);
 }
 
-bool pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st, bool overlay)
+uint64_t pom_ino_seq(pom_fs *fs)
 {
-    bool open = false;
+    pthread_mutex_lock(&fs->mu);
+    uint64_t seq = fs->chg_seq;
+    pthread_mutex_unlock(&fs->mu);
+    return seq;
+}
+
+/* REQUIRES: fs->mu and d->mu held. Size and times of *st from the buffer. */
+static void stat_from_buffer(const struct pom_data *d, struct stat *st)
+{
+    st->st_size = (off_t)d->len;
+    st->st_blocks = (blkcnt_t)((d->len + 511) / 512);
+    st->st_mtim.tv_sec = (time_t)(d->mtime_ns / 1000000000u);
+    st->st_mtim.tv_nsec = (long)(d->mtime_ns % 1000000000u);
+    if (st->st_mtim.tv_sec > st->st_ctim.tv_sec ||
+        (st->st_mtim.tv_sec == st->st_ctim.tv_sec && st->st_mtim.tv_nsec > st->st_ctim.tv_nsec))
+        st->st_ctim = st->st_mtim;
+}
+
+int pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st)
+{
+    int open = 0;
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
     if (i && i->data) {
         pthread_mutex_lock(&i->data->mu);
-        if (overlay && !i->data->dirty) {
-            pthread_mutex_unlock(&i->data->mu);
-            pthread_mutex_unlock(&fs->mu);
-            return false;
-        }
-        if (!overlay)
-            *st = i->data->st;
-        st->st_size = i->data->len;
-        st->st_blocks = (i->data->len + 511) / 512;
-        st->st_mtim.tv_sec = (time_t)(i->data->mtime_ns / 1000000000u);
-        st->st_mtim.tv_nsec = (long)(i->data->mtime_ns % 1000000000u);
-        if (st->st_mtim.tv_sec > st->st_ctim.tv_sec ||
-            (st->st_mtim.tv_sec == st->st_ctim.tv_sec && st->st_mtim.tv_nsec > st->st_ctim.tv_nsec))
-            st->st_ctim = st->st_mtim;
+        *st = i->data->st;
+        stat_from_buffer(i->data, st);
         pthread_mutex_unlock(&i->data->mu);
-        open = true;
+        open = 1;
     }
     pthread_mutex_unlock(&fs->mu);
     return open;
+}
+
+void pom_ino_flushed(pom_fs *fs, uint64_t uuid)
+{
+    pthread_mutex_lock(&fs->mu);
+    uint64_t seq = ++fs->chg_seq;
+    fs->chg_ring[seq % POM_CHG_RING].uuid = uuid;
+    fs->chg_ring[seq % POM_CHG_RING].seq = seq;
+    pthread_mutex_unlock(&fs->mu);
+}
+
+/* REQUIRES: fs->mu held. Whether a flush of uuid ended after flush number
+ * `since` -- or too many did to tell (then yes). */
+static bool flushed_since(const pom_fs *fs, uint64_t uuid, uint64_t since)
+{
+    if (fs->chg_seq - since >= POM_CHG_RING)
+        return true;
+    for (uint64_t s = since + 1; s <= fs->chg_seq; s++)
+        if (fs->chg_ring[s % POM_CHG_RING].uuid == uuid)
+            return true;
+    return false;
+}
+
+int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
+{
+    int rc = 0;
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    bool flushed = fs->chg_seq != since && flushed_since(fs, uuid, since);
+    if (i && i->data) {
+        pthread_mutex_lock(&i->data->mu);
+        if (i->data->dirty || flushed) {
+            stat_from_buffer(i->data, st);
+            rc = 1;
+        }
+        pthread_mutex_unlock(&i->data->mu);
+    } else if (flushed) {
+        rc = -EAGAIN;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    return rc;
 }

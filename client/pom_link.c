@@ -162,6 +162,7 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         char name[XT_NAME_MAX + 1];
         struct xt_resp r;
         xt_row row;
+        uint64_t since = pom_ino_seq(fs);
         if ((rc = pom_ino_row(fs, ino, POM_ROW_ALL, &table, name, &r, &row)) < 0)
             return rc;
         if (row.attr.type == XT_ROW_DIR) {
@@ -239,7 +240,9 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         a.nlink = nlink;
         a.ctime_ns = now;
         pom_row_stat(&a, st);
-        pom_ino_open_stat(fs, ino, st, true);
+        struct stat now_st; /* linked already: a failed re-read keeps the batch's view */
+        if (pom_ino_stat_fix(fs, ino, st, since) == -EAGAIN && pom_getattr(fs, ino, &now_st) == 0)
+            *st = now_st;
         return pom_ino_ref(fs, ino, POM_TABLE_ILT, in, a.type, 1);
     }
     return -EAGAIN;

@@ -60,6 +60,46 @@ int pom_dir_check(pom_fs *fs, pom_ino dir)
     return type == XT_ROW_DIR ? 0 : -ENOTDIR;
 }
 
+/* Which row holds a name's attributes: its own, or a linked file's ILT
+ * row. `name` points at the name asked or at `in`. */
+struct named {
+    uint64_t table;
+    const char *name;
+    char in[POM_ILT_NAME_LEN + 1];
+    uint8_t type;
+};
+
+/* The attributes of `name` in directory parent, as of a read that began
+ * after every flush of this client that the row could predate
+ * (pom_ino_stat_fix). */
+static int stat_named(pom_fs *fs, pom_ino parent, const char *name, struct stat *st,
+                      struct named *at)
+{
+    for (int tries = 0;; tries++) {
+        struct xt_resp r;
+        xt_row row;
+        uint64_t since = pom_ino_seq(fs);
+        int rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row);
+        if (rc < 0)
+            return rc;
+        at->table = parent;
+        at->name = name;
+        if (row.attr.flags & POM_ROW_F_LINKED) {
+            uint64_t uuid = row.attr.uuid;
+            if ((rc = pom_stub_follow(fs, uuid, POM_ROW_META, &r, &row)) < 0)
+                return rc;
+            pom_ilt_name(uuid, at->in);
+            at->table = POM_TABLE_ILT;
+            at->name = at->in;
+        }
+        pom_row_stat(&row.attr, st);
+        at->type = row.attr.type;
+        xt_resp_free(&r);
+        if (pom_ino_stat_fix(fs, st->st_ino, st, since) != -EAGAIN || tries == MAX_TRIES)
+            return 0;
+    }
+}
+
 int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st)
 {
     int rc = pom_name_check(name);
@@ -80,26 +120,10 @@ int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st)
         return rc;
     if ((rc = pom_dir_check(fs, parent)) < 0)
         return rc;
-    struct xt_resp r;
-    xt_row row;
-    if ((rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row)) < 0)
+    struct named at;
+    if ((rc = stat_named(fs, parent, name, st, &at)) < 0)
         return rc;
-    uint64_t where = parent;
-    char in[POM_ILT_NAME_LEN + 1];
-    const char *wname = name;
-    if (row.attr.flags & POM_ROW_F_LINKED) {
-        uint64_t uuid = row.attr.uuid;
-        if ((rc = pom_stub_follow(fs, uuid, POM_ROW_META, &r, &row)) < 0)
-            return rc;
-        pom_ilt_name(uuid, in);
-        where = POM_TABLE_ILT;
-        wname = in;
-    }
-    pom_row_stat(&row.attr, st);
-    uint8_t type = row.attr.type;
-    xt_resp_free(&r);
-    pom_ino_open_stat(fs, st->st_ino, st, true);
-    return pom_ino_ref(fs, st->st_ino, where, wname, type, 1);
+    return pom_ino_ref(fs, st->st_ino, at.table, at.name, at.type, 1);
 }
 
 void pom_forget(pom_fs *fs, pom_ino ino, uint64_t n)
@@ -148,16 +172,20 @@ int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
     char name[XT_NAME_MAX + 1];
     struct xt_resp r;
     xt_row row;
-    int rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
-    if (rc == -ENOENT && pom_ino_open_stat(fs, ino, st, false)) {
-        st->st_nlink = 0; /* open but unlinked */
-        return 0;
+    for (int tries = 0;; tries++) {
+        uint64_t since = pom_ino_seq(fs);
+        int rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
+        if (rc == -ENOENT && pom_ino_open_stat(fs, ino, st)) {
+            st->st_nlink = 0; /* open but unlinked */
+            return 0;
+        }
+        if (rc < 0)
+            return rc;
+        pom_row_stat(&row.attr, st);
+        xt_resp_free(&r);
+        if (pom_ino_stat_fix(fs, ino, st, since) != -EAGAIN || tries == MAX_TRIES)
+            break;
     }
-    if (rc < 0)
-        return rc;
-    pom_row_stat(&row.attr, st);
-    xt_resp_free(&r);
-    pom_ino_open_stat(fs, ino, st, true);
     pom_data_fix_blocks(fs, &row.attr, st); /* sparse blob files (pom_file.c) */
     return 0;
 }
@@ -611,6 +639,7 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
         struct xt_list_req lq = { .t = { .fsid = fs->fsid, .table = ino, .slice_hint = -1 },
                                   .cookie = cookie, .max = 128, .cols = none, .ncols = 0 };
         struct xt_list_resp lr;
+        uint64_t since = pom_ino_seq(fs);
         rc = pom_list_call(fs, &lq, &lr);
         if (rc == -ENOENT)
             return taken; /* the table was never created: no entry yet */
@@ -655,8 +684,21 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
                 where = POM_TABLE_ILT;
                 wname = in;
             }
-            if (plus)
-                pom_ino_open_stat(fs, st.st_ino, &st, true);
+            /* A flush of this file here ended after the page was read:
+             * its size in the row may be older; read the name again. */
+            struct named at;
+            if (plus && pom_ino_stat_fix(fs, st.st_ino, &st, since) == -EAGAIN) {
+                if ((rc = stat_named(fs, ino, name, &st, &at)) == -ENOENT) {
+                    rc = 0; /* gone meanwhile: skip it */
+                    cookie = lr.cookies[i] + 1;
+                    continue;
+                }
+                if (rc < 0)
+                    break;
+                where = at.table;
+                wname = at.name;
+                row.attr.type = at.type;
+            }
             int cr = fn(arg, name, &st, lr.cookies[i] + 1);
             if (cr < 0) {
                 rc = cr;
@@ -676,7 +718,11 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
         xt_list_resp_free(&lr);
         if (rc < 0)
             return rc;
-        if (stop || n == 0)
+        /* A page is one slice's range: an empty one (its names moved
+         * away, or only system rows left) is not the end -- the end is
+         * POM_COOKIE_END. Stopping there cut listings short (names
+         * missing after renames out of a split directory). */
+        if (stop || (n == 0 && next <= cookie))
             break;
         cookie = next;
     }

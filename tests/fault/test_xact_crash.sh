@@ -20,11 +20,9 @@
 #      between random pairs of directories, and make and remove
 #      subdirectories (the parent's count is an RMU when the parent's row
 #      sits at the other MDS: an outbox row with the entry, delivered as a
-#      transaction with a count row at the parent), recording every
-#      answer; with POM_XACT_MVDIR=1 it also moves them to other
-#      directories (both parents' counts and the directory's GDT row
-#      change) -- off here: that finds an open bug (names missing from
-#      listings after a crash, docs/mds-xact.md "Copies");
+#      transaction with a count row at the parent), and move them to
+#      other directories (both parents' counts and the directory's GDT
+#      row change: copies, docs/mds-xact.md), recording every answer;
 #   4. an MDS must die at the crash point within 30 s (none: no cross-MDS
 #      transaction reached it, a failure); each MDS that dies is restarted
 #      at once WITHOUT the crash point (same folder and port), the other
@@ -223,11 +221,9 @@ run_point() {
     removed=$(awk '$2 == "rmdir_ok" {print $3}' "$D/churn.out")
     ok "$point: mkdirs and rmdirs succeeded (${made:-0}, ${removed:-0})" \
         [ "${made:-0}" -gt 0 -a "${removed:-0}" -gt 0 ]
-    if [ "${POM_XACT_MVDIR:-0}" = 1 ]; then
-        local moved
-        moved=$(awk '$2 == "mvdir_ok" {print $3}' "$D/churn.out")
-        ok "$point: directories moved across directories (${moved:-0})" [ "${moved:-0}" -gt 0 ]
-    fi
+    local moved
+    moved=$(awk '$2 == "mvdir_ok" {print $3}' "$D/churn.out")
+    ok "$point: directories moved across directories (${moved:-0})" [ "${moved:-0}" -gt 0 ]
 
     sleep $(( (RESOLVE_MS * 4 + 999) / 1000 )) # a few resolve periods
     stamp "$point: check from a fresh client"
