@@ -84,6 +84,7 @@ struct mds_cent_commit {
     size_t delta_bytes;   /* durable delta bytes since that image */
     bool force_image;     /* next record must be an image */
     bool snap_image;      /* snap is an image (else a delta) */
+    bool snap_sys;        /* the slice held system rows at the snapshot */
     uint32_t site;        /* MDSL holding the slice's records (invariant 7) */
     uint32_t snap_site;   /* where snap goes; != site: snap is a move image
                              and site gets the MOVED tombstone */

@@ -156,6 +156,9 @@ static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
     cm->snap = buf;
     cm->snap_len = len;
     cm->snap_image = image;
+    /* Listed by the MDSL, so that a restarted MDS (or a new owner) loads
+     * the slice to finish its outbox and pending rows (mds_reload.h). */
+    cm->snap_sys = xt_slice_sys_count(s) > 0;
     /* A delta stays where the image it applies to is; an image may move. */
     cm->snap_site = image ? to : cm->site;
     cm->snapped_gen = gen;
@@ -278,7 +281,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
             struct mds_rec r = {
                 .fsid = k->fsid, .table = k->table, .slice = k->slice,
                 .version = cm->version + 1, .full_image = cm->snap_image,
-                .bytes = cm->snap, .len = cm->snap_len,
+                .bytes = cm->snap, .len = cm->snap_len, .sys = cm->snap_sys,
             };
             rc = mds_group_tx_add(&t, cm->snap_site, &r);
             if (rc == 0 && cm->snap_site != cm->site) {

@@ -31,6 +31,7 @@
 #include "mds_cache.h"
 #include "mds_group.h"
 #include "mds_mover.h"
+#include "mds_reload.h"
 #include "mds_ring1.h"
 #include "mds_route.h"
 #include "mds_service.h"
@@ -429,6 +430,7 @@ int main(int argc, char **argv)
     mds_soft *soft = NULL;
     mds_ring1 *follow = NULL;
     mds_mover *mover = NULL;
+    mds_reload *reload = NULL;
     struct view_arg va = { NULL, NULL, NULL };
     uint32_t sites[MAX_MDSL];
     if (!ring || !stats || mds_store_rpc_new(10000, &rpc)) {
@@ -602,6 +604,21 @@ int main(int argc, char **argv)
         XT_ERR("cannot start the transaction thread: %s", strerror(-rc));
         goto out;
     }
+    if (xact) {
+        /* Slices with outbox or pending rows nobody would load again
+         * (mds_reload.h); POM_MDS_RELOAD_MS shortens the period in tests. */
+        const char *rl = getenv("POM_MDS_RELOAD_MS");
+        struct mds_reload_opts lo = { .store = &store, .cache = cache, .stats = stats,
+                                      .sites = sites,
+                                      .nsites = XT_MIN(nmdsl, (size_t)MDS_RELOAD_MAX_SITES),
+                                      .owns = mds_route_owns,
+                                      .ring0_version = mds_route_stamp, .route_arg = route,
+                                      .period_ms = rl ? (unsigned)atoi(rl) : 0 };
+        if ((rc = mds_reload_start(&lo, &reload))) {
+            XT_ERR("cannot start the reload thread: %s", strerror(-rc));
+            goto out;
+        }
+    }
     if (follow) {
         struct mds_mover_opts mo = { .store = &store, .cache = cache, .group = group,
                                      .place = place, .stats = stats, .owns = mds_route_owns,
@@ -635,6 +652,7 @@ out:
     if (follow)
         mds_ring1_detach(follow);
     mds_mover_stop(mover); /* loads through the route, moves through the group */
+    mds_reload_stop(reload); /* loads through the route */
     xt_rpc_server_stop(srv);
     mds_xact_free(xact); /* its thread calls the (stopped) service's handlers */
     mds_soft_free(soft);

@@ -259,16 +259,6 @@ static long pass(mds_mover *m, uint64_t req, const uint32_t *losing, size_t n)
     return found;
 }
 
-/* Waits ms at most for a new request or stop. REQUIRES: m->mu. */
-static void wait_locked(mds_mover *m, unsigned ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000u;
-    ts.tv_sec += (time_t)(ns / 1000000000u);
-    ts.tv_nsec = (long)(ns % 1000000000u);
-    pthread_cond_timedwait(&m->cv, &m->mu, &ts);
-}
 
 static void *run(void *arg)
 {
@@ -278,7 +268,7 @@ static void *run(void *arg)
         bool idle = m->walk_v == 0 ||
                     (m->has_walked && m->walked_v == m->walk_v && m->walked_w == ring0_now(m));
         if (idle) {
-            wait_locked(m, m->o.poll_ms);
+            xt_cond_wait_ms(&m->cv, &m->mu, m->o.poll_ms);
             continue;
         }
         uint64_t req = m->req, v = m->walk_v;
@@ -304,7 +294,7 @@ static void *run(void *arg)
         if (found != 0 && found != -ECANCELED && !m->stop && m->req == req) {
             /* Something moved or failed: pass again, after a breath (an
              * MDSL down or a slice in flight must not make this spin). */
-            wait_locked(m, found < 0 ? 500 : 100);
+            xt_cond_wait_ms(&m->cv, &m->mu, found < 0 ? 500 : 100);
         }
     }
     pthread_mutex_unlock(&m->mu);

@@ -43,7 +43,8 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "releases", "release_waits", "slices_moved", "xact_commits", "xact_aborts",
     "xact_prepares", "xact_resolved", "xact_rollbacks", "xact_splits", "slice_absent",
     "moves", "move_bytes", "moved_waits", "move_loads", "walk_passes", "move_aborts",
-    "rmu_queued", "rmu_delivered", "rmu_dropped",
+    "rmu_queued", "rmu_delivered", "rmu_dropped", "sys_reloads", "reload_passes",
+    "reload_errors",
 };
 
 const char *mds_stats_op_name(enum mds_op op)

@@ -103,6 +103,9 @@ enum mds_ctr {
     MDS_CTR_RMU_QUEUED,       /* RMU outbox rows written (a parent's count elsewhere) */
     MDS_CTR_RMU_DELIVERED,    /* outbox rows delivered (their delta stored) */
     MDS_CTR_RMU_DROPPED,      /* outbox rows dropped: their parent was gone */
+    MDS_CTR_SYS_RELOADS,      /* slices with system rows loaded by mds_reload */
+    MDS_CTR_RELOAD_PASSES,    /* its passes over every MDSL's listing */
+    MDS_CTR_RELOAD_ERRORS,    /* its listing or load failures */
     MDS_CTR__COUNT
 };
 

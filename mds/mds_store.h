@@ -51,6 +51,8 @@ struct mds_rec {
     bool moved;         /* with full_image and len 0: the MOVED tombstone
                            (docs/mdsl-scale.md decision 2); loads then
                            answer -ESTALE, a delta on it is refused -ESTALE */
+    bool sys;           /* the slice holds system rows after this record
+                           (listed: mds_reload.h) */
 };
 
 struct mds_blob {
@@ -65,6 +67,7 @@ struct mds_slice_info {
     uint64_t table;
     uint64_t version; /* newest record stored */
     bool moved;       /* its head is a MOVED tombstone */
+    bool sys;         /* its newest record has `sys` (struct mds_rec) */
 };
 
 #define MDS_LIST_CURSOR_MAX 64

@@ -32,6 +32,7 @@ struct mslice {
     uint64_t version; /* of the last committed record */
     bool has_image;
     bool moved;       /* the head image is a MOVED tombstone (image empty) */
+    bool sys;         /* the last committed record's `sys` */
     struct mds_blob image;
     struct mds_blob *deltas;
     size_t nd;
@@ -273,6 +274,7 @@ static int apply_rec(struct msite *s, struct mds_rec *r)
         sl->deltas[sl->nd++] = blob;
     }
     sl->version = r->version;
+    sl->sys = r->sys;
     r->bytes = NULL;
     return 0;
 }
@@ -573,7 +575,7 @@ static int mem_list_slices(void *ctx, uint32_t site, const void *cursor, uint32_
         const struct mds_store_mem_slice *sl = &all[i + j];
         out->v[j] = (struct mds_slice_info){ .fsid = sl->fsid, .slice = sl->slice,
                                              .table = sl->table, .version = sl->version,
-                                             .moved = sl->moved };
+                                             .moved = sl->moved, .sys = sl->sys };
     }
     out->n = take;
     out->end = i + take == n;
@@ -644,7 +646,7 @@ int mds_store_mem_slices(mds_store_mem *m, uint32_t site, struct mds_store_mem_s
     for (unsigned b = 0; v && b < MEM_BUCKETS; b++)
         for (struct mslice *sl = s->bucket[b]; sl; sl = sl->next)
             v[i++] = (struct mds_store_mem_slice){ sl->fsid, sl->slice, sl->table,
-                                                   sl->version, sl->moved };
+                                                   sl->version, sl->moved, sl->sys };
     pthread_mutex_unlock(&m->mu);
     *out = v;
     *n = i;

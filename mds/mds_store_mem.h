@@ -81,6 +81,7 @@ struct mds_store_mem_slice {
     uint64_t table;
     uint64_t version; /* of the last committed record */
     bool moved;       /* the head is a MOVED tombstone */
+    bool sys;         /* the last record's `sys` */
 };
 /* Every slice `site` holds a committed record of, in no order: *out a new
  * array (xt_free; NULL when *n is 0). -ENOMEM. No fault injection. */

@@ -117,7 +117,8 @@ static int rpc_prepare(void *ctx, uint32_t site, uint64_t txid, const struct mds
         }
         sr[i] = (struct xt_store_rec){ .type = recs[i].full_image ? XT_STORE_IMAGE
                                                                   : XT_STORE_DELTA,
-                                       .flags = recs[i].moved ? XT_STORE_F_MOVED : 0,
+                                       .flags = (uint8_t)((recs[i].moved ? XT_STORE_F_MOVED : 0) |
+                                                          (recs[i].sys ? XT_STORE_F_SYS : 0)),
                                        .fsid = recs[i].fsid, .table = recs[i].table,
                                        .slice = recs[i].slice, .version = recs[i].version,
                                        .data = recs[i].bytes, .len = (uint32_t)recs[i].len };
@@ -208,7 +209,8 @@ static int rpc_list_slices(void *ctx, uint32_t site, const void *cursor, uint32_
                                              .slice = l.slices[i].slice,
                                              .table = l.slices[i].table,
                                              .version = l.slices[i].version,
-                                             .moved = l.slices[i].moved };
+                                             .moved = l.slices[i].moved,
+                                             .sys = l.slices[i].sys };
     out->n = l.n;
     memcpy(out->cursor, l.cursor, l.cursor_len);
     out->cursor_len = l.cursor_len;

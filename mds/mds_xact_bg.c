@@ -57,6 +57,10 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
         return -ENOMEM;
     x->o = *o;
     x->crash = getenv("POM_MDS_XACT_CRASH");
+    const char *hold = getenv("POM_MDS_RMU_HOLD");
+    x->rmu_hold = hold && strcmp(hold, "1") == 0;
+    if (x->rmu_hold)
+        XT_WARN("POM_MDS_RMU_HOLD=1: TEST-ONLY, RMU outbox rows are not delivered");
     if (!x->o.resolve_ms)
         x->o.resolve_ms = 2000;
     if (!x->o.call_timeout_ms)

@@ -133,6 +133,8 @@ struct mds_xact {
     struct txn *finish;      /* (mu) decided, to finish, newest first */
     bool stop, started;      /* (mu) */
     const char *crash;       /* $POM_MDS_XACT_CRASH, or NULL */
+    bool rmu_hold;           /* $POM_MDS_RMU_HOLD=1 (tests only): outbox rows
+                                stay undelivered (test_rmu_reload.sh) */
     pthread_t thread;
     /* RMU (mds_xact_rmu.c), on the thread: */
     atomic_uint_fast64_t rmu_seq;   /* outbox rows' names */

@@ -344,6 +344,8 @@ void mds_xact_rmu_round(mds_xact *x)
         }
     }
     mds_xact_copy_settle(x);
+    if (x->rmu_hold)
+        return;
     struct ob_scan s;
     if (ob_collect(x, &s) < 0) {
         x->rmu_retry = now + RMU_RETRY_NS;

@@ -7,8 +7,8 @@
  *  (1) Entries come in index key order (fsid, table, slice), each slice
  *      once per call; the cursor is the last slice returned, so a walk of
  *      successive calls lists every slice stored throughout it exactly once.
- *  (2) An entry's version is the newest SLICE key of the slice and `moved`
- *      the MOVED flag of its newest image: both read from the index, never
+ *  (2) An entry's version is the newest SLICE key of the slice, `sys` the
+ *      SYS flag of that record and `moved` the MOVED flag of its newest image: both read from the index, never
  *      from a cache, under one LevelDB iterator (a consistent snapshot).
  *  (3) No lock is taken: the index is thread-safe and the listing is a read.
  *  (4) The misplaced count reads only through the listing, one page per
@@ -51,6 +51,7 @@ static int list_cb(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *ar
                                           .slice = k->slice };
     }
     last->version = k->version; /* keys ascend within a slice */
+    last->sys = (p->flags & MDSL_F_SYS) != 0;
     if (image)
         last->moved = (p->flags & MDSL_F_MOVED) != 0;
     return 0;

@@ -142,7 +142,8 @@ static int svc_list_slices(void *ctx, const xt_rpc_ctx *rc, const void *cursor,
         out->slices[i] = (struct xt_store_slice){ .fsid = l.v[i].fsid, .table = l.v[i].table,
                                                   .slice = l.v[i].slice,
                                                   .version = l.v[i].version,
-                                                  .moved = l.v[i].moved };
+                                                  .moved = l.v[i].moved,
+                                                  .sys = l.v[i].sys };
     out->n = l.n;
     memcpy(out->cursor, l.cursor, l.cursor_len);
     out->cursor_len = l.cursor_len;

@@ -568,18 +568,22 @@ static struct ptx_part *part_get(struct ptx *t, struct folder *fo)
 }
 
 /* Flags: TOMBSTONE marks a deleted column (an empty COLUMN), MOVED a slice
- * that moved to another MDSL (an empty IMAGE); nothing else is defined. */
+ * that moved to another MDSL (an empty IMAGE), SYS a slice record after
+ * which the slice holds system rows (kept and listed, never interpreted);
+ * nothing else is defined. */
 static int rec_check(const struct mdsl_rec *r)
 {
     const char *why = NULL;
     if (r->type != MDSL_REC_IMAGE && r->type != MDSL_REC_DELTA && r->type != MDSL_REC_COLUMN)
         why = "unknown record type";
-    else if (r->flags & ~(MDSL_F_TOMBSTONE | MDSL_F_MOVED))
+    else if (r->flags & ~(MDSL_F_TOMBSTONE | MDSL_F_MOVED | MDSL_F_SYS))
         why = "unknown flag bits";
     else if ((r->flags & MDSL_F_TOMBSTONE) && (r->type != MDSL_REC_COLUMN || r->len))
         why = "TOMBSTONE is allowed on an empty COLUMN only";
     else if ((r->flags & MDSL_F_MOVED) && (r->type != MDSL_REC_IMAGE || r->len))
         why = "MOVED is allowed on an empty IMAGE only";
+    else if ((r->flags & MDSL_F_SYS) && (r->type == MDSL_REC_COLUMN || (r->flags & MDSL_F_MOVED)))
+        why = "SYS is allowed on a slice record with rows only";
     else if (r->len > MDSL_MAX_PAYLOAD - 1 || (r->len && !r->data))
         why = "bad payload length";
     if (!why)

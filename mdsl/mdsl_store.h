@@ -68,8 +68,8 @@ struct mdsl_store_opts {
 struct mdsl_rec {
     uint8_t type;               /* MDSL_REC_IMAGE, _DELTA or _COLUMN */
     uint8_t flags;              /* MDSL_F_TOMBSTONE (COLUMN only) or
-                                   MDSL_F_MOVED (IMAGE only); both with
-                                   len 0 */
+                                   MDSL_F_MOVED (IMAGE only), both with
+                                   len 0; MDSL_F_SYS (IMAGE/DELTA) */
     uint32_t fsid;
     uint64_t table;
     uint32_t slice;
@@ -150,6 +150,7 @@ struct mdsl_slice_info {
     uint32_t slice;
     uint64_t version;
     bool moved;
+    bool sys;   /* the newest record's MDSL_F_SYS */
 };
 
 struct mdsl_slice_list {

@@ -351,6 +351,7 @@ struct SliceInfo {
   3: i32 slice,
   4: i64 version,                  // newest version stored (image or delta)
   5: bool moved = false,           // its newest image is a MOVED tombstone
+  6: bool sys = false,             // its newest record has STORE_F_SYS (system rows)
 }
 struct ListSlicesResp {
   1: i32 status = 0,

@@ -14,6 +14,7 @@
 #define XT_COMMON_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdbool.h>
@@ -62,6 +63,9 @@ void xt_log(enum xt_log_level level, const char *fmt, ...)
 
 uint64_t xt_now_ns(void);      /* CLOCK_REALTIME, ns: file times */
 uint64_t xt_mono_ns(void);     /* CLOCK_MONOTONIC, ns: deadlines, latency */
+/* pthread_cond_timedwait for at most ms from now (a condition variable of
+ * the default, realtime clock). REQUIRES: mu held. */
+void xt_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms);
 
 /* ---- little-endian fixed-width encoding (on-disk and codec formats) -- */
 

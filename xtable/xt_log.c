@@ -1,5 +1,6 @@
 /*
- * xt_log.c -- one-line log records on stderr: time, level, prefix, message.
+ * xt_log.c -- one-line log records on stderr: time, level, prefix, message;
+ * and the clocks (xt_common.h "time").
  *
  * A record is formatted into a stack buffer and written with one write(2),
  * so lines from concurrent threads never interleave. No lock is taken.
@@ -60,4 +61,14 @@ uint64_t xt_mono_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void xt_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)ms * 1000000u;
+    ts.tv_sec += (time_t)(ns / 1000000000u);
+    ts.tv_nsec = (long)(ns % 1000000000u);
+    pthread_cond_timedwait(cv, mu, &ts);
 }

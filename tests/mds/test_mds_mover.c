@@ -55,9 +55,9 @@ static void test_list_slices_mem(void **state)
                                                .full_image = true, .bytes = "d", .len = 1 }), 0);
     /* Expected order: (fsid, table, slice) ascending. */
     const struct mds_slice_info want[] = {
-        { 0, 1, 9, 4, false },           { 1, 0, 5, 1, false }, { 1, 3, 5, 1, false },
-        { 1, MDS_META_SLICE, 77, 2, true }, { 1, 0, 900, 1, false },
-        { 1, 2, 1ull << 40, 1, false },
+        { 0, 1, 9, 4, false, false },           { 1, 0, 5, 1, false, false },
+        { 1, 3, 5, 1, false, false },           { 1, MDS_META_SLICE, 77, 2, true, false },
+        { 1, 0, 900, 1, false, false },         { 1, 2, 1ull << 40, 1, false, false },
     };
     struct mds_slice_page pg;
     uint8_t cur[MDS_LIST_CURSOR_MAX];

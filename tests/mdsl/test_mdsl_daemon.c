@@ -367,7 +367,9 @@ static void test_moved(void **state)
     assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), -EINVAL);
     t.data = NULL, t.len = 0, t.type = XT_STORE_DELTA;
     assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), -EINVAL);
-    t.type = XT_STORE_IMAGE, t.flags = 0x06;
+    t.type = XT_STORE_IMAGE, t.flags = XT_STORE_F_MOVED | XT_STORE_F_SYS;
+    assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), -EINVAL);
+    t.flags = 0x08;
     assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), -EINVAL);
     /* the move's tombstone, through prepare and commit */
     t.flags = XT_STORE_F_MOVED;

@@ -703,7 +703,9 @@ static void test_flags_refused(void **state)
         { MDSL_REC_COLUMN, MDSL_F_TOMBSTONE, 10 },
         { MDSL_REC_IMAGE, MDSL_F_MOVED | MDSL_F_TOMBSTONE, 0 },
         { MDSL_REC_COLUMN, MDSL_F_MOVED | MDSL_F_TOMBSTONE, 0 },
-        { MDSL_REC_IMAGE, 0x04, 0 },
+        { MDSL_REC_IMAGE, 0x08, 0 },
+        { MDSL_REC_COLUMN, MDSL_F_SYS, 10 },            /* SYS: slice records only */
+        { MDSL_REC_IMAGE, MDSL_F_SYS | MDSL_F_MOVED, 0 }, /* ... with rows */
         { MDSL_REC_IMAGE, 0x80 | MDSL_F_MOVED, 0 },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -778,6 +780,7 @@ struct want {
     uint32_t fsid, slice;
     uint64_t table, version;
     bool moved;
+    bool sys;   /* the newest record has MDSL_F_SYS */
 };
 
 static int cmp_want(const void *a, const void *b)
@@ -807,13 +810,13 @@ static void check_listing(mdsl_store *s, const struct want *w, size_t nw, uint32
             const struct mdsl_slice_info *x = &l.v[i];
             if (x->fsid != w[got].fsid || x->table != w[got].table ||
                 x->slice != w[got].slice || x->version != w[got].version ||
-                x->moved != w[got].moved)
-                fail_msg("entry %zu: fs %u table %llu slice %u v%llu moved %d, expected "
-                         "fs %u table %llu slice %u v%llu moved %d", got, x->fsid,
+                x->moved != w[got].moved || x->sys != w[got].sys)
+                fail_msg("entry %zu: fs %u table %llu slice %u v%llu moved %d sys %d, expected "
+                         "fs %u table %llu slice %u v%llu moved %d sys %d", got, x->fsid,
                          (unsigned long long)x->table, x->slice,
-                         (unsigned long long)x->version, x->moved, w[got].fsid,
+                         (unsigned long long)x->version, x->moved, x->sys, w[got].fsid,
                          (unsigned long long)w[got].table, w[got].slice,
-                         (unsigned long long)w[got].version, w[got].moved);
+                         (unsigned long long)w[got].version, w[got].moved, w[got].sys);
         }
         assert_int_equal(l.cursor_len, l.n || curlen ? MDSL_LIST_CURSOR : 0);
         memcpy(cur, l.cursor, l.cursor_len);
@@ -847,18 +850,20 @@ static void test_list_slices(void **state)
         /* slice numbers spread over the whole u32 range, the last one too */
         uint32_t slice = i == NSL - 1 ? UINT32_MAX : (uint32_t)(i * 2654435761u);
         w[i] = (struct want){ .fsid = fsids[i % 3], .table = tables[(i / 3) % 4],
-                              .slice = slice, .version = 10 + i % 7 };
+                              .slice = slice, .version = 10 + i % 7, .sys = i % 4 == 1 };
     }
     for (size_t b = 0; b < NSL; b += BATCH) {
         for (size_t i = 0; i < BATCH; i++) {
             const struct want *x = &w[b + i];
             r[i] = (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .fsid = x->fsid,
+                                      .flags = x->sys ? MDSL_F_SYS : 0,
                                       .table = x->table, .slice = x->slice,
                                       .version = x->version, .data = bufs[0], .len = 16 };
         }
         assert_int_equal(tu_commit(e.s, txid++, r, BATCH), 0);
     }
-    /* every 5th slice moves away, every 3rd other one gets a delta */
+    /* every 5th slice moves away, every 3rd other one gets a delta (with
+     * SYS for every even one): the newest record's SYS is listed */
     for (size_t b = 0; b < NSL; b += BATCH) {
         size_t n = 0;
         for (size_t i = b; i < b + BATCH; i++) {
@@ -866,10 +871,13 @@ static void test_list_slices(void **state)
             if (i % 5 == 0) {
                 x->version++;
                 x->moved = true;
+                x->sys = false;
                 r[n++] = tu_tombstone(x->fsid, x->table, x->slice, x->version);
             } else if (i % 3 == 0) {
                 x->version += 2;
+                x->sys = i % 2 == 0;
                 r[n++] = (struct mdsl_rec){ .type = MDSL_REC_DELTA, .fsid = x->fsid,
+                                            .flags = x->sys ? MDSL_F_SYS : 0,
                                             .table = x->table, .slice = x->slice,
                                             .version = x->version, .data = bufs[1], .len = 8 };
             }

@@ -275,7 +275,7 @@ int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cur
             return -ENOMEM;
         for (const SliceInfo &si : resp.slices)
             out->slices[out->n++] = { (uint32_t)si.fsid, (uint64_t)si.table, (uint32_t)si.slice,
-                                      (uint64_t)si.version, si.moved };
+                                      (uint64_t)si.version, si.moved, si.sys };
     }
     memcpy(out->cursor, resp.cursor.data(), resp.cursor.size());
     out->cursor_len = (uint32_t)resp.cursor.size();
@@ -436,6 +436,7 @@ public:
                 si.slice = (int32_t)l.slices[i].slice;
                 si.version = (int64_t)l.slices[i].version;
                 si.moved = l.slices[i].moved;
+                si.sys = l.slices[i].sys;
             }
             resp.cursor.assign(reinterpret_cast<const char *>(l.cursor),
                                XT_MIN(l.cursor_len, (uint32_t)XT_STORE_CURSOR_MAX));

@@ -19,6 +19,10 @@ extern "C" {
 enum { XT_STORE_IMAGE = 1, XT_STORE_DELTA = 2, XT_STORE_COLUMN = 3 };
 #define XT_STORE_F_TOMBSTONE 1 /* COLUMN: the row's group is deleted */
 #define XT_STORE_F_MOVED 2     /* IMAGE, empty: the slice moved to another MDSL */
+#define XT_STORE_F_SYS 4       /* IMAGE/DELTA: the slice holds system rows after
+                                  this record (RMU outbox, pending, count or
+                                  decision rows): a restarted MDS loads it to
+                                  finish them (docs/mds-xact.md "Reload") */
 
 /* One record of a transaction; pointers are borrowed for the call. */
 struct xt_store_rec {
@@ -69,6 +73,7 @@ struct xt_store_slice {
     uint32_t slice;
     uint64_t version;  /* newest version stored (image or delta) */
     bool moved;        /* its newest image is a MOVED tombstone */
+    bool sys;          /* its newest record has XT_STORE_F_SYS */
 };
 
 #define XT_STORE_CURSOR_MAX 64 /* bytes of a list_slices cursor, at most */
