@@ -448,17 +448,27 @@ ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)
 int pom_dir_empty(pom_fs *fs, uint64_t dir)
 {
     static const uint16_t none[1] = { 0 };
-    struct xt_list_req lq = { .t = { .fsid = fs->fsid, .table = dir, .slice_hint = -1 },
-                              .cookie = 0, .max = 1, .cols = none, .ncols = 0 };
-    struct xt_list_resp lr;
-    int rc = pom_list_call(fs, &lq, &lr);
-    if (rc == -ENOENT)
-        return 1;
-    if (rc < 0)
-        return rc;
-    int empty = lr.n == 0;
-    xt_list_resp_free(&lr);
-    return empty;
+    /* An empty page is not an empty table (pom_readdir): go on to its
+     * next cookie until a name or the end. */
+    for (uint64_t cookie = 0; cookie < POM_COOKIE_END;) {
+        struct xt_list_req lq = { .t = { .fsid = fs->fsid, .table = dir, .slice_hint = -1 },
+                                  .cookie = cookie, .max = 1, .cols = none, .ncols = 0 };
+        struct xt_list_resp lr;
+        int rc = pom_list_call(fs, &lq, &lr);
+        if (rc == -ENOENT)
+            return 1;
+        if (rc < 0)
+            return rc;
+        size_t n = lr.n;
+        uint64_t next = lr.next_cookie;
+        xt_list_resp_free(&lr);
+        if (n > 0)
+            return 0;
+        if (next <= cookie)
+            break;
+        cookie = next;
+    }
+    return 1;
 }
 
 /* The one atomic batch of unlink and rmdir of a plain entry (invariants

@@ -363,6 +363,26 @@ static int abort_txn(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
     return -EAGAIN;
 }
 
+/* The coordinator's own ABORT row, once nothing can still try to COMMIT
+ * over it: only this coordinator writes COMMIT, it has decided ABORT, and
+ * no decide batch of it is in flight (the caller knows). A participant
+ * whose pending row is still there then finds no decision and writes
+ * ABORT itself (mds_xact_bg.c), so the row is not needed; it was kept for
+ * good before (docs/mds-xact.md "ABORT rows"). Unsynced: a lost delete
+ * leaves the row, as before. */
+static void drop_abort(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
+{
+    struct xt_req q = { .op = XT_OP_DELETE, .t = { r0->t.fsid, r0->t.table, -1 }, .name = dname,
+                        .name_len = MDS_XACT_DNAME_LEN, .flags = XT_F_SYS };
+    struct xt_resp resp = { 0 };
+    int rc = x->io.op(x->io.ctx, &q, &resp);
+    xt_resp_free(&resp);
+    if (rc < 0 && rc != -ENOENT)
+        XT_DBG("xact: ABORT row left (%s)", strerror(-rc));
+    else
+        mds_stats_add(x->o.stats, MDS_CTR_XACT_ABORTS_DROPPED, 1);
+}
+
 /* After an ABORT: each prepared part rolled back at its holder now (a
  * synced lookup of its pending rows, mds_xact_settle), not after
  * resolve_ms: the client's retry, and its reads, must find the rows as
@@ -458,6 +478,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
     /* 3. Decide at op 0's owner: its ops and COMMIT, one atomic batch. */
     uint64_t dgen = 0;
     uint32_t depoch = 0;
+    bool decide_sent = false; /* and its outcome unknown: it may land later */
     if (rc == 0) {
         static const uint8_t verdict = MDS_XACT_COMMIT;
         xt_row v;
@@ -478,6 +499,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
         rc = mds_xact_send(x, dsite, sub, k + 1, sr, &sf, &dgen);
         depoch = sr[0].epoch;
         free_resps(sr, k + 1);
+        decide_sent = unknown(rc);
         if (rc < 0) {
             *failed = sf < k ? idx[sf] : 0;
             if (sf == k && rc == -EEXIST)
@@ -496,6 +518,8 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
         } else if (a == 0) {
             mds_stats_add(x->o.stats, MDS_CTR_XACT_ABORTS, 1);
             settle_all(x, t); /* before the answer: a retry must find the rows as before */
+            if (!decide_sent)
+                drop_abort(x, &reqs[0], t->dname);
         } else {
             rc = -EAGAIN; /* undecided: the resolvers settle it; the client retries */
         }

@@ -18,7 +18,12 @@
  *     count; the mkdir and mknod rates are printed; then 4 clients making
  *     and removing directories in one directory at once (the MDS adds the
  *     count's deltas, XT_ROW_SET_NLINK_ADD): the count is exact, and no
- *     mkdir/rmdir took a second batch (none lost a race).
+ *     mkdir/rmdir took a second batch (none lost a race);
+ *   - rmdir (and rename over a directory) of a directory split into many
+ *     slices refuses while any slice holds a name: its files removed in
+ *     listing order empty the first slices first (an MDS with
+ *     --split-threshold 16). The emptiness check reads pages until a name
+ *     or the end (an empty page, possible across MDS, is not the end).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -442,12 +447,71 @@ static void test_mkdir_contention(void **state)
     pom_close(fs);
 }
 
+#define SPLIT_FILES 160
+
+struct names {
+    char v[SPLIT_FILES][16];
+    size_t n;
+};
+
+static int collect(void *arg, const char *name, const struct stat *st, uint64_t next)
+{
+    (void)st;
+    (void)next;
+    struct names *l = arg;
+    if (l->n == SPLIT_FILES)
+        return -EOVERFLOW;
+    snprintf(l->v[l->n++], sizeof l->v[0], "%s", name);
+    return 0;
+}
+
+static void test_rmdir_split_dir(void **state)
+{
+    (void)state;
+    static const char *const extra[] = { "--split-threshold", "16", NULL };
+    struct pom_cluster d;
+    assert_int_equal(pom_cluster_init(&d, "dirsplit"), 0);
+    assert_int_equal(pom_cluster_start_mdsl(&d, POM_MDSL_BIN), 0);
+    assert_int_equal(pom_cluster_start_mds(&d, POM_MDS_BIN, 200, extra), 0);
+    pom_fs *fs = NULL;
+    assert_int_equal(pom_connect_mds(d.mds_addr, FSID, &fs), 0);
+    pom_ino big = mkdir_in(fs, POM_ROOT_INO, "big");
+    pom_ino other = mkdir_in(fs, POM_ROOT_INO, "other");
+    for (int i = 0; i < SPLIT_FILES; i++) {
+        char n[16];
+        struct stat st;
+        snprintf(n, sizeof n, "f%03d", i);
+        assert_int_equal(pom_mknod(fs, big, n, S_IFREG | 0644, 0, NULL, &st), 0);
+        pom_forget(fs, st.st_ino, 1);
+    }
+    static struct names l;
+    l.n = 0;
+    assert_int_equal(pom_readdir(fs, big, POM_COOKIE_START, 0, collect, &l), SPLIT_FILES);
+    /* Listing order: the first slices' ranges empty first. */
+    for (size_t i = 0; i + 1 < l.n; i++) {
+        assert_int_equal(pom_unlink(fs, big, l.v[i]), 0);
+        if (pom_rmdir(fs, POM_ROOT_INO, "big") != -ENOTEMPTY)
+            fail_msg("rmdir with %zu names left answered other than ENOTEMPTY", l.n - i - 1);
+        if (pom_rename(fs, POM_ROOT_INO, "other", POM_ROOT_INO, "big", 0) != -ENOTEMPTY)
+            fail_msg("rename over it with %zu names left answered other than ENOTEMPTY",
+                     l.n - i - 1);
+    }
+    assert_int_equal(pom_unlink(fs, big, l.v[l.n - 1]), 0);
+    assert_int_equal(pom_rmdir(fs, POM_ROOT_INO, "big"), 0);
+    assert_int_equal(pom_rmdir(fs, POM_ROOT_INO, "other"), 0);
+    pom_forget(fs, big, 1);
+    pom_forget(fs, other, 1);
+    pom_close(fs);
+    pom_cluster_destroy(&d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dir_nlink),
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_mkdir_contention),
+        cmocka_unit_test(test_rmdir_split_dir),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
