@@ -134,7 +134,7 @@ struct pom_fs {
      * not a field of the inode: the map may drop an inode right after its
      * flush, before a listing that read its older row hands that out. */
     uint64_t chg_seq;              /* protected by mu */
-    struct { uint64_t uuid, seq; } chg_ring[POM_CHG_RING]; /* protected by mu */
+    uint64_t chg_ring[POM_CHG_RING]; /* protected by mu: uuids */
     pthread_mutex_t alloc_mu;      /* serialises range claims */
     /* Which MDS incarnations acknowledged our changes (invariant 5): the
      * per-MDS fields of struct pom_mds. */

@@ -477,9 +477,7 @@ int pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st)
 void pom_ino_flushed(pom_fs *fs, uint64_t uuid)
 {
     pthread_mutex_lock(&fs->mu);
-    uint64_t seq = ++fs->chg_seq;
-    fs->chg_ring[seq % POM_CHG_RING].uuid = uuid;
-    fs->chg_ring[seq % POM_CHG_RING].seq = seq;
+    fs->chg_ring[++fs->chg_seq % POM_CHG_RING] = uuid;
     pthread_mutex_unlock(&fs->mu);
 }
 
@@ -490,7 +488,7 @@ static bool flushed_since(const pom_fs *fs, uint64_t uuid, uint64_t since)
     if (fs->chg_seq - since >= POM_CHG_RING)
         return true;
     for (uint64_t s = since + 1; s <= fs->chg_seq; s++)
-        if (fs->chg_ring[s % POM_CHG_RING].uuid == uuid)
+        if (fs->chg_ring[s % POM_CHG_RING] == uuid)
             return true;
     return false;
 }

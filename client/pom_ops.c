@@ -38,6 +38,10 @@
 #include <unistd.h>
 
 #define MAX_TRIES 64
+/* Reads of a row again after a flush here ended meanwhile (pom_ino_stat_fix):
+ * few, as more than POM_CHG_RING flushes during one RPC answer "maybe" for
+ * every file; then the last read stands. */
+#define STAT_TRIES 3
 
 static void cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
 {
@@ -95,7 +99,7 @@ static int stat_named(pom_fs *fs, pom_ino parent, const char *name, struct stat 
         pom_row_stat(&row.attr, st);
         at->type = row.attr.type;
         xt_resp_free(&r);
-        if (pom_ino_stat_fix(fs, st->st_ino, st, since) != -EAGAIN || tries == MAX_TRIES)
+        if (pom_ino_stat_fix(fs, st->st_ino, st, since) != -EAGAIN || tries == STAT_TRIES)
             return 0;
     }
 }
@@ -183,7 +187,7 @@ int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
             return rc;
         pom_row_stat(&row.attr, st);
         xt_resp_free(&r);
-        if (pom_ino_stat_fix(fs, ino, st, since) != -EAGAIN || tries == MAX_TRIES)
+        if (pom_ino_stat_fix(fs, ino, st, since) != -EAGAIN || tries == STAT_TRIES)
             break;
     }
     pom_data_fix_blocks(fs, &row.attr, st); /* sparse blob files (pom_file.c) */

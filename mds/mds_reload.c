@@ -59,12 +59,20 @@ static int consider(mds_reload *r, const struct mds_slice_info *s)
         mds_cache_put(r->o.cache, e);
         return 0;
     }
+    uint64_t w = ring0_now(r);
     int rc = mds_cache_get(r->o.cache, &k, &e);
     if (rc == -ENOENT || rc == -ESTALE)
         return 0; /* removed or moved meanwhile: its new place lists it */
     if (rc < 0)
         return rc;
     mds_cache_put(r->o.cache, e); /* stays cached (invariant 2) */
+    if (ring0_now(r) != w && r->o.owns &&
+        !r->o.owns(r->o.route_arg, s->fsid, s->table, s->slice)) {
+        /* Ring 0 gave it away during the load (which then skipped the
+         * handover): not ours to keep. */
+        (void)mds_cache_drop(r->o.cache, &k);
+        return 0;
+    }
     return 1;
 }
 
@@ -114,15 +122,23 @@ static void *run(void *arg)
 {
     mds_reload *r = arg;
     const unsigned poll_ms = 500;
+    unsigned backoff = r->o.retry_ms;
     for (;;) {
         uint64_t w = ring0_now(r);
         int rc = pass(r);
         mds_stats_add(r->o.stats, rc < 0 && rc != -EAGAIN ? MDS_CTR_RELOAD_ERRORS
                                                           : MDS_CTR_RELOAD_PASSES, 1);
-        /* Next: after retry_ms if it failed, at a ring-0 change, or after
-         * the period (invariant 1). */
-        uint64_t due = xt_mono_ns() + (uint64_t)(rc < 0 ? r->o.retry_ms : r->o.period_ms) *
-                                          1000000u;
+        /* Next: at a ring-0 change, or after the period; after a failed
+         * pass sooner, but twice as late each time in a row (an MDSL that
+         * stays down, a slice that never loads: invariant 1). */
+        unsigned wait = r->o.period_ms;
+        if (rc < 0) {
+            wait = XT_MIN(backoff, r->o.period_ms);
+            backoff = backoff < r->o.period_ms / 2 ? backoff * 2 : r->o.period_ms;
+        } else {
+            backoff = r->o.retry_ms;
+        }
+        uint64_t due = xt_mono_ns() + (uint64_t)wait * 1000000u;
         pthread_mutex_lock(&r->mu);
         while (!r->stop && xt_mono_ns() < due && ring0_now(r) == w)
             xt_cond_wait_ms(&r->cv, &r->mu, poll_ms);

@@ -14,13 +14,15 @@
  * Invariants:
  *  (1) A pass runs at start, after every ring-0 change, and every
  *      `period_ms` (an evicted slice whose rows are still there, a site
- *      that was down); a failed pass (an MDSL unreachable) is repeated
- *      after `retry_ms`.
+ *      that was down); a failed pass (an MDSL unreachable, a slice that
+ *      does not load) is repeated after `retry_ms`, doubled for each
+ *      failed pass in a row up to `period_ms`.
  *  (2) A loaded slice stays cached (the LRU may drop it like any other):
  *      its rows are finished by the RMU round and the resolver, and the
  *      next commit of the slice clears its flag.
  *  (3) Nothing is written here; loads go through the cache, so ring-0
- *      handovers and fences apply as for any load.
+ *      handovers and fences apply as for any load; a slice ring 0 gave
+ *      away during its load is dropped again.
  */
 #ifndef MDS_RELOAD_H
 #define MDS_RELOAD_H

@@ -42,6 +42,7 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "gossip_rounds", "gossip_sent_bits", "gossip_new_bits", "handovers", "bits_sent_home",
     "releases", "release_waits", "slices_moved", "xact_commits", "xact_aborts",
     "xact_prepares", "xact_resolved", "xact_rollbacks", "xact_aborts_dropped",
+    "xact_aborts_gc",
     "xact_splits", "slice_absent",
     "moves", "move_bytes", "moved_waits", "move_loads", "walk_passes", "move_aborts",
     "rmu_queued", "rmu_delivered", "rmu_dropped", "sys_reloads", "reload_passes",

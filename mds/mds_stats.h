@@ -86,6 +86,7 @@ enum mds_ctr {
     MDS_CTR_XACT_RESOLVED,    /* pending rows settled by the resolver */
     MDS_CTR_XACT_ROLLBACKS,   /* of them, rolled back (ABORT) */
     MDS_CTR_XACT_ABORTS_DROPPED, /* ABORT rows the coordinator removed again */
+    MDS_CTR_XACT_ABORTS_GC,   /* ABORT rows of gone coordinator incarnations removed */
     MDS_CTR_XACT_SPLITS,      /* batches this MDS split because their parents'
                                  times sat elsewhere (the client's view had
                                  them together: stale, or no client split);

@@ -57,6 +57,8 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
         return -ENOMEM;
     x->o = *o;
     x->crash = getenv("POM_MDS_XACT_CRASH");
+    const char *gc = getenv("POM_MDS_ABORT_GC_MS"); /* tests: shorter */
+    x->abort_gc_ms = gc && atoi(gc) > 0 ? (unsigned)atoi(gc) : 60000;
     const char *hold = getenv("POM_MDS_RMU_HOLD");
     x->rmu_hold = hold && strcmp(hold, "1") == 0;
     if (x->rmu_hold)
@@ -124,17 +126,24 @@ static int decide_or_abort(mds_xact *x, const struct mds_xact_pend *p, uint32_t 
  * durable (3), by the same incarnation that showed it (epoch; 0: any):
  * one that restarted meanwhile may have lost it (-EAGAIN: read it again
  * later). */
-static int sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch, uint64_t gen)
+/* xt_mds_sync at another MDS up to its group gen; *epoch: the incarnation
+ * that answered. */
+static int remote_sync(mds_xact *x, uint32_t site, uint64_t gen, uint32_t *epoch)
 {
-    if (holder == mds_route_self(x->o.route))
-        return mds_group_sync(x->o.group, gen, x->o.call_timeout_ms);
-    xt_rpc_pool *pool = mds_route_pool(x->o.route, holder);
+    xt_rpc_pool *pool = mds_route_pool(x->o.route, site);
     if (!pool)
         return -EHOSTUNREACH;
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id(), .timeout_ms = (int)x->o.call_timeout_ms };
     uint64_t committed;
+    return xt_mds_sync(pool, &call, gen, &committed, epoch);
+}
+
+static int sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch, uint64_t gen)
+{
+    if (holder == mds_route_self(x->o.route))
+        return mds_group_sync(x->o.group, gen, x->o.call_timeout_ms);
     uint32_t now = 0;
-    int rc = xt_mds_sync(pool, &call, gen, &committed, &now);
+    int rc = remote_sync(x, holder, gen, &now);
     return rc == 0 && epoch && now != epoch ? -EAGAIN : rc;
 }
 
@@ -392,8 +401,11 @@ struct pend_key {
 };
 
 struct scan {
-    struct pend_key *v;
+    struct pend_key *v;      /* pending rows */
     size_t n, cap;
+    uint64_t gc_age_ns;      /* > 0: collect ABORT rows this old (abort_gc) */
+    struct pend_key *ab;     /* those ABORT rows */
+    size_t nab, abcap;
 };
 
 struct sys_walk {
@@ -433,36 +445,110 @@ int mds_xact_sys_rows(mds_xact *x, mds_xact_sys_cb cb, void *arg)
     return rc;
 }
 
-static int scan_cb(void *arg, const struct mds_key *k, const xt_slice_entry *e)
+/* Whether e is an ABORT decision row at least age_ns old. */
+static bool old_abort(const xt_slice_entry *e, uint64_t age_ns)
 {
-    struct scan *s = arg;
     const uint8_t *nm = e->name;
-    if (!mds_xact_pend_row_is(nm, e->name_len))
-        return 0;
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        struct pend_key *v = xt_realloc(s->v, cap * sizeof *v);
-        if (!v)
+    xt_row v;
+    return e->name_len == MDS_XACT_DNAME_LEN && nm[2] == XT_SYS_DECISION && e->row &&
+           mds_xact_decision_parse(e->row, e->row_len) == MDS_XACT_ABORT &&
+           xt_row_decode_meta(e->row, e->row_len, &v) == 0 &&
+           xt_now_ns() - v.attr.ctime_ns >= age_ns;
+}
+
+/* Appends (k, e's name) to *v (*n used of *cap). 0 or -ENOMEM. */
+static int key_add(struct pend_key **v, size_t *n, size_t *cap, const struct mds_key *k,
+                   const xt_slice_entry *e)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        struct pend_key *nv = xt_realloc(*v, c * sizeof *nv);
+        if (!nv)
             return -ENOMEM;
-        s->v = v;
-        s->cap = cap;
+        *v = nv;
+        *cap = c;
     }
-    struct pend_key *p = &s->v[s->n++];
+    struct pend_key *p = &(*v)[(*n)++];
     p->fsid = k->fsid;
     p->table = k->table;
-    memcpy(p->pname, nm, e->name_len);
+    memcpy(p->pname, e->name, e->name_len);
     p->pname_len = e->name_len;
     return 0;
 }
 
-/* One sweep of the resolver over the cached slices holding system rows. */
+static int scan_cb(void *arg, const struct mds_key *k, const xt_slice_entry *e)
+{
+    struct scan *s = arg;
+    if (s->gc_age_ns && old_abort(e, s->gc_age_ns))
+        return key_add(&s->ab, &s->nab, &s->abcap, k, e);
+    if (!mds_xact_pend_row_is(e->name, e->name_len))
+        return 0;
+    return key_add(&s->v, &s->n, &s->cap, k, e);
+}
+
+/* ABORT rows held here whose coordinator incarnation is gone: the site in
+ * the txid answers with another epoch (it restarted). Only the
+ * coordinator writes COMMIT, and a dead incarnation sends nothing more
+ * (the row's age covers a decide it sent just before dying), so nothing
+ * can COMMIT over the row: it goes (docs/mds-xact.md "ABORT rows"). A
+ * pending row of the transaction still somewhere then finds no decision
+ * and gets ABORT again from its resolver. A site that does not answer
+ * keeps its rows until it does. */
+static void abort_gc(mds_xact *x, const struct scan *s)
+{
+    struct { uint32_t site, epoch; int rc; } seen[16];
+    size_t ns = 0;
+    for (size_t i = 0; i < s->nab; i++) {
+        const struct pend_key *p = &s->ab[i];
+        uint32_t site = xt_get_u32(p->pname + XT_SYS_HEAD);
+        uint32_t epoch = xt_get_u32(p->pname + XT_SYS_HEAD + 4);
+        size_t j = 0;
+        while (j < ns && seen[j].site != site)
+            j++;
+        if (j == ns) {
+            if (ns == XT_ARRAY_SIZE(seen))
+                continue; /* the next pass */
+            seen[ns].site = site;
+            seen[ns].epoch = x->o.epoch;
+            seen[ns].rc = site == mds_route_self(x->o.route)
+                              ? 0
+                              : remote_sync(x, site, 1, &seen[ns].epoch);
+            ns++;
+        }
+        if (seen[j].rc < 0 || seen[j].epoch == epoch)
+            continue; /* unknown, or the incarnation that may still decide */
+        struct xt_req q = { .op = XT_OP_DELETE, .t = { p->fsid, p->table, -1 },
+                            .name = p->pname, .name_len = (uint32_t)p->pname_len,
+                            .flags = XT_F_SYS };
+        struct xt_resp r = { 0 };
+        int rc = x->io.op(x->io.ctx, &q, &r);
+        xt_resp_free(&r);
+        char id[48];
+        mds_xact_txid_str(p->pname, id, sizeof id);
+        XT_DBG("xact %s: ABORT row of a gone incarnation (site %u now at epoch %u): %d", id,
+               site, seen[j].epoch, rc);
+        if (rc == 0)
+            mds_stats_add(x->o.stats, MDS_CTR_XACT_ABORTS_GC, 1);
+    }
+}
+
+/* One sweep of the resolver over the cached slices holding system rows;
+ * every abort_gc_ms also a pass of abort_gc. */
 static void sweep(mds_xact *x)
 {
     struct scan s = { 0 };
+    uint64_t now = xt_mono_ns();
+    uint64_t age = (uint64_t)x->abort_gc_ms * 1000000u;
+    s.gc_age_ns = now >= x->abort_gc_next ? age : 0;
     (void)mds_xact_sys_rows(x, scan_cb, &s); /* (-ENOMEM: settle what was found) */
     for (size_t i = 0; i < s.n; i++)
         resolve_one(x, s.v[i].fsid, s.v[i].table, s.v[i].pname, s.v[i].pname_len, false);
+    if (s.gc_age_ns) {
+        abort_gc(x, &s);
+        x->abort_gc_next = now + age / 2;
+    }
     xt_free(s.v);
+    xt_free(s.ab);
 }
 
 static void *xact_main(void *arg)

@@ -16,7 +16,9 @@
 #      stat alone -- no client reads a slice of x<k>'s table, so only the
 #      reload (slices whose records say they hold system rows, loaded
 #      from the MDSL listings) can bring the outbox rows to a round;
-#   4. the counters say slices were reloaded and rows delivered, and
+#   4. the counters say slices were reloaded and rows delivered;
+#   5. both MDS stopped cleanly and started again: their reload passes
+#      find nothing flagged (the flag cleared with the rows), and
 #      `pomctl fsck` is clean (the GDT copies arrived too).
 #
 #   test_rmu_reload.sh POM_R2 POM_MDSL POM_MDS POMCTL XACT_DRIVER
@@ -103,6 +105,19 @@ reloads=$(ctr sys_reloads); delivered=$(ctr rmu_delivered)
 echo "  after the restart: sys_reloads $reloads, rmu_delivered $delivered"
 ok "slices with system rows were reloaded ($reloads)" [ "$reloads" -gt 0 ]
 ok "outbox rows delivered after the restart ($delivered)" [ "$delivered" -gt 0 ]
+
+# The flag clears: once the rows are delivered and their transactions
+# finished, a clean stop commits the slices without it, and the next
+# incarnations reload nothing.
+sleep 3
+for k in 1 2; do kill -TERM "${MPID[$k]}"; done
+for k in 1 2; do wait "${MPID[$k]}" 2>/dev/null; echo "--- restarted" >>"$D/mds$k.log"; done
+start_mds 1 0 && start_mds 2 0 || exit 1
+sleep 3 # the reload's first pass
+again=$(ctr sys_reloads); passes=$(ctr reload_passes)
+echo "  after a clean restart: sys_reloads $again (passes $passes)"
+ok "a pass ran in each new incarnation ($passes)" [ "$passes" -ge 2 ]
+eq "nothing flagged is left to reload" "$again" 0
 
 POM_R2=$R2 "$POMCTL" --json fsck --fs xfs >"$D/fsck.json" 2>"$D/fsck.err"
 frc=$?

@@ -44,7 +44,9 @@
 #   6. counters (SIGHUP reports, summed over each MDS's incarnations):
 #      xact_commits > 0; xact_aborts_dropped > 0 when any transaction
 #      aborted (the coordinator removes its own ABORT rows); for
-#      `prepared`, xact_rollbacks > 0 (the prepared
+#      `prepared`, xact_aborts_gc > 0 (POM_MDS_ABORT_GC_MS=1000: the
+#      resolvers' ABORT rows for the killed coordinator are removed once
+#      its new incarnation answers) and xact_rollbacks > 0 (the prepared
 #      parts of the killed coordinator's transaction were rolled back).
 #
 #   test_xact_crash.sh POM_R2 POM_MDSL POM_MDS POMCTL XACT_DRIVER
@@ -102,6 +104,7 @@ run_point() {
         [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
         mkdir -p "$D/mds$k"
         env ${crash:+POM_MDS_XACT_CRASH=$crash} POM_MDS_XACT_RESOLVE_MS=$RESOLVE_MS \
+            POM_MDS_ABORT_GC_MS=1000 \
             POM_MDS_RMU_SOFT_MS=$SOFT_MS \
             "$MDSBIN" ${XACT_VERBOSE:+--verbose} --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
             --split-threshold 16 --commit-interval-ms 500 --threads 4 >>"$D/mds$k.log" 2>&1 &
@@ -250,21 +253,25 @@ run_point() {
     sleep 1 # whatever the check's loads found, resolved
     hup_all
     sleep 0.5
-    local c p r res ab drop dec
+    local c p r res ab drop gc dec
     c=$(( $(ctr "$D/mds1.log" xact_commits) + $(ctr "$D/mds2.log" xact_commits) ))
     ab=$(( $(ctr "$D/mds1.log" xact_aborts) + $(ctr "$D/mds2.log" xact_aborts) ))
     drop=$(( $(ctr "$D/mds1.log" xact_aborts_dropped) + $(ctr "$D/mds2.log" xact_aborts_dropped) ))
+    gc=$(( $(ctr "$D/mds1.log" xact_aborts_gc) + $(ctr "$D/mds2.log" xact_aborts_gc) ))
     dec=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["decision_rows"])' "$D/fsck.json" 2>/dev/null)
     p=$(( $(ctr "$D/mds1.log" xact_prepares) + $(ctr "$D/mds2.log" xact_prepares) ))
     res=$(( $(ctr "$D/mds1.log" xact_resolved) + $(ctr "$D/mds2.log" xact_resolved) ))
     r=$(( $(ctr "$D/mds1.log" xact_rollbacks) + $(ctr "$D/mds2.log" xact_rollbacks) ))
     echo "result: $point: xact_commits $c xact_aborts $ab xact_prepares $p xact_resolved $res xact_rollbacks $r"
-    echo "result: $point: ABORT rows removed by their coordinator $drop, decision rows left (fsck) ${dec:-?}"
+    echo "result: $point: ABORT rows removed by their coordinator $drop, of gone incarnations $gc, decision rows left (fsck) ${dec:-?}"
     ok "$point: xact_commits > 0 ($c)" [ "$c" -gt 0 ]
     # A coordinator's own ABORT row goes once nothing can COMMIT over it
     # (docs/mds-xact.md "ABORT rows"): every run aborts some transactions.
     [ "$ab" -gt 0 ] && ok "$point: ABORT rows removed by their coordinator ($drop of $ab aborts)" [ "$drop" -gt 0 ]
     [ "$point" = prepared ] && ok "$point: xact_rollbacks > 0 ($r)" [ "$r" -gt 0 ]
+    # The killed coordinator's transactions were aborted by resolvers; its
+    # incarnation is gone, so their ABORT rows are removed (age 1 s here).
+    [ "$point" = prepared ] && ok "$point: ABORT rows of the killed incarnation removed ($gc)" [ "$gc" -gt 0 ]
     ok "$point: no sanitizer report" sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/*.out"
     if [ "$FAIL" != 0 ]; then
         for k in 1 2; do
