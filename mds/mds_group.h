@@ -165,6 +165,10 @@ int mds_group_add_participant(mds_group *g, uint32_t site);
  * does not stall recovery and settling). 0 (also when it was none),
  * -EBUSY for the home. Safe from any thread. */
 int mds_group_drop_participant(mds_group *g, uint32_t site);
+/* The participants now (invariant 9: every MDSL that may hold this MDS's
+ * slices), as a new array *out of *n (xt_free). Safe from any thread.
+ * 0 or -ENOMEM. */
+int mds_group_participants(mds_group *g, uint32_t **out, size_t *n);
 
 /* ---- writers ----------------------------------------------------------- */
 

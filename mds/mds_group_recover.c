@@ -86,9 +86,8 @@ int mds_group_drop_participant(mds_group *g, uint32_t site)
     return 0;
 }
 
-/* The participants now, as a new array (xt_free): no lock is held over the
- * store calls that use it. */
-static int parts_copy(mds_group *g, uint32_t **out, size_t *n)
+/* (A copy: no lock is held over the store calls that use it.) */
+int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
 {
     pthread_mutex_lock(&g->mu);
     *n = g->nparts;
@@ -98,6 +97,7 @@ static int parts_copy(mds_group *g, uint32_t **out, size_t *n)
     pthread_mutex_unlock(&g->mu);
     return *out ? 0 : -ENOMEM;
 }
+
 
 /* The newest decision record of `site` at any participant (decision 6):
  * *epoch and *last stay 0 when none holds one. Any participant that cannot
@@ -142,7 +142,7 @@ static int settle(mds_group *g, uint32_t site, uint32_t *epoch_out, uint64_t *la
     uint32_t *parts, epoch;
     size_t np;
     uint64_t last;
-    int rc = parts_copy(g, &parts, &np);
+    int rc = mds_group_participants(g, &parts, &np);
     if (rc < 0)
         return rc;
     if ((rc = read_decision(g, parts, np, site, &epoch, &last)) < 0)

@@ -609,9 +609,7 @@ int main(int argc, char **argv)
          * (mds_reload.h); POM_MDS_RELOAD_MS shortens the period in tests. */
         const char *rl = getenv("POM_MDS_RELOAD_MS");
         struct mds_reload_opts lo = { .store = &store, .cache = cache, .stats = stats,
-                                      .sites = sites,
-                                      .nsites = XT_MIN(nmdsl, (size_t)MDS_RELOAD_MAX_SITES),
-                                      .owns = mds_route_owns,
+                                      .group = group, .owns = mds_route_owns,
                                       .ring0_version = mds_route_stamp, .route_arg = route,
                                       .period_ms = rl ? (unsigned)atoi(rl) : 0 };
         if ((rc = mds_reload_start(&lo, &reload))) {

@@ -26,7 +26,6 @@
 
 struct mds_reload {
     struct mds_reload_opts o;
-    uint32_t sites[MDS_RELOAD_MAX_SITES];
     pthread_t th;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -82,16 +81,20 @@ static int pass(mds_reload *r)
 {
     int err = 0;
     bool again = false;
-    for (size_t i = 0; i < r->o.nsites && !stopping(r); i++) {
+    uint32_t *sites;
+    size_t nsites;
+    if ((err = mds_group_participants(r->o.group, &sites, &nsites)) < 0)
+        return err;
+    for (size_t i = 0; i < nsites && !stopping(r); i++) {
         uint8_t cursor[MDS_LIST_CURSOR_MAX];
         uint32_t clen = 0;
         bool end = false;
         while (!end && !stopping(r)) {
             struct mds_slice_page pg;
-            int rc = mds_store_list_slices(r->o.store, r->sites[i], cursor, clen, RELOAD_PAGE,
+            int rc = mds_store_list_slices(r->o.store, sites[i], cursor, clen, RELOAD_PAGE,
                                            &pg);
             if (rc < 0) {
-                XT_WARN("reload: listing MDSL %u: %s", r->sites[i], strerror(-rc));
+                XT_WARN("reload: listing MDSL %u: %s", sites[i], strerror(-rc));
                 err = err ? err : rc;
                 break;
             }
@@ -115,6 +118,7 @@ static int pass(mds_reload *r)
             mds_slice_page_free(&pg);
         }
     }
+    xt_free(sites);
     return err ? err : again ? -EAGAIN : 0;
 }
 
@@ -152,14 +156,12 @@ static void *run(void *arg)
 int mds_reload_start(const struct mds_reload_opts *o, mds_reload **out)
 {
     *out = NULL;
-    if (!o->store || !o->cache || !o->nsites || o->nsites > MDS_RELOAD_MAX_SITES)
+    if (!o->store || !o->cache || !o->group)
         return -EINVAL;
     mds_reload *r = xt_calloc(1, sizeof *r);
     if (!r)
         return -ENOMEM;
     r->o = *o;
-    memcpy(r->sites, o->sites, o->nsites * sizeof *r->sites);
-    r->o.sites = NULL;
     if (!r->o.period_ms)
         r->o.period_ms = 300000;
     if (!r->o.retry_ms)

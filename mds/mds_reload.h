@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "mds_cache.h"
+#include "mds_group.h"
 #include "mds_stats.h"
 #include "mds_store.h"
 
@@ -41,16 +42,14 @@ extern "C" {
 
 typedef struct mds_reload mds_reload;
 
-#define MDS_RELOAD_MAX_SITES 64
-
 struct mds_reload_opts {
     const mds_store *store;  /* borrowed: list_slices; outlives the reloader */
     mds_cache *cache;        /* borrowed */
     mds_stats *stats;        /* borrowed, may be NULL: sys_reloads,
                                 reload_passes, reload_errors */
-    const uint32_t *sites;   /* the MDSL to list (copied; at most
-                                MDS_RELOAD_MAX_SITES) */
-    size_t nsites;
+    mds_group *group;        /* borrowed: its participants are the MDSL
+                                listed (every MDSL that may hold slices of
+                                this MDS, ring-1 changes included) */
     /* Whether ring 0 gives (fsid, table, slice) to this MDS, and the ring-0
      * version now (NULL: one MDS owning everything, version 0). */
     bool (*owns)(void *arg, uint32_t fsid, uint64_t table, uint32_t slice);
@@ -61,7 +60,7 @@ struct mds_reload_opts {
 };
 
 /* Starts the thread (its first pass at once). *out: mds_reload_stop.
- * -EINVAL (no store/cache/sites, too many sites), -ENOMEM, pthread errors. */
+ * -EINVAL (no store/cache/group), -ENOMEM, pthread errors. */
 int mds_reload_start(const struct mds_reload_opts *o, mds_reload **out);
 /* Stops the thread (a pass stops at its next slice) and frees r. NULL: no-op. */
 void mds_reload_stop(mds_reload *r);
