@@ -238,18 +238,7 @@ static int piggyback(struct mds_service *svc, const struct xt_tref *t, uint32_t 
  * *enc is xt_malloc'd. */
 static int encode_new_row(const struct xt_req *req, uint8_t **enc, size_t *len)
 {
-    if (!req->row)
-        return -EINVAL;
-    xt_row v = *req->row;
-    v.name = req->name;
-    v.name_len = req->name_len;
-    if (v.attr.type == 0 || v.attr.type > XT_ROW_TYPE_MAX)
-        return -EINVAL;
-    if (v.attr.type != XT_ROW_KV && req->name_len > XT_NAME_MAX)
-        return -ENAMETOOLONG;
-    v.attr.version = 0;
-    int rc = xt_row_encode_alloc(&v, enc, len);
-    return rc == 0 || rc == -ENOMEM ? rc : -EINVAL;
+    return req->row ? xt_row_encode_new(req->row, req->name, req->name_len, enc, len) : -EINVAL;
 }
 
 static int do_create(struct mds_service *svc, const struct xt_req *req, struct xt_resp *resp)

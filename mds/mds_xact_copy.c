@@ -72,13 +72,9 @@ static int copy_record(const struct xt_req *q, uint8_t **out, size_t *len)
     uint8_t *enc = NULL;
     size_t elen = 0;
     if (q->op == XT_OP_CREATE) {
-        xt_row v = *q->row;
-        v.name = q->name;
-        v.name_len = q->name_len;
-        v.attr.version = 0;
-        int rc = xt_row_encode_alloc(&v, &enc, &elen);
+        int rc = xt_row_encode_new(q->row, q->name, q->name_len, &enc, &elen);
         if (rc < 0)
-            return rc == -ENOMEM ? rc : -EINVAL;
+            return rc;
     }
     size_t n = COPY_OFF_NAME + q->name_len + 8 + elen;
     uint8_t *r = xt_malloc(n);

@@ -329,6 +329,22 @@ static int encode_alloc(const xt_row *row, uint32_t trusted, uint8_t **out, size
     return 0;
 }
 
+int xt_row_encode_new(const xt_row *row, const void *name, uint32_t name_len, uint8_t **out,
+                      size_t *out_len)
+{
+    *out = NULL;
+    if (row->attr.type == 0 || row->attr.type > XT_ROW_TYPE_MAX)
+        return -EINVAL;
+    if (row->attr.type != XT_ROW_KV && name_len > XT_NAME_MAX)
+        return -ENAMETOOLONG;
+    xt_row v = *row;
+    v.name = name;
+    v.name_len = name_len;
+    v.attr.version = 0;
+    int rc = xt_row_encode_alloc(&v, out, out_len);
+    return rc == 0 || rc == -ENOMEM ? rc : -EINVAL;
+}
+
 int xt_row_encode_alloc(const xt_row *row, uint8_t **out, size_t *out_len)
 {
     return encode_alloc(row, 0, out, out_len);

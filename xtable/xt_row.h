@@ -191,6 +191,12 @@ ssize_t xt_row_encode(const xt_row *row, void *buf, size_t cap);
 /* Encode into a new buffer: on success *out (free with xt_free) holds
  * *out_len bytes; on failure *out is NULL. Adds -ENOMEM. */
 int xt_row_encode_alloc(const xt_row *row, uint8_t **out, size_t *out_len);
+/* The encoding of a row about to be created under `name` (a request's
+ * row, whose own name is ignored): version 0, a known type, a name within
+ * XT_NAME_MAX unless a KV row (whose keys may be longer). Like
+ * xt_row_encode_alloc; -EINVAL for a bad row, -ENAMETOOLONG. */
+int xt_row_encode_new(const xt_row *row, const void *name, uint32_t name_len, uint8_t **out,
+                      size_t *out_len);
 
 /*
  * Decode and verify the whole encoding buf[0..len), zero-copy: row->name
