@@ -9,7 +9,10 @@
 #      mkdirs makes N subdirectories in each and syncs: the parents'
 #      counts (and the new directories' GDT copies) whose rows sit at the
 #      other MDS are outbox rows, committed, undelivered (rmu_queued > 0,
-#      rmu_delivered = 0 in the MDS counters);
+#      rmu_delivered = 0 in the MDS counters); xact_driver nest: 24
+#      directories y<k> with a subdirectory b (and a made and removed),
+#      and rmdir of each must answer ENOTEMPTY (a's outbox rows first in a
+#      table's cookie order made the emptiness check see an empty page);
 #   2. both MDS SIGKILLed (the shown deltas die with them) and restarted
 #      without the hold;
 #   3. xact_driver nlinks: every x<k> must show nlink 2 + N within 30 s by
@@ -88,6 +91,13 @@ POM_R2=$R2 "$POMCTL" fs create xfs >"$D/pomctl.log" 2>&1 || { echo "fs create fa
 ok "populated $DIRS x $FILES files" [ $? = 0 ]
 "$DRIVER" "$R2" xfs mkdirs "$DIRS" "$N" >"$D/mkdirs.out" 2>&1
 ok "$((DIRS * N)) subdirectories made and synced" [ $? = 0 ]
+# rmdir of a directory holding one subdirectory while a removed one's RMU
+# rows are still in its table: they (system rows) may come first in
+# cookie order.
+"$DRIVER" "$R2" xfs nest 24 >"$D/nest.out" 2>&1
+nrc=$?
+grep -a '^violation\|^result' "$D/nest.out" | head -6
+ok "rmdir of a directory holding a subdirectory (and RMU rows) answers ENOTEMPTY" [ $nrc = 0 ]
 queued=$(ctr rmu_queued); delivered=$(ctr rmu_delivered)
 echo "  held: rmu_queued $queued, rmu_delivered $delivered"
 ok "outbox rows were written (rmu_queued $queued > 0)" [ "$queued" -gt 0 ]

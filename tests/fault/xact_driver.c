@@ -50,6 +50,10 @@
  *       stats every /x<k> (its row only: no slice of its own table is
  *       read) until each shows nlink WANT, for SECONDS at most; exit 1 if
  *       one does not (test_rmu_reload.sh).
+ *   xact_driver R2ADDR FSNAME nest N
+ *       mkdir /y<k>, /y<k>/a<k>, /y<k>/b<k>, rmdir /y<k>/a<k> for k < N, pom_sync,
+ *       then rmdir /y<k> must answer -ENOTEMPTY for each (its table may
+ *       hold a's outbox rows before b); exit 1 otherwise.
  *
  * The seed of the churn is printed (POM_XACT_SEED sets it). Prints
  * "result: KEY VALUE" lines.
@@ -223,6 +227,52 @@ static int nlinks(pom_fs *fs, long ndirs, long want, double seconds)
     }
     printf("result: nlinks_s %.1f\nresult: nlinks_wrong %ld\n", now_s() - t0, bad);
     return bad ? 1 : 0;
+}
+
+/* /y<k> for k < n with subdirectories a<k> and b<k>, a<k> removed again,
+ * then one sync: where /y<k>'s row sits at the other MDS, y<k>'s table keeps a's
+ * RMU outbox rows (system rows placed by a's name) next to b, before it in
+ * cookie order about half the time. Then every rmdir /y<k> must answer
+ * -ENOTEMPTY: the emptiness check once read one page of one row, which a
+ * system row first in order left empty. */
+static int nest_rmdirs(pom_fs *fs, long n)
+{
+    if (n < 1 || n > MAX_DIRS)
+        return 2;
+    for (long k = 0; k < n; k++) {
+        char dn[32];
+        struct stat st, sst;
+        snprintf(dn, sizeof dn, "y%ld", k);
+        /* Names differ per directory: their order in cookies does too. */
+        char a[32], b[32];
+        snprintf(a, sizeof a, "a%ld", k);
+        snprintf(b, sizeof b, "b%ld", k);
+        int rc = pom_mkdir(fs, POM_ROOT_INO, dn, 0755, NULL, &st);
+        if (rc == 0 && (rc = pom_mkdir(fs, st.st_ino, a, 0755, NULL, &sst)) == 0)
+            pom_forget(fs, sst.st_ino, 1);
+        if (rc == 0 && (rc = pom_mkdir(fs, st.st_ino, b, 0755, NULL, &sst)) == 0)
+            pom_forget(fs, sst.st_ino, 1);
+        if (rc == 0)
+            rc = pom_rmdir(fs, st.st_ino, a);
+        if (rc < 0) {
+            printf("mkdir /%s/%s, /%s/%s or rmdir /%s/%s: %s\n", dn, a, dn, b, dn, a,
+                   strerror(-rc));
+            return 1;
+        }
+        pom_forget(fs, st.st_ino, 1);
+    }
+    int rc = pom_sync(fs);
+    long wrong = 0;
+    for (long k = 0; k < n && rc == 0; k++) {
+        char dn[32];
+        snprintf(dn, sizeof dn, "y%ld", k);
+        int r = pom_rmdir(fs, POM_ROOT_INO, dn);
+        if (r != -ENOTEMPTY && wrong++ < SHOWN)
+            printf("violation: rmdir /%s (holding b%ld) answered %d, want -ENOTEMPTY\n", dn, k,
+                   r);
+    }
+    printf("result: nest_sync %d\nresult: nest_rmdir_wrong %ld\n", rc, wrong);
+    return rc < 0 || wrong ? 1 : 0;
 }
 
 /* ---- populate --------------------------------------------------------- */
@@ -975,7 +1025,8 @@ int main(int argc, char **argv)
                 "       xact_driver R2ADDR FSNAME check DIRS LIST PASSES GAP_MS\n"
                 "       xact_driver R2ADDR FSNAME visible DIRS ROUNDS\n"
                 "       xact_driver R2ADDR FSNAME mkdirs DIRS N\n"
-                "       xact_driver R2ADDR FSNAME nlinks DIRS WANT SECONDS\n");
+                "       xact_driver R2ADDR FSNAME nlinks DIRS WANT SECONDS\n"
+                "       xact_driver R2ADDR FSNAME nest N\n");
         return 2;
     }
     const char *cmd = argv[3];
@@ -984,7 +1035,8 @@ int main(int argc, char **argv)
               (strcmp(cmd, "check") == 0 && argc == 8) ||
               (strcmp(cmd, "visible") == 0 && argc == 6) ||
               (strcmp(cmd, "mkdirs") == 0 && argc == 6) ||
-              (strcmp(cmd, "nlinks") == 0 && argc == 7);
+              (strcmp(cmd, "nlinks") == 0 && argc == 7) ||
+              (strcmp(cmd, "nest") == 0 && argc == 5);
     if (!ok)
         goto usage;
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1004,6 +1056,8 @@ int main(int argc, char **argv)
         ret = visible(fs, atol(argv[4]), atol(argv[5]));
     } else if (strcmp(cmd, "mkdirs") == 0) {
         ret = mkdirs(fs, atol(argv[4]), atol(argv[5]));
+    } else if (strcmp(cmd, "nest") == 0) {
+        ret = nest_rmdirs(fs, atol(argv[4]));
     } else if (strcmp(cmd, "nlinks") == 0) {
         ret = nlinks(fs, atol(argv[4]), atol(argv[5]), atof(argv[6]));
     } else {
