@@ -69,6 +69,14 @@ start_mds() {
     echo "mds$k does not serve (port ${MPORT[$k]}):"; tail -5 "$D/mds$k.log"
     return 1
 }
+# restart_both SIG: both MDS stopped by SIG, waited for, started again
+# without the hold (same folders and ports).
+restart_both() {
+    local k
+    for k in 1 2; do kill "$1" "${MPID[$k]}"; done
+    for k in 1 2; do wait "${MPID[$k]}" 2>/dev/null; echo "--- restarted" >>"$D/mds$k.log"; done
+    start_mds 1 0 && start_mds 2 0 || exit 1
+}
 # ctr NAME: NAME summed over both MDS, from the last SIGHUP report of each
 # one's current incarnation (a restart writes "--- restarted" first).
 ctr() {
@@ -103,9 +111,7 @@ echo "  held: rmu_queued $queued, rmu_delivered $delivered"
 ok "outbox rows were written (rmu_queued $queued > 0)" [ "$queued" -gt 0 ]
 eq "none delivered while held" "$delivered" 0
 
-for k in 1 2; do kill -9 "${MPID[$k]}"; done
-for k in 1 2; do wait "${MPID[$k]}" 2>/dev/null; echo "--- restarted" >>"$D/mds$k.log"; done
-start_mds 1 0 && start_mds 2 0 || exit 1
+restart_both -KILL
 
 "$DRIVER" "$R2" xfs nlinks "$DIRS" $((2 + N)) 30 >"$D/nlinks.out" 2>&1
 nrc=$?
@@ -120,9 +126,7 @@ ok "outbox rows delivered after the restart ($delivered)" [ "$delivered" -gt 0 ]
 # finished, a clean stop commits the slices without it, and the next
 # incarnations reload nothing.
 sleep 3
-for k in 1 2; do kill -TERM "${MPID[$k]}"; done
-for k in 1 2; do wait "${MPID[$k]}" 2>/dev/null; echo "--- restarted" >>"$D/mds$k.log"; done
-start_mds 1 0 && start_mds 2 0 || exit 1
+restart_both -TERM
 sleep 3 # the reload's first pass
 again=$(ctr sys_reloads); passes=$(ctr reload_passes)
 echo "  after a clean restart: sys_reloads $again (passes $passes)"
