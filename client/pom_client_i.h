@@ -335,8 +335,8 @@ bool pom_ino_is_open(pom_fs *fs, uint64_t uuid);
 uint64_t pom_ino_seq(pom_fs *fs);
 /* Records a flush of uuid's size/times that the MDS acknowledged. */
 void pom_ino_flushed(pom_fs *fs, uint64_t uuid);
-/* Attributes from the open buffer of uuid (overlay false: all of *st), if
- * open here; 1 if *st was touched, else 0. Used for an unlinked open file. */
+/* All of *st from the open buffer of uuid, if open here: 1 if *st was
+ * filled, else 0. For a file unlinked here and still open. */
 int pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st);
 /* Corrects *st, read from a row by an RPC started when the flush counter
  * was `since`: size/mtime/ctime from the open buffer while it is dirty

@@ -498,7 +498,7 @@ int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
     int rc = 0;
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
-    bool flushed = fs->chg_seq != since && flushed_since(fs, uuid, since);
+    bool flushed = flushed_since(fs, uuid, since);
     if (i && i->data) {
         pthread_mutex_lock(&i->data->mu);
         if (i->data->dirty || flushed) {

@@ -98,7 +98,6 @@ int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
     return *out ? 0 : -ENOMEM;
 }
 
-
 /* The newest decision record of `site` at any participant (decision 6):
  * *epoch and *last stay 0 when none holds one. Any participant that cannot
  * answer fails the read: the newest record may be the one it holds. */

@@ -259,7 +259,6 @@ static long pass(mds_mover *m, uint64_t req, const uint32_t *losing, size_t n)
     return found;
 }
 
-
 static void *run(void *arg)
 {
     mds_mover *m = arg;

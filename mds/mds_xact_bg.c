@@ -122,10 +122,6 @@ static int decide_or_abort(mds_xact *x, const struct mds_xact_pend *p, uint32_t 
     return -EAGAIN;
 }
 
-/* Everything MDS `holder` acknowledged up to its group gen (0: all) is
- * durable (3), by the same incarnation that showed it (epoch; 0: any):
- * one that restarted meanwhile may have lost it (-EAGAIN: read it again
- * later). */
 /* xt_mds_sync at another MDS up to its group gen; *epoch: the incarnation
  * that answered. */
 static int remote_sync(mds_xact *x, uint32_t site, uint64_t gen, uint32_t *epoch)
@@ -138,6 +134,10 @@ static int remote_sync(mds_xact *x, uint32_t site, uint64_t gen, uint32_t *epoch
     return xt_mds_sync(pool, &call, gen, &committed, epoch);
 }
 
+/* Everything MDS `holder` acknowledged up to its group gen (0: all) is
+ * durable (3), by the same incarnation that showed it (epoch; 0: any):
+ * one that restarted meanwhile may have lost it (-EAGAIN: read it again
+ * later). */
 static int sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch, uint64_t gen)
 {
     if (holder == mds_route_self(x->o.route))

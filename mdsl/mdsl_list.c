@@ -8,8 +8,9 @@
  *      once per call; the cursor is the last slice returned, so a walk of
  *      successive calls lists every slice stored throughout it exactly once.
  *  (2) An entry's version is the newest SLICE key of the slice, `sys` the
- *      SYS flag of that record and `moved` the MOVED flag of its newest image: both read from the index, never
- *      from a cache, under one LevelDB iterator (a consistent snapshot).
+ *      SYS flag of that record and `moved` the MOVED flag of its newest
+ *      image: all read from the index, never from a cache, under one
+ *      LevelDB iterator (a consistent snapshot).
  *  (3) No lock is taken: the index is thread-safe and the listing is a read.
  *  (4) The misplaced count reads only through the listing, one page per
  *      snapshot: slices a pass has not reached yet are counted as they are
