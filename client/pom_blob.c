@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -639,6 +640,45 @@ static int local_remove(pom_blob *b, uint64_t uuid)
     return rc;
 }
 
+static int local_touch(pom_blob *b, uint64_t uuid)
+{
+    uint64_t h = pom_blob_hash(uuid);
+    for (size_t r = 0; r < b->rows; r++) {
+        char ud[PATH_MAX];
+        int rc = uuid_dir(b->folders[r], uuid, h, ud);
+        if (rc < 0)
+            return rc;
+        /* The id folder's mtime counts in the set's age (pom_blob_list). */
+        if (utimensat(AT_FDCWD, ud, NULL, 0) < 0 && errno != ENOENT)
+            return -errno;
+    }
+    return 0;
+}
+
+static int local_lock(pom_blob *b, int *token)
+{
+    char p[PATH_MAX];
+    int n = snprintf(p, sizeof p, "%s/reclaim.lock", b->folders[0]);
+    if (n < 0 || n >= (int)sizeof p)
+        return -ENAMETOOLONG;
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        int e = errno;
+        close(fd);
+        return e == EWOULDBLOCK ? 0 : -e;
+    }
+    *token = fd;
+    return 1;
+}
+
+static void local_unlock(pom_blob *b, int token)
+{
+    (void)b;
+    close(token); /* drops the flock */
+}
+
 static void local_file_fini(pom_blob_file *f)
 {
     for (int i = 0; i < FD_SLOTS; i++)
@@ -703,7 +743,8 @@ static const struct blob_ops local_ops = {
     .drop_from = local_drop_from, .drop = local_drop, .punch = local_punch,
     .allocate = local_allocate, .fsync = local_fsync, .remove = local_remove,
     .stat = local_stat, .file_fini = local_file_fini,
-    .list = pom_blob_local_list,
+    .list = pom_blob_local_list, .touch = local_touch, .lock = local_lock,
+    .unlock = local_unlock,
 };
 
 /* ---- the generic layer ------------------------------------------------- */
@@ -936,4 +977,19 @@ int pom_blob_delete(pom_blob *b, uint64_t uuid)
 int pom_blob_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st)
 {
     return b->ops->stat(b, uuid, st);
+}
+
+int pom_blob_touch(pom_blob *b, uint64_t id)
+{
+    return b->ops->touch(b, id);
+}
+
+int pom_blob_reclaim_lock(pom_blob *b, int *token)
+{
+    return b->ops->lock(b, token);
+}
+
+void pom_blob_reclaim_unlock(pom_blob *b, int token)
+{
+    b->ops->unlock(b, token);
 }

@@ -118,6 +118,20 @@ struct pom_blob_set {
 typedef int (*pom_blob_list_fn)(void *arg, const struct pom_blob_set *set);
 int pom_blob_list(pom_blob *b, pom_blob_list_fn fn, void *arg);
 
+/* Marks the set `id` as in use now: its age (pom_blob_set.mtime_ns) starts
+ * again. The lease of a set a live client holds while no row names it
+ * (a migration not flushed yet, an unlinked file still open): the
+ * reclaimer (pom_reclaim.c) never removes a set younger than its grace
+ * age. A set with no tract yet is fine (0). 0 or -errno. */
+int pom_blob_touch(pom_blob *b, uint64_t id);
+/* The store's reclaimer lock, taken without waiting, so one reclaimer at
+ * a time walks a store that several mounts share (local: flock on
+ * "<first folder>/<fsid>/reclaim.lock"; held until pom_blob_reclaim_unlock
+ * or the process ends). 1: taken, *token for the unlock; 0: another
+ * holder has it; -errno. */
+int pom_blob_reclaim_lock(pom_blob *b, int *token);
+void pom_blob_reclaim_unlock(pom_blob *b, int token);
+
 /* Test hook: the n-th backend I/O call from now (n >= 1; open, pread,
  * pwrite, ftruncate, fallocate, fsync, unlink) fails with -err; n = 0 turns
  * it off. */

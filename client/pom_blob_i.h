@@ -37,6 +37,9 @@ struct blob_ops {
     int (*remove)(pom_blob *b, uint64_t uuid);
     int (*stat)(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);
     int (*list)(pom_blob *b, pom_blob_list_fn fn, void *arg);  /* every set, once */
+    int (*touch)(pom_blob *b, uint64_t uuid);                  /* the set's age to 0 */
+    int (*lock)(pom_blob *b, int *token);                      /* pom_blob_reclaim_lock */
+    void (*unlock)(pom_blob *b, int token);
     void (*file_fini)(pom_blob_file *f);
 };
 

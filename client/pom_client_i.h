@@ -151,6 +151,7 @@ struct pom_fs {
     struct r2_agent *agent;        /* the mount's R2 registration, or NULL */
     struct pom_blob *blob;         /* the blob tier, or NULL (large files: -EFBIG);
                                       set by pom_set_blob before files are used */
+    struct pom_reclaim *reclaim;   /* pom_reclaim_start's thread, or NULL */
     atomic_uint_fast64_t rpcs;     /* MDS round trips sent (every attempt of
                                       pom_call/batch/list/sync): tests count them */
 };
@@ -351,6 +352,11 @@ int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
 /* Unpins an inode pinned by pom_ino_pin_open/pom_ino_pin_orphan; the last
  * unpin of an unlinked blob file removes its tracts (pom_file.c (6)). */
 void pom_data_unpin(pom_fs *fs, struct pom_inode *ino);
+/* The tract sets of the files open here (their current and their row's
+ * ids): sets this client holds, which may have no row naming them yet (a
+ * migration not flushed) or any more (unlinked, still open). *out:
+ * xt_malloc'd, *n ids (the caller frees). 0 or -ENOMEM. */
+int pom_data_held(pom_fs *fs, uint64_t **out, size_t *n);
 /* Flushes the open buffer of uuid if it is open and dirty; 0 otherwise. */
 int pom_data_flush_ino(pom_fs *fs, uint64_t uuid);
 /* Sets the size of regular file ino (known) and writes the row (size,
@@ -392,5 +398,10 @@ void pom_data_gone(pom_fs *fs, const xt_row_attr *a);
 /* For getattr: st_blocks of a blob file from the tracts it really has
  * (sparse files), when that is cheap (<= 4,096 tracts). */
 void pom_data_fix_blocks(pom_fs *fs, const xt_row_attr *a, struct stat *st);
+
+/* ---- pom_reclaim.c: the orphan tract-set reclaimer ------------------ */
+
+/* Stops and frees fs->reclaim (pom_close, before the blob tier goes). */
+void pom_reclaim_stop(pom_fs *fs);
 
 #endif /* POM_CLIENT_I_H */

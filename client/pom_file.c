@@ -366,6 +366,45 @@ void pom_data_unpin(pom_fs *fs, struct pom_inode *ino)
     close_ino(fs, ino);
 }
 
+int pom_data_held(pom_fs *fs, uint64_t **out, size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    /* The open inodes first (fs->mu), their sets after, one pin at a time:
+     * d->mu is never taken under fs->mu. */
+    pthread_mutex_lock(&fs->mu);
+    size_t cap = 0;
+    for (size_t k = 0; k < fs->nbuckets; k++)
+        for (struct pom_inode *i = fs->buckets[k]; i; i = i->next)
+            cap += i->opens && i->type == XT_ROW_REG;
+    uint64_t *v = cap ? xt_malloc(2 * cap * sizeof *v) : NULL;
+    size_t nu = 0;
+    for (size_t k = 0; v && k < fs->nbuckets; k++)
+        for (struct pom_inode *i = fs->buckets[k]; i; i = i->next)
+            if (i->opens && i->type == XT_ROW_REG)
+                v[nu++] = i->uuid;
+    pthread_mutex_unlock(&fs->mu);
+    if (cap && !v)
+        return -ENOMEM;
+    size_t m = 0; /* ids written from the front; m <= 2 * (uuids read) */
+    for (size_t k = 0; k < nu; k++) {
+        struct pom_inode *i = pom_ino_pin_open(fs, v[k]);
+        if (!i)
+            continue;
+        pthread_mutex_lock(&i->data->mu);
+        uint64_t t = i->data->blob ? i->data->tracts : 0, rt = i->data->row_tracts;
+        pthread_mutex_unlock(&i->data->mu);
+        close_ino(fs, i);
+        if (t)
+            v[m++] = t;
+        if (rt && rt != t)
+            v[m++] = rt;
+    }
+    *out = v;
+    *n = m;
+    return 0;
+}
+
 int pom_data_flush_ino(pom_fs *fs, uint64_t uuid)
 {
     struct pom_inode *i = pom_ino_pin_open(fs, uuid);
@@ -536,6 +575,8 @@ int pom_set_blob(pom_fs *fs, const char *backend, const char *path)
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&fs->mu);
+    if (fs->reclaim)
+        rc = -EBUSY; /* its thread uses fs->blob */
     for (size_t k = 0; k < fs->nbuckets && rc == 0; k++)
         for (struct pom_inode *i = fs->buckets[k]; i && rc == 0; i = i->next)
             if (i->opens)

@@ -905,6 +905,7 @@ void pom_close(pom_fs *fs)
     if (!fs)
         return;
     r2_agent_stop(fs->agent);
+    pom_reclaim_stop(fs); /* before the blob tier and the inode map go */
     if (fs->route && fs->ngone)
         pom_tracts_reap(fs);
     pom_route_free(fs->route);

@@ -250,9 +250,11 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
 
 /* The ops that drop one name of the linked file uuid from its ILT row:
  * nlink - 1, or the row's delete at the last name. Appends to q (one op;
- * `upd` must outlive the call). *gone: this was the last name. */
+ * `upd` must outlive the call). *gone: this was the last name. *file: the
+ * ILT row's attributes, which name the file's tracts (a stub's do not:
+ * pom_data_gone needs these). */
 static int ilt_drop_op(pom_fs *fs, uint64_t uuid, char *in, xt_row *upd, struct xt_req *q,
-                       bool *gone)
+                       bool *gone, xt_row_attr *file)
 {
     struct xt_resp r;
     xt_row row;
@@ -261,6 +263,7 @@ static int ilt_drop_op(pom_fs *fs, uint64_t uuid, char *in, xt_row *upd, struct 
     if (rc < 0)
         return rc;
     pom_ilt_name(uuid, in);
+    *file = row.attr;
     *gone = row.attr.nlink <= 1;
     if (*gone) {
         *q = req_of(XT_OP_DELETE, POM_TABLE_ILT, in, 0);
@@ -285,7 +288,8 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
     q[0] = req_of(XT_OP_DELETE, parent, name, 0);
     cond(&q[0], stub->uuid, stub->version);
     bool gone = false;
-    int rc = ilt_drop_op(fs, stub->uuid, in, &upd, &q[1], &gone);
+    xt_row_attr file = *stub; /* the stub alone when the ILT row is missing */
+    int rc = ilt_drop_op(fs, stub->uuid, in, &upd, &q[1], &gone, &file);
     size_t n = 2, failed, np = SIZE_MAX;
     if (rc == -ENOENT) {
         /* A stub without its ILT row cannot come from these batches; take
@@ -318,7 +322,7 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
     if (gone) {
         /* The file's last name went: here goes its storage too. */
         pom_ino_unlinked(fs, stub->uuid);
-        pom_data_gone(fs, stub); /* tracts (blob tier, engineer A) */
+        pom_data_gone(fs, &file); /* tracts: the ILT row names them */
     }
     return 0;
 }
@@ -408,7 +412,7 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     cond(&q[n++], sa.uuid, sa.version);
     if (exists && !xchg && (da.flags & POM_ROW_F_LINKED)) {
         /* The replaced target is one name of a linked file. */
-        if ((rc = ilt_drop_op(fs, da.uuid, in, &upd, &q[n], &gone)) == 0)
+        if ((rc = ilt_drop_op(fs, da.uuid, in, &upd, &q[n], &gone, &da)) == 0)
             n++;
         else if (rc != -ENOENT)
             goto out;
@@ -465,7 +469,7 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
         goto out;
     if (gone) {
         pom_ino_unlinked(fs, da.uuid); /* the replaced file's last name */
-        pom_data_gone(fs, &da); /* its tracts (blob tier, engineer A) */
+        pom_data_gone(fs, &da); /* its tracts (da is the ILT row's for a stub) */
     }
     map_moved(fs, &sa, newparent, newname);
     if (xchg)

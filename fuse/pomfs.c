@@ -25,6 +25,7 @@ struct conf {
     char *fsname;           /* -o fs=NAME (R2) */
     char *blob;             /* -o blob=DIR[:DIR...] (blob tier, local backend) */
     double attr_timeout, entry_timeout;
+    unsigned reclaim, reclaim_grace; /* -o reclaim=S,reclaim_grace=S (seconds) */
     int help, version;
 };
 
@@ -37,6 +38,8 @@ static const struct fuse_opt opt_spec[] = {
     OPT("blob=%s", blob),
     OPT("attr_timeout=%lf", attr_timeout),
     OPT("entry_timeout=%lf", entry_timeout),
+    OPT("reclaim=%u", reclaim),
+    OPT("reclaim_grace=%u", reclaim_grace),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -56,6 +59,10 @@ static void usage(FILE *f, const char *prog)
             "  -o entry_timeout=S    seconds the kernel caches names (default 1)\n"
             "  -o blob=DIR[:DIR...]  folders of the blob tier (files over 64 KiB);\n"
             "                        overrides the fs record's blob path\n"
+            "  -o reclaim=S          seconds between passes of the orphan tract-set\n"
+            "                        reclaimer (default 600; 0: none, leases only)\n"
+            "  -o reclaim_grace=S    age an orphan tract set must reach before the\n"
+            "                        reclaimer removes it (default 3600; > 0)\n"
             "  -f                    stay in the foreground\n"
             "  -d                    debug output (implies -f)\n"
             "  -s                    single-threaded\n"
@@ -99,7 +106,8 @@ static int parse_fsid(const char *s, uint32_t *out)
 int main(int argc, char *argv[])
 {
     struct fuse_args args = FUSE_ARGS_INIT(argc, argv);
-    struct conf c = { .attr_timeout = 1.0, .entry_timeout = 1.0 };
+    struct conf c = { .attr_timeout = 1.0, .entry_timeout = 1.0, .reclaim = 600,
+                      .reclaim_grace = 3600 };
     struct fuse_cmdline_opts o;
     memset(&o, 0, sizeof o);
     int ret = 1;
@@ -126,6 +134,11 @@ int main(int argc, char *argv[])
     }
     if (!c.addr || !o.mountpoint) {
         usage(stderr, argv[0]);
+        ret = 2;
+        goto out;
+    }
+    if (c.reclaim_grace == 0) {
+        fprintf(stderr, "pomfs: reclaim_grace must be > 0\n");
         ret = 2;
         goto out;
     }
@@ -181,6 +194,9 @@ int main(int argc, char *argv[])
     /* After the fork of fuse_daemonize: a thread does not survive it. */
     if ((rc = pomfs_inval_start(pf.fs, se, &inval)) < 0)
         fprintf(stderr, "pomfs: no cache invalidation after MDS restarts: %s\n", strerror(-rc));
+    /* Also after the fork. Without a blob tier there is nothing to reclaim. */
+    if ((rc = pom_reclaim_start(pf.fs, c.reclaim, c.reclaim_grace)) < 0 && rc != -ENOENT)
+        fprintf(stderr, "pomfs: no orphan tract-set reclaimer: %s\n", strerror(-rc));
     if (o.singlethread) {
         ret = fuse_session_loop(se);
     } else {

@@ -86,6 +86,18 @@ POM_API int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out);
  * (files open), -errno of creating the folders. */
 POM_API int pom_set_blob(pom_fs *fs, const char *backend, const char *path);
 
+/* Starts fs's orphan tract-set reclaimer (docs/format-blob.md "Reclaiming
+ * orphans"), a thread stopped by pom_close. Every min(interval_s,
+ * grace_s / 4) seconds it renews the lease of the tract sets of files open
+ * here (any process that writes large files into a blob tier other mounts
+ * reclaim must run it, interval_s 0: lease only); every interval_s seconds
+ * (0: never) it walks the namespace and removes the tract sets no row
+ * names, untouched for grace_s seconds, that the previous pass found
+ * orphan too (one reclaimer per blob tier at a time, a lock in it).
+ * Call after pom_set_blob (or pom_open with a blob tier). -ENOENT: no
+ * blob tier; -EINVAL (grace_s 0, or started already); -ENOMEM. */
+POM_API int pom_reclaim_start(pom_fs *fs, unsigned interval_s, unsigned grace_s);
+
 /* Called when a reply comes from a new incarnation of the MDS (it
  * restarted): changes its predecessor acknowledged but had not committed
  * may be gone, so a cache kept above the library (the kernel's names,
