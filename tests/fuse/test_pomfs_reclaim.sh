@@ -1,0 +1,119 @@
+#!/bin/bash
+# test_pomfs_reclaim.sh POMCTL POMFS -- orphan tract sets reclaimed online by
+# the cluster's own mounts (client/pom_reclaim.c, docs/format-blob.md
+# "Reclaiming orphans") on a `pomctl up` cluster:
+#   - orphans as crashes leave them: a mount SIGKILLed while it holds a
+#     large file it wrote but never flushed (a migration no row names), and
+#     one made by hand at the path docs/format-blob.md gives, aged an hour;
+#   - a reclaiming mount R (reclaim=1, reclaim_grace=3) and a writer mount
+#     W (reclaim=0: leases only, same grace) holding, for longer than
+#     several grace ages, an unflushed large file and an unlinked open one
+#     (no row names either set), plus a flushed file whose set is old;
+#   - the orphans go, W's in-flight files read back whole (sha256) and
+#     then close, the flushed file is untouched, `pomctl fsck` counts 0
+#     orphans and is clean.
+# Fails without the reclaimer (the orphans stay) and without the leases
+# (W's in-flight sets go and read back as zeros).
+. "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
+PC() { "$POMCTL" --data "$T/data" "$@"; }
+jget() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+FSID=$(PC --json fs stat pomfs | python3 -c 'import json,sys; print(json.load(sys.stdin)["fs"]["fsid"])')
+B=$T/data/blobs/$(printf %08x "$FSID")
+nsets() { find "$B" -mindepth 3 -maxdepth 3 -type d 2>/dev/null | wc -l; }
+
+# ---- a crash's orphan: SIGKILL of a mount holding an unflushed big file
+C=$T/c
+pl_mount "$C" reclaim=0
+head -c 300000 /dev/urandom >"$T/keep.data"
+cp "$T/keep.data" "$C/keep"                      # flushed at close: named
+python3 - "$C/crashed" "$T/ready" <<'EOF' &
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, os.urandom(500000))                 # migrated, row not flushed
+open(sys.argv[2], "w").close()
+time.sleep(600)
+EOF
+HOLDER=$!
+within "the crashing writer wrote" 30 test -e "$T/ready"
+kill -9 "${PL_PID[$C]}"; wait "${PL_PID[$C]}" 2>/dev/null
+kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null
+fusermount3 -u -z "$C"
+unset "PL_PID[$C]"
+eq "sets after the crash: keep + the orphan" "$(nsets)" 2
+# Every set an hour old (the orphan's and keep's): only the rows and the
+# leases keep a set.
+find "$B" -mindepth 1 -exec touch -d '1 hour ago' {} +
+# ---- an orphan by hand (a fresh id, bit 63 set) at its hashed place
+HID=$(printf '%016x' $(( (RANDOM << 48 | RANDOM << 32 | RANDOM << 16 | RANDOM) | (1 << 63) )))
+python3 - "$B" "$HID" <<'EOF'
+import os, struct, sys
+M = (1 << 64) - 1
+def rotl(x, r): return ((x << r) | (x >> (64 - r))) & M
+def blob_hash(u, seed=0x504f4d424c4f4221):   # XXH3_64 of 8 bytes (pom_blob_hash)
+    sw = struct.unpack('<I', struct.pack('>I', seed & 0xffffffff))[0]
+    seed = (seed ^ (sw << 32)) & M
+    lo, hi = struct.unpack('<II', struct.pack('<Q', u))
+    h = ((hi + (lo << 32)) & M) ^ (((0x1cad21f72c81017c ^ 0xdb979083e96dd4de) - seed) & M)
+    h ^= rotl(h, 49) ^ rotl(h, 24)
+    h = (h * 0x9FB21C651E98DF25) & M
+    h ^= (h >> 35) + 8
+    h = (h * 0x9FB21C651E98DF25) & M
+    return h ^ (h >> 28)
+u = int(sys.argv[2], 16); h = blob_hash(u)
+d = '%s/%02x/%02x/%016x/000000' % (sys.argv[1], h >> 56, (h >> 48) & 0xff, u)
+os.makedirs(d)
+with open(d + '/00000000', 'wb') as f: f.write(os.urandom(100000))
+EOF
+touch -d '1 hour ago' "$B"/*/*/"$HID" "$B"/*/*/"$HID"/000000 "$B"/*/*/"$HID"/000000/00000000
+eq "sets before reclaim: keep + 2 orphans" "$(nsets)" 3
+PC --json fsck >"$T/f0.json" 2>/dev/null
+eq "fsck counts 2 orphans" "$(jget orphan_sets <"$T/f0.json")" 2
+
+# ---- in-flight writers on W, then the reclaiming mount R
+W=$T/w R=$T/r
+pl_mount "$W" reclaim=0,reclaim_grace=3
+python3 - "$W" "$T/w.ready" "$T/w.go" "$T/w.result" <<'EOF' &
+import hashlib, os, sys, time
+w, ready, go, result = sys.argv[1:]
+a = os.urandom(700000); b = os.urandom(300000)
+fa = os.open(w + '/inflight', os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fa, a)                                  # migrated; no flush until close
+fb = os.open(w + '/unlinked', os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fb, b)
+os.fsync(fb)
+os.unlink(w + '/unlinked')                       # no name: only W holds its set
+open(ready, 'w').close()
+while not os.path.exists(go):
+    time.sleep(0.1)
+ok = os.pread(fa, len(a), 0) == a and os.pread(fb, len(b), 0) == b
+os.write(fa, b'tail')                            # still writable
+os.close(fa); os.close(fb)
+with open(w + '/inflight', 'rb') as f:
+    ok = ok and f.read() == a + b'tail'
+fd = os.open(w + '/inflight', os.O_RDONLY)
+os.fsync(fd)                                     # W's queued removals run (a sync)
+os.close(fd)
+open(result, 'w').write('ok' if ok else 'bad')
+EOF
+WRITER=$!
+within "W's writer holds its files" 30 test -e "$T/w.ready"
+pl_mount "$R" reclaim=1,reclaim_grace=3
+orphans_gone() { [ "$(nsets)" = 3 ] && ! ls -d "$B"/*/*/"$HID" >/dev/null 2>&1; }
+within "the orphans go (3 sets left: keep, inflight, unlinked)" 60 orphans_gone
+sleep 8                                          # more passes, past 2 grace ages
+eq "W's sets stay through more passes" "$(nsets)" 3
+touch "$T/w.go"
+wait "$WRITER"
+eq "W's in-flight files read back whole" "$(cat "$T/w.result" 2>/dev/null)" ok
+ok "keep unchanged (its set is named)" cmp "$T/keep.data" "$R/keep"
+ok "the crashed file is still a file (empty: its row never named the set)" test -f "$R/crashed"
+eq "sets: keep, inflight (unlinked's went at W's sync after its close)" "$(nsets)" 2
+PC --json fsck >"$T/f1.json" 2>/dev/null
+eq "fsck exits 0" "$?" 0
+eq "fsck counts 0 orphans" "$(jget orphan_sets <"$T/f1.json")" 0
+eq "fsck clean" "$(jget problems <"$T/f1.json")" 0
+grep -q 'reclaim: .* removed [1-9]' "$T/pomfs.log"
+eq "R logged its removals" "$?" 0
+pl_umount "$R"
+pl_umount "$W"
+pl_done
