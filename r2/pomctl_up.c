@@ -107,14 +107,20 @@ static uint64_t ms_now(void)
     return xt_mono_ns() / 1000000u;
 }
 
-/* Parses "--data DIR", "--mount DIR" (mount NULL: not accepted) and
- * "--mds N" (nmds NULL: not accepted). */
+/* Parses "--data DIR", "--mount DIR" and "--mount-opts OPTS" (mount NULL:
+ * not accepted) and "--mds N" (nmds NULL: not accepted). */
 static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv,
-                      const char **data, const char **mount, int *nmds)
+                      const char **data, const char **mount, const char **mopts, int *nmds)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         size_t n = 0;
+        if (mount && !strcmp(a, "--mount-opts")) {
+            if (i + 1 >= argc || !*argv[i + 1] || strchr(argv[i + 1], ' '))
+                return pomctl_usage_err(ctl, cmd, "--mount-opts wants pomfs -o options");
+            *mopts = argv[++i];
+            continue;
+        }
         if (nmds && !strncmp(a, "--mds", 5) && (a[5] == '=' || a[5] == '\0')) {
             const char *v = a[5] == '=' ? a + 6 : i + 1 < argc ? argv[++i] : "";
             char *end = NULL;
@@ -523,7 +529,8 @@ static int ensure_fs(struct pomctl *ctl, const struct updir *d, bool *created)
 /* Starts pomfs on mnt unless it is mounted. 0, or an exit code (5 when the
  * client is not built). */
 static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_dir,
-                    const char *addr, const char *mnt, struct daemon *fsd, char *mnt_abs)
+                    const char *addr, const char *mnt, const char *mopts, struct daemon *fsd,
+                    char *mnt_abs)
 {
     if (pomctl_mkdirs(mnt) < 0 || !realpath(mnt, mnt_abs)) {
         fprintf(stderr, "pomctl: cannot use mount point %s: %s\n", mnt, strerror(errno));
@@ -546,8 +553,11 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
     pathf(log, d, "logs", fsd->name, ".log");
     pathf(mfile, d, "run", "mount", "");
     /* -f: stay in the foreground so the pid we record is the mount's. */
-    char *argv[] = { fsd->exe, (char *)addr, mnt_abs, (char *)"-f", (char *)"-o",
-                     (char *)"fs=" DEFAULT_FS, NULL };
+    char o[512];
+    if (snprintf(o, sizeof o, "fs=" DEFAULT_FS "%s%s", mopts ? "," : "", mopts ? mopts : "") >=
+        (int)sizeof o)
+        return pomctl_usage_err(ctl, "up", "--mount-opts is too long");
+    char *argv[] = { fsd->exe, (char *)addr, mnt_abs, (char *)"-f", (char *)"-o", o, NULL };
     pid_t pid = pomctl_proc_spawn(argv, log);
     if (pid < 0) {
         fprintf(stderr, "pomctl: cannot start %s: %s\n", fsd->exe, strerror(-pid));
@@ -579,9 +589,9 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
 
 int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
 {
-    const char *data = NULL, *mnt = NULL;
+    const char *data = NULL, *mnt = NULL, *mopts = NULL;
     int nmds = 1;
-    int code = parse_dirs(ctl, "up", argc, argv, &data, &mnt, &nmds);
+    int code = parse_dirs(ctl, "up", argc, argv, &data, &mnt, &mopts, &nmds);
     if (code)
         return code;
     struct updir d;
@@ -687,7 +697,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         already &= !dms[k].started;
     char mnt_abs[PATH_MAX] = "";
     if (mnt) {
-        code = mount_fs(ctl, &d, self_dir, addr, mnt, &fsd, mnt_abs);
+        code = mount_fs(ctl, &d, self_dir, addr, mnt, mopts, &fsd, mnt_abs);
         if (code == POMCTL_EFAIL) {
             undo(&d, &fsd, 1);
             undo(&d, dms, ndms);
@@ -798,7 +808,7 @@ static void unmount(struct pomctl *ctl, const struct updir *d)
 int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv)
 {
     const char *data = NULL;
-    int code = parse_dirs(ctl, "down", argc, argv, &data, NULL, NULL);
+    int code = parse_dirs(ctl, "down", argc, argv, &data, NULL, NULL, NULL);
     if (code)
         return code;
     struct updir d;

@@ -419,6 +419,7 @@ def main():
                 print(f"round {rnd_no}: killed {target}; up {t_up:.1f} s, then worker "
                       f"gone in {t_w:.1f} s, read {t_r:.1f} s, sync {t_s:.1f} s; {len(state)} files",
                       flush=True)
+        orphans_left = reclaim_check(cl)
         took = time.time() - t_start
         print(f"kills by target: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
         print(f"fsck runs: {fsck_runs}, not clean: {fsck_bad}" if fsck_runs else
@@ -426,7 +427,7 @@ def main():
         print(f"{kills} kills in {took:.0f} s; a sync after the restart said EIO "
               f"{eio_after_restart} times (acknowledged, unsynced changes of a killed MDS)")
         print(f"kills: {kills}, lost: {lost}, torn: {torn}, stray: {stray}", flush=True)
-        ok = lost == 0 and torn == 0 and stray == 0 and fsck_bad == 0
+        ok = lost == 0 and torn == 0 and stray == 0 and fsck_bad == 0 and orphans_left == 0
     except Exception as e:  # a daemon that does not come back is a failure too
         print(f"FAIL: {e}", flush=True)
         logs = os.path.join(cl.data, "logs")
@@ -442,6 +443,34 @@ def main():
             print(f"kept {tmp}")
     print(f"{1 if ok else 0} passed, {0 if ok else 1} failed")
     return 0 if ok else 1
+
+
+def reclaim_check(cl, interval=2, grace=5, seconds=90):
+    """The orphan tract sets the kills left (a killed pomfs's unflushed
+    migrations, removals it had queued; docs/format-blob.md "Reclaiming
+    orphans") go online: pomfs restarted with a short reclaim interval and
+    grace age, `pomctl fsck` must soon count none. Returns the orphans left."""
+    import json
+    pid = cl.pid("pomfs")
+    subprocess.run(["fusermount3", "-u", cl.mnt], check=True)
+    wait_dead(pid)
+    r = subprocess.run([cl.pomctl, "up", "--data", cl.data, "--mount", cl.mnt, "--mount-opts",
+                        f"reclaim={interval},reclaim_grace={grace}"],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
+    if r.returncode != 0:
+        raise RuntimeError(f"pomctl up --mount-opts failed ({r.returncode}):\n{r.stdout}")
+    end, first = time.time() + seconds, None
+    while True:
+        r = subprocess.run([cl.pomctl, "--data", cl.data, "--json", "fsck"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=300)
+        n = json.loads(r.stdout).get("orphan_sets", 0) if r.stdout.strip() else -1
+        first = n if first is None else first
+        if n == 0 or time.time() > end:
+            print(f"orphan tract sets after the kills: {first}; after the reclaimer "
+                  f"(interval {interval} s, grace {grace} s): {n}", flush=True)
+            return n
+        time.sleep(interval)
 
 
 if __name__ == "__main__":
