@@ -21,7 +21,8 @@
  *      change past it *migrates* the file: the buffer's bytes are written
  *      to tracts (after clearing any tract a crashed earlier migration
  *      left), then d->blob is set; the row gets XT_ROW_F_BLOB (and loses
- *      its data group) at the next flush. Without a blob tier the old
+ *      its data group) at the next flush; a migration that fails removes
+ *      what it wrote (no row would name it). Without a blob tier the old
  *      limit stays: a write writes what fits, or answers -EFBIG.
  *  (3) Tracts are copy-on-write per rewrite: a blob file cut to size 0
  *      (O_TRUNC, truncate(0)) goes back to an empty inline buffer, and a
@@ -149,6 +150,17 @@ static int migrate(pom_file *f)
         rc = w < 0 ? (int)w : (uint64_t)w < d->len ? -EIO : 0;
     }
     if (rc < 0) {
+        /* No row will ever name this id: what the failed write left (a
+         * created tract file, a prefix) goes now, not as an orphan. The
+         * id is open only here (it was made under d->mu just now). */
+        if (f->bf && f->bf_id == d->tracts) {
+            pom_blob_file_close(f->bf);
+            f->bf = NULL;
+        }
+        int e = pom_blob_delete(f->fs->blob, d->tracts);
+        if (e < 0)
+            XT_WARN("file %llu: a failed migration's tracts stay behind: %s",
+                    (unsigned long long)f->ino->uuid, strerror(-e));
         d->tracts = 0;
         return rc;
     }

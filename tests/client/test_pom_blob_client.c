@@ -18,7 +18,9 @@
  *     bytes are there;
  *   - a rewrite from size 0 (O_TRUNC) goes to new tracts (copy-on-write):
  *     SIGKILL of pom-mds before its commit gives the old bytes back whole;
- *     once a rewrite is committed the old tracts are gone.
+ *     once a rewrite is committed the old tracts are gone;
+ *   - a migration whose tract write fails (the store's fault hook) leaves
+ *     no set behind (no row would ever name it) and the file inline.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -443,6 +445,50 @@ static void test_rewrite_is_copy_on_write(void **state)
     free(got);
 }
 
+static int count_set(void *arg, const struct pom_blob_set *s)
+{
+    (void)s;
+    ++*(uint64_t *)arg;
+    return 0;
+}
+
+static uint64_t sets_now(pom_fs *fs)
+{
+    uint64_t n = 0;
+    assert_int_equal(pom_blob_list(fs->blob, count_set, &n), 0);
+    return n;
+}
+
+static void test_failed_migration_leaves_no_set(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "failmig");
+    uint8_t *a = malloc(POM_INLINE_MAX + 1), *got = malloc(POM_INLINE_MAX);
+    assert_non_null(a);
+    assert_non_null(got);
+    fill(a, POM_INLINE_MAX + 1, 9);
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, "f", 0644, O_RDWR, NULL, &st, &f), 0);
+    write_all(f, a, POM_INLINE_MAX);
+    uint64_t before = sets_now(fs);
+    /* The migration opens (creates) its tract file, then its write fails:
+     * a set exists on disk that no row will name. */
+    pom_blob_fault_after(fs->blob, 2, ENOSPC);
+    assert_int_equal(pom_write(f, a + POM_INLINE_MAX, 1, POM_INLINE_MAX), -ENOSPC);
+    pom_blob_fault_after(fs->blob, 0, 0);
+    assert_int_equal(sets_now(fs), before);
+    assert_int_equal(tid(fs, st.st_ino), 0); /* still inline */
+    assert_int_equal(pom_release(f), 0);
+    read_all(fs, st.st_ino, got, POM_INLINE_MAX);
+    assert_memory_equal(got, a, POM_INLINE_MAX);
+    pom_forget(fs, st.st_ino, 1);
+    pom_close(fs);
+    free(a);
+    free(got);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -452,6 +498,7 @@ int main(void)
         cmocka_unit_test(test_fallocate),
         cmocka_unit_test(test_rename_over_and_fsync_crash),
         cmocka_unit_test(test_rewrite_is_copy_on_write),
+        cmocka_unit_test(test_failed_migration_leaves_no_set),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
