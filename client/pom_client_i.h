@@ -401,6 +401,14 @@ void pom_data_fix_blocks(pom_fs *fs, const xt_row_attr *a, struct stat *st);
 
 /* ---- pom_reclaim.c: the orphan tract-set reclaimer ------------------ */
 
+/* Calls fn(arg, tracts id, uuid) for every row that names a tract set
+ * (XT_ROW_F_BLOB; pom_tracts_id): every directory table from the root,
+ * then the ILT (a hard-linked file once, by its ILT row). Lists tables
+ * (one call per 1,024 rows); a row renamed from a table not listed yet into
+ * one listed already is missed. 0, fn's first non-zero return, or the
+ * -errno of a table that does not list (one that is gone is skipped). */
+typedef int (*pom_named_fn)(void *arg, uint64_t id, uint64_t uuid);
+int pom_tracts_named(pom_fs *fs, pom_named_fn fn, void *arg);
 /* Stops and frees fs->reclaim (pom_close, before the blob tier goes). */
 void pom_reclaim_stop(pom_fs *fs);
 

@@ -81,10 +81,10 @@ static bool ids_has(const uint64_t *v, size_t n, uint64_t id)
     return n && bsearch(&id, v, n, sizeof *v, cmp_u64) != NULL;
 }
 
-/* Lists table `t`: tracts ids of its blob rows into refs, directory uuids
- * into dirs (when not NULL). -ENOENT: no such table (never had an entry,
- * or removed meanwhile). */
-static int list_table(pom_fs *fs, uint64_t t, struct ids *refs, struct ids *dirs)
+/* Lists table `t`: fn for each of its blob rows, directory uuids into
+ * dirs (when not NULL). -ENOENT: no such table (never had an entry, or
+ * removed meanwhile). */
+static int list_table(pom_fs *fs, uint64_t t, pom_named_fn fn, void *arg, struct ids *dirs)
 {
     static const uint16_t none[1] = { 0 };
     uint64_t cookie = 0;
@@ -98,11 +98,11 @@ static int list_table(pom_fs *fs, uint64_t t, struct ids *refs, struct ids *dirs
         for (size_t i = 0; rc == 0 && i < lr.n; i++) {
             xt_row row;
             if (xt_row_decode_meta(lr.rows[i], lr.lens[i], &row) < 0) {
-                XT_WARN("reclaim: a row of table %llu does not decode: %s",
+                XT_WARN("tracts walk: a row of table %llu does not decode: %s",
                         (unsigned long long)t, xt_row_last_error());
                 rc = -EIO;
             } else if (row.attr.flags & XT_ROW_F_BLOB) {
-                rc = ids_push(refs, pom_tracts_id(&row.attr));
+                rc = fn(arg, pom_tracts_id(&row.attr), row.attr.uuid);
             } else if (dirs && row.attr.type == XT_ROW_DIR) {
                 rc = ids_push(dirs, row.attr.uuid);
             }
@@ -115,23 +115,35 @@ static int list_table(pom_fs *fs, uint64_t t, struct ids *refs, struct ids *dirs
     return 0;
 }
 
-/* Every tracts id a row names or this client holds into refs, sorted.
- * 0 or -errno (invariant (3)). */
-static int walk(pom_fs *fs, struct ids *refs)
+int pom_tracts_named(pom_fs *fs, pom_named_fn fn, void *arg)
 {
     struct ids dirs = { 0 };
     int rc = ids_push(&dirs, POM_ROOT_INO);
     for (size_t k = 0; rc == 0 && k < dirs.n; k++) {
-        rc = list_table(fs, dirs.v[k], refs, &dirs);
+        rc = list_table(fs, dirs.v[k], fn, arg, &dirs);
         if (rc == -ENOENT)
             rc = 0;
     }
     xt_free(dirs.v);
     if (rc == 0) {
-        rc = list_table(fs, POM_TABLE_ILT, refs, NULL);
+        rc = list_table(fs, POM_TABLE_ILT, fn, arg, NULL);
         if (rc == -ENOENT)
             rc = 0;
     }
+    return rc;
+}
+
+static int push_ref(void *arg, uint64_t id, uint64_t uuid)
+{
+    (void)uuid;
+    return ids_push(arg, id);
+}
+
+/* Every tracts id a row names or this client holds into refs, sorted.
+ * 0 or -errno (invariant (3)). */
+static int walk(pom_fs *fs, struct ids *refs)
+{
+    int rc = pom_tracts_named(fs, push_ref, refs);
     uint64_t *held;
     size_t nheld;
     if (rc == 0 && (rc = pom_data_held(fs, &held, &nheld)) == 0) {

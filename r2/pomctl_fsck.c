@@ -57,10 +57,12 @@
  * problems (each printed), the walk failed, or --repair-orphans refused
  * (fs mounted); 2: usage; 3: R2 unreachable.
  *
- * The tracts id of a row (flags, generation) is not in struct stat: fsck
- * reads it with the library's internal pom_ino_row + pom_tracts_id, and
- * lists the tier pom_open opened from the fs record (fs->blob), both
- * through client/pom_client_i.h. pomctl links libpomegranate statically,
+ * The tracts id of a row (flags, generation) is not in struct stat: check
+ * (7) gets the rows naming sets from the library's internal
+ * pom_tracts_named (the walk the online reclaimer uses, pom_reclaim.c: one
+ * listing per table, after the namespace walk) and lists the tier
+ * pom_open opened from the fs record (fs->blob), both through
+ * client/pom_client_i.h. pomctl links libpomegranate statically,
  * and tracts ids are an internal of the local backend that the public API
  * and libpomegranate.so's ABI should not carry for one maintenance tool.
  *
@@ -245,29 +247,10 @@ static void check_data(struct fsck *f, uint64_t dir, const char *name, const str
     pom_release(pf);
 }
 
-/* Records the tracts id of regular file ino if its row is a blob row
- * (check (7)). 0 or -ENOMEM. */
-static int note_tracts(struct fsck *f, const char *name, uint64_t ino)
+/* pom_tracts_named callback: one blob row's tracts id (check (7)). */
+static int note_tracts(void *arg, uint64_t id, uint64_t ino)
 {
-    uint64_t table;
-    char rname[XT_NAME_MAX + 1];
-    struct xt_resp r;
-    xt_row row;
-    int rc = pom_ino_row(f->fs, ino, POM_ROW_META, &table, rname, &r, &row);
-    if (rc == -ENOENT || rc == -ESTALE) {
-        f->changed++;
-        return 0;
-    }
-    if (rc < 0) {
-        problem(f, "%llu/%s (inode %llu): cannot read its row: %s",
-                (unsigned long long)f->cur_dir, name, (unsigned long long)ino, strerror(-rc));
-        return 0;
-    }
-    bool blob = row.attr.flags & XT_ROW_F_BLOB;
-    uint64_t id = pom_tracts_id(&row.attr);
-    xt_resp_free(&r);
-    if (!blob)
-        return 0;
+    struct fsck *f = arg;
     if (f->nnamed == f->named_cap) {
         size_t ncap = f->named_cap ? f->named_cap * 2 : 256;
         struct named *nn = xt_realloc(f->named, ncap * sizeof *nn);
@@ -417,8 +400,6 @@ static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t
         } else if (S_ISREG(st.st_mode) && e && e->names == 1) {
             if (f->data_check)
                 check_data(f, f->cur_dir, name, &st);
-            if (f->blob)
-                rc = note_tracts(f, name, st.st_ino);
         }
     }
     pom_forget(f->fs, st.st_ino, 1);
@@ -647,6 +628,9 @@ static int check_tracts(struct fsck *f)
 {
     if (!f->blob)
         return 0;
+    int rc = pom_tracts_named(f->fs, note_tracts, f);
+    if (rc < 0)
+        return rc;
     if (f->nnamed > 1)
         qsort(f->named, f->nnamed, sizeof *f->named, cmp_named);
     for (size_t i = 1; i < f->nnamed; i++)
@@ -656,7 +640,7 @@ static int check_tracts(struct fsck *f)
                     (unsigned long long)f->named[i - 1].ino, (unsigned long long)f->named[i].ino,
                     (unsigned long long)f->named[i].id);
     f->now_ns = (int64_t)xt_now_ns();
-    int rc = pom_blob_list(f->blob, on_set, f);
+    rc = pom_blob_list(f->blob, on_set, f);
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < f->nnamed; i++)
