@@ -21,8 +21,9 @@
  *      id is a problem. A blob row whose set is absent is not (never
  *      written: all holes) and is counted; a set no row names is an
  *      *orphan*, expected after a client crash between writing tracts and
- *      the row naming them, or before a queued removal ran: counted, and
- *      removed with --repair-orphans (below);
+ *      the row naming them, or before a queued removal ran: counted;
+ *      the mounts reclaim them online (client/pom_reclaim.c), and
+ *      --repair-orphans removes them on an unmounted fs (below);
  *  (8) every directory's nlink is 2 + the directories listed in it (rows
  *      older than that rule show 1: not counted, skipped);
  *  (9) system rows (names starting 00 FF: transaction state, xt_hash.h,
