@@ -8,12 +8,13 @@
 #   - a reclaiming mount R (reclaim=1, reclaim_grace=3) and a writer mount
 #     W (reclaim=0: leases only, same grace) holding, for longer than
 #     several grace ages, an unflushed large file and an unlinked open one
-#     (no row names either set), plus a flushed file whose set is old;
-#   - the orphans go, W's in-flight files read back whole (sha256) and
-#     then close, the flushed file is untouched, `pomctl fsck` counts 0
-#     orphans and is clean.
+#     (no row names either set), plus a flushed file and a hard-linked one
+#     (its set named by its ILT row only) whose sets are old;
+#   - the orphans go, W's in-flight files read back whole (byte for byte)
+#     and then close, the flushed and the linked files are untouched,
+#     `pomctl fsck` counts 0 orphans and is clean.
 # Fails without the reclaimer (the orphans stay) and without the leases
-# (W's in-flight sets go and read back as zeros).
+# (W's in-flight sets go and read back wrong).
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
 PC() { "$POMCTL" --data "$T/data" "$@"; }
 jget() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
@@ -26,6 +27,7 @@ C=$T/c
 pl_mount "$C" reclaim=0
 head -c 300000 /dev/urandom >"$T/keep.data"
 cp "$T/keep.data" "$C/keep"                      # flushed at close: named
+cp "$T/keep.data" "$C/linked"; ln "$C/linked" "$C/linked2" # named by its ILT row only
 python3 - "$C/crashed" "$T/ready" <<'EOF' &
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
@@ -39,7 +41,7 @@ kill -9 "${PL_PID[$C]}"; wait "${PL_PID[$C]}" 2>/dev/null
 kill -9 "$HOLDER"; wait "$HOLDER" 2>/dev/null
 fusermount3 -u -z "$C"
 unset "PL_PID[$C]"
-eq "sets after the crash: keep + the orphan" "$(nsets)" 2
+eq "sets after the crash: keep, linked + the orphan" "$(nsets)" 3
 # Every set an hour old (the orphan's and keep's): only the rows and the
 # leases keep a set.
 find "$B" -mindepth 1 -exec touch -d '1 hour ago' {} +
@@ -65,7 +67,7 @@ os.makedirs(d)
 with open(d + '/00000000', 'wb') as f: f.write(os.urandom(100000))
 EOF
 touch -d '1 hour ago' "$B"/*/*/"$HID" "$B"/*/*/"$HID"/000000 "$B"/*/*/"$HID"/000000/00000000
-eq "sets before reclaim: keep + 2 orphans" "$(nsets)" 3
+eq "sets before reclaim: keep, linked + 2 orphans" "$(nsets)" 4
 PC --json fsck >"$T/f0.json" 2>/dev/null
 eq "fsck counts 2 orphans" "$(jget orphan_sets <"$T/f0.json")" 2
 
@@ -98,16 +100,17 @@ EOF
 WRITER=$!
 within "W's writer holds its files" 30 test -e "$T/w.ready"
 pl_mount "$R" reclaim=1,reclaim_grace=3
-orphans_gone() { [ "$(nsets)" = 3 ] && ! ls -d "$B"/*/*/"$HID" >/dev/null 2>&1; }
-within "the orphans go (3 sets left: keep, inflight, unlinked)" 60 orphans_gone
+orphans_gone() { [ "$(nsets)" = 4 ] && ! ls -d "$B"/*/*/"$HID" >/dev/null 2>&1; }
+within "the orphans go (4 sets left: keep, linked, inflight, unlinked)" 60 orphans_gone
 sleep 8                                          # more passes, past 2 grace ages
-eq "W's sets stay through more passes" "$(nsets)" 3
+eq "W's sets stay through more passes" "$(nsets)" 4
 touch "$T/w.go"
 wait "$WRITER"
 eq "W's in-flight files read back whole" "$(cat "$T/w.result" 2>/dev/null)" ok
 ok "keep unchanged (its set is named)" cmp "$T/keep.data" "$R/keep"
+ok "the hard-linked file unchanged (its ILT row names its set)" cmp "$T/keep.data" "$R/linked2"
 ok "the crashed file is still a file (empty: its row never named the set)" test -f "$R/crashed"
-eq "sets: keep, inflight (unlinked's went at W's sync after its close)" "$(nsets)" 2
+eq "sets: keep, linked, inflight (unlinked's went at W's sync after its close)" "$(nsets)" 3
 PC --json fsck >"$T/f1.json" 2>/dev/null
 eq "fsck exits 0" "$?" 0
 eq "fsck counts 0 orphans" "$(jget orphan_sets <"$T/f1.json")" 0
