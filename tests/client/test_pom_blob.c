@@ -21,7 +21,11 @@
  *     0) are listed exactly once each, in id order, with their tract
  *     counts, bytes and allocation as pom_blob_stat says; other fsids,
  *     junk names and an id folder under the wrong hash folders are not
- *     sets; fn's non-zero return stops the walk; allocation failures.
+ *     sets; fn's non-zero return stops the walk; allocation failures;
+ *   - the reclaimer's calls: pom_blob_touch makes an aged set young again
+ *     (and is fine for a set with no tract), the reclaimer lock is taken
+ *     once (a second taker, even in this process, is refused) and free
+ *     again after the unlock.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -597,6 +601,44 @@ static void test_list(void **state)
     pom_blob_close(b);
 }
 
+static int newest(void *arg, const struct pom_blob_set *s)
+{
+    *(int64_t *)arg = s->mtime_ns;
+    return 0;
+}
+
+static void test_touch_and_lock(void **state)
+{
+    (void)state;
+    char lf[PATH_MAX + 8];
+    snprintf(lf, sizeof lf, "%s/touch", base);
+    pom_blob *b = open_list_store(lf);
+    pom_blob_file *f;
+    uint64_t id = UINT64_C(0x8000000000000123);
+    assert_int_equal(pom_blob_file_open(b, id, &f), 0);
+    assert_int_equal(pom_blob_pwrite(f, "x", 1, 0), 1);
+    pom_blob_file_close(f);
+    /* Age every folder and file of the set an hour back. */
+    char cmd[2 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "find '%s' -mindepth 1 -exec touch -d '1 hour ago' {} +", lf);
+    assert_int_equal(system(cmd), 0);
+    int64_t m = 0, now = (int64_t)xt_now_ns();
+    assert_int_equal(pom_blob_list(b, newest, &m), 0);
+    assert_true(now - m > (int64_t)3000 * 1000000000);
+    assert_int_equal(pom_blob_touch(b, id), 0);
+    assert_int_equal(pom_blob_list(b, newest, &m), 0);
+    assert_true(m >= now - 1000000000);
+    assert_int_equal(pom_blob_touch(b, UINT64_C(0x8000000000000456)), 0); /* no tract */
+    int t1, t2;
+    assert_int_equal(pom_blob_reclaim_lock(b, &t1), 1);
+    assert_int_equal(pom_blob_reclaim_lock(b, &t2), 0);
+    pom_blob_reclaim_unlock(b, t1);
+    assert_int_equal(pom_blob_reclaim_lock(b, &t2), 1);
+    pom_blob_reclaim_unlock(b, t2);
+    assert_int_equal(pom_blob_delete(b, id), 0);
+    pom_blob_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -607,6 +649,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_alloc_failures),
         cmocka_unit_test(test_list),
+        cmocka_unit_test(test_touch_and_lock),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
