@@ -186,6 +186,7 @@ static int pass(struct pom_reclaim *r)
     pom_fs *fs = r->fs;
     struct ids refs = { 0 };
     struct pass p = { .refs = &refs, .r = r };
+    uint64_t t0 = xt_mono_ns();
     int rc = walk(fs, &refs);
     if (rc == 0) {
         p.now_ns = (int64_t)xt_now_ns();
@@ -210,10 +211,11 @@ static int pass(struct pom_reclaim *r)
         r->cand = p.old.v;
         r->ncand = p.old.n;
         p.old.v = NULL;
-        if (removed || p.orphans)
-            XT_INFO("reclaim: %llu tract sets, %llu orphans; removed %llu (%llu bytes)",
-                    (unsigned long long)p.sets, (unsigned long long)p.orphans,
-                    (unsigned long long)removed, (unsigned long long)bytes);
+        XT_INFO("reclaim: %llu tract sets (%llu ids named), %llu orphans; removed %llu "
+                "(%llu bytes) in %llu ms",
+                (unsigned long long)p.sets, (unsigned long long)refs.n,
+                (unsigned long long)p.orphans, (unsigned long long)removed,
+                (unsigned long long)bytes, (unsigned long long)((xt_mono_ns() - t0) / 1000000));
     } else {
         XT_WARN("reclaim: pass stopped, nothing removed: %s", strerror(-rc));
     }
