@@ -8,8 +8,8 @@
 #   linked file rewritten (O_TRUNC: a new set the ILT row names), then its
 #   names removed; rename over a big file, over a big file's last link
 #   name; O_TRUNC rewrite to inline size; truncate to 0; rewrite big to
-#   big; unlink of an open big file, then close; a failed fallocate (EFBIG)
-#   on a small file.
+#   big, then cut to 1,000 bytes (stays in its set); unlink of an open big
+#   file, then close; a failed fallocate (EFBIG) on a small file.
 # Then `pomctl fsck` counts no orphan and the fs is clean. Every mount runs
 # with its reclaimer's passes off (reclaim=0): the counts are the paths'
 # own doing.
@@ -61,6 +61,8 @@ big "$M/t"; truncate -s 0 "$M/t"
 eq "truncate to 0" "$(sets)" 0
 big "$M/t"; big "$M/t" 400000
 eq "rewrite big to big: one set" "$(sets)" 1
+truncate -s 1000 "$M/t"
+eq "truncate to a small non-zero size: the file keeps its set" "$(sets)" 1
 rm "$M/t"
 eq "removed" "$(sets)" 0
 
