@@ -9,7 +9,7 @@
 #   names removed; rename over a big file, over a big file's last link
 #   name; O_TRUNC rewrite to inline size; truncate to 0; rewrite big to
 #   big, then cut to 1,000 bytes (stays in its set); unlink of an open big
-#   file, then close; a failed fallocate (EFBIG) on a small file.
+#   file (also a hard-linked one), then close; a failed fallocate (EFBIG) on a small file.
 # Then `pomctl fsck` counts no orphan and the fs is clean. Every mount runs
 # with its reclaimer's passes off (reclaim=0): the counts are the paths'
 # own doing.
@@ -66,18 +66,22 @@ eq "truncate to a small non-zero size: the file keeps its set" "$(sets)" 1
 rm "$M/t"
 eq "removed" "$(sets)" 0
 
-python3 - "$M/o" <<'EOF'
+python3 - "$M/o" "$M/o2" <<'EOF'
 import os, sys
-fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
-data = os.urandom(300000)
-os.write(fd, data)
-os.unlink(sys.argv[1])
-os.fsync(fd)
-assert os.pread(fd, len(data), 0) == data
-os.close(fd)
+for link in (False, True):
+    fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+    data = os.urandom(300000)
+    os.write(fd, data)
+    if link:
+        os.link(sys.argv[1], sys.argv[2])
+        os.unlink(sys.argv[2])
+    os.unlink(sys.argv[1])
+    os.fsync(fd)
+    assert os.pread(fd, len(data), 0) == data
+    os.close(fd)
 EOF
-eq "unlink of an open big file, then close: it read back" "$?" 0
-eq "unlink of an open big file, then close" "$(sets)" 0
+eq "unlink of an open big file (also a linked one), then close: it read back" "$?" 0
+eq "unlink of an open big file (also a linked one), then close" "$(sets)" 0
 
 head -c 1000 /dev/urandom >"$M/f"
 nok "fallocate past the largest file" "" fallocate -o 0 -l 20T "$M/f"
