@@ -107,6 +107,8 @@ static uint64_t ms_now(void)
     return xt_mono_ns() / 1000000u;
 }
 
+#define MOUNT_OPTS_MAX 400
+
 /* Parses "--data DIR", "--mount DIR" and "--mount-opts OPTS" (mount NULL:
  * not accepted) and "--mds N" (nmds NULL: not accepted). */
 static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv,
@@ -116,8 +118,10 @@ static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv
         const char *a = argv[i], **dst = NULL;
         size_t n = 0;
         if (mount && !strcmp(a, "--mount-opts")) {
-            if (i + 1 >= argc || !*argv[i + 1] || strchr(argv[i + 1], ' '))
-                return pomctl_usage_err(ctl, cmd, "--mount-opts wants pomfs -o options");
+            if (i + 1 >= argc || !*argv[i + 1] || strchr(argv[i + 1], ' ') ||
+                strlen(argv[i + 1]) > MOUNT_OPTS_MAX)
+                return pomctl_usage_err(ctl, cmd, "--mount-opts wants pomfs -o options "
+                                                  "(at most %d characters)", MOUNT_OPTS_MAX);
             *mopts = argv[++i];
             continue;
         }
@@ -553,10 +557,8 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
     pathf(log, d, "logs", fsd->name, ".log");
     pathf(mfile, d, "run", "mount", "");
     /* -f: stay in the foreground so the pid we record is the mount's. */
-    char o[512];
-    if (snprintf(o, sizeof o, "fs=" DEFAULT_FS "%s%s", mopts ? "," : "", mopts ? mopts : "") >=
-        (int)sizeof o)
-        return pomctl_usage_err(ctl, "up", "--mount-opts is too long");
+    char o[MOUNT_OPTS_MAX + 32];
+    snprintf(o, sizeof o, "fs=" DEFAULT_FS "%s%s", mopts ? "," : "", mopts ? mopts : "");
     char *argv[] = { fsd->exe, (char *)addr, mnt_abs, (char *)"-f", (char *)"-o", o, NULL };
     pid_t pid = pomctl_proc_spawn(argv, log);
     if (pid < 0) {
