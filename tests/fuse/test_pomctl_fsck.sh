@@ -26,28 +26,8 @@ jget() { # key: a field of the JSON object on stdin
 for k in sys.argv[1].split("."): v=v[k]
 print(str(v).lower() if isinstance(v,bool) else v)' "$1"
 }
-# XXH3_64 of 8 bytes with a seed (pom_blob_hash, docs/format-blob.md),
+# pom_blobpath.py gives where a set lives (pom_blob_hash, docs/format-blob.md),
 # checked below against the sets the client wrote.
-cat >"$T/blobpath.py" <<'EOF'
-import struct, sys
-M = (1 << 64) - 1
-def rotl(x, r): return ((x << r) | (x >> (64 - r))) & M
-def blob_hash(u, seed=0x504f4d424c4f4221):
-    b = struct.pack('<Q', u)
-    sw = struct.unpack('<I', struct.pack('>I', seed & 0xffffffff))[0]
-    seed = (seed ^ (sw << 32)) & M
-    lo, hi = struct.unpack('<II', b)
-    # XXH3 secret bytes 8..15 and 16..23, for inputs of 4..8 bytes
-    h = ((hi + (lo << 32)) & M) ^ (((0x1cad21f72c81017c ^ 0xdb979083e96dd4de) - seed) & M)
-    h ^= rotl(h, 49) ^ rotl(h, 24)
-    h = (h * 0x9FB21C651E98DF25) & M
-    h ^= (h >> 35) + 8
-    h = (h * 0x9FB21C651E98DF25) & M
-    return h ^ (h >> 28)
-u = int(sys.argv[1], 16)
-h = blob_hash(u)
-print('%02x/%02x/%016x' % (h >> 56, (h >> 48) & 0xff, u))
-EOF
 wait_unmounted_at_r2() { # R2 counts no mount of pomfs (pomfs and fsck runs end)
     [ "$(PC --json fs stat pomfs | jget fs.mounts)" = 0 ]
 }
@@ -74,7 +54,7 @@ ok "the blob folder of fs $FSID exists" test -d "$B"
 nsets=0
 for d in "$B"/*/*/*; do
     id=${d##*/}
-    eq "path of set $id" "$B/$(python3 "$T/blobpath.py" "$id")" "$d"
+    eq "path of set $id" "$B/$(python3 "$(dirname "$0")/pom_blobpath.py" "$id")" "$d"
     nsets=$((nsets + 1))
 done
 eq "sets on disk: one, two, rewritten (its old set removed at close)" "$nsets" 3
@@ -125,7 +105,7 @@ fi
 
 # ---- an orphan by hand -------------------------------------------------
 OID=$(printf '%016x' $(( (RANDOM << 48 | RANDOM << 32 | RANDOM << 16 | RANDOM) | (1 << 63) )))
-OD=$B/$(python3 "$T/blobpath.py" "$OID")
+OD=$B/$(python3 "$(dirname "$0")/pom_blobpath.py" "$OID")
 mkdir -p "$OD/000000"
 head -c 100000 /dev/urandom >"$OD/000000/00000000"
 PC fsck >"$T/f1.txt" 2>&1

@@ -47,26 +47,10 @@ eq "sets after the crash: keep, linked + the orphan" "$(nsets)" 3
 find "$B" -mindepth 1 -exec touch -d '1 hour ago' {} +
 # ---- an orphan by hand (a fresh id, bit 63 set) at its hashed place
 HID=$(printf '%016x' $(( (RANDOM << 48 | RANDOM << 32 | RANDOM << 16 | RANDOM) | (1 << 63) )))
-python3 - "$B" "$HID" <<'EOF'
-import os, struct, sys
-M = (1 << 64) - 1
-def rotl(x, r): return ((x << r) | (x >> (64 - r))) & M
-def blob_hash(u, seed=0x504f4d424c4f4221):   # XXH3_64 of 8 bytes (pom_blob_hash)
-    sw = struct.unpack('<I', struct.pack('>I', seed & 0xffffffff))[0]
-    seed = (seed ^ (sw << 32)) & M
-    lo, hi = struct.unpack('<II', struct.pack('<Q', u))
-    h = ((hi + (lo << 32)) & M) ^ (((0x1cad21f72c81017c ^ 0xdb979083e96dd4de) - seed) & M)
-    h ^= rotl(h, 49) ^ rotl(h, 24)
-    h = (h * 0x9FB21C651E98DF25) & M
-    h ^= (h >> 35) + 8
-    h = (h * 0x9FB21C651E98DF25) & M
-    return h ^ (h >> 28)
-u = int(sys.argv[2], 16); h = blob_hash(u)
-d = '%s/%02x/%02x/%016x/000000' % (sys.argv[1], h >> 56, (h >> 48) & 0xff, u)
-os.makedirs(d)
-with open(d + '/00000000', 'wb') as f: f.write(os.urandom(100000))
-EOF
-touch -d '1 hour ago' "$B"/*/*/"$HID" "$B"/*/*/"$HID"/000000 "$B"/*/*/"$HID"/000000/00000000
+HD=$B/$(python3 "$(dirname "$0")/pom_blobpath.py" "$HID")
+mkdir -p "$HD/000000"
+head -c 100000 /dev/urandom >"$HD/000000/00000000"
+touch -d '1 hour ago' "$HD" "$HD/000000" "$HD/000000/00000000"
 eq "sets before reclaim: keep, linked + 2 orphans" "$(nsets)" 4
 PC --json fsck >"$T/f0.json" 2>/dev/null
 eq "fsck counts 2 orphans" "$(jget orphan_sets <"$T/f0.json")" 2
@@ -100,7 +84,7 @@ EOF
 WRITER=$!
 within "W's writer holds its files" 30 test -e "$T/w.ready"
 pl_mount "$R" reclaim=1,reclaim_grace=3
-orphans_gone() { [ "$(nsets)" = 4 ] && ! ls -d "$B"/*/*/"$HID" >/dev/null 2>&1; }
+orphans_gone() { [ "$(nsets)" = 4 ] && [ ! -e "$HD" ]; }
 within "the orphans go (4 sets left: keep, linked, inflight, unlinked)" 60 orphans_gone
 sleep 8                                          # more passes, past 2 grace ages
 eq "W's sets stay through more passes" "$(nsets)" 4
