@@ -49,6 +49,32 @@ void xt_log(enum xt_log_level level, const char *fmt, ...)
     (void)w;
 }
 
+void xt_log_limited(struct xt_log_limit *lim, unsigned interval_ms, enum xt_log_level level,
+                    const char *fmt, ...)
+{
+    if (level > log_level)
+        return;
+    uint64_t now = xt_mono_ns();
+    uint64_t next = __atomic_load_n(&lim->next_ns, __ATOMIC_RELAXED);
+    /* One thread wins the interval; the others count themselves dropped. */
+    if (now < next || !__atomic_compare_exchange_n(&lim->next_ns, &next,
+                                                   now + (uint64_t)interval_ms * 1000000u, false,
+                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&lim->dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    uint64_t dropped = __atomic_exchange_n(&lim->dropped, 0, __ATOMIC_RELAXED);
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (dropped)
+        xt_log(level, "%s (%llu such lines dropped before)", msg, (unsigned long long)dropped);
+    else
+        xt_log(level, "%s", msg);
+}
+
 uint64_t xt_now_ns(void)
 {
     struct timespec ts;
