@@ -111,6 +111,12 @@ void r2_mgr_leader_cb(void *arg, bool leader);
 /* One pass of failure detection and counter flushing (the monitor thread
  * runs it every quarter interval). */
 void r2_mgr_tick(r2_mgr *m);
+/* The same, told that this R2 itself did not run for paused_ns (the
+ * monitor woke that late). A pause past the larger of one interval + slack
+ * and half the failure time says nothing about the sites: every failure
+ * clock restarts, as under a new leader (invariant 5), and no site changes
+ * state in this pass. */
+void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns);
 
 /* Registers a site; prev_id != 0 rejoins under that id if it is known with
  * the same type (a new id is handed out otherwise). fs_name: clients only
