@@ -87,6 +87,7 @@ constexpr uint64_t kSweepNs = 1000000000u;
 constexpr uint64_t kAcceptPauseNs = 100000000u; /* after EMFILE/ENFILE */
 constexpr uint64_t kTrimNs = 10000000000u;  /* malloc_trim at most this often */
 constexpr int kTrimAfter = 256;             /* closed connections before a trim */
+constexpr size_t kTrimBytes = 64u << 20;    /* or buffer bytes freed before a trim */
 constexpr int kDefaultClients = 10000;
 constexpr size_t kDefaultBudget = 256u << 20;
 constexpr int kDefaultIdleMs = 300000;
@@ -129,6 +130,7 @@ struct xt_rpc_server {
     std::atomic<uint64_t> now{0};          /* xt_mono_ns() at the last tick */
     std::atomic<uint64_t> accept_resume{0}; /* != 0: the listen fd waits for it */
     std::atomic<int> closed{0};            /* connections closed since the last trim */
+    std::atomic<size_t> freed{0};          /* buffer bytes freed since the last trim */
     uint64_t last_sweep = 0, last_trim = 0; /* the timer's holder only (EPOLLONESHOT) */
     std::mutex mu;
     std::unordered_set<SConn *> conns; /* protected by mu */
@@ -157,6 +159,7 @@ static void drop_in(xt_rpc_server *s, SConn *c)
     if (!c->in)
         return;
     s->in_bytes.fetch_sub(c->cap, std::memory_order_relaxed);
+    s->freed.fetch_add(c->cap, std::memory_order_relaxed);
     free(c->in);
     c->in = nullptr;
     c->cap = c->have = 0;
@@ -165,6 +168,7 @@ static void drop_in(xt_rpc_server *s, SConn *c)
 static void drop_out(xt_rpc_server *s, SConn *c)
 {
     s->out_bytes.fetch_sub(c->out_charged, std::memory_order_relaxed);
+    s->freed.fetch_add(c->out_charged, std::memory_order_relaxed);
     c->out.reset();
     c->out_off = c->out_charged = 0;
 }
@@ -532,11 +536,13 @@ static void on_tick(xt_rpc_server *s)
         if (s->idle_ns || s->req_ns)
             sweep(s, now);
 #ifdef __GLIBC__
-        /* Connections closing by the thousand leave their freed memory in
-         * malloc's arenas; give it back to the system now and then. */
-        if (s->closed.load(std::memory_order_relaxed) >= kTrimAfter &&
+        /* Connections closing by the thousand, or big frames gone, leave
+         * freed memory in malloc's arenas; give it back now and then. */
+        if ((s->closed.load(std::memory_order_relaxed) >= kTrimAfter ||
+             s->freed.load(std::memory_order_relaxed) >= kTrimBytes) &&
             now - s->last_trim >= kTrimNs) {
             s->closed.store(0, std::memory_order_relaxed);
+            s->freed.store(0, std::memory_order_relaxed);
             s->last_trim = now;
             malloc_trim(0);
         }
@@ -669,7 +675,7 @@ int pom::glue::serve(const xt_rpc_server_opts *o, const std::shared_ptr<TProcess
         return rc;
     }
     s->now.store(xt_mono_ns());
-    s->last_sweep = s->last_trim = s->now.load();
+    s->last_sweep = s->now.load();
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
