@@ -85,7 +85,6 @@ constexpr uint32_t kBigReply = 1u << 20;    /* replies past this get a fresh buf
 constexpr int kTickMs = 100;
 constexpr uint64_t kSweepNs = 1000000000u;
 constexpr uint64_t kAcceptPauseNs = 100000000u; /* after EMFILE/ENFILE */
-constexpr uint64_t kTrimNs = 10000000000u;  /* malloc_trim at most this often */
 constexpr int kTrimAfter = 256;             /* closed connections before a trim */
 constexpr size_t kTrimBytes = 64u << 20;    /* or buffer bytes freed before a trim */
 constexpr int kDefaultClients = 10000;
@@ -131,7 +130,7 @@ struct xt_rpc_server {
     std::atomic<uint64_t> accept_resume{0}; /* != 0: the listen fd waits for it */
     std::atomic<int> closed{0};            /* connections closed since the last trim */
     std::atomic<size_t> freed{0};          /* buffer bytes freed since the last trim */
-    uint64_t last_sweep = 0, last_trim = 0; /* the timer's holder only (EPOLLONESHOT) */
+    uint64_t last_sweep = 0;               /* the timer's holder only (EPOLLONESHOT) */
     std::mutex mu;
     std::unordered_set<SConn *> conns; /* protected by mu */
 };
@@ -537,13 +536,12 @@ static void on_tick(xt_rpc_server *s)
             sweep(s, now);
 #ifdef __GLIBC__
         /* Connections closing by the thousand, or big frames gone, leave
-         * freed memory in malloc's arenas; give it back now and then. */
-        if ((s->closed.load(std::memory_order_relaxed) >= kTrimAfter ||
-             s->freed.load(std::memory_order_relaxed) >= kTrimBytes) &&
-            now - s->last_trim >= kTrimNs) {
+         * freed memory in malloc's arenas; give it back, at most once a
+         * sweep. */
+        if (s->closed.load(std::memory_order_relaxed) >= kTrimAfter ||
+            s->freed.load(std::memory_order_relaxed) >= kTrimBytes) {
             s->closed.store(0, std::memory_order_relaxed);
             s->freed.store(0, std::memory_order_relaxed);
-            s->last_trim = now;
             malloc_trim(0);
         }
 #endif
