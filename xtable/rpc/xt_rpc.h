@@ -18,8 +18,12 @@
  *      io_threads + workers threads; each reads a frame (framed transport,
  *      frames over max_frame_bytes are refused), runs its handler and writes
  *      the reply (xt_rpc_server.cpp). A handler that blocks occupies one
- *      thread. A malformed frame closes that one connection; the server
- *      stays up.
+ *      thread; a client that does not read its replies occupies none (the
+ *      reply waits on its connection). A malformed frame closes that one
+ *      connection; the server stays up.
+ *  (5) A server bounds its connections, the bytes it buffers for them and
+ *      how long one may idle or take over a request (the limits of
+ *      struct xt_rpc_server_opts; docs/rpc.md "Limits").
  */
 #ifndef XT_RPC_H
 #define XT_RPC_H
