@@ -186,26 +186,33 @@ static void close_conn(xt_rpc_server *s, SConn *c)
     s->closed.fetch_add(1, std::memory_order_relaxed);
 }
 
-/* Gives c's input buffer `want` bytes of room in all, within the budget. */
+/* Gives c's input buffer `want` bytes of room in all (more, within the
+ * input budget; or less). */
 static int resize_in(xt_rpc_server *s, SConn *c, size_t want)
 {
     assert(want >= c->have);
-    if (want > c->cap) {
-        size_t delta = want - c->cap;
-        size_t total = s->in_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
-        if (total > s->in_budget) {
-            s->in_bytes.fetch_sub(delta, std::memory_order_relaxed);
-            XT_WARN_RL(1000, "rpc: %zu bytes of unfinished requests buffered (--input-budget "
-                       "%zu): closing a connection that sent %zu bytes of a frame",
-                       total - delta, s->in_budget, c->have);
-            return -ENOBUFS;
+    if (want <= c->cap) {
+        void *p = realloc(c->in, want);
+        if (p) { /* else the larger buffer stays, still counted */
+            s->in_bytes.fetch_sub(c->cap - want, std::memory_order_relaxed);
+            s->freed.fetch_add(c->cap - want, std::memory_order_relaxed);
+            c->in = static_cast<uint8_t *>(p);
+            c->cap = want;
         }
-    } else {
-        s->in_bytes.fetch_sub(c->cap - want, std::memory_order_relaxed);
+        return 0;
+    }
+    size_t delta = want - c->cap;
+    size_t total = s->in_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
+    if (total > s->in_budget) {
+        s->in_bytes.fetch_sub(delta, std::memory_order_relaxed);
+        XT_WARN_RL(1000, "rpc: %zu bytes of unfinished requests buffered (--input-budget "
+                   "%zu): closing a connection that sent %zu bytes of a frame",
+                   total - delta, s->in_budget, c->have);
+        return -ENOBUFS;
     }
     void *p = realloc(c->in, want);
     if (!p) {
-        s->in_bytes.fetch_sub(want - c->cap, std::memory_order_relaxed);
+        s->in_bytes.fetch_sub(delta, std::memory_order_relaxed);
         return -ENOMEM;
     }
     c->in = static_cast<uint8_t *>(p);
