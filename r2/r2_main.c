@@ -143,6 +143,12 @@ static int open_store(const struct args *a, r2_store **out)
     return rc;
 }
 
+/* r2_mgr's stall probe: heartbeats wait while no server thread is free. */
+static uint64_t server_stall(void *srv)
+{
+    return xt_rpc_server_stall_ns(srv);
+}
+
 int main(int argc, char **argv)
 {
     struct args a;
@@ -183,12 +189,14 @@ int main(int argc, char **argv)
         r2_store_close(store);
         return 1;
     }
+    r2_mgr_set_stall_probe(mgr, server_stall, srv);
     char self[XT_ADDR_MAX + 16];
     snprintf(self, sizeof self, "%s:%d", host, xt_rpc_server_port(srv));
     r2_mgr_set_self(mgr, self);
     rc = r2_store_elect(store, self, strlen(self), r2_mgr_leader_cb, mgr);
     if (rc < 0) {
         XT_ERR("cannot join the election: %s", strerror(-rc));
+        r2_mgr_set_stall_probe(mgr, NULL, NULL);
         xt_rpc_server_stop(srv);
         r2_mgr_free(mgr);
         r2_store_close(store);
@@ -217,6 +225,7 @@ int main(int argc, char **argv)
         XT_INFO("SIGHUP: still running (SIGINT or SIGTERM stop)");
     XT_INFO("signal %d: stopping", sig);
     r2_agent_stop(agent);
+    r2_mgr_set_stall_probe(mgr, NULL, NULL);
     xt_rpc_server_stop(srv); /* no more calls */
     r2_mgr_stop(mgr);        /* no more ticks using the store */
     r2_store_resign(store);

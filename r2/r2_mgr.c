@@ -544,8 +544,8 @@ void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
     }
     pthread_mutex_unlock(&m->mu);
     if (paused)
-        XT_WARN("failure detector: this R2 did not run for %llu ms; every site's failure "
-                "clock restarts", (unsigned long long)(paused_ns / 1000000u));
+        XT_WARN("failure detector: this R2 did not run, or took no requests, for %llu ms; "
+                "every site's failure clock restarts", (unsigned long long)(paused_ns / 1000000u));
     if (nch == 0) {
         r2_ring1_tick(m);
         flush_counters(m, now);
@@ -872,10 +872,14 @@ static void *monitor_main(void *arg)
         if (m->stopping)
             break;
         /* Woken this late (real time, whatever m->clock is): this R2 did
-         * not run meanwhile. */
+         * not run meanwhile; or its server had no thread free to take
+         * heartbeats. */
         uint64_t woke = xt_mono_ns();
+        uint64_t paused = woke > at ? woke - at : 0;
+        if (m->stall)
+            paused = XT_MAX(paused, m->stall(m->stall_arg));
         pthread_mutex_unlock(&m->mu);
-        r2_mgr_tick_after(m, woke > at ? woke - at : 0);
+        r2_mgr_tick_after(m, paused);
         pthread_mutex_lock(&m->mu);
     }
     pthread_mutex_unlock(&m->mu);
@@ -923,6 +927,14 @@ int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
     }
     *out = m;
     return 0;
+}
+
+void r2_mgr_set_stall_probe(r2_mgr *m, uint64_t (*stall)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&m->mu);
+    m->stall = stall;
+    m->stall_arg = arg;
+    pthread_mutex_unlock(&m->mu);
 }
 
 void r2_mgr_stop(r2_mgr *m)

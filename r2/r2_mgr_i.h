@@ -70,6 +70,8 @@ struct r2_mgr {
     bool counters_dirty;        /* protected by mu */
     uint64_t last_flush;        /* protected by wmu */
     bool stopping;              /* protected by mu */
+    uint64_t (*stall)(void *);  /* protected by mu; r2_mgr_set_stall_probe */
+    void *stall_arg;            /* protected by mu */
     pthread_t thread;
     bool has_thread;
 };

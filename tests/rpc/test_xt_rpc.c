@@ -3,7 +3,8 @@
  * round trips of every size, many concurrent connections, errno mapping,
  * timeouts, reconnect with back-off, malformed frames, request ids; the
  * server's idle and request timeouts, and a pool over a connection the
- * server closed for idleness.
+ * server closed for idleness; the stall a server reports while all its
+ * threads are busy.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -424,6 +425,39 @@ static void test_server_timeouts(void **state)
     xt_rpc_server_stop(s);
 }
 
+static void *sleep_call(void *arg)
+{
+    unsigned char z[2] = { OP_SLEEP, 80 }; /* 800 ms in the handler */
+    return (void *)(intptr_t)xt_rpc_ping(arg, NULL, z, 2, NULL, 0, NULL);
+}
+
+/* Both threads of a server in handlers for 800 ms: it reports a stall of
+ * about that (R2's failure detector takes it as its own pause); with a
+ * thread free, none to speak of. */
+static void test_server_stall(void **state)
+{
+    (void)state;
+    xt_rpc_server *s = start(0, 0); /* 2 threads */
+    xt_rpc_pool *p = pool_for(xt_rpc_server_port(s), 5000);
+    unsigned char e[3] = { OP_ECHO, 1, 2 }, back[3];
+    assert_int_equal(xt_rpc_ping(p, NULL, e, 3, back, 3, NULL), 0);
+    (void)xt_rpc_server_stall_ns(s);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, sleep_call, p), 0);
+    for (int i = 0; i < 2; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        assert_int_equal((intptr_t)rc, 0);
+    }
+    uint64_t stall = xt_rpc_server_stall_ns(s);
+    assert_true(stall >= 300 * 1000000ull);
+    assert_int_equal(xt_rpc_ping(p, NULL, e, 3, back, 3, NULL), 0);
+    assert_true(xt_rpc_server_stall_ns(s) < 100 * 1000000ull);
+    xt_rpc_pool_free(p);
+    xt_rpc_server_stop(s);
+}
+
 static void test_bind_conflict_and_addr(void **state)
 {
     (void)state;
@@ -463,6 +497,7 @@ int main(void)
         cmocka_unit_test(test_request_ids),
         cmocka_unit_test(test_malformed_frames),
         cmocka_unit_test(test_server_timeouts),
+        cmocka_unit_test(test_server_stall),
         cmocka_unit_test(test_bind_conflict_and_addr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

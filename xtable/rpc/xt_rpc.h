@@ -111,6 +111,11 @@ int xt_rpc_serve_common(const struct xt_rpc_server_opts *opts,
                         xt_rpc_server **out);
 /* The port the server listens on. */
 int xt_rpc_server_port(const xt_rpc_server *s);
+/* The longest stretch (ns) since the previous call during which every
+ * thread of s was busy, none waiting for events, so requests waited in
+ * their sockets; a stretch still running counts. For a caller that must
+ * tell its own stall from its peers' silence (R2's failure detector). */
+uint64_t xt_rpc_server_stall_ns(xt_rpc_server *s);
 /* Stops accepting, lets running handlers finish, joins every thread and
  * frees the server. Safe to call from any thread but a handler's. */
 void xt_rpc_server_stop(xt_rpc_server *s);

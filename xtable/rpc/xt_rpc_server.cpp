@@ -130,6 +130,9 @@ struct xt_rpc_server {
     std::atomic<uint64_t> accept_resume{0}; /* != 0: the listen fd waits for it */
     std::atomic<int> closed{0};            /* connections closed since the last trim */
     std::atomic<size_t> freed{0};          /* buffer bytes freed since the last trim */
+    std::atomic<int> waiting{0};           /* threads in epoll_wait */
+    std::atomic<uint64_t> busy_since{0};   /* coarse_ns() when waiting fell to 0 */
+    std::atomic<uint64_t> max_stall{0};    /* see xt_rpc_server_stall_ns */
     uint64_t last_sweep = 0;               /* the timer's holder only (EPOLLONESHOT) */
     std::mutex mu;
     std::unordered_set<SConn *> conns; /* protected by mu */
@@ -556,6 +559,41 @@ static void on_tick(xt_rpc_server *s)
     arm(s, EPOLL_CTL_MOD, s->timerfd, &s->timerfd, EPOLLIN | EPOLLONESHOT);
 }
 
+/* CLOCK_MONOTONIC_COARSE (a few ms): cheap enough for every call. */
+static uint64_t coarse_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A thread goes back to epoll_wait: a stretch with every thread busy ends. */
+static void thread_free(xt_rpc_server *s)
+{
+    if (s->waiting.fetch_add(1) != 0)
+        return;
+    uint64_t since = s->busy_since.load(std::memory_order_relaxed), now = coarse_ns();
+    uint64_t len = since && now > since ? now - since : 0;
+    uint64_t cur = s->max_stall.load(std::memory_order_relaxed);
+    while (len > cur && !s->max_stall.compare_exchange_weak(cur, len))
+        ;
+}
+
+static void thread_busy(xt_rpc_server *s)
+{
+    if (s->waiting.fetch_sub(1) == 1)
+        s->busy_since.store(coarse_ns(), std::memory_order_relaxed);
+}
+
+uint64_t xt_rpc_server_stall_ns(xt_rpc_server *s)
+{
+    uint64_t len = s->max_stall.exchange(0);
+    uint64_t since = s->busy_since.load(std::memory_order_relaxed), now = coarse_ns();
+    if (s->waiting.load() == 0 && since && now > since)
+        len = std::max(len, now - since);
+    return len;
+}
+
 static void worker_loop(xt_rpc_server *s)
 {
     Worker w;
@@ -571,7 +609,9 @@ static void worker_loop(xt_rpc_server *s)
     }
     for (;;) {
         struct epoll_event ev;
+        thread_free(s);
         int n = epoll_wait(s->epfd, &ev, 1, -1);
+        thread_busy(s);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
