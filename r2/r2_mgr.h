@@ -111,8 +111,8 @@ void r2_mgr_leader_cb(void *arg, bool leader);
 /* One pass of failure detection and counter flushing (the monitor thread
  * runs it every quarter interval). */
 void r2_mgr_tick(r2_mgr *m);
-/* The same, told that this R2 itself did not run for paused_ns (the
- * monitor woke that late). A pause past the larger of one interval + slack
+/* The same, told that this R2 itself did not run, or took no requests, for
+ * paused_ns (the monitor woke that late, or the server was stalled). A pause past the larger of one interval + slack
  * and half the failure time says nothing about the sites: every failure
  * clock restarts, as under a new leader (invariant 5), and no site changes
  * state in this pass. */

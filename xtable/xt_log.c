@@ -3,7 +3,8 @@
  * and the clocks (xt_common.h "time").
  *
  * A record is formatted into a stack buffer and written with one write(2),
- * so lines from concurrent threads never interleave. No lock is taken.
+ * so lines from concurrent threads never interleave. No lock is taken; a
+ * rate-limited call site (XT_WARN_RL) keeps its state in atomics.
  */
 #include "xt_common.h"
 
