@@ -39,7 +39,9 @@
  *  (7) A processor exception (malformed request) closes that connection
  *      only. The server never exits on bad input.
  *  (8) Handlers may block (slice loads, sync): that occupies one thread;
- *      the pool is sized by io_threads + workers.
+ *      the pool is sized by io_threads + workers. A stretch with no thread
+ *      in epoll_wait (s->waiting == 0) is a stall: requests wait in their
+ *      sockets; its length is what xt_rpc_server_stall_ns reports.
  */
 #include "xt_rpc_i.hpp"
 
