@@ -15,9 +15,10 @@
  *    within the sites' 2 s call timeout: R2's own pause fails no site.
  * Shown: the daemon keeps answering a well-behaved client (every call
  * within 5 s; its p99 unloaded and under the slow readers is printed, not
- * asserted), RSS grows within bounds while the load holds memory and
- * returns once it leaves (VmRSS from /proc; memory, not time), and R2
- * declares no site FAILED at any point.
+ * asserted), RSS grows within bounds while the load holds memory and,
+ * for the half-sent frames, comes back once they go (VmRSS from /proc;
+ * memory, not time), and R2's view shows no FAILED site at any check,
+ * during and after the loads.
  *
  * On the server loop before its limits (one blocking send per slow reader,
  * 64 KiB per connection, no budget) the slow readers held every R2 thread:
@@ -303,8 +304,8 @@ static void idle_crowd(struct daemon *d)
         fds[i] = raw_connect(d->port);
         assert_true(fds[i] >= 0);
     }
-    /* One byte each: the server reads every connection once (a partial
-     * frame header), as a client pool's first call would. */
+    /* One byte each: every connection holds an unfinished frame header,
+     * the server's smallest own buffer (4 KiB). */
     for (int i = 0; i < IDLE_CONNS; i++)
         assert_int_equal(send(fds[i], "\0", 1, MSG_NOSIGNAL), 1);
     usleep(500000);
