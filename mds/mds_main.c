@@ -311,9 +311,10 @@ static void usage(FILE *f)
             "                          this MDS's mover (default 16 MiB)\n"
             "  --ring1-frozen          do not follow ring-1 changes: heartbeats carry no\n"
             "                          ring-1 field, so R2 keeps ring 1 as it is\n"
-            "  --verbose               debug log\n"
-            "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
-            "splits, cache and memory per row); SIGTERM logs them and stops.\n");
+            "  --verbose               debug log\n");
+    xt_rpc_server_flags_usage(f);
+    fprintf(f, "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
+               "splits, cache and memory per row); SIGTERM logs them and stops.\n");
 }
 
 static int parse_num(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *v)
@@ -346,8 +347,10 @@ int main(int argc, char **argv)
         { "ring1-frozen", no_argument, NULL, 'F' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
+        XT_RPC_SERVER_FLAGS,
         { NULL, 0, NULL, 0 },
     };
+    struct xt_rpc_server_opts limits = { .host = NULL }; /* XT_RPC_SERVER_FLAGS */
     const char *mdsl[MAX_MDSL];
     size_t nmdsl = 0;
     const char *listen = "127.0.0.1:0", *port_file = NULL, *r2_addrs = NULL, *dir = NULL;
@@ -386,7 +389,13 @@ int main(int argc, char **argv)
         case 'F': ring1_frozen = true; break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: {
+            int r = xt_rpc_server_flag(c, optarg, &limits, "pom-mds");
+            if (r == 0)
+                usage(stderr);
+            if (r <= 0)
+                return 2;
+        }
         }
     }
     if ((nmdsl == 0) == (r2_addrs == NULL) || optind != argc || (r2_addrs && site_given)) {
@@ -594,8 +603,11 @@ int main(int argc, char **argv)
     /* Forwarding blocks a server thread on another MDS, which may be
      * forwarding back: extra workers keep two MDS forwarding to each other
      * from exhausting both pools (the hop limit and timeouts bound it). */
-    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = (int)threads,
-                                     .workers = route ? 4 * (int)threads : 0 };
+    struct xt_rpc_server_opts ro = limits;
+    ro.host = host;
+    ro.port = port;
+    ro.io_threads = (int)threads;
+    ro.workers = route ? 4 * (int)threads : 0;
     if ((rc = mds_service_start(&svc, &ro, &srv))) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
         goto out;

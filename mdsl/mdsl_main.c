@@ -74,6 +74,7 @@ static void usage(FILE *f)
             "  --capacity BYTES     capacity announced to R2 (default 0)\n"
             "  --hb-interval-ms N   heartbeat interval, as pom-r2's (default 1000)\n"
             "  --verbose            debug log\n");
+    xt_rpc_server_flags_usage(f);
 }
 
 int main(int argc, char **argv)
@@ -92,8 +93,11 @@ int main(int argc, char **argv)
         { "hb-interval-ms", required_argument, NULL, 'H' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
+        XT_RPC_SERVER_FLAGS,
         { NULL, 0, NULL, 0 },
     };
+    /* XT_RPC_SERVER_FLAGS; prepares carry a whole commit group's slice images. */
+    struct xt_rpc_server_opts ro = { .max_frame_bytes = XT_RPC_MAX_FRAME };
     const char *dir = NULL, *listen = "127.0.0.1:0", *port_file = NULL;
     uint64_t threads = 4, seg_size = 64u << 20, gc_rate = 32u << 20, gc_interval = 1000;
     double gc_threshold = 0.25;
@@ -156,7 +160,13 @@ int main(int argc, char **argv)
             break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
-        default: usage(stderr); return 2;
+        default: {
+            int r = xt_rpc_server_flag(c, optarg, &ro, "pom-mdsl");
+            if (r == 0)
+                usage(stderr);
+            if (r <= 0)
+                return 2;
+        }
         }
     }
     if (!dir || optind != argc) {
@@ -214,9 +224,9 @@ int main(int argc, char **argv)
         mdsl_io_destroy(uring);
         return 1;
     }
-    /* Prepares carry a whole commit group's slice images. */
-    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = (int)threads,
-                                     .max_frame_bytes = XT_RPC_MAX_FRAME };
+    ro.host = host;
+    ro.port = port;
+    ro.io_threads = (int)threads;
     xt_rpc_server *srv = NULL;
     rc = mdsl_service_start(store, &ro, &srv);
     if (rc < 0) {

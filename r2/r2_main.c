@@ -40,11 +40,13 @@ static void usage(FILE *f)
             "  --fail-after N           missed intervals before a site fails (default 5)\n"
             "  --threads N              handler threads (default 4)\n"
             "  --verbose                debug log\n");
+    xt_rpc_server_flags_usage(f);
 }
 
 struct args {
     const char *data, *zk, *zk_root, *listen, *port_file;
     uint64_t session_ms, hb_ms, fail_after, threads;
+    struct xt_rpc_server_opts rpc; /* the limits of XT_RPC_SERVER_FLAGS */
 };
 
 /* Returns 0, or 2 after printing why the arguments are wrong. */
@@ -62,6 +64,7 @@ static int parse(int argc, char **argv, struct args *a)
         { "threads", required_argument, NULL, 't' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
+        XT_RPC_SERVER_FLAGS,
         { NULL, 0, NULL, 0 },
     };
     *a = (struct args){ .listen = "127.0.0.1:0", .session_ms = 10000, .hb_ms = 1000,
@@ -93,7 +96,13 @@ static int parse(int argc, char **argv, struct args *a)
             break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); exit(0);
-        default: usage(stderr); return 2;
+        default: {
+            int r = xt_rpc_server_flag(c, optarg, &a->rpc, "pom-r2");
+            if (r == 0)
+                usage(stderr);
+            if (r <= 0)
+                return 2;
+        }
         }
         if (what) {
             fprintf(stderr, "pom-r2: %s, got '%s'\n", what, optarg);
@@ -134,6 +143,12 @@ static int open_store(const struct args *a, r2_store **out)
     return rc;
 }
 
+/* r2_mgr's stall probe: heartbeats wait while no server thread is free. */
+static uint64_t server_stall(void *srv)
+{
+    return xt_rpc_server_stall_ns(srv);
+}
+
 int main(int argc, char **argv)
 {
     struct args a;
@@ -154,8 +169,11 @@ int main(int argc, char **argv)
     if (open_store(&a, &store) < 0)
         return 1;
     r2_mgr *mgr = NULL;
-    struct xt_rpc_server_opts ro = { .host = host, .port = port, .io_threads = 2,
-                                     .workers = (int)a.threads };
+    struct xt_rpc_server_opts ro = a.rpc;
+    ro.host = host;
+    ro.port = port;
+    ro.io_threads = 2;
+    ro.workers = (int)a.threads;
     xt_rpc_server *srv = NULL;
     /* The manager starts without its address when the port is 0: it is
      * known once listening, and needed only from the election on. */
@@ -171,12 +189,14 @@ int main(int argc, char **argv)
         r2_store_close(store);
         return 1;
     }
+    r2_mgr_set_stall_probe(mgr, server_stall, srv);
     char self[XT_ADDR_MAX + 16];
     snprintf(self, sizeof self, "%s:%d", host, xt_rpc_server_port(srv));
     r2_mgr_set_self(mgr, self);
     rc = r2_store_elect(store, self, strlen(self), r2_mgr_leader_cb, mgr);
     if (rc < 0) {
         XT_ERR("cannot join the election: %s", strerror(-rc));
+        r2_mgr_set_stall_probe(mgr, NULL, NULL);
         xt_rpc_server_stop(srv);
         r2_mgr_free(mgr);
         r2_store_close(store);
@@ -205,6 +225,7 @@ int main(int argc, char **argv)
         XT_INFO("SIGHUP: still running (SIGINT or SIGTERM stop)");
     XT_INFO("signal %d: stopping", sig);
     r2_agent_stop(agent);
+    r2_mgr_set_stall_probe(mgr, NULL, NULL);
     xt_rpc_server_stop(srv); /* no more calls */
     r2_mgr_stop(mgr);        /* no more ticks using the store */
     r2_store_resign(store);

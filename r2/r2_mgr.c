@@ -506,6 +506,11 @@ static void flush_counters(r2_mgr *m, uint64_t now)
 
 void r2_mgr_tick(r2_mgr *m)
 {
+    r2_mgr_tick_after(m, 0);
+}
+
+void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
+{
     pthread_mutex_lock(&m->mu);
     bool leader = m->leader;
     pthread_mutex_unlock(&m->mu);
@@ -516,6 +521,12 @@ void r2_mgr_tick(r2_mgr *m)
     struct change ch[R2_TXN_ROOM - 2];
     size_t nch = 0;
     pthread_mutex_lock(&m->mu);
+    /* While this R2 stood still (stopped, swapped out, starved of CPU) the
+     * heartbeats waited in its sockets: silence measured across the pause
+     * is this R2's, not the sites'. */
+    bool paused = paused_ns > m->pause_ns;
+    for (size_t i = 0; paused && i < m->st.nsites; i++)
+        m->st.sites[i].last_hb_mono = now;
     for (size_t i = 0; i < m->st.nsites && nch < XT_ARRAY_SIZE(ch); i++) {
         const struct r2_site_ent *e = &m->st.sites[i];
         int st = e->s.state;
@@ -532,6 +543,9 @@ void r2_mgr_tick(r2_mgr *m)
         nch++;
     }
     pthread_mutex_unlock(&m->mu);
+    if (paused)
+        XT_WARN("failure detector: this R2 did not run, or took no requests, for %llu ms; "
+                "every site's failure clock restarts", (unsigned long long)(paused_ns / 1000000u));
     if (nch == 0) {
         r2_ring1_tick(m);
         flush_counters(m, now);
@@ -857,8 +871,15 @@ static void *monitor_main(void *arg)
         pthread_cond_timedwait(&m->cv, &m->mu, &ts);
         if (m->stopping)
             break;
+        /* Woken this late (real time, whatever m->clock is): this R2 did
+         * not run meanwhile; or its server had no thread free to take
+         * heartbeats. */
+        uint64_t woke = xt_mono_ns();
+        uint64_t paused = woke > at ? woke - at : 0;
+        if (m->stall)
+            paused = XT_MAX(paused, m->stall(m->stall_arg));
         pthread_mutex_unlock(&m->mu);
-        r2_mgr_tick(m);
+        r2_mgr_tick_after(m, paused);
         pthread_mutex_lock(&m->mu);
     }
     pthread_mutex_unlock(&m->mu);
@@ -883,6 +904,7 @@ int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
     uint64_t slack = XT_MAX(m->hb_ns / 2, UINT64_C(50000000));
     m->transient_ns = m->hb_ns + slack;
     m->fail_ns = XT_MAX(m->hb_ns * fail_after, m->transient_ns) + slack;
+    m->pause_ns = XT_MAX(m->transient_ns, m->fail_ns / 2);
     m->flush_ns = XT_MAX(10 * m->hb_ns, UINT64_C(5000000000));
     m->vnodes = o->vnodes;
     m->uuid_range = o->uuid_range ? o->uuid_range : R2_MGR_UUID_RANGE;
@@ -905,6 +927,14 @@ int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
     }
     *out = m;
     return 0;
+}
+
+void r2_mgr_set_stall_probe(r2_mgr *m, uint64_t (*stall)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&m->mu);
+    m->stall = stall;
+    m->stall_arg = arg;
+    pthread_mutex_unlock(&m->mu);
 }
 
 void r2_mgr_stop(r2_mgr *m)

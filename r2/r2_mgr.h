@@ -111,6 +111,19 @@ void r2_mgr_leader_cb(void *arg, bool leader);
 /* One pass of failure detection and counter flushing (the monitor thread
  * runs it every quarter interval). */
 void r2_mgr_tick(r2_mgr *m);
+/* The same, told that this R2 itself did not run, or took no requests, for
+ * paused_ns (the monitor woke that late, or the server was stalled). A pause past the larger of one interval + slack
+ * and half the failure time says nothing about the sites: every failure
+ * clock restarts, as under a new leader (invariant 5), and no site changes
+ * state in this pass. */
+void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns);
+/* How the monitor learns that this R2 took no requests for a while: before
+ * each tick it calls stall(arg) (under the manager's lock: it must be quick
+ * and take no lock of the manager), the longest stretch in ns since its
+ * previous call with no server thread free (xt_rpc_server_stall_ns), and
+ * counts it as a pause. NULL removes it; after the call returns the old
+ * probe is not called again. */
+void r2_mgr_set_stall_probe(r2_mgr *m, uint64_t (*stall)(void *arg), void *arg);
 
 /* Registers a site; prev_id != 0 rejoins under that id if it is known with
  * the same type (a new id is handed out otherwise). fs_name: clients only

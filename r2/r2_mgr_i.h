@@ -50,6 +50,7 @@ struct r2_mgr {
     char self[XT_ADDR_MAX];     /* protected by mu */
     char backend[16];           /* r2_store_backend() */
     uint64_t hb_ns, transient_ns, fail_ns, flush_ns;
+    uint64_t pause_ns;          /* a pause of this R2 past it restarts failure clocks */
     unsigned vnodes;
     uint64_t uuid_range;
     uint64_t (*clock)(void);
@@ -69,6 +70,8 @@ struct r2_mgr {
     bool counters_dirty;        /* protected by mu */
     uint64_t last_flush;        /* protected by wmu */
     bool stopping;              /* protected by mu */
+    uint64_t (*stall)(void *);  /* protected by mu; r2_mgr_set_stall_probe */
+    void *stall_arg;            /* protected by mu */
     pthread_t thread;
     bool has_thread;
 };

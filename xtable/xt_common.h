@@ -59,6 +59,22 @@ void xt_log(enum xt_log_level level, const char *fmt, ...)
 #define XT_INFO(...) xt_log(XT_LOG_INFO, __VA_ARGS__)
 #define XT_DBG(...)  xt_log(XT_LOG_DEBUG, __VA_ARGS__)
 
+/* Rate limit of one call site (static, zeroed; fields used atomically). */
+struct xt_log_limit {
+    uint64_t next_ns;   /* xt_mono_ns() before which lines are dropped */
+    uint64_t dropped;   /* lines dropped since the last one written */
+};
+/* xt_log, at most one line per interval_ms from one call site; the line
+ * written after drops says how many were dropped. Thread-safe. */
+void xt_log_limited(struct xt_log_limit *lim, unsigned interval_ms, enum xt_log_level level,
+                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* For errors a peer can repeat at will (one per connection, per accept). */
+#define XT_WARN_RL(interval_ms, ...)                                          \
+    do {                                                                      \
+        static struct xt_log_limit xt_lim_;                                   \
+        xt_log_limited(&xt_lim_, (interval_ms), XT_LOG_WARN, __VA_ARGS__);    \
+    } while (0)
+
 /* ---- time ------------------------------------------------------------ */
 
 uint64_t xt_now_ns(void);      /* CLOCK_REALTIME, ns: file times */

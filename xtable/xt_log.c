@@ -3,7 +3,8 @@
  * and the clocks (xt_common.h "time").
  *
  * A record is formatted into a stack buffer and written with one write(2),
- * so lines from concurrent threads never interleave. No lock is taken.
+ * so lines from concurrent threads never interleave. No lock is taken; a
+ * rate-limited call site (XT_WARN_RL) keeps its state in atomics.
  */
 #include "xt_common.h"
 
@@ -47,6 +48,32 @@ void xt_log(enum xt_log_level level, const char *fmt, ...)
     buf[len++] = '\n';
     ssize_t w = write(STDERR_FILENO, buf, len);
     (void)w;
+}
+
+void xt_log_limited(struct xt_log_limit *lim, unsigned interval_ms, enum xt_log_level level,
+                    const char *fmt, ...)
+{
+    if (level > log_level)
+        return;
+    uint64_t now = xt_mono_ns();
+    uint64_t next = __atomic_load_n(&lim->next_ns, __ATOMIC_RELAXED);
+    /* One thread wins the interval; the others count themselves dropped. */
+    if (now < next || !__atomic_compare_exchange_n(&lim->next_ns, &next,
+                                                   now + (uint64_t)interval_ms * 1000000u, false,
+                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        __atomic_fetch_add(&lim->dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    uint64_t dropped = __atomic_exchange_n(&lim->dropped, 0, __ATOMIC_RELAXED);
+    char msg[900];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (dropped)
+        xt_log(level, "%s (%llu such lines dropped before)", msg, (unsigned long long)dropped);
+    else
+        xt_log(level, "%s", msg);
 }
 
 uint64_t xt_now_ns(void)

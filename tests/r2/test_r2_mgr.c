@@ -15,6 +15,9 @@
  *  - leadership: -EREMOTE when not leading; a lost compare-and-set on
  *    /r2/view (another R2 wrote) gives -EREMOTE, then a reload, then work;
  *    a new leadership gives every site a fresh grace period;
+ *  - a pause of R2 itself (r2_mgr_tick_after): past the threshold every
+ *    failure clock restarts and no site fails for R2's own silence; under
+ *    it, or once the clocks restarted, silent sites fail as before;
  *  - allocation failures at every step of register / fs_create / tick: an
  *    error or success, never a crash, a leak, or memory out of step with the
  *    store (checked by reloading).
@@ -668,6 +671,32 @@ static void test_leadership(void **state)
     assert_int_equal(state_of(f->m, a), XT_SITE_FAILED);
 }
 
+/* R2 stood still for 10 s (all its sites silent that long, by its clock):
+ * told so, it fails nobody and starts their clocks afresh. A pause under
+ * the threshold (175 ms here: the larger of 150 ms transient and half of
+ * 350 ms failed) changes nothing, and real silence still fails a site. */
+static void test_self_pause(void **state)
+{
+    struct fixture *f = *state;
+    lead(f);
+    uint32_t a, b;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, &a, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, &b, NULL), 0);
+    g_clock += 10000 * MS;
+    r2_mgr_tick_after(f->m, 10000 * MS);
+    assert_int_equal(state_of(f->m, a), XT_SITE_UP);
+    assert_int_equal(state_of(f->m, b), XT_SITE_UP);
+    assert_true(in_ring(f->m, 0, b, NULL));
+    g_clock += 100 * MS;
+    r2_mgr_tick_after(f->m, 100 * MS);
+    assert_int_equal(state_of(f->m, b), XT_SITE_UP);
+    g_clock += 300 * MS;
+    r2_mgr_tick_after(f->m, 170 * MS);
+    assert_int_equal(state_of(f->m, a), XT_SITE_FAILED);
+    assert_int_equal(state_of(f->m, b), XT_SITE_FAILED);
+    assert_false(in_ring(f->m, 0, b, NULL));
+}
+
 /* ---- allocation failures ------------------------------------------------------------ */
 
 static void test_alloc_failures(void **state)
@@ -736,6 +765,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ring1_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deltas, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leadership, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_self_pause, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,7 +1,10 @@
 /*
  * test_xt_rpc.c -- the RPC layer against a real server on loopback:
  * round trips of every size, many concurrent connections, errno mapping,
- * timeouts, reconnect with back-off, malformed frames, request ids.
+ * timeouts, reconnect with back-off, malformed frames, request ids; the
+ * server's idle and request timeouts, and a pool over a connection the
+ * server closed for idleness; the stall a server reports while all its
+ * threads are busy.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +13,9 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -347,6 +352,112 @@ static void test_malformed_frames(void **state)
     xt_rpc_server_stop(s);
 }
 
+/* Whether the server closed fd within ms: its FIN or reset arrived (the
+ * socket left ESTABLISHED), without reading what it had sent before. */
+static bool closed_within(int fd, int ms)
+{
+    for (int waited = 0;; waited += 50) {
+        struct tcp_info ti;
+        socklen_t l = sizeof ti;
+        if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) == 0 &&
+            ti.tcpi_state != TCP_ESTABLISHED)
+            return true;
+        if (waited >= ms)
+            return false;
+        usleep(50000);
+    }
+}
+
+/* Idle past idle_timeout_ms, a frame unfinished past request_timeout_ms, a
+ * reply not taken past it: each connection is closed by the server; a
+ * pool whose idle connection the server closed retries on a fresh one. */
+static void test_server_timeouts(void **state)
+{
+    (void)state;
+    struct xt_rpc_server_opts so = { .io_threads = 2, .idle_timeout_ms = 1500,
+                                     .request_timeout_ms = 1000 };
+    xt_rpc_server *s = NULL;
+    assert_int_equal(xt_rpc_serve_common(&so, &ops, NULL, &s), 0);
+    int port = xt_rpc_server_port(s);
+    xt_rpc_pool *p = pool_for(port, 5000);
+    unsigned char e[3] = { OP_ECHO, 1, 2 }, back[3];
+    assert_int_equal(xt_rpc_ping(p, NULL, e, 3, back, 3, NULL), 0);
+
+    int idle = raw_connect(port);
+    int part = raw_connect(port);
+    unsigned char head[6] = { 0, 0, 1, 0, 0x80, 0x01 }; /* 256 bytes claimed, 2 sent */
+    assert_int_equal(write(part, head, sizeof head), (ssize_t)sizeof head);
+    /* A slow reader: 2 MiB echo requests pipelined, no reply read. */
+    int slow = raw_connect(port);
+    int small = 4096;
+    setsockopt(slow, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    fcntl(slow, F_SETFL, O_NONBLOCK);
+    static unsigned char req[4 + 26 + (2 << 20) + 2];
+    static const unsigned char call[] = { 0x80, 0x01, 0x00, 0x01, 0, 0, 0, 4, 'p', 'i', 'n',
+                                          'g', 0, 0, 0, 1, 0x0c, 0x00, 0x01, 0x0c, 0x00, 0x01,
+                                          0x00, 0x0b, 0x00, 0x02 };
+    uint32_t body = htonl((uint32_t)(sizeof req - 4)), plen = htonl(2u << 20);
+    memcpy(req, &body, 4);
+    memcpy(req + 4, call, sizeof call);
+    memcpy(req + 4 + sizeof call, &plen, 4);
+    req[4 + sizeof call + 4] = OP_ECHO;
+    for (int i = 0; i < 8; i++) {
+        ssize_t w = send(slow, req, sizeof req, MSG_NOSIGNAL);
+        (void)w;
+    }
+    /* Not before their time (a second of margin under each)... */
+    assert_false(closed_within(idle, 400));
+    /* ...and closed within a sweep or two after it. */
+    assert_true(closed_within(part, 4000));
+    assert_true(closed_within(slow, 4000));
+    assert_true(closed_within(idle, 4000));
+    close(idle);
+    close(part);
+    close(slow);
+    /* The pool's connection went idle past the timeout too: closed by the
+     * server, the call retries once on a fresh connection. */
+    struct xt_rpc_pool_stats st0, st1;
+    xt_rpc_pool_stats(p, &st0);
+    assert_int_equal(xt_rpc_ping(p, NULL, e, 3, back, 3, NULL), 0);
+    xt_rpc_pool_stats(p, &st1);
+    assert_int_equal(st1.retries, st0.retries + 1);
+    xt_rpc_pool_free(p);
+    xt_rpc_server_stop(s);
+}
+
+static void *sleep_call(void *arg)
+{
+    unsigned char z[2] = { OP_SLEEP, 80 }; /* 800 ms in the handler */
+    return (void *)(intptr_t)xt_rpc_ping(arg, NULL, z, 2, NULL, 0, NULL);
+}
+
+/* Both threads of a server in handlers for 800 ms: it reports a stall of
+ * about that (R2's failure detector takes it as its own pause); with a
+ * thread free, none to speak of. */
+static void test_server_stall(void **state)
+{
+    (void)state;
+    xt_rpc_server *s = start(0, 0); /* 2 threads */
+    xt_rpc_pool *p = pool_for(xt_rpc_server_port(s), 5000);
+    unsigned char e[3] = { OP_ECHO, 1, 2 }, back[3];
+    assert_int_equal(xt_rpc_ping(p, NULL, e, 3, back, 3, NULL), 0);
+    (void)xt_rpc_server_stall_ns(s);
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&t[i], NULL, sleep_call, p), 0);
+    for (int i = 0; i < 2; i++) {
+        void *rc;
+        pthread_join(t[i], &rc);
+        assert_int_equal((intptr_t)rc, 0);
+    }
+    uint64_t stall = xt_rpc_server_stall_ns(s);
+    assert_true(stall >= 300 * 1000000ull);
+    assert_int_equal(xt_rpc_ping(p, NULL, e, 3, back, 3, NULL), 0);
+    assert_true(xt_rpc_server_stall_ns(s) < 100 * 1000000ull);
+    xt_rpc_pool_free(p);
+    xt_rpc_server_stop(s);
+}
+
 static void test_bind_conflict_and_addr(void **state)
 {
     (void)state;
@@ -385,6 +496,8 @@ int main(void)
         cmocka_unit_test(test_reconnect_backoff),
         cmocka_unit_test(test_request_ids),
         cmocka_unit_test(test_malformed_frames),
+        cmocka_unit_test(test_server_timeouts),
+        cmocka_unit_test(test_server_stall),
         cmocka_unit_test(test_bind_conflict_and_addr),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -18,14 +18,19 @@
  *      io_threads + workers threads; each reads a frame (framed transport,
  *      frames over max_frame_bytes are refused), runs its handler and writes
  *      the reply (xt_rpc_server.cpp). A handler that blocks occupies one
- *      thread. A malformed frame closes that one connection; the server
- *      stays up.
+ *      thread; a client that does not read its replies occupies none (the
+ *      reply waits on its connection). A malformed frame closes that one
+ *      connection; the server stays up.
+ *  (5) A server bounds its connections, the bytes it buffers for them and
+ *      how long one may idle or take over a request (the limits of
+ *      struct xt_rpc_server_opts; docs/rpc.md "Limits").
  */
 #ifndef XT_RPC_H
 #define XT_RPC_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +74,20 @@ struct xt_rpc_server_opts {
                                 io_threads + workers */
     int default_budget_ms;   /* deadline of requests without a budget; 0: 30000 */
     int max_frame_bytes;     /* 0: XT_RPC_DEFAULT_SERVER_FRAME */
+    /* Limits against slow, idle or hostile clients (xt_rpc_server.cpp;
+     * docs/rpc.md "Limits"). 0 takes the default, < 0 turns a limit off. */
+    int max_clients;         /* connections served at once; more are accepted
+                                and closed at once. 0: 10000, at most the
+                                descriptor limit less a reserve */
+    int64_t input_budget;    /* bytes of unfinished request frames buffered
+                                across all connections; a connection that
+                                would pass it is closed. 0: the larger of
+                                256 MiB and max_frame_bytes */
+    int64_t output_budget;   /* bytes of replies queued for slow readers
+                                across all connections; 0: as input_budget */
+    int idle_timeout_ms;     /* a connection idle this long is closed; 0: 300000 */
+    int request_timeout_ms;  /* a request frame not received, or a reply not
+                                taken, within this is closed; 0: 30000 */
 };
 
 /* Output buffer of a handler: the reply payload is copied in. */
@@ -92,9 +111,34 @@ int xt_rpc_serve_common(const struct xt_rpc_server_opts *opts,
                         xt_rpc_server **out);
 /* The port the server listens on. */
 int xt_rpc_server_port(const xt_rpc_server *s);
+/* The longest stretch (ns) since the previous call during which every
+ * thread of s was busy, none waiting for events, so requests waited in
+ * their sockets; a stretch still running counts. For a caller that must
+ * tell its own stall from its peers' silence (R2's failure detector). */
+uint64_t xt_rpc_server_stall_ns(xt_rpc_server *s);
 /* Stops accepting, lets running handlers finish, joins every thread and
  * frees the server. Safe to call from any thread but a handler's. */
 void xt_rpc_server_stop(xt_rpc_server *s);
+
+/* ---- the daemons' flags for the server limits -------------------------- */
+
+/* getopt_long entries a daemon adds to its option table (codes from
+ * XT_RPC_FLAG_BASE on, clear of any character code). */
+#define XT_RPC_FLAG_BASE 0x1000
+#define XT_RPC_SERVER_FLAGS                                                   \
+    { "max-clients", required_argument, NULL, XT_RPC_FLAG_BASE + 0 },         \
+    { "input-budget", required_argument, NULL, XT_RPC_FLAG_BASE + 1 },        \
+    { "output-budget", required_argument, NULL, XT_RPC_FLAG_BASE + 2 },       \
+    { "idle-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 3 },     \
+    { "request-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 4 }
+
+/* If code is one of XT_RPC_SERVER_FLAGS: parses arg into *o and returns 1,
+ * or prints why arg is wrong (after "prog: ") and returns -EINVAL. Any
+ * other code: returns 0. On the command line 0 turns a limit off. */
+int xt_rpc_server_flag(int code, const char *arg, struct xt_rpc_server_opts *o,
+                       const char *prog);
+/* The --help lines of XT_RPC_SERVER_FLAGS. */
+void xt_rpc_server_flags_usage(FILE *f);
 
 /* ---- client ----------------------------------------------------------- */
 

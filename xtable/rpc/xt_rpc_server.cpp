@@ -7,23 +7,41 @@
  * libevent io thread and a worker queue and re-registers the socket for
  * write readiness, 4 epoll_ctl and 2 thread wake-ups a call; on loopback
  * that doubled the round trip against raw TCP (bench_rpc). Here a call
- * costs epoll_wait + recv + send + one epoll_ctl re-arm, and the same
- * thread that read the frame answers it.
+ * that can be answered at once costs epoll_wait + recv + send + one
+ * epoll_ctl re-arm, and the same thread that read the frame answers it.
  *
  * Invariants:
  *  (1) A connection is registered EPOLLONESHOT: at most one thread works on
  *      it at a time, so its buffers need no lock. The thread re-arms it
  *      when done, or closes it.
  *  (2) Frames are a 4-byte big-endian length and a body; a length of 0 or
- *      over max_frame closes the connection (framed transport). A partial
- *      frame waits in the connection's buffer without holding a thread;
- *      the buffer grows with the bytes received, not with the length a
- *      header claims.
- *  (3) A processor exception (malformed request) closes that connection
+ *      over max_frame closes the connection (framed transport).
+ *  (3) Requests land in the serving thread's scratch buffer; a connection
+ *      owns input memory only for an unfinished frame, grown by doubling
+ *      with the bytes that came (never to the length a header claims) and
+ *      counted in in_bytes. An idle connection owns no buffer. A connection
+ *      that would take in_bytes past in_budget is closed.
+ *  (4) A reply the socket does not take at once is queued on its connection
+ *      (out_bytes, bounded by out_budget) and the connection is re-armed for
+ *      EPOLLOUT only: no further request of it is read until the reply is
+ *      gone. So no thread ever waits for a slow reader, and a connection's
+ *      backlog is one reply.
+ *  (5) The timer (timerfd, every kTickMs, EPOLLONESHOT like a connection)
+ *      keeps s->now, resumes accepting after a descriptor shortage, and
+ *      every kSweepNs shuts down (shutdown(2), under s->mu) connections idle
+ *      past idle_ns or with a frame or reply pending past req_ns; the thread
+ *      that next serves such a connection sees the end and closes it. A
+ *      connection being served (kBusy) is never timed out: handlers may
+ *      block.
+ *  (6) s->mu protects s->conns and SConn::doomed; a connection leaves
+ *      s->conns before its descriptor is closed, so the sweeper never shuts
+ *      down a descriptor number that was reused.
+ *  (7) A processor exception (malformed request) closes that connection
  *      only. The server never exits on bad input.
- *  (4) s->mu protects s->conns only; it is held to insert and erase.
- *  (5) Handlers may block (slice loads, sync): that occupies one thread;
- *      the pool is sized by io_threads + workers.
+ *  (8) Handlers may block (slice loads, sync): that occupies one thread;
+ *      the pool is sized by io_threads + workers. A stretch with no thread
+ *      in epoll_wait (s->waiting == 0) is a stall: requests wait in their
+ *      sockets; its length is what xt_rpc_server_stall_ns reports.
  */
 #include "xt_rpc_i.hpp"
 
@@ -31,18 +49,22 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cassert>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -59,15 +81,37 @@ using apache::thrift::transport::TMemoryBuffer;
 
 namespace {
 
-constexpr size_t kInitialBuf = 64 * 1024;
-constexpr size_t kKeepBuf = 1u << 20;    /* idle input buffers shrink past this */
-constexpr uint32_t kBigReply = 1u << 20; /* replies past this get a fresh buffer */
-constexpr int kSendTimeoutMs = 30000;
+constexpr size_t kScratch = 256 * 1024;     /* per thread: where requests land */
+constexpr size_t kMinBuf = 4 * 1024;        /* a connection's first own buffer */
+constexpr uint32_t kBigReply = 1u << 20;    /* replies past this get a fresh buffer */
+constexpr int kTickMs = 100;
+constexpr uint64_t kSweepNs = 1000000000u;
+constexpr uint64_t kAcceptPauseNs = 100000000u; /* after EMFILE/ENFILE */
+constexpr int kTrimAfter = 256;             /* closed connections before a trim */
+constexpr size_t kTrimBytes = 64u << 20;    /* or buffer bytes freed before a trim */
+constexpr int kDefaultClients = 10000;
+constexpr size_t kDefaultBudget = 256u << 20;
+constexpr int kDefaultIdleMs = 300000;
+constexpr int kDefaultRequestMs = 30000;
+
+/* What a connection waits for, for the sweeper (invariant 5). */
+enum Phase : int { kIdle, kPartial, kOutput, kBusy };
 
 struct SConn {
     int fd = -1;
-    std::vector<uint8_t> in;
-    size_t have = 0;
+    uint8_t *in = nullptr;               /* unfinished frame(s); malloc'd, cap counted in in_bytes */
+    size_t cap = 0, have = 0;
+    std::shared_ptr<TMemoryBuffer> out;  /* a reply not yet taken by the socket */
+    size_t out_off = 0, out_charged = 0; /* out_charged counted in out_bytes */
+    uint64_t part_since = 0, out_since = 0;
+    std::atomic<int> phase{kIdle};       /* published at re-arm, read by the sweeper */
+    std::atomic<uint64_t> since{0};
+    bool doomed = false;                 /* protected by s->mu */
+};
+
+/* One per thread: what serving a request needs besides its connection. */
+struct Worker {
+    std::vector<uint8_t> scratch;
     std::shared_ptr<TMemoryBuffer> ibuf, obuf;
     std::shared_ptr<TBinaryProtocol> iprot, oprot;
 };
@@ -75,11 +119,23 @@ struct SConn {
 } // namespace
 
 struct xt_rpc_server {
-    int lfd = -1, epfd = -1, stopfd = -1;
+    int lfd = -1, epfd = -1, stopfd = -1, timerfd = -1;
     int port = 0;
     size_t max_frame = 0;
+    size_t max_clients = 0;
+    size_t in_budget = 0, out_budget = 0;
+    uint64_t idle_ns = 0, req_ns = 0; /* 0: off */
     std::shared_ptr<TProcessor> proc;
     std::vector<std::thread> threads;
+    std::atomic<size_t> in_bytes{0}, out_bytes{0};
+    std::atomic<uint64_t> now{0};          /* xt_mono_ns() at the last tick */
+    std::atomic<uint64_t> accept_resume{0}; /* != 0: the listen fd waits for it */
+    std::atomic<int> closed{0};            /* connections closed since the last trim */
+    std::atomic<size_t> freed{0};          /* buffer bytes freed since the last trim */
+    std::atomic<int> waiting{0};           /* threads in epoll_wait */
+    std::atomic<uint64_t> busy_since{0};   /* coarse_ns() when waiting fell to 0 */
+    std::atomic<uint64_t> max_stall{0};    /* see xt_rpc_server_stall_ns */
+    uint64_t last_sweep = 0;               /* the timer's holder only (EPOLLONESHOT) */
     std::mutex mu;
     std::unordered_set<SConn *> conns; /* protected by mu */
 };
@@ -102,27 +158,104 @@ static int arm(xt_rpc_server *s, int op, int fd, void *ptr, uint32_t events)
     return epoll_ctl(s->epfd, op, fd, &ev) ? -errno : 0;
 }
 
+static void drop_in(xt_rpc_server *s, SConn *c)
+{
+    if (!c->in)
+        return;
+    s->in_bytes.fetch_sub(c->cap, std::memory_order_relaxed);
+    s->freed.fetch_add(c->cap, std::memory_order_relaxed);
+    free(c->in);
+    c->in = nullptr;
+    c->cap = c->have = 0;
+}
+
+static void drop_out(xt_rpc_server *s, SConn *c)
+{
+    s->out_bytes.fetch_sub(c->out_charged, std::memory_order_relaxed);
+    s->freed.fetch_add(c->out_charged, std::memory_order_relaxed);
+    c->out.reset();
+    c->out_off = c->out_charged = 0;
+}
+
 static void close_conn(xt_rpc_server *s, SConn *c)
 {
     epoll_ctl(s->epfd, EPOLL_CTL_DEL, c->fd, nullptr);
-    close(c->fd);
     {
         std::lock_guard<std::mutex> g(s->mu);
         s->conns.erase(c);
     }
+    close(c->fd);
+    drop_in(s, c);
+    drop_out(s, c);
     delete c;
+    s->closed.fetch_add(1, std::memory_order_relaxed);
 }
 
-static void accept_all(xt_rpc_server *s)
+/* Gives c's input buffer `want` bytes of room in all (more, within the
+ * input budget; or less). */
+static int resize_in(xt_rpc_server *s, SConn *c, size_t want)
+{
+    assert(want >= c->have);
+    if (want <= c->cap) {
+        void *p = realloc(c->in, want);
+        if (p) { /* else the larger buffer stays, still counted */
+            s->in_bytes.fetch_sub(c->cap - want, std::memory_order_relaxed);
+            s->freed.fetch_add(c->cap - want, std::memory_order_relaxed);
+            c->in = static_cast<uint8_t *>(p);
+            c->cap = want;
+        }
+        return 0;
+    }
+    size_t delta = want - c->cap;
+    size_t total = s->in_bytes.fetch_add(delta, std::memory_order_relaxed) + delta;
+    if (total > s->in_budget) {
+        s->in_bytes.fetch_sub(delta, std::memory_order_relaxed);
+        XT_WARN_RL(1000, "rpc: %zu bytes of unfinished requests buffered (--input-budget "
+                   "%zu): closing a connection that sent %zu bytes of a frame",
+                   total - delta, s->in_budget, c->have);
+        return -ENOBUFS;
+    }
+    void *p = realloc(c->in, want);
+    if (!p) {
+        s->in_bytes.fetch_sub(delta, std::memory_order_relaxed);
+        return -ENOMEM;
+    }
+    c->in = static_cast<uint8_t *>(p);
+    c->cap = want;
+    return 0;
+}
+
+static bool accept_all(xt_rpc_server *s)
 {
     for (;;) {
         int fd = accept4(s->lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno == EINTR)
+            int e = errno;
+            if (e == EINTR || e == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK)
-                XT_WARN("rpc: accept: %s", strerror(errno));
-            return;
+            if (e == EAGAIN || e == EWOULDBLOCK)
+                return true;
+            if (e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM) {
+                /* The pending connection stays in the backlog and the listen
+                 * fd stays readable: polling it now would spin. */
+                XT_WARN_RL(1000, "rpc: accept: %s: not accepting for %llu ms", strerror(e),
+                           (unsigned long long)(kAcceptPauseNs / 1000000u));
+                s->accept_resume.store(xt_mono_ns() + kAcceptPauseNs);
+                return false;
+            }
+            XT_WARN_RL(1000, "rpc: accept: %s", strerror(e));
+            return true;
+        }
+        size_t n;
+        {
+            std::lock_guard<std::mutex> g(s->mu);
+            n = s->conns.size();
+        }
+        if (n >= s->max_clients) {
+            close(fd);
+            XT_WARN_RL(1000, "rpc: %zu connections, the most served (--max-clients): "
+                       "closing new ones", n);
+            continue;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -131,13 +264,9 @@ static void accept_all(xt_rpc_server *s)
             close(fd);
             continue;
         }
+        c->fd = fd;
+        c->since.store(s->now.load(std::memory_order_relaxed), std::memory_order_relaxed);
         try {
-            c->fd = fd;
-            c->in.resize(kInitialBuf);
-            c->ibuf = std::make_shared<TMemoryBuffer>(big_config());
-            c->obuf = std::make_shared<TMemoryBuffer>(big_config());
-            c->iprot = std::make_shared<TBinaryProtocol>(c->ibuf);
-            c->oprot = std::make_shared<TBinaryProtocol>(c->obuf);
             std::lock_guard<std::mutex> g(s->mu);
             s->conns.insert(c);
         } catch (const std::exception &) {
@@ -150,70 +279,183 @@ static void accept_all(xt_rpc_server *s)
     }
 }
 
-static int send_all(int fd, const uint8_t *p, size_t n)
+/* Sends what the socket takes of c's queued reply. Returns 1 once it is
+ * all gone, 0 while some is left, < 0 to close. */
+static int flush_out(xt_rpc_server *s, SConn *c)
 {
-    while (n) {
-        ssize_t w = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    uint8_t *p;
+    uint32_t len;
+    c->out->getBuffer(&p, &len);
+    while (c->out_off < len) {
+        ssize_t w = send(c->fd, p + c->out_off, len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w > 0) {
-            p += w;
-            n -= (size_t)w;
+            c->out_off += (size_t)w;
             continue;
         }
         if (w < 0 && errno == EINTR)
             continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pf = { fd, POLLOUT, 0 };
-            int r = poll(&pf, 1, kSendTimeoutMs);
-            if (r > 0)
-                continue;
-            return r == 0 ? -ETIMEDOUT : -errno;
-        }
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return 0;
         return w < 0 ? -errno : -EPIPE;
     }
-    return 0;
+    drop_out(s, c);
+    return 1;
 }
 
-/* Runs one request frame through the processor and sends the reply. */
-static int handle_frame(xt_rpc_server *s, SConn *c, uint8_t *body, uint32_t len)
+/* Runs one request frame through the processor and sends the reply; what
+ * the socket does not take at once is queued on c (invariant 4). */
+static int handle_frame(xt_rpc_server *s, Worker *w, SConn *c, uint8_t *body, uint32_t len)
 {
     try {
-        c->ibuf->resetBuffer(body, len, TMemoryBuffer::OBSERVE);
-        c->ibuf->updateKnownMessageSize(len);
+        w->ibuf->resetBuffer(body, len, TMemoryBuffer::OBSERVE);
+        w->ibuf->updateKnownMessageSize(len);
         /* No string or list in a frame can be longer than the frame: without
          * these limits a 60-byte frame claiming a 2 GB method name makes
          * Thrift allocate and clear 2 GB before it notices. */
-        c->iprot->setStringSizeLimit((int32_t)len);
-        c->iprot->setContainerSizeLimit((int32_t)len);
-        c->obuf->resetBuffer();
+        w->iprot->setStringSizeLimit((int32_t)len);
+        w->iprot->setContainerSizeLimit((int32_t)len);
+        w->obuf->resetBuffer();
         static const uint8_t zero[4] = { 0, 0, 0, 0 };
-        c->obuf->write(zero, 4); /* frame length, patched below */
-        s->proc->process(c->iprot, c->oprot, nullptr);
+        w->obuf->write(zero, 4); /* frame length, patched below */
+        s->proc->process(w->iprot, w->oprot, nullptr);
     } catch (const std::exception &e) {
         XT_DBG("rpc: dropping connection on malformed request: %s", e.what());
+        /* The input transport counts the bytes of the message it failed
+         * in, and only a fresh one forgets them. */
+        try {
+            auto ib = std::make_shared<TMemoryBuffer>(big_config());
+            w->iprot = std::make_shared<TBinaryProtocol>(ib);
+            w->ibuf = std::move(ib);
+        } catch (const std::bad_alloc &) {
+        }
         return -EPROTO;
     }
     uint8_t *out;
     uint32_t olen;
-    c->obuf->getBuffer(&out, &olen);
+    w->obuf->getBuffer(&out, &olen);
     if (olen <= 4) /* oneway call: no reply */
         return 0;
     uint32_t blen = htonl(olen - 4);
     memcpy(out, &blen, 4);
-    int rc = send_all(c->fd, out, olen);
-    if (olen > kBigReply) {
-        c->obuf = std::make_shared<TMemoryBuffer>(big_config());
-        c->oprot = std::make_shared<TBinaryProtocol>(c->obuf);
+    size_t sent = 0;
+    while (sent < olen) {
+        ssize_t n = send(c->fd, out + sent, olen - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0)
+            sent += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        else
+            return n < 0 ? -errno : -EPIPE;
     }
+    if (sent == olen && olen <= kBigReply)
+        return 0;
+    std::shared_ptr<TMemoryBuffer> nbuf;
+    std::shared_ptr<TBinaryProtocol> nprot;
+    try {
+        nbuf = std::make_shared<TMemoryBuffer>(big_config());
+        nprot = std::make_shared<TBinaryProtocol>(nbuf);
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    }
+    if (sent < olen) {
+        size_t rest = olen - sent;
+        size_t total = s->out_bytes.fetch_add(rest, std::memory_order_relaxed) + rest;
+        if (total > s->out_budget) {
+            s->out_bytes.fetch_sub(rest, std::memory_order_relaxed);
+            XT_WARN_RL(1000, "rpc: %zu bytes of replies queued for slow readers "
+                       "(--output-budget %zu): closing one", total - rest, s->out_budget);
+            return -ENOBUFS;
+        }
+        c->out = std::move(w->obuf); /* the reply's buffer moves to c: no copy */
+        c->out_off = sent;
+        c->out_charged = rest;
+        c->out_since = s->now.load(std::memory_order_relaxed);
+    }
+    w->obuf = std::move(nbuf);
+    w->oprot = std::move(nprot);
+    return 0;
+}
+
+/* Serves the complete frames at the head of buf[0..n) until a frame is
+ * unfinished or a reply is queued; *used gets the bytes served. */
+static int consume(xt_rpc_server *s, Worker *w, SConn *c, uint8_t *buf, size_t n, size_t *used)
+{
+    size_t off = 0;
+    int rc = 0;
+    while (n - off >= 4 && !c->out) {
+        uint32_t len;
+        memcpy(&len, buf + off, 4);
+        len = ntohl(len);
+        if (len == 0 || len > s->max_frame) {
+            XT_DBG("rpc: bad frame length %u, closing connection", len);
+            rc = -EPROTO;
+            break;
+        }
+        if (n - off - 4 < len)
+            break;
+        if ((rc = handle_frame(s, w, c, buf + off + 4, len)) < 0)
+            break;
+        off += 4 + (size_t)len;
+    }
+    *used = off;
     return rc;
 }
 
-/* Reads what the socket has, serves every complete frame. Returns 0 to
- * re-arm the connection, < 0 to close it. */
-static int serve_conn(xt_rpc_server *s, SConn *c)
+/* Serves what c's own buffer holds; frees the buffer once it is empty. */
+static int consume_own(xt_rpc_server *s, Worker *w, SConn *c)
 {
+    size_t used;
+    int rc = consume(s, w, c, c->in, c->have, &used);
+    if (rc < 0 || used == 0)
+        return rc;
+    c->have -= used;
+    if (c->have == 0) {
+        drop_in(s, c);
+        return 0;
+    }
+    memmove(c->in, c->in + used, c->have);
+    c->part_since = s->now.load(std::memory_order_relaxed);
+    if (c->cap > kScratch && c->have < c->cap / 4)
+        return resize_in(s, c, std::max(c->have, kMinBuf));
+    return 0;
+}
+
+/* Reads what the socket has and serves every complete frame, stopping when
+ * a reply is queued. Returns 0 to re-arm the connection, < 0 to close it. */
+static int serve_conn(xt_rpc_server *s, Worker *w, SConn *c)
+{
+    int rc;
+    if (c->out && (rc = flush_out(s, c)) <= 0)
+        return rc;
+    if (c->have && ((rc = consume_own(s, w, c)) < 0 || c->out))
+        return rc;
     for (;;) {
-        size_t space = c->in.size() - c->have;
-        ssize_t r = recv(c->fd, c->in.data() + c->have, space, MSG_DONTWAIT);
+        bool own = c->have > 0;
+        uint8_t *dst;
+        size_t space;
+        if (own) {
+            /* One unfinished frame at the front; once the buffer is full,
+             * room doubles, never to the claimed length at once: memory
+             * follows the bytes that came (invariant 3). */
+            if (c->have == c->cap) {
+                size_t need = 4;
+                if (c->have >= 4) {
+                    uint32_t len;
+                    memcpy(&len, c->in, 4);
+                    need = 4 + (size_t)ntohl(len);
+                }
+                if ((rc = resize_in(s, c, std::min(need, c->cap * 2))) < 0)
+                    return rc;
+            }
+            dst = c->in + c->have;
+            space = c->cap - c->have;
+        } else {
+            dst = w->scratch.data();
+            space = w->scratch.size();
+        }
+        ssize_t r = recv(c->fd, dst, space, MSG_DONTWAIT);
         if (r == 0)
             return -ECONNRESET;
         if (r < 0) {
@@ -223,60 +465,155 @@ static int serve_conn(xt_rpc_server *s, SConn *c)
                 return 0;
             return -errno;
         }
-        c->have += (size_t)r;
-        size_t off = 0;
-        while (c->have - off >= 4) {
-            uint32_t len;
-            memcpy(&len, c->in.data() + off, 4);
-            len = ntohl(len);
-            if (len == 0 || len > s->max_frame) {
-                XT_DBG("rpc: bad frame length %u, closing connection", len);
-                return -EPROTO;
-            }
-            if (c->have - off - 4 < len) {
-                /* The frame's start to the front; once the buffer is full,
-                 * room grows by doubling, never to the claimed length at
-                 * once: a 4-byte header claiming 1 GiB made every such
-                 * connection allocate and zero 1 GiB (300 garbage
-                 * connections kept the test's MDSL busy past a client's
-                 * 20 s timeout). Memory follows the bytes that came. */
-                if (off) {
-                    memmove(c->in.data(), c->in.data() + off, c->have - off);
-                    c->have -= off;
-                    off = 0;
+        if (own) {
+            c->have += (size_t)r;
+            rc = consume_own(s, w, c);
+        } else {
+            size_t used;
+            rc = consume(s, w, c, dst, (size_t)r, &used);
+            if (rc == 0 && used < (size_t)r) {
+                /* The unfinished rest moves to a buffer of c's own. */
+                size_t rest = (size_t)r - used;
+                if ((rc = resize_in(s, c, std::max(rest, kMinBuf))) == 0) {
+                    memcpy(c->in, dst + used, rest);
+                    c->have = rest;
+                    c->part_since = s->now.load(std::memory_order_relaxed);
                 }
-                if (c->have == c->in.size()) {
-                    try {
-                        c->in.resize(std::min((size_t)len + 4, c->in.size() * 2));
-                    } catch (const std::bad_alloc &) {
-                        return -ENOMEM;
-                    }
-                }
-                break;
             }
-            int rc = handle_frame(s, c, c->in.data() + off + 4, len);
-            if (rc < 0)
-                return rc;
-            off += 4 + (size_t)len;
         }
-        if (off) {
-            memmove(c->in.data(), c->in.data() + off, c->have - off);
-            c->have -= off;
-        }
-        if (c->have == 0 && c->in.size() > kKeepBuf) {
-            c->in.resize(kInitialBuf);
-            c->in.shrink_to_fit();
-        }
+        if (rc < 0 || c->out)
+            return rc;
         if ((size_t)r < space)
             return 0; /* drained; EPOLLONESHOT re-arm reports anything newer */
     }
 }
 
+/* Publishes what c now waits for (invariant 5) and hands it back to epoll. */
+static int rearm(xt_rpc_server *s, SConn *c)
+{
+    int ph = c->out ? kOutput : c->have ? kPartial : kIdle;
+    uint64_t since = ph == kOutput    ? c->out_since
+                     : ph == kPartial ? c->part_since
+                                      : s->now.load(std::memory_order_relaxed);
+    c->since.store(since, std::memory_order_relaxed);
+    c->phase.store(ph, std::memory_order_release);
+    /* With a reply queued only writability matters; EPOLLRDHUP would
+     * report a half-closed peer again and again. */
+    return arm(s, EPOLL_CTL_MOD, c->fd, c,
+               c->out ? EPOLLOUT | EPOLLONESHOT : EPOLLIN | EPOLLRDHUP | EPOLLONESHOT);
+}
+
+/* Shuts down connections past their timeout (invariant 5). */
+static void sweep(xt_rpc_server *s, uint64_t now)
+{
+    size_t idle = 0, slow = 0;
+    {
+        std::lock_guard<std::mutex> g(s->mu);
+        for (SConn *c : s->conns) {
+            if (c->doomed)
+                continue;
+            int ph = c->phase.load(std::memory_order_acquire);
+            uint64_t lim = ph == kIdle ? s->idle_ns : ph == kBusy ? 0 : s->req_ns;
+            uint64_t since = c->since.load(std::memory_order_relaxed);
+            if (!lim || now < since || now - since <= lim)
+                continue;
+            shutdown(c->fd, SHUT_RDWR);
+            c->doomed = true;
+            (ph == kIdle ? idle : slow)++;
+        }
+    }
+    if (idle)
+        XT_DBG("rpc: closing %zu idle connections", idle);
+    if (slow)
+        XT_WARN_RL(10000, "rpc: closing %zu connections whose request or reply took over "
+                   "%llu ms (--request-timeout-ms)", slow,
+                   (unsigned long long)(s->req_ns / 1000000u));
+}
+
+static void on_tick(xt_rpc_server *s)
+{
+    uint64_t exp;
+    ssize_t r = read(s->timerfd, &exp, sizeof exp);
+    (void)r;
+    uint64_t now = xt_mono_ns();
+    s->now.store(now, std::memory_order_relaxed);
+    uint64_t resume = s->accept_resume.load();
+    if (resume && now >= resume) {
+        s->accept_resume.store(0);
+        arm(s, EPOLL_CTL_MOD, s->lfd, &s->lfd, EPOLLIN | EPOLLONESHOT);
+    }
+    if (now - s->last_sweep >= kSweepNs) {
+        s->last_sweep = now;
+        if (s->idle_ns || s->req_ns)
+            sweep(s, now);
+#ifdef __GLIBC__
+        /* Connections closing by the thousand, or big frames gone, leave
+         * freed memory in malloc's arenas; give it back, at most once a
+         * sweep. */
+        if (s->closed.load(std::memory_order_relaxed) >= kTrimAfter ||
+            s->freed.load(std::memory_order_relaxed) >= kTrimBytes) {
+            s->closed.store(0, std::memory_order_relaxed);
+            s->freed.store(0, std::memory_order_relaxed);
+            malloc_trim(0);
+        }
+#endif
+    }
+    arm(s, EPOLL_CTL_MOD, s->timerfd, &s->timerfd, EPOLLIN | EPOLLONESHOT);
+}
+
+/* CLOCK_MONOTONIC_COARSE (a few ms): cheap enough for every call. */
+static uint64_t coarse_ns()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A thread goes back to epoll_wait: a stretch with every thread busy ends. */
+static void thread_free(xt_rpc_server *s)
+{
+    if (s->waiting.fetch_add(1) != 0)
+        return;
+    uint64_t since = s->busy_since.load(std::memory_order_relaxed), now = coarse_ns();
+    uint64_t len = since && now > since ? now - since : 0;
+    uint64_t cur = s->max_stall.load(std::memory_order_relaxed);
+    while (len > cur && !s->max_stall.compare_exchange_weak(cur, len))
+        ;
+}
+
+static void thread_busy(xt_rpc_server *s)
+{
+    if (s->waiting.fetch_sub(1) == 1)
+        s->busy_since.store(coarse_ns(), std::memory_order_relaxed);
+}
+
+uint64_t xt_rpc_server_stall_ns(xt_rpc_server *s)
+{
+    uint64_t len = s->max_stall.exchange(0);
+    uint64_t since = s->busy_since.load(std::memory_order_relaxed), now = coarse_ns();
+    if (s->waiting.load() == 0 && since && now > since)
+        len = std::max(len, now - since);
+    return len;
+}
+
 static void worker_loop(xt_rpc_server *s)
 {
+    Worker w;
+    try {
+        w.scratch.resize(kScratch);
+        w.ibuf = std::make_shared<TMemoryBuffer>(big_config());
+        w.obuf = std::make_shared<TMemoryBuffer>(big_config());
+        w.iprot = std::make_shared<TBinaryProtocol>(w.ibuf);
+        w.oprot = std::make_shared<TBinaryProtocol>(w.obuf);
+    } catch (const std::exception &) {
+        XT_ERR("rpc: no memory for a server thread");
+        return;
+    }
     for (;;) {
         struct epoll_event ev;
+        thread_free(s);
         int n = epoll_wait(s->epfd, &ev, 1, -1);
+        thread_busy(s);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -288,13 +625,17 @@ static void worker_loop(xt_rpc_server *s)
         if (ev.data.ptr == &s->stopfd)
             return;
         if (ev.data.ptr == &s->lfd) {
-            accept_all(s);
-            arm(s, EPOLL_CTL_MOD, s->lfd, &s->lfd, EPOLLIN | EPOLLONESHOT);
+            if (accept_all(s))
+                arm(s, EPOLL_CTL_MOD, s->lfd, &s->lfd, EPOLLIN | EPOLLONESHOT);
+            continue;
+        }
+        if (ev.data.ptr == &s->timerfd) {
+            on_tick(s);
             continue;
         }
         SConn *c = static_cast<SConn *>(ev.data.ptr);
-        if (serve_conn(s, c) < 0 ||
-            arm(s, EPOLL_CTL_MOD, c->fd, c, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT) < 0)
+        c->phase.store(kBusy, std::memory_order_relaxed);
+        if (serve_conn(s, &w, c) < 0 || rearm(s, c) < 0)
             close_conn(s, c);
     }
 }
@@ -338,6 +679,28 @@ static int listen_on(const char *host, int port, int *out_fd, int *out_port)
     return rc;
 }
 
+/* The limits of o, defaults filled in (xt_rpc.h, struct xt_rpc_server_opts). */
+static void resolve_limits(xt_rpc_server *s, const xt_rpc_server_opts *o)
+{
+    int clients = o ? o->max_clients : 0;
+    s->max_clients = clients > 0 ? (size_t)clients : clients < 0 ? SIZE_MAX : kDefaultClients;
+    /* Past the descriptor limit accept fails anyway; a reserve stays for the
+     * files, pools and stores of the daemon itself. */
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        size_t lim = (size_t)rl.rlim_cur;
+        size_t cap = lim - std::min(lim / 2, (size_t)256);
+        s->max_clients = std::min(s->max_clients, cap);
+    }
+    size_t budget = std::max(kDefaultBudget, s->max_frame + 4);
+    int64_t ib = o ? o->input_budget : 0, ob = o ? o->output_budget : 0;
+    s->in_budget = ib > 0 ? (size_t)ib : ib < 0 ? SIZE_MAX : budget;
+    s->out_budget = ob > 0 ? (size_t)ob : ob < 0 ? SIZE_MAX : budget;
+    int idle = o ? o->idle_timeout_ms : 0, req = o ? o->request_timeout_ms : 0;
+    s->idle_ns = (uint64_t)(idle > 0 ? idle : idle < 0 ? 0 : kDefaultIdleMs) * 1000000u;
+    s->req_ns = (uint64_t)(req > 0 ? req : req < 0 ? 0 : kDefaultRequestMs) * 1000000u;
+}
+
 int pom::glue::serve(const xt_rpc_server_opts *o, const std::shared_ptr<TProcessor> &proc,
                      xt_rpc_server **out)
 {
@@ -351,16 +714,25 @@ int pom::glue::serve(const xt_rpc_server_opts *o, const std::shared_ptr<TProcess
     s->proc = proc;
     s->max_frame = o && o->max_frame_bytes > 0 ? (size_t)o->max_frame_bytes
                                                 : (size_t)XT_RPC_DEFAULT_SERVER_FRAME;
+    resolve_limits(s, o);
     int rc = listen_on(host, port, &s->lfd, &s->port);
     if (rc < 0) {
         XT_ERR("rpc: cannot listen on %s:%d: %s", host, port, strerror(-rc));
         delete s;
         return rc;
     }
+    s->now.store(xt_mono_ns());
+    s->last_sweep = s->now.load();
     s->epfd = epoll_create1(EPOLL_CLOEXEC);
     s->stopfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (s->epfd < 0 || s->stopfd < 0 ||
+    s->timerfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    struct itimerspec its;
+    memset(&its, 0, sizeof its);
+    its.it_interval.tv_nsec = its.it_value.tv_nsec = kTickMs * 1000000L;
+    if (s->epfd < 0 || s->stopfd < 0 || s->timerfd < 0 ||
+        timerfd_settime(s->timerfd, 0, &its, nullptr) < 0 ||
         arm(s, EPOLL_CTL_ADD, s->stopfd, &s->stopfd, EPOLLIN) < 0 ||
+        arm(s, EPOLL_CTL_ADD, s->timerfd, &s->timerfd, EPOLLIN | EPOLLONESHOT) < 0 ||
         arm(s, EPOLL_CTL_ADD, s->lfd, &s->lfd, EPOLLIN | EPOLLONESHOT) < 0) {
         rc = -errno;
         xt_rpc_server_stop(s);
@@ -396,9 +768,12 @@ void xt_rpc_server_stop(xt_rpc_server *s)
         t.join();
     for (SConn *c : s->conns) {
         close(c->fd);
+        free(c->in);
         delete c;
     }
     s->conns.clear();
+    if (s->timerfd >= 0)
+        close(s->timerfd);
     if (s->lfd >= 0)
         close(s->lfd);
     if (s->epfd >= 0)
