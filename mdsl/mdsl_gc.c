@@ -385,7 +385,11 @@ static void *gc_main(void *arg)
             break;
         pthread_mutex_unlock(&s->mu);
         mdsl_st_bg_take(s);
-        (void)mdsl_gc_pass(s, 4, s->o.gc_threshold);
+        bool pressed;
+        double thr = mdsl_space_gc_threshold(s, &pressed);
+        if (pressed) /* the emptied active segments too, at once */
+            (void)mdsl_space_roll(s, thr);
+        (void)mdsl_gc_pass(s, pressed ? 64 : 4, thr);
         mdsl_space_tick(s); /* drops, sweeps and idle rolls share the thread */
         mdsl_st_bg_put(s);
         pthread_mutex_lock(&s->mu);

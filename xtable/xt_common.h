@@ -52,6 +52,8 @@ long xt_alloc_fail_after(long countdown);
 enum xt_log_level { XT_LOG_ERROR = 0, XT_LOG_WARN, XT_LOG_INFO, XT_LOG_DEBUG };
 void xt_log_set_level(enum xt_log_level level);
 void xt_log_set_prefix(const char *prefix); /* copied; e.g. "mds[3]" */
+/* Lines dropped (stderr's disk had no room for them) and not yet said. */
+uint64_t xt_log_dropped(void);
 void xt_log(enum xt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define XT_ERR(...)  xt_log(XT_LOG_ERROR, __VA_ARGS__)

@@ -1,0 +1,36 @@
+#!/bin/bash
+# test_pomfs_diskfull.sh POMCTL POMFS -- a full disk that deletes free
+# (docs/testing-faults.md "test_pomfs_diskfull"): the whole folder of
+# `pomctl up` (R2 store, MDSL segments and index, blob tier, logs) and the
+# mount's scratch folder on a 64 MiB tmpfs; pomfs_diskfull.py fills it with
+# a 2 MiB file and fsynced 8 KiB files until ENOSPC, checks what was
+# acknowledged, truncates and removes a directory on the full disk, frees
+# the big file and half the small ones, and waits (at most 30 s) for writes
+# to resume without a restart. Then the daemons' logs hold only whole lines.
+# Runs as root (mount -t tmpfs); exits 77 (skip) when it cannot mount.
+set -u
+D=$(mktemp -d "${TMPDIR:-/tmp}/pomfs-diskfull.XXXXXX")
+if ! mount -t tmpfs -o size=64m tmpfs "$D" 2>/dev/null; then
+    rmdir "$D"
+    echo "SKIP: cannot mount a tmpfs (not root?)"
+    exit 77
+fi
+export TMPDIR=$D
+# pomfs_lib.sh exits 77 without FUSE: the tmpfs must go then too.
+trap 'umount -l "$D"; rmdir "$D"' EXIT
+. "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
+trap 'pl_cleanup; umount -l "$D"; rmdir "$D"' EXIT
+M=$T/m
+
+pl_mount "$M"
+ok "fill, check, full, free, resume (pomfs_diskfull.py)" \
+    python3 "$(dirname "$0")/pomfs_diskfull.py" "$M"
+cat "$T/cmd.log"
+df -k "$D" | tail -1
+# Whole lines only: a line cut by a full disk would run into the next one.
+for f in "$T"/data/logs/*.log; do
+    eq "no line of $(basename "$f") cut mid-line" \
+        "$(grep -c -E '.[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3} [EWID] [a-z]' "$f")" 0
+done
+pl_umount "$M"
+pl_done
