@@ -138,6 +138,10 @@ void mdsl_io_uring_thread_exit(void);
 
 /* In-memory files and directories; everything is "durable" at once. */
 int mdsl_io_mem_new(mdsl_io **out);
+/* A device of `bytes` (0: unbounded, the default, and free space unknown):
+ * writes past it answer -ENOSPC and mdsl_io_space tells what is left.
+ * REQUIRES: io from mdsl_io_mem_new. */
+void mdsl_io_mem_set_capacity(mdsl_io *io, uint64_t bytes);
 
 /* Fault injection over `base` (borrowed; must outlive the wrapper). The
  * random choices of the power-loss crash come from `seed`. */
