@@ -605,6 +605,7 @@ int mdsl_space_recover(mdsl_store *s)
 #define RESERVE_MIN (UINT64_C(1) << 20)
 #define RESERVE_MAX (UINT64_C(1) << 30)
 #define SEG_MIN (UINT64_C(1) << 20)
+#define SHORT_LOG_NS (UINT64_C(60) * 1000000000u)
 
 void mdsl_space_size(mdsl_store *s)
 {
@@ -639,9 +640,18 @@ int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve)
     if (may_reserve || s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0)
         return 0;
     bool is_short = avail < s->reserve || avail - s->reserve < need;
+    uint64_t now = xt_mono_ns();
     pthread_mutex_lock(&s->mu);
-    bool say = is_short != s->short_logged;
-    s->short_logged = is_short;
+    /* one line when the state changes, at most one a minute while it flaps */
+    bool say = is_short != s->short_logged &&
+               (!is_short || !s->short_said_ns || now - s->short_said_ns >= SHORT_LOG_NS);
+    if (say) {
+        s->short_logged = is_short;
+        if (is_short)
+            s->short_said_ns = now;
+    }
+    if (is_short) /* GC may find more now that the threshold is up (invariant 7) */
+        pthread_cond_signal(&s->gc_cv);
     pthread_mutex_unlock(&s->mu);
     if (say && is_short)
         XT_WARN("mdsl: %llu bytes free, %llu kept for deletes and GC: prepares that add "
@@ -650,12 +660,6 @@ int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve)
     else if (say)
         XT_INFO("mdsl: %llu bytes free again: prepares that add data are taken",
                 (unsigned long long)avail);
-    if (is_short) {
-        /* GC may find more now that the threshold is up (invariant 7). */
-        pthread_mutex_lock(&s->mu);
-        pthread_cond_signal(&s->gc_cv);
-        pthread_mutex_unlock(&s->mu);
-    }
     return is_short ? -ENOSPC : 0;
 }
 

@@ -134,6 +134,7 @@ struct mdsl_store {
      * space under it (for one log line per change). */
     uint64_t reserve;       /* set at open */
     bool short_logged;      /* (mu) */
+    uint64_t short_said_ns; /* when it last said so (mu) */
 };
 
 /* ---- mdsl_store.c ------------------------------------------------------ */
