@@ -528,7 +528,8 @@ void mdsl_space_tick(mdsl_store *s)
     uint64_t idle = (uint64_t)s->o.roll_idle_ms * 1000000u;
     if (now >= s->roll_due_ns) {
         s->roll_due_ns = now + idle / 6;
-        (void)roll_active(s, s->o.gc_threshold, idle);
+        bool pressed;
+        (void)roll_active(s, mdsl_space_gc_threshold(s, &pressed), idle);
     }
 }
 
@@ -668,15 +669,22 @@ double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed)
     double base = s->o.gc_threshold;
     uint64_t avail, total;
     *pressed = false;
-    if (s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0)
+    if (s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0 || total == 0)
         return base;
-    /* base with 4 reserves free or more, MDSL_GC_FULL_THRESHOLD at one */
+    /* The fuller the device, the less garbage it may hold: at least the
+     * share of it in use (a device 60% full keeps segments 60% live or
+     * more), and MDSL_GC_FULL_THRESHOLD once only the reserve is left. */
+    double used = 1.0 - (double)avail / (double)total;
+    double thr = used > base ? used : base;
+    if (thr > MDSL_GC_FULL_THRESHOLD)
+        thr = MDSL_GC_FULL_THRESHOLD;
+    /* thr with 4 reserves free or more, MDSL_GC_FULL_THRESHOLD at one */
     double room = ((double)avail - (double)s->reserve) / (3.0 * (double)s->reserve);
     room = room < 0 ? 0 : room > 1 ? 1 : room;
-    if (room >= 1.0 || base >= MDSL_GC_FULL_THRESHOLD)
-        return base;
+    if (room >= 1.0)
+        return thr;
     *pressed = true;
-    return MDSL_GC_FULL_THRESHOLD - (MDSL_GC_FULL_THRESHOLD - base) * room;
+    return MDSL_GC_FULL_THRESHOLD - (MDSL_GC_FULL_THRESHOLD - thr) * room;
 }
 
 int mdsl_space_roll(mdsl_store *s, double threshold)
