@@ -69,7 +69,7 @@ static void usage(FILE *f)
             "  --seg-size BYTES     segment size (default 64M; at most a 16th of the device)\n"
             "  --reserve BYTES      free space kept for deletes, truncates and GC: prepares\n"
             "                       that add data answer ENOSPC under it (default a 16th\n"
-            "                       of the device, 1M..1G; 0 = none)\n"
+            "                       of the device, 1M..256M; 0 = none)\n"
             "  --gc-threshold F     collect segments under this live ratio (default 0.25)\n"
             "  --gc-rate BYTES      GC budget per second (default 32M; 0 = unthrottled)\n"
             "  --gc-interval MS     period of the background GC pass (default 1000)\n"

@@ -604,7 +604,7 @@ int mdsl_space_recover(mdsl_store *s)
 /* ---- a full disk: the reserve (invariants 6-7) ------------------------- */
 
 #define RESERVE_MIN (UINT64_C(1) << 20)
-#define RESERVE_MAX (UINT64_C(1) << 30)
+#define RESERVE_MAX (UINT64_C(256) << 20)
 #define SEG_MIN (UINT64_C(1) << 20)
 #define SHORT_LOG_NS (UINT64_C(60) * 1000000000u)
 
@@ -672,12 +672,13 @@ double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed)
     if (s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0 || total == 0)
         return base;
     /* The fuller the device, the less garbage it may hold: at least the
-     * share of it in use (a device 60% full keeps segments 60% live or
-     * more), and MDSL_GC_FULL_THRESHOLD once only the reserve is left. */
+     * share of it in use, up to MDSL_GC_USED_THRESHOLD (other programs' data
+     * counts too: a disk full of it must not make GC copy all the time),
+     * and MDSL_GC_FULL_THRESHOLD once only the reserve is left. */
     double used = 1.0 - (double)avail / (double)total;
+    if (used > MDSL_GC_USED_THRESHOLD)
+        used = MDSL_GC_USED_THRESHOLD;
     double thr = used > base ? used : base;
-    if (thr > MDSL_GC_FULL_THRESHOLD)
-        thr = MDSL_GC_FULL_THRESHOLD;
     /* thr with 4 reserves free or more, MDSL_GC_FULL_THRESHOLD at one */
     double room = ((double)avail - (double)s->reserve) / (3.0 * (double)s->reserve);
     room = room < 0 ? 0 : room > 1 ? 1 : room;

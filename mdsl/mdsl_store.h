@@ -67,7 +67,7 @@ struct mdsl_store_opts {
     uint64_t reserve_bytes;     /* free space kept for prepares that free
                                    at least what they add (MDSL_F_RESERVE),
                                    their commits and GC; 0 = a 16th of the
-                                   device, within [1 MiB, 1 GiB]; UINT64_MAX
+                                   device, within [1 MiB, 256 MiB]; UINT64_MAX
                                    = none (docs/format-mdsl.md "A full
                                    disk") */
 };

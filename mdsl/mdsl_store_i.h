@@ -273,8 +273,10 @@ void mdsl_space_size(mdsl_store *s);
  * never refuses. */
 int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve);
 /* The GC threshold now: gc_threshold, or the share of the device in use
- * when higher, rising to MDSL_GC_FULL_THRESHOLD as free space falls to the
- * reserve (*pressed: within 4 reserves of it). */
+ * when higher (up to MDSL_GC_USED_THRESHOLD), rising to
+ * MDSL_GC_FULL_THRESHOLD as free space falls to the reserve (*pressed:
+ * within 4 reserves of it). */
+#define MDSL_GC_USED_THRESHOLD 0.5
 #define MDSL_GC_FULL_THRESHOLD 0.9
 double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed);
 /* Roll every active segment under threshold with dead bytes, idle or not
