@@ -396,7 +396,12 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
             }
             if (cm->durable_gen < gen)
                 cm->durable_gen = gen;
+            /* The tombstones it drops were in the record: what they held
+             * is not there any more for the next group's growth either. */
+            size_t mem0 = xt_slice_mem_bytes(s);
             xt_slice_drop_tombstones(s, gen);
+            size_t dropped = mem0 - XT_MIN(mem0, xt_slice_mem_bytes(s));
+            cm->durable_mem -= XT_MIN(cm->durable_mem, dropped);
         } else {
             if (cm->snapped_gen == gen && cm->snap && cm->snap_site != cm->site)
                 mds_stats_add(g->o.stats, MDS_CTR_MOVE_ABORTS, 1);

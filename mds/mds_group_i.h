@@ -66,8 +66,10 @@ struct mds_group {
      * (mds_group_space_short) so the groups that follow shrink and may use
      * the MDSL's reserve. */
     _Atomic uint64_t enospc_until;
-    uint64_t shrink_gen;         /* images of shrunk slices made for group */
-    size_t shrink_bytes;         /* shrink_gen on a full disk (mu) */
+    /* Bytes of images of shrunk slices (on a full disk) that group
+     * shrink_gen made so far (mu; mds_group.c shrink_image). */
+    uint64_t shrink_gen;
+    size_t shrink_bytes;
     /* The move budget of group move_gen: only one group is snapshotted at
      * a time (invariant 1), so a newer gen simply starts afresh (mu). */
     uint64_t move_gen;

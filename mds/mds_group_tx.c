@@ -340,7 +340,9 @@ int mds_group_claim_epoch(mds_group *g, uint32_t prev_epoch)
         XT_ERR("group: site %u exhausted its txid epochs", g->o.site_id);
         return -EOVERFLOW;
     }
-    struct mds_group_tx none = { 0 };
+    /* Only the decision record, which replaces the last one: it adds
+     * nothing, so an MDS starts on a full disk too. */
+    struct mds_group_tx none = { .reserve = true };
     int rc = mds_group_tx_commit(g, mds_txid_make(g->o.site_id, epoch, 0), &none);
     if (rc == 0) {
         g->epoch = epoch;

@@ -6,7 +6,8 @@
 # a 2 MiB file and fsynced 8 KiB files until ENOSPC, checks what was
 # acknowledged, truncates and removes a directory on the full disk, frees
 # the big file and half the small ones, and waits (at most 30 s) for writes
-# to resume without a restart. Then the daemons' logs hold only whole lines.
+# to resume without a restart. Then the big file's tract set is gone from
+# the blob tier and the daemons' logs hold only whole lines.
 # Runs as root (mount -t tmpfs); exits 77 (skip) when it cannot mount.
 set -u
 D=$(mktemp -d "${TMPDIR:-/tmp}/pomfs-diskfull.XXXXXX")
@@ -27,6 +28,11 @@ ok "fill, check, full, free, resume (pomfs_diskfull.py)" \
     python3 "$(dirname "$0")/pomfs_diskfull.py" "$M"
 cat "$T/cmd.log"
 df -k "$D" | tail -1
+# The blob tier gave the big file's space back: its tract set (under
+# DIR/blobs/<fsid>/, docs/format-blob.md) goes after a sync that needs the
+# MDSL to take the unlink on the full disk.
+no_tracts() { [ -z "$(find "$T/data/blobs" -type f)" ]; }
+within "the removed 2 MiB file's tract set is deleted" 10 no_tracts
 # Whole lines only: a line cut by a full disk would run into the next one.
 for f in "$T"/data/logs/*.log; do
     eq "no line of $(basename "$f") cut mid-line" \
