@@ -603,8 +603,6 @@ int mdsl_space_recover(mdsl_store *s)
 
 /* ---- a full disk: the reserve (invariants 6-7) ------------------------- */
 
-#define RESERVE_MIN (UINT64_C(1) << 20)
-#define RESERVE_MAX (UINT64_C(256) << 20)
 #define SEG_MIN (UINT64_C(1) << 20)
 #define SHORT_LOG_NS (UINT64_C(60) * 1000000000u)
 
@@ -620,7 +618,7 @@ void mdsl_space_size(mdsl_store *s)
     else if (s->o.reserve_bytes)
         s->reserve = s->o.reserve_bytes;
     else
-        s->reserve = XT_MIN(XT_MAX(total / 16, RESERVE_MIN), RESERVE_MAX);
+        s->reserve = xt_disk_reserve(total);
     /* One 64 MiB segment on a small device is never closed, so GC never
      * takes it: keep segments a fraction of the device. */
     uint64_t seg_max = XT_MAX(total / MDSL_SEG_DEVICE_SHARE, SEG_MIN);

@@ -69,6 +69,19 @@ uint64_t xt_mono_ns(void);     /* CLOCK_MONOTONIC, ns: deadlines, latency */
  * the default, realtime clock). REQUIRES: mu held. */
 void xt_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms);
 
+/* ---- space -------------------------------------------------------- */
+
+/* A full disk (docs/format-mdsl.md "A full disk"): the bytes of a device
+ * of `total` bytes kept for what frees space (deletes, GC), as ext4 keeps
+ * blocks for root; the MDSL's default reserve, which the blob tier's local
+ * backend keeps too (they share a disk under `pomctl up`). */
+static inline uint64_t xt_disk_reserve(uint64_t total)
+{
+    uint64_t r = total / 16;
+    return r < (UINT64_C(1) << 20) ? UINT64_C(1) << 20
+           : r > (UINT64_C(256) << 20) ? UINT64_C(256) << 20 : r;
+}
+
 /* ---- little-endian fixed-width encoding (on-disk and codec formats) -- */
 
 static inline void xt_put_u16(uint8_t *p, uint16_t v)
