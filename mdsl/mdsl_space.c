@@ -57,6 +57,9 @@
  *  (7) GC's threshold rises as free space falls (mdsl_space_gc_threshold),
  *      and under pressure active segments with dead bytes are rolled at
  *      once, so emptied records come back without waiting roll_idle_ms.
+ *      Under pressure GC takes only a segment whose live bytes fit in half
+ *      the free space (mdsl_space_gc_room): a copy cut short by a full
+ *      disk frees nothing and keeps what it wrote.
  */
 #include "mdsl_store_i.h"
 
@@ -684,6 +687,15 @@ double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed)
         return thr;
     *pressed = true;
     return MDSL_GC_FULL_THRESHOLD - (MDSL_GC_FULL_THRESHOLD - thr) * room;
+}
+
+uint64_t mdsl_space_gc_room(mdsl_store *s)
+{
+    uint64_t avail, total;
+    if (s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0 ||
+        avail >= 4 * s->reserve)
+        return UINT64_MAX;
+    return avail / 2;
 }
 
 int mdsl_space_roll(mdsl_store *s, double threshold)

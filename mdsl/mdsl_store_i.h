@@ -277,8 +277,13 @@ int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve);
  * MDSL_GC_FULL_THRESHOLD as free space falls to the reserve (*pressed:
  * within 4 reserves of it). */
 #define MDSL_GC_USED_THRESHOLD 0.5
-#define MDSL_GC_FULL_THRESHOLD 0.9
+#define MDSL_GC_FULL_THRESHOLD 0.8
 double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed);
+/* How many bytes GC may copy to collect one segment: half the free space
+ * once it is under 4 reserves (a segment whose copies do not fit would eat
+ * the reserve and free nothing: GC takes an emptier one or waits), else
+ * no bound (UINT64_MAX, also when free space is unknown). */
+uint64_t mdsl_space_gc_room(mdsl_store *s);
 /* Roll every active segment under threshold with dead bytes, idle or not
  * (under pressure). Rolled, or -errno. REQUIRES: the background token. */
 int mdsl_space_roll(mdsl_store *s, double threshold);

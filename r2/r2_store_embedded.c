@@ -51,7 +51,8 @@ typedef struct emb_store {
     pthread_mutex_t mu;       /* invariant (1) */
     pthread_mutex_t cb_mu;    /* invariant (4); recursive */
     leveldb_t *db;            /* protected by mu; NULL after a failed reopen (5) */
-    char *dir;
+    char *dir;                /* the folder, for opening again (5) */
+    uint64_t reopen_said_ns;  /* last "opening again" failure logged (mu) */
     leveldb_options_t *opt;
     leveldb_readoptions_t *ropt;
     leveldb_writeoptions_t *wopt;
@@ -137,10 +138,15 @@ static leveldb_t *db_handle(emb_store *e)
         char *err = NULL;
         leveldb_t *db = leveldb_open(e->opt, e->dir, &err);
         if (err != NULL) {
-            XT_ERR("r2_store_embedded: opening %s again: %s", e->dir, err);
+            uint64_t now = xt_mono_ns(); /* each call tries: say it once a minute */
+            if (!e->reopen_said_ns || now - e->reopen_said_ns >= UINT64_C(60) * 1000000000u) {
+                XT_ERR("r2_store_embedded: opening %s again: %s", e->dir, err);
+                e->reopen_said_ns = now;
+            }
             leveldb_free(err);
             return NULL;
         }
+        e->reopen_said_ns = 0;
         XT_INFO("r2_store_embedded: %s opened again: writes resume", e->dir);
         e->db = db;
     }

@@ -2,7 +2,7 @@
 # test_pomfs_diskfull.sh POMCTL POMFS -- a full disk that deletes free
 # (docs/testing-faults.md "test_pomfs_diskfull"): the whole folder of
 # `pomctl up` (R2 store, MDSL segments and index, blob tier, logs) and the
-# mount's scratch folder on a 64 MiB tmpfs; pomfs_diskfull.py fills it with
+# mount's scratch folder on a 32 MiB tmpfs; pomfs_diskfull.py fills it with
 # a 2 MiB file and fsynced 8 KiB files until ENOSPC, checks what was
 # acknowledged, truncates and removes a directory on the full disk, frees
 # the big file and half the small ones, and waits (at most 30 s) for writes
@@ -11,7 +11,7 @@
 # Runs as root (mount -t tmpfs); exits 77 (skip) when it cannot mount.
 set -u
 D=$(mktemp -d "${TMPDIR:-/tmp}/pomfs-diskfull.XXXXXX")
-if ! mount -t tmpfs -o size=64m tmpfs "$D" 2>/dev/null; then
+if ! mount -t tmpfs -o size=32m tmpfs "$D" 2>/dev/null; then
     rmdir "$D"
     echo "SKIP: cannot mount a tmpfs (not root?)"
     exit 77
