@@ -47,6 +47,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #define HASH_SEED   UINT64_C(0x504f4d424c4f4221) /* "POMBLOB!" */
@@ -338,6 +339,19 @@ static ssize_t local_pread(pom_blob_file *f, uint32_t t, void *buf, size_t n, ui
     return (ssize_t)n;
 }
 
+/* The device's last bytes are for what frees space (xt_disk_reserve): the
+ * blob tier often shares its disk with the MDSL (`pomctl up`), whose
+ * reserve must still be there for the unlinks that give tracts back. */
+static int local_room(int fd, size_t n)
+{
+    struct statvfs sv;
+    if (fstatvfs(fd, &sv) < 0)
+        return 0;
+    uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    uint64_t keep = xt_disk_reserve((uint64_t)sv.f_blocks * sv.f_frsize);
+    return avail < keep || avail - keep < n ? -ENOSPC : 0;
+}
+
 static ssize_t local_pwrite(pom_blob_file *f, uint32_t t, const void *buf, size_t n,
                             uint64_t toff)
 {
@@ -346,7 +360,11 @@ static ssize_t local_pwrite(pom_blob_file *f, uint32_t t, const void *buf, size_
     if (fd < 0)
         return fd;
     size_t done = 0;
-    int rc = 0;
+    int rc = local_room(fd, n);
+    if (rc < 0) {
+        put_fd(f, fd, slot);
+        return rc;
+    }
     while (done < n) {
         if ((rc = fault(f->b)) < 0)
             break;

@@ -82,6 +82,10 @@ struct mds_cent_commit {
     uint64_t version;     /* version of the last durable record */
     size_t image_bytes;   /* size of the last durable image */
     size_t delta_bytes;   /* durable delta bytes since that image */
+    size_t durable_mem;   /* xt_slice_mem_bytes when the last durable record
+                             was taken (at load: as loaded; 0: never stored) */
+    size_t snap_mem;      /* xt_slice_mem_bytes when snap was taken */
+    uint32_t durable_rows, snap_rows; /* xt_slice_count, the same way */
     bool force_image;     /* next record must be an image */
     bool snap_image;      /* snap is an image (else a delta) */
     bool snap_sys;        /* the slice held system rows at the snapshot */

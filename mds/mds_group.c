@@ -108,6 +108,30 @@ static void move_budget_bytes(mds_group *g, uint64_t gen, size_t len)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* On a full disk a shrunk slice is written whole: the image makes its
+ * older records garbage that the MDSL's GC gives back, a delta would not.
+ * Only small slices, and a bounded amount per group, so the images fit in
+ * the MDSL's reserve (at least 1 MiB); a bigger slice writes deltas and
+ * gives its space back at its next image. */
+static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const xt_slice *s,
+                         uint64_t gen)
+{
+    size_t mem = xt_slice_mem_bytes(s);
+    if (mem >= cm->durable_mem || mem > MDS_GROUP_SHRINK_IMAGE_BYTES ||
+        !mds_group_space_short(g))
+        return false;
+    pthread_mutex_lock(&g->mu);
+    if (g->shrink_gen != gen) {
+        g->shrink_gen = gen;
+        g->shrink_bytes = 0;
+    }
+    bool ok = g->shrink_bytes + mem <= MDS_GROUP_SHRINK_IMAGE_BYTES;
+    if (ok)
+        g->shrink_bytes += mem;
+    pthread_mutex_unlock(&g->mu);
+    return ok;
+}
+
 /* Take e's record for group gen: the changes since durable_gen as a delta,
  * or an image when one is due, and where it goes (snap_site: the current
  * placement when the slice moves now, else cm.site). REQUIRES: e's slice
@@ -120,7 +144,8 @@ static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
     uint32_t to = mds_place_current(g->o.place, k->fsid, k->table, k->slice);
     if (cm->site == MDS_SITE_NONE)
         cm->site = to; /* nothing stored yet: a new slice starts at current */
-    bool image = cm->force_image || xt_slice_needs_image(s) || cm->image_bytes == 0;
+    bool image = cm->force_image || xt_slice_needs_image(s) || cm->image_bytes == 0 ||
+                 shrink_image(g, cm, s, gen);
     bool budgeted = false; /* a delta turned into a move image */
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -156,6 +181,8 @@ static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
     cm->snap = buf;
     cm->snap_len = len;
     cm->snap_image = image;
+    cm->snap_mem = xt_slice_mem_bytes(s);
+    cm->snap_rows = xt_slice_count(s);
     /* Listed by the MDSL, so that a restarted MDS (or a new owner) loads
      * the slice to finish its outbox and pending rows (mds_reload.h). */
     cm->snap_sys = xt_slice_sys_count(s) > 0;
@@ -262,6 +289,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     uint64_t t0 = xt_mono_ns();
     struct mds_group_tx t = { 0 };
     size_t nrec = 0;
+    int64_t grow = 0;  /* what the group's slices grew since stored */
+    bool frees = false; /* some slice lost rows or bytes since stored */
     int rc = 0;
     for (size_t i = 0; i < l->n; i++) {
         mds_cent *e = l->v[i];
@@ -295,6 +324,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 rc = mds_group_tx_add(&t, cm->site, &tomb);
             }
             nrec++;
+            grow += (int64_t)cm->snap_mem - (int64_t)cm->durable_mem;
+            frees |= cm->snap_mem < cm->durable_mem || cm->snap_rows < cm->durable_rows;
             mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_RECORDS_IMAGE
                                                      : MDS_CTR_RECORDS_DELTA, 1);
             mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_BYTES_IMAGE
@@ -302,6 +333,16 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         }
         xt_slice_unlock(s);
     }
+    /* A group that frees at least what it adds may use the MDSL's reserve:
+     * deletes, truncates and rmdirs commit on a full disk, together with
+     * the writes of the group (kept whole: it is one atomic unit). Rows
+     * are not the same size (a name, a counter): a group that removes
+     * something may add MDS_GROUP_RESERVE_SLACK more, e.g. a truncate
+     * together with a write refused at its fsync and still dirty. New
+     * writes cannot follow (mds_group_space_short), so the slack is not
+     * taken again and again. */
+    t.reserve = grow <= 0 || (frees && grow <= (int64_t)MDS_GROUP_RESERVE_SLACK);
+    bool grows = !t.reserve;
     uint64_t txid = 0;
     if (rc == 0 && nrec > 0 && (rc = mds_group_next_txid(g, &txid)) == 0)
         rc = mds_group_tx_commit(g, txid, &t); /* frees t */
@@ -344,6 +385,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
             }
             if (cm->snapped_gen == gen && cm->snap) {
                 cm->version++;
+                cm->durable_mem = cm->snap_mem;
+                cm->durable_rows = cm->snap_rows;
                 if (cm->snap_image) {
                     cm->image_bytes = cm->snap_len;
                     cm->delta_bytes = 0;
@@ -353,7 +396,12 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
             }
             if (cm->durable_gen < gen)
                 cm->durable_gen = gen;
+            /* The tombstones it drops were in the record: what they held
+             * is not there any more for the next group's growth either. */
+            size_t mem0 = xt_slice_mem_bytes(s);
             xt_slice_drop_tombstones(s, gen);
+            size_t dropped = mem0 - XT_MIN(mem0, xt_slice_mem_bytes(s));
+            cm->durable_mem -= XT_MIN(cm->durable_mem, dropped);
         } else {
             if (cm->snapped_gen == gen && cm->snap && cm->snap_site != cm->site)
                 mds_stats_add(g->o.stats, MDS_CTR_MOVE_ABORTS, 1);
@@ -385,6 +433,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     pthread_mutex_lock(&g->mu);
     if (rc < 0)
         g->list[open & 1].resv -= reserved - moved;
+    if (rc == 0 && nrec && grows)
+        atomic_store(&g->enospc_until, 0); /* data fit again */
     if (rc == 0) {
         g->committed_gen = gen;
         g->storage_err = 0;
@@ -468,6 +518,11 @@ static void *committer(void *arg)
     }
     xt_free(work.v);
     return NULL;
+}
+
+bool mds_group_space_short(mds_group *g)
+{
+    return xt_mono_ns() < atomic_load(&g->enospc_until);
 }
 
 void mds_group_kick(void *arg)

@@ -200,6 +200,13 @@ void mds_group_leave(mds_group *g, uint64_t g0, size_t bytes);
  * doubt): the changes stay dirty (or undecided) and later commits retry
  * them. A one-off failure that a retry gets past is waited through. */
 int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms);
+/* A full MDSL disk: true while commits answer -ENOSPC, and for a second
+ * after the last one. The service refuses writes that add data meanwhile
+ * (-ENOSPC to the client at once), so the groups that follow free at least
+ * what they add and commit from the MDSL's space reserve (a group whose
+ * slices end no bigger than they were stored is marked so: docs/mds-commit.md
+ * "A full disk"). */
+bool mds_group_space_short(mds_group *g);
 /* Ask for an early close (cache pressure). Usable as mds_cache's pressure
  * hook with the group as argument. */
 void mds_group_kick(void *g);

@@ -16,6 +16,17 @@
 
 #define MDS_GROUP_RETRY_MS 20u        /* default pause before a retry */
 #define MDS_GROUP_STORAGE_ERR_TRIES 5u /* attempts in a row before syncers hear of it */
+/* After a commit answered -ENOSPC, writes that add data are refused this
+ * long (mds_group_space_short): a liveness bound for writes to resume once
+ * space is back, not a speed. */
+#define MDS_GROUP_ENOSPC_HOLD_NS (UINT64_C(1000) * 1000000u)
+/* On a full disk, at most this many bytes of images of shrunk slices per
+ * group (each slice under it): they must fit the MDSL's reserve, at least
+ * 1 MiB (mds_group.c shrink_image). */
+#define MDS_GROUP_SHRINK_IMAGE_BYTES ((size_t)1 << 20)
+/* What a group that removes something may add and still use the MDSL's
+ * reserve (mds_group.c commit_group). */
+#define MDS_GROUP_RESERVE_SLACK ((size_t)64 << 10)
 
 /* Per-group budget of move images made from delta snapshots
  * (docs/mdsl-scale.md decision 4): a move starts while the group has made
@@ -50,6 +61,15 @@ struct mds_group {
     int storage_err;             /* last storage error of a commit, 0 after a commit (mu) */
     uint64_t storage_errs;       /* how many commit attempts met one (mu) */
     unsigned storage_streak;     /* attempts in a row that met one, 0 after a commit (mu) */
+    /* A full MDSL disk: until this time (xt_mono_ns) a commit answered
+     * -ENOSPC; writes that add data are refused meanwhile
+     * (mds_group_space_short) so the groups that follow shrink and may use
+     * the MDSL's reserve. */
+    _Atomic uint64_t enospc_until;
+    /* Bytes of images of shrunk slices (on a full disk) that group
+     * shrink_gen made so far (mu; mds_group.c shrink_image). */
+    uint64_t shrink_gen;
+    size_t shrink_bytes;
     /* The move budget of group move_gen: only one group is snapshotted at
      * a time (invariant 1), so a newer gen simply starts afresh (mu). */
     uint64_t move_gen;
@@ -96,6 +116,8 @@ struct mds_group_batch {
 struct mds_group_tx {
     struct mds_group_batch *b;
     size_t nb;
+    bool reserve;           /* frees at least what it adds: every record
+                               says so (struct mds_rec `reserve`) */
 };
 
 /* Add *r (copied; r->bytes borrowed) to site's batch; a MOVED record marks

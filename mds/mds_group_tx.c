@@ -120,6 +120,8 @@ void mds_group_note_storage_error(mds_group *g, int rc)
 {
     if (!storage_error(rc))
         return;
+    if (rc == -ENOSPC)
+        atomic_store(&g->enospc_until, xt_mono_ns() + MDS_GROUP_ENOSPC_HOLD_NS);
     pthread_mutex_lock(&g->mu);
     g->storage_err = rc;
     g->storage_errs++;
@@ -317,6 +319,9 @@ int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx *t)
     };
     long home = batch_for(t, g->o.home_site);
     int rc = home < 0 ? (int)home : batch_add(&t->b[home], &r);
+    for (size_t i = 0; i < t->nb && rc == 0; i++)
+        for (size_t j = 0; j < t->b[i].n; j++)
+            t->b[i].recs[j].reserve = t->reserve;
     if (rc == 0)
         rc = tx_run(g, txid, t->b, t->nb, (size_t)home);
     mds_group_tx_free(t);
@@ -335,7 +340,9 @@ int mds_group_claim_epoch(mds_group *g, uint32_t prev_epoch)
         XT_ERR("group: site %u exhausted its txid epochs", g->o.site_id);
         return -EOVERFLOW;
     }
-    struct mds_group_tx none = { 0 };
+    /* Only the decision record, which replaces the last one: it adds
+     * nothing, so an MDS starts on a full disk too. */
+    struct mds_group_tx none = { .reserve = true };
     int rc = mds_group_tx_commit(g, mds_txid_make(g->o.site_id, epoch, 0), &none);
     if (rc == 0) {
         g->epoch = epoch;

@@ -241,8 +241,19 @@ static int encode_new_row(const struct xt_req *req, uint8_t **enc, size_t *len)
     return req->row ? xt_row_encode_new(req->row, req->name, req->name_len, enc, len) : -EINVAL;
 }
 
+/* A full MDSL disk (mds_group_space_short): a client's write that adds
+ * data is refused at once, so the groups that follow shrink and commit from
+ * the MDSL's reserve; deletes, truncates, renames, attribute changes and the
+ * system's own rows (transactions in flight) go on. */
+static bool refuse_growth(mds_group *g, const struct xt_req *req)
+{
+    return g && !(req->flags & XT_F_SYS) && mds_group_space_short(g);
+}
+
 static int do_create(struct mds_service *svc, const struct xt_req *req, struct xt_resp *resp)
 {
+    if (refuse_growth(svc->group, req))
+        return -ENOSPC;
     uint8_t *enc;
     size_t len;
     int rc = encode_new_row(req, &enc, &len);
@@ -272,6 +283,7 @@ static int do_create(struct mds_service *svc, const struct xt_req *req, struct x
 
 struct upd_arg {
     const struct xt_req *req;
+    mds_group *group;
 };
 
 /* XT_F_IF_UUID: the row must still be the same file (a name created
@@ -289,6 +301,7 @@ static int uuid_check(const struct xt_req *req, const void *row, size_t len)
 static int update_fn(void *arg, const void *old, size_t old_len, uint8_t **out, size_t *out_len)
 {
     const struct xt_req *req = ((struct upd_arg *)arg)->req;
+    mds_group *g = ((struct upd_arg *)arg)->group;
     int rc = uuid_check(req, old, old_len);
     if (rc < 0)
         return rc;
@@ -313,7 +326,13 @@ static int update_fn(void *arg, const void *old, size_t old_len, uint8_t **out, 
         p.set |= XT_ROW_SET_IF_VERSION;
         p.if_version = req->expect_version;
     }
-    return xt_row_update(old, old_len, &p, out, out_len);
+    rc = xt_row_update(old, old_len, &p, out, out_len);
+    if (rc == 0 && *out_len > old_len && refuse_growth(g, req)) {
+        xt_free(*out);
+        *out = NULL;
+        rc = -ENOSPC;
+    }
+    return rc;
 }
 
 static int delete_check(void *arg, const void *row, size_t len)
@@ -375,7 +394,7 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
     }
     case XT_OP_UPDATE: {
         op = MDS_OP_UPDATE;
-        struct upd_arg ua = { req };
+        struct upd_arg ua = { req, svc->group };
         /* The eager half of an RMU (mds_soft.h): the times are stored, the
          * count only shown, until the sender's outbox row delivers it. */
         struct xt_req times = *req;
@@ -597,7 +616,9 @@ static int to_aop(const struct xt_req *req, struct upd_arg *ua, struct mds_aop *
         o->arg = (void *)req;
         return 0;
     case XT_OP_UPDATE:
-        ua->req = req;
+        /* No space check: an atomic batch moves names and links (renames,
+         * mkdir's counts); what adds data comes as a single update. */
+        *ua = (struct upd_arg){ req, NULL };
         o->type = MDS_AOP_UPDATE;
         o->fn = update_fn;
         o->arg = ua;

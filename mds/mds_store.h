@@ -53,6 +53,9 @@ struct mds_rec {
                            answer -ESTALE, a delta on it is refused -ESTALE */
     bool sys;           /* the slice holds system rows after this record
                            (listed: mds_reload.h) */
+    bool reserve;       /* its transaction frees at least what it adds: the
+                           MDSL may take it from its space reserve (same on
+                           every record of a transaction) */
 };
 
 struct mds_blob {

@@ -64,6 +64,7 @@ struct msite {
     struct mdec *dec;
     size_t ndec, capdec;
     struct mfault fault;
+    bool full;            /* mds_store_mem_full */
     struct mds_store_mem_counts cnt;
 };
 
@@ -294,6 +295,11 @@ static int mem_prepare(void *ctx, uint32_t site, uint64_t txid, const struct mds
     }
     if ((rc = gate(m, s, MDS_MEM_PREPARE, &late)) < 0)
         goto out;
+    for (size_t i = 0; i < n && s->full; i++)
+        if (!recs[i].reserve) {
+            rc = -ENOSPC; /* only the reserve is left */
+            goto out;
+        }
     if (tx_find(s, txid, false)) {
         rc = -EEXIST;
         goto out;
@@ -619,6 +625,15 @@ void mds_store_mem_sever(mds_store_mem *m, long after)
 {
     pthread_mutex_lock(&m->mu);
     m->sever = after < 0 ? -1 : after;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void mds_store_mem_full(mds_store_mem *m, uint32_t site, bool full)
+{
+    pthread_mutex_lock(&m->mu);
+    struct msite *s = site_get(m, site, true);
+    if (s)
+        s->full = full;
     pthread_mutex_unlock(&m->mu);
 }
 

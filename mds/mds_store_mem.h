@@ -25,6 +25,10 @@
  *    yet made its prepare durable: they vanish, and a later commit of them
  *    answers -ENOENT.
  *
+ *  - mds_store_mem_full: a site whose disk is down to the MDSL's reserve
+ *    (docs/format-mdsl.md "A full disk"): a prepare answers -ENOSPC unless
+ *    every record carries `reserve`.
+ *
  * Thread-safe: one mutex around everything.
  */
 #ifndef MDS_STORE_MEM_H
@@ -65,6 +69,8 @@ void mds_store_mem_fail(mds_store_mem *m, uint32_t site, unsigned ops_mask, long
 /* after >= 0 arms, -1 disarms (see the file comment). */
 void mds_store_mem_sever(mds_store_mem *m, long after);
 void mds_store_mem_crash(mds_store_mem *m, uint32_t site, bool lose_prepared);
+/* Mark `site`'s disk full (down to the reserve) or not. */
+void mds_store_mem_full(mds_store_mem *m, uint32_t site, bool full);
 
 struct mds_store_mem_counts {
     uint64_t prepares, commits, aborts, loads, lists; /* calls that succeeded */

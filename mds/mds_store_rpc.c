@@ -118,7 +118,9 @@ static int rpc_prepare(void *ctx, uint32_t site, uint64_t txid, const struct mds
         sr[i] = (struct xt_store_rec){ .type = recs[i].full_image ? XT_STORE_IMAGE
                                                                   : XT_STORE_DELTA,
                                        .flags = (uint8_t)((recs[i].moved ? XT_STORE_F_MOVED : 0) |
-                                                          (recs[i].sys ? XT_STORE_F_SYS : 0)),
+                                                          (recs[i].sys ? XT_STORE_F_SYS : 0) |
+                                                          (recs[i].reserve ? XT_STORE_F_RESERVE
+                                                                           : 0)),
                                        .fsid = recs[i].fsid, .table = recs[i].table,
                                        .slice = recs[i].slice, .version = recs[i].version,
                                        .data = recs[i].bytes, .len = (uint32_t)recs[i].len };

@@ -73,8 +73,8 @@ static bool pinned(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group,
 }
 
 static void consider(mdsl_store *s, struct folder *fo, struct segarr *a, bool is_cs,
-                     uint32_t group, uint32_t below, double threshold, struct cand *best,
-                     double *best_ratio)
+                     uint32_t group, uint32_t below, double threshold, uint64_t room,
+                     struct cand *best, double *best_ratio)
 {
     for (size_t i = 0; i + 1 < a->n; i++) { /* never the active (last) one */
         struct seg *sg = a->v[i];
@@ -82,6 +82,7 @@ static void consider(mdsl_store *s, struct folder *fo, struct segarr *a, bool is
             continue;
         double ratio = sg->size ? (double)sg->live / (double)sg->size : 0.0;
         if (ratio >= threshold || ratio >= *best_ratio ||
+            (sg->live > 0 && (uint64_t)sg->live > room) ||
             pinned(s, fo, is_cs, group, sg->no))
             continue;
         *best = (struct cand){ fo, is_cs, group, sg };
@@ -89,8 +90,9 @@ static void consider(mdsl_store *s, struct folder *fo, struct segarr *a, bool is
     }
 }
 
-/* REQUIRES: mu held. Pins the chosen segment. */
-static bool pick(mdsl_store *s, double threshold, struct cand *c)
+/* REQUIRES: mu held. Pins the chosen segment, one whose live bytes (the
+ * copies to write) fit in `room`. */
+static bool pick(mdsl_store *s, double threshold, uint64_t room, struct cand *c)
 {
     double best = 2.0;
     c->sg = NULL;
@@ -99,10 +101,10 @@ static bool pick(mdsl_store *s, double threshold, struct cand *c)
             uint32_t rseg;
             uint64_t roff;
             mdsl_st_resume_pos(s, fo, &rseg, &roff);
-            consider(s, fo, &fo->tss, false, 0, rseg, threshold, c, &best);
+            consider(s, fo, &fo->tss, false, 0, rseg, threshold, room, c, &best);
             for (size_t g = 0; g < fo->ncs; g++)
                 consider(s, fo, &fo->cs[g].segs, true, fo->cs[g].group, UINT32_MAX, threshold,
-                         c, &best);
+                         room, c, &best);
         }
     if (c->sg)
         c->sg->refs++;
@@ -348,8 +350,9 @@ int mdsl_gc_pass(mdsl_store *s, unsigned max_segments, double threshold)
     uint64_t t0 = xt_mono_ns(), budget = 0;
     for (unsigned n = 0; n < max_segments; n++) {
         struct cand c;
+        uint64_t room = mdsl_space_gc_room(s);
         pthread_mutex_lock(&s->mu);
-        bool ok = !s->failed && !s->gc_stop && pick(s, threshold, &c);
+        bool ok = !s->failed && !s->gc_stop && pick(s, threshold, room, &c);
         if (ok)
             s->st.gc_passes++;
         pthread_mutex_unlock(&s->mu);
@@ -385,7 +388,11 @@ static void *gc_main(void *arg)
             break;
         pthread_mutex_unlock(&s->mu);
         mdsl_st_bg_take(s);
-        (void)mdsl_gc_pass(s, 4, s->o.gc_threshold);
+        bool pressed;
+        double thr = mdsl_space_gc_threshold(s, &pressed);
+        if (pressed) /* the emptied active segments too, at once */
+            (void)mdsl_space_roll(s, thr);
+        (void)mdsl_gc_pass(s, pressed ? 64 : 4, thr);
         mdsl_space_tick(s); /* drops, sweeps and idle rolls share the thread */
         mdsl_st_bg_put(s);
         pthread_mutex_lock(&s->mu);

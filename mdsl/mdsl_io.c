@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 int mdsl_io_pread_full(mdsl_io *io, mdsl_file *f, uint64_t off, void *buf, size_t len)
@@ -317,6 +318,17 @@ static void ur_destroy(mdsl_io *io)
     xt_free(io);
 }
 
+static int ur_space(mdsl_io *io, const char *path, uint64_t *avail, uint64_t *total)
+{
+    (void)io;
+    struct statvfs sv;
+    if (statvfs(path, &sv) < 0)
+        return -errno;
+    *avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    *total = (uint64_t)sv.f_blocks * sv.f_frsize;
+    return 0;
+}
+
 static const struct mdsl_io_ops uring_ops = {
     .name = "uring",
     .open = ur_open,
@@ -332,6 +344,7 @@ static const struct mdsl_io_ops uring_ops = {
     .rmdir = ur_rmdir,
     .list = ur_list,
     .destroy = ur_destroy,
+    .space = ur_space,
 };
 
 int mdsl_io_uring_new(unsigned queue_depth, mdsl_io **out)

@@ -65,6 +65,9 @@ struct mdsl_io_ops {
     int (*rmdir)(mdsl_io *io, const char *path);
     int (*list)(mdsl_io *io, const char *dir, mdsl_io_list_cb cb, void *arg);
     void (*destroy)(mdsl_io *io);
+    /* Bytes free to an unprivileged writer and the size of the device
+     * holding `path`; NULL: unknown (no space reserve is kept). */
+    int (*space)(mdsl_io *io, const char *path, uint64_t *avail, uint64_t *total);
 };
 
 /* Every backend's handle starts with this. */
@@ -117,6 +120,9 @@ static inline int mdsl_io_list(mdsl_io *io, const char *dir, mdsl_io_list_cb cb,
 { return io->ops->list(io, dir, cb, arg); }
 static inline void mdsl_io_destroy(mdsl_io *io)
 { if (io) io->ops->destroy(io); }
+/* -ENOTSUP when the backend cannot tell. */
+static inline int mdsl_io_space(mdsl_io *io, const char *path, uint64_t *avail, uint64_t *total)
+{ return io->ops->space ? io->ops->space(io, path, avail, total) : -ENOTSUP; }
 
 /* Read exactly len bytes or fail (-EIO on a short read: a truncated file). */
 int mdsl_io_pread_full(mdsl_io *io, mdsl_file *f, uint64_t off, void *buf, size_t len);
@@ -132,6 +138,10 @@ void mdsl_io_uring_thread_exit(void);
 
 /* In-memory files and directories; everything is "durable" at once. */
 int mdsl_io_mem_new(mdsl_io **out);
+/* A device of `bytes` (0: unbounded, the default, and free space unknown):
+ * writes past it answer -ENOSPC and mdsl_io_space tells what is left.
+ * REQUIRES: io from mdsl_io_mem_new. */
+void mdsl_io_mem_set_capacity(mdsl_io *io, uint64_t bytes);
 
 /* Fault injection over `base` (borrowed; must outlive the wrapper). The
  * random choices of the power-loss crash come from `seed`. */

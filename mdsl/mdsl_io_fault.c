@@ -350,6 +350,11 @@ static void fl_destroy(mdsl_io *io)
     xt_free(f);
 }
 
+static int fl_space(mdsl_io *io, const char *path, uint64_t *avail, uint64_t *total)
+{
+    return mdsl_io_space(((struct fault_io *)io)->inner, path, avail, total);
+}
+
 static const struct mdsl_io_ops fault_ops = {
     .name = "fault",
     .open = fl_open,
@@ -365,6 +370,7 @@ static const struct mdsl_io_ops fault_ops = {
     .rmdir = fl_rmdir,
     .list = fl_list,
     .destroy = fl_destroy,
+    .space = fl_space,
 };
 
 int mdsl_io_fault_new(mdsl_io *base, uint64_t seed, mdsl_io **out)

@@ -8,6 +8,8 @@
  *      unlink takes it off the list; the last close frees it (POSIX
  *      semantics: an open file survives its unlink).
  *  (3) Everything is durable at once; power loss is the fault backend's job.
+ *  (4) With a capacity (mdsl_io_mem_set_capacity), a write that would make
+ *      the files' bytes pass it answers -ENOSPC, as a small device would.
  */
 #include "mdsl_io.h"
 
@@ -32,7 +34,19 @@ struct mem_io {
     struct mdsl_io base;
     pthread_mutex_t mu;
     struct mem_node *nodes; /* protected by mu */
+    uint64_t capacity;      /* 0: unbounded (mu) */
 };
+
+/* Bytes held by every file, unlinked ones still open included. REQUIRES:
+ * m->mu held. Unlinked open files are off the list: a device holds their
+ * bytes too, so this undercounts them (tests close what they unlink). */
+static uint64_t used_bytes(const struct mem_io *m)
+{
+    uint64_t u = 0;
+    for (const struct mem_node *n = m->nodes; n; n = n->next)
+        u += n->size;
+    return u;
+}
 
 static struct mem_node *find(struct mem_io *m, const char *path)
 {
@@ -143,6 +157,10 @@ static int mem_write(mdsl_io *io, const struct mdsl_io_wr *w, size_t nw,
     for (size_t i = 0; i < nw && rc == 0; i++) {
         struct mem_node *n = w[i].f->n;
         uint64_t end = w[i].off + w[i].len;
+        if (m->capacity && end > n->size && used_bytes(m) + (end - n->size) > m->capacity) {
+            rc = -ENOSPC; /* invariant 4 */
+            break;
+        }
         rc = grow(n, end);
         if (rc == 0) {
             memcpy(n->data + w[i].off, w[i].buf, w[i].len);
@@ -342,6 +360,28 @@ static void mem_destroy(mdsl_io *io)
     xt_free(m);
 }
 
+static int mem_space(mdsl_io *io, const char *path, uint64_t *avail, uint64_t *total)
+{
+    (void)path;
+    struct mem_io *m = (struct mem_io *)io;
+    pthread_mutex_lock(&m->mu);
+    uint64_t cap = m->capacity, used = used_bytes(m);
+    pthread_mutex_unlock(&m->mu);
+    if (!cap)
+        return -ENOTSUP;
+    *total = cap;
+    *avail = used < cap ? cap - used : 0;
+    return 0;
+}
+
+void mdsl_io_mem_set_capacity(mdsl_io *io, uint64_t bytes)
+{
+    struct mem_io *m = (struct mem_io *)io;
+    pthread_mutex_lock(&m->mu);
+    m->capacity = bytes;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static const struct mdsl_io_ops mem_ops = {
     .name = "mem",
     .open = mem_open,
@@ -357,6 +397,7 @@ static const struct mdsl_io_ops mem_ops = {
     .rmdir = mem_rmdir,
     .list = mem_list,
     .destroy = mem_destroy,
+    .space = mem_space,
 };
 
 int mdsl_io_mem_new(mdsl_io **out)

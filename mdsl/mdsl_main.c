@@ -66,7 +66,10 @@ static void usage(FILE *f)
             "  --listen HOST:PORT   address to serve on (default 127.0.0.1:0, any free port)\n"
             "  --port-file FILE     write the port served on to FILE once listening\n"
             "  --threads N          server threads (default 4)\n"
-            "  --seg-size BYTES     segment size (default 64M)\n"
+            "  --seg-size BYTES     segment size (default 64M; at most a 16th of the device)\n"
+            "  --reserve BYTES      free space kept for deletes, truncates and GC: prepares\n"
+            "                       that add data answer ENOSPC under it (default a 16th\n"
+            "                       of the device, 1M..256M; 0 = none)\n"
             "  --gc-threshold F     collect segments under this live ratio (default 0.25)\n"
             "  --gc-rate BYTES      GC budget per second (default 32M; 0 = unthrottled)\n"
             "  --gc-interval MS     period of the background GC pass (default 1000)\n"
@@ -85,6 +88,7 @@ int main(int argc, char **argv)
         { "port-file", required_argument, NULL, 'p' },
         { "threads", required_argument, NULL, 't' },
         { "seg-size", required_argument, NULL, 's' },
+        { "reserve", required_argument, NULL, 'S' },
         { "gc-threshold", required_argument, NULL, 'g' },
         { "gc-rate", required_argument, NULL, 'r' },
         { "gc-interval", required_argument, NULL, 'i' },
@@ -100,6 +104,7 @@ int main(int argc, char **argv)
     struct xt_rpc_server_opts ro = { .max_frame_bytes = XT_RPC_MAX_FRAME };
     const char *dir = NULL, *listen = "127.0.0.1:0", *port_file = NULL;
     uint64_t threads = 4, seg_size = 64u << 20, gc_rate = 32u << 20, gc_interval = 1000;
+    uint64_t reserve = 0; /* the store's default */
     double gc_threshold = 0.25;
     const char *r2_addrs = NULL;
     uint64_t capacity = 0, hb_ms = 1000;
@@ -120,6 +125,14 @@ int main(int argc, char **argv)
                 fprintf(stderr, "pom-mdsl: --seg-size wants 64K..4G, got '%s'\n", optarg);
                 return 2;
             }
+            break;
+        case 'S':
+            if (xt_parse_u64(optarg, 0, UINT64_MAX - 1, &reserve)) {
+                fprintf(stderr, "pom-mdsl: bad --reserve '%s'\n", optarg);
+                return 2;
+            }
+            if (reserve == 0)
+                reserve = UINT64_MAX; /* none */
             break;
         case 'g': {
             char *end = NULL;
@@ -214,6 +227,7 @@ int main(int argc, char **argv)
     struct mdsl_store_opts so = {
         .io = io, .dir = dir, .seg_size = seg_size, .gc_threshold = gc_threshold,
         .gc_bytes_per_sec = gc_rate, .gc_thread = true, .gc_interval_ms = (unsigned)gc_interval,
+        .reserve_bytes = reserve,
     };
     mdsl_store *store = NULL;
     rc = mdsl_store_open(&so, &store);

@@ -12,6 +12,10 @@
 
 #include <string.h>
 
+_Static_assert(XT_STORE_F_TOMBSTONE == MDSL_F_TOMBSTONE && XT_STORE_F_MOVED == MDSL_F_MOVED &&
+                   XT_STORE_F_SYS == MDSL_F_SYS && XT_STORE_F_RESERVE == MDSL_F_RESERVE,
+               "record flags pass through unchanged");
+
 /* Largest record accepted from the network. The MDS writes no COLUMN
  * records yet: inline file bytes ride in slice images, which it keeps
  * far under this by splitting slices past --split-bytes (32 MiB). */

@@ -43,6 +43,23 @@
  *      so the index's 'W' key and s->sweep_owed change together and a
  *      sweep's clear never deletes the mark of a later change (it deletes
  *      only the seq it found owed when it started).
+ *
+ * A full disk (docs/format-mdsl.md "A full disk"), as ext4 keeps blocks
+ * for root: the device's last `reserve` bytes are only for prepares that
+ * free at least what they add (MDSL_F_RESERVE: deletes, truncates, shrinking
+ * images), for commits and aborts (never checked: a prepared transaction
+ * must be able to finish) and for GC. So a disk that fills with new data
+ * still takes the deletes that empty it, and GC can copy live records out
+ * of the segments they emptied.
+ *  (6) A prepare without MDSL_F_RESERVE on every record is refused with
+ *      -ENOSPC, before anything is written, when it would leave less than
+ *      `reserve` free. Nothing else is refused for the reserve.
+ *  (7) GC's threshold rises as free space falls (mdsl_space_gc_threshold),
+ *      and under pressure active segments with dead bytes are rolled at
+ *      once, so emptied records come back without waiting roll_idle_ms.
+ *      Under pressure GC takes only a segment whose live bytes fit in half
+ *      the free space (mdsl_space_gc_room): a copy cut short by a full
+ *      disk frees nothing and keeps what it wrote.
  */
 #include "mdsl_store_i.h"
 
@@ -514,7 +531,8 @@ void mdsl_space_tick(mdsl_store *s)
     uint64_t idle = (uint64_t)s->o.roll_idle_ms * 1000000u;
     if (now >= s->roll_due_ns) {
         s->roll_due_ns = now + idle / 6;
-        (void)roll_active(s, s->o.gc_threshold, idle);
+        bool pressed;
+        (void)roll_active(s, mdsl_space_gc_threshold(s, &pressed), idle);
     }
 }
 
@@ -584,4 +602,103 @@ int mdsl_space_recover(mdsl_store *s)
     }
     xt_free(d.t.v);
     return rc;
+}
+
+/* ---- a full disk: the reserve (invariants 6-7) ------------------------- */
+
+#define SEG_MIN (UINT64_C(1) << 20)
+#define SHORT_LOG_NS (UINT64_C(60) * 1000000000u)
+
+void mdsl_space_size(mdsl_store *s)
+{
+    uint64_t avail, total;
+    if (mdsl_io_space(s->io, s->dir, &avail, &total) < 0 || total == 0) {
+        s->reserve = 0; /* unknown: nothing is refused for the reserve */
+        return;
+    }
+    if (s->o.reserve_bytes == UINT64_MAX)
+        s->reserve = 0;
+    else if (s->o.reserve_bytes)
+        s->reserve = s->o.reserve_bytes;
+    else
+        s->reserve = xt_disk_reserve(total);
+    /* One 64 MiB segment on a small device is never closed, so GC never
+     * takes it: keep segments a fraction of the device. */
+    uint64_t seg_max = XT_MAX(total / MDSL_SEG_DEVICE_SHARE, SEG_MIN);
+    if (s->o.seg_size > seg_max) {
+        XT_INFO("mdsl: segments of %llu bytes (a 1/%u of the %llu-byte device, not %llu)",
+                (unsigned long long)seg_max, MDSL_SEG_DEVICE_SHARE, (unsigned long long)total,
+                (unsigned long long)s->o.seg_size);
+        s->o.seg_size = seg_max;
+    }
+    XT_INFO("mdsl: %llu bytes free of %llu; %llu kept for deletes and GC",
+            (unsigned long long)avail, (unsigned long long)total,
+            (unsigned long long)s->reserve);
+}
+
+int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve)
+{
+    uint64_t avail, total;
+    if (may_reserve || s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0)
+        return 0;
+    bool is_short = avail < s->reserve || avail - s->reserve < need;
+    uint64_t now = xt_mono_ns();
+    pthread_mutex_lock(&s->mu);
+    /* one line when the state changes, at most one a minute while it flaps */
+    bool say = is_short != s->short_logged &&
+               (!is_short || !s->short_said_ns || now - s->short_said_ns >= SHORT_LOG_NS);
+    if (say) {
+        s->short_logged = is_short;
+        if (is_short)
+            s->short_said_ns = now;
+    }
+    if (is_short) /* GC may find more now that the threshold is up (invariant 7) */
+        pthread_cond_signal(&s->gc_cv);
+    pthread_mutex_unlock(&s->mu);
+    if (say && is_short)
+        XT_WARN("mdsl: %llu bytes free, %llu kept for deletes and GC: prepares that add "
+                "data answer ENOSPC", (unsigned long long)avail,
+                (unsigned long long)s->reserve);
+    else if (say)
+        XT_INFO("mdsl: %llu bytes free again: prepares that add data are taken",
+                (unsigned long long)avail);
+    return is_short ? -ENOSPC : 0;
+}
+
+double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed)
+{
+    double base = s->o.gc_threshold;
+    uint64_t avail, total;
+    *pressed = false;
+    if (s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0 || total == 0)
+        return base;
+    /* The fuller the device, the less garbage it may hold: at least the
+     * share of it in use, up to MDSL_GC_USED_THRESHOLD (other programs' data
+     * counts too: a disk full of it must not make GC copy all the time),
+     * and MDSL_GC_FULL_THRESHOLD once only the reserve is left. */
+    double used = 1.0 - (double)avail / (double)total;
+    if (used > MDSL_GC_USED_THRESHOLD)
+        used = MDSL_GC_USED_THRESHOLD;
+    double thr = used > base ? used : base;
+    /* thr with 4 reserves free or more, MDSL_GC_FULL_THRESHOLD at one */
+    double room = ((double)avail - (double)s->reserve) / (3.0 * (double)s->reserve);
+    room = room < 0 ? 0 : room > 1 ? 1 : room;
+    if (room >= 1.0)
+        return thr;
+    *pressed = true;
+    return MDSL_GC_FULL_THRESHOLD - (MDSL_GC_FULL_THRESHOLD - thr) * room;
+}
+
+uint64_t mdsl_space_gc_room(mdsl_store *s)
+{
+    uint64_t avail, total;
+    if (s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0 ||
+        avail >= 4 * s->reserve)
+        return UINT64_MAX;
+    return avail / 2;
+}
+
+int mdsl_space_roll(mdsl_store *s, double threshold)
+{
+    return roll_active(s, threshold, 0);
 }

@@ -576,7 +576,7 @@ static int rec_check(const struct mdsl_rec *r)
     const char *why = NULL;
     if (r->type != MDSL_REC_IMAGE && r->type != MDSL_REC_DELTA && r->type != MDSL_REC_COLUMN)
         why = "unknown record type";
-    else if (r->flags & ~(MDSL_F_TOMBSTONE | MDSL_F_MOVED | MDSL_F_SYS))
+    else if (r->flags & ~(MDSL_F_TOMBSTONE | MDSL_F_MOVED | MDSL_F_SYS | MDSL_F_RESERVE))
         why = "unknown flag bits";
     else if ((r->flags & MDSL_F_TOMBSTONE) && (r->type != MDSL_REC_COLUMN || r->len))
         why = "TOMBSTONE is allowed on an empty COLUMN only";
@@ -620,7 +620,8 @@ static int moved_guard(mdsl_store *s, const struct mdsl_rec *recs, size_t n)
     return 0;
 }
 
-static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n)
+static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n,
+                          bool may_reserve)
 {
     struct ptx *t = xt_calloc(1, sizeof *t);
     if (!t)
@@ -639,7 +640,8 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *r
             break;
         bool is_cs = r->type == MDSL_REC_COLUMN;
         struct mdsl_rec_hdr h = {
-            .type = r->type, .flags = r->flags, .payload_len = r->len, .fsid = r->fsid,
+            .type = r->type, .flags = r->flags & ~MDSL_F_RESERVE, .payload_len = r->len,
+            .fsid = r->fsid,
             .txid = txid, .table = r->table, .version = r->version, .slice = r->slice,
             .group = is_cs ? r->group : 0, .key = is_cs ? r->key : 0,
         };
@@ -670,6 +672,11 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *r
         rc = mdsl_st_stage(s, &wb, p->fo, false, 0, &h, pl, &p->man_segno, &p->man_off);
         xt_free(pl);
     }
+    uint64_t need = 0;
+    for (size_t i = 0; i < wb.n; i++)
+        need += wb.v[i].len;
+    if (rc == 0)
+        rc = mdsl_space_admit(s, need, may_reserve);
     if (rc == 0)
         rc = mdsl_st_flush(s, &wb);
     mdsl_st_wbatch_free(&wb);
@@ -689,9 +696,12 @@ int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs
 {
     if (txid == 0 || n == 0 || !recs)
         return -EINVAL;
-    for (size_t i = 0; i < n; i++)
+    bool may_reserve = true;
+    for (size_t i = 0; i < n; i++) {
         if (rec_check(&recs[i]) < 0)
             return -EINVAL;
+        may_reserve &= (recs[i].flags & MDSL_F_RESERVE) != 0;
+    }
     mdsl_st_token_take(s);
     pthread_mutex_lock(&s->mu);
     int rc = s->failed ? s->failed : pending_find(s, txid, false) ? -EEXIST : 0;
@@ -699,7 +709,7 @@ int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs
     if (rc == 0)
         rc = moved_guard(s, recs, n);
     if (rc == 0)
-        rc = prepare_locked(s, txid, recs, n);
+        rc = prepare_locked(s, txid, recs, n, may_reserve);
     mdsl_st_token_put(s);
     return rc;
 }
@@ -936,6 +946,8 @@ int mdsl_store_open(const struct mdsl_store_opts *o, mdsl_store **out)
     s->o.index_dir = s->index_dir;
     if (rc == 0)
         rc = mdsl_io_mkdir(s->io, s->dir);
+    if (rc == 0)
+        mdsl_space_size(s);
     if (rc == 0)
         rc = mdsl_sltab_new(0, &s->slices);
     if (rc == 0)

@@ -53,7 +53,9 @@ struct mdsl_store_opts {
     const char *dir;            /* segment root, as the io backend names it */
     const char *index_dir;      /* LevelDB folder on the real file system;
                                    NULL = "<dir>/index" */
-    uint64_t seg_size;          /* segment size; 0 = 64 MiB */
+    uint64_t seg_size;          /* segment size; 0 = 64 MiB; at most a
+                                   16th of the device (MDSL_SEG_DEVICE_SHARE),
+                                   so GC has closed segments to take */
     double gc_threshold;        /* collect a segment under this live ratio;
                                    0 = 0.25 */
     uint64_t gc_bytes_per_sec;  /* GC read+write budget; 0 = unthrottled */
@@ -62,7 +64,22 @@ struct mdsl_store_opts {
     unsigned roll_idle_ms;      /* an active segment idle this long under
                                    gc_threshold is rolled (GC may then take
                                    it); 0 = 60000 */
+    uint64_t reserve_bytes;     /* free space kept for prepares that free
+                                   at least what they add (MDSL_F_RESERVE),
+                                   their commits and GC; 0 = a 16th of the
+                                   device, within [1 MiB, 256 MiB]; UINT64_MAX
+                                   = none (docs/format-mdsl.md "A full
+                                   disk") */
 };
+
+/* A segment is at most the device's size / this (never under 1 MiB). */
+#define MDSL_SEG_DEVICE_SHARE 16
+
+/* Prepare only, never stored: every record of a transaction carries it
+ * when the transaction frees at least what it adds (deletes, truncates,
+ * shrinking images). Such a prepare may use the space reserve; any other
+ * is refused with -ENOSPC once free space would fall under the reserve. */
+#define MDSL_F_RESERVE 0x80
 
 /* One record of a transaction. All pointers are borrowed for the call. */
 struct mdsl_rec {
@@ -89,6 +106,8 @@ void mdsl_store_close(mdsl_store *s);
 
 /* REQUIRES: txid != 0; n >= 1. Records may span tables. -EEXIST if txid is
  * already prepared; -EINVAL (logged) for a bad type, flag or length;
+ * -ENOSPC when the device lacks the room or only the reserve is left and
+ * not every record carries MDSL_F_RESERVE;
  * -ESTALE if a DELTA's slice has a MOVED newest image older than the delta
  * (checked against committed state only). */
 int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n);

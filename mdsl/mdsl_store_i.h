@@ -129,6 +129,12 @@ struct mdsl_store {
                                pass under it or an older one marks nothing */
     bool sweep_crash;       /* POM_MDSL_SWEEP_CRASH: SIGKILL before an asked
                                sweep, for the restart tests */
+    /* A full disk (mdsl_space.c): the reserve in bytes (0: the backend
+     * cannot tell free space), and whether the last check found free
+     * space under it (for one log line per change). */
+    uint64_t reserve;       /* set at open */
+    bool short_logged;      /* (mu) */
+    uint64_t short_said_ns; /* when it last said so (mu) */
 };
 
 /* ---- mdsl_store.c ------------------------------------------------------ */
@@ -260,5 +266,26 @@ int mdsl_space_recover(mdsl_store *s);
 /* The GC thread's share of space back, after each GC pass: requested drop
  * passes and sweeps, idle rolls. REQUIRES: the background token held. */
 void mdsl_space_tick(mdsl_store *s);
+/* At open: the reserve and the segment size bound from the device size. */
+void mdsl_space_size(mdsl_store *s);
+/* May a prepare append `need` more bytes? 0, or -ENOSPC when the free
+ * space would fall under the reserve and !may_reserve. Unknown free space
+ * never refuses. */
+int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve);
+/* The GC threshold now: gc_threshold, or the share of the device in use
+ * when higher (up to MDSL_GC_USED_THRESHOLD), rising to
+ * MDSL_GC_FULL_THRESHOLD as free space falls to the reserve (*pressed:
+ * within 4 reserves of it). */
+#define MDSL_GC_USED_THRESHOLD 0.5
+#define MDSL_GC_FULL_THRESHOLD 0.8
+double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed);
+/* How many bytes GC may copy to collect one segment: half the free space
+ * once it is under 4 reserves (a segment whose copies do not fit would eat
+ * the reserve and free nothing: GC takes an emptier one or waits), else
+ * no bound (UINT64_MAX, also when free space is unknown). */
+uint64_t mdsl_space_gc_room(mdsl_store *s);
+/* Roll every active segment under threshold with dead bytes, idle or not
+ * (under pressure). Rolled, or -errno. REQUIRES: the background token. */
+int mdsl_space_roll(mdsl_store *s, double threshold);
 
 #endif /* MDSL_STORE_I_H */

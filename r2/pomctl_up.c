@@ -42,6 +42,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -297,6 +298,21 @@ static bool exe_supports(const struct updir *d, const char *exe, const char *opt
 
 #define POMCTL_RETRY_PORT (-1000) /* spawn_wait: exited at once on a sticky port */
 
+/* Every daemon's data shares DIR's device, so a slice image (a whole slice,
+ * rewritten as the slice changes) is kept a small part of it: a 32 MiB
+ * slice on a 64 MiB disk leaves no room for its next image and makes the
+ * deletes of a full disk free nothing until then (docs/format-mdsl.md "A
+ * full disk"). A 64th of the device, within [64 KiB, 32 MiB] (the MDS's
+ * default); 0 when the device is not known. */
+static unsigned long long split_bytes_for(const char *dir)
+{
+    struct statvfs sv;
+    if (statvfs(dir, &sv) < 0)
+        return 0;
+    unsigned long long dev = (unsigned long long)sv.f_blocks * sv.f_frsize / 64;
+    return dev < (64ull << 10) ? 64ull << 10 : dev > (32ull << 20) ? 32ull << 20 : dev;
+}
+
 /* Forks the daemon listening on 127.0.0.1:port (0: any), records its pid
  * (invariant 3), waits for its port. With a sticky port, an exit while
  * starting answers POMCTL_RETRY_PORT quietly (the port may be taken). */
@@ -333,6 +349,13 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
     if (r2addr) {
         argv[a++] = (char *)"--r2";
         argv[a++] = (char *)r2addr;
+    }
+    char split[32];
+    unsigned long long sb = dm->site_type == XT_SITE_MDS ? split_bytes_for(d->dir) : 0;
+    if (sb) {
+        snprintf(split, sizeof split, "%llu", sb);
+        argv[a++] = (char *)"--split-bytes";
+        argv[a++] = split;
     }
     argv[a] = NULL;
 

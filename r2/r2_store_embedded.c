@@ -20,6 +20,11 @@
  *  (4) Callbacks (watches, leadership) run with e->cb_mu held and e->mu not
  *      held; cb_mu is recursive so a callback may call the store again.
  *      Lock order: cb_mu before mu.
+ *  (5) A failed write (a full disk) closes the database and opens it again:
+ *      LevelDB refuses every write after one failed until it is reopened,
+ *      so without this R2 could never write its state again once space is
+ *      back. Until an open succeeds e->db is NULL and every call answers
+ *      -EIO (reads included); each call tries the open again.
  */
 #include "r2_store_embedded.h"
 
@@ -45,7 +50,9 @@ typedef struct emb_store {
     struct r2_store base;
     pthread_mutex_t mu;       /* invariant (1) */
     pthread_mutex_t cb_mu;    /* invariant (4); recursive */
-    leveldb_t *db;            /* immutable after open */
+    leveldb_t *db;            /* protected by mu; NULL after a failed reopen (5) */
+    char *dir;                /* the folder, for opening again (5) */
+    uint64_t reopen_said_ns;  /* last "opening again" failure logged (mu) */
     leveldb_options_t *opt;
     leveldb_readoptions_t *ropt;
     leveldb_writeoptions_t *wopt;
@@ -123,10 +130,36 @@ static int rec_check(const char *key, const uint8_t *rec, size_t len)
 
 /* ---- database access (REQUIRES: e->mu held) ------------------------------ */
 
+/* Invariant (5): the database, opened again if a failed write closed it;
+ * NULL (logged) when it cannot be opened yet. REQUIRES: e->mu held. */
+static leveldb_t *db_handle(emb_store *e)
+{
+    if (e->db == NULL) {
+        char *err = NULL;
+        leveldb_t *db = leveldb_open(e->opt, e->dir, &err);
+        if (err != NULL) {
+            uint64_t now = xt_mono_ns(); /* each call tries: say it once a minute */
+            if (!e->reopen_said_ns || now - e->reopen_said_ns >= UINT64_C(60) * 1000000000u) {
+                XT_ERR("r2_store_embedded: opening %s again: %s", e->dir, err);
+                e->reopen_said_ns = now;
+            }
+            leveldb_free(err);
+            return NULL;
+        }
+        e->reopen_said_ns = 0;
+        XT_INFO("r2_store_embedded: %s opened again: writes resume", e->dir);
+        e->db = db;
+    }
+    return e->db;
+}
+
 /* Reads key from the database. *rec is LevelDB's buffer (leveldb_free) or
  * NULL when absent. Returns 0 (present or absent), -EIO. */
 static int db_read(emb_store *e, const char *key, char **rec, size_t *len)
 {
+    *rec = NULL;
+    if (db_handle(e) == NULL)
+        return -EIO;
     char *err = NULL;
     *rec = leveldb_get(e->db, e->ropt, key, strlen(key), len, &err);
     if (err != NULL) {
@@ -200,6 +233,8 @@ static int txn_has_children(emb_store *e, struct emb_txn *t, const char *key)
         if (t->ent[i].present && strncmp(t->ent[i].key, prefix, plen) == 0)
             return 1;
     int found = 0;
+    if (db_handle(e) == NULL)
+        return -EIO;
     leveldb_iterator_t *it = leveldb_create_iterator(e->db, e->ropt);
     for (leveldb_iter_seek(it, prefix, plen); !found && leveldb_iter_valid(it);
          leveldb_iter_next(it)) {
@@ -348,13 +383,18 @@ static int txn_commit(emb_store *e, struct emb_txn *t)
                                R2_EMB_HDR + p->len);
         xt_free(rec);
     }
+    if (rc == 0 && db_handle(e) == NULL)
+        rc = -EIO;
     if (rc == 0) {
         char *err = NULL;
         leveldb_write(e->db, e->wopt, wb, &err);
         if (err != NULL) {
-            XT_ERR("r2_store_embedded: write: %s", err);
+            XT_ERR("r2_store_embedded: write: %s; the database is opened again", err);
+            rc = strstr(err, "No space left") ? -ENOSPC : -EIO;
             leveldb_free(err);
-            rc = -EIO;
+            leveldb_close(e->db); /* invariant (5) */
+            e->db = NULL;
+            (void)db_handle(e);
         }
     }
     leveldb_writebatch_destroy(wb);
@@ -541,6 +581,12 @@ static int emb_list(r2_store *s, const char *dir, char ***names, size_t *count)
         if (rec != NULL)
             leveldb_free(rec);
     }
+    if (rc == 0 && db_handle(e) == NULL)
+        rc = -EIO;
+    if (rc < 0) {
+        pthread_mutex_unlock(&e->mu);
+        return rc;
+    }
     leveldb_iterator_t *it = leveldb_create_iterator(e->db, e->ropt);
     leveldb_iter_seek(it, prefix, plen);
     while (rc == 0 && leveldb_iter_valid(it)) {
@@ -702,6 +748,7 @@ static void emb_close(r2_store *s)
         xt_free(e->watches[i].key);
     xt_free(e->watches);
     xt_free(e->leader_id);
+    xt_free(e->dir);
     pthread_mutex_destroy(&e->mu);
     pthread_mutex_destroy(&e->cb_mu);
     xt_free(e);
@@ -746,6 +793,11 @@ int r2_store_embedded_open(const char *dir, r2_store **out)
     leveldb_readoptions_set_verify_checksums(e->ropt, 1);
     e->wopt = leveldb_writeoptions_create();
     leveldb_writeoptions_set_sync(e->wopt, 1);
+    e->dir = xt_strdup(dir);
+    if (e->dir == NULL) {
+        emb_close(&e->base);
+        return -ENOMEM;
+    }
     char *err = NULL;
     e->db = xt_ldb_open(e->opt, dir, 10000, &err);
     if (err != NULL) {

@@ -52,6 +52,8 @@ long xt_alloc_fail_after(long countdown);
 enum xt_log_level { XT_LOG_ERROR = 0, XT_LOG_WARN, XT_LOG_INFO, XT_LOG_DEBUG };
 void xt_log_set_level(enum xt_log_level level);
 void xt_log_set_prefix(const char *prefix); /* copied; e.g. "mds[3]" */
+/* Lines dropped (stderr's disk had no room for them) and not yet said. */
+uint64_t xt_log_dropped(void);
 void xt_log(enum xt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 #define XT_ERR(...)  xt_log(XT_LOG_ERROR, __VA_ARGS__)
@@ -82,6 +84,19 @@ uint64_t xt_mono_ns(void);     /* CLOCK_MONOTONIC, ns: deadlines, latency */
 /* pthread_cond_timedwait for at most ms from now (a condition variable of
  * the default, realtime clock). REQUIRES: mu held. */
 void xt_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms);
+
+/* ---- space -------------------------------------------------------- */
+
+/* A full disk (docs/format-mdsl.md "A full disk"): the bytes of a device
+ * of `total` bytes kept for what frees space (deletes, GC), as ext4 keeps
+ * blocks for root; the MDSL's default reserve, which the blob tier's local
+ * backend keeps too (they share a disk under `pomctl up`). */
+static inline uint64_t xt_disk_reserve(uint64_t total)
+{
+    uint64_t r = total / 16;
+    return r < (UINT64_C(1) << 20) ? UINT64_C(1) << 20
+           : r > (UINT64_C(256) << 20) ? UINT64_C(256) << 20 : r;
+}
 
 /* ---- little-endian fixed-width encoding (on-disk and codec formats) -- */
 

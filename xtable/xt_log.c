@@ -5,17 +5,46 @@
  * A record is formatted into a stack buffer and written with one write(2),
  * so lines from concurrent threads never interleave. No lock is taken; a
  * rate-limited call site (XT_WARN_RL) keeps its state in atomics.
+ * When stderr is a file on a disk without room for the line, the line is
+ * dropped whole and counted (a short write would leave half a line that the
+ * next one runs into); the next line written says how many went.
  */
 #include "xt_common.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
 static enum xt_log_level log_level = XT_LOG_INFO;
 static char log_prefix[32] = "pom";
+static _Atomic int log_to_file = -1;       /* stderr is a regular file; -1 unknown */
+static _Atomic uint64_t log_dropped;       /* lines dropped for want of room */
+
+/* Room for len more bytes on stderr's disk, with a page to spare (a file
+ * system allocates whole blocks). Always true for pipes and terminals. */
+static bool log_room(size_t len)
+{
+    int f = atomic_load(&log_to_file);
+    if (f < 0) {
+        struct stat st;
+        f = fstat(STDERR_FILENO, &st) == 0 && S_ISREG(st.st_mode);
+        atomic_store(&log_to_file, f);
+    }
+    struct statvfs sv;
+    if (!f || fstatvfs(STDERR_FILENO, &sv) < 0)
+        return true;
+    return (uint64_t)sv.f_bavail * sv.f_frsize >= (uint64_t)len + 2 * sv.f_frsize;
+}
+
+uint64_t xt_log_dropped(void)
+{
+    return atomic_load(&log_dropped);
+}
 
 void xt_log_set_level(enum xt_log_level level)
 {
@@ -46,6 +75,18 @@ void xt_log(enum xt_log_level level, const char *fmt, ...)
     va_end(ap);
     size_t len = (size_t)n + (m < 0 ? 0 : XT_MIN((size_t)m, sizeof buf - (size_t)n - 2));
     buf[len++] = '\n';
+    if (!log_room(len + 64)) {
+        atomic_fetch_add(&log_dropped, 1);
+        return;
+    }
+    uint64_t gone = atomic_exchange(&log_dropped, 0);
+    if (gone) {
+        char note[96];
+        int k = snprintf(note, sizeof note, "%.*s%llu log lines dropped: no room on the disk\n",
+                         n, buf, (unsigned long long)gone);
+        ssize_t w = write(STDERR_FILENO, note, (size_t)XT_MIN(k, (int)sizeof note - 1));
+        (void)w;
+    }
     ssize_t w = write(STDERR_FILENO, buf, len);
     (void)w;
 }

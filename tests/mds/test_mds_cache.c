@@ -73,11 +73,11 @@ static void store_slice(const mds_store *st, uint64_t table, uint32_t rows)
     uint8_t *dl;
     size_t dlen;
     assert_int_equal(xt_slice_encode_delta(s, 1, &dl, &dlen), 0);
-    struct mds_rec rec = { 1, table, 0, 1, true, img, ilen, false, false };
+    struct mds_rec rec = { 1, table, 0, 1, true, img, ilen, false, false, false };
     uint64_t tx = g_txid++;
     assert_int_equal(mds_store_prepare(st, 1, tx, &rec, 1), 0);
     assert_int_equal(mds_store_commit(st, 1, tx), 0);
-    rec = (struct mds_rec){ 1, table, 0, 2, false, dl, dlen, false, false };
+    rec = (struct mds_rec){ 1, table, 0, 2, false, dl, dlen, false, false, false };
     tx = g_txid++;
     assert_int_equal(mds_store_prepare(st, 1, tx, &rec, 1), 0);
     assert_int_equal(mds_store_commit(st, 1, tx), 0);
@@ -419,7 +419,7 @@ static int store_rec(const mds_store *st, uint64_t table, uint64_t version, bool
     size_t len;
     int rc = image ? xt_slice_encode(s, &b, &len) : xt_slice_encode_delta(s, 1, &b, &len);
     assert_int_equal(rc, 0);
-    struct mds_rec rec = { 1, table, 0, version, image, b, len, false, false };
+    struct mds_rec rec = { 1, table, 0, version, image, b, len, false, false, false };
     uint64_t tx = g_txid++;
     rc = mds_store_prepare(st, 1, tx, &rec, 1);
     if (rc == 0)

@@ -9,7 +9,9 @@
  *    or by recovery; an ambiguous commit at home is resolved;
  *  - sync shares commits; the dirty-bytes bound closes groups early;
  *  - a memory bound below the dirty set: the pressure hook commits, then
- *    eviction brings memory back under the bound.
+ *    eviction brings memory back under the bound;
+ *  - a full disk: a group that adds data is refused, one that frees more
+ *    than it adds commits from the reserve, with the refused write in it.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -516,6 +518,53 @@ static void test_memory_bound_with_dirty_slices(void **state)
     tenv_fini(&v);
 }
 
+/* A full disk (docs/mds-commit.md "A full disk"): both sites keep only
+ * their reserve (mds_store_mem_full: a prepare without `reserve` on every
+ * record answers -ENOSPC). A new row's sync answers -ENOSPC and the group
+ * says the disk is short; removing 20 rows frees more than the refused row
+ * adds, so that group commits, the refused row with it. A row added after
+ * is refused again until the disk has room. All of it survives a crash. */
+static void test_full_disk_frees(void **state)
+{
+    (void)state;
+    struct tenv v = { .interval_ms = 10000, .split = 1024 };
+    assert_int_equal(tenv_start(&v), 0);
+    two_tables(&v);
+    uint64_t gen = 0, id, seq;
+    char name[64];
+    for (unsigned k = 0; k < 40; k++) {
+        name_of(name, 0, k);
+        assert_int_equal(tenv_put(&v, 10, name, k, 40 + k, &gen), 0);
+    }
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
+    assert_false(mds_group_space_short(v.g));
+    mds_store_mem_full(v.mem, 1, true);
+    mds_store_mem_full(v.mem, 2, true);
+    assert_int_equal(tenv_put(&v, 10, "late", 99, 49, &gen), 0);
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), -ENOSPC);
+    assert_true(mds_group_space_short(v.g));
+    for (unsigned k = 0; k < 40; k += 2) {
+        name_of(name, 0, k);
+        assert_int_equal(mds_table_delete(v.t, 1, 10, name, strlen(name), NULL, NULL, &gen), 0);
+    }
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
+    assert_int_equal(tenv_put(&v, 10, "later", 98, 48, &gen), 0);
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), -ENOSPC);
+    tenv_crash(&v);
+    assert_int_equal(tenv_start(&v), 0);
+    for (unsigned k = 0; k < 40; k++) {
+        name_of(name, 0, k);
+        assert_int_equal(tenv_get(&v, 10, name, &id, &seq), k % 2);
+    }
+    assert_int_equal(tenv_get(&v, 10, "late", &id, &seq), 1);
+    assert_int_equal(tenv_get(&v, 10, "later", &id, &seq), 0); /* never acknowledged */
+    mds_store_mem_full(v.mem, 1, false);
+    mds_store_mem_full(v.mem, 2, false);
+    assert_int_equal(tenv_put(&v, 10, "later", 98, 48, &gen), 0);
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
+    tenv_fini(&v);
+}
+
 int main(void)
 {
     g_seed = tu_seed("test_mds_group");
@@ -529,6 +578,7 @@ int main(void)
         cmocka_unit_test(test_dirty_bound_closes_early),
         cmocka_unit_test(test_memory_bound_with_dirty_slices),
         cmocka_unit_test(test_writers_then_crash),
+        cmocka_unit_test(test_full_disk_frees),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -706,7 +706,7 @@ static void test_flags_refused(void **state)
         { MDSL_REC_IMAGE, 0x08, 0 },
         { MDSL_REC_COLUMN, MDSL_F_SYS, 10 },            /* SYS: slice records only */
         { MDSL_REC_IMAGE, MDSL_F_SYS | MDSL_F_MOVED, 0 }, /* ... with rows */
-        { MDSL_REC_IMAGE, 0x80 | MDSL_F_MOVED, 0 },
+        { MDSL_REC_IMAGE, 0x40 | MDSL_F_MOVED, 0 },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct mdsl_rec r = tu_rec(bad[i].type, FS, 30, 0, 1, 0, 1, bufs[0], bad[i].len);

@@ -23,6 +23,10 @@ enum { XT_STORE_IMAGE = 1, XT_STORE_DELTA = 2, XT_STORE_COLUMN = 3 };
                                   this record (RMU outbox, pending, count or
                                   decision rows): a restarted MDS loads it to
                                   finish them (docs/mds-xact.md "Reload") */
+#define XT_STORE_F_RESERVE 0x80 /* prepare only, never stored: on every record
+                                   of a transaction that frees at least what
+                                   it adds; it may use the MDSL's space
+                                   reserve (docs/format-mdsl.md "A full disk") */
 
 /* One record of a transaction; pointers are borrowed for the call. */
 struct xt_store_rec {
