@@ -9,9 +9,9 @@ mount whose whole cluster folder sits on a small tmpfs:
   full    on the full disk: a truncate to 0 and an rmdir succeed, and the
           truncated file's fsync answers 0 (they commit from the reserve);
   free    the big file and every second small file are removed;
-  resume  a new 8 KiB file is tried once a second until its fsync answers 0
-          (a liveness bound of RESUME_S seconds, not a speed); then 64 more
-          are written and fsynced, and they and the kept files read back.
+  resume  65 new 8 KiB files, each tried until its fsync answers 0
+          (a liveness bound of RESUME_S seconds from the freeing, not a
+          speed); they and the kept files read back.
 
 Prints one line per step; exits 1 at the first failed check."""
 import errno
