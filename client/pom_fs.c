@@ -112,20 +112,19 @@ static bool retry_again(struct retry *r, const struct pom_mds *m, int *rc)
         retry_end(r, m);
         return false;
     }
-    if (now >= r->warn_at) {
-        XT_WARN("fs %u: %s waiting on site %u (MDS %s) for %.0f s: no answer (%s); %s",
-                r->fs->fsid, r->what, id, addr, waited, strerror(-*rc),
-                r->fs->soft_ms > 0 ? "soft mount: EIO at its timeout"
-                                   : "still waiting (pomctl status names a site that stopped)");
-        r->warned = true;
-        r->warn_at = now + (uint64_t)WAIT_WARN_EVERY_MS * 1000000u;
-    }
     if (now > r->deadline) {
         XT_WARN("fs %u: %s gives up on site %u (MDS %s) after %.0f s: %s", r->fs->fsid, r->what,
                 id, addr, waited, r->fs->soft_ms > 0 ? "soft timeout, EIO" : strerror(-*rc));
         if (r->fs->soft_ms > 0)
             *rc = -EIO;
         return false;
+    }
+    if (now >= r->warn_at) {
+        XT_WARN("fs %u: %s waiting on site %u (MDS %s) for %.0f s: no answer (%s); still "
+                "waiting (pomctl status names a site that stopped)",
+                r->fs->fsid, r->what, id, addr, waited, strerror(-*rc));
+        r->warned = true;
+        r->warn_at = now + (uint64_t)WAIT_WARN_EVERY_MS * 1000000u;
     }
     pom_pause_ms(r->delay);
     r->delay = XT_MIN(r->delay * 2, 500);
