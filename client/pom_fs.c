@@ -5,8 +5,10 @@
  * Invariants:
  *  (1) A call that failed in transport (-ECONNREFUSED, -ECONNRESET,
  *      -ETIMEDOUT, -EIO, -EPIPE) is retried with the same request id, with
- *      a growing pause, until fs->retry_ms have passed: an MDS that is
- *      restarted under a mount is waited for, not reported.
+ *      a growing pause, until fs->retry_ms have passed (hard) or, soft,
+ *      fs->soft_ms (then it answers -EIO): an MDS that is restarted under a
+ *      mount is waited for, not reported. A wait is never silent: past 10 s
+ *      it is logged, and so is its end (retry_again).
  *  (2) uuids: the counter row "alloc" of the super table holds in `size` the
  *      first uuid never handed out. A client claims [size, size + CHUNK)
  *      with an update conditional on the row's version and with XT_F_SYNC,
