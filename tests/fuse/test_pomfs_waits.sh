@@ -12,7 +12,8 @@
 #         and so does a second fsync of the same file while the MDSL is
 #         still stopped (EIO is no "lost" report: the change may commit);
 #         after SIGCONT an fsync of it returns 0, what was synced before the
-#         stop and the change are there, and the mount keeps working.
+#         stop and the change are there, and the mount keeps working;
+#   pomfs -o timeout=S without soft is refused.
 # Exits 77 (skip) when FUSE cannot be used here.
 set -u
 
@@ -25,6 +26,9 @@ MDS_PORT=$(cat "$T/data/run/pom-mds.port")
 trap 'kill -CONT "$MDSL_PID" 2>/dev/null; pl_cleanup' EXIT
 
 A=$T/hard B=$T/soft
+mkdir "$T/x"
+nok "timeout= without soft is refused" "timeout=S needs soft" \
+    "$POMFS" "$R2" "$T/x" -f -o fs=pomfs,timeout=3
 pl_mount "$A"
 pl_mount "$B" soft,timeout=3
 MDS_SITE=$("$POMCTL" --r2 "$R2" --json sites |
