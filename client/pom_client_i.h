@@ -124,7 +124,9 @@ struct pom_inode {
 struct pom_fs {
     uint32_t fsid;
     struct pom_route *route;       /* the MDS and where each request goes */
-    int retry_ms;
+    int retry_ms;                  /* hard: how long a call retries (pom_fs.c) */
+    int soft_ms;                   /* > 0: soft, a call answers -EIO after it */
+    int call_ms;                   /* one attempt's timeout (pom_opts) */
     pthread_mutex_t mu;            /* the inode map and the uuid range */
     struct pom_inode **buckets;    /* protected by mu */
     size_t nbuckets, ninodes;      /* protected by mu */

@@ -5,8 +5,10 @@
  * Invariants:
  *  (1) A call that failed in transport (-ECONNREFUSED, -ECONNRESET,
  *      -ETIMEDOUT, -EIO, -EPIPE) is retried with the same request id, with
- *      a growing pause, until fs->retry_ms have passed: an MDS that is
- *      restarted under a mount is waited for, not reported.
+ *      a growing pause, until fs->retry_ms have passed (hard) or, soft,
+ *      fs->soft_ms (then it answers -EIO): an MDS that is restarted under a
+ *      mount is waited for, not reported. A wait is never silent: past 10 s
+ *      it is logged, and so is its end (retry_again).
  *  (2) uuids: the counter row "alloc" of the super table holds in `size` the
  *      first uuid never handed out. A client claims [size, size + CHUNK)
  *      with an update conditional on the row's version and with XT_F_SYNC,
@@ -47,26 +49,99 @@ void pom_pause_ms(int ms)
 
 /* The retry window of one call (every attempt carries the same request
  * id): a transient error is tried again after a pause doubling from 10 ms
- * to 500 ms, until fs->retry_ms have passed. */
+ * to 500 ms, until the window has passed: fs->retry_ms (hard, the
+ * default) or fs->soft_ms (soft: then the call answers -EIO, whatever the
+ * transient error was). A call still waiting after WAIT_WARN_FIRST_MS says
+ * so in the log, naming the MDS and the operation, and again every
+ * WAIT_WARN_EVERY_MS; once it warned, the answer that ends the stall is
+ * said too (docs/client.md "Waiting"). So that a stall is said while it
+ * lasts, no attempt waits past the next warning: a longer attempt (a
+ * sync) is cut there and sent again with the same request id. */
+#define WAIT_WARN_FIRST_MS 10000
+#define WAIT_WARN_EVERY_MS 60000
+#define ATTEMPT_MIN_MS     100
+
 struct retry {
-    uint64_t deadline;
+    pom_fs *fs;
+    const char *what;     /* the operation class, for the log */
+    uint64_t t0, deadline, warn_at;
     int delay;
+    bool warned;
 };
 
-static struct retry retry_begin(const pom_fs *fs)
+static struct retry retry_begin(pom_fs *fs, const char *what)
 {
-    return (struct retry){ xt_mono_ns() + (uint64_t)fs->retry_ms * 1000000u, 10 };
+    uint64_t now = xt_mono_ns();
+    int window = fs->soft_ms > 0 ? fs->soft_ms : fs->retry_ms;
+    return (struct retry){ .fs = fs, .what = what, .t0 = now,
+                           .deadline = now + (uint64_t)window * 1000000u,
+                           .warn_at = now + (uint64_t)WAIT_WARN_FIRST_MS * 1000000u,
+                           .delay = 10 };
 }
 
-/* After an attempt that answered rc: true, having paused, when the call
- * should be tried again. */
-static bool retry_again(struct retry *r, int rc)
+/* The timeout of the next attempt: its own (base_ms), cut at the next
+ * warning and, when soft, at the end of the window. */
+static int retry_timeout_ms(const struct retry *r, int base_ms)
 {
-    if (!transient(rc) || xt_mono_ns() > r->deadline)
+    uint64_t now = xt_mono_ns(), lim = r->warn_at;
+    if (r->fs->soft_ms > 0 && r->deadline < lim)
+        lim = r->deadline;
+    uint64_t left = lim > now ? (lim - now) / 1000000u : 0;
+    left = XT_MAX(left, (uint64_t)ATTEMPT_MIN_MS);
+    return base_ms > 0 && (uint64_t)base_ms < left ? base_ms : (int)left;
+}
+
+/* MDS m answered (not a transient error): the end of a stall that was
+ * said is said too. */
+static void retry_end(const struct retry *r, const struct pom_mds *m)
+{
+    if (r->warned)
+        XT_WARN("fs %u: site %u (MDS %s) answers again after %.0f s (%s)", r->fs->fsid,
+                m ? m->id : 0, m ? m->addr : "?", (double)(xt_mono_ns() - r->t0) / 1e9,
+                r->what);
+}
+
+/* After an attempt at MDS m (NULL: none known) that answered *rc: true,
+ * having paused, when the call should be tried again; else *rc is the
+ * call's answer (-EIO when a soft window ran out). */
+static bool retry_again(struct retry *r, const struct pom_mds *m, int *rc)
+{
+    uint64_t now = xt_mono_ns();
+    double waited = (double)(now - r->t0) / 1e9;
+    const char *addr = m ? m->addr : "(none known)";
+    unsigned id = m ? m->id : 0;
+    if (!transient(*rc)) {
+        retry_end(r, m);
         return false;
+    }
+    if (now > r->deadline) {
+        XT_WARN("fs %u: %s gives up on site %u (MDS %s) after %.0f s: %s", r->fs->fsid, r->what,
+                id, addr, waited, r->fs->soft_ms > 0 ? "soft timeout, EIO" : strerror(-*rc));
+        if (r->fs->soft_ms > 0)
+            *rc = -EIO;
+        return false;
+    }
+    if (now >= r->warn_at) {
+        XT_WARN("fs %u: %s waiting on site %u (MDS %s) for %.0f s: no answer (%s); still "
+                "waiting (pomctl status names a site that stopped)",
+                r->fs->fsid, r->what, id, addr, waited, strerror(-*rc));
+        r->warned = true;
+        r->warn_at = now + (uint64_t)WAIT_WARN_EVERY_MS * 1000000u;
+    }
     pom_pause_ms(r->delay);
     r->delay = XT_MIN(r->delay * 2, 500);
     return true;
+}
+
+static const char *op_class(const struct xt_req *q)
+{
+    switch (q->op) {
+    case XT_OP_CREATE: return "a create";
+    case XT_OP_LOOKUP: return "a lookup";
+    case XT_OP_UPDATE: return "an update";
+    case XT_OP_DELETE: return "a delete";
+    default: return "a call";
+    }
 }
 
 /* Records the incarnation `epoch` of MDS m in a reply (invariant (5) of
@@ -123,7 +198,7 @@ void pom_set_restart_cb(pom_fs *fs, pom_restart_fn fn, void *arg)
 int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
-    struct retry rt = retry_begin(fs);
+    struct retry rt = retry_begin(fs, op_class(req));
     req->t.fsid = fs->fsid;
     uint64_t h = xt_hash_name(req->name, req->name_len);
     for (;;) {
@@ -131,6 +206,7 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
         struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, req->t.table, h,
                                            &req->t.slice_hint, &pool);
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
+        call.timeout_ms = retry_timeout_ms(&rt, fs->call_ms);
         int rc = m ? xt_mds_call(pool, &call, req, resp) : -EHOSTUNREACH;
         if (!m)
             memset(resp, 0, sizeof *resp);
@@ -145,7 +221,7 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
             if (at) /* (an owner not in our view yet: its epoch means nothing to m's) */
                 note_epoch(fs, at, resp->epoch, rc == 0 && req->op != XT_OP_LOOKUP);
         }
-        if (!retry_again(&rt, rc))
+        if (!retry_again(&rt, m, &rc))
             return rc;
         xt_resp_free(resp);
         if (retried)
@@ -156,7 +232,7 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
 int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
-    struct retry rt = retry_begin(fs);
+    struct retry rt = retry_begin(fs, "a listing");
     struct xt_list_req q = *req;
     uint64_t h = pom_route_cookie_hash(q.cookie);
     for (;;) {
@@ -164,12 +240,13 @@ int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp
         struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, q.t.table, h, &q.t.slice_hint,
                                            &pool);
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
+        call.timeout_ms = retry_timeout_ms(&rt, fs->call_ms);
         int rc = m ? xt_mds_list(pool, &call, &q, resp) : -EHOSTUNREACH;
         if (!m)
             memset(resp, 0, sizeof *resp);
         if (rc == 0 && resp->bitmap)
             pom_route_learn(fs->route, q.t.table, resp->bitmap, resp->bitmap_len);
-        if (!retry_again(&rt, rc))
+        if (!retry_again(&rt, m, &rc))
             return rc;
         xt_list_resp_free(resp);
     }
@@ -263,9 +340,9 @@ static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool, int state,
     if (state == XT_SITE_FAILED)
         return sync_failed(fs, m, loud);
     bool serving = state == XT_SITE_UP || state == XT_SITE_TRANSIENT;
-    xt_rpc_call call = { .req_id = xt_rpc_new_req_id(),
-                         .timeout_ms = serving ? 120000 : SYNC_LEFT_TIMEOUT_MS };
-    struct retry rt = retry_begin(fs);
+    int timeout_ms = serving ? 120000 : SYNC_LEFT_TIMEOUT_MS;
+    xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
+    struct retry rt = retry_begin(fs, "a sync");
     pthread_mutex_lock(&fs->epoch_mu);
     uint64_t seq0 = m->ack_seq;
     if (serving)
@@ -275,7 +352,10 @@ static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool, int state,
         uint64_t committed = 0;
         uint32_t epoch = 0;
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
+        call.timeout_ms = loud ? retry_timeout_ms(&rt, timeout_ms) : timeout_ms;
         int rc = xt_mds_sync(pool, &call, 0, &committed, &epoch);
+        if (!transient(rc))
+            retry_end(&rt, m);
         if (rc == 0) {
             note_epoch(fs, m, epoch, false);
             return loud ? sync_verdict(fs, m, seq0, epoch) : 0;
@@ -288,7 +368,7 @@ static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool, int state,
             return sync_failed(fs, m, loud);
         if (state != XT_SITE_UP && state != XT_SITE_TRANSIENT)
             return sync_left(fs, m, seq0, loud);
-        if (!loud || !retry_again(&rt, rc))
+        if (!loud || !retry_again(&rt, m, &rc))
             return rc;
     }
 }
@@ -338,10 +418,13 @@ int pom_sync_call(pom_fs *fs)
 {
     struct pom_gone *gone;
     size_t ngone = pom_gone_take(fs, &gone); /* before: these syncs cover them */
+    uint64_t restarts = pom_restart_count(fs);
     int rc = sync_all(fs, true);
     /* -EIO: a restart (or a failed MDS) lost changes; it is counted, so the
-     * sets it concerns no longer match their mark and stay. */
-    pom_gone_finish(fs, gone, ngone, rc == -EIO ? 0 : rc, pom_restart_count(fs));
+     * sets it concerns no longer match their mark and stay. An -EIO with no
+     * restart counted (a soft timeout) vouches for nothing: they wait. */
+    uint64_t mark = pom_restart_count(fs);
+    pom_gone_finish(fs, gone, ngone, rc == -EIO && mark != restarts ? 0 : rc, mark);
     return rc;
 }
 
@@ -405,7 +488,7 @@ static int batch_fallback(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *fai
 static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
 {
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
-    struct retry rt = retry_begin(fs);
+    struct retry rt = retry_begin(fs, "a batch");
     struct xt_resp resps[XT_BATCH_ATOMIC_MAX];
     uint64_t h = xt_hash_name(reqs[0].name, reqs[0].name_len);
     for (;;) {
@@ -415,6 +498,7 @@ static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
         struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint,
                                            &pool);
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
+        call.timeout_ms = retry_timeout_ms(&rt, fs->call_ms);
         int rc = m ? xt_mds_batch_atomic(pool, &call, reqs, n, resps, failed) : -EHOSTUNREACH;
         if (!m)
             *failed = SIZE_MAX;
@@ -435,7 +519,7 @@ static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
             xt_resp_free(&resps[i]);
         if (rc == -EXDEV)
             return batch_fallback(fs, reqs, n, failed, retried);
-        if (!retry_again(&rt, rc))
+        if (!retry_again(&rt, m, &rc))
             return rc;
         if (retried)
             *retried = true;
@@ -609,7 +693,7 @@ static int claim_range(pom_fs *fs, uint64_t *lo)
     /* A claim that needed retries (the MDS failing to commit, e.g. on a
      * full disk) answers -ESTALE to its retry, which would loop here: past
      * the retry window, give up as pom_call does. */
-    uint64_t deadline = retry_begin(fs).deadline;
+    uint64_t deadline = retry_begin(fs, "a uuid claim").deadline;
     for (int attempt = 0; attempt < 1000; attempt++) {
         struct xt_resp r;
         xt_row row;
@@ -747,6 +831,8 @@ static int fs_new(uint32_t fsid, const struct pom_opts *opts, pom_route *route, 
     fs->fsid = fsid;
     fs->route = route;
     fs->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : 30000;
+    fs->soft_ms = opts && opts->soft_ms > 0 ? opts->soft_ms : 0;
+    fs->call_ms = pool_opts(opts).call_timeout_ms;
     pthread_mutex_init(&fs->mu, NULL);
     pthread_mutex_init(&fs->alloc_mu, NULL);
     pthread_mutex_init(&fs->epoch_mu, NULL);
@@ -848,6 +934,12 @@ static void client_view(void *arg, const struct xt_view *v, int changed)
 
 int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
 {
+    return pom_open_opts(r2_addrs, fsname, NULL, out);
+}
+
+int pom_open_opts(const char *r2_addrs, const char *fsname, const struct pom_opts *opts,
+                  pom_fs **out)
+{
     *out = NULL;
     if (!r2_addrs || !fsname || !*fsname)
         return -EINVAL;
@@ -867,11 +959,11 @@ int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
         XT_ERR("cannot reach R2 at %s: %s", r2_addrs, strerror(-rc));
     if (rc == 0) {
         /* Every MDS of the view, requests routed by ring 0 (pom_route.h). */
-        struct xt_rpc_pool_opts po = pool_opts(NULL);
+        struct xt_rpc_pool_opts po = pool_opts(opts);
         pom_route *route;
         rc = pom_route_new_view(&view, &po, &route);
         if (rc == 0)
-            rc = fs_new(fsid, NULL, route, out);
+            rc = fs_new(fsid, opts, route, out);
         xt_view_free(&view);
     }
     if (rc == 0 && info->blob_path[0]) {

@@ -1,14 +1,17 @@
 /*
  * pomfs.c -- the FUSE daemon of Pomegranate (DESIGN.md section 9):
  *
- *   pomfs MDSADDR MOUNTPOINT -o fsid=N[,attr_timeout=S,entry_timeout=S,blob=DIR] [-f] [-d] [-s]
- *   pomfs R2ADDR  MOUNTPOINT -o fs=NAME     (through R2: not available yet)
+ *   pomfs R2ADDR  MOUNTPOINT -o fs=NAME[,attr_timeout=S,entry_timeout=S,blob=DIR,
+ *                 reclaim=S,reclaim_grace=S,soft,timeout=S]
+ *   pomfs MDSADDR MOUNTPOINT -o fsid=N[,...]   (one MDS, no R2) [-f] [-d] [-s]
  *
  * Runs in the background unless -f (as FUSE daemons do), with libfuse's
  * multi-threaded session loop unless -s. Always mounts with
  * `default_permissions`: the kernel checks POSIX permissions against the
  * attributes pomfs returns. The library connection is made before the
  * mount, so an unreachable MDS fails the command, not the first access.
+ * Waiting on an MDS that does not answer is "hard" unless -o soft: see
+ * struct pom_opts (pomegranate.h) and docs/client.md "Waiting".
  */
 #include "pomfs_i.h"
 
@@ -26,6 +29,8 @@ struct conf {
     char *blob;             /* -o blob=DIR[:DIR...] (blob tier, local backend) */
     double attr_timeout, entry_timeout;
     unsigned reclaim, reclaim_grace; /* -o reclaim=S,reclaim_grace=S (seconds) */
+    int soft;               /* -o soft (1) / -o hard (0, the default) */
+    double timeout;         /* -o timeout=S: when a soft mount answers EIO */
     int help, version;
 };
 
@@ -40,6 +45,9 @@ static const struct fuse_opt opt_spec[] = {
     OPT("entry_timeout=%lf", entry_timeout),
     OPT("reclaim=%u", reclaim),
     OPT("reclaim_grace=%u", reclaim_grace),
+    { "soft", offsetof(struct conf, soft), 1 },
+    { "hard", offsetof(struct conf, soft), 0 },
+    OPT("timeout=%lf", timeout),
     FUSE_OPT_KEY("-h", KEY_HELP),
     FUSE_OPT_KEY("--help", KEY_HELP),
     FUSE_OPT_KEY("-V", KEY_VERSION),
@@ -63,6 +71,13 @@ static void usage(FILE *f, const char *prog)
             "                        reclaimer (default 600; 0: none, leases only)\n"
             "  -o reclaim_grace=S    age an orphan tract set must reach before the\n"
             "                        reclaimer removes it (default 3600; > 0)\n"
+            "  -o hard               (default) an operation whose MDS does not answer is\n"
+            "                        retried for 30 s, then fails with its transport error\n"
+            "  -o soft,timeout=S     an operation still waiting after S seconds (default\n"
+            "                        30) fails with EIO; a change it carried may still\n"
+            "                        commit (a later fsync returns 0 only once it has).\n"
+            "                        Either way a wait over 10 s is logged (then every\n"
+            "                        60 s) naming the MDS site, and its end too\n"
             "  -f                    stay in the foreground\n"
             "  -d                    debug output (implies -f)\n"
             "  -s                    single-threaded\n"
@@ -147,11 +162,19 @@ int main(int argc, char *argv[])
         ret = 2;
         goto out;
     }
+    if (c.timeout < 0 || c.timeout > 86400 || (c.timeout > 0 && !c.soft)) {
+        fprintf(stderr, "pomfs: timeout=S needs soft and 0 < S <= 86400 (seconds)\n");
+        ret = 2;
+        goto out;
+    }
+    struct pom_opts popts = { .soft_ms = !c.soft ? 0
+                                         : c.timeout > 0 ? XT_MAX((int)(c.timeout * 1000), 1)
+                                                         : 30000 };
     pf.attr_timeout = c.attr_timeout;
     pf.entry_timeout = c.entry_timeout;
     int rc;
     if (c.fsname) {
-        rc = pom_open(c.addr, c.fsname, &pf.fs);
+        rc = pom_open_opts(c.addr, c.fsname, &popts, &pf.fs);
         if (rc < 0) {
             fprintf(stderr, "pomfs: cannot open fs '%s' through R2 at %s: %s\n", c.fsname,
                     c.addr, strerror(-rc));
@@ -164,7 +187,7 @@ int main(int argc, char *argv[])
             ret = 2;
             goto out;
         }
-        rc = pom_connect_mds(c.addr, fsid, &pf.fs);
+        rc = pom_connect_mds_opts(c.addr, fsid, &popts, &pf.fs);
         if (rc < 0) {
             fprintf(stderr, "pomfs: cannot reach fs %u at MDS %s: %s\n", fsid, c.addr,
                     strerror(-rc));

@@ -209,6 +209,16 @@ static const char *busy_hint(struct pomctl *ctl, uint32_t id, bool drain, char *
 #define NTYPES 5  /* index = enum xt_site_type */
 #define NSTATES 6 /* index = enum xt_site_state */
 
+/* A site R2 marked for its missing heartbeats (a daemon that died, hangs,
+ * or is stopped): seconds since its last heartbeat into *silent_s. */
+static bool not_answering(const struct xt_site *s, uint64_t now, double *silent_s)
+{
+    if (s->state != XT_SITE_TRANSIENT && s->state != XT_SITE_FAILED)
+        return false;
+    *silent_s = s->last_hb_ns && now > s->last_hb_ns ? (double)(now - s->last_hb_ns) / 1e9 : 0;
+    return true;
+}
+
 int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
 {
     if (argc > 0)
@@ -239,6 +249,8 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
     else
         snprintf(verdict, sizeof verdict, "degraded: %zu of %zu sites not up", not_up, active);
     const char *leader = v.leader[0] ? v.leader : ctl->cur;
+    uint64_t now = xt_now_ns();
+    double silent;
 
     if (ctl->json) {
         json_begin(ctl);
@@ -313,6 +325,18 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
             pomctl_json_obj_end(&ctl->js);
         }
         pomctl_json_u64(&ctl->js, "fs_count", v.nfs);
+        pomctl_json_arr_begin(&ctl->js, "not_answering");
+        for (size_t i = 0; i < v.nsites; i++)
+            if (not_answering(&v.sites[i], now, &silent)) {
+                pomctl_json_obj_begin(&ctl->js, NULL);
+                pomctl_json_u64(&ctl->js, "id", v.sites[i].id);
+                pomctl_json_str(&ctl->js, "type", xt_site_type_name(v.sites[i].type));
+                pomctl_json_str(&ctl->js, "addr", v.sites[i].addr);
+                pomctl_json_str(&ctl->js, "state", xt_site_state_name(v.sites[i].state));
+                pomctl_json_double(&ctl->js, "silent_s", silent);
+                pomctl_json_obj_end(&ctl->js);
+            }
+        pomctl_json_arr_end(&ctl->js);
         pomctl_json_bool(&ctl->js, "healthy", healthy);
         pomctl_json_str(&ctl->js, "verdict", verdict);
         json_end(ctl);
@@ -323,11 +347,16 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
             printf("ring 1    %s\n", line);
         }
         printf("fs        %zu file system%s\n", v.nfs, v.nfs == 1 ? "" : "s");
-        for (size_t i = 0; i < v.nsites && !healthy; i++)
-            if (v.sites[i].state != XT_SITE_UP && v.sites[i].state != XT_SITE_REMOVED)
-                printf("          site %u (%s %s) is %s\n", v.sites[i].id,
-                       xt_site_type_name(v.sites[i].type), v.sites[i].addr,
-                       xt_site_state_name(v.sites[i].state));
+        for (size_t i = 0; i < v.nsites && !healthy; i++) {
+            const struct xt_site *s = &v.sites[i];
+            if (s->state == XT_SITE_UP || s->state == XT_SITE_REMOVED)
+                continue;
+            printf("          site %u (%s %s) is %s", s->id, xt_site_type_name(s->type),
+                   s->addr, xt_site_state_name(s->state));
+            if (not_answering(s, now, &silent))
+                printf(": not answering for %.0f s", silent);
+            printf("\n");
+        }
         printf("verdict   %s\n", verdict);
     }
     xt_view_free(&v);

@@ -61,9 +61,19 @@ struct pom_cred {
 
 /* ---- connecting ------------------------------------------------------ */
 
+/* Waiting (docs/client.md "Waiting"): a call whose MDS does not answer
+ * (down, restarting, or itself waiting on a stopped MDSL) is retried with
+ * the same request id. Hard (soft_ms 0, the default): for retry_ms, then
+ * the transport error (-ETIMEDOUT, -ECONNREFUSED, ...). Soft: -EIO once a
+ * call has waited soft_ms; a change it carried may still be applied, and a
+ * later pom_fsync/pom_sync returns 0 only once it is committed. Either way
+ * a call waiting over 10 s says so in the log (then every 60 s), naming
+ * the MDS site, and says when it answers again. Fields are only ever added
+ * at the end; zero means the default. */
 struct pom_opts {
     int call_timeout_ms;  /* one RPC; 0: 10000 */
     int retry_ms;         /* keep retrying an unreachable MDS this long; 0: 30000 */
+    int soft_ms;          /* > 0: soft, -EIO after this long waiting; 0: hard */
 };
 
 /* Connects to one MDS at "host:port" serving file system `fsid`; creates
@@ -78,6 +88,9 @@ POM_API int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid,
  * Asks R2 (addresses "host:port[,host:port...]") for the fs and an MDS, and
  * registers the mount with R2. -ENOENT: no such fs; -EHOSTUNREACH: no MDS up. */
 POM_API int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out);
+/* pom_open with options (NULL: the defaults, as pom_open). */
+POM_API int pom_open_opts(const char *r2_addrs, const char *fsname,
+                          const struct pom_opts *opts, pom_fs **out);
 
 /* Sets the blob tier of fs (large files), replacing the fs record's (pom_open).
  * backend "local" (NULL: local) with path = folders separated by ':' (the
