@@ -57,11 +57,13 @@ def wait_dead(pid, seconds=10.0):
 
 
 def up(pomctl, data, mnt=None):
+    """`pomctl up` (its output shown only when it fails)."""
     cmd = [pomctl, "up", "--data", data] + (["--mount", mnt] if mnt else [])
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                       timeout=180)
-    if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}")
+    with tempfile.TemporaryFile(mode="w+") as out:
+        r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, timeout=180)
+        if r.returncode != 0:
+            out.seek(0)
+            raise RuntimeError(f"{' '.join(cmd)} failed ({r.returncode}):\n{out.read()}")
 
 
 def main():
@@ -90,6 +92,30 @@ def main():
             os.fsync(dfd)
             os.close(dfd)
 
+        # The kill and the restart run in a process forked before any
+        # descriptor on the mount is open: a process started while they are
+        # open (fork, exec) closes its copies, and each close is a FUSE
+        # flush that waits for the MDS being restarted.
+        go_r, go_w = os.pipe()
+        done_r, done_w = os.pipe()
+        killer = os.fork()
+        if killer == 0:
+            os.close(go_w)
+            os.close(done_r)
+            said = "ok"
+            try:
+                if os.read(go_r, 1) == b"k":
+                    with open(os.path.join(data, "run", "pom-mds.pid")) as fh:
+                        pid = int(fh.readline())
+                    os.kill(pid, signal.SIGKILL)
+                    wait_dead(pid)
+                    up(pomctl, data)
+            except Exception as e:
+                said = repr(e)
+            os.write(done_w, said.encode())
+            os._exit(0)
+        os.close(go_r)
+        os.close(done_w)
         dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
         fds.append(dfd)
         fa = os.open(os.path.join(d, "a"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -103,11 +129,11 @@ def main():
         os.write(fw, os.urandom(1000))
         os.close(fw)  # acknowledged by the MDS (the flush), not synced
 
-        with open(os.path.join(data, "run", "pom-mds.pid")) as fh:
-            pid = int(fh.readline())
-        os.kill(pid, signal.SIGKILL)
-        wait_dead(pid)
-        up(pomctl, data)
+        os.write(go_w, b"k")
+        said = os.read(done_r, 4096).decode()
+        os.waitpid(killer, 0)
+        if said != "ok":
+            raise RuntimeError(said)
 
         check("fsync(a) answers EIO", fsync_rc(fa) == errno.EIO)
         check("fsync(b) answers EIO", fsync_rc(fb) == errno.EIO)
