@@ -88,8 +88,8 @@ def dirsync(path):
 def worker(mnt, k, journal, stop, seed, big, keep_data=None):
     """Operations on w<k>/ until the file `stop` exists. Journal lines:
     intents (I p hash, IO p, IR a b, IL a b, IU p, IS d) before, results
-    (W p ino hash, F p ino hash, FO p ino, R a b, L a b, U p, S d, E why)
-    after; the harness adds K at the kill."""
+    (O p ino: opened, W p ino hash, F p ino hash, FO p ino, R a b, L a b,
+    U p, S d, E why) after; the harness adds K at the kill."""
     rnd = random.Random(seed)
     jfd = os.open(journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
 
@@ -120,6 +120,7 @@ def worker(mnt, k, journal, stop, seed, big, keep_data=None):
                 fd = os.open(os.path.join(mnt, p), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 try:
                     ino = str(os.fstat(fd).st_ino)
+                    log("O", p, ino)   # its bytes change (O_TRUNC), at every name
                     os.write(fd, data)
                     log("W", p, ino, h(data))
                     if rnd.random() < 0.5:
@@ -234,6 +235,10 @@ class Model:
             self.touch(f[1], f[2])
         elif k == "IU":
             self.touch(f[1])
+        elif k == "O":
+            self.touch(*[q for q, (what, _) in self.promises.items()
+                         if what[0] == "bytes" and what[1] == f[2]])
+            self.touch(f[1], *self.names_of(f[2]))
         elif k in ("W", "F"):
             self.cur[f[1]] = (f[2], f[3])
             if k == "F":
@@ -243,7 +248,13 @@ class Model:
             for p in self.names_of(f[2]):
                 self.promises[p] = (("bytes",) + self.cur[p], self.phase)
         elif k == "R":
-            self.cur[f[2]], self.cur[f[1]] = self.before.get(f[1], UNKNOWN), None
+            a, b = self.before.get(f[1], UNKNOWN), self.before.get(f[2], UNKNOWN)
+            if a is UNKNOWN or b is UNKNOWN:  # (two names of one file: rename does nothing)
+                self.cur[f[2]], self.cur[f[1]] = a, UNKNOWN
+            elif not (a and b and a[0] == b[0]):
+                self.cur[f[2]], self.cur[f[1]] = a, None
+            else:
+                self.cur[f[1]], self.cur[f[2]] = a, b
         elif k == "L":
             self.cur[f[1]] = self.cur[f[2]] = self.before.get(f[1], UNKNOWN)
         elif k == "U":
