@@ -199,11 +199,13 @@ class Model:
     def names_of(self, ino):
         return [p for p, v in self.cur.items() if v not in (None, UNKNOWN) and v[0] == ino]
 
-    def told_eio(self):
-        """An fsync or close answered EIO: the changes it covers may be
-        lost, so what the model holds for them is not known."""
+    def failed(self, why):
+        """The last operation failed: after a write, an fsync or a close
+        that failed (the bytes may not have reached the MDS: pomfs killed)
+        or a folder's fsync that answered EIO (changes it covers may be
+        lost), what the model holds for them is not known."""
         kind, arg = self.last
-        if kind == "IS":
+        if kind == "IS" and why == "EIO":
             self.touch(*[p for p in self.cur if p.startswith(arg + "/")])
         elif kind in ("I", "IO"):
             v = self.cur.get(arg)
@@ -225,8 +227,7 @@ class Model:
         if k == "K":
             self.phase = "after"
         elif k == "E":
-            if f[1] == "EIO":
-                self.told_eio()
+            self.failed(f[1])
         elif k == "I":
             self.seen.add(f[2])
             old = self.cur.get(f[1])
