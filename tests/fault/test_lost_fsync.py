@@ -24,7 +24,9 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crash"))
+from pom_crash import wait_dead  # noqa: E402 (the crash harness's: SIGKILL is asynchronous)
 
 FAILS = []
 
@@ -42,18 +44,6 @@ def fsync_rc(fd):
         return 0
     except OSError as e:
         return e.errno
-
-
-def wait_dead(pid, seconds=10.0):
-    end = time.time() + seconds
-    while time.time() < end:
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                if fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                    return
-        except (FileNotFoundError, ProcessLookupError, IndexError):
-            return
-        time.sleep(0.01)
 
 
 def up(pomctl, data, mnt=None):
