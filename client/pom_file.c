@@ -421,8 +421,9 @@ static int file_setsize(pom_file *f, uint64_t size)
 
 static int release_file(pom_file *f, bool report);
 
-/* Opens the known regular file ino (its row re-read unless already open). `fresh` (may be NULL): the row of a file this client has just
- * created, so its first open needs no read of it. */
+/* Opens the known regular file ino (its row re-read unless already open).
+ * `fresh` (may be NULL): the row of a file this client has just created,
+ * so its first open needs no read of it. */
 static int open_ino(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom_file **out)
 {
     *out = NULL;

@@ -291,12 +291,15 @@ int pom_kv_put(pom_kv *kv, const void *key, size_t klen, const void *val, size_t
     } else {
         /* Upsert: change the row, create it when absent; a create or
          * delete by another client in between sends us round again. */
+        bool again = true;
         rc = -EAGAIN;
-        for (int attempt = 0; attempt < 1000 && rc == -EAGAIN; attempt++) {
+        for (int attempt = 0; attempt < 1000 && again; attempt++) {
             rc = kv_change(kv, key, klen, &n, val, vlen, POM_KV_ANY_VERSION, flags);
-            if (rc == -ENOENT && (rc = kv_create(kv, key, klen, &n, val, vlen, flags)) == -EEXIST)
-                rc = -EAGAIN;
+            again = rc == -ENOENT &&
+                    (rc = kv_create(kv, key, klen, &n, val, vlen, flags)) == -EEXIST;
         }
+        if (again)
+            rc = -EAGAIN;
     }
     /* A durable put says, as an O_SYNC write, that earlier changes of the
      * keyspace were lost (its own value is committed). */
