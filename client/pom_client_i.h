@@ -17,10 +17,13 @@
  *  (4) A uuid is handed out once: the counter row is advanced with a
  *      version-conditional, synchronous update before any uuid of the
  *      claimed range is used.
- *  (5) A sync succeeds only for changes acknowledged by the MDS incarnation
+ *  (5) A sync vouches only for changes acknowledged by the MDS incarnation
  *      (epoch) that answers it: an MDS killed before a commit group
  *      committed loses that group, and a sync retried against its restarted
- *      successor must not vouch for it (pom_sync_call answers -EIO once).
+ *      successor must not vouch for it. The changes a gone incarnation
+ *      acknowledged and no sync covered are recorded by what they touched
+ *      (pom_errseq.c), and every handle on those files, directories and
+ *      keyspaces answers -EIO once at its next fsync, close or sync.
  *      Kept per MDS (struct pom_mds, pom_route.h): with many MDS a sync
  *      syncs every MDS of the view, each as its site state says (pom_fs.c
  *      sync_one): a FAILED MDS is not called and counts as a restart (-EIO
@@ -142,6 +145,7 @@ struct pom_fs {
      * per-MDS fields of struct pom_mds. */
     pthread_mutex_t epoch_mu;
     uint64_t restarts;             /* epoch_mu: MDS restarts seen (new epochs) */
+    struct pom_errseq *es;         /* epoch_mu: lost changes (pom_errseq.c) */
     /* Tract sets no row will name once a change commits (pom_file.c
      * pom_tracts_drop): removed after a sync of every MDS with no restart
      * seen since. */
@@ -168,6 +172,8 @@ struct pom_file {
                                  first blob I/O, given back at release */
     uint64_t bf_id;           /* protected by ino->data->mu: the tracts id bf
                                  was opened for (data->tracts may move on) */
+    uint64_t err_sample;      /* protected by fs->epoch_mu: the lost changes
+                                 this handle was told of (pom_errseq.c (4)) */
 };
 
 /* ---- pom_fs.c: RPC and rows ------------------------------------------ */
@@ -181,13 +187,15 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
  * error (*failed SIZE_MAX). *retried as for pom_call. */
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried);
 int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp);
+/* A sync of every MDS (pom_sync without its report of lost changes, which
+ * the caller makes for its handle): 0 or a transport error. */
 int pom_sync_call(pom_fs *fs);
 /* MDS restarts this client has seen so far (a new epoch in a reply). A
  * change acknowledged when the count was c is committed once a sync
  * returns with the count still c. */
 uint64_t pom_restart_count(pom_fs *fs);
-/* A sync of the MDS that does not take the place of the application's (no
- * -EIO for lost changes): 0 or a negative errno. */
+/* A sync of every MDS with one attempt each, for the library's own needs
+ * (tract sets waiting for a commit): 0 or a negative errno. */
 int pom_sync_quiet(pom_fs *fs);
 
 /* Fetches the row (table, name) with `group`: POM_ROW_META (fixed columns
@@ -208,6 +216,29 @@ uint64_t pom_ts_ns(const struct timespec *ts);
 int pom_uuid_alloc(pom_fs *fs, uint64_t *uuid);
 /* Checks a name (rule (3) of pomegranate.h). */
 int pom_name_check(const char *name);
+
+/* ---- pom_errseq.c: lost changes and who was told ------------------- */
+
+struct pom_mds;
+int pom_es_init(pom_fs *fs);
+void pom_es_free(pom_fs *fs);
+/* MDS m acknowledged (its ack_seq is this change's) a change touching
+ * keys[0..n) (0 entries are skipped). REQUIRES: epoch_mu. */
+void pom_es_acked(pom_fs *fs, struct pom_mds *m, const uint64_t *keys, size_t n);
+/* A sync answered by the incarnation that acknowledged m's changes up to
+ * ack seq seq0: they are committed. REQUIRES: epoch_mu. */
+void pom_es_committed(pom_fs *fs, struct pom_mds *m, uint64_t seq0);
+/* m's incarnation is gone (restart, FAILED): its unsynced changes count as
+ * lost, a loss event for each key they touched. true when there were
+ * some. REQUIRES: epoch_mu. */
+bool pom_es_lose(pom_fs *fs, struct pom_mds *m);
+/* The sample a new handle on key starts from. */
+uint64_t pom_es_sample(pom_fs *fs, uint64_t key);
+/* -EIO when a loss of key (or one not traced to keys) happened after
+ * *sample, which then moves past it (told once); else 0. */
+int pom_es_check(pom_fs *fs, uint64_t key, uint64_t *sample);
+/* pom_sync's: -EIO once per loss of any key since its last -EIO. */
+int pom_es_check_fs(pom_fs *fs);
 
 /* ---- pom_ops.c, pom_link.c: shared by the namespace operations ------- */
 
@@ -333,6 +364,8 @@ struct pom_inode *pom_ino_pin_orphan(pom_fs *fs, uint64_t uuid);
 void pom_ino_keep_xattrs(pom_fs *fs, uint64_t uuid, uint8_t *grp, uint32_t len);
 /* Whether uuid is open here. */
 bool pom_ino_is_open(pom_fs *fs, uint64_t uuid);
+/* Whether uuid is in the map (someone holds a reference or it is open). */
+bool pom_ino_known(pom_fs *fs, uint64_t uuid);
 /* The flush counter (fs->chg_seq): read it before the RPC that brings a
  * row whose attributes go to pom_ino_stat_fix. */
 uint64_t pom_ino_seq(pom_fs *fs);

@@ -12,7 +12,9 @@
  *                               data group (inline; dropped when empty or
  *                               blob); clean
  *   pom_fsync ----------------> fsync of the written tracts, flush, then
- *                               xt_mds_sync (commit group durable)
+ *                               xt_mds_sync (commit group durable); -EIO
+ *                               once when an MDS restart lost changes of
+ *                               the file (pom_errseq.c), also at close
  *
  * Invariants:
  *  (1) Every open handle of one inode in this process shares one buffer
@@ -239,8 +241,9 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
         if (snap)
             xt_row_view_set_group(&upd, XT_CG_DATA, snap, (uint32_t)len);
         struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
-                            .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
-                            .row = &upd, .expect_version = ver,
+                            .name_len = (uint32_t)strlen(name),
+                            .flags = XT_F_IF_VER | XT_F_IF_UUID, /* (the uuid: pom_errseq.c) */
+                            .row = &upd, .expect_version = ver, .expect_uuid = ino->uuid,
                             .set_mask = XT_ROW_SET_SIZE | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
                                         XT_ROW_SET_FLAGS | XT_ROW_SET_GENERATION,
                             .drop = snap ? NULL : drop, .ndrop = snap ? 0 : 1 };
@@ -467,9 +470,11 @@ static int file_setsize(pom_file *f, uint64_t size)
     return rc;
 }
 
-/* Opens the known regular file ino (its row re-read unless already open). */
-/* Opens ino. `fresh` (may be NULL): the row of a file this client has just
- * created, so its first open needs no read of it. */
+static int release_file(pom_file *f, bool report);
+
+/* Opens the known regular file ino (its row re-read unless already open).
+ * `fresh` (may be NULL): the row of a file this client has just created,
+ * so its first open needs no read of it. */
 static int open_ino(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom_file **out)
 {
     *out = NULL;
@@ -522,6 +527,7 @@ static int open_ino(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom
             xt_resp_free(&r);
         }
     }
+    f->err_sample = pom_es_sample(fs, ino);
     pthread_mutex_lock(&i->data->mu);
     uint64_t size = i->data->len, mtime = i->data->mtime_ns;
     pthread_mutex_unlock(&i->data->mu);
@@ -532,7 +538,7 @@ static int open_ino(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom
     pthread_mutex_unlock(&fs->mu);
     if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && size &&
         (rc = file_setsize(f, 0)) < 0) {
-        pom_release(f);
+        release_file(f, false);
         return rc;
     }
     *out = f;
@@ -548,7 +554,7 @@ int pom_data_setsize(pom_fs *fs, uint64_t ino, uint64_t size)
     if (rc < 0)
         return rc;
     rc = file_setsize(f, size);
-    int frc = pom_release(f);
+    int frc = release_file(f, false); /* (a truncate reports no lost changes) */
     return rc < 0 ? rc : frc;
 }
 
@@ -784,9 +790,19 @@ int pom_fallocate(pom_file *f, int mode, off_t off, off_t len)
     return rc;
 }
 
+/* Whether close reports lost changes to f: only a handle open for writing
+ * (as NFS: a reader's close says nothing of write-back). */
+static bool writer(const pom_file *f)
+{
+    return (f->flags & O_ACCMODE) != O_RDONLY;
+}
+
 int pom_flush(pom_file *f)
 {
-    return flush_inode(f->fs, f->ino);
+    int rc = flush_inode(f->fs, f->ino);
+    if (rc == 0 && writer(f))
+        rc = pom_es_check(f->fs, f->ino->uuid, &f->err_sample);
+    return rc;
 }
 
 int pom_fsync(pom_file *f, int datasync)
@@ -803,14 +819,17 @@ int pom_fsync(pom_file *f, int datasync)
         rc = pom_blob_fsync(bf); /* invariant (5): tracts before the row */
     if (rc == 0)
         rc = flush_inode(f->fs, f->ino);
-    return rc < 0 ? rc : pom_sync_call(f->fs);
+    if (rc == 0)
+        rc = pom_sync_call(f->fs);
+    return rc < 0 ? rc : pom_es_check(f->fs, f->ino->uuid, &f->err_sample);
 }
 
-int pom_release(pom_file *f)
+/* report: the application's close (lost changes said once). */
+static int release_file(pom_file *f, bool report)
 {
-    if (!f)
-        return 0;
     int rc = flush_inode(f->fs, f->ino);
+    if (rc == 0 && report && writer(f))
+        rc = pom_es_check(f->fs, f->ino->uuid, &f->err_sample);
     pthread_mutex_lock(&f->ino->data->mu);
     pom_blob_file *bf = f->bf;
     f->bf = NULL;
@@ -819,6 +838,11 @@ int pom_release(pom_file *f)
     close_ino(f->fs, f->ino);
     xt_free(f);
     return rc;
+}
+
+int pom_release(pom_file *f)
+{
+    return f ? release_file(f, true) : 0;
 }
 
 pom_ino pom_file_ino(const pom_file *f)

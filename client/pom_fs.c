@@ -144,13 +144,6 @@ static const char *op_class(const struct xt_req *q)
     }
 }
 
-/* Records the incarnation `epoch` of MDS m in a reply (invariant (5) of
- * pom_client_i.h, kept per MDS); `ack`: the reply acknowledged a change. A
- * change acknowledged by an earlier incarnation and not yet synced may
- * have died with it; and whatever this client (or the kernel above it)
- * cached from that incarnation may show such changes, so a new epoch marks
- * the open buffers stale, counts a restart and tells pom_set_restart_cb's
- * callback. */
 /* After a restart was counted (fs->restarts, under epoch_mu): what this
  * client and the kernel cached from the gone incarnation is suspect.
  * REQUIRES: epoch_mu not held (the callback may call back into fs). */
@@ -161,30 +154,59 @@ static void restart_seen(pom_fs *fs)
         fs->restart_cb(fs->restart_arg);
 }
 
-/* Changes m acknowledged are lost: -EIO, said once. REQUIRES: epoch_mu. */
-static int say_lost_locked(struct pom_mds *m)
+/* The keys a change touches (pom_errseq.c): its table (a directory's, a
+ * keyspace's) and the inode its row is (a create's row, the uuid it is
+ * conditional on). None for reads and for XT_F_SYNC changes (committed
+ * when answered). keys: room for 3. */
+static size_t req_keys(const struct xt_req *q, uint64_t *keys)
 {
-    m->epoch_lost = false;
-    m->synced_seq = m->ack_seq;
-    return -EIO;
+    size_t n = 0;
+    if (q->op == XT_OP_LOOKUP || (q->flags & XT_F_SYNC))
+        return 0;
+    keys[n++] = q->t.table;
+    if (q->row && q->row->attr.uuid)
+        keys[n++] = q->row->attr.uuid;
+    if (q->flags & XT_F_IF_UUID)
+        keys[n++] = q->expect_uuid;
+    return n;
 }
 
-static void note_epoch(pom_fs *fs, struct pom_mds *m, uint32_t epoch, bool ack)
+static void say_lost(pom_fs *fs, const struct pom_mds *m, uint32_t epoch)
+{
+    XT_WARN("fs %u: the MDS %s restarted (epoch %u) before changes acknowledged by its "
+            "previous run were committed: some may be lost", fs->fsid, m->addr, epoch);
+}
+
+/* Records the incarnation `epoch` of MDS m in a reply (invariant (5) of
+ * pom_client_i.h, kept per MDS); reqs[0..n): the changes the reply
+ * acknowledged (n 0: none). A change acknowledged by an earlier
+ * incarnation and not yet synced may have died with it (pom_es_lose); and
+ * whatever this client (or the kernel above it) cached from that
+ * incarnation may show such changes, so a new epoch marks the open
+ * buffers stale, counts a restart and tells pom_set_restart_cb's
+ * callback. */
+static void note_epoch(pom_fs *fs, struct pom_mds *m, uint32_t epoch, const struct xt_req *reqs,
+                       size_t n)
 {
     if (!epoch || !m)
         return;
     pthread_mutex_lock(&fs->epoch_mu);
-    if (m->ack_epoch && m->ack_epoch != epoch && m->ack_seq > m->synced_seq)
-        m->epoch_lost = true;
-    if (ack) {
+    bool lost = m->ack_epoch && m->ack_epoch != epoch && pom_es_lose(fs, m);
+    if (n) {
         m->ack_epoch = epoch;
         m->ack_seq++;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t keys[3];
+            pom_es_acked(fs, m, keys, req_keys(&reqs[i], keys));
+        }
     }
     bool restarted = m->seen_epoch && m->seen_epoch != epoch;
     m->seen_epoch = epoch;
     if (restarted)
         fs->restarts++;
     pthread_mutex_unlock(&fs->epoch_mu);
+    if (lost)
+        say_lost(fs, m, epoch);
     if (restarted)
         restart_seen(fs);
 }
@@ -219,7 +241,8 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
             if (m && resp->epoch_site && resp->epoch_site != m->id)
                 at = pom_route_find(fs->route, resp->epoch_site);
             if (at) /* (an owner not in our view yet: its epoch means nothing to m's) */
-                note_epoch(fs, at, resp->epoch, rc == 0 && req->op != XT_OP_LOOKUP);
+                note_epoch(fs, at, resp->epoch, req,
+                           rc == 0 && req->op != XT_OP_LOOKUP ? 1 : 0);
         }
         if (!retry_again(&rt, m, &rc))
             return rc;
@@ -253,24 +276,14 @@ int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp
 }
 
 /* A sync vouches only for changes the same MDS incarnation acknowledged:
- * -EIO when some acknowledged since the last sync were acknowledged by an
- * incarnation that is gone (its uncommitted groups died with it), reported
- * once, as a failed write-back is. */
-static int sync_verdict(pom_fs *fs, struct pom_mds *m, uint64_t seq0, uint32_t epoch)
+ * those up to seq0 are committed when the answer comes from the epoch
+ * that acknowledged them. Another epoch lost them (note_epoch, before). */
+static void sync_verdict(pom_fs *fs, struct pom_mds *m, uint64_t seq0, uint32_t epoch)
 {
-    int rc = 0;
     pthread_mutex_lock(&fs->epoch_mu);
-    if (m->epoch_lost || (epoch && m->ack_epoch && m->ack_epoch != epoch &&
-                          m->ack_seq > m->synced_seq))
-        rc = say_lost_locked(m);
-    else if (!epoch || m->ack_epoch == epoch) {
-        m->synced_seq = XT_MAX(m->synced_seq, seq0);
-    }
+    if (!epoch || m->ack_epoch == epoch)
+        pom_es_committed(fs, m, seq0);
     pthread_mutex_unlock(&fs->epoch_mu);
-    if (rc)
-        XT_WARN("fs %u: the MDS %s restarted (epoch %u) before changes acknowledged by its "
-                "previous run were committed: some may be lost", fs->fsid, m->addr, epoch);
-    return rc;
 }
 
 uint64_t pom_restart_count(pom_fs *fs)
@@ -288,42 +301,33 @@ uint64_t pom_restart_count(pom_fs *fs)
 
 /* A FAILED MDS is not called: R2 took it out of ring 0, its slices are
  * loaded by their new owners from the MDSL, so what it acknowledged and
- * did not commit is lost as by a restart. The first sync of a FAILED
- * spell counts it as a restart (open buffers stale, tract sets dropped
- * before it stay: pom_gone_finish); `loud` (the application's sync):
- * -EIO once when it acknowledged changes since the last good sync. */
-static int sync_failed(pom_fs *fs, struct pom_mds *m, bool loud)
+ * did not commit is lost as by a restart (pom_es_lose). The first sync of
+ * a FAILED spell counts it as a restart (open buffers stale, tract sets
+ * dropped before it stay: pom_gone_finish). */
+static void sync_failed(pom_fs *fs, struct pom_mds *m)
 {
-    int rc = 0;
     pthread_mutex_lock(&fs->epoch_mu);
     bool first = !m->fail_noted;
     m->fail_noted = true;
     if (first)
         fs->restarts++;
-    if (loud && (m->epoch_lost || m->ack_seq > m->synced_seq))
-        rc = say_lost_locked(m);
+    bool lost = pom_es_lose(fs, m);
     pthread_mutex_unlock(&fs->epoch_mu);
     if (first)
         restart_seen(fs);
-    if (rc)
+    if (lost)
         XT_WARN("fs %u: the MDS %s (site %u) failed before changes it acknowledged were "
                 "committed: some may be lost", fs->fsid, m->addr, m->id);
-    return rc;
 }
 
 /* An MDS that left ring 0 (DRAINING, removed) could not be reached: it
  * wrote back everything before it stopped, so the changes it acknowledged
- * up to seq0 count as synced; a restart seen earlier is still said. */
-static int sync_left(pom_fs *fs, struct pom_mds *m, uint64_t seq0, bool loud)
+ * up to seq0 count as committed. */
+static void sync_left(pom_fs *fs, struct pom_mds *m, uint64_t seq0)
 {
-    int rc = 0;
     pthread_mutex_lock(&fs->epoch_mu);
-    if (loud && m->epoch_lost)
-        rc = say_lost_locked(m);
-    else if (loud)
-        m->synced_seq = XT_MAX(m->synced_seq, seq0);
+    pom_es_committed(fs, m, seq0);
     pthread_mutex_unlock(&fs->epoch_mu);
-    return rc;
 }
 
 /* Syncs one MDS by its site state (pom_route.h invariant 5):
@@ -333,12 +337,14 @@ static int sync_left(pom_fs *fs, struct pom_mds *m, uint64_t seq0, bool loud)
  *    no error (sync_left);
  *  - FAILED: no call (sync_failed).
  * A view arriving during the retries that moves the MDS to another state
- * ends them the way that state says. loud: the application's sync, which
- * vouches (sync_verdict); quiet: only notes epochs (pom_sync_quiet). */
+ * ends them the way that state says. Changes lost on the way are not this
+ * call's error: the handles that cover them say it (pom_errseq.c). */
 static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool, int state, bool loud)
 {
-    if (state == XT_SITE_FAILED)
-        return sync_failed(fs, m, loud);
+    if (state == XT_SITE_FAILED) {
+        sync_failed(fs, m);
+        return 0;
+    }
     bool serving = state == XT_SITE_UP || state == XT_SITE_TRANSIENT;
     int timeout_ms = serving ? 120000 : SYNC_LEFT_TIMEOUT_MS;
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
@@ -357,17 +363,22 @@ static int sync_one(pom_fs *fs, struct pom_mds *m, xt_rpc_pool *pool, int state,
         if (!transient(rc))
             retry_end(&rt, m);
         if (rc == 0) {
-            note_epoch(fs, m, epoch, false);
-            return loud ? sync_verdict(fs, m, seq0, epoch) : 0;
+            note_epoch(fs, m, epoch, NULL, 0);
+            sync_verdict(fs, m, seq0, epoch);
+            return 0;
         }
         if (!transient(rc))
             return rc;
         if (serving)
             state = pom_route_state(fs->route, m);
-        if (state == XT_SITE_FAILED)
-            return sync_failed(fs, m, loud);
-        if (state != XT_SITE_UP && state != XT_SITE_TRANSIENT)
-            return sync_left(fs, m, seq0, loud);
+        if (state == XT_SITE_FAILED) {
+            sync_failed(fs, m);
+            return 0;
+        }
+        if (state != XT_SITE_UP && state != XT_SITE_TRANSIENT) {
+            sync_left(fs, m, seq0);
+            return 0;
+        }
         if (!loud || !retry_again(&rt, m, &rc))
             return rc;
     }
@@ -418,13 +429,11 @@ int pom_sync_call(pom_fs *fs)
 {
     struct pom_gone *gone;
     size_t ngone = pom_gone_take(fs, &gone); /* before: these syncs cover them */
-    uint64_t restarts = pom_restart_count(fs);
     int rc = sync_all(fs, true);
-    /* -EIO: a restart (or a failed MDS) lost changes; it is counted, so the
-     * sets it concerns no longer match their mark and stay. An -EIO with no
-     * restart counted (a soft timeout) vouches for nothing: they wait. */
-    uint64_t mark = pom_restart_count(fs);
-    pom_gone_finish(fs, gone, ngone, rc == -EIO && mark != restarts ? 0 : rc, mark);
+    /* A restart (or a failed MDS) that lost changes is counted, so the sets
+     * it concerns no longer match their mark and stay; an error (a soft
+     * timeout's -EIO) vouches for nothing: they wait for the next sync. */
+    pom_gone_finish(fs, gone, ngone, rc, pom_restart_count(fs));
     return rc;
 }
 
@@ -513,7 +522,7 @@ static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
             if (resps[0].epoch_site && resps[0].epoch_site != m->id)
                 at = pom_route_find(fs->route, resps[0].epoch_site);
             if (at)
-                note_epoch(fs, at, resps[0].epoch, true);
+                note_epoch(fs, at, resps[0].epoch, reqs, n);
         }
         for (size_t i = 0; i < n; i++)
             xt_resp_free(&resps[i]);
@@ -839,6 +848,8 @@ static int fs_new(uint32_t fsid, const struct pom_opts *opts, pom_route *route, 
     pthread_mutex_init(&fs->gone_mu, NULL);
     int rc = pom_ino_init(fs);
     if (rc == 0)
+        rc = pom_es_init(fs);
+    if (rc == 0)
         rc = ensure_root(fs);
     if (rc == 0)
         rc = pom_ino_ref(fs, POM_ROOT_INO, POM_TABLE_SUPER, POM_ROOT_ROW, XT_ROW_DIR, 1);
@@ -1002,6 +1013,7 @@ void pom_close(pom_fs *fs)
         pom_tracts_reap(fs);
     pom_route_free(fs->route);
     pom_ino_destroy(fs);
+    pom_es_free(fs);
     pom_blob_close(fs->blob);
     pthread_mutex_destroy(&fs->mu);
     pthread_mutex_destroy(&fs->alloc_mu);
@@ -1018,7 +1030,8 @@ uint32_t pom_fsid(const pom_fs *fs)
 
 int pom_sync(pom_fs *fs)
 {
-    return pom_sync_call(fs);
+    int rc = pom_sync_call(fs);
+    return rc < 0 ? rc : pom_es_check_fs(fs);
 }
 
 int pom_statfs(pom_fs *fs, struct statvfs *sv)

@@ -427,6 +427,14 @@ bool pom_ino_is_open(pom_fs *fs, uint64_t uuid)
     return open;
 }
 
+bool pom_ino_known(pom_fs *fs, uint64_t uuid)
+{
+    pthread_mutex_lock(&fs->mu);
+    bool known = find(fs, uuid) != NULL;
+    pthread_mutex_unlock(&fs->mu);
+    return known;
+}
+
 void pom_ino_close(pom_fs *fs, struct pom_inode *i)
 {
     pthread_mutex_lock(&fs->mu);

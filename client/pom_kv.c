@@ -47,6 +47,8 @@ struct pom_kv {
     pom_fs *fs;                 /* borrowed: outlives kv */
     uint64_t id, table;
     _Atomic uint64_t calls, rows, bytes; /* listing statistics */
+    uint64_t err_sample;        /* protected by fs->epoch_mu: lost changes of
+                                   the keyspace told so far (pom_errseq.c) */
 };
 
 /* A key's row name (invariant 2). */
@@ -152,6 +154,7 @@ int pom_kv_open(pom_fs *fs, const char *keyspace, pom_kv **out)
     kv->fs = fs;
     kv->id = id;
     kv->table = POM_KV_TABLE_BASE + id;
+    kv->err_sample = pom_es_sample(fs, kv->table);
     *out = kv;
     return 0;
 }
@@ -283,19 +286,32 @@ int pom_kv_put(pom_kv *kv, const void *key, size_t klen, const void *val, size_t
         return rc;
     struct kv_name n;
     key_name(key, klen, &n);
-    if (flags & POM_KV_CREATE_ONLY)
-        return kv_create(kv, key, klen, &n, val, vlen, flags);
-    /* Upsert: change the row, create it when absent; a create or delete
-     * by another client in between sends us round again. */
-    for (int attempt = 0; attempt < 1000; attempt++) {
-        rc = kv_change(kv, key, klen, &n, val, vlen, POM_KV_ANY_VERSION, flags);
-        if (rc != -ENOENT)
-            return rc;
+    if (flags & POM_KV_CREATE_ONLY) {
         rc = kv_create(kv, key, klen, &n, val, vlen, flags);
-        if (rc != -EEXIST)
-            return rc;
+    } else {
+        /* Upsert: change the row, create it when absent; a create or
+         * delete by another client in between sends us round again. */
+        bool again = true;
+        rc = -EAGAIN;
+        for (int attempt = 0; attempt < 1000 && again; attempt++) {
+            rc = kv_change(kv, key, klen, &n, val, vlen, POM_KV_ANY_VERSION, flags);
+            again = rc == -ENOENT &&
+                    (rc = kv_create(kv, key, klen, &n, val, vlen, flags)) == -EEXIST;
+        }
+        if (again)
+            rc = -EAGAIN;
     }
-    return -EAGAIN;
+    /* A durable put says, as an O_SYNC write, that earlier changes of the
+     * keyspace were lost (its own value is committed). */
+    if (rc == 0 && (flags & POM_KV_SYNC))
+        rc = pom_es_check(kv->fs, kv->table, &kv->err_sample);
+    return rc;
+}
+
+int pom_kv_sync(pom_kv *kv)
+{
+    int rc = pom_sync_call(kv->fs);
+    return rc < 0 ? rc : pom_es_check(kv->fs, kv->table, &kv->err_sample);
 }
 
 int pom_kv_get(pom_kv *kv, const void *key, size_t klen, void **val, size_t *vlen,

@@ -291,9 +291,10 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         a.ctime_ns = (to_set & POM_SET_CTIME) ? pom_ts_ns(&in->st_ctim) : now;
         upd.attr = a;
         struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
-                            .name_len = (uint32_t)strlen(name), .flags = XT_F_IF_VER,
+                            .name_len = (uint32_t)strlen(name),
+                            .flags = XT_F_IF_VER | XT_F_IF_UUID,
                             .row = &upd, .set_mask = mask,
-                            .expect_version = row.attr.version };
+                            .expect_version = row.attr.version, .expect_uuid = ino };
         xt_resp_free(&r);
         struct xt_resp ur;
         rc = pom_call(fs, &q, &ur, NULL);

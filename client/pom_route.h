@@ -48,8 +48,10 @@ struct pom_mds {
                                (invariant 5); read it with pom_route_state */
     /* protected by the fs's epoch_mu */
     uint32_t ack_epoch;     /* of the latest acknowledged change */
-    uint64_t ack_seq, synced_seq; /* changes acknowledged / covered by a sync */
-    bool epoch_lost;        /* unsynced changes of a gone incarnation */
+    uint64_t ack_seq;       /* changes acknowledged */
+    size_t nuns;            /* its entries in the unsynced table (pom_errseq.c) */
+    uint64_t over_seq;      /* the latest change the full table did not take, 0:
+                               none (pom_errseq.c invariant 2) */
     uint32_t seen_epoch;    /* of the latest reply of any kind (restarts) */
     bool fail_noted;        /* its current FAILED spell was counted as a
                                restart (pom_fs.c sync_failed) */

@@ -308,8 +308,14 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, -rc);
         return;
     }
-    fi->fh = 0;
-    fuse_reply_open(req, fi);
+    pom_dir *d;
+    if ((rc = pom_opendir(P(req)->fs, ino, &d)) < 0) {
+        fuse_reply_err(req, -rc);
+        return;
+    }
+    fi->fh = (uintptr_t)d; /* what its fsync reports (lost changes) */
+    if (fuse_reply_open(req, fi) != 0)
+        pom_releasedir(d);
 }
 
 struct dirbuf {
@@ -407,7 +413,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
-    (void)fi;
+    pom_releasedir((pom_dir *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }
 
@@ -415,8 +421,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 {
     (void)ino;
     (void)datasync;
-    (void)fi;
-    fuse_reply_err(req, -pom_sync(P(req)->fs));
+    fuse_reply_err(req, -pom_fsyncdir((pom_dir *)(uintptr_t)fi->fh));
 }
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)

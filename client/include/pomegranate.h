@@ -275,17 +275,41 @@ POM_API int pom_fallocate(pom_file *f, int mode, off_t off, off_t len);
  * and mtime as at its previous open or flush here), so cached pages of it
  * are still right (FUSE keep_cache); 0 otherwise. */
 POM_API int pom_file_unchanged(const pom_file *f);
-/* Sends buffered changes to the MDS (with the row update). */
+/* Lost changes (docs/client.md "Lost changes"): when an MDS restarts (or
+ * fails) before committing changes it acknowledged, the handles covering
+ * them answer -EIO once each at their next fsync, close or sync: every
+ * pom_file of a file whose changes were lost (including one opened later,
+ * while nobody was told yet), every pom_dir of a directory whose entries
+ * were, every pom_kv of a keyspace, and pom_sync once per loss. */
+
+/* Sends buffered changes to the MDS (with the row update). -EIO (a handle
+ * open for writing): lost changes of the file, said once. */
 POM_API int pom_flush(pom_file *f);
-/* Flushes, then waits until the MDS committed them. */
+/* Flushes, then waits until the MDS committed them. 0: every change of
+ * the file this client made before the call (bytes, attributes, names) is
+ * committed. -EIO: some were lost by an MDS restart (said once per
+ * handle). */
 POM_API int pom_fsync(pom_file *f, int datasync);
-/* Flushes and frees the handle (always frees; returns the flush's error). */
+/* Flushes and frees the handle (always frees; returns the flush's error,
+ * or -EIO as pom_flush). */
 POM_API int pom_release(pom_file *f);
 /* The inode of an open file. */
 POM_API pom_ino pom_file_ino(const pom_file *f);
 
-/* Waits until everything this client sent is committed (syncfs). */
+/* Waits until everything this client sent is committed (syncfs). -EIO
+ * once for each MDS restart that lost changes since its last -EIO. */
 POM_API int pom_sync(pom_fs *fs);
+
+/* A directory handle: what fsync of a directory reports. pom_opendir takes
+ * a reference on dir (given back by pom_releasedir). -ESTALE, -ENOTDIR. */
+typedef struct pom_dir pom_dir;
+POM_API int pom_opendir(pom_fs *fs, pom_ino dir, pom_dir **out);
+/* Waits until everything this client sent is committed. 0: every change
+ * of the directory's entries (names made, removed, renamed, linked) this
+ * client made before the call is committed; -EIO: some were lost by an
+ * MDS restart (said once per handle). */
+POM_API int pom_fsyncdir(pom_dir *d);
+POM_API void pom_releasedir(pom_dir *d);
 
 /* File-system statistics (no capacity accounting yet: fixed large values,
  * see docs/client.md). */
@@ -345,7 +369,8 @@ POM_API int pom_kv_open(pom_fs *fs, const char *keyspace, pom_kv **out);
 POM_API void pom_kv_close(pom_kv *kv);
 
 /* Sets key to the value (upsert). flags: POM_KV_CREATE_ONLY (-EEXIST when
- * present), POM_KV_SYNC; others: -EINVAL. val may be NULL when vlen is 0. */
+ * present), POM_KV_SYNC (-EIO: as pom_kv_sync); others: -EINVAL. val may be
+ * NULL when vlen is 0. */
 POM_API int pom_kv_put(pom_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
                        unsigned flags);
 
@@ -390,6 +415,12 @@ struct pom_kv_stats {
     uint64_t bytes_received; /* bytes of those rows' encodings */
 };
 POM_API void pom_kv_get_stats(pom_kv *kv, struct pom_kv_stats *st);
+
+/* Waits until every change this client made is committed. 0: every
+ * change of the keyspace made through any handle before the call is;
+ * -EIO: some were lost by an MDS restart (said once per handle, as a
+ * POM_KV_SYNC put also says it, its own value committed). */
+POM_API int pom_kv_sync(pom_kv *kv);
 
 /* Frees a buffer the library handed out (pom_kv_get's value). */
 POM_API void pom_free(void *p);

@@ -30,6 +30,9 @@
  *     creates work again;
  *   - SIGKILL of pom-mds: what pom_fsync acknowledged is there after the
  *     restart, and the same handle goes on working (it waits for the MDS);
+ *     changes acknowledged and lost with it answer -EIO once to every
+ *     handle covering them (files, directory, keyspace, pom_sync), 0 to
+ *     the others (test_lost_changes);
  *   - countdown allocation failure over create/write/release/unlink: every
  *     call returns 0 or -ENOMEM, never crashes or leaks (ASan).
  */
@@ -818,6 +821,116 @@ static void test_kill_mds(void **state)
     pom_close(fs);
 }
 
+/* Creates `name` in dir, writes n bytes of seed and flushes them
+ * (acknowledged, not synced); the handle stays open. */
+static pom_file *acked_file(pom_fs *fs, pom_ino dir, const char *name, unsigned seed,
+                            pom_ino *ino)
+{
+    uint8_t data[1000];
+    fill(data, sizeof data, seed);
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, name, 0644, O_RDWR | O_CREAT | O_EXCL, NULL, &st, &f),
+                     0);
+    assert_int_equal(pom_write(f, data, sizeof data, 0), (ssize_t)sizeof data);
+    assert_int_equal(pom_flush(f), 0);
+    *ino = st.st_ino;
+    return f;
+}
+
+/* docs/client.md "Lost changes": an MDS SIGKILLed before committing
+ * changes it acknowledged, restarted; every handle covering them answers
+ * -EIO once (files, a second handle of one, a file closed and opened
+ * again, the directory, the keyspace, pom_sync), handles on untouched or
+ * new files answer 0. Before the per-handle report only the first sync
+ * after the restart said -EIO and every later one 0. */
+static void test_lost_changes(void **state)
+{
+    (void)state;
+    /* Nothing commits but what a sync asks for. */
+    assert_int_equal(pom_cluster_restart_mds(&C, POM_MDS_BIN, 60000), 0);
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "lost"), a, b, w, s;
+    uint8_t old[1000], data[1000];
+    fill(old, sizeof old, 21);
+    write_file(fs, d, "w", old, sizeof old);
+    pom_kv *kv, *kv2;
+    assert_int_equal(pom_kv_open(fs, "lostkv", &kv), 0);
+    assert_int_equal(pom_kv_put(kv, "k0", 2, "v0", 2, 0), 0);
+    pom_file *fsyn = acked_file(fs, d, "s", 22, &s);
+    assert_int_equal(pom_fsync(fsyn, 0), 0);
+    assert_int_equal(pom_sync(fs), 0);
+    assert_int_equal(pom_kv_sync(kv), 0);
+
+    /* Acknowledged, not synced: a, b created and written; w rewritten and
+     * closed; a key put. */
+    pom_dir *dh;
+    assert_int_equal(pom_opendir(fs, d, &dh), 0);
+    assert_int_equal(pom_kv_open(fs, "lostkv", &kv2), 0);
+    pom_file *fa = acked_file(fs, d, "a", 23, &a), *fb = acked_file(fs, d, "b", 24, &b);
+    pom_file *fa2, *fw;
+    assert_int_equal(pom_file_open(fs, a, O_RDONLY, &fa2), 0);
+    struct stat st;
+    assert_int_equal(pom_lookup(fs, d, "w", &st), 0);
+    w = st.st_ino;
+    assert_int_equal(pom_file_open(fs, w, O_WRONLY | O_TRUNC, &fw), 0);
+    fill(data, sizeof data, 25);
+    assert_int_equal(pom_write(fw, data, sizeof data, 0), (ssize_t)sizeof data);
+    assert_int_equal(pom_release(fw), 0);
+    assert_int_equal(pom_kv_put(kv, "k1", 2, "v1", 2, 0), 0);
+
+    assert_int_equal(pom_cluster_restart_mds(&C, POM_MDS_BIN, 200), 0);
+    assert_int_equal(pom_fsync(fa, 0), -EIO);
+    assert_int_equal(pom_fsync(fa, 0), 0); /* said once per handle */
+    assert_int_equal(pom_fsync(fa2, 0), -EIO); /* every handle open before */
+    assert_int_equal(pom_fsync(fb, 1), -EIO);
+    assert_int_equal(pom_fsync(fsyn, 0), 0); /* untouched since its fsync */
+    /* Closed before the restart, opened after: nobody was told yet. */
+    assert_int_equal(pom_file_open(fs, w, O_RDONLY, &fw), 0);
+    assert_int_equal(pom_fsync(fw, 0), -EIO);
+    assert_int_equal(pom_release(fw), 0);
+    check_file(fs, d, "w", old, sizeof old);
+    assert_int_equal(pom_lookup(fs, d, "a", &st), -ENOENT);
+    assert_int_equal(pom_lookup(fs, d, "b", &st), -ENOENT);
+    assert_int_equal(pom_fsyncdir(dh), -EIO);
+    assert_int_equal(pom_fsyncdir(dh), 0);
+    pom_releasedir(dh);
+    assert_int_equal(pom_opendir(fs, d, &dh), 0); /* opened after it was said */
+    assert_int_equal(pom_fsyncdir(dh), 0);
+    pom_releasedir(dh);
+    assert_int_equal(pom_kv_sync(kv), -EIO);
+    assert_int_equal(pom_kv_sync(kv), 0);
+    assert_int_equal(pom_kv_put(kv2, "k2", 2, "v2", 2, POM_KV_SYNC), -EIO); /* as O_SYNC */
+    assert_int_equal(pom_kv_put(kv2, "k3", 2, "v3", 2, POM_KV_SYNC), 0);
+    void *v;
+    size_t vlen;
+    assert_int_equal(pom_kv_get(kv, "k1", 2, &v, &vlen, NULL), -ENOENT);
+    assert_int_equal(pom_kv_get(kv, "k2", 2, &v, &vlen, NULL), 0); /* its own value is in */
+    pom_free(v);
+    assert_int_equal(pom_sync(fs), -EIO);
+    assert_int_equal(pom_sync(fs), 0);
+    /* A file made after the restart. */
+    pom_ino c;
+    pom_file *fc = acked_file(fs, d, "c", 26, &c);
+    assert_int_equal(pom_fsync(fc, 0), 0);
+    assert_int_equal(pom_release(fc), 0);
+    fill(data, sizeof data, 26);
+    check_file(fs, d, "c", data, sizeof data);
+    assert_int_equal(pom_release(fa), 0); /* told already */
+    assert_int_equal(pom_release(fa2), 0);
+    assert_int_equal(pom_release(fb), 0);
+    assert_int_equal(pom_release(fsyn), 0);
+    pom_kv_close(kv);
+    pom_kv_close(kv2);
+    pom_forget(fs, a, 1);
+    pom_forget(fs, b, 1);
+    pom_forget(fs, c, 1);
+    pom_forget(fs, s, 1);
+    pom_forget(fs, w, 1);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
 static void test_alloc_failures(void **state)
 {
     (void)state;
@@ -860,6 +973,7 @@ int main(void)
         cmocka_unit_test(test_two_clients_uuids),
         cmocka_unit_test(test_removed_parent),
         cmocka_unit_test(test_alloc_failures),
+        cmocka_unit_test(test_lost_changes),
         cmocka_unit_test(test_kill_mds),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
