@@ -57,9 +57,10 @@
  *  (7) GC's threshold rises as free space falls (mdsl_space_gc_threshold),
  *      and under pressure active segments with dead bytes are rolled at
  *      once, so emptied records come back without waiting roll_idle_ms.
- *      Under pressure GC takes only a segment whose live bytes fit in half
- *      the free space (mdsl_space_gc_room): a copy cut short by a full
- *      disk frees nothing and keeps what it wrote.
+ *      Under pressure GC takes only a segment whose live bytes fit in
+ *      three quarters of the free space, reserve included
+ *      (mdsl_space_gc_room): a copy cut short by a full disk frees nothing
+ *      and keeps what it wrote.
  */
 #include "mdsl_store_i.h"
 
@@ -608,6 +609,7 @@ int mdsl_space_recover(mdsl_store *s)
 
 #define SEG_MIN (UINT64_C(1) << 20)
 #define SHORT_LOG_NS (UINT64_C(60) * 1000000000u)
+#define GC_ROOM_SLACK (UINT64_C(64) << 10)
 
 void mdsl_space_size(mdsl_store *s)
 {
@@ -695,7 +697,13 @@ uint64_t mdsl_space_gc_room(mdsl_store *s)
     if (s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0 ||
         avail >= 4 * s->reserve)
         return UINT64_MAX;
-    return avail / 2;
+    /* The reserve is GC's too: a segment 60-75 % live (what a disk filled
+     * with small files and half emptied holds) never fits in half of a
+     * reserve, and with none taken nothing comes back. A quarter of the
+     * free space, at least GC_ROOM_SLACK, stays for the index and the
+     * copies' headers. */
+    uint64_t slack = XT_MAX(avail / 4, GC_ROOM_SLACK);
+    return avail > slack ? avail - slack : 0;
 }
 
 int mdsl_space_roll(mdsl_store *s, double threshold)

@@ -279,8 +279,8 @@ int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve);
 #define MDSL_GC_USED_THRESHOLD 0.5
 #define MDSL_GC_FULL_THRESHOLD 0.8
 double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed);
-/* How many bytes GC may copy to collect one segment: half the free space
- * once it is under 4 reserves (a segment whose copies do not fit would eat
+/* How many bytes GC may copy to collect one segment: three quarters of the
+ * free space (reserve included; at least 64 KiB left over) once it is under 4 reserves (a segment whose copies do not fit would eat
  * the reserve and free nothing: GC takes an emptier one or waits), else
  * no bound (UINT64_MAX, also when free space is unknown). */
 uint64_t mdsl_space_gc_room(mdsl_store *s);
