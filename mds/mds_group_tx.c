@@ -199,8 +199,14 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
     for (size_t i = 0; i < nb && !err; i++)
         err = b[i].rc;
     if (err) {
-        XT_INFO("group: txid %llx: prepare failed (%d), aborting",
-                (unsigned long long)txid, err);
+        /* A full MDSL refuses every retry of a growing group: its line
+         * would fill the same disk (docs/format-mdsl.md "A full disk"). */
+        if (err == -ENOSPC)
+            XT_INFO_RL(10000, "group: txid %llx: prepare failed: no room on an MDSL, aborting",
+                       (unsigned long long)txid);
+        else
+            XT_INFO("group: txid %llx: prepare failed (%d), aborting",
+                    (unsigned long long)txid, err);
         int rc = resolve_abort(g, b, nb);
         return rc == -ESHUTDOWN ? rc : err;
     }

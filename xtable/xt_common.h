@@ -76,6 +76,11 @@ void xt_log_limited(struct xt_log_limit *lim, unsigned interval_ms, enum xt_log_
         static struct xt_log_limit xt_lim_;                                   \
         xt_log_limited(&xt_lim_, (interval_ms), XT_LOG_WARN, __VA_ARGS__);    \
     } while (0)
+#define XT_INFO_RL(interval_ms, ...)                                          \
+    do {                                                                      \
+        static struct xt_log_limit xt_lim_;                                   \
+        xt_log_limited(&xt_lim_, (interval_ms), XT_LOG_INFO, __VA_ARGS__);    \
+    } while (0)
 
 /* ---- time ------------------------------------------------------------ */
 
