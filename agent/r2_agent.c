@@ -7,8 +7,8 @@
  *  (1) Only the agent's worker touches a->targets, a->ntargets, a->cur,
  *      prev_id and the schedule (next_ns, backoff_ms, last_err) after start
  *      (no lock).
- *  (2) a->mu protects site_id, registered, view, has_view, stopping, stats
- *      and cur_addr; it is never held across an RPC or a callback.
+ *  (2) a->mu protects site_id, registered, view, has_view, stopping and
+ *      stats; it is never held across an RPC or a callback.
  *  (3) Heartbeats are sent on a fixed schedule (next = previous + interval),
  *      not an interval after the last reply, so a slow reply does not
  *      stretch the gaps R2 measures; missed slots are skipped, not bunched.
@@ -55,7 +55,6 @@ struct r2_agent {
     uint32_t prev_id;            /* agent thread only */
     struct xt_view view;         /* protected by mu */
     bool has_view;               /* protected by mu */
-    char cur_addr[XT_ADDR_MAX];  /* protected by mu */
     struct r2_agent_stats st;    /* protected by mu */
 };
 
@@ -63,6 +62,7 @@ struct r2_agent {
 
 int r2_view_dup(const struct xt_view *src, struct xt_view *dst)
 {
+    assert(src && dst && src != dst);
     *dst = *src;
     dst->sites = NULL;
     dst->rings = NULL;
@@ -118,6 +118,7 @@ nomem:
  * returns the sections that changed. A full reply replaces everything. */
 static int merge_view(r2_agent *a, struct xt_view *d)
 {
+    assert(xt_mutex_held(&a->mu));
     struct xt_view *v = &a->view;
     int all = XT_VIEW_SITES | XT_VIEW_RINGS | XT_VIEW_FS;
     if (!a->has_view || (d->sections & all) == all) {
@@ -186,6 +187,7 @@ static int target_add(r2_agent *a, const char *addr, size_t *idx)
             *idx = i;
             return 0;
         }
+    assert(a->ntargets <= MAX_TARGETS);
     if (a->ntargets == MAX_TARGETS)
         return -ENOSPC;
     char host[XT_ADDR_MAX];
@@ -203,15 +205,14 @@ static int target_add(r2_agent *a, const char *addr, size_t *idx)
         return rc;
     snprintf(t->addr, sizeof t->addr, "%s", addr);
     *idx = a->ntargets++;
+    assert(t->pool != NULL);
     return 0;
 }
 
 static void set_cur(r2_agent *a, size_t i)
 {
+    assert(i < a->ntargets);
     a->cur = i;
-    pthread_mutex_lock(&a->mu);
-    snprintf(a->cur_addr, sizeof a->cur_addr, "%s", a->targets[i].addr);
-    pthread_mutex_unlock(&a->mu);
 }
 
 /* Asks each R2 (starting after the current one) who leads, and goes there.
@@ -223,6 +224,7 @@ static int find_leader(r2_agent *a)
     pthread_mutex_unlock(&a->mu);
     int rc = -EAGAIN;
     size_t n = a->ntargets; /* only the configured and known addresses */
+    assert(n > 0 && a->cur < n);
     /* A short timeout: a follower cut off from the store blocks get_view,
      * and the new leader's grace period is only a few intervals. */
     xt_rpc_call call = { .timeout_ms = (int)XT_MIN(a->call_ms, XT_MAX(4 * a->hb_ms, 1000u)) };
@@ -274,6 +276,7 @@ static int try_register(r2_agent *a)
     }
     if (rc < 0)
         return rc;
+    assert(id != 0); /* 0 reads "not registered" (r2_agent_site_id) */
     pthread_mutex_lock(&a->mu);
     a->site_id = id;
     a->st.registrations++;
@@ -509,13 +512,6 @@ int r2_agent_view_copy(r2_agent *a, struct xt_view *out)
     int rc = a->has_view ? r2_view_dup(&a->view, out) : -EAGAIN;
     pthread_mutex_unlock(&a->mu);
     return rc;
-}
-
-void r2_agent_r2_addr(r2_agent *a, char *buf, size_t cap)
-{
-    pthread_mutex_lock(&a->mu);
-    snprintf(buf, cap, "%s", a->cur_addr);
-    pthread_mutex_unlock(&a->mu);
 }
 
 void r2_agent_stats(r2_agent *a, struct r2_agent_stats *st)

@@ -543,8 +543,8 @@ static int ensure_fs(struct pomctl *ctl, const struct updir *d, bool *created)
     return 0;
 }
 
-/* Starts pomfs on mnt unless it is mounted. 0, or an exit code (5 when the
- * client is not built). */
+/* Starts pomfs on mnt unless it is mounted. 0, or an exit code (5 when
+ * pomfs is not found). */
 static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_dir,
                     const char *addr, const char *mnt, const char *mopts, struct daemon *fsd,
                     char *mnt_abs)
@@ -555,8 +555,8 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
     }
     if (pomctl_find_exe("pomfs", getenv("POM_BIN_DIR"), self_dir, getenv("PATH"), fsd->exe,
                         sizeof fsd->exe) < 0) {
-        fprintf(stderr, "pomctl: the FUSE client (pomfs) is not built yet: the cluster runs, "
-                        "but %s is not mounted\n",
+        fprintf(stderr, "pomctl: cannot find the FUSE client (pomfs; build it or set "
+                        "POM_BIN_DIR): the cluster runs, but %s is not mounted\n",
                 mnt_abs);
         return POMCTL_EPARTIAL;
     }
@@ -649,7 +649,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
             /* pom-mds joins only when it can register with R2; it keeps
              * no data of its own unless it says so (--dir). */
             if (!exe_supports(&d, dm->exe, "--r2")) {
-                fprintf(stderr, "pomctl: note: %s does not take --r2 yet; starting the "
+                fprintf(stderr, "pomctl: note: %s does not take --r2; starting the "
                                 "cluster without an MDS\n", dm->exe);
                 dm->found = false;
                 dm->skipped = true;
@@ -728,8 +728,8 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     else
         fprintf(o, "cluster up in %s: R2 at %s%s\n", d.dir, addr,
                 dms[2].found     ? ""
-                : dms[2].skipped ? " (pom-mds cannot register with R2 yet: no metadata server)"
-                                 : " (pom-mds is not built yet: no metadata server)");
+                : dms[2].skipped ? " (this pom-mds takes no --r2: no metadata server)"
+                                 : " (pom-mds not found: no metadata server)");
     if (fs_created)
         fprintf(o, "created file system '%s'\n", DEFAULT_FS);
     fprintf(o, "stop it with: pomctl down --data %s\n", d.dir);

@@ -18,6 +18,7 @@
 #include "xt_bitmap.h"
 #include "xt_common.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ static uint64_t default_clock(void)
 /* REQUIRES: m->mu. Whether m->st is the current leader's state. */
 static bool st_current(const r2_mgr *m)
 {
+    assert(xt_mutex_held(&m->mu));
     return m->leader && m->st_valid && m->loaded_epoch == m->epoch && !m->need_reload;
 }
 
@@ -63,6 +65,7 @@ void r2_mgr_leader_cb(void *arg, bool leader)
  * within one leadership keeps the runtime of the sites. */
 static int ensure_loaded(r2_mgr *m)
 {
+    assert(xt_mutex_held(&m->wmu));
     if (!r2_store_is_leader(m->store))
         return -EREMOTE;
     pthread_mutex_lock(&m->mu);
@@ -131,6 +134,7 @@ static void end(r2_mgr *m)
 /* A full view of m->st into *view (may be NULL). REQUIRES: m->wmu. */
 static int full_view(r2_mgr *m, struct xt_view *view)
 {
+    assert(xt_mutex_held(&m->wmu));
     if (!view)
         return 0;
     bool has = false;
@@ -145,6 +149,7 @@ static int full_view(r2_mgr *m, struct xt_view *view)
 static int ring_change(const r2_mgr *m, int r, uint32_t site, bool add, xt_ring **out)
 {
     *out = NULL;
+    assert(r < (int)XT_ARRAY_SIZE(m->st.ring));
     if (r < 0 || (xt_ring_has_site(m->st.ring[r], site) ? add : !add))
         return 0;
     xt_ring *c = xt_ring_dup(m->st.ring[r]);
@@ -166,6 +171,7 @@ static int ring_change(const r2_mgr *m, int r, uint32_t site, bool add, xt_ring 
  * it joins with the next ring-1 change; 0 when it is not kept out). */
 static int ring_join(r2_mgr *m, const struct xt_site *s, xt_ring **out, int *kept_out)
 {
+    assert(xt_mutex_held(&m->wmu) && m->st_valid);
     *out = NULL;
     if (kept_out)
         *kept_out = 0;
@@ -182,7 +188,9 @@ static int ring_join(r2_mgr *m, const struct xt_site *s, xt_ring **out, int *kep
 /* REQUIRES: m->mu. Installs a changed ring. */
 static void ring_install(r2_mgr *m, xt_ring *nr)
 {
+    assert(xt_mutex_held(&m->mu));
     uint32_t r = xt_ring_id(nr);
+    assert(r < XT_ARRAY_SIZE(m->st.ring) && m->st.ring[r] != nr);
     xt_ring_free(m->st.ring[r]);
     m->st.ring[r] = nr;
 }
@@ -310,6 +318,8 @@ out:
 static void beat(r2_mgr *m, struct r2_site_ent *e, double load, struct xt_fs_counter **ctr,
                  size_t n, const struct xt_r2_hb_ring1 *r1)
 {
+    assert(xt_mutex_held(&m->mu));
+    assert(n == 0 || *ctr != NULL);
     e->last_hb_mono = m->clock();
     r2_ring1_beat(m, e, r1);
     e->s.last_hb_ns = xt_now_ns();
@@ -463,6 +473,7 @@ struct change {
  * records, at most every flush_ns, without a new view version. */
 static void flush_counters(r2_mgr *m, uint64_t now)
 {
+    assert(xt_mutex_held(&m->wmu) && m->st_valid);
     if (now - m->last_flush < m->flush_ns)
         return;
     m->last_flush = now;

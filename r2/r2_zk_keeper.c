@@ -9,6 +9,7 @@
 
 #include "xt_common.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,7 @@ static void run_watches(zk_store *z)
             continue;
         w->fired = false;
         pthread_mutex_unlock(&z->mu);
+        assert(xt_mutex_held(&z->cb_mu)); /* invariant (6) */
         w->fn(w->arg, w->key);
         pthread_mutex_lock(&z->mu);
     }
@@ -342,6 +344,7 @@ static void tell_leader(zk_store *z)
     r2_store_leader_fn fn = z->leader_fn;
     void *arg = z->leader_arg;
     pthread_mutex_unlock(&z->mu);
+    assert(xt_mutex_held(&z->cb_mu) && !xt_mutex_held(&z->mu)); /* invariant (6) */
     if (changed && fn != NULL)
         fn(arg, now);
     pthread_mutex_unlock(&z->cb_mu);
@@ -386,6 +389,8 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
  * held for writing. A NULL z->zh (hosts unusable) is retried by the keeper. */
 void r2_zk_handle_open(zk_store *z, const clientid_t *cid)
 {
+    assert(xt_rwlock_wrheld(&z->hlock));
+    assert(z->zh == NULL); /* the previous handle was closed first */
     struct zk_hctx *h = xt_calloc(1, sizeof *h);
     if (h == NULL)
         return;
@@ -409,6 +414,7 @@ void r2_zk_handle_open(zk_store *z, const clientid_t *cid)
 /* REQUIRES: hlock held for writing. */
 void r2_zk_handle_close(zk_store *z)
 {
+    assert(xt_rwlock_wrheld(&z->hlock));
     if (z->zh != NULL)
         zookeeper_close(z->zh); /* runs the pending completions */
     z->zh = NULL;
@@ -481,6 +487,7 @@ static int recreate_ephemerals(zk_store *z)
 
 void r2_zk_kick(zk_store *z)
 {
+    assert(xt_mutex_held(&z->mu));
     pthread_cond_broadcast(&z->cv);
     if (z->keeper)
         xt_worker_wake(z->keeper);
