@@ -19,10 +19,10 @@
 #include "xt_daemon.h"
 #include "xt_worker.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -74,9 +74,8 @@ static int zkst_get(r2_store *s, const char *key, void **val, size_t *len,
 {
     zk_store *z = (zk_store *)s;
     char path[ZK_PATH_MAX];
-    uint64_t dl;
     r2_zk_data_path(z, key, path);
-    dl = xt_deadline_ms(z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     return r2_zk_get(z, path, dl, val, len, version);
 }
 
@@ -85,9 +84,8 @@ static int zkst_put(r2_store *s, const char *key, const void *val, size_t len,
 {
     zk_store *z = (zk_store *)s;
     char path[ZK_PATH_MAX];
-    uint64_t dl;
     r2_zk_data_path(z, key, path);
-    dl = xt_deadline_ms(z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     if (expected > INT32_MAX)
         return -ESTALE; /* ZooKeeper versions are 32-bit */
     bool eph = (flags & R2_PUT_EPHEMERAL) != 0;
@@ -131,9 +129,8 @@ static int zkst_del(r2_store *s, const char *key, int64_t expected)
 {
     zk_store *z = (zk_store *)s;
     char path[ZK_PATH_MAX];
-    uint64_t dl;
     r2_zk_data_path(z, key, path);
-    dl = xt_deadline_ms(z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     if (expected > INT32_MAX)
         return -ESTALE;
     int rc = r2_zk_delete(z, path, expected >= 0 ? (int)expected : -1, dl);
@@ -146,9 +143,8 @@ static int zkst_list(r2_store *s, const char *dir, char ***names, size_t *count)
 {
     zk_store *z = (zk_store *)s;
     char path[ZK_PATH_MAX];
-    uint64_t dl;
     r2_zk_data_path(z, dir, path);
-    dl = xt_deadline_ms(z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     return r2_zk_children(z, path, dl, names, count);
 }
 
@@ -423,8 +419,7 @@ static int zkst_multi(r2_store *s, const r2_store_op *ops, size_t n,
                       int64_t *new_versions, size_t *failed)
 {
     zk_store *z = (zk_store *)s;
-    uint64_t dl;
-    dl = xt_deadline_ms(z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     int64_t local[R2_STORE_MULTI_MAX];
     /* new versions are needed to tell a created ephemeral from an update */
     int64_t *nv = new_versions != NULL ? new_versions : local;
@@ -495,8 +490,7 @@ static void zk_log_init(void)
 /* Creates root/data and root/election (and root's own ancestors). */
 static int make_layout(zk_store *z)
 {
-    uint64_t dl;
-    dl = xt_deadline_ms(z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     char path[ZK_PATH_MAX];
     snprintf(path, sizeof path, "%s/election", z->root);
     for (char *p = path + 1;; p++) {

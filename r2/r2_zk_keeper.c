@@ -86,9 +86,8 @@ static void arm_watches(zk_store *z)
         if (!todo)
             continue;
         char path[ZK_PATH_MAX];
-        uint64_t dl;
         r2_zk_data_path(z, w->key, path);
-        dl = xt_deadline_ms(z->call_ms);
+        uint64_t dl = xt_deadline_ms(z->call_ms);
         int rc = r2_zk_exists(z, path, watch_event, w, dl, NULL);
         if (rc == 0 || rc == -ENOENT) {
             int crc = 0;
@@ -180,8 +179,7 @@ static int elect_list(zk_store *z, char ***names, size_t *count,
  * leader, or a watch on the predecessor), or -errno to retry later. */
 static int elect_round(zk_store *z)
 {
-    uint64_t dl;
-    dl = xt_deadline_ms(z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     char prefix[40], mine[64];
     pthread_mutex_lock(&z->mu);
     bool joined = z->joined;
@@ -311,8 +309,7 @@ bool r2_zk_is_leader(r2_store *s)
 int r2_zk_leader(r2_store *s, void **id, size_t *len)
 {
     zk_store *z = (zk_store *)s;
-    uint64_t dl;
-    dl = xt_deadline_ms(z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     for (int tries = 0; tries < ZK_RETRIES; tries++) {
         char **names = NULL;
         size_t count = 0;
