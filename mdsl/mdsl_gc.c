@@ -65,7 +65,7 @@ static bool pinned(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group,
             if (!is_cs && p->man_segno == no)
                 return true;
             for (size_t j = 0; j < p->n; j++)
-                if ((p->e[j].type == MDSL_REC_COLUMN) == is_cs && p->e[j].segno == no &&
+                if ((p->e[j].type == XT_STORE_COLUMN) == is_cs && p->e[j].segno == no &&
                     (!is_cs || p->e[j].group == group))
                     return true;
         }
@@ -184,7 +184,7 @@ static int move_chunk(mdsl_store *s, struct cand *c, struct item *v, uint8_t **r
         struct mdsl_entry x = { .type = v[i].p.type, .flags = v[i].p.flags,
                                 .group = cs ? v[i].k.group : 0, .segno = v[i].p.segno,
                                 .len = v[i].p.len, .off = v[i].p.off, .csum = v[i].p.csum,
-                                .version = v[i].p.version, .slice = v[i].k.slice,
+                                .version = v[i].p.version, .slice = v[i].k.id.slice,
                                 .key = cs ? v[i].k.key : 0 };
         if (v[i].has_data) {
             rc = mdsl_st_stage_raw(s, &wb, fo, cs, x.group, recs[i], x.len, &x.segno, &x.off);

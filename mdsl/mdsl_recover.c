@@ -184,7 +184,7 @@ static int verify_entries(mdsl_store *s, struct folder *fo, const struct mdsl_en
                               .csum = e[i].csum };
         struct mdsl_rec_hdr h;
         uint8_t *rec;
-        int rc = mdsl_st_read_ptr(s, fo, e[i].type == MDSL_REC_COLUMN, e[i].group, &p, &h, &rec);
+        int rc = mdsl_st_read_ptr(s, fo, e[i].type == XT_STORE_COLUMN, e[i].group, &p, &h, &rec);
         if (rc == -EAGAIN && missing_ok)
             continue;
         if (rc == -EAGAIN)
@@ -357,10 +357,10 @@ static int resolve_pending(struct rctx *r)
 static int charge_ptr(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
 {
     mdsl_store *s = arg;
-    struct folder *fo = mdsl_st_folder_find(s, k->fsid, k->table);
+    struct folder *fo = mdsl_st_folder_find(s, k->id.fsid, k->id.table);
     if (!fo) {
-        XT_WARN("mdsl: index entry for a missing table %u/%llx", k->fsid,
-                (unsigned long long)k->table);
+        XT_WARN("mdsl: index entry for a missing table %u/%llx", k->id.fsid,
+                (unsigned long long)k->id.table);
         return 0;
     }
     bool cs = k->kind == MDSL_IK_COLUMN;

@@ -46,12 +46,12 @@
  *
  * A full disk (docs/format-mdsl.md "A full disk"), as ext4 keeps blocks
  * for root: the device's last `reserve` bytes are only for prepares that
- * free at least what they add (MDSL_F_RESERVE: deletes, truncates, shrinking
+ * free at least what they add (XT_STORE_F_RESERVE: deletes, truncates, shrinking
  * images), for commits and aborts (never checked: a prepared transaction
  * must be able to finish) and for GC. So a disk that fills with new data
  * still takes the deletes that empty it, and GC can copy live records out
  * of the segments they emptied.
- *  (6) A prepare without MDSL_F_RESERVE on every record is refused with
+ *  (6) A prepare without XT_STORE_F_RESERVE on every record is refused with
  *      -ENOSPC, before anything is written, when it would leave less than
  *      `reserve` free. Nothing else is refused for the reserve.
  *  (7) GC's threshold rises as free space falls (mdsl_space_gc_threshold),
@@ -124,18 +124,18 @@ static int walk_flush(struct walk *w)
 static int walk_ptr(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
 {
     struct walk *w = arg;
-    bool same_table = w->in_table && k->fsid == w->fsid && k->table == w->table;
-    if (same_table && k->slice == w->slice)
+    bool same_table = w->in_table && k->id.fsid == w->fsid && k->id.table == w->table;
+    if (same_table && k->id.slice == w->slice)
         return 0; /* only a slice's first pointer is its head */
     if (!same_table) {
         int rc = walk_flush(w);
         if (rc < 0)
             return rc;
         *w = (struct walk){ .cand = w->cand, .in_table = true, .all_moved = true,
-                            .fsid = k->fsid, .table = k->table };
+                            .fsid = k->id.fsid, .table = k->id.table };
     }
-    w->slice = k->slice;
-    w->all_moved &= p->type == MDSL_REC_IMAGE && (p->flags & MDSL_F_MOVED);
+    w->slice = k->id.slice;
+    w->all_moved &= p->type == XT_STORE_IMAGE && (p->flags & XT_STORE_F_MOVED);
     return 0;
 }
 
@@ -155,11 +155,11 @@ static int tkeys_add(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *
     struct tkeys *t = arg;
     if (k->kind == MDSL_IK_COLUMN)
         t->droppable = false;
-    else if (t->n == 0 || k->slice != t->last_slice) {
-        t->droppable &= p->type == MDSL_REC_IMAGE && (p->flags & MDSL_F_MOVED);
+    else if (t->n == 0 || k->id.slice != t->last_slice) {
+        t->droppable &= p->type == XT_STORE_IMAGE && (p->flags & XT_STORE_F_MOVED);
         t->nslices++;
     }
-    t->last_slice = k->slice;
+    t->last_slice = k->id.slice;
     if (t->n == t->cap) {
         size_t nc = t->cap ? t->cap * 2 : 16;
         struct mdsl_ikey *nv = xt_realloc(t->v, nc * sizeof *nv);
@@ -269,7 +269,7 @@ static int drop_folder(mdsl_store *s, uint32_t fsid, uint64_t table, bool *busy)
     }
     if (go && rc == 0) {
         for (size_t i = 0; i < t.n; i++) /* the slice-state cache follows */
-            mdsl_sltab_del(s->slices, fsid, table, t.v[i].slice);
+            mdsl_sltab_del(s->slices, t.v[i].id);
         pthread_mutex_lock(&s->mu);
         uint64_t bytes = segarr_bytes(&fo->tss);
         for (size_t g = 0; g < fo->ncs; g++)

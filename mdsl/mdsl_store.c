@@ -571,26 +571,26 @@ static struct ptx_part *part_get(struct ptx *t, struct folder *fo)
  * that moved to another MDSL (an empty IMAGE), SYS a slice record after
  * which the slice holds system rows (kept and listed, never interpreted);
  * nothing else is defined. */
-static int rec_check(const struct mdsl_rec *r)
+static int rec_check(const struct xt_store_rec *r)
 {
     const char *why = NULL;
-    if (r->type != MDSL_REC_IMAGE && r->type != MDSL_REC_DELTA && r->type != MDSL_REC_COLUMN)
+    if (r->type != XT_STORE_IMAGE && r->type != XT_STORE_DELTA && r->type != XT_STORE_COLUMN)
         why = "unknown record type";
-    else if (r->flags & ~(MDSL_F_TOMBSTONE | MDSL_F_MOVED | MDSL_F_SYS | MDSL_F_RESERVE))
+    else if (r->flags & ~(XT_STORE_F_TOMBSTONE | XT_STORE_F_MOVED | XT_STORE_F_SYS | XT_STORE_F_RESERVE))
         why = "unknown flag bits";
-    else if ((r->flags & MDSL_F_TOMBSTONE) && (r->type != MDSL_REC_COLUMN || r->len))
+    else if ((r->flags & XT_STORE_F_TOMBSTONE) && (r->type != XT_STORE_COLUMN || r->len))
         why = "TOMBSTONE is allowed on an empty COLUMN only";
-    else if ((r->flags & MDSL_F_MOVED) && (r->type != MDSL_REC_IMAGE || r->len))
+    else if ((r->flags & XT_STORE_F_MOVED) && (r->type != XT_STORE_IMAGE || r->len))
         why = "MOVED is allowed on an empty IMAGE only";
-    else if ((r->flags & MDSL_F_SYS) && (r->type == MDSL_REC_COLUMN || (r->flags & MDSL_F_MOVED)))
+    else if ((r->flags & XT_STORE_F_SYS) && (r->type == XT_STORE_COLUMN || (r->flags & XT_STORE_F_MOVED)))
         why = "SYS is allowed on a slice record with rows only";
     else if (r->len > MDSL_MAX_PAYLOAD - 1 || (r->len && !r->data))
         why = "bad payload length";
     if (!why)
         return 0;
     XT_WARN("mdsl: prepare refused: %s (type %u, flags 0x%x, fs %u table %llu slice %u, "
-            "%u bytes)", why, r->type, r->flags, r->fsid, (unsigned long long)r->table,
-            r->slice, r->len);
+            "%u bytes)", why, r->type, r->flags, r->id.fsid, (unsigned long long)r->id.table,
+            r->id.slice, r->len);
     return -EINVAL;
 }
 
@@ -600,27 +600,27 @@ static int rec_check(const struct mdsl_rec *r)
  * image where the slice now lives (docs/mdsl-scale.md decision 2). A delta
  * at or under the tombstone's version is let through: rule 2 ignores it.
  * Checked against committed state; REQUIRES: writer token held. */
-static int moved_guard(mdsl_store *s, const struct mdsl_rec *recs, size_t n)
+static int moved_guard(mdsl_store *s, const struct xt_store_rec *recs, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        const struct mdsl_rec *r = &recs[i];
-        if (r->type != MDSL_REC_DELTA)
+        const struct xt_store_rec *r = &recs[i];
+        if (r->type != XT_STORE_DELTA)
             continue;
         struct mdsl_slstate st;
-        int rc = mdsl_apply_slice_state(s, r->fsid, r->table, r->slice, &st);
+        int rc = mdsl_apply_slice_state(s, r->id, &st);
         if (rc < 0)
             return rc;
         if (st.has_img && st.img_moved && r->version > st.img) {
             XT_INFO("mdsl: delta v%llu of fs %u table %llu slice %u refused: the slice "
-                    "moved away at v%llu", (unsigned long long)r->version, r->fsid,
-                    (unsigned long long)r->table, r->slice, (unsigned long long)st.img);
+                    "moved away at v%llu", (unsigned long long)r->version, r->id.fsid,
+                    (unsigned long long)r->id.table, r->id.slice, (unsigned long long)st.img);
             return -ESTALE;
         }
     }
     return 0;
 }
 
-static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n,
+static int prepare_locked(mdsl_store *s, uint64_t txid, const struct xt_store_rec *recs, size_t n,
                           bool may_reserve)
 {
     struct ptx *t = xt_calloc(1, sizeof *t);
@@ -630,19 +630,19 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *r
     struct wbatch wb = { 0 };
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        const struct mdsl_rec *r = &recs[i];
+        const struct xt_store_rec *r = &recs[i];
         struct folder *fo;
-        rc = mdsl_st_folder_get(s, r->fsid, r->table, true, &fo);
+        rc = mdsl_st_folder_get(s, r->id.fsid, r->id.table, true, &fo);
         struct ptx_part *p = rc == 0 ? part_get(t, fo) : NULL;
         if (rc == 0 && !p)
             rc = -ENOMEM;
         if (rc < 0)
             break;
-        bool is_cs = r->type == MDSL_REC_COLUMN;
+        bool is_cs = r->type == XT_STORE_COLUMN;
         struct mdsl_rec_hdr h = {
-            .type = r->type, .flags = r->flags & ~MDSL_F_RESERVE, .payload_len = r->len,
-            .fsid = r->fsid,
-            .txid = txid, .table = r->table, .version = r->version, .slice = r->slice,
+            .type = r->type, .flags = r->flags & ~XT_STORE_F_RESERVE, .payload_len = r->len,
+            .fsid = r->id.fsid,
+            .txid = txid, .table = r->id.table, .version = r->version, .slice = r->id.slice,
             .group = is_cs ? r->group : 0, .key = is_cs ? r->key : 0,
         };
         struct mdsl_entry e = {
@@ -692,7 +692,7 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *r
     return 0;
 }
 
-int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n)
+int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct xt_store_rec *recs, size_t n)
 {
     if (txid == 0 || n == 0 || !recs)
         return -EINVAL;
@@ -700,7 +700,7 @@ int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs
     for (size_t i = 0; i < n; i++) {
         if (rec_check(&recs[i]) < 0)
             return -EINVAL;
-        may_reserve &= (recs[i].flags & MDSL_F_RESERVE) != 0;
+        may_reserve &= (recs[i].flags & XT_STORE_F_RESERVE) != 0;
     }
     mdsl_st_token_take(s);
     pthread_mutex_lock(&s->mu);

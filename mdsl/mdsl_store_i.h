@@ -213,8 +213,7 @@ struct live_delta {
 };
 /* The slice state that a batch will leave once written (s->slices). */
 struct slice_upd {
-    uint32_t fsid, slice;
-    uint64_t table;
+    xt_slice_id id;
     struct mdsl_slstate st;
 };
 struct apply_ctx {
@@ -235,8 +234,7 @@ int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n
                        uint32_t evidence);
 /* The state of a slice as the index holds it: cached in s->slices, else one
  * scan of its pointers (then cached). REQUIRES: writer token held. */
-int mdsl_apply_slice_state(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
-                           struct mdsl_slstate *st);
+int mdsl_apply_slice_state(mdsl_store *s, xt_slice_id id, struct mdsl_slstate *st);
 /* Call once ctx->b was written: the slice states follow the index. A
  * context freed without it (a failed write) drops its slices' states. */
 void mdsl_apply_done(struct apply_ctx *c);

@@ -402,7 +402,7 @@ static void join_and_sweep(bool kill_before_sweep)
     beat_until(&r2, mds, counts_are, &c, &v, "mdsl1's first counts");
     xt_view_free(&v);
     uint8_t data[32] = { 1, 2, 3 };
-    struct xt_store_rec one = { .type = XT_STORE_IMAGE, .fsid = 1, .table = 1000, .slice = 0,
+    struct xt_store_rec one = { .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = 0, .table = 1000 },
                                 .version = 1, .data = data, .len = sizeof data };
     assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, 1, &one, 1), 0);
     c.prepared = 1;
@@ -422,21 +422,18 @@ static void join_and_sweep(bool kill_before_sweep)
     uint64_t txid = 10;
     for (uint64_t t = 1; t <= NTABLES; t++) {
         for (uint32_t s = 0; s < NSLICES; s++)
-            recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .fsid = 1, .table = t,
-                                             .slice = s, .version = 3, .data = img,
+            recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = s, .table = t }, .version = 3, .data = img,
                                              .len = IMG };
         assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, NSLICES), 0);
         assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
     }
     for (uint64_t t = 2001; t < 2001 + NSMALL; t++) { /* small tables: one slice */
-        recs[0] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .fsid = 1, .table = t,
-                                         .slice = 0, .version = 3, .data = img, .len = IMG };
+        recs[0] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = 0, .table = t }, .version = 3, .data = img, .len = IMG };
         assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, 1), 0);
         assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
     }
     for (uint32_t s = 0; s < NDECISIONS; s++)
-        recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .fsid = 0, .table = 1,
-                                         .slice = s + 1, .version = 5, .data = data,
+        recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = 0, .slice = s + 1, .table = 1 }, .version = 5, .data = data,
                                          .len = 8 };
     assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, NDECISIONS), 0);
     assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
@@ -500,7 +497,7 @@ static void join_and_sweep(bool kill_before_sweep)
         if (placed(cur, 1, t, s) == id1)
             continue;
         recs[n++] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED,
-                                           .fsid = 1, .table = t, .slice = s, .version = 4 };
+                                           .id = { .fsid = 1, .slice = s, .table = t }, .version = 4 };
         if (n == NSLICES) {
             assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, n), 0);
             assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
@@ -578,7 +575,7 @@ static void join_and_sweep(bool kill_before_sweep)
         stored(i, &t, &s);
         struct xt_store_load l;
         memset(&l, 0, sizeof l);
-        int rc = xt_mdsl_load_slice(m1.pool, NULL, 1, t, s, &l);
+        int rc = xt_mdsl_load_slice(m1.pool, NULL, (xt_slice_id){ .fsid = 1, .slice = s, .table = t }, &l);
         if (placed(cur, 1, t, s) != id1) { /* dropped whole, or a tombstone */
             assert_int_equal(rc, (t == 1000 || t > 2000) ? -ENOENT : -ESTALE);
             continue;
