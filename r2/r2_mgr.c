@@ -52,7 +52,8 @@ void r2_mgr_leader_cb(void *arg, bool leader)
         m->leader = leader;
         m->epoch++;
     }
-    pthread_cond_broadcast(&m->cv);
+    if (m->monitor)
+        xt_worker_wake(m->monitor); /* tick now: a new leader starts the clocks */
     pthread_mutex_unlock(&m->mu);
     XT_INFO("%s", leader ? "now leading" : "not leading");
 }
@@ -857,33 +858,30 @@ out:
 
 /* ---- lifetime ------------------------------------------------------------------- */
 
-static void *monitor_main(void *arg)
+/* The monitor's period: a quarter of the heartbeat interval, >= 5 ms. */
+static uint64_t monitor_period_ms(const r2_mgr *m)
+{
+    return XT_MAX(m->hb_ns / 4 / 1000000u, UINT64_C(5));
+}
+
+/* One tick of the failure detector (an xt_worker step). */
+static uint64_t monitor_step(xt_worker *w, void *arg)
 {
     r2_mgr *m = arg;
-    uint64_t period = XT_MAX(m->hb_ns / 4, UINT64_C(5000000));
+    (void)w;
+    /* Woken this late (real time, whatever m->clock is): this R2 did not
+     * run meanwhile; or its server had no thread free to take heartbeats.
+     * A wake-up before the due time (a leadership change) is no pause. */
+    uint64_t woke = xt_mono_ns();
+    uint64_t paused = woke > m->monitor_due_ns ? woke - m->monitor_due_ns : 0;
     pthread_mutex_lock(&m->mu);
-    while (!m->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + period;
-        ts.tv_sec = (time_t)(at / 1000000000u);
-        ts.tv_nsec = (long)(at % 1000000000u);
-        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
-        if (m->stopping)
-            break;
-        /* Woken this late (real time, whatever m->clock is): this R2 did
-         * not run meanwhile; or its server had no thread free to take
-         * heartbeats. */
-        uint64_t woke = xt_mono_ns();
-        uint64_t paused = woke > at ? woke - at : 0;
-        if (m->stall)
-            paused = XT_MAX(paused, m->stall(m->stall_arg));
-        pthread_mutex_unlock(&m->mu);
-        r2_mgr_tick_after(m, paused);
-        pthread_mutex_lock(&m->mu);
-    }
+    if (m->stall)
+        paused = XT_MAX(paused, m->stall(m->stall_arg));
     pthread_mutex_unlock(&m->mu);
-    return NULL;
+    r2_mgr_tick_after(m, paused);
+    uint64_t period = monitor_period_ms(m);
+    m->monitor_due_ns = xt_deadline_ms(period);
+    return period;
 }
 
 int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
@@ -912,18 +910,20 @@ int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
     m->st.meta_sv = R2_VER_CREATE;
     pthread_mutex_init(&m->wmu, NULL);
     pthread_mutex_init(&m->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->cv, &ca);
-    pthread_condattr_destroy(&ca);
     if (!o->no_thread) {
-        int rc = pthread_create(&m->thread, NULL, monitor_main, m);
-        if (rc) {
+        uint64_t period = monitor_period_ms(m);
+        m->monitor_due_ns = xt_deadline_ms(period);
+        struct xt_worker_opts wo = { .name = "r2-monitor", .step = monitor_step, .arg = m,
+                                     .first_ms = period };
+        xt_worker *w = NULL;
+        int rc = xt_worker_start(&wo, &w);
+        if (rc < 0) {
             r2_mgr_free(m);
-            return -rc;
+            return rc;
         }
-        m->has_thread = true;
+        pthread_mutex_lock(&m->mu);
+        m->monitor = w;
+        pthread_mutex_unlock(&m->mu);
     }
     *out = m;
     return 0;
@@ -939,14 +939,14 @@ void r2_mgr_set_stall_probe(r2_mgr *m, uint64_t (*stall)(void *arg), void *arg)
 
 void r2_mgr_stop(r2_mgr *m)
 {
-    if (!m || !m->has_thread)
+    if (!m)
         return;
+    /* Taken out under mu, so r2_mgr_leader_cb wakes it or sees NULL. */
     pthread_mutex_lock(&m->mu);
-    m->stopping = true;
-    pthread_cond_broadcast(&m->cv);
+    xt_worker *w = m->monitor;
+    m->monitor = NULL;
     pthread_mutex_unlock(&m->mu);
-    pthread_join(m->thread, NULL);
-    m->has_thread = false;
+    xt_worker_stop(w);
 }
 
 void r2_mgr_free(r2_mgr *m)
@@ -955,7 +955,6 @@ void r2_mgr_free(r2_mgr *m)
         return;
     r2_mgr_stop(m);
     r2_state_clear(&m->st);
-    pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     pthread_mutex_destroy(&m->wmu);
     xt_free(m);
