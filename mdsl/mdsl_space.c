@@ -64,7 +64,8 @@
  */
 #include "mdsl_store_i.h"
 
-#include <signal.h>
+#include "xt_crash.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -522,10 +523,8 @@ void mdsl_space_tick(mdsl_store *s)
             pthread_mutex_unlock(&s->mu);
         }
     }
-    if (do_sweep && s->sweep_crash) { /* the restart tests' kill -9 */
-        XT_WARN("mdsl: crash point before the sweep (POM_MDSL_SWEEP_CRASH)");
-        raise(SIGKILL);
-    }
+    if (do_sweep) /* the restart tests' kill -9 (pom-mdsl --crash-point) */
+        XT_CRASH_POINT(MDSL_CRASH_SWEEP);
     if (do_sweep) /* after the drops: they free more for less */
         (void)sweep(s, MDSL_SWEEP_THRESHOLD);
     /* idle rolls: checked six times per roll_idle_ms (the walk is under mu) */
@@ -571,8 +570,6 @@ static bool live_exists(mdsl_store *s, const char *live)
 
 int mdsl_space_recover(mdsl_store *s)
 {
-    const char *crash = getenv("POM_MDSL_SWEEP_CRASH");
-    s->sweep_crash = crash && *crash && strcmp(crash, "0") != 0;
     uint64_t owed = 0;
     int rc = mdsl_index_get_sweep_owed(s->idx, &owed);
     if (rc == 0 && owed)

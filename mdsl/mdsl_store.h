@@ -204,6 +204,9 @@ int mdsl_store_sweep(mdsl_store *s, double threshold);
  * at MDSL_SWEEP_THRESHOLD at its next wake-up. Never blocks on I/O. */
 #define MDSL_SWEEP_THRESHOLD 0.6
 void mdsl_store_space_request(mdsl_store *s, bool drop, bool sweep);
+/* The crash point (xt_crash.h) the background thread passes before a sweep
+ * it was asked for: the restart tests arm it (pom-mdsl --crash-point). */
+#define MDSL_CRASH_SWEEP "mdsl.sweep"
 
 /* The sweep a change owes survives restarts: before this MDSL reports a
  * count for a change in which it loses slices, the ring-1 reporter records

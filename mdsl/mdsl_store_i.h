@@ -127,8 +127,6 @@ struct mdsl_store {
     uint64_t sweep_owed;    /* (mu) */
     uint64_t sweep_cleared; /* the last seq a sweep cleared (mu): a late
                                pass under it or an older one marks nothing */
-    bool sweep_crash;       /* POM_MDSL_SWEEP_CRASH: SIGKILL before an asked
-                               sweep, for the restart tests */
     /* A full disk (mdsl_space.c): the reserve in bytes (0: the backend
      * cannot tell free space), and whether the last check found free
      * space under it (for one log line per change). */
