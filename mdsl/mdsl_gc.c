@@ -29,9 +29,12 @@
  */
 #include "mdsl_store_i.h"
 
+#include "xt_time.h"
+
+#include <assert.h>
+
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #define GC_CHUNK (1u << 20)
 #define GC_MAX_ITEMS 16384 /* bounds one GCMOVE record */
@@ -145,17 +148,9 @@ static bool throttle(mdsl_store *s, uint64_t t0, uint64_t bytes)
     if (!s->o.gc_bytes_per_sec)
         return true;
     uint64_t due = t0 + bytes * UINT64_C(1000000000) / s->o.gc_bytes_per_sec;
-    uint64_t now = xt_mono_ns();
     pthread_mutex_lock(&s->mu);
-    while (!s->gc_stop && now < due) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t wake = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (due - now);
-        ts.tv_sec = (time_t)(wake / 1000000000u);
-        ts.tv_nsec = (long)(wake % 1000000000u);
-        pthread_cond_timedwait(&s->gc_cv, &s->mu, &ts);
-        now = xt_mono_ns();
-    }
+    while (!s->gc_stop && xt_cond_wait_until(&s->gc_cv, &s->mu, due) == 0)
+        ; /* woken: stop, or spurious */
     bool go = !s->gc_stop;
     pthread_mutex_unlock(&s->mu);
     return go;
@@ -372,53 +367,43 @@ int mdsl_gc_pass(mdsl_store *s, unsigned max_segments, double threshold)
     return freed;
 }
 
-static void *gc_main(void *arg)
+/* One background pass (the worker's step): GC, then the space tasks. Woken
+ * early by mdsl_gc_wake (a sweep or drop asked, free space short). */
+static uint64_t gc_step(xt_worker *w, void *arg)
 {
+    (void)w;
     mdsl_store *s = arg;
-    pthread_mutex_lock(&s->mu);
-    while (!s->gc_stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t wake = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec +
-                        (uint64_t)s->o.gc_interval_ms * 1000000u;
-        ts.tv_sec = (time_t)(wake / 1000000000u);
-        ts.tv_nsec = (long)(wake % 1000000000u);
-        pthread_cond_timedwait(&s->gc_cv, &s->mu, &ts);
-        if (s->gc_stop)
-            break;
-        pthread_mutex_unlock(&s->mu);
-        mdsl_st_bg_take(s);
-        bool pressed;
-        double thr = mdsl_space_gc_threshold(s, &pressed);
-        if (pressed) /* the emptied active segments too, at once */
-            (void)mdsl_space_roll(s, thr);
-        (void)mdsl_gc_pass(s, pressed ? 64 : 4, thr);
-        mdsl_space_tick(s); /* drops, sweeps and idle rolls share the thread */
-        mdsl_st_bg_put(s);
-        pthread_mutex_lock(&s->mu);
-    }
-    pthread_mutex_unlock(&s->mu);
-    mdsl_io_uring_thread_exit();
-    return NULL;
+    mdsl_st_bg_take(s);
+    bool pressed;
+    double thr = mdsl_space_gc_threshold(s, &pressed);
+    if (pressed) /* the emptied active segments too, at once */
+        (void)mdsl_space_roll(s, thr);
+    (void)mdsl_gc_pass(s, pressed ? 64 : 4, thr);
+    mdsl_space_tick(s); /* drops, sweeps and idle rolls share the thread */
+    mdsl_st_bg_put(s);
+    return s->o.gc_interval_ms;
 }
 
 int mdsl_gc_start(mdsl_store *s)
 {
-    int rc = pthread_create(&s->gc_tid, NULL, gc_main, s);
-    if (rc)
-        return -rc;
-    s->gc_running = true;
-    return 0;
+    assert(!s->gc);
+    struct xt_worker_opts wo = { .name = "mdsl-gc", .step = gc_step, .arg = s,
+                                 .first_ms = s->o.gc_interval_ms };
+    return xt_worker_start(&wo, &s->gc);
+}
+
+void mdsl_gc_wake(mdsl_store *s)
+{
+    if (s->gc)
+        xt_worker_wake(s->gc);
 }
 
 void mdsl_gc_stop(mdsl_store *s)
 {
     pthread_mutex_lock(&s->mu);
     s->gc_stop = true;
-    pthread_cond_broadcast(&s->gc_cv);
+    pthread_cond_broadcast(&s->gc_cv); /* a throttled pass returns at once */
     pthread_mutex_unlock(&s->mu);
-    if (s->gc_running) {
-        pthread_join(s->gc_tid, NULL);
-        s->gc_running = false;
-    }
+    xt_worker_stop(s->gc);
+    s->gc = NULL;
 }

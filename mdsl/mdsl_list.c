@@ -19,10 +19,10 @@
 #include "mdsl_store_i.h"
 
 #include "xt_ring.h"
+#include "xt_time.h"
 
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #define LIST_FULL 1 /* stops the scan past the last entry that fits */
 
@@ -101,7 +101,7 @@ int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_le
 }
 
 int mdsl_store_count_misplaced(mdsl_store *s, const struct xt_ring *ring, uint32_t self,
-                               uint32_t page, unsigned pause_us, const _Atomic bool *stop,
+                               uint32_t page, unsigned pause_ms, const _Atomic bool *stop,
                                uint64_t *misplaced)
 {
     *misplaced = 0;
@@ -133,11 +133,8 @@ int mdsl_store_count_misplaced(mdsl_store *s, const struct xt_ring *ring, uint32
         xt_store_list_free(&l);
         if (end)
             break;
-        if (pause_us) {
-            struct timespec ts = { .tv_sec = pause_us / 1000000,
-                                   .tv_nsec = (long)(pause_us % 1000000) * 1000 };
-            nanosleep(&ts, NULL);
-        }
+        if (pause_ms)
+            xt_sleep_ms(pause_ms);
     }
     *misplaced = n;
     return 0;

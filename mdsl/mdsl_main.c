@@ -279,7 +279,7 @@ int main(int argc, char **argv)
         /* Paced so a pass of a large index yields to prepares: 1,024
          * slices, then 2 ms (~500k slices/s at most). */
         struct mdsl_ring1_opts r1o = { .store = store, .interval_ms = 1000, .page = 1024,
-                                       .pause_us = 2000 };
+                                       .pause_ms = 2 };
         if ((rc = mdsl_ring1_start(&r1o, &r1rep)) < 0)
             XT_ERR("cannot start the ring-1 reporter: %s", strerror(-rc));
         char self[300], id_file[4200];

@@ -8,11 +8,12 @@
  */
 #include "mdsl_store_i.h"
 
+#include "xt_time.h"
+
 #include <assert.h>
 
 #include <stdbool.h>
 #include <string.h>
-#include <time.h>
 
 /* Reads that lost a race with GC try again this many times (gc_retry). */
 #define MDSL_READ_RETRIES 40
@@ -99,11 +100,8 @@ static bool gc_retry(int attempt)
 {
     if (attempt >= MDSL_READ_RETRIES)
         return false;
-    if (attempt > 0) {
-        long ms = 1L << XT_MIN(attempt - 1, 6);
-        struct timespec ts = { 0, ms * 1000000L };
-        nanosleep(&ts, NULL);
-    }
+    if (attempt > 0)
+        xt_sleep_ms(UINT64_C(1) << XT_MIN(attempt - 1, 6));
     return true;
 }
 

@@ -65,11 +65,11 @@
 #include "mdsl_store_i.h"
 
 #include "xt_crash.h"
+#include "xt_time.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* An active segment with fewer dead bytes than this is never rolled: the
  * roll would free nothing worth a file, and a folder whose only content is
@@ -80,7 +80,7 @@
 /* Pause between two drops: each holds the writer token for a rename and a
  * synced index batch, so commits get the token between them (at most ~500
  * drops a second). */
-#define DROP_PAUSE_NS (UINT64_C(2) * 1000000u)
+#define DROP_PAUSE_MS 2
 
 struct tabid {
     uint32_t fsid;
@@ -302,10 +302,8 @@ static int drop_pass(mdsl_store *s, bool *busy)
         pthread_mutex_unlock(&s->mu);
         if (stop)
             break;
-        if (i) {
-            struct timespec ts = { 0, (long)DROP_PAUSE_NS };
-            nanosleep(&ts, NULL);
-        }
+        if (i)
+            xt_sleep_ms(DROP_PAUSE_MS);
         int d = drop_folder(s, w.cand.v[i].fsid, w.cand.v[i].table, busy);
         if (d < 0)
             rc = d;
@@ -498,8 +496,8 @@ void mdsl_store_space_request(mdsl_store *s, bool drop, bool do_sweep)
     pthread_mutex_lock(&s->mu);
     s->want_drop |= drop;
     s->want_sweep |= do_sweep;
-    pthread_cond_broadcast(&s->gc_cv);
     pthread_mutex_unlock(&s->mu);
+    mdsl_gc_wake(s);
 }
 
 void mdsl_space_tick(mdsl_store *s)
@@ -651,9 +649,9 @@ int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve)
         if (is_short)
             s->short_said_ns = now;
     }
-    if (is_short) /* GC may find more now that the threshold is up (invariant 7) */
-        pthread_cond_signal(&s->gc_cv);
     pthread_mutex_unlock(&s->mu);
+    if (is_short) /* GC may find more now that the threshold is up (invariant 7) */
+        mdsl_gc_wake(s);
     if (say && is_short)
         XT_WARN("mdsl: %llu bytes free, %llu kept for deletes and GC: prepares that add "
                 "data answer ENOSPC", (unsigned long long)avail,

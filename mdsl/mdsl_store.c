@@ -22,6 +22,8 @@
  */
 #include "mdsl_store_i.h"
 
+#include "xt_time.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -922,7 +924,7 @@ int mdsl_store_open(const struct mdsl_store_opts *o, mdsl_store **out)
         return -ENOMEM;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wr_cv, NULL);
-    pthread_cond_init(&s->gc_cv, NULL);
+    xt_cond_init_mono(&s->gc_cv);
     pthread_cond_init(&s->bg_cv, NULL);
     s->o = *o;
     s->io = o->io;

@@ -145,12 +145,12 @@ int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_le
  * excluded) that `ring` (borrowed, an xt_ring of ring 1) places on another
  * site than `self`, by the MDS's own placement, xt_ring_lookup(xt_ring_key).
  * Reads the listing in pages of `page` slices (1..MDSL_LIST_MAX), sleeping
- * pause_us between pages so a pass never competes with prepares for long;
+ * pause_ms between pages so a pass never competes with prepares for long;
  * *stop (may be NULL), read between pages, ends the pass with -ECANCELED.
  * -ENOENT if the ring has no site; errors of the listing as they are. */
 struct xt_ring;
 int mdsl_store_count_misplaced(mdsl_store *s, const struct xt_ring *ring, uint32_t self,
-                               uint32_t page, unsigned pause_us, const _Atomic bool *stop,
+                               uint32_t page, unsigned pause_ms, const _Atomic bool *stop,
                                uint64_t *misplaced);
 
 /* ---- management ------------------------------------------------------ */

@@ -31,6 +31,7 @@
 #include "mdsl_seg.h"
 #include "mdsl_sltab.h"
 #include "mdsl_store.h"
+#include "xt_worker.h"
 
 /* Live-bytes charge of one pointer on its evidence (TSS) segment. */
 #define MDSL_EVIDENCE_COST MDSL_ENTRY_SIZE
@@ -109,9 +110,10 @@ struct mdsl_store {
 
     struct mdsl_stat st;    /* counters (mu) */
 
-    pthread_t gc_tid;
-    bool gc_running, gc_stop; /* (mu) */
-    pthread_cond_t gc_cv;
+    xt_worker *gc;          /* the background GC thread, NULL without one */
+    bool gc_stop;           /* close began: passes cut short (mu) */
+    pthread_cond_t gc_cv;   /* monotonic (xt_cond_init_mono): a throttled
+                               pass waits on it for gc_stop */
 
     /* Background token: one GC pass or space task at a time (GC and the
      * drops hold folders and segments across I/O without mu), taken by the
@@ -253,6 +255,9 @@ int mdsl_recover(mdsl_store *s);
  * Segments freed, or -errno. REQUIRES: the background token held. */
 int mdsl_gc_pass(mdsl_store *s, unsigned max_segments, double threshold);
 int mdsl_gc_start(mdsl_store *s);
+/* Ends the GC thread's wait now (no-op without one): a sweep or drop was
+ * asked, or free space fell under the reserve. Any thread, any lock. */
+void mdsl_gc_wake(mdsl_store *s);
 void mdsl_gc_stop(mdsl_store *s);
 
 /* ---- mdsl_space.c ------------------------------------------------------ */

@@ -381,7 +381,7 @@ static void test_reporter_cancel(void **state)
     struct fixture f;
     fixture_init(&f);
     struct mdsl_ring1_opts o = { .store = f.e.s, .interval_ms = 10, .page = 1,
-                                 .pause_us = 1000 };
+                                 .pause_ms = 1 };
     mdsl_ring1 *r = NULL;
     assert_int_equal(mdsl_ring1_start(&o, &r), 0);
     mdsl_ring1_id(r, 1);
