@@ -359,7 +359,7 @@ static struct result run_mdsl(bool column, enum wl w, size_t batch, uint64_t nco
         die_rc("mdsl_store_open", rc);
 
     struct slice_state *ss = xt_calloc(opt.nslices, sizeof *ss);
-    struct mdsl_rec *recs = xt_malloc((batch + opt.nslices) * sizeof *recs);
+    struct xt_store_rec *recs = xt_malloc((batch + opt.nslices) * sizeof *recs);
     struct batch b = { 0 };
     rng_state = opt.seed;
     struct counters c0 = counters_now();
@@ -375,8 +375,7 @@ static struct result run_mdsl(bool column, enum wl w, size_t batch, uint64_t nco
             row_encode(&sl->image, r, !column);
             res.payload += row_payload(r);
             if (column && r->dlen)
-                recs[n++] = (struct mdsl_rec){ .type = MDSL_REC_COLUMN, .fsid = 1, .table = 1,
-                                               .slice = r->slice, .version = txid,
+                recs[n++] = (struct xt_store_rec){ .type = XT_STORE_COLUMN, .id = { .fsid = 1, .slice = r->slice, .table = 1 }, .version = txid,
                                                .key = r->uuid, .group = COL_GROUP_DATA,
                                                .data = r->data, .len = r->dlen };
         }
@@ -387,8 +386,7 @@ static struct result run_mdsl(bool column, enum wl w, size_t batch, uint64_t nco
             bool img = opt.image_frac > 0 &&
                        (double)(sl->delta_since_image + sl->delta.len) >
                            opt.image_frac * (double)sl->image.len;
-            struct mdsl_rec r = { .type = img ? MDSL_REC_IMAGE : MDSL_REC_DELTA, .fsid = 1,
-                                  .table = 1, .slice = k, .version = txid };
+            struct xt_store_rec r = { .type = img ? XT_STORE_IMAGE : XT_STORE_DELTA, .id = { .fsid = 1, .slice = k, .table = 1 }, .version = txid };
             if (img) {
                 r.data = sl->image.p;
                 r.len = (uint32_t)sl->image.len;

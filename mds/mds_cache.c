@@ -215,7 +215,7 @@ void mds_cache_resize(mds_cache *c, mds_cent *e)
 
 /* Load k's records from the first place that holds a live copy (invariant
  * 7): current placement, then the previous one. *site: where. */
-static int load_placed(mds_cache *c, const struct mds_key *k, struct mds_load *ld,
+static int load_placed(mds_cache *c, const struct mds_key *k, struct xt_store_load *ld,
                        uint32_t *site)
 {
     uint32_t at[2];
@@ -223,7 +223,9 @@ static int load_placed(mds_cache *c, const struct mds_key *k, struct mds_load *l
     bool moved = false;
     int rc = -ENOENT;
     for (int i = 0; i < (at[1] == at[0] ? 1 : 2); i++) {
-        rc = mds_store_load(c->o.store, at[i], k->fsid, k->table, k->slice, ld);
+        rc = mds_store_load(c->o.store, at[i],
+                            (xt_slice_id){ .fsid = k->fsid, .slice = k->slice, .table = k->table },
+                            ld);
         if (rc == 0) {
             *site = at[i];
             return 0;
@@ -248,7 +250,7 @@ static int read_slice(mds_cache *c, const struct mds_key *k, xt_slice **out, uin
     int rc = c->o.before_load ? c->o.before_load(c->o.before_load_arg, k, fenced) : 0;
     if (rc < 0)
         return rc;
-    struct mds_load ld;
+    struct xt_store_load ld;
     uint64_t t0 = xt_mono_ns();
     rc = load_placed(c, k, &ld, site);
     if (rc < 0) {
@@ -262,7 +264,7 @@ static int read_slice(mds_cache *c, const struct mds_key *k, xt_slice **out, uin
         rc = -EBADMSG;
         goto out;
     }
-    rc = xt_slice_decode(ld.image.bytes, ld.image.len, &s);
+    rc = xt_slice_decode(ld.image.data, ld.image.len, &s);
     if (rc < 0) {
         XT_ERR("cache: fs %u table %llu slice %u: image v%llu does not decode (%d)",
                k->fsid, (unsigned long long)k->table, k->slice,
@@ -273,7 +275,7 @@ static int read_slice(mds_cache *c, const struct mds_key *k, xt_slice **out, uin
     *image_bytes = ld.image.len;
     *delta_bytes = 0;
     for (size_t i = 0; i < ld.ndeltas; i++) {
-        rc = xt_slice_apply_delta(s, ld.deltas[i].bytes, ld.deltas[i].len);
+        rc = xt_slice_apply_delta(s, ld.deltas[i].data, ld.deltas[i].len);
         if (rc < 0) {
             XT_ERR("cache: fs %u table %llu slice %u: delta v%llu does not apply (%d)",
                    k->fsid, (unsigned long long)k->table, k->slice,
@@ -288,7 +290,7 @@ static int read_slice(mds_cache *c, const struct mds_key *k, xt_slice **out, uin
     *out = s;
 out:
     mds_stats_record(c->o.stats, MDS_OP_LOAD, xt_mono_ns() - t0, rc);
-    mds_load_free(&ld);
+    xt_store_load_free(&ld);
     return rc;
 }
 

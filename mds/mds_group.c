@@ -307,19 +307,19 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         }
         if (rc == 0 && cm->snap) {
             const struct mds_key *k = mds_cent_key(e);
-            struct mds_rec r = {
-                .fsid = k->fsid, .table = k->table, .slice = k->slice,
-                .version = cm->version + 1, .full_image = cm->snap_image,
-                .bytes = cm->snap, .len = cm->snap_len, .sys = cm->snap_sys,
+            xt_slice_id id = { .fsid = k->fsid, .slice = k->slice, .table = k->table };
+            struct xt_store_rec r = {
+                .type = cm->snap_image ? XT_STORE_IMAGE : XT_STORE_DELTA,
+                .flags = cm->snap_sys ? XT_STORE_F_SYS : 0, .id = id,
+                .version = cm->version + 1, .data = cm->snap, .len = (uint32_t)cm->snap_len,
             };
-            rc = mds_group_tx_add(&t, cm->snap_site, &r);
+            rc = cm->snap_len > UINT32_MAX ? -E2BIG : mds_group_tx_add(&t, cm->snap_site, &r);
             if (rc == 0 && cm->snap_site != cm->site) {
                 /* The move's other half: same txid, same version. */
                 static const uint8_t none[1];
-                struct mds_rec tomb = {
-                    .fsid = k->fsid, .table = k->table, .slice = k->slice,
-                    .version = r.version, .full_image = true, .bytes = none, .len = 0,
-                    .moved = true,
+                struct xt_store_rec tomb = {
+                    .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED, .id = id,
+                    .version = r.version, .data = none, .len = 0,
                 };
                 rc = mds_group_tx_add(&t, cm->site, &tomb);
             }

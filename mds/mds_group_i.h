@@ -105,8 +105,8 @@ struct mds_group_batch {
     mds_group *g;
     uint32_t site;
     uint64_t txid;
-    struct mds_rec *recs;   /* xt_malloc'd; the bytes they point at are the
-                               slices' snapshots, borrowed until the commit */
+    struct xt_store_rec *recs; /* xt_malloc'd; the bytes they point at are the
+                                  slices' snapshots, borrowed until the commit */
     size_t n, cap;
     int op, rc;
     bool moved_out; /* holds a MOVED tombstone: an old site X of a move */
@@ -117,12 +117,12 @@ struct mds_group_tx {
     struct mds_group_batch *b;
     size_t nb;
     bool reserve;           /* frees at least what it adds: every record
-                               says so (struct mds_rec `reserve`) */
+                               says so (XT_STORE_F_RESERVE) */
 };
 
-/* Add *r (copied; r->bytes borrowed) to site's batch; a MOVED record marks
+/* Add *r (copied; r->data borrowed) to site's batch; a MOVED record marks
  * the batch as an old site of a move. 0 or -ENOMEM. */
-int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct mds_rec *r);
+int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct xt_store_rec *r);
 /* Frees the batches; t is empty after (freeing an empty one is a no-op). */
 void mds_group_tx_free(struct mds_group_tx *t);
 /* Commit txid with t's records plus the decision record at the home, then

@@ -107,9 +107,9 @@ static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_
     *epoch = 0;
     *last = 0;
     for (size_t p = 0; p < np; p++) {
-        struct mds_load ld;
-        int rc = mds_store_load(g->o.store, parts[p], MDS_COORD_FSID, MDS_COORD_TABLE, site,
-                                &ld);
+        struct xt_store_load ld;
+        xt_slice_id id = { .fsid = MDS_COORD_FSID, .slice = site, .table = MDS_COORD_TABLE };
+        int rc = mds_store_load(g->o.store, parts[p], id, &ld);
         if (rc == -ENOENT)
             continue;
         if (rc < 0)
@@ -119,8 +119,8 @@ static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_
         if (!ld.has_image || ld.ndeltas)
             rc = -EBADMSG;
         else
-            rc = decision_decode(ld.image.bytes, ld.image.len, site, &e, &t);
-        mds_load_free(&ld);
+            rc = decision_decode(ld.image.data, ld.image.len, site, &e, &t);
+        xt_store_load_free(&ld);
         if (rc < 0) {
             XT_ERR("group: site %u: corrupt decision record at site %u", site, parts[p]);
             return rc;

@@ -28,11 +28,11 @@
 
 enum { OP_PREPARE, OP_COMMIT, OP_ABORT };
 
-static int batch_add(struct mds_group_batch *b, const struct mds_rec *r)
+static int batch_add(struct mds_group_batch *b, const struct xt_store_rec *r)
 {
     if (b->n == b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 8;
-        struct mds_rec *nr = xt_realloc(b->recs, nc * sizeof *nr);
+        struct xt_store_rec *nr = xt_realloc(b->recs, nc * sizeof *nr);
         if (!nr)
             return -ENOMEM;
         b->recs = nr;
@@ -306,11 +306,11 @@ static long batch_for(struct mds_group_tx *t, uint32_t site)
     return (long)t->nb++;
 }
 
-int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct mds_rec *r)
+int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct xt_store_rec *r)
 {
     long bi = batch_for(t, site);
     int rc = bi < 0 ? (int)bi : batch_add(&t->b[bi], r);
-    if (rc == 0 && r->moved)
+    if (rc == 0 && (r->flags & XT_STORE_F_MOVED))
         t->b[bi].moved_out = true;
     return rc;
 }
@@ -319,15 +319,17 @@ int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx *t)
 {
     uint8_t dec[MDS_DECISION_SIZE];
     mds_group_decision_encode(dec, g->o.site_id, mds_txid_epoch(txid), txid);
-    struct mds_rec r = {
-        .fsid = MDS_COORD_FSID, .table = MDS_COORD_TABLE, .slice = g->o.site_id,
-        .version = txid, .full_image = true, .bytes = dec, .len = sizeof dec,
+    struct xt_store_rec r = {
+        .type = XT_STORE_IMAGE,
+        .id = { .fsid = MDS_COORD_FSID, .slice = g->o.site_id, .table = MDS_COORD_TABLE },
+        .version = txid, .data = dec, .len = sizeof dec,
     };
     long home = batch_for(t, g->o.home_site);
     int rc = home < 0 ? (int)home : batch_add(&t->b[home], &r);
     for (size_t i = 0; i < t->nb && rc == 0; i++)
         for (size_t j = 0; j < t->b[i].n; j++)
-            t->b[i].recs[j].reserve = t->reserve;
+            if (t->reserve)
+                t->b[i].recs[j].flags |= XT_STORE_F_RESERVE;
     if (rc == 0)
         rc = tx_run(g, txid, t->b, t->nb, (size_t)home);
     mds_group_tx_free(t);

@@ -67,7 +67,7 @@ static uint64_t ring0_now(mds_mover *m)
     return m->o.ring0_version ? m->o.ring0_version(m->o.route_arg) : 0;
 }
 
-static bool owns(mds_mover *m, const struct mds_slice_info *s)
+static bool owns(mds_mover *m, const xt_slice_id *s)
 {
     uint32_t owner = s->slice == MDS_META_SLICE ? 0 : s->slice;
     return !m->o.owns || m->o.owns(m->o.route_arg, s->fsid, s->table, owner);
@@ -160,9 +160,10 @@ static bool flush(mds_mover *m)
 
 /* One listed slice of site `at`. Returns 1 when it is (or may be) this
  * MDS's to move, 0 when not, a negative errno on a failure. */
-static int consider(mds_mover *m, uint32_t at, const struct mds_slice_info *s, uint64_t req)
+static int consider(mds_mover *m, uint32_t at, const struct xt_store_slice *info, uint64_t req)
 {
-    if (s->fsid == 0 || s->moved || !owns(m, s) ||
+    const xt_slice_id *s = &info->id;
+    if (s->fsid == 0 || info->moved || !owns(m, s) ||
         mds_place_current(m->o.place, s->fsid, s->table, s->slice) == at)
         return 0;
     const struct mds_key k = { .fsid = s->fsid, .slice = s->slice, .table = s->table };
@@ -212,8 +213,8 @@ static long pass(mds_mover *m, uint64_t req, const uint32_t *losing, size_t n)
     m->rate_t0 = xt_mono_ns();
     m->rate_sent = 0;
     for (size_t i = 0; i < n && !err; i++) {
-        struct mds_slice_page pg;
-        uint8_t cursor[MDS_LIST_CURSOR_MAX];
+        struct xt_store_list pg;
+        uint8_t cursor[XT_STORE_CURSOR_MAX];
         uint32_t clen = 0;
         bool end = false;
         while (!end && !err) {
@@ -232,10 +233,10 @@ static long pass(mds_mover *m, uint64_t req, const uint32_t *losing, size_t n)
                     err = -ECANCELED;
                     break;
                 }
-                rc = consider(m, losing[i], &pg.v[j], req);
+                rc = consider(m, losing[i], &pg.slices[j], req);
                 if (rc < 0) {
-                    XT_WARN("mover: slice %u/%llu/%u at MDSL %u: %s", pg.v[j].fsid,
-                            (unsigned long long)pg.v[j].table, pg.v[j].slice, losing[i],
+                    XT_WARN("mover: slice %u/%llu/%u at MDSL %u: %s", pg.slices[j].id.fsid,
+                            (unsigned long long)pg.slices[j].id.table, pg.slices[j].id.slice, losing[i],
                             strerror(-rc));
                     count(m, &m->info.errors, 1);
                     found++; /* not moved: the pass must not count as a walk */
@@ -246,7 +247,7 @@ static long pass(mds_mover *m, uint64_t req, const uint32_t *losing, size_t n)
             memcpy(cursor, pg.cursor, pg.cursor_len);
             clen = pg.cursor_len;
             end = pg.end || pg.n == 0;
-            mds_slice_page_free(&pg);
+            xt_store_list_free(&pg);
         }
     }
     if (!flush(m) && !err)

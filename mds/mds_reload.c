@@ -47,9 +47,10 @@ static uint64_t ring0_now(mds_reload *r)
 
 /* One listed slice: 1 loaded, 0 nothing to do, -EAGAIN not loadable yet
  * (a handover or split in flight), or another negative errno. */
-static int consider(mds_reload *r, const struct mds_slice_info *s)
+static int consider(mds_reload *r, const struct xt_store_slice *info)
 {
-    if (!s->sys || s->moved || s->fsid == 0 || s->slice == MDS_META_SLICE ||
+    const xt_slice_id *s = &info->id;
+    if (!info->sys || info->moved || s->fsid == 0 || s->slice == MDS_META_SLICE ||
         (r->o.owns && !r->o.owns(r->o.route_arg, s->fsid, s->table, s->slice)))
         return 0;
     const struct mds_key k = { .fsid = s->fsid, .slice = s->slice, .table = s->table };
@@ -86,11 +87,11 @@ static int pass(mds_reload *r)
     if ((err = mds_group_participants(r->o.group, &sites, &nsites)) < 0)
         return err;
     for (size_t i = 0; i < nsites && !stopping(r); i++) {
-        uint8_t cursor[MDS_LIST_CURSOR_MAX];
+        uint8_t cursor[XT_STORE_CURSOR_MAX];
         uint32_t clen = 0;
         bool end = false;
         while (!end && !stopping(r)) {
-            struct mds_slice_page pg;
+            struct xt_store_list pg;
             int rc = mds_store_list_slices(r->o.store, sites[i], cursor, clen, RELOAD_PAGE,
                                            &pg);
             if (rc < 0) {
@@ -99,23 +100,25 @@ static int pass(mds_reload *r)
                 break;
             }
             for (size_t j = 0; j < pg.n && !stopping(r); j++) {
-                rc = consider(r, &pg.v[j]);
+                rc = consider(r, &pg.slices[j]);
                 if (rc > 0) {
                     XT_DBG("reload: slice %u of table %llu (fs %u) holds system rows: loaded",
-                           pg.v[j].slice, (unsigned long long)pg.v[j].table, pg.v[j].fsid);
+                           pg.slices[j].id.slice, (unsigned long long)pg.slices[j].id.table,
+                           pg.slices[j].id.fsid);
                     mds_stats_add(r->o.stats, MDS_CTR_SYS_RELOADS, 1);
                 } else if (rc == -EAGAIN) {
                     again = true;
                 } else if (rc < 0) {
-                    XT_WARN("reload: slice %u of table %llu (fs %u): %s", pg.v[j].slice,
-                            (unsigned long long)pg.v[j].table, pg.v[j].fsid, strerror(-rc));
+                    XT_WARN("reload: slice %u of table %llu (fs %u): %s",
+                            pg.slices[j].id.slice, (unsigned long long)pg.slices[j].id.table,
+                            pg.slices[j].id.fsid, strerror(-rc));
                     err = err ? err : rc;
                 }
             }
             memcpy(cursor, pg.cursor, pg.cursor_len);
             clen = pg.cursor_len;
             end = pg.end || pg.n == 0;
-            mds_slice_page_free(&pg);
+            xt_store_list_free(&pg);
         }
     }
     xt_free(sites);

@@ -7,7 +7,7 @@
  * (or when ring 0 gives this MDS another MDS's slices) a slice nobody
  * reads again would keep its outbox rows for good: a parent's count
  * behind, a directory missing from the GDT. Each slice record says whether
- * the slice held system rows (struct mds_rec `sys`, MDSL_F_SYS), the MDSL
+ * the slice held system rows (XT_STORE_F_SYS), the MDSL
  * lists that flag, and this thread walks the listings of every MDSL and
  * loads the flagged slices ring 0 gives this MDS.
  *

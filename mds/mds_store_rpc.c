@@ -101,33 +101,11 @@ int mds_store_rpc_set_site(mds_store_rpc *r, uint32_t site, const char *addr)
     return 0;
 }
 
-static int rpc_prepare(void *ctx, uint32_t site, uint64_t txid, const struct mds_rec *recs,
+static int rpc_prepare(void *ctx, uint32_t site, uint64_t txid, const struct xt_store_rec *recs,
                        size_t n)
 {
     xt_rpc_pool *p = pool_of(ctx, site);
-    if (!p)
-        return -EHOSTUNREACH;
-    struct xt_store_rec *sr = xt_calloc(n, sizeof *sr);
-    if (!sr)
-        return -ENOMEM;
-    for (size_t i = 0; i < n; i++) {
-        if (recs[i].len > UINT32_MAX) {
-            xt_free(sr);
-            return -E2BIG;
-        }
-        sr[i] = (struct xt_store_rec){ .type = recs[i].full_image ? XT_STORE_IMAGE
-                                                                  : XT_STORE_DELTA,
-                                       .flags = (uint8_t)((recs[i].moved ? XT_STORE_F_MOVED : 0) |
-                                                          (recs[i].sys ? XT_STORE_F_SYS : 0) |
-                                                          (recs[i].reserve ? XT_STORE_F_RESERVE
-                                                                           : 0)),
-                                       .fsid = recs[i].fsid, .table = recs[i].table,
-                                       .slice = recs[i].slice, .version = recs[i].version,
-                                       .data = recs[i].bytes, .len = (uint32_t)recs[i].len };
-    }
-    int rc = xt_mdsl_prepare(p, NULL, txid, sr, n);
-    xt_free(sr);
-    return rc;
+    return p ? xt_mdsl_prepare(p, NULL, txid, recs, n) : -EHOSTUNREACH;
 }
 
 static int rpc_commit(void *ctx, uint32_t site, uint64_t txid)
@@ -142,33 +120,11 @@ static int rpc_abort(void *ctx, uint32_t site, uint64_t txid)
     return p ? xt_mdsl_abort(p, NULL, txid) : -EHOSTUNREACH;
 }
 
-static int rpc_load(void *ctx, uint32_t site, uint32_t fsid, uint64_t table, uint32_t slice,
-                    struct mds_load *out)
+static int rpc_load(void *ctx, uint32_t site, xt_slice_id id, struct xt_store_load *out)
 {
     memset(out, 0, sizeof *out);
     xt_rpc_pool *p = pool_of(ctx, site);
-    if (!p)
-        return -EHOSTUNREACH;
-    struct xt_store_load l;
-    int rc = xt_mdsl_load_slice(p, NULL, fsid, table, slice, &l);
-    if (rc)
-        return rc;
-    if (l.ndeltas) {
-        out->deltas = xt_calloc(l.ndeltas, sizeof *out->deltas);
-        if (!out->deltas) {
-            xt_store_load_free(&l);
-            return -ENOMEM;
-        }
-    }
-    /* Hand the buffers over (same allocator); only the length type differs. */
-    out->has_image = l.has_image;
-    out->image = (struct mds_blob){ l.image.version, l.image.data, l.image.len };
-    for (size_t i = 0; i < l.ndeltas; i++)
-        out->deltas[i] = (struct mds_blob){ l.deltas[i].version, l.deltas[i].data,
-                                            l.deltas[i].len };
-    out->ndeltas = l.ndeltas;
-    xt_free(l.deltas);
-    return 0;
+    return p ? xt_mdsl_load_slice(p, NULL, id, out) : -EHOSTUNREACH;
 }
 
 static int rpc_list_prepared(void *ctx, uint32_t site, uint64_t **txids, size_t *n)
@@ -188,37 +144,11 @@ static int rpc_list_prepared(void *ctx, uint32_t site, uint64_t **txids, size_t 
 }
 
 static int rpc_list_slices(void *ctx, uint32_t site, const void *cursor, uint32_t cursor_len,
-                           uint32_t max, struct mds_slice_page *out)
+                           uint32_t max, struct xt_store_list *out)
 {
     memset(out, 0, sizeof *out);
     xt_rpc_pool *p = pool_of(ctx, site);
-    if (!p)
-        return -EHOSTUNREACH;
-    struct xt_store_list l;
-    int rc = xt_mdsl_list_slices(p, NULL, cursor, cursor_len, max, &l);
-    if (rc)
-        return rc;
-    if (l.cursor_len > MDS_LIST_CURSOR_MAX) { /* the glue bounds it at 64 too */
-        xt_store_list_free(&l);
-        return -EPROTO;
-    }
-    if (l.n && !(out->v = xt_calloc(l.n, sizeof *out->v))) {
-        xt_store_list_free(&l);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < l.n; i++)
-        out->v[i] = (struct mds_slice_info){ .fsid = l.slices[i].fsid,
-                                             .slice = l.slices[i].slice,
-                                             .table = l.slices[i].table,
-                                             .version = l.slices[i].version,
-                                             .moved = l.slices[i].moved,
-                                             .sys = l.slices[i].sys };
-    out->n = l.n;
-    memcpy(out->cursor, l.cursor, l.cursor_len);
-    out->cursor_len = l.cursor_len;
-    out->end = l.end;
-    xt_store_list_free(&l);
-    return 0;
+    return p ? xt_mdsl_list_slices(p, NULL, cursor, cursor_len, max, out) : -EHOSTUNREACH;
 }
 
 static const struct mds_store_ops rpc_ops = {

@@ -61,7 +61,7 @@ int mdsl_entries_decode(const uint8_t *payload, uint32_t len, struct mdsl_entry 
     for (size_t i = 0; i < k; i++) {
         mdsl_seg_entry_get(payload + i * MDSL_ENTRY_SIZE, &v[i]);
         uint8_t t = v[i].type;
-        if ((t != MDSL_REC_IMAGE && t != MDSL_REC_DELTA && t != MDSL_REC_COLUMN) ||
+        if ((t != XT_STORE_IMAGE && t != XT_STORE_DELTA && t != XT_STORE_COLUMN) ||
             v[i].len < MDSL_HDR_SIZE) {
             xt_free(v);
             return -EBADMSG;
@@ -139,7 +139,7 @@ static int plist_collect(const struct mdsl_ikey *k, const struct mdsl_ptr *p, vo
 static int slice_assert(struct plist *w, struct mdsl_slstate *ns, const struct mdsl_ptr *np)
 {
     uint64_t v = np->version;
-    bool image = np->type == MDSL_REC_IMAGE;
+    bool image = np->type == XT_STORE_IMAGE;
     if (ns->has_img && (image ? ns->img > v : ns->img >= v))
         return 0;
     size_t k = 0;
@@ -160,7 +160,7 @@ static int slice_assert(struct plist *w, struct mdsl_slstate *ns, const struct m
     if (image) {
         ns->has_img = true;
         ns->img = v;
-        ns->img_moved = (np->flags & MDSL_F_MOVED) != 0;
+        ns->img_moved = (np->flags & XT_STORE_F_MOVED) != 0;
         ns->lo = v; /* everything older is gone: w held all of it */
     } else if (!ns->any || v < ns->lo) {
         ns->lo = v;
@@ -182,29 +182,34 @@ static int state_collect(const struct mdsl_ikey *k, const struct mdsl_ptr *p, vo
     if (!st->any || v > st->hi)
         st->hi = v;
     st->any = true;
-    if (p->type == MDSL_REC_IMAGE && (!st->has_img || v > st->img)) {
+    if (p->type == XT_STORE_IMAGE && (!st->has_img || v > st->img)) {
         st->has_img = true;
         st->img = v;
-        st->img_moved = (p->flags & MDSL_F_MOVED) != 0;
+        st->img_moved = (p->flags & XT_STORE_F_MOVED) != 0;
     }
     return 0;
 }
 
-int mdsl_apply_slice_state(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
-                           struct mdsl_slstate *st)
+static xt_slice_id slice_of(const struct folder *fo, uint32_t slice)
 {
-    if (mdsl_sltab_get(s->slices, fsid, table, slice, st))
+    return (xt_slice_id){ .fsid = fo->fsid, .slice = slice, .table = fo->table };
+}
+
+int mdsl_apply_slice_state(mdsl_store *s, xt_slice_id id, struct mdsl_slstate *st)
+{
+    assert(!mdsl_st_mu_held(s));
+    if (mdsl_sltab_get(s->slices, id, st))
         return 0;
     *st = (struct mdsl_slstate){ 0 };
-    int rc = mdsl_index_scan_slice(s->idx, fsid, table, slice, state_collect, st);
+    int rc = mdsl_index_scan_slice(s->idx, id, state_collect, st);
     if (rc == 0)
-        (void)mdsl_sltab_put(s->slices, fsid, table, slice, st); /* a cache */
+        (void)mdsl_sltab_put(s->slices, id, st); /* a cache */
     return rc;
 }
 
 static int slice_state(struct apply_ctx *c, uint32_t slice, struct mdsl_slstate *st)
 {
-    return mdsl_apply_slice_state(c->s, c->fo->fsid, c->fo->table, slice, st);
+    return mdsl_apply_slice_state(c->s, slice_of(c->fo, slice), st);
 }
 
 static int su_add(struct apply_ctx *c, uint32_t slice, const struct mdsl_slstate *st)
@@ -217,7 +222,7 @@ static int su_add(struct apply_ctx *c, uint32_t slice, const struct mdsl_slstate
         c->su = nv;
         c->capsu = nc;
     }
-    c->su[c->nsu++] = (struct slice_upd){ c->fo->fsid, slice, c->fo->table, *st };
+    c->su[c->nsu++] = (struct slice_upd){ slice_of(c->fo, slice), *st };
     return 0;
 }
 
@@ -241,7 +246,7 @@ static int read_affected(struct apply_ctx *c, uint32_t slice, const struct mdsl_
     uint64_t to = 0;
     for (size_t i = 0; i < n; i++) {
         const struct mdsl_entry *f = &e[idx[i]];
-        if (f->type == MDSL_REC_IMAGE && (!st->has_img || f->version >= st->img) &&
+        if (f->type == XT_STORE_IMAGE && (!st->has_img || f->version >= st->img) &&
             f->version >= st->lo && (!scan || f->version > to))
             scan = true, to = f->version;
     }
@@ -249,11 +254,10 @@ static int read_affected(struct apply_ctx *c, uint32_t slice, const struct mdsl_
         return 0;
     int rc = 0;
     if (scan)
-        rc = mdsl_index_scan_slice_from(c->s->idx, fo->fsid, fo->table, slice, st->lo, to,
+        rc = mdsl_index_scan_slice_from(c->s->idx, slice_of(fo, slice), st->lo, to,
                                         plist_collect, cur);
     size_t scanned = cur->n;
-    struct mdsl_ikey k = { .kind = MDSL_IK_SLICE, .fsid = fo->fsid, .table = fo->table,
-                           .slice = slice };
+    struct mdsl_ikey k = { .kind = MDSL_IK_SLICE, .id = slice_of(fo, slice) };
     for (size_t i = 0; i < n && rc == 0; i++) {
         k.version = e[idx[i]].version;
         if (k.version < st->lo || k.version > st->hi || (scan && k.version <= to))
@@ -293,8 +297,7 @@ static int apply_slice(struct apply_ctx *c, uint32_t slice, const struct mdsl_en
         struct mdsl_ptr np = entry_ptr(&e[idx[i]], evidence);
         rc = slice_assert(&w, &ns, &np);
     }
-    struct mdsl_ikey k = { .kind = MDSL_IK_SLICE, .fsid = fo->fsid, .table = fo->table,
-                           .slice = slice };
+    struct mdsl_ikey k = { .kind = MDSL_IK_SLICE, .id = slice_of(fo, slice) };
     /* diff the two version-sorted lists into puts and deletes; pointers
      * outside cur are untouched by the rules, so this is the whole change */
     size_t i = 0, j = 0;
@@ -330,8 +333,8 @@ static int apply_column(struct apply_ctx *c, const struct mdsl_entry *e, const s
 {
     struct folder *fo = c->fo;
     const struct mdsl_entry *f = &e[idx[0]];
-    struct mdsl_ikey k = { .kind = MDSL_IK_COLUMN, .fsid = fo->fsid, .table = fo->table,
-                           .slice = f->slice, .key = f->key, .group = f->group };
+    struct mdsl_ikey k = { .kind = MDSL_IK_COLUMN, .id = slice_of(fo, f->slice),
+                           .key = f->key, .group = f->group };
     struct mdsl_ptr old, cur;
     int rc = mdsl_index_get(c->s->idx, &k, &old);
     if (rc < 0 && rc != -ENOENT)
@@ -359,7 +362,7 @@ static int cmp_entry(const void *a, const void *b)
 {
     size_t x = *(const size_t *)a, y = *(const size_t *)b;
     const struct mdsl_entry *p = &sort_base[x], *q = &sort_base[y];
-    int pc = p->type == MDSL_REC_COLUMN, qc = q->type == MDSL_REC_COLUMN;
+    int pc = p->type == XT_STORE_COLUMN, qc = q->type == XT_STORE_COLUMN;
     if (pc != qc)
         return pc - qc;
     if (p->slice != q->slice)
@@ -375,6 +378,8 @@ static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
 
 int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n, uint32_t evidence)
 {
+    assert(c && c->s && c->fo && c->b);
+    assert(!mdsl_st_mu_held(c->s)); /* reads the index */
     if (n == 0)
         return 0;
     size_t *idx = xt_malloc(n * sizeof *idx);
@@ -389,11 +394,11 @@ int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0;) {
         const struct mdsl_entry *f = &e[idx[i]];
-        bool col = f->type == MDSL_REC_COLUMN;
+        bool col = f->type == XT_STORE_COLUMN;
         size_t j = i + 1;
         while (j < n) {
             const struct mdsl_entry *g = &e[idx[j]];
-            if ((g->type == MDSL_REC_COLUMN) != col || g->slice != f->slice ||
+            if ((g->type == XT_STORE_COLUMN) != col || g->slice != f->slice ||
                 (col && (g->key != f->key || g->group != f->group)))
                 break;
             j++;
@@ -408,6 +413,7 @@ int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n
 
 void mdsl_apply_live(struct apply_ctx *c)
 {
+    assert(mdsl_st_mu_held(c->s));
     for (size_t i = 0; i < c->nld; i++) {
         struct live_delta *d = &c->ld[i];
         struct seg *sg = mdsl_st_seg_find(mdsl_st_segarr(d->fo, d->is_cs, d->group, false), d->segno);
@@ -421,7 +427,7 @@ void mdsl_apply_done(struct apply_ctx *c)
 {
     for (size_t i = 0; i < c->nsu; i++) {
         struct slice_upd *u = &c->su[i];
-        (void)mdsl_sltab_put(c->s->slices, u->fsid, u->table, u->slice, &u->st);
+        (void)mdsl_sltab_put(c->s->slices, u->id, &u->st);
     }
     c->nsu = 0;
 }
@@ -431,7 +437,7 @@ void mdsl_apply_ctx_free(struct apply_ctx *c)
     /* not done: the batch may or may not be in the index; forget those
      * slices so that their next commit re-reads them (invariant 4) */
     for (size_t i = 0; i < c->nsu; i++)
-        mdsl_sltab_del(c->s->slices, c->su[i].fsid, c->su[i].table, c->su[i].slice);
+        mdsl_sltab_del(c->s->slices, c->su[i].id);
     mdsl_index_batch_free(c->b);
     xt_free(c->ld);
     xt_free(c->su);

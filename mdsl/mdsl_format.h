@@ -19,9 +19,9 @@
  *
  *   off size field
  *     0   4  magic        MDSL_MAGIC ("MDSL" read as little-endian bytes)
- *     4   1  type         enum mdsl_rec_type
- *     5   1  flags        MDSL_F_* (TOMBSTONE on empty COLUMN records,
- *                         MOVED on empty IMAGE records)
+ *     4   1  type         XT_STORE_IMAGE..COLUMN or enum mdsl_rec_type
+ *     5   1  flags        XT_STORE_F_* (TOMBSTONE on empty COLUMN records,
+ *                         MOVED on empty IMAGE records, SYS)
  *     6   2  format       MDSL_FORMAT_VERSION
  *     8   4  payload_len  bytes after the header
  *    12   4  fsid
@@ -68,6 +68,8 @@
 
 #include <stdint.h>
 
+#include "xt_store.h"
+
 #define MDSL_MAGIC          UINT32_C(0x4C53444D) /* 'M' 'D' 'S' 'L' */
 #define MDSL_FORMAT_VERSION 1
 #define MDSL_HDR_SIZE       64
@@ -106,10 +108,11 @@ enum {
     MDSL_EO_KEY = 48,
 };
 
+/* Types 1..3 are the data records of the storage contract (XT_STORE_IMAGE,
+ * XT_STORE_DELTA, XT_STORE_COLUMN, xt_store.h); the MDSL's own records
+ * follow. Flags are the contract's XT_STORE_F_* (TOMBSTONE, MOVED, SYS);
+ * XT_STORE_F_RESERVE is never stored. */
 enum mdsl_rec_type {
-    MDSL_REC_IMAGE = 1,   /* full slice image (opaque bytes) */
-    MDSL_REC_DELTA = 2,   /* slice delta: changed rows since version-1 */
-    MDSL_REC_COLUMN = 3,  /* one row's column-group bytes */
     MDSL_REC_PREPARE = 4, /* manifest of a prepared transaction */
     MDSL_REC_COMMIT = 5,
     MDSL_REC_ABORT = 6,
@@ -117,11 +120,6 @@ enum mdsl_rec_type {
     MDSL_REC_MD = 8,      /* table metadata (in `md`) */
 };
 #define MDSL_REC_TYPE_MAX 8
-
-#define MDSL_F_TOMBSTONE 0x01 /* COLUMN: the row's group is deleted */
-#define MDSL_F_MOVED 0x02     /* IMAGE, empty: the slice moved to another MDSL
-                                 (docs/mdsl-scale.md decision 2) */
-#define MDSL_F_SYS 0x04       /* IMAGE/DELTA: the slice holds system rows after
-                                 this record (XT_STORE_F_SYS; listed) */
+_Static_assert(XT_STORE_COLUMN + 1 == MDSL_REC_PREPARE, "record types are one numbering");
 
 #endif /* MDSL_FORMAT_H */

@@ -52,9 +52,9 @@ static uint64_t get_be64(const uint8_t *p)
 static size_t key_enc(uint8_t *p, const struct mdsl_ikey *k)
 {
     p[0] = k->kind;
-    be32(p + 1, k->fsid);
-    be64(p + 5, k->table);
-    be32(p + 13, k->slice);
+    be32(p + 1, k->id.fsid);
+    be64(p + 5, k->id.table);
+    be32(p + 13, k->id.slice);
     if (k->kind == MDSL_IK_SLICE) {
         be64(p + 17, k->version);
         return 25;
@@ -70,9 +70,9 @@ static bool key_dec(const uint8_t *p, size_t n, struct mdsl_ikey *k)
     if (n < 17)
         return false;
     k->kind = p[0];
-    k->fsid = get_be32(p + 1);
-    k->table = get_be64(p + 5);
-    k->slice = get_be32(p + 13);
+    k->id.fsid = get_be32(p + 1);
+    k->id.table = get_be64(p + 5);
+    k->id.slice = get_be32(p + 13);
     if (k->kind == MDSL_IK_SLICE && n == 25) {
         k->version = get_be64(p + 17);
         return true;
@@ -295,24 +295,23 @@ static int upto(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
     return rc == STOP_SCAN ? -EINVAL : rc; /* callbacks return 0 or -errno */
 }
 
-int mdsl_index_scan_slice(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32_t slice,
-                          mdsl_index_cb cb, void *arg)
+int mdsl_index_scan_slice(mdsl_index *idx, xt_slice_id id, mdsl_index_cb cb, void *arg)
 {
     uint8_t pre[17] = { MDSL_IK_SLICE };
-    be32(pre + 1, fsid);
-    be64(pre + 5, table);
-    be32(pre + 13, slice);
+    be32(pre + 1, id.fsid);
+    be64(pre + 5, id.table);
+    be32(pre + 13, id.slice);
     return scan_prefix(idx, pre, sizeof pre, cb, arg);
 }
 
-int mdsl_index_scan_slice_from(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32_t slice,
-                               uint64_t from, uint64_t to, mdsl_index_cb cb, void *arg)
+int mdsl_index_scan_slice_from(mdsl_index *idx, xt_slice_id id, uint64_t from, uint64_t to,
+                               mdsl_index_cb cb, void *arg)
 {
     struct bound b = { .to = to, .cb = cb, .arg = arg };
     uint8_t k[25] = { MDSL_IK_SLICE };
-    be32(k + 1, fsid);
-    be64(k + 5, table);
-    be32(k + 13, slice);
+    be32(k + 1, id.fsid);
+    be64(k + 5, id.table);
+    be32(k + 13, id.slice);
     be64(k + 17, from);
     int rc = scan_from(idx, k, 17, sizeof k, upto, &b);
     return rc == STOP_SCAN ? 0 : rc;
@@ -351,9 +350,9 @@ int mdsl_index_scan_slices_after(mdsl_index *idx, const struct mdsl_ikey *after,
     uint8_t k[17] = { MDSL_IK_SLICE };
     if (!after)
         return scan_prefix(idx, k, 1, cb, arg);
-    be32(k + 1, after->fsid);
-    be64(k + 5, after->table);
-    be32(k + 13, after->slice);
+    be32(k + 1, after->id.fsid);
+    be64(k + 5, after->id.table);
+    be32(k + 13, after->id.slice);
     /* the first key past that slice: (fsid, table, slice) + 1, big-endian */
     int i = 16;
     while (i > 0 && ++k[i] == 0)

@@ -29,6 +29,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "xt_store.h"
+
 typedef struct mdsl_index mdsl_index;
 typedef struct mdsl_index_batch mdsl_index_batch;
 
@@ -38,16 +40,14 @@ struct mdsl_ptr {
     uint32_t segno, len;   /* len: total record length */
     uint64_t off, csum, version;
     uint32_t evidence;
-    uint8_t type, flags;   /* record type (IMAGE/DELTA/COLUMN), MDSL_F_* */
+    uint8_t type, flags;   /* record type (IMAGE/DELTA/COLUMN), XT_STORE_F_* */
 };
 
 enum mdsl_ikind { MDSL_IK_SLICE = 'S', MDSL_IK_COLUMN = 'C' };
 
 struct mdsl_ikey {
     uint8_t kind;          /* enum mdsl_ikind */
-    uint32_t fsid;
-    uint64_t table;
-    uint32_t slice;
+    xt_slice_id id;
     uint64_t version;      /* SLICE */
     uint64_t key;          /* COLUMN: row uuid */
     uint32_t group;        /* COLUMN */
@@ -73,12 +73,11 @@ int mdsl_index_put_sweep_owed(mdsl_index *idx, uint64_t seq);
 /* Iteration; `k` and `p` are valid during the call only; a non-zero return
  * stops and is returned. Entries come in key order. */
 typedef int (*mdsl_index_cb)(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg);
-int mdsl_index_scan_slice(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32_t slice,
-                          mdsl_index_cb cb, void *arg);
+int mdsl_index_scan_slice(mdsl_index *idx, xt_slice_id id, mdsl_index_cb cb, void *arg);
 /* The slice's pointers with from <= version <= to: one seek to `from`, so
  * deletion markers below it are never walked. cb returns 0 or -errno. */
-int mdsl_index_scan_slice_from(mdsl_index *idx, uint32_t fsid, uint64_t table, uint32_t slice,
-                               uint64_t from, uint64_t to, mdsl_index_cb cb, void *arg);
+int mdsl_index_scan_slice_from(mdsl_index *idx, xt_slice_id id, uint64_t from, uint64_t to,
+                               mdsl_index_cb cb, void *arg);
 int mdsl_index_scan_table(mdsl_index *idx, uint32_t fsid, uint64_t table,
                           mdsl_index_cb cb, void *arg);
 int mdsl_index_scan_all(mdsl_index *idx, mdsl_index_cb cb, void *arg);

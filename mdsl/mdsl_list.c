@@ -19,69 +19,56 @@
 #include "mdsl_store_i.h"
 
 #include "xt_ring.h"
+#include "xt_time.h"
 
 #include <stdatomic.h>
 #include <string.h>
-#include <time.h>
 
 #define LIST_FULL 1 /* stops the scan past the last entry that fits */
 
 struct list_walk {
-    struct mdsl_slice_info *v;
+    struct xt_store_slice *v;
     size_t n, max;
     bool full;      /* a slice past the max-th exists */
 };
 
-static bool same_slice(const struct mdsl_slice_info *a, const struct mdsl_ikey *k)
-{
-    return a->fsid == k->fsid && a->table == k->table && a->slice == k->slice;
-}
-
 static int list_cb(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
 {
     struct list_walk *w = arg;
-    bool image = p->type == MDSL_REC_IMAGE;
-    struct mdsl_slice_info *last = w->n ? &w->v[w->n - 1] : NULL;
-    if (!last || !same_slice(last, k)) {
+    bool image = p->type == XT_STORE_IMAGE;
+    struct xt_store_slice *last = w->n ? &w->v[w->n - 1] : NULL;
+    if (!last || !xt_slice_id_eq(last->id, k->id)) {
         if (w->n == w->max) {
             w->full = true;
             return LIST_FULL;
         }
         last = &w->v[w->n++];
-        *last = (struct mdsl_slice_info){ .fsid = k->fsid, .table = k->table,
-                                          .slice = k->slice };
+        *last = (struct xt_store_slice){ .id = k->id };
     }
     last->version = k->version; /* keys ascend within a slice */
-    last->sys = (p->flags & MDSL_F_SYS) != 0;
+    last->sys = (p->flags & XT_STORE_F_SYS) != 0;
     if (image)
-        last->moved = (p->flags & MDSL_F_MOVED) != 0;
+        last->moved = (p->flags & XT_STORE_F_MOVED) != 0;
     return 0;
 }
 
 /* The cursor is opaque to callers: the last slice returned, little-endian. */
-static void cursor_put(uint8_t *c, const struct mdsl_slice_info *e)
+static void cursor_put(uint8_t *c, const struct xt_store_slice *e)
 {
-    xt_put_u32(c, e->fsid);
-    xt_put_u64(c + 4, e->table);
-    xt_put_u32(c + 12, e->slice);
+    xt_put_u32(c, e->id.fsid);
+    xt_put_u64(c + 4, e->id.table);
+    xt_put_u32(c + 12, e->id.slice);
 }
 
 static void cursor_get(const uint8_t *c, struct mdsl_ikey *k)
 {
-    *k = (struct mdsl_ikey){ .kind = MDSL_IK_SLICE, .fsid = xt_get_u32(c),
-                             .table = xt_get_u64(c + 4), .slice = xt_get_u32(c + 12) };
-}
-
-void mdsl_slice_list_free(struct mdsl_slice_list *l)
-{
-    if (!l)
-        return;
-    xt_free(l->v);
-    memset(l, 0, sizeof *l);
+    *k = (struct mdsl_ikey){ .kind = MDSL_IK_SLICE,
+                             .id = { .fsid = xt_get_u32(c), .slice = xt_get_u32(c + 12),
+                                     .table = xt_get_u64(c + 4) } };
 }
 
 int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_len, uint32_t max,
-                           struct mdsl_slice_list *out)
+                           struct xt_store_list *out)
 {
     memset(out, 0, sizeof *out);
     if (max == 0 || (cursor_len != 0 && cursor_len != MDSL_LIST_CURSOR) ||
@@ -103,7 +90,7 @@ int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_le
     if (w.n) {
         cursor_put(out->cursor, &w.v[w.n - 1]);
         out->cursor_len = MDSL_LIST_CURSOR;
-        out->v = w.v;
+        out->slices = w.v;
     } else {
         if (cursor_len)
             memcpy(out->cursor, cursor, cursor_len);
@@ -114,7 +101,7 @@ int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_le
 }
 
 int mdsl_store_count_misplaced(mdsl_store *s, const struct xt_ring *ring, uint32_t self,
-                               uint32_t page, unsigned pause_us, const _Atomic bool *stop,
+                               uint32_t page, unsigned pause_ms, const _Atomic bool *stop,
                                uint64_t *misplaced)
 {
     *misplaced = 0;
@@ -128,29 +115,26 @@ int mdsl_store_count_misplaced(mdsl_store *s, const struct xt_ring *ring, uint32
     for (;;) {
         if (stop && atomic_load(stop))
             return -ECANCELED;
-        struct mdsl_slice_list l;
+        struct xt_store_list l;
         int rc = mdsl_store_list_slices(s, cursor, cursor_len, page, &l);
         if (rc < 0)
             return rc;
         for (size_t i = 0; i < l.n; i++) {
-            const struct mdsl_slice_info *e = &l.v[i];
+            const struct xt_store_slice *e = &l.slices[i];
             uint32_t site = self;
-            if (e->fsid == 0 || e->moved)
+            if (e->id.fsid == 0 || e->moved)
                 continue;
-            xt_ring_lookup(ring, xt_ring_key(e->fsid, e->table, e->slice), &site);
+            xt_ring_lookup(ring, xt_ring_key(e->id.fsid, e->id.table, e->id.slice), &site);
             n += site != self;
         }
         bool end = l.end;
         memcpy(cursor, l.cursor, l.cursor_len);
         cursor_len = l.cursor_len;
-        mdsl_slice_list_free(&l);
+        xt_store_list_free(&l);
         if (end)
             break;
-        if (pause_us) {
-            struct timespec ts = { .tv_sec = pause_us / 1000000,
-                                   .tv_nsec = (long)(pause_us % 1000000) * 1000 };
-            nanosleep(&ts, NULL);
-        }
+        if (pause_ms)
+            xt_sleep_ms(pause_ms);
     }
     *misplaced = n;
     return 0;

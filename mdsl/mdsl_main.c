@@ -6,12 +6,12 @@
  * heartbeats, and reports its ring-1 counts (mdsl_ring1.h). SIGKILL at any
  * moment is safe: that is what the store's recovery is for.
  *
- * TEST ONLY: the environment variable POM_FAULT (unset in production; see
- * docs/testing-faults.md) injects faults from the start: a comma-separated
- * list of "io:eio:after=N", "io:enospc:after=N" (the fault backend of
- * mdsl_io_fault.c wraps liburing; append ":sticky" to fail every later op
- * too) and "alloc:after=N" (xt_alloc_fail_after(N), armed once serving:
- * every allocation after the N-th fails).
+ * TEST ONLY (docs/testing-faults.md): `--fault SPEC` injects faults from
+ * the start: a comma-separated list of "io:eio:after=N", "io:enospc:after=N"
+ * (the fault backend of mdsl_io_fault.c wraps liburing; append ":sticky" to
+ * fail every later op too) and "alloc:after=N" (xt_alloc_fail_after(N),
+ * armed once serving: every allocation after the N-th fails).
+ * `--crash-point NAME[:N]` arms a crash point (xt_crash.h) of the store.
  */
 #include "mdsl_ring1.h"
 #include "mdsl_service.h"
@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Parses POM_FAULT (test only, see the file comment) into the I/O fault
+/* Parses --fault (test only, see the file comment) into the I/O fault
  * (*io_after -1: none; *io_err, *io_sticky) and *alloc_after (-1: none). -EINVAL on a
  * malformed value: the daemon refuses to start rather than run unfaulted. */
 static int parse_fault(const char *spec, long *io_after, int *io_err, bool *io_sticky,
@@ -58,6 +58,9 @@ static int parse_fault(const char *spec, long *io_after, int *io_err, bool *io_s
     return 0;
 }
 
+/* The crash points of the store, for --crash-point. */
+static const char *const crash_points[] = { MDSL_CRASH_SWEEP, NULL };
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -76,7 +79,11 @@ static void usage(FILE *f)
             "  --r2 ADDRS           register with R2 (HOST:PORT[,HOST:PORT...]) and heartbeat\n"
             "  --capacity BYTES     capacity announced to R2 (default 0)\n"
             "  --hb-interval-ms N   heartbeat interval, as pom-r2's (default 1000)\n"
-            "  --verbose            debug log\n");
+            "  --verbose            debug log\n"
+            "  --fault SPEC         TEST ONLY: inject faults from the start, a comma list of\n"
+            "                       io:eio:after=N, io:enospc:after=N (:sticky: every later\n"
+            "                       op too) and alloc:after=N (docs/testing-faults.md)\n");
+    xt_daemon_crash_usage(f, crash_points);
     xt_rpc_server_flags_usage(f);
 }
 
@@ -97,6 +104,8 @@ int main(int argc, char **argv)
         { "hb-interval-ms", required_argument, NULL, 'H' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
+        { "fault", required_argument, NULL, 'F' },
+        { "crash-point", required_argument, NULL, 'K' },
         XT_RPC_SERVER_FLAGS,
         { NULL, 0, NULL, 0 },
     };
@@ -108,6 +117,7 @@ int main(int argc, char **argv)
     double gc_threshold = 0.25;
     const char *r2_addrs = NULL;
     uint64_t capacity = 0, hb_ms = 1000;
+    const char *fault = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -173,6 +183,11 @@ int main(int argc, char **argv)
             break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
+        case 'F': fault = optarg; break;
+        case 'K':
+            if (xt_daemon_crash_option(optarg, crash_points) < 0)
+                return 2;
+            break;
         default: {
             int r = xt_rpc_server_flag(c, optarg, &ro, "pom-mdsl");
             if (r == 0)
@@ -199,10 +214,9 @@ int main(int argc, char **argv)
     long fault_io_after = -1, fault_alloc_after = -1;
     int fault_err = -EIO;
     bool fault_sticky = false;
-    const char *fault = getenv("POM_FAULT");
     if (fault && parse_fault(fault, &fault_io_after, &fault_err, &fault_sticky,
                              &fault_alloc_after)) {
-        fprintf(stderr, "pom-mdsl: bad POM_FAULT '%s' (see docs/testing-faults.md)\n", fault);
+        fprintf(stderr, "pom-mdsl: bad --fault '%s' (see docs/testing-faults.md)\n", fault);
         return 2;
     }
 
@@ -214,7 +228,7 @@ int main(int argc, char **argv)
     }
     io = uring;
     if (fault) {
-        XT_WARN("POM_FAULT='%s': TEST-ONLY fault injection is on", fault);
+        XT_WARN("--fault '%s': TEST-ONLY fault injection is on", fault);
         if (fault_io_after >= 0) {
             if ((rc = mdsl_io_fault_new(uring, 1, &io)) < 0) {
                 XT_ERR("cannot set up the fault backend: %s", strerror(-rc));
@@ -265,7 +279,7 @@ int main(int argc, char **argv)
         /* Paced so a pass of a large index yields to prepares: 1,024
          * slices, then 2 ms (~500k slices/s at most). */
         struct mdsl_ring1_opts r1o = { .store = store, .interval_ms = 1000, .page = 1024,
-                                       .pause_us = 2000 };
+                                       .pause_ms = 2 };
         if ((rc = mdsl_ring1_start(&r1o, &r1rep)) < 0)
             XT_ERR("cannot start the ring-1 reporter: %s", strerror(-rc));
         char self[300], id_file[4200];
@@ -325,7 +339,7 @@ int main(int argc, char **argv)
     xt_rpc_server_stop(srv);
     mdsl_store_close(store);
     if (fault) /* for sizing the tests' countdown ranges */
-        XT_WARN("POM_FAULT: %ld I/O ops counted, %ld allocations failed",
+        XT_WARN("--fault: %ld I/O ops counted, %ld allocations failed",
                 io != uring ? mdsl_io_fault_ops(io) : 0L, xt_alloc_fail_after(-1));
     if (io != uring)
         mdsl_io_destroy(io);

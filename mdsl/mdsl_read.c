@@ -8,9 +8,12 @@
  */
 #include "mdsl_store_i.h"
 
+#include "xt_time.h"
+
+#include <assert.h>
+
 #include <stdbool.h>
 #include <string.h>
-#include <time.h>
 
 /* Reads that lost a race with GC try again this many times (gc_retry). */
 #define MDSL_READ_RETRIES 40
@@ -39,17 +42,6 @@ static int collect_ptr(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void
     return 0;
 }
 
-void mdsl_slice_load_free(struct mdsl_slice_load *l)
-{
-    if (!l)
-        return;
-    xt_free(l->image.data);
-    for (size_t i = 0; i < l->ndeltas; i++)
-        xt_free(l->deltas[i].data);
-    xt_free(l->deltas);
-    memset(l, 0, sizeof *l);
-}
-
 /* Move a record's payload to the front of its buffer: the blob owns it. */
 static void *payload_of(uint8_t *rec, const struct mdsl_rec_hdr *h)
 {
@@ -57,17 +49,19 @@ static void *payload_of(uint8_t *rec, const struct mdsl_rec_hdr *h)
     return rec;
 }
 
-static int load_once(mdsl_store *s, struct folder *fo, uint32_t slice, struct mdsl_slice_load *out)
+static int load_once(mdsl_store *s, struct folder *fo, uint32_t slice, struct xt_store_load *out)
 {
     struct slice_list l = { 0 };
-    int rc = mdsl_index_scan_slice(s->idx, fo->fsid, fo->table, slice, collect_ptr, &l);
+    int rc = mdsl_index_scan_slice(
+        s->idx, (xt_slice_id){ .fsid = fo->fsid, .slice = slice, .table = fo->table },
+        collect_ptr, &l);
     size_t first = 0;
     for (size_t i = 0; i < l.n; i++)
-        if (l.p[i].type == MDSL_REC_IMAGE)
+        if (l.p[i].type == XT_STORE_IMAGE)
             first = i; /* ascending versions: the last image is the latest */
     if (rc == 0 && l.n == 0)
         rc = -ENOENT;
-    if (rc == 0 && l.p[first].type == MDSL_REC_IMAGE && (l.p[first].flags & MDSL_F_MOVED))
+    if (rc == 0 && l.p[first].type == XT_STORE_IMAGE && (l.p[first].flags & XT_STORE_F_MOVED))
         rc = -ESTALE;
     if (rc == 0 && l.n - first > 1 &&
         !(out->deltas = xt_calloc(l.n - first, sizeof *out->deltas)))
@@ -78,8 +72,8 @@ static int load_once(mdsl_store *s, struct folder *fo, uint32_t slice, struct md
         rc = mdsl_st_read_ptr(s, fo, false, 0, &l.p[i], &h, &rec);
         if (rc < 0)
             break;
-        struct mdsl_blob b = { .version = h.version, .data = payload_of(rec, &h), .len = h.payload_len };
-        if (l.p[i].type == MDSL_REC_IMAGE) {
+        struct xt_store_blob b = { .version = h.version, .data = payload_of(rec, &h), .len = h.payload_len };
+        if (l.p[i].type == XT_STORE_IMAGE) {
             out->has_image = true;
             out->image = b;
         } else {
@@ -93,7 +87,7 @@ static int load_once(mdsl_store *s, struct folder *fo, uint32_t slice, struct md
     }
     xt_free(l.p);
     if (rc < 0)
-        mdsl_slice_load_free(out);
+        xt_store_load_free(out);
     return rc;
 }
 
@@ -106,28 +100,25 @@ static bool gc_retry(int attempt)
 {
     if (attempt >= MDSL_READ_RETRIES)
         return false;
-    if (attempt > 0) {
-        long ms = 1L << XT_MIN(attempt - 1, 6);
-        struct timespec ts = { 0, ms * 1000000L };
-        nanosleep(&ts, NULL);
-    }
+    if (attempt > 0)
+        xt_sleep_ms(UINT64_C(1) << XT_MIN(attempt - 1, 6));
     return true;
 }
 
-int mdsl_store_load_slice(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
-                          struct mdsl_slice_load *out)
+int mdsl_store_load_slice(mdsl_store *s, xt_slice_id id, struct xt_store_load *out)
 {
+    assert(out);
     memset(out, 0, sizeof *out);
-    struct folder *fo = mdsl_st_folder_pin(s, fsid, table);
+    struct folder *fo = mdsl_st_folder_pin(s, id.fsid, id.table);
     if (!fo)
         return -ENOENT;
     int rc = -EAGAIN;
     for (int attempt = 0; rc == -EAGAIN && gc_retry(attempt); attempt++)
-        rc = load_once(s, fo, slice, out); /* -EAGAIN: GC moved it; re-read */
+        rc = load_once(s, fo, id.slice, out); /* -EAGAIN: GC moved it; re-read */
     mdsl_st_folder_unpin(s, fo);
     if (rc == -EAGAIN)
         XT_ERR("mdsl: load of fs %u table %llu slice %u: records keep moving under GC",
-               fsid, (unsigned long long)table, slice);
+               id.fsid, (unsigned long long)id.table, id.slice);
     return rc == -EAGAIN ? -EIO : rc;
 }
 
@@ -143,34 +134,33 @@ static int first_ptr(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *
 /* 1 if the slice's newest image is MOVED, 0 if not, or -errno. Rule 1 of
  * mdsl_apply.c leaves no pointer older than the newest image, so when the
  * slice has an image it is the first pointer: one seek, no walk. */
-static int slice_moved(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice)
+static int slice_moved(mdsl_store *s, xt_slice_id id)
 {
     struct mdsl_ptr p;
-    int rc = mdsl_index_scan_slice(s->idx, fsid, table, slice, first_ptr, &p);
+    int rc = mdsl_index_scan_slice(s->idx, id, first_ptr, &p);
     if (rc != FIRST_FOUND)
         return rc; /* 0: no pointer at all */
-    return p.type == MDSL_REC_IMAGE && (p.flags & MDSL_F_MOVED);
+    return p.type == XT_STORE_IMAGE && (p.flags & XT_STORE_F_MOVED);
 }
 
-int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
-                           uint64_t key, uint32_t group, void **data, uint32_t *len,
-                           uint64_t *version)
+int mdsl_store_read_column(mdsl_store *s, xt_slice_id id, uint64_t key, uint32_t group,
+                           void **data, uint32_t *len, uint64_t *version)
 {
-    struct folder *fo = mdsl_st_folder_pin(s, fsid, table);
+    assert(data && len);
+    struct folder *fo = mdsl_st_folder_pin(s, id.fsid, id.table);
     if (!fo)
         return -ENOENT;
-    int moved = slice_moved(s, fsid, table, slice);
+    int moved = slice_moved(s, id);
     if (moved) {
         mdsl_st_folder_unpin(s, fo);
         return moved < 0 ? moved : -ESTALE;
     }
-    struct mdsl_ikey k = { .kind = MDSL_IK_COLUMN, .fsid = fsid, .table = table, .slice = slice,
-                           .key = key, .group = group };
+    struct mdsl_ikey k = { .kind = MDSL_IK_COLUMN, .id = id, .key = key, .group = group };
     int rc = -EAGAIN;
     for (int attempt = 0; rc == -EAGAIN && gc_retry(attempt); attempt++) {
         struct mdsl_ptr p;
         rc = mdsl_index_get(s->idx, &k, &p);
-        if (rc == 0 && (p.flags & MDSL_F_TOMBSTONE))
+        if (rc == 0 && (p.flags & XT_STORE_F_TOMBSTONE))
             rc = -ENOENT;
         if (rc < 0)
             break;
@@ -186,7 +176,7 @@ int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_
     }
     mdsl_st_folder_unpin(s, fo);
     if (rc == -EAGAIN)
-        XT_ERR("mdsl: column read of fs %u table %llu: records keep moving under GC", fsid,
-               (unsigned long long)table);
+        XT_ERR("mdsl: column read of fs %u table %llu: records keep moving under GC",
+               id.fsid, (unsigned long long)id.table);
     return rc == -EAGAIN ? -EIO : rc;
 }

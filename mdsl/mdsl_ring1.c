@@ -7,12 +7,12 @@
 
 #include "xt_common.h"
 #include "xt_ring.h"
+#include "xt_time.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* What a pass counts against, as the latest view says. */
 struct r1_state {
@@ -180,17 +180,12 @@ int mdsl_ring1_report(mdsl_ring1 *r, struct mdsl_ring1_report *out)
  * (mono ns). */
 static void wait_until(mdsl_ring1 *r, uint64_t due)
 {
-    /* the cv runs on CLOCK_MONOTONIC, xt_mono_ns's clock: due is the deadline */
+    /* the cv runs on CLOCK_MONOTONIC (xt_cond_init_mono): due is a deadline */
     while (!atomic_load(&r->stop) && !r->fresh && !r->poke) {
-        if (due == UINT64_MAX) {
+        if (due == UINT64_MAX)
             pthread_cond_wait(&r->cv, &r->mu);
-            continue;
-        }
-        if (xt_mono_ns() >= due)
+        else if (xt_cond_wait_until(&r->cv, &r->mu, due) < 0)
             return;
-        struct timespec ts = { .tv_sec = (time_t)(due / 1000000000u),
-                               .tv_nsec = (long)(due % 1000000000u) };
-        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
     }
 }
 
@@ -213,7 +208,7 @@ static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
         int rc = mdsl_store_sweep_owe(r->o.store, cur->seq ? cur->seq : 1);
         if (rc < 0)
             return rc;
-        rc = mdsl_store_count_misplaced(r->o.store, cur->ring, self, r->o.page, r->o.pause_us,
+        rc = mdsl_store_count_misplaced(r->o.store, cur->ring, self, r->o.page, r->o.pause_ms,
                                         &r->changed, &rep->misplaced);
         if (rc < 0)
             return rc;
@@ -317,13 +312,14 @@ int mdsl_ring1_start(const struct mdsl_ring1_opts *o, mdsl_ring1 **out)
         r->o.interval_ms = 1000;
     if (!r->o.page)
         r->o.page = 1024;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    int rc = pthread_create(&r->th, NULL, pass_thread, r);
+    int rc = xt_cond_init_mono(&r->cv);
+    if (rc < 0) {
+        pthread_mutex_destroy(&r->mu);
+        xt_free(r);
+        return rc;
+    }
+    rc = pthread_create(&r->th, NULL, pass_thread, r);
     if (rc) {
         pthread_cond_destroy(&r->cv);
         pthread_mutex_destroy(&r->mu);

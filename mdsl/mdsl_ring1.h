@@ -60,7 +60,7 @@ struct mdsl_ring1_opts {
     mdsl_store *store;      /* borrowed; outlives the reporter */
     unsigned interval_ms;   /* least time between pass starts; 0: 1000 */
     uint32_t page;          /* slices per listing page; 0: 1024 */
-    unsigned pause_us;      /* sleep between pages; 0: none */
+    unsigned pause_ms;      /* sleep between pages; 0: none */
 };
 
 /* Starts the pass thread; *out freed by mdsl_ring1_stop. 0, -EINVAL,

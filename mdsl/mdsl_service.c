@@ -3,18 +3,13 @@
  *
  * The handlers validate what arrives from the network before the store
  * sees it (record types, sizes, txid 0), so that a malformed request is an
- * -EINVAL to its sender and never an assertion in the engine. Records pass
- * through without copies: xt_store_rec and mdsl_rec carry the same fields.
+ * -EINVAL to its sender and never an assertion in the engine. Records,
+ * loads and listings pass through untouched: the glue and the engine both
+ * speak the storage contract (xt_store.h).
  */
 #include "mdsl_service.h"
 
 #include "xt_common.h"
-
-#include <string.h>
-
-_Static_assert(XT_STORE_F_TOMBSTONE == MDSL_F_TOMBSTONE && XT_STORE_F_MOVED == MDSL_F_MOVED &&
-                   XT_STORE_F_SYS == MDSL_F_SYS && XT_STORE_F_RESERVE == MDSL_F_RESERVE,
-               "record flags pass through unchanged");
 
 /* Largest record accepted from the network. The MDS writes no COLUMN
  * records yet: inline file bytes ride in slice images, which it keeps
@@ -27,25 +22,14 @@ static int svc_prepare(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
     (void)rc;
     if (txid == 0 || n == 0)
         return -EINVAL;
-    struct mdsl_rec *mr = xt_calloc(n, sizeof *mr);
-    if (!mr)
-        return -ENOMEM;
     for (size_t i = 0; i < n; i++) {
         const struct xt_store_rec *r = &recs[i];
         /* flags are the store's rule (rec_check: TOMBSTONE on an empty
          * COLUMN, MOVED on an empty IMAGE), refused there with a log line */
-        if (r->type < XT_STORE_IMAGE || r->type > XT_STORE_COLUMN || r->len > MDSL_SVC_MAX_REC) {
-            xt_free(mr);
+        if (r->type < XT_STORE_IMAGE || r->type > XT_STORE_COLUMN || r->len > MDSL_SVC_MAX_REC)
             return -EINVAL;
-        }
-        mr[i] = (struct mdsl_rec){ .type = r->type, .flags = r->flags, .fsid = r->fsid,
-                                   .table = r->table, .slice = r->slice,
-                                   .version = r->version, .key = r->key, .group = r->group,
-                                   .data = r->data, .len = r->len };
     }
-    int ret = mdsl_store_prepare(ctx, txid, mr, n);
-    xt_free(mr);
-    return ret;
+    return mdsl_store_prepare(ctx, txid, recs, n);
 }
 
 static int svc_commit(void *ctx, const xt_rpc_ctx *rc, uint64_t txid)
@@ -60,32 +44,17 @@ static int svc_abort(void *ctx, const xt_rpc_ctx *rc, uint64_t txid)
     return txid ? mdsl_store_abort(ctx, txid) : -EINVAL;
 }
 
-static int svc_load(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
-                    uint32_t slice, struct xt_store_load *out)
+static int svc_load(void *ctx, const xt_rpc_ctx *rc, xt_slice_id id, struct xt_store_load *out)
 {
     (void)rc;
-    struct mdsl_slice_load l;
-    int ret = mdsl_store_load_slice(ctx, fsid, table, slice, &l);
-    if (ret < 0)
-        return ret;
-    /* Same layout, same allocator: hand the buffers over. */
-    out->has_image = l.has_image;
-    out->image.version = l.image.version;
-    out->image.data = l.image.data;
-    out->image.len = l.image.len;
-    out->ndeltas = l.ndeltas;
-    _Static_assert(sizeof(struct xt_store_blob) == sizeof(struct mdsl_blob),
-                   "blob layouts differ");
-    out->deltas = (struct xt_store_blob *)(void *)l.deltas;
-    return 0;
+    return mdsl_store_load_slice(ctx, id, out);
 }
 
-static int svc_read_column(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
-                           uint32_t slice, uint64_t key, uint32_t group, void **data,
-                           uint32_t *len, uint64_t *version)
+static int svc_read_column(void *ctx, const xt_rpc_ctx *rc, xt_slice_id id, uint64_t key,
+                           uint32_t group, void **data, uint32_t *len, uint64_t *version)
 {
     (void)rc;
-    return mdsl_store_read_column(ctx, fsid, table, slice, key, group, data, len, version);
+    return mdsl_store_read_column(ctx, id, key, group, data, len, version);
 }
 
 static int svc_set_md(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
@@ -133,27 +102,7 @@ static int svc_list_slices(void *ctx, const xt_rpc_ctx *rc, const void *cursor,
                            uint32_t cursor_len, uint32_t max, struct xt_store_list *out)
 {
     (void)rc;
-    _Static_assert(MDSL_LIST_CURSOR <= XT_STORE_CURSOR_MAX, "cursor does not fit the wire");
-    struct mdsl_slice_list l;
-    int ret = mdsl_store_list_slices(ctx, cursor, cursor_len, max, &l);
-    if (ret < 0)
-        return ret;
-    if (l.n && !(out->slices = xt_malloc(l.n * sizeof *out->slices))) {
-        mdsl_slice_list_free(&l);
-        return -ENOMEM;
-    }
-    for (size_t i = 0; i < l.n; i++)
-        out->slices[i] = (struct xt_store_slice){ .fsid = l.v[i].fsid, .table = l.v[i].table,
-                                                  .slice = l.v[i].slice,
-                                                  .version = l.v[i].version,
-                                                  .moved = l.v[i].moved,
-                                                  .sys = l.v[i].sys };
-    out->n = l.n;
-    memcpy(out->cursor, l.cursor, l.cursor_len);
-    out->cursor_len = l.cursor_len;
-    out->end = l.end;
-    mdsl_slice_list_free(&l);
-    return 0;
+    return mdsl_store_list_slices(ctx, cursor, cursor_len, max, out);
 }
 
 static const struct xt_mdsl_ops mdsl_ops = {

@@ -8,12 +8,13 @@
 
 #include "xt_common.h"
 
+#include <assert.h>
+
 #define SLTAB_DEFAULT_MAX (1u << 20)
 
 struct node {
     struct node *next;
-    uint32_t fsid, slice;
-    uint64_t table;
+    xt_slice_id id;
     struct mdsl_slstate st;
 };
 
@@ -58,26 +59,26 @@ void mdsl_sltab_free(mdsl_sltab *t)
     xt_free(t);
 }
 
-static size_t slot(size_t cap, uint32_t fsid, uint64_t table, uint32_t slice)
+static size_t slot(size_t cap, xt_slice_id id)
 {
-    uint64_t h = (table ^ ((uint64_t)fsid << 32 | slice)) * UINT64_C(0x9E3779B97F4A7C15);
+    assert(cap && (cap & (cap - 1)) == 0);
+    uint64_t h = (id.table ^ ((uint64_t)id.fsid << 32 | id.slice)) * UINT64_C(0x9E3779B97F4A7C15);
     h ^= h >> 29;
     h *= UINT64_C(0xBF58476D1CE4E5B9);
     return (size_t)(h >> 23) & (cap - 1);
 }
 
-static struct node **find(const mdsl_sltab *t, uint32_t fsid, uint64_t table, uint32_t slice)
+static struct node **find(const mdsl_sltab *t, xt_slice_id id)
 {
-    struct node **pp = &t->b[slot(t->cap, fsid, table, slice)];
-    while (*pp && !((*pp)->fsid == fsid && (*pp)->table == table && (*pp)->slice == slice))
+    struct node **pp = &t->b[slot(t->cap, id)];
+    while (*pp && !xt_slice_id_eq((*pp)->id, id))
         pp = &(*pp)->next;
     return pp;
 }
 
-bool mdsl_sltab_get(const mdsl_sltab *t, uint32_t fsid, uint64_t table, uint32_t slice,
-                    struct mdsl_slstate *out)
+bool mdsl_sltab_get(const mdsl_sltab *t, xt_slice_id id, struct mdsl_slstate *out)
 {
-    struct node *x = *find(t, fsid, table, slice);
+    struct node *x = *find(t, id);
     if (x)
         *out = x->st;
     return x != NULL;
@@ -93,7 +94,7 @@ static void grow(mdsl_sltab *t)
         while (t->b[i]) {
             struct node *x = t->b[i];
             t->b[i] = x->next;
-            size_t k = slot(ncap, x->fsid, x->table, x->slice);
+            size_t k = slot(ncap, x->id);
             x->next = nb[k];
             nb[k] = x;
         }
@@ -102,10 +103,12 @@ static void grow(mdsl_sltab *t)
     t->cap = ncap;
 }
 
-int mdsl_sltab_put(mdsl_sltab *t, uint32_t fsid, uint64_t table, uint32_t slice,
-                   const struct mdsl_slstate *st)
+int mdsl_sltab_put(mdsl_sltab *t, xt_slice_id id, const struct mdsl_slstate *st)
 {
-    struct node *x = *find(t, fsid, table, slice);
+    /* invariants (1) and (2) of mdsl_sltab.h, as far as one entry shows them */
+    assert(st->any || !st->has_img);
+    assert(!st->has_img || !st->any || (st->lo <= st->img && st->img <= st->hi));
+    struct node *x = *find(t, id);
     if (x) {
         x->st = *st;
         return 0;
@@ -117,19 +120,20 @@ int mdsl_sltab_put(mdsl_sltab *t, uint32_t fsid, uint64_t table, uint32_t slice,
     x = xt_malloc(sizeof *x);
     if (!x)
         return -ENOMEM;
-    *x = (struct node){ .fsid = fsid, .slice = slice, .table = table, .st = *st };
-    struct node **head = &t->b[slot(t->cap, fsid, table, slice)];
+    *x = (struct node){ .id = id, .st = *st };
+    struct node **head = &t->b[slot(t->cap, id)];
     x->next = *head;
     *head = x;
     t->n++;
     return 0;
 }
 
-void mdsl_sltab_del(mdsl_sltab *t, uint32_t fsid, uint64_t table, uint32_t slice)
+void mdsl_sltab_del(mdsl_sltab *t, xt_slice_id id)
 {
-    struct node **pp = find(t, fsid, table, slice);
+    struct node **pp = find(t, id);
     struct node *x = *pp;
     if (x) {
+        assert(t->n > 0);
         *pp = x->next;
         xt_free(x);
         t->n--;

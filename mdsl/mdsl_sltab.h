@@ -13,7 +13,7 @@
  *      tight), and when `has_img` the newest IMAGE pointer is exactly at
  *      `img` (never a bound).
  *  (2) `any` is false only if the slice has no pointer at all.
- *  (3) `img_moved` is the MDSL_F_MOVED flag of that newest image (the
+ *  (3) `img_moved` is the XT_STORE_F_MOVED flag of that newest image (the
  *      prepare-time DELTA guard of a moved slice, mdsl_store.h).
  *
  * Threads: not thread-safe; the store's writer token protects the table.
@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "xt_store.h"
 
 struct mdsl_slstate {
     bool any;       /* the slice may have pointers (lo, hi valid) */
@@ -41,12 +43,10 @@ int mdsl_sltab_new(size_t max, mdsl_sltab **out);
 void mdsl_sltab_free(mdsl_sltab *t); /* NULL-able */
 
 /* true and *out if cached. */
-bool mdsl_sltab_get(const mdsl_sltab *t, uint32_t fsid, uint64_t table, uint32_t slice,
-                    struct mdsl_slstate *out);
+bool mdsl_sltab_get(const mdsl_sltab *t, xt_slice_id id, struct mdsl_slstate *out);
 /* Insert or replace. On -ENOMEM the slice is left uncached (never stale). */
-int mdsl_sltab_put(mdsl_sltab *t, uint32_t fsid, uint64_t table, uint32_t slice,
-                   const struct mdsl_slstate *st);
-void mdsl_sltab_del(mdsl_sltab *t, uint32_t fsid, uint64_t table, uint32_t slice);
+int mdsl_sltab_put(mdsl_sltab *t, xt_slice_id id, const struct mdsl_slstate *st);
+void mdsl_sltab_del(mdsl_sltab *t, xt_slice_id id);
 void mdsl_sltab_clear(mdsl_sltab *t);
 size_t mdsl_sltab_count(const mdsl_sltab *t);
 

@@ -22,6 +22,8 @@
  */
 #include "mdsl_store_i.h"
 
+#include "xt_time.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -29,59 +31,65 @@
 
 void mdsl_st_fail(mdsl_store *s, int err, const char *what)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     if (!s->failed) {
         s->failed = err < 0 ? err : -EIO;
         XT_ERR("mdsl: %s failed (%s): the store refuses writes until reopened",
                what, strerror(-err));
     }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 void mdsl_st_token_take(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(!mdsl_st_mu_held(s));
+    mdsl_st_lock(s);
     while (s->writing)
-        pthread_cond_wait(&s->wr_cv, &s->mu);
+        mdsl_st_wait(s, &s->wr_cv);
     s->writing = true;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 void mdsl_st_token_put(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
+    assert(s->writing);
     s->writing = false;
     pthread_cond_signal(&s->wr_cv);
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 void mdsl_st_bg_take(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(!mdsl_st_mu_held(s));
+    mdsl_st_lock(s);
     while (s->bg_busy)
-        pthread_cond_wait(&s->bg_cv, &s->mu);
+        mdsl_st_wait(s, &s->bg_cv);
     s->bg_busy = true;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 void mdsl_st_bg_put(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
+    assert(s->bg_busy);
     s->bg_busy = false;
     pthread_cond_signal(&s->bg_cv);
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 /* ---- folders and segments --------------------------------------------- */
 
 static size_t folder_slot(const mdsl_store *s, uint32_t fsid, uint64_t table)
 {
+    assert(s->ht_cap && (s->ht_cap & (s->ht_cap - 1)) == 0);
     uint64_t h = (table ^ ((uint64_t)fsid << 32 | fsid)) * UINT64_C(0x9E3779B97F4A7C15);
     return (size_t)(h >> 17) & (s->ht_cap - 1);
 }
 
 struct folder *mdsl_st_folder_find(mdsl_store *s, uint32_t fsid, uint64_t table)
 {
+    assert(mdsl_st_mu_held(s));
     for (struct folder *f = s->ht[folder_slot(s, fsid, table)]; f; f = f->hnext)
         if (f->fsid == fsid && f->table == table)
             return f;
@@ -90,6 +98,8 @@ struct folder *mdsl_st_folder_find(mdsl_store *s, uint32_t fsid, uint64_t table)
 
 static int folder_insert(mdsl_store *s, struct folder *fo)
 {
+    assert(mdsl_st_mu_held(s));
+    assert(s->ht_cap && (s->ht_cap & (s->ht_cap - 1)) == 0);
     if (s->ht_n + 1 > s->ht_cap / 2) {
         size_t ncap = s->ht_cap * 2;
         struct folder **nt = xt_calloc(ncap, sizeof *nt);
@@ -138,20 +148,21 @@ static void folder_free(mdsl_store *s, struct folder *fo)
 
 struct folder *mdsl_st_folder_pin(mdsl_store *s, uint32_t fsid, uint64_t table)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     struct folder *fo = mdsl_st_folder_find(s, fsid, table);
     if (fo)
         fo->refs++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     return fo;
 }
 
 void mdsl_st_folder_unpin(mdsl_store *s, struct folder *fo)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
+    assert(fo->refs > 0);
     if (--fo->refs == 0 && fo->dropped)
         folder_free(s, fo); /* closes files nobody pins: allowed under mu */
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 static void segarr_forget(mdsl_store *s, struct segarr *a)
@@ -168,6 +179,9 @@ static void segarr_forget(mdsl_store *s, struct segarr *a)
 
 void mdsl_st_folder_forget(mdsl_store *s, struct folder *fo)
 {
+    assert(mdsl_st_mu_held(s));
+    assert(s->writing);
+    assert(!fo->dropped);
     for (struct folder **pp = &s->ht[folder_slot(s, fo->fsid, fo->table)]; *pp;
          pp = &(*pp)->hnext)
         if (*pp == fo) {
@@ -186,9 +200,10 @@ void mdsl_st_folder_forget(mdsl_store *s, struct folder *fo)
 int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create,
                        struct folder **out)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(!mdsl_st_mu_held(s)); /* it does I/O */
+    mdsl_st_lock(s);
     struct folder *fo = mdsl_st_folder_find(s, fsid, table);
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (fo || !create) {
         *out = fo;
         return fo ? 0 : -ENOENT;
@@ -212,9 +227,9 @@ int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create
     if (rc == 0)
         rc = mdsl_io_size(s->io, fo->md, &fo->md_size);
     if (rc == 0) {
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         rc = folder_insert(s, fo);
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
     }
     xt_free(path);
     xt_free(mdp);
@@ -282,7 +297,7 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
     if (rc == 0)
         rc = mdsl_io_size(s->io, sg->f, &sg->size);
     if (rc == 0) {
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         struct segarr *a = mdsl_st_segarr(fo, is_cs, group, true);
         if (!a)
             rc = -ENOMEM;
@@ -305,7 +320,7 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
             a->v[i] = sg;
             a->n++;
         }
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
     }
     if (rc < 0) {
         mdsl_io_close(s->io, sg->f);
@@ -318,6 +333,8 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
 
 void mdsl_st_seg_unpin(mdsl_store *s, struct seg *sg)
 {
+    assert(mdsl_st_mu_held(s));
+    assert(sg->refs > 0);
     if (--sg->refs == 0 && sg->dead) {
         mdsl_io_close(s->io, sg->f);
         xt_free(sg);
@@ -332,10 +349,10 @@ static int stage_reserve(mdsl_store *s, struct wbatch *wb, struct folder *fo, bo
                          uint32_t group, uint64_t total, uint8_t **dst, uint32_t *segno,
                          uint64_t *off)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     struct segarr *a = mdsl_st_segarr(fo, is_cs, group, true);
     struct seg *act = a && a->n ? a->v[a->n - 1] : NULL;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (!a)
         return -ENOMEM;
     size_t si = wb->n;
@@ -410,6 +427,7 @@ void mdsl_st_wbatch_free(struct wbatch *wb)
 
 int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
 {
+    assert(!mdsl_st_mu_held(s)); /* write + fsync: no lock across I/O */
     if (wb->n == 0)
         return 0;
     struct mdsl_io_wr *w = xt_malloc(wb->n * sizeof *w);
@@ -429,12 +447,12 @@ int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
     xt_free(sy);
     if (rc == 0) {
         uint64_t now = xt_mono_ns();
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         for (size_t i = 0; i < wb->n; i++) {
             wb->v[i].seg->size = wb->v[i].start + wb->v[i].len;
             wb->v[i].seg->wrote_ns = now;
         }
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
         return 0;
     }
     if (sync_failed) {
@@ -455,6 +473,7 @@ int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
 
 void mdsl_st_resume_pos(mdsl_store *s, struct folder *fo, uint32_t *segno, uint64_t *off)
 {
+    assert(mdsl_st_mu_held(s));
     bool found = false;
     for (struct ptx *t = s->pending; t; t = t->next)
         for (size_t i = 0; i < t->nparts; i++) {
@@ -479,19 +498,20 @@ void mdsl_st_resume_pos(mdsl_store *s, struct folder *fo, uint32_t *segno, uint6
 int mdsl_st_read_ptr(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group,
                      const struct mdsl_ptr *p, struct mdsl_rec_hdr *h, uint8_t **rec)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(!mdsl_st_mu_held(s) && fo && p);
+    mdsl_st_lock(s);
     struct seg *sg = mdsl_st_seg_find(mdsl_st_segarr(fo, is_cs, group, false), p->segno);
     if (sg)
         sg->refs++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (!sg)
         return -EAGAIN;
     int rc = mdsl_seg_read(s->io, sg->f, p->off, p->len, p->csum, h, rec);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     mdsl_st_seg_unpin(s, sg);
     if (rc == -EBADMSG)
         s->st.corrupt_records++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (rc == -EBADMSG) {
         char name[48];
         mdsl_seg_name(name, sizeof name, is_cs, group, p->segno);
@@ -515,6 +535,8 @@ void mdsl_st_ptx_free(struct ptx *t)
 
 void mdsl_st_decided(mdsl_store *s, uint64_t txid, bool commit)
 {
+    assert(mdsl_st_mu_held(s));
+    assert(txid != 0);
     s->dec_txid[s->dec_pos] = txid;
     s->dec_commit[s->dec_pos] = commit;
     s->dec_pos = (s->dec_pos + 1) % MDSL_DECIDED_RING;
@@ -523,6 +545,7 @@ void mdsl_st_decided(mdsl_store *s, uint64_t txid, bool commit)
 /* REQUIRES: mu held. 1 committed, 0 aborted, -1 unknown. */
 static int decided(mdsl_store *s, uint64_t txid)
 {
+    assert(mdsl_st_mu_held(s));
     for (unsigned i = 0; i < MDSL_DECIDED_RING; i++)
         if (s->dec_txid[i] == txid)
             return s->dec_commit[i] ? 1 : 0;
@@ -531,6 +554,7 @@ static int decided(mdsl_store *s, uint64_t txid)
 
 static struct ptx *pending_find(mdsl_store *s, uint64_t txid, bool unlink)
 {
+    assert(mdsl_st_mu_held(s));
     for (struct ptx **pp = &s->pending; *pp; pp = &(*pp)->next)
         if ((*pp)->txid == txid) {
             struct ptx *t = *pp;
@@ -571,26 +595,26 @@ static struct ptx_part *part_get(struct ptx *t, struct folder *fo)
  * that moved to another MDSL (an empty IMAGE), SYS a slice record after
  * which the slice holds system rows (kept and listed, never interpreted);
  * nothing else is defined. */
-static int rec_check(const struct mdsl_rec *r)
+static int rec_check(const struct xt_store_rec *r)
 {
     const char *why = NULL;
-    if (r->type != MDSL_REC_IMAGE && r->type != MDSL_REC_DELTA && r->type != MDSL_REC_COLUMN)
+    if (r->type != XT_STORE_IMAGE && r->type != XT_STORE_DELTA && r->type != XT_STORE_COLUMN)
         why = "unknown record type";
-    else if (r->flags & ~(MDSL_F_TOMBSTONE | MDSL_F_MOVED | MDSL_F_SYS | MDSL_F_RESERVE))
+    else if (r->flags & ~(XT_STORE_F_TOMBSTONE | XT_STORE_F_MOVED | XT_STORE_F_SYS | XT_STORE_F_RESERVE))
         why = "unknown flag bits";
-    else if ((r->flags & MDSL_F_TOMBSTONE) && (r->type != MDSL_REC_COLUMN || r->len))
+    else if ((r->flags & XT_STORE_F_TOMBSTONE) && (r->type != XT_STORE_COLUMN || r->len))
         why = "TOMBSTONE is allowed on an empty COLUMN only";
-    else if ((r->flags & MDSL_F_MOVED) && (r->type != MDSL_REC_IMAGE || r->len))
+    else if ((r->flags & XT_STORE_F_MOVED) && (r->type != XT_STORE_IMAGE || r->len))
         why = "MOVED is allowed on an empty IMAGE only";
-    else if ((r->flags & MDSL_F_SYS) && (r->type == MDSL_REC_COLUMN || (r->flags & MDSL_F_MOVED)))
+    else if ((r->flags & XT_STORE_F_SYS) && (r->type == XT_STORE_COLUMN || (r->flags & XT_STORE_F_MOVED)))
         why = "SYS is allowed on a slice record with rows only";
     else if (r->len > MDSL_MAX_PAYLOAD - 1 || (r->len && !r->data))
         why = "bad payload length";
     if (!why)
         return 0;
     XT_WARN("mdsl: prepare refused: %s (type %u, flags 0x%x, fs %u table %llu slice %u, "
-            "%u bytes)", why, r->type, r->flags, r->fsid, (unsigned long long)r->table,
-            r->slice, r->len);
+            "%u bytes)", why, r->type, r->flags, r->id.fsid, (unsigned long long)r->id.table,
+            r->id.slice, r->len);
     return -EINVAL;
 }
 
@@ -600,29 +624,32 @@ static int rec_check(const struct mdsl_rec *r)
  * image where the slice now lives (docs/mdsl-scale.md decision 2). A delta
  * at or under the tombstone's version is let through: rule 2 ignores it.
  * Checked against committed state; REQUIRES: writer token held. */
-static int moved_guard(mdsl_store *s, const struct mdsl_rec *recs, size_t n)
+static int moved_guard(mdsl_store *s, const struct xt_store_rec *recs, size_t n)
 {
+    assert(s->writing);
     for (size_t i = 0; i < n; i++) {
-        const struct mdsl_rec *r = &recs[i];
-        if (r->type != MDSL_REC_DELTA)
+        const struct xt_store_rec *r = &recs[i];
+        if (r->type != XT_STORE_DELTA)
             continue;
         struct mdsl_slstate st;
-        int rc = mdsl_apply_slice_state(s, r->fsid, r->table, r->slice, &st);
+        int rc = mdsl_apply_slice_state(s, r->id, &st);
         if (rc < 0)
             return rc;
         if (st.has_img && st.img_moved && r->version > st.img) {
             XT_INFO("mdsl: delta v%llu of fs %u table %llu slice %u refused: the slice "
-                    "moved away at v%llu", (unsigned long long)r->version, r->fsid,
-                    (unsigned long long)r->table, r->slice, (unsigned long long)st.img);
+                    "moved away at v%llu", (unsigned long long)r->version, r->id.fsid,
+                    (unsigned long long)r->id.table, r->id.slice, (unsigned long long)st.img);
             return -ESTALE;
         }
     }
     return 0;
 }
 
-static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n,
+static int prepare_locked(mdsl_store *s, uint64_t txid, const struct xt_store_rec *recs, size_t n,
                           bool may_reserve)
 {
+    assert(s->writing && !mdsl_st_mu_held(s)); /* writes without mu */
+    assert(txid != 0 && n >= 1);
     struct ptx *t = xt_calloc(1, sizeof *t);
     if (!t)
         return -ENOMEM;
@@ -630,19 +657,19 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *r
     struct wbatch wb = { 0 };
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        const struct mdsl_rec *r = &recs[i];
+        const struct xt_store_rec *r = &recs[i];
         struct folder *fo;
-        rc = mdsl_st_folder_get(s, r->fsid, r->table, true, &fo);
+        rc = mdsl_st_folder_get(s, r->id.fsid, r->id.table, true, &fo);
         struct ptx_part *p = rc == 0 ? part_get(t, fo) : NULL;
         if (rc == 0 && !p)
             rc = -ENOMEM;
         if (rc < 0)
             break;
-        bool is_cs = r->type == MDSL_REC_COLUMN;
+        bool is_cs = r->type == XT_STORE_COLUMN;
         struct mdsl_rec_hdr h = {
-            .type = r->type, .flags = r->flags & ~MDSL_F_RESERVE, .payload_len = r->len,
-            .fsid = r->fsid,
-            .txid = txid, .table = r->table, .version = r->version, .slice = r->slice,
+            .type = r->type, .flags = r->flags & ~XT_STORE_F_RESERVE, .payload_len = r->len,
+            .fsid = r->id.fsid,
+            .txid = txid, .table = r->id.table, .version = r->version, .slice = r->id.slice,
             .group = is_cs ? r->group : 0, .key = is_cs ? r->key : 0,
         };
         struct mdsl_entry e = {
@@ -684,15 +711,15 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct mdsl_rec *r
         mdsl_st_ptx_free(t);
         return rc;
     }
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     t->next = s->pending;
     s->pending = t;
     s->st.prepared++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     return 0;
 }
 
-int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n)
+int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct xt_store_rec *recs, size_t n)
 {
     if (txid == 0 || n == 0 || !recs)
         return -EINVAL;
@@ -700,12 +727,12 @@ int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs
     for (size_t i = 0; i < n; i++) {
         if (rec_check(&recs[i]) < 0)
             return -EINVAL;
-        may_reserve &= (recs[i].flags & MDSL_F_RESERVE) != 0;
+        may_reserve &= (recs[i].flags & XT_STORE_F_RESERVE) != 0;
     }
     mdsl_st_token_take(s);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     int rc = s->failed ? s->failed : pending_find(s, txid, false) ? -EEXIST : 0;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (rc == 0)
         rc = moved_guard(s, recs, n);
     if (rc == 0)
@@ -759,7 +786,7 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
         c.fo = t->parts[i].fo;
         rc = mdsl_apply_entries(&c, t->parts[i].e, t->parts[i].n, segs[i]);
     }
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     pending_find(s, t->txid, true);
     for (size_t i = 0; i < t->nparts && rc == 0; i++) {
         uint32_t sn;
@@ -769,21 +796,21 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
     }
     mdsl_st_decided(s, t->txid, commit);
     s->st.prepared--;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (rc == 0)
         rc = mdsl_index_write(s->idx, c.b, false);
     if (rc == 0)
         mdsl_apply_done(&c);
     if (rc < 0)
         mdsl_st_fail(s, rc, commit ? "applying a commit" : "applying an abort");
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     if (rc == 0)
         mdsl_apply_live(&c);
     if (commit)
         s->st.commits++;
     else
         s->st.aborts++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     mdsl_st_ptx_free(t);
     mdsl_apply_ctx_free(&c);
     xt_free(segs);
@@ -792,20 +819,22 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
 
 int mdsl_st_decide_locked(mdsl_store *s, struct ptx *t, bool commit)
 {
+    assert(!mdsl_st_mu_held(s)); /* the token, or recovery: no other thread */
+    assert(t && t->txid != 0);
     return decide_locked(s, t, commit);
 }
 
 static int decide(mdsl_store *s, uint64_t txid, bool commit)
 {
     mdsl_st_token_take(s);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     int rc = s->failed;
     struct ptx *t = rc ? NULL : pending_find(s, txid, false);
     if (!rc && !t) {
         int d = decided(s, txid);
         rc = d < 0 ? -ENOENT : (d == 1) == commit ? 0 : -EINVAL;
     }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (t)
         rc = decide_locked(s, t, commit);
     mdsl_st_token_put(s);
@@ -824,7 +853,7 @@ int mdsl_store_abort(mdsl_store *s, uint64_t txid)
 
 int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     size_t k = 0;
     for (struct ptx *t = s->pending; t; t = t->next)
         k++;
@@ -834,7 +863,7 @@ int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n)
         for (struct ptx *t = s->pending; t; t = t->next)
             v[k++] = t->txid;
     }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (!v)
         return -ENOMEM;
     *txids = v;
@@ -855,7 +884,7 @@ static void stat_arr(struct segarr *a, struct mdsl_stat *st)
 
 int mdsl_store_stat(mdsl_store *s, struct mdsl_stat *st)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     *st = s->st;
     st->tables = s->ht_n;
     st->segments = st->bytes = st->live_bytes = 0;
@@ -867,16 +896,16 @@ int mdsl_store_stat(mdsl_store *s, struct mdsl_stat *st)
         }
     st->failed = s->failed;
     st->sweep_owed = s->sweep_owed;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     st->live_ratio = st->bytes ? (double)st->live_bytes / (double)st->bytes : 1.0;
     return 0;
 }
 
 int mdsl_store_health(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     int rc = s->failed;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     return rc;
 }
 
@@ -922,7 +951,7 @@ int mdsl_store_open(const struct mdsl_store_opts *o, mdsl_store **out)
         return -ENOMEM;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->wr_cv, NULL);
-    pthread_cond_init(&s->gc_cv, NULL);
+    xt_cond_init_mono(&s->gc_cv);
     pthread_cond_init(&s->bg_cv, NULL);
     s->o = *o;
     s->io = o->io;

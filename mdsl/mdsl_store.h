@@ -22,7 +22,7 @@
  *      -EIO until it is reopened (reads keep working); see mdsl_store_health.
  *
  * A slice moved to another MDSL (docs/mdsl-scale.md decision 2) keeps a
- * MOVED tombstone here: an empty IMAGE with MDSL_F_MOVED, indexed as any
+ * MOVED tombstone here: an empty IMAGE with XT_STORE_F_MOVED, indexed as any
  * image (mdsl_apply.c rule 1). While it is the slice's newest image, loads
  * and column reads of the slice answer -ESTALE and a DELTA that would apply
  * on top of it is refused at prepare with -ESTALE; an IMAGE without the flag
@@ -45,6 +45,7 @@
 
 #include "mdsl_format.h"
 #include "mdsl_io.h"
+#include "xt_store.h"
 
 typedef struct mdsl_store mdsl_store;
 
@@ -65,7 +66,7 @@ struct mdsl_store_opts {
                                    gc_threshold is rolled (GC may then take
                                    it); 0 = 60000 */
     uint64_t reserve_bytes;     /* free space kept for prepares that free
-                                   at least what they add (MDSL_F_RESERVE),
+                                   at least what they add (XT_STORE_F_RESERVE),
                                    their commits and GC; 0 = a 16th of the
                                    device, within [1 MiB, 256 MiB]; UINT64_MAX
                                    = none (docs/format-mdsl.md "A full
@@ -75,28 +76,6 @@ struct mdsl_store_opts {
 /* A segment is at most the device's size / this (never under 1 MiB). */
 #define MDSL_SEG_DEVICE_SHARE 16
 
-/* Prepare only, never stored: every record of a transaction carries it
- * when the transaction frees at least what it adds (deletes, truncates,
- * shrinking images). Such a prepare may use the space reserve; any other
- * is refused with -ENOSPC once free space would fall under the reserve. */
-#define MDSL_F_RESERVE 0x80
-
-/* One record of a transaction. All pointers are borrowed for the call. */
-struct mdsl_rec {
-    uint8_t type;               /* MDSL_REC_IMAGE, _DELTA or _COLUMN */
-    uint8_t flags;              /* MDSL_F_TOMBSTONE (COLUMN only) or
-                                   MDSL_F_MOVED (IMAGE only), both with
-                                   len 0; MDSL_F_SYS (IMAGE/DELTA) */
-    uint32_t fsid;
-    uint64_t table;
-    uint32_t slice;
-    uint64_t version;           /* slice version; for COLUMN the row's */
-    uint64_t key;               /* COLUMN: row uuid */
-    uint32_t group;             /* COLUMN: column group */
-    const void *data;
-    uint32_t len;
-};
-
 /* Open (creating `dir` if needed) and recover. *out: mdsl_store_close(). */
 int mdsl_store_open(const struct mdsl_store_opts *o, mdsl_store **out);
 /* Stop GC, close files and the index. Does no writes (a crash-safe close). */
@@ -104,13 +83,18 @@ void mdsl_store_close(mdsl_store *s);
 
 /* ---- two-phase commit ------------------------------------------------ */
 
-/* REQUIRES: txid != 0; n >= 1. Records may span tables. -EEXIST if txid is
+/* Records (xt_store.h, borrowed) of types IMAGE, DELTA and COLUMN; flags
+ * TOMBSTONE (empty COLUMN), MOVED (empty IMAGE), SYS (IMAGE/DELTA) and
+ * RESERVE (prepare only: on every record of a transaction that frees at
+ * least what it adds; such a prepare may use the space reserve, any other
+ * is refused with -ENOSPC once free space would fall under it).
+ * REQUIRES: txid != 0; n >= 1. Records may span tables. -EEXIST if txid is
  * already prepared; -EINVAL (logged) for a bad type, flag or length;
  * -ENOSPC when the device lacks the room or only the reserve is left and
- * not every record carries MDSL_F_RESERVE;
+ * not every record carries XT_STORE_F_RESERVE;
  * -ESTALE if a DELTA's slice has a MOVED newest image older than the delta
  * (checked against committed state only). */
-int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct mdsl_rec *recs, size_t n);
+int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct xt_store_rec *recs, size_t n);
 /* 0 also when txid was recently committed (an idempotent retry); -ENOENT
  * if unknown; -EINVAL if it was aborted. */
 int mdsl_store_commit(mdsl_store *s, uint64_t txid);
@@ -123,32 +107,16 @@ int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n);
 
 /* ---- reads ----------------------------------------------------------- */
 
-struct mdsl_blob {
-    uint64_t version;
-    void *data;                 /* owned by the enclosing result */
-    uint32_t len;
-};
-
-/* The latest image of a slice plus the deltas after it, oldest first; the
- * caller replays them (images and deltas are opaque bytes here). */
-struct mdsl_slice_load {
-    bool has_image;
-    struct mdsl_blob image;
-    size_t ndeltas;
-    struct mdsl_blob *deltas;
-};
 /* -ENOENT if the slice has nothing, -ESTALE if its newest image is MOVED.
- * Free *out with mdsl_slice_load_free. */
-int mdsl_store_load_slice(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
-                          struct mdsl_slice_load *out);
-void mdsl_slice_load_free(struct mdsl_slice_load *l);
+ * On 0 the caller frees *out with xt_store_load_free; on error it is zeroed.
+ * The caller replays the image and the deltas (opaque bytes here). */
+int mdsl_store_load_slice(mdsl_store *s, xt_slice_id id, struct xt_store_load *out);
 
 /* *data (caller frees with xt_free; may be NULL when *len is 0). -ENOENT if
  * absent or deleted (tombstone); -ESTALE if the slice's newest image is
  * MOVED. */
-int mdsl_store_read_column(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
-                           uint64_t key, uint32_t group, void **data, uint32_t *len,
-                           uint64_t *version);
+int mdsl_store_read_column(mdsl_store *s, xt_slice_id id, uint64_t key, uint32_t group,
+                           void **data, uint32_t *len, uint64_t *version);
 
 /* Table metadata (opaque), kept in the folder's `md` file; durable on 0. */
 int mdsl_store_set_md(mdsl_store *s, uint32_t fsid, uint64_t table, const void *md, uint32_t len);
@@ -160,46 +128,29 @@ int mdsl_store_get_md(mdsl_store *s, uint32_t fsid, uint64_t table, void **md, u
 /* Server-side cap on the entries of one list call, and the cursor size. */
 #define MDSL_LIST_MAX 4096
 #define MDSL_LIST_CURSOR 16
-
-/* One stored slice: the newest version the index holds for it (image or
- * delta) and whether its newest image is a MOVED tombstone. */
-struct mdsl_slice_info {
-    uint32_t fsid;
-    uint64_t table;
-    uint32_t slice;
-    uint64_t version;
-    bool moved;
-    bool sys;   /* the newest record's MDSL_F_SYS */
-};
-
-struct mdsl_slice_list {
-    struct mdsl_slice_info *v;  /* xt_malloc'd (NULL when n is 0) */
-    size_t n;
-    uint8_t cursor[MDSL_LIST_CURSOR]; /* resume after the last entry */
-    uint32_t cursor_len;        /* 0: nothing returned from the start */
-    bool end;                   /* no stored slice follows v[n-1] */
-};
+_Static_assert(MDSL_LIST_CURSOR <= XT_STORE_CURSOR_MAX, "a cursor fits a listing page");
 
 /* Up to min(max, MDSL_LIST_MAX) slices in index order (fsid, table, slice)
  * after `cursor` (cursor_len 0: from the first; else a cursor a previous
  * call returned, borrowed). Each call reads one snapshot of the index;
  * slices stored between calls before the cursor are not listed. -EINVAL if
- * max is 0 or the cursor is malformed. Free *out with mdsl_slice_list_free. */
+ * max is 0 or the cursor is malformed. Free *out with xt_store_list_free. Each
+ * entry's version is the newest the index holds for the slice (image or
+ * delta), moved whether its newest image is a MOVED tombstone. */
 int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_len, uint32_t max,
-                           struct mdsl_slice_list *out);
-void mdsl_slice_list_free(struct mdsl_slice_list *l);
+                           struct xt_store_list *out);
 
 /* Ring-1 changes (docs/mdsl-scale.md decision 10): counts into *misplaced
  * the live slices (newest image not MOVED; fsid 0, the decision records,
  * excluded) that `ring` (borrowed, an xt_ring of ring 1) places on another
  * site than `self`, by the MDS's own placement, xt_ring_lookup(xt_ring_key).
  * Reads the listing in pages of `page` slices (1..MDSL_LIST_MAX), sleeping
- * pause_us between pages so a pass never competes with prepares for long;
+ * pause_ms between pages so a pass never competes with prepares for long;
  * *stop (may be NULL), read between pages, ends the pass with -ECANCELED.
  * -ENOENT if the ring has no site; errors of the listing as they are. */
 struct xt_ring;
 int mdsl_store_count_misplaced(mdsl_store *s, const struct xt_ring *ring, uint32_t self,
-                               uint32_t page, unsigned pause_us, const _Atomic bool *stop,
+                               uint32_t page, unsigned pause_ms, const _Atomic bool *stop,
                                uint64_t *misplaced);
 
 /* ---- management ------------------------------------------------------ */
@@ -253,6 +204,9 @@ int mdsl_store_sweep(mdsl_store *s, double threshold);
  * at MDSL_SWEEP_THRESHOLD at its next wake-up. Never blocks on I/O. */
 #define MDSL_SWEEP_THRESHOLD 0.6
 void mdsl_store_space_request(mdsl_store *s, bool drop, bool sweep);
+/* The crash point (xt_crash.h) the background thread passes before a sweep
+ * it was asked for: the restart tests arm it (pom-mdsl --crash-point). */
+#define MDSL_CRASH_SWEEP "mdsl.sweep"
 
 /* The sweep a change owes survives restarts: before this MDSL reports a
  * count for a change in which it loses slices, the ring-1 reporter records

@@ -25,12 +25,16 @@
 #ifndef MDSL_STORE_I_H
 #define MDSL_STORE_I_H
 
+#include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "mdsl_index.h"
 #include "mdsl_seg.h"
 #include "mdsl_sltab.h"
 #include "mdsl_store.h"
+#include "xt_time.h"
+#include "xt_worker.h"
 
 /* Live-bytes charge of one pointer on its evidence (TSS) segment. */
 #define MDSL_EVIDENCE_COST MDSL_ENTRY_SIZE
@@ -95,7 +99,9 @@ struct mdsl_store {
     mdsl_index *idx;
     mdsl_sltab *slices;     /* what idx holds per slice (token; mdsl_apply.c) */
 
-    pthread_mutex_t mu;
+    pthread_mutex_t mu;     /* taken through mdsl_st_lock/_unlock/_wait only */
+    _Atomic pthread_t mu_owner; /* the thread holding mu, 0 none (the lock
+                                   helpers; read by mdsl_st_mu_held) */
     pthread_cond_t wr_cv;
     bool writing;           /* writer token (mu) */
     int failed;             /* sticky write error (mu) */
@@ -109,9 +115,10 @@ struct mdsl_store {
 
     struct mdsl_stat st;    /* counters (mu) */
 
-    pthread_t gc_tid;
-    bool gc_running, gc_stop; /* (mu) */
-    pthread_cond_t gc_cv;
+    xt_worker *gc;          /* the background GC thread, NULL without one */
+    bool gc_stop;           /* close began: passes cut short (mu) */
+    pthread_cond_t gc_cv;   /* monotonic (xt_cond_init_mono): a throttled
+                               pass waits on it for gc_stop */
 
     /* Background token: one GC pass or space task at a time (GC and the
      * drops hold folders and segments across I/O without mu), taken by the
@@ -127,8 +134,6 @@ struct mdsl_store {
     uint64_t sweep_owed;    /* (mu) */
     uint64_t sweep_cleared; /* the last seq a sweep cleared (mu): a late
                                pass under it or an older one marks nothing */
-    bool sweep_crash;       /* POM_MDSL_SWEEP_CRASH: SIGKILL before an asked
-                               sweep, for the restart tests */
     /* A full disk (mdsl_space.c): the reserve in bytes (0: the backend
      * cannot tell free space), and whether the last check found free
      * space under it (for one log line per change). */
@@ -136,6 +141,48 @@ struct mdsl_store {
     bool short_logged;      /* (mu) */
     uint64_t short_said_ns; /* when it last said so (mu) */
 };
+
+/* ---- s->mu with its owner recorded ------------------------------------
+ *
+ * Every lock of s->mu goes through these, so that "REQUIRES: mu held" is
+ * assert(mdsl_st_mu_held(s)). The owner is a relaxed atomic: a thread that
+ * does not hold mu may read it while another thread sets it, and only ever
+ * compares it with itself (glibc's pthread_t is never 0). */
+static inline bool mdsl_st_mu_held(mdsl_store *s)
+{
+    return pthread_equal(atomic_load_explicit(&s->mu_owner, memory_order_relaxed),
+                         pthread_self());
+}
+static inline void mdsl_st_lock(mdsl_store *s)
+{
+    assert(!mdsl_st_mu_held(s)); /* mu is not recursive */
+    pthread_mutex_lock(&s->mu);
+    atomic_store_explicit(&s->mu_owner, pthread_self(), memory_order_relaxed);
+}
+static inline void mdsl_st_unlock(mdsl_store *s)
+{
+    assert(mdsl_st_mu_held(s));
+    atomic_store_explicit(&s->mu_owner, (pthread_t)0, memory_order_relaxed);
+    pthread_mutex_unlock(&s->mu);
+}
+/* pthread_cond_wait on mu. REQUIRES: mu held. */
+static inline void mdsl_st_wait(mdsl_store *s, pthread_cond_t *cv)
+{
+    assert(mdsl_st_mu_held(s));
+    atomic_store_explicit(&s->mu_owner, (pthread_t)0, memory_order_relaxed);
+    pthread_cond_wait(cv, &s->mu);
+    atomic_store_explicit(&s->mu_owner, pthread_self(), memory_order_relaxed);
+}
+/* xt_cond_wait_until on mu (cv from xt_cond_init_mono): 0 woken,
+ * -ETIMEDOUT. REQUIRES: mu held. */
+static inline int mdsl_st_wait_until(mdsl_store *s, pthread_cond_t *cv, uint64_t deadline)
+{
+    assert(mdsl_st_mu_held(s));
+    atomic_store_explicit(&s->mu_owner, (pthread_t)0, memory_order_relaxed);
+    int rc = xt_cond_wait_until(cv, &s->mu, deadline);
+    atomic_store_explicit(&s->mu_owner, pthread_self(), memory_order_relaxed);
+    return rc;
+}
 
 /* ---- mdsl_store.c ------------------------------------------------------ */
 void mdsl_st_fail(mdsl_store *s, int err, const char *what);
@@ -213,8 +260,7 @@ struct live_delta {
 };
 /* The slice state that a batch will leave once written (s->slices). */
 struct slice_upd {
-    uint32_t fsid, slice;
-    uint64_t table;
+    xt_slice_id id;
     struct mdsl_slstate st;
 };
 struct apply_ctx {
@@ -235,8 +281,7 @@ int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n
                        uint32_t evidence);
 /* The state of a slice as the index holds it: cached in s->slices, else one
  * scan of its pointers (then cached). REQUIRES: writer token held. */
-int mdsl_apply_slice_state(mdsl_store *s, uint32_t fsid, uint64_t table, uint32_t slice,
-                           struct mdsl_slstate *st);
+int mdsl_apply_slice_state(mdsl_store *s, xt_slice_id id, struct mdsl_slstate *st);
 /* Call once ctx->b was written: the slice states follow the index. A
  * context freed without it (a failed write) drops its slices' states. */
 void mdsl_apply_done(struct apply_ctx *c);
@@ -257,6 +302,9 @@ int mdsl_recover(mdsl_store *s);
  * Segments freed, or -errno. REQUIRES: the background token held. */
 int mdsl_gc_pass(mdsl_store *s, unsigned max_segments, double threshold);
 int mdsl_gc_start(mdsl_store *s);
+/* Ends the GC thread's wait now (no-op without one): a sweep or drop was
+ * asked, or free space fell under the reserve. Any thread, any lock. */
+void mdsl_gc_wake(mdsl_store *s);
 void mdsl_gc_stop(mdsl_store *s);
 
 /* ---- mdsl_space.c ------------------------------------------------------ */

@@ -56,7 +56,7 @@ static int census_one(const char *addr, struct ent **all, size_t *n, size_t *cap
         if ((rc = xt_mdsl_list_slices(p, NULL, cur, clen, 4096, &l)))
             break;
         for (size_t i = 0; i < l.n; i++) {
-            if (l.slices[i].fsid == 0)
+            if (l.slices[i].id.fsid == 0)
                 continue;
             if (*n == *cap) {
                 *cap = *cap ? *cap * 2 : 1024;
@@ -68,8 +68,8 @@ static int census_one(const char *addr, struct ent **all, size_t *n, size_t *cap
                 *all = g;
             }
             bool m = l.slices[i].moved;
-            (*all)[(*n)++] = (struct ent){ l.slices[i].fsid, l.slices[i].slice,
-                                          l.slices[i].table, !m, m };
+            (*all)[(*n)++] = (struct ent){ l.slices[i].id.fsid, l.slices[i].id.slice,
+                                          l.slices[i].id.table, !m, m };
             live += !m;
             moved += m;
         }

@@ -138,10 +138,14 @@ int fault_start_mdsl(struct fault_cluster *c, const char *fault, const char *con
     snprintf(listen, sizeof listen, "127.0.0.1:%d", c->mdsl_port);
     char *argv[32] = { (char *)c->mdsl_bin, (char *)"--dir", dir, (char *)"--listen", listen };
     int n = 5;
+    if (fault) {
+        argv[n++] = (char *)"--fault";
+        argv[n++] = (char *)fault;
+    }
     for (int i = 0; extra && extra[i] && n < 31; i++)
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
-    return spawn(c, argv, "mdsl", c->mdsl_port, fault, &c->mdsl);
+    return spawn(c, argv, "mdsl", c->mdsl_port, NULL, &c->mdsl);
 }
 
 int fault_start_mds(struct fault_cluster *c, const char *fault, int interval_ms)

@@ -1,7 +1,7 @@
 /*
  * fault_util.h -- helpers shared by the fault tests (tests/fault/): a
  * pom-mdsl + pom-mds pair started with extra arguments and an optional
- * POM_FAULT environment value, stopped with the exit status checked (a
+ * --fault spec, stopped with the exit status checked (a
  * crash is a signal other than the SIGTERM/SIGKILL we sent), a tmpfs of a
  * given size (skip 77 when mounting is not permitted), and small file
  * helpers over libpomegranate.
@@ -49,7 +49,7 @@ void fault_umount(const char *dir);
 int fault_cluster_init(struct fault_cluster *c, const char *tag, const char *mdsl_bin,
                        const char *mds_bin);
 /* Starts pom-mdsl on <base>/mdsl with the NULL-terminated extra arguments
- * and POM_FAULT=fault (NULL: unset); waits until it listens. The port stays
+ * and `--fault fault` (NULL: none); waits until it listens. The port stays
  * the same across restarts. 0 or -errno (-ECHILD: it exited at start;
  * -ETIMEDOUT: still not listening after start_wait_ms, left running). */
 int fault_start_mdsl(struct fault_cluster *c, const char *fault, const char *const *extra);

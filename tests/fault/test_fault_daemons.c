@@ -2,7 +2,7 @@
  * test_fault_daemons.c -- countdown faults in the real daemons (issue 8).
  *
  * Each run starts pom-mdsl + pom-mds with one fault switched on through
- * the test-only POM_FAULT variable (docs/testing-faults.md), chosen from a
+ * the test-only --fault option (docs/testing-faults.md), chosen from a
  * seeded generator:
  *   - pom-mdsl "io:eio:after=N"          one I/O op fails with -EIO,
  *   - pom-mdsl "io:enospc:after=N:sticky" every I/O op from the N-th fails,
@@ -53,7 +53,7 @@
 #define CALL_MAX_S 40      /* a library call over this long is a hang */
 #define FAILS_IN_ROW 4     /* a run stops after this many failed calls in a row */
 /* Countdown ranges, sized so most runs trip inside the workload (pom-mdsl
- * logs "POM_FAULT: N I/O ops counted" at exit: ~105 per run). */
+ * logs "--fault: N I/O ops counted" at exit: ~105 per run). */
 #define IO_RANGE          120
 #define MDSL_ALLOC_RANGE  300
 #define MDS_ALLOC_RANGE   1000

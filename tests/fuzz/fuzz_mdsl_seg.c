@@ -121,7 +121,7 @@ static int scan_cb(const struct mdsl_rec_hdr *h, const uint8_t *rec, uint64_t of
                   memcmp(back + 48, orig + 48, 8) == 0);
         }
     }
-    if ((h->type == MDSL_REC_IMAGE || h->type == MDSL_REC_DELTA) && s->nslices < 8)
+    if ((h->type == XT_STORE_IMAGE || h->type == XT_STORE_DELTA) && s->nslices < 8)
         s->slices[s->nslices++] = h->slice;
     return 0;
 }
@@ -157,11 +157,11 @@ static void exercise(mdsl_store *s, const struct seen *seen, uint8_t mode)
     if ((mode & 9) != 8)
         return;
     for (size_t i = 0; i < seen->nslices; i++) {
-        struct mdsl_slice_load l;
-        int rc = mdsl_store_load_slice(s, 1, 2, seen->slices[i], &l);
+        struct xt_store_load l;
+        int rc = mdsl_store_load_slice(s, (xt_slice_id){ .fsid = 1, .slice = seen->slices[i], .table = 2 }, &l);
         CHECK(rc == 0 || rc == -ENOENT || rc == -EBADMSG || rc == -EIO || rc == -ENOMEM);
         if (rc == 0)
-            mdsl_slice_load_free(&l);
+            xt_store_load_free(&l);
     }
     void *md;
     uint32_t mdlen;
@@ -170,7 +170,7 @@ static void exercise(mdsl_store *s, const struct seen *seen, uint8_t mode)
     void *col;
     uint32_t clen;
     uint64_t ver;
-    if (mdsl_store_read_column(s, 1, 2, 0, 7, 1, &col, &clen, &ver) == 0)
+    if (mdsl_store_read_column(s, (xt_slice_id){ .fsid = 1, .slice = 0, .table = 2 }, 7, 1, &col, &clen, &ver) == 0)
         xt_free(col);
 }
 

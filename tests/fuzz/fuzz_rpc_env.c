@@ -18,7 +18,7 @@
 #include "mds_group.h"
 #include "mds_service.h"
 #include "mds_stats.h"
-#include "mds_store_mem.h"
+#include "mds_store_local.h"
 #include "mds_table.h"
 #include "mdsl_service.h"
 #include "mdsl_store.h"
@@ -54,11 +54,11 @@ int fuzz_env_start(xt_rpc_server **mds, xt_rpc_server **mdsl)
 {
     static mds_store st;
     static struct mds_service svc;
-    mds_store_mem *mem = mds_store_mem_new();
+    mds_store_local *mem = mds_store_local_new();
     mds_stats *stats = mds_stats_new();
     if (!mem || !stats)
         return -ENOMEM;
-    mds_store_mem_bind(mem, &st);
+    mds_store_local_bind(mem, &st);
     mds_cache *c;
     mds_place *place;
     int rc = mds_place_new(locate, NULL, &place);

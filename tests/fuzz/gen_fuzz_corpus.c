@@ -200,22 +200,21 @@ static void gen_mdsl(void)
                                  .seg_size = 1u << 20 };
     mdsl_store *s;
     DIE_IF(mdsl_store_open(&o, &s) < 0);
-    struct mdsl_rec r[3] = {
-        { .type = MDSL_REC_IMAGE, .fsid = 1, .table = 2, .slice = 0, .version = 1,
+    struct xt_store_rec r[3] = {
+        { .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = 0, .table = 2 }, .version = 1,
           .data = "image-0", .len = 7 },
-        { .type = MDSL_REC_COLUMN, .fsid = 1, .table = 2, .slice = 0, .version = 1,
+        { .type = XT_STORE_COLUMN, .id = { .fsid = 1, .slice = 0, .table = 2 }, .version = 1,
           .key = 7, .group = 1, .data = "file bytes", .len = 10 },
-        { .type = MDSL_REC_IMAGE, .fsid = 1, .table = 2, .slice = 1, .version = 1,
+        { .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = 1, .table = 2 }, .version = 1,
           .data = "image-1", .len = 7 },
     };
     DIE_IF(mdsl_store_prepare(s, 1, r, 3) < 0 || mdsl_store_commit(s, 1) < 0);
     put_folder("commit-1", io, 8 | 16, true);
     put_folder("commit-1-fix", io, 9, true);
-    struct mdsl_rec d[2] = {
-        { .type = MDSL_REC_DELTA, .fsid = 1, .table = 2, .slice = 0, .version = 2,
+    struct xt_store_rec d[2] = {
+        { .type = XT_STORE_DELTA, .id = { .fsid = 1, .slice = 0, .table = 2 }, .version = 2,
           .data = "delta", .len = 5 },
-        { .type = MDSL_REC_COLUMN, .flags = MDSL_F_TOMBSTONE, .fsid = 1, .table = 2,
-          .slice = 0, .version = 2, .key = 7, .group = 1, .data = "", .len = 0 },
+        { .type = XT_STORE_COLUMN, .flags = XT_STORE_F_TOMBSTONE, .id = { .fsid = 1, .slice = 0, .table = 2 }, .version = 2, .key = 7, .group = 1, .data = "", .len = 0 },
     };
     DIE_IF(mdsl_store_prepare(s, 2, d, 2) < 0 || mdsl_store_commit(s, 2) < 0);
     d[0].version = 3;

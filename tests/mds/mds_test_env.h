@@ -7,12 +7,12 @@
 
 #include "mds_cache.h"
 #include "mds_group.h"
-#include "mds_store_mem.h"
+#include "mds_store_local.h"
 #include "mds_table.h"
 #include "mds_test_util.h"
 
 struct tenv {
-    mds_store_mem *mem;  /* survives crashes */
+    mds_store_local *mem;  /* survives crashes */
     mds_store st;
     mds_stats *stats;
     mds_cache *c;
@@ -29,8 +29,8 @@ static const uint32_t tenv_parts[] = { 1, 2 };
 static inline int tenv_start(struct tenv *v)
 {
     if (!v->mem) {
-        v->mem = mds_store_mem_new();
-        mds_store_mem_bind(v->mem, &v->st);
+        v->mem = mds_store_local_new();
+        mds_store_local_bind(v->mem, &v->st);
         v->stats = mds_stats_new();
     }
     struct mds_cache_opts co = { .store = &v->st, .place = tu_place2(),
@@ -70,7 +70,7 @@ static inline void tenv_fini(struct tenv *v)
 {
     if (v->g)
         tenv_crash(v);
-    mds_store_mem_free(v->mem);
+    mds_store_local_free(v->mem);
     mds_stats_free(v->stats);
     v->mem = NULL;
     v->stats = NULL;

@@ -12,7 +12,7 @@
 #include "mds_cache.h"
 #include "mds_group.h"
 #include "mds_place.h"
-#include "mds_store_mem.h"
+#include "mds_store_local.h"
 #include "mds_table.h"
 #include "mds_test_util.h"
 
@@ -70,7 +70,7 @@ static inline mds_place *place_new(const struct pmap *cur, const struct pmap *pr
 /* ---- one MDS over the store -------------------------------------------- */
 
 struct env {
-    mds_store_mem *mem; /* survives MDS crashes */
+    mds_store_local *mem; /* survives MDS crashes */
     mds_store st;
     mds_stats *stats;
     mds_place *place;
@@ -87,8 +87,8 @@ static inline void env_start(struct env *v, const struct pmap *cur, const struct
                       const uint32_t *parts, size_t np)
 {
     if (!v->mem) {
-        v->mem = mds_store_mem_new();
-        mds_store_mem_bind(v->mem, &v->st);
+        v->mem = mds_store_local_new();
+        mds_store_local_bind(v->mem, &v->st);
         v->stats = mds_stats_new();
     }
     v->place = place_new(cur, prev);
@@ -122,7 +122,7 @@ static inline void env_fini(struct env *v)
 {
     if (v->g)
         env_crash(v);
-    mds_store_mem_free(v->mem);
+    mds_store_local_free(v->mem);
     mds_stats_free(v->stats);
     memset(v, 0, sizeof *v);
 }
@@ -169,37 +169,37 @@ static inline int row_state(struct env *v, uint64_t table, const char *name, uin
 /* ---- what the sites hold ------------------------------------------------- */
 
 struct held {
-    struct mds_store_mem_slice s;
+    struct xt_store_slice s;
     uint32_t site;
 };
 
 static inline int held_cmp(const void *a, const void *b)
 {
-    const struct mds_store_mem_slice *x = &((const struct held *)a)->s,
+    const struct xt_store_slice *x = &((const struct held *)a)->s,
                                      *y = &((const struct held *)b)->s;
-    if (x->fsid != y->fsid)
-        return x->fsid < y->fsid ? -1 : 1;
-    if (x->table != y->table)
-        return x->table < y->table ? -1 : 1;
-    if (x->slice != y->slice)
-        return x->slice < y->slice ? -1 : 1;
+    if (x->id.fsid != y->id.fsid)
+        return x->id.fsid < y->id.fsid ? -1 : 1;
+    if (x->id.table != y->id.table)
+        return x->id.table < y->id.table ? -1 : 1;
+    if (x->id.slice != y->id.slice)
+        return x->id.slice < y->id.slice ? -1 : 1;
     return 0;
 }
 
 /* Every slice of the file system (fsid 1) is live at exactly one site, and
  * at the site `at` places it when at != NULL; the others hold a tombstone
  * or nothing. Returns the number of slices; *moved the tombstones seen. */
-static inline size_t check_live_once(mds_store_mem *mem, const struct pmap *at, size_t *moved)
+static inline size_t check_live_once(mds_store_local *mem, const struct pmap *at, size_t *moved)
 {
     struct held *all = NULL;
     size_t n = 0, tomb = 0;
     for (uint32_t site = SA; site <= SC; site++) {
-        struct mds_store_mem_slice *v;
+        struct xt_store_slice *v;
         size_t k;
-        assert_int_equal(mds_store_mem_slices(mem, site, &v, &k), 0);
+        assert_int_equal(mds_store_local_slices(mem, site, &v, &k), 0);
         all = realloc(all, (n + k + 1) * sizeof *all);
         for (size_t i = 0; i < k; i++)
-            if (v[i].fsid == 1)
+            if (v[i].id.fsid == 1)
                 all[n++] = (struct held){ v[i], site };
         xt_free(v);
     }
@@ -216,9 +216,9 @@ static inline size_t check_live_once(mds_store_mem *mem, const struct pmap *at, 
                 live_at = all[j].site;
             }
         }
-        if (live != 1 || (at && live_at != place_of(at, 1, all[i].s.table, all[i].s.slice)))
+        if (live != 1 || (at && live_at != place_of(at, 1, all[i].s.id.table, all[i].s.id.slice)))
             fail_msg("table %llu slice %u: live at %zu sites (last %u)",
-                     (unsigned long long)all[i].s.table, all[i].s.slice, live, live_at);
+                     (unsigned long long)all[i].s.id.table, all[i].s.id.slice, live, live_at);
         slices++;
         i = j;
     }
@@ -228,17 +228,17 @@ static inline size_t check_live_once(mds_store_mem *mem, const struct pmap *at, 
     return slices;
 }
 
-static inline void assert_nothing_prepared(mds_store_mem *mem)
+static inline void assert_nothing_prepared(mds_store_local *mem)
 {
     for (uint32_t site = SA; site <= SC; site++) {
-        struct mds_store_mem_counts c;
-        mds_store_mem_counts(mem, site, &c);
+        struct mds_store_local_counts c;
+        mds_store_local_counts(mem, site, &c);
         assert_int_equal(c.prepared_now, 0);
     }
 }
 
 /* One record prepared and committed at site as its own transaction. */
-static inline int put_rec(mds_store *st, uint32_t site, uint64_t txid, struct mds_rec r)
+static inline int put_rec(mds_store *st, uint32_t site, uint64_t txid, struct xt_store_rec r)
 {
     int rc = mds_store_prepare(st, site, txid, &r, 1);
     return rc < 0 ? rc : mds_store_commit(st, site, txid);

@@ -98,7 +98,7 @@ struct tu_wrap {
     unsigned load_delay_ms;
 };
 
-static int tu_w_prepare(void *c, uint32_t s, uint64_t t, const struct mds_rec *r, size_t n)
+static int tu_w_prepare(void *c, uint32_t s, uint64_t t, const struct xt_store_rec *r, size_t n)
 {
     struct tu_wrap *w = c;
     return mds_store_prepare(&w->inner, s, t, r, n);
@@ -113,14 +113,13 @@ static int tu_w_abort(void *c, uint32_t s, uint64_t t)
     struct tu_wrap *w = c;
     return mds_store_abort(&w->inner, s, t);
 }
-static int tu_w_load(void *c, uint32_t site, uint32_t f, uint64_t t, uint32_t s,
-                     struct mds_load *o)
+static int tu_w_load(void *c, uint32_t site, xt_slice_id id, struct xt_store_load *o)
 {
     struct tu_wrap *w = c;
     atomic_fetch_add(&w->loads, 1);
     if (w->load_delay_ms)
         tu_sleep_ms(w->load_delay_ms);
-    return mds_store_load(&w->inner, site, f, t, s, o);
+    return mds_store_load(&w->inner, site, id, o);
 }
 static int tu_w_list(void *c, uint32_t s, uint64_t **t, size_t *n)
 {
@@ -128,7 +127,7 @@ static int tu_w_list(void *c, uint32_t s, uint64_t **t, size_t *n)
     return mds_store_list_prepared(&w->inner, s, t, n);
 }
 static int tu_w_slices(void *c, uint32_t s, const void *cur, uint32_t cl, uint32_t max,
-                       struct mds_slice_page *o)
+                       struct xt_store_list *o)
 {
     struct tu_wrap *w = c;
     return mds_store_list_slices(&w->inner, s, cur, cl, max, o);

@@ -361,7 +361,7 @@ static void test_stress_crash(void **state)
         }
         tu_sleep_ms(250 + (unsigned)(tu_rand(&s) % 250));
         /* A SIGKILL of the MDS at a random point of its store calls. */
-        mds_store_mem_sever(v.mem, (long)(tu_rand(&s) % 8));
+        mds_store_local_sever(v.mem, (long)(tu_rand(&s) % 8));
         tu_sleep_ms(20);
         atomic_store(&stop, true);
         unsigned done = 0, conflicts = 0;
@@ -374,7 +374,7 @@ static void test_stress_crash(void **state)
         struct mds_group_info gi;
         mds_group_info(v.g, &gi);
         tenv_crash(&v);
-        mds_store_mem_sever(v.mem, -1);
+        mds_store_local_sever(v.mem, -1);
         assert_int_equal(tenv_start(&v), 0);
         check_accounts(&v); /* the committed state only */
         fprintf(stderr, "round %d: %u batches, %u conflicts, %llu commits, %llu aborts\n",

@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 
 #include "mds_cache.h"
-#include "mds_store_mem.h"
+#include "mds_store_local.h"
 #include "mds_test_util.h"
 #include "xt_hash.h"
 #include "xt_slice.h"
@@ -73,11 +73,13 @@ static void store_slice(const mds_store *st, uint64_t table, uint32_t rows)
     uint8_t *dl;
     size_t dlen;
     assert_int_equal(xt_slice_encode_delta(s, 1, &dl, &dlen), 0);
-    struct mds_rec rec = { 1, table, 0, 1, true, img, ilen, false, false, false };
+    struct xt_store_rec rec = { .type = XT_STORE_IMAGE, .id = { .fsid = 1, .table = table },
+                                .version = 1, .data = img, .len = (uint32_t)ilen };
     uint64_t tx = g_txid++;
     assert_int_equal(mds_store_prepare(st, 1, tx, &rec, 1), 0);
     assert_int_equal(mds_store_commit(st, 1, tx), 0);
-    rec = (struct mds_rec){ 1, table, 0, 2, false, dl, dlen, false, false, false };
+    rec = (struct xt_store_rec){ .type = XT_STORE_DELTA, .id = { .fsid = 1, .table = table },
+                                 .version = 2, .data = dl, .len = (uint32_t)dlen };
     tx = g_txid++;
     assert_int_equal(mds_store_prepare(st, 1, tx, &rec, 1), 0);
     assert_int_equal(mds_store_commit(st, 1, tx), 0);
@@ -106,7 +108,7 @@ static void check_row(mds_cent *e, uint64_t table, uint32_t i, uint32_t rows)
 }
 
 struct env {
-    mds_store_mem *mem;
+    mds_store_local *mem;
     struct tu_wrap w;
     mds_store st;
     mds_stats *stats;
@@ -115,8 +117,8 @@ struct env {
 static void env_init(struct env *v)
 {
     memset(v, 0, sizeof *v);
-    v->mem = mds_store_mem_new();
-    mds_store_mem_bind(v->mem, &v->w.inner);
+    v->mem = mds_store_local_new();
+    mds_store_local_bind(v->mem, &v->w.inner);
     v->st.ops = &tu_wrap_ops;
     v->st.ctx = &v->w;
     v->stats = mds_stats_new();
@@ -124,7 +126,7 @@ static void env_init(struct env *v)
 
 static void env_fini(struct env *v)
 {
-    mds_store_mem_free(v->mem);
+    mds_store_local_free(v->mem);
     mds_stats_free(v->stats);
 }
 
@@ -199,7 +201,7 @@ static void test_load_failure_shared_then_retried(void **state)
     struct mds_cache_opts o = { .store = &v.st, .place = place1() };
     mds_cache *c;
     assert_int_equal(mds_cache_new(&o, &c), 0);
-    mds_store_mem_fail(v.mem, 1, MDS_MEM_LOAD, 0, 1, -EIO, false);
+    mds_store_local_fail(v.mem, 1, MDS_LOCAL_LOAD, 0, 1, -EIO, false);
     v.w.load_delay_ms = 30;
     enum { N = 4 };
     pthread_t t[N];
@@ -419,7 +421,9 @@ static int store_rec(const mds_store *st, uint64_t table, uint64_t version, bool
     size_t len;
     int rc = image ? xt_slice_encode(s, &b, &len) : xt_slice_encode_delta(s, 1, &b, &len);
     assert_int_equal(rc, 0);
-    struct mds_rec rec = { 1, table, 0, version, image, b, len, false, false, false };
+    struct xt_store_rec rec = { .type = image ? XT_STORE_IMAGE : XT_STORE_DELTA,
+                                .id = { .fsid = 1, .table = table }, .version = version,
+                                .data = b, .len = (uint32_t)len };
     uint64_t tx = g_txid++;
     rc = mds_store_prepare(st, 1, tx, &rec, 1);
     if (rc == 0)
@@ -587,14 +591,13 @@ static void test_find_and_keys(void **state)
     env_fini(&v);
 }
 
-/* The point of the fence, as far as mds_store_mem shows it: it refuses at
- * prepare a record not above the slice's committed version (it does NOT
- * implement mdsl_apply.c rules 1 and 2 at commit: a record prepared before
- * and committed after is applied blindly, so that case is not tested). An
- * earlier holder that loaded version 2 may have records 3, 4, ... in
- * flight. Unfenced, the new owner writes 3 and the holder's 4 still lands
- * on top of it; fenced, the new owner's image sits above the gap and every
- * record of the holder is refused. */
+/* The point of the fence, checked against the MDSL's own commit rules
+ * (mdsl_apply.c rules 1 and 2, run by mds_store_local). An earlier holder
+ * that loaded version 2 may have records 3 and 4 in flight: prepared before
+ * the new owner's first record, committed after it. Unfenced, the new
+ * owner writes 3 and the holder's 4 lands on top of it; fenced, the new
+ * owner's image sits above the gap and every record of the holder is
+ * ignored at commit. */
 static void test_fence_point(void **state)
 {
     (void)state;
@@ -610,20 +613,39 @@ static void test_fence_point(void **state)
         mds_cent *e;
         assert_int_equal(mds_cache_get(c, &(struct mds_key){ 1, 0, 7 }, &e), 0);
         struct mds_cent_commit *cm = mds_cent_commit(e);
-        /* The new owner's first record, as mds_group writes it. */
-        assert_int_equal(store_rec(&v.st, 7, cm->version + 1,
-                                   cm->force_image || cm->image_bytes == 0,
-                                   mds_cent_slice(e)), 0);
-        /* The earlier holder's in-flight records 3 and 4 (deltas). */
-        int rc3 = store_rec(&v.st, 7, 3, false, mds_cent_slice(e));
-        int rc4 = store_rec(&v.st, 7, 4, false, mds_cent_slice(e));
-        if (fenced) {
-            assert_int_equal(rc3, -EINVAL);
-            assert_int_equal(rc4, -EINVAL);
-        } else {
-            assert_int_equal(rc3, -EINVAL); /* same version as the new owner's */
-            assert_int_equal(rc4, 0);       /* lands on top: what the fence prevents */
+        /* The earlier holder's in-flight records 3 and 4 (deltas), prepared. */
+        uint8_t *d;
+        size_t dlen;
+        assert_int_equal(xt_slice_encode_delta(mds_cent_slice(e), 1, &d, &dlen), 0);
+        uint64_t held_tx[2];
+        for (int i = 0; i < 2; i++) {
+            struct xt_store_rec r = { .type = XT_STORE_DELTA, .id = { .fsid = 1, .table = 7 },
+                                      .version = 3 + (uint64_t)i, .data = d,
+                                      .len = (uint32_t)dlen };
+            held_tx[i] = g_txid++;
+            assert_int_equal(mds_store_prepare(&v.st, 1, held_tx[i], &r, 1), 0);
         }
+        /* The new owner's first record, as mds_group writes it. */
+        uint64_t owner_v = cm->version + 1;
+        assert_int_equal(store_rec(&v.st, 7, owner_v, cm->force_image || cm->image_bytes == 0,
+                                   mds_cent_slice(e)), 0);
+        for (int i = 0; i < 2; i++)
+            assert_int_equal(mds_store_commit(&v.st, 1, held_tx[i]), 0);
+        xt_free(d);
+        struct xt_store_load ld;
+        assert_int_equal(mds_store_load(&v.st, 1, (xt_slice_id){ .fsid = 1, .table = 7 }, &ld),
+                         0);
+        uint64_t top = ld.ndeltas ? ld.deltas[ld.ndeltas - 1].version : ld.image.version;
+        if (fenced) {
+            assert_true(owner_v > 4);
+            assert_true(ld.has_image);
+            assert_int_equal(ld.image.version, owner_v); /* the holder's records ignored */
+            assert_int_equal(ld.ndeltas, 0);
+        } else {
+            assert_int_equal(owner_v, 3);
+            assert_int_equal(top, 4); /* lands on top: what the fence prevents */
+        }
+        xt_store_load_free(&ld);
         mds_cache_put(c, e);
         mds_cache_free(c);
         env_fini(&v);

@@ -351,7 +351,7 @@ static void test_eviction_small_memory(void **state)
     cluster_down(&c);
 }
 
-static int put(const mds_store *st, uint64_t txid, const struct mds_rec *r, size_t n)
+static int put(const mds_store *st, uint64_t txid, const struct xt_store_rec *r, size_t n)
 {
     int rc = mds_store_prepare(st, 1, txid, r, n);
     return rc ? rc : mds_store_commit(st, 1, txid);
@@ -374,41 +374,43 @@ static void test_store_rpc_tombstone(void **state)
      * as nothing else here. */
     uint64_t txid = 100;
     for (uint32_t s = 0; s < 40; s++) {
-        struct mds_rec r = { .fsid = 1, .table = 7, .slice = s, .version = 1,
-                             .full_image = true, .bytes = "image", .len = 5 };
+        struct xt_store_rec r = { .type = XT_STORE_IMAGE,
+                                  .id = { .fsid = 1, .slice = s, .table = 7 }, .version = 1,
+                                  .data = "image", .len = 5 };
         assert_int_equal(put(&st, txid++, &r, 1), 0);
     }
     static const uint8_t none[1];
-    struct mds_rec t = { .fsid = 1, .table = 7, .slice = 5, .version = 2, .full_image = true,
-                         .bytes = none, .len = 0, .moved = true };
+    struct xt_store_rec t = { .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED,
+                              .id = { .fsid = 1, .slice = 5, .table = 7 }, .version = 2,
+                              .data = none, .len = 0 };
     assert_int_equal(put(&st, txid++, &t, 1), 0);
-    struct mds_load l;
-    assert_int_equal(mds_store_load(&st, 1, 1, 7, 5, &l), -ESTALE);
-    assert_int_equal(mds_store_load(&st, 1, 1, 7, 6, &l), 0);
-    assert_true(l.has_image && l.image.len == 5 && !memcmp(l.image.bytes, "image", 5));
-    mds_load_free(&l);
+    struct xt_store_load l;
+    assert_int_equal(mds_store_load(&st, 1, (xt_slice_id){ .fsid = 1, .slice = 5, .table = 7 }, &l), -ESTALE);
+    assert_int_equal(mds_store_load(&st, 1, (xt_slice_id){ .fsid = 1, .slice = 6, .table = 7 }, &l), 0);
+    assert_true(l.has_image && l.image.len == 5 && !memcmp(l.image.data, "image", 5));
+    xt_store_load_free(&l);
     /* A delta on the tombstone is refused (the group retries as an image). */
-    struct mds_rec d = { .fsid = 1, .table = 7, .slice = 5, .version = 3, .bytes = "d",
-                         .len = 1 };
+    struct xt_store_rec d = { .type = XT_STORE_DELTA, .id = { .fsid = 1, .slice = 5, .table = 7 },
+                              .version = 3, .data = "d", .len = 1 };
     assert_int_equal(mds_store_prepare(&st, 1, txid++, &d, 1), -ESTALE);
     /* Listing, 7 at a time: each slice once, ascending, the tombstone flagged. */
-    struct mds_slice_page pg;
-    uint8_t cur[MDS_LIST_CURSOR_MAX];
+    struct xt_store_list pg;
+    uint8_t cur[XT_STORE_CURSOR_MAX];
     uint32_t clen = 0, next = 0;
     for (bool end = false; !end;) {
         assert_int_equal(mds_store_list_slices(&st, 1, cur, clen, 7, &pg), 0);
         assert_true(pg.n <= 7);
         for (size_t i = 0; i < pg.n; i++, next++) {
-            assert_int_equal(pg.v[i].fsid, 1);
-            assert_int_equal(pg.v[i].table, 7);
-            assert_int_equal(pg.v[i].slice, next);
-            assert_int_equal(pg.v[i].version, next == 5 ? 2 : 1);
-            assert_int_equal(pg.v[i].moved, next == 5);
+            assert_int_equal(pg.slices[i].id.fsid, 1);
+            assert_int_equal(pg.slices[i].id.table, 7);
+            assert_int_equal(pg.slices[i].id.slice, next);
+            assert_int_equal(pg.slices[i].version, next == 5 ? 2 : 1);
+            assert_int_equal(pg.slices[i].moved, next == 5);
         }
         end = pg.end;
         memcpy(cur, pg.cursor, pg.cursor_len);
         clen = pg.cursor_len;
-        mds_slice_page_free(&pg);
+        xt_store_list_free(&pg);
     }
     assert_int_equal(next, 40);
     mds_store_rpc_free(rpc);

@@ -31,7 +31,7 @@
 
 #include "mds_cache.h"
 #include "mds_group.h"
-#include "mds_store_mem.h"
+#include "mds_store_local.h"
 #include "mds_table.h"
 #include "mds_test_bits.h"
 #include "mds_test_util.h"
@@ -63,7 +63,7 @@ struct mds1 {
 };
 
 struct cluster {
-    mds_store_mem *mem;
+    mds_store_local *mem;
     mds_store st;
     struct mds1 m[NMDS];
     uint32_t split;
@@ -122,8 +122,8 @@ static void mds_crash(struct cluster *cl, unsigned k)
 static void cluster_start(struct cluster *cl)
 {
     if (!cl->mem) {
-        cl->mem = mds_store_mem_new();
-        mds_store_mem_bind(cl->mem, &cl->st);
+        cl->mem = mds_store_local_new();
+        mds_store_local_bind(cl->mem, &cl->st);
     }
     for (unsigned k = 0; k < NMDS; k++)
         mds_start(cl, k);
@@ -305,7 +305,7 @@ static void cluster_fini(struct cluster *cl)
     for (unsigned k = 0; k < NMDS; k++)
         if (cl->m[k].t)
             mds_crash(cl, k);
-    mds_store_mem_free(cl->mem);
+    mds_store_local_free(cl->mem);
 }
 
 static void test_routing(void **state)

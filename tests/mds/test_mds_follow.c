@@ -1,7 +1,7 @@
 /*
  * test_mds_follow.c -- pom-mds following R2's ring-1 changes (mds/mds_ring1.c,
  * docs/mdsl-scale.md "Phases"), fed hand-made views: one MDS (commit group
- * over mds_store_mem, placement over real rings), MDSL 1 and 2, then 3.
+ * over mds_store_local, placement over real rings), MDSL 1 and 2, then 3.
  *
  * Checked:
  *   test_phases: STABLE acks; PREPARE makes MDSL 3 a participant (settling
@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "mds_ring1.h"
-#include "mds_store_mem.h"
+#include "mds_store_local.h"
 #include "mds_test_util.h"
 
 #include "pom_ring.h"
@@ -84,7 +84,7 @@ static struct xt_view view_of(int phase, uint64_t seq, bool walk, const xt_ring 
 }
 
 struct fx {
-    mds_store_mem *mem;
+    mds_store_local *mem;
     mds_store st;
     mds_store_rpc *rpc;
     mds_place *place;
@@ -100,8 +100,8 @@ static const uint32_t ids_ab[] = { 1, 2 }, ids_abc[] = { 1, 2, 3 };
 static void fx_open(struct fx *x, const xt_ring *start)
 {
     memset(x, 0, sizeof *x);
-    x->mem = mds_store_mem_new();
-    mds_store_mem_bind(x->mem, &x->st);
+    x->mem = mds_store_local_new();
+    mds_store_local_bind(x->mem, &x->st);
     assert_int_equal(mds_store_rpc_new(1000, &x->rpc), 0);
     x->ab = ring_of(ids_ab, 2);
     x->abc = ring_of(ids_abc, 3);
@@ -129,7 +129,7 @@ static void fx_close(struct fx *x, mds_mover *m)
     mds_place_free(x->place);
     mds_ring1_free(x->f);
     mds_store_rpc_free(x->rpc);
-    mds_store_mem_free(x->mem);
+    mds_store_local_free(x->mem);
     xt_ring_free(x->ab);
     xt_ring_free(x->abc);
     xt_ring_free(x->ac);
@@ -152,10 +152,10 @@ static uint64_t acked(struct fx *x)
 /* Whether settling lists prepared txids at `site` (it is a participant). */
 static bool participant(struct fx *x, uint32_t site)
 {
-    struct mds_store_mem_counts a, b;
-    mds_store_mem_counts(x->mem, site, &a);
+    struct mds_store_local_counts a, b;
+    mds_store_local_counts(x->mem, site, &a);
     assert_int_equal(mds_group_settle_site(x->g, 77), 0);
-    mds_store_mem_counts(x->mem, site, &b);
+    mds_store_local_counts(x->mem, site, &b);
     return b.lists > a.lists;
 }
 

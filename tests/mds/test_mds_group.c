@@ -230,7 +230,7 @@ static void test_writers_then_crash(void **state)
         }
         tu_sleep_ms(300 + (unsigned)(tu_rand(&s) % 300));
         /* SIGKILL at a random point of the coordinator's store calls. */
-        mds_store_mem_sever(v.mem, (long)(tu_rand(&s) % 8));
+        mds_store_local_sever(v.mem, (long)(tu_rand(&s) % 8));
         tu_sleep_ms(20);
         atomic_store(&stop, true);
         for (unsigned t = 0; t < W_THREADS; t++)
@@ -238,7 +238,7 @@ static void test_writers_then_crash(void **state)
         struct mds_group_info gi;
         mds_group_info(v.g, &gi);
         tenv_crash(&v);
-        mds_store_mem_sever(v.mem, -1);
+        mds_store_local_sever(v.mem, -1);
         assert_int_equal(tenv_start(&v), 0);
         unsigned present = check_writers(&v, ws);
         unsigned listed = list_all(&v, 600, 1 + tu_rand(&s) % 60);
@@ -303,7 +303,7 @@ static void test_prepare_failure_retried(void **state)
     assert_int_equal(tenv_start(&v), 0);
     two_tables(&v);
     for (int site = 1; site <= 2; site++) {
-        mds_store_mem_fail(v.mem, (uint32_t)site, MDS_MEM_PREPARE, 0, 2, -EIO, false);
+        mds_store_local_fail(v.mem, (uint32_t)site, MDS_LOCAL_PREPARE, 0, 2, -EIO, false);
         uint64_t gen = write_pair(&v, (uint64_t)site);
         assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
         struct mds_group_info gi;
@@ -314,9 +314,9 @@ static void test_prepare_failure_retried(void **state)
     tenv_crash(&v);
     assert_int_equal(tenv_start(&v), 0);
     assert_int_equal(pair_state(&v, 2), 1);
-    struct mds_store_mem_counts c1, c2;
-    mds_store_mem_counts(v.mem, 1, &c1);
-    mds_store_mem_counts(v.mem, 2, &c2);
+    struct mds_store_local_counts c1, c2;
+    mds_store_local_counts(v.mem, 1, &c1);
+    mds_store_local_counts(v.mem, 2, &c2);
     assert_int_equal(c1.prepared_now + c2.prepared_now, 0);
     tenv_fini(&v);
 }
@@ -334,22 +334,22 @@ static void test_crash_sweep_all_or_nothing(void **state)
             assert_int_equal(tenv_start(&v), 0);
             two_tables(&v);
             if (mode == 1) /* and site 2 refuses its first prepare */
-                mds_store_mem_fail(v.mem, 2, MDS_MEM_PREPARE, 0, 1, -EIO, false);
+                mds_store_local_fail(v.mem, 2, MDS_LOCAL_PREPARE, 0, 1, -EIO, false);
             uint64_t gen = write_pair(&v, 5);
-            mds_store_mem_sever(v.mem, n);
+            mds_store_local_sever(v.mem, n);
             int rc = mds_group_sync(v.g, gen, 150);
             tenv_crash(&v);
-            mds_store_mem_sever(v.mem, -1);
-            mds_store_mem_fail(v.mem, 2, 0, 0, 0, 0, false);
+            mds_store_local_sever(v.mem, -1);
+            mds_store_local_fail(v.mem, 2, 0, 0, 0, 0, false);
             assert_int_equal(tenv_start(&v), 0);
             int st = pair_state(&v, 5);
             if (rc == 0)
                 assert_int_equal(st, 1);
             committed += st;
             lost += !st;
-            struct mds_store_mem_counts c1, c2;
-            mds_store_mem_counts(v.mem, 1, &c1);
-            mds_store_mem_counts(v.mem, 2, &c2);
+            struct mds_store_local_counts c1, c2;
+            mds_store_local_counts(v.mem, 1, &c1);
+            mds_store_local_counts(v.mem, 2, &c2);
             assert_int_equal(c1.prepared_now + c2.prepared_now, 0);
             tenv_fini(&v);
         }
@@ -365,29 +365,29 @@ static void test_commit_failure_finished(void **state)
     assert_int_equal(tenv_start(&v), 0);
     two_tables(&v);
     /* Site 2 (not home) fails its commit 3 times: the coordinator retries. */
-    mds_store_mem_fail(v.mem, 2, MDS_MEM_COMMIT, 0, 3, -ECONNRESET, false);
+    mds_store_local_fail(v.mem, 2, MDS_LOCAL_COMMIT, 0, 3, -ECONNRESET, false);
     uint64_t gen = write_pair(&v, 1);
     assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
     assert_int_equal(pair_state(&v, 1), 1);
     /* Home's commit succeeds but its reply is lost: resolved by an abort
      * probe (-EINVAL: committed). */
-    mds_store_mem_fail(v.mem, 1, MDS_MEM_COMMIT, 0, 1, -ETIMEDOUT, true);
+    mds_store_local_fail(v.mem, 1, MDS_LOCAL_COMMIT, 0, 1, -ETIMEDOUT, true);
     gen = write_pair(&v, 2);
     assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
     /* Site 2 cannot commit at all; the MDS crashes: recovery finishes. */
-    mds_store_mem_fail(v.mem, 2, MDS_MEM_COMMIT, 0, -1, -ECONNRESET, false);
+    mds_store_local_fail(v.mem, 2, MDS_LOCAL_COMMIT, 0, -1, -ECONNRESET, false);
     gen = write_pair(&v, 3);
     assert_int_equal(mds_group_sync(v.g, gen, 200), -ETIMEDOUT);
     tenv_crash(&v);
-    mds_store_mem_fail(v.mem, 2, 0, 0, 0, 0, false);
+    mds_store_local_fail(v.mem, 2, 0, 0, 0, 0, false);
     assert_int_equal(tenv_start(&v), 0);
     assert_int_equal(pair_state(&v, 3), 1);
     assert_true(mds_stats_counter(v.stats, MDS_CTR_RECOVER_COMMITS) >= 1);
     /* A participant that loses its undecided prepares before the commit
      * point: the group aborts, and the next one commits. */
-    mds_store_mem_fail(v.mem, 1, MDS_MEM_COMMIT, 0, 1, -ECONNRESET, false);
+    mds_store_local_fail(v.mem, 1, MDS_LOCAL_COMMIT, 0, 1, -ECONNRESET, false);
     gen = write_pair(&v, 4);
-    mds_store_mem_crash(v.mem, 1, true); /* nothing prepared yet: no-op */
+    assert_int_equal(mds_store_local_crash(v.mem, 1), 0); /* nothing prepared yet */
     assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
     assert_int_equal(pair_state(&v, 4), 1);
     tenv_fini(&v);
@@ -519,7 +519,7 @@ static void test_memory_bound_with_dirty_slices(void **state)
 }
 
 /* A full disk (docs/mds-commit.md "A full disk"): both sites keep only
- * their reserve (mds_store_mem_full: a prepare without `reserve` on every
+ * their reserve (mds_store_local_full: a prepare without `reserve` on every
  * record answers -ENOSPC). A new row's sync answers -ENOSPC and the group
  * says the disk is short; removing 20 rows frees more than the refused row
  * adds, so that group commits, the refused row with it. A row added after
@@ -538,8 +538,8 @@ static void test_full_disk_frees(void **state)
     }
     assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
     assert_false(mds_group_space_short(v.g));
-    mds_store_mem_full(v.mem, 1, true);
-    mds_store_mem_full(v.mem, 2, true);
+    mds_store_local_full(v.mem, 1, true);
+    mds_store_local_full(v.mem, 2, true);
     assert_int_equal(tenv_put(&v, 10, "late", 99, 49, &gen), 0);
     assert_int_equal(mds_group_sync(v.g, gen, 5000), -ENOSPC);
     assert_true(mds_group_space_short(v.g));
@@ -558,8 +558,8 @@ static void test_full_disk_frees(void **state)
     }
     assert_int_equal(tenv_get(&v, 10, "late", &id, &seq), 1);
     assert_int_equal(tenv_get(&v, 10, "later", &id, &seq), 0); /* never acknowledged */
-    mds_store_mem_full(v.mem, 1, false);
-    mds_store_mem_full(v.mem, 2, false);
+    mds_store_local_full(v.mem, 1, false);
+    mds_store_local_full(v.mem, 2, false);
     assert_int_equal(tenv_put(&v, 10, "later", 98, 48, &gen), 0);
     assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
     tenv_fini(&v);

@@ -58,7 +58,7 @@
 
 #include "mds_cache.h"
 #include "mds_group.h"
-#include "mds_store_mem.h"
+#include "mds_store_local.h"
 #include "mds_table.h"
 #include "mds_test_bits.h"
 #include "mds_test_util.h"
@@ -140,7 +140,7 @@ struct mds1 {
 };
 
 struct cluster {
-    mds_store_mem *mem;
+    mds_store_local *mem;
     mds_store st;
     struct mds1 m[NMAX];
     atomic_bool up[NMAX];
@@ -413,15 +413,15 @@ static void cluster_stop(struct cluster *cl)
 static void cluster_fini(struct cluster *cl)
 {
     cluster_stop(cl);
-    mds_store_mem_free(cl->mem);
+    mds_store_local_free(cl->mem);
     cl->mem = NULL;
 }
 
 static void cluster_init(struct cluster *cl, unsigned nstart)
 {
     memset(cl, 0, sizeof *cl);
-    cl->mem = mds_store_mem_new();
-    mds_store_mem_bind(cl->mem, &cl->st);
+    cl->mem = mds_store_local_new();
+    mds_store_local_bind(cl->mem, &cl->st);
     for (unsigned k = 0; k < nstart; k++)
         mds_start(cl, k);
     uint64_t gen;
@@ -854,18 +854,18 @@ static xt_bitmap *bitmap_of(struct cluster *cl, unsigned k)
 /* The stored meta slice: its bitmap and version. */
 static xt_bitmap *stored_bitmap(struct cluster *cl, uint64_t *version)
 {
-    struct mds_load ld;
+    struct xt_store_load ld;
     uint32_t site = tu_locate2(NULL, FSID, TABLE, MDS_META_SLICE);
-    assert_int_equal(mds_store_load(&cl->st, site, FSID, TABLE, MDS_META_SLICE, &ld), 0);
+    assert_int_equal(mds_store_load(&cl->st, site, (xt_slice_id){ .fsid = FSID, .slice = MDS_META_SLICE, .table = TABLE }, &ld), 0);
     assert_true(ld.has_image);
     xt_slice *s;
-    assert_int_equal(xt_slice_decode(ld.image.bytes, ld.image.len, &s), 0);
+    assert_int_equal(xt_slice_decode(ld.image.data, ld.image.len, &s), 0);
     *version = ld.image.version;
     for (size_t i = 0; i < ld.ndeltas; i++) {
-        assert_int_equal(xt_slice_apply_delta(s, ld.deltas[i].bytes, ld.deltas[i].len), 0);
+        assert_int_equal(xt_slice_apply_delta(s, ld.deltas[i].data, ld.deltas[i].len), 0);
         *version = ld.deltas[i].version;
     }
-    mds_load_free(&ld);
+    xt_store_load_free(&ld);
     const void *row;
     size_t len;
     assert_int_equal(xt_slice_lookup(s, MDS_META_BITMAP, sizeof MDS_META_BITMAP - 1,

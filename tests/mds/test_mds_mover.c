@@ -4,7 +4,7 @@
  * in-memory store's list_slices, over mds_test_ring1.h's three sites.
  *
  * Checked, seeds printed:
- *   test_list_slices_mem: paging over mds_store_mem: every stored slice
+ *   test_list_slices_mem: paging over mds_store_local: every stored slice
  *     once, in key order, tombstones flagged, `end` on the last page, a
  *     bad cursor refused.
  *   test_mover_join: an MDS restarted during the move A,B -> A,B,C (so
@@ -34,33 +34,32 @@
 static void test_list_slices_mem(void **state)
 {
     (void)state;
-    mds_store_mem *mem = mds_store_mem_new();
+    mds_store_local *mem = mds_store_local_new();
     mds_store st;
-    mds_store_mem_bind(mem, &st);
+    mds_store_local_bind(mem, &st);
     uint64_t txid = 1;
     const uint64_t tables[] = { 900, 5, 77, 5, 1ull << 40 };
     const uint32_t slices[] = { 0, 3, MDS_META_SLICE, 0, 2 };
     for (size_t i = 0; i < 5; i++)
         assert_int_equal(put_rec(&st, SA, txid++,
-                                 (struct mds_rec){ .fsid = 1, .table = tables[i],
-                                                   .slice = slices[i], .version = 1,
-                                                   .full_image = true, .bytes = "x",
+                                 (struct xt_store_rec){ .id = { .fsid = 1, .slice = slices[i], .table = tables[i] }, .version = 1,
+                                                   .type = XT_STORE_IMAGE, .data = "x",
                                                    .len = 1 }), 0);
     assert_int_equal(put_rec(&st, SA, txid++,
-                             (struct mds_rec){ .fsid = 1, .table = 77, .slice = MDS_META_SLICE,
-                                               .version = 2, .full_image = true, .bytes = "",
-                                               .len = 0, .moved = true }), 0);
+                             (struct xt_store_rec){ .id = { .fsid = 1, .slice = MDS_META_SLICE, .table = 77 },
+                                               .version = 2, .type = XT_STORE_IMAGE, .data = "",
+                                               .len = 0, .flags = XT_STORE_F_MOVED }), 0);
     assert_int_equal(put_rec(&st, SA, txid++,
-                             (struct mds_rec){ .fsid = 0, .table = 9, .slice = 1, .version = 4,
-                                               .full_image = true, .bytes = "d", .len = 1 }), 0);
+                             (struct xt_store_rec){ .id = { .fsid = 0, .slice = 1, .table = 9 }, .version = 4,
+                                               .type = XT_STORE_IMAGE, .data = "d", .len = 1 }), 0);
     /* Expected order: (fsid, table, slice) ascending. */
-    const struct mds_slice_info want[] = {
-        { 0, 1, 9, 4, false, false },           { 1, 0, 5, 1, false, false },
-        { 1, 3, 5, 1, false, false },           { 1, MDS_META_SLICE, 77, 2, true, false },
-        { 1, 0, 900, 1, false, false },         { 1, 2, 1ull << 40, 1, false, false },
+    const struct xt_store_slice want[] = {
+        { { 0, 1, 9 }, 4, false, false },       { { 1, 0, 5 }, 1, false, false },
+        { { 1, 3, 5 }, 1, false, false },       { { 1, MDS_META_SLICE, 77 }, 2, true, false },
+        { { 1, 0, 900 }, 1, false, false },     { { 1, 2, 1ull << 40 }, 1, false, false },
     };
-    struct mds_slice_page pg;
-    uint8_t cur[MDS_LIST_CURSOR_MAX];
+    struct xt_store_list pg;
+    uint8_t cur[XT_STORE_CURSOR_MAX];
     uint32_t clen = 0;
     size_t seen = 0, pages = 0;
     for (bool end = false; !end; pages++) {
@@ -68,16 +67,16 @@ static void test_list_slices_mem(void **state)
         assert_true(pg.n <= 2);
         for (size_t i = 0; i < pg.n; i++, seen++) {
             assert_true(seen < XT_ARRAY_SIZE(want));
-            assert_int_equal(pg.v[i].fsid, want[seen].fsid);
-            assert_int_equal(pg.v[i].table, want[seen].table);
-            assert_int_equal(pg.v[i].slice, want[seen].slice);
-            assert_int_equal(pg.v[i].version, want[seen].version);
-            assert_int_equal(pg.v[i].moved, want[seen].moved);
+            assert_int_equal(pg.slices[i].id.fsid, want[seen].id.fsid);
+            assert_int_equal(pg.slices[i].id.table, want[seen].id.table);
+            assert_int_equal(pg.slices[i].id.slice, want[seen].id.slice);
+            assert_int_equal(pg.slices[i].version, want[seen].version);
+            assert_int_equal(pg.slices[i].moved, want[seen].moved);
         }
         end = pg.end;
         memcpy(cur, pg.cursor, pg.cursor_len);
         clen = pg.cursor_len;
-        mds_slice_page_free(&pg);
+        xt_store_list_free(&pg);
     }
     assert_int_equal(seen, XT_ARRAY_SIZE(want));
     assert_int_equal(pages, 3);
@@ -85,13 +84,13 @@ static void test_list_slices_mem(void **state)
     assert_int_equal(mds_store_list_slices(&st, SA, cur, clen, 2, &pg), 0);
     assert_int_equal(pg.n, 0);
     assert_true(pg.end);
-    mds_slice_page_free(&pg);
+    xt_store_list_free(&pg);
     /* A site with nothing; a cursor of a wrong length. */
     assert_int_equal(mds_store_list_slices(&st, SC, NULL, 0, 8, &pg), 0);
     assert_int_equal(pg.n, 0);
     assert_true(pg.end);
     assert_int_equal(mds_store_list_slices(&st, SA, cur, 3, 8, &pg), -EINVAL);
-    mds_store_mem_free(mem);
+    mds_store_local_free(mem);
 }
 
 /* ---- the mover ------------------------------------------------------------ */
@@ -129,16 +128,16 @@ static void wait_walked(mds_mover *m, uint64_t v, uint64_t w)
 
 /* Live slices of fsid 1 whose place differs between the two placements,
  * of the even tables only when `even`. */
-static size_t count_to_move(mds_store_mem *mem, bool even)
+static size_t count_to_move(mds_store_local *mem, bool even)
 {
     size_t n = 0;
     for (uint32_t site = SA; site <= SB; site++) {
-        struct mds_store_mem_slice *v;
+        struct xt_store_slice *v;
         size_t k;
-        assert_int_equal(mds_store_mem_slices(mem, site, &v, &k), 0);
+        assert_int_equal(mds_store_local_slices(mem, site, &v, &k), 0);
         for (size_t i = 0; i < k; i++)
-            n += v[i].fsid == 1 && !v[i].moved && (!even || v[i].table % 2 == 0) &&
-                 place_of(&P_ABC, 1, v[i].table, v[i].slice) != site;
+            n += v[i].id.fsid == 1 && !v[i].moved && (!even || v[i].id.table % 2 == 0) &&
+                 place_of(&P_ABC, 1, v[i].id.table, v[i].id.slice) != site;
         xt_free(v);
     }
     return n;
@@ -146,19 +145,19 @@ static size_t count_to_move(mds_store_mem *mem, bool even)
 
 /* Every live slice of fsid 1 is where P_ABC puts it, for the even tables,
  * or P_AB, for the odd ones. */
-static void check_even_moved(mds_store_mem *mem)
+static void check_even_moved(mds_store_local *mem)
 {
     for (uint32_t site = SA; site <= SC; site++) {
-        struct mds_store_mem_slice *v;
+        struct xt_store_slice *v;
         size_t k;
-        assert_int_equal(mds_store_mem_slices(mem, site, &v, &k), 0);
+        assert_int_equal(mds_store_local_slices(mem, site, &v, &k), 0);
         for (size_t i = 0; i < k; i++) {
-            if (v[i].fsid != 1 || v[i].moved)
+            if (v[i].id.fsid != 1 || v[i].moved)
                 continue;
-            const struct pmap *at = v[i].table % 2 == 0 ? &P_ABC : &P_AB;
-            if (place_of(at, 1, v[i].table, v[i].slice) != site)
-                fail_msg("table %llu slice %u live at %u", (unsigned long long)v[i].table,
-                         v[i].slice, site);
+            const struct pmap *at = v[i].id.table % 2 == 0 ? &P_ABC : &P_AB;
+            if (place_of(at, 1, v[i].id.table, v[i].id.slice) != site)
+                fail_msg("table %llu slice %u live at %u", (unsigned long long)v[i].id.table,
+                         v[i].id.slice, site);
         }
         xt_free(v);
     }

@@ -2,7 +2,7 @@
  * test_mds_ring1.c -- ring 1 (slice -> MDSL) changes under one MDS
  * (docs/mdsl-scale.md step 2): placement with history, moves inside a
  * commit group, grown participants, decision records read everywhere. Three
- * MDSL sites (1 = A, the home; 2 = B; 3 = C) in one mds_store_mem; ring 1
+ * MDSL sites (1 = A, the home; 2 = B; 3 = C) in one mds_store_local; ring 1
  * is a seeded rendezvous map over a set of sites (struct pmap), so a change
  * moves only the slices of the sites that joined or left, as a ring would.
  * The background mover's index walk (mds_mover.c, test_mds_mover.c) is
@@ -10,7 +10,7 @@
  * then a sync.
  *
  * Checked, seeds printed:
- *   test_mem_tombstone: mds_store_mem's MOVED tombstone and index rules.
+ *   test_mem_tombstone: mds_store_local's MOVED tombstone and index rules.
  *   test_load_history: a load finds a slice at the previous placement and
  *     remembers where; once the change is finished it is not looked for
  *     there; a slice whose only copy is a tombstone answers -EAGAIN.
@@ -20,12 +20,12 @@
  *     exactly one site, the one the last placement names, and a restarted
  *     MDS that knows only that placement finds every row.
  *   test_crash_sweep: the MDS dies between any two store calls of a moving
- *     group (mds_store_mem_sever: the "A killed" rows of the crash table);
+ *     group (mds_store_local_sever: the "A killed" rows of the crash table);
  *     after recovery the rows synced before are there, the group's own rows
  *     are all there or all gone (all when its sync said so), every slice is
  *     live at exactly one site, nothing is left prepared.
  *   test_participant_down: the old (X) or new (Y) MDSL stops answering
- *     commits after voting, then restarts (mds_store_mem_crash), with the
+ *     commits after voting, then restarts (mds_store_local_crash), with the
  *     MDS running or restarted meanwhile: while Y is out the moved slice
  *     loads -EAGAIN (X holds the tombstone), while X is out it loads from
  *     Y; afterwards every row is there and each slice live at one site.
@@ -86,48 +86,48 @@ static unsigned move_pass(struct env *v)
 
 /* ---- the in-memory store's tombstones ------------------------------------ */
 
-static struct mds_rec rec(uint64_t table, uint64_t version, bool image, const char *bytes)
+static struct xt_store_rec rec(uint64_t table, uint64_t version, bool image, const char *bytes)
 {
-    return (struct mds_rec){ .fsid = 1, .table = table, .slice = 0, .version = version,
-                             .full_image = image, .bytes = bytes, .len = strlen(bytes) };
+    return (struct xt_store_rec){ .id = { .fsid = 1, .slice = 0, .table = table }, .version = version,
+                             .type = image ? XT_STORE_IMAGE : XT_STORE_DELTA, .data = bytes, .len = strlen(bytes) };
 }
 
-static struct mds_rec tombstone(uint64_t table, uint64_t version)
+static struct xt_store_rec tombstone(uint64_t table, uint64_t version)
 {
-    return (struct mds_rec){ .fsid = 1, .table = table, .slice = 0, .version = version,
-                             .full_image = true, .bytes = "", .len = 0, .moved = true };
+    return (struct xt_store_rec){ .id = { .fsid = 1, .slice = 0, .table = table }, .version = version,
+                             .type = XT_STORE_IMAGE, .data = "", .len = 0, .flags = XT_STORE_F_MOVED };
 }
 
 static void test_mem_tombstone(void **state)
 {
     (void)state;
-    mds_store_mem *mem = mds_store_mem_new();
+    mds_store_local *mem = mds_store_local_new();
     mds_store st;
-    mds_store_mem_bind(mem, &st);
-    struct mds_load ld;
+    mds_store_local_bind(mem, &st);
+    struct xt_store_load ld;
     assert_int_equal(put_rec(&st, SA, 1, rec(5, 1, true, "img1")), 0);
     assert_int_equal(put_rec(&st, SA, 2, rec(5, 2, false, "d2")), 0);
     assert_int_equal(put_rec(&st, SA, 3, tombstone(5, 3)), 0);
     /* Loads of a MOVED head answer -ESTALE; a delta on it is refused. */
-    assert_int_equal(mds_store_load(&st, SA, 1, 5, 0, &ld), -ESTALE);
-    struct mds_rec d = rec(5, 4, false, "d4");
+    assert_int_equal(mds_store_load(&st, SA, (xt_slice_id){ .fsid = 1, .slice = 0, .table = 5 }, &ld), -ESTALE);
+    struct xt_store_rec d = rec(5, 4, false, "d4");
     assert_int_equal(mds_store_prepare(&st, SA, 4, &d, 1), -ESTALE);
     /* A tombstone is an empty image only. */
-    struct mds_rec bad = tombstone(5, 4);
-    bad.bytes = "x";
+    struct xt_store_rec bad = tombstone(5, 4);
+    bad.data = "x";
     bad.len = 1;
     assert_int_equal(mds_store_prepare(&st, SA, 5, &bad, 1), -EINVAL);
     bad = tombstone(7, 1);
-    bad.full_image = false;
+    bad.type = XT_STORE_DELTA;
     assert_int_equal(mds_store_prepare(&st, SA, 5, &bad, 1), -EINVAL);
     /* A newer image (the slice moved back) loads normally. */
     assert_int_equal(put_rec(&st, SA, 6, rec(5, 4, true, "img4")), 0);
-    assert_int_equal(mds_store_load(&st, SA, 1, 5, 0, &ld), 0);
+    assert_int_equal(mds_store_load(&st, SA, (xt_slice_id){ .fsid = 1, .slice = 0, .table = 5 }, &ld), 0);
     assert_true(ld.has_image && ld.image.version == 4 && ld.ndeltas == 0);
-    mds_load_free(&ld);
+    xt_store_load_free(&ld);
     /* Older records committed after a newer image are ignored, as the MDSL
      * index does (a late commit of an earlier holder, fenced below). */
-    struct mds_rec i7 = rec(5, 7, true, "img7"), i6 = rec(5, 6, true, "img6"),
+    struct xt_store_rec i7 = rec(5, 7, true, "img7"), i6 = rec(5, 6, true, "img6"),
                    d7 = rec(5, 7, false, "d7"), t6 = tombstone(5, 6);
     assert_int_equal(mds_store_prepare(&st, SA, 10, &i7, 1), 0);
     assert_int_equal(mds_store_prepare(&st, SA, 11, &i6, 1), 0);
@@ -135,20 +135,20 @@ static void test_mem_tombstone(void **state)
     assert_int_equal(mds_store_prepare(&st, SA, 13, &t6, 1), 0);
     for (uint64_t tx = 10; tx <= 13; tx++)
         assert_int_equal(mds_store_commit(&st, SA, tx), 0);
-    assert_int_equal(mds_store_load(&st, SA, 1, 5, 0, &ld), 0);
+    assert_int_equal(mds_store_load(&st, SA, (xt_slice_id){ .fsid = 1, .slice = 0, .table = 5 }, &ld), 0);
     assert_true(ld.has_image && ld.image.version == 7 && ld.ndeltas == 0);
-    assert_memory_equal(ld.image.bytes, "img7", 4);
-    mds_load_free(&ld);
+    assert_memory_equal(ld.image.data, "img7", 4);
+    xt_store_load_free(&ld);
     /* The listing tells live from moved. */
     assert_int_equal(put_rec(&st, SA, 14, tombstone(6, 1)), 0);
-    struct mds_store_mem_slice *v;
+    struct xt_store_slice *v;
     size_t n;
-    assert_int_equal(mds_store_mem_slices(mem, SA, &v, &n), 0);
+    assert_int_equal(mds_store_local_slices(mem, SA, &v, &n), 0);
     assert_int_equal(n, 2);
     for (size_t i = 0; i < n; i++)
-        assert_int_equal(v[i].moved, v[i].table == 6);
+        assert_int_equal(v[i].moved, v[i].id.table == 6);
     xt_free(v);
-    mds_store_mem_free(mem);
+    mds_store_local_free(mem);
 }
 
 /* ---- loads under a changing placement ------------------------------------ */
@@ -156,17 +156,17 @@ static void test_mem_tombstone(void **state)
 static void test_load_history(void **state)
 {
     (void)state;
-    mds_store_mem *mem = mds_store_mem_new();
+    mds_store_local *mem = mds_store_local_new();
     mds_store st;
-    mds_store_mem_bind(mem, &st);
+    mds_store_local_bind(mem, &st);
     xt_slice *s = xt_slice_new(0, 0, 64);
     assert_non_null(s);
     uint8_t *img;
     size_t len;
     assert_int_equal(xt_slice_encode(s, &img, &len), 0);
     xt_slice_free(s);
-    struct mds_rec r = { .fsid = 1, .table = 40, .slice = 0, .version = 3, .full_image = true,
-                         .bytes = img, .len = len };
+    struct xt_store_rec r = { .id = { .fsid = 1, .slice = 0, .table = 40 }, .version = 3, .type = XT_STORE_IMAGE,
+                         .data = img, .len = len };
     assert_int_equal(put_rec(&st, SA, 1, r), 0);
     struct mds_key k = { 1, 0, 40 };
 
@@ -211,7 +211,7 @@ static void test_load_history(void **state)
     mds_cache_free(c);
     mds_place_free(p);
     xt_free(img);
-    mds_store_mem_free(mem);
+    mds_store_local_free(mem);
 }
 
 /* ---- ring 1 changes while threads create ---------------------------------- */
@@ -399,10 +399,10 @@ static void test_crash_sweep(void **state)
         unsigned marked;
         uint64_t gen = start_moving_group(&v, &marked);
         assert_true(marked > 0);
-        mds_store_mem_sever(v.mem, n);
+        mds_store_local_sever(v.mem, n);
         int rc = mds_group_sync(v.g, gen, 200);
         env_crash(&v);
-        mds_store_mem_sever(v.mem, -1);
+        mds_store_local_sever(v.mem, -1);
         past_end = rc == 0;
         /* Restart in the middle of the change: both placements known. */
         env_start(&v, &P_ABC, &P_AB, parts_abc, 3);
@@ -494,7 +494,7 @@ static void test_participant_down(void **state)
             unsigned marked;
             uint64_t gen = start_moving_group(&v, &marked);
             /* Votes yes, then answers no commit (down after voting). */
-            mds_store_mem_fail(v.mem, victim, MDS_MEM_COMMIT, 0, -1, -ECONNRESET, false);
+            mds_store_local_fail(v.mem, victim, MDS_LOCAL_COMMIT, 0, -1, -ECONNRESET, false);
             assert_int_equal(mds_group_sync(v.g, gen, 150), -ETIMEDOUT);
             uint32_t site = 0;
             if (victim_y) {
@@ -507,8 +507,8 @@ static void test_participant_down(void **state)
             }
             if (mds_restart)
                 env_crash(&v);
-            mds_store_mem_crash(v.mem, victim, false); /* restarts, prepare kept */
-            mds_store_mem_fail(v.mem, victim, 0, 0, 0, 0, false);
+            assert_int_equal(mds_store_local_crash(v.mem, victim), 0); /* prepare kept */
+            mds_store_local_fail(v.mem, victim, 0, 0, 0, 0, false);
             if (mds_restart)
                 env_start(&v, &P_ABC, &P_AB, parts_abc, 3); /* recovery commits */
             else
@@ -536,7 +536,7 @@ static void test_move_aborts(void **state)
     env_start(&v, &P_AB, NULL, parts_ab, 2);
     fill_base(&v);
     assert_int_equal(mds_stats_counter(v.stats, MDS_CTR_MOVE_ABORTS), 0);
-    mds_store_mem_fail(v.mem, SC, MDS_MEM_PREPARE, 0, -1, -EIO, false);
+    mds_store_local_fail(v.mem, SC, MDS_LOCAL_PREPARE, 0, -1, -EIO, false);
     unsigned marked;
     uint64_t gen = start_moving_group(&v, &marked);
     assert_true(marked > 0);
@@ -546,7 +546,7 @@ static void test_move_aborts(void **state)
             (unsigned long long)aborted);
     assert_true(aborted >= marked);
     assert_int_equal(mds_stats_counter(v.stats, MDS_CTR_MOVES), 0);
-    mds_store_mem_fail(v.mem, SC, 0, 0, 0, 0, false);
+    mds_store_local_fail(v.mem, SC, 0, 0, 0, 0, false);
     assert_int_equal(mds_group_sync(v.g, gen, 10000), 0);
     while (move_pass(&v) > 0)
         ;
@@ -580,12 +580,12 @@ static void test_decision_everywhere(void **state)
      * moved with a home change (decision 6). The home's record is older. */
     uint64_t tp = mds_txid_make(MDS_ID, mds_txid_epoch(home_last) + 3, 1);
     assert_true(tp > home_last);
-    struct mds_rec r = rec(77, 1, true, "prepared-at-C");
+    struct xt_store_rec r = rec(77, 1, true, "prepared-at-C");
     assert_int_equal(mds_store_prepare(&v.st, SC, tp, &r, 1), 0);
     uint8_t dec[MDS_DECISION_SIZE];
     mds_group_decision_encode(dec, MDS_ID, mds_txid_epoch(tp), tp);
-    struct mds_rec dr = { .fsid = MDS_COORD_FSID, .table = MDS_COORD_TABLE, .slice = MDS_ID,
-                          .version = tp, .full_image = true, .bytes = dec, .len = sizeof dec };
+    struct xt_store_rec dr = { .id = { .fsid = MDS_COORD_FSID, .slice = MDS_ID, .table = MDS_COORD_TABLE },
+                          .version = tp, .type = XT_STORE_IMAGE, .data = dec, .len = sizeof dec };
     assert_int_equal(put_rec(&v.st, SC, mds_txid_make(9, 1, 1), dr), 0);
 
     /* MDS 8 settles MDS 7: C is not among its participants yet, so tp is
@@ -602,17 +602,17 @@ static void test_decision_everywhere(void **state)
     mds_group *g8;
     assert_int_equal(mds_group_open(&go, &g8), 0);
     assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
-    struct mds_store_mem_counts cnt;
-    mds_store_mem_counts(v.mem, SC, &cnt);
+    struct mds_store_local_counts cnt;
+    mds_store_local_counts(v.mem, SC, &cnt);
     assert_int_equal(cnt.prepared_now, 1);
     assert_int_equal(mds_group_add_participant(g8, SC), 0);
     assert_int_equal(mds_group_add_participant(g8, SC), 0); /* idempotent */
     assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
-    mds_store_mem_counts(v.mem, SC, &cnt);
+    mds_store_local_counts(v.mem, SC, &cnt);
     assert_int_equal(cnt.prepared_now, 0);
-    struct mds_load ld;
-    assert_int_equal(mds_store_load(&v.st, SC, 1, 77, 0, &ld), 0); /* committed */
-    mds_load_free(&ld);
+    struct xt_store_load ld;
+    assert_int_equal(mds_store_load(&v.st, SC, (xt_slice_id){ .fsid = 1, .slice = 0, .table = 77 }, &ld), 0); /* committed */
+    xt_store_load_free(&ld);
     mds_group_close(g8, false);
     mds_cache_free(c);
     mds_place_free(p);

@@ -100,11 +100,11 @@ struct tu_model {
     size_t n;
 };
 
-static inline void tu_model_add(struct tu_model *m, const struct mdsl_rec *r, size_t n)
+static inline void tu_model_add(struct tu_model *m, const struct xt_store_rec *r, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         assert_true(m->n < TU_MAXREC);
-        m->rec[m->n++] = (struct tu_mrec){ r[i].type, r[i].flags, r[i].table, r[i].slice,
+        m->rec[m->n++] = (struct tu_mrec){ r[i].type, r[i].flags, r[i].id.table, r[i].id.slice,
                                            r[i].group, r[i].key, r[i].version, r[i].len };
     }
 }
@@ -124,7 +124,7 @@ static inline const struct tu_mrec *tu_model_head(const struct tu_model *m, uint
     const struct tu_mrec *img = NULL;
     for (size_t i = 0; i < m->n; i++) {
         const struct tu_mrec *r = &m->rec[i];
-        if (r->table == table && r->slice == slice && r->type == MDSL_REC_IMAGE &&
+        if (r->table == table && r->slice == slice && r->type == XT_STORE_IMAGE &&
             (!img || r->version > img->version))
             img = r;
     }
@@ -135,7 +135,7 @@ static inline const struct tu_mrec *tu_model_head(const struct tu_model *m, uint
 static inline bool tu_model_moved(const struct tu_model *m, uint64_t table, uint32_t slice)
 {
     const struct tu_mrec *img = tu_model_head(m, table, slice);
-    return img && (img->flags & MDSL_F_MOVED);
+    return img && (img->flags & XT_STORE_F_MOVED);
 }
 
 /* Check one slice against the model: latest image + later deltas, or
@@ -144,16 +144,16 @@ static inline void tu_check_slice(mdsl_store *s, uint32_t fsid, const struct tu_
                                   uint64_t table, uint32_t slice)
 {
     const struct tu_mrec *img = tu_model_head(m, table, slice);
-    struct mdsl_slice_load l;
-    if (img && (img->flags & MDSL_F_MOVED)) {
-        assert_int_equal(mdsl_store_load_slice(s, fsid, table, slice, &l), -ESTALE);
+    struct xt_store_load l;
+    if (img && (img->flags & XT_STORE_F_MOVED)) {
+        assert_int_equal(mdsl_store_load_slice(s, (xt_slice_id){ .fsid = fsid, .slice = slice, .table = table }, &l), -ESTALE);
         return;
     }
     const struct tu_mrec *d[TU_MAXREC];
     size_t nd = 0;
     for (size_t i = 0; i < m->n; i++) {
         const struct tu_mrec *r = &m->rec[i];
-        if (r->table == table && r->slice == slice && r->type == MDSL_REC_DELTA &&
+        if (r->table == table && r->slice == slice && r->type == XT_STORE_DELTA &&
             (!img || r->version > img->version))
             d[nd++] = r;
     }
@@ -163,7 +163,7 @@ static inline void tu_check_slice(mdsl_store *s, uint32_t fsid, const struct tu_
             d[j] = d[j - 1];
             d[j - 1] = t;
         }
-    int rc = mdsl_store_load_slice(s, fsid, table, slice, &l);
+    int rc = mdsl_store_load_slice(s, (xt_slice_id){ .fsid = fsid, .slice = slice, .table = table }, &l);
     if (!img && nd == 0) {
         assert_int_equal(rc, -ENOENT);
         return;
@@ -181,7 +181,7 @@ static inline void tu_check_slice(mdsl_store *s, uint32_t fsid, const struct tu_
         assert_int_equal(l.deltas[i].len, d[i]->len);
         tu_check_payload(l.deltas[i].data, l.deltas[i].len, d[i]);
     }
-    mdsl_slice_load_free(&l);
+    xt_store_load_free(&l);
 }
 
 static inline void tu_check_column(mdsl_store *s, uint32_t fsid, const struct tu_model *m,
@@ -190,19 +190,19 @@ static inline void tu_check_column(mdsl_store *s, uint32_t fsid, const struct tu
     const struct tu_mrec *best = NULL;
     for (size_t i = 0; i < m->n; i++) {
         const struct tu_mrec *r = &m->rec[i];
-        if (r->type == MDSL_REC_COLUMN && r->table == table && r->slice == slice &&
+        if (r->type == XT_STORE_COLUMN && r->table == table && r->slice == slice &&
             r->key == key && r->group == group && (!best || r->version >= best->version))
             best = r;
     }
     void *d = NULL;
     uint32_t len = 0;
     uint64_t ver = 0;
-    int rc = mdsl_store_read_column(s, fsid, table, slice, key, group, &d, &len, &ver);
+    int rc = mdsl_store_read_column(s, (xt_slice_id){ .fsid = fsid, .slice = slice, .table = table }, key, group, &d, &len, &ver);
     if (tu_model_moved(m, table, slice)) {
         assert_int_equal(rc, -ESTALE);
         return;
     }
-    if (!best || (best->flags & MDSL_F_TOMBSTONE)) {
+    if (!best || (best->flags & XT_STORE_F_TOMBSTONE)) {
         assert_int_equal(rc, -ENOENT);
         return;
     }
@@ -214,13 +214,13 @@ static inline void tu_check_column(mdsl_store *s, uint32_t fsid, const struct tu
 }
 
 /* Build a record with its deterministic payload in buf (>= len bytes). */
-static inline struct mdsl_rec tu_rec(uint8_t type, uint32_t fsid, uint64_t table, uint32_t slice,
+static inline struct xt_store_rec tu_rec(uint8_t type, uint32_t fsid, uint64_t table, uint32_t slice,
                                      uint64_t key, uint32_t group, uint64_t version,
                                      uint8_t *buf, uint32_t len)
 {
-    struct mdsl_rec r = { .type = type, .fsid = fsid, .table = table, .slice = slice,
+    struct xt_store_rec r = { .type = type, .id = { .fsid = fsid, .slice = slice, .table = table },
                           .version = version, .data = buf, .len = len };
-    if (type == MDSL_REC_COLUMN) {
+    if (type == XT_STORE_COLUMN) {
         r.key = key;
         r.group = group;
     }
@@ -229,18 +229,17 @@ static inline struct mdsl_rec tu_rec(uint8_t type, uint32_t fsid, uint64_t table
 }
 
 /* Prepare and commit records in one go. */
-static inline int tu_commit(mdsl_store *s, uint64_t txid, struct mdsl_rec *r, size_t n)
+static inline int tu_commit(mdsl_store *s, uint64_t txid, struct xt_store_rec *r, size_t n)
 {
     int rc = mdsl_store_prepare(s, txid, r, n);
     return rc ? rc : mdsl_store_commit(s, txid);
 }
 
 /* A MOVED tombstone (docs/mdsl-scale.md decision 2). */
-static inline struct mdsl_rec tu_tombstone(uint32_t fsid, uint64_t table, uint32_t slice,
+static inline struct xt_store_rec tu_tombstone(uint32_t fsid, uint64_t table, uint32_t slice,
                                            uint64_t version)
 {
-    return (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .flags = MDSL_F_MOVED, .fsid = fsid,
-                              .table = table, .slice = slice, .version = version };
+    return (struct xt_store_rec){ .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED, .id = { .fsid = fsid, .slice = slice, .table = table }, .version = version };
 }
 
 /* Dump all S and C index entries as one string-ish blob for comparisons. */
@@ -257,7 +256,7 @@ static inline int tu_dump_cb(const struct mdsl_ikey *k, const struct mdsl_ptr *p
         d->b = realloc(d->b, d->cap);
     }
     int n = snprintf((char *)d->b + d->n, 128, "%c %u %llx %u %llu %llu %u|%u %u %llu %llx %u %u %u\n",
-                     k->kind, k->fsid, (unsigned long long)k->table, k->slice,
+                     k->kind, k->id.fsid, (unsigned long long)k->id.table, k->id.slice,
                      (unsigned long long)k->version, (unsigned long long)k->key, k->group,
                      p->segno, p->len, (unsigned long long)p->off, (unsigned long long)p->csum,
                      p->evidence, p->type, p->flags);

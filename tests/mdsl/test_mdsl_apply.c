@@ -28,7 +28,7 @@ static void test_commit_reads_bounded(void **state)
     uint64_t since_image = 0, worst_delta = 0, total = 0;
     for (int i = 1; i <= n; i++) {
         bool image = i % image_every == 0;
-        struct mdsl_rec r = tu_rec(image ? MDSL_REC_IMAGE : MDSL_REC_DELTA, FS, 1, 7, 0, 0,
+        struct xt_store_rec r = tu_rec(image ? XT_STORE_IMAGE : XT_STORE_DELTA, FS, 1, 7, 0, 0,
                                    (uint64_t)i, buf[0], 32);
         uint64_t before = mdsl_index_reads(e.s->idx);
         assert_int_equal(mdsl_store_prepare(e.s, (uint64_t)i, &r, 1), 0);
@@ -54,14 +54,14 @@ static void test_commit_reads_bounded(void **state)
     /* a restart forgets the states: the first commit reads the slice once */
     tu_close(&e);
     assert_int_equal(tu_open(&e), 0);
-    struct mdsl_rec r = tu_rec(MDSL_REC_DELTA, FS, 1, 7, 0, 0, (uint64_t)n + 1, buf[0], 32);
+    struct xt_store_rec r = tu_rec(XT_STORE_DELTA, FS, 1, 7, 0, 0, (uint64_t)n + 1, buf[0], 32);
     assert_int_equal(mdsl_store_prepare(e.s, (uint64_t)n + 1, &r, 1), 0);
     uint64_t before = mdsl_index_reads(e.s->idx);
     assert_int_equal(mdsl_store_commit(e.s, (uint64_t)n + 1), 0);
     uint64_t first = mdsl_index_reads(e.s->idx) - before;
     assert_true(first <= since_image + 2);
     before = mdsl_index_reads(e.s->idx);
-    r = tu_rec(MDSL_REC_DELTA, FS, 1, 7, 0, 0, (uint64_t)n + 2, buf[0], 32);
+    r = tu_rec(XT_STORE_DELTA, FS, 1, 7, 0, 0, (uint64_t)n + 2, buf[0], 32);
     assert_int_equal(mdsl_store_prepare(e.s, (uint64_t)n + 2, &r, 1), 0);
     assert_int_equal(mdsl_store_commit(e.s, (uint64_t)n + 2), 0);
     assert_true(mdsl_index_reads(e.s->idx) - before <= 1);
@@ -88,14 +88,14 @@ struct mslice {
 
 static struct mslice model[NT][NS];
 
-static void model_apply(struct mslice *m, const struct mdsl_rec *r)
+static void model_apply(struct mslice *m, const struct xt_store_rec *r)
 {
     bool has_img = false;
     uint64_t img = 0;
     for (size_t i = 0; i < m->n; i++)
-        if (m->p[i].type == MDSL_REC_IMAGE && (!has_img || m->p[i].version > img))
+        if (m->p[i].type == XT_STORE_IMAGE && (!has_img || m->p[i].version > img))
             has_img = true, img = m->p[i].version;
-    bool image = r->type == MDSL_REC_IMAGE;
+    bool image = r->type == XT_STORE_IMAGE;
     if (has_img && (image ? img > r->version : img >= r->version))
         return;
     size_t k = 0;
@@ -119,12 +119,12 @@ struct seen {
 static int seen_cb(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
 {
     struct seen *s = arg;
-    if (k->kind != MDSL_IK_SLICE || k->fsid != FS)
+    if (k->kind != MDSL_IK_SLICE || k->id.fsid != FS)
         return 0;
-    assert_true(k->table >= 1 && k->table <= NT && k->slice < NS);
-    size_t *n = &s->n[k->table - 1][k->slice];
+    assert_true(k->id.table >= 1 && k->id.table <= NT && k->id.slice < NS);
+    size_t *n = &s->n[k->id.table - 1][k->id.slice];
     assert_true(*n < MAXP);
-    s->p[k->table - 1][k->slice][(*n)++] = (struct mptr){ k->version, p->type, p->len - MDSL_HDR_SIZE };
+    s->p[k->id.table - 1][k->id.slice][(*n)++] = (struct mptr){ k->version, p->type, p->len - MDSL_HDR_SIZE };
     return 0;
 }
 
@@ -166,7 +166,7 @@ static void test_rules_model(void **state)
         e.o.gc_threshold = 0.6;
         assert_int_equal(tu_open(&e), 0);
         for (uint64_t txid = 1; txid <= 400; txid++) {
-            struct mdsl_rec r[4];
+            struct xt_store_rec r[4];
             size_t n = 1 + tu_rnd(&seed) % 4;
             for (size_t k = 0; k < n; k++) {
                 int t = (int)(tu_rnd(&seed) % NT), sl = (int)(tu_rnd(&seed) % NS);
@@ -175,7 +175,7 @@ static void test_rules_model(void **state)
                 uint64_t v = x < 6 ? ++base[t][sl] : base[t][sl] - tu_rnd(&seed) % 6;
                 if (v == 0 || v > base[t][sl])
                     v = ++base[t][sl];
-                uint8_t type = tu_rnd(&seed) % 7 == 0 ? MDSL_REC_IMAGE : MDSL_REC_DELTA;
+                uint8_t type = tu_rnd(&seed) % 7 == 0 ? XT_STORE_IMAGE : XT_STORE_DELTA;
                 uint32_t len = 1 + (uint32_t)(tu_rnd(&seed) % 2000);
                 r[k] = tu_rec(type, FS, (uint64_t)t + 1, (uint32_t)sl, 0, 0, v, buf[k], len);
             }
@@ -185,7 +185,7 @@ static void test_rules_model(void **state)
             } else {
                 assert_int_equal(mdsl_store_commit(e.s, txid), 0);
                 for (size_t k = 0; k < n; k++)
-                    model_apply(&model[r[k].table - 1][r[k].slice], &r[k]);
+                    model_apply(&model[r[k].id.table - 1][r[k].id.slice], &r[k]);
             }
             uint64_t c = tu_rnd(&seed) % 40;
             if (c == 0)

@@ -21,7 +21,7 @@ static uint8_t bufs[8][2048];
 
 struct ptxn {
     uint64_t txid;
-    struct mdsl_rec r[8];
+    struct xt_store_rec r[8];
     size_t n;
 };
 
@@ -35,7 +35,7 @@ struct run {
     unsigned crashes, midop, rebuilds, gcfreed;
 };
 
-static size_t make_tx(struct run *R, struct mdsl_rec *r, uint64_t t)
+static size_t make_tx(struct run *R, struct xt_store_rec *r, uint64_t t)
 {
     size_t n = 1 + tu_rnd(&R->seed) % 5;
     for (size_t k = 0; k < n; k++) {
@@ -43,25 +43,25 @@ static size_t make_tx(struct run *R, struct mdsl_rec *r, uint64_t t)
         uint32_t slice = (uint32_t)(tu_rnd(&R->seed) % 4);
         uint32_t len = (uint32_t)(tu_rnd(&R->seed) % 1200);
         int kind = (int)(tu_rnd(&R->seed) % 3);
-        uint8_t type = kind == 0 ? MDSL_REC_IMAGE : kind == 1 ? MDSL_REC_DELTA : MDSL_REC_COLUMN;
+        uint8_t type = kind == 0 ? XT_STORE_IMAGE : kind == 1 ? XT_STORE_DELTA : XT_STORE_COLUMN;
         r[k] = tu_rec(type, FS, table, slice, tu_rnd(&R->seed) % 4,
                       (uint32_t)(tu_rnd(&R->seed) % 2), R->ver++, bufs[k], len);
-        if (type == MDSL_REC_COLUMN && tu_rnd(&R->seed) % 8 == 0) {
-            r[k].flags = MDSL_F_TOMBSTONE;
+        if (type == XT_STORE_COLUMN && tu_rnd(&R->seed) % 8 == 0) {
+            r[k].flags = XT_STORE_F_TOMBSTONE;
             r[k].len = 0;
         }
-        if (type == MDSL_REC_IMAGE && tu_rnd(&R->seed) % 6 == 0) {
-            r[k].flags = MDSL_F_MOVED;
+        if (type == XT_STORE_IMAGE && tu_rnd(&R->seed) % 6 == 0) {
+            r[k].flags = XT_STORE_F_MOVED;
             r[k].len = 0;
         }
         /* a delta on a committed tombstone is refused (-ESTALE): the
          * writer would send an image, the slice moving back */
-        if (type == MDSL_REC_DELTA && tu_model_moved(&R->m, table, slice)) {
-            r[k].type = MDSL_REC_IMAGE;
-            tu_fill(bufs[k], r[k].len, table * 31 + slice, r[k].version, MDSL_REC_IMAGE);
+        if (type == XT_STORE_DELTA && tu_model_moved(&R->m, table, slice)) {
+            r[k].type = XT_STORE_IMAGE;
+            tu_fill(bufs[k], r[k].len, table * 31 + slice, r[k].version, XT_STORE_IMAGE);
         }
     }
-    r[n] = tu_rec(MDSL_REC_COLUMN, FS, 1, MARK_SLICE, t, MARK_GROUP, 1, bufs[n], 8);
+    r[n] = tu_rec(XT_STORE_COLUMN, FS, 1, MARK_SLICE, t, MARK_GROUP, 1, bufs[n], 8);
     return n + 1;
 }
 
@@ -115,7 +115,7 @@ static void one_op(struct run *R)
         R->gcfreed += (unsigned)rc;
         return;
     }
-    struct mdsl_rec r[8];
+    struct xt_store_rec r[8];
     uint64_t t = R->txid++;
     size_t n = make_tx(R, r, t);
     assert_int_equal(mdsl_store_prepare(R->e.s, t, r, n), 0);
@@ -134,7 +134,7 @@ static void one_op(struct run *R)
 
 /* An operation cut by a sticky -EIO after `n` more I/O steps. Returns the
  * txid whose outcome is unknown (0 for GC). */
-static uint64_t inflight_op(struct run *R, struct mdsl_rec *r, size_t *nr)
+static uint64_t inflight_op(struct run *R, struct xt_store_rec *r, size_t *nr)
 {
     long n = (long)(tu_rnd(&R->seed) % 40);
     mdsl_io_fault_countdown(R->e.fault, n, -EIO, true);
@@ -150,7 +150,7 @@ static uint64_t inflight_op(struct run *R, struct mdsl_rec *r, size_t *nr)
     return t;
 }
 
-static void crash_and_restart(struct run *R, uint64_t t, struct mdsl_rec *r, size_t nr)
+static void crash_and_restart(struct run *R, uint64_t t, struct xt_store_rec *r, size_t nr)
 {
     mdsl_io_fault_crash(R->e.fault);
     tu_close(&R->e);
@@ -173,7 +173,7 @@ static void crash_and_restart(struct run *R, uint64_t t, struct mdsl_rec *r, siz
     xt_free(tx);
     void *d;
     uint32_t len;
-    int rc = mdsl_store_read_column(R->e.s, FS, 1, MARK_SLICE, t, MARK_GROUP, &d, &len, NULL);
+    int rc = mdsl_store_read_column(R->e.s, (xt_slice_id){ .fsid = FS, .slice = MARK_SLICE, .table = 1 }, t, MARK_GROUP, &d, &len, NULL);
     assert_true(rc == 0 || rc == -ENOENT);
     if (rc == 0) {
         xt_free(d);
@@ -201,7 +201,7 @@ static void crash_run(uint64_t seed0, struct run *R)
         for (int i = 0; i < nops; i++)
             one_op(R);
         check(R);
-        struct mdsl_rec r[8];
+        struct xt_store_rec r[8];
         size_t nr = 0;
         uint64_t t = 0;
         if (tu_rnd(&R->seed) % 2) {
@@ -263,17 +263,17 @@ static void test_gc(void **state)
     assert_int_equal(tu_open(&e), 0);
     uint64_t txid = 1;
     /* slice 0 is rewritten many times; slice 1 is written once (live) */
-    struct mdsl_rec keep[2] = {
-        tu_rec(MDSL_REC_IMAGE, FS, 1, 1, 0, 0, 1, bufs[0], 700),
-        tu_rec(MDSL_REC_COLUMN, FS, 1, 1, 3, 1, 1, bufs[1], 900),
+    struct xt_store_rec keep[2] = {
+        tu_rec(XT_STORE_IMAGE, FS, 1, 1, 0, 0, 1, bufs[0], 700),
+        tu_rec(XT_STORE_COLUMN, FS, 1, 1, 3, 1, 1, bufs[1], 900),
     };
     assert_int_equal(mdsl_store_prepare(e.s, txid, keep, 2), 0);
     assert_int_equal(mdsl_store_commit(e.s, txid++), 0);
     tu_model_add(&m, keep, 2);
     for (uint64_t v = 1; v <= 200; v++) {
-        struct mdsl_rec r[2] = {
-            tu_rec(MDSL_REC_IMAGE, FS, 1, 0, 0, 0, v, bufs[0], 1000),
-            tu_rec(MDSL_REC_COLUMN, FS, 1, 0, 3, 1, v, bufs[1], 500),
+        struct xt_store_rec r[2] = {
+            tu_rec(XT_STORE_IMAGE, FS, 1, 0, 0, 0, v, bufs[0], 1000),
+            tu_rec(XT_STORE_COLUMN, FS, 1, 0, 3, 1, v, bufs[1], 500),
         };
         assert_int_equal(mdsl_store_prepare(e.s, txid, r, 2), 0);
         assert_int_equal(mdsl_store_commit(e.s, txid++), 0);
@@ -316,7 +316,7 @@ static void test_gc(void **state)
     e.o.gc_bytes_per_sec = 50u << 20;
     assert_int_equal(tu_open(&e), 0);
     for (uint64_t v = 201; v <= 300; v++) {
-        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 1, 0, 0, 0, v, bufs[0], 1000);
+        struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 1, 0, 0, 0, v, bufs[0], 1000);
         assert_int_equal(mdsl_store_prepare(e.s, txid, &r, 1), 0);
         assert_int_equal(mdsl_store_commit(e.s, txid++), 0);
         tu_model_add(&m, &r, 1);

@@ -102,8 +102,7 @@ static void teardown(struct daemon *d)
 static struct xt_store_rec image(uint64_t table, uint32_t slice, uint64_t version,
                                  const void *p, uint32_t len)
 {
-    struct xt_store_rec r = { .type = XT_STORE_IMAGE, .fsid = 1, .table = table,
-                              .slice = slice, .version = version, .data = p, .len = len };
+    struct xt_store_rec r = { .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = slice, .table = table }, .version = version, .data = p, .len = len };
     return r;
 }
 
@@ -111,7 +110,7 @@ static void expect_image(struct daemon *d, uint64_t table, uint32_t slice, const
                          uint32_t len)
 {
     struct xt_store_load l;
-    assert_int_equal(xt_mdsl_load_slice(d->pool, NULL, 1, table, slice, &l), 0);
+    assert_int_equal(xt_mdsl_load_slice(d->pool, NULL, (xt_slice_id){ .fsid = 1, .slice = slice, .table = table }, &l), 0);
     assert_true(l.has_image);
     assert_int_equal(l.image.len, len);
     assert_memory_equal(l.image.data, p, len);
@@ -126,19 +125,19 @@ static void test_two_phase(void **state)
     d_start(&d, "64M");
     const char a[] = "image-a", b[] = "image-b";
     struct xt_store_rec r[2] = { image(10, 0, 1, a, sizeof a),
-                                 { .type = XT_STORE_COLUMN, .fsid = 1, .table = 10, .slice = 0,
+                                 { .type = XT_STORE_COLUMN, .id = { .fsid = 1, .slice = 0, .table = 10 },
                                    .version = 1, .key = 77, .group = 1, .data = b,
                                    .len = sizeof b } };
     assert_int_equal(xt_mdsl_prepare(d.pool, NULL, 100, r, 2), 0);
     struct xt_store_load l;
-    assert_int_equal(xt_mdsl_load_slice(d.pool, NULL, 1, 10, 0, &l), -ENOENT);
+    assert_int_equal(xt_mdsl_load_slice(d.pool, NULL, (xt_slice_id){ .fsid = 1, .slice = 0, .table = 10 }, &l), -ENOENT);
     assert_int_equal(xt_mdsl_commit(d.pool, NULL, 100), 0);
     assert_int_equal(xt_mdsl_commit(d.pool, NULL, 100), 0); /* idempotent retry */
     assert_int_equal(xt_mdsl_abort(d.pool, NULL, 100), -EINVAL);
     expect_image(&d, 10, 0, a, sizeof a);
     void *col = NULL;
     uint32_t clen = 0;
-    assert_int_equal(xt_mdsl_read_column(d.pool, NULL, 1, 10, 0, 77, 1, &col, &clen, NULL), 0);
+    assert_int_equal(xt_mdsl_read_column(d.pool, NULL, (xt_slice_id){ .fsid = 1, .slice = 0, .table = 10 }, 77, 1, &col, &clen, NULL), 0);
     assert_int_equal(clen, sizeof b);
     assert_memory_equal(col, b, sizeof b);
     xt_free(col);
@@ -236,7 +235,7 @@ static void test_sigkill_storm(void **state)
         assert_int_equal(st.failed, 0);
         for (uint32_t s = 0; s < SLICES; s++) {
             struct xt_store_load l;
-            int rc = xt_mdsl_load_slice(d.pool, NULL, 1, 20, s, &l);
+            int rc = xt_mdsl_load_slice(d.pool, NULL, (xt_slice_id){ .fsid = 1, .slice = s, .table = 20 }, &l);
             if (acked[s] == 0) {
                 /* Never acknowledged: absent, or a commit that completed
                  * just as the reply was lost -- adopt it. */
@@ -298,12 +297,12 @@ static void test_big_image(void **state)
 static void expect_moved(struct daemon *d)
 {
     struct xt_store_load l;
-    assert_int_equal(xt_mdsl_load_slice(d->pool, NULL, 1, 50, 3, &l), -ESTALE);
+    assert_int_equal(xt_mdsl_load_slice(d->pool, NULL, (xt_slice_id){ .fsid = 1, .slice = 3, .table = 50 }, &l), -ESTALE);
     void *col = NULL;
     uint32_t clen = 0;
-    assert_int_equal(xt_mdsl_read_column(d->pool, NULL, 1, 50, 3, 9, 1, &col, &clen, NULL),
+    assert_int_equal(xt_mdsl_read_column(d->pool, NULL, (xt_slice_id){ .fsid = 1, .slice = 3, .table = 50 }, 9, 1, &col, &clen, NULL),
                      -ESTALE);
-    struct xt_store_rec dl = { .type = XT_STORE_DELTA, .fsid = 1, .table = 50, .slice = 3,
+    struct xt_store_rec dl = { .type = XT_STORE_DELTA, .id = { .fsid = 1, .slice = 3, .table = 50 },
                                .version = 4, .data = "d", .len = 1 };
     assert_int_equal(xt_mdsl_prepare(d->pool, NULL, 500, &dl, 1), -ESTALE);
 }
@@ -322,12 +321,12 @@ static size_t walk_listing(struct daemon *d, uint32_t max)
         assert_true(l.n <= max);
         for (size_t i = 0; i < l.n; i++) {
             const struct xt_store_slice *x = &l.slices[i];
-            uint64_t key = x->table << 32 | x->slice;
+            uint64_t key = x->id.table << 32 | x->id.slice;
             assert_true(seen == 0 || key > prev);
             prev = key;
             seen++;
-            assert_int_equal(x->fsid, 1);
-            bool moved = x->table == 50 && x->slice == 3;
+            assert_int_equal(x->id.fsid, 1);
+            bool moved = x->id.table == 50 && x->id.slice == 3;
             assert_int_equal(x->moved, moved);
             assert_int_equal(x->version, moved ? 3 : 1);
         }
@@ -353,16 +352,15 @@ static void test_moved(void **state)
         assert_int_equal(xt_mdsl_commit(d.pool, NULL, tx), 0);
     }
     struct xt_store_rec r2[2] = {
-        { .type = XT_STORE_DELTA, .fsid = 1, .table = 50, .slice = 3, .version = 2,
+        { .type = XT_STORE_DELTA, .id = { .fsid = 1, .slice = 3, .table = 50 }, .version = 2,
           .data = "dd", .len = 2 },
-        { .type = XT_STORE_COLUMN, .fsid = 1, .table = 50, .slice = 3, .version = 2, .key = 9,
+        { .type = XT_STORE_COLUMN, .id = { .fsid = 1, .slice = 3, .table = 50 }, .version = 2, .key = 9,
           .group = 1, .data = "col", .len = 3 },
     };
     assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, r2, 2), 0);
     assert_int_equal(xt_mdsl_commit(d.pool, NULL, tx), 0);
     /* tombstone flag combinations the wire must refuse */
-    struct xt_store_rec t = { .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED, .fsid = 1,
-                              .table = 50, .slice = 3, .version = 3 };
+    struct xt_store_rec t = { .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED, .id = { .fsid = 1, .slice = 3, .table = 50 }, .version = 3 };
     t.data = "x", t.len = 1;
     assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), -EINVAL);
     t.data = NULL, t.len = 0, t.type = XT_STORE_DELTA;
@@ -375,7 +373,7 @@ static void test_moved(void **state)
     t.flags = XT_STORE_F_MOVED;
     assert_int_equal(xt_mdsl_prepare(d.pool, NULL, ++tx, &t, 1), 0);
     struct xt_store_load l;
-    assert_int_equal(xt_mdsl_load_slice(d.pool, NULL, 1, 50, 3, &l), 0); /* not yet */
+    assert_int_equal(xt_mdsl_load_slice(d.pool, NULL, (xt_slice_id){ .fsid = 1, .slice = 3, .table = 50 }, &l), 0); /* not yet */
     xt_store_load_free(&l);
     assert_int_equal(xt_mdsl_commit(d.pool, NULL, tx), 0);
     expect_moved(&d);

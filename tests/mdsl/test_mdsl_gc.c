@@ -86,7 +86,7 @@ static const struct mdsl_io_ops hold_ops = {
 struct prep_arg {
     mdsl_store *s;
     uint64_t txid;
-    const struct mdsl_rec *r;
+    const struct xt_store_rec *r;
     size_t n;
     int rc;
 };
@@ -118,12 +118,12 @@ static void *gc_main(void *arg)
 
 static uint8_t bufs[NSLICE][REC_LEN];
 
-static void mk_recs(struct mdsl_rec *r, uint64_t version)
+static void mk_recs(struct xt_store_rec *r, uint64_t version)
 {
     for (uint32_t i = 0; i < NSLICE; i++) {
-        r[i] = (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .fsid = 1, .table = 77, .slice = i,
+        r[i] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = i, .table = 77 },
                                   .version = version, .data = bufs[i], .len = REC_LEN };
-        tu_fill(bufs[i], REC_LEN, r[i].table * 31 + i, version, r[i].type);
+        tu_fill(bufs[i], REC_LEN, r[i].id.table * 31 + i, version, r[i].type);
     }
 }
 
@@ -141,7 +141,7 @@ static void test_gc_vs_prepare_in_flight(void **state)
 
     struct tu_model *m = calloc(1, sizeof *m);
     assert_non_null(m);
-    struct mdsl_rec r[NSLICE];
+    struct xt_store_rec r[NSLICE];
 
     /* Version 1 of every slice: committed normally (segments 1-4). */
     mk_recs(r, 1);

@@ -58,7 +58,7 @@ static void fixture_init(struct fixture *f)
     f->a = ring_of(ab, 2);
     f->b = ring_of(ab, 3);
     f->txid = 1;
-    static struct mdsl_rec r[NSLICES];
+    static struct xt_store_rec r[NSLICES];
     for (uint64_t t = 1; t <= NTABLES; t++) {
         size_t n = 0;
         uint32_t fsid = (uint32_t)(1 + t % 2);
@@ -66,8 +66,7 @@ static void fixture_init(struct fixture *f)
             uint32_t slice = sl == NSLICES - 1 ? 0xffffffffu : sl; /* the meta slice too */
             if (owner(f->a, fsid, t, slice) != 1)
                 continue;
-            r[n++] = (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .fsid = fsid, .table = t,
-                                        .slice = slice, .version = 5, .data = payload,
+            r[n++] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = fsid, .slice = slice, .table = t }, .version = 5, .data = payload,
                                         .len = sizeof payload };
             f->misplaced += (uint64_t)xt_ring_owner_changed(f->a, f->b,
                                                             xt_ring_key(fsid, t, slice));
@@ -78,8 +77,7 @@ static void fixture_init(struct fixture *f)
      * whatever either ring says. */
     size_t n = 0;
     for (uint32_t mds = 1; mds <= 40; mds++) {
-        r[n++] = (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .fsid = 0, .table = 1,
-                                    .slice = mds, .version = 9, .data = payload, .len = 8 };
+        r[n++] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = 0, .slice = mds, .table = 1 }, .version = 9, .data = payload, .len = 8 };
         f->fsid0_foreign += owner(f->b, 0, 1, mds) != 1;
     }
     assert_int_equal(tu_commit(f->e.s, f->txid++, r, n), 0);
@@ -106,7 +104,7 @@ static uint64_t count(struct fixture *f, const xt_ring *ring, uint32_t page)
  * returns how many. */
 static uint64_t touch_misplaced(struct fixture *f, unsigned k, bool delta)
 {
-    static struct mdsl_rec r[NSLICES];
+    static struct xt_store_rec r[NSLICES];
     uint64_t done = 0, seen = 0;
     for (uint64_t t = 1; t <= NTABLES; t++) {
         size_t n = 0;
@@ -116,11 +114,10 @@ static uint64_t touch_misplaced(struct fixture *f, unsigned k, bool delta)
             if (owner(f->a, fsid, t, slice) != 1 || owner(f->b, fsid, t, slice) == 1 ||
                 seen++ % k)
                 continue;
-            r[n] = (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .flags = MDSL_F_MOVED,
-                                      .fsid = fsid, .table = t, .slice = slice, .version = 7 };
+            r[n] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED,
+                                      .id = { .fsid = fsid, .slice = slice, .table = t }, .version = 7 };
             if (delta)
-                r[n] = (struct mdsl_rec){ .type = MDSL_REC_DELTA, .fsid = fsid, .table = t,
-                                          .slice = slice, .version = 6, .data = payload,
+                r[n] = (struct xt_store_rec){ .type = XT_STORE_DELTA, .id = { .fsid = fsid, .slice = slice, .table = t }, .version = 6, .data = payload,
                                           .len = 16 };
             n++;
         }
@@ -295,7 +292,7 @@ static void test_reporter(void **state)
     /* passes go on: moves and an undecided prepare show in later reports */
     uint64_t moved = touch_misplaced(&f, 1, false);
     assert_int_equal(moved, f.misplaced);
-    struct mdsl_rec pr = { .type = MDSL_REC_IMAGE, .fsid = 1, .table = 99, .slice = 0,
+    struct xt_store_rec pr = { .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = 0, .table = 99 },
                            .version = 1, .data = payload, .len = 8 };
     assert_int_equal(mdsl_store_prepare(f.e.s, 1000, &pr, 1), 0);
     rep = wait_report(r, 7, 1);
@@ -384,7 +381,7 @@ static void test_reporter_cancel(void **state)
     struct fixture f;
     fixture_init(&f);
     struct mdsl_ring1_opts o = { .store = f.e.s, .interval_ms = 10, .page = 1,
-                                 .pause_us = 1000 };
+                                 .pause_ms = 1 };
     mdsl_ring1 *r = NULL;
     assert_int_equal(mdsl_ring1_start(&o, &r), 0);
     mdsl_ring1_id(r, 1);

@@ -16,7 +16,7 @@
  *     tables that moved whole and sweeps the rest at 0.6, so its segment
  *     bytes fall by about the moved share; every slice it kept still loads
  *     (its SIGHUP stats line counts the dropped folders);
- *   - the same with mdsl1 killed (SIGKILL, POM_MDSL_SWEEP_CRASH) after the
+ *   - the same with mdsl1 killed (SIGKILL, --crash-point mdsl.sweep) after the
  *     change ended and before its sweep: restarted, it sweeps (the mark).
  */
 #include <stdarg.h>
@@ -88,18 +88,20 @@ static void r2_start(struct proc *r)
 }
 
 /* Starts pom-mdsl on m's folder and port (a restart reuses both). */
-static void mdsl_spawn(struct proc *m, const char *r2)
+/* crash_point: armed with --crash-point (NULL: none). */
+static void mdsl_spawn(struct proc *m, const char *r2, const char *crash_point)
 {
     char *argv[] = { (char *)POM_MDSL_BIN, (char *)"--dir", m->dir, (char *)"--listen", m->addr,
                      (char *)"--r2", (char *)r2, (char *)"--hb-interval-ms", (char *)HB_MS,
-                     (char *)"--threads", (char *)"2", NULL };
+                     (char *)"--threads", (char *)"2",
+                     crash_point ? (char *)"--crash-point" : NULL, (char *)crash_point, NULL };
     start(m, argv);
 }
 
-static void mdsl_start(struct proc *m, const char *name, const char *r2)
+static void mdsl_start(struct proc *m, const char *name, const char *r2, const char *crash_point)
 {
     init_proc(m, name);
-    mdsl_spawn(m, r2);
+    mdsl_spawn(m, r2, crash_point);
 }
 
 /* A clean exit on SIGTERM (under the sanitizers: no leak, no report) and
@@ -373,7 +375,7 @@ static bool log_has(const char *log, const char *what)
 }
 
 /* The join, its counts and its space back. kill_before_sweep: mdsl1 runs
- * with POM_MDSL_SWEEP_CRASH, so it SIGKILLs itself once the change is past
+ * with --crash-point mdsl.sweep, so it SIGKILLs itself once the change is past
  * MOVING, after its drop pass and before the sweep; it is restarted on the
  * same folder and port and must sweep then (the sweep-owed mark). */
 static void join_and_sweep(bool kill_before_sweep)
@@ -381,10 +383,7 @@ static void join_and_sweep(bool kill_before_sweep)
     struct proc r2 = { 0 }, m1 = { 0 }, m2 = { 0 };
     struct xt_view v;
     r2_start(&r2);
-    if (kill_before_sweep)
-        assert_int_equal(setenv("POM_MDSL_SWEEP_CRASH", "1", 1), 0);
-    mdsl_start(&m1, "mdsl1", r2.addr);
-    unsetenv("POM_MDSL_SWEEP_CRASH");
+    mdsl_start(&m1, "mdsl1", r2.addr, kill_before_sweep ? "mdsl.sweep" : NULL);
     beat_until(&r2, 0, registered, m1.addr, &v, "mdsl1 in ring 1");
     uint32_t id1 = site_id(&v, m1.addr);
     xt_view_free(&v);
@@ -402,7 +401,7 @@ static void join_and_sweep(bool kill_before_sweep)
     beat_until(&r2, mds, counts_are, &c, &v, "mdsl1's first counts");
     xt_view_free(&v);
     uint8_t data[32] = { 1, 2, 3 };
-    struct xt_store_rec one = { .type = XT_STORE_IMAGE, .fsid = 1, .table = 1000, .slice = 0,
+    struct xt_store_rec one = { .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = 0, .table = 1000 },
                                 .version = 1, .data = data, .len = sizeof data };
     assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, 1, &one, 1), 0);
     c.prepared = 1;
@@ -422,21 +421,18 @@ static void join_and_sweep(bool kill_before_sweep)
     uint64_t txid = 10;
     for (uint64_t t = 1; t <= NTABLES; t++) {
         for (uint32_t s = 0; s < NSLICES; s++)
-            recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .fsid = 1, .table = t,
-                                             .slice = s, .version = 3, .data = img,
+            recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = s, .table = t }, .version = 3, .data = img,
                                              .len = IMG };
         assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, NSLICES), 0);
         assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
     }
     for (uint64_t t = 2001; t < 2001 + NSMALL; t++) { /* small tables: one slice */
-        recs[0] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .fsid = 1, .table = t,
-                                         .slice = 0, .version = 3, .data = img, .len = IMG };
+        recs[0] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = 1, .slice = 0, .table = t }, .version = 3, .data = img, .len = IMG };
         assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, 1), 0);
         assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
     }
     for (uint32_t s = 0; s < NDECISIONS; s++)
-        recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .fsid = 0, .table = 1,
-                                         .slice = s + 1, .version = 5, .data = data,
+        recs[s] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .id = { .fsid = 0, .slice = s + 1, .table = 1 }, .version = 5, .data = data,
                                          .len = 8 };
     assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, NDECISIONS), 0);
     assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
@@ -444,7 +440,7 @@ static void join_and_sweep(bool kill_before_sweep)
     uint64_t tables0 = 0, bytes0 = seg_bytes(&m1, &tables0);
 
     /* mdsl2 joins: R2 runs the change while the MDS acks. */
-    mdsl_start(&m2, "mdsl2", r2.addr);
+    mdsl_start(&m2, "mdsl2", r2.addr, NULL);
     beat_until(&r2, mds, walking, NULL, &v, "MOVING with walk");
     uint32_t id2 = site_id(&v, m2.addr);
     xt_ring *cur = ring_of(&v, XT_RING_MDSL);
@@ -500,7 +496,7 @@ static void join_and_sweep(bool kill_before_sweep)
         if (placed(cur, 1, t, s) == id1)
             continue;
         recs[n++] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED,
-                                           .fsid = 1, .table = t, .slice = s, .version = 4 };
+                                           .id = { .fsid = 1, .slice = s, .table = t }, .version = 4 };
         if (n == NSLICES) {
             assert_int_equal(xt_mdsl_prepare(m1.pool, NULL, txid, recs, n), 0);
             assert_int_equal(xt_mdsl_commit(m1.pool, NULL, txid++), 0);
@@ -521,11 +517,11 @@ static void join_and_sweep(bool kill_before_sweep)
         int status = 0;
         assert_int_equal(pom_proc_wait(m1.pid, 30000, &status), 0);
         assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-        assert_true(log_has(m1.log, "crash point before the sweep"));
+        assert_true(log_has(m1.log, "crash point mdsl.sweep reached"));
         assert_false(log_has(m1.log, "mdsl: sweep at"));
         xt_rpc_pool_free(m1.pool);
         snprintf(m1.log, sizeof m1.log, "%s/mdsl1-restarted.log", g_base);
-        mdsl_spawn(&m1, r2.addr);
+        mdsl_spawn(&m1, r2.addr, NULL);
         whole_dropped = 0; /* the drops were done (and durable) before the kill */
     }
 
@@ -578,7 +574,7 @@ static void join_and_sweep(bool kill_before_sweep)
         stored(i, &t, &s);
         struct xt_store_load l;
         memset(&l, 0, sizeof l);
-        int rc = xt_mdsl_load_slice(m1.pool, NULL, 1, t, s, &l);
+        int rc = xt_mdsl_load_slice(m1.pool, NULL, (xt_slice_id){ .fsid = 1, .slice = s, .table = t }, &l);
         if (placed(cur, 1, t, s) != id1) { /* dropped whole, or a tombstone */
             assert_int_equal(rc, (t == 1000 || t > 2000) ? -ENOENT : -ESTALE);
             continue;

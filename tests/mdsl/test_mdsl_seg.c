@@ -169,7 +169,7 @@ static void test_scan(void **state)
         for (int i = 0; i < n; i++) {
             uint32_t len = (uint32_t)(tu_rnd(&seed) % 300);
             tu_fill(payload, len, (uint64_t)iter, (uint64_t)i, 0);
-            struct mdsl_rec_hdr h = { .type = MDSL_REC_IMAGE, .payload_len = len, .txid = (uint64_t)i,
+            struct mdsl_rec_hdr h = { .type = XT_STORE_IMAGE, .payload_len = len, .txid = (uint64_t)i,
                                       .table = 1, .version = (uint64_t)i };
             mdsl_seg_encode(&h, payload, buf);
             struct mdsl_rec_hdr h2;
@@ -234,7 +234,7 @@ static void test_names_entries(void **state)
     assert_false(mdsl_seg_parse_name("CS.1", &cs, &g, &n));
     assert_false(mdsl_seg_parse_name("TSS.1x", &cs, &g, &n));
     assert_false(mdsl_seg_parse_name("md", &cs, &g, &n));
-    struct mdsl_entry e = { MDSL_REC_COLUMN, 1, 5, 6, 200, 77, 0xdeadbeef, 9, 3, 44 }, e2;
+    struct mdsl_entry e = { XT_STORE_COLUMN, 1, 5, 6, 200, 77, 0xdeadbeef, 9, 3, 44 }, e2;
     uint8_t p[MDSL_ENTRY_SIZE];
     mdsl_seg_entry_put(p, &e);
     mdsl_seg_entry_get(p, &e2);
@@ -264,7 +264,7 @@ static void test_read_bad_len(void **state)
     mdsl_file *f;
     assert_int_equal(mdsl_io_open(io, "/d/s", true, &f), 0);
     static uint8_t buf[MDSL_HDR_SIZE + 10];
-    struct mdsl_rec_hdr h = { .type = MDSL_REC_IMAGE, .payload_len = 10 };
+    struct mdsl_rec_hdr h = { .type = XT_STORE_IMAGE, .payload_len = 10 };
     mdsl_seg_encode(&h, "0123456789", buf);
     struct mdsl_io_wr w = { f, 0, buf, sizeof buf };
     assert_int_equal(mdsl_io_write(io, &w, 1, NULL, 0, NULL), 0);

@@ -57,13 +57,13 @@ static int folders(struct tu_env *e)
 /* Slices of (fsid, table) in the listing. */
 static size_t listed(mdsl_store *s, uint32_t fsid, uint64_t table)
 {
-    struct mdsl_slice_list l;
+    struct xt_store_list l;
     assert_int_equal(mdsl_store_list_slices(s, NULL, 0, MDSL_LIST_MAX, &l), 0);
     assert_true(l.end);
     size_t n = 0;
     for (size_t i = 0; i < l.n; i++)
-        n += l.v[i].fsid == fsid && l.v[i].table == table;
-    mdsl_slice_list_free(&l);
+        n += l.slices[i].id.fsid == fsid && l.slices[i].id.table == table;
+    xt_store_list_free(&l);
     return n;
 }
 
@@ -74,13 +74,13 @@ static void fill_table(mdsl_store *s, struct tu_model *m, uint64_t *txid, uint32
 {
     for (uint64_t v = 1; v <= 2; v++)
         for (uint32_t sl = 0; sl < nslices; sl++) {
-            struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, fsid, table, sl, 0, 0, v, bufs[sl % 8], len);
+            struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, fsid, table, sl, 0, 0, v, bufs[sl % 8], len);
             assert_int_equal(tu_commit(s, (*txid)++, &r, 1), 0);
             if (m)
                 tu_model_add(m, &r, 1);
         }
     for (uint32_t sl = 0; sl < moved; sl++) {
-        struct mdsl_rec r = tu_tombstone(fsid, table, sl, 3);
+        struct xt_store_rec r = tu_tombstone(fsid, table, sl, 3);
         assert_int_equal(tu_commit(s, (*txid)++, &r, 1), 0);
         if (m)
             tu_model_add(m, &r, 1);
@@ -93,9 +93,9 @@ static void check_gone(struct tu_env *e, uint32_t fsid, uint64_t table, uint32_t
     snprintf(path, sizeof path, "/store/t.%u.%016llx/md", fsid, (unsigned long long)table);
     assert_false(mem_exists(e, path));
     assert_int_equal(listed(e->s, fsid, table), 0);
-    struct mdsl_slice_load l;
+    struct xt_store_load l;
     for (uint32_t sl = 0; sl < nslices; sl++)
-        assert_int_equal(mdsl_store_load_slice(e->s, fsid, table, sl, &l), -ENOENT);
+        assert_int_equal(mdsl_store_load_slice(e->s, (xt_slice_id){ .fsid = fsid, .slice = sl, .table = table }, &l), -ENOENT);
 }
 
 /* ---- drops ------------------------------------------------------------- */
@@ -114,11 +114,11 @@ static void test_drop(void **state)
     fill_table(e.s, &m, &txid, FS, 23, 2, 2, 300);  /* all moved, with md: kept */
     fill_table(e.s, NULL, &txid, FS + 1, 20, 2, 2, 300); /* same table, other fs: dropped */
     assert_int_equal(mdsl_store_set_md(e.s, FS, 23, "meta", 4), 0);
-    struct mdsl_rec pend = tu_tombstone(FS, 22, 0, 4);
+    struct xt_store_rec pend = tu_tombstone(FS, 22, 0, 4);
     assert_int_equal(mdsl_store_prepare(e.s, 500, &pend, 1), 0);
-    struct mdsl_rec col = tu_rec(MDSL_REC_COLUMN, FS, 24, 0, 9, 1, 1, bufs[0], 50);
+    struct xt_store_rec col = tu_rec(XT_STORE_COLUMN, FS, 24, 0, 9, 1, 1, bufs[0], 50);
     assert_int_equal(tu_commit(e.s, txid++, &col, 1), 0); /* a column: never dropped */
-    struct mdsl_rec colmv = tu_tombstone(FS, 24, 0, 2);
+    struct xt_store_rec colmv = tu_tombstone(FS, 24, 0, 2);
     assert_int_equal(tu_commit(e.s, txid++, &colmv, 1), 0);
     tu_model_add(&m, &col, 1);
     tu_model_add(&m, &colmv, 1);
@@ -167,7 +167,7 @@ static void test_drop(void **state)
     }
 
     /* the slice moving back makes a new folder, as for a new table */
-    struct mdsl_rec back = tu_rec(MDSL_REC_IMAGE, FS, 20, 1, 0, 0, 9, bufs[2], 500);
+    struct xt_store_rec back = tu_rec(XT_STORE_IMAGE, FS, 20, 1, 0, 0, 9, bufs[2], 500);
     assert_int_equal(tu_commit(e.s, txid++, &back, 1), 0);
     struct tu_model mb = { 0 };
     tu_model_add(&mb, &back, 1);
@@ -204,7 +204,7 @@ static void drop_with_fault(long k, long *ops_out)
     assert_int_equal(rc, renamed ? 1 : -EIO);
     struct tu_model mb = { 0 };
     if (renamed) { /* the table is gone from the index: a new folder may come */
-        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 30, 2, 0, 0, 7, bufs[3], 400);
+        struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 30, 2, 0, 0, 7, bufs[3], 400);
         assert_int_equal(tu_commit(e.s, txid++, &r, 1), 0);
         tu_model_add(&mb, &r, 1);
     }
@@ -283,13 +283,13 @@ static void *rd_main(void *arg)
     uint64_t r = a->seed;
     while (!atomic_load(&a->stop)) {
         uint64_t t = 100 + tu_rnd(&r) % RD_TABLES;
-        struct mdsl_slice_load l;
-        int rc = mdsl_store_load_slice(a->s, FS, t, 0, &l);
+        struct xt_store_load l;
+        int rc = mdsl_store_load_slice(a->s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = t }, &l);
         if (rc != -ESTALE && rc != -ENOENT && !a->bad)
             a->bad = rc ? rc : 1;
         void *d = NULL;
         uint32_t len;
-        rc = mdsl_store_read_column(a->s, FS, t, 0, 1, 0, &d, &len, NULL);
+        rc = mdsl_store_read_column(a->s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = t }, 1, 0, &d, &len, NULL);
         if (rc != -ESTALE && rc != -ENOENT && !a->bad)
             a->bad = rc ? rc : 2;
         rc = mdsl_store_get_md(a->s, FS, t, &d, &len);
@@ -340,14 +340,14 @@ static void test_roll_idle(void **state)
     assert_int_equal(tu_open(&e), 0);
     uint64_t txid = 1;
     /* table 50: a big image then a small one: its only segment is mostly dead */
-    struct mdsl_rec r[2] = { tu_rec(MDSL_REC_IMAGE, FS, 50, 0, 0, 0, 1, bufs[0], 20000),
-                             tu_rec(MDSL_REC_IMAGE, FS, 50, 0, 0, 0, 2, bufs[1], 300) };
+    struct xt_store_rec r[2] = { tu_rec(XT_STORE_IMAGE, FS, 50, 0, 0, 0, 1, bufs[0], 20000),
+                             tu_rec(XT_STORE_IMAGE, FS, 50, 0, 0, 0, 2, bufs[1], 300) };
     for (int i = 0; i < 2; i++) {
         assert_int_equal(tu_commit(e.s, txid++, &r[i], 1), 0);
         tu_model_add(&m, &r[i], 1);
     }
     /* table 51: all live, never rolled */
-    struct mdsl_rec live = tu_rec(MDSL_REC_IMAGE, FS, 51, 0, 0, 0, 1, bufs[2], 20000);
+    struct xt_store_rec live = tu_rec(XT_STORE_IMAGE, FS, 51, 0, 0, 0, 1, bufs[2], 20000);
     assert_int_equal(tu_commit(e.s, txid++, &live, 1), 0);
     tu_model_add(&m, &live, 1);
 
@@ -379,7 +379,7 @@ static void test_roll_idle(void **state)
         tu_check_slice(e.s, FS, &m, 51, 0);
     }
     /* appends go on in the rolled-to segment */
-    struct mdsl_rec d = tu_rec(MDSL_REC_DELTA, FS, 50, 0, 0, 0, 3, bufs[3], 100);
+    struct xt_store_rec d = tu_rec(XT_STORE_DELTA, FS, 50, 0, 0, 0, 3, bufs[3], 100);
     assert_int_equal(tu_commit(e.s, txid++, &d, 1), 0);
     tu_model_add(&m, &d, 1);
     tu_check_slice(e.s, FS, &m, 50, 0);
@@ -397,12 +397,12 @@ static void test_sweep(void **state)
     assert_int_equal(tu_open(&e), 0);
     uint64_t txid = 1;
     for (uint32_t sl = 0; sl < 32; sl++) {
-        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 60, sl, 0, 0, 1, bufs[sl % 8], 1000);
+        struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 60, sl, 0, 0, 1, bufs[sl % 8], 1000);
         assert_int_equal(tu_commit(e.s, txid++, &r, 1), 0);
         tu_model_add(&m, &r, 1);
     }
     for (uint32_t sl = 0; sl < 32; sl += 2) {
-        struct mdsl_rec r = tu_tombstone(FS, 60, sl, 2);
+        struct xt_store_rec r = tu_tombstone(FS, 60, sl, 2);
         assert_int_equal(tu_commit(e.s, txid++, &r, 1), 0);
         tu_model_add(&m, &r, 1);
     }
@@ -443,7 +443,7 @@ static void test_sweep_owed(void **state)
     assert_int_equal(mdsl_store_sweep_owe(e.s, 0), -EINVAL);
     uint64_t txid = 1;
     for (uint32_t sl = 0; sl < 32; sl++) {
-        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 80, sl, 0, 0, 1, bufs[sl % 8], 1000);
+        struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 80, sl, 0, 0, 1, bufs[sl % 8], 1000);
         assert_int_equal(tu_commit(e.s, txid++, &r, 1), 0);
         tu_model_add(&m, &r, 1);
     }
@@ -467,7 +467,7 @@ static void test_sweep_owed(void **state)
 
     /* a sweep cut short (every write fails): the mark stays */
     for (uint32_t sl = 0; sl < 32; sl += 2) {
-        struct mdsl_rec r = tu_tombstone(FS, 80, sl, 2);
+        struct xt_store_rec r = tu_tombstone(FS, 80, sl, 2);
         assert_int_equal(tu_commit(e.s, txid++, &r, 1), 0);
         tu_model_add(&m, &r, 1);
     }
@@ -540,7 +540,7 @@ static void test_background(void **state)
  * device: segments are bounded to 1 MiB though 64 MiB are asked for, and
  * 1 MiB is kept. 20000-byte images of new slices are committed until a
  * prepare answers -ENOSPC (with more than half the reserve still free);
- * then half the slices shrink to 100-byte images flagged MDSL_F_RESERVE,
+ * then half the slices shrink to 100-byte images flagged XT_STORE_F_RESERVE,
  * which commit on the full disk, into the reserve (one more without the
  * flag is refused). Reopened with the background GC, whose
  * threshold rises under pressure (the emptied segments stay about half
@@ -561,7 +561,7 @@ static void test_full_disk(void **state)
     uint32_t n = 0;
     int rc = 0;
     for (; n < 2000; n++) {
-        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 90, n, 0, 0, 1, bufs[0], 20000);
+        struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 90, n, 0, 0, 1, bufs[0], 20000);
         if ((rc = tu_commit(e.s, txid++, &r, 1)) < 0)
             break;
         tu_model_add(&m, &r, 1);
@@ -573,21 +573,21 @@ static void test_full_disk(void **state)
     mdsl_store_stat(e.s, &st);
     assert_true(st.segments >= 12); /* at most 1 MiB each */
     for (uint32_t i = 0; i < n; i += 2) {
-        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 90, i, 0, 0, 2, bufs[1], 100);
-        r.flags = MDSL_F_RESERVE;
+        struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 90, i, 0, 0, 2, bufs[1], 100);
+        r.flags = XT_STORE_F_RESERVE;
         assert_int_equal(tu_commit(e.s, txid++, &r, 1), 0);
         r.flags = 0;
         tu_model_add(&m, &r, 1);
     }
     /* they went into the reserve: the same without the flag is refused */
-    struct mdsl_rec small = tu_rec(MDSL_REC_IMAGE, FS, 90, 0, 0, 0, 3, bufs[1], 100);
+    struct xt_store_rec small = tu_rec(XT_STORE_IMAGE, FS, 90, 0, 0, 0, 3, bufs[1], 100);
     assert_int_equal(mdsl_store_prepare(e.s, txid, &small, 1), -ENOSPC);
     tu_close(&e);
     e.o.gc_thread = true;
     assert_int_equal(tu_open(&e), 0);
     rc = -ENOSPC;
     for (int k = 0; k < 500 && rc == -ENOSPC; k++) {
-        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 90, n, 0, 0, 1, bufs[0], 20000);
+        struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 90, n, 0, 0, 1, bufs[0], 20000);
         if ((rc = tu_commit(e.s, txid++, &r, 1)) == 0)
             tu_model_add(&m, &r, 1);
         else

@@ -28,23 +28,23 @@ static void matrix_case(enum action act, bool crash, bool rebuild)
     assert_int_equal(tu_open(&e), 0);
 
     /* tx 1: base state over two tables */
-    struct mdsl_rec r1[3] = {
-        tu_rec(MDSL_REC_IMAGE, FS, 7, 0, 0, 0, 1, bufs[0], 300),
-        tu_rec(MDSL_REC_COLUMN, FS, 7, 0, 100, 1, 1, bufs[1], 50),
-        tu_rec(MDSL_REC_IMAGE, FS, 8, 2, 0, 0, 1, bufs[2], 10),
+    struct xt_store_rec r1[3] = {
+        tu_rec(XT_STORE_IMAGE, FS, 7, 0, 0, 0, 1, bufs[0], 300),
+        tu_rec(XT_STORE_COLUMN, FS, 7, 0, 100, 1, 1, bufs[1], 50),
+        tu_rec(XT_STORE_IMAGE, FS, 8, 2, 0, 0, 1, bufs[2], 10),
     };
     assert_int_equal(mdsl_store_prepare(e.s, 1, r1, 3), 0);
     assert_int_equal(mdsl_store_commit(e.s, 1), 0);
     tu_model_add(&m, r1, 3);
 
     /* tx 2: new versions in both tables */
-    struct mdsl_rec r2[4] = {
-        tu_rec(MDSL_REC_DELTA, FS, 7, 0, 0, 0, 2, bufs[3], 40),
-        tu_rec(MDSL_REC_COLUMN, FS, 7, 0, 100, 1, 2, bufs[4], 60),
-        tu_rec(MDSL_REC_IMAGE, FS, 8, 2, 0, 0, 2, bufs[5], 20),
-        tu_rec(MDSL_REC_COLUMN, FS, 8, 2, 5, 0, 2, bufs[6], 0),
+    struct xt_store_rec r2[4] = {
+        tu_rec(XT_STORE_DELTA, FS, 7, 0, 0, 0, 2, bufs[3], 40),
+        tu_rec(XT_STORE_COLUMN, FS, 7, 0, 100, 1, 2, bufs[4], 60),
+        tu_rec(XT_STORE_IMAGE, FS, 8, 2, 0, 0, 2, bufs[5], 20),
+        tu_rec(XT_STORE_COLUMN, FS, 8, 2, 5, 0, 2, bufs[6], 0),
     };
-    r2[3].flags = MDSL_F_TOMBSTONE;
+    r2[3].flags = XT_STORE_F_TOMBSTONE;
     assert_int_equal(mdsl_store_prepare(e.s, 2, r2, 4), 0);
     assert_int_equal(mdsl_store_prepare(e.s, 2, r2, 4), -EEXIST);
     /* prepared data is invisible */
@@ -106,11 +106,11 @@ static void test_matrix(void **state)
 
 /* ---- countdown faults ------------------------------------------------ */
 
-static int commit_one(mdsl_store *s, uint64_t txid, uint64_t ver, struct mdsl_rec *r, bool *prepared)
+static int commit_one(mdsl_store *s, uint64_t txid, uint64_t ver, struct xt_store_rec *r, bool *prepared)
 {
-    r[0] = tu_rec(MDSL_REC_IMAGE, FS, 1, 0, 0, 0, ver, bufs[0], 900);
-    r[1] = tu_rec(MDSL_REC_COLUMN, FS, 1, 0, 42, 2, ver, bufs[1], 333);
-    r[2] = tu_rec(MDSL_REC_DELTA, FS, 2, 1, 0, 0, ver, bufs[2], 100);
+    r[0] = tu_rec(XT_STORE_IMAGE, FS, 1, 0, 0, 0, ver, bufs[0], 900);
+    r[1] = tu_rec(XT_STORE_COLUMN, FS, 1, 0, 42, 2, ver, bufs[1], 333);
+    r[2] = tu_rec(XT_STORE_DELTA, FS, 2, 1, 0, 0, ver, bufs[2], 100);
     *prepared = false;
     int rc = mdsl_store_prepare(s, txid, r, 3);
     if (rc < 0)
@@ -136,7 +136,7 @@ static void test_countdown(void **state)
         tu_env_init(&e, 2, 4096); /* small segments: rollovers are steps too */
         assert_int_equal(tu_open(&e), 0);
         uint64_t txid = 1, ver = 1;
-        struct mdsl_rec r[3];
+        struct xt_store_rec r[3];
         bool prep;
         assert_int_equal(commit_one(e.s, txid++, ver++, r, &prep), 0); /* creates folders */
         tu_model_add(&m, r, 3);
@@ -178,11 +178,11 @@ static void test_countdown(void **state)
                 tu_model_add(&m, r, 3);
             } else {
                 /* either nothing happened, or a restart found the COMMIT */
-                struct mdsl_slice_load l;
-                assert_int_equal(mdsl_store_load_slice(e.s, FS, 1, 0, &l), 0);
+                struct xt_store_load l;
+                assert_int_equal(mdsl_store_load_slice(e.s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = 1 }, &l), 0);
                 if (l.image.version == ver - 1)
                     tu_model_add(&m, r, 3);
-                mdsl_slice_load_free(&l);
+                xt_store_load_free(&l);
             }
             check_all(e.s, &m);
             /* later commits work */
@@ -212,7 +212,7 @@ static void test_alloc_countdown(void **state)
     struct tu_model m = { 0 };
     tu_env_init(&e, 3, 1u << 16);
     assert_int_equal(tu_open(&e), 0);
-    struct mdsl_rec r[3];
+    struct xt_store_rec r[3];
     bool prep;
     uint64_t txid = 1, ver = 1;
     int ok = 0;
@@ -243,11 +243,11 @@ static void test_alloc_countdown(void **state)
                 assert_int_equal(mdsl_store_abort(e.s, tx[i]), 0);
             xt_free(tx);
             /* a restart may have completed the commit */
-            struct mdsl_slice_load l;
-            if (mdsl_store_load_slice(e.s, FS, 1, 0, &l) == 0) {
+            struct xt_store_load l;
+            if (mdsl_store_load_slice(e.s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = 1 }, &l) == 0) {
                 if (l.image.version == ver - 1)
                     tu_model_add(&m, r, 3);
-                mdsl_slice_load_free(&l);
+                xt_store_load_free(&l);
             }
         }
         check_all(e.s, &m);
@@ -262,14 +262,14 @@ static void random_work(mdsl_store *s, struct tu_model *m, uint64_t *seed, uint6
                         uint64_t *ver, int ntx, bool leave_pending)
 {
     for (int i = 0; i < ntx; i++) {
-        struct mdsl_rec r[6];
+        struct xt_store_rec r[6];
         size_t n = 1 + tu_rnd(seed) % 5;
         for (size_t k = 0; k < n; k++) {
             uint64_t table = 1 + tu_rnd(seed) % 3;
             uint32_t slice = (uint32_t)(tu_rnd(seed) % 4);
             uint32_t len = (uint32_t)(tu_rnd(seed) % 1500);
             int kind = (int)(tu_rnd(seed) % 3);
-            uint8_t type = kind == 0 ? MDSL_REC_IMAGE : kind == 1 ? MDSL_REC_DELTA : MDSL_REC_COLUMN;
+            uint8_t type = kind == 0 ? XT_STORE_IMAGE : kind == 1 ? XT_STORE_DELTA : XT_STORE_COLUMN;
             r[k] = tu_rec(type, FS, table, slice, tu_rnd(seed) % 4, (uint32_t)(tu_rnd(seed) % 2),
                           (*ver)++, bufs[k], len);
         }
@@ -367,13 +367,13 @@ static void test_corruption(void **state)
     tu_env_init(&e, 4, 1u << 20);
     assert_int_equal(tu_open(&e), 0);
     /* tx1: slice 0 image (first record of TSS.1 at offset 0) + a column */
-    struct mdsl_rec r[2] = {
-        tu_rec(MDSL_REC_IMAGE, FS, 9, 0, 0, 0, 1, bufs[0], 500),
-        tu_rec(MDSL_REC_COLUMN, FS, 9, 0, 77, 3, 1, bufs[1], 200),
+    struct xt_store_rec r[2] = {
+        tu_rec(XT_STORE_IMAGE, FS, 9, 0, 0, 0, 1, bufs[0], 500),
+        tu_rec(XT_STORE_COLUMN, FS, 9, 0, 77, 3, 1, bufs[1], 200),
     };
     assert_int_equal(mdsl_store_prepare(e.s, 1, r, 2), 0);
     assert_int_equal(mdsl_store_commit(e.s, 1), 0);
-    struct mdsl_rec r2 = tu_rec(MDSL_REC_IMAGE, FS, 9, 1, 0, 0, 1, bufs[2], 100);
+    struct xt_store_rec r2 = tu_rec(XT_STORE_IMAGE, FS, 9, 1, 0, 0, 1, bufs[2], 100);
     assert_int_equal(mdsl_store_prepare(e.s, 2, &r2, 1), 0);
     assert_int_equal(mdsl_store_commit(e.s, 2), 0);
     tu_model_add(&m, &r2, 1);
@@ -381,17 +381,17 @@ static void test_corruption(void **state)
     const char *tss = "/store/t.3.0000000000000009/TSS.1";
     const char *cs = "/store/t.3.0000000000000009/CS.3.1";
     poke(e.mem, tss, MDSL_HDR_SIZE + 17, 1, false); /* payload byte of slice 0's image */
-    struct mdsl_slice_load l;
-    assert_int_equal(mdsl_store_load_slice(e.s, FS, 9, 0, &l), -EBADMSG);
+    struct xt_store_load l;
+    assert_int_equal(mdsl_store_load_slice(e.s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = 9 }, &l), -EBADMSG);
     poke(e.mem, cs, 150, 0, true); /* cut the column record short */
     void *d;
     uint32_t len;
-    assert_int_equal(mdsl_store_read_column(e.s, FS, 9, 0, 77, 3, &d, &len, NULL), -EBADMSG);
+    assert_int_equal(mdsl_store_read_column(e.s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = 9 }, 77, 3, &d, &len, NULL), -EBADMSG);
     /* the rest is intact and the store keeps working */
     tu_check_slice(e.s, FS, &m, 9, 1);
-    struct mdsl_rec r3[2] = {
-        tu_rec(MDSL_REC_IMAGE, FS, 9, 0, 0, 0, 2, bufs[3], 300),
-        tu_rec(MDSL_REC_COLUMN, FS, 9, 0, 77, 3, 2, bufs[4], 10),
+    struct xt_store_rec r3[2] = {
+        tu_rec(XT_STORE_IMAGE, FS, 9, 0, 0, 0, 2, bufs[3], 300),
+        tu_rec(XT_STORE_COLUMN, FS, 9, 0, 77, 3, 2, bufs[4], 10),
     };
     assert_int_equal(mdsl_store_prepare(e.s, 3, r3, 2), 0);
     assert_int_equal(mdsl_store_commit(e.s, 3), 0);
@@ -421,7 +421,7 @@ static void test_corruption(void **state)
     mdsl_io_close(e.mem, f);
     assert_int_equal(tu_open(&e), 0);
     tu_check_slice(e.s, FS, &m, 9, 0);
-    struct mdsl_rec r4 = tu_rec(MDSL_REC_DELTA, FS, 9, 0, 0, 0, 3, bufs[5], 30);
+    struct xt_store_rec r4 = tu_rec(XT_STORE_DELTA, FS, 9, 0, 0, 0, 3, bufs[5], 30);
     assert_int_equal(mdsl_store_prepare(e.s, 4, &r4, 1), 0);
     assert_int_equal(mdsl_store_commit(e.s, 4), 0);
     tu_model_add(&m, &r4, 1);
@@ -527,9 +527,9 @@ static void test_tmpfs_enospc(void **state)
     uint64_t txid = 1;
     int rc = 0;
     for (int i = 0; i < 400 && rc == 0; i++) {
-        struct mdsl_rec r[2] = {
-            tu_rec(MDSL_REC_IMAGE, FS, 1, (uint32_t)(i % 8), 0, 0, (uint64_t)i + 1, bufs[0], 65536),
-            tu_rec(MDSL_REC_COLUMN, FS, 1, (uint32_t)(i % 8), 9, 0, (uint64_t)i + 1, bufs[1], 3000),
+        struct xt_store_rec r[2] = {
+            tu_rec(XT_STORE_IMAGE, FS, 1, (uint32_t)(i % 8), 0, 0, (uint64_t)i + 1, bufs[0], 65536),
+            tu_rec(XT_STORE_COLUMN, FS, 1, (uint32_t)(i % 8), 9, 0, (uint64_t)i + 1, bufs[1], 3000),
         };
         uint64_t t = txid++;
         rc = mdsl_store_prepare(s, t, r, 2);
@@ -551,7 +551,7 @@ static void test_tmpfs_enospc(void **state)
     }
     /* free space: later commits work */
     assert_int_equal(unlink(ballast), 0);
-    struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 1, 0, 0, 0, 100000, bufs[0], 65536);
+    struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 1, 0, 0, 0, 100000, bufs[0], 65536);
     assert_int_equal(mdsl_store_prepare(s, txid, &r, 1), 0);
     assert_int_equal(mdsl_store_commit(s, txid), 0);
     tu_model_add(&m, &r, 1);
@@ -576,14 +576,14 @@ static void check_moved(mdsl_store *s, const struct tu_model *m)
     tu_check_column(s, FS, m, 20, 0, 5, 1);
     tu_check_slice(s, FS, m, 20, 1);
     tu_check_column(s, FS, m, 20, 1, 5, 1);
-    struct mdsl_slice_load l;
-    assert_int_equal(mdsl_store_load_slice(s, FS, 20, 0, &l), -ESTALE);
+    struct xt_store_load l;
+    assert_int_equal(mdsl_store_load_slice(s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = 20 }, &l), -ESTALE);
     void *d;
     uint32_t len;
-    assert_int_equal(mdsl_store_read_column(s, FS, 20, 0, 5, 1, &d, &len, NULL), -ESTALE);
+    assert_int_equal(mdsl_store_read_column(s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = 20 }, 5, 1, &d, &len, NULL), -ESTALE);
     /* a delta on top of the tombstone is refused, before and after a
      * restart (the guard's slice state is then read from the index) */
-    struct mdsl_rec dl = tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, 5, bufs[9], 30);
+    struct xt_store_rec dl = tu_rec(XT_STORE_DELTA, FS, 20, 0, 0, 0, 5, bufs[9], 30);
     assert_int_equal(mdsl_store_prepare(s, 900, &dl, 1), -ESTALE);
     uint64_t *tx;
     size_t ntx;
@@ -601,21 +601,21 @@ static void test_moved(void **state)
     assert_int_equal(tu_open(&e), 0);
     uint64_t txid = 1;
     /* slice 0: image v1, deltas v2 v3, a column; slice 1 untouched by the move */
-    struct mdsl_rec r[4] = {
-        tu_rec(MDSL_REC_IMAGE, FS, 20, 0, 0, 0, 1, bufs[0], 400),
-        tu_rec(MDSL_REC_COLUMN, FS, 20, 0, 5, 1, 1, bufs[1], 60),
-        tu_rec(MDSL_REC_IMAGE, FS, 20, 1, 0, 0, 1, bufs[2], 200),
-        tu_rec(MDSL_REC_COLUMN, FS, 20, 1, 5, 1, 1, bufs[3], 70),
+    struct xt_store_rec r[4] = {
+        tu_rec(XT_STORE_IMAGE, FS, 20, 0, 0, 0, 1, bufs[0], 400),
+        tu_rec(XT_STORE_COLUMN, FS, 20, 0, 5, 1, 1, bufs[1], 60),
+        tu_rec(XT_STORE_IMAGE, FS, 20, 1, 0, 0, 1, bufs[2], 200),
+        tu_rec(XT_STORE_COLUMN, FS, 20, 1, 5, 1, 1, bufs[3], 70),
     };
     assert_int_equal(tu_commit(e.s, txid++, r, 4), 0);
     tu_model_add(&m, r, 4);
     for (uint64_t v = 2; v <= 3; v++) {
-        struct mdsl_rec d = tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, v, bufs[4], 50);
+        struct xt_store_rec d = tu_rec(XT_STORE_DELTA, FS, 20, 0, 0, 0, v, bufs[4], 50);
         assert_int_equal(tu_commit(e.s, txid++, &d, 1), 0);
         tu_model_add(&m, &d, 1);
     }
     /* the move: the tombstone at v4 (its image went elsewhere in the txid) */
-    struct mdsl_rec t = tu_tombstone(FS, 20, 0, 4);
+    struct xt_store_rec t = tu_tombstone(FS, 20, 0, 4);
     assert_int_equal(mdsl_store_prepare(e.s, txid, &t, 1), 0);
     tu_check_slice(e.s, FS, &m, 20, 0); /* prepared: invisible */
     assert_int_equal(mdsl_store_commit(e.s, txid++), 0);
@@ -623,9 +623,9 @@ static void test_moved(void **state)
     check_moved(e.s, &m);
 
     /* late records under the tombstone are ignored (rules 1, 2) */
-    struct mdsl_rec late[2] = {
-        tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, 3, bufs[5], 10),
-        tu_rec(MDSL_REC_IMAGE, FS, 20, 0, 0, 0, 2, bufs[6], 10),
+    struct xt_store_rec late[2] = {
+        tu_rec(XT_STORE_DELTA, FS, 20, 0, 0, 0, 3, bufs[5], 10),
+        tu_rec(XT_STORE_IMAGE, FS, 20, 0, 0, 0, 2, bufs[6], 10),
     };
     assert_int_equal(tu_commit(e.s, txid++, late, 1), 0);
     assert_int_equal(tu_commit(e.s, txid++, late + 1, 1), 0);
@@ -633,17 +633,17 @@ static void test_moved(void **state)
     check_moved(e.s, &m);
 
     /* index rule 1: the tombstone is the only pointer of the slice left */
-    struct mdsl_slice_list sl;
+    struct xt_store_list sl;
     assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 10, &sl), 0);
     assert_int_equal(sl.n, 2);
     assert_true(sl.end);
-    assert_int_equal(sl.v[0].slice, 0);
-    assert_int_equal(sl.v[0].version, 4);
-    assert_true(sl.v[0].moved);
-    assert_int_equal(sl.v[1].slice, 1);
-    assert_int_equal(sl.v[1].version, 1);
-    assert_false(sl.v[1].moved);
-    mdsl_slice_list_free(&sl);
+    assert_int_equal(sl.slices[0].id.slice, 0);
+    assert_int_equal(sl.slices[0].version, 4);
+    assert_true(sl.slices[0].moved);
+    assert_int_equal(sl.slices[1].id.slice, 1);
+    assert_int_equal(sl.slices[1].version, 1);
+    assert_false(sl.slices[1].moved);
+    xt_store_list_free(&sl);
 
     /* restart, then rebuild: the same index and the same answers */
     tu_close(&e);
@@ -665,18 +665,18 @@ static void test_moved(void **state)
 
     /* the slice moves back: an image at a higher version loads normally,
      * and deltas on it are accepted again */
-    struct mdsl_rec back = tu_rec(MDSL_REC_IMAGE, FS, 20, 0, 0, 0, 6, bufs[7], 300);
+    struct xt_store_rec back = tu_rec(XT_STORE_IMAGE, FS, 20, 0, 0, 0, 6, bufs[7], 300);
     assert_int_equal(tu_commit(e.s, txid++, &back, 1), 0);
     tu_model_add(&m, &back, 1);
-    struct mdsl_rec d7 = tu_rec(MDSL_REC_DELTA, FS, 20, 0, 0, 0, 7, bufs[8], 40);
+    struct xt_store_rec d7 = tu_rec(XT_STORE_DELTA, FS, 20, 0, 0, 0, 7, bufs[8], 40);
     assert_int_equal(tu_commit(e.s, txid++, &d7, 1), 0);
     tu_model_add(&m, &d7, 1);
     tu_check_slice(e.s, FS, &m, 20, 0);
-    struct mdsl_slice_load l;
-    assert_int_equal(mdsl_store_load_slice(e.s, FS, 20, 0, &l), 0);
+    struct xt_store_load l;
+    assert_int_equal(mdsl_store_load_slice(e.s, (xt_slice_id){ .fsid = FS, .slice = 0, .table = 20 }, &l), 0);
     assert_int_equal(l.image.version, 6);
     assert_int_equal(l.ndeltas, 1);
-    mdsl_slice_load_free(&l);
+    xt_store_load_free(&l);
     tu_close(&e);
     assert_int_equal(mdsl_index_destroy(e.index), 0);
     assert_int_equal(tu_open(&e), 0);
@@ -695,36 +695,36 @@ static void test_flags_refused(void **state)
         uint8_t type, flags;
         uint32_t len;
     } bad[] = {
-        { MDSL_REC_DELTA, MDSL_F_MOVED, 0 },
-        { MDSL_REC_COLUMN, MDSL_F_MOVED, 0 },
-        { MDSL_REC_IMAGE, MDSL_F_MOVED, 10 },           /* a tombstone is empty */
-        { MDSL_REC_IMAGE, MDSL_F_TOMBSTONE, 0 },
-        { MDSL_REC_DELTA, MDSL_F_TOMBSTONE, 0 },
-        { MDSL_REC_COLUMN, MDSL_F_TOMBSTONE, 10 },
-        { MDSL_REC_IMAGE, MDSL_F_MOVED | MDSL_F_TOMBSTONE, 0 },
-        { MDSL_REC_COLUMN, MDSL_F_MOVED | MDSL_F_TOMBSTONE, 0 },
-        { MDSL_REC_IMAGE, 0x08, 0 },
-        { MDSL_REC_COLUMN, MDSL_F_SYS, 10 },            /* SYS: slice records only */
-        { MDSL_REC_IMAGE, MDSL_F_SYS | MDSL_F_MOVED, 0 }, /* ... with rows */
-        { MDSL_REC_IMAGE, 0x40 | MDSL_F_MOVED, 0 },
+        { XT_STORE_DELTA, XT_STORE_F_MOVED, 0 },
+        { XT_STORE_COLUMN, XT_STORE_F_MOVED, 0 },
+        { XT_STORE_IMAGE, XT_STORE_F_MOVED, 10 },           /* a tombstone is empty */
+        { XT_STORE_IMAGE, XT_STORE_F_TOMBSTONE, 0 },
+        { XT_STORE_DELTA, XT_STORE_F_TOMBSTONE, 0 },
+        { XT_STORE_COLUMN, XT_STORE_F_TOMBSTONE, 10 },
+        { XT_STORE_IMAGE, XT_STORE_F_MOVED | XT_STORE_F_TOMBSTONE, 0 },
+        { XT_STORE_COLUMN, XT_STORE_F_MOVED | XT_STORE_F_TOMBSTONE, 0 },
+        { XT_STORE_IMAGE, 0x08, 0 },
+        { XT_STORE_COLUMN, XT_STORE_F_SYS, 10 },            /* SYS: slice records only */
+        { XT_STORE_IMAGE, XT_STORE_F_SYS | XT_STORE_F_MOVED, 0 }, /* ... with rows */
+        { XT_STORE_IMAGE, 0x40 | XT_STORE_F_MOVED, 0 },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        struct mdsl_rec r = tu_rec(bad[i].type, FS, 30, 0, 1, 0, 1, bufs[0], bad[i].len);
+        struct xt_store_rec r = tu_rec(bad[i].type, FS, 30, 0, 1, 0, 1, bufs[0], bad[i].len);
         r.flags = bad[i].flags;
         if (mdsl_store_prepare(e.s, 1, &r, 1) != -EINVAL)
             fail_msg("type %u flags 0x%x len %u accepted", bad[i].type, bad[i].flags,
                      bad[i].len);
     }
     /* the two defined ones pass; nothing of the refused is stored */
-    struct mdsl_rec ok[2] = { tu_tombstone(FS, 30, 0, 1),
-                              tu_rec(MDSL_REC_COLUMN, FS, 30, 1, 1, 0, 1, bufs[0], 0) };
-    ok[1].flags = MDSL_F_TOMBSTONE;
+    struct xt_store_rec ok[2] = { tu_tombstone(FS, 30, 0, 1),
+                              tu_rec(XT_STORE_COLUMN, FS, 30, 1, 1, 0, 1, bufs[0], 0) };
+    ok[1].flags = XT_STORE_F_TOMBSTONE;
     assert_int_equal(tu_commit(e.s, 1, ok, 2), 0);
-    struct mdsl_slice_list sl;
+    struct xt_store_list sl;
     assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 10, &sl), 0);
     assert_int_equal(sl.n, 1);
-    assert_true(sl.v[0].moved);
-    mdsl_slice_list_free(&sl);
+    assert_true(sl.slices[0].moved);
+    xt_store_list_free(&sl);
     tu_env_free(&e);
 }
 
@@ -739,13 +739,13 @@ static void test_moved_gc(void **state)
     assert_int_equal(tu_open(&e), 0);
     uint64_t txid = 1;
     for (uint32_t sl = 0; sl < 4; sl++) {
-        struct mdsl_rec r[2] = { tu_rec(MDSL_REC_IMAGE, FS, 40, sl, 0, 0, 1, bufs[0], 300),
+        struct xt_store_rec r[2] = { tu_rec(XT_STORE_IMAGE, FS, 40, sl, 0, 0, 1, bufs[0], 300),
                                  tu_tombstone(FS, 40, sl, 2) };
         assert_int_equal(tu_commit(e.s, txid++, r, 2), 0);
         tu_model_add(&m, r, 2);
     }
     for (uint64_t v = 1; v <= 60; v++) { /* dead weight in every segment */
-        struct mdsl_rec r = tu_rec(MDSL_REC_IMAGE, FS, 40, 9, 0, 0, v, bufs[1], 900);
+        struct xt_store_rec r = tu_rec(XT_STORE_IMAGE, FS, 40, 9, 0, 0, v, bufs[1], 900);
         assert_int_equal(tu_commit(e.s, txid++, &r, 1), 0);
         tu_model_add(&m, &r, 1);
     }
@@ -760,13 +760,13 @@ static void test_moved_gc(void **state)
         for (uint32_t sl = 0; sl < 4; sl++)
             tu_check_slice(e.s, FS, &m, 40, sl);
         tu_check_slice(e.s, FS, &m, 40, 9);
-        struct mdsl_slice_list l;
+        struct xt_store_list l;
         assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 100, &l), 0);
         assert_int_equal(l.n, 5);
         for (size_t i = 0; i < 4; i++)
-            assert_true(l.v[i].moved && l.v[i].version == 2);
-        assert_false(l.v[4].moved);
-        mdsl_slice_list_free(&l);
+            assert_true(l.slices[i].moved && l.slices[i].version == 2);
+        assert_false(l.slices[4].moved);
+        xt_store_list_free(&l);
         tu_close(&e);
         assert_int_equal(mdsl_index_destroy(e.index), 0);
         assert_int_equal(tu_open(&e), 0);
@@ -780,7 +780,7 @@ struct want {
     uint32_t fsid, slice;
     uint64_t table, version;
     bool moved;
-    bool sys;   /* the newest record has MDSL_F_SYS */
+    bool sys;   /* the newest record has XT_STORE_F_SYS */
 };
 
 static int cmp_want(const void *a, const void *b)
@@ -800,20 +800,20 @@ static void check_listing(mdsl_store *s, const struct want *w, size_t nw, uint32
     uint32_t curlen = 0;
     size_t got = 0, calls = 0, cap = XT_MIN(max, MDSL_LIST_MAX);
     for (;;) {
-        struct mdsl_slice_list l;
+        struct xt_store_list l;
         assert_int_equal(mdsl_store_list_slices(s, cur, curlen, max, &l), 0);
         calls++;
         assert_true(l.n <= cap);
         assert_true(l.end || l.n == cap);
         for (size_t i = 0; i < l.n; i++, got++) {
             assert_true(got < nw);
-            const struct mdsl_slice_info *x = &l.v[i];
-            if (x->fsid != w[got].fsid || x->table != w[got].table ||
-                x->slice != w[got].slice || x->version != w[got].version ||
+            const struct xt_store_slice *x = &l.slices[i];
+            if (x->id.fsid != w[got].fsid || x->id.table != w[got].table ||
+                x->id.slice != w[got].slice || x->version != w[got].version ||
                 x->moved != w[got].moved || x->sys != w[got].sys)
                 fail_msg("entry %zu: fs %u table %llu slice %u v%llu moved %d sys %d, expected "
-                         "fs %u table %llu slice %u v%llu moved %d sys %d", got, x->fsid,
-                         (unsigned long long)x->table, x->slice,
+                         "fs %u table %llu slice %u v%llu moved %d sys %d", got, x->id.fsid,
+                         (unsigned long long)x->id.table, x->id.slice,
                          (unsigned long long)x->version, x->moved, x->sys, w[got].fsid,
                          (unsigned long long)w[got].table, w[got].slice,
                          (unsigned long long)w[got].version, w[got].moved, w[got].sys);
@@ -822,7 +822,7 @@ static void check_listing(mdsl_store *s, const struct want *w, size_t nw, uint32
         memcpy(cur, l.cursor, l.cursor_len);
         curlen = l.cursor_len;
         bool end = l.end;
-        mdsl_slice_list_free(&l);
+        xt_store_list_free(&l);
         if (end)
             break;
     }
@@ -840,24 +840,23 @@ static void test_list_slices(void **state)
     struct tu_env e;
     tu_env_init(&e, 9, 1u << 20);
     assert_int_equal(tu_open(&e), 0);
-    struct mdsl_slice_list l;
+    struct xt_store_list l;
     assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 333, &l), 0);
     assert_true(l.n == 0 && l.end && l.cursor_len == 0);
-    mdsl_slice_list_free(&l);
-    static struct mdsl_rec r[BATCH];
+    xt_store_list_free(&l);
+    static struct xt_store_rec r[BATCH];
     uint64_t txid = 1;
     for (size_t i = 0; i < NSL; i++) {
         /* slice numbers spread over the whole u32 range, the last one too */
         uint32_t slice = i == NSL - 1 ? UINT32_MAX : (uint32_t)(i * 2654435761u);
-        w[i] = (struct want){ .fsid = fsids[i % 3], .table = tables[(i / 3) % 4],
-                              .slice = slice, .version = 10 + i % 7, .sys = i % 4 == 1 };
+        w[i] = (struct want){ .fsid = fsids[i % 3], .table = tables[(i / 3) % 4], .slice = slice, .version = 10 + i % 7, .sys = i % 4 == 1 };
     }
     for (size_t b = 0; b < NSL; b += BATCH) {
         for (size_t i = 0; i < BATCH; i++) {
             const struct want *x = &w[b + i];
-            r[i] = (struct mdsl_rec){ .type = MDSL_REC_IMAGE, .fsid = x->fsid,
-                                      .flags = x->sys ? MDSL_F_SYS : 0,
-                                      .table = x->table, .slice = x->slice,
+            r[i] = (struct xt_store_rec){ .type = XT_STORE_IMAGE, .flags = x->sys ? XT_STORE_F_SYS : 0,
+                                      .id = { .fsid = x->fsid, .slice = x->slice,
+                                              .table = x->table },
                                       .version = x->version, .data = bufs[0], .len = 16 };
         }
         assert_int_equal(tu_commit(e.s, txid++, r, BATCH), 0);
@@ -876,16 +875,16 @@ static void test_list_slices(void **state)
             } else if (i % 3 == 0) {
                 x->version += 2;
                 x->sys = i % 2 == 0;
-                r[n++] = (struct mdsl_rec){ .type = MDSL_REC_DELTA, .fsid = x->fsid,
-                                            .flags = x->sys ? MDSL_F_SYS : 0,
-                                            .table = x->table, .slice = x->slice,
+                r[n++] = (struct xt_store_rec){ .type = XT_STORE_DELTA, .flags = x->sys ? XT_STORE_F_SYS : 0,
+                                            .id = { .fsid = x->fsid, .slice = x->slice,
+                                                    .table = x->table },
                                             .version = x->version, .data = bufs[1], .len = 8 };
             }
         }
         assert_int_equal(tu_commit(e.s, txid++, r, n), 0);
     }
     /* a prepared, undecided tombstone is not listed */
-    struct mdsl_rec pt = tu_tombstone(w[1].fsid, w[1].table, w[1].slice, 99);
+    struct xt_store_rec pt = tu_tombstone(w[1].fsid, w[1].table, w[1].slice, 99);
     assert_int_equal(mdsl_store_prepare(e.s, txid++, &pt, 1), 0);
     qsort(w, NSL, sizeof *w, cmp_want);
     check_listing(e.s, w, NSL, 333);
@@ -894,7 +893,7 @@ static void test_list_slices(void **state)
     assert_int_equal(mdsl_store_list_slices(e.s, NULL, 0, 100000, &l), 0);
     assert_int_equal(l.n, MDSL_LIST_MAX);
     assert_false(l.end);
-    mdsl_slice_list_free(&l);
+    xt_store_list_free(&l);
 
     /* bad input */
     uint8_t cur[MDSL_LIST_CURSOR + 1] = { 0 };
@@ -906,7 +905,7 @@ static void test_list_slices(void **state)
     memset(cur, 0xff, sizeof cur);
     assert_int_equal(mdsl_store_list_slices(e.s, cur, MDSL_LIST_CURSOR, 10, &l), 0);
     assert_true(l.n == 0 && l.end);
-    mdsl_slice_list_free(&l);
+    xt_store_list_free(&l);
 
     /* GC, restart and rebuild give the same listing */
     assert_true(mdsl_store_gc(e.s, 1000) >= 0);

@@ -15,25 +15,6 @@
 using pom::glue::ProtoPtr;
 using namespace pom::rpc;
 
-void xt_store_load_free(struct xt_store_load *l)
-{
-    if (!l)
-        return;
-    xt_free(l->image.data);
-    for (size_t i = 0; i < l->ndeltas; i++)
-        xt_free(l->deltas[i].data);
-    xt_free(l->deltas);
-    memset(l, 0, sizeof *l);
-}
-
-void xt_store_list_free(struct xt_store_list *l)
-{
-    if (!l)
-        return;
-    xt_free(l->slices);
-    memset(l, 0, sizeof *l);
-}
-
 /* A heap copy of s for C callers (xt_free); NULL only on ENOMEM. */
 static void *dup_bytes(const std::string &s)
 {
@@ -55,9 +36,9 @@ int xt_mdsl_prepare(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid,
         StoreRecord &r = req.records[i];
         r.type = (int8_t)recs[i].type;
         r.flags = (int8_t)recs[i].flags;
-        r.fsid = (int32_t)recs[i].fsid;
-        r.table = (int64_t)recs[i].table;
-        r.slice = (int32_t)recs[i].slice;
+        r.fsid = (int32_t)recs[i].id.fsid;
+        r.table = (int64_t)recs[i].id.table;
+        r.slice = (int32_t)recs[i].id.slice;
         r.version = (int64_t)recs[i].version;
         r.key = (int64_t)recs[i].key;
         r.group = (int32_t)recs[i].group;
@@ -98,14 +79,14 @@ int xt_mdsl_abort(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid)
     return tx_call(p, call, txid, false);
 }
 
-int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
-                       uint64_t table, uint32_t slice, struct xt_store_load *out)
+int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, xt_slice_id id,
+                       struct xt_store_load *out)
 {
     memset(out, 0, sizeof *out);
     LoadReq req;
-    req.fsid = (int32_t)fsid;
-    req.table = (int64_t)table;
-    req.slice = (int32_t)slice;
+    req.fsid = (int32_t)id.fsid;
+    req.table = (int64_t)id.table;
+    req.slice = (int32_t)id.slice;
     LoadResp resp;
     int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
         StorageClient cl(proto);
@@ -142,14 +123,14 @@ nomem:
     return -ENOMEM;
 }
 
-int xt_mdsl_read_column(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
-                        uint64_t table, uint32_t slice, uint64_t key, uint32_t group,
-                        void **data, uint32_t *len, uint64_t *version)
+int xt_mdsl_read_column(xt_rpc_pool *p, const xt_rpc_call *call, xt_slice_id id,
+                        uint64_t key, uint32_t group, void **data, uint32_t *len,
+                        uint64_t *version)
 {
     ColumnReq req;
-    req.fsid = (int32_t)fsid;
-    req.table = (int64_t)table;
-    req.slice = (int32_t)slice;
+    req.fsid = (int32_t)id.fsid;
+    req.table = (int64_t)id.table;
+    req.slice = (int32_t)id.slice;
     req.key = (int64_t)key;
     req.group = (int32_t)group;
     ColumnResp resp;
@@ -274,7 +255,7 @@ int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cur
         if (!out->slices)
             return -ENOMEM;
         for (const SliceInfo &si : resp.slices)
-            out->slices[out->n++] = { (uint32_t)si.fsid, (uint64_t)si.table, (uint32_t)si.slice,
+            out->slices[out->n++] = { { (uint32_t)si.fsid, (uint32_t)si.slice, (uint64_t)si.table },
                                       (uint64_t)si.version, si.moved, si.sys };
     }
     memcpy(out->cursor, resp.cursor.data(), resp.cursor.size());
@@ -286,6 +267,12 @@ int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cur
 /* ---- server ------------------------------------------------------------ */
 
 namespace {
+
+/* The slice a load or column request names. */
+template <class Req> xt_slice_id slice_id(const Req &req)
+{
+    return { (uint32_t)req.fsid, (uint32_t)req.slice, (uint64_t)req.table };
+}
 
 class StorageGlue : virtual public StorageIf, public pom::glue::CommonGlue {
 public:
@@ -302,8 +289,9 @@ public:
                 resp.status = -E2BIG;
                 return;
             }
-            recs[i] = { (uint8_t)r.type, (uint8_t)r.flags, (uint32_t)r.fsid, (uint64_t)r.table,
-                        (uint32_t)r.slice, (uint64_t)r.version, (uint64_t)r.key,
+            recs[i] = { (uint8_t)r.type, (uint8_t)r.flags,
+                        { (uint32_t)r.fsid, (uint32_t)r.slice, (uint64_t)r.table },
+                        (uint64_t)r.version, (uint64_t)r.key,
                         (uint32_t)r.group, r.data.data(), (uint32_t)r.data.size() };
         }
         resp.status = mops_->prepare ? mops_->prepare(ctx_, &rc, (uint64_t)req.txid,
@@ -325,9 +313,7 @@ public:
         xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
         struct xt_store_load l;
         memset(&l, 0, sizeof l);
-        resp.status = mops_->load_slice ? mops_->load_slice(ctx_, &rc, (uint32_t)req.fsid,
-                                                            (uint64_t)req.table,
-                                                            (uint32_t)req.slice, &l)
+        resp.status = mops_->load_slice ? mops_->load_slice(ctx_, &rc, slice_id(req), &l)
                                         : -ENOSYS;
         if (resp.status == 0) {
             if (l.has_image) {
@@ -351,8 +337,7 @@ public:
         uint32_t len = 0;
         uint64_t version = 0;
         resp.status = mops_->read_column
-                          ? mops_->read_column(ctx_, &rc, (uint32_t)req.fsid, (uint64_t)req.table,
-                                               (uint32_t)req.slice, (uint64_t)req.key,
+                          ? mops_->read_column(ctx_, &rc, slice_id(req), (uint64_t)req.key,
                                                (uint32_t)req.group, &data, &len, &version)
                           : -ENOSYS;
         if (resp.status == 0) {
@@ -431,9 +416,9 @@ public:
             resp.slices.resize(l.n);
             for (size_t i = 0; i < l.n; i++) {
                 SliceInfo &si = resp.slices[i];
-                si.fsid = (int32_t)l.slices[i].fsid;
-                si.table = (int64_t)l.slices[i].table;
-                si.slice = (int32_t)l.slices[i].slice;
+                si.fsid = (int32_t)l.slices[i].id.fsid;
+                si.table = (int64_t)l.slices[i].id.table;
+                si.slice = (int32_t)l.slices[i].id.slice;
                 si.version = (int64_t)l.slices[i].version;
                 si.moved = l.slices[i].moved;
                 si.sys = l.slices[i].sys;

@@ -2,13 +2,14 @@
  * xt_rpc_mdsl.h -- the Storage service of pom.thrift in C: the calls an MDS
  * (or a tool) makes to an MDSL, and the handler ops a pom-mdsl serves with.
  *
- * Records, loads and statistics mirror mdsl/mdsl_store.h field for field,
- * so the daemon passes them through without reshaping.
+ * Records, loads and listings are the storage contract's types (xt_store.h),
+ * which the MDS and the MDSL engine speak too: no reshaping on either side.
  */
 #ifndef XT_RPC_MDSL_H
 #define XT_RPC_MDSL_H
 
 #include "xt_rpc.h"
+#include "xt_store.h"
 
 #include <stdbool.h>
 
@@ -16,52 +17,10 @@
 extern "C" {
 #endif
 
-enum { XT_STORE_IMAGE = 1, XT_STORE_DELTA = 2, XT_STORE_COLUMN = 3 };
-#define XT_STORE_F_TOMBSTONE 1 /* COLUMN: the row's group is deleted */
-#define XT_STORE_F_MOVED 2     /* IMAGE, empty: the slice moved to another MDSL */
-#define XT_STORE_F_SYS 4       /* IMAGE/DELTA: the slice holds system rows after
-                                  this record (RMU outbox, pending, count or
-                                  decision rows): a restarted MDS loads it to
-                                  finish them (docs/mds-xact.md "Reload") */
-#define XT_STORE_F_RESERVE 0x80 /* prepare only, never stored: on every record
-                                   of a transaction that frees at least what
-                                   it adds; it may use the MDSL's space
-                                   reserve (docs/format-mdsl.md "A full disk") */
-
-/* One record of a transaction; pointers are borrowed for the call. */
-struct xt_store_rec {
-    uint8_t type;      /* XT_STORE_* */
-    uint8_t flags;     /* XT_STORE_F_* */
-    uint32_t fsid;
-    uint64_t table;
-    uint32_t slice;
-    uint64_t version;
-    uint64_t key;      /* COLUMN: row uuid */
-    uint32_t group;    /* COLUMN: column group */
-    const void *data;
-    uint32_t len;
-};
-
-struct xt_store_blob {
-    uint64_t version;
-    void *data;        /* xt_malloc'd, owned by the enclosing load */
-    uint32_t len;
-};
-
-/* The latest image of a slice and the deltas after it, oldest first. */
-struct xt_store_load {
-    bool has_image;
-    struct xt_store_blob image;
-    size_t ndeltas;
-    struct xt_store_blob *deltas; /* xt_malloc'd array */
-};
-/* Frees the blobs and the array (xt_free) and zeroes *l. */
-void xt_store_load_free(struct xt_store_load *l);
-
 struct xt_store_stat {
     uint64_t tables, segments, bytes, live_bytes, commits, aborts;
     uint64_t gc_freed_segments, corrupt_records;
-    /* GC and space back (0 from an MDSL older than session 11) */
+    /* GC and space back */
     uint64_t gc_passes, gc_moved_bytes, gc_freed_bytes;
     uint64_t dropped_folders, dropped_bytes, rolled_segments, sweeps;
     uint64_t sweep_owed;   /* ring-1 seq of a sweep still owed, 0 none */
@@ -69,28 +28,6 @@ struct xt_store_stat {
     size_t nprepared;
     uint64_t *prepared;    /* xt_malloc'd; caller frees with xt_free */
 };
-
-/* One stored slice of a list_slices reply (mirrors mdsl_slice_info). */
-struct xt_store_slice {
-    uint32_t fsid;
-    uint64_t table;
-    uint32_t slice;
-    uint64_t version;  /* newest version stored (image or delta) */
-    bool moved;        /* its newest image is a MOVED tombstone */
-    bool sys;          /* its newest record has XT_STORE_F_SYS */
-};
-
-#define XT_STORE_CURSOR_MAX 64 /* bytes of a list_slices cursor, at most */
-
-struct xt_store_list {
-    struct xt_store_slice *slices; /* xt_malloc'd (NULL when n is 0) */
-    size_t n;
-    uint8_t cursor[XT_STORE_CURSOR_MAX]; /* pass back to resume */
-    uint32_t cursor_len;
-    bool end;          /* nothing follows the slices returned */
-};
-/* Frees the array (xt_free) and zeroes *l. */
-void xt_store_list_free(struct xt_store_list *l);
 
 /* ---- client calls: 0 or -errno (xt_rpc.h invariant 1) ------------------ */
 
@@ -100,12 +37,12 @@ int xt_mdsl_commit(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid);
 int xt_mdsl_abort(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t txid);
 /* *out: free with xt_store_load_free. -ENOENT if the slice has nothing,
  * -ESTALE if it moved to another MDSL (its newest image is MOVED). */
-int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
-                       uint64_t table, uint32_t slice, struct xt_store_load *out);
+int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, xt_slice_id id,
+                       struct xt_store_load *out);
 /* *data: caller frees with xt_free. */
-int xt_mdsl_read_column(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
-                        uint64_t table, uint32_t slice, uint64_t key, uint32_t group,
-                        void **data, uint32_t *len, uint64_t *version);
+int xt_mdsl_read_column(xt_rpc_pool *p, const xt_rpc_call *call, xt_slice_id id,
+                        uint64_t key, uint32_t group, void **data, uint32_t *len,
+                        uint64_t *version);
 int xt_mdsl_set_md(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t table,
                    const void *md, uint32_t len);
 /* *md: caller frees with xt_free. -ENOENT if none. */
@@ -130,11 +67,10 @@ struct xt_mdsl_ops {
                    const struct xt_store_rec *recs, size_t n);
     int (*commit)(void *ctx, const xt_rpc_ctx *rc, uint64_t txid);
     int (*abort)(void *ctx, const xt_rpc_ctx *rc, uint64_t txid);
-    int (*load_slice)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
-                      uint32_t slice, struct xt_store_load *out);
-    int (*read_column)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
-                       uint32_t slice, uint64_t key, uint32_t group, void **data,
-                       uint32_t *len, uint64_t *version);
+    int (*load_slice)(void *ctx, const xt_rpc_ctx *rc, xt_slice_id id,
+                      struct xt_store_load *out);
+    int (*read_column)(void *ctx, const xt_rpc_ctx *rc, xt_slice_id id, uint64_t key,
+                       uint32_t group, void **data, uint32_t *len, uint64_t *version);
     int (*set_md)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
                   const void *md, uint32_t len);
     int (*get_md)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
