@@ -24,9 +24,10 @@
  * SIGTERM commits what is dirty, then exits; SIGKILL loses at most the open
  * commit group (DESIGN 11).
  *
- * TEST ONLY: the environment variable POM_FAULT="alloc:after=N" (unset in
- * production; docs/testing-faults.md) arms xt_alloc_fail_after(N) once the
- * service listens: every allocation after the N-th then fails.
+ * TEST ONLY: --fault alloc:after=N (docs/testing-faults.md) arms
+ * xt_alloc_fail_after(N) once the service listens: every allocation after
+ * the N-th then fails. --rmu-hold and the short timing options exist for
+ * the fault tests; all of them are in --help.
  */
 #include "mds_cache.h"
 #include "mds_group.h"
@@ -311,7 +312,17 @@ static void usage(FILE *f)
             "                          this MDS's mover (default 16 MiB)\n"
             "  --ring1-frozen          do not follow ring-1 changes: heartbeats carry no\n"
             "                          ring-1 field, so R2 keeps ring 1 as it is\n"
-            "  --verbose               debug log\n");
+            "  --xact-resolve-ms N     age of a pending row before its resolver settles it\n"
+            "                          (default 2000)\n"
+            "  --rmu-soft-ms N         how long a count shown before its RMU is delivered\n"
+            "                          lives (default max(30000, 6 commit intervals))\n"
+            "  --reload-ms N           period of the reload of slices with outbox or\n"
+            "                          pending rows (default 300000)\n"
+            "  --abort-gc-ms N         age of the ABORT decision rows removed (default 60000)\n"
+            "  --verbose               debug log\n"
+            "test only (docs/testing-faults.md):\n"
+            "  --fault alloc:after=N   every allocation after the N-th fails, once serving\n"
+            "  --rmu-hold              outbox rows are not delivered\n");
     xt_rpc_server_flags_usage(f);
     fprintf(f, "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
                "splits, cache and memory per row); SIGTERM logs them and stops.\n");
@@ -345,6 +356,12 @@ int main(int argc, char **argv)
         { "gossip-ms", required_argument, NULL, 'g' },
         { "move-rate", required_argument, NULL, 'M' },
         { "ring1-frozen", no_argument, NULL, 'F' },
+        { "xact-resolve-ms", required_argument, NULL, 'r' },
+        { "rmu-soft-ms", required_argument, NULL, 'S' },
+        { "reload-ms", required_argument, NULL, 'L' },
+        { "abort-gc-ms", required_argument, NULL, 'A' },
+        { "fault", required_argument, NULL, 'f' },
+        { "rmu-hold", no_argument, NULL, 'P' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         XT_RPC_SERVER_FLAGS,
@@ -359,6 +376,9 @@ int main(int argc, char **argv)
     uint64_t site_id = 1, threads = 4, interval = 5000, mem_bound = 1ull << 30, split = 8192;
     uint64_t split_bytes = MDS_SPLIT_BYTES;
     uint64_t gossip_ms = 200, move_rate = MDS_MOVE_RATE_DEFAULT;
+    uint64_t resolve_ms = 0, soft_ms = 0, reload_ms = 0, abort_gc_ms = 0; /* 0: default */
+    bool rmu_hold = false;
+    const char *fault = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -387,6 +407,12 @@ int main(int argc, char **argv)
         case 'g': if (parse_num("--gossip-ms", optarg, 0, 60000, &gossip_ms)) return 2; break;
         case 'M': if (parse_num("--move-rate", optarg, 4096, UINT64_MAX / 2, &move_rate)) return 2; break;
         case 'F': ring1_frozen = true; break;
+        case 'r': if (parse_num("--xact-resolve-ms", optarg, 1, 3600000, &resolve_ms)) return 2; break;
+        case 'S': if (parse_num("--rmu-soft-ms", optarg, 1, 3600000, &soft_ms)) return 2; break;
+        case 'L': if (parse_num("--reload-ms", optarg, 1, 3600000, &reload_ms)) return 2; break;
+        case 'A': if (parse_num("--abort-gc-ms", optarg, 1, 3600000, &abort_gc_ms)) return 2; break;
+        case 'f': fault = optarg; break;
+        case 'P': rmu_hold = true; break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {
@@ -410,12 +436,11 @@ int main(int argc, char **argv)
     }
 
     long fault_alloc_after = -1;
-    const char *fault = getenv("POM_FAULT");
     if (fault) {
         int used = 0;
         if (sscanf(fault, "alloc:after=%ld%n", &fault_alloc_after, &used) != 1 ||
             fault[used] || fault_alloc_after < 0) {
-            fprintf(stderr, "pom-mds: bad POM_FAULT '%s' (see docs/testing-faults.md)\n",
+            fprintf(stderr, "pom-mds: bad --fault '%s' (see docs/testing-faults.md)\n",
                     fault);
             return 2;
         }
@@ -575,24 +600,22 @@ int main(int argc, char **argv)
         goto out;
     }
     if (route) {
-        /* Atomic batches across MDS (docs/mds-xact.md). The resolver's
-         * delay is an environment knob for the fault tests. */
+        /* Atomic batches across MDS (docs/mds-xact.md). */
         struct mds_group_info gi;
         mds_group_info(group, &gi);
-        const char *rms = getenv("POM_MDS_XACT_RESOLVE_MS");
         /* A count shown before its RMU is delivered lives at most this long
-         * (mds_soft.h (1)): well past a commit of the sender's group; the
-         * fault tests shorten it by the environment. */
-        const char *sms = getenv("POM_MDS_RMU_SOFT_MS");
-        unsigned soft_ms = sms ? (unsigned)atoi(sms) : (unsigned)XT_MAX(30000, 6 * interval);
-        if ((rc = mds_soft_new(soft_ms, &soft))) {
+         * (mds_soft.h (1)): well past a commit of the sender's group. */
+        if (!soft_ms)
+            soft_ms = XT_MAX(30000, 6 * interval);
+        if ((rc = mds_soft_new((unsigned)soft_ms, &soft))) {
             XT_ERR("cannot create the RMU view: %s", strerror(-rc));
             goto out;
         }
         struct mds_xact_opts xo = { .table = table, .group = group, .cache = cache,
                                     .route = route, .stats = stats, .soft = soft,
-                                    .epoch = gi.epoch,
-                                    .resolve_ms = rms ? (unsigned)atoi(rms) : 0 };
+                                    .epoch = gi.epoch, .resolve_ms = (unsigned)resolve_ms,
+                                    .abort_gc_ms = (unsigned)abort_gc_ms,
+                                    .rmu_hold = rmu_hold };
         if ((rc = mds_xact_new(&xo, &xact))) {
             XT_ERR("cannot create the transaction layer: %s", strerror(-rc));
             goto out;
@@ -618,12 +641,11 @@ int main(int argc, char **argv)
     }
     if (xact) {
         /* Slices with outbox or pending rows nobody would load again
-         * (mds_reload.h); POM_MDS_RELOAD_MS shortens the period in tests. */
-        const char *rl = getenv("POM_MDS_RELOAD_MS");
+         * (mds_reload.h). */
         struct mds_reload_opts lo = { .store = &store, .cache = cache, .stats = stats,
                                       .group = group, .owns = mds_route_owns,
                                       .ring0_version = mds_route_stamp, .route_arg = route,
-                                      .period_ms = rl ? (unsigned)atoi(rl) : 0 };
+                                      .period_ms = (unsigned)reload_ms };
         if ((rc = mds_reload_start(&lo, &reload))) {
             XT_ERR("cannot start the reload thread: %s", strerror(-rc));
             goto out;
@@ -646,7 +668,7 @@ int main(int argc, char **argv)
     XT_INFO("site %llu serving on %s:%d with %zu MDSL", (unsigned long long)site_id, host,
             bound, nmdsl);
     if (fault_alloc_after >= 0) {
-        XT_WARN("POM_FAULT='%s': TEST-ONLY allocation failures are on", fault);
+        XT_WARN("--fault '%s': TEST-ONLY allocation failures are on", fault);
         xt_alloc_fail_after(fault_alloc_after);
     }
 
@@ -682,6 +704,6 @@ out:
     mds_stats_free(stats);
     xt_ring_free(ring);
     if (fault_alloc_after >= 0) /* for sizing the tests' countdown ranges */
-        XT_WARN("POM_FAULT: %ld allocations failed", xt_alloc_fail_after(-1));
+        XT_WARN("--fault: %ld allocations failed", xt_alloc_fail_after(-1));
     return rc ? 1 : 0;
 }

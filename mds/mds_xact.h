@@ -68,6 +68,8 @@ struct mds_xact_opts {
     uint32_t epoch;            /* this incarnation (part of every txid) */
     unsigned resolve_ms;       /* age of a pending row before it is resolved; 0: 2000 */
     unsigned call_timeout_ms;  /* MDS-to-MDS calls; 0: 10000 */
+    unsigned abort_gc_ms;      /* age of the ABORT rows the sweep removes; 0: 60000 */
+    bool rmu_hold;             /* tests only: outbox rows stay undelivered */
 };
 
 /* *out: mds_xact_free. -EINVAL, -ENOMEM. */

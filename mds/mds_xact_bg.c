@@ -57,12 +57,10 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
         return -ENOMEM;
     x->o = *o;
     x->crash = getenv("POM_MDS_XACT_CRASH");
-    const char *gc = getenv("POM_MDS_ABORT_GC_MS"); /* tests: shorter */
-    x->abort_gc_ms = gc && atoi(gc) > 0 ? (unsigned)atoi(gc) : 60000;
-    const char *hold = getenv("POM_MDS_RMU_HOLD");
-    x->rmu_hold = hold && strcmp(hold, "1") == 0;
-    if (x->rmu_hold)
-        XT_WARN("POM_MDS_RMU_HOLD=1: TEST-ONLY, RMU outbox rows are not delivered");
+    if (x->o.rmu_hold)
+        XT_WARN("--rmu-hold: TEST-ONLY, RMU outbox rows are not delivered");
+    if (!x->o.abort_gc_ms)
+        x->o.abort_gc_ms = 60000;
     if (!x->o.resolve_ms)
         x->o.resolve_ms = 2000;
     if (!x->o.call_timeout_ms)
@@ -538,7 +536,7 @@ static void sweep(mds_xact *x)
 {
     struct scan s = { 0 };
     uint64_t now = xt_mono_ns();
-    uint64_t age = (uint64_t)x->abort_gc_ms * 1000000u;
+    uint64_t age = (uint64_t)x->o.abort_gc_ms * 1000000u;
     s.gc_age_ns = now >= x->abort_gc_next ? age : 0;
     (void)mds_xact_sys_rows(x, scan_cb, &s); /* (-ENOMEM: settle what was found) */
     for (size_t i = 0; i < s.n; i++)

@@ -133,10 +133,6 @@ struct mds_xact {
     struct txn *finish;      /* (mu) decided, to finish, newest first */
     bool stop, started;      /* (mu) */
     const char *crash;       /* $POM_MDS_XACT_CRASH, or NULL */
-    bool rmu_hold;           /* $POM_MDS_RMU_HOLD=1 (tests only): outbox rows
-                                stay undelivered (test_rmu_reload.sh) */
-    unsigned abort_gc_ms;    /* age of ABORT rows abort_gc removes (60 s;
-                                $POM_MDS_ABORT_GC_MS in tests) */
     uint64_t abort_gc_next;  /* thread: xt_mono_ns of the next abort_gc */
     pthread_t thread;
     /* RMU (mds_xact_rmu.c), on the thread: */

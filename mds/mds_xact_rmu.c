@@ -344,7 +344,7 @@ void mds_xact_rmu_round(mds_xact *x)
         }
     }
     mds_xact_copy_settle(x);
-    if (x->rmu_hold)
+    if (x->o.rmu_hold)
         return;
     struct ob_scan s;
     if (ob_collect(x, &s) < 0) {

@@ -8,7 +8,7 @@
 # the restarted MDS keeps its slices, ring 0 never changes), 1 pom-mdsl,
 # 2 pom-mds (--split-threshold 16: every directory's table spreads over
 # both, so most links/renames between two directories are transactions
-# across MDS; --commit-interval-ms 500; POM_MDS_XACT_RESOLVE_MS=300).
+# across MDS; --commit-interval-ms 500; --xact-resolve-ms 300).
 #   1. xact_driver populate: DIRS directories of FILES files, synced, with
 #      no crash point (a create is a batch with its parent's row, which may
 #      sit at the other MDS); then xact_driver visible: a stat right after
@@ -44,7 +44,7 @@
 #   6. counters (SIGHUP reports, summed over each MDS's incarnations):
 #      xact_commits > 0; xact_aborts_dropped > 0 when any transaction
 #      aborted (the coordinator removes its own ABORT rows); for
-#      `prepared`, xact_aborts_gc > 0 (POM_MDS_ABORT_GC_MS=1000: the
+#      `prepared`, xact_aborts_gc > 0 (--abort-gc-ms 1000: the
 #      resolvers' ABORT rows for the killed coordinator are removed once
 #      its new incarnation answers) and xact_rollbacks > 0 (the prepared
 #      parts of the killed coordinator's transaction were rolled back).
@@ -103,10 +103,9 @@ run_point() {
         local k=$1 crash=$2
         [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
         mkdir -p "$D/mds$k"
-        env ${crash:+POM_MDS_XACT_CRASH=$crash} POM_MDS_XACT_RESOLVE_MS=$RESOLVE_MS \
-            POM_MDS_ABORT_GC_MS=1000 \
-            POM_MDS_RMU_SOFT_MS=$SOFT_MS \
-            "$MDSBIN" ${XACT_VERBOSE:+--verbose} --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
+        env ${crash:+POM_MDS_XACT_CRASH=$crash} \
+            "$MDSBIN" ${XACT_VERBOSE:+--verbose} --xact-resolve-ms "$RESOLVE_MS" \
+            --abort-gc-ms 1000 --rmu-soft-ms "$SOFT_MS" --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
             --split-threshold 16 --commit-interval-ms 500 --threads 4 >>"$D/mds$k.log" 2>&1 &
         MPID[$k]=$!
         PIDS="$PIDS $!"
