@@ -1,14 +1,16 @@
 /*
- * mds_group.c -- commit groups: writers, snapshots, the committer that
- * closes a group and hands its records to the two-phase commit
- * (mds_group_tx.c), syncs, lifetime (see mds_group.h for the states and
- * invariants, and docs/mds-commit.md for the protocol).
+ * mds_group.c -- commit groups (mds_group.h has the states and invariants,
+ * docs/mds-commit.md the protocol): writers, snapshots, the committer that
+ * closes a group and runs its two-phase commit over the MDSL, syncs,
+ * lifetime; the decision records, recovery at open, settling the
+ * transactions a dead MDS left, and the participant set.
  *
  * Threads: writers call enter/touch/leave; one committer thread closes
- * groups and runs their transactions, one at a time; syncers wait on
- * cv_done. Locks: a slice's write lock may be held when taking g->mu
- * (touch), never the reverse; the committer holds no lock across a store
- * call, and takes each slice lock alone.
+ * groups and runs their transactions, one at a time (or open, before it
+ * starts); the batch threads of one round each own their batch; syncers
+ * wait on cv_done. Locks: a slice's write lock may be held when taking
+ * g->mu (touch), never the reverse; the committer holds no lock across a
+ * store call, and takes each slice lock alone.
  *
  * Ring-1 moves (docs/mdsl-scale.md decisions 1, 4): a slice's record goes
  * to cm.snap_site, the current placement read when its snapshot is taken
@@ -16,15 +18,171 @@
  * image from its tombstone. When snap_site differs from cm.site (where its
  * records are) the record is an image and cm.site gets a MOVED tombstone at
  * the same version in the same transaction; after the commit cm.site =
- * snap_site. Recovery, settling and the participants: mds_group_recover.c.
- * The fault tests' POM_MDS_MOVE_CRASH (read at open) acts in mds_group_tx.c.
+ * snap_site.
+ *
+ * One group's transaction: records gathered per site (struct
+ * mds_group_tx), the decision record added at the home, then every
+ * participant prepares in parallel, the home commits (the commit point),
+ * then the others, retried until they answer; an abort is resolved at
+ * every site (presumed abort). The txid counter (epochs, invariant 5) and
+ * the storage-error streak syncers are told of live here too.
+ *
+ * Ring 1 may change (docs/mdsl-scale.md decisions 5, 6): the participants
+ * grow at run time (every MDSL that may hold a prepare of ours or of an MDS
+ * we may settle for), and a site's decision record may sit at any of them
+ * (a home that changed, a copy): records are images at version = txid, so
+ * the highest txid found at any participant is the decision, and an older
+ * copy elsewhere is harmless. Participants only grow: an MDSL leaves the set
+ * when this MDS restarts without it.
+ *
+ * The fault tests' POM_MDS_MOVE_CRASH kills the MDS inside the 2PC of the
+ * first transaction that moves a slice (move_crash_point): `prepared` after
+ * every vote, `decided` after the home's commit, `x_committed` after the
+ * old sites of the moves (batches holding a MOVED tombstone) committed,
+ * which phase 2 then commits first (only while the variable says so).
  */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "mds_group_i.h"
+#include "mds_group.h"
 #include "xt_common.h"
+#include "xt_hash.h"
+
+#define MDS_GROUP_RETRY_MS 20u        /* default pause before a retry */
+#define MDS_GROUP_STORAGE_ERR_TRIES 5u /* attempts in a row before syncers hear of it */
+/* After a commit answered -ENOSPC, writes that add data are refused this
+ * long (mds_group_space_short): a liveness bound for writes to resume once
+ * space is back, not a speed. */
+#define MDS_GROUP_ENOSPC_HOLD_NS (UINT64_C(1000) * 1000000u)
+/* On a full disk, at most this many bytes of images of shrunk slices per
+ * group (each slice under it): they must fit the MDSL's reserve, at least
+ * 1 MiB (mds_group.c shrink_image). */
+#define MDS_GROUP_SHRINK_IMAGE_BYTES ((size_t)1 << 20)
+/* What a group that removes something may add and still use the MDSL's
+ * reserve (mds_group.c commit_group). */
+#define MDS_GROUP_RESERVE_SLACK ((size_t)64 << 10)
+
+/* Per-group budget of move images made from delta snapshots
+ * (docs/mdsl-scale.md decision 4): a move starts while the group has made
+ * fewer than this many and this many bytes (so one image may pass it). */
+#define MDS_GROUP_MOVE_SLICES 8u
+#define MDS_GROUP_MOVE_BYTES  ((size_t)4 << 20)
+
+struct dlist {
+    mds_cent **v;
+    size_t n, cap;
+    size_t resv; /* slots promised to writers between reserve and append */
+};
+
+struct mds_group {
+    struct mds_group_opts o;     /* o.participants/o.nparticipants: unused after open */
+    uint32_t *parts;             /* participants, home included; only grows (mu) */
+    size_t nparts, capparts;     /* (mu) */
+
+    _Atomic uint64_t open_gen;   /* written by the committer under mu */
+    _Atomic uint64_t inflight[2]; /* writers per generation parity */
+    _Atomic size_t dirty_bytes;  /* noted by writers since the last close */
+    _Atomic bool stop;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_commit;    /* committer: kicks, syncs, stop (mu) */
+    pthread_cond_t cv_done;      /* syncers: committed_gen moved (mu) */
+    struct dlist list[2];        /* dirty lists by gen parity (mu) */
+    uint64_t committed_gen;      /* (mu) */
+    uint64_t want_gen;           /* close up to this early (mu) */
+    bool kicked;                 /* (mu) */
+    uint64_t commits, aborts, empty, syncs; /* (mu) */
+    int storage_err;             /* last storage error of a commit, 0 after a commit (mu) */
+    uint64_t storage_errs;       /* how many commit attempts met one (mu) */
+    unsigned storage_streak;     /* attempts in a row that met one, 0 after a commit (mu) */
+    /* A full MDSL disk: until this time (xt_mono_ns) a commit answered
+     * -ENOSPC; writes that add data are refused meanwhile
+     * (mds_group_space_short) so the groups that follow shrink and may use
+     * the MDSL's reserve. */
+    _Atomic uint64_t enospc_until;
+    /* Bytes of images of shrunk slices (on a full disk) that group
+     * shrink_gen made so far (mu; mds_group.c shrink_image). */
+    uint64_t shrink_gen;
+    size_t shrink_bytes;
+    /* The move budget of group move_gen: only one group is snapshotted at
+     * a time (invariant 1), so a newer gen simply starts afresh (mu). */
+    uint64_t move_gen;
+    unsigned move_slices;
+    size_t move_bytes;
+    /* $POM_MDS_MOVE_CRASH (read once at open, fault tests): prepared,
+     * decided or x_committed; NULL when unset. */
+    const char *move_crash;
+
+    /* Owned by the committer thread (or open() before it starts); the
+     * copies in info are read under mu. */
+    uint32_t epoch, seq;
+    uint64_t last_txid;          /* (mu for readers) */
+    pthread_t thr;
+    bool thr_started;
+};
+
+static inline void mds_group_sleep_ms(unsigned ms)
+{
+    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
+    nanosleep(&ts, NULL);
+}
+
+static inline bool mds_group_stopping(mds_group *g)
+{
+    return atomic_load(&g->stop);
+}
+
+/* ---- the two-phase commit over the MDSL --------------------------------- */
+
+/* The records of one transaction bound for one MDSL site. */
+struct mds_group_batch {
+    mds_group *g;
+    uint32_t site;
+    uint64_t txid;
+    struct mds_rec *recs;   /* xt_malloc'd; the bytes they point at are the
+                               slices' snapshots, borrowed until the commit */
+    size_t n, cap;
+    int op, rc;
+    bool moved_out; /* holds a MOVED tombstone: an old site X of a move */
+};
+
+/* One transaction's records, by site. Zero-initialised = empty. */
+struct mds_group_tx {
+    struct mds_group_batch *b;
+    size_t nb;
+    bool reserve;           /* frees at least what it adds: every record
+                               says so (struct mds_rec `reserve`) */
+};
+
+/* Add *r (copied; r->bytes borrowed) to site's batch; a MOVED record marks
+ * the batch as an old site of a move. 0 or -ENOMEM. */
+static int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct mds_rec *r);
+/* Frees the batches; t is empty after (freeing an empty one is a no-op). */
+static void mds_group_tx_free(struct mds_group_tx *t);
+/* Commit txid with t's records plus the decision record at the home, then
+ * free t. 0: committed everywhere (g->last_txid = txid); -ESHUTDOWN:
+ * abandoned (maybe in doubt, recovery decides); other < 0: aborted
+ * everywhere. Committer thread (or open) only. */
+static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx *t);
+/* Commit a decision record alone with epoch prev_epoch + 1 (invariant 5). */
+static int mds_group_claim_epoch(mds_group *g, uint32_t prev_epoch);
+/* The next txid of this MDS, claiming a new epoch when the seq runs out. */
+static int mds_group_next_txid(mds_group *g, uint64_t *txid);
+/* Counts a commit attempt that met a storage error (else does nothing);
+ * once MDS_GROUP_STORAGE_ERR_TRIES attempts in a row met one, waiting
+ * syncers are told. A one-off error (a retry gets past it) is never
+ * reported. */
+static void mds_group_note_storage_error(mds_group *g, int rc);
+
+/* ---- recovery -------------------------------------------------------------- */
+
+/* Invariant 4 for this MDS at open: settles its prepared txids, sets
+ * g->last_txid, *epoch_out the epoch to claim after. */
+static int mds_group_recover(mds_group *g, uint32_t *epoch_out);
 
 #define DEFAULT_INTERVAL_MS 5000u
 #define DEFAULT_DIRTY_BOUND ((size_t)64 << 20)
@@ -685,4 +843,534 @@ void mds_group_info(mds_group *g, struct mds_group_info *out)
     out->syncs = g->syncs;
     out->dirty_bytes = atomic_load(&g->dirty_bytes);
     pthread_mutex_unlock(&g->mu);
+}
+
+/* ==== one group's transaction over the MDSL ============================== */
+
+enum { OP_PREPARE, OP_COMMIT, OP_ABORT };
+
+static int batch_add(struct mds_group_batch *b, const struct mds_rec *r)
+{
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 8;
+        struct mds_rec *nr = xt_realloc(b->recs, nc * sizeof *nr);
+        if (!nr)
+            return -ENOMEM;
+        b->recs = nr;
+        b->cap = nc;
+    }
+    b->recs[b->n++] = *r;
+    return 0;
+}
+
+static void *batch_run(void *arg)
+{
+    struct mds_group_batch *b = arg;
+    mds_group *g = b->g;
+    uint64_t t0 = xt_mono_ns();
+    switch (b->op) {
+    case OP_PREPARE:
+        b->rc = mds_store_prepare(g->o.store, b->site, b->txid, b->recs, b->n);
+        mds_stats_record(g->o.stats, MDS_OP_PREPARE, xt_mono_ns() - t0, b->rc);
+        break;
+    case OP_COMMIT:
+        b->rc = mds_store_commit(g->o.store, b->site, b->txid);
+        if (b->rc == -ENOENT) {
+            /* The participant lost its prepare (it had not made it durable):
+             * we still hold the records, so prepare again and commit. */
+            XT_WARN("group: site %u lost prepared txid %llx; preparing again", b->site,
+                    (unsigned long long)b->txid);
+            b->rc = mds_store_prepare(g->o.store, b->site, b->txid, b->recs, b->n);
+            if (b->rc == 0)
+                b->rc = mds_store_commit(g->o.store, b->site, b->txid);
+        }
+        mds_stats_record(g->o.stats, MDS_OP_COMMIT, xt_mono_ns() - t0, b->rc);
+        break;
+    case OP_ABORT:
+        b->rc = mds_store_abort(g->o.store, b->site, b->txid);
+        break;
+    }
+    return NULL;
+}
+
+/* Run op on the batches whose `sel` flag is set, in parallel unless
+ * serial_prepare (threads cost little next to a network round trip). */
+static void run_batches(mds_group *g, struct mds_group_batch *b, size_t nb, const bool *sel, int op)
+{
+    pthread_t tid[nb ? nb : 1];
+    bool started[nb ? nb : 1];
+    memset(tid, 0, sizeof tid);
+    memset(started, 0, sizeof started);
+    size_t first = nb;
+    for (size_t i = 0; i < nb; i++) {
+        started[i] = false;
+        if (!sel[i])
+            continue;
+        b[i].op = op;
+        if (first == nb) {
+            first = i; /* run by this thread */
+            continue;
+        }
+        if (!g->o.serial_prepare && pthread_create(&tid[i], NULL, batch_run, &b[i]) == 0)
+            started[i] = true;
+    }
+    if (first < nb)
+        batch_run(&b[first]);
+    for (size_t i = first + 1; i < nb; i++) {
+        if (!sel[i])
+            continue;
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            batch_run(&b[i]);
+    }
+}
+
+/* An error a commit cannot get past by retrying at once: the MDSL's
+ * storage (full disk, failed device, a store that refuses writes after a
+ * failed fsync until restarted) or memory (at the MDSL or here). Syncers
+ * are told at once instead of waiting out their timeout (the commits are
+ * still retried). Transport errors (an MDSL restarting) are not among them:
+ * syncers keep waiting for those. */
+static bool storage_error(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS || rc == -ENOMEM;
+}
+
+static void mds_group_note_storage_error(mds_group *g, int rc)
+{
+    if (!storage_error(rc))
+        return;
+    if (rc == -ENOSPC)
+        atomic_store(&g->enospc_until, xt_mono_ns() + MDS_GROUP_ENOSPC_HOLD_NS);
+    pthread_mutex_lock(&g->mu);
+    g->storage_err = rc;
+    g->storage_errs++;
+    if (++g->storage_streak >= MDS_GROUP_STORAGE_ERR_TRIES)
+        pthread_cond_broadcast(&g->cv_done);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Abort txid at every batch's site until each answers (presumed abort). */
+static int resolve_abort(mds_group *g, struct mds_group_batch *b, size_t nb)
+{
+    bool sel[nb ? nb : 1];
+    memset(sel, 1, sizeof sel);
+    for (;;) {
+        run_batches(g, b, nb, sel, OP_ABORT);
+        bool more = false;
+        for (size_t i = 0; i < nb; i++) {
+            if (!sel[i])
+                continue;
+            if (b[i].rc == 0 || b[i].rc == -ENOENT) {
+                sel[i] = false;
+            } else if (b[i].rc == -EINVAL) {
+                /* Committed although we never decided commit: a participant
+                 * broke its promises. Nothing here can repair it. */
+                XT_ERR("group: site %u committed txid %llx that was aborted", b[i].site,
+                       (unsigned long long)b[i].txid);
+                sel[i] = false;
+            } else {
+                more = true;
+            }
+        }
+        if (!more)
+            return 0;
+        if (mds_group_stopping(g))
+            return -ESHUTDOWN; /* left prepared: the next recovery aborts it */
+        for (size_t i = 0; i < nb; i++)
+            if (sel[i])
+                mds_group_note_storage_error(g, b[i].rc);
+        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+    }
+}
+
+/* The fault tests' POM_MDS_MOVE_CRASH: SIGKILL itself at `where` of the
+ * first transaction that carries a move (some batch holds a tombstone). */
+static void move_crash_point(const mds_group *g, const struct mds_group_batch *b, size_t nb,
+                             const char *where)
+{
+    if (!g->move_crash || strcmp(g->move_crash, where) != 0)
+        return;
+    for (size_t i = 0; i < nb; i++) {
+        if (b[i].moved_out) {
+            XT_WARN("group: txid %llx: crash point %s (POM_MDS_MOVE_CRASH)",
+                    (unsigned long long)b[i].txid, where);
+            raise(SIGKILL);
+        }
+    }
+}
+
+/* Run one transaction. b[home] holds the decision record. 0: committed
+ * everywhere; -ESHUTDOWN: abandoned (maybe in doubt, recovery decides);
+ * other < 0: aborted everywhere (the first prepare error). */
+static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t nb, size_t home)
+{
+    bool sel[nb ? nb : 1], only_home[nb ? nb : 1];
+    memset(sel, 0, sizeof sel);
+    memset(only_home, 0, sizeof only_home);
+    for (size_t i = 0; i < nb; i++) {
+        b[i].g = g;
+        b[i].txid = txid;
+        sel[i] = true;
+    }
+    /* Phase 1: every participant makes the records durable, invisible. */
+    run_batches(g, b, nb, sel, OP_PREPARE);
+    int err = 0;
+    for (size_t i = 0; i < nb && !err; i++)
+        err = b[i].rc;
+    if (err) {
+        /* A full MDSL refuses every retry of a growing group: its line
+         * would fill the same disk (docs/format-mdsl.md "A full disk"). */
+        if (err == -ENOSPC)
+            XT_INFO_RL(10000, "group: txid %llx: prepare failed: no room on an MDSL, aborting",
+                       (unsigned long long)txid);
+        else
+            XT_INFO("group: txid %llx: prepare failed (%d), aborting",
+                    (unsigned long long)txid, err);
+        int rc = resolve_abort(g, b, nb);
+        return rc == -ESHUTDOWN ? rc : err;
+    }
+    move_crash_point(g, b, nb, "prepared");
+    if (mds_group_stopping(g))
+        return -ESHUTDOWN; /* before the commit point: recovery aborts */
+
+    /* The commit point: home commits the decision record. */
+    for (size_t i = 0; i < nb; i++)
+        only_home[i] = i == home;
+    run_batches(g, b, nb, only_home, OP_COMMIT);
+    for (unsigned tries = 0; b[home].rc != 0; tries++) {
+        /* Unknown outcome: an abort tells which way it went (promise 3). */
+        int rc = mds_store_abort(g->o.store, b[home].site, txid);
+        if (rc == -EINVAL)
+            break; /* it had committed */
+        if (rc == 0 || rc == -ENOENT) {
+            /* Aborted at home: abort the others too. */
+            for (size_t i = 0; i < nb; i++)
+                if (i != home && resolve_abort(g, &b[i], 1) == -ESHUTDOWN)
+                    return -ESHUTDOWN;
+            return b[home].rc < 0 ? b[home].rc : -EIO;
+        }
+        if (mds_group_stopping(g))
+            return -ESHUTDOWN;
+        /* In doubt (e.g. home's store refuses writes after a failed fsync
+         * until it is restarted): only home can tell, so keep asking, but
+         * let the syncers go with the error meanwhile. */
+        mds_group_note_storage_error(g, storage_error(rc) ? rc : b[home].rc);
+        if (tries % 500 == 0) /* about every 10 s: an operator must act */
+            XT_WARN("group: txid %llx in doubt: site %u answers %d to commit, %d to abort; "
+                    "retrying", (unsigned long long)txid, b[home].site, b[home].rc, rc);
+        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+    }
+
+    move_crash_point(g, b, nb, "decided");
+    /* Phase 2: decided. Every other participant must commit; retry. Under
+     * the x_committed crash point the old sites (tombstones) go first. */
+    bool x_first = g->move_crash && strcmp(g->move_crash, "x_committed") == 0;
+    for (size_t i = 0; i < nb; i++)
+        sel[i] = i != home && (!x_first || b[i].moved_out);
+    for (;;) {
+        run_batches(g, b, nb, sel, OP_COMMIT);
+        bool more = false;
+        for (size_t i = 0; i < nb; i++) {
+            if (!sel[i])
+                continue;
+            if (b[i].rc == 0) {
+                sel[i] = false;
+            } else if (b[i].rc == -EINVAL) {
+                XT_ERR("group: site %u aborted txid %llx after voting yes", b[i].site,
+                       (unsigned long long)txid);
+                sel[i] = false;
+            } else {
+                more = true;
+            }
+        }
+        if (!more && x_first) {
+            move_crash_point(g, b, nb, "x_committed");
+            x_first = false; /* no move in it: the others now */
+            for (size_t i = 0; i < nb; i++)
+                sel[i] = i != home && !b[i].moved_out;
+            continue;
+        }
+        if (!more)
+            return 0;
+        if (mds_group_stopping(g))
+            return -ESHUTDOWN; /* committed at home: recovery finishes it */
+        for (size_t i = 0; i < nb; i++)
+            if (sel[i])
+                mds_group_note_storage_error(g, b[i].rc);
+        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+    }
+}
+
+static void mds_group_tx_free(struct mds_group_tx *t)
+{
+    for (size_t i = 0; i < t->nb; i++)
+        xt_free(t->b[i].recs);
+    xt_free(t->b);
+    t->b = NULL;
+    t->nb = 0;
+}
+
+/* Index of site's batch, adding one if needed; -ENOMEM. */
+static long batch_for(struct mds_group_tx *t, uint32_t site)
+{
+    for (size_t i = 0; i < t->nb; i++)
+        if (t->b[i].site == site)
+            return (long)i;
+    struct mds_group_batch *n = xt_realloc(t->b, (t->nb + 1) * sizeof *n);
+    if (!n)
+        return -ENOMEM;
+    memset(&n[t->nb], 0, sizeof n[t->nb]);
+    n[t->nb].site = site;
+    t->b = n;
+    return (long)t->nb++;
+}
+
+static int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct mds_rec *r)
+{
+    long bi = batch_for(t, site);
+    int rc = bi < 0 ? (int)bi : batch_add(&t->b[bi], r);
+    if (rc == 0 && r->moved)
+        t->b[bi].moved_out = true;
+    return rc;
+}
+
+static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx *t)
+{
+    uint8_t dec[MDS_DECISION_SIZE];
+    mds_group_decision_encode(dec, g->o.site_id, mds_txid_epoch(txid), txid);
+    struct mds_rec r = {
+        .fsid = MDS_COORD_FSID, .table = MDS_COORD_TABLE, .slice = g->o.site_id,
+        .version = txid, .full_image = true, .bytes = dec, .len = sizeof dec,
+    };
+    long home = batch_for(t, g->o.home_site);
+    int rc = home < 0 ? (int)home : batch_add(&t->b[home], &r);
+    for (size_t i = 0; i < t->nb && rc == 0; i++)
+        for (size_t j = 0; j < t->b[i].n; j++)
+            t->b[i].recs[j].reserve = t->reserve;
+    if (rc == 0)
+        rc = tx_run(g, txid, t->b, t->nb, (size_t)home);
+    mds_group_tx_free(t);
+    if (rc == 0) {
+        pthread_mutex_lock(&g->mu);
+        g->last_txid = txid;
+        pthread_mutex_unlock(&g->mu);
+    }
+    return rc;
+}
+
+static int mds_group_claim_epoch(mds_group *g, uint32_t prev_epoch)
+{
+    uint32_t epoch = prev_epoch + 1;
+    if (epoch >= (1u << MDS_TXID_EPOCH_BITS)) {
+        XT_ERR("group: site %u exhausted its txid epochs", g->o.site_id);
+        return -EOVERFLOW;
+    }
+    /* Only the decision record, which replaces the last one: it adds
+     * nothing, so an MDS starts on a full disk too. */
+    struct mds_group_tx none = { .reserve = true };
+    int rc = mds_group_tx_commit(g, mds_txid_make(g->o.site_id, epoch, 0), &none);
+    if (rc == 0) {
+        g->epoch = epoch;
+        g->seq = 0;
+    }
+    return rc;
+}
+
+static int mds_group_next_txid(mds_group *g, uint64_t *txid)
+{
+    if (g->seq + 1 >= (1u << MDS_TXID_SEQ_BITS)) {
+        int rc = mds_group_claim_epoch(g, g->epoch);
+        if (rc < 0)
+            return rc;
+    }
+    *txid = mds_txid_make(g->o.site_id, g->epoch, ++g->seq);
+    return 0;
+}
+
+/* ==== decision records, recovery, participants ========================== */
+
+void mds_group_decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64_t txid)
+{
+    xt_put_u32(b + 0, MDS_DECISION_MAGIC);
+    xt_put_u16(b + 4, 1);
+    xt_put_u16(b + 6, 0);
+    xt_put_u32(b + 8, site);
+    xt_put_u32(b + 12, epoch);
+    xt_put_u64(b + 16, txid);
+    xt_put_u64(b + 24, xt_hash_bytes(b, 24, MDS_DECISION_SEED));
+}
+
+static int decision_decode(const uint8_t *b, size_t len, uint32_t site, uint32_t *epoch,
+                           uint64_t *txid)
+{
+    if (len != MDS_DECISION_SIZE || xt_get_u32(b) != MDS_DECISION_MAGIC ||
+        xt_get_u16(b + 4) != 1 || xt_get_u16(b + 6) != 0 ||
+        xt_get_u64(b + 24) != xt_hash_bytes(b, 24, MDS_DECISION_SEED) ||
+        xt_get_u32(b + 8) != site)
+        return -EBADMSG;
+    *epoch = xt_get_u32(b + 12);
+    *txid = xt_get_u64(b + 16);
+    return 0;
+}
+
+/* REQUIRES: mu held. */
+static int parts_add_locked(mds_group *g, uint32_t site)
+{
+    for (size_t i = 0; i < g->nparts; i++)
+        if (g->parts[i] == site)
+            return 0;
+    if (g->nparts == g->capparts) {
+        size_t nc = g->capparts ? g->capparts * 2 : 8;
+        uint32_t *np = xt_realloc(g->parts, nc * sizeof *np);
+        if (!np)
+            return -ENOMEM;
+        g->parts = np;
+        g->capparts = nc;
+    }
+    g->parts[g->nparts++] = site;
+    return 0;
+}
+
+int mds_group_add_participant(mds_group *g, uint32_t site)
+{
+    pthread_mutex_lock(&g->mu);
+    int rc = parts_add_locked(g, site);
+    pthread_mutex_unlock(&g->mu);
+    if (rc == 0)
+        XT_DBG("group: site %u: participant %u", g->o.site_id, site);
+    return rc;
+}
+
+int mds_group_drop_participant(mds_group *g, uint32_t site)
+{
+    if (site == g->o.home_site)
+        return -EBUSY;
+    pthread_mutex_lock(&g->mu);
+    bool was = false;
+    for (size_t i = 0; i < g->nparts && !was; i++)
+        if (g->parts[i] == site) {
+            g->parts[i] = g->parts[--g->nparts];
+            was = true;
+        }
+    pthread_mutex_unlock(&g->mu);
+    if (was)
+        XT_INFO("group: site %u: MDSL %u drained, no longer a participant", g->o.site_id, site);
+    return 0;
+}
+
+/* (A copy: no lock is held over the store calls that use it.) */
+int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
+{
+    pthread_mutex_lock(&g->mu);
+    *n = g->nparts;
+    *out = xt_malloc((g->nparts ? g->nparts : 1) * sizeof **out);
+    if (*out)
+        memcpy(*out, g->parts, g->nparts * sizeof **out);
+    pthread_mutex_unlock(&g->mu);
+    return *out ? 0 : -ENOMEM;
+}
+
+/* The newest decision record of `site` at any participant (decision 6):
+ * *epoch and *last stay 0 when none holds one. Any participant that cannot
+ * answer fails the read: the newest record may be the one it holds. */
+static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_t site,
+                         uint32_t *epoch, uint64_t *last)
+{
+    *epoch = 0;
+    *last = 0;
+    for (size_t p = 0; p < np; p++) {
+        struct mds_load ld;
+        int rc = mds_store_load(g->o.store, parts[p], MDS_COORD_FSID, MDS_COORD_TABLE, site,
+                                &ld);
+        if (rc == -ENOENT)
+            continue;
+        if (rc < 0)
+            return rc;
+        uint32_t e = 0;
+        uint64_t t = 0;
+        if (!ld.has_image || ld.ndeltas)
+            rc = -EBADMSG;
+        else
+            rc = decision_decode(ld.image.bytes, ld.image.len, site, &e, &t);
+        mds_load_free(&ld);
+        if (rc < 0) {
+            XT_ERR("group: site %u: corrupt decision record at site %u", site, parts[p]);
+            return rc;
+        }
+        if (t > *last) {
+            *last = t;
+            *epoch = e;
+        }
+    }
+    return 0;
+}
+
+/* Invariant 4: settle every prepared txid of `site` at every participant
+ * by its decision record: committed up to the last txid it names, aborted
+ * after. *epoch_out and *last_out: what the record says (0: no record). */
+static int settle(mds_group *g, uint32_t site, uint32_t *epoch_out, uint64_t *last_out)
+{
+    uint32_t *parts, epoch;
+    size_t np;
+    uint64_t last;
+    int rc = mds_group_participants(g, &parts, &np);
+    if (rc < 0)
+        return rc;
+    if ((rc = read_decision(g, parts, np, site, &epoch, &last)) < 0)
+        goto out;
+    for (size_t p = 0; p < np; p++) {
+        uint64_t *tx;
+        size_t n;
+        if ((rc = mds_store_list_prepared(g->o.store, parts[p], &tx, &n)) < 0)
+            goto out;
+        for (size_t i = 0; i < n && rc >= 0; i++) {
+            if (mds_txid_site(tx[i]) != site)
+                continue;
+            bool commit = tx[i] <= last;
+            rc = commit ? mds_store_commit(g->o.store, parts[p], tx[i])
+                        : mds_store_abort(g->o.store, parts[p], tx[i]);
+            XT_INFO("group: recovery %s txid %llx of site %u at site %u: %d",
+                    commit ? "commits" : "aborts", (unsigned long long)tx[i], site, parts[p],
+                    rc);
+            if (rc == -ENOENT) /* decided meanwhile or lost: nothing to do */
+                rc = 0;
+            if (rc == -EINVAL) {
+                XT_ERR("group: txid %llx at site %u already went the other way",
+                       (unsigned long long)tx[i], parts[p]);
+                rc = 0;
+            }
+            mds_stats_add(g->o.stats, commit ? MDS_CTR_RECOVER_COMMITS
+                                             : MDS_CTR_RECOVER_ABORTS, 1);
+        }
+        xt_free(tx);
+        if (rc < 0)
+            goto out;
+    }
+    *epoch_out = epoch;
+    *last_out = last;
+out:
+    xt_free(parts);
+    return rc;
+}
+
+static int mds_group_recover(mds_group *g, uint32_t *epoch_out)
+{
+    uint32_t epoch;
+    uint64_t last;
+    int rc = settle(g, g->o.site_id, &epoch, &last);
+    if (rc < 0)
+        return rc;
+    g->last_txid = last;
+    uint32_t le = mds_txid_epoch(last);
+    *epoch_out = epoch > le ? epoch : le;
+    return 0;
+}
+
+int mds_group_settle_site(mds_group *g, uint32_t site)
+{
+    uint32_t epoch;
+    uint64_t last;
+    return site == g->o.site_id ? -EINVAL : settle(g, site, &epoch, &last);
 }

@@ -158,6 +158,9 @@ void mds_group_close(mds_group *g, bool flush);
  * safe against that MDS's own recovery running at the same time (both
  * decide alike). 0 or the store's error. */
 int mds_group_settle_site(mds_group *g, uint32_t site);
+/* The decision record of txid into b[MDS_DECISION_SIZE]: the format
+ * recovery reads (tests write one to stage a crash's leftovers). */
+void mds_group_decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64_t txid);
 /* Invariant 9: site becomes a participant (no-op if it is one). Safe from
  * any thread. 0 or -ENOMEM. */
 int mds_group_add_participant(mds_group *g, uint32_t site);
