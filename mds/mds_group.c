@@ -35,14 +35,13 @@
  * copy elsewhere is harmless. Participants only grow: an MDSL leaves the set
  * when this MDS restarts without it.
  *
- * The fault tests' POM_MDS_MOVE_CRASH kills the MDS inside the 2PC of the
- * first transaction that moves a slice (move_crash_point): `prepared` after
- * every vote, `decided` after the home's commit, `x_committed` after the
- * old sites of the moves (batches holding a MOVED tombstone) committed,
- * which phase 2 then commits first (only while the variable says so).
+ * A transaction that moves slices commits, in phase 2, the old sites of
+ * the moves (batches holding a MOVED tombstone) before the others. Its
+ * crash points (xt_crash.h, for the fault tests) are passed only by such a
+ * transaction: `move.prepared` after every vote, `move.decided` after the
+ * home's commit, `move.x_committed` after the old sites committed.
  */
 #include <pthread.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +49,7 @@
 
 #include "mds_group.h"
 #include "xt_common.h"
+#include "xt_crash.h"
 #include "xt_hash.h"
 
 #define MDS_GROUP_RETRY_MS 20u        /* default pause before a retry */
@@ -113,9 +113,6 @@ struct mds_group {
     uint64_t move_gen;
     unsigned move_slices;
     size_t move_bytes;
-    /* $POM_MDS_MOVE_CRASH (read once at open, fault tests): prepared,
-     * decided or x_committed; NULL when unset. */
-    const char *move_crash;
 
     /* Owned by the committer thread (or open() before it starts); the
      * copies in info are read under mu. */
@@ -770,7 +767,6 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     if (!g)
         return -ENOMEM;
     g->o = *o;
-    g->move_crash = getenv("POM_MDS_MOVE_CRASH");
     g->capparts = o->nparticipants + 1;
     g->parts = xt_calloc(g->capparts, sizeof *g->parts);
     if (!g->parts) {
@@ -985,20 +981,13 @@ static int resolve_abort(mds_group *g, struct mds_group_batch *b, size_t nb)
     }
 }
 
-/* The fault tests' POM_MDS_MOVE_CRASH: SIGKILL itself at `where` of the
- * first transaction that carries a move (some batch holds a tombstone). */
-static void move_crash_point(const mds_group *g, const struct mds_group_batch *b, size_t nb,
-                             const char *where)
+/* Whether the transaction moves a slice (a batch holds a MOVED tombstone). */
+static bool moves_slice(const struct mds_group_batch *b, size_t nb)
 {
-    if (!g->move_crash || strcmp(g->move_crash, where) != 0)
-        return;
-    for (size_t i = 0; i < nb; i++) {
-        if (b[i].moved_out) {
-            XT_WARN("group: txid %llx: crash point %s (POM_MDS_MOVE_CRASH)",
-                    (unsigned long long)b[i].txid, where);
-            raise(SIGKILL);
-        }
-    }
+    for (size_t i = 0; i < nb; i++)
+        if (b[i].moved_out)
+            return true;
+    return false;
 }
 
 /* Run one transaction. b[home] holds the decision record. 0: committed
@@ -1031,7 +1020,13 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
         int rc = resolve_abort(g, b, nb);
         return rc == -ESHUTDOWN ? rc : err;
     }
-    move_crash_point(g, b, nb, "prepared");
+    bool moving = moves_slice(b, nb);
+    if (moving) {
+        /* One line per group that moves (rare: ring-1 changes), naming the
+         * txid a crash point of its 2PC leaves to recovery. */
+        XT_INFO("group: txid %llx moves slices", (unsigned long long)txid);
+        XT_CRASH_POINT("move.prepared");
+    }
     if (mds_group_stopping(g))
         return -ESHUTDOWN; /* before the commit point: recovery aborts */
 
@@ -1063,10 +1058,11 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
         mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
     }
 
-    move_crash_point(g, b, nb, "decided");
-    /* Phase 2: decided. Every other participant must commit; retry. Under
-     * the x_committed crash point the old sites (tombstones) go first. */
-    bool x_first = g->move_crash && strcmp(g->move_crash, "x_committed") == 0;
+    if (moving)
+        XT_CRASH_POINT("move.decided");
+    /* Phase 2: decided. Every other participant must commit; retry. The
+     * old sites of moves (tombstones) go first. */
+    bool x_first = moving;
     for (size_t i = 0; i < nb; i++)
         sel[i] = i != home && (!x_first || b[i].moved_out);
     for (;;) {
@@ -1086,7 +1082,7 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
             }
         }
         if (!more && x_first) {
-            move_crash_point(g, b, nb, "x_committed");
+            XT_CRASH_POINT("move.x_committed");
             x_first = false; /* no move in it: the others now */
             for (size_t i = 0; i < nb; i++)
                 sel[i] = i != home && !b[i].moved_out;

@@ -26,8 +26,9 @@
  *
  * TEST ONLY: --fault alloc:after=N (docs/testing-faults.md) arms
  * xt_alloc_fail_after(N) once the service listens: every allocation after
- * the N-th then fails. --rmu-hold and the short timing options exist for
- * the fault tests; all of them are in --help.
+ * the N-th then fails; --crash-point arms one of crash_points[]
+ * (xt_crash.h). --rmu-hold and the short timing options exist for the
+ * fault tests; all of them are in --help.
  */
 #include "mds_cache.h"
 #include "mds_group.h"
@@ -62,6 +63,14 @@
 #include <time.h>
 
 #define MAX_MDSL 64
+
+/* The crash points of pom-mds (xt_crash.h; --crash-point): inside a
+ * cross-MDS transaction (mds_xact.c, mds_xact_part.c) and inside the 2PC
+ * of a commit group that moves a slice (mds_group.c). */
+static const char *const crash_points[] = {
+    "xact.prepared", "xact.decided", "xact.participant",
+    "move.prepared", "move.decided", "move.x_committed", NULL,
+};
 
 /* A port that was free a moment ago on host (bound to port 0, released). */
 static int pick_port(const char *host)
@@ -323,6 +332,7 @@ static void usage(FILE *f)
             "test only (docs/testing-faults.md):\n"
             "  --fault alloc:after=N   every allocation after the N-th fails, once serving\n"
             "  --rmu-hold              outbox rows are not delivered\n");
+    xt_daemon_crash_usage(f, crash_points);
     xt_rpc_server_flags_usage(f);
     fprintf(f, "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
                "splits, cache and memory per row); SIGTERM logs them and stops.\n");
@@ -362,6 +372,7 @@ int main(int argc, char **argv)
         { "abort-gc-ms", required_argument, NULL, 'A' },
         { "fault", required_argument, NULL, 'f' },
         { "rmu-hold", no_argument, NULL, 'P' },
+        { "crash-point", required_argument, NULL, 'C' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         XT_RPC_SERVER_FLAGS,
@@ -413,6 +424,7 @@ int main(int argc, char **argv)
         case 'A': if (parse_num("--abort-gc-ms", optarg, 1, 3600000, &abort_gc_ms)) return 2; break;
         case 'f': fault = optarg; break;
         case 'P': rmu_hold = true; break;
+        case 'C': if (xt_daemon_crash_option(optarg, crash_points)) return 2; break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {

@@ -32,12 +32,11 @@
 #include "mds_xact_i.h"
 #include "mds_outbox.h"
 
-#include <signal.h>
-#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "xt_common.h"
+#include "xt_crash.h"
 #include "xt_hash.h"
 
 /* ---- the module ------------------------------------------------------------- */
@@ -70,7 +69,6 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
     if (!x)
         return -ENOMEM;
     x->o = *o;
-    x->crash = getenv("POM_MDS_XACT_CRASH");
     if (x->o.rmu_hold)
         XT_WARN("--rmu-hold: TEST-ONLY, RMU outbox rows are not delivered");
     if (!x->o.abort_gc_ms)
@@ -97,14 +95,6 @@ static void nap_ms(int ms)
 {
     struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
     nanosleep(&ts, NULL);
-}
-
-void mds_xact_crash_point(const mds_xact *x, const char *where)
-{
-    if (x->crash && strcmp(x->crash, where) == 0) {
-        XT_WARN("xact: crash point %s (POM_MDS_XACT_CRASH)", where);
-        raise(SIGKILL);
-    }
 }
 
 /* A copy of a client's request to send on to another MDS: without the
@@ -326,7 +316,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
             *failed = sf < k ? idx[sf] : idx[0];
     }
     if (rc == 0)
-        mds_xact_crash_point(x, "prepared");
+        XT_CRASH_POINT("xact.prepared");
 
     /* 3. Decide at op 0's owner: its ops and COMMIT, one atomic batch. */
     uint64_t dgen = 0;
@@ -360,7 +350,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
         }
     }
     if (rc == 0)
-        mds_xact_crash_point(x, "decided");
+        XT_CRASH_POINT("xact.decided");
 
     if (rc < 0 && t->nops > 0) {
         int a = abort_txn(x, &reqs[0], t->dname);

@@ -116,7 +116,6 @@ struct mds_xact {
     pthread_cond_t cv;
     struct txn *finish;      /* (mu) decided, to finish, newest first */
     bool stop, started;      /* (mu) */
-    const char *crash;       /* $POM_MDS_XACT_CRASH, or NULL */
     uint64_t abort_gc_next;  /* thread: xt_mono_ns of the next abort_gc */
     pthread_t thread;
     /* The outbox (mds_outbox.c), on the thread: */
@@ -144,9 +143,6 @@ int mds_xact_read_decision(mds_xact *x, uint32_t dfsid, uint64_t dtable, const u
 /* An atomic batch to site (here: the prepare or the batch handler). */
 int mds_xact_send(mds_xact *x, uint32_t site, const struct xt_req *reqs, size_t n,
                   struct xt_resp *resps, size_t *failed, uint64_t *gen);
-/* SIGKILL itself when POM_MDS_XACT_CRASH (read once, at mds_xact_new)
- * names this point (fault tests). */
-void mds_xact_crash_point(const mds_xact *x, const char *where);
 
 /* "site.epoch.seq" of a decision row's name, for logs. */
 static inline void mds_xact_txid_str(const uint8_t *dname, char *buf, size_t cap)

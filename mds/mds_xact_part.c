@@ -24,9 +24,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <signal.h>
 
 #include "xt_common.h"
+#include "xt_crash.h"
 
 #define COUNT_AGE_MULT 15 /* 30 s with the default resolve_ms */
 
@@ -230,7 +230,7 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
                 mds_soft_take(x->o.soft, reqs[i].t.fsid, reqs[i].t.table, reqs[i].name,
                               reqs[i].name_len, pa[i].delta);
         mds_stats_add(x->o.stats, MDS_CTR_XACT_PREPARES, 1);
-        mds_xact_crash_point(x, "participant");
+        XT_CRASH_POINT("xact.participant");
     }
     return rc;
 }
