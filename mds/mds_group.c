@@ -35,22 +35,26 @@
  * copy elsewhere is harmless. Participants only grow: an MDSL leaves the set
  * when this MDS restarts without it.
  *
- * A transaction that moves slices commits, in phase 2, the old sites of
- * the moves (batches holding a MOVED tombstone) before the others. Its
- * crash points (xt_crash.h, for the fault tests) are passed only by such a
- * transaction: `move.prepared` after every vote, `move.decided` after the
- * home's commit, `move.x_committed` after the old sites committed.
+ * The crash points of a transaction that moves slices (xt_crash.h, for
+ * the fault tests) are passed only by such a transaction: `move.prepared`
+ * after every vote, `move.decided` after the home's commit,
+ * `move.x_committed` after the old sites of the moves (batches holding a
+ * MOVED tombstone) committed, which phase 2 then commits first
+ * (opts.move_x_first, set with that crash point).
  */
+#include <assert.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "mds_group.h"
+#include "mds_mutex.h"
 #include "xt_common.h"
 #include "xt_crash.h"
 #include "xt_hash.h"
+#include "xt_time.h"
 
 #define MDS_GROUP_RETRY_MS 20u        /* default pause before a retry */
 #define MDS_GROUP_STORAGE_ERR_TRIES 5u /* attempts in a row before syncers hear of it */
@@ -88,7 +92,7 @@ struct mds_group {
     _Atomic size_t dirty_bytes;  /* noted by writers since the last close */
     _Atomic bool stop;
 
-    pthread_mutex_t mu;
+    mds_mutex mu;
     pthread_cond_t cv_commit;    /* committer: kicks, syncs, stop (mu) */
     pthread_cond_t cv_done;      /* syncers: committed_gen moved (mu) */
     struct dlist list[2];        /* dirty lists by gen parity (mu) */
@@ -121,12 +125,6 @@ struct mds_group {
     pthread_t thr;
     bool thr_started;
 };
-
-static inline void mds_group_sleep_ms(unsigned ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
 static inline bool mds_group_stopping(mds_group *g)
 {
@@ -187,20 +185,12 @@ static int mds_group_recover(mds_group *g, uint32_t *epoch_out);
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static void deadline_in(struct timespec *ts, unsigned ms)
+/* Promise `more` appends (dlist_append) to g's list l that cannot fail.
+ * REQUIRES: g->mu held. */
+static int dlist_reserve(mds_group *g, struct dlist *l, size_t more)
 {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-/* Promise `more` appends (dlist_append) that cannot fail. REQUIRES: mu held. */
-static int dlist_reserve(struct dlist *l, size_t more)
-{
+    assert(mds_mutex_held(&g->mu));
+    assert(l == &g->list[0] || l == &g->list[1]);
     size_t need = l->n + l->resv + more;
     if (need > l->cap) {
         size_t nc = l->cap ? l->cap : 16;
@@ -216,17 +206,13 @@ static int dlist_reserve(struct dlist *l, size_t more)
     return 0;
 }
 
-/* REQUIRES: mu held; a slot reserved. */
-static void dlist_append(struct dlist *l, mds_cent *e)
+/* REQUIRES: g->mu held; a slot reserved. */
+static void dlist_append(mds_group *g, struct dlist *l, mds_cent *e)
 {
+    assert(mds_mutex_held(&g->mu));
+    assert(l->resv > 0 && l->n < l->cap);
     l->resv--;
     l->v[l->n++] = e;
-}
-
-static void sleep_us(unsigned us)
-{
-    struct timespec ts = { 0, (long)us * 1000L };
-    nanosleep(&ts, NULL);
 }
 
 /* ---- snapshots (invariant 2) ------------------------------------------ */
@@ -242,7 +228,7 @@ static int first_change(void *arg, const xt_slice_entry *e)
  * when so (decision 4's budget). */
 static bool move_budget(mds_group *g, uint64_t gen)
 {
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     if (g->move_gen != gen) {
         g->move_gen = gen;
         g->move_slices = 0;
@@ -251,16 +237,16 @@ static bool move_budget(mds_group *g, uint64_t gen)
     bool ok = g->move_slices < MDS_GROUP_MOVE_SLICES && g->move_bytes < MDS_GROUP_MOVE_BYTES;
     if (ok)
         g->move_slices++;
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     return ok;
 }
 
 static void move_budget_bytes(mds_group *g, uint64_t gen, size_t len)
 {
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     if (g->move_gen == gen)
         g->move_bytes += len;
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
 }
 
 /* On a full disk a shrunk slice is written whole: the image makes its
@@ -275,7 +261,7 @@ static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const x
     if (mem >= cm->durable_mem || mem > MDS_GROUP_SHRINK_IMAGE_BYTES ||
         !mds_group_space_short(g))
         return false;
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     if (g->shrink_gen != gen) {
         g->shrink_gen = gen;
         g->shrink_bytes = 0;
@@ -283,7 +269,7 @@ static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const x
     bool ok = g->shrink_bytes + mem <= MDS_GROUP_SHRINK_IMAGE_BYTES;
     if (ok)
         g->shrink_bytes += mem;
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     return ok;
 }
 
@@ -294,6 +280,7 @@ static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const x
 static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
 {
     struct mds_cent_commit *cm = mds_cent_commit(e);
+    assert(!cm->snap && cm->snapped_gen < gen); /* REQUIRES: none pending */
     xt_slice *s = mds_cent_slice(e);
     const struct mds_key *k = mds_cent_key(e);
     uint32_t to = mds_place_current(g->o.place, k->fsid, k->table, k->slice);
@@ -364,6 +351,10 @@ uint64_t mds_group_enter(mds_group *g)
 
 void mds_group_leave(mds_group *g, uint64_t g0, size_t bytes)
 {
+    /* REQUIRES: g0 from mds_group_enter, not left yet; at most the open
+     * group and the one closing have writers (invariant 1). */
+    assert(atomic_load(&g->inflight[g0 & 1]) > 0);
+    assert(g0 + 1 >= atomic_load(&g->open_gen));
     if (bytes) {
         size_t bound = g->o.dirty_bytes_bound ? g->o.dirty_bytes_bound : DEFAULT_DIRTY_BOUND;
         size_t before = atomic_fetch_add(&g->dirty_bytes, bytes);
@@ -383,18 +374,18 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
         *gen = cm->dirty_gen;
         return 0;
     }
-    pthread_mutex_lock(&g->mu);
-    int rc = dlist_reserve(&g->list[want & 1], 1);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_lock(&g->mu);
+    int rc = dlist_reserve(g, &g->list[want & 1], 1);
+    mds_mutex_unlock(&g->mu);
     if (rc < 0)
         return rc;
     bool pending = cm->dirty_gen > cm->durable_gen && cm->snapped_gen < cm->dirty_gen;
     if (pending) {
         /* Copy-on-write: the closed group's view must not see our change. */
         if ((rc = take_snapshot(g, e, cm->dirty_gen)) < 0) {
-            pthread_mutex_lock(&g->mu);
+            mds_mutex_lock(&g->mu);
             g->list[want & 1].resv--;
-            pthread_mutex_unlock(&g->mu);
+            mds_mutex_unlock(&g->mu);
             return rc;
         }
         mds_stats_add(g->o.stats, MDS_CTR_LAZY_SNAPSHOTS, 1);
@@ -404,11 +395,11 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
         cm->durable_gen = want - 1;
     }
     mds_cache_ref(g->o.cache, e);
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     /* The list of `want` is not swapped out meanwhile: that needs want's
      * group drained, and we (or a writer of want-1 < want) are inside. */
-    dlist_append(&g->list[want & 1], e);
-    pthread_mutex_unlock(&g->mu);
+    dlist_append(g, &g->list[want & 1], e);
+    mds_mutex_unlock(&g->mu);
     cm->dirty_gen = want;
     return 0;
 }
@@ -454,11 +445,19 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         xt_slice_wrlock(s);
         if (cm->snapped_gen < gen && rc == 0) {
             /* Invariant 2: only an entry still stamped gen may be
-             * snapshotted now; a newer writer would have copied it. */
-            if (cm->dirty_gen != gen)
-                XT_ERR("group: slice %u of table %llu lost its copy-on-write",
-                       mds_cent_key(e)->slice, (unsigned long long)mds_cent_key(e)->table);
-            rc = take_snapshot(g, e, gen);
+             * snapshotted now; a newer writer would have copied it. A
+             * snapshot of an entry restamped without its copy would carry
+             * a later group's changes into this one: the group fails
+             * instead, and its entries commit with the open group. */
+            assert(cm->dirty_gen == gen);
+            if (cm->dirty_gen != gen) {
+                XT_ERR("group: slice %u of table %llu lost its copy-on-write: group %llu fails",
+                       mds_cent_key(e)->slice, (unsigned long long)mds_cent_key(e)->table,
+                       (unsigned long long)gen);
+                rc = -EPROTO;
+            } else {
+                rc = take_snapshot(g, e, gen);
+            }
         }
         if (rc == 0 && cm->snap) {
             const struct mds_key *k = mds_cent_key(e);
@@ -510,16 +509,16 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     if (rc < 0) {
         /* Keep everything dirty: the entries still stamped gen join the
          * open group (their pin moves with them). */
-        pthread_mutex_lock(&g->mu);
-        while (dlist_reserve(&g->list[open & 1], l->n) < 0) {
-            pthread_mutex_unlock(&g->mu);
+        mds_mutex_lock(&g->mu);
+        while (dlist_reserve(g, &g->list[open & 1], l->n) < 0) {
+            mds_mutex_unlock(&g->mu);
             if (mds_group_stopping(g))
                 return; /* out of memory at a stop: abandoned as above */
             mds_group_note_storage_error(g, -ENOMEM); /* stuck here: syncers hear of it */
-            mds_group_sleep_ms(MDS_GROUP_RETRY_MS);
-            pthread_mutex_lock(&g->mu);
+            xt_sleep_ms(MDS_GROUP_RETRY_MS);
+            mds_mutex_lock(&g->mu);
         }
-        pthread_mutex_unlock(&g->mu);
+        mds_mutex_unlock(&g->mu);
     }
     size_t moved = 0, reserved = rc < 0 ? l->n : 0;
     for (size_t i = 0; i < l->n; i++) {
@@ -567,9 +566,9 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 cm->force_image = true;
             cm->snapped_gen = 0;
             if (cm->dirty_gen == gen) {
-                pthread_mutex_lock(&g->mu);
-                dlist_append(&g->list[open & 1], e);
-                pthread_mutex_unlock(&g->mu);
+                mds_mutex_lock(&g->mu);
+                dlist_append(g, &g->list[open & 1], e);
+                mds_mutex_unlock(&g->mu);
                 cm->dirty_gen = open;
                 keep_pin = true;
                 moved++;
@@ -585,12 +584,13 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     }
     l->n = 0;
 
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     if (rc < 0)
         g->list[open & 1].resv -= reserved - moved;
     if (rc == 0 && nrec && grows)
         atomic_store(&g->enospc_until, 0); /* data fit again */
     if (rc == 0) {
+        assert(gen > g->committed_gen); /* invariant 1: in order */
         g->committed_gen = gen;
         g->storage_err = 0;
         g->storage_streak = 0;
@@ -605,33 +605,30 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         if (g->want_gen >= gen && g->want_gen < open)
             g->want_gen = open;
     }
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     mds_stats_add(g->o.stats, rc == 0 ? (nrec ? MDS_CTR_GROUPS_COMMITTED : MDS_CTR_GROUPS_EMPTY)
                                       : MDS_CTR_GROUPS_ABORTED, 1);
     mds_stats_record(g->o.stats, MDS_OP_GROUP, xt_mono_ns() - t0, rc);
     if (rc < 0)
-        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
 }
 
 static void *committer(void *arg)
 {
     mds_group *g = arg;
     unsigned interval = g->o.commit_interval_ms ? g->o.commit_interval_ms : DEFAULT_INTERVAL_MS;
-    struct timespec deadline;
-    deadline_in(&deadline, interval);
+    uint64_t deadline = xt_deadline_ms(interval);
     struct dlist work = { 0 };
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     while (!mds_group_stopping(g)) {
         uint64_t open = atomic_load(&g->open_gen);
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        bool timeup = now.tv_sec > deadline.tv_sec ||
-                      (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
+        assert(g->committed_gen < open); /* invariant 1 */
+        bool timeup = xt_deadline_passed(deadline);
         bool early = g->want_gen >= open || g->kicked;
         if (!early && !(timeup && g->list[open & 1].n > 0)) {
             if (timeup)
-                deadline_in(&deadline, interval);
-            pthread_cond_timedwait(&g->cv_commit, &g->mu, &deadline);
+                deadline = xt_deadline_ms(interval);
+            (void)mds_cond_wait_until(&g->cv_commit, &g->mu, deadline);
             continue;
         }
         if (early && !timeup)
@@ -640,30 +637,36 @@ static void *committer(void *arg)
         /* Close: from here new writers join open + 1 (invariant 1). */
         atomic_store(&g->open_gen, open + 1);
         atomic_store(&g->dirty_bytes, 0);
-        pthread_mutex_unlock(&g->mu);
+        mds_mutex_unlock(&g->mu);
 
-        while (atomic_load(&g->inflight[open & 1]) != 0)
-            sleep_us(20);
+        /* Writers of `open` leave within one slice op: yield, then nap
+         * if one is held up longer (a slice lock waited for). */
+        for (unsigned spins = 0; atomic_load(&g->inflight[open & 1]) != 0; spins++) {
+            if (spins < 1000)
+                sched_yield();
+            else
+                xt_sleep_ms(1);
+        }
 
-        pthread_mutex_lock(&g->mu);
+        mds_mutex_lock(&g->mu);
         struct dlist tmp = g->list[open & 1];
         g->list[open & 1] = work; /* recycle the array */
         work = tmp;
-        pthread_mutex_unlock(&g->mu);
+        mds_mutex_unlock(&g->mu);
 
         commit_group(g, open, &work);
-        deadline_in(&deadline, interval);
-        pthread_mutex_lock(&g->mu);
+        deadline = xt_deadline_ms(interval);
+        mds_mutex_lock(&g->mu);
         if (work.n) { /* abandoned by a stop: give the pins back to a list */
             struct dlist *l = &g->list[open & 1];
-            if (dlist_reserve(l, work.n) == 0) {
+            if (dlist_reserve(g, l, work.n) == 0) {
                 memcpy(l->v + l->n, work.v, work.n * sizeof *work.v);
                 l->n += work.n;
                 work.n = 0;
             }
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     for (size_t i = 0; i < work.n; i++) {
         struct mds_cent_commit *cm = mds_cent_commit(work.v[i]);
         xt_free(cm->snap);
@@ -683,20 +686,18 @@ bool mds_group_space_short(mds_group *g)
 void mds_group_kick(void *arg)
 {
     mds_group *g = arg;
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     g->kicked = true;
     pthread_cond_signal(&g->cv_commit);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
 }
 
 int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
 {
     uint64_t t0 = xt_mono_ns();
-    struct timespec deadline;
-    if (timeout_ms)
-        deadline_in(&deadline, timeout_ms);
+    uint64_t deadline = timeout_ms ? xt_deadline_ms(timeout_ms) : 0;
     int rc = 0;
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     g->syncs++;
     uint64_t open = atomic_load(&g->open_gen), errs0 = g->storage_errs;
     if (gen == 0 || gen > open)
@@ -721,16 +722,16 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
             pthread_cond_signal(&g->cv_commit);
         }
         if (timeout_ms) {
-            if (pthread_cond_timedwait(&g->cv_done, &g->mu, &deadline) == ETIMEDOUT &&
+            if (mds_cond_wait_until(&g->cv_done, &g->mu, deadline) == -ETIMEDOUT &&
                 g->committed_gen < gen) {
                 rc = -ETIMEDOUT;
                 break;
             }
         } else {
-            pthread_cond_wait(&g->cv_done, &g->mu);
+            mds_cond_wait(&g->cv_done, &g->mu);
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     mds_stats_add(g->o.stats, MDS_CTR_SYNC_CALLS, 1);
     mds_stats_record(g->o.stats, MDS_OP_SYNC, xt_mono_ns() - t0, rc);
     return rc;
@@ -750,7 +751,7 @@ static void group_free(mds_group *g)
         }
         xt_free(g->list[i].v);
     }
-    pthread_mutex_destroy(&g->mu);
+    mds_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv_commit);
     pthread_cond_destroy(&g->cv_done);
     xt_free(g->parts);
@@ -782,13 +783,9 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
         g->parts[g->nparts++] = o->home_site;
     g->o.participants = NULL; /* the caller's array: g->parts from here */
     g->o.nparticipants = 0;
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv_commit, &ca);
-    pthread_cond_init(&g->cv_done, &ca);
-    pthread_condattr_destroy(&ca);
+    mds_mutex_init(&g->mu);
+    xt_cond_init_mono(&g->cv_commit);
+    xt_cond_init_mono(&g->cv_done);
     atomic_store(&g->open_gen, 1);
 
     uint32_t epoch;
@@ -816,11 +813,13 @@ void mds_group_close(mds_group *g, bool flush)
         return;
     if (flush)
         mds_group_sync(g, 0, FLUSH_TIMEOUT_MS);
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
+    /* REQUIRES: no writer inside the group. */
+    assert(atomic_load(&g->inflight[0]) == 0 && atomic_load(&g->inflight[1]) == 0);
     atomic_store(&g->stop, true);
     pthread_cond_broadcast(&g->cv_commit);
     pthread_cond_broadcast(&g->cv_done);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     if (g->thr_started)
         pthread_join(g->thr, NULL);
     group_free(g);
@@ -828,7 +827,7 @@ void mds_group_close(mds_group *g, bool flush)
 
 void mds_group_info(mds_group *g, struct mds_group_info *out)
 {
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     out->open_gen = atomic_load(&g->open_gen);
     out->committed_gen = g->committed_gen;
     out->epoch = g->epoch;
@@ -838,7 +837,7 @@ void mds_group_info(mds_group *g, struct mds_group_info *out)
     out->empty = g->empty;
     out->syncs = g->syncs;
     out->dirty_bytes = atomic_load(&g->dirty_bytes);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
 }
 
 /* ==== one group's transaction over the MDSL ============================== */
@@ -939,12 +938,12 @@ static void mds_group_note_storage_error(mds_group *g, int rc)
         return;
     if (rc == -ENOSPC)
         atomic_store(&g->enospc_until, xt_mono_ns() + MDS_GROUP_ENOSPC_HOLD_NS);
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     g->storage_err = rc;
     g->storage_errs++;
     if (++g->storage_streak >= MDS_GROUP_STORAGE_ERR_TRIES)
         pthread_cond_broadcast(&g->cv_done);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
 }
 
 /* Abort txid at every batch's site until each answers (presumed abort). */
@@ -977,7 +976,7 @@ static int resolve_abort(mds_group *g, struct mds_group_batch *b, size_t nb)
         for (size_t i = 0; i < nb; i++)
             if (sel[i])
                 mds_group_note_storage_error(g, b[i].rc);
-        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
     }
 }
 
@@ -1055,14 +1054,14 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
         if (tries % 500 == 0) /* about every 10 s: an operator must act */
             XT_WARN("group: txid %llx in doubt: site %u answers %d to commit, %d to abort; "
                     "retrying", (unsigned long long)txid, b[home].site, b[home].rc, rc);
-        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
     }
 
     if (moving)
         XT_CRASH_POINT("move.decided");
-    /* Phase 2: decided. Every other participant must commit; retry. The
-     * old sites of moves (tombstones) go first. */
-    bool x_first = moving;
+    /* Phase 2: decided. Every other participant must commit; retry. Under
+     * move_x_first the old sites of moves (tombstones) go first. */
+    bool x_first = moving && g->o.move_x_first;
     for (size_t i = 0; i < nb; i++)
         sel[i] = i != home && (!x_first || b[i].moved_out);
     for (;;) {
@@ -1095,7 +1094,7 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
         for (size_t i = 0; i < nb; i++)
             if (sel[i])
                 mds_group_note_storage_error(g, b[i].rc);
-        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
     }
 }
 
@@ -1149,9 +1148,10 @@ static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx 
         rc = tx_run(g, txid, t->b, t->nb, (size_t)home);
     mds_group_tx_free(t);
     if (rc == 0) {
-        pthread_mutex_lock(&g->mu);
+        mds_mutex_lock(&g->mu);
+        assert(txid > g->last_txid); /* invariant 5: txids only grow */
         g->last_txid = txid;
-        pthread_mutex_unlock(&g->mu);
+        mds_mutex_unlock(&g->mu);
     }
     return rc;
 }
@@ -1182,6 +1182,8 @@ static int mds_group_next_txid(mds_group *g, uint64_t *txid)
             return rc;
     }
     *txid = mds_txid_make(g->o.site_id, g->epoch, ++g->seq);
+    /* Invariant 5: bit 63 clear, this MDS's site on top. */
+    assert(!(*txid >> 63) && mds_txid_site(*txid) == g->o.site_id);
     return 0;
 }
 
@@ -1189,6 +1191,7 @@ static int mds_group_next_txid(mds_group *g, uint64_t *txid)
 
 void mds_group_decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64_t txid)
 {
+    assert(site >= 1 && site <= MDS_SITE_MAX && epoch < (1u << MDS_TXID_EPOCH_BITS));
     xt_put_u32(b + 0, MDS_DECISION_MAGIC);
     xt_put_u16(b + 4, 1);
     xt_put_u16(b + 6, 0);
@@ -1214,6 +1217,7 @@ static int decision_decode(const uint8_t *b, size_t len, uint32_t site, uint32_t
 /* REQUIRES: mu held. */
 static int parts_add_locked(mds_group *g, uint32_t site)
 {
+    assert(mds_mutex_held(&g->mu));
     for (size_t i = 0; i < g->nparts; i++)
         if (g->parts[i] == site)
             return 0;
@@ -1231,9 +1235,9 @@ static int parts_add_locked(mds_group *g, uint32_t site)
 
 int mds_group_add_participant(mds_group *g, uint32_t site)
 {
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     int rc = parts_add_locked(g, site);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     if (rc == 0)
         XT_DBG("group: site %u: participant %u", g->o.site_id, site);
     return rc;
@@ -1243,14 +1247,14 @@ int mds_group_drop_participant(mds_group *g, uint32_t site)
 {
     if (site == g->o.home_site)
         return -EBUSY;
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     bool was = false;
     for (size_t i = 0; i < g->nparts && !was; i++)
         if (g->parts[i] == site) {
             g->parts[i] = g->parts[--g->nparts];
             was = true;
         }
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     if (was)
         XT_INFO("group: site %u: MDSL %u drained, no longer a participant", g->o.site_id, site);
     return 0;
@@ -1259,12 +1263,12 @@ int mds_group_drop_participant(mds_group *g, uint32_t site)
 /* (A copy: no lock is held over the store calls that use it.) */
 int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
 {
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     *n = g->nparts;
     *out = xt_malloc((g->nparts ? g->nparts : 1) * sizeof **out);
     if (*out)
         memcpy(*out, g->parts, g->nparts * sizeof **out);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     return *out ? 0 : -ENOMEM;
 }
 

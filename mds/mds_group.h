@@ -133,6 +133,9 @@ struct mds_group_opts {
     size_t dirty_bytes_bound;    /* close early past this; 0: 64 MiB */
     double image_ratio;          /* image when deltas pass this of it; 0: 0.5 */
     unsigned retry_ms;           /* backoff resolving an unacknowledged call; 0: 20 */
+    bool move_x_first;           /* tests only (the move.x_committed crash point):
+                                    phase 2 of a move commits its old sites
+                                    first, the others after */
     bool serial_prepare;         /* prepare site after site (default: in parallel) */
     mds_stats *stats;            /* borrowed, may be NULL */
 };

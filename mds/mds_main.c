@@ -47,6 +47,7 @@
 #include "xt_ring.h"
 #include "xt_rpc.h"
 #include "xt_rpc_r2.h"
+#include "xt_time.h"
 
 #include "r2_agent.h"
 
@@ -60,7 +61,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_MDSL 64
 
@@ -100,7 +100,7 @@ static int pick_port(const char *host)
 static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, mds_ring1 *follow, xt_ring **ring,
                         uint32_t *sites, size_t *n, size_t cap, int timeout_ms)
 {
-    uint64_t deadline = xt_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = xt_deadline_ms((uint64_t)timeout_ms);
     for (int round = 0;; round++) {
         struct xt_view v;
         if (r2_agent_view_copy(agent, &v) == 0) {
@@ -135,13 +135,12 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, mds_ring1 *follow, 
             }
             xt_ring_free(r);
         }
-        if (xt_mono_ns() > deadline)
+        if (xt_deadline_passed(deadline))
             return -ETIMEDOUT;
         if (round % 50 == 0)
             XT_INFO("waiting for an MDSL to register with R2 (ring 1 and its sites in the "
                     "view, one of them up)");
-        struct timespec ts = { 0, 100 * 1000000L };
-        nanosleep(&ts, NULL);
+        xt_sleep_ms(100);
     }
 }
 
@@ -189,7 +188,7 @@ static void on_view(void *arg, const struct xt_view *v, int changed)
 /* Waits (up to timeout_ms) for ring 0 to hold this MDS. */
 static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
 {
-    uint64_t deadline = xt_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = xt_deadline_ms((uint64_t)timeout_ms);
     for (int round = 0;; round++) {
         struct xt_view v;
         if (r2_agent_view_copy(agent, &v) == 0) {
@@ -198,12 +197,11 @@ static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
             if (mds_route_ring_has_self(route))
                 return 0;
         }
-        if (xt_mono_ns() > deadline)
+        if (xt_deadline_passed(deadline))
             return -ETIMEDOUT;
         if (round % 50 == 0)
             XT_INFO("waiting for ring 0 to include this MDS");
-        struct timespec ts = { 0, 100 * 1000000L };
-        nanosleep(&ts, NULL);
+        xt_sleep_ms(100);
     }
 }
 
@@ -388,7 +386,7 @@ int main(int argc, char **argv)
     uint64_t split_bytes = MDS_SPLIT_BYTES;
     uint64_t gossip_ms = 200, move_rate = MDS_MOVE_RATE_DEFAULT;
     uint64_t resolve_ms = 0, soft_ms = 0, reload_ms = 0, abort_gc_ms = 0; /* 0: default */
-    bool rmu_hold = false;
+    bool rmu_hold = false, move_x_first = false;
     const char *fault = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -424,7 +422,12 @@ int main(int argc, char **argv)
         case 'A': if (parse_num("--abort-gc-ms", optarg, 1, 3600000, &abort_gc_ms)) return 2; break;
         case 'f': fault = optarg; break;
         case 'P': rmu_hold = true; break;
-        case 'C': if (xt_daemon_crash_option(optarg, crash_points)) return 2; break;
+        case 'C':
+            if (xt_daemon_crash_option(optarg, crash_points))
+                return 2;
+            /* Its state exists only when phase 2 commits the old sites first. */
+            move_x_first = strncmp(optarg, "move.x_committed", 16) == 0;
+            break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {
@@ -570,16 +573,17 @@ int main(int argc, char **argv)
                                  .site_id = (uint32_t)site_id,
                                  .home_site = sites[0], .participants = sites,
                                  .nparticipants = nmdsl,
-                                 .commit_interval_ms = (unsigned)interval, .stats = stats };
+                                 .commit_interval_ms = (unsigned)interval, .stats = stats,
+                                 .move_x_first = move_x_first };
     /* Recovery needs every participant (every MDSL of ring 1, up or not):
      * wait for them instead of failing at once -- up to 10 minutes, so an
      * MDSL being restarted or replaced does not stop this MDS. */
-    uint64_t recover_until = xt_mono_ns() + UINT64_C(600) * 1000000000u;
+    uint64_t recover_until = xt_deadline_ms(600000);
     for (int attempt = 0;; attempt++) {
         rc = mds_group_open(&go, &group);
         if (rc == 0)
             break;
-        if (xt_mono_ns() > recover_until ||
+        if (xt_deadline_passed(recover_until) ||
             (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -ECONNRESET &&
              rc != -EHOSTUNREACH)) {
             XT_ERR("cannot recover the commit group from the MDSLs: %s", strerror(-rc));
@@ -587,8 +591,7 @@ int main(int argc, char **argv)
         }
         if (attempt % 20 == 0)
             XT_WARN("waiting for the MDSLs (%s)", strerror(-rc));
-        struct timespec ts = { 0, 100 * 1000000L };
-        nanosleep(&ts, NULL);
+        xt_sleep_ms(100);
     }
     mds_cache_set_pressure(cache, mds_group_kick, group);
     if (follow) {

@@ -6,7 +6,7 @@
  *
  * The thread runs, in this order of priority: the finish of decided
  * transactions (pending rows deleted at their holders, then the decision
- * row), an outbox round every RMU_ROUND_NS (mds_outbox_round), and a
+ * row), an outbox round every RMU_ROUND_MS (mds_outbox_round), and a
  * sweep of the resolver every resolve_ms / 2 (mds_xact_sweep).
  *
  * The parents' times and counts in a batch are *loose* ops, run around
@@ -32,16 +32,18 @@
 #include "mds_xact_i.h"
 #include "mds_outbox.h"
 
+#include <assert.h>
 #include <string.h>
-#include <time.h>
 
 #include "xt_common.h"
 #include "xt_crash.h"
+#include "xt_time.h"
+#include "xt_worker.h"
 #include "xt_hash.h"
 
 /* ---- the module ------------------------------------------------------------- */
 
-#define RMU_ROUND_NS   (100u * 1000000u)
+#define RMU_ROUND_MS 100u
 
 void mds_xact_txn_add(struct txn *t, const struct xt_req *req, uint32_t site)
 {
@@ -77,8 +79,7 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
         x->o.resolve_ms = 2000;
     if (!x->o.call_timeout_ms)
         x->o.call_timeout_ms = 10000;
-    pthread_mutex_init(&x->mu, NULL);
-    pthread_cond_init(&x->cv, NULL);
+    mds_mutex_init(&x->mu);
     *out = x;
     return 0;
 }
@@ -89,13 +90,6 @@ void mds_xact_bind(mds_xact *x, const struct mds_xact_io *io)
 }
 
 /* ---- coordinator ----------------------------------------------------------- */
-
-/* A pause between two tries of a step whose slice is moving. */
-static void nap_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
 /* A copy of a client's request to send on to another MDS: without the
  * client's slice hint and any forwarded bitmap (borrowed pointers kept). */
@@ -189,7 +183,7 @@ static int abort_txn(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
      * loadable once committed): try for a few seconds, not at once. */
     for (int tries = 0, ms = 10; tries < 12; tries++, ms = XT_MIN(ms * 2, 500)) {
         if (tries > 0)
-            nap_ms(ms);
+            xt_sleep_ms(ms); /* a slice moving: a pause between two tries */
         struct xt_resp resp = { 0 };
         int rc = x->io.op(x->io.ctx, &q, &resp);
         xt_resp_free(&resp);
@@ -244,7 +238,7 @@ static void settle_all(mds_xact *x, const struct txn *t)
             rc = x->io.op(x->io.ctx, &q, &r);
             xt_resp_free(&r);
             if (rc == -EAGAIN)
-                nap_ms(ms);
+                xt_sleep_ms(ms); /* a slice moving: a pause between two tries */
         }
         char id[48];
         mds_xact_txid_str(t->dname, id, sizeof id);
@@ -657,78 +651,61 @@ static void finish_batch(mds_xact *x, struct txn **v, size_t n)
 
 void mds_xact_queue_finish(mds_xact *x, struct txn *t)
 {
-    pthread_mutex_lock(&x->mu);
+    mds_mutex_lock(&x->mu);
     t->next = x->finish;
     x->finish = t;
-    pthread_cond_signal(&x->cv);
-    pthread_mutex_unlock(&x->mu);
+    xt_worker *w = x->worker; /* NULL before mds_xact_start: its first step finishes it */
+    mds_mutex_unlock(&x->mu);
+    if (w)
+        xt_worker_wake(w);
 }
-
 
 /* ---- the thread ------------------------------------------------------------ */
 
-static void *xact_main(void *arg)
+/* One step of the thread: a batch of finishes first, else an outbox round
+ * or a sweep when due. Returns the ms until the next is due. */
+static uint64_t xact_step(xt_worker *w, void *arg)
 {
     mds_xact *x = arg;
-    uint64_t next_sweep = 0, next_rmu = 0;
-    pthread_mutex_lock(&x->mu);
-    while (!x->stop) {
-        if (x->finish) {
-            struct txn *v[FINISH_BATCH];
-            size_t n = 0;
-            while (x->finish && n < FINISH_BATCH) {
-                v[n++] = x->finish;
-                x->finish = x->finish->next;
-            }
-            pthread_mutex_unlock(&x->mu);
-            finish_batch(x, v, n);
-            pthread_mutex_lock(&x->mu);
-            continue;
-        }
-        uint64_t now = xt_mono_ns();
-        if (now >= next_rmu) {
-            pthread_mutex_unlock(&x->mu);
-            mds_outbox_round(x);
-            next_rmu = xt_mono_ns() + RMU_ROUND_NS;
-            pthread_mutex_lock(&x->mu);
-            continue;
-        }
-        if (now >= next_sweep) {
-            pthread_mutex_unlock(&x->mu);
-            mds_xact_sweep(x);
-            next_sweep = xt_mono_ns() + (uint64_t)x->o.resolve_ms * 500000u;
-            pthread_mutex_lock(&x->mu);
-            continue;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wait = XT_MIN(next_sweep, next_rmu) - now;
-        ts.tv_sec += (time_t)(wait / 1000000000u);
-        ts.tv_nsec += (long)(wait % 1000000000u);
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&x->cv, &x->mu, &ts);
+    (void)w;
+    struct txn *v[FINISH_BATCH];
+    size_t n = 0;
+    mds_mutex_lock(&x->mu);
+    while (x->finish && n < FINISH_BATCH) {
+        v[n++] = x->finish;
+        x->finish = x->finish->next;
     }
-    pthread_mutex_unlock(&x->mu);
-    return NULL;
+    mds_mutex_unlock(&x->mu);
+    if (n) {
+        finish_batch(x, v, n);
+        return 0;
+    }
+    if (xt_deadline_passed(x->next_rmu)) {
+        mds_outbox_round(x);
+        x->next_rmu = xt_deadline_ms(RMU_ROUND_MS);
+        return 0;
+    }
+    if (xt_deadline_passed(x->next_sweep)) {
+        mds_xact_sweep(x);
+        x->next_sweep = xt_deadline_ms((x->o.resolve_ms + 1) / 2);
+        return 0;
+    }
+    return XT_MIN(xt_deadline_left_ms(x->next_rmu), xt_deadline_left_ms(x->next_sweep));
 }
 
 int mds_xact_start(mds_xact *x)
 {
+    assert(!x->worker);
     if (!x->io.op || !x->io.batch)
         return -EINVAL;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_destroy(&x->cv);
-    pthread_cond_init(&x->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    int rc = pthread_create(&x->thread, NULL, xact_main, x);
-    if (rc)
-        return -rc;
-    x->started = true;
+    struct xt_worker_opts wo = { .name = "mds-xact", .step = xact_step, .arg = x };
+    xt_worker *w;
+    int rc = xt_worker_start(&wo, &w);
+    if (rc < 0)
+        return rc;
+    mds_mutex_lock(&x->mu);
+    x->worker = w;
+    mds_mutex_unlock(&x->mu);
     return 0;
 }
 
@@ -736,20 +713,13 @@ void mds_xact_free(mds_xact *x)
 {
     if (!x)
         return;
-    if (x->started) {
-        pthread_mutex_lock(&x->mu);
-        x->stop = true;
-        pthread_cond_signal(&x->cv);
-        pthread_mutex_unlock(&x->mu);
-        pthread_join(x->thread, NULL);
-    }
+    xt_worker_stop(x->worker); /* NULL: never started */
     while (x->finish) {
         struct txn *t = x->finish;
         x->finish = t->next;
         mds_xact_txn_free(t);
     }
     mds_outbox_free(x);
-    pthread_cond_destroy(&x->cv);
-    pthread_mutex_destroy(&x->mu);
+    mds_mutex_destroy(&x->mu);
     xt_free(x);
 }

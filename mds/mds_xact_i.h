@@ -39,10 +39,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mds_mutex.h"
 #include "mds_xact.h"
 #include "xt_common.h"
 #include "xt_hash.h"
 #include "xt_row.h"
+#include "xt_worker.h"
 
 #define MDS_XACT_DNAME_LEN (XT_SYS_HEAD + 16)
 #define MDS_XACT_COMMIT    'C'
@@ -112,12 +114,12 @@ struct mds_xact {
     struct mds_xact_opts o;
     struct mds_xact_io io;
     atomic_uint_fast64_t seq;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    mds_mutex mu;
     struct txn *finish;      /* (mu) decided, to finish, newest first */
-    bool stop, started;      /* (mu) */
+    xt_worker *worker;       /* (mu) the thread; NULL before mds_xact_start */
+    uint64_t next_rmu, next_sweep; /* thread: deadlines (xt_time.h) of the next
+                                      outbox round and sweep; 0: at once */
     uint64_t abort_gc_next;  /* thread: xt_mono_ns of the next abort_gc */
-    pthread_t thread;
     /* The outbox (mds_outbox.c), on the thread: */
     atomic_uint_fast64_t rmu_seq;   /* outbox rows' names */
     uint64_t rmu_committed;  /* the group committed at the last round */

@@ -171,7 +171,7 @@ scenario() {
         local txid
         # The txid of the last group that moved before the crash point.
         txid=$(awk '/group: txid [0-9a-f]+ moves slices/ { t = $0 }
-                    /crash point move\./ { print t; exit }' "$D/mds1.log" |
+                    /crash point move\.[a-z_]* reached/ { print t; exit }' "$D/mds1.log" |
                sed 's/.*txid \([0-9a-f]*\) moves.*/\1/')
         grep -a "recovery $verdict txid $txid " "$D/mds1.log" | sed 's/^/  mds1: /'
         ok "$SC: mds1's recovery $verdict the cut txid ${txid:-?}" \
