@@ -1,14 +1,16 @@
 /*
- * mds_group.c -- commit groups: writers, snapshots, the committer that
- * closes a group and hands its records to the two-phase commit
- * (mds_group_tx.c), syncs, lifetime (see mds_group.h for the states and
- * invariants, and docs/mds-commit.md for the protocol).
+ * mds_group.c -- commit groups (mds_group.h has the states and invariants,
+ * docs/mds-commit.md the protocol): writers, snapshots, the committer that
+ * closes a group and runs its two-phase commit over the MDSL, syncs,
+ * lifetime; the decision records, recovery at open, settling the
+ * transactions a dead MDS left, and the participant set.
  *
  * Threads: writers call enter/touch/leave; one committer thread closes
- * groups and runs their transactions, one at a time; syncers wait on
- * cv_done. Locks: a slice's write lock may be held when taking g->mu
- * (touch), never the reverse; the committer holds no lock across a store
- * call, and takes each slice lock alone.
+ * groups and runs their transactions, one at a time (or open, before it
+ * starts); the batch threads of one round each own their batch; syncers
+ * wait on cv_done. Locks: a slice's write lock may be held when taking
+ * g->mu (touch), never the reverse; the committer holds no lock across a
+ * store call, and takes each slice lock alone.
  *
  * Ring-1 moves (docs/mdsl-scale.md decisions 1, 4): a slice's record goes
  * to cm.snap_site, the current placement read when its snapshot is taken
@@ -16,15 +18,166 @@
  * image from its tombstone. When snap_site differs from cm.site (where its
  * records are) the record is an image and cm.site gets a MOVED tombstone at
  * the same version in the same transaction; after the commit cm.site =
- * snap_site. Recovery, settling and the participants: mds_group_recover.c.
- * The fault tests' POM_MDS_MOVE_CRASH (read at open) acts in mds_group_tx.c.
+ * snap_site.
+ *
+ * One group's transaction: records gathered per site (struct
+ * mds_group_tx), the decision record added at the home, then every
+ * participant prepares in parallel, the home commits (the commit point),
+ * then the others, retried until they answer; an abort is resolved at
+ * every site (presumed abort). The txid counter (epochs, invariant 5) and
+ * the storage-error streak syncers are told of live here too.
+ *
+ * Ring 1 may change (docs/mdsl-scale.md decisions 5, 6): the participants
+ * grow at run time (every MDSL that may hold a prepare of ours or of an MDS
+ * we may settle for), and a site's decision record may sit at any of them
+ * (a home that changed, a copy): records are images at version = txid, so
+ * the highest txid found at any participant is the decision, and an older
+ * copy elsewhere is harmless. Participants only grow: an MDSL leaves the set
+ * when this MDS restarts without it.
+ *
+ * The crash points of a transaction that moves slices (xt_crash.h, for
+ * the fault tests) are passed only by such a transaction: `move.prepared`
+ * after every vote, `move.decided` after the home's commit,
+ * `move.x_committed` after the old sites of the moves (batches holding a
+ * MOVED tombstone) committed, which phase 2 then commits first
+ * (opts.move_x_first, set with that crash point).
  */
+#include <assert.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "mds_group_i.h"
+#include "mds_group.h"
+#include "mds_mutex.h"
 #include "xt_common.h"
+#include "xt_crash.h"
+#include "xt_hash.h"
+#include "xt_time.h"
+
+#define MDS_GROUP_RETRY_MS 20u        /* default pause before a retry */
+#define MDS_GROUP_STORAGE_ERR_TRIES 5u /* attempts in a row before syncers hear of it */
+/* After a commit answered -ENOSPC, writes that add data are refused this
+ * long (mds_group_space_short): a liveness bound for writes to resume once
+ * space is back, not a speed. */
+#define MDS_GROUP_ENOSPC_HOLD_NS (UINT64_C(1000) * 1000000u)
+/* On a full disk, at most this many bytes of images of shrunk slices per
+ * group (each slice under it): they must fit the MDSL's reserve, at least
+ * 1 MiB (mds_group.c shrink_image). */
+#define MDS_GROUP_SHRINK_IMAGE_BYTES ((size_t)1 << 20)
+/* What a group that removes something may add and still use the MDSL's
+ * reserve (mds_group.c commit_group). */
+#define MDS_GROUP_RESERVE_SLACK ((size_t)64 << 10)
+
+/* Per-group budget of move images made from delta snapshots
+ * (docs/mdsl-scale.md decision 4): a move starts while the group has made
+ * fewer than this many and this many bytes (so one image may pass it). */
+#define MDS_GROUP_MOVE_SLICES 8u
+#define MDS_GROUP_MOVE_BYTES  ((size_t)4 << 20)
+
+struct dlist {
+    mds_cent **v;
+    size_t n, cap;
+    size_t resv; /* slots promised to writers between reserve and append */
+};
+
+struct mds_group {
+    struct mds_group_opts o;     /* o.participants/o.nparticipants: unused after open */
+    uint32_t *parts;             /* participants, home included; only grows (mu) */
+    size_t nparts, capparts;     /* (mu) */
+
+    _Atomic uint64_t open_gen;   /* written by the committer under mu */
+    _Atomic uint64_t inflight[2]; /* writers per generation parity */
+    _Atomic size_t dirty_bytes;  /* noted by writers since the last close */
+    _Atomic bool stop;
+
+    mds_mutex mu;
+    pthread_cond_t cv_commit;    /* committer: kicks, syncs, stop (mu) */
+    pthread_cond_t cv_done;      /* syncers: committed_gen moved (mu) */
+    struct dlist list[2];        /* dirty lists by gen parity (mu) */
+    uint64_t committed_gen;      /* (mu) */
+    uint64_t want_gen;           /* close up to this early (mu) */
+    bool kicked;                 /* (mu) */
+    uint64_t commits, aborts, empty, syncs; /* (mu) */
+    int storage_err;             /* last storage error of a commit, 0 after a commit (mu) */
+    uint64_t storage_errs;       /* how many commit attempts met one (mu) */
+    unsigned storage_streak;     /* attempts in a row that met one, 0 after a commit (mu) */
+    /* A full MDSL disk: until this time (xt_mono_ns) a commit answered
+     * -ENOSPC; writes that add data are refused meanwhile
+     * (mds_group_space_short) so the groups that follow shrink and may use
+     * the MDSL's reserve. */
+    _Atomic uint64_t enospc_until;
+    /* Bytes of images of shrunk slices (on a full disk) that group
+     * shrink_gen made so far (mu; mds_group.c shrink_image). */
+    uint64_t shrink_gen;
+    size_t shrink_bytes;
+    /* The move budget of group move_gen: only one group is snapshotted at
+     * a time (invariant 1), so a newer gen simply starts afresh (mu). */
+    uint64_t move_gen;
+    unsigned move_slices;
+    size_t move_bytes;
+
+    /* Owned by the committer thread (or open() before it starts); the
+     * copies in info are read under mu. */
+    uint32_t epoch, seq;
+    uint64_t last_txid;          /* (mu for readers) */
+    pthread_t thr;
+    bool thr_started;
+};
+
+static inline bool mds_group_stopping(mds_group *g)
+{
+    return atomic_load(&g->stop);
+}
+
+/* ---- the two-phase commit over the MDSL --------------------------------- */
+
+/* The records of one transaction bound for one MDSL site. */
+struct mds_group_batch {
+    mds_group *g;
+    uint32_t site;
+    uint64_t txid;
+    struct xt_store_rec *recs; /* xt_malloc'd; the bytes they point at are the
+                                  slices' snapshots, borrowed until the commit */
+    size_t n, cap;
+    int op, rc;
+    bool moved_out; /* holds a MOVED tombstone: an old site X of a move */
+};
+
+/* One transaction's records, by site. Zero-initialised = empty. */
+struct mds_group_tx {
+    struct mds_group_batch *b;
+    size_t nb;
+    bool reserve;           /* frees at least what it adds: every record
+                               says so (XT_STORE_F_RESERVE) */
+};
+
+/* Add *r (copied; r->bytes borrowed) to site's batch; a MOVED record marks
+ * the batch as an old site of a move. 0 or -ENOMEM. */
+static int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct xt_store_rec *r);
+/* Frees the batches; t is empty after (freeing an empty one is a no-op). */
+static void mds_group_tx_free(struct mds_group_tx *t);
+/* Commit txid with t's records plus the decision record at the home, then
+ * free t. 0: committed everywhere (g->last_txid = txid); -ESHUTDOWN:
+ * abandoned (maybe in doubt, recovery decides); other < 0: aborted
+ * everywhere. Committer thread (or open) only. */
+static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx *t);
+/* Commit a decision record alone with epoch prev_epoch + 1 (invariant 5). */
+static int mds_group_claim_epoch(mds_group *g, uint32_t prev_epoch);
+/* The next txid of this MDS, claiming a new epoch when the seq runs out. */
+static int mds_group_next_txid(mds_group *g, uint64_t *txid);
+/* Counts a commit attempt that met a storage error (else does nothing);
+ * once MDS_GROUP_STORAGE_ERR_TRIES attempts in a row met one, waiting
+ * syncers are told. A one-off error (a retry gets past it) is never
+ * reported. */
+static void mds_group_note_storage_error(mds_group *g, int rc);
+
+/* ---- recovery -------------------------------------------------------------- */
+
+/* Invariant 4 for this MDS at open: settles its prepared txids, sets
+ * g->last_txid, *epoch_out the epoch to claim after. */
+static int mds_group_recover(mds_group *g, uint32_t *epoch_out);
 
 #define DEFAULT_INTERVAL_MS 5000u
 #define DEFAULT_DIRTY_BOUND ((size_t)64 << 20)
@@ -32,20 +185,12 @@
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static void deadline_in(struct timespec *ts, unsigned ms)
+/* Promise `more` appends (dlist_append) to g's list l that cannot fail.
+ * REQUIRES: g->mu held. */
+static int dlist_reserve(mds_group *g, struct dlist *l, size_t more)
 {
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
-/* Promise `more` appends (dlist_append) that cannot fail. REQUIRES: mu held. */
-static int dlist_reserve(struct dlist *l, size_t more)
-{
+    assert(mds_mutex_held(&g->mu));
+    assert(l == &g->list[0] || l == &g->list[1]);
     size_t need = l->n + l->resv + more;
     if (need > l->cap) {
         size_t nc = l->cap ? l->cap : 16;
@@ -61,17 +206,13 @@ static int dlist_reserve(struct dlist *l, size_t more)
     return 0;
 }
 
-/* REQUIRES: mu held; a slot reserved. */
-static void dlist_append(struct dlist *l, mds_cent *e)
+/* REQUIRES: g->mu held; a slot reserved. */
+static void dlist_append(mds_group *g, struct dlist *l, mds_cent *e)
 {
+    assert(mds_mutex_held(&g->mu));
+    assert(l->resv > 0 && l->n < l->cap);
     l->resv--;
     l->v[l->n++] = e;
-}
-
-static void sleep_us(unsigned us)
-{
-    struct timespec ts = { 0, (long)us * 1000L };
-    nanosleep(&ts, NULL);
 }
 
 /* ---- snapshots (invariant 2) ------------------------------------------ */
@@ -87,7 +228,7 @@ static int first_change(void *arg, const xt_slice_entry *e)
  * when so (decision 4's budget). */
 static bool move_budget(mds_group *g, uint64_t gen)
 {
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     if (g->move_gen != gen) {
         g->move_gen = gen;
         g->move_slices = 0;
@@ -96,16 +237,16 @@ static bool move_budget(mds_group *g, uint64_t gen)
     bool ok = g->move_slices < MDS_GROUP_MOVE_SLICES && g->move_bytes < MDS_GROUP_MOVE_BYTES;
     if (ok)
         g->move_slices++;
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     return ok;
 }
 
 static void move_budget_bytes(mds_group *g, uint64_t gen, size_t len)
 {
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     if (g->move_gen == gen)
         g->move_bytes += len;
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
 }
 
 /* On a full disk a shrunk slice is written whole: the image makes its
@@ -120,7 +261,7 @@ static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const x
     if (mem >= cm->durable_mem || mem > MDS_GROUP_SHRINK_IMAGE_BYTES ||
         !mds_group_space_short(g))
         return false;
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     if (g->shrink_gen != gen) {
         g->shrink_gen = gen;
         g->shrink_bytes = 0;
@@ -128,7 +269,7 @@ static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const x
     bool ok = g->shrink_bytes + mem <= MDS_GROUP_SHRINK_IMAGE_BYTES;
     if (ok)
         g->shrink_bytes += mem;
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     return ok;
 }
 
@@ -139,6 +280,7 @@ static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const x
 static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
 {
     struct mds_cent_commit *cm = mds_cent_commit(e);
+    assert(!cm->snap && cm->snapped_gen < gen); /* REQUIRES: none pending */
     xt_slice *s = mds_cent_slice(e);
     const struct mds_key *k = mds_cent_key(e);
     uint32_t to = mds_place_current(g->o.place, k->fsid, k->table, k->slice);
@@ -209,6 +351,10 @@ uint64_t mds_group_enter(mds_group *g)
 
 void mds_group_leave(mds_group *g, uint64_t g0, size_t bytes)
 {
+    /* REQUIRES: g0 from mds_group_enter, not left yet; at most the open
+     * group and the one closing have writers (invariant 1). */
+    assert(atomic_load(&g->inflight[g0 & 1]) > 0);
+    assert(g0 + 1 >= atomic_load(&g->open_gen));
     if (bytes) {
         size_t bound = g->o.dirty_bytes_bound ? g->o.dirty_bytes_bound : DEFAULT_DIRTY_BOUND;
         size_t before = atomic_fetch_add(&g->dirty_bytes, bytes);
@@ -228,18 +374,18 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
         *gen = cm->dirty_gen;
         return 0;
     }
-    pthread_mutex_lock(&g->mu);
-    int rc = dlist_reserve(&g->list[want & 1], 1);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_lock(&g->mu);
+    int rc = dlist_reserve(g, &g->list[want & 1], 1);
+    mds_mutex_unlock(&g->mu);
     if (rc < 0)
         return rc;
     bool pending = cm->dirty_gen > cm->durable_gen && cm->snapped_gen < cm->dirty_gen;
     if (pending) {
         /* Copy-on-write: the closed group's view must not see our change. */
         if ((rc = take_snapshot(g, e, cm->dirty_gen)) < 0) {
-            pthread_mutex_lock(&g->mu);
+            mds_mutex_lock(&g->mu);
             g->list[want & 1].resv--;
-            pthread_mutex_unlock(&g->mu);
+            mds_mutex_unlock(&g->mu);
             return rc;
         }
         mds_stats_add(g->o.stats, MDS_CTR_LAZY_SNAPSHOTS, 1);
@@ -249,11 +395,11 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
         cm->durable_gen = want - 1;
     }
     mds_cache_ref(g->o.cache, e);
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     /* The list of `want` is not swapped out meanwhile: that needs want's
      * group drained, and we (or a writer of want-1 < want) are inside. */
-    dlist_append(&g->list[want & 1], e);
-    pthread_mutex_unlock(&g->mu);
+    dlist_append(g, &g->list[want & 1], e);
+    mds_mutex_unlock(&g->mu);
     cm->dirty_gen = want;
     return 0;
 }
@@ -299,11 +445,19 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         xt_slice_wrlock(s);
         if (cm->snapped_gen < gen && rc == 0) {
             /* Invariant 2: only an entry still stamped gen may be
-             * snapshotted now; a newer writer would have copied it. */
-            if (cm->dirty_gen != gen)
-                XT_ERR("group: slice %u of table %llu lost its copy-on-write",
-                       mds_cent_key(e)->slice, (unsigned long long)mds_cent_key(e)->table);
-            rc = take_snapshot(g, e, gen);
+             * snapshotted now; a newer writer would have copied it. A
+             * snapshot of an entry restamped without its copy would carry
+             * a later group's changes into this one: the group fails
+             * instead, and its entries commit with the open group. */
+            assert(cm->dirty_gen == gen);
+            if (cm->dirty_gen != gen) {
+                XT_ERR("group: slice %u of table %llu lost its copy-on-write: group %llu fails",
+                       mds_cent_key(e)->slice, (unsigned long long)mds_cent_key(e)->table,
+                       (unsigned long long)gen);
+                rc = -EPROTO;
+            } else {
+                rc = take_snapshot(g, e, gen);
+            }
         }
         if (rc == 0 && cm->snap) {
             const struct mds_key *k = mds_cent_key(e);
@@ -355,16 +509,16 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     if (rc < 0) {
         /* Keep everything dirty: the entries still stamped gen join the
          * open group (their pin moves with them). */
-        pthread_mutex_lock(&g->mu);
-        while (dlist_reserve(&g->list[open & 1], l->n) < 0) {
-            pthread_mutex_unlock(&g->mu);
+        mds_mutex_lock(&g->mu);
+        while (dlist_reserve(g, &g->list[open & 1], l->n) < 0) {
+            mds_mutex_unlock(&g->mu);
             if (mds_group_stopping(g))
                 return; /* out of memory at a stop: abandoned as above */
             mds_group_note_storage_error(g, -ENOMEM); /* stuck here: syncers hear of it */
-            mds_group_sleep_ms(MDS_GROUP_RETRY_MS);
-            pthread_mutex_lock(&g->mu);
+            xt_sleep_ms(MDS_GROUP_RETRY_MS);
+            mds_mutex_lock(&g->mu);
         }
-        pthread_mutex_unlock(&g->mu);
+        mds_mutex_unlock(&g->mu);
     }
     size_t moved = 0, reserved = rc < 0 ? l->n : 0;
     for (size_t i = 0; i < l->n; i++) {
@@ -412,9 +566,9 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 cm->force_image = true;
             cm->snapped_gen = 0;
             if (cm->dirty_gen == gen) {
-                pthread_mutex_lock(&g->mu);
-                dlist_append(&g->list[open & 1], e);
-                pthread_mutex_unlock(&g->mu);
+                mds_mutex_lock(&g->mu);
+                dlist_append(g, &g->list[open & 1], e);
+                mds_mutex_unlock(&g->mu);
                 cm->dirty_gen = open;
                 keep_pin = true;
                 moved++;
@@ -430,12 +584,13 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     }
     l->n = 0;
 
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     if (rc < 0)
         g->list[open & 1].resv -= reserved - moved;
     if (rc == 0 && nrec && grows)
         atomic_store(&g->enospc_until, 0); /* data fit again */
     if (rc == 0) {
+        assert(gen > g->committed_gen); /* invariant 1: in order */
         g->committed_gen = gen;
         g->storage_err = 0;
         g->storage_streak = 0;
@@ -450,33 +605,30 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         if (g->want_gen >= gen && g->want_gen < open)
             g->want_gen = open;
     }
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     mds_stats_add(g->o.stats, rc == 0 ? (nrec ? MDS_CTR_GROUPS_COMMITTED : MDS_CTR_GROUPS_EMPTY)
                                       : MDS_CTR_GROUPS_ABORTED, 1);
     mds_stats_record(g->o.stats, MDS_OP_GROUP, xt_mono_ns() - t0, rc);
     if (rc < 0)
-        mds_group_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
 }
 
 static void *committer(void *arg)
 {
     mds_group *g = arg;
     unsigned interval = g->o.commit_interval_ms ? g->o.commit_interval_ms : DEFAULT_INTERVAL_MS;
-    struct timespec deadline;
-    deadline_in(&deadline, interval);
+    uint64_t deadline = xt_deadline_ms(interval);
     struct dlist work = { 0 };
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     while (!mds_group_stopping(g)) {
         uint64_t open = atomic_load(&g->open_gen);
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        bool timeup = now.tv_sec > deadline.tv_sec ||
-                      (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
+        assert(g->committed_gen < open); /* invariant 1 */
+        bool timeup = xt_deadline_passed(deadline);
         bool early = g->want_gen >= open || g->kicked;
         if (!early && !(timeup && g->list[open & 1].n > 0)) {
             if (timeup)
-                deadline_in(&deadline, interval);
-            pthread_cond_timedwait(&g->cv_commit, &g->mu, &deadline);
+                deadline = xt_deadline_ms(interval);
+            (void)mds_cond_wait_until(&g->cv_commit, &g->mu, deadline);
             continue;
         }
         if (early && !timeup)
@@ -485,30 +637,36 @@ static void *committer(void *arg)
         /* Close: from here new writers join open + 1 (invariant 1). */
         atomic_store(&g->open_gen, open + 1);
         atomic_store(&g->dirty_bytes, 0);
-        pthread_mutex_unlock(&g->mu);
+        mds_mutex_unlock(&g->mu);
 
-        while (atomic_load(&g->inflight[open & 1]) != 0)
-            sleep_us(20);
+        /* Writers of `open` leave within one slice op: yield, then nap
+         * if one is held up longer (a slice lock waited for). */
+        for (unsigned spins = 0; atomic_load(&g->inflight[open & 1]) != 0; spins++) {
+            if (spins < 1000)
+                sched_yield();
+            else
+                xt_sleep_ms(1);
+        }
 
-        pthread_mutex_lock(&g->mu);
+        mds_mutex_lock(&g->mu);
         struct dlist tmp = g->list[open & 1];
         g->list[open & 1] = work; /* recycle the array */
         work = tmp;
-        pthread_mutex_unlock(&g->mu);
+        mds_mutex_unlock(&g->mu);
 
         commit_group(g, open, &work);
-        deadline_in(&deadline, interval);
-        pthread_mutex_lock(&g->mu);
+        deadline = xt_deadline_ms(interval);
+        mds_mutex_lock(&g->mu);
         if (work.n) { /* abandoned by a stop: give the pins back to a list */
             struct dlist *l = &g->list[open & 1];
-            if (dlist_reserve(l, work.n) == 0) {
+            if (dlist_reserve(g, l, work.n) == 0) {
                 memcpy(l->v + l->n, work.v, work.n * sizeof *work.v);
                 l->n += work.n;
                 work.n = 0;
             }
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     for (size_t i = 0; i < work.n; i++) {
         struct mds_cent_commit *cm = mds_cent_commit(work.v[i]);
         xt_free(cm->snap);
@@ -528,20 +686,18 @@ bool mds_group_space_short(mds_group *g)
 void mds_group_kick(void *arg)
 {
     mds_group *g = arg;
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     g->kicked = true;
     pthread_cond_signal(&g->cv_commit);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
 }
 
 int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
 {
     uint64_t t0 = xt_mono_ns();
-    struct timespec deadline;
-    if (timeout_ms)
-        deadline_in(&deadline, timeout_ms);
+    uint64_t deadline = timeout_ms ? xt_deadline_ms(timeout_ms) : 0;
     int rc = 0;
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     g->syncs++;
     uint64_t open = atomic_load(&g->open_gen), errs0 = g->storage_errs;
     if (gen == 0 || gen > open)
@@ -566,16 +722,16 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
             pthread_cond_signal(&g->cv_commit);
         }
         if (timeout_ms) {
-            if (pthread_cond_timedwait(&g->cv_done, &g->mu, &deadline) == ETIMEDOUT &&
+            if (mds_cond_wait_until(&g->cv_done, &g->mu, deadline) == -ETIMEDOUT &&
                 g->committed_gen < gen) {
                 rc = -ETIMEDOUT;
                 break;
             }
         } else {
-            pthread_cond_wait(&g->cv_done, &g->mu);
+            mds_cond_wait(&g->cv_done, &g->mu);
         }
     }
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     mds_stats_add(g->o.stats, MDS_CTR_SYNC_CALLS, 1);
     mds_stats_record(g->o.stats, MDS_OP_SYNC, xt_mono_ns() - t0, rc);
     return rc;
@@ -595,7 +751,7 @@ static void group_free(mds_group *g)
         }
         xt_free(g->list[i].v);
     }
-    pthread_mutex_destroy(&g->mu);
+    mds_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv_commit);
     pthread_cond_destroy(&g->cv_done);
     xt_free(g->parts);
@@ -612,7 +768,6 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     if (!g)
         return -ENOMEM;
     g->o = *o;
-    g->move_crash = getenv("POM_MDS_MOVE_CRASH");
     g->capparts = o->nparticipants + 1;
     g->parts = xt_calloc(g->capparts, sizeof *g->parts);
     if (!g->parts) {
@@ -628,13 +783,9 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
         g->parts[g->nparts++] = o->home_site;
     g->o.participants = NULL; /* the caller's array: g->parts from here */
     g->o.nparticipants = 0;
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv_commit, &ca);
-    pthread_cond_init(&g->cv_done, &ca);
-    pthread_condattr_destroy(&ca);
+    mds_mutex_init(&g->mu);
+    xt_cond_init_mono(&g->cv_commit);
+    xt_cond_init_mono(&g->cv_done);
     atomic_store(&g->open_gen, 1);
 
     uint32_t epoch;
@@ -662,11 +813,13 @@ void mds_group_close(mds_group *g, bool flush)
         return;
     if (flush)
         mds_group_sync(g, 0, FLUSH_TIMEOUT_MS);
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
+    /* REQUIRES: no writer inside the group. */
+    assert(atomic_load(&g->inflight[0]) == 0 && atomic_load(&g->inflight[1]) == 0);
     atomic_store(&g->stop, true);
     pthread_cond_broadcast(&g->cv_commit);
     pthread_cond_broadcast(&g->cv_done);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
     if (g->thr_started)
         pthread_join(g->thr, NULL);
     group_free(g);
@@ -674,7 +827,7 @@ void mds_group_close(mds_group *g, bool flush)
 
 void mds_group_info(mds_group *g, struct mds_group_info *out)
 {
-    pthread_mutex_lock(&g->mu);
+    mds_mutex_lock(&g->mu);
     out->open_gen = atomic_load(&g->open_gen);
     out->committed_gen = g->committed_gen;
     out->epoch = g->epoch;
@@ -684,5 +837,542 @@ void mds_group_info(mds_group *g, struct mds_group_info *out)
     out->empty = g->empty;
     out->syncs = g->syncs;
     out->dirty_bytes = atomic_load(&g->dirty_bytes);
-    pthread_mutex_unlock(&g->mu);
+    mds_mutex_unlock(&g->mu);
+}
+
+/* ==== one group's transaction over the MDSL ============================== */
+
+enum { OP_PREPARE, OP_COMMIT, OP_ABORT };
+
+static int batch_add(struct mds_group_batch *b, const struct xt_store_rec *r)
+{
+    if (b->n == b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 8;
+        struct xt_store_rec *nr = xt_realloc(b->recs, nc * sizeof *nr);
+        if (!nr)
+            return -ENOMEM;
+        b->recs = nr;
+        b->cap = nc;
+    }
+    b->recs[b->n++] = *r;
+    return 0;
+}
+
+static void *batch_run(void *arg)
+{
+    struct mds_group_batch *b = arg;
+    mds_group *g = b->g;
+    uint64_t t0 = xt_mono_ns();
+    switch (b->op) {
+    case OP_PREPARE:
+        b->rc = mds_store_prepare(g->o.store, b->site, b->txid, b->recs, b->n);
+        mds_stats_record(g->o.stats, MDS_OP_PREPARE, xt_mono_ns() - t0, b->rc);
+        break;
+    case OP_COMMIT:
+        b->rc = mds_store_commit(g->o.store, b->site, b->txid);
+        if (b->rc == -ENOENT) {
+            /* The participant lost its prepare (it had not made it durable):
+             * we still hold the records, so prepare again and commit. */
+            XT_WARN("group: site %u lost prepared txid %llx; preparing again", b->site,
+                    (unsigned long long)b->txid);
+            b->rc = mds_store_prepare(g->o.store, b->site, b->txid, b->recs, b->n);
+            if (b->rc == 0)
+                b->rc = mds_store_commit(g->o.store, b->site, b->txid);
+        }
+        mds_stats_record(g->o.stats, MDS_OP_COMMIT, xt_mono_ns() - t0, b->rc);
+        break;
+    case OP_ABORT:
+        b->rc = mds_store_abort(g->o.store, b->site, b->txid);
+        break;
+    }
+    return NULL;
+}
+
+/* Run op on the batches whose `sel` flag is set, in parallel unless
+ * serial_prepare (threads cost little next to a network round trip). */
+static void run_batches(mds_group *g, struct mds_group_batch *b, size_t nb, const bool *sel, int op)
+{
+    pthread_t tid[nb ? nb : 1];
+    bool started[nb ? nb : 1];
+    memset(tid, 0, sizeof tid);
+    memset(started, 0, sizeof started);
+    size_t first = nb;
+    for (size_t i = 0; i < nb; i++) {
+        started[i] = false;
+        if (!sel[i])
+            continue;
+        b[i].op = op;
+        if (first == nb) {
+            first = i; /* run by this thread */
+            continue;
+        }
+        if (!g->o.serial_prepare && pthread_create(&tid[i], NULL, batch_run, &b[i]) == 0)
+            started[i] = true;
+    }
+    if (first < nb)
+        batch_run(&b[first]);
+    for (size_t i = first + 1; i < nb; i++) {
+        if (!sel[i])
+            continue;
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            batch_run(&b[i]);
+    }
+}
+
+/* An error a commit cannot get past by retrying at once: the MDSL's
+ * storage (full disk, failed device, a store that refuses writes after a
+ * failed fsync until restarted) or memory (at the MDSL or here). Syncers
+ * are told at once instead of waiting out their timeout (the commits are
+ * still retried). Transport errors (an MDSL restarting) are not among them:
+ * syncers keep waiting for those. */
+static bool storage_error(int rc)
+{
+    return rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS || rc == -ENOMEM;
+}
+
+static void mds_group_note_storage_error(mds_group *g, int rc)
+{
+    if (!storage_error(rc))
+        return;
+    if (rc == -ENOSPC)
+        atomic_store(&g->enospc_until, xt_mono_ns() + MDS_GROUP_ENOSPC_HOLD_NS);
+    mds_mutex_lock(&g->mu);
+    g->storage_err = rc;
+    g->storage_errs++;
+    if (++g->storage_streak >= MDS_GROUP_STORAGE_ERR_TRIES)
+        pthread_cond_broadcast(&g->cv_done);
+    mds_mutex_unlock(&g->mu);
+}
+
+/* Abort txid at every batch's site until each answers (presumed abort). */
+static int resolve_abort(mds_group *g, struct mds_group_batch *b, size_t nb)
+{
+    bool sel[nb ? nb : 1];
+    memset(sel, 1, sizeof sel);
+    for (;;) {
+        run_batches(g, b, nb, sel, OP_ABORT);
+        bool more = false;
+        for (size_t i = 0; i < nb; i++) {
+            if (!sel[i])
+                continue;
+            if (b[i].rc == 0 || b[i].rc == -ENOENT) {
+                sel[i] = false;
+            } else if (b[i].rc == -EINVAL) {
+                /* Committed although we never decided commit: a participant
+                 * broke its promises. Nothing here can repair it. */
+                XT_ERR("group: site %u committed txid %llx that was aborted", b[i].site,
+                       (unsigned long long)b[i].txid);
+                sel[i] = false;
+            } else {
+                more = true;
+            }
+        }
+        if (!more)
+            return 0;
+        if (mds_group_stopping(g))
+            return -ESHUTDOWN; /* left prepared: the next recovery aborts it */
+        for (size_t i = 0; i < nb; i++)
+            if (sel[i])
+                mds_group_note_storage_error(g, b[i].rc);
+        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+    }
+}
+
+/* Whether the transaction moves a slice (a batch holds a MOVED tombstone). */
+static bool moves_slice(const struct mds_group_batch *b, size_t nb)
+{
+    for (size_t i = 0; i < nb; i++)
+        if (b[i].moved_out)
+            return true;
+    return false;
+}
+
+/* Run one transaction. b[home] holds the decision record. 0: committed
+ * everywhere; -ESHUTDOWN: abandoned (maybe in doubt, recovery decides);
+ * other < 0: aborted everywhere (the first prepare error). */
+static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t nb, size_t home)
+{
+    bool sel[nb ? nb : 1], only_home[nb ? nb : 1];
+    memset(sel, 0, sizeof sel);
+    memset(only_home, 0, sizeof only_home);
+    for (size_t i = 0; i < nb; i++) {
+        b[i].g = g;
+        b[i].txid = txid;
+        sel[i] = true;
+    }
+    /* Phase 1: every participant makes the records durable, invisible. */
+    run_batches(g, b, nb, sel, OP_PREPARE);
+    int err = 0;
+    for (size_t i = 0; i < nb && !err; i++)
+        err = b[i].rc;
+    if (err) {
+        /* A full MDSL refuses every retry of a growing group: its line
+         * would fill the same disk (docs/format-mdsl.md "A full disk"). */
+        if (err == -ENOSPC)
+            XT_INFO_RL(10000, "group: txid %llx: prepare failed: no room on an MDSL, aborting",
+                       (unsigned long long)txid);
+        else
+            XT_INFO("group: txid %llx: prepare failed (%d), aborting",
+                    (unsigned long long)txid, err);
+        int rc = resolve_abort(g, b, nb);
+        return rc == -ESHUTDOWN ? rc : err;
+    }
+    bool moving = moves_slice(b, nb);
+    if (moving) {
+        /* One line per group that moves (rare: ring-1 changes), naming the
+         * txid a crash point of its 2PC leaves to recovery. */
+        XT_INFO("group: txid %llx moves slices", (unsigned long long)txid);
+        XT_CRASH_POINT("move.prepared");
+    }
+    if (mds_group_stopping(g))
+        return -ESHUTDOWN; /* before the commit point: recovery aborts */
+
+    /* The commit point: home commits the decision record. */
+    for (size_t i = 0; i < nb; i++)
+        only_home[i] = i == home;
+    run_batches(g, b, nb, only_home, OP_COMMIT);
+    for (unsigned tries = 0; b[home].rc != 0; tries++) {
+        /* Unknown outcome: an abort tells which way it went (promise 3). */
+        int rc = mds_store_abort(g->o.store, b[home].site, txid);
+        if (rc == -EINVAL)
+            break; /* it had committed */
+        if (rc == 0 || rc == -ENOENT) {
+            /* Aborted at home: abort the others too. */
+            for (size_t i = 0; i < nb; i++)
+                if (i != home && resolve_abort(g, &b[i], 1) == -ESHUTDOWN)
+                    return -ESHUTDOWN;
+            return b[home].rc < 0 ? b[home].rc : -EIO;
+        }
+        if (mds_group_stopping(g))
+            return -ESHUTDOWN;
+        /* In doubt (e.g. home's store refuses writes after a failed fsync
+         * until it is restarted): only home can tell, so keep asking, but
+         * let the syncers go with the error meanwhile. */
+        mds_group_note_storage_error(g, storage_error(rc) ? rc : b[home].rc);
+        if (tries % 500 == 0) /* about every 10 s: an operator must act */
+            XT_WARN("group: txid %llx in doubt: site %u answers %d to commit, %d to abort; "
+                    "retrying", (unsigned long long)txid, b[home].site, b[home].rc, rc);
+        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+    }
+
+    if (moving)
+        XT_CRASH_POINT("move.decided");
+    /* Phase 2: decided. Every other participant must commit; retry. Under
+     * move_x_first the old sites of moves (tombstones) go first. */
+    bool x_first = moving && g->o.move_x_first;
+    for (size_t i = 0; i < nb; i++)
+        sel[i] = i != home && (!x_first || b[i].moved_out);
+    for (;;) {
+        run_batches(g, b, nb, sel, OP_COMMIT);
+        bool more = false;
+        for (size_t i = 0; i < nb; i++) {
+            if (!sel[i])
+                continue;
+            if (b[i].rc == 0) {
+                sel[i] = false;
+            } else if (b[i].rc == -EINVAL) {
+                XT_ERR("group: site %u aborted txid %llx after voting yes", b[i].site,
+                       (unsigned long long)txid);
+                sel[i] = false;
+            } else {
+                more = true;
+            }
+        }
+        if (!more && x_first) {
+            XT_CRASH_POINT("move.x_committed");
+            x_first = false; /* no move in it: the others now */
+            for (size_t i = 0; i < nb; i++)
+                sel[i] = i != home && !b[i].moved_out;
+            continue;
+        }
+        if (!more)
+            return 0;
+        if (mds_group_stopping(g))
+            return -ESHUTDOWN; /* committed at home: recovery finishes it */
+        for (size_t i = 0; i < nb; i++)
+            if (sel[i])
+                mds_group_note_storage_error(g, b[i].rc);
+        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+    }
+}
+
+static void mds_group_tx_free(struct mds_group_tx *t)
+{
+    for (size_t i = 0; i < t->nb; i++)
+        xt_free(t->b[i].recs);
+    xt_free(t->b);
+    t->b = NULL;
+    t->nb = 0;
+}
+
+/* Index of site's batch, adding one if needed; -ENOMEM. */
+static long batch_for(struct mds_group_tx *t, uint32_t site)
+{
+    for (size_t i = 0; i < t->nb; i++)
+        if (t->b[i].site == site)
+            return (long)i;
+    struct mds_group_batch *n = xt_realloc(t->b, (t->nb + 1) * sizeof *n);
+    if (!n)
+        return -ENOMEM;
+    memset(&n[t->nb], 0, sizeof n[t->nb]);
+    n[t->nb].site = site;
+    t->b = n;
+    return (long)t->nb++;
+}
+
+static int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct xt_store_rec *r)
+{
+    long bi = batch_for(t, site);
+    int rc = bi < 0 ? (int)bi : batch_add(&t->b[bi], r);
+    if (rc == 0 && (r->flags & XT_STORE_F_MOVED))
+        t->b[bi].moved_out = true;
+    return rc;
+}
+
+static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx *t)
+{
+    uint8_t dec[MDS_DECISION_SIZE];
+    mds_group_decision_encode(dec, g->o.site_id, mds_txid_epoch(txid), txid);
+    struct xt_store_rec r = {
+        .type = XT_STORE_IMAGE,
+        .id = { .fsid = MDS_COORD_FSID, .slice = g->o.site_id, .table = MDS_COORD_TABLE },
+        .version = txid, .data = dec, .len = sizeof dec,
+    };
+    long home = batch_for(t, g->o.home_site);
+    int rc = home < 0 ? (int)home : batch_add(&t->b[home], &r);
+    for (size_t i = 0; i < t->nb && rc == 0; i++)
+        for (size_t j = 0; j < t->b[i].n; j++)
+            if (t->reserve)
+                t->b[i].recs[j].flags |= XT_STORE_F_RESERVE;
+    if (rc == 0)
+        rc = tx_run(g, txid, t->b, t->nb, (size_t)home);
+    mds_group_tx_free(t);
+    if (rc == 0) {
+        mds_mutex_lock(&g->mu);
+        assert(txid > g->last_txid); /* invariant 5: txids only grow */
+        g->last_txid = txid;
+        mds_mutex_unlock(&g->mu);
+    }
+    return rc;
+}
+
+static int mds_group_claim_epoch(mds_group *g, uint32_t prev_epoch)
+{
+    uint32_t epoch = prev_epoch + 1;
+    if (epoch >= (1u << MDS_TXID_EPOCH_BITS)) {
+        XT_ERR("group: site %u exhausted its txid epochs", g->o.site_id);
+        return -EOVERFLOW;
+    }
+    /* Only the decision record, which replaces the last one: it adds
+     * nothing, so an MDS starts on a full disk too. */
+    struct mds_group_tx none = { .reserve = true };
+    int rc = mds_group_tx_commit(g, mds_txid_make(g->o.site_id, epoch, 0), &none);
+    if (rc == 0) {
+        g->epoch = epoch;
+        g->seq = 0;
+    }
+    return rc;
+}
+
+static int mds_group_next_txid(mds_group *g, uint64_t *txid)
+{
+    if (g->seq + 1 >= (1u << MDS_TXID_SEQ_BITS)) {
+        int rc = mds_group_claim_epoch(g, g->epoch);
+        if (rc < 0)
+            return rc;
+    }
+    *txid = mds_txid_make(g->o.site_id, g->epoch, ++g->seq);
+    /* Invariant 5: bit 63 clear, this MDS's site on top. */
+    assert(!(*txid >> 63) && mds_txid_site(*txid) == g->o.site_id);
+    return 0;
+}
+
+/* ==== decision records, recovery, participants ========================== */
+
+void mds_group_decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64_t txid)
+{
+    assert(site >= 1 && site <= MDS_SITE_MAX && epoch < (1u << MDS_TXID_EPOCH_BITS));
+    xt_put_u32(b + 0, MDS_DECISION_MAGIC);
+    xt_put_u16(b + 4, 1);
+    xt_put_u16(b + 6, 0);
+    xt_put_u32(b + 8, site);
+    xt_put_u32(b + 12, epoch);
+    xt_put_u64(b + 16, txid);
+    xt_put_u64(b + 24, xt_hash_bytes(b, 24, MDS_DECISION_SEED));
+}
+
+static int decision_decode(const uint8_t *b, size_t len, uint32_t site, uint32_t *epoch,
+                           uint64_t *txid)
+{
+    if (len != MDS_DECISION_SIZE || xt_get_u32(b) != MDS_DECISION_MAGIC ||
+        xt_get_u16(b + 4) != 1 || xt_get_u16(b + 6) != 0 ||
+        xt_get_u64(b + 24) != xt_hash_bytes(b, 24, MDS_DECISION_SEED) ||
+        xt_get_u32(b + 8) != site)
+        return -EBADMSG;
+    *epoch = xt_get_u32(b + 12);
+    *txid = xt_get_u64(b + 16);
+    return 0;
+}
+
+/* REQUIRES: mu held. */
+static int parts_add_locked(mds_group *g, uint32_t site)
+{
+    assert(mds_mutex_held(&g->mu));
+    for (size_t i = 0; i < g->nparts; i++)
+        if (g->parts[i] == site)
+            return 0;
+    if (g->nparts == g->capparts) {
+        size_t nc = g->capparts ? g->capparts * 2 : 8;
+        uint32_t *np = xt_realloc(g->parts, nc * sizeof *np);
+        if (!np)
+            return -ENOMEM;
+        g->parts = np;
+        g->capparts = nc;
+    }
+    g->parts[g->nparts++] = site;
+    return 0;
+}
+
+int mds_group_add_participant(mds_group *g, uint32_t site)
+{
+    mds_mutex_lock(&g->mu);
+    int rc = parts_add_locked(g, site);
+    mds_mutex_unlock(&g->mu);
+    if (rc == 0)
+        XT_DBG("group: site %u: participant %u", g->o.site_id, site);
+    return rc;
+}
+
+int mds_group_drop_participant(mds_group *g, uint32_t site)
+{
+    if (site == g->o.home_site)
+        return -EBUSY;
+    mds_mutex_lock(&g->mu);
+    bool was = false;
+    for (size_t i = 0; i < g->nparts && !was; i++)
+        if (g->parts[i] == site) {
+            g->parts[i] = g->parts[--g->nparts];
+            was = true;
+        }
+    mds_mutex_unlock(&g->mu);
+    if (was)
+        XT_INFO("group: site %u: MDSL %u drained, no longer a participant", g->o.site_id, site);
+    return 0;
+}
+
+/* (A copy: no lock is held over the store calls that use it.) */
+int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
+{
+    mds_mutex_lock(&g->mu);
+    *n = g->nparts;
+    *out = xt_malloc((g->nparts ? g->nparts : 1) * sizeof **out);
+    if (*out)
+        memcpy(*out, g->parts, g->nparts * sizeof **out);
+    mds_mutex_unlock(&g->mu);
+    return *out ? 0 : -ENOMEM;
+}
+
+/* The newest decision record of `site` at any participant (decision 6):
+ * *epoch and *last stay 0 when none holds one. Any participant that cannot
+ * answer fails the read: the newest record may be the one it holds. */
+static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_t site,
+                         uint32_t *epoch, uint64_t *last)
+{
+    *epoch = 0;
+    *last = 0;
+    for (size_t p = 0; p < np; p++) {
+        struct xt_store_load ld;
+        xt_slice_id id = { .fsid = MDS_COORD_FSID, .slice = site, .table = MDS_COORD_TABLE };
+        int rc = mds_store_load(g->o.store, parts[p], id, &ld);
+        if (rc == -ENOENT)
+            continue;
+        if (rc < 0)
+            return rc;
+        uint32_t e = 0;
+        uint64_t t = 0;
+        if (!ld.has_image || ld.ndeltas)
+            rc = -EBADMSG;
+        else
+            rc = decision_decode(ld.image.data, ld.image.len, site, &e, &t);
+        xt_store_load_free(&ld);
+        if (rc < 0) {
+            XT_ERR("group: site %u: corrupt decision record at site %u", site, parts[p]);
+            return rc;
+        }
+        if (t > *last) {
+            *last = t;
+            *epoch = e;
+        }
+    }
+    return 0;
+}
+
+/* Invariant 4: settle every prepared txid of `site` at every participant
+ * by its decision record: committed up to the last txid it names, aborted
+ * after. *epoch_out and *last_out: what the record says (0: no record). */
+static int settle(mds_group *g, uint32_t site, uint32_t *epoch_out, uint64_t *last_out)
+{
+    uint32_t *parts, epoch;
+    size_t np;
+    uint64_t last;
+    int rc = mds_group_participants(g, &parts, &np);
+    if (rc < 0)
+        return rc;
+    if ((rc = read_decision(g, parts, np, site, &epoch, &last)) < 0)
+        goto out;
+    for (size_t p = 0; p < np; p++) {
+        uint64_t *tx;
+        size_t n;
+        if ((rc = mds_store_list_prepared(g->o.store, parts[p], &tx, &n)) < 0)
+            goto out;
+        for (size_t i = 0; i < n && rc >= 0; i++) {
+            if (mds_txid_site(tx[i]) != site)
+                continue;
+            bool commit = tx[i] <= last;
+            rc = commit ? mds_store_commit(g->o.store, parts[p], tx[i])
+                        : mds_store_abort(g->o.store, parts[p], tx[i]);
+            XT_INFO("group: recovery %s txid %llx of site %u at site %u: %d",
+                    commit ? "commits" : "aborts", (unsigned long long)tx[i], site, parts[p],
+                    rc);
+            if (rc == -ENOENT) /* decided meanwhile or lost: nothing to do */
+                rc = 0;
+            if (rc == -EINVAL) {
+                XT_ERR("group: txid %llx at site %u already went the other way",
+                       (unsigned long long)tx[i], parts[p]);
+                rc = 0;
+            }
+            mds_stats_add(g->o.stats, commit ? MDS_CTR_RECOVER_COMMITS
+                                             : MDS_CTR_RECOVER_ABORTS, 1);
+        }
+        xt_free(tx);
+        if (rc < 0)
+            goto out;
+    }
+    *epoch_out = epoch;
+    *last_out = last;
+out:
+    xt_free(parts);
+    return rc;
+}
+
+static int mds_group_recover(mds_group *g, uint32_t *epoch_out)
+{
+    uint32_t epoch;
+    uint64_t last;
+    int rc = settle(g, g->o.site_id, &epoch, &last);
+    if (rc < 0)
+        return rc;
+    g->last_txid = last;
+    uint32_t le = mds_txid_epoch(last);
+    *epoch_out = epoch > le ? epoch : le;
+    return 0;
+}
+
+int mds_group_settle_site(mds_group *g, uint32_t site)
+{
+    uint32_t epoch;
+    uint64_t last;
+    return site == g->o.site_id ? -EINVAL : settle(g, site, &epoch, &last);
 }

@@ -133,6 +133,9 @@ struct mds_group_opts {
     size_t dirty_bytes_bound;    /* close early past this; 0: 64 MiB */
     double image_ratio;          /* image when deltas pass this of it; 0: 0.5 */
     unsigned retry_ms;           /* backoff resolving an unacknowledged call; 0: 20 */
+    bool move_x_first;           /* tests only (the move.x_committed crash point):
+                                    phase 2 of a move commits its old sites
+                                    first, the others after */
     bool serial_prepare;         /* prepare site after site (default: in parallel) */
     mds_stats *stats;            /* borrowed, may be NULL */
 };
@@ -158,6 +161,9 @@ void mds_group_close(mds_group *g, bool flush);
  * safe against that MDS's own recovery running at the same time (both
  * decide alike). 0 or the store's error. */
 int mds_group_settle_site(mds_group *g, uint32_t site);
+/* The decision record of txid into b[MDS_DECISION_SIZE]: the format
+ * recovery reads (tests write one to stage a crash's leftovers). */
+void mds_group_decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64_t txid);
 /* Invariant 9: site becomes a participant (no-op if it is one). Safe from
  * any thread. 0 or -ENOMEM. */
 int mds_group_add_participant(mds_group *g, uint32_t site);

@@ -24,9 +24,11 @@
  * SIGTERM commits what is dirty, then exits; SIGKILL loses at most the open
  * commit group (DESIGN 11).
  *
- * TEST ONLY: the environment variable POM_FAULT="alloc:after=N" (unset in
- * production; docs/testing-faults.md) arms xt_alloc_fail_after(N) once the
- * service listens: every allocation after the N-th then fails.
+ * TEST ONLY: --fault alloc:after=N (docs/testing-faults.md) arms
+ * xt_alloc_fail_after(N) once the service listens: every allocation after
+ * the N-th then fails; --crash-point arms one of crash_points[]
+ * (xt_crash.h). --rmu-hold and the short timing options exist for the
+ * fault tests; all of them are in --help.
  */
 #include "mds_cache.h"
 #include "mds_group.h"
@@ -45,6 +47,7 @@
 #include "xt_ring.h"
 #include "xt_rpc.h"
 #include "xt_rpc_r2.h"
+#include "xt_time.h"
 
 #include "r2_agent.h"
 
@@ -58,9 +61,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define MAX_MDSL 64
+
+/* The crash points of pom-mds (xt_crash.h; --crash-point): inside a
+ * cross-MDS transaction (mds_xact.c, mds_xact_part.c) and inside the 2PC
+ * of a commit group that moves a slice (mds_group.c). */
+static const char *const crash_points[] = {
+    "xact.prepared", "xact.decided", "xact.participant",
+    "move.prepared", "move.decided", "move.x_committed", NULL,
+};
 
 /* A port that was free a moment ago on host (bound to port 0, released). */
 static int pick_port(const char *host)
@@ -90,7 +100,7 @@ static int pick_port(const char *host)
 static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, mds_ring1 *follow, xt_ring **ring,
                         uint32_t *sites, size_t *n, size_t cap, int timeout_ms)
 {
-    uint64_t deadline = xt_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = xt_deadline_ms((uint64_t)timeout_ms);
     for (int round = 0;; round++) {
         struct xt_view v;
         if (r2_agent_view_copy(agent, &v) == 0) {
@@ -125,13 +135,12 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, mds_ring1 *follow, 
             }
             xt_ring_free(r);
         }
-        if (xt_mono_ns() > deadline)
+        if (xt_deadline_passed(deadline))
             return -ETIMEDOUT;
         if (round % 50 == 0)
             XT_INFO("waiting for an MDSL to register with R2 (ring 1 and its sites in the "
                     "view, one of them up)");
-        struct timespec ts = { 0, 100 * 1000000L };
-        nanosleep(&ts, NULL);
+        xt_sleep_ms(100);
     }
 }
 
@@ -179,7 +188,7 @@ static void on_view(void *arg, const struct xt_view *v, int changed)
 /* Waits (up to timeout_ms) for ring 0 to hold this MDS. */
 static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
 {
-    uint64_t deadline = xt_mono_ns() + (uint64_t)timeout_ms * 1000000u;
+    uint64_t deadline = xt_deadline_ms((uint64_t)timeout_ms);
     for (int round = 0;; round++) {
         struct xt_view v;
         if (r2_agent_view_copy(agent, &v) == 0) {
@@ -188,12 +197,11 @@ static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
             if (mds_route_ring_has_self(route))
                 return 0;
         }
-        if (xt_mono_ns() > deadline)
+        if (xt_deadline_passed(deadline))
             return -ETIMEDOUT;
         if (round % 50 == 0)
             XT_INFO("waiting for ring 0 to include this MDS");
-        struct timespec ts = { 0, 100 * 1000000L };
-        nanosleep(&ts, NULL);
+        xt_sleep_ms(100);
     }
 }
 
@@ -311,7 +319,18 @@ static void usage(FILE *f)
             "                          this MDS's mover (default 16 MiB)\n"
             "  --ring1-frozen          do not follow ring-1 changes: heartbeats carry no\n"
             "                          ring-1 field, so R2 keeps ring 1 as it is\n"
-            "  --verbose               debug log\n");
+            "  --xact-resolve-ms N     age of a pending row before its resolver settles it\n"
+            "                          (default 2000)\n"
+            "  --rmu-soft-ms N         how long a count shown before its RMU is delivered\n"
+            "                          lives (default max(30000, 6 commit intervals))\n"
+            "  --reload-ms N           period of the reload of slices with outbox or\n"
+            "                          pending rows (default 300000)\n"
+            "  --abort-gc-ms N         age of the ABORT decision rows removed (default 60000)\n"
+            "  --verbose               debug log\n"
+            "test only (docs/testing-faults.md):\n"
+            "  --fault alloc:after=N   every allocation after the N-th fails, once serving\n"
+            "  --rmu-hold              outbox rows are not delivered\n");
+    xt_daemon_crash_usage(f, crash_points);
     xt_rpc_server_flags_usage(f);
     fprintf(f, "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
                "splits, cache and memory per row); SIGTERM logs them and stops.\n");
@@ -345,6 +364,13 @@ int main(int argc, char **argv)
         { "gossip-ms", required_argument, NULL, 'g' },
         { "move-rate", required_argument, NULL, 'M' },
         { "ring1-frozen", no_argument, NULL, 'F' },
+        { "xact-resolve-ms", required_argument, NULL, 'r' },
+        { "rmu-soft-ms", required_argument, NULL, 'S' },
+        { "reload-ms", required_argument, NULL, 'L' },
+        { "abort-gc-ms", required_argument, NULL, 'A' },
+        { "fault", required_argument, NULL, 'f' },
+        { "rmu-hold", no_argument, NULL, 'P' },
+        { "crash-point", required_argument, NULL, 'C' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         XT_RPC_SERVER_FLAGS,
@@ -359,6 +385,9 @@ int main(int argc, char **argv)
     uint64_t site_id = 1, threads = 4, interval = 5000, mem_bound = 1ull << 30, split = 8192;
     uint64_t split_bytes = MDS_SPLIT_BYTES;
     uint64_t gossip_ms = 200, move_rate = MDS_MOVE_RATE_DEFAULT;
+    uint64_t resolve_ms = 0, soft_ms = 0, reload_ms = 0, abort_gc_ms = 0; /* 0: default */
+    bool rmu_hold = false, move_x_first = false;
+    const char *fault = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         switch (c) {
@@ -387,6 +416,18 @@ int main(int argc, char **argv)
         case 'g': if (parse_num("--gossip-ms", optarg, 0, 60000, &gossip_ms)) return 2; break;
         case 'M': if (parse_num("--move-rate", optarg, 4096, UINT64_MAX / 2, &move_rate)) return 2; break;
         case 'F': ring1_frozen = true; break;
+        case 'r': if (parse_num("--xact-resolve-ms", optarg, 1, 3600000, &resolve_ms)) return 2; break;
+        case 'S': if (parse_num("--rmu-soft-ms", optarg, 1, 3600000, &soft_ms)) return 2; break;
+        case 'L': if (parse_num("--reload-ms", optarg, 1, 3600000, &reload_ms)) return 2; break;
+        case 'A': if (parse_num("--abort-gc-ms", optarg, 1, 3600000, &abort_gc_ms)) return 2; break;
+        case 'f': fault = optarg; break;
+        case 'P': rmu_hold = true; break;
+        case 'C':
+            if (xt_daemon_crash_option(optarg, crash_points))
+                return 2;
+            /* Its state exists only when phase 2 commits the old sites first. */
+            move_x_first = strncmp(optarg, "move.x_committed", 16) == 0;
+            break;
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {
@@ -410,12 +451,11 @@ int main(int argc, char **argv)
     }
 
     long fault_alloc_after = -1;
-    const char *fault = getenv("POM_FAULT");
     if (fault) {
         int used = 0;
         if (sscanf(fault, "alloc:after=%ld%n", &fault_alloc_after, &used) != 1 ||
             fault[used] || fault_alloc_after < 0) {
-            fprintf(stderr, "pom-mds: bad POM_FAULT '%s' (see docs/testing-faults.md)\n",
+            fprintf(stderr, "pom-mds: bad --fault '%s' (see docs/testing-faults.md)\n",
                     fault);
             return 2;
         }
@@ -533,16 +573,17 @@ int main(int argc, char **argv)
                                  .site_id = (uint32_t)site_id,
                                  .home_site = sites[0], .participants = sites,
                                  .nparticipants = nmdsl,
-                                 .commit_interval_ms = (unsigned)interval, .stats = stats };
+                                 .commit_interval_ms = (unsigned)interval, .stats = stats,
+                                 .move_x_first = move_x_first };
     /* Recovery needs every participant (every MDSL of ring 1, up or not):
      * wait for them instead of failing at once -- up to 10 minutes, so an
      * MDSL being restarted or replaced does not stop this MDS. */
-    uint64_t recover_until = xt_mono_ns() + UINT64_C(600) * 1000000000u;
+    uint64_t recover_until = xt_deadline_ms(600000);
     for (int attempt = 0;; attempt++) {
         rc = mds_group_open(&go, &group);
         if (rc == 0)
             break;
-        if (xt_mono_ns() > recover_until ||
+        if (xt_deadline_passed(recover_until) ||
             (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -ECONNRESET &&
              rc != -EHOSTUNREACH)) {
             XT_ERR("cannot recover the commit group from the MDSLs: %s", strerror(-rc));
@@ -550,8 +591,7 @@ int main(int argc, char **argv)
         }
         if (attempt % 20 == 0)
             XT_WARN("waiting for the MDSLs (%s)", strerror(-rc));
-        struct timespec ts = { 0, 100 * 1000000L };
-        nanosleep(&ts, NULL);
+        xt_sleep_ms(100);
     }
     mds_cache_set_pressure(cache, mds_group_kick, group);
     if (follow) {
@@ -575,24 +615,22 @@ int main(int argc, char **argv)
         goto out;
     }
     if (route) {
-        /* Atomic batches across MDS (docs/mds-xact.md). The resolver's
-         * delay is an environment knob for the fault tests. */
+        /* Atomic batches across MDS (docs/mds-xact.md). */
         struct mds_group_info gi;
         mds_group_info(group, &gi);
-        const char *rms = getenv("POM_MDS_XACT_RESOLVE_MS");
         /* A count shown before its RMU is delivered lives at most this long
-         * (mds_soft.h (1)): well past a commit of the sender's group; the
-         * fault tests shorten it by the environment. */
-        const char *sms = getenv("POM_MDS_RMU_SOFT_MS");
-        unsigned soft_ms = sms ? (unsigned)atoi(sms) : (unsigned)XT_MAX(30000, 6 * interval);
-        if ((rc = mds_soft_new(soft_ms, &soft))) {
+         * (mds_soft.h (1)): well past a commit of the sender's group. */
+        if (!soft_ms)
+            soft_ms = XT_MAX(30000, 6 * interval);
+        if ((rc = mds_soft_new((unsigned)soft_ms, &soft))) {
             XT_ERR("cannot create the RMU view: %s", strerror(-rc));
             goto out;
         }
         struct mds_xact_opts xo = { .table = table, .group = group, .cache = cache,
                                     .route = route, .stats = stats, .soft = soft,
-                                    .epoch = gi.epoch,
-                                    .resolve_ms = rms ? (unsigned)atoi(rms) : 0 };
+                                    .epoch = gi.epoch, .resolve_ms = (unsigned)resolve_ms,
+                                    .abort_gc_ms = (unsigned)abort_gc_ms,
+                                    .rmu_hold = rmu_hold };
         if ((rc = mds_xact_new(&xo, &xact))) {
             XT_ERR("cannot create the transaction layer: %s", strerror(-rc));
             goto out;
@@ -618,12 +656,11 @@ int main(int argc, char **argv)
     }
     if (xact) {
         /* Slices with outbox or pending rows nobody would load again
-         * (mds_reload.h); POM_MDS_RELOAD_MS shortens the period in tests. */
-        const char *rl = getenv("POM_MDS_RELOAD_MS");
+         * (mds_reload.h). */
         struct mds_reload_opts lo = { .store = &store, .cache = cache, .stats = stats,
                                       .group = group, .owns = mds_route_owns,
                                       .ring0_version = mds_route_stamp, .route_arg = route,
-                                      .period_ms = rl ? (unsigned)atoi(rl) : 0 };
+                                      .period_ms = (unsigned)reload_ms };
         if ((rc = mds_reload_start(&lo, &reload))) {
             XT_ERR("cannot start the reload thread: %s", strerror(-rc));
             goto out;
@@ -646,7 +683,7 @@ int main(int argc, char **argv)
     XT_INFO("site %llu serving on %s:%d with %zu MDSL", (unsigned long long)site_id, host,
             bound, nmdsl);
     if (fault_alloc_after >= 0) {
-        XT_WARN("POM_FAULT='%s': TEST-ONLY allocation failures are on", fault);
+        XT_WARN("--fault '%s': TEST-ONLY allocation failures are on", fault);
         xt_alloc_fail_after(fault_alloc_after);
     }
 
@@ -682,6 +719,6 @@ out:
     mds_stats_free(stats);
     xt_ring_free(ring);
     if (fault_alloc_after >= 0) /* for sizing the tests' countdown ranges */
-        XT_WARN("POM_FAULT: %ld allocations failed", xt_alloc_fail_after(-1));
+        XT_WARN("--fault: %ld allocations failed", xt_alloc_fail_after(-1));
     return rc ? 1 : 0;
 }

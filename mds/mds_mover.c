@@ -2,7 +2,7 @@
  * mds_mover.c -- the background mover of a ring-1 change (mds_mover.h).
  *
  * One thread. A pass lists every losing MDSL page by page; each slice this
- * MDS owns by ring 0 (a meta slice goes with slice 0, as in mds_route_move.c)
+ * MDS owns by ring 0 (a meta slice goes with slice 0, as in mds_route.c)
  * that is live at the listed MDSL and placed elsewhere now is pinned through
  * the cache and handed to mds_group_move. Moves are batched (at most
  * MOVER_BATCH slices or MOVER_BATCH_BYTES of images: decision 8's per-group
@@ -15,7 +15,8 @@
  * Invariants (besides the header's):
  *  (a) m->mu protects the request (req, walk_v, losing), the last walk and
  *      the counters; it is never held across a store call, a cache load or
- *      a sync.
+ *      a sync. The thread is an xt_worker: one step is one pass, or the
+ *      wait when there is nothing to walk; mds_mover_walk wakes it.
  *  (b) A pass belongs to the request it started under (req); a new request
  *      or stop abandons it at the next slice, and its result is dropped.
  */
@@ -26,9 +27,12 @@
 #include "xt_common.h"
 #include "xt_slice.h"
 
-#include <pthread.h>
+#include "mds_mutex.h"
+#include "xt_time.h"
+#include "xt_worker.h"
+
+#include <assert.h>
 #include <string.h>
-#include <time.h>
 
 #define MOVER_MAX_LOSING 64
 #define MOVER_PAGE 512
@@ -43,11 +47,9 @@ struct held {
 
 struct mds_mover {
     struct mds_mover_opts o;
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool stop;                         /* protected by mu */
-    uint64_t req;                      /* bumped by every mds_mover_walk */
+    xt_worker *worker;
+    mds_mutex mu;
+    uint64_t req;                      /* (mu) bumped by every mds_mover_walk */
     uint64_t walk_v;                   /* 0: no walk asked */
     uint32_t losing[MOVER_MAX_LOSING];
     size_t nlosing;
@@ -55,6 +57,7 @@ struct mds_mover {
     uint64_t walked_v, walked_w;
     struct mds_mover_info info;
     /* Thread-only state of the running pass. */
+    xt_worker *self;                   /* the worker, as its step sees it */
     struct held batch[MOVER_BATCH];
     size_t nbatch;
     size_t batch_bytes;
@@ -76,17 +79,19 @@ static bool owns(mds_mover *m, const xt_slice_id *s)
 /* Whether the pass started under request `req` must stop. */
 static bool abandoned(mds_mover *m, uint64_t req)
 {
-    pthread_mutex_lock(&m->mu);
-    bool a = m->stop || m->req != req;
-    pthread_mutex_unlock(&m->mu);
+    if (xt_worker_stopping(m->self))
+        return true;
+    mds_mutex_lock(&m->mu);
+    bool a = m->req != req;
+    mds_mutex_unlock(&m->mu);
     return a;
 }
 
 static void count(mds_mover *m, uint64_t *field, uint64_t by)
 {
-    pthread_mutex_lock(&m->mu);
+    mds_mutex_lock(&m->mu);
     *field += by;
-    pthread_mutex_unlock(&m->mu);
+    mds_mutex_unlock(&m->mu);
 }
 
 /* When the bytes sent since the pass started fit the rate. */
@@ -104,11 +109,7 @@ static void throttle(mds_mover *m, uint64_t req)
         uint64_t now = xt_mono_ns();
         if (now >= due || abandoned(m, req))
             return;
-        uint64_t d = due - now;
-        if (d > 100000000u)
-            d = 100000000u;
-        struct timespec ts = { 0, (long)d };
-        nanosleep(&ts, NULL);
+        xt_sleep_ms(XT_MIN(xt_deadline_left_ms(due), (uint64_t)100));
     }
 }
 
@@ -144,12 +145,12 @@ static bool flush(mds_mover *m)
     if (rc)
         XT_WARN("mover: a sync of %zu moves failed: %s (the pass repeats)", m->nbatch,
                 strerror(-rc));
-    pthread_mutex_lock(&m->mu);
+    mds_mutex_lock(&m->mu);
     m->info.moves += moved;
     m->info.move_bytes += bytes;
     m->info.move_loads += loads;
     m->info.errors += rc != 0;
-    pthread_mutex_unlock(&m->mu);
+    mds_mutex_unlock(&m->mu);
     if (m->o.stats)
         mds_stats_add(m->o.stats, MDS_CTR_MOVE_LOADS, loads);
     m->nbatch = 0;
@@ -260,45 +261,47 @@ static long pass(mds_mover *m, uint64_t req, const uint32_t *losing, size_t n)
     return found;
 }
 
-static void *run(void *arg)
+/* One step: a pass when a walk is asked and not done, else the wait for
+ * a request (or a ring-0 change, polled every poll_ms). */
+static uint64_t mover_step(xt_worker *w, void *arg)
 {
     mds_mover *m = arg;
-    pthread_mutex_lock(&m->mu);
-    while (!m->stop) {
-        bool idle = m->walk_v == 0 ||
-                    (m->has_walked && m->walked_v == m->walk_v && m->walked_w == ring0_now(m));
-        if (idle) {
-            xt_cond_timedwait_ms(&m->cv, &m->mu, m->o.poll_ms);
-            continue;
-        }
-        uint64_t req = m->req, v = m->walk_v;
-        uint32_t losing[MOVER_MAX_LOSING];
-        size_t n = m->nlosing;
-        memcpy(losing, m->losing, n * sizeof *losing);
-        pthread_mutex_unlock(&m->mu);
-
-        uint64_t w = ring0_now(m);
-        long found = pass(m, req, losing, n);
-        bool same_ring0 = ring0_now(m) == w;
-        if (found >= 0 && m->o.stats)
-            mds_stats_add(m->o.stats, MDS_CTR_WALK_PASSES, 1);
-
-        pthread_mutex_lock(&m->mu);
-        if (found >= 0)
-            m->info.passes++;
-        if (found == 0 && same_ring0 && m->req == req) {
-            m->has_walked = true; /* invariant 1 */
-            m->walked_v = v;
-            m->walked_w = w;
-        }
-        if (found != 0 && found != -ECANCELED && !m->stop && m->req == req) {
-            /* Something moved or failed: pass again, after a breath (an
-             * MDSL down or a slice in flight must not make this spin). */
-            xt_cond_timedwait_ms(&m->cv, &m->mu, found < 0 ? 500 : 100);
-        }
+    m->self = w;
+    mds_mutex_lock(&m->mu);
+    bool idle = m->walk_v == 0 ||
+                (m->has_walked && m->walked_v == m->walk_v && m->walked_w == ring0_now(m));
+    if (idle) {
+        mds_mutex_unlock(&m->mu);
+        return m->o.poll_ms;
     }
-    pthread_mutex_unlock(&m->mu);
-    return NULL;
+    uint64_t req = m->req, v = m->walk_v;
+    uint32_t losing[MOVER_MAX_LOSING];
+    size_t n = m->nlosing;
+    assert(n <= MOVER_MAX_LOSING);
+    memcpy(losing, m->losing, n * sizeof *losing);
+    mds_mutex_unlock(&m->mu);
+
+    uint64_t w0 = ring0_now(m);
+    long found = pass(m, req, losing, n);
+    assert(m->nbatch == 0); /* a pass flushes what it holds */
+    bool same_ring0 = ring0_now(m) == w0;
+    if (found >= 0 && m->o.stats)
+        mds_stats_add(m->o.stats, MDS_CTR_WALK_PASSES, 1);
+
+    mds_mutex_lock(&m->mu);
+    if (found >= 0)
+        m->info.passes++;
+    if (found == 0 && same_ring0 && m->req == req) {
+        m->has_walked = true; /* invariant 1 */
+        m->walked_v = v;
+        m->walked_w = w0;
+    }
+    bool again = found != 0 && found != -ECANCELED && m->req == req;
+    mds_mutex_unlock(&m->mu);
+    /* Something moved or failed: pass again, after a breath (an MDSL down
+     * or a slice in flight must not make this spin); a new request wakes
+     * the worker sooner. */
+    return again ? (found < 0 ? 500 : 100) : 0;
 }
 
 int mds_mover_start(const struct mds_mover_opts *o, mds_mover **out)
@@ -314,14 +317,13 @@ int mds_mover_start(const struct mds_mover_opts *o, mds_mover **out)
         m->o.rate = MDS_MOVE_RATE_DEFAULT;
     if (!m->o.poll_ms)
         m->o.poll_ms = 500;
-    pthread_mutex_init(&m->mu, NULL);
-    xt_cond_init_mono(&m->cv); /* xt_cond_timedwait_ms waits on the monotonic clock */
-    int rc = pthread_create(&m->th, NULL, run, m);
-    if (rc) {
-        pthread_cond_destroy(&m->cv);
-        pthread_mutex_destroy(&m->mu);
+    mds_mutex_init(&m->mu);
+    struct xt_worker_opts wo = { .name = "mds-mover", .step = mover_step, .arg = m };
+    int rc = xt_worker_start(&wo, &m->worker);
+    if (rc < 0) {
+        mds_mutex_destroy(&m->mu);
         xt_free(m);
-        return -rc;
+        return rc;
     }
     *out = m;
     return 0;
@@ -331,13 +333,8 @@ void mds_mover_stop(mds_mover *m)
 {
     if (!m)
         return;
-    pthread_mutex_lock(&m->mu);
-    m->stop = true;
-    pthread_cond_broadcast(&m->cv);
-    pthread_mutex_unlock(&m->mu);
-    pthread_join(m->th, NULL);
-    pthread_cond_destroy(&m->cv);
-    pthread_mutex_destroy(&m->mu);
+    xt_worker_stop(m->worker);
+    mds_mutex_destroy(&m->mu);
     xt_free(m);
 }
 
@@ -345,7 +342,7 @@ int mds_mover_walk(mds_mover *m, uint64_t v, const uint32_t *losing, size_t n)
 {
     if (n > MOVER_MAX_LOSING)
         return -EINVAL;
-    pthread_mutex_lock(&m->mu);
+    mds_mutex_lock(&m->mu);
     bool same = v && n && m->walk_v == v && m->nlosing == n &&
                 !memcmp(m->losing, losing, n * sizeof *losing);
     if (!same) {
@@ -355,25 +352,26 @@ int mds_mover_walk(mds_mover *m, uint64_t v, const uint32_t *losing, size_t n)
         if (m->nlosing)
             memcpy(m->losing, losing, n * sizeof *losing);
         m->has_walked = false;
-        pthread_cond_broadcast(&m->cv);
     }
-    pthread_mutex_unlock(&m->mu);
+    mds_mutex_unlock(&m->mu);
+    if (!same)
+        xt_worker_wake(m->worker);
     return 0;
 }
 
 bool mds_mover_walked(mds_mover *m, uint64_t *v, uint64_t *w)
 {
-    pthread_mutex_lock(&m->mu);
+    mds_mutex_lock(&m->mu);
     bool ok = m->has_walked;
     *v = m->walked_v;
     *w = m->walked_w;
-    pthread_mutex_unlock(&m->mu);
+    mds_mutex_unlock(&m->mu);
     return ok;
 }
 
 void mds_mover_info(mds_mover *m, struct mds_mover_info *out)
 {
-    pthread_mutex_lock(&m->mu);
+    mds_mutex_lock(&m->mu);
     *out = m->info;
-    pthread_mutex_unlock(&m->mu);
+    mds_mutex_unlock(&m->mu);
 }

@@ -8,8 +8,9 @@
  * it cached. Loading is all it does; the transaction thread finishes the
  * rows (its RMU round and resolver walk the cached slices).
  *
- * Invariant (besides the header's): r->mu protects `stop` only and is
- * never held across a listing or a load.
+ * The thread is an xt_worker: a step runs a pass when one is due (the
+ * period, a backoff after a failure, or a ring-0 change seen by a poll),
+ * and the pass polls xt_worker_stopping between slices.
  */
 #include "mds_reload.h"
 
@@ -17,28 +18,26 @@
 
 #include "xt_common.h"
 
+#include "xt_time.h"
+#include "xt_worker.h"
+
+#include <assert.h>
 #include <errno.h>
-#include <pthread.h>
 #include <string.h>
-#include <time.h>
 
 #define RELOAD_PAGE 512
 
+/* A ring-0 change is looked for this often between passes. */
+#define RELOAD_POLL_MS 500u
+
 struct mds_reload {
     struct mds_reload_opts o;
-    pthread_t th;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool stop; /* protected by mu */
+    xt_worker *worker;
+    /* The thread's own (xt_worker invariant 1: one step at a time): */
+    uint64_t due;       /* deadline of the next pass; 0: at once */
+    uint64_t ring0_at;  /* ring-0 version when the last pass started */
+    unsigned backoff;   /* the wait after the next failed pass */
 };
-
-static bool stopping(mds_reload *r)
-{
-    pthread_mutex_lock(&r->mu);
-    bool s = r->stop;
-    pthread_mutex_unlock(&r->mu);
-    return s;
-}
 
 static uint64_t ring0_now(mds_reload *r)
 {
@@ -78,7 +77,7 @@ static int consider(mds_reload *r, const struct xt_store_slice *info)
 
 /* One pass over every MDSL. 0, the first error (the pass went on with the
  * other sites), or -EAGAIN (a slice to try again soon). */
-static int pass(mds_reload *r)
+static int pass(mds_reload *r, xt_worker *w)
 {
     int err = 0;
     bool again = false;
@@ -86,11 +85,11 @@ static int pass(mds_reload *r)
     size_t nsites;
     if ((err = mds_group_participants(r->o.group, &sites, &nsites)) < 0)
         return err;
-    for (size_t i = 0; i < nsites && !stopping(r); i++) {
+    for (size_t i = 0; i < nsites && !xt_worker_stopping(w); i++) {
         uint8_t cursor[XT_STORE_CURSOR_MAX];
         uint32_t clen = 0;
         bool end = false;
-        while (!end && !stopping(r)) {
+        while (!end && !xt_worker_stopping(w)) {
             struct xt_store_list pg;
             int rc = mds_store_list_slices(r->o.store, sites[i], cursor, clen, RELOAD_PAGE,
                                            &pg);
@@ -99,7 +98,7 @@ static int pass(mds_reload *r)
                 err = err ? err : rc;
                 break;
             }
-            for (size_t j = 0; j < pg.n && !stopping(r); j++) {
+            for (size_t j = 0; j < pg.n && !xt_worker_stopping(w); j++) {
                 rc = consider(r, &pg.slices[j]);
                 if (rc > 0) {
                     XT_DBG("reload: slice %u of table %llu (fs %u) holds system rows: loaded",
@@ -125,35 +124,30 @@ static int pass(mds_reload *r)
     return err ? err : again ? -EAGAIN : 0;
 }
 
-static void *run(void *arg)
+/* One step: a pass when due, then the wait until the next poll. */
+static uint64_t reload_step(xt_worker *w, void *arg)
 {
     mds_reload *r = arg;
-    const unsigned poll_ms = 500;
-    unsigned backoff = r->o.retry_ms;
-    for (;;) {
-        uint64_t w = ring0_now(r);
-        int rc = pass(r);
-        mds_stats_add(r->o.stats, rc < 0 && rc != -EAGAIN ? MDS_CTR_RELOAD_ERRORS
-                                                          : MDS_CTR_RELOAD_PASSES, 1);
-        /* Next: at a ring-0 change, or after the period; after a failed
-         * pass sooner, but twice as late each time in a row (an MDSL that
-         * stays down, a slice that never loads: invariant 1). */
-        unsigned wait = r->o.period_ms;
-        if (rc < 0) {
-            wait = XT_MIN(backoff, r->o.period_ms);
-            backoff = backoff < r->o.period_ms / 2 ? backoff * 2 : r->o.period_ms;
-        } else {
-            backoff = r->o.retry_ms;
-        }
-        uint64_t due = xt_mono_ns() + (uint64_t)wait * 1000000u;
-        pthread_mutex_lock(&r->mu);
-        while (!r->stop && xt_mono_ns() < due && ring0_now(r) == w)
-            xt_cond_timedwait_ms(&r->cv, &r->mu, poll_ms);
-        bool stop = r->stop;
-        pthread_mutex_unlock(&r->mu);
-        if (stop)
-            return NULL;
+    uint64_t ring0 = ring0_now(r);
+    if (r->due && !xt_deadline_passed(r->due) && ring0 == r->ring0_at)
+        return XT_MIN(xt_deadline_left_ms(r->due), (uint64_t)RELOAD_POLL_MS);
+    r->ring0_at = ring0;
+    int rc = pass(r, w);
+    mds_stats_add(r->o.stats, rc < 0 && rc != -EAGAIN ? MDS_CTR_RELOAD_ERRORS
+                                                      : MDS_CTR_RELOAD_PASSES, 1);
+    /* Next: at a ring-0 change, or after the period; after a failed pass
+     * sooner, but twice as late each time in a row (an MDSL that stays
+     * down, a slice that never loads: invariant 1). */
+    unsigned wait = r->o.period_ms;
+    if (rc < 0) {
+        wait = XT_MIN(r->backoff, r->o.period_ms);
+        r->backoff = r->backoff < r->o.period_ms / 2 ? r->backoff * 2 : r->o.period_ms;
+    } else {
+        r->backoff = r->o.retry_ms;
     }
+    assert(wait > 0);
+    r->due = xt_deadline_ms(wait);
+    return XT_MIN((uint64_t)wait, (uint64_t)RELOAD_POLL_MS);
 }
 
 int mds_reload_start(const struct mds_reload_opts *o, mds_reload **out)
@@ -169,14 +163,12 @@ int mds_reload_start(const struct mds_reload_opts *o, mds_reload **out)
         r->o.period_ms = 300000;
     if (!r->o.retry_ms)
         r->o.retry_ms = 2000;
-    pthread_mutex_init(&r->mu, NULL);
-    xt_cond_init_mono(&r->cv); /* xt_cond_timedwait_ms waits on the monotonic clock */
-    int rc = pthread_create(&r->th, NULL, run, r);
-    if (rc) {
-        pthread_cond_destroy(&r->cv);
-        pthread_mutex_destroy(&r->mu);
+    r->backoff = r->o.retry_ms;
+    struct xt_worker_opts wo = { .name = "mds-reload", .step = reload_step, .arg = r };
+    int rc = xt_worker_start(&wo, &r->worker);
+    if (rc < 0) {
         xt_free(r);
-        return -rc;
+        return rc;
     }
     *out = r;
     return 0;
@@ -186,12 +178,6 @@ void mds_reload_stop(mds_reload *r)
 {
     if (!r)
         return;
-    pthread_mutex_lock(&r->mu);
-    r->stop = true;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->th, NULL);
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->mu);
+    xt_worker_stop(r->worker);
     xt_free(r);
 }

@@ -11,20 +11,104 @@
  *   2. gossip, when due: the full bitmaps of recently changed tables to one
  *      random peer of ring 0; the interval adapts (invariant 5).
  *   3. after a ring change, the sweep (invariant 6), again every SWEEP_MS
- *      until it finds nothing left to let go (mds_route_move.c).
+ *      until it finds nothing left to let go (below).
  * A table stays "recently changed" for 2 rounds per peer after its last
  * change, so with random peers every one of them very likely hears of it;
  * forwarding carries bitmaps anyway, gossip only makes loops rarer.
+ *
+ * What ring 0 changes add (mds_route.h invariants 6 and 7;
+ * docs/mds-dist.md decisions 9-15): the sweep that writes back and drops
+ * the slices another MDS now owns, the release a new owner asks for before
+ * it loads, the fence after a dead holder and the settling of its
+ * transactions.
+ *
+ * Locks: `mu` is never held across an RPC, a group sync or a cache call.
  */
+#include "mds_mutex.h"
 #include "mds_route.h"
-#include "mds_route_i.h"
 
 #include "xt_common.h"
 #include "xt_rpc_mds.h"
+#include "xt_time.h"
+#include "xt_worker.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
+
+#define TICK_MS          5
+#define GOSSIP_MAX_TABLES 256  /* bitmaps per gossip message */
+#define CHG_MAX          4096  /* recently changed tables remembered */
+#define ADDR_CAP         256
+#define SWEEP_MS         100   /* a sweep that left work retries after this */
+#define DEAD_MS          2000  /* refusing connections this long: dead (7) */
+#define RELEASE_MS       5000  /* one release call's timeout */
+
+struct peer {
+    uint32_t id;
+    char addr[ADDR_CAP];
+    xt_rpc_pool *pool;   /* NULL until first used */
+    uint64_t clean_ver;  /* its clean_version, as it last told us (7) */
+    uint64_t down_since; /* xt_mono_ns of the first refusal in a row; 0: up */
+    uint64_t settled;    /* down_since of the spell its transactions were
+                            settled in (mds_group_settle_site) */
+};
+
+struct pending {
+    struct pending *next;
+    uint32_t fsid, slice;
+    uint64_t table, gen;
+    bool owned, home, kicked, told;
+    unsigned tries;
+};
+
+struct chg {
+    uint32_t fsid;
+    uint64_t table;
+    unsigned rounds;     /* gossip rounds it still goes out in */
+};
+
+struct mds_route {
+    uint32_t self;
+    mds_stats *stats;
+    mds_mutex mu;
+    xt_ring *ring;               /* (mu) */
+    struct peer *peers;          /* (mu) */
+    size_t npeers, cap;          /* (mu) */
+    xt_rpc_pool **retired;       /* (mu) invariant 3 */
+    size_t nretired;             /* (mu) */
+    struct pending *pend;        /* (mu) */
+    struct chg *chg;             /* (mu) */
+    size_t nchg;                 /* (mu) */
+    bool started;                /* (mu) the thread runs */
+    xt_worker *worker;           /* (mu) the thread; NULL: not running */
+    uint64_t next_gossip, next_sweep; /* thread only: deadlines (xt_time.h) */
+    mds_table *table;
+    mds_group *group;
+    mds_cache *cache;
+    unsigned gossip_ms;
+    unsigned interval;           /* (mu) current gossip interval */
+    uint64_t rng;                /* thread only */
+    uint64_t swept_ver;          /* (mu) clean_version, invariant 6 */
+    xt_ring *hist[MDS_ROUTE_HISTORY]; /* (mu) rings installed before `ring`,
+                                        newest first (mds_route_owned_since) */
+    uint64_t drained_ver;        /* (mu) ring version "drained" was logged at */
+};
+
+/* REQUIRES: mu. */
+static struct peer *mds_route_peer_find(mds_route *r, uint32_t id);
+
+/* Step 3 of the thread's tick (below). */
+static void mds_route_run_sweep(mds_route *r, uint64_t *next_sweep);
+
+/* Wakes the thread for a tick now. REQUIRES: mu. */
+static void wake_locked(mds_route *r)
+{
+    assert(mds_mutex_held(&r->mu));
+    if (r->worker)
+        xt_worker_wake(r->worker);
+}
 
 int mds_route_new(uint32_t self, mds_stats *stats, mds_route **out)
 {
@@ -37,22 +121,19 @@ int mds_route_new(uint32_t self, mds_stats *stats, mds_route **out)
     r->self = self;
     r->stats = stats;
     r->rng = xt_mono_ns() ^ ((uint64_t)self << 32) ^ UINT64_C(0x9e3779b97f4a7c15);
-    pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    mds_mutex_init(&r->mu);
     *out = r;
     return 0;
 }
 
 static void stop_thread(mds_route *r)
 {
-    pthread_mutex_lock(&r->mu);
-    r->stop = true;
-    bool started = r->started;
+    mds_mutex_lock(&r->mu);
+    xt_worker *w = r->worker;
+    r->worker = NULL;
     r->started = false;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    if (started)
-        pthread_join(r->th, NULL);
+    mds_mutex_unlock(&r->mu);
+    xt_worker_stop(w); /* NULL: never started, or stopped already */
 }
 
 void mds_route_free(mds_route *r)
@@ -75,14 +156,14 @@ void mds_route_free(mds_route *r)
     xt_ring_free(r->ring);
     for (size_t i = 0; i < MDS_ROUTE_HISTORY; i++)
         xt_ring_free(r->hist[i]);
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->mu);
+    mds_mutex_destroy(&r->mu);
     xt_free(r);
 }
 
 /* REQUIRES: mu. */
-struct peer *mds_route_peer_find(mds_route *r, uint32_t id)
+static struct peer *mds_route_peer_find(mds_route *r, uint32_t id)
 {
+    assert(mds_mutex_held(&r->mu));
     for (size_t i = 0; i < r->npeers; i++)
         if (r->peers[i].id == id)
             return &r->peers[i];
@@ -93,7 +174,7 @@ int mds_route_update(mds_route *r, xt_ring *ring0, const struct mds_route_site *
                      size_t n)
 {
     int rc = 0;
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     if (ring0 && (!r->ring || xt_ring_version(ring0) > xt_ring_version(r->ring))) {
         if (r->ring)
             XT_INFO("route: ring 0 v%llu -> v%llu (%u MDS)",
@@ -104,7 +185,7 @@ int mds_route_update(mds_route *r, xt_ring *ring0, const struct mds_route_site *
         r->hist[0] = r->ring;
         r->ring = ring0;
         ring0 = NULL;
-        pthread_cond_broadcast(&r->cv); /* the sweep (invariant 6) */
+        wake_locked(r); /* the sweep (invariant 6) */
     }
     xt_ring_free(ring0);
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -142,31 +223,31 @@ int mds_route_update(mds_route *r, xt_ring *ring0, const struct mds_route_site *
         p->id = sites[i].id;
         strcpy(p->addr, sites[i].addr);
     }
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
     return rc;
 }
 
 uint64_t mds_route_ring_version(mds_route *r)
 {
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     uint64_t v = r->ring ? xt_ring_version(r->ring) : 0;
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
     return v;
 }
 
 bool mds_route_ring_has_self(mds_route *r)
 {
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     bool has = r->ring && xt_ring_has_site(r->ring, r->self);
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
     return has;
 }
 
 void mds_route_set_self(mds_route *r, uint32_t self)
 {
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     r->self = self;
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
 }
 
 uint32_t mds_route_self(const mds_route *r)
@@ -177,11 +258,11 @@ uint32_t mds_route_self(const mds_route *r)
 int mds_route_owner(mds_route *r, uint32_t fsid, uint64_t table, uint32_t slice,
                     uint32_t *site)
 {
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     int rc = -ENOENT;
     if (r->ring && xt_ring_nsites(r->ring) > 0)
         rc = xt_ring_lookup(r->ring, xt_ring_key(fsid, table, slice), site);
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
     return rc;
 }
 
@@ -194,7 +275,7 @@ bool mds_route_owns(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
 
 xt_rpc_pool *mds_route_pool(mds_route *r, uint32_t site)
 {
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     struct peer *p = mds_route_peer_find(r, site);
     xt_rpc_pool *pool = p ? p->pool : NULL;
     if (p && !pool) {
@@ -208,13 +289,14 @@ xt_rpc_pool *mds_route_pool(mds_route *r, uint32_t site)
                 pool = p->pool;
         }
     }
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
     return pool;
 }
 
 /* REQUIRES: mu. */
 static void changed_locked(mds_route *r, uint32_t fsid, uint64_t table)
 {
+    assert(mds_mutex_held(&r->mu));
     unsigned rounds = 2 * (unsigned)(r->ring ? XT_MAX(xt_ring_nsites(r->ring), 1u) : 1u);
     size_t free_slot = CHG_MAX;
     for (size_t i = 0; i < r->nchg; i++) {
@@ -234,16 +316,16 @@ static void changed_locked(mds_route *r, uint32_t fsid, uint64_t table)
 
 void mds_route_changed(mds_route *r, uint32_t fsid, uint64_t table)
 {
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     changed_locked(r, fsid, table);
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
 }
 
 void mds_route_on_bit(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, uint64_t gen,
                       bool owned, bool home)
 {
     mds_route *r = arg;
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     /* Every bit waits for its commit before anyone hears of it
      * (mds_table.h invariant 9): gossip starts in run_pending. */
     struct pending *p = xt_calloc(1, sizeof *p);
@@ -257,15 +339,15 @@ void mds_route_on_bit(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, 
         XT_WARN("route: out of memory noting slice %u of table %llu", slice,
                 (unsigned long long)table);
     }
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
+    wake_locked(r);
+    mds_mutex_unlock(&r->mu);
 }
 
 unsigned mds_route_gossip_interval(mds_route *r)
 {
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     unsigned v = r->gossip_ms ? r->interval : 0;
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
     return v;
 }
 
@@ -293,7 +375,7 @@ static void run_pending(mds_route *r)
 {
     struct mds_group_info gi;
     mds_group_info(r->group, &gi);
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     struct pending *ready = NULL, **pp = &r->pend;
     bool kick = false;
     while (*pp) {
@@ -310,7 +392,7 @@ static void run_pending(mds_route *r)
         }
         pp = &p->next;
     }
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
     if (kick)
         mds_group_kick(r->group); /* the new owner waits for this commit */
     while (ready) {
@@ -358,10 +440,10 @@ static void run_pending(mds_route *r)
         if (again) {
             p->tries++;
             p->gen = 0;
-            pthread_mutex_lock(&r->mu);
+            mds_mutex_lock(&r->mu);
             p->next = r->pend;
             r->pend = p;
-            pthread_mutex_unlock(&r->mu);
+            mds_mutex_unlock(&r->mu);
         } else {
             xt_free(p);
         }
@@ -375,7 +457,7 @@ static int gossip_round(mds_route *r)
     struct { uint32_t fsid; uint64_t table; } keys[GOSSIP_MAX_TABLES];
     size_t nk = 0;
     uint32_t peer = 0;
-    pthread_mutex_lock(&r->mu);
+    mds_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->nchg && nk < GOSSIP_MAX_TABLES; i++)
         if (r->chg[i].rounds > 0) {
             r->chg[i].rounds--;
@@ -399,7 +481,7 @@ static int gossip_round(mds_route *r)
             }
         }
     }
-    pthread_mutex_unlock(&r->mu);
+    mds_mutex_unlock(&r->mu);
     if (!nk || !have_peer)
         return -1;
     xt_rpc_pool *pool = mds_route_pool(r, peer);
@@ -436,40 +518,26 @@ void mds_route_flush(mds_route *r)
     run_pending(r); /* (each bit once: one that fails stays for the repair) */
 }
 
-static void *route_main(void *arg)
+/* One tick of the thread (the file comment's steps 1-3); the next in
+ * TICK_MS, or at once after a wake. */
+static uint64_t route_step(xt_worker *w, void *arg)
 {
     mds_route *r = arg;
-    uint64_t next_gossip = xt_mono_ns(), next_sweep = 0;
-    pthread_mutex_lock(&r->mu);
-    while (!r->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += TICK_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (r->stop)
-            break;
-        pthread_mutex_unlock(&r->mu);
-        run_pending(r);
-        mds_route_run_sweep(r, &next_sweep);
-        if (r->gossip_ms && xt_mono_ns() >= next_gossip) {
-            int learnt = gossip_round(r);
-            pthread_mutex_lock(&r->mu);
-            if (learnt > 0)
-                r->interval = XT_MAX(r->interval / 2, (unsigned)MDS_GOSSIP_MIN_MS);
-            else
-                r->interval = XT_MIN(r->interval * 2, (unsigned)MDS_GOSSIP_MAX_MS);
-            unsigned iv = r->interval;
-            pthread_mutex_unlock(&r->mu);
-            next_gossip = xt_mono_ns() + (uint64_t)iv * 1000000u;
-        }
-        pthread_mutex_lock(&r->mu);
+    (void)w;
+    run_pending(r);
+    mds_route_run_sweep(r, &r->next_sweep);
+    if (r->gossip_ms && xt_deadline_passed(r->next_gossip)) {
+        int learnt = gossip_round(r);
+        mds_mutex_lock(&r->mu);
+        if (learnt > 0)
+            r->interval = XT_MAX(r->interval / 2, (unsigned)MDS_GOSSIP_MIN_MS);
+        else
+            r->interval = XT_MIN(r->interval * 2, (unsigned)MDS_GOSSIP_MAX_MS);
+        unsigned iv = r->interval;
+        mds_mutex_unlock(&r->mu);
+        r->next_gossip = xt_deadline_ms(iv);
     }
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
+    return TICK_MS;
 }
 
 int mds_route_start(mds_route *r, mds_table *table, mds_group *group, mds_cache *cache,
@@ -484,9 +552,317 @@ int mds_route_start(mds_route *r, mds_table *table, mds_group *group, mds_cache 
     r->interval = gossip_ms ? XT_MIN(XT_MAX(gossip_ms, (unsigned)MDS_GOSSIP_MIN_MS),
                                      (unsigned)MDS_GOSSIP_MAX_MS)
                             : 0;
-    pthread_mutex_lock(&r->mu);
-    int rc = pthread_create(&r->th, NULL, route_main, r);
+    r->next_gossip = xt_mono_ns();
+    struct xt_worker_opts wo = { .name = "mds-route", .step = route_step, .arg = r,
+                                 .first_ms = TICK_MS };
+    mds_mutex_lock(&r->mu);
+    assert(!r->worker);
+    int rc = xt_worker_start(&wo, &r->worker);
     r->started = rc == 0;
-    pthread_mutex_unlock(&r->mu);
-    return rc ? -ENOMEM : 0;
+    mds_mutex_unlock(&r->mu);
+    return rc;
+}
+
+/* ==== ring 0 changes: sweep, release, fence, settling ======================= */
+
+static bool is_transport_down(int rc)
+{
+    return rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ENETUNREACH ||
+           rc == -ECONNRESET || rc == -EPIPE;
+}
+
+/* The slice whose owner owns key k: a meta slice goes with slice 0. */
+static uint32_t owner_slice(const struct mds_key *k)
+{
+    return k->slice == MDS_META_SLICE ? 0 : k->slice;
+}
+
+/* Whether ring 0 gives key k to this MDS. */
+static bool owns_key(mds_route *r, const struct mds_key *k)
+{
+    return mds_route_owns(r, k->fsid, k->table, owner_slice(k));
+}
+
+uint64_t mds_route_stamp(void *arg)
+{
+    return mds_route_ring_version(arg);
+}
+
+bool mds_route_owned_since(void *arg, const struct mds_key *k, uint64_t since, uint64_t *now)
+{
+    mds_route *r = arg;
+    uint64_t key = xt_ring_key(k->fsid, k->table, owner_slice(k));
+    mds_mutex_lock(&r->mu);
+    *now = r->ring ? xt_ring_version(r->ring) : 0;
+    bool ok = true;
+    if (since && since < *now) {
+        /* The rings after `since` are the current one (checked by the
+         * caller) and the history down to `since` exclusive. */
+        size_t i = 0;
+        for (; i < MDS_ROUTE_HISTORY && r->hist[i] && xt_ring_version(r->hist[i]) > since; i++) {
+            uint32_t site;
+            if (xt_ring_lookup(r->hist[i], key, &site) == 0 && site != r->self)
+                ok = false;
+        }
+        if (i == MDS_ROUTE_HISTORY)
+            ok = false; /* rings between `since` and the oldest kept are forgotten */
+    }
+    mds_mutex_unlock(&r->mu);
+    return ok;
+}
+
+bool mds_route_unsettled(void *arg, const struct mds_key *k)
+{
+    mds_route *r = arg;
+    uint64_t key = xt_ring_key(k->fsid, k->table, owner_slice(k));
+    mds_mutex_lock(&r->mu);
+    uint64_t cur = r->ring ? xt_ring_version(r->ring) : 0;
+    bool unsettled = false;
+    for (size_t i = 0; r->started && i < r->npeers && !unsettled; i++) {
+        const struct peer *p = &r->peers[i];
+        if (p->id == r->self || p->clean_ver >= cur)
+            continue; /* on our ring (or newer) and swept: takes nothing of ours */
+        if (p->down_since && p->settled == p->down_since)
+            continue; /* dead, its transactions settled: loads nothing */
+        /* p may still use any ring from its clean version up to ours: one
+         * of them giving it k, or one we never saw or forgot, is enough. */
+        uint64_t floor = XT_MAX(p->clean_ver, 1), next = cur - 1;
+        for (size_t h = 0; next >= floor && !unsettled; h++, next--) {
+            uint32_t site;
+            if (h == MDS_ROUTE_HISTORY || !r->hist[h] || xt_ring_version(r->hist[h]) != next)
+                unsettled = true;
+            else if (xt_ring_lookup(r->hist[h], key, &site) == 0 && site == p->id)
+                unsettled = true;
+        }
+    }
+    mds_mutex_unlock(&r->mu);
+    return unsettled;
+}
+
+/* A peer dead for DEAD_MS: settle the transactions it left prepared
+ * before anything of its is loaded (once per down spell), so that none
+ * of its commits lands later. 0 or the store's error. */
+static int settle_dead(mds_route *r, uint32_t id)
+{
+    mds_mutex_lock(&r->mu);
+    struct peer *p = mds_route_peer_find(r, id);
+    uint64_t spell = p ? p->down_since : 0;
+    bool done = !p || p->settled == spell;
+    mds_mutex_unlock(&r->mu);
+    if (done)
+        return 0;
+    int rc = mds_group_settle_site(r->group, id);
+    if (rc < 0) {
+        XT_WARN("route: cannot settle the transactions of dead MDS %u: %s", id, strerror(-rc));
+        return rc;
+    }
+    XT_INFO("route: MDS %u is dead: its prepared transactions are settled", id);
+    mds_mutex_lock(&r->mu);
+    if ((p = mds_route_peer_find(r, id)) && p->down_since == spell)
+        p->settled = spell;
+    mds_mutex_unlock(&r->mu);
+    return 0;
+}
+
+/* Asks MDS id to release k (one step of ask_release). */
+static int ask_one(mds_route *r, const struct mds_key *k, uint32_t id, uint64_t ver, bool *fence)
+{
+    xt_rpc_pool *pool = mds_route_pool(r, id);
+    if (!pool)
+        return 0; /* no address: it never was reachable */
+    xt_rpc_call call = { .timeout_ms = RELEASE_MS };
+    uint64_t clean = 0;
+    int rc = xt_mds_release(pool, &call, r->self, k->fsid, k->table, k->slice, ver, &clean);
+    uint64_t now = xt_mono_ns();
+    bool dead = false;
+    mds_mutex_lock(&r->mu);
+    struct peer *p = mds_route_peer_find(r, id);
+    if (p && (rc == 0 || rc == -EAGAIN)) {
+        p->down_since = 0;
+        p->clean_ver = XT_MAX(p->clean_ver, clean);
+    } else if (p && is_transport_down(rc)) {
+        if (!p->down_since)
+            p->down_since = now;
+        dead = now - p->down_since >= (uint64_t)DEAD_MS * 1000000u;
+    }
+    mds_mutex_unlock(&r->mu);
+    if (rc == 0)
+        return 0;
+    if (dead && settle_dead(r, id) == 0) {
+        *fence = true;
+        return 0;
+    }
+    XT_DBG("route: fs %u table %llu slice %u: MDS %u has not released it (%d)", k->fsid,
+           (unsigned long long)k->table, k->slice, id, rc);
+    mds_stats_add(r->stats, MDS_CTR_RELEASE_WAITS, 1);
+    return -EAGAIN;
+}
+
+/* Asks every other MDS whose clean version is below our ring's to release
+ * k (invariant 7). 0, or -EAGAIN when one has not let go. *fence: a dead
+ * one was skipped (after its transactions were settled). */
+static int ask_release(mds_route *r, const struct mds_key *k, bool *fence)
+{
+    mds_mutex_lock(&r->mu);
+    uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
+    size_t na = 0;
+    for (size_t i = 0; r->started && ver && i < r->npeers; i++)
+        na += r->peers[i].id != r->self && r->peers[i].clean_ver < ver;
+    /* Every MDS not known clean, however many (usually none: no copy). */
+    uint32_t *ask = na ? xt_malloc(na * sizeof *ask) : NULL;
+    size_t n = 0;
+    for (size_t i = 0; ask && i < r->npeers; i++)
+        if (r->peers[i].id != r->self && r->peers[i].clean_ver < ver)
+            ask[n++] = r->peers[i].id;
+    mds_mutex_unlock(&r->mu);
+    if (na && !ask)
+        return -ENOMEM;
+    na = n;
+    int rc = 0;
+    for (size_t i = 0; i < na && rc == 0; i++)
+        rc = ask_one(r, k, ask[i], ver, fence);
+    xt_free(ask);
+    return rc;
+}
+
+int mds_route_before_load(void *arg, const struct mds_key *k, bool *fence)
+{
+    mds_route *r = arg;
+    *fence = false;
+    /* Only an owner changes what it loads; a non-home MDS reading a meta
+     * slice takes whatever is stored (bitmaps only grow). */
+    if (!owns_key(r, k))
+        return 0;
+    return ask_release(r, k, fence);
+}
+
+/* Drop a let-go slice, waiting out short pins (a reader finishing). */
+static int drop_let_go(mds_route *r, const struct mds_key *k)
+{
+    for (int i = 0;; i++) {
+        int rc = mds_cache_drop(r->cache, k);
+        if (rc != -EBUSY)
+            return 0;
+        if (i == 200)
+            return -EAGAIN;
+        xt_sleep_ms(1);
+    }
+}
+
+/* Lets k go and commits it: 0, or -EAGAIN (loading, or the commit did not
+ * finish in time: ask again). */
+static int let_go_commit(mds_route *r, const struct mds_key *k, unsigned timeout_ms)
+{
+    uint64_t gen = 0;
+    if (mds_table_let_go(r->table, k, &gen) < 0)
+        return -EAGAIN;
+    struct mds_group_info gi;
+    mds_group_info(r->group, &gi);
+    if (gen > gi.committed_gen && mds_group_sync(r->group, gen, timeout_ms) < 0)
+        return -EAGAIN;
+    return 0;
+}
+
+int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
+                      uint64_t ring_version, uint64_t *clean_version)
+{
+    mds_mutex_lock(&r->mu);
+    uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
+    bool started = r->started;
+    *clean_version = r->swept_ver;
+    /* The asker holds it from now on: before it is let go here, so that a
+     * load of ours that could miss the asker's copy is already loading
+     * (and refuses below) or asks the asker first. An asker on our own
+     * ring owns k under it, so it stays as clean as it was for that ring
+     * (clean_ver is about slices held but not owned): resetting it then
+     * made every load of both ask each other from the first ask on, K - 1
+     * release calls per cache miss for good. */
+    struct peer *p = mds_route_peer_find(r, from_site);
+    if (p && started && ver > ring_version)
+        p->clean_ver = 0;
+    mds_mutex_unlock(&r->mu);
+    if (!started || ver < ring_version || owns_key(r, k))
+        return -EAGAIN; /* our ring is older, or the asker's */
+    int rc = let_go_commit(r, k, RELEASE_MS / 2);
+    if (rc == 0 && k->slice != MDS_META_SLICE)
+        rc = drop_let_go(r, k);
+    if (rc == 0)
+        mds_stats_add(r->stats, MDS_CTR_RELEASES, 1);
+    XT_DBG("route: fs %u table %llu slice %u: released to MDS %u (ring 0 v%llu): %d", k->fsid,
+           (unsigned long long)k->table, k->slice, from_site, (unsigned long long)ring_version,
+           rc);
+    return rc;
+}
+
+/* One sweep (invariant 6): the number of slices (and home roles) still to
+ * let go. */
+static int sweep(mds_route *r)
+{
+    int todo = mds_table_rehome(r->table);
+    if (todo < 0)
+        return 1;
+    struct mds_key *keys;
+    size_t n, let = 0;
+    if (mds_cache_keys(r->cache, &keys, &n) < 0)
+        return 1;
+    uint64_t maxgen = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (owns_key(r, &keys[i]))
+            continue;
+        uint64_t gen;
+        if (mds_table_let_go(r->table, &keys[i], &gen) < 0) {
+            todo++;
+            continue;
+        }
+        maxgen = XT_MAX(maxgen, gen);
+        if (keys[i].slice != MDS_META_SLICE)
+            keys[let++] = keys[i];
+    }
+    struct mds_group_info gi;
+    mds_group_info(r->group, &gi);
+    if (maxgen > gi.committed_gen && mds_group_sync(r->group, maxgen, 10000) < 0)
+        todo++;
+    size_t dropped = 0;
+    for (size_t i = 0; i < let; i++) {
+        if (drop_let_go(r, &keys[i]) < 0) {
+            todo++;
+        } else {
+            dropped++;
+            XT_DBG("route: fs %u table %llu slice %u: let go and dropped", keys[i].fsid,
+                   (unsigned long long)keys[i].table, keys[i].slice);
+        }
+    }
+    if (dropped)
+        mds_stats_add(r->stats, MDS_CTR_SLICES_MOVED, dropped);
+    xt_free(keys);
+    return todo;
+}
+
+/* Step 3 of the tick (the file comment). */
+static void mds_route_run_sweep(mds_route *r, uint64_t *next_sweep)
+{
+    mds_mutex_lock(&r->mu);
+    uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
+    bool due = ver > r->swept_ver && xt_mono_ns() >= *next_sweep;
+    mds_mutex_unlock(&r->mu);
+    if (!due)
+        return;
+    uint64_t t0 = xt_mono_ns();
+    int todo = sweep(r);
+    mds_mutex_lock(&r->mu);
+    uint64_t now_ver = r->ring ? xt_ring_version(r->ring) : 0;
+    bool done = todo == 0 && now_ver == ver;
+    if (done)
+        r->swept_ver = ver;
+    bool drained = done && !xt_ring_has_site(r->ring, r->self) && r->drained_ver != ver;
+    if (drained)
+        r->drained_ver = ver;
+    mds_mutex_unlock(&r->mu);
+    if (done)
+        XT_INFO("route: ring 0 v%llu: swept in %.1f ms, nothing held for another MDS",
+                (unsigned long long)ver, (double)(xt_mono_ns() - t0) / 1e6);
+    if (drained)
+        XT_INFO("route: drained (ring 0 v%llu): this MDS owns no slice and holds none",
+                (unsigned long long)ver);
+    *next_sweep = done ? 0 : xt_mono_ns() + (uint64_t)SWEEP_MS * 1000000u;
 }

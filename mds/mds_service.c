@@ -36,6 +36,7 @@
  * XT_F_SYS (read by pomctl fsck, which counts and checks them).
  */
 #include "mds_service.h"
+#include "mds_outbox.h"
 
 #include "xt_common.h"
 #include "xt_hash.h"
@@ -732,10 +733,10 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
         for (size_t i = 0; i < n; i++)
             internal = internal || (reqs[i].flags & XT_F_SYS);
         /* Copies whose rows sit elsewhere become outbox rows (an RMU). */
-        struct copy_place *hold = NULL;
+        struct mds_outbox_place *hold = NULL;
         const struct xt_req *placed = reqs;
-        if (!internal && mds_xact_has_copy(reqs, n) &&
-            (rc = mds_xact_copy_place(svc->xact, reqs, n, &placed, &hold, failed)) < 0) {
+        if (!internal && mds_outbox_has_copy(reqs, n) &&
+            (rc = mds_outbox_place(svc->xact, reqs, n, &placed, &hold, failed)) < 0) {
             mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
             return rc;
         }
@@ -747,7 +748,7 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
             if (!rmu) /* (sent to the right MDS: the client's view is right) */
                 teach_bitmaps(svc, reqs, n, resps);
         }
-        mds_xact_copy_place_free(hold);
+        mds_outbox_place_free(hold);
     }
     mds_stats_record(svc->stats, MDS_OP_BATCH, ms_since(t0), rc);
     return rc;

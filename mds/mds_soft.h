@@ -16,7 +16,7 @@
  *  (2) A delivery takes out exactly its delta when an entry exists, and
  *      nothing when none does (the deltas it delivers were never shown
  *      here, or expired). The sender delivers a delta only after its eager
- *      half had time to arrive (mds_xact_rmu.c (5)), so the take follows
+ *      half had time to arrive (mds_outbox.c (5)), so the take follows
  *      the add. Deltas lost before their take (a restart of this MDS, a
  *      move of the row's slice) leave the shown count off by them until
  *      the entry expires (1).

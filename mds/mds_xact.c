@@ -1,14 +1,20 @@
 /*
- * mds_xact.c -- the coordinator and the participant's prepare of atomic
- * batches across MDS (mds_xact.h, docs/mds-xact.md). The finish and the
- * resolver, which run on this module's thread, are in mds_xact_bg.c.
+ * mds_xact.c -- the coordinator of atomic batches across MDS (mds_xact.h,
+ * docs/mds-xact.md), its finish, and the module's thread. The participant
+ * (prepare, resolver) is mds_xact_part.c; the outbox rows (RMUs, copies)
+ * are mds_outbox.c.
+ *
+ * The thread runs, in this order of priority: the finish of decided
+ * transactions (pending rows deleted at their holders, then the decision
+ * row), an outbox round every RMU_ROUND_MS (mds_outbox_round), and a
+ * sweep of the resolver every resolve_ms / 2 (mds_xact_sweep).
  *
  * The parents' times and counts in a batch are *loose* ops, run around
  * it, not in it (xt_req_loose); the rest are strict. When the strict ops
  * sit at one MDS, they are one atomic batch there and no transaction.
  * A count (a loose op with NLINK_ADD: mkdir, rmdir) becomes an RMU: an
  * outbox row in the strict ops' atomic batch, shown at once at the
- * parent's MDS (XT_F_SOFT) and delivered later (mds_xact_rmu.c).
+ * parent's MDS (XT_F_SOFT) and delivered later (mds_outbox.c).
  * A transaction, seen from the MDS A that received the client's batch:
  *   1. owners: each op's slice by A's bitmap, its MDS by ring 0; the
  *      decider D is the first strict op's owner;
@@ -16,7 +22,7 @@
  *      check of the decision row, which names the transaction), synced;
  *   3. decide: D runs its own ops and the EXCL create of the decision row
  *      COMMIT as one atomic batch;
- *   4. answer, and queue the finish (mds_xact_bg.c).
+ *   4. answer, and queue the finish (below).
  * A failure after a prepare creates ABORT (or finds COMMIT: then the
  * transaction did commit) and has every prepared part settled (rolled
  * back) before it answers; what it cannot reach is left to the
@@ -24,235 +30,66 @@
  */
 #include "mds_xact.h"
 #include "mds_xact_i.h"
+#include "mds_outbox.h"
 
-#include <signal.h>
+#include <assert.h>
 #include <string.h>
-#include <time.h>
 
 #include "xt_common.h"
+#include "xt_crash.h"
+#include "xt_time.h"
+#include "xt_worker.h"
 #include "xt_hash.h"
 
-/* ---- rows ---------------------------------------------------------------- */
+/* ---- the module ------------------------------------------------------------- */
 
-int mds_xact_pend_parse(const void *row, size_t len, struct mds_xact_pend *p)
+#define RMU_ROUND_MS 100u
+
+void mds_xact_txn_add(struct txn *t, const struct xt_req *req, uint32_t site)
 {
-    xt_row v;
-    if (xt_row_decode(row, len, &v) < 0 || v.ngroups == 0)
-        return -EBADMSG;
-    /* The record is the concatenation of the row's groups (chunks of at
-     * most XT_ROW_GROUP_MAX bytes); a single chunk is used in place. */
-    size_t total = 0;
-    for (uint32_t i = 0; i < v.ngroups; i++)
-        total += v.groups[i].len;
-    memset(p, 0, sizeof *p);
-    const uint8_t *r = v.groups[0].ptr;
-    if (v.ngroups > 1) {
-        if (!(p->buf = xt_malloc(total)))
-            return -ENOMEM;
-        size_t off = 0;
-        for (uint32_t i = 0; i < v.ngroups; i++) {
-            memcpy(p->buf + off, v.groups[i].ptr, v.groups[i].len);
-            off += v.groups[i].len;
-        }
-        r = p->buf;
-    }
-    size_t at = PEND_OFF_NAME;
-    if (total < at || (r[PEND_OFF_FMT] != PEND_FMT && r[PEND_OFF_FMT] != PEND_FMT_COUNT) ||
-        r[PEND_OFF_EXISTED] > 1 || r[PEND_OFF_DLEN] != MDS_XACT_DNAME_LEN)
-        goto bad;
-    p->fmt = r[PEND_OFF_FMT];
-    p->existed = r[PEND_OFF_EXISTED];
-    p->dfsid = xt_get_u32(r + PEND_OFF_DFSID);
-    p->dtable = xt_get_u64(r + PEND_OFF_DTABLE);
-    memcpy(p->dname, r + PEND_OFF_DNAME, MDS_XACT_DNAME_LEN);
-    p->name_len = xt_get_u16(r + PEND_OFF_NLEN);
-    if (p->name_len == 0 || p->name_len > XT_NAME_MAX || total < at + p->name_len)
-        goto bad;
-    p->name = r + at;
-    at += p->name_len;
-    p->old = r + at;
-    p->old_len = total - at;
-    if (p->fmt == PEND_FMT_COUNT) {
-        if (p->existed || p->old_len != 4)
-            goto bad;
-        p->delta = (int32_t)xt_get_u32(p->old);
-        p->old = NULL;
-        p->old_len = 0;
-    } else if (!p->existed && p->old_len) {
-        goto bad;
-    }
-    p->uuid = v.attr.uuid;
-    p->ctime_ns = v.attr.ctime_ns;
-    return 0;
-bad:
-    xt_free(p->buf);
-    p->buf = NULL;
-    return -EBADMSG;
+    if (t->nops == XT_BATCH_ATOMIC_MAX || req->name_len > XT_NAME_MAX)
+        return;
+    struct txn_op *o = &t->ops[t->nops++];
+    o->fsid = req->t.fsid;
+    o->table = req->t.table;
+    memcpy(o->name, req->name, req->name_len);
+    o->name_len = req->name_len;
+    o->site = site;
+    o->count = mds_xact_is_count(req);
 }
 
-uint64_t mds_xact_tag(const uint8_t *dname)
+void mds_xact_txn_free(struct txn *t)
 {
-    return xt_hash_bytes(dname, MDS_XACT_DNAME_LEN, UINT64_C(0x706f6d2d78616374)) | 1;
+    xt_free(t);
 }
 
-/* The count change a delta makes on row attributes a, as xt_row_update
- * applies it: rows not counted (xt_row_count_of) take none; a counted one
- * takes all of it but at the ends of its range. */
-static int32_t count_applied(const xt_row_attr *a, int32_t delta)
+int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
 {
-    int64_t was = xt_row_count_of(a);
-    if (was == INT64_MIN)
-        return 0;
-    xt_row_attr b = *a;
-    xt_row_count_set(&b, was + delta);
-    return (int32_t)(xt_row_count_of(&b) - was);
-}
-
-/* derive of a prepare: the pending row of op `of`, from its pre-image. A
- * count row records the delta the op applies to that pre-image, so its
- * rollback undoes exactly that, whatever other deltas came since. */
-static int pend_derive(void *arg, bool existed, const void *old, size_t old_len, uint8_t **out,
-                       size_t *out_len)
-{
-    const struct pend_arg *pa = arg;
-    uint8_t applied[4];
-    if (pa->count) {
-        xt_row o;
-        if (!existed || xt_row_decode_meta(old, old_len, &o) < 0)
-            return -ENOENT; /* (the update itself fails the same way) */
-        xt_put_u32(applied, (uint32_t)count_applied(&o.attr, pa->delta));
-        old = applied;
-        old_len = sizeof applied;
-    }
-    size_t head = PEND_OFF_NAME + pa->name_len;
-    size_t total = head + (existed ? old_len : 0);
-    uint8_t *rec = xt_malloc(total);
-    if (!rec)
-        return -ENOMEM;
-    rec[PEND_OFF_FMT] = pa->count ? PEND_FMT_COUNT : PEND_FMT;
-    rec[PEND_OFF_EXISTED] = existed && !pa->count ? 1 : 0;
-    xt_put_u32(rec + PEND_OFF_DFSID, pa->dfsid);
-    xt_put_u64(rec + PEND_OFF_DTABLE, pa->dtable);
-    rec[PEND_OFF_DLEN] = MDS_XACT_DNAME_LEN;
-    memcpy(rec + PEND_OFF_DNAME, pa->dname, MDS_XACT_DNAME_LEN);
-    xt_put_u16(rec + PEND_OFF_NLEN, (uint16_t)pa->name_len);
-    memcpy(rec + PEND_OFF_NAME, pa->name, pa->name_len);
-    if (existed && old_len)
-        memcpy(rec + head, old, old_len);
-    xt_row v;
-    xt_row_init(&v);
-    v.attr.type = XT_ROW_KV;
-    v.attr.uuid = mds_xact_tag(pa->dname);
-    v.attr.ctime_ns = xt_now_ns();
-    v.name = pa->pname;
-    v.name_len = pa->pname_len;
-    int rc = 0;
-    for (size_t off = 0; off < total && rc == 0; off += XT_ROW_GROUP_MAX) {
-        uint32_t len = (uint32_t)XT_MIN(total - off, (size_t)XT_ROW_GROUP_MAX);
-        rc = xt_row_view_set_group(&v, (uint16_t)(XT_CG_USER0 + off / XT_ROW_GROUP_MAX),
-                                   rec + off, len);
-    }
-    if (rc == 0)
-        rc = xt_row_encode_alloc(&v, out, out_len);
-    xt_free(rec);
-    /* Too big to keep a pre-image of (a row near XT_ROW_ENCODED_MAX): the
-     * coordinator answers -EXDEV and the client runs the batch op by op. */
-    return rc == -E2BIG ? -EXDEV : rc;
-}
-
-void mds_xact_decision_view(xt_row *v, const uint8_t *dname, const uint8_t *verdict)
-{
-    xt_row_init(v);
-    v->attr.type = XT_ROW_KV;
-    v->attr.uuid = mds_xact_tag(dname);
-    v->attr.ctime_ns = xt_now_ns();
-    v->name = dname;
-    v->name_len = MDS_XACT_DNAME_LEN;
-    xt_row_view_set_group(v, XT_CG_USER0, verdict, 1);
-}
-
-int mds_xact_decision_parse(const void *row, size_t len)
-{
-    const uint8_t *g;
-    uint32_t glen;
-    if (xt_row_get_group(row, len, XT_CG_USER0, &g, &glen) < 0 || glen != 1 ||
-        (g[0] != MDS_XACT_COMMIT && g[0] != MDS_XACT_ABORT))
-        return -EBADMSG;
-    return g[0];
-}
-
-/* ---- participant ----------------------------------------------------------- */
-
-bool mds_xact_is_prepare(const struct xt_req *reqs, size_t n)
-{
-    const struct xt_req *d = n >= 2 ? &reqs[n - 1] : NULL;
-    return d && d->op == XT_OP_LOOKUP && (d->flags & XT_F_SYS) &&
-           d->name_len == MDS_XACT_DNAME_LEN && xt_hash_is_sys(d->name, d->name_len) &&
-           ((const uint8_t *)d->name)[2] == XT_SYS_DECISION;
-}
-
-int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_resp *resps,
-                     size_t *failed)
-{
-    *failed = 0;
-    if (!mds_xact_is_prepare(reqs, n) || n - 1 > MDS_ATOMIC_MAX / 2)
+    if (!o->table || !o->group || !o->cache || !o->route)
         return -EINVAL;
-    size_t k = n - 1;
-    const struct xt_req *d = &reqs[k];
-    struct pend_arg pa[MDS_ATOMIC_MAX / 2];
-    struct mds_aop extra[MDS_ATOMIC_MAX / 2];
-    for (size_t i = 0; i < k; i++) {
-        if (xt_hash_is_sys(reqs[i].name, reqs[i].name_len))
-            return -EINVAL; /* a transaction's ops are user rows */
-        bool count = mds_xact_is_count(&reqs[i]);
-        pa[i] = (struct pend_arg){ .dfsid = d->t.fsid, .dtable = d->t.table,
-                                   .name = reqs[i].name, .name_len = reqs[i].name_len,
-                                   .count = count,
-                                   .delta = count ? (int32_t)reqs[i].row->attr.nlink : 0 };
-        memcpy(pa[i].dname, d->name, MDS_XACT_DNAME_LEN);
-        pa[i].pname_len = mds_xact_pend_row_name(reqs[i].name, reqs[i].name_len, count,
-                                                 pa[i].dname, pa[i].pname);
-        extra[i] = (struct mds_aop){ .type = MDS_AOP_CREATE, .fsid = reqs[i].t.fsid,
-                                     .table = reqs[i].t.table, .name = pa[i].pname,
-                                     .name_len = pa[i].pname_len, .flags = MDS_TABLE_EXCL,
-                                     .derive = pend_derive, .arg = &pa[i], .of = i };
-    }
-    uint64_t gen = 0;
-    int rc = x->io.batch(x->io.ctx, reqs, k, extra, k, resps, failed, &gen);
-    if (rc < 0 && *failed >= k) {
-        /* A pending row already there: the row is in another transaction. */
-        *failed -= k;
-        rc = rc == -EEXIST ? -EAGAIN : rc;
-    }
-    if (rc == 0) {
-        resps[k].commit_group = gen;
-        /* An RMU's delta is now in the row: no longer shown apart. */
-        for (size_t i = 0; i < k && x->o.soft; i++)
-            if (pa[i].count)
-                mds_soft_take(x->o.soft, reqs[i].t.fsid, reqs[i].t.table, reqs[i].name,
-                              reqs[i].name_len, pa[i].delta);
-        mds_stats_add(x->o.stats, MDS_CTR_XACT_PREPARES, 1);
-        mds_xact_crash_point(x, "participant");
-    }
-    return rc;
+    mds_xact *x = xt_calloc(1, sizeof *x);
+    if (!x)
+        return -ENOMEM;
+    x->o = *o;
+    if (x->o.rmu_hold)
+        XT_WARN("--rmu-hold: TEST-ONLY, RMU outbox rows are not delivered");
+    if (!x->o.abort_gc_ms)
+        x->o.abort_gc_ms = 60000;
+    if (!x->o.resolve_ms)
+        x->o.resolve_ms = 2000;
+    if (!x->o.call_timeout_ms)
+        x->o.call_timeout_ms = 10000;
+    mds_mutex_init(&x->mu);
+    *out = x;
+    return 0;
+}
+
+void mds_xact_bind(mds_xact *x, const struct mds_xact_io *io)
+{
+    x->io = *io;
 }
 
 /* ---- coordinator ----------------------------------------------------------- */
-
-/* A pause between two tries of a step whose slice is moving. */
-static void nap_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-void mds_xact_crash_point(const mds_xact *x, const char *where)
-{
-    if (x->crash && strcmp(x->crash, where) == 0) {
-        XT_WARN("xact: crash point %s (POM_MDS_XACT_CRASH)", where);
-        raise(SIGKILL);
-    }
-}
 
 /* A copy of a client's request to send on to another MDS: without the
  * client's slice hint and any forwarded bitmap (borrowed pointers kept). */
@@ -346,7 +183,7 @@ static int abort_txn(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
      * loadable once committed): try for a few seconds, not at once. */
     for (int tries = 0, ms = 10; tries < 12; tries++, ms = XT_MIN(ms * 2, 500)) {
         if (tries > 0)
-            nap_ms(ms);
+            xt_sleep_ms(ms); /* a slice moving: a pause between two tries */
         struct xt_resp resp = { 0 };
         int rc = x->io.op(x->io.ctx, &q, &resp);
         xt_resp_free(&resp);
@@ -367,7 +204,7 @@ static int abort_txn(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
  * over it: only this coordinator writes COMMIT, it has decided ABORT, and
  * no decide batch of it is in flight (the caller knows). A participant
  * whose pending row is still there then finds no decision and writes
- * ABORT itself (mds_xact_bg.c), so the row is not needed; it was kept for
+ * ABORT itself (mds_xact_part.c), so the row is not needed; it was kept for
  * good before (docs/mds-xact.md "ABORT rows"). Unsynced: a lost delete
  * leaves the row, as before. */
 static void drop_abort(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
@@ -401,7 +238,7 @@ static void settle_all(mds_xact *x, const struct txn *t)
             rc = x->io.op(x->io.ctx, &q, &r);
             xt_resp_free(&r);
             if (rc == -EAGAIN)
-                nap_ms(ms);
+                xt_sleep_ms(ms); /* a slice moving: a pause between two tries */
         }
         char id[48];
         mds_xact_txid_str(t->dname, id, sizeof id);
@@ -467,13 +304,13 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
         if (rc == 0 || unknown(rc)) {
             /* (unknown: it may be prepared; its resolver settles it) */
             for (size_t j = 0; j < k; j++)
-                txn_add_op(t, &reqs[idx[j]], site[i]);
+                mds_xact_txn_add(t, &reqs[idx[j]], site[i]);
         }
         if (rc < 0)
             *failed = sf < k ? idx[sf] : idx[0];
     }
     if (rc == 0)
-        mds_xact_crash_point(x, "prepared");
+        XT_CRASH_POINT("xact.prepared");
 
     /* 3. Decide at op 0's owner: its ops and COMMIT, one atomic batch. */
     uint64_t dgen = 0;
@@ -507,7 +344,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
         }
     }
     if (rc == 0)
-        mds_xact_crash_point(x, "decided");
+        XT_CRASH_POINT("xact.decided");
 
     if (rc < 0 && t->nops > 0) {
         int a = abort_txn(x, &reqs[0], t->dname);
@@ -529,7 +366,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
     XT_DBG("xact %s: %zu ops, decider %u, %zu prepared: %s (%d)", id, n, dsite, t->nops,
            rc == 0 ? "committed" : "aborted", rc);
     if (rc < 0) {
-        txn_free(t);
+        mds_xact_txn_free(t);
         return rc; /* raw: mds_xact_run tells a stale view (-EREMOTE) from the rest */
     }
     for (size_t i = 0; i < n; i++) {
@@ -624,7 +461,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
     int rc;
     for (size_t i = 0; i < n && !all_strict; i++)
         if (xt_req_loose_after(&reqs[i])) {
-            if ((rc = mds_xact_rmu_outbox(x, &reqs[i], sreq[0].t.fsid, sreq[0].t.table,
+            if ((rc = mds_outbox_count(x, &reqs[i], sreq[0].t.fsid, sreq[0].t.table,
                                           sreq[0].name, sreq[0].name_len, &rb[nrmu],
                                           &sreq[ns])) < 0) {
                 *failed = i;
@@ -703,4 +540,186 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
         resps[0].epoch_site = resps[sidx[0]].epoch_site;
     }
     return 0;
+}
+
+/* ---- the finish (on the thread) --------------------------------------------- */
+
+/* Transactions finished together (xact_main takes up to this many). */
+#define FINISH_BATCH 64
+
+/* An MDS incarnation that deleted pending rows of a batch: synced once to
+ * the newest group it answered with before any decision row goes. */
+struct holder {
+    uint32_t site, epoch;    /* epoch 0: this MDS (a local op) */
+    uint64_t gen;
+    uint64_t txns;           /* bit i: v[i] deleted a row here */
+};
+
+/* Record a delete answered by (site, epoch) in group gen for v[i]; false
+ * when hs is full (the caller gives up on v[i]). */
+static bool note_holder(struct holder *hs, size_t *nh, size_t cap, uint32_t site,
+                        uint32_t epoch, uint64_t gen, size_t i)
+{
+    for (size_t k = 0; k < *nh; k++)
+        if (hs[k].site == site && hs[k].epoch == epoch) {
+            hs[k].gen = XT_MAX(hs[k].gen, gen);
+            hs[k].txns |= UINT64_C(1) << i;
+            return true;
+        }
+    if (*nh == cap)
+        return false;
+    hs[(*nh)++] = (struct holder){ site, epoch, gen, UINT64_C(1) << i };
+    return true;
+}
+
+/* Finish v[0..n) (n <= FINISH_BATCH) together: their decisions durable
+ * (one sync of our group), every pending row deleted -- unsynced, then
+ * each MDS that deleted some synced once -- and only then each decision
+ * row: a decision row may go only once no pending row can come back
+ * without it (mds_xact.h (2)). One transaction at a time cost a sync per
+ * participant each, and a rename storm outran the thread. A transaction
+ * whose delete or sync failed keeps its decision row; the resolvers
+ * settle the rest. Frees v's transactions. */
+static void finish_batch(mds_xact *x, struct txn **v, size_t n)
+{
+    uint32_t self = mds_route_self(x->o.route);
+    uint64_t dgen = 0;
+    bool mine = false;
+    for (size_t i = 0; i < n; i++)
+        if (v[i]->dsite == self) {
+            mine = true;
+            dgen = XT_MAX(dgen, v[i]->dgen);
+        }
+    int err[FINISH_BATCH]; /* non-zero: why v[i] cannot finish now */
+    int src = mine ? mds_group_sync(x->o.group, dgen, x->o.call_timeout_ms) : 0;
+    for (size_t i = 0; i < n; i++)
+        err[i] = src;
+    struct holder hs[FINISH_BATCH];
+    size_t nh = 0;
+    for (size_t i = 0; i < n; i++) {
+        struct txn *t = v[i];
+        uint64_t tag = mds_xact_tag(t->dname);
+        for (size_t j = 0; j < t->nops && !err[i]; j++) {
+            const struct txn_op *o = &t->ops[j];
+            uint8_t pn[PEND_NAME_MAX];
+            size_t pl = mds_xact_pend_row_name(o->name, o->name_len, o->count, t->dname, pn);
+            struct xt_req q = { .op = XT_OP_DELETE, .t = { o->fsid, o->table, -1 }, .name = pn,
+                                .name_len = (uint32_t)pl, .expect_uuid = tag,
+                                .flags = XT_F_SYS | XT_F_IF_UUID };
+            struct xt_resp r = { 0 };
+            int rc = x->io.op(x->io.ctx, &q, &r);
+            if (rc == 0 && !note_holder(hs, &nh, FINISH_BATCH, r.epoch_site ? r.epoch_site : self,
+                                        r.epoch_site ? r.epoch : 0, r.commit_group, i))
+                rc = -ENOSPC;
+            xt_resp_free(&r);
+            if (rc < 0 && rc != -ENOENT && rc != -ESTALE) /* (a resolver was first) */
+                err[i] = rc;
+        }
+    }
+    for (size_t k = 0; k < nh; k++) {
+        bool todo = false; /* a transaction still finishing deleted here */
+        for (size_t i = 0; i < n && !todo; i++)
+            todo = (hs[k].txns >> i & 1) && !err[i];
+        int rc = todo ? mds_xact_sync_holder(x, hs[k].site, hs[k].epoch, hs[k].gen) : 0;
+        for (size_t i = 0; rc < 0 && i < n; i++)
+            if ((hs[k].txns >> i & 1) && !err[i])
+                err[i] = rc;
+    }
+    for (size_t i = 0; i < n; i++) {
+        struct txn *t = v[i];
+        int rc = err[i];
+        if (rc == 0) {
+            struct xt_req q = { .op = XT_OP_DELETE, .t = { t->dfsid, t->dtable, -1 },
+                                .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
+                                .expect_uuid = mds_xact_tag(t->dname),
+                                .flags = XT_F_SYS | XT_F_IF_UUID };
+            struct xt_resp r = { 0 };
+            rc = x->io.op(x->io.ctx, &q, &r);
+            xt_resp_free(&r);
+            rc = rc == -ENOENT ? 0 : rc;
+        }
+        char id[48];
+        mds_xact_txid_str(t->dname, id, sizeof id);
+        if (rc < 0)
+            XT_WARN("xact %s: finish stopped (%s): pending rows left to the resolvers", id,
+                    strerror(-rc));
+        else
+            XT_DBG("xact %s: finished (batch of %zu, %zu syncs)", id, n, nh + mine);
+        mds_xact_txn_free(t);
+    }
+}
+
+void mds_xact_queue_finish(mds_xact *x, struct txn *t)
+{
+    mds_mutex_lock(&x->mu);
+    t->next = x->finish;
+    x->finish = t;
+    xt_worker *w = x->worker; /* NULL before mds_xact_start: its first step finishes it */
+    mds_mutex_unlock(&x->mu);
+    if (w)
+        xt_worker_wake(w);
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+/* One step of the thread: a batch of finishes first, else an outbox round
+ * or a sweep when due. Returns the ms until the next is due. */
+static uint64_t xact_step(xt_worker *w, void *arg)
+{
+    mds_xact *x = arg;
+    (void)w;
+    struct txn *v[FINISH_BATCH];
+    size_t n = 0;
+    mds_mutex_lock(&x->mu);
+    while (x->finish && n < FINISH_BATCH) {
+        v[n++] = x->finish;
+        x->finish = x->finish->next;
+    }
+    mds_mutex_unlock(&x->mu);
+    if (n) {
+        finish_batch(x, v, n);
+        return 0;
+    }
+    if (xt_deadline_passed(x->next_rmu)) {
+        mds_outbox_round(x);
+        x->next_rmu = xt_deadline_ms(RMU_ROUND_MS);
+        return 0;
+    }
+    if (xt_deadline_passed(x->next_sweep)) {
+        mds_xact_sweep(x);
+        x->next_sweep = xt_deadline_ms((x->o.resolve_ms + 1) / 2);
+        return 0;
+    }
+    return XT_MIN(xt_deadline_left_ms(x->next_rmu), xt_deadline_left_ms(x->next_sweep));
+}
+
+int mds_xact_start(mds_xact *x)
+{
+    assert(!x->worker);
+    if (!x->io.op || !x->io.batch)
+        return -EINVAL;
+    struct xt_worker_opts wo = { .name = "mds-xact", .step = xact_step, .arg = x };
+    xt_worker *w;
+    int rc = xt_worker_start(&wo, &w);
+    if (rc < 0)
+        return rc;
+    mds_mutex_lock(&x->mu);
+    x->worker = w;
+    mds_mutex_unlock(&x->mu);
+    return 0;
+}
+
+void mds_xact_free(mds_xact *x)
+{
+    if (!x)
+        return;
+    xt_worker_stop(x->worker); /* NULL: never started */
+    while (x->finish) {
+        struct txn *t = x->finish;
+        x->finish = t->next;
+        mds_xact_txn_free(t);
+    }
+    mds_outbox_free(x);
+    mds_mutex_destroy(&x->mu);
+    xt_free(x);
 }

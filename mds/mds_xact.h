@@ -68,6 +68,8 @@ struct mds_xact_opts {
     uint32_t epoch;            /* this incarnation (part of every txid) */
     unsigned resolve_ms;       /* age of a pending row before it is resolved; 0: 2000 */
     unsigned call_timeout_ms;  /* MDS-to-MDS calls; 0: 10000 */
+    unsigned abort_gc_ms;      /* age of the ABORT rows the sweep removes; 0: 60000 */
+    bool rmu_hold;             /* tests only: outbox rows stay undelivered */
 };
 
 /* *out: mds_xact_free. -EINVAL, -ENOMEM. */
@@ -88,7 +90,7 @@ bool mds_xact_is_prepare(const struct xt_req *reqs, size_t n);
 /* Coordinator: reqs[0..n) (a client's atomic batch) touches rows owned by
  * other MDS. Runs the parents' times first (loose ops) and makes their
  * counts RMUs (an outbox row in the batch, the delta shown at the
- * parent's MDS: mds_xact_rmu.c); prepares each other owner's part of the
+ * parent's MDS: mds_outbox.c); prepares each other owner's part of the
  * rest, decides at the owner of its first op, answers, and finishes in
  * the background (or, when one MDS owns all of the rest, runs it there). Returns 0 (resps filled:
  * commit_group/epoch/epoch_site of the decider) or the first failing op's
@@ -102,21 +104,6 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
  * owns (by this MDS's view): mds_xact_run makes it an RMU, and an atomic
  * attempt here first would only fail. */
 bool mds_xact_count_apart(mds_xact *x, const struct xt_req *reqs, size_t n);
-
-/* Whether a batch carries a copy (XT_F_RMU). */
-bool mds_xact_has_copy(const struct xt_req *reqs, size_t n);
-/* A client's atomic batch with copies, placed (mds_xact_copy.c (1)): *out
- * gets the batch to run -- reqs itself, or a copy in *hold where each
- * copy whose row this MDS places away from op 0's is its outbox row's
- * create (pointing into *hold: free it with mds_xact_copy_place_free once
- * the batch ran). x NULL (one MDS): every copy stays. -EINVAL (*failed:
- * the op) for a copy on a system row, without its row (the
- * stamp) or with conditions; -EAGAIN, -ENOMEM. A copy as op 0 stays
- * (it applies at its row's MDS, with the batch). */
-struct copy_place;
-int mds_xact_copy_place(mds_xact *x, const struct xt_req *reqs, size_t n,
-                        const struct xt_req **out, struct copy_place **hold, size_t *failed);
-void mds_xact_copy_place_free(struct copy_place *hold);
 
 /* Participant: applies a prepare (mds_xact_is_prepare) with a pending row
  * per op, synced when asked. 0 or the first failing op's -errno

@@ -1,7 +1,9 @@
 /*
- * mds_xact_i.h -- internals shared by mds_xact.c (coordinator, prepare)
- * and mds_xact_bg.c (finish, resolver): the rows' formats and the
- * transaction record. Not for other callers; invariants are mds_xact.h's.
+ * mds_xact_i.h -- internals shared by mds_xact.c (coordinator, finish,
+ * the thread), mds_xact_part.c (participant: prepare, resolver) and
+ * mds_outbox.c: the pending and decision rows' formats, the transaction
+ * record and the module's state. Not for other callers; invariants are
+ * mds_xact.h's.
  *
  * Decision row: name XT_SYS_DECISION head (placement: op 0's hash) ||
  * txid, where txid = coordinator site u32 || its epoch u32 || seq u64 (LE);
@@ -28,24 +30,6 @@
  *   44+n ...   pre-image  the row's encoding before the op (existed only);
  *                         PEND_FMT_COUNT: the delta applied, 4 bytes LE
  *                         signed (existed 0), undone by its inverse
- *
- * Outbox row (mds_xact_rmu.c): name XT_SYS_OUTBOX head (placement: the
- * hash of the row whose change it follows) || site u32 || epoch u32 ||
- * seq u64; an xt_row of type XT_ROW_KV whose group XT_CG_USER0 is:
- *
- *   off  size  field
- *   0    1     fmt        RMU_FMT (1); RMU_FMT_COPY (2): a copy's record,
- *                         laid out in mds_xact_copy.c
- *   1    4     tfsid      the target row's table
- *   5    8     ttable
- *   13   8     uuid       the target row's uuid (the update's condition; 0: none)
- *   21   4     delta      nlink delta, LE signed
- *   25   2     name_len   the target row's name
- *   27   n     name
- *
- * attr.ctime_ns = when it was made (by the creating MDS's clock);
- * attr.mtime_ns = the mtime the change set on the parent (0: none),
- * delivered again as the parent's mtime and ctime, max-merged.
  */
 #ifndef MDS_XACT_I_H
 #define MDS_XACT_I_H
@@ -55,10 +39,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "mds_mutex.h"
 #include "mds_xact.h"
 #include "xt_common.h"
 #include "xt_hash.h"
 #include "xt_row.h"
+#include "xt_worker.h"
 
 #define MDS_XACT_DNAME_LEN (XT_SYS_HEAD + 16)
 #define MDS_XACT_COMMIT    'C'
@@ -128,23 +114,19 @@ struct mds_xact {
     struct mds_xact_opts o;
     struct mds_xact_io io;
     atomic_uint_fast64_t seq;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    mds_mutex mu;
     struct txn *finish;      /* (mu) decided, to finish, newest first */
-    bool stop, started;      /* (mu) */
-    const char *crash;       /* $POM_MDS_XACT_CRASH, or NULL */
-    bool rmu_hold;           /* $POM_MDS_RMU_HOLD=1 (tests only): outbox rows
-                                stay undelivered (test_rmu_reload.sh) */
-    unsigned abort_gc_ms;    /* age of ABORT rows abort_gc removes (60 s;
-                                $POM_MDS_ABORT_GC_MS in tests) */
+    xt_worker *worker;       /* (mu) the thread; NULL before mds_xact_start */
+    uint64_t next_rmu, next_sweep; /* thread: deadlines (xt_time.h) of the next
+                                      outbox round and sweep; 0: at once */
     uint64_t abort_gc_next;  /* thread: xt_mono_ns of the next abort_gc */
-    pthread_t thread;
-    /* RMU (mds_xact_rmu.c), on the thread: */
+    /* The outbox (mds_outbox.c), on the thread: */
     atomic_uint_fast64_t rmu_seq;   /* outbox rows' names */
     uint64_t rmu_committed;  /* the group committed at the last round */
     uint64_t rmu_retry;      /* xt_mono_ns of the next round without a commit */
     struct txn *rmu_held;    /* delivered, finished once their group commits */
-    struct copy_sent *csent; /* copies in flight, sorted by outbox row */
+    struct copy_sent *csent; /* copies in flight, sorted by outbox row
+                                (the struct is mds_outbox.c's) */
     size_t csent_n, csent_cap;
 };
 
@@ -163,9 +145,6 @@ int mds_xact_read_decision(mds_xact *x, uint32_t dfsid, uint64_t dtable, const u
 /* An atomic batch to site (here: the prepare or the batch handler). */
 int mds_xact_send(mds_xact *x, uint32_t site, const struct xt_req *reqs, size_t n,
                   struct xt_resp *resps, size_t *failed, uint64_t *gen);
-/* SIGKILL itself when POM_MDS_XACT_CRASH (read once, at mds_xact_new)
- * names this point (fault tests). */
-void mds_xact_crash_point(const mds_xact *x, const char *where);
 
 /* "site.epoch.seq" of a decision row's name, for logs. */
 static inline void mds_xact_txid_str(const uint8_t *dname, char *buf, size_t cap)
@@ -219,83 +198,6 @@ void mds_xact_learn(mds_xact *x, const struct xt_req *q);
 /* The owner of each op's slice (this MDS's bitmap and ring 0). */
 int mds_xact_owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *site);
 
-/* ---- RMU (mds_xact_rmu.c) ---- */
-
-#define RMU_FMT     1
-#define RMU_FMT_COPY 2 /* a copy's record (mds_xact_copy.c) */
-#define RMU_OFF_NAME 27
-#define RMU_NAME_LEN MDS_XACT_DNAME_LEN
-/* The outbox row for count op q (a loose op with NLINK_ADD), placed with
- * row `near` of table (fsid, table): a create to add to the batch that
- * makes the change q follows. The request's name and row point into *buf
- * (the caller keeps it while the request is used). 0, -ENAMETOOLONG. */
-struct rmu_buf {
-    uint8_t name[RMU_NAME_LEN];
-    uint8_t rec[RMU_OFF_NAME + XT_NAME_MAX];
-    xt_row row;
-};
-int mds_xact_rmu_outbox(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
-                        const void *near, size_t near_len, struct rmu_buf *buf,
-                        struct xt_req *out);
-/* The create of a new outbox row of (fsid, table) placed with row `near`
- * and holding record rec[0..len) into *out: its name (unique per MDS
- * incarnation, RMU_NAME_LEN bytes) is written to name and its row to
- * *row, which *out points into with rec (the caller keeps all three
- * while *out is used). */
-void mds_xact_outbox_req(mds_xact *x, uint32_t fsid, uint64_t table, const void *near,
-                         size_t near_len, const uint8_t *rec, uint32_t len, uint8_t *name,
-                         xt_row *row, struct xt_req *out);
-/* One delivery round, on the thread, when the group committed since the
- * last (held transactions finished, outbox rows of cached slices sent). */
-void mds_xact_rmu_round(mds_xact *x);
-/* Drops the held transactions (at mds_xact_free; resolvers finish them). */
-void mds_xact_rmu_free(mds_xact *x);
-
-/* ---- copies (mds_xact_copy.c) ---- */
-
-/* One copy's outbox row found in the cache, parsed and copied out. */
-struct copy_rec {
-    uint32_t fsid;           /* where the outbox row is */
-    uint64_t table;
-    uint8_t name[RMU_NAME_LEN];
-    uint8_t op;              /* XT_OP_CREATE, XT_OP_DELETE */
-    uint32_t tfsid;          /* the row it changes */
-    uint64_t ttable;
-    uint16_t tname_len;
-    uint64_t stamp;
-    uint8_t *buf;            /* xt_malloc'd: name || stamp || encoding */
-    size_t enc_len;
-    xt_row row;              /* CREATE: view of the encoding (into buf) */
-    uint32_t site;           /* its row's MDS (delivery) */
-};
-/* A copy sent to another MDS whose outbox row waits for its confirmation
- * (mds_xact_copy.c (2)). */
-struct copy_sent {
-    uint32_t fsid;           /* the outbox row */
-    uint64_t table;
-    uint8_t name[RMU_NAME_LEN];
-    uint32_t site, epoch;    /* the receiver, its incarnation */
-    uint64_t gen;            /* its group holding the copy */
-    uint8_t state;           /* settle: 0 waiting, 1 confirmed, 2 send again */
-};
-/* Confirms the copies sent at earlier rounds and deletes their outbox
- * rows; forgets those not confirmed (sent again). On the thread, before
- * the round's scan. */
-void mds_xact_copy_settle(mds_xact *x);
-/* Whether outbox row `name` of (fsid, table) is a copy in flight. */
-bool mds_xact_copy_in_flight(const mds_xact *x, uint32_t fsid, uint64_t table,
-                             const uint8_t *name);
-/* Parses outbox row e (group g, glen bytes, its first byte RMU_FMT_COPY)
- * of slice k into *c (c->buf: free with mds_xact_copy_recs_free). 0,
- * -EBADMSG, -ENOMEM. Runs under the slice's lock. */
-int mds_xact_copy_parse(const struct mds_key *k, const xt_slice_entry *e, const uint8_t *g,
-                        uint32_t glen, struct copy_rec *c);
-/* Delivers v[0..n) (reordered; none in flight): applied here, or sent
- * and kept in flight. Returns how many are left for a later round. */
-size_t mds_xact_copy_deliver(mds_xact *x, struct copy_rec *v, size_t n);
-/* Frees v (xt_malloc'd) and the n records' buffers. */
-void mds_xact_copy_recs_free(struct copy_rec *v, size_t n);
-
 /* Calls cb(arg, k, e) for each row of every cached slice of this MDS that
  * holds system rows (meta slices aside), under that slice's read lock: cb
  * must not call into the MDS. 0, or the first negative errno of the cache
@@ -304,9 +206,16 @@ typedef int (*mds_xact_sys_cb)(void *arg, const struct mds_key *k, const xt_slic
 int mds_xact_sys_rows(mds_xact *x, mds_xact_sys_cb cb, void *arg);
 
 /* Adds op req (at site) to t. */
-void txn_add_op(struct txn *t, const struct xt_req *req, uint32_t site);
-void txn_free(struct txn *t);
+void mds_xact_txn_add(struct txn *t, const struct xt_req *req, uint32_t site);
+void mds_xact_txn_free(struct txn *t);
 /* Takes t over: finished on the thread. */
 void mds_xact_queue_finish(mds_xact *x, struct txn *t);
+/* Makes group gen of MDS holder durable (this MDS: a local sync); epoch
+ * non-zero: -EAGAIN when holder answers as another incarnation. */
+int mds_xact_sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch, uint64_t gen);
+/* One sweep of the resolver over the cached slices holding system rows
+ * (mds_xact_part.c); every abort_gc_ms also a pass of the ABORT rows'
+ * collector. On the thread. */
+void mds_xact_sweep(mds_xact *x);
 
 #endif /* MDS_XACT_I_H */

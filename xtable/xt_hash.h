@@ -53,7 +53,7 @@ extern "C" {
                                 delta on `name` (one per transaction: deltas
                                 commute, so they do not block each other) */
 #define XT_SYS_OUTBOX   'R'  /* head || sender site, epoch, seq (16 bytes): an
-                                RMU not yet delivered (mds_xact_rmu.c), placed
+                                RMU not yet delivered (mds_outbox.c), placed
                                 with the row whose change it follows */
 #define XT_SYS_PEND_LEN (XT_SYS_HEAD + 8)
 #define XT_SYS_SEED     UINT64_C(0x706f6d2d70656e64) /* "pom-pend" */

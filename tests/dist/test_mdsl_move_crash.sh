@@ -7,7 +7,7 @@
 # pom_sync every 500. At 25% the storm is held, mdsl3 starts, and once R2
 # says MOVING the storm goes on while one fault hits:
 #   mds_prepared, mds_decided, mds_x_committed: mds1 runs with
-#       POM_MDS_MOVE_CRASH=prepared|decided|x_committed and SIGKILLs itself
+#       --crash-point move.{prepared,decided,x_committed} and SIGKILLs itself
 #       at its first commit group carrying a move (after every participant
 #       voted / after the home committed the decision / after the old
 #       sites X committed their tombstones, before the new site Y); it is
@@ -55,11 +55,11 @@ start_r2() {
     PIDS="$PIDS $!"
     wait_port "$PR2"
 }
-start_mds() { # k [VAR=VALUE: the crash point, for this start only]
+start_mds() { # k [POINT: the crash point, for this start only]
     local k=$1
     [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
     mkdir -p "$D/mds$k"
-    env ${2:-} "$MDSBIN" --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
+    "$MDSBIN" ${2:+--crash-point "$2"} --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
         --split-threshold 64 --commit-interval-ms 500 --threads 2 --move-rate 65536 \
         >>"$D/mds$k.log" 2>&1 &
     MPID[$k]=$!
@@ -88,9 +88,9 @@ scenario() {
     LPID=() LPORT=() MPID=() MPORT=()
     local crash="" verdict="" fault=0 stable=0 census_rc=1 drc=1
     case $SC in
-        mds_prepared) crash=POM_MDS_MOVE_CRASH=prepared verdict=aborts ;;
-        mds_decided) crash=POM_MDS_MOVE_CRASH=decided verdict=commits ;;
-        mds_x_committed) crash=POM_MDS_MOVE_CRASH=x_committed verdict=commits ;;
+        mds_prepared) crash=move.prepared verdict=aborts ;;
+        mds_decided) crash=move.decided verdict=commits ;;
+        mds_x_committed) crash=move.x_committed verdict=commits ;;
         kill_x|kill_y|kill_home|kill_r2) ;;
         *) echo "unknown scenario $SC"; FAIL=$((FAIL+1)); return ;;
     esac
@@ -124,7 +124,7 @@ scenario() {
             if ! kill -0 "${MPID[1]}" 2>/dev/null; then
                 wait "${MPID[1]}" 2>/dev/null
                 stamp "  $SC: mds1 died ($(phase)); restart without the crash point"
-                fault_at=$(grep -a "crash point ${crash#*=} (POM_MDS_MOVE_CRASH)" "$D/mds1.log" |
+                fault_at=$(grep -a "crash point $crash reached" "$D/mds1.log" |
                            head -1 | cut -c1-12)
                 echo "--- restarted after the crash point" >>"$D/mds1.log"
                 start_mds 1 || echo "$SC: mds1 did not restart"
@@ -169,7 +169,10 @@ scenario() {
     ok "$SC: the MDS moved slices ($moves)" [ "$moves" -gt 0 ]
     if [ -n "$verdict" ]; then
         local txid
-        txid=$(grep -a "crash point" "$D/mds1.log" | head -1 | sed 's/.*txid \([0-9a-f]*\):.*/\1/')
+        # The txid of the last group that moved before the crash point.
+        txid=$(awk '/group: txid [0-9a-f]+ moves slices/ { t = $0 }
+                    /crash point move\.[a-z_]* reached/ { print t; exit }' "$D/mds1.log" |
+               sed 's/.*txid \([0-9a-f]*\) moves.*/\1/')
         grep -a "recovery $verdict txid $txid " "$D/mds1.log" | sed 's/^/  mds1: /'
         ok "$SC: mds1's recovery $verdict the cut txid ${txid:-?}" \
             grep -aq "recovery $verdict txid ${txid:-none} " "$D/mds1.log"

@@ -154,8 +154,9 @@ int fault_start_mds(struct fault_cluster *c, const char *fault, int interval_ms)
     snprintf(mdsl, sizeof mdsl, "127.0.0.1:%d", c->mdsl_port);
     snprintf(interval, sizeof interval, "%d", interval_ms);
     char *argv[] = { (char *)c->mds_bin, (char *)"--mdsl", mdsl, (char *)"--listen",
-                     c->mds_addr, (char *)"--commit-interval-ms", interval, NULL };
-    return spawn(c, argv, "mds", c->mds_port, fault, &c->mds);
+                     c->mds_addr, (char *)"--commit-interval-ms", interval,
+                     fault ? (char *)"--fault" : NULL, (char *)fault, NULL };
+    return spawn(c, argv, "mds", c->mds_port, NULL, &c->mds);
 }
 
 int fault_stop(pid_t *pid, int grace_ms)

@@ -53,7 +53,8 @@ int fault_cluster_init(struct fault_cluster *c, const char *tag, const char *mds
  * the same across restarts. 0 or -errno (-ECHILD: it exited at start;
  * -ETIMEDOUT: still not listening after start_wait_ms, left running). */
 int fault_start_mdsl(struct fault_cluster *c, const char *fault, const char *const *extra);
-/* Same for pom-mds (commit interval in ms), against the MDSL. */
+/* Same for pom-mds (commit interval in ms), against the MDSL; fault
+ * (NULL: none) is passed as --fault. */
 int fault_start_mds(struct fault_cluster *c, const char *fault, int interval_ms);
 /* Stops *pid with SIGTERM (SIGKILL after grace_ms) and reaps it. Returns 1
  * when the process had died of a signal we did not send (a crash) or exited

@@ -4,7 +4,7 @@
 # docs/mds-xact.md "Reload"). 1 pom-r2 (--fail-after 60: ring 0 stays), 1
 # pom-mdsl, 2 pom-mds (--split-threshold 16: the tables spread over both,
 # so many parents' rows sit at the other MDS than their new entries).
-#   1. both MDS run with POM_MDS_RMU_HOLD=1 (test-only: no delivery);
+#   1. both MDS run with --rmu-hold (test-only: no delivery);
 #      xact_driver populate makes DIRS directories x<k> of FILES files,
 #      mkdirs makes N subdirectories in each and syncs: the parents'
 #      counts (and the new directories' GDT copies) whose rows sit at the
@@ -51,13 +51,14 @@ wait_port "$pl" && wait_registered "$D/mdsl" || exit 1
 
 declare -A MPID MPORT
 # start_mds K HOLD: pom-mds K in $D/mdsK (same port at a restart); HOLD 1:
-# POM_MDS_RMU_HOLD=1. Returns once its port serves.
+# --rmu-hold. Returns once its port serves.
 start_mds() {
     local k=$1 hold=$2 i
     [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
     mkdir -p "$D/mds$k"
-    env POM_MDS_RMU_HOLD="$hold" POM_MDS_RMU_SOFT_MS=3000 \
-        "$MDSBIN" --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
+    local opt=""
+    [ "$hold" = 1 ] && opt=--rmu-hold
+    "$MDSBIN" $opt --rmu-soft-ms 3000 --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
         --split-threshold 16 --commit-interval-ms 500 --threads 4 >>"$D/mds$k.log" 2>&1 &
     MPID[$k]=$!
     PIDS="$PIDS $!"

@@ -1,21 +1,21 @@
 #!/bin/bash
 # test_xact_crash.sh -- atomic batches across MDS survive a SIGKILL at each
 # step of their transaction (docs/mds-xact.md). For each crash point of
-# pom-mds (POM_MDS_XACT_CRASH: `prepared` = the coordinator after every
+# pom-mds (--crash-point xact.POINT: `prepared` = the coordinator after every
 # participant prepared, before deciding; `decided` = after the decision,
 # before answering; `participant` = a participant after its prepare
 # applied, before answering), a fresh cluster: 1 pom-r2 (--fail-after 60:
 # the restarted MDS keeps its slices, ring 0 never changes), 1 pom-mdsl,
 # 2 pom-mds (--split-threshold 16: every directory's table spreads over
 # both, so most links/renames between two directories are transactions
-# across MDS; --commit-interval-ms 500; POM_MDS_XACT_RESOLVE_MS=300).
+# across MDS; --commit-interval-ms 500; --xact-resolve-ms 300).
 #   1. xact_driver populate: DIRS directories of FILES files, synced, with
 #      no crash point (a create is a batch with its parent's row, which may
 #      sit at the other MDS); then xact_driver visible: a stat right after
 #      each mkdir/rmdir shows the new count (an RMU's delta shown before its
 #      delivery when the parent's row sits at the other MDS);
 #   2. both MDS restarted (SIGTERM: they commit first) with the crash
-#      point in their environment: whichever plays the role first dies;
+#      point armed: whichever plays the role first dies;
 #   3. xact_driver churn: THREADS threads link, rename and exchange names
 #      between random pairs of directories, and make and remove
 #      subdirectories (the parent's count is an RMU when the parent's row
@@ -44,7 +44,7 @@
 #   6. counters (SIGHUP reports, summed over each MDS's incarnations):
 #      xact_commits > 0; xact_aborts_dropped > 0 when any transaction
 #      aborted (the coordinator removes its own ABORT rows); for
-#      `prepared`, xact_aborts_gc > 0 (POM_MDS_ABORT_GC_MS=1000: the
+#      `prepared`, xact_aborts_gc > 0 (--abort-gc-ms 1000: the
 #      resolvers' ABORT rows for the killed coordinator are removed once
 #      its new incarnation answers) and xact_rollbacks > 0 (the prepared
 #      parts of the killed coordinator's transaction were rolled back).
@@ -103,10 +103,9 @@ run_point() {
         local k=$1 crash=$2
         [ -n "${MPORT[$k]:-}" ] || MPORT[$k]=$(free_port)
         mkdir -p "$D/mds$k"
-        env ${crash:+POM_MDS_XACT_CRASH=$crash} POM_MDS_XACT_RESOLVE_MS=$RESOLVE_MS \
-            POM_MDS_ABORT_GC_MS=1000 \
-            POM_MDS_RMU_SOFT_MS=$SOFT_MS \
-            "$MDSBIN" ${XACT_VERBOSE:+--verbose} --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
+        "$MDSBIN" ${crash:+--crash-point "xact.$crash"} ${XACT_VERBOSE:+--verbose} \
+            --xact-resolve-ms "$RESOLVE_MS" --abort-gc-ms 1000 --rmu-soft-ms "$SOFT_MS" \
+            --r2 "$R2" --dir "$D/mds$k" --listen "127.0.0.1:${MPORT[$k]}" \
             --split-threshold 16 --commit-interval-ms 500 --threads 4 >>"$D/mds$k.log" 2>&1 &
         MPID[$k]=$!
         PIDS="$PIDS $!"
@@ -145,7 +144,7 @@ run_point() {
         for i in $(seq 300); do alive $k || break; sleep 0.1; done
         alive $k && { echo "mds$k still runs 30 s after SIGTERM: SIGKILL"; kill -9 "${MPID[$k]}"; }
         wait "${MPID[$k]}" 2>/dev/null
-        echo "--- restarted (POM_MDS_XACT_CRASH=$point)" >>"$D/mds$k.log"
+        echo "--- restarted (--crash-point xact.$point)" >>"$D/mds$k.log"
         start_mds $k "$point" || return 1
     done
     sleep 1 # both registered again (same sites, same ring 0)
@@ -193,7 +192,7 @@ run_point() {
         [ "${DEATHS[$k]:-0}" -gt 0 ] && want=1
         # Incarnations that logged the crash point (several threads may
         # reach it at once: one line each before the process dies).
-        local said; said=$(awk -v p="xact: crash point $point " '
+        local said; said=$(awk -v p="crash point xact.$point reached" '
             /^--- restarted/ { n += hit; hit = 0; next }
             index($0, p) { hit = 1 }
             END { print n + hit }' "$D/mds$k.log")

@@ -44,7 +44,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "mds_group_i.h" /* mds_group_decision_encode */
 #include "mds_test_ring1.h"
 
 /* The mover's marking (decision 7, minus the index walk): every cached

@@ -1,22 +1,22 @@
 /*
- * mds_xact_bg.c -- the background half of cross-MDS transactions
- * (mds_xact.h): the finish of decided transactions (pending rows deleted
- * at their holders, then the decision row) and the resolver, which
- * settles every pending row of this MDS's cached slices older than
- * resolve_ms, whatever became of its coordinator (mds_xact.h (2), (3)).
+ * mds_xact_part.c -- the participant of cross-MDS transactions
+ * (mds_xact.h, docs/mds-xact.md): the pending rows (their format is
+ * mds_xact_i.h's) and decision rows read and written here, the prepare,
+ * and the resolver, which settles every pending row of this MDS's cached
+ * slices older than resolve_ms, whatever became of its coordinator
+ * (mds_xact.h (2), (3)), and removes the ABORT rows of gone incarnations.
  *
- * Both run on one thread. The resolver looks only at slices holding
- * system rows (xt_slice_sys_count), so its sweep costs a walk of the
- * cache's keys when no transaction is open. A pending row is settled by
- * its holder alone: a rollback is a local atomic batch (the pre-image
- * restored, the pending row deleted), and a slice that moves meanwhile
- * takes its pending rows to the new holder's resolver. The same thread
- * delivers the RMU outbox rows (mds_xact_rmu.c) once per commit group.
+ * The resolver runs on the module's thread (mds_xact.c). It looks only at
+ * slices holding system rows (xt_slice_sys_count), so its sweep costs a
+ * walk of the cache's keys when no transaction is open. A pending row is
+ * settled by its holder alone: a rollback is a local atomic batch (the
+ * pre-image restored, the pending row deleted), and a slice that moves
+ * meanwhile takes its pending rows to the new holder's resolver.
  *
  * A count row (an RMU's delta at the parent, mds_xact_i.h) is resolved
  * only after COUNT_AGE_MULT x resolve_ms: it blocks nobody, and its
  * transaction is finished when the sender's group commits by itself
- * (mds_xact_rmu.c (4)); resolving it sooner would force that commit.
+ * (mds_outbox.c (4)); resolving it sooner would force that commit.
  */
 #include "mds_xact.h"
 #include "mds_xact_i.h"
@@ -26,56 +26,213 @@
 #include <time.h>
 
 #include "xt_common.h"
+#include "xt_crash.h"
 
 #define COUNT_AGE_MULT 15 /* 30 s with the default resolve_ms */
-#define RMU_ROUND_NS   (100u * 1000000u)
 
-void txn_add_op(struct txn *t, const struct xt_req *req, uint32_t site)
-{
-    if (t->nops == XT_BATCH_ATOMIC_MAX || req->name_len > XT_NAME_MAX)
-        return;
-    struct txn_op *o = &t->ops[t->nops++];
-    o->fsid = req->t.fsid;
-    o->table = req->t.table;
-    memcpy(o->name, req->name, req->name_len);
-    o->name_len = req->name_len;
-    o->site = site;
-    o->count = mds_xact_is_count(req);
-}
+/* ---- rows ---------------------------------------------------------------- */
 
-void txn_free(struct txn *t)
+int mds_xact_pend_parse(const void *row, size_t len, struct mds_xact_pend *p)
 {
-    xt_free(t);
-}
-
-int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
-{
-    if (!o->table || !o->group || !o->cache || !o->route)
-        return -EINVAL;
-    mds_xact *x = xt_calloc(1, sizeof *x);
-    if (!x)
-        return -ENOMEM;
-    x->o = *o;
-    x->crash = getenv("POM_MDS_XACT_CRASH");
-    const char *gc = getenv("POM_MDS_ABORT_GC_MS"); /* tests: shorter */
-    x->abort_gc_ms = gc && atoi(gc) > 0 ? (unsigned)atoi(gc) : 60000;
-    const char *hold = getenv("POM_MDS_RMU_HOLD");
-    x->rmu_hold = hold && strcmp(hold, "1") == 0;
-    if (x->rmu_hold)
-        XT_WARN("POM_MDS_RMU_HOLD=1: TEST-ONLY, RMU outbox rows are not delivered");
-    if (!x->o.resolve_ms)
-        x->o.resolve_ms = 2000;
-    if (!x->o.call_timeout_ms)
-        x->o.call_timeout_ms = 10000;
-    pthread_mutex_init(&x->mu, NULL);
-    pthread_cond_init(&x->cv, NULL);
-    *out = x;
+    xt_row v;
+    if (xt_row_decode(row, len, &v) < 0 || v.ngroups == 0)
+        return -EBADMSG;
+    /* The record is the concatenation of the row's groups (chunks of at
+     * most XT_ROW_GROUP_MAX bytes); a single chunk is used in place. */
+    size_t total = 0;
+    for (uint32_t i = 0; i < v.ngroups; i++)
+        total += v.groups[i].len;
+    memset(p, 0, sizeof *p);
+    const uint8_t *r = v.groups[0].ptr;
+    if (v.ngroups > 1) {
+        if (!(p->buf = xt_malloc(total)))
+            return -ENOMEM;
+        size_t off = 0;
+        for (uint32_t i = 0; i < v.ngroups; i++) {
+            memcpy(p->buf + off, v.groups[i].ptr, v.groups[i].len);
+            off += v.groups[i].len;
+        }
+        r = p->buf;
+    }
+    size_t at = PEND_OFF_NAME;
+    if (total < at || (r[PEND_OFF_FMT] != PEND_FMT && r[PEND_OFF_FMT] != PEND_FMT_COUNT) ||
+        r[PEND_OFF_EXISTED] > 1 || r[PEND_OFF_DLEN] != MDS_XACT_DNAME_LEN)
+        goto bad;
+    p->fmt = r[PEND_OFF_FMT];
+    p->existed = r[PEND_OFF_EXISTED];
+    p->dfsid = xt_get_u32(r + PEND_OFF_DFSID);
+    p->dtable = xt_get_u64(r + PEND_OFF_DTABLE);
+    memcpy(p->dname, r + PEND_OFF_DNAME, MDS_XACT_DNAME_LEN);
+    p->name_len = xt_get_u16(r + PEND_OFF_NLEN);
+    if (p->name_len == 0 || p->name_len > XT_NAME_MAX || total < at + p->name_len)
+        goto bad;
+    p->name = r + at;
+    at += p->name_len;
+    p->old = r + at;
+    p->old_len = total - at;
+    if (p->fmt == PEND_FMT_COUNT) {
+        if (p->existed || p->old_len != 4)
+            goto bad;
+        p->delta = (int32_t)xt_get_u32(p->old);
+        p->old = NULL;
+        p->old_len = 0;
+    } else if (!p->existed && p->old_len) {
+        goto bad;
+    }
+    p->uuid = v.attr.uuid;
+    p->ctime_ns = v.attr.ctime_ns;
     return 0;
+bad:
+    xt_free(p->buf);
+    p->buf = NULL;
+    return -EBADMSG;
 }
 
-void mds_xact_bind(mds_xact *x, const struct mds_xact_io *io)
+uint64_t mds_xact_tag(const uint8_t *dname)
 {
-    x->io = *io;
+    return xt_hash_bytes(dname, MDS_XACT_DNAME_LEN, UINT64_C(0x706f6d2d78616374)) | 1;
+}
+
+/* The count change a delta makes on row attributes a, as xt_row_update
+ * applies it: rows not counted (xt_row_count_of) take none; a counted one
+ * takes all of it but at the ends of its range. */
+static int32_t count_applied(const xt_row_attr *a, int32_t delta)
+{
+    int64_t was = xt_row_count_of(a);
+    if (was == INT64_MIN)
+        return 0;
+    xt_row_attr b = *a;
+    xt_row_count_set(&b, was + delta);
+    return (int32_t)(xt_row_count_of(&b) - was);
+}
+
+/* derive of a prepare: the pending row of op `of`, from its pre-image. A
+ * count row records the delta the op applies to that pre-image, so its
+ * rollback undoes exactly that, whatever other deltas came since. */
+static int pend_derive(void *arg, bool existed, const void *old, size_t old_len, uint8_t **out,
+                       size_t *out_len)
+{
+    const struct pend_arg *pa = arg;
+    uint8_t applied[4];
+    if (pa->count) {
+        xt_row o;
+        if (!existed || xt_row_decode_meta(old, old_len, &o) < 0)
+            return -ENOENT; /* (the update itself fails the same way) */
+        xt_put_u32(applied, (uint32_t)count_applied(&o.attr, pa->delta));
+        old = applied;
+        old_len = sizeof applied;
+    }
+    size_t head = PEND_OFF_NAME + pa->name_len;
+    size_t total = head + (existed ? old_len : 0);
+    uint8_t *rec = xt_malloc(total);
+    if (!rec)
+        return -ENOMEM;
+    rec[PEND_OFF_FMT] = pa->count ? PEND_FMT_COUNT : PEND_FMT;
+    rec[PEND_OFF_EXISTED] = existed && !pa->count ? 1 : 0;
+    xt_put_u32(rec + PEND_OFF_DFSID, pa->dfsid);
+    xt_put_u64(rec + PEND_OFF_DTABLE, pa->dtable);
+    rec[PEND_OFF_DLEN] = MDS_XACT_DNAME_LEN;
+    memcpy(rec + PEND_OFF_DNAME, pa->dname, MDS_XACT_DNAME_LEN);
+    xt_put_u16(rec + PEND_OFF_NLEN, (uint16_t)pa->name_len);
+    memcpy(rec + PEND_OFF_NAME, pa->name, pa->name_len);
+    if (existed && old_len)
+        memcpy(rec + head, old, old_len);
+    xt_row v;
+    xt_row_init(&v);
+    v.attr.type = XT_ROW_KV;
+    v.attr.uuid = mds_xact_tag(pa->dname);
+    v.attr.ctime_ns = xt_now_ns();
+    v.name = pa->pname;
+    v.name_len = pa->pname_len;
+    int rc = 0;
+    for (size_t off = 0; off < total && rc == 0; off += XT_ROW_GROUP_MAX) {
+        uint32_t len = (uint32_t)XT_MIN(total - off, (size_t)XT_ROW_GROUP_MAX);
+        rc = xt_row_view_set_group(&v, (uint16_t)(XT_CG_USER0 + off / XT_ROW_GROUP_MAX),
+                                   rec + off, len);
+    }
+    if (rc == 0)
+        rc = xt_row_encode_alloc(&v, out, out_len);
+    xt_free(rec);
+    /* Too big to keep a pre-image of (a row near XT_ROW_ENCODED_MAX): the
+     * coordinator answers -EXDEV and the client runs the batch op by op. */
+    return rc == -E2BIG ? -EXDEV : rc;
+}
+
+void mds_xact_decision_view(xt_row *v, const uint8_t *dname, const uint8_t *verdict)
+{
+    xt_row_init(v);
+    v->attr.type = XT_ROW_KV;
+    v->attr.uuid = mds_xact_tag(dname);
+    v->attr.ctime_ns = xt_now_ns();
+    v->name = dname;
+    v->name_len = MDS_XACT_DNAME_LEN;
+    xt_row_view_set_group(v, XT_CG_USER0, verdict, 1);
+}
+
+int mds_xact_decision_parse(const void *row, size_t len)
+{
+    const uint8_t *g;
+    uint32_t glen;
+    if (xt_row_get_group(row, len, XT_CG_USER0, &g, &glen) < 0 || glen != 1 ||
+        (g[0] != MDS_XACT_COMMIT && g[0] != MDS_XACT_ABORT))
+        return -EBADMSG;
+    return g[0];
+}
+
+/* ---- participant ----------------------------------------------------------- */
+
+bool mds_xact_is_prepare(const struct xt_req *reqs, size_t n)
+{
+    const struct xt_req *d = n >= 2 ? &reqs[n - 1] : NULL;
+    return d && d->op == XT_OP_LOOKUP && (d->flags & XT_F_SYS) &&
+           d->name_len == MDS_XACT_DNAME_LEN && xt_hash_is_sys(d->name, d->name_len) &&
+           ((const uint8_t *)d->name)[2] == XT_SYS_DECISION;
+}
+
+int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_resp *resps,
+                     size_t *failed)
+{
+    *failed = 0;
+    if (!mds_xact_is_prepare(reqs, n) || n - 1 > MDS_ATOMIC_MAX / 2)
+        return -EINVAL;
+    size_t k = n - 1;
+    const struct xt_req *d = &reqs[k];
+    struct pend_arg pa[MDS_ATOMIC_MAX / 2];
+    struct mds_aop extra[MDS_ATOMIC_MAX / 2];
+    for (size_t i = 0; i < k; i++) {
+        if (xt_hash_is_sys(reqs[i].name, reqs[i].name_len))
+            return -EINVAL; /* a transaction's ops are user rows */
+        bool count = mds_xact_is_count(&reqs[i]);
+        pa[i] = (struct pend_arg){ .dfsid = d->t.fsid, .dtable = d->t.table,
+                                   .name = reqs[i].name, .name_len = reqs[i].name_len,
+                                   .count = count,
+                                   .delta = count ? (int32_t)reqs[i].row->attr.nlink : 0 };
+        memcpy(pa[i].dname, d->name, MDS_XACT_DNAME_LEN);
+        pa[i].pname_len = mds_xact_pend_row_name(reqs[i].name, reqs[i].name_len, count,
+                                                 pa[i].dname, pa[i].pname);
+        extra[i] = (struct mds_aop){ .type = MDS_AOP_CREATE, .fsid = reqs[i].t.fsid,
+                                     .table = reqs[i].t.table, .name = pa[i].pname,
+                                     .name_len = pa[i].pname_len, .flags = MDS_TABLE_EXCL,
+                                     .derive = pend_derive, .arg = &pa[i], .of = i };
+    }
+    uint64_t gen = 0;
+    int rc = x->io.batch(x->io.ctx, reqs, k, extra, k, resps, failed, &gen);
+    if (rc < 0 && *failed >= k) {
+        /* A pending row already there: the row is in another transaction. */
+        *failed -= k;
+        rc = rc == -EEXIST ? -EAGAIN : rc;
+    }
+    if (rc == 0) {
+        resps[k].commit_group = gen;
+        /* An RMU's delta is now in the row: no longer shown apart. */
+        for (size_t i = 0; i < k && x->o.soft; i++)
+            if (pa[i].count)
+                mds_soft_take(x->o.soft, reqs[i].t.fsid, reqs[i].t.table, reqs[i].name,
+                              reqs[i].name_len, pa[i].delta);
+        mds_stats_add(x->o.stats, MDS_CTR_XACT_PREPARES, 1);
+        XT_CRASH_POINT("xact.participant");
+    }
+    return rc;
 }
 
 /* ---- reading and settling ---------------------------------------------- */
@@ -138,7 +295,7 @@ static int remote_sync(mds_xact *x, uint32_t site, uint64_t gen, uint32_t *epoch
  * durable (3), by the same incarnation that showed it (epoch; 0: any):
  * one that restarted meanwhile may have lost it (-EAGAIN: read it again
  * later). */
-static int sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch, uint64_t gen)
+int mds_xact_sync_holder(mds_xact *x, uint32_t holder, uint32_t epoch, uint64_t gen)
 {
     if (holder == mds_route_self(x->o.route))
         return mds_group_sync(x->o.group, gen, x->o.call_timeout_ms);
@@ -211,7 +368,7 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
         rc = d;
         goto out;
     }
-    if (d == MDS_XACT_COMMIT && (rc = sync_holder(x, holder, epoch, 0)) < 0)
+    if (d == MDS_XACT_COMMIT && (rc = mds_xact_sync_holder(x, holder, epoch, 0)) < 0)
         goto out;
     struct mds_aop ops[2];
     size_t nops = 0;
@@ -277,121 +434,8 @@ int mds_xact_settle(mds_xact *x, uint32_t fsid, uint64_t table, const void *pnam
     return resolve_one(x, fsid, table, pname, len, true);
 }
 
-/* ---- the thread ------------------------------------------------------------ */
 
-/* Transactions finished together (xact_main takes up to this many). */
-#define FINISH_BATCH 64
-
-/* An MDS incarnation that deleted pending rows of a batch: synced once to
- * the newest group it answered with before any decision row goes. */
-struct holder {
-    uint32_t site, epoch;    /* epoch 0: this MDS (a local op) */
-    uint64_t gen;
-    uint64_t txns;           /* bit i: v[i] deleted a row here */
-};
-
-/* Record a delete answered by (site, epoch) in group gen for v[i]; false
- * when hs is full (the caller gives up on v[i]). */
-static bool note_holder(struct holder *hs, size_t *nh, size_t cap, uint32_t site,
-                        uint32_t epoch, uint64_t gen, size_t i)
-{
-    for (size_t k = 0; k < *nh; k++)
-        if (hs[k].site == site && hs[k].epoch == epoch) {
-            hs[k].gen = XT_MAX(hs[k].gen, gen);
-            hs[k].txns |= UINT64_C(1) << i;
-            return true;
-        }
-    if (*nh == cap)
-        return false;
-    hs[(*nh)++] = (struct holder){ site, epoch, gen, UINT64_C(1) << i };
-    return true;
-}
-
-/* Finish v[0..n) (n <= FINISH_BATCH) together: their decisions durable
- * (one sync of our group), every pending row deleted -- unsynced, then
- * each MDS that deleted some synced once -- and only then each decision
- * row: a decision row may go only once no pending row can come back
- * without it (mds_xact.h (2)). One transaction at a time cost a sync per
- * participant each, and a rename storm outran the thread. A transaction
- * whose delete or sync failed keeps its decision row; the resolvers
- * settle the rest. Frees v's transactions. */
-static void finish_batch(mds_xact *x, struct txn **v, size_t n)
-{
-    uint32_t self = mds_route_self(x->o.route);
-    uint64_t dgen = 0;
-    bool mine = false;
-    for (size_t i = 0; i < n; i++)
-        if (v[i]->dsite == self) {
-            mine = true;
-            dgen = XT_MAX(dgen, v[i]->dgen);
-        }
-    int err[FINISH_BATCH]; /* non-zero: why v[i] cannot finish now */
-    int src = mine ? mds_group_sync(x->o.group, dgen, x->o.call_timeout_ms) : 0;
-    for (size_t i = 0; i < n; i++)
-        err[i] = src;
-    struct holder hs[FINISH_BATCH];
-    size_t nh = 0;
-    for (size_t i = 0; i < n; i++) {
-        struct txn *t = v[i];
-        uint64_t tag = mds_xact_tag(t->dname);
-        for (size_t j = 0; j < t->nops && !err[i]; j++) {
-            const struct txn_op *o = &t->ops[j];
-            uint8_t pn[PEND_NAME_MAX];
-            size_t pl = mds_xact_pend_row_name(o->name, o->name_len, o->count, t->dname, pn);
-            struct xt_req q = { .op = XT_OP_DELETE, .t = { o->fsid, o->table, -1 }, .name = pn,
-                                .name_len = (uint32_t)pl, .expect_uuid = tag,
-                                .flags = XT_F_SYS | XT_F_IF_UUID };
-            struct xt_resp r = { 0 };
-            int rc = x->io.op(x->io.ctx, &q, &r);
-            if (rc == 0 && !note_holder(hs, &nh, FINISH_BATCH, r.epoch_site ? r.epoch_site : self,
-                                        r.epoch_site ? r.epoch : 0, r.commit_group, i))
-                rc = -ENOSPC;
-            xt_resp_free(&r);
-            if (rc < 0 && rc != -ENOENT && rc != -ESTALE) /* (a resolver was first) */
-                err[i] = rc;
-        }
-    }
-    for (size_t k = 0; k < nh; k++) {
-        bool todo = false; /* a transaction still finishing deleted here */
-        for (size_t i = 0; i < n && !todo; i++)
-            todo = (hs[k].txns >> i & 1) && !err[i];
-        int rc = todo ? sync_holder(x, hs[k].site, hs[k].epoch, hs[k].gen) : 0;
-        for (size_t i = 0; rc < 0 && i < n; i++)
-            if ((hs[k].txns >> i & 1) && !err[i])
-                err[i] = rc;
-    }
-    for (size_t i = 0; i < n; i++) {
-        struct txn *t = v[i];
-        int rc = err[i];
-        if (rc == 0) {
-            struct xt_req q = { .op = XT_OP_DELETE, .t = { t->dfsid, t->dtable, -1 },
-                                .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
-                                .expect_uuid = mds_xact_tag(t->dname),
-                                .flags = XT_F_SYS | XT_F_IF_UUID };
-            struct xt_resp r = { 0 };
-            rc = x->io.op(x->io.ctx, &q, &r);
-            xt_resp_free(&r);
-            rc = rc == -ENOENT ? 0 : rc;
-        }
-        char id[48];
-        mds_xact_txid_str(t->dname, id, sizeof id);
-        if (rc < 0)
-            XT_WARN("xact %s: finish stopped (%s): pending rows left to the resolvers", id,
-                    strerror(-rc));
-        else
-            XT_DBG("xact %s: finished (batch of %zu, %zu syncs)", id, n, nh + mine);
-        txn_free(t);
-    }
-}
-
-void mds_xact_queue_finish(mds_xact *x, struct txn *t)
-{
-    pthread_mutex_lock(&x->mu);
-    t->next = x->finish;
-    x->finish = t;
-    pthread_cond_signal(&x->cv);
-    pthread_mutex_unlock(&x->mu);
-}
+/* ---- the resolver's sweep (on the thread) ---------------------------------- */
 
 struct pend_key {
     uint32_t fsid;
@@ -534,11 +578,11 @@ static void abort_gc(mds_xact *x, const struct scan *s)
 
 /* One sweep of the resolver over the cached slices holding system rows;
  * every abort_gc_ms also a pass of abort_gc. */
-static void sweep(mds_xact *x)
+void mds_xact_sweep(mds_xact *x)
 {
     struct scan s = { 0 };
     uint64_t now = xt_mono_ns();
-    uint64_t age = (uint64_t)x->abort_gc_ms * 1000000u;
+    uint64_t age = (uint64_t)x->o.abort_gc_ms * 1000000u;
     s.gc_age_ns = now >= x->abort_gc_next ? age : 0;
     (void)mds_xact_sys_rows(x, scan_cb, &s); /* (-ENOMEM: settle what was found) */
     for (size_t i = 0; i < s.n; i++)
@@ -551,89 +595,3 @@ static void sweep(mds_xact *x)
     xt_free(s.ab);
 }
 
-static void *xact_main(void *arg)
-{
-    mds_xact *x = arg;
-    uint64_t next_sweep = 0, next_rmu = 0;
-    pthread_mutex_lock(&x->mu);
-    while (!x->stop) {
-        if (x->finish) {
-            struct txn *v[FINISH_BATCH];
-            size_t n = 0;
-            while (x->finish && n < FINISH_BATCH) {
-                v[n++] = x->finish;
-                x->finish = x->finish->next;
-            }
-            pthread_mutex_unlock(&x->mu);
-            finish_batch(x, v, n);
-            pthread_mutex_lock(&x->mu);
-            continue;
-        }
-        uint64_t now = xt_mono_ns();
-        if (now >= next_rmu) {
-            pthread_mutex_unlock(&x->mu);
-            mds_xact_rmu_round(x);
-            next_rmu = xt_mono_ns() + RMU_ROUND_NS;
-            pthread_mutex_lock(&x->mu);
-            continue;
-        }
-        if (now >= next_sweep) {
-            pthread_mutex_unlock(&x->mu);
-            sweep(x);
-            next_sweep = xt_mono_ns() + (uint64_t)x->o.resolve_ms * 500000u;
-            pthread_mutex_lock(&x->mu);
-            continue;
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t wait = XT_MIN(next_sweep, next_rmu) - now;
-        ts.tv_sec += (time_t)(wait / 1000000000u);
-        ts.tv_nsec += (long)(wait % 1000000000u);
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&x->cv, &x->mu, &ts);
-    }
-    pthread_mutex_unlock(&x->mu);
-    return NULL;
-}
-
-int mds_xact_start(mds_xact *x)
-{
-    if (!x->io.op || !x->io.batch)
-        return -EINVAL;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_destroy(&x->cv);
-    pthread_cond_init(&x->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    int rc = pthread_create(&x->thread, NULL, xact_main, x);
-    if (rc)
-        return -rc;
-    x->started = true;
-    return 0;
-}
-
-void mds_xact_free(mds_xact *x)
-{
-    if (!x)
-        return;
-    if (x->started) {
-        pthread_mutex_lock(&x->mu);
-        x->stop = true;
-        pthread_cond_signal(&x->cv);
-        pthread_mutex_unlock(&x->mu);
-        pthread_join(x->thread, NULL);
-    }
-    while (x->finish) {
-        struct txn *t = x->finish;
-        x->finish = t->next;
-        txn_free(t);
-    }
-    mds_xact_rmu_free(x);
-    pthread_cond_destroy(&x->cv);
-    pthread_mutex_destroy(&x->mu);
-    xt_free(x);
-}
