@@ -14,7 +14,10 @@
  * A key is the uuid of an inode (a file, a directory) or of a table (a
  * directory's table is its uuid; a keyspace's is above 2^62): a change of
  * row (table, name) touches its table and the inode the row is
- * (pom_fs.c req_keys).
+ * (pom_call.c req_keys).
+ *
+ * Floor 1 (transport), below pom_call.c: calls nothing of the library but
+ * fs->up.held (whether the inode map still holds a key, invariant 5).
  *
  * Invariants:
  *  (1) Everything here is protected by fs->epoch_mu (taken before fs->mu,
@@ -35,8 +38,10 @@
  *      inode map (so no handle with an older sample is open: files and
  *      directory handles pin their inode); keyspace keys are kept.
  */
-#include "pom_client_i.h"
+#include "pom_call_i.h"
 #include "pom_route.h"
+
+#include <assert.h>
 
 #include <string.h>
 
@@ -186,7 +191,7 @@ static int err_rebuild(pom_fs *fs, size_t cap, bool prune)
     for (size_t i = 0; i < es->caperr; i++) {
         const struct pom_err *e = &es->err[i];
         if (!e->key || (prune && e->seen >= e->seq && e->key < KEY_KV &&
-                        !pom_ino_known(fs, e->key)))
+                        !fs->up.held(fs, e->key)))
             continue;
         v[err_slot(v, cap, e->key)] = *e;
         n++;
@@ -286,49 +291,4 @@ int pom_es_check_fs(pom_fs *fs)
     es->sync_seen = es->events;
     pthread_mutex_unlock(&fs->epoch_mu);
     return rc;
-}
-
-/* ---- directory handles ------------------------------------------------ */
-
-struct pom_dir {
-    pom_fs *fs;
-    pom_ino ino;        /* pinned by a lookup reference (invariant 5) */
-    uint64_t sample;    /* invariant (4) */
-};
-
-int pom_opendir(pom_fs *fs, pom_ino dir, pom_dir **out)
-{
-    *out = NULL;
-    uint64_t table;
-    char name[XT_NAME_MAX + 1];
-    uint8_t type;
-    int rc = pom_ino_where(fs, dir, &table, name, &type);
-    if (rc == 0 && type != XT_ROW_DIR)
-        rc = -ENOTDIR;
-    pom_dir *d = rc == 0 ? xt_calloc(1, sizeof *d) : NULL;
-    if (rc == 0 && !d)
-        rc = -ENOMEM;
-    if (rc == 0 && (rc = pom_ino_ref(fs, dir, table, name, type, 1)) < 0)
-        xt_free(d);
-    if (rc < 0)
-        return rc;
-    d->fs = fs;
-    d->ino = dir;
-    d->sample = pom_es_sample(fs, dir);
-    *out = d;
-    return 0;
-}
-
-int pom_fsyncdir(pom_dir *d)
-{
-    int rc = pom_sync_call(d->fs);
-    return rc < 0 ? rc : pom_es_check(d->fs, d->ino, &d->sample);
-}
-
-void pom_releasedir(pom_dir *d)
-{
-    if (!d)
-        return;
-    pom_ino_forget(d->fs, d->ino, 1);
-    xt_free(d);
 }

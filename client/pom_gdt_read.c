@@ -17,12 +17,12 @@
  *      hold answers -ESTALE, after the wait of (2) (a file cannot be told
  *      from a directory whose row is late).
  *  (4) A malformed GDT row is -EIO with a log line: neither retried nor
- *      followed (pom_gdt_parse's checks, and the row's uuid).
+ *      followed (xt_ns_gdt_parse's checks, and the row's uuid).
  *  (5) References are those of pom_lookup: one lookup reference on the
  *      inode answered (pom_lookup_ino), none on the directory whose parent
  *      is asked (pom_lookup_parent).
  */
-#include "pom_client_i.h"
+#include "pom_ns_i.h"
 
 #include <string.h>
 
@@ -35,11 +35,11 @@ int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *
     const char *why = NULL;
     if (row->attr.uuid != uuid)
         why = "not this directory's row (uuid)";
-    else if (pom_gdt_parse(row, parent, name) < 0)
+    else if (xt_ns_gdt_parse(row, parent, name) < 0)
         why = "not a GDT row (type, format, lengths, parent or name)";
     if (why) {
-        char id[POM_ILT_NAME_LEN + 1];
-        pom_ilt_name(uuid, id);
+        char id[XT_NS_ID_LEN + 1];
+        xt_ns_id_name(uuid, id);
         XT_ERR("GDT row %s is damaged: %s", id, why);
         return -EIO;
     }
@@ -51,11 +51,11 @@ int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *
  * or not holding, invariant 2), or a negative errno. */
 static int gdt_try(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struct stat *st)
 {
-    char id[POM_ILT_NAME_LEN + 1];
-    pom_ilt_name(uuid, id);
+    char id[XT_NS_ID_LEN + 1];
+    xt_ns_id_name(uuid, id);
     struct xt_resp r;
     xt_row row;
-    int rc = pom_row_get(fs, POM_TABLE_GDT, id, XT_CG_USER0, &r, &row);
+    int rc = pom_row_get(fs, XT_NS_TABLE_GDT, id, XT_CG_USER0, &r, &row);
     if (rc < 0)
         return rc == -ENOENT ? 1 : rc;
     uint64_t at;

@@ -17,7 +17,7 @@
  *      data (attributes in st, xattrs in xattr) is the file until the last
  *      close, and setattr/xattr calls change it there (pom_ino_pin_orphan).
  */
-#include "pom_client_i.h"
+#include "pom_row_i.h"
 
 #include <string.h>
 
@@ -519,4 +519,58 @@ int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
     }
     pthread_mutex_unlock(&fs->mu);
     return rc;
+}
+
+/* ---- the current row of a known inode ------------------------------- */
+
+int pom_stub_follow(pom_fs *fs, uint64_t uuid, int group, struct xt_resp *r, xt_row *row)
+{
+    char in[XT_NS_ID_LEN + 1];
+    xt_ns_id_name(uuid, in);
+    xt_resp_free(r);
+    int rc = pom_row_get(fs, XT_NS_TABLE_ILT, in, group, r, row);
+    if (rc == 0 && row->attr.uuid != uuid) {
+        XT_ERR("ILT row %s holds uuid %llu", in, (unsigned long long)row->attr.uuid);
+        xt_resp_free(r);
+        rc = -EIO;
+    }
+    return rc;
+}
+
+int pom_name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid)
+{
+    struct xt_resp r;
+    xt_row row;
+    int rc = pom_row_get(fs, table, name, POM_ROW_META, &r, &row);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc < 0)
+        return rc;
+    rc = row.attr.uuid == uuid;
+    xt_resp_free(&r);
+    return rc;
+}
+
+int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
+                struct xt_resp *r, xt_row *row)
+{
+    int rc = pom_ino_where(fs, ino, table, name, NULL);
+    if (rc < 0)
+        return rc;
+    if ((rc = pom_row_get(fs, *table, name, group, r, row)) < 0)
+        return rc;
+    if (row->attr.uuid != ino) {
+        xt_resp_free(r);
+        return -ENOENT;
+    }
+    if (row->attr.flags & XT_NS_ROW_F_LINKED) {
+        /* Linked (by another client, or the map is older than the link):
+         * the row is in the ILT, and so is the map's location from now. */
+        if ((rc = pom_stub_follow(fs, ino, group, r, row)) < 0)
+            return rc;
+        *table = XT_NS_TABLE_ILT;
+        xt_ns_id_name(ino, name);
+        pom_ino_moved(fs, ino, *table, name);
+    }
+    return 0;
 }

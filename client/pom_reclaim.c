@@ -33,7 +33,7 @@
  * files' rows); a row with XT_ROW_F_BLOB names pom_tracts_id. Link stubs
  * carry no tracts id: their ILT row does.
  */
-#include "pom_client_i.h"
+#include "pom_file_i.h"
 #include "pom_blob.h"
 
 #include <stdlib.h>
@@ -126,7 +126,7 @@ int pom_tracts_named(pom_fs *fs, pom_named_fn fn, void *arg)
     }
     xt_free(dirs.v);
     if (rc == 0) {
-        rc = list_table(fs, POM_TABLE_ILT, fn, arg, NULL);
+        rc = list_table(fs, XT_NS_TABLE_ILT, fn, arg, NULL);
         if (rc == -ENOENT)
             rc = 0;
     }

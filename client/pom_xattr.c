@@ -22,7 +22,7 @@
  *      current when the last name goes through another path (rename over
  *      it, a link stub removed; pom_ops.c re-reads it at a plain unlink).
  */
-#include "pom_client_i.h"
+#include "pom_ns_i.h"
 
 #include <string.h>
 #include <sys/xattr.h>

@@ -1,7 +1,7 @@
 /*
- * pom_blob_list.c -- the listing of every tract set of a blob store
- * (pom_blob_list, pom_blob.h): the generic call and the local backend's walk
- * of its layout (pom_blob.c, docs/format-blob.md),
+ * pom_blob_local_list.c -- the local backend's listing of every tract set
+ * of a blob store (the `list` op behind pom_blob_list, pom_blob.h): a walk
+ * of its layout (pom_blob_local.c, docs/format-blob.md),
  *   F/<fsid %08x>/<h1 %02x>/<h2 %02x>/<uuid %016x>/<group>/<tract>,
  * over every folder F of the locator table. pomctl fsck finds orphan tract
  * sets with it.
@@ -213,11 +213,4 @@ int pom_blob_local_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
     }
     xt_free(v.v);
     return rc;
-}
-
-/* ---- the generic call ------------------------------------------------- */
-
-int pom_blob_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
-{
-    return b->ops->list(b, fn, arg);
 }
