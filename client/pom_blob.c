@@ -133,6 +133,7 @@ void pom_blob_file_close(pom_blob_file *f)
         return;
     pom_blob *b = f->b;
     pthread_mutex_lock(&b->mu);
+    assert(f->refs > 0);
     bool last = --f->refs == 0;
     if (last) {
         pom_blob_file **pp = &b->buckets[f->uuid % NBUCKETS];
@@ -159,6 +160,7 @@ void pom_blob_file_close(pom_blob_file *f)
 
 ssize_t pom_blob_pread(pom_blob_file *f, void *buf, size_t n, uint64_t off)
 {
+    assert(off <= POM_BLOB_FILE_MAX && n <= POM_BLOB_FILE_MAX - off); /* REQUIRES */
     if (off > POM_BLOB_FILE_MAX || n > POM_BLOB_FILE_MAX - off)
         return -EFBIG;
     FOR_TRACTS(f, off, n, t, boff, chunk, toff) {
@@ -251,8 +253,22 @@ int pom_blob_fsync(pom_blob_file *f)
     return rc < 0 ? rc : f->b->ops->fsync(f);
 }
 
+#ifndef NDEBUG
+/* Whether uuid is open in b (pom_blob_delete's REQUIRES). */
+static bool file_is_open(pom_blob *b, uint64_t uuid)
+{
+    pthread_mutex_lock(&b->mu);
+    pom_blob_file *f = b->buckets[uuid % NBUCKETS];
+    while (f && f->uuid != uuid)
+        f = f->next;
+    pthread_mutex_unlock(&b->mu);
+    return f != NULL;
+}
+#endif
+
 int pom_blob_delete(pom_blob *b, uint64_t uuid)
 {
+    assert(!file_is_open(b, uuid));
     return b->ops->remove(b, uuid);
 }
 

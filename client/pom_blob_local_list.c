@@ -21,6 +21,7 @@
 #include "xt_common.h"
 
 #include <dirent.h>
+#include <assert.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -195,6 +196,7 @@ static int cmp_set(const void *a, const void *b)
  * them: each set reaches fn once. */
 int pom_blob_local_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
 {
+    assert(b->ops == &pom_blob_local_ops); /* REQUIRES */
     struct set_vec v = { 0 };
     int rc = 0;
     for (size_t r = 0; r < b->rows && rc == 0; r++)

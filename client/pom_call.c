@@ -216,6 +216,7 @@ void pom_set_restart_cb(pom_fs *fs, pom_restart_fn fn, void *arg)
 
 int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried)
 {
+    assert(req->name_len == 0 || req->name); /* a row key, or none (a table op) */
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
     struct retry rt = retry_begin(fs, op_class(req));
     req->t.fsid = fs->fsid;

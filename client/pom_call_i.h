@@ -42,6 +42,7 @@
 
 #include "pomegranate.h"
 #include "pomegranate_admin.h"
+#include "pom_lock_i.h"
 #include "xt_common.h"
 #include "xt_ns.h"
 #include "xt_row.h"

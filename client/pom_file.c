@@ -68,6 +68,8 @@
 /* REQUIRES: d->mu held. Makes room for len (<= POM_INLINE_MAX) bytes. */
 static int reserve(struct pom_data *d, uint32_t len)
 {
+    assert(pom_locked(&d->mu));
+    assert(len <= POM_INLINE_MAX);
     if (len <= d->cap)
         return 0;
     uint32_t cap = d->cap ? d->cap : 4096;
@@ -84,6 +86,8 @@ static int reserve(struct pom_data *d, uint32_t len)
 /* REQUIRES: d->mu held, !d->blob, len <= POM_INLINE_MAX. */
 static int set_len(struct pom_data *d, uint32_t len)
 {
+    assert(pom_locked(&d->mu));
+    assert(!d->blob && len <= POM_INLINE_MAX); /* invariant (2) */
     int rc = reserve(d, len);
     if (rc < 0)
         return rc;
@@ -96,6 +100,7 @@ static int set_len(struct pom_data *d, uint32_t len)
 /* REQUIRES: d->mu held. Records a change. */
 static void changed(struct pom_data *d)
 {
+    assert(pom_locked(&d->mu));
     d->dirty = true;
     d->wgen++;
     d->mtime_ns = xt_now_ns();
@@ -105,6 +110,8 @@ static void changed(struct pom_data *d)
  * reference on the file's tracts (taken once). */
 static int handle_bf(pom_file *f, pom_blob_file **out)
 {
+    assert(pom_locked(&f->ino->data->mu));
+    assert(f->ino->data->blob || f->ino->data->tracts);
     uint64_t id = f->ino->data->tracts;
     if (f->bf && f->bf_id != id) { /* another handle rewrote the file (3) */
         pom_blob_file_close(f->bf);
@@ -133,6 +140,9 @@ static uint64_t new_tracts_id(void)
 /* REQUIRES: d->mu held, !d->blob. Invariant (2). */
 static int migrate(pom_file *f)
 {
+    assert(pom_locked(&f->ino->data->mu));
+    assert(!f->ino->data->blob);
+    assert(f->ino->data->len <= POM_INLINE_MAX); /* invariant (2) */
     struct pom_data *d = f->ino->data;
     if (!f->fs->blob) {
         XT_DBG("file %llu: past %u bytes and no blob tier (pom_set_blob, pomfs -o blob=DIR)",
@@ -260,6 +270,8 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
             pom_ino_flushed(fs, ino->uuid);
         }
         pthread_mutex_lock(&d->mu);
+        assert(pom_locked(&d->flush_mu)); /* invariant (4): flushes in order */
+        assert(d->wgen >= gen);
         if (d->wgen == gen)
             d->dirty = false;
         if (!gone)
@@ -664,6 +676,8 @@ ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off)
  * during the I/O unless `append` (invariant (7)). */
 static ssize_t write_blob(pom_file *f, const void *buf, size_t n, uint64_t off, bool append)
 {
+    assert(pom_locked(&f->ino->data->mu));
+    assert(f->ino->data->blob);
     struct pom_data *d = f->ino->data;
     if (off >= POM_FILE_MAX)
         return -EFBIG;

@@ -19,6 +19,8 @@
  */
 #include "pom_row_i.h"
 
+#include <assert.h>
+
 #include <string.h>
 
 static size_t slot(const pom_fs *fs, uint64_t uuid)
@@ -27,8 +29,10 @@ static size_t slot(const pom_fs *fs, uint64_t uuid)
     return (size_t)((uuid * UINT64_C(0x9e3779b97f4a7c15)) >> 20) & (fs->nbuckets - 1);
 }
 
-static struct pom_inode *find(const pom_fs *fs, uint64_t uuid)
+/* REQUIRES: fs->mu held. */
+static struct pom_inode *find(pom_fs *fs, uint64_t uuid)
 {
+    assert(pom_locked(&fs->mu));
     for (struct pom_inode *i = fs->buckets[slot(fs, uuid)]; i; i = i->next)
         if (i->uuid == uuid)
             return i;
@@ -79,6 +83,7 @@ void pom_ino_destroy(pom_fs *fs)
  * allocation keeps the old (longer chains, still correct). */
 static void maybe_grow(pom_fs *fs)
 {
+    assert(pom_locked(&fs->mu));
     if (fs->ninodes < fs->nbuckets)
         return;
     size_t nb = fs->nbuckets * 2;
@@ -105,6 +110,7 @@ static void maybe_grow(pom_fs *fs)
 /* REQUIRES: fs->mu held. */
 static int set_where(struct pom_inode *i, uint64_t table, const char *name)
 {
+    assert(name && name[0]);
     if (i->name && i->table == table && strcmp(i->name, name) == 0)
         return 0;
     char *n = xt_strdup(name);
@@ -155,6 +161,7 @@ out:
 /* REQUIRES: fs->mu held. Unlinks and frees i if nothing holds it. */
 static void maybe_drop(pom_fs *fs, struct pom_inode *i)
 {
+    assert(pom_locked(&fs->mu));
     if (i->nlookup > 0 || i->opens > 0)
         return;
     struct pom_inode **pp = &fs->buckets[slot(fs, i->uuid)];
@@ -438,6 +445,7 @@ bool pom_ino_known(pom_fs *fs, uint64_t uuid)
 void pom_ino_close(pom_fs *fs, struct pom_inode *i)
 {
     pthread_mutex_lock(&fs->mu);
+    assert(i->opens > 0 && i->data);
     if (--i->opens == 0) {
         data_free(i->data);
         i->data = NULL;
@@ -457,6 +465,7 @@ uint64_t pom_ino_seq(pom_fs *fs)
 /* REQUIRES: fs->mu and d->mu held. Size and times of *st from the buffer. */
 static void stat_from_buffer(const struct pom_data *d, struct stat *st)
 {
+    assert(d != NULL);
     st->st_size = (off_t)d->len;
     st->st_blocks = (blkcnt_t)((d->len + 511) / 512);
     st->st_mtim.tv_sec = (time_t)(d->mtime_ns / 1000000000u);
@@ -491,8 +500,10 @@ void pom_ino_flushed(pom_fs *fs, uint64_t uuid)
 
 /* REQUIRES: fs->mu held. Whether a flush of uuid ended after flush number
  * `since` -- or too many did to tell (then yes). */
-static bool flushed_since(const pom_fs *fs, uint64_t uuid, uint64_t since)
+static bool flushed_since(pom_fs *fs, uint64_t uuid, uint64_t since)
 {
+    assert(pom_locked(&fs->mu));
+    assert(since <= fs->chg_seq);
     if (fs->chg_seq - since >= POM_CHG_RING)
         return true;
     for (uint64_t s = since + 1; s <= fs->chg_seq; s++)

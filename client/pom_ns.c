@@ -40,6 +40,7 @@ struct xt_req pom_ns_req(int op, uint64_t table, const char *name, uint32_t flag
 int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_dir_upd *u,
                    struct xt_req *q)
 {
+    assert(delta >= -1 && delta <= 1); /* one subdirectory gained or lost per change */
     /* No read: times are last-writer-wins and the count changes by its
      * delta at the MDS, under the slice lock (XT_ROW_SET_NLINK_ADD: a
      * counted row takes the exact sum; an uncounted 1 stays 1), so
@@ -117,6 +118,7 @@ int pom_ns_ilt_drop(pom_fs *fs, uint64_t uuid, char *in, xt_row *upd, struct xt_
     int rc = pom_stub_follow(fs, uuid, POM_ROW_META, &r, &row);
     if (rc < 0)
         return rc;
+    assert(row.attr.uuid == uuid && !xt_ns_is_stub(&row.attr)); /* the ILT row itself */
     xt_ns_id_name(uuid, in);
     *file = row.attr;
     *gone = row.attr.nlink <= 1;
@@ -137,6 +139,7 @@ int pom_ns_ilt_drop(pom_fs *fs, uint64_t uuid, char *in, xt_row *upd, struct xt_
 
 int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *stub)
 {
+    assert(xt_ns_is_stub(stub) && stub->type != XT_ROW_DIR); /* xt_ns.h (3) */
     char in[XT_NS_ID_LEN + 1];
     xt_row upd;
     struct xt_req q[3];

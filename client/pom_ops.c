@@ -33,6 +33,7 @@
  */
 #include "pom_ns_i.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -309,6 +310,7 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
                       const void *data, uint32_t dlen, const struct pom_cred *cred,
                       struct stat *st, xt_row_attr *made)
 {
+    assert(type >= XT_ROW_REG && type <= XT_ROW_SOCK); /* an entry, not a stub or a KV row */
     int rc = xt_ns_name_check(name);
     if (rc < 0)
         return rc;

@@ -7,6 +7,7 @@
  * No RPC is ever made under it.
  */
 #include "pom_route.h"
+#include "pom_lock_i.h"
 
 #include "xt_bitmap.h"
 #include "xt_common.h"
@@ -14,6 +15,7 @@
 #include "xt_ring.h"
 
 #include <pthread.h>
+#include <assert.h>
 #include <string.h>
 
 #define BUCKETS 4096u
@@ -114,6 +116,7 @@ static bool view_has_mds(const struct xt_view *v, uint32_t id)
 /* REQUIRES: lk exclusive. */
 static void take_view(pom_route *r, const struct xt_view *v)
 {
+    assert(pom_rw_locked(&r->lk));
     /* Invariant 5: a view that carries the site list says which MDS are
      * gone (site remove); one without it (a delta of other sections)
      * says nothing about them. */
@@ -220,6 +223,7 @@ void pom_route_update(pom_route *r, const struct xt_view *v)
 /* REQUIRES: lk held. */
 static struct pom_mds *mds_by_id(pom_route *r, uint32_t id)
 {
+    assert(pom_rw_locked(&r->lk));
     for (size_t i = 0; i < r->nmds; i++)
         if (r->mds[i]->id == id)
             return r->mds[i];
