@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <stdbool.h>
 
+#include "xt_time.h" /* clocks: every module measures time */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -81,14 +83,6 @@ void xt_log_limited(struct xt_log_limit *lim, unsigned interval_ms, enum xt_log_
         static struct xt_log_limit xt_lim_;                                   \
         xt_log_limited(&xt_lim_, (interval_ms), XT_LOG_INFO, __VA_ARGS__);    \
     } while (0)
-
-/* ---- time ------------------------------------------------------------ */
-
-uint64_t xt_now_ns(void);      /* CLOCK_REALTIME, ns: file times */
-uint64_t xt_mono_ns(void);     /* CLOCK_MONOTONIC, ns: deadlines, latency */
-/* pthread_cond_timedwait for at most ms from now (a condition variable of
- * the default, realtime clock). REQUIRES: mu held. */
-void xt_cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, unsigned ms);
 
 /* ---- space -------------------------------------------------------- */
 
