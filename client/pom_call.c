@@ -23,7 +23,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 /* -EAGAIN: the MDS owning a new split slice waits for the splitter's
@@ -35,12 +34,6 @@ static bool transient(int rc)
 {
     return rc == -ECONNREFUSED || rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -EIO ||
            rc == -EPIPE || rc == -EAGAIN || rc == -EHOSTUNREACH || rc == -ELOOP;
-}
-
-void pom_pause_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
 }
 
 /* The retry window of one call (every attempt carries the same request
@@ -67,11 +60,11 @@ struct retry {
 
 static struct retry retry_begin(pom_fs *fs, const char *what)
 {
-    uint64_t now = xt_mono_ns();
     int window = fs->soft_ms > 0 ? fs->soft_ms : fs->retry_ms;
-    return (struct retry){ .fs = fs, .what = what, .t0 = now,
-                           .deadline = now + (uint64_t)window * 1000000u,
-                           .warn_at = now + (uint64_t)WAIT_WARN_FIRST_MS * 1000000u,
+    assert(window > 0);
+    return (struct retry){ .fs = fs, .what = what, .t0 = xt_mono_ns(),
+                           .deadline = xt_deadline_ms((uint64_t)window),
+                           .warn_at = xt_deadline_ms(WAIT_WARN_FIRST_MS),
                            .delay = 10 };
 }
 
@@ -122,9 +115,9 @@ static bool retry_again(struct retry *r, const struct pom_mds *m, int *rc)
                 "waiting (pomctl status names a site that stopped)",
                 r->fs->fsid, r->what, id, addr, waited, strerror(-*rc));
         r->warned = true;
-        r->warn_at = now + (uint64_t)WAIT_WARN_EVERY_MS * 1000000u;
+        r->warn_at = xt_deadline_ms(WAIT_WARN_EVERY_MS);
     }
-    pom_pause_ms(r->delay);
+    xt_sleep_ms((uint64_t)r->delay);
     r->delay = XT_MIN(r->delay * 2, 500);
     return true;
 }

@@ -126,8 +126,6 @@ int pom_sync_quiet(pom_fs *fs);
 /* The monotonic time (xt_mono_ns) a call begun now gives up at: the end
  * of its retry window (hard or soft). */
 uint64_t pom_call_deadline(pom_fs *fs);
-/* Sleeps ms milliseconds (the pauses between retries). */
-void pom_pause_ms(int ms);
 
 /* ---- pom_errseq.c: lost changes and who was told ------------------- */
 

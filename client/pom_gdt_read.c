@@ -82,18 +82,17 @@ int pom_gdt_where(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struc
 {
     if (uuid == 0)
         return -ESTALE;
-    uint64_t deadline = xt_mono_ns() + (uint64_t)POM_GDT_WAIT_MS * 1000000u;
-    int pause = POM_GDT_PAUSE_MS;
+    uint64_t deadline = xt_deadline_ms(POM_GDT_WAIT_MS);
+    uint64_t pause = POM_GDT_PAUSE_MS;
     for (;;) {
         int rc = gdt_try(fs, uuid, parent, name, st);
         if (rc <= 0)
             return rc;
-        uint64_t now = xt_mono_ns();
-        if (now >= deadline)
+        if (xt_deadline_passed(deadline))
             return -ESTALE;
         /* The last pause ends at the deadline, then one more read. */
-        pom_pause_ms((int)XT_MIN((uint64_t)pause, (deadline - now) / 1000000u + 1));
-        pause = XT_MIN(pause * 2, POM_GDT_PAUSE_MAX);
+        xt_sleep_ms(XT_MIN(pause, xt_deadline_left_ms(deadline)));
+        pause = XT_MIN(pause * 2, (uint64_t)POM_GDT_PAUSE_MAX);
     }
 }
 

@@ -149,7 +149,7 @@ static int claim_range(pom_fs *fs, uint64_t *lo)
          * first attempt won, so that range is abandoned (never reused). */
         if (rc < 0 && rc != -ESTALE)
             return rc;
-        if (retried && xt_mono_ns() > deadline)
+        if (retried && xt_deadline_passed(deadline))
             return -EIO;
     }
     return -EAGAIN;
