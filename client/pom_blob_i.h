@@ -86,7 +86,7 @@ struct pom_blob_file {
 /* The local backend (pom_blob_local.c). */
 extern const struct blob_ops pom_blob_local_ops;
 
-/* The local backend's `list` op (pom_blob_list.c): every tract set under
+/* The local backend's `list` op (pom_blob_local_list.c): every tract set under
  * b's folders, merged over them, to fn in increasing id order, as
  * pom_blob_list says. The set given to fn is valid during the call only.
  * REQUIRES: b open with the local backend. */

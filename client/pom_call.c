@@ -167,8 +167,8 @@ static void say_lost(pom_fs *fs, const struct pom_mds *m, uint32_t epoch)
             "previous run were committed: some may be lost", fs->fsid, m->addr, epoch);
 }
 
-/* Records the incarnation `epoch` of MDS m in a reply (invariant (5) of
- * pom_client_i.h, kept per MDS); reqs[0..n): the changes the reply
+/* Records the incarnation `epoch` of MDS m in a reply (invariant (2) of
+ * pom_call_i.h, kept per MDS); reqs[0..n): the changes the reply
  * acknowledged (n 0: none). A change acknowledged by an earlier
  * incarnation and not yet synced may have died with it (pom_es_lose); and
  * whatever this client (or the kernel above it) cached from that
@@ -294,7 +294,7 @@ uint64_t pom_restart_count(pom_fs *fs)
  * loaded by their new owners from the MDSL, so what it acknowledged and
  * did not commit is lost as by a restart (pom_es_lose). The first sync of
  * a FAILED spell counts it as a restart (open buffers stale, tract sets
- * dropped before it stay: pom_gone_finish). */
+ * dropped before it stay: pom_gone_sync). */
 static void sync_failed(pom_fs *fs, struct pom_mds *m)
 {
     pthread_mutex_lock(&fs->epoch_mu);

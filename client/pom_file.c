@@ -54,6 +54,9 @@
  *      the size: O_APPEND writes (appends never overlap), the migration
  *      (at most 64 KiB), truncate and fallocate (rare, and a concurrent
  *      write must not land between the cut and the new size).
+ *
+ * Floor 3.2 of libpomegranate (pom_file_i.h): calls floors 1-2 and the blob
+ * tier (pom_blob.h); creates are the namespace's (pom_ops.c pom_create).
  */
 #include "pom_file_i.h"
 
@@ -278,8 +281,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
             d->row_tracts = tracts;
         if (!gone) {
             d->st.st_size = (off_t)len;
-            d->st.st_mtim.tv_sec = (time_t)(mtime / 1000000000u);
-            d->st.st_mtim.tv_nsec = (long)(mtime % 1000000000u);
+            pom_ns_ts(mtime, &d->st.st_mtim);
         }
         pthread_mutex_unlock(&d->mu);
     }
@@ -291,7 +293,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
     return rc;
 }
 
-/* ---- tracts no row names any more (pom_client_i.h pom_tracts_drop) ----- */
+/* ---- tracts no row names any more (pom_file_i.h pom_tracts_drop) ----- */
 
 #define GONE_BATCH 64
 

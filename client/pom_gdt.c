@@ -1,5 +1,5 @@
 /*
- * pom_gdt.c -- floor 4.1 (namespace helpers): the writer of the GDT
+ * pom_gdt.c -- floor 4.0 (namespace helpers): the writer of the GDT
  * (xt_ns.h (4); docs/client.md "GDT"): the
  * copy op (XT_F_RMU) that mkdir, rmdir and a directory's rename add to
  * their atomic batch, telling where the directory's row now is, or that

@@ -6,7 +6,7 @@
  * and LOOKUP(ino, "..")), an NFS re-export. The writer is pom_gdt.c.
  *
  * Invariants:
- *  (1) A GDT row is a hint (pom_client_i.h "GDT"): a directory is found
+ *  (1) A GDT row is a hint (xt_ns.h (4)): a directory is found
  *      only once the row it names, (parent, name), has been read and holds
  *      that uuid as a directory. Nothing but where to look is taken from
  *      the GDT row.
@@ -21,6 +21,9 @@
  *  (5) References are those of pom_lookup: one lookup reference on the
  *      inode answered (pom_lookup_ino), none on the directory whose parent
  *      is asked (pom_lookup_parent).
+ *
+ * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-2 and pom_ops.c
+ * (pom_getattr).
  */
 #include "pom_ns_i.h"
 

@@ -16,6 +16,8 @@
  *  (4) An inode that is unlinked and open here has no row anywhere: its
  *      data (attributes in st, xattrs in xattr) is the file until the last
  *      close, and setattr/xattr calls change it there (pom_ino_pin_orphan).
+ *
+ * Floor 2.1 of libpomegranate (pom_row_i.h): calls the transport and pom_row.c.
  */
 #include "pom_row_i.h"
 
@@ -468,8 +470,7 @@ static void stat_from_buffer(const struct pom_data *d, struct stat *st)
     assert(d != NULL);
     st->st_size = (off_t)d->len;
     st->st_blocks = (blkcnt_t)((d->len + 511) / 512);
-    st->st_mtim.tv_sec = (time_t)(d->mtime_ns / 1000000000u);
-    st->st_mtim.tv_nsec = (long)(d->mtime_ns % 1000000000u);
+    pom_ns_ts(d->mtime_ns, &st->st_mtim);
     if (st->st_mtim.tv_sec > st->st_ctim.tv_sec ||
         (st->st_mtim.tv_sec == st->st_ctim.tv_sec && st->st_mtim.tv_nsec > st->st_ctim.tv_nsec))
         st->st_ctim = st->st_mtim;

@@ -27,6 +27,9 @@
  *      the MDS refuses to clients anyway and never lists to them. Either
  *      key form keeps the key's first bytes, so one check covers both. List
  *      and search prefixes are not checked: they just never match one.
+ *
+ * Floor 5 of libpomegranate (pom_file_i.h): calls the transport, rows and
+ * pom_gone_sync; nothing of the namespace.
  */
 #include "pom_file_i.h"
 #include "xt_hash.h"
@@ -372,7 +375,7 @@ int pom_kv_delete(pom_kv *kv, const void *key, size_t klen, uint64_t if_version)
     bool retried = false;
     rc = pom_call(kv->fs, &q, &r, &retried);
     xt_resp_free(&r);
-    return rc == -ENOENT && retried ? 0 : rc; /* our lost reply (pom_fs.c does the same) */
+    return rc == -ENOENT && retried ? 0 : rc; /* our lost reply (pom_call.c does the same) */
 }
 
 /* ---- listings ---------------------------------------------------------- */

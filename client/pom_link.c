@@ -1,7 +1,7 @@
 /*
  * pom_link.c -- the namespace changes of libpomegranate that touch several
- * rows: hard links through the inode link table (ILT), unlink of a link
- * stub, rename and RENAME_EXCHANGE. Each is ONE atomic batch at the MDS
+ * rows: hard links through the inode link table (ILT), rename and
+ * RENAME_EXCHANGE (the unlink of a link stub is pom_ns.c's). Each is ONE atomic batch at the MDS
  * (xt_mds_batch_atomic: all rows change in one commit group or none does),
  * built from rows read just before and conditional on their versions
  * (docs/client.md "Hard links", "Rename").
@@ -38,6 +38,9 @@
  *      does not). One MDS holds every table today; with several, a batch
  *      is bound to one MDS and a parent's row (in the grandparent's table)
  *      may live elsewhere: that case will need a cross-MDS step.
+ *
+ * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c,
+ * pom_gdt.c and pom_ops.c (pom_getattr).
  */
 #include "pom_ns_i.h"
 

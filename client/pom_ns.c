@@ -1,5 +1,5 @@
 /*
- * pom_ns.c -- floor 4.1 of libpomegranate: what the namespace operations
+ * pom_ns.c -- floor 4.0 of libpomegranate: what the namespace operations
  * (pom_ops.c, pom_link.c) share: requests conditional on a row's identity,
  * the change of a parent directory's own row that rides in their batches,
  * directory checks, and the removal of a link stub with its ILT nlink

@@ -1,7 +1,8 @@
 /*
  * pom_ops.c -- namespace operations of libpomegranate over xTable rows:
  * lookup, getattr, setattr, mknod/mkdir/symlink, readlink, unlink, rmdir,
- * readdir, access (docs/client.md); link and rename are in pom_link.c.
+ * readdir, access, create and directory handles (docs/client.md); link
+ * and rename are in pom_link.c.
  * A link stub met by lookup, readdir or a by-inode read is resolved to its
  * ILT row (pom_link.c invariant 1).
  *
@@ -30,6 +31,9 @@
  *      (and the xattr calls, pom_xattr.c) change its open state instead
  *      (pom_ino.c (4)). Its xattrs are re-read at the unlink, with the
  *      version its delete is conditional on, so the copy is exact.
+ *
+ * Floor 4.1 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c and
+ * pom_gdt.c; pom_link.c and pom_gdt_read.c sit above it.
  */
 #include "pom_ns_i.h"
 
@@ -171,8 +175,8 @@ static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in
         return rc;
     struct pom_data *d = i->data;
     uint64_t now = xt_now_ns();
-    struct timespec tnow = { .tv_sec = (time_t)(now / 1000000000u),
-                             .tv_nsec = (long)(now % 1000000000u) };
+    struct timespec tnow;
+    pom_ns_ts(now, &tnow);
     pthread_mutex_lock(&d->mu);
     if (to_set & POM_SET_MODE)
         d->st.st_mode = (d->st.st_mode & S_IFMT) | (in->st_mode & 07777);
@@ -722,8 +726,8 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
 
 struct pom_dir {
     pom_fs *fs;
-    pom_ino ino;        /* pinned by a lookup reference (invariant 5) */
-    uint64_t sample;    /* invariant (4) */
+    pom_ino ino;        /* pinned by a lookup reference (pom_errseq.c invariant 5) */
+    uint64_t sample;    /* pom_errseq.c invariant (4) */
 };
 
 int pom_opendir(pom_fs *fs, pom_ino dir, pom_dir **out)

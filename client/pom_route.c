@@ -5,6 +5,8 @@
  * Locks: `lk` (a rwlock) guards the ring, the MDS array and the bitmap
  * cache; picks take it shared, view updates and bitmap merges exclusive.
  * No RPC is ever made under it.
+ *
+ * Floor 1.0 of libpomegranate (pom_call_i.h): calls nothing of the library.
  */
 #include "pom_route.h"
 #include "pom_lock_i.h"

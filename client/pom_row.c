@@ -64,7 +64,7 @@ static mode_t type_bits(uint8_t type)
     }
 }
 
-static void ns_to_ts(uint64_t ns, struct timespec *ts)
+void pom_ns_ts(uint64_t ns, struct timespec *ts)
 {
     ts->tv_sec = (time_t)(ns / 1000000000u);
     ts->tv_nsec = (long)(ns % 1000000000u);
@@ -86,9 +86,9 @@ void pom_row_stat(const xt_row_attr *a, struct stat *st)
     st->st_size = (off_t)a->size;
     st->st_blksize = 4096;
     st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
-    ns_to_ts(a->atime_ns, &st->st_atim);
-    ns_to_ts(a->mtime_ns, &st->st_mtim);
-    ns_to_ts(a->ctime_ns, &st->st_ctim);
+    pom_ns_ts(a->atime_ns, &st->st_atim);
+    pom_ns_ts(a->mtime_ns, &st->st_mtim);
+    pom_ns_ts(a->ctime_ns, &st->st_ctim);
 }
 
 /* Claims a new range (invariant 2). REQUIRES: fs->alloc_mu held. */

@@ -23,8 +23,9 @@
 
 /* Builds struct stat from fixed columns: the one conversion. */
 void pom_row_stat(const xt_row_attr *a, struct stat *st);
-/* A timespec in nanoseconds (the rows' time unit). */
+/* A timespec in nanoseconds (the rows' time unit), and back. */
 uint64_t pom_ts_ns(const struct timespec *ts);
+void pom_ns_ts(uint64_t ns, struct timespec *ts);
 /* A fresh uuid. */
 int pom_uuid_alloc(pom_fs *fs, uint64_t *uuid);
 /* 64 random-looking bits, different at every call in practice (a counter,
