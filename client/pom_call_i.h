@@ -8,8 +8,8 @@
  * scripts/callgraph.py client --floors client/floors.txt):
  *   1 transport   pom_route.c, pom_errseq.c, pom_call.c      pom_call_i.h
  *   2 rows        pom_row.c, pom_ino.c                       pom_row_i.h
- *   3 files, blob pom_blob.c, pom_blob_local.c, pom_file.c,  pom_file_i.h
- *                 pom_reclaim.c
+ *   3 files, blob pom_blob_local.c, pom_blob_local_list.c,   pom_file_i.h
+ *                 pom_blob.c, pom_file.c, pom_reclaim.c      (pom_blob_i.h)
  *   4 namespace   pom_ns.c, pom_gdt.c; pom_ops.c, pom_xattr.c; pom_ns_i.h
  *                 pom_link.c, pom_gdt_read.c
  *   5 key/value   pom_kv.c

@@ -182,7 +182,9 @@ int pom_route_new_view(const struct xt_view *v, const struct xt_rpc_pool_opts *p
     pom_route *r = route_alloc(po);
     if (!r)
         return -ENOMEM;
+    pthread_rwlock_wrlock(&r->lk); /* not shared yet: take_view's contract, uncontended */
     take_view(r, v);
+    pthread_rwlock_unlock(&r->lk);
     if (r->nmds == 0) {
         pom_route_free(r);
         return -EHOSTUNREACH;
