@@ -253,6 +253,7 @@ void pom_close(pom_fs *fs)
         return;
     r2_agent_stop(fs->agent);
     pom_reclaim_stop(fs); /* before the blob tier and the inode map go */
+    assert(!fs->reclaim); /* invariant (2): its thread is joined */
     if (fs->route && fs->ngone)
         pom_tracts_reap(fs);
     pom_route_free(fs->route);

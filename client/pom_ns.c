@@ -15,9 +15,8 @@
 #include <assert.h>
 #include <string.h>
 
-/* Makes q conditional on the row being (uuid, version) as read (invariant
- * 2): a name created again restarts at version 0, so the uuid is checked
- * too, and a batch built from an older read never lands on another file. */
+/* Invariant (1), pom_link.c (2): a name created again restarts at version
+ * 0, so the uuid is checked too. */
 void pom_ns_cond(struct xt_req *q, uint64_t uuid, uint64_t version)
 {
     q->flags |= XT_F_IF_VER | XT_F_IF_UUID;

@@ -25,6 +25,7 @@
 int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
                 struct xt_resp *resp, xt_row *row)
 {
+    assert(name && group >= POM_ROW_ALL && group <= UINT16_MAX);
     uint16_t want[1] = { (uint16_t)(group > 0 ? group : 0) };
     bool with_groups = group != POM_ROW_META;
     struct xt_req q = { .op = XT_OP_LOOKUP, .t = { .table = table }, .name = name,
