@@ -35,7 +35,7 @@
  *      long or a decision row shorter than that is damage. Pending rows in
  *      the ILT (hard links' table) are not scanned. While RMU outbox rows
  *      are not delivered, (8) may find a parent's nlink behind;
- * (10) every directory's GDT row (client/pom_client_i.h "GDT") names the
+ * (10) every directory's GDT row (xt_ns.h (4)) names the
  *      parent and name the walk found it under. A copy held by another
  *      MDS arrives about a second after its change: a row that does not
  *      agree is read again for up to GDT_WAIT_MS before it is a problem.
@@ -59,13 +59,13 @@
  * (fs mounted); 2: usage; 3: R2 unreachable.
  *
  * The tracts id of a row (flags, generation) is not in struct stat: check
- * (7) gets the rows naming sets from the library's internal
- * pom_tracts_named (the walk the online reclaimer uses, pom_reclaim.c: one
- * listing per table, after the namespace walk) and lists the tier
- * pom_open opened from the fs record (fs->blob), both through
- * client/pom_client_i.h. pomctl links libpomegranate statically,
- * and tracts ids are an internal of the local backend that the public API
- * and libpomegranate.so's ABI should not carry for one maintenance tool.
+ * (7) gets the rows naming sets from pom_tracts_named (the walk the online
+ * reclaimer uses, pom_reclaim.c: one listing per table, after the
+ * namespace walk) and lists the tier pom_open opened from the fs record
+ * (pom_blob_of), both from pomegranate_admin.h: pomctl links
+ * libpomegranate statically, and tracts ids are an internal that
+ * libpomegranate.so's ABI does not carry for one maintenance tool. The
+ * reserved tables and GDT rows are those of xt_ns.h.
  *
  * It sees the file system while others may change it: a name removed
  * between its listing and its lookup is counted as "changed meanwhile", not
@@ -74,12 +74,10 @@
 #include "pomctl_i.h"
 
 #include "pomegranate.h"
+#include "pomegranate_admin.h"
 #include "xt_common.h"
 #include "xt_hash.h"
-/* Internals of libpomegranate (see the head comment): not on pomctl's
- * include path, which has the public header only. */
-#include "../client/pom_blob.h"
-#include "../client/pom_client_i.h"
+#include "xt_ns.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -117,7 +115,7 @@ struct fsck {
     bool data_check;
     bool repair_orphans;
     bool repair_gdt;
-    struct pom_blob *blob;  /* fs->blob (owned by fs), or NULL: no tier, (7) skipped */
+    struct pom_blob *blob;  /* pom_blob_of (owned by fs), or NULL: no tier, (7) skipped */
     uint64_t max_problems;
     /* non-directories seen: open addressing on ino */
     struct ino_ent *map;
@@ -270,18 +268,18 @@ static int note_tracts(void *arg, uint64_t id, uint64_t ino)
  * when it agrees, else why not. */
 static const char *gdt_says(struct fsck *f, uint64_t ino, const char *name)
 {
-    char key[POM_ILT_NAME_LEN + 1], at[XT_NAME_MAX + 1];
-    pom_ilt_name(ino, key);
+    char key[XT_NS_ID_LEN + 1], at[XT_NAME_MAX + 1];
+    xt_ns_id_name(ino, key);
     struct xt_resp r;
     xt_row row;
-    int rc = pom_row_get(f->fs, POM_TABLE_GDT, key, XT_CG_USER0, &r, &row);
+    int rc = pom_row_get(f->fs, XT_NS_TABLE_GDT, key, XT_CG_USER0, &r, &row);
     if (rc == -ENOENT)
         return "no GDT row";
     if (rc < 0)
         return "its GDT row does not read";
     uint64_t parent;
     const char *why = NULL;
-    if (pom_gdt_parse(&row, &parent, at) < 0 || row.attr.uuid != ino)
+    if (xt_ns_gdt_parse(&row, &parent, at) < 0 || row.attr.uuid != ino)
         why = "its GDT row is damaged";
     else if (parent != f->cur_dir || strcmp(at, name))
         why = "its GDT row names another place";
@@ -293,11 +291,7 @@ static const char *gdt_says(struct fsck *f, uint64_t ino, const char *name)
 static int gdt_write(struct fsck *f, uint64_t ino, uint64_t parent, const char *name,
                      uint64_t stamp)
 {
-    struct pom_gdt_buf b;
-    struct xt_req q;
-    size_t failed;
-    int rc = pom_gdt_op(ino, parent, name, stamp, &b, &q);
-    return rc < 0 ? rc : pom_batch_call(f->fs, &q, 1, &failed, NULL);
+    return pom_gdt_put(f->fs, ino, parent, name, stamp);
 }
 
 static void check_gdt(struct fsck *f, uint64_t ino, const char *name)
@@ -443,7 +437,7 @@ static int scan_sys_rows(struct fsck *f, uint64_t dir)
     static const uint16_t none[1] = { 0 };
     uint64_t cookie = 0;
     while (cookie < POM_COOKIE_END) {
-        struct xt_list_req lq = { .t = { .fsid = f->fs->fsid, .table = dir, .slice_hint = -1 },
+        struct xt_list_req lq = { .t = { .fsid = pom_fsid(f->fs), .table = dir, .slice_hint = -1 },
                                   .cookie = cookie, .max = 1024, .flags = XT_F_SYS,
                                   .cols = none, .ncols = 0, .substr = "\0\xff",
                                   .substr_len = 2 };
@@ -515,7 +509,7 @@ static int count_gdt(struct fsck *f)
     static const uint16_t none[1] = { 0 };
     uint64_t cookie = 0;
     while (cookie < POM_COOKIE_END) {
-        struct xt_list_req lq = { .t = { .fsid = f->fs->fsid, .table = POM_TABLE_GDT,
+        struct xt_list_req lq = { .t = { .fsid = pom_fsid(f->fs), .table = XT_NS_TABLE_GDT,
                                          .slice_hint = -1 },
                                   .cookie = cookie, .max = 1024, .cols = none, .ncols = 0 };
         struct xt_list_resp lr;
@@ -809,7 +803,7 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
     snprintf(what, sizeof what, "fsck %s", fsname);
     if ((rc = pomctl_fs_open(ctl, fsname, what, &f.fs)))
         return rc;
-    f.blob = f.fs->blob;
+    f.blob = pom_blob_of(f.fs);
     rc = walk(&f);
     if (rc == 0)
         rc = check_tracts(&f);

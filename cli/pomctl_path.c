@@ -16,8 +16,8 @@
 #include "pomctl_i.h"
 
 #include "pomegranate.h"
+#include "pomegranate_admin.h"
 #include "xt_common.h"
-#include "../client/pom_client_i.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,25 +1,26 @@
 /*
- * pom_blob_i.h -- internals of the blob tier shared by pom_blob.c (the
- * generic layer and the local backend's tract I/O) and pom_blob_list.c (the
- * listing of every tract set, pom_blob_list). Not installed; included by
- * those two files only, everyone else uses pom_blob.h.
+ * pom_blob_i.h -- internals of the blob tier shared by its generic layer
+ * (pom_blob.c) and the local backend (pom_blob_local.c, its listing
+ * pom_blob_local_list.c). Not installed; everyone else uses pom_blob.h.
  *
- * The store handle and the backend ops table are here; struct
- * pom_blob_file stays private to pom_blob.c. The invariants are those of
- * pom_blob.h and pom_blob.c.
+ * The store handle, an open file and the backend ops table are here. The
+ * invariants are those of pom_blob.h, pom_blob.c and pom_blob_local.c.
  */
 #ifndef POM_BLOB_I_H
 #define POM_BLOB_I_H
 
 #include "pom_blob.h"
+#include "pom_lock_i.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define NBUCKETS    64
+#define FD_SLOTS    8      /* cached fds per open file (local) */
 
 /* A backend. Ranges given to the per-tract calls lie inside one tract. */
 struct blob_ops {
@@ -56,7 +57,36 @@ struct pom_blob {
     atomic_int fault_err;
 };
 
-/* The local backend's `list` op (pom_blob_list.c): every tract set under
+struct slot {
+    uint32_t tract;
+    int fd;          /* -1: empty */
+    uint32_t refs;   /* calls using fd (invariant (2)) */
+    bool stale;      /* its tract file was removed: closed at refs 0, never found */
+    uint64_t used;   /* LRU tick */
+};
+
+/* One open file of a store (pom_blob.h invariant 2): the generic layer's
+ * fields, then the local backend's. */
+struct pom_blob_file {
+    pom_blob *b;
+    uint64_t uuid, h;
+    uint32_t refs;                /* protected by b->mu */
+    struct pom_blob_file *next;   /* protected by b->mu: bucket chain */
+    pthread_mutex_t mu;
+    struct slot slots[FD_SLOTS];  /* protected by mu */
+    uint64_t tick;                /* protected by mu */
+    uint32_t *dirty;              /* protected by mu: tracts written, not fsynced */
+    size_t ndirty, capdirty;      /* protected by mu */
+    bool created;                 /* protected by mu: a tract file was created since fsync */
+    bool lost;                    /* protected by mu: a dirty tract could not be listed
+                                     (no memory): the next fsync syncs whole folders */
+    int error;                    /* protected by mu: -errno of a failed fsync, sticky */
+};
+
+/* The local backend (pom_blob_local.c). */
+extern const struct blob_ops pom_blob_local_ops;
+
+/* The local backend's `list` op (pom_blob_local_list.c): every tract set under
  * b's folders, merged over them, to fn in increasing id order, as
  * pom_blob_list says. The set given to fn is valid during the call only.
  * REQUIRES: b open with the local backend. */

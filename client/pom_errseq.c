@@ -14,7 +14,10 @@
  * A key is the uuid of an inode (a file, a directory) or of a table (a
  * directory's table is its uuid; a keyspace's is above 2^62): a change of
  * row (table, name) touches its table and the inode the row is
- * (pom_fs.c req_keys).
+ * (pom_call.c req_keys).
+ *
+ * Floor 1 (transport), below pom_call.c: calls nothing of the library but
+ * fs->up.held (whether the inode map still holds a key, invariant 5).
  *
  * Invariants:
  *  (1) Everything here is protected by fs->epoch_mu (taken before fs->mu,
@@ -35,8 +38,10 @@
  *      inode map (so no handle with an older sample is open: files and
  *      directory handles pin their inode); keyspace keys are kept.
  */
-#include "pom_client_i.h"
+#include "pom_call_i.h"
 #include "pom_route.h"
+
+#include <assert.h>
 
 #include <string.h>
 
@@ -142,6 +147,8 @@ static size_t cap_for(size_t n)
 
 void pom_es_acked(pom_fs *fs, struct pom_mds *m, const uint64_t *keys, size_t n)
 {
+    assert(pom_locked(&fs->epoch_mu)); /* invariant (1) */
+    assert(m->ack_seq > 0);            /* this change's ack count is taken */
     struct pom_errseq *es = fs->es;
     for (size_t k = 0; k < n; k++) {
         if (!keys[k])
@@ -168,6 +175,8 @@ void pom_es_acked(pom_fs *fs, struct pom_mds *m, const uint64_t *keys, size_t n)
 
 void pom_es_committed(pom_fs *fs, struct pom_mds *m, uint64_t seq0)
 {
+    assert(pom_locked(&fs->epoch_mu));
+    assert(seq0 <= m->ack_seq);
     if (m->over_seq && m->over_seq <= seq0)
         m->over_seq = 0;
     if (m->nuns)
@@ -178,6 +187,8 @@ void pom_es_committed(pom_fs *fs, struct pom_mds *m, uint64_t seq0)
  * entries of keys no handle can hold (invariant 5). -ENOMEM keeps it. */
 static int err_rebuild(pom_fs *fs, size_t cap, bool prune)
 {
+    assert(pom_locked(&fs->epoch_mu));
+    assert(cap && (cap & (cap - 1)) == 0); /* slots are found by masking */
     struct pom_errseq *es = fs->es;
     struct pom_err *v = xt_calloc(cap, sizeof *v);
     if (!v)
@@ -186,7 +197,7 @@ static int err_rebuild(pom_fs *fs, size_t cap, bool prune)
     for (size_t i = 0; i < es->caperr; i++) {
         const struct pom_err *e = &es->err[i];
         if (!e->key || (prune && e->seen >= e->seq && e->key < KEY_KV &&
-                        !pom_ino_known(fs, e->key)))
+                        !fs->up.held(fs, e->key)))
             continue;
         v[err_slot(v, cap, e->key)] = *e;
         n++;
@@ -201,6 +212,8 @@ static int err_rebuild(pom_fs *fs, size_t cap, bool prune)
 /* Records loss event `ev` of key; false when there is no room. */
 static bool err_note(pom_fs *fs, uint64_t key, uint64_t ev)
 {
+    assert(pom_locked(&fs->epoch_mu));
+    assert(key != 0 && ev == fs->es->events); /* invariant (3): the latest event */
     struct pom_errseq *es = fs->es;
     if (2 * (es->nerr + 1) > es->caperr) {
         bool prune = es->nerr + 1 > ERR_MAX;
@@ -221,6 +234,7 @@ static bool err_note(pom_fs *fs, uint64_t key, uint64_t ev)
 
 bool pom_es_lose(pom_fs *fs, struct pom_mds *m)
 {
+    assert(pom_locked(&fs->epoch_mu));
     struct pom_errseq *es = fs->es;
     if (!m->nuns && !m->over_seq)
         return false;
@@ -273,6 +287,7 @@ int pom_es_check(pom_fs *fs, uint64_t key, uint64_t *sample)
         }
         if (rc)
             *sample = es->events;
+        assert(*sample <= es->events); /* invariant (4) */
     }
     pthread_mutex_unlock(&fs->epoch_mu);
     return rc;
@@ -286,49 +301,4 @@ int pom_es_check_fs(pom_fs *fs)
     es->sync_seen = es->events;
     pthread_mutex_unlock(&fs->epoch_mu);
     return rc;
-}
-
-/* ---- directory handles ------------------------------------------------ */
-
-struct pom_dir {
-    pom_fs *fs;
-    pom_ino ino;        /* pinned by a lookup reference (invariant 5) */
-    uint64_t sample;    /* invariant (4) */
-};
-
-int pom_opendir(pom_fs *fs, pom_ino dir, pom_dir **out)
-{
-    *out = NULL;
-    uint64_t table;
-    char name[XT_NAME_MAX + 1];
-    uint8_t type;
-    int rc = pom_ino_where(fs, dir, &table, name, &type);
-    if (rc == 0 && type != XT_ROW_DIR)
-        rc = -ENOTDIR;
-    pom_dir *d = rc == 0 ? xt_calloc(1, sizeof *d) : NULL;
-    if (rc == 0 && !d)
-        rc = -ENOMEM;
-    if (rc == 0 && (rc = pom_ino_ref(fs, dir, table, name, type, 1)) < 0)
-        xt_free(d);
-    if (rc < 0)
-        return rc;
-    d->fs = fs;
-    d->ino = dir;
-    d->sample = pom_es_sample(fs, dir);
-    *out = d;
-    return 0;
-}
-
-int pom_fsyncdir(pom_dir *d)
-{
-    int rc = pom_sync_call(d->fs);
-    return rc < 0 ? rc : pom_es_check(d->fs, d->ino, &d->sample);
-}
-
-void pom_releasedir(pom_dir *d)
-{
-    if (!d)
-        return;
-    pom_ino_forget(d->fs, d->ino, 1);
-    xt_free(d);
 }

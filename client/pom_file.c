@@ -54,9 +54,13 @@
  *      the size: O_APPEND writes (appends never overlap), the migration
  *      (at most 64 KiB), truncate and fallocate (rare, and a concurrent
  *      write must not land between the cut and the new size).
+ *
+ * Floor 3.2 of libpomegranate (pom_file_i.h): calls floors 1-2 and the blob
+ * tier (pom_blob.h); creates are the namespace's (pom_ops.c pom_create).
  */
-#include "pom_client_i.h"
-#include "pom_blob.h"
+#include "pom_file_i.h"
+
+#include <assert.h>
 
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -67,6 +71,8 @@
 /* REQUIRES: d->mu held. Makes room for len (<= POM_INLINE_MAX) bytes. */
 static int reserve(struct pom_data *d, uint32_t len)
 {
+    assert(pom_locked(&d->mu));
+    assert(len <= POM_INLINE_MAX);
     if (len <= d->cap)
         return 0;
     uint32_t cap = d->cap ? d->cap : 4096;
@@ -83,6 +89,8 @@ static int reserve(struct pom_data *d, uint32_t len)
 /* REQUIRES: d->mu held, !d->blob, len <= POM_INLINE_MAX. */
 static int set_len(struct pom_data *d, uint32_t len)
 {
+    assert(pom_locked(&d->mu));
+    assert(!d->blob && len <= POM_INLINE_MAX); /* invariant (2) */
     int rc = reserve(d, len);
     if (rc < 0)
         return rc;
@@ -95,6 +103,7 @@ static int set_len(struct pom_data *d, uint32_t len)
 /* REQUIRES: d->mu held. Records a change. */
 static void changed(struct pom_data *d)
 {
+    assert(pom_locked(&d->mu));
     d->dirty = true;
     d->wgen++;
     d->mtime_ns = xt_now_ns();
@@ -104,6 +113,8 @@ static void changed(struct pom_data *d)
  * reference on the file's tracts (taken once). */
 static int handle_bf(pom_file *f, pom_blob_file **out)
 {
+    assert(pom_locked(&f->ino->data->mu));
+    assert(f->ino->data->blob || f->ino->data->tracts);
     uint64_t id = f->ino->data->tracts;
     if (f->bf && f->bf_id != id) { /* another handle rewrote the file (3) */
         pom_blob_file_close(f->bf);
@@ -121,11 +132,6 @@ static int handle_bf(pom_file *f, pom_blob_file **out)
     return 0;
 }
 
-uint64_t pom_tracts_id(const xt_row_attr *a)
-{
-    return (a->flags & XT_ROW_F_BLOB) && a->generation ? a->generation : a->uuid;
-}
-
 /* A fresh tracts id (invariant (3)): random with bit 63 set, so it never
  * names another file's tracts (uuids have bit 63 clear) and two ids meet
  * with probability 2^-63. No lock and no RPC: it is taken under d->mu. */
@@ -137,6 +143,9 @@ static uint64_t new_tracts_id(void)
 /* REQUIRES: d->mu held, !d->blob. Invariant (2). */
 static int migrate(pom_file *f)
 {
+    assert(pom_locked(&f->ino->data->mu));
+    assert(!f->ino->data->blob);
+    assert(f->ino->data->len <= POM_INLINE_MAX); /* invariant (2) */
     struct pom_data *d = f->ino->data;
     if (!f->fs->blob) {
         XT_DBG("file %llu: past %u bytes and no blob tier (pom_set_blob, pomfs -o blob=DIR)",
@@ -264,14 +273,15 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
             pom_ino_flushed(fs, ino->uuid);
         }
         pthread_mutex_lock(&d->mu);
+        assert(pom_locked(&d->flush_mu)); /* invariant (4): flushes in order */
+        assert(d->wgen >= gen);
         if (d->wgen == gen)
             d->dirty = false;
         if (!gone)
             d->row_tracts = tracts;
         if (!gone) {
             d->st.st_size = (off_t)len;
-            d->st.st_mtim.tv_sec = (time_t)(mtime / 1000000000u);
-            d->st.st_mtim.tv_nsec = (long)(mtime % 1000000000u);
+            pom_ns_ts(mtime, &d->st.st_mtim);
         }
         pthread_mutex_unlock(&d->mu);
     }
@@ -283,7 +293,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
     return rc;
 }
 
-/* ---- tracts no row names any more (pom_client_i.h pom_tracts_drop) ----- */
+/* ---- tracts no row names any more (pom_file_i.h pom_tracts_drop) ----- */
 
 #define GONE_BATCH 64
 
@@ -314,7 +324,8 @@ void pom_tracts_drop(pom_fs *fs, uint64_t id, uint64_t mark)
         pom_tracts_reap(fs);
 }
 
-size_t pom_gone_take(pom_fs *fs, struct pom_gone **out)
+/* Takes the queue before a sync; gone_finish after it. */
+static size_t gone_take(pom_fs *fs, struct pom_gone **out)
 {
     pthread_mutex_lock(&fs->gone_mu);
     size_t n = fs->ngone;
@@ -325,7 +336,9 @@ size_t pom_gone_take(pom_fs *fs, struct pom_gone **out)
     return n;
 }
 
-void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint64_t mark)
+/* sync_rc < 0 puts the sets back, else removes those marked `mark` (no
+ * restart since) and forgets the rest. */
+static void gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint64_t mark)
 {
     if (sync_rc < 0) { /* not known to be committed: back in the queue */
         for (size_t i = 0; i < n; i++)
@@ -345,13 +358,25 @@ void pom_gone_finish(pom_fs *fs, struct pom_gone *v, size_t n, int sync_rc, uint
 void pom_tracts_reap(pom_fs *fs)
 {
     struct pom_gone *v;
-    size_t n = pom_gone_take(fs, &v);
+    size_t n = gone_take(fs, &v);
     if (!n) {
         xt_free(v);
         return;
     }
     int rc = pom_sync_quiet(fs);
-    pom_gone_finish(fs, v, n, rc, pom_restart_count(fs));
+    gone_finish(fs, v, n, rc, pom_restart_count(fs));
+}
+
+int pom_gone_sync(pom_fs *fs)
+{
+    struct pom_gone *gone;
+    size_t ngone = gone_take(fs, &gone); /* before: these syncs cover them */
+    int rc = pom_sync_call(fs);
+    /* A restart (or a failed MDS) that lost changes is counted, so the sets
+     * it concerns no longer match their mark and stay; an error (a soft
+     * timeout's -EIO) vouches for nothing: they wait for the next sync. */
+    gone_finish(fs, gone, ngone, rc, pom_restart_count(fs));
+    return rc;
 }
 
 /* Unpins ino; the last release of a file whose name is gone removes its
@@ -475,7 +500,7 @@ static int release_file(pom_file *f, bool report);
 /* Opens the known regular file ino (its row re-read unless already open).
  * `fresh` (may be NULL): the row of a file this client has just created,
  * so its first open needs no read of it. */
-static int open_ino(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom_file **out)
+int pom_file_open_row(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom_file **out)
 {
     *out = NULL;
     pom_file *f = xt_calloc(1, sizeof *f);
@@ -550,7 +575,7 @@ int pom_data_setsize(pom_fs *fs, uint64_t ino, uint64_t size)
     if (size > POM_FILE_MAX)
         return -EFBIG;
     pom_file *f;
-    int rc = open_ino(fs, ino, O_WRONLY, NULL, &f);
+    int rc = pom_file_open_row(fs, ino, O_WRONLY, NULL, &f);
     if (rc < 0)
         return rc;
     rc = file_setsize(f, size);
@@ -571,7 +596,7 @@ void pom_data_gone(pom_fs *fs, const xt_row_attr *a)
     }
     /* A link stub's flags are not the file's (those are in the ILT row):
      * it may have tracts. */
-    if (a->flags & (XT_ROW_F_BLOB | POM_ROW_F_LINKED))
+    if (a->flags & (XT_ROW_F_BLOB | XT_NS_ROW_F_LINKED))
         pom_tracts_drop(fs, pom_tracts_id(a), pom_restart_count(fs));
 }
 
@@ -583,6 +608,14 @@ void pom_data_fix_blocks(pom_fs *fs, const xt_row_attr *a, struct stat *st)
     struct pom_blob_stat bs;
     if (pom_blob_stat(fs->blob, pom_tracts_id(a), &bs) == 0)
         st->st_blocks = (blkcnt_t)(bs.alloc_bytes / 512);
+}
+
+pom_blob *pom_blob_of(pom_fs *fs)
+{
+    pthread_mutex_lock(&fs->mu);
+    pom_blob *b = fs->blob;
+    pthread_mutex_unlock(&fs->mu);
+    return b;
 }
 
 int pom_set_blob(pom_fs *fs, const char *backend, const char *path)
@@ -613,47 +646,7 @@ int pom_set_blob(pom_fs *fs, const char *backend, const char *path)
 
 int pom_file_open(pom_fs *fs, pom_ino ino, int flags, pom_file **out)
 {
-    return open_ino(fs, ino, flags, NULL, out);
-}
-
-int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int flags,
-               const struct pom_cred *cred, struct stat *st, pom_file **out)
-{
-    *out = NULL;
-    int rc = pom_mknod(fs, parent, name, (mode & 07777) | S_IFREG, 0, cred, st);
-    xt_row fresh, *known = NULL;
-    if (rc == 0) { /* ours, empty and inline: opened from what mknod wrote */
-        xt_row_init(&fresh);
-        fresh.attr.uuid = st->st_ino;
-        fresh.attr.type = XT_ROW_REG;
-        fresh.attr.mode = st->st_mode & 07777;
-        fresh.attr.uid = st->st_uid;
-        fresh.attr.gid = st->st_gid;
-        fresh.attr.nlink = (uint32_t)st->st_nlink;
-        fresh.attr.atime_ns = pom_ts_ns(&st->st_atim);
-        fresh.attr.mtime_ns = pom_ts_ns(&st->st_mtim);
-        fresh.attr.ctime_ns = pom_ts_ns(&st->st_ctim);
-        fresh.attr.flags = XT_ROW_F_INLINE;
-        known = &fresh;
-    } else if (rc == -EEXIST && !(flags & O_EXCL)) {
-        if ((rc = pom_lookup(fs, parent, name, st)) < 0)
-            return rc;
-        if (S_ISDIR(st->st_mode))
-            rc = -EISDIR;
-        else if (!S_ISREG(st->st_mode))
-            rc = -EINVAL;
-        if (rc < 0) {
-            pom_forget(fs, st->st_ino, 1);
-            return rc;
-        }
-    } else if (rc < 0) {
-        return rc;
-    }
-    if ((rc = open_ino(fs, st->st_ino, flags, known, out)) < 0) {
-        pom_forget(fs, st->st_ino, 1);
-        return rc;
-    }
-    return 0;
+    return pom_file_open_row(fs, ino, flags, NULL, out);
 }
 
 ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off)
@@ -685,6 +678,8 @@ ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off)
  * during the I/O unless `append` (invariant (7)). */
 static ssize_t write_blob(pom_file *f, const void *buf, size_t n, uint64_t off, bool append)
 {
+    assert(pom_locked(&f->ino->data->mu));
+    assert(f->ino->data->blob);
     struct pom_data *d = f->ino->data;
     if (off >= POM_FILE_MAX)
         return -EFBIG;
@@ -820,7 +815,7 @@ int pom_fsync(pom_file *f, int datasync)
     if (rc == 0)
         rc = flush_inode(f->fs, f->ino);
     if (rc == 0)
-        rc = pom_sync_call(f->fs);
+        rc = pom_gone_sync(f->fs);
     return rc < 0 ? rc : pom_es_check(f->fs, f->ino->uuid, &f->err_sample);
 }
 

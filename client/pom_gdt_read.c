@@ -6,7 +6,7 @@
  * and LOOKUP(ino, "..")), an NFS re-export. The writer is pom_gdt.c.
  *
  * Invariants:
- *  (1) A GDT row is a hint (pom_client_i.h "GDT"): a directory is found
+ *  (1) A GDT row is a hint (xt_ns.h (4)): a directory is found
  *      only once the row it names, (parent, name), has been read and holds
  *      that uuid as a directory. Nothing but where to look is taken from
  *      the GDT row.
@@ -17,12 +17,15 @@
  *      hold answers -ESTALE, after the wait of (2) (a file cannot be told
  *      from a directory whose row is late).
  *  (4) A malformed GDT row is -EIO with a log line: neither retried nor
- *      followed (pom_gdt_parse's checks, and the row's uuid).
+ *      followed (xt_ns_gdt_parse's checks, and the row's uuid).
  *  (5) References are those of pom_lookup: one lookup reference on the
  *      inode answered (pom_lookup_ino), none on the directory whose parent
  *      is asked (pom_lookup_parent).
+ *
+ * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-2 and pom_ops.c
+ * (pom_getattr).
  */
-#include "pom_client_i.h"
+#include "pom_ns_i.h"
 
 #include <string.h>
 
@@ -35,11 +38,11 @@ int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *
     const char *why = NULL;
     if (row->attr.uuid != uuid)
         why = "not this directory's row (uuid)";
-    else if (pom_gdt_parse(row, parent, name) < 0)
+    else if (xt_ns_gdt_parse(row, parent, name) < 0)
         why = "not a GDT row (type, format, lengths, parent or name)";
     if (why) {
-        char id[POM_ILT_NAME_LEN + 1];
-        pom_ilt_name(uuid, id);
+        char id[XT_NS_ID_LEN + 1];
+        xt_ns_id_name(uuid, id);
         XT_ERR("GDT row %s is damaged: %s", id, why);
         return -EIO;
     }
@@ -51,11 +54,11 @@ int pom_gdt_read_hint(const xt_row *row, uint64_t uuid, uint64_t *parent, char *
  * or not holding, invariant 2), or a negative errno. */
 static int gdt_try(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struct stat *st)
 {
-    char id[POM_ILT_NAME_LEN + 1];
-    pom_ilt_name(uuid, id);
+    char id[XT_NS_ID_LEN + 1];
+    xt_ns_id_name(uuid, id);
     struct xt_resp r;
     xt_row row;
-    int rc = pom_row_get(fs, POM_TABLE_GDT, id, XT_CG_USER0, &r, &row);
+    int rc = pom_row_get(fs, XT_NS_TABLE_GDT, id, XT_CG_USER0, &r, &row);
     if (rc < 0)
         return rc == -ENOENT ? 1 : rc;
     uint64_t at;
@@ -82,18 +85,17 @@ int pom_gdt_where(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struc
 {
     if (uuid == 0)
         return -ESTALE;
-    uint64_t deadline = xt_mono_ns() + (uint64_t)POM_GDT_WAIT_MS * 1000000u;
-    int pause = POM_GDT_PAUSE_MS;
+    uint64_t deadline = xt_deadline_ms(POM_GDT_WAIT_MS);
+    uint64_t pause = POM_GDT_PAUSE_MS;
     for (;;) {
         int rc = gdt_try(fs, uuid, parent, name, st);
         if (rc <= 0)
             return rc;
-        uint64_t now = xt_mono_ns();
-        if (now >= deadline)
+        if (xt_deadline_passed(deadline))
             return -ESTALE;
         /* The last pause ends at the deadline, then one more read. */
-        pom_pause_ms((int)XT_MIN((uint64_t)pause, (deadline - now) / 1000000u + 1));
-        pause = XT_MIN(pause * 2, POM_GDT_PAUSE_MAX);
+        xt_sleep_ms(XT_MIN(pause, xt_deadline_left_ms(deadline)));
+        pause = XT_MIN(pause * 2, (uint64_t)POM_GDT_PAUSE_MAX);
     }
 }
 

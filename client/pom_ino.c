@@ -16,8 +16,12 @@
  *  (4) An inode that is unlinked and open here has no row anywhere: its
  *      data (attributes in st, xattrs in xattr) is the file until the last
  *      close, and setattr/xattr calls change it there (pom_ino_pin_orphan).
+ *
+ * Floor 2.1 of libpomegranate (pom_row_i.h): calls the transport and pom_row.c.
  */
-#include "pom_client_i.h"
+#include "pom_row_i.h"
+
+#include <assert.h>
 
 #include <string.h>
 
@@ -27,8 +31,10 @@ static size_t slot(const pom_fs *fs, uint64_t uuid)
     return (size_t)((uuid * UINT64_C(0x9e3779b97f4a7c15)) >> 20) & (fs->nbuckets - 1);
 }
 
-static struct pom_inode *find(const pom_fs *fs, uint64_t uuid)
+/* REQUIRES: fs->mu held. */
+static struct pom_inode *find(pom_fs *fs, uint64_t uuid)
 {
+    assert(pom_locked(&fs->mu));
     for (struct pom_inode *i = fs->buckets[slot(fs, uuid)]; i; i = i->next)
         if (i->uuid == uuid)
             return i;
@@ -79,6 +85,7 @@ void pom_ino_destroy(pom_fs *fs)
  * allocation keeps the old (longer chains, still correct). */
 static void maybe_grow(pom_fs *fs)
 {
+    assert(pom_locked(&fs->mu));
     if (fs->ninodes < fs->nbuckets)
         return;
     size_t nb = fs->nbuckets * 2;
@@ -105,6 +112,7 @@ static void maybe_grow(pom_fs *fs)
 /* REQUIRES: fs->mu held. */
 static int set_where(struct pom_inode *i, uint64_t table, const char *name)
 {
+    assert(name && name[0]);
     if (i->name && i->table == table && strcmp(i->name, name) == 0)
         return 0;
     char *n = xt_strdup(name);
@@ -155,6 +163,7 @@ out:
 /* REQUIRES: fs->mu held. Unlinks and frees i if nothing holds it. */
 static void maybe_drop(pom_fs *fs, struct pom_inode *i)
 {
+    assert(pom_locked(&fs->mu));
     if (i->nlookup > 0 || i->opens > 0)
         return;
     struct pom_inode **pp = &fs->buckets[slot(fs, i->uuid)];
@@ -438,6 +447,7 @@ bool pom_ino_known(pom_fs *fs, uint64_t uuid)
 void pom_ino_close(pom_fs *fs, struct pom_inode *i)
 {
     pthread_mutex_lock(&fs->mu);
+    assert(i->opens > 0 && i->data);
     if (--i->opens == 0) {
         data_free(i->data);
         i->data = NULL;
@@ -457,10 +467,10 @@ uint64_t pom_ino_seq(pom_fs *fs)
 /* REQUIRES: fs->mu and d->mu held. Size and times of *st from the buffer. */
 static void stat_from_buffer(const struct pom_data *d, struct stat *st)
 {
+    assert(d != NULL);
     st->st_size = (off_t)d->len;
     st->st_blocks = (blkcnt_t)((d->len + 511) / 512);
-    st->st_mtim.tv_sec = (time_t)(d->mtime_ns / 1000000000u);
-    st->st_mtim.tv_nsec = (long)(d->mtime_ns % 1000000000u);
+    pom_ns_ts(d->mtime_ns, &st->st_mtim);
     if (st->st_mtim.tv_sec > st->st_ctim.tv_sec ||
         (st->st_mtim.tv_sec == st->st_ctim.tv_sec && st->st_mtim.tv_nsec > st->st_ctim.tv_nsec))
         st->st_ctim = st->st_mtim;
@@ -491,8 +501,10 @@ void pom_ino_flushed(pom_fs *fs, uint64_t uuid)
 
 /* REQUIRES: fs->mu held. Whether a flush of uuid ended after flush number
  * `since` -- or too many did to tell (then yes). */
-static bool flushed_since(const pom_fs *fs, uint64_t uuid, uint64_t since)
+static bool flushed_since(pom_fs *fs, uint64_t uuid, uint64_t since)
 {
+    assert(pom_locked(&fs->mu));
+    assert(since <= fs->chg_seq);
     if (fs->chg_seq - since >= POM_CHG_RING)
         return true;
     for (uint64_t s = since + 1; s <= fs->chg_seq; s++)
@@ -519,4 +531,58 @@ int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
     }
     pthread_mutex_unlock(&fs->mu);
     return rc;
+}
+
+/* ---- the current row of a known inode ------------------------------- */
+
+int pom_stub_follow(pom_fs *fs, uint64_t uuid, int group, struct xt_resp *r, xt_row *row)
+{
+    char in[XT_NS_ID_LEN + 1];
+    xt_ns_id_name(uuid, in);
+    xt_resp_free(r);
+    int rc = pom_row_get(fs, XT_NS_TABLE_ILT, in, group, r, row);
+    if (rc == 0 && row->attr.uuid != uuid) {
+        XT_ERR("ILT row %s holds uuid %llu", in, (unsigned long long)row->attr.uuid);
+        xt_resp_free(r);
+        rc = -EIO;
+    }
+    return rc;
+}
+
+int pom_name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid)
+{
+    struct xt_resp r;
+    xt_row row;
+    int rc = pom_row_get(fs, table, name, POM_ROW_META, &r, &row);
+    if (rc == -ENOENT)
+        return 0;
+    if (rc < 0)
+        return rc;
+    rc = row.attr.uuid == uuid;
+    xt_resp_free(&r);
+    return rc;
+}
+
+int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
+                struct xt_resp *r, xt_row *row)
+{
+    int rc = pom_ino_where(fs, ino, table, name, NULL);
+    if (rc < 0)
+        return rc;
+    if ((rc = pom_row_get(fs, *table, name, group, r, row)) < 0)
+        return rc;
+    if (row->attr.uuid != ino) {
+        xt_resp_free(r);
+        return -ENOENT;
+    }
+    if (row->attr.flags & XT_NS_ROW_F_LINKED) {
+        /* Linked (by another client, or the map is older than the link):
+         * the row is in the ILT, and so is the map's location from now. */
+        if ((rc = pom_stub_follow(fs, ino, group, r, row)) < 0)
+            return rc;
+        *table = XT_NS_TABLE_ILT;
+        xt_ns_id_name(ino, name);
+        pom_ino_moved(fs, ino, *table, name);
+    }
+    return 0;
 }

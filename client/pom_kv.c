@@ -27,8 +27,11 @@
  *      the MDS refuses to clients anyway and never lists to them. Either
  *      key form keeps the key's first bytes, so one check covers both. List
  *      and search prefixes are not checked: they just never match one.
+ *
+ * Floor 5 of libpomegranate (pom_file_i.h): calls the transport, rows and
+ * pom_gone_sync; nothing of the namespace.
  */
-#include "pom_client_i.h"
+#include "pom_file_i.h"
 #include "xt_hash.h"
 
 #include <stdatomic.h>
@@ -79,17 +82,6 @@ static void key_name(const void *key, size_t klen, struct kv_name *n)
     n->len = XT_NAME_MAX;
 }
 
-uint64_t pom_nonce(void)
-{
-    static _Atomic uint64_t ctr;
-    uint64_t c = atomic_fetch_add(&ctr, 1) + 1, t = xt_now_ns();
-    uint8_t b[24];
-    xt_put_u64(b, c);
-    xt_put_u64(b + 8, t);
-    xt_put_u64(b + 16, (uint64_t)(uintptr_t)&ctr ^ (uint64_t)getpid());
-    return xt_hash_bytes(b, sizeof b, 0x6e6f6e6365);
-}
-
 /* A nonce for invariant (3): never 0. */
 static uint64_t nonce(void)
 {
@@ -118,7 +110,7 @@ int pom_kv_open(pom_fs *fs, const char *keyspace, pom_kv **out)
     for (int attempt = 0; attempt < 100 && rc == -EAGAIN; attempt++) {
         struct xt_resp r;
         xt_row row;
-        rc = pom_row_get(fs, POM_TABLE_SUPER, name, POM_ROW_META, &r, &row);
+        rc = pom_row_get(fs, XT_NS_TABLE_SUPER, name, POM_ROW_META, &r, &row);
         if (rc == 0) {
             id = row.attr.uuid;
             xt_resp_free(&r);
@@ -134,7 +126,7 @@ int pom_kv_open(pom_fs *fs, const char *keyspace, pom_kv **out)
         reg.attr.type = XT_ROW_KV;
         reg.attr.uuid = id;
         reg.attr.ctime_ns = reg.attr.mtime_ns = xt_now_ns();
-        struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = POM_TABLE_SUPER },
+        struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = XT_NS_TABLE_SUPER },
                             .name = name, .name_len = (uint32_t)strlen(name),
                             .flags = XT_F_EXCL | XT_F_SYNC, .row = &reg };
         rc = pom_call(fs, &q, &r, NULL);
@@ -310,7 +302,7 @@ int pom_kv_put(pom_kv *kv, const void *key, size_t klen, const void *val, size_t
 
 int pom_kv_sync(pom_kv *kv)
 {
-    int rc = pom_sync_call(kv->fs);
+    int rc = pom_gone_sync(kv->fs);
     return rc < 0 ? rc : pom_es_check(kv->fs, kv->table, &kv->err_sample);
 }
 
@@ -383,7 +375,7 @@ int pom_kv_delete(pom_kv *kv, const void *key, size_t klen, uint64_t if_version)
     bool retried = false;
     rc = pom_call(kv->fs, &q, &r, &retried);
     xt_resp_free(&r);
-    return rc == -ENOENT && retried ? 0 : rc; /* our lost reply (pom_fs.c does the same) */
+    return rc == -ENOENT && retried ? 0 : rc; /* our lost reply (pom_call.c does the same) */
 }
 
 /* ---- listings ---------------------------------------------------------- */

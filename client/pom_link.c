@@ -1,16 +1,16 @@
 /*
  * pom_link.c -- the namespace changes of libpomegranate that touch several
- * rows: hard links through the inode link table (ILT), unlink of a link
- * stub, rename and RENAME_EXCHANGE. Each is ONE atomic batch at the MDS
+ * rows: hard links through the inode link table (ILT), rename and
+ * RENAME_EXCHANGE (the unlink of a link stub is pom_ns.c's). Each is ONE atomic batch at the MDS
  * (xt_mds_batch_atomic: all rows change in one commit group or none does),
  * built from rows read just before and conditional on their versions
  * (docs/client.md "Hard links", "Rename").
  *
  * Invariants:
  *  (1) A file with one name has its row in its directory. A file that has
- *      had a second name has its row in the ILT (POM_TABLE_ILT, name
- *      pom_ilt_name(uuid)) with nlink = the number of its names, and every
- *      name is a link stub (POM_ROW_F_LINKED, same uuid and type, no data).
+ *      had a second name has its row in the ILT (XT_NS_TABLE_ILT, name
+ *      xt_ns_id_name(uuid)) with nlink = the number of its names, and every
+ *      name is a link stub (XT_NS_ROW_F_LINKED, same uuid and type, no data).
  *      Every batch below keeps "nlink of the ILT row == stubs of its uuid":
  *      a stub is created or deleted only together with the nlink change.
  *  (2) Every row a batch changes or replaces was read before and is named
@@ -38,115 +38,20 @@
  *      does not). One MDS holds every table today; with several, a batch
  *      is bound to one MDS and a parent's row (in the grandparent's table)
  *      may live elsewhere: that case will need a cross-MDS step.
+ *
+ * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c,
+ * pom_gdt.c and pom_ops.c (pom_getattr).
  */
-#include "pom_client_i.h"
+#include "pom_ns_i.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #define MAX_TRIES 64
 
-void pom_ilt_name(uint64_t uuid, char *buf)
-{
-    snprintf(buf, POM_ILT_NAME_LEN + 1, "%016llx", (unsigned long long)uuid);
-}
-
-int pom_stub_follow(pom_fs *fs, uint64_t uuid, int group, struct xt_resp *r, xt_row *row)
-{
-    char in[POM_ILT_NAME_LEN + 1];
-    pom_ilt_name(uuid, in);
-    xt_resp_free(r);
-    int rc = pom_row_get(fs, POM_TABLE_ILT, in, group, r, row);
-    if (rc == 0 && row->attr.uuid != uuid) {
-        XT_ERR("ILT row %s holds uuid %llu", in, (unsigned long long)row->attr.uuid);
-        xt_resp_free(r);
-        rc = -EIO;
-    }
-    return rc;
-}
-
-int pom_name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid)
-{
-    struct xt_resp r;
-    xt_row row;
-    int rc = pom_row_get(fs, table, name, POM_ROW_META, &r, &row);
-    if (rc == -ENOENT)
-        return 0;
-    if (rc < 0)
-        return rc;
-    rc = row.attr.uuid == uuid;
-    xt_resp_free(&r);
-    return rc;
-}
-
-/* Makes q conditional on the row being (uuid, version) as read (invariant
- * 2): a name created again restarts at version 0, so the uuid is checked
- * too, and a batch built from an older read never lands on another file. */
-static void cond(struct xt_req *q, uint64_t uuid, uint64_t version)
-{
-    q->flags |= XT_F_IF_VER | XT_F_IF_UUID;
-    q->expect_uuid = uuid;
-    q->expect_version = version;
-}
-
-static struct xt_req req_of(int op, uint64_t table, const char *name, uint32_t flags)
-{
-    struct xt_req q;
-    memset(&q, 0, sizeof q);
-    q.op = op;
-    q.t.table = table;
-    q.name = name;
-    q.name_len = (uint32_t)strlen(name);
-    q.flags = flags;
-    return q;
-}
-
-int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_dir_upd *u,
-                   struct xt_req *q)
-{
-    /* No read: times are last-writer-wins and the count changes by its
-     * delta at the MDS, under the slice lock (XT_ROW_SET_NLINK_ADD: a
-     * counted row takes the exact sum; an uncounted 1 stays 1), so
-     * entry changes in one directory never race on its version. The op is
-     * conditional on the uuid alone: its failure means the row is not
-     * where the inode map says (removed or moved by another client). */
-    uint8_t type;
-    int rc = pom_ino_where(fs, dir, &u->table, u->name, &type);
-    if (rc < 0)
-        return rc;
-    if (type != XT_ROW_DIR)
-        return -ENOTDIR;
-    xt_row_init(&u->row);
-    u->row.attr.mtime_ns = u->row.attr.ctime_ns = now;
-    uint32_t set = XT_ROW_SET_MTIME | XT_ROW_SET_CTIME;
-    if (delta != 0) {
-        u->row.attr.nlink = (uint32_t)(int32_t)delta; /* read back as signed */
-        set |= XT_ROW_SET_NLINK_ADD;
-    }
-    *q = req_of(XT_OP_UPDATE, u->table, u->name, XT_F_IF_UUID);
-    q->row = &u->row;
-    q->set_mask = set;
-    q->expect_uuid = dir;
-    return 0;
-}
-
-/* The stub of a file: its identity and mode (for readdir), nothing else. */
-static void stub_of(const xt_row_attr *a, uint64_t now, xt_row *stub)
-{
-    xt_row_init(stub);
-    stub->attr.uuid = a->uuid;
-    stub->attr.type = a->type;
-    stub->attr.mode = a->mode;
-    stub->attr.uid = a->uid;
-    stub->attr.gid = a->gid;
-    stub->attr.flags = POM_ROW_F_LINKED;
-    stub->attr.atime_ns = stub->attr.mtime_ns = stub->attr.ctime_ns = now;
-    stub->attr.btime_ns = a->btime_ns;
-}
-
 int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, struct stat *st)
 {
-    int rc = pom_name_check(newname);
+    int rc = xt_ns_name_check(newname);
     if (rc < 0)
         return rc;
     if ((rc = pom_dir_check(fs, newparent)) < 0)
@@ -154,8 +59,8 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
     /* The row about to move to the ILT must hold the open buffer's bytes. */
     if ((rc = pom_data_flush_ino(fs, ino)) < 0)
         return rc;
-    char in[POM_ILT_NAME_LEN + 1];
-    pom_ilt_name(ino, in);
+    char in[XT_NS_ID_LEN + 1];
+    xt_ns_id_name(ino, in);
     bool with_parent = true; /* the new parent's times in the batch */
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
         uint64_t table;
@@ -175,21 +80,21 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         }
         uint64_t now = xt_now_ns();
         xt_row stub, ilt, upd;
-        stub_of(&row.attr, now, &stub);
+        xt_ns_stub(&row.attr, now, &stub);
         struct xt_req q[4];
         size_t n = 0, failed, np = SIZE_MAX;
         uint32_t nlink;
         static const uint16_t drop[2] = { XT_CG_DATA, XT_CG_XATTR };
-        if (table == POM_TABLE_ILT) {
+        if (table == XT_NS_TABLE_ILT) {
             /* Linked already: one more stub, nlink + 1. */
             nlink = row.attr.nlink + 1;
             xt_row_init(&upd);
             upd.attr.nlink = nlink;
             upd.attr.ctime_ns = now;
-            q[n] = req_of(XT_OP_UPDATE, POM_TABLE_ILT, in, 0);
+            q[n] = pom_ns_req(XT_OP_UPDATE, XT_NS_TABLE_ILT, in, 0);
             q[n].row = &upd;
             q[n].set_mask = XT_ROW_SET_NLINK | XT_ROW_SET_CTIME;
-            cond(&q[n++], ino, row.attr.version);
+            pom_ns_cond(&q[n++], ino, row.attr.version);
         } else {
             /* Second name: the whole row moves to the ILT, the first name
              * becomes a stub (an update, so its version moves on and a
@@ -198,20 +103,20 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
             ilt = row;
             ilt.attr.nlink = nlink;
             ilt.attr.ctime_ns = now;
-            ilt.attr.flags &= ~POM_ROW_F_LINKED;
-            q[n] = req_of(XT_OP_CREATE, POM_TABLE_ILT, in, XT_F_EXCL);
+            ilt.attr.flags &= ~XT_NS_ROW_F_LINKED;
+            q[n] = pom_ns_req(XT_OP_CREATE, XT_NS_TABLE_ILT, in, XT_F_EXCL);
             q[n++].row = &ilt;
             xt_row_init(&upd);
             upd.attr = stub.attr;
-            q[n] = req_of(XT_OP_UPDATE, table, name, 0);
+            q[n] = pom_ns_req(XT_OP_UPDATE, table, name, 0);
             q[n].row = &upd;
             q[n].set_mask = XT_ROW_SET_FLAGS | XT_ROW_SET_SIZE | XT_ROW_SET_CTIME;
             q[n].drop = drop;
             q[n].ndrop = 2;
-            cond(&q[n++], ino, row.attr.version);
+            pom_ns_cond(&q[n++], ino, row.attr.version);
         }
         size_t nn = n; /* the new name */
-        q[n] = req_of(XT_OP_CREATE, newparent, newname, XT_F_EXCL);
+        q[n] = pom_ns_req(XT_OP_CREATE, newparent, newname, XT_F_EXCL);
         q[n++].row = &stub;
         /* The new parent's times (invariant 5), unless its row is the
          * file's own (a stale map: a batch names a row once). */
@@ -236,95 +141,16 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
             continue; /* a row changed under us (another link?): read again */
         if (rc < 0)
             return rc;
-        pom_ino_moved(fs, ino, POM_TABLE_ILT, in);
+        pom_ino_moved(fs, ino, XT_NS_TABLE_ILT, in);
         a.nlink = nlink;
         a.ctime_ns = now;
         pom_row_stat(&a, st);
         struct stat now_st; /* linked already: a failed re-read keeps the batch's view */
         if (pom_ino_stat_fix(fs, ino, st, since) == -EAGAIN && pom_getattr(fs, ino, &now_st) == 0)
             *st = now_st;
-        return pom_ino_ref(fs, ino, POM_TABLE_ILT, in, a.type, 1);
+        return pom_ino_ref(fs, ino, XT_NS_TABLE_ILT, in, a.type, 1);
     }
     return -EAGAIN;
-}
-
-/* The ops that drop one name of the linked file uuid from its ILT row:
- * nlink - 1, or the row's delete at the last name. Appends to q (one op;
- * `upd` must outlive the call). *gone: this was the last name. *file: the
- * ILT row's attributes, which name the file's tracts (a stub's do not:
- * pom_data_gone needs these). */
-static int ilt_drop_op(pom_fs *fs, uint64_t uuid, char *in, xt_row *upd, struct xt_req *q,
-                       bool *gone, xt_row_attr *file)
-{
-    struct xt_resp r;
-    xt_row row;
-    memset(&r, 0, sizeof r);
-    int rc = pom_stub_follow(fs, uuid, POM_ROW_META, &r, &row);
-    if (rc < 0)
-        return rc;
-    pom_ilt_name(uuid, in);
-    *file = row.attr;
-    *gone = row.attr.nlink <= 1;
-    if (*gone) {
-        *q = req_of(XT_OP_DELETE, POM_TABLE_ILT, in, 0);
-    } else {
-        xt_row_init(upd);
-        upd->attr.nlink = row.attr.nlink - 1;
-        upd->attr.ctime_ns = xt_now_ns();
-        *q = req_of(XT_OP_UPDATE, POM_TABLE_ILT, in, 0);
-        q->row = upd;
-        q->set_mask = XT_ROW_SET_NLINK | XT_ROW_SET_CTIME;
-    }
-    cond(q, uuid, row.attr.version);
-    xt_resp_free(&r);
-    return 0;
-}
-
-int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *stub)
-{
-    char in[POM_ILT_NAME_LEN + 1];
-    xt_row upd;
-    struct xt_req q[3];
-    q[0] = req_of(XT_OP_DELETE, parent, name, 0);
-    cond(&q[0], stub->uuid, stub->version);
-    bool gone = false;
-    xt_row_attr file = *stub; /* the stub alone when the ILT row is missing */
-    int rc = ilt_drop_op(fs, stub->uuid, in, &upd, &q[1], &gone, &file);
-    size_t n = 2, failed, np = SIZE_MAX;
-    if (rc == -ENOENT) {
-        /* A stub without its ILT row cannot come from these batches; take
-         * the stray name away alone rather than keep it forever. */
-        XT_WARN("stub %s of uuid %llu has no ILT row: removing it", name,
-                (unsigned long long)stub->uuid);
-        n = 1;
-        gone = true;
-    } else if (rc < 0) {
-        return rc;
-    }
-    size_t ilt = n == 2 ? 1 : SIZE_MAX;
-    /* The parent's times in the same batch (invariant 5). */
-    struct pom_dir_upd pu;
-    if (pom_dir_upd_op(fs, parent, 0, xt_now_ns(), &pu, &q[n]) == 0 &&
-        !(pu.table == parent && strcmp(pu.name, name) == 0)) /* a stale map */
-        np = n++;
-    bool retried = false;
-    rc = pom_batch_call(fs, q, n, &failed, &retried);
-    if (np != SIZE_MAX && failed == np && pom_parent_missing(rc)) {
-        /* The parent's row is not where the map says (moved by another
-         * client): remove the name without it, only a time is lost. */
-        retried = false;
-        rc = pom_batch_call(fs, q, --n, &failed, &retried);
-    }
-    if (rc < 0 && retried && pom_name_holds(fs, parent, name, stub->uuid) == 0)
-        rc = 0;
-    if (rc < 0)
-        return rc == -ENOENT && ilt != SIZE_MAX && failed == ilt ? -ESTALE : rc;
-    if (gone) {
-        /* The file's last name went: here goes its storage too. */
-        pom_ino_unlinked(fs, stub->uuid);
-        pom_data_gone(fs, &file); /* tracts: the ILT row names them */
-    }
-    return 0;
 }
 
 /* Whether the existing target `dst` may be replaced by `src`. */
@@ -348,7 +174,7 @@ static int replace_check(pom_fs *fs, const xt_row_attr *src, const xt_row_attr *
 /* Records where the entries of a rename went (invariant 3). */
 static void map_moved(pom_fs *fs, const xt_row_attr *a, uint64_t table, const char *name)
 {
-    if (!(a->flags & POM_ROW_F_LINKED))
+    if (!(a->flags & XT_NS_ROW_F_LINKED))
         pom_ino_moved(fs, a->uuid, table, name);
 }
 
@@ -391,28 +217,28 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     nsrc.attr.ctime_ns = now;
     struct xt_req q[8];
     struct pom_dir_upd pu[2];
-    struct pom_gdt_buf gb[2];
+    struct xt_ns_gdt gb[2];
     size_t n = 0, failed;
-    char in[POM_ILT_NAME_LEN + 1];
+    char in[XT_NS_ID_LEN + 1];
     xt_row upd;
     bool gone = false;
-    q[n] = req_of(XT_OP_CREATE, newparent, newname, exists ? 0 : XT_F_EXCL);
+    q[n] = pom_ns_req(XT_OP_CREATE, newparent, newname, exists ? 0 : XT_F_EXCL);
     q[n].row = &nsrc;
     if (exists)
-        cond(&q[n], da.uuid, da.version);
+        pom_ns_cond(&q[n], da.uuid, da.version);
     n++;
     if (xchg) {
         ndst = dst;
         ndst.attr.ctime_ns = now;
-        q[n] = req_of(XT_OP_CREATE, parent, name, 0);
+        q[n] = pom_ns_req(XT_OP_CREATE, parent, name, 0);
         q[n].row = &ndst;
     } else {
-        q[n] = req_of(XT_OP_DELETE, parent, name, 0);
+        q[n] = pom_ns_req(XT_OP_DELETE, parent, name, 0);
     }
-    cond(&q[n++], sa.uuid, sa.version);
-    if (exists && !xchg && (da.flags & POM_ROW_F_LINKED)) {
+    pom_ns_cond(&q[n++], sa.uuid, sa.version);
+    if (exists && !xchg && (da.flags & XT_NS_ROW_F_LINKED)) {
         /* The replaced target is one name of a linked file. */
-        if ((rc = ilt_drop_op(fs, da.uuid, in, &upd, &q[n], &gone, &da)) == 0)
+        if ((rc = pom_ns_ilt_drop(fs, da.uuid, in, &upd, &q[n], &gone, &da)) == 0)
             n++;
         else if (rc != -ENOENT)
             goto out;
@@ -488,9 +314,9 @@ int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
         return -EINVAL;
     if ((flags & POM_RENAME_NOREPLACE) && (flags & POM_RENAME_EXCHANGE))
         return -EINVAL; /* renameat2(2) */
-    int rc = pom_name_check(name);
+    int rc = xt_ns_name_check(name);
     if (rc == 0)
-        rc = pom_name_check(newname);
+        rc = xt_ns_name_check(newname);
     if (rc == -EINVAL && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
                           strcmp(newname, ".") == 0 || strcmp(newname, "..") == 0))
         return -EBUSY;

@@ -1,7 +1,8 @@
 /*
  * pom_ops.c -- namespace operations of libpomegranate over xTable rows:
  * lookup, getattr, setattr, mknod/mkdir/symlink, readlink, unlink, rmdir,
- * readdir, access (docs/client.md); link and rename are in pom_link.c.
+ * readdir, access, create and directory handles (docs/client.md); link
+ * and rename are in pom_link.c.
  * A link stub met by lookup, readdir or a by-inode read is resolved to its
  * ILT row (pom_link.c invariant 1).
  *
@@ -30,9 +31,13 @@
  *      (and the xattr calls, pom_xattr.c) change its open state instead
  *      (pom_ino.c (4)). Its xattrs are re-read at the unlink, with the
  *      version its delete is conditional on, so the copy is exact.
+ *
+ * Floor 4.1 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c and
+ * pom_gdt.c; pom_link.c and pom_gdt_read.c sit above it.
  */
-#include "pom_client_i.h"
+#include "pom_ns_i.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,23 +58,12 @@ static void cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
     }
 }
 
-int pom_dir_check(pom_fs *fs, pom_ino dir)
-{
-    uint64_t table;
-    char name[XT_NAME_MAX + 1];
-    uint8_t type;
-    int rc = pom_ino_where(fs, dir, &table, name, &type);
-    if (rc < 0)
-        return rc;
-    return type == XT_ROW_DIR ? 0 : -ENOTDIR;
-}
-
 /* Which row holds a name's attributes: its own, or a linked file's ILT
  * row. `name` points at the name asked or at `in`. */
 struct named {
     uint64_t table;
     const char *name;
-    char in[POM_ILT_NAME_LEN + 1];
+    char in[XT_NS_ID_LEN + 1];
     uint8_t type;
 };
 
@@ -88,12 +82,12 @@ static int stat_named(pom_fs *fs, pom_ino parent, const char *name, struct stat 
             return rc;
         at->table = parent;
         at->name = name;
-        if (row.attr.flags & POM_ROW_F_LINKED) {
+        if (row.attr.flags & XT_NS_ROW_F_LINKED) {
             uint64_t uuid = row.attr.uuid;
             if ((rc = pom_stub_follow(fs, uuid, POM_ROW_META, &r, &row)) < 0)
                 return rc;
-            pom_ilt_name(uuid, at->in);
-            at->table = POM_TABLE_ILT;
+            xt_ns_id_name(uuid, at->in);
+            at->table = XT_NS_TABLE_ILT;
             at->name = at->in;
         }
         pom_row_stat(&row.attr, st);
@@ -106,7 +100,7 @@ static int stat_named(pom_fs *fs, pom_ino parent, const char *name, struct stat 
 
 int pom_lookup(pom_fs *fs, pom_ino parent, const char *name, struct stat *st)
 {
-    int rc = pom_name_check(name);
+    int rc = xt_ns_name_check(name);
     if (rc == -EINVAL && name && (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)) {
         pom_ino target = parent;
         if (strcmp(name, "..") == 0 && (rc = pom_parent(fs, parent, &target)) < 0)
@@ -146,30 +140,6 @@ int pom_parent(pom_fs *fs, pom_ino ino, pom_ino *parent)
     return 0;
 }
 
-int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
-                struct xt_resp *r, xt_row *row)
-{
-    int rc = pom_ino_where(fs, ino, table, name, NULL);
-    if (rc < 0)
-        return rc;
-    if ((rc = pom_row_get(fs, *table, name, group, r, row)) < 0)
-        return rc;
-    if (row->attr.uuid != ino) {
-        xt_resp_free(r);
-        return -ENOENT;
-    }
-    if (row->attr.flags & POM_ROW_F_LINKED) {
-        /* Linked (by another client, or the map is older than the link):
-         * the row is in the ILT, and so is the map's location from now. */
-        if ((rc = pom_stub_follow(fs, ino, group, r, row)) < 0)
-            return rc;
-        *table = POM_TABLE_ILT;
-        pom_ilt_name(ino, name);
-        pom_ino_moved(fs, ino, *table, name);
-    }
-    return 0;
-}
-
 int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
 {
     uint64_t table;
@@ -205,8 +175,8 @@ static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in
         return rc;
     struct pom_data *d = i->data;
     uint64_t now = xt_now_ns();
-    struct timespec tnow = { .tv_sec = (time_t)(now / 1000000000u),
-                             .tv_nsec = (long)(now % 1000000000u) };
+    struct timespec tnow;
+    pom_ns_ts(now, &tnow);
     pthread_mutex_lock(&d->mu);
     if (to_set & POM_SET_MODE)
         d->st.st_mode = (d->st.st_mode & S_IFMT) | (in->st_mode & 07777);
@@ -321,7 +291,7 @@ static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *ro
     };
     bool dir = row->attr.type == XT_ROW_DIR;
     struct pom_dir_upd pu;
-    struct pom_gdt_buf gb;
+    struct xt_ns_gdt gb;
     int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, row->attr.ctime_ns, &pu, &q[1]);
     if (rc == 0 && dir) /* its GDT row (a copy: never fails the batch) */
         rc = pom_gdt_op(row->attr.uuid, parent, name, row->attr.ctime_ns, &gb, &q[2]);
@@ -342,9 +312,10 @@ static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *ro
  * *st is filled and the new inode has one reference. */
 static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type, mode_t mode,
                       const void *data, uint32_t dlen, const struct pom_cred *cred,
-                      struct stat *st)
+                      struct stat *st, xt_row_attr *made)
 {
-    int rc = pom_name_check(name);
+    assert(type >= XT_ROW_REG && type <= XT_ROW_SOCK); /* an entry, not a stub or a KV row */
+    int rc = xt_ns_name_check(name);
     if (rc < 0)
         return rc;
     if ((rc = pom_dir_check(fs, parent)) < 0)
@@ -374,6 +345,8 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
     if ((rc = create_batch(fs, parent, name, &row)) < 0)
         return rc;
     pom_row_stat(&row.attr, st);
+    if (made)
+        *made = row.attr;
     return pom_ino_ref(fs, uuid, parent, name, type, 1);
 }
 
@@ -384,17 +357,17 @@ int pom_mknod(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, dev_t r
     switch (mode & S_IFMT) {
     case 0:
     case S_IFREG:
-        return make_entry(fs, parent, name, XT_ROW_REG, mode, NULL, 0, cred, st);
+        return make_entry(fs, parent, name, XT_ROW_REG, mode, NULL, 0, cred, st, NULL);
     case S_IFIFO:
-        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, NULL, 0, cred, st);
+        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, NULL, 0, cred, st, NULL);
     case S_IFSOCK:
-        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, NULL, 0, cred, st);
+        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, NULL, 0, cred, st, NULL);
     case S_IFCHR:
     case S_IFBLK: {
         /* The device number is the row's data group (8 bytes LE). */
         xt_put_u64(dev, (uint64_t)rdev);
         int rc = make_entry(fs, parent, name, S_ISCHR(mode) ? XT_ROW_CHR : XT_ROW_BLK, mode,
-                            dev, 8, cred, st);
+                            dev, 8, cred, st, NULL);
         if (rc == 0)
             st->st_rdev = rdev;
         return rc;
@@ -406,11 +379,42 @@ int pom_mknod(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, dev_t r
     }
 }
 
+int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int flags,
+               const struct pom_cred *cred, struct stat *st, pom_file **out)
+{
+    *out = NULL;
+    xt_row fresh, *known = NULL;
+    xt_row_init(&fresh);
+    int rc = make_entry(fs, parent, name, XT_ROW_REG, mode & 07777, NULL, 0, cred, st,
+                        &fresh.attr);
+    if (rc == 0) {
+        known = &fresh; /* ours, empty and inline: opened from the row written */
+    } else if (rc == -EEXIST && !(flags & O_EXCL)) {
+        if ((rc = pom_lookup(fs, parent, name, st)) < 0)
+            return rc;
+        if (S_ISDIR(st->st_mode))
+            rc = -EISDIR;
+        else if (!S_ISREG(st->st_mode))
+            rc = -EINVAL;
+        if (rc < 0) {
+            pom_forget(fs, st->st_ino, 1);
+            return rc;
+        }
+    } else if (rc < 0) {
+        return rc;
+    }
+    if ((rc = pom_file_open_row(fs, st->st_ino, flags, known, out)) < 0) {
+        pom_forget(fs, st->st_ino, 1);
+        return rc;
+    }
+    return 0;
+}
+
 int pom_mkdir(pom_fs *fs, pom_ino parent, const char *name, mode_t mode,
               const struct pom_cred *cred, struct stat *st)
 {
     /* The directory's table comes into being with its first entry. */
-    return make_entry(fs, parent, name, XT_ROW_DIR, mode, NULL, 0, cred, st);
+    return make_entry(fs, parent, name, XT_ROW_DIR, mode, NULL, 0, cred, st, NULL);
 }
 
 int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target,
@@ -421,7 +425,7 @@ int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target
     size_t len = strlen(target);
     if (len > POM_SYMLINK_MAX)
         return -ENAMETOOLONG;
-    return make_entry(fs, parent, name, XT_ROW_SYMLINK, 0777, target, (uint32_t)len, cred, st);
+    return make_entry(fs, parent, name, XT_ROW_SYMLINK, 0777, target, (uint32_t)len, cred, st, NULL);
 }
 
 ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)
@@ -450,32 +454,6 @@ ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)
     return out;
 }
 
-int pom_dir_empty(pom_fs *fs, uint64_t dir)
-{
-    static const uint16_t none[1] = { 0 };
-    /* An empty page is not an empty table (pom_readdir): go on to its
-     * next cookie until a name or the end. */
-    for (uint64_t cookie = 0; cookie < POM_COOKIE_END;) {
-        struct xt_list_req lq = { .t = { .fsid = fs->fsid, .table = dir, .slice_hint = -1 },
-                                  .cookie = cookie, .max = 1, .cols = none, .ncols = 0 };
-        struct xt_list_resp lr;
-        int rc = pom_list_call(fs, &lq, &lr);
-        if (rc == -ENOENT)
-            return 1;
-        if (rc < 0)
-            return rc;
-        size_t n = lr.n;
-        uint64_t next = lr.next_cookie;
-        xt_list_resp_free(&lr);
-        if (n > 0)
-            return 0;
-        if (next <= cookie)
-            break;
-        cookie = next;
-    }
-    return 1;
-}
-
 /* The one atomic batch of unlink and rmdir of a plain entry (invariants
  * 3-5): the delete of the row *a (conditional on its uuid and version) +
  * the parent's row (times, nlink - 1 for a directory). -ESTALE: read
@@ -492,7 +470,7 @@ static int remove_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_r
           .expect_version = a->version, .expect_uuid = a->uuid },
     };
     struct pom_dir_upd pu;
-    struct pom_gdt_buf gb;
+    struct xt_ns_gdt gb;
     uint64_t now = xt_now_ns();
     int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, now, &pu, &q[1]);
     if (rc == 0 && dir)
@@ -521,7 +499,7 @@ static int remove_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_r
 /* Removes the entry `name` of parent: dir true for rmdir. */
 static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
 {
-    int rc = pom_name_check(name);
+    int rc = xt_ns_name_check(name);
     if (rc == -EINVAL && name && strcmp(name, ".") == 0)
         return dir ? -EINVAL : -EISDIR;
     if (rc == -EINVAL && name && strcmp(name, "..") == 0)
@@ -543,7 +521,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
         uint8_t *xg = NULL;
         uint32_t xlen = 0;
         bool keep_x = false;
-        if (!dir && a.type == XT_ROW_REG && !(a.flags & POM_ROW_F_LINKED) &&
+        if (!dir && a.type == XT_ROW_REG && !(a.flags & XT_NS_ROW_F_LINKED) &&
             pom_ino_is_open(fs, a.uuid)) {
             if ((rc = pom_row_get(fs, parent, name, XT_CG_XATTR, &r, &row)) < 0)
                 return rc;
@@ -555,7 +533,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             xt_resp_free(&r);
             if (xlen && !xg)
                 return -ENOMEM;
-            keep_x = a.type == XT_ROW_REG && !(a.flags & POM_ROW_F_LINKED);
+            keep_x = a.type == XT_ROW_REG && !(a.flags & XT_NS_ROW_F_LINKED);
             if (!keep_x) {
                 xt_free(xg);
                 xg = NULL;
@@ -567,7 +545,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             return -EISDIR;
         if (dir && a.uuid == POM_ROOT_INO)
             return -EBUSY;
-        if (a.flags & POM_ROW_F_LINKED) {
+        if (a.flags & XT_NS_ROW_F_LINKED) {
             rc = pom_unlink_stub(fs, parent, name, &a);
             if (rc == -ESTALE)
                 continue;
@@ -677,8 +655,8 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
             pom_row_stat(&row.attr, &st);
             uint64_t where = ino;
             const char *wname = name;
-            char in[POM_ILT_NAME_LEN + 1];
-            if (plus && (row.attr.flags & POM_ROW_F_LINKED)) {
+            char in[XT_NS_ID_LEN + 1];
+            if (plus && (row.attr.flags & XT_NS_ROW_F_LINKED)) {
                 /* A link stub: its attributes are in the ILT (one more
                  * call, for linked files only). Gone meanwhile: skip it. */
                 struct xt_resp ir;
@@ -695,8 +673,8 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
                 }
                 pom_row_stat(&irow.attr, &st);
                 xt_resp_free(&ir);
-                pom_ilt_name(row.attr.uuid, in);
-                where = POM_TABLE_ILT;
+                xt_ns_id_name(row.attr.uuid, in);
+                where = XT_NS_TABLE_ILT;
                 wname = in;
             }
             /* A flush of this file here ended after the page was read:
@@ -742,4 +720,49 @@ int pom_readdir(pom_fs *fs, pom_ino ino, uint64_t cookie, int plus, pom_dirent_f
         cookie = next;
     }
     return taken;
+}
+
+/* ---- directory handles ------------------------------------------------ */
+
+struct pom_dir {
+    pom_fs *fs;
+    pom_ino ino;        /* pinned by a lookup reference (pom_errseq.c invariant 5) */
+    uint64_t sample;    /* pom_errseq.c invariant (4) */
+};
+
+int pom_opendir(pom_fs *fs, pom_ino dir, pom_dir **out)
+{
+    *out = NULL;
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    uint8_t type;
+    int rc = pom_ino_where(fs, dir, &table, name, &type);
+    if (rc == 0 && type != XT_ROW_DIR)
+        rc = -ENOTDIR;
+    pom_dir *d = rc == 0 ? xt_calloc(1, sizeof *d) : NULL;
+    if (rc == 0 && !d)
+        rc = -ENOMEM;
+    if (rc == 0 && (rc = pom_ino_ref(fs, dir, table, name, type, 1)) < 0)
+        xt_free(d);
+    if (rc < 0)
+        return rc;
+    d->fs = fs;
+    d->ino = dir;
+    d->sample = pom_es_sample(fs, dir);
+    *out = d;
+    return 0;
+}
+
+int pom_fsyncdir(pom_dir *d)
+{
+    int rc = pom_gone_sync(d->fs);
+    return rc < 0 ? rc : pom_es_check(d->fs, d->ino, &d->sample);
+}
+
+void pom_releasedir(pom_dir *d)
+{
+    if (!d)
+        return;
+    pom_ino_forget(d->fs, d->ino, 1);
+    xt_free(d);
 }

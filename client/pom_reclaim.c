@@ -10,6 +10,9 @@
  *                                              every set open here
  *   every interval, if pom_blob_reclaim_lock -> pass: walk, list, remove
  *
+ * The thread is an xt_worker: floor 3 of libpomegranate, above pom_file.c
+ * (pom_data_held) and the blob tier.
+ *
  * Invariants:
  *  (1) A set a live client holds is never taken: every client running
  *      this thread touches the sets of its open files (pom_data_held)
@@ -33,8 +36,10 @@
  * files' rows); a row with XT_ROW_F_BLOB names pom_tracts_id. Link stubs
  * carry no tracts id: their ILT row does.
  */
-#include "pom_client_i.h"
+#include "pom_file_i.h"
 #include "pom_blob.h"
+#include "xt_time.h"
+#include "xt_worker.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -42,11 +47,10 @@
 struct pom_reclaim {
     pom_fs *fs;
     unsigned interval_s, grace_s;
-    pthread_t thr;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    bool stop;               /* protected by mu */
-    /* Orphans old enough at the previous pass, sorted (thread only). */
+    uint64_t tick_ms;        /* immutable */
+    xt_worker *w;            /* runs step() every tick_ms */
+    uint64_t next_pass;      /* worker only: deadline of the next pass */
+    /* Orphans old enough at the previous pass, sorted (worker only). */
     uint64_t *cand;
     size_t ncand;
 };
@@ -126,7 +130,7 @@ int pom_tracts_named(pom_fs *fs, pom_named_fn fn, void *arg)
     }
     xt_free(dirs.v);
     if (rc == 0) {
-        rc = list_table(fs, POM_TABLE_ILT, fn, arg, NULL);
+        rc = list_table(fs, XT_NS_TABLE_ILT, fn, arg, NULL);
         if (rc == -ENOENT)
             rc = 0;
     }
@@ -241,36 +245,24 @@ static void lease(pom_fs *fs)
     xt_free(held);
 }
 
-static void *run(void *arg)
+/* One tick of the worker: the lease, and a pass when one is due. */
+static uint64_t step(xt_worker *w, void *arg)
 {
+    (void)w;
     struct pom_reclaim *r = arg;
-    uint64_t tick_ms = (uint64_t)r->grace_s * 1000 / 4;
-    if (r->interval_s && (uint64_t)r->interval_s * 1000 < tick_ms)
-        tick_ms = (uint64_t)r->interval_s * 1000;
-    tick_ms = XT_MAX(tick_ms, (uint64_t)100);
-    uint64_t next_pass = xt_mono_ns() + (uint64_t)r->interval_s * 1000000000;
-    pthread_mutex_lock(&r->mu);
-    while (!r->stop) {
-        xt_cond_timedwait_ms(&r->cv, &r->mu, (unsigned)tick_ms);
-        if (r->stop)
-            break;
-        pthread_mutex_unlock(&r->mu); /* no lock across I/O */
-        lease(r->fs);
-        if (r->interval_s && xt_mono_ns() >= next_pass) {
-            int token;
-            int got = pom_blob_reclaim_lock(r->fs->blob, &token);
-            if (got == 1) {
-                pass(r);
-                pom_blob_reclaim_unlock(r->fs->blob, token);
-            } else if (got < 0) {
-                XT_WARN("reclaim: cannot take the reclaimer lock: %s", strerror(-got));
-            }
-            next_pass = xt_mono_ns() + (uint64_t)r->interval_s * 1000000000;
+    lease(r->fs);
+    if (r->interval_s && xt_deadline_passed(r->next_pass)) {
+        int token;
+        int got = pom_blob_reclaim_lock(r->fs->blob, &token);
+        if (got == 1) {
+            pass(r);
+            pom_blob_reclaim_unlock(r->fs->blob, token);
+        } else if (got < 0) {
+            XT_WARN("reclaim: cannot take the reclaimer lock: %s", strerror(-got));
         }
-        pthread_mutex_lock(&r->mu);
+        r->next_pass = xt_deadline_ms((uint64_t)r->interval_s * 1000);
     }
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
+    return r->tick_ms;
 }
 
 int pom_reclaim_start(pom_fs *fs, unsigned interval_s, unsigned grace_s)
@@ -285,14 +277,19 @@ int pom_reclaim_start(pom_fs *fs, unsigned interval_s, unsigned grace_s)
     r->fs = fs;
     r->interval_s = interval_s;
     r->grace_s = grace_s;
-    pthread_mutex_init(&r->mu, NULL);
-    xt_cond_init_mono(&r->cv); /* xt_cond_timedwait_ms waits on the monotonic clock */
-    int rc = pthread_create(&r->thr, NULL, run, r);
-    if (rc != 0) {
-        pthread_cond_destroy(&r->cv);
-        pthread_mutex_destroy(&r->mu);
+    /* A tick: a quarter of the grace age (invariant 1), at most the
+     * interval, at least 100 ms. */
+    r->tick_ms = (uint64_t)grace_s * 1000 / 4;
+    if (interval_s && (uint64_t)interval_s * 1000 < r->tick_ms)
+        r->tick_ms = (uint64_t)interval_s * 1000;
+    r->tick_ms = XT_MAX(r->tick_ms, (uint64_t)100);
+    r->next_pass = xt_deadline_ms((uint64_t)interval_s * 1000);
+    struct xt_worker_opts o = { .name = "pom-reclaim", .step = step, .arg = r,
+                                .first_ms = r->tick_ms };
+    int rc = xt_worker_start(&o, &r->w);
+    if (rc < 0) {
         xt_free(r);
-        return -rc;
+        return rc;
     }
     fs->reclaim = r;
     return 0;
@@ -303,13 +300,7 @@ void pom_reclaim_stop(pom_fs *fs)
     struct pom_reclaim *r = fs->reclaim;
     if (!r)
         return;
-    pthread_mutex_lock(&r->mu);
-    r->stop = true;
-    pthread_cond_signal(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    pthread_join(r->thr, NULL);
-    pthread_cond_destroy(&r->cv);
-    pthread_mutex_destroy(&r->mu);
+    xt_worker_stop(r->w); /* a pass in progress ends first */
     xt_free(r->cand);
     xt_free(r);
     fs->reclaim = NULL;

@@ -5,8 +5,11 @@
  * Locks: `lk` (a rwlock) guards the ring, the MDS array and the bitmap
  * cache; picks take it shared, view updates and bitmap merges exclusive.
  * No RPC is ever made under it.
+ *
+ * Floor 1.0 of libpomegranate (pom_call_i.h): calls nothing of the library.
  */
 #include "pom_route.h"
+#include "pom_lock_i.h"
 
 #include "xt_bitmap.h"
 #include "xt_common.h"
@@ -14,6 +17,7 @@
 #include "xt_ring.h"
 
 #include <pthread.h>
+#include <assert.h>
 #include <string.h>
 
 #define BUCKETS 4096u
@@ -114,6 +118,7 @@ static bool view_has_mds(const struct xt_view *v, uint32_t id)
 /* REQUIRES: lk exclusive. */
 static void take_view(pom_route *r, const struct xt_view *v)
 {
+    assert(pom_rw_locked(&r->lk));
     /* Invariant 5: a view that carries the site list says which MDS are
      * gone (site remove); one without it (a delta of other sections)
      * says nothing about them. */
@@ -177,7 +182,9 @@ int pom_route_new_view(const struct xt_view *v, const struct xt_rpc_pool_opts *p
     pom_route *r = route_alloc(po);
     if (!r)
         return -ENOMEM;
+    pthread_rwlock_wrlock(&r->lk); /* not shared yet: take_view's contract, uncontended */
     take_view(r, v);
+    pthread_rwlock_unlock(&r->lk);
     if (r->nmds == 0) {
         pom_route_free(r);
         return -EHOSTUNREACH;
@@ -220,6 +227,7 @@ void pom_route_update(pom_route *r, const struct xt_view *v)
 /* REQUIRES: lk held. */
 static struct pom_mds *mds_by_id(pom_route *r, uint32_t id)
 {
+    assert(pom_rw_locked(&r->lk));
     for (size_t i = 0; i < r->nmds; i++)
         if (r->mds[i]->id == id)
             return r->mds[i];

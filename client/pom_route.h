@@ -21,7 +21,7 @@
  *  (5) Each MDS carries its site state from the latest view that listed
  *      the sites (UP, TRANSIENT, FAILED, DRAINING; XT_SITE_REMOVED once it
  *      vanished from the view). pom_sync decides per state how to sync it
- *      (pom_fs.c); the record stays (invariant 3), a site that comes back
+ *      (pom_call.c); the record stays (invariant 3), a site that comes back
  *      takes its new state.
  */
 #ifndef POM_ROUTE_H
@@ -36,8 +36,8 @@
 
 #define POM_ROUTE_TABLES_MAX 65536
 
-/* One MDS and this client's record of what it acknowledged (pom_client_i.h
- * invariant 5, kept per MDS: each has its own epochs). */
+/* One MDS and this client's record of what it acknowledged (pom_call_i.h
+ * invariant 1, kept per MDS: each has its own epochs). */
 struct pom_mds {
     uint32_t id;            /* R2 site id; 0: the only MDS (no R2) */
     char addr[256];         /* (the route's lock) */
@@ -54,7 +54,7 @@ struct pom_mds {
                                none (pom_errseq.c invariant 2) */
     uint32_t seen_epoch;    /* of the latest reply of any kind (restarts) */
     bool fail_noted;        /* its current FAILED spell was counted as a
-                               restart (pom_fs.c sync_failed) */
+                               restart (pom_call.c sync_failed) */
 };
 
 typedef struct pom_route pom_route;
@@ -87,7 +87,7 @@ void pom_route_learn(pom_route *r, uint64_t table, const uint8_t *bm, uint32_t l
 size_t pom_route_all(pom_route *r, struct pom_mds **out, xt_rpc_pool **pools, int *states,
                      size_t cap);
 /* The MDS of site id (a forwarded reply names the owner that applied the
- * change: pom_client_i.h invariant 5), or NULL when unknown. */
+ * change: pom_call_i.h invariant 2), or NULL when unknown. */
 struct pom_mds *pom_route_find(pom_route *r, uint32_t id);
 /* The site state of m now (invariant 5). */
 int pom_route_state(pom_route *r, const struct pom_mds *m);

@@ -21,8 +21,10 @@
  *      of a row's group is also given to the open state, so the copy is
  *      current when the last name goes through another path (rename over
  *      it, a link stub removed; pom_ops.c re-reads it at a plain unlink).
+ *
+ * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-3.
  */
-#include "pom_client_i.h"
+#include "pom_ns_i.h"
 
 #include <string.h>
 #include <sys/xattr.h>
@@ -126,8 +128,7 @@ static bool orphan_op(pom_fs *fs, pom_ino ino, int op, const char *xname, void *
             d->xattr = ng;
             d->xattr_len = (uint32_t)nlen;
             uint64_t now = xt_now_ns();
-            d->st.st_ctim.tv_sec = (time_t)(now / 1000000000u);
-            d->st.st_ctim.tv_nsec = (long)(now % 1000000000u);
+            pom_ns_ts(now, &d->st.st_ctim);
         }
     }
     pthread_mutex_unlock(&d->mu);

@@ -39,7 +39,7 @@
 #include <unistd.h>
 
 #include "pom_blob.h"
-#include "pom_client_i.h"
+#include "pom_ns_i.h"
 #include "pom_cluster.h"
 #include "pom_proc.h"
 #include "pomegranate.h"

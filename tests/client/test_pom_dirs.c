@@ -41,7 +41,7 @@
 #include <sys/sysmacros.h>
 #include <time.h>
 
-#include "pom_client_i.h" /* fs->rpcs: the round trips sent */
+#include "pom_ns_i.h" /* fs->rpcs: the round trips sent */
 #include "pom_cluster.h"
 #include "pomegranate.h"
 #include "xt_common.h"

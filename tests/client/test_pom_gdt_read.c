@@ -1,7 +1,7 @@
 /*
  * test_pom_gdt_read.c -- the GDT's read side (client/pom_gdt_read.c;
  * docs/client.md "Lookup by uuid"):
- *   - the reader's row checks (pom_gdt_read_hint over pom_gdt_parse) on
+ *   - the reader's row checks (pom_gdt_read_hint over xt_ns_gdt_parse) on
  *     encoded rows: a good row, and every kind of damage
  *     (uuid, type, missing or short group, format, name length, name,
  *     parent) answering -EIO;
@@ -32,14 +32,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "pom_client_i.h" /* pom_gdt_read_hint, pom_call: rows made by hand */
+#include "pom_ns_i.h" /* pom_gdt_read_hint, pom_call: rows made by hand */
 #include "pom_cluster.h"
 #include "pomegranate.h"
 #include "xt_common.h"
 #include "xt_row.h"
 
 #define FSID 12
-#define UUID_A (POM_UUID_BASE - 1000) /* uuids no client hands out */
+#define UUID_A (XT_NS_UUID_BASE - 1000) /* uuids no client hands out */
 
 static struct pom_cluster C;
 
@@ -52,8 +52,8 @@ static uint32_t gdt_group(uint8_t *g, uint8_t fmt, uint64_t parent, uint16_t nle
     g[0] = fmt;
     xt_put_u64(g + 1, parent);
     xt_put_u16(g + 9, nlen);
-    memcpy(g + POM_GDT_HEAD, name, name_bytes);
-    return (uint32_t)(POM_GDT_HEAD + name_bytes);
+    memcpy(g + XT_NS_GDT_HEAD, name, name_bytes);
+    return (uint32_t)(XT_NS_GDT_HEAD + name_bytes);
 }
 
 /* What a GDT row says. */
@@ -66,15 +66,15 @@ struct hint {
 static int parse(uint64_t row_uuid, uint8_t type, const uint8_t *g, uint32_t glen,
                  uint64_t uuid, struct hint *h)
 {
-    char id[POM_ILT_NAME_LEN + 1];
-    pom_ilt_name(row_uuid, id);
+    char id[XT_NS_ID_LEN + 1];
+    xt_ns_id_name(row_uuid, id);
     xt_row row;
     xt_row_init(&row);
     row.attr.uuid = row_uuid;
     row.attr.type = type;
     row.attr.ctime_ns = 12345;
     row.name = (const uint8_t *)id;
-    row.name_len = POM_ILT_NAME_LEN;
+    row.name_len = XT_NS_ID_LEN;
     if (g)
         assert_int_equal(xt_row_view_set_group(&row, XT_CG_USER0, g, glen), 0);
     uint8_t *enc;
@@ -90,16 +90,16 @@ static int parse(uint64_t row_uuid, uint8_t type, const uint8_t *g, uint32_t gle
 static void test_parse_good(void **state)
 {
     (void)state;
-    uint8_t g[POM_GDT_HEAD + XT_NAME_MAX];
+    uint8_t g[XT_NS_GDT_HEAD + XT_NAME_MAX];
     struct hint h;
-    uint32_t n = gdt_group(g, POM_GDT_FMT, 77, 5, "dir-1", 5);
+    uint32_t n = gdt_group(g, XT_NS_GDT_FMT, 77, 5, "dir-1", 5);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), 0);
     assert_int_equal(h.parent, 77);
     assert_string_equal(h.name, "dir-1");
     /* The longest name. */
     char longest[XT_NAME_MAX];
     memset(longest, 'n', sizeof longest);
-    n = gdt_group(g, POM_GDT_FMT, POM_ROOT_INO, XT_NAME_MAX, longest, sizeof longest);
+    n = gdt_group(g, XT_NS_GDT_FMT, POM_ROOT_INO, XT_NAME_MAX, longest, sizeof longest);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), 0);
     assert_int_equal(h.parent, POM_ROOT_INO);
     assert_int_equal(strlen(h.name), XT_NAME_MAX);
@@ -108,42 +108,42 @@ static void test_parse_good(void **state)
 static void test_parse_damaged(void **state)
 {
     (void)state;
-    uint8_t g[POM_GDT_HEAD + XT_NAME_MAX + 8];
+    uint8_t g[XT_NS_GDT_HEAD + XT_NAME_MAX + 8];
     struct hint h;
-    uint32_t n = gdt_group(g, POM_GDT_FMT, 77, 3, "abc", 3);
+    uint32_t n = gdt_group(g, XT_NS_GDT_FMT, 77, 3, "abc", 3);
     /* Another directory's row, or not a KV row. */
     assert_int_equal(parse(UUID_A + 1, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
     assert_int_equal(parse(UUID_A, XT_ROW_DIR, g, n, UUID_A, &h), -EIO);
     /* No group; a group shorter than its head (even by one byte). */
     assert_int_equal(parse(UUID_A, XT_ROW_KV, NULL, 0, UUID_A, &h), -EIO);
-    assert_int_equal(parse(UUID_A, XT_ROW_KV, g, POM_GDT_HEAD - 1, UUID_A, &h), -EIO);
+    assert_int_equal(parse(UUID_A, XT_ROW_KV, g, XT_NS_GDT_HEAD - 1, UUID_A, &h), -EIO);
     /* A format this reader does not know. */
-    n = gdt_group(g, POM_GDT_FMT + 1, 77, 3, "abc", 3);
+    n = gdt_group(g, XT_NS_GDT_FMT + 1, 77, 3, "abc", 3);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
     /* name_len 0, past XT_NAME_MAX, longer and shorter than the bytes. */
-    n = gdt_group(g, POM_GDT_FMT, 77, 0, "", 0);
+    n = gdt_group(g, XT_NS_GDT_FMT, 77, 0, "", 0);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
     char big[XT_NAME_MAX + 1];
     memset(big, 'b', sizeof big);
-    n = gdt_group(g, POM_GDT_FMT, 77, XT_NAME_MAX + 1, big, sizeof big);
+    n = gdt_group(g, XT_NS_GDT_FMT, 77, XT_NAME_MAX + 1, big, sizeof big);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
-    n = gdt_group(g, POM_GDT_FMT, 77, 4, "abc", 3);
+    n = gdt_group(g, XT_NS_GDT_FMT, 77, 4, "abc", 3);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
-    n = gdt_group(g, POM_GDT_FMT, 77, 2, "abc", 3);
+    n = gdt_group(g, XT_NS_GDT_FMT, 77, 2, "abc", 3);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
     /* Names no directory has: '/', ".", "..", a NUL inside. */
-    n = gdt_group(g, POM_GDT_FMT, 77, 3, "a/b", 3);
+    n = gdt_group(g, XT_NS_GDT_FMT, 77, 3, "a/b", 3);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
-    n = gdt_group(g, POM_GDT_FMT, 77, 1, ".", 1);
+    n = gdt_group(g, XT_NS_GDT_FMT, 77, 1, ".", 1);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
-    n = gdt_group(g, POM_GDT_FMT, 77, 2, "..", 2);
+    n = gdt_group(g, XT_NS_GDT_FMT, 77, 2, "..", 2);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
-    n = gdt_group(g, POM_GDT_FMT, 77, 3, "a\0b", 3);
+    n = gdt_group(g, XT_NS_GDT_FMT, 77, 3, "a\0b", 3);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
     /* No parent, or itself as its parent. */
-    n = gdt_group(g, POM_GDT_FMT, 0, 3, "abc", 3);
+    n = gdt_group(g, XT_NS_GDT_FMT, 0, 3, "abc", 3);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
-    n = gdt_group(g, POM_GDT_FMT, UUID_A, 3, "abc", 3);
+    n = gdt_group(g, XT_NS_GDT_FMT, UUID_A, 3, "abc", 3);
     assert_int_equal(parse(UUID_A, XT_ROW_KV, g, n, UUID_A, &h), -EIO);
 }
 
@@ -196,15 +196,15 @@ static void put_row(pom_fs *fs, uint64_t table, const char *name, const xt_row *
 /* A GDT row for uuid with the USER0 group g, made by hand. */
 static void put_gdt(pom_fs *fs, uint64_t uuid, const uint8_t *g, uint32_t glen)
 {
-    char id[POM_ILT_NAME_LEN + 1];
-    pom_ilt_name(uuid, id);
+    char id[XT_NS_ID_LEN + 1];
+    xt_ns_id_name(uuid, id);
     xt_row row;
     xt_row_init(&row);
     row.attr.uuid = uuid;
     row.attr.type = XT_ROW_KV;
     row.attr.ctime_ns = xt_now_ns();
     assert_int_equal(xt_row_view_set_group(&row, XT_CG_USER0, g, glen), 0);
-    put_row(fs, POM_TABLE_GDT, id, &row);
+    put_row(fs, XT_NS_TABLE_GDT, id, &row);
 }
 
 /* A directory row (table, name) holding uuid, made by hand (not mkdir:
@@ -225,11 +225,11 @@ static void test_hand_made_rows(void **state)
 {
     (void)state;
     pom_fs *fs = conn();
-    uint8_t g[POM_GDT_HEAD + 16];
+    uint8_t g[XT_NS_GDT_HEAD + 16];
     struct stat st;
 
     /* Damaged: -EIO at once (no retry window). */
-    uint32_t n = gdt_group(g, POM_GDT_FMT + 7, POM_ROOT_INO, 3, "abc", 3);
+    uint32_t n = gdt_group(g, XT_NS_GDT_FMT + 7, POM_ROOT_INO, 3, "abc", 3);
     put_gdt(fs, UUID_A, g, n);
     double t0 = now_s();
     assert_int_equal(pom_lookup_ino(fs, UUID_A, &st), -EIO);
@@ -237,7 +237,7 @@ static void test_hand_made_rows(void **state)
 
     /* A hint whose target holds another uuid: -ESTALE, after the window. */
     put_dir(fs, POM_ROOT_INO, "other", UUID_A + 100);
-    n = gdt_group(g, POM_GDT_FMT, POM_ROOT_INO, 5, "other", 5);
+    n = gdt_group(g, XT_NS_GDT_FMT, POM_ROOT_INO, 5, "other", 5);
     put_gdt(fs, UUID_A + 1, g, n);
     t0 = now_s();
     assert_int_equal(pom_lookup_ino(fs, UUID_A + 1, &st), -ESTALE);
@@ -251,13 +251,13 @@ static void test_hand_made_rows(void **state)
     reg.attr.mode = 0644;
     reg.attr.nlink = 1;
     put_row(fs, POM_ROOT_INO, "plain", &reg);
-    n = gdt_group(g, POM_GDT_FMT, POM_ROOT_INO, 5, "plain", 5);
+    n = gdt_group(g, XT_NS_GDT_FMT, POM_ROOT_INO, 5, "plain", 5);
     put_gdt(fs, UUID_A + 2, g, n);
     assert_int_equal(pom_lookup_ino(fs, UUID_A + 2, &st), -ESTALE);
 
     /* A hint that holds: found, with one reference, its parent by "..". */
     put_dir(fs, POM_ROOT_INO, "handmade", UUID_A + 3);
-    n = gdt_group(g, POM_GDT_FMT, POM_ROOT_INO, 8, "handmade", 8);
+    n = gdt_group(g, XT_NS_GDT_FMT, POM_ROOT_INO, 8, "handmade", 8);
     put_gdt(fs, UUID_A + 3, g, n);
     assert_int_equal(pom_getattr(fs, UUID_A + 3, &st), -ESTALE); /* unknown */
     assert_int_equal(pom_lookup_ino(fs, UUID_A + 3, &st), 0);
@@ -304,8 +304,8 @@ static void test_late_row(void **state)
         sched_yield();
     struct timespec ts = { 1, 0 };
     nanosleep(&ts, NULL); /* the row comes 1 s into the reader's wait */
-    uint8_t g[POM_GDT_HEAD + 8];
-    uint32_t n = gdt_group(g, POM_GDT_FMT, POM_ROOT_INO, 4, "late", 4);
+    uint8_t g[XT_NS_GDT_HEAD + 8];
+    uint32_t n = gdt_group(g, XT_NS_GDT_FMT, POM_ROOT_INO, 4, "late", 4);
     put_gdt(writer, uuid, g, n);
     pthread_join(th, NULL);
     assert_int_equal(l.rc, 0);
@@ -340,8 +340,8 @@ static void test_concurrent_refs(void **state)
     pom_fs *fs = conn();
     uint64_t uuid = UUID_A + 5;
     put_dir(fs, POM_ROOT_INO, "raced", uuid);
-    uint8_t g[POM_GDT_HEAD + 8];
-    uint32_t n = gdt_group(g, POM_GDT_FMT, POM_ROOT_INO, 5, "raced", 5);
+    uint8_t g[XT_NS_GDT_HEAD + 8];
+    uint32_t n = gdt_group(g, XT_NS_GDT_FMT, POM_ROOT_INO, 5, "raced", 5);
     put_gdt(fs, uuid, g, n);
     struct racer r[N];
     pthread_t th[N];

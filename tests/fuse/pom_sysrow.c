@@ -10,7 +10,7 @@
  *
  * The name is the head (TAG, the hash of the root's name "sysrow") then
  * 'x' bytes up to LEN (>= XT_SYS_HEAD) in all. `gdt` writes directory
- * UUID's GDT row (client/pom_client_i.h) saying it is NAME in PARENT, as
+ * UUID's GDT row (xt_ns.h (4)) saying it is NAME in PARENT, as
  * a copy (XT_F_RMU, stamped now or AGO_S seconds ago) in a batch of its
  * own, as the library's own writer does: a wrong or a stale one for
  * fsck's check (10). Exit 0 or 1.
@@ -18,7 +18,8 @@
 #include "pomegranate.h"
 #include "xt_common.h"
 #include "xt_hash.h"
-#include "../../client/pom_client_i.h"
+#include "pomegranate_admin.h"
+#include "xt_ns.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,11 +34,7 @@ static int gdt_put(const char *r2, const char *fsname, uint64_t uuid, uint64_t p
         fprintf(stderr, "pom_sysrow: open %s: %s\n", fsname, strerror(-rc));
         return 1;
     }
-    struct pom_gdt_buf b;
-    struct xt_req q;
-    size_t failed;
-    if ((rc = pom_gdt_op(uuid, parent, name, xt_now_ns() - ago_s * 1000000000u, &b, &q)) == 0)
-        rc = pom_batch_call(fs, &q, 1, &failed, NULL);
+    rc = pom_gdt_put(fs, uuid, parent, name, xt_now_ns() - ago_s * 1000000000u);
     pom_close(fs);
     if (rc < 0) {
         fprintf(stderr, "pom_sysrow: gdt: %s\n", strerror(-rc));
@@ -78,7 +75,7 @@ int main(int argc, char **argv)
     row.name_len = (uint32_t)len;
     bool put = !strcmp(argv[3], "put");
     struct xt_req q = { .op = put ? XT_OP_CREATE : XT_OP_DELETE,
-                        .t = { .fsid = fs->fsid, .table = POM_ROOT_INO, .slice_hint = -1 },
+                        .t = { .fsid = pom_fsid(fs), .table = POM_ROOT_INO, .slice_hint = -1 },
                         .name = name, .name_len = (uint32_t)len, .row = put ? &row : NULL,
                         .flags = XT_F_SYS | XT_F_SYNC };
     struct xt_resp r;

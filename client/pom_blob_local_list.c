@@ -1,7 +1,7 @@
 /*
- * pom_blob_list.c -- the listing of every tract set of a blob store
- * (pom_blob_list, pom_blob.h): the generic call and the local backend's walk
- * of its layout (pom_blob.c, docs/format-blob.md),
+ * pom_blob_local_list.c -- the local backend's listing of every tract set
+ * of a blob store (the `list` op behind pom_blob_list, pom_blob.h): a walk
+ * of its layout (pom_blob_local.c, docs/format-blob.md),
  *   F/<fsid %08x>/<h1 %02x>/<h2 %02x>/<uuid %016x>/<group>/<tract>,
  * over every folder F of the locator table. pomctl fsck finds orphan tract
  * sets with it.
@@ -21,6 +21,7 @@
 #include "xt_common.h"
 
 #include <dirent.h>
+#include <assert.h>
 #include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -195,6 +196,7 @@ static int cmp_set(const void *a, const void *b)
  * them: each set reaches fn once. */
 int pom_blob_local_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
 {
+    assert(b->ops == &pom_blob_local_ops); /* REQUIRES */
     struct set_vec v = { 0 };
     int rc = 0;
     for (size_t r = 0; r < b->rows && rc == 0; r++)
@@ -213,11 +215,4 @@ int pom_blob_local_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
     }
     xt_free(v.v);
     return rc;
-}
-
-/* ---- the generic call ------------------------------------------------- */
-
-int pom_blob_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
-{
-    return b->ops->list(b, fn, arg);
 }
