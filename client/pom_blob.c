@@ -1,5 +1,5 @@
 /*
- * pom_blob.c -- the blob tier (pom_blob.h; DESIGN.md section 7): a generic
+ * pom_blob.c -- the blob tier (pom_blob.h; docs/format-blob.md): a generic
  * layer that cuts byte ranges into tracts and a backend ops table under
  * it. Built backend: `local` (tract files in host folders); `mdsl` and
  * `rados` are named but refused at open (-ENOTSUP).

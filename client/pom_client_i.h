@@ -59,7 +59,7 @@
 #define POM_TABLE_ILT     UINT64_C(3)
 #define POM_ROW_F_LINKED  0x100u  /* attr flag: the attributes are in the ILT */
 #define POM_ILT_NAME_LEN  16      /* the uuid in lowercase hex, zero-padded */
-/* The global directory table (DESIGN 2; docs/client.md "GDT"): one row
+/* The global directory table (docs/client.md "The GDT"): one row
  * per directory, named pom_ilt_name(uuid), telling where the directory's
  * own row is, so a directory is found by its uuid alone (file handles
  * that outlive a mount). A *copy*: written by RMU (XT_F_RMU ops in the

@@ -1,12 +1,12 @@
 /*
- * pom_gdt.c -- the writer of the GDT (pom_client_i.h "GDT"; DESIGN 2): the
+ * pom_gdt.c -- the writer of the GDT (pom_client_i.h "GDT"; docs/client.md "The GDT"): the
  * copy op (XT_F_RMU) that mkdir, rmdir and a directory's rename add to
  * their atomic batch, telling where the directory's row now is, or that
  * it is gone.
  *
  * The copy commits with the batch (or not at all) and reaches the GDT
  * row later when that row sits at another MDS (an RMU, docs/mds-xact.md
- * "Copies"); copies of one row converge newest-wins by their stamp, the
+ * "RMU: copies (the GDT)"); copies of one row converge newest-wins by their stamp, the
  * change's time. The batch never waits for the GDT, and a copy cannot
  * fail the change it follows.
  */

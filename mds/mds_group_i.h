@@ -29,7 +29,7 @@
 #define MDS_GROUP_RESERVE_SLACK ((size_t)64 << 10)
 
 /* Per-group budget of move images made from delta snapshots
- * (docs/mdsl-scale.md decision 4): a move starts while the group has made
+ * (docs/mdsl-scale.md "When a cached slice moves"): a move starts while the group has made
  * fewer than this many and this many bytes (so one image may pass it). */
 #define MDS_GROUP_MOVE_SLICES 8u
 #define MDS_GROUP_MOVE_BYTES  ((size_t)4 << 20)

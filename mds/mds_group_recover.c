@@ -3,7 +3,7 @@
  * (mds_group.h invariants 3-5): decision records, recovery at open, settling
  * the transactions a dead MDS left, and the participant set.
  *
- * Ring 1 may change (docs/mdsl-scale.md decisions 5, 6): the participants
+ * Ring 1 may change (docs/mdsl-scale.md "Participants", "Decision records"): the participants
  * grow at run time (every MDSL that may hold a prepare of ours or of an MDS
  * we may settle for), and a site's decision record may sit at any of them
  * (a home that changed, a copy): records are images at version = txid, so
@@ -98,7 +98,7 @@ int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
     return *out ? 0 : -ENOMEM;
 }
 
-/* The newest decision record of `site` at any participant (decision 6):
+/* The newest decision record of `site` at any participant (docs/mdsl-scale.md "Decision records"):
  * *epoch and *last stay 0 when none holds one. Any participant that cannot
  * answer fails the read: the newest record may be the one it holds. */
 static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_t site,

@@ -1,6 +1,7 @@
 /*
  * mds_route_move.c -- what ring 0 changes add to the routing (mds_route.h
- * invariants 6 and 7; docs/mds-dist.md decisions 9-15): the sweep that writes back and drops the slices another
+ * invariants 6 and 7; docs/mds-dist.md "Ring 0 changes move slices"): the sweep
+ * that writes back and drops the slices another
  * MDS now owns, the release a new owner asks for before it loads, the
  * fence after a dead holder and the settling of its transactions.
  *

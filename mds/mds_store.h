@@ -49,7 +49,7 @@ struct mds_rec {
     const void *bytes;
     size_t len;
     bool moved;         /* with full_image and len 0: the MOVED tombstone
-                           (docs/mdsl-scale.md decision 2); loads then
+                           (docs/mdsl-scale.md "Tombstones"); loads then
                            answer -ESTALE, a delta on it is refused -ESTALE */
     bool sys;           /* the slice holds system rows after this record
                            (listed: mds_reload.h) */

@@ -12,7 +12,7 @@
  *      record does: an image replaces everything unless a newer image is
  *      there (equal versions replace); a delta is ignored under an image at
  *      its version or newer. A MOVED tombstone is an image like any other
- *      (docs/mdsl-scale.md decision 2): it stays the slice's head until a
+ *      (docs/mdsl-scale.md "Tombstones"): it stays the slice's head until a
  *      newer image, loads of it answer -ESTALE, deltas on it are refused.
  */
 #include "mds_store_mem.h"

@@ -8,7 +8,7 @@
  * prepare refuses (-EINVAL) a record whose version is not above the slice's
  * committed version, a delta of a slice without an image, and a txid that
  * was seen before. Committed records follow the MDSL index rules, MOVED
- * tombstones included (docs/mdsl-scale.md decision 2): a load of a slice
+ * tombstones included (docs/mdsl-scale.md "Tombstones"): a load of a slice
  * whose head is a tombstone answers -ESTALE, a prepared delta on one is
  * refused -ESTALE, a newer image revives the slice.
  *

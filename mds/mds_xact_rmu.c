@@ -1,6 +1,6 @@
 /*
  * mds_xact_rmu.c -- RMU, the reliable asynchronous update of another
- * MDS's row (DESIGN 5; docs/mds-xact.md "RMU as built"): a parent's
+ * MDS's row (docs/mds-xact.md "RMU: a parent's subdirectory count"): a parent's
  * subdirectory count after a mkdir or rmdir whose parent row sits at
  * another MDS, and its mtime/ctime (max-merged: the eager op set them
  * already, unless a crash lost that). The round below also

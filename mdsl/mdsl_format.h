@@ -120,7 +120,7 @@ enum mdsl_rec_type {
 
 #define MDSL_F_TOMBSTONE 0x01 /* COLUMN: the row's group is deleted */
 #define MDSL_F_MOVED 0x02     /* IMAGE, empty: the slice moved to another MDSL
-                                 (docs/mdsl-scale.md decision 2) */
+                                 (docs/mdsl-scale.md "Tombstones") */
 #define MDSL_F_SYS 0x04       /* IMAGE/DELTA: the slice holds system rows after
                                  this record (XT_STORE_F_SYS; listed) */
 

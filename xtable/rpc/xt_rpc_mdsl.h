@@ -61,7 +61,7 @@ void xt_store_load_free(struct xt_store_load *l);
 struct xt_store_stat {
     uint64_t tables, segments, bytes, live_bytes, commits, aborts;
     uint64_t gc_freed_segments, corrupt_records;
-    /* GC and space back (0 from an MDSL older than session 11) */
+    /* GC and space back (0 from an MDSL that does not send them) */
     uint64_t gc_passes, gc_moved_bytes, gc_freed_bytes;
     uint64_t dropped_folders, dropped_bytes, rolled_segments, sweeps;
     uint64_t sweep_owed;   /* ring-1 seq of a sweep still owed, 0 none */
