@@ -347,9 +347,9 @@ static void *worker_main(void *arg)
     struct run *r = w->r;
     long from = r->per_thread ? 0 : w->k, step = r->per_thread ? 1 : dist_opt.threads;
     for (long i = from; i < r->count; i += step) {
-        uint64_t t0 = bench_now_ns();
+        uint64_t t0 = xt_mono_ns();
         r->op(r, w->k, i);
-        bench_lat_add(r->lat, bench_now_ns() - t0);
+        bench_lat_add(r->lat, xt_mono_ns() - t0);
     }
     return NULL;
 }
@@ -363,14 +363,14 @@ static double phase(struct run *r, int (*op)(struct run *, int, long), long coun
     bench_lat_reset(r->lat);
     pthread_t th[MAX_THREADS];
     struct worker w[MAX_THREADS];
-    uint64_t t0 = bench_now_ns();
+    uint64_t t0 = xt_mono_ns();
     for (int k = 0; k < dist_opt.threads; k++) {
         w[k] = (struct worker){ r, k };
         pthread_create(&th[k], NULL, worker_main, &w[k]);
     }
     for (int k = 0; k < dist_opt.threads; k++)
         pthread_join(th[k], NULL);
-    return (double)(bench_now_ns() - t0) / 1e9;
+    return (double)(xt_mono_ns() - t0) / 1e9;
 }
 
 /* After a create phase, outside its timing: commits what it changed (every
@@ -441,10 +441,10 @@ static int probes(struct run *r, int create, const char *dname, bench_lat *first
                 snprintf(name, sizeof name, "p%ld%c", k, 'a' + j);
             else
                 snprintf(name, sizeof name, "f%ld", i);
-            uint64_t t0 = bench_now_ns();
+            uint64_t t0 = xt_mono_ns();
             rc = create ? pom_mknod(fs, big, name, S_IFREG | 0644, 0, NULL, &st)
                         : pom_lookup(fs, big, name, &st);
-            bench_lat_add(j ? second : first, bench_now_ns() - t0);
+            bench_lat_add(j ? second : first, xt_mono_ns() - t0);
             if (rc == 0) {
                 if (!create && st.st_ino != r->uuid[i])
                     rc = -ESTALE;
@@ -611,9 +611,9 @@ int main(int argc, char **argv)
 
     for (int create = 1; dist_opt.probes > 0 && create >= 0; create--) {
         a = b;
-        uint64_t t0 = bench_now_ns();
+        uint64_t t0 = xt_mono_ns();
         int bad = probes(&r, create, dname, p1, p2);
-        double ps = (double)(bench_now_ns() - t0) / 1e9;
+        double ps = (double)(xt_mono_ns() - t0) / 1e9;
         if (create)
             settle(&r);
         take(&b);

@@ -186,7 +186,7 @@ static void take_mds(struct grow *g, struct msnap *s)
                          "dist: site");
     for (int i = 0; i < n; i++)
         parse_mds(dist_opt.mds_log[i], s);
-    s->at_ns = bench_now_ns();
+    s->at_ns = xt_mono_ns();
     s->created = atomic_load(&g->done);
 }
 
@@ -435,7 +435,7 @@ static pid_t spawn(const char *cmd)
 
 static double since(uint64_t t0)
 {
-    return (double)(bench_now_ns() - t0) / 1e9;
+    return (double)(xt_mono_ns() - t0) / 1e9;
 }
 
 long dist_grow(pom_fs *fs, pom_ino big)
@@ -467,7 +467,7 @@ long dist_grow(pom_fs *fs, pom_ino big)
         fprintf(stderr, "bench_dist: pomctl ring show 1 gave nothing at the start\n");
     take_mds(g, s0);
     *w0 = *s0;
-    uint64_t t0 = bench_now_ns(), last_poll = 0;
+    uint64_t t0 = xt_mono_ns(), last_poll = 0;
     double wstart = 0;
     start(g, th);
     int after_full = 0; /* whole windows measured after STABLE */
@@ -493,8 +493,8 @@ long dist_grow(pom_fs *fs, pom_ino big)
                    "%s\n", (int)pid, t_add, created, r0.version, r0.phase);
             fflush(stdout);
         }
-        if (t_add >= 0 && t_stable < 0 && bench_now_ns() - last_poll >= POLL_NS) {
-            last_poll = bench_now_ns();
+        if (t_add >= 0 && t_stable < 0 && xt_mono_ns() - last_poll >= POLL_NS) {
+            last_poll = xt_mono_ns();
             if (ring1_poll(&r) == 0 && seen_note(&seen, &r, &r0, since(t0) - t_add)) {
                 t_stable = since(t0);
                 cut(g, w0, w1, t0, &wstart, t_add, -1, r.phase);
@@ -546,7 +546,7 @@ long dist_grow(pom_fs *fs, pom_ino big)
     atomic_store(&g->stop, false);
     g->cap = made;
     g->lookups = true;
-    uint64_t tl = bench_now_ns();
+    uint64_t tl = xt_mono_ns();
     start(g, th);
     for (int k = 0; k < dist_opt.threads; k++)
         pthread_join(th[k], NULL);

@@ -91,11 +91,11 @@ static void small_child(const struct opts *o, uint64_t rank, int ph, struct shar
 {
     char path[4096];
     uint64_t bytes = 0;
-    sh->t0[rank] = bench_now_ns();
+    sh->t0[rank] = xt_mono_ns();
     for (uint64_t i = 0; i < o->n && !sh->failed; i++) {
         snprintf(path, sizeof path, "%s/small.%llu/f%llu", o->dir, (unsigned long long)rank,
                  (unsigned long long)i);
-        uint64_t sz = file_size(o, rank, i), t0 = bench_now_ns();
+        uint64_t sz = file_size(o, rank, i), t0 = xt_mono_ns();
         int fd, e = 0;
         if (ph == SP_WRITE) {
             if ((fd = open(path, O_CREAT | O_TRUNC | O_WRONLY, 0644)) < 0) {
@@ -133,10 +133,10 @@ static void small_child(const struct opts *o, uint64_t rank, int ph, struct shar
             note(sh, e, sp_name[ph], path);
             break;
         }
-        bench_lat_add(lat, bench_now_ns() - t0);
+        bench_lat_add(lat, xt_mono_ns() - t0);
         bytes += sz;
     }
-    sh->t1[rank] = bench_now_ns();
+    sh->t1[rank] = xt_mono_ns();
     __sync_fetch_and_add(&sh->bytes, bytes);
 }
 
@@ -281,19 +281,19 @@ static int run_dirscale(const struct opts *o)
         }
         uint64_t todo = (next < o->n ? next : o->n) - made;
         bench_lat_reset(lat);
-        uint64_t t0 = bench_now_ns();
+        uint64_t t0 = xt_mono_ns();
         for (uint64_t i = 0; i < todo; i++, made++) {
             snprintf(path, sizeof path, "%s/f%010llu", dir, (unsigned long long)made);
-            uint64_t a = bench_now_ns();
+            uint64_t a = xt_mono_ns();
             int fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0644);
             if (fd < 0 || close(fd)) {
                 fprintf(stderr, "bench_fs: %s: create %s: %s\n", o->label, path,
                         strerror(errno));
                 return 1;
             }
-            bench_lat_add(lat, bench_now_ns() - a);
+            bench_lat_add(lat, xt_mono_ns() - a);
         }
-        double secs = (double)(bench_now_ns() - t0) / 1e9;
+        double secs = (double)(xt_mono_ns() - t0) / 1e9;
         snprintf(param, sizeof param, "entries=%llu", (unsigned long long)made);
         int64_t rss = o->pid ? bench_util_rss(o->pid) : -1;
         struct bench_result res = {
@@ -307,9 +307,9 @@ static int run_dirscale(const struct opts *o)
         };
         bench_util_json(o->json, &res);
         if (in_list(o->ls, made)) {
-            uint64_t a = bench_now_ns();
+            uint64_t a = xt_mono_ns();
             int64_t got = count_dir(dir);
-            double s = (double)(bench_now_ns() - a) / 1e9;
+            double s = (double)(xt_mono_ns() - a) / 1e9;
             if (got != (int64_t)made) {
                 fprintf(stderr, "bench_fs: %s: readdir of %s: %lld names, want %llu\n",
                         o->label, dir, (long long)got, (unsigned long long)made);

@@ -110,10 +110,10 @@ static void *worker_main(void *arg)
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     uint64_t per = opt.ops / opt.threads;
-    w->t0 = bench_now_ns();
+    w->t0 = xt_mono_ns();
     for (uint64_t i = 0; i < per; i++) {
         size_t klen = (size_t)snprintf(key, sizeof key, "k%u.%llu", w->id, (unsigned long long)i);
-        uint64_t a = bench_now_ns();
+        uint64_t a = xt_mono_ns();
         int rc = w->db ? ldb_op(w, w->phase, key, klen, val, wo, ro)
                        : pom_op(w, w->phase, key, klen, val);
         if (rc) {
@@ -122,9 +122,9 @@ static void *worker_main(void *arg)
                      strerror(-rc));
             break;
         }
-        bench_lat_add(w->lat, bench_now_ns() - a);
+        bench_lat_add(w->lat, xt_mono_ns() - a);
     }
-    w->t1 = bench_now_ns();
+    w->t1 = xt_mono_ns();
     leveldb_writeoptions_destroy(wo);
     leveldb_readoptions_destroy(ro);
     xt_free(val);

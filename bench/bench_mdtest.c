@@ -159,18 +159,18 @@ static void child(const struct cfg *c, uint64_t rank)
             bool neighbour = ph == PH_DSTAT || ph == PH_FSTAT || ph == PH_FREAD;
             uint64_t owner = neighbour ? (rank + c->stride) % c->procs : rank;
             char path[4096];
-            sh->t0[rank] = bench_now_ns();
+            sh->t0[rank] = xt_mono_ns();
             for (uint64_t i = 0; i < c->n && !sh->failed; i++) {
                 item_path(c, it, owner, i, ph < PH_FCREATE, path, sizeof path);
-                uint64_t t0 = bench_now_ns();
+                uint64_t t0 = xt_mono_ns();
                 int e = one_op(c, ph, path, buf);
                 if (e) {
                     fail(e, phase_name[ph], path);
                     break;
                 }
-                bench_lat_add(lat[ph], bench_now_ns() - t0);
+                bench_lat_add(lat[ph], xt_mono_ns() - t0);
             }
-            sh->t1[rank] = bench_now_ns();
+            sh->t1[rank] = xt_mono_ns();
             __atomic_fetch_add(&sh->done, 1, __ATOMIC_RELEASE);
         }
     xt_free(buf);

@@ -69,13 +69,6 @@ double bench_lat_pct_us(bench_lat *l, double p)
     return (double)l->ns[i < n ? i : n - 1] / 1000.0;
 }
 
-uint64_t bench_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 void bench_util_header(void)
 {
     printf("%-12s %-15s %-16s %-14s %5s %10s %12s %9s %9s %s\n", "bench", "target", "phase",

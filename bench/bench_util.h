@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "xt_time.h" /* xt_mono_ns: the benchmarks' clock */
+
 /* Latency samples in nanoseconds; lives in MAP_SHARED memory so forked
  * children record into the parent's set. */
 typedef struct bench_lat {
@@ -37,9 +39,6 @@ void bench_lat_add(bench_lat *l, uint64_t ns);
 /* p in [0,100]: the p-th percentile in microseconds (sorts the samples in
  * place); 0 when there are none. */
 double bench_lat_pct_us(bench_lat *l, double p);
-
-/* Monotonic clock in ns. */
-uint64_t bench_now_ns(void);
 
 /* One result: appended as a JSON line to path (when path is non-NULL) and
  * printed as a table row on stdout. Strings must not need escaping. */

@@ -80,7 +80,7 @@ NEED=()
 for w in mdtest small fsmark fio dirscale kv; do
     want $w && NEED=("$B/bench_mdtest" "$B/bench_fs" "$B/bench_kv" "$BUILD/fuse/pomfs")
 done
-{ want dist || want grow; } && NEED+=("$B/bench_dist" "$BUILD/r2/pom-r2" "$BUILD/r2/pomctl")
+{ want dist || want grow; } && NEED+=("$B/bench_dist" "$BUILD/r2/pom-r2" "$BUILD/cli/pomctl")
 for x in "${NEED[@]}"; do
     [ -x "$x" ] || { echo "run.sh: missing $x (build first)" >&2; exit 1; }
 done
@@ -134,7 +134,7 @@ dist_up() { # DIR K [SPLIT]: sets DIST_R2 DIST_MDS_PIDS DIST_MDS_LOGS DIST_MDSL_
     done
     # Every MDS takes the final ring 0 from its next heartbeat (as pomctl up).
     sleep 2.5
-    POM_R2=$DIST_R2 "$BUILD/r2/pomctl" fs create distfs >"$d/pomctl.log" 2>&1 ||
+    POM_R2=$DIST_R2 "$BUILD/cli/pomctl" fs create distfs >"$d/pomctl.log" 2>&1 ||
         { echo "pomctl fs create failed: $(tail -3 "$d/pomctl.log")"; return 1; }
 }
 # A bench_dist run's end: shows OUT/NAME.out and OUT/NAME.err (every
@@ -405,7 +405,7 @@ if want grow; then
         cmd="echo \$\$ >'$GROW_PIDFILE'; exec '$BUILD/mdsl/pom-mdsl' --dir '$d/mdsl3'"
         cmd+=" --listen 127.0.0.1:$p --r2 $DIST_R2 >'$d/mdsl3.log' 2>&1"
         "$B/bench_dist" --r2 "$DIST_R2" --fs distfs -n "$GROW_N" -t 8 --add-mdsl-at "$GROW_AT" \
-            --add-mdsl-cmd "$cmd" --pomctl "$BUILD/r2/pomctl" --window "$GROW_WINDOW" \
+            --add-mdsl-cmd "$cmd" --pomctl "$BUILD/cli/pomctl" --window "$GROW_WINDOW" \
             --grow-wait "$GROW_WAIT" --mds-pids "$DIST_MDS_PIDS" --mds-logs "$DIST_MDS_LOGS" \
             --mdsl-pids "$DIST_MDSL_PIDS" --mdsl-logs "$d/mdsl1.log,$d/mdsl2.log,$d/mdsl3.log" \
             --mdsl-dirs "$d/mdsl1,$d/mdsl2,$d/mdsl3" --label 2 --json "$J" \

@@ -251,7 +251,7 @@ static void *run(void *arg)
     uint64_t next_pass = xt_mono_ns() + (uint64_t)r->interval_s * 1000000000;
     pthread_mutex_lock(&r->mu);
     while (!r->stop) {
-        xt_cond_wait_ms(&r->cv, &r->mu, (unsigned)tick_ms);
+        xt_cond_timedwait_ms(&r->cv, &r->mu, (unsigned)tick_ms);
         if (r->stop)
             break;
         pthread_mutex_unlock(&r->mu); /* no lock across I/O */
@@ -286,7 +286,7 @@ int pom_reclaim_start(pom_fs *fs, unsigned interval_s, unsigned grace_s)
     r->interval_s = interval_s;
     r->grace_s = grace_s;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    xt_cond_init_mono(&r->cv); /* xt_cond_timedwait_ms waits on the monotonic clock */
     int rc = pthread_create(&r->thr, NULL, run, r);
     if (rc != 0) {
         pthread_cond_destroy(&r->cv);

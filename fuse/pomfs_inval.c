@@ -11,38 +11,33 @@
  * forget every name and inode pomfs handed out.
  *
  * Invariants:
- *  (1) The kernel is told from this thread only, never from a request
+ *  (1) The kernel is told from this worker only, never from a request
  *      handler: invalidating a name takes its directory's lock, which the
  *      request that brought the new epoch (a lookup, a readdir) may hold
  *      while it waits for pomfs's reply.
- *  (2) Restarts seen while a pass runs start another pass after it (a
- *      counter, not a flag), so no restart goes unhandled.
+ *  (2) Restarts seen while a pass runs start another pass after it (the
+ *      worker's wakes are counted: xt_worker.h invariant 2), so no restart
+ *      goes unhandled.
  */
 #include "pomfs_i.h"
 
-#include <pthread.h>
+#include <assert.h>
 #include <string.h>
 
 #include "xt_common.h"
+#include "xt_worker.h"
 
 struct pomfs_inval {
     struct fuse_session *se;
     pom_fs *fs;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    unsigned long pending, done; /* (mu) restarts seen / handled, (2) */
-    bool stop;                   /* (mu) */
-    pthread_t thr;
+    xt_worker *worker;
 };
 
 /* pom_restart_fn: runs on a request thread; only wakes the worker (1). */
 static void on_restart(void *arg)
 {
     struct pomfs_inval *v = arg;
-    pthread_mutex_lock(&v->mu);
-    v->pending++;
-    pthread_cond_signal(&v->cv);
-    pthread_mutex_unlock(&v->mu);
+    xt_worker_wake(v->worker);
 }
 
 static void forget_one(void *arg, pom_ino ino, pom_ino parent, const char *name)
@@ -53,28 +48,18 @@ static void forget_one(void *arg, pom_ino ino, pom_ino parent, const char *name)
     fuse_lowlevel_notify_inval_inode(v->se, ino, 0, 0);
 }
 
-static void *worker(void *arg)
+/* One pass, after one or more restarts (an xt_worker step). */
+static uint64_t inval_pass(xt_worker *w, void *arg)
 {
     struct pomfs_inval *v = arg;
-    pthread_mutex_lock(&v->mu);
-    for (;;) {
-        while (!v->stop && v->pending == v->done)
-            pthread_cond_wait(&v->cv, &v->mu);
-        if (v->stop)
-            break;
-        unsigned long upto = v->pending;
-        pthread_mutex_unlock(&v->mu);
-        XT_INFO("pomfs: the MDS restarted; dropping the kernel's cached names and pages");
-        /* The root's attributes (its mtime/nlink may be lost changes too). */
-        fuse_lowlevel_notify_inval_inode(v->se, FUSE_ROOT_ID, -1, 0);
-        int rc = pom_inodes(v->fs, forget_one, v);
-        if (rc < 0)
-            XT_WARN("pomfs: cannot list the inodes to invalidate: %s", strerror(-rc));
-        pthread_mutex_lock(&v->mu);
-        v->done = upto;
-    }
-    pthread_mutex_unlock(&v->mu);
-    return NULL;
+    (void)w;
+    XT_INFO("pomfs: the MDS restarted; dropping the kernel's cached names and pages");
+    /* The root's attributes (its mtime/nlink may be lost changes too). */
+    fuse_lowlevel_notify_inval_inode(v->se, FUSE_ROOT_ID, -1, 0);
+    int rc = pom_inodes(v->fs, forget_one, v);
+    if (rc < 0)
+        XT_WARN("pomfs: cannot list the inodes to invalidate: %s", strerror(-rc));
+    return XT_WORKER_IDLE;
 }
 
 int pomfs_inval_start(pom_fs *fs, struct fuse_session *se, struct pomfs_inval **out)
@@ -82,16 +67,15 @@ int pomfs_inval_start(pom_fs *fs, struct fuse_session *se, struct pomfs_inval **
     struct pomfs_inval *v = xt_calloc(1, sizeof *v);
     if (!v)
         return -ENOMEM;
+    assert(fs && se);
     v->se = se;
     v->fs = fs;
-    pthread_mutex_init(&v->mu, NULL);
-    pthread_cond_init(&v->cv, NULL);
-    int rc = pthread_create(&v->thr, NULL, worker, v);
-    if (rc != 0) {
-        pthread_cond_destroy(&v->cv);
-        pthread_mutex_destroy(&v->mu);
+    struct xt_worker_opts wo = { .name = "pomfs-inval", .step = inval_pass, .arg = v,
+                                 .first_ms = XT_WORKER_IDLE };
+    int rc = xt_worker_start(&wo, &v->worker);
+    if (rc < 0) {
         xt_free(v);
-        return -rc;
+        return rc;
     }
     pom_set_restart_cb(fs, on_restart, v);
     *out = v;
@@ -103,12 +87,6 @@ void pomfs_inval_stop(struct pomfs_inval *v)
     if (!v)
         return;
     pom_set_restart_cb(v->fs, NULL, NULL);
-    pthread_mutex_lock(&v->mu);
-    v->stop = true;
-    pthread_cond_signal(&v->cv);
-    pthread_mutex_unlock(&v->mu);
-    pthread_join(v->thr, NULL);
-    pthread_cond_destroy(&v->cv);
-    pthread_mutex_destroy(&v->mu);
+    xt_worker_stop(v->worker);
     xt_free(v);
 }

@@ -26,6 +26,7 @@
 
 #include "xt_common.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -53,6 +54,7 @@ static void reply_entry(fuse_req_t req, int rc, const struct stat *st)
         fuse_reply_err(req, -rc);
         return;
     }
+    assert(st->st_ino != 0); /* 0 tells the kernel "no such name" */
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
     e.ino = st->st_ino;
@@ -209,6 +211,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
         fuse_reply_err(req, -rc);
         return;
     }
+    assert(f != NULL);
     fi->fh = (uintptr_t)f;
     /* Close-to-open: the open read the row again; cached pages are kept
      * only when it shows the file as this mount last saw it. */
@@ -233,6 +236,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
         fuse_reply_err(req, -rc);
         return;
     }
+    assert(f != NULL && st.st_ino != 0);
     fi->fh = (uintptr_t)f;
     struct fuse_entry_param e;
     memset(&e, 0, sizeof e);
@@ -249,6 +253,7 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 
 static pom_file *FH(struct fuse_file_info *fi)
 {
+    assert(fi && fi->fh); /* set by op_open/op_create before any file call */
     return (pom_file *)(uintptr_t)fi->fh;
 }
 
@@ -262,6 +267,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
         return;
     }
     ssize_t n = pom_read(FH(fi), buf, size, off);
+    assert(n < 0 || (size_t)n <= size);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else
@@ -274,6 +280,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 {
     (void)ino;
     ssize_t n = pom_write(FH(fi), buf, size, off);
+    assert(n < 0 || (size_t)n <= size);
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else
@@ -313,6 +320,7 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
         fuse_reply_err(req, -rc);
         return;
     }
+    assert(d != NULL);
     fi->fh = (uintptr_t)d; /* what its fsync reports (lost changes) */
     if (fuse_reply_open(req, fi) != 0)
         pom_releasedir(d);
@@ -328,6 +336,8 @@ struct dirbuf {
 /* Adds one entry; returns 1 (stop, not taken) when it does not fit. */
 static int dir_add(struct dirbuf *b, const char *name, const struct stat *st, off_t next)
 {
+    assert(b->used <= b->size);
+    assert(next > 0); /* invariant (3): 0 is the start, never an entry's next */
     size_t room = b->size - b->used, need;
     if (b->plus) {
         struct fuse_entry_param e;
@@ -346,11 +356,14 @@ static int dir_add(struct dirbuf *b, const char *name, const struct stat *st, of
     if (need > room)
         return 1;
     b->used += need;
+    assert(b->used <= b->size);
     return 0;
 }
 
 static int dir_cb(void *arg, const char *name, const struct stat *st, uint64_t next)
 {
+    /* Invariant (3): a cookie fits off_t after the dots. */
+    assert(next <= POM_COOKIE_END);
     return dir_add(arg, name, st, (off_t)(next + DOTS));
 }
 
@@ -413,6 +426,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
     (void)ino;
+    assert(fi->fh); /* set by op_opendir */
     pom_releasedir((pom_dir *)(uintptr_t)fi->fh);
     fuse_reply_err(req, 0);
 }
@@ -451,6 +465,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
         return;
     }
     ssize_t n = pom_getxattr(P(req)->fs, ino, name, buf, size);
+    assert(n < 0 || size == 0 || (size_t)n <= size); /* else -ERANGE */
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else if (size == 0)
@@ -468,6 +483,7 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
         return;
     }
     ssize_t n = pom_listxattr(P(req)->fs, ino, buf, size);
+    assert(n < 0 || size == 0 || (size_t)n <= size); /* else -ERANGE */
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else if (size == 0)

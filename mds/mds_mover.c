@@ -267,7 +267,7 @@ static void *run(void *arg)
         bool idle = m->walk_v == 0 ||
                     (m->has_walked && m->walked_v == m->walk_v && m->walked_w == ring0_now(m));
         if (idle) {
-            xt_cond_wait_ms(&m->cv, &m->mu, m->o.poll_ms);
+            xt_cond_timedwait_ms(&m->cv, &m->mu, m->o.poll_ms);
             continue;
         }
         uint64_t req = m->req, v = m->walk_v;
@@ -293,7 +293,7 @@ static void *run(void *arg)
         if (found != 0 && found != -ECANCELED && !m->stop && m->req == req) {
             /* Something moved or failed: pass again, after a breath (an
              * MDSL down or a slice in flight must not make this spin). */
-            xt_cond_wait_ms(&m->cv, &m->mu, found < 0 ? 500 : 100);
+            xt_cond_timedwait_ms(&m->cv, &m->mu, found < 0 ? 500 : 100);
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -314,7 +314,7 @@ int mds_mover_start(const struct mds_mover_opts *o, mds_mover **out)
     if (!m->o.poll_ms)
         m->o.poll_ms = 500;
     pthread_mutex_init(&m->mu, NULL);
-    pthread_cond_init(&m->cv, NULL);
+    xt_cond_init_mono(&m->cv); /* xt_cond_timedwait_ms waits on the monotonic clock */
     int rc = pthread_create(&m->th, NULL, run, m);
     if (rc) {
         pthread_cond_destroy(&m->cv);

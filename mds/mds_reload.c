@@ -145,7 +145,7 @@ static void *run(void *arg)
         uint64_t due = xt_mono_ns() + (uint64_t)wait * 1000000u;
         pthread_mutex_lock(&r->mu);
         while (!r->stop && xt_mono_ns() < due && ring0_now(r) == w)
-            xt_cond_wait_ms(&r->cv, &r->mu, poll_ms);
+            xt_cond_timedwait_ms(&r->cv, &r->mu, poll_ms);
         bool stop = r->stop;
         pthread_mutex_unlock(&r->mu);
         if (stop)
@@ -167,7 +167,7 @@ int mds_reload_start(const struct mds_reload_opts *o, mds_reload **out)
     if (!r->o.retry_ms)
         r->o.retry_ms = 2000;
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    xt_cond_init_mono(&r->cv); /* xt_cond_timedwait_ms waits on the monotonic clock */
     int rc = pthread_create(&r->th, NULL, run, r);
     if (rc) {
         pthread_cond_destroy(&r->cv);

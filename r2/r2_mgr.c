@@ -18,6 +18,7 @@
 #include "xt_bitmap.h"
 #include "xt_common.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@ static uint64_t default_clock(void)
 /* REQUIRES: m->mu. Whether m->st is the current leader's state. */
 static bool st_current(const r2_mgr *m)
 {
+    assert(xt_mutex_held(&m->mu));
     return m->leader && m->st_valid && m->loaded_epoch == m->epoch && !m->need_reload;
 }
 
@@ -52,7 +54,8 @@ void r2_mgr_leader_cb(void *arg, bool leader)
         m->leader = leader;
         m->epoch++;
     }
-    pthread_cond_broadcast(&m->cv);
+    if (m->monitor)
+        xt_worker_wake(m->monitor); /* tick now: a new leader starts the clocks */
     pthread_mutex_unlock(&m->mu);
     XT_INFO("%s", leader ? "now leading" : "not leading");
 }
@@ -62,6 +65,7 @@ void r2_mgr_leader_cb(void *arg, bool leader)
  * within one leadership keeps the runtime of the sites. */
 static int ensure_loaded(r2_mgr *m)
 {
+    assert(xt_mutex_held(&m->wmu));
     if (!r2_store_is_leader(m->store))
         return -EREMOTE;
     pthread_mutex_lock(&m->mu);
@@ -130,6 +134,7 @@ static void end(r2_mgr *m)
 /* A full view of m->st into *view (may be NULL). REQUIRES: m->wmu. */
 static int full_view(r2_mgr *m, struct xt_view *view)
 {
+    assert(xt_mutex_held(&m->wmu));
     if (!view)
         return 0;
     bool has = false;
@@ -144,6 +149,7 @@ static int full_view(r2_mgr *m, struct xt_view *view)
 static int ring_change(const r2_mgr *m, int r, uint32_t site, bool add, xt_ring **out)
 {
     *out = NULL;
+    assert(r < (int)XT_ARRAY_SIZE(m->st.ring));
     if (r < 0 || (xt_ring_has_site(m->st.ring[r], site) ? add : !add))
         return 0;
     xt_ring *c = xt_ring_dup(m->st.ring[r]);
@@ -165,6 +171,7 @@ static int ring_change(const r2_mgr *m, int r, uint32_t site, bool add, xt_ring 
  * it joins with the next ring-1 change; 0 when it is not kept out). */
 static int ring_join(r2_mgr *m, const struct xt_site *s, xt_ring **out, int *kept_out)
 {
+    assert(xt_mutex_held(&m->wmu) && m->st_valid);
     *out = NULL;
     if (kept_out)
         *kept_out = 0;
@@ -181,7 +188,9 @@ static int ring_join(r2_mgr *m, const struct xt_site *s, xt_ring **out, int *kep
 /* REQUIRES: m->mu. Installs a changed ring. */
 static void ring_install(r2_mgr *m, xt_ring *nr)
 {
+    assert(xt_mutex_held(&m->mu));
     uint32_t r = xt_ring_id(nr);
+    assert(r < XT_ARRAY_SIZE(m->st.ring) && m->st.ring[r] != nr);
     xt_ring_free(m->st.ring[r]);
     m->st.ring[r] = nr;
 }
@@ -309,6 +318,8 @@ out:
 static void beat(r2_mgr *m, struct r2_site_ent *e, double load, struct xt_fs_counter **ctr,
                  size_t n, const struct xt_r2_hb_ring1 *r1)
 {
+    assert(xt_mutex_held(&m->mu));
+    assert(n == 0 || *ctr != NULL);
     e->last_hb_mono = m->clock();
     r2_ring1_beat(m, e, r1);
     e->s.last_hb_ns = xt_now_ns();
@@ -462,6 +473,7 @@ struct change {
  * records, at most every flush_ns, without a new view version. */
 static void flush_counters(r2_mgr *m, uint64_t now)
 {
+    assert(xt_mutex_held(&m->wmu) && m->st_valid);
     if (now - m->last_flush < m->flush_ns)
         return;
     m->last_flush = now;
@@ -857,33 +869,30 @@ out:
 
 /* ---- lifetime ------------------------------------------------------------------- */
 
-static void *monitor_main(void *arg)
+/* The monitor's period: a quarter of the heartbeat interval, >= 5 ms. */
+static uint64_t monitor_period_ms(const r2_mgr *m)
+{
+    return XT_MAX(m->hb_ns / 4 / 1000000u, UINT64_C(5));
+}
+
+/* One tick of the failure detector (an xt_worker step). */
+static uint64_t monitor_step(xt_worker *w, void *arg)
 {
     r2_mgr *m = arg;
-    uint64_t period = XT_MAX(m->hb_ns / 4, UINT64_C(5000000));
+    (void)w;
+    /* Woken this late (real time, whatever m->clock is): this R2 did not
+     * run meanwhile; or its server had no thread free to take heartbeats.
+     * A wake-up before the due time (a leadership change) is no pause. */
+    uint64_t woke = xt_mono_ns();
+    uint64_t paused = woke > m->monitor_due_ns ? woke - m->monitor_due_ns : 0;
     pthread_mutex_lock(&m->mu);
-    while (!m->stopping) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + period;
-        ts.tv_sec = (time_t)(at / 1000000000u);
-        ts.tv_nsec = (long)(at % 1000000000u);
-        pthread_cond_timedwait(&m->cv, &m->mu, &ts);
-        if (m->stopping)
-            break;
-        /* Woken this late (real time, whatever m->clock is): this R2 did
-         * not run meanwhile; or its server had no thread free to take
-         * heartbeats. */
-        uint64_t woke = xt_mono_ns();
-        uint64_t paused = woke > at ? woke - at : 0;
-        if (m->stall)
-            paused = XT_MAX(paused, m->stall(m->stall_arg));
-        pthread_mutex_unlock(&m->mu);
-        r2_mgr_tick_after(m, paused);
-        pthread_mutex_lock(&m->mu);
-    }
+    if (m->stall)
+        paused = XT_MAX(paused, m->stall(m->stall_arg));
     pthread_mutex_unlock(&m->mu);
-    return NULL;
+    r2_mgr_tick_after(m, paused);
+    uint64_t period = monitor_period_ms(m);
+    m->monitor_due_ns = xt_deadline_ms(period);
+    return period;
 }
 
 int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
@@ -912,18 +921,20 @@ int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
     m->st.meta_sv = R2_VER_CREATE;
     pthread_mutex_init(&m->wmu, NULL);
     pthread_mutex_init(&m->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&m->cv, &ca);
-    pthread_condattr_destroy(&ca);
     if (!o->no_thread) {
-        int rc = pthread_create(&m->thread, NULL, monitor_main, m);
-        if (rc) {
+        uint64_t period = monitor_period_ms(m);
+        m->monitor_due_ns = xt_deadline_ms(period);
+        struct xt_worker_opts wo = { .name = "r2-monitor", .step = monitor_step, .arg = m,
+                                     .first_ms = period };
+        xt_worker *w = NULL;
+        int rc = xt_worker_start(&wo, &w);
+        if (rc < 0) {
             r2_mgr_free(m);
-            return -rc;
+            return rc;
         }
-        m->has_thread = true;
+        pthread_mutex_lock(&m->mu);
+        m->monitor = w;
+        pthread_mutex_unlock(&m->mu);
     }
     *out = m;
     return 0;
@@ -939,14 +950,14 @@ void r2_mgr_set_stall_probe(r2_mgr *m, uint64_t (*stall)(void *arg), void *arg)
 
 void r2_mgr_stop(r2_mgr *m)
 {
-    if (!m || !m->has_thread)
+    if (!m)
         return;
+    /* Taken out under mu, so r2_mgr_leader_cb wakes it or sees NULL. */
     pthread_mutex_lock(&m->mu);
-    m->stopping = true;
-    pthread_cond_broadcast(&m->cv);
+    xt_worker *w = m->monitor;
+    m->monitor = NULL;
     pthread_mutex_unlock(&m->mu);
-    pthread_join(m->thread, NULL);
-    m->has_thread = false;
+    xt_worker_stop(w);
 }
 
 void r2_mgr_free(r2_mgr *m)
@@ -955,7 +966,6 @@ void r2_mgr_free(r2_mgr *m)
         return;
     r2_mgr_stop(m);
     r2_state_clear(&m->st);
-    pthread_cond_destroy(&m->cv);
     pthread_mutex_destroy(&m->mu);
     pthread_mutex_destroy(&m->wmu);
     xt_free(m);

@@ -9,6 +9,7 @@
 #include "r2_mgr.h"
 #include "r2_rec.h"
 #include "xt_ring.h"
+#include "xt_worker.h"
 
 #include <pthread.h>
 
@@ -60,7 +61,6 @@ struct r2_mgr {
      * reads and runtime updates (heartbeats) that never wait for I/O. */
     pthread_mutex_t wmu;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
     struct r2_state st;         /* changed under wmu + mu; read under either */
     bool st_valid;              /* protected by mu (written under wmu too) */
     bool leader;                /* as the election last told; protected by mu */
@@ -69,11 +69,11 @@ struct r2_mgr {
     bool need_reload;           /* a write's outcome is unknown; protected by mu */
     bool counters_dirty;        /* protected by mu */
     uint64_t last_flush;        /* protected by wmu */
-    bool stopping;              /* protected by mu */
     uint64_t (*stall)(void *);  /* protected by mu; r2_mgr_set_stall_probe */
     void *stall_arg;            /* protected by mu */
-    pthread_t thread;
-    bool has_thread;
+    xt_worker *monitor;         /* the failure detector's ticks (NULL: no_thread);
+                                   protected by mu */
+    uint64_t monitor_due_ns;    /* monitor only: when its wait should end */
 };
 
 /* ---- r2_mgr_txn.c: one change of state, written with the view ----------- */

@@ -35,6 +35,7 @@
 
 #include "xt_common.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -138,7 +139,7 @@ int r2_ring1_mode_of(r2_mgr *m)
 
 void r2_ring1_beat(r2_mgr *m, struct r2_site_ent *e, const struct xt_r2_hb_ring1 *r1)
 {
-    (void)m;
+    assert(xt_mutex_held(&m->mu));
     struct r2_r1_report *p = &e->r1;
     if (!r1) {
         memset(p, 0, sizeof *p);
@@ -173,6 +174,7 @@ static int apply_change(const xt_ring *cur, const struct r2_rec_ring1 *r, xt_rin
 
 int r2_ring1_derive(struct r2_state *st)
 {
+    assert(st->ring[XT_RING_MDSL] != NULL);
     xt_ring_free(st->next1);
     st->next1 = NULL;
     const struct r2_rec_ring1 *r = &st->r1;
@@ -257,6 +259,8 @@ int r2_ring1_view(const struct r2_state *st, struct xt_view *v)
 static int commit_change(r2_mgr *m, struct r2_txn *t, struct r2_rec_ring1 *rec, xt_ring *cur,
                          xt_ring *prev, bool del_prev, int sections)
 {
+    assert(xt_mutex_held(&m->wmu) && m->st_valid);
+    assert(!cur || xt_ring_id(cur) == XT_RING_MDSL);
     int rc = r2_txn_ring1(t, rec);
     if (rc == 0 && cur)
         rc = r2_txn_ring(t, cur);
@@ -456,6 +460,7 @@ static bool may_advance(const struct r2_state *st)
 
 void r2_ring1_tick(r2_mgr *m)
 {
+    assert(xt_mutex_held(&m->wmu) && m->st_valid);
     pthread_mutex_lock(&m->mu);
     bool go = may_advance(&m->st);
     pthread_mutex_unlock(&m->mu);
@@ -580,8 +585,13 @@ static uint32_t home_mdsl(const xt_ring *r)
 
 int r2_ring1_admin(r2_mgr *m, const struct xt_site *s, bool remove)
 {
+    assert(xt_mutex_held(&m->wmu) && m->st_valid);
+    assert(s->type == XT_SITE_MDSL);
     const struct r2_state *st = &m->st;
     int mode = r2_ring1_mode_of(m);
+    /* Not OPEN, as the caller saw: the sites that close ring 1 change only
+     * under wmu, which the caller holds. */
+    assert(mode != R2_RING1_OPEN);
     const struct r2_rec_ring1_ent *e = ent_of(&st->r1, s->id);
     bool cur = in(st->ring[XT_RING_MDSL], s->id);
     bool used = cur || in(st->prev1, s->id) || in(st->next1, s->id) ||

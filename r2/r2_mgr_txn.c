@@ -23,6 +23,7 @@ void r2_txn_free(struct r2_txn *t)
 
 int r2_txn_put(struct r2_txn *t, const char *key, void *buf, size_t len)
 {
+    assert(key && strlen(key) < R2_KEY_LEN); /* keys come from r2_rec_*_key */
     if (t->n >= R2_TXN_ROOM) {
         xt_free(buf);
         return -E2BIG;
@@ -37,6 +38,7 @@ int r2_txn_put(struct r2_txn *t, const char *key, void *buf, size_t len)
 
 int r2_txn_del(struct r2_txn *t, const char *key)
 {
+    assert(key && strlen(key) < R2_KEY_LEN);
     if (t->n >= R2_TXN_ROOM)
         return -E2BIG;
     size_t i = t->n++;
@@ -104,6 +106,7 @@ int r2_txn_ring1(struct r2_txn *t, const struct r2_rec_ring1 *r)
 /* r2_mgr_i.h. */
 int r2_txn_commit(r2_mgr *m, struct r2_txn *t, int sections)
 {
+    assert(xt_mutex_held(&m->wmu) && m->st_valid);
     struct r2_rec_meta meta = m->st.meta;
     size_t vi = t->n;
     assert(vi < R2_STORE_MULTI_MAX);

@@ -132,11 +132,6 @@ static const struct xt_r2_ops ops = {
     .alloc_uuids = h_alloc_uuids,
 };
 
-const struct xt_r2_ops *r2_service_ops(void)
-{
-    return &ops;
-}
-
 int r2_service_start(r2_mgr *m, const struct xt_rpc_server_opts *opts, xt_rpc_server **out)
 {
     return xt_rpc_serve_r2(opts, &ops, m, out);

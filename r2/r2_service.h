@@ -17,9 +17,6 @@ extern "C" {
  * stopped with xt_rpc_server_stop. Returns 0 or -errno (-EADDRINUSE...). */
 int r2_service_start(r2_mgr *m, const struct xt_rpc_server_opts *opts, xt_rpc_server **out);
 
-/* The handler table, for tests that call handlers without a network. */
-const struct xt_r2_ops *r2_service_ops(void);
-
 #ifdef __cplusplus
 }
 #endif

@@ -33,6 +33,7 @@
 #include "xt_hash.h"
 #include "xt_ldb.h"
 
+#include <assert.h>
 #include <leveldb/c.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -134,6 +135,7 @@ static int rec_check(const char *key, const uint8_t *rec, size_t len)
  * NULL (logged) when it cannot be opened yet. REQUIRES: e->mu held. */
 static leveldb_t *db_handle(emb_store *e)
 {
+    assert(xt_mutex_held(&e->mu)); /* invariant (1) */
     if (e->db == NULL) {
         char *err = NULL;
         leveldb_t *db = leveldb_open(e->opt, e->dir, &err);
@@ -228,6 +230,7 @@ static size_t child_prefix(const char *dir, char *buf)
 static int txn_has_children(emb_store *e, struct emb_txn *t, const char *key)
 {
     char prefix[R2_STORE_KEY_MAX + 2];
+    assert(strlen(key) <= R2_STORE_KEY_MAX); /* checked by r2_store_key_valid */
     size_t plen = child_prefix(key, prefix);
     for (size_t i = 0; i < t->n; i++)
         if (t->ent[i].present && strncmp(t->ent[i].key, prefix, plen) == 0)
@@ -366,6 +369,7 @@ static int txn_del(emb_store *e, struct emb_txn *t, const char *key,
 /* Writes the overlay as one synced batch. */
 static int txn_commit(emb_store *e, struct emb_txn *t)
 {
+    assert(xt_mutex_held(&e->mu)); /* invariant (1) */
     leveldb_writebatch_t *wb = leveldb_writebatch_create();
     int rc = 0;
     for (size_t i = 0; i < t->n && rc == 0; i++) {
@@ -414,6 +418,7 @@ struct emb_fire {
  * changed key or on the parent of one. REQUIRES: e->mu not held. */
 static void fire_watches(emb_store *e, const struct emb_txn *t)
 {
+    assert(!xt_mutex_held(&e->mu)); /* invariant (4): cb_mu before mu */
     pthread_mutex_lock(&e->cb_mu);
     pthread_mutex_lock(&e->mu);
     size_t nf = 0;
@@ -443,6 +448,7 @@ static void fire_watches(emb_store *e, const struct emb_txn *t)
         for (size_t w = 0; w < e->nwatches && !live; w++)
             live = e->watches[w].id == f[i].id;
         pthread_mutex_unlock(&e->mu);
+        assert(xt_mutex_held(&e->cb_mu) && !xt_mutex_held(&e->mu)); /* invariant (4) */
         if (live)
             f[i].fn(f[i].arg, f[i].key);
         xt_free(f[i].key);
@@ -653,6 +659,7 @@ static int emb_elect(r2_store *s, const void *id, size_t id_len,
     e->leader_fn = fn;
     e->leader_arg = arg;
     pthread_mutex_unlock(&e->mu);
+    assert(xt_mutex_held(&e->cb_mu) && !xt_mutex_held(&e->mu)); /* invariant (4) */
     if (fn != NULL)
         fn(arg, true);
     pthread_mutex_unlock(&e->cb_mu);
@@ -672,6 +679,7 @@ static int emb_resign(r2_store *s)
     e->leader_id = NULL;
     e->leader_fn = NULL;
     pthread_mutex_unlock(&e->mu);
+    assert(xt_mutex_held(&e->cb_mu) && !xt_mutex_held(&e->mu)); /* invariant (4) */
     if (was && fn != NULL)
         fn(arg, false);
     pthread_mutex_unlock(&e->cb_mu);

@@ -74,10 +74,9 @@ static int zkst_get(r2_store *s, const char *key, void **val, size_t *len,
 {
     zk_store *z = (zk_store *)s;
     char path[ZK_PATH_MAX];
-    struct timespec dl;
     r2_zk_data_path(z, key, path);
-    r2_zk_deadline(&dl, z->call_ms);
-    return r2_zk_get(z, path, &dl, val, len, version);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
+    return r2_zk_get(z, path, dl, val, len, version);
 }
 
 static int zkst_put(r2_store *s, const char *key, const void *val, size_t len,
@@ -85,9 +84,8 @@ static int zkst_put(r2_store *s, const char *key, const void *val, size_t len,
 {
     zk_store *z = (zk_store *)s;
     char path[ZK_PATH_MAX];
-    struct timespec dl;
     r2_zk_data_path(z, key, path);
-    r2_zk_deadline(&dl, z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     if (expected > INT32_MAX)
         return -ESTALE; /* ZooKeeper versions are 32-bit */
     bool eph = (flags & R2_PUT_EPHEMERAL) != 0;
@@ -96,7 +94,7 @@ static int zkst_put(r2_store *s, const char *key, const void *val, size_t len,
         int rc;
         if (expected != R2_VER_CREATE) {
             rc = r2_zk_set(z, path, val, len, expected >= 0 ? (int)expected : -1,
-                        &dl, &ver);
+                        dl, &ver);
             if (rc == 0) {
                 eph_note(z, key, val, len, false);
                 if (new_version != NULL)
@@ -107,9 +105,9 @@ static int zkst_put(r2_store *s, const char *key, const void *val, size_t len,
                 return rc;
         }
         rc = r2_zk_create(z, path, val, len, eph ? ZOO_EPHEMERAL : ZOO_PERSISTENT,
-                       &dl, NULL);
+                       dl, NULL);
         if (rc == -ENOENT) {
-            rc = r2_zk_make_parents(z, path, &dl);
+            rc = r2_zk_make_parents(z, path, dl);
             if (rc < 0)
                 return rc;
             continue;
@@ -131,12 +129,11 @@ static int zkst_del(r2_store *s, const char *key, int64_t expected)
 {
     zk_store *z = (zk_store *)s;
     char path[ZK_PATH_MAX];
-    struct timespec dl;
     r2_zk_data_path(z, key, path);
-    r2_zk_deadline(&dl, z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     if (expected > INT32_MAX)
         return -ESTALE;
-    int rc = r2_zk_delete(z, path, expected >= 0 ? (int)expected : -1, &dl);
+    int rc = r2_zk_delete(z, path, expected >= 0 ? (int)expected : -1, dl);
     if (rc == 0)
         eph_forget(z, key);
     return rc;
@@ -146,10 +143,9 @@ static int zkst_list(r2_store *s, const char *dir, char ***names, size_t *count)
 {
     zk_store *z = (zk_store *)s;
     char path[ZK_PATH_MAX];
-    struct timespec dl;
     r2_zk_data_path(z, dir, path);
-    r2_zk_deadline(&dl, z->call_ms);
-    return r2_zk_children(z, path, &dl, names, count);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
+    return r2_zk_children(z, path, dl, names, count);
 }
 
 /* ---- multi ----------------------------------------------------------------- */
@@ -194,7 +190,7 @@ static int plan_set(struct plan *p, const char *path, bool exists)
 
 /* Whether path exists as the multi so far leaves it: 1, 0, -errno. */
 static int plan_exists(zk_store *z, struct plan *p, const char *path,
-                       const struct timespec *dl)
+                       uint64_t dl)
 {
     struct plan_ent *e = plan_find(p, path);
     if (e != NULL)
@@ -253,7 +249,7 @@ static void zm_free(struct zmulti *m)
 /* Translates the user's ops into ZooKeeper ops: missing ancestors become
  * creates, R2_VER_ANY puts become a set or a create after a lookup. */
 static int zm_plan(zk_store *z, const r2_store_op *ops, size_t n,
-                   struct zmulti *m, const struct timespec *dl, size_t *failed)
+                   struct zmulti *m, uint64_t dl, size_t *failed)
 {
     struct plan p = { 0 };
     int rc = 0;
@@ -336,7 +332,7 @@ static int zm_plan(zk_store *z, const r2_store_op *ops, size_t n,
 /* One attempt: plan, submit, wait. Returns 0, -errno, or 1 to retry (an
  * op chosen by the planner lost a race). */
 static int zm_try(zk_store *z, const r2_store_op *ops, size_t n,
-                  int64_t *new_versions, size_t *failed, const struct timespec *dl)
+                  int64_t *new_versions, size_t *failed, uint64_t dl)
 {
     struct zmulti m = { 0 };
     int err = zm_plan(z, ops, n, &m, dl, failed);
@@ -423,13 +419,12 @@ static int zkst_multi(r2_store *s, const r2_store_op *ops, size_t n,
                       int64_t *new_versions, size_t *failed)
 {
     zk_store *z = (zk_store *)s;
-    struct timespec dl;
-    r2_zk_deadline(&dl, z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     int64_t local[R2_STORE_MULTI_MAX];
     /* new versions are needed to tell a created ephemeral from an update */
     int64_t *nv = new_versions != NULL ? new_versions : local;
     for (int tries = 0; tries < ZK_RETRIES; tries++) {
-        int rc = zm_try(z, ops, n, nv, failed, &dl);
+        int rc = zm_try(z, ops, n, nv, failed, dl);
         if (rc <= 0)
             return rc;
     }
@@ -442,9 +437,10 @@ static void zkst_close(r2_store *s)
     pthread_mutex_lock(&z->mu);
     z->stopping = true;
     pthread_cond_broadcast(&z->cv);
+    xt_worker *keeper = z->keeper; /* taken out under mu: r2_zk_kick sees NULL */
+    z->keeper = NULL;
     pthread_mutex_unlock(&z->mu);
-    if (z->keeper_started)
-        pthread_join(z->keeper, NULL);
+    xt_worker_stop(keeper);
     pthread_rwlock_wrlock(&z->hlock);
     r2_zk_handle_close(z); /* the server deletes our ephemerals and election node */
     pthread_rwlock_unlock(&z->hlock);
@@ -494,15 +490,14 @@ static void zk_log_init(void)
 /* Creates root/data and root/election (and root's own ancestors). */
 static int make_layout(zk_store *z)
 {
-    struct timespec dl;
-    r2_zk_deadline(&dl, z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     char path[ZK_PATH_MAX];
     snprintf(path, sizeof path, "%s/election", z->root);
     for (char *p = path + 1;; p++) {
         p = strchr(p, '/');
         if (p != NULL)
             *p = '\0';
-        int rc = r2_zk_create(z, path, NULL, 0, ZOO_PERSISTENT, &dl, NULL);
+        int rc = r2_zk_create(z, path, NULL, 0, ZOO_PERSISTENT, dl, NULL);
         if (rc < 0 && rc != -EEXIST)
             return rc;
         if (p == NULL)
@@ -510,7 +505,7 @@ static int make_layout(zk_store *z)
         *p = '/';
     }
     snprintf(path, sizeof path, "%s/data", z->root);
-    int rc = r2_zk_create(z, path, NULL, 0, ZOO_PERSISTENT, &dl, NULL);
+    int rc = r2_zk_create(z, path, NULL, 0, ZOO_PERSISTENT, dl, NULL);
     return rc == -EEXIST ? 0 : rc;
 }
 
@@ -537,11 +532,7 @@ int r2_store_zk_open(const r2_store_zk_options *opt, r2_store **out)
     pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
     pthread_mutex_init(&z->cb_mu, &ma);
     pthread_mutexattr_destroy(&ma);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&z->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    xt_cond_init_mono(&z->cv);
     if (z->hosts == NULL || z->root == NULL) {
         zkst_close(&z->base);
         return -ENOMEM;
@@ -556,10 +547,13 @@ int r2_store_zk_open(const r2_store_zk_options *opt, r2_store **out)
     }
     int rc = make_layout(z); /* waits for the first connection */
     if (rc == 0) {
-        if (pthread_create(&z->keeper, NULL, r2_zk_keeper_main, z) == 0)
-            z->keeper_started = true;
-        else
-            rc = -EAGAIN;
+        struct xt_worker_opts wo = { .name = "r2-zk-keeper", .step = r2_zk_keeper_step,
+                                     .arg = z };
+        xt_worker *w = NULL;
+        rc = xt_worker_start(&wo, &w);
+        pthread_mutex_lock(&z->mu);
+        z->keeper = w;
+        pthread_mutex_unlock(&z->mu);
     }
     if (rc < 0) {
         XT_ERR("r2_store_zk: open %s%s: %s", z->hosts, z->root, strerror(-rc));

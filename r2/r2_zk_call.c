@@ -18,17 +18,6 @@
 
 /* ---- time and errors -------------------------------------------------- */
 
-void r2_zk_deadline(struct timespec *ts, int ms)
-{
-    clock_gettime(CLOCK_MONOTONIC, ts);
-    ts->tv_sec += ms / 1000;
-    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts->tv_nsec >= 1000000000L) {
-        ts->tv_sec++;
-        ts->tv_nsec -= 1000000000L;
-    }
-}
-
 int r2_zk_errno(int rc)
 {
     switch (rc) {
@@ -63,11 +52,7 @@ static struct zk_call *call_new(void)
     struct zk_call *c = xt_calloc(1, sizeof *c);
     if (c == NULL)
         return NULL;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    xt_cond_init_mono(&c->cv);
     pthread_mutex_init(&c->mu, NULL);
     c->refs = 2;
     return c;
@@ -169,12 +154,12 @@ void r2_zk_done_strings(int rc, const struct String_vector *sv, const void *data
  * hlock for reading and makes a call context. Returns the handle, or NULL
  * with *err = -ENOTCONN / -ENOMEM. REQUIRES: r2_zk_call_wait follows a non-NULL
  * return (it releases hlock). */
-zhandle_t *r2_zk_call_start(zk_store *z, const struct timespec *deadline,
+zhandle_t *r2_zk_call_start(zk_store *z, uint64_t deadline,
                              struct zk_call **cp, int *err)
 {
     pthread_mutex_lock(&z->mu);
     while (!z->connected && !z->stopping) {
-        if (pthread_cond_timedwait(&z->cv, &z->mu, deadline) != 0)
+        if (xt_cond_wait_until(&z->cv, &z->mu, deadline) != 0)
             break;
     }
     bool ok = z->connected;
@@ -204,7 +189,7 @@ zhandle_t *r2_zk_call_start(zk_store *z, const struct timespec *deadline,
  * caller still holds its reference to c (read results, then r2_zk_call_unref),
  * false if c is no longer the caller's (not submitted, or timed out). */
 bool r2_zk_call_wait(zk_store *z, struct zk_call *c, int zrc,
-                      const struct timespec *deadline, int *err)
+                      uint64_t deadline, int *err)
 {
     pthread_rwlock_unlock(&z->hlock);
     if (zrc != ZOK) {
@@ -216,7 +201,7 @@ bool r2_zk_call_wait(zk_store *z, struct zk_call *c, int zrc,
     }
     pthread_mutex_lock(&c->mu);
     while (!c->done) {
-        if (pthread_cond_timedwait(&c->cv, &c->mu, deadline) != 0)
+        if (xt_cond_wait_until(&c->cv, &c->mu, deadline) != 0)
             break;
     }
     bool done = c->done;
@@ -241,7 +226,7 @@ void r2_zk_data_path(const zk_store *z, const char *key, char *buf)
 /* ---- synchronous primitives on one path: 0 or -errno ----------------------- */
 
 int r2_zk_create(zk_store *z, const char *path, const void *val, size_t len,
-                     int mode, const struct timespec *dl, char **created)
+                     int mode, uint64_t dl, char **created)
 {
     int err;
     struct zk_call *c;
@@ -261,7 +246,7 @@ int r2_zk_create(zk_store *z, const char *path, const void *val, size_t len,
 }
 
 int r2_zk_set(zk_store *z, const char *path, const void *val, size_t len,
-                  int version, const struct timespec *dl, int64_t *new_version)
+                  int version, uint64_t dl, int64_t *new_version)
 {
     int err;
     struct zk_call *c;
@@ -278,7 +263,7 @@ int r2_zk_set(zk_store *z, const char *path, const void *val, size_t len,
     return err;
 }
 
-int r2_zk_get(zk_store *z, const char *path, const struct timespec *dl,
+int r2_zk_get(zk_store *z, const char *path, uint64_t dl,
                   void **val, size_t *len, int64_t *version)
 {
     int err;
@@ -303,7 +288,7 @@ int r2_zk_get(zk_store *z, const char *path, const struct timespec *dl,
     return err;
 }
 
-int r2_zk_children(zk_store *z, const char *path, const struct timespec *dl,
+int r2_zk_children(zk_store *z, const char *path, uint64_t dl,
                        char ***names, size_t *count)
 {
     int err;
@@ -327,7 +312,7 @@ int r2_zk_children(zk_store *z, const char *path, const struct timespec *dl,
 /* Whether path exists, optionally leaving watcher w on it: 0, -ENOENT or
  * -errno; *version (if not NULL) gets its data version. */
 int r2_zk_exists(zk_store *z, const char *path, watcher_fn w, void *wctx,
-                     const struct timespec *dl, int64_t *version)
+                     uint64_t dl, int64_t *version)
 {
     int err;
     struct zk_call *c;
@@ -345,7 +330,7 @@ int r2_zk_exists(zk_store *z, const char *path, watcher_fn w, void *wctx,
 }
 
 int r2_zk_delete(zk_store *z, const char *path, int version,
-                     const struct timespec *dl)
+                     uint64_t dl)
 {
     int err;
     struct zk_call *c;
@@ -360,7 +345,7 @@ int r2_zk_delete(zk_store *z, const char *path, int version,
 
 /* Creates the missing ancestors of path below <root>/data as persistent
  * empty znodes. Returns 0, -ENOTDIR (an ancestor is ephemeral) or -errno. */
-int r2_zk_make_parents(zk_store *z, const char *path, const struct timespec *dl)
+int r2_zk_make_parents(zk_store *z, const char *path, uint64_t dl)
 {
     char buf[ZK_PATH_MAX];
     size_t base = strlen(z->root) + 5; /* "<root>/data" */

@@ -39,6 +39,7 @@
 
 #include "r2_store_i.h"
 #include "r2_store_zk.h"
+#include "xt_worker.h"
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -100,8 +101,7 @@ typedef struct zk_store {
     void *leader_arg;                /* protected by mu */
 
     pthread_mutex_t cb_mu;           /* invariant (6); recursive */
-    pthread_t keeper;
-    bool keeper_started;             /* immutable after open */
+    xt_worker *keeper;               /* protected by mu; NULL before open ends */
 } zk_store;
 
 /* One asynchronous request waited for with a deadline (r2_zk_call.c). */
@@ -126,8 +126,6 @@ struct zk_call {
 
 /* ---- r2_zk_call.c: calls and one-path primitives -------------------------- */
 
-/* *ts = now (CLOCK_MONOTONIC) + ms. */
-void r2_zk_deadline(struct timespec *ts, int ms);
 /* A ZooKeeper rc as 0 or -errno (the table of r2_store.h). */
 int r2_zk_errno(int rc);
 /* The client's log lines, routed to XT_DBG. */
@@ -135,13 +133,13 @@ void r2_zk_log_cb(const char *message);
 /* Waits (until deadline) for a connected session, takes hlock for reading
  * and makes *cp. NULL with *err set when not connected. REQUIRES: a
  * non-NULL return is followed by one zoo_a* call and r2_zk_call_wait. */
-zhandle_t *r2_zk_call_start(zk_store *z, const struct timespec *deadline,
+zhandle_t *r2_zk_call_start(zk_store *z, uint64_t deadline,
                             struct zk_call **cp, int *err);
 /* Releases hlock, waits for the answer of the request submitted with
  * result zrc. *err = 0 or -errno. True if the caller still holds c (read
  * the results, then r2_zk_call_unref), false if c is no longer its own. */
 bool r2_zk_call_wait(zk_store *z, struct zk_call *c, int zrc,
-                     const struct timespec *deadline, int *err);
+                     uint64_t deadline, int *err);
 void r2_zk_call_unref(struct zk_call *c);
 /* void_completion_t (data = the call). */
 void r2_zk_done_void(int rc, const void *data);
@@ -152,20 +150,20 @@ void r2_zk_data_path(const zk_store *z, const char *key, char *buf);
 
 /* Synchronous one-path primitives, each bounded by dl: 0 or -errno. */
 int r2_zk_create(zk_store *z, const char *path, const void *val, size_t len,
-                 int mode, const struct timespec *dl, char **created);
+                 int mode, uint64_t dl, char **created);
 int r2_zk_set(zk_store *z, const char *path, const void *val, size_t len,
-              int version, const struct timespec *dl, int64_t *new_version);
-int r2_zk_get(zk_store *z, const char *path, const struct timespec *dl,
+              int version, uint64_t dl, int64_t *new_version);
+int r2_zk_get(zk_store *z, const char *path, uint64_t dl,
               void **val, size_t *len, int64_t *version);
-int r2_zk_children(zk_store *z, const char *path, const struct timespec *dl,
+int r2_zk_children(zk_store *z, const char *path, uint64_t dl,
                    char ***names, size_t *count);
 int r2_zk_exists(zk_store *z, const char *path, watcher_fn w, void *wctx,
-                 const struct timespec *dl, int64_t *version);
+                 uint64_t dl, int64_t *version);
 int r2_zk_delete(zk_store *z, const char *path, int version,
-                 const struct timespec *dl);
+                 uint64_t dl);
 /* Creates the missing ancestors of path below <root>/data (persistent,
  * empty); -ENOTDIR if one is ephemeral. */
-int r2_zk_make_parents(zk_store *z, const char *path, const struct timespec *dl);
+int r2_zk_make_parents(zk_store *z, const char *path, uint64_t dl);
 
 /* ---- r2_zk_keeper.c: sessions, the keeper thread, election, watches ------- */
 
@@ -175,8 +173,13 @@ void r2_zk_handle_open(zk_store *z, const clientid_t *cid);
 /* Closes the handle (its pending completions run). REQUIRES: hlock held
  * for writing. */
 void r2_zk_handle_close(zk_store *z);
-/* The keeper thread (arg = the store); returns once z->stopping. */
-void *r2_zk_keeper_main(void *arg);
+/* One round of the keeper's worker (arg = the store): replaces an expired
+ * session, re-creates ephemerals, runs the election, arms and runs watches.
+ * Returns the ms until the next round (0: more work is waiting). */
+uint64_t r2_zk_keeper_step(xt_worker *wk, void *arg);
+/* Wakes the keeper and whoever waits on z->cv (a connection, a change to
+ * act on). REQUIRES: z->mu held. */
+void r2_zk_kick(zk_store *z);
 /* The ops of r2_store_i.h for watches and the election. */
 int r2_zk_watch(r2_store *s, const char *key, r2_store_watch_fn fn, void *arg);
 void r2_zk_unwatch(r2_store *s, int id);

@@ -9,6 +9,7 @@
 
 #include "xt_common.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +54,7 @@ int r2_zk_watch(r2_store *s, const char *key, r2_store_watch_fn fn, void *arg)
     z->watches = v;
     *w = (struct zk_watch){ z, (int)z->nwatches + 1, k, fn, arg, false, false, false };
     v[z->nwatches++] = w;
-    pthread_cond_broadcast(&z->cv); /* the keeper arms it */
+    r2_zk_kick(z); /* the keeper arms it */
     pthread_mutex_unlock(&z->mu);
     return w->id;
 }
@@ -85,10 +86,9 @@ static void arm_watches(zk_store *z)
         if (!todo)
             continue;
         char path[ZK_PATH_MAX];
-        struct timespec dl;
         r2_zk_data_path(z, w->key, path);
-        r2_zk_deadline(&dl, z->call_ms);
-        int rc = r2_zk_exists(z, path, watch_event, w, &dl, NULL);
+        uint64_t dl = xt_deadline_ms(z->call_ms);
+        int rc = r2_zk_exists(z, path, watch_event, w, dl, NULL);
         if (rc == 0 || rc == -ENOENT) {
             int crc = 0;
             /* A child watch also needs the node; a missing node's creation
@@ -96,12 +96,12 @@ static void arm_watches(zk_store *z)
             if (rc == 0) {
                 int err;
                 struct zk_call *c;
-                zhandle_t *zh = r2_zk_call_start(z, &dl, &c, &err);
+                zhandle_t *zh = r2_zk_call_start(z, dl, &c, &err);
                 crc = err;
                 if (zh != NULL) {
                     int zrc = zoo_awget_children(zh, path, watch_event, w,
                                                  r2_zk_done_strings, c);
-                    if (r2_zk_call_wait(z, c, zrc, &dl, &crc))
+                    if (r2_zk_call_wait(z, c, zrc, dl, &crc))
                         r2_zk_call_unref(c);
                 }
             }
@@ -127,6 +127,7 @@ static void run_watches(zk_store *z)
             continue;
         w->fired = false;
         pthread_mutex_unlock(&z->mu);
+        assert(xt_mutex_held(&z->cb_mu)); /* invariant (6) */
         w->fn(w->arg, w->key);
         pthread_mutex_lock(&z->mu);
     }
@@ -144,7 +145,7 @@ static void elect_event(zhandle_t *zh, int type, int state, const char *path,
         return;
     pthread_mutex_lock(&z->mu);
     z->need_elect = true;
-    pthread_cond_broadcast(&z->cv);
+    r2_zk_kick(z);
     pthread_mutex_unlock(&z->mu);
 }
 
@@ -164,7 +165,7 @@ static int cmp_nodes(const void *a, const void *b)
 
 /* The sorted candidates: *names (r2_store_names_free) of *count. */
 static int elect_list(zk_store *z, char ***names, size_t *count,
-                      const struct timespec *dl)
+                      uint64_t dl)
 {
     char path[ZK_PATH_MAX];
     snprintf(path, sizeof path, "%s/election", z->root);
@@ -178,8 +179,7 @@ static int elect_list(zk_store *z, char ***names, size_t *count,
  * leader, or a watch on the predecessor), or -errno to retry later. */
 static int elect_round(zk_store *z)
 {
-    struct timespec dl;
-    r2_zk_deadline(&dl, z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     char prefix[40], mine[64];
     pthread_mutex_lock(&z->mu);
     bool joined = z->joined;
@@ -193,7 +193,7 @@ static int elect_round(zk_store *z)
 
     char **names = NULL;
     size_t count = 0;
-    int rc = elect_list(z, &names, &count, &dl);
+    int rc = elect_list(z, &names, &count, dl);
     for (int round = 0; rc == 0 && round < 4; round++) {
         /* Find our node (by session prefix: also one whose create reply
          * was lost), or make one. */
@@ -205,7 +205,7 @@ static int elect_round(zk_store *z)
             if (mine[0] != '\0') {
                 char path[ZK_PATH_MAX];
                 snprintf(path, sizeof path, "%s/election/%s", z->root, mine);
-                rc = r2_zk_delete(z, path, -1, &dl);
+                rc = r2_zk_delete(z, path, -1, dl);
                 if (rc == -ENOENT)
                     rc = 0;
             }
@@ -214,12 +214,12 @@ static int elect_round(zk_store *z)
         if (mine[0] == '\0') {
             char path[ZK_PATH_MAX];
             snprintf(path, sizeof path, "%s/election/%s", z->root, prefix);
-            rc = r2_zk_create(z, path, id, id_len, ZOO_EPHEMERAL_SEQUENTIAL, &dl, NULL);
+            rc = r2_zk_create(z, path, id, id_len, ZOO_EPHEMERAL_SEQUENTIAL, dl, NULL);
             r2_store_names_free(names, count);
             names = NULL;
             count = 0;
             if (rc == 0)
-                rc = elect_list(z, &names, &count, &dl);
+                rc = elect_list(z, &names, &count, dl);
             continue;
         }
         size_t me = 0;
@@ -229,13 +229,13 @@ static int elect_round(zk_store *z)
         if (!lead) {
             char path[ZK_PATH_MAX];
             snprintf(path, sizeof path, "%s/election/%s", z->root, names[me - 1]);
-            rc = r2_zk_exists(z, path, elect_event, z, &dl, NULL);
+            rc = r2_zk_exists(z, path, elect_event, z, dl, NULL);
             if (rc == -ENOENT) {
                 /* The predecessor left meanwhile: look again. */
                 r2_store_names_free(names, count);
                 names = NULL;
                 count = 0;
-                rc = elect_list(z, &names, &count, &dl);
+                rc = elect_list(z, &names, &count, dl);
                 continue;
             }
             if (rc < 0)
@@ -280,7 +280,7 @@ int r2_zk_elect(r2_store *s, const void *id, size_t id_len,
     z->leader_arg = arg;
     z->joined = true;
     z->need_elect = true;
-    pthread_cond_broadcast(&z->cv);
+    r2_zk_kick(z);
     pthread_mutex_unlock(&z->mu);
     return 0;
 }
@@ -292,7 +292,7 @@ int r2_zk_resign(r2_store *s)
     z->joined = false;
     z->leader = false;
     z->need_elect = true; /* the keeper deletes our node */
-    pthread_cond_broadcast(&z->cv);
+    r2_zk_kick(z);
     pthread_mutex_unlock(&z->mu);
     return 0;
 }
@@ -309,12 +309,11 @@ bool r2_zk_is_leader(r2_store *s)
 int r2_zk_leader(r2_store *s, void **id, size_t *len)
 {
     zk_store *z = (zk_store *)s;
-    struct timespec dl;
-    r2_zk_deadline(&dl, z->call_ms);
+    uint64_t dl = xt_deadline_ms(z->call_ms);
     for (int tries = 0; tries < ZK_RETRIES; tries++) {
         char **names = NULL;
         size_t count = 0;
-        int rc = elect_list(z, &names, &count, &dl);
+        int rc = elect_list(z, &names, &count, dl);
         if (rc < 0)
             return rc;
         if (count == 0) {
@@ -324,7 +323,7 @@ int r2_zk_leader(r2_store *s, void **id, size_t *len)
         char path[ZK_PATH_MAX];
         snprintf(path, sizeof path, "%s/election/%s", z->root, names[0]);
         r2_store_names_free(names, count);
-        rc = r2_zk_get(z, path, &dl, id, len, NULL);
+        rc = r2_zk_get(z, path, dl, id, len, NULL);
         if (rc != -ENOENT)
             return rc;
     }
@@ -342,6 +341,7 @@ static void tell_leader(zk_store *z)
     r2_store_leader_fn fn = z->leader_fn;
     void *arg = z->leader_arg;
     pthread_mutex_unlock(&z->mu);
+    assert(xt_mutex_held(&z->cb_mu) && !xt_mutex_held(&z->mu)); /* invariant (6) */
     if (changed && fn != NULL)
         fn(arg, now);
     pthread_mutex_unlock(&z->cb_mu);
@@ -377,7 +377,7 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
             z->connected = false;
             z->leader = false; /* invariant (3) */
         }
-        pthread_cond_broadcast(&z->cv);
+        r2_zk_kick(z);
     }
     pthread_mutex_unlock(&z->mu);
 }
@@ -386,6 +386,8 @@ static void session_watcher(zhandle_t *zh, int type, int state, const char *path
  * held for writing. A NULL z->zh (hosts unusable) is retried by the keeper. */
 void r2_zk_handle_open(zk_store *z, const clientid_t *cid)
 {
+    assert(xt_rwlock_wrheld(&z->hlock));
+    assert(z->zh == NULL); /* the previous handle was closed first */
     struct zk_hctx *h = xt_calloc(1, sizeof *h);
     if (h == NULL)
         return;
@@ -409,6 +411,7 @@ void r2_zk_handle_open(zk_store *z, const clientid_t *cid)
 /* REQUIRES: hlock held for writing. */
 void r2_zk_handle_close(zk_store *z)
 {
+    assert(xt_rwlock_wrheld(&z->hlock));
     if (z->zh != NULL)
         zookeeper_close(z->zh); /* runs the pending completions */
     z->zh = NULL;
@@ -454,16 +457,16 @@ static int recreate_ephemerals(zk_store *z)
         size_t len = z->eph[i].len;
         pthread_mutex_unlock(&z->mu);
         char path[ZK_PATH_MAX];
-        struct timespec dl;
+        uint64_t dl;
         int rc = -ENOMEM;
         if (key != NULL && val != NULL) {
             r2_zk_data_path(z, key, path);
-            r2_zk_deadline(&dl, z->call_ms);
-            rc = r2_zk_create(z, path, val, len, ZOO_EPHEMERAL, &dl, NULL);
+            dl = xt_deadline_ms(z->call_ms);
+            rc = r2_zk_create(z, path, val, len, ZOO_EPHEMERAL, dl, NULL);
             if (rc == -ENOENT) {
-                rc = r2_zk_make_parents(z, path, &dl);
+                rc = r2_zk_make_parents(z, path, dl);
                 if (rc == 0)
-                    rc = r2_zk_create(z, path, val, len, ZOO_EPHEMERAL, &dl, NULL);
+                    rc = r2_zk_create(z, path, val, len, ZOO_EPHEMERAL, dl, NULL);
             }
             if (rc == -EEXIST) {
                 XT_WARN("r2_store_zk: ephemeral %s was re-created by someone else",
@@ -479,74 +482,75 @@ static int recreate_ephemerals(zk_store *z)
     return result;
 }
 
-void *r2_zk_keeper_main(void *arg)
+void r2_zk_kick(zk_store *z)
+{
+    assert(xt_mutex_held(&z->mu));
+    pthread_cond_broadcast(&z->cv);
+    if (z->keeper)
+        xt_worker_wake(z->keeper);
+}
+
+uint64_t r2_zk_keeper_step(xt_worker *wk, void *arg)
 {
     zk_store *z = arg;
+    (void)wk;
     pthread_mutex_lock(&z->mu);
-    while (!z->stopping) {
-        if (z->expired) {
-            pthread_mutex_unlock(&z->mu);
-            replace_session(z);
-            pthread_mutex_lock(&z->mu);
-            continue;
-        }
-        bool missing_handle = false;
-        bool eph = z->need_eph && z->connected;
-        bool elect = z->need_elect && z->connected;
-        bool arm = false, fired = false;
-        for (size_t i = 0; i < z->nwatches; i++) {
-            struct zk_watch *w = z->watches[i];
-            arm = arm || (!w->removed && !w->armed && z->connected);
-            fired = fired || (!w->removed && w->fired);
-        }
-        bool tell = (z->leader && z->connected) != z->told_leader;
-        if (eph)
-            z->need_eph = false;
-        if (elect)
-            z->need_elect = false;
+    if (z->expired) {
         pthread_mutex_unlock(&z->mu);
-        pthread_rwlock_rdlock(&z->hlock);
-        missing_handle = z->zh == NULL;
-        pthread_rwlock_unlock(&z->hlock);
-
-        bool retry = false;
-        if (missing_handle) {
-            replace_session(z);
-        } else {
-            if (eph && recreate_ephemerals(z) < 0)
-                retry = true;
-            if (eph && retry) {
-                pthread_mutex_lock(&z->mu);
-                z->need_eph = true;
-                pthread_mutex_unlock(&z->mu);
-            }
-            if (elect && elect_round(z) < 0) {
-                retry = true;
-                pthread_mutex_lock(&z->mu);
-                z->need_elect = true;
-                pthread_mutex_unlock(&z->mu);
-            }
-            if (arm)
-                arm_watches(z);
-            if (tell || elect)
-                tell_leader(z);
-            if (fired)
-                run_watches(z);
-        }
-        pthread_mutex_lock(&z->mu);
-        bool work = z->expired || (z->need_eph && z->connected) ||
-                    (z->need_elect && z->connected) ||
-                    (z->leader && z->connected) != z->told_leader;
-        for (size_t i = 0; i < z->nwatches && !work; i++)
-            work = !z->watches[i]->removed && z->watches[i]->fired;
-        if (!work || retry) {
-            struct timespec dl;
-            r2_zk_deadline(&dl, retry ? 200 : 1000);
-            pthread_cond_timedwait(&z->cv, &z->mu, &dl);
-        }
+        replace_session(z);
+        return 0;
     }
+    bool missing_handle = false;
+    bool eph = z->need_eph && z->connected;
+    bool elect = z->need_elect && z->connected;
+    bool arm = false, fired = false;
+    for (size_t i = 0; i < z->nwatches; i++) {
+        struct zk_watch *w = z->watches[i];
+        arm = arm || (!w->removed && !w->armed && z->connected);
+        fired = fired || (!w->removed && w->fired);
+    }
+    bool tell = (z->leader && z->connected) != z->told_leader;
+    if (eph)
+        z->need_eph = false;
+    if (elect)
+        z->need_elect = false;
     pthread_mutex_unlock(&z->mu);
-    return NULL;
+    pthread_rwlock_rdlock(&z->hlock);
+    missing_handle = z->zh == NULL;
+    pthread_rwlock_unlock(&z->hlock);
+
+    bool retry = false;
+    if (missing_handle) {
+        replace_session(z);
+    } else {
+        if (eph && recreate_ephemerals(z) < 0)
+            retry = true;
+        if (eph && retry) {
+            pthread_mutex_lock(&z->mu);
+            z->need_eph = true;
+            pthread_mutex_unlock(&z->mu);
+        }
+        if (elect && elect_round(z) < 0) {
+            retry = true;
+            pthread_mutex_lock(&z->mu);
+            z->need_elect = true;
+            pthread_mutex_unlock(&z->mu);
+        }
+        if (arm)
+            arm_watches(z);
+        if (tell || elect)
+            tell_leader(z);
+        if (fired)
+            run_watches(z);
+    }
+    pthread_mutex_lock(&z->mu);
+    bool work = z->expired || (z->need_eph && z->connected) ||
+                (z->need_elect && z->connected) ||
+                (z->leader && z->connected) != z->told_leader;
+    for (size_t i = 0; i < z->nwatches && !work; i++)
+        work = !z->watches[i]->removed && z->watches[i]->fired;
+    pthread_mutex_unlock(&z->mu);
+    return retry ? 200 : work ? 0 : 1000;
 }
 
 /* ---- lifetime ------------------------------------------------------------- */
@@ -586,7 +590,7 @@ int r2_store_zk_expire_session(r2_store *s)
             rc = 0;
             break;
         }
-        usleep(10000);
+        xt_sleep_ms(10);
     }
     zookeeper_close(other); /* closes the shared session on the server */
     return rc;

@@ -3,4 +3,4 @@
 # usage: scripts/down.sh [DATA_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec build/r2/pomctl down --data "${1:-$HOME/.pomegranate}"
+exec build/cli/pomctl down --data "${1:-$HOME/.pomegranate}"

@@ -10,19 +10,19 @@ cd "$(dirname "$0")/.."
 DATA=${1:-$HOME/.pomegranate}
 MNT=${2:-/tmp/pomfs}
 
-if [ ! -x build/r2/pomctl ] || [ ! -x build/mds/pom-mds ] || [ ! -x build/mdsl/pom-mdsl ]; then
+if [ ! -x build/cli/pomctl ] || [ ! -x build/mds/pom-mds ] || [ ! -x build/mdsl/pom-mdsl ]; then
   bash scripts/install-deps.sh
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
   cmake --build build -j"$(nproc)"
 fi
 mkdir -p "$MNT"
 set +e
-build/r2/pomctl up --data "$DATA" --mount "$MNT"
+build/cli/pomctl up --data "$DATA" --mount "$MNT"
 rc=$?
 set -e
 if [ $rc -eq 5 ]; then
   cat >&2 <<MSG
-up.sh: the cluster runs (see: build/r2/pomctl --data $DATA status), but the
+up.sh: the cluster runs (see: build/cli/pomctl --data $DATA status), but the
 FUSE client pomfs is not built yet, so nothing is mounted at $MNT.
 Stop the cluster with: scripts/down.sh $DATA
 MSG

@@ -49,6 +49,7 @@ struct xt_bitmap {
 /* REQUIRES: x != 0. */
 static inline unsigned msb32(uint32_t x)
 {
+    assert(x != 0);
     return 31u - (unsigned)__builtin_clz(x);
 }
 
@@ -222,6 +223,7 @@ uint32_t xt_bitmap_lookup(const xt_bitmap *b, uint32_t vh)
     uint32_t x = vh & (UINT32_MAX >> (31 - msb32(b->highest)));
     while (x && !xt_bitmap_test(b, x))
         x &= ~(UINT32_C(1) << msb32(x));
+    assert(xt_bitmap_test(b, x)); /* slice 0 is always present */
     return x;
 }
 

@@ -3,6 +3,7 @@
  */
 #include "xt_daemon.h"
 #include "xt_common.h"
+#include "xt_crash.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -85,4 +86,35 @@ int xt_parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
         return -EINVAL;
     *out = v;
     return 0;
+}
+
+static bool crash_known(const char *name, const char *const *known)
+{
+    for (size_t i = 0; known && known[i]; i++)
+        if (strcmp(name, known[i]) == 0)
+            return true;
+    return false;
+}
+
+void xt_daemon_crash_usage(FILE *f, const char *const *known)
+{
+    fprintf(f, "  --crash-point NAME[:N]   (tests) SIGKILL itself at the N-th pass (default 1)\n"
+               "                           of the crash point NAME, one of:");
+    for (size_t i = 0; known && known[i]; i++)
+        fprintf(f, " %s", known[i]);
+    fputc('\n', f);
+}
+
+int xt_daemon_crash_option(const char *spec, const char *const *known)
+{
+    char name[XT_CRASH_NAME_MAX + 1];
+    if (!xt_crash_spec_parse(spec, name, NULL) || !crash_known(name, known)) {
+        fprintf(stderr, "--crash-point: bad spec '%s' (NAME or NAME:N, N >= 1; NAME one of:",
+                spec ? spec : "");
+        for (size_t i = 0; known && known[i]; i++)
+            fprintf(stderr, " %s", known[i]);
+        fprintf(stderr, ")\n");
+        return -EINVAL;
+    }
+    return xt_crash_arm(spec);
 }

@@ -8,7 +8,6 @@
 #include "xt_common.h"
 
 #include <string.h>
-#include <time.h>
 
 bool xt_ldb_is_lock_error(const char *err)
 {
@@ -17,7 +16,6 @@ bool xt_ldb_is_lock_error(const char *err)
 
 leveldb_t *xt_ldb_open(const leveldb_options_t *o, const char *dir, int wait_ms, char **err)
 {
-    const struct timespec nap = { 0, 50 * 1000 * 1000 };
     for (int waited = 0;; waited += 50) {
         *err = NULL;
         leveldb_t *db = leveldb_open(o, dir, err);
@@ -30,6 +28,6 @@ leveldb_t *xt_ldb_open(const leveldb_options_t *o, const char *dir, int wait_ms,
             XT_WARN("%s is locked (a previous process still exiting?); waiting up to %d ms",
                     dir, wait_ms);
         leveldb_free(*err);
-        nanosleep(&nap, NULL);
+        xt_sleep_ms(50);
     }
 }

@@ -224,6 +224,7 @@ int xt_ring_has_site(const xt_ring *r, uint32_t site)
 /* Arc owned by point k: from the previous point (exclusive) to it. */
 static double arc_share(const xt_ring *r, uint32_t k)
 {
+    assert(k < r->npts);
     if (r->npts == 1)
         return 1.0;
     uint64_t prev = r->pts[k ? k - 1 : r->npts - 1].pos;
@@ -237,6 +238,7 @@ static double arc_share(const xt_ring *r, uint32_t k)
 static uint32_t best_candidate(const xt_ring *r, uint32_t ni, uint32_t v,
                                const double *excess, uint32_t *owner, double *gain)
 {
+    assert(r->npts > 0 && ni < r->nsites);
     const ring_site *ns = &r->sites[ni];
     uint32_t best = 0;
     double best_cost = INFINITY;
@@ -265,12 +267,15 @@ static uint32_t best_candidate(const xt_ring *r, uint32_t ni, uint32_t v,
             *gain = g;
         }
     }
+    assert(best < XT_RING_CANDIDATES); /* invariant (1) */
     return best;
 }
 
 static void insert_point(xt_ring *r, ring_point pt)
 {
+    assert(r->npts < r->pts_cap); /* room made by xt_ring_add_site */
     uint32_t at = pts_lower(r, &pt);
+    assert(at == r->npts || point_cmp(&pt, &r->pts[at]) < 0); /* invariant (2): unique */
     memmove(r->pts + at + 1, r->pts + at, (size_t)(r->npts - at) * sizeof(ring_point));
     r->pts[at] = pt;
     r->npts++;
@@ -279,6 +284,7 @@ static void insert_point(xt_ring *r, ring_point pt)
 /* Places vnode v of site index ni at its best candidate. */
 static void place_vnode(xt_ring *r, uint32_t ni, uint32_t v, double *excess)
 {
+    assert(ni < r->nsites && v < r->sites[ni].nv);
     ring_site *ns = &r->sites[ni];
     uint32_t owner = ni, c = 0;
     double gain = 0;
@@ -390,6 +396,7 @@ int xt_ring_add_site(xt_ring *r, uint32_t site, uint32_t weight)
 
     place_site(r, at, excess);
     xt_free(excess);
+    assert(r->npts <= XT_RING_MAX_POINTS && r->nsites <= XT_RING_MAX_SITES); /* (3) */
     r->version++;
     return 0;
 }
@@ -403,6 +410,7 @@ int xt_ring_remove_site(xt_ring *r, uint32_t site)
     for (uint32_t k = 0; k < r->npts; k++)
         if (r->pts[k].site != site)
             r->pts[w++] = r->pts[k];
+    assert(r->npts - w == r->sites[at].nv); /* invariant (2): one point per vnode */
     r->npts = w;
     xt_free(r->sites[at].choice);
     memmove(r->sites + at, r->sites + at + 1, (size_t)(r->nsites - at - 1) * sizeof(ring_site));
@@ -425,6 +433,7 @@ int xt_ring_lookup(const xt_ring *r, uint64_t key, uint32_t *site)
     if (r->npts == 0)
         return -ENOENT;
     uint32_t k = pts_lower_pos(r, key);
+    assert(k <= r->npts);
     *site = r->pts[k == r->npts ? 0 : k].site;
     return 0;
 }

@@ -3,7 +3,7 @@
 moment under a workload on a real mount, restart it, and check that nothing
 durable was lost and nothing is torn.
 
-    pom_crash.py --pomctl build/r2/pomctl [--kills N] [--seed S] [--writers W]
+    pom_crash.py --pomctl build/cli/pomctl [--kills N] [--seed S] [--writers W]
                  [--targets mds,mdsl,r2,pomfs] [--big]
 
 One `pomctl up --mount` cluster (R2, MDSL, MDS, pomfs; sticky ports, so a

@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_pomctl_fsck.sh POMCTL POMFS [POM_SYSROW] -- `pomctl fsck` against the
-# blob tier (check (7) of r2/pomctl_fsck.c, docs/pomctl.md "fsck") and the
+# blob tier (check (7) of cli/pomctl_fsck.c, docs/pomctl.md "fsck") and the
 # system rows (check (9)) on a cluster of `pomctl up` with one mount:
 #   - with POM_SYSROW (tests/fuse/pom_sysrow.c): a pending and a decision
 #     row in the root's table are counted, not reported, not listed; a

@@ -16,15 +16,8 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define LEADER_TRIES 3
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
 
 static void json_begin(struct pomctl *ctl)
 {
@@ -471,7 +464,7 @@ int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
                    : xt_r2_site_remove(ctl->pool, &call, (uint32_t)id);
         if (rc != -EREMOTE || attempt == LEADER_TRIES)
             break;
-        sleep_ms(300 * attempt);
+        xt_sleep_ms(300 * attempt);
     }
     char what[64], busy[200];
     snprintf(what, sizeof what, "site %s %lu", argv[0], id);
@@ -725,7 +718,7 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
         rc = xt_r2_fs_create(ctl->pool, &call, name, backend, path, &out);
         if (rc != -EREMOTE || attempt == LEADER_TRIES)
             break;
-        sleep_ms(300 * attempt);
+        xt_sleep_ms(300 * attempt);
     }
     if (rc < 0) {
         xt_free(out.root_bitmap);
@@ -760,7 +753,7 @@ int pomctl_fs_list(struct pomctl *ctl, const char *name, struct xt_fs_info **fs,
         rc = xt_r2_fs_list(ctl->pool, &call, name, fs, n);
         if (rc != -EREMOTE || attempt == LEADER_TRIES)
             break;
-        sleep_ms(300 * attempt);
+        xt_sleep_ms(300 * attempt);
     }
     return rc;
 }
@@ -862,7 +855,7 @@ static int fs_drop(struct pomctl *ctl, int argc, char **argv)
         rc = xt_r2_fs_drop(ctl->pool, &call, name, force);
         if (rc != -EREMOTE || attempt == LEADER_TRIES)
             break;
-        sleep_ms(300 * attempt);
+        xt_sleep_ms(300 * attempt);
     }
     if (rc < 0) {
         char what[128];

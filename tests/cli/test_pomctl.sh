@@ -263,7 +263,7 @@ kill "$SLEEPER"; wait "$SLEEPER" 2>/dev/null; SLEEPER=""
 echo "== up --mount"
 if [ $HAVE_FS -eq 0 ]; then
     expect 5 "up --mount without pomfs" -- $P up --data "$T/data2" --mount "$T/mnt"
-    echo "$ERR" | grep -q "not built" || fail "message: $ERR"
+    echo "$ERR" | grep -q "cannot find the FUSE client" || fail "message: $ERR"
     note_pids "$T/data2"
     expect 0 "the cluster runs anyway" -- $P --data "$T/data2" status
 else

@@ -64,11 +64,11 @@ static const struct cmd_help helps[] = {
       "drop    delete it; refused while mounted unless --force\n" },
     { "up", "up [--data DIR] [--mount DIR [--mount-opts OPTS]] [--mds N]",
       "Start a one-machine cluster in the background: pom-r2, pom-mdsl and,\n"
-      "when built, pom-mds, with data under DIR (default ~/.pomegranate), logs\n"
+      "when found, pom-mds, with data under DIR (default ~/.pomegranate), logs\n"
       "in DIR/logs, pids in DIR/run. Waits until every daemon answers and has\n"
       "registered, then creates the file system 'pomfs' if there is none.\n"
       "--mount DIR also mounts 'pomfs' there with the FUSE client (exit 5 when\n"
-      "the client is not built; the cluster still runs); --mount-opts OPTS\n"
+      "pomfs is not found; the cluster still runs); --mount-opts OPTS\n"
       "adds pomfs -o options (e.g. reclaim=5,reclaim_grace=10). --mds N starts N\n"
       "pom-mds (pom-mds, pom-mds-2, ...) sharing the tables by ring 0\n"
       "(default 1). Running it again on a running folder is harmless.\n"
@@ -126,7 +126,10 @@ void pomctl_help(FILE *f, const char *cmd)
             "  --timeout MS   RPC timeout (default %d)\n"
             "\nexit codes: 0 ok, 1 the operation failed, 2 usage error, 3 R2\n"
             "unreachable, 4 degraded (status), 5 partial (up without FUSE client).\n"
-            "`pomctl COMMAND --help` explains one command.\n",
+            "`pomctl COMMAND --help` explains one command.\n"
+            "\nenvironment:\n"
+            "  POM_R2         R2 addresses when --r2 is not given\n"
+            "  POM_BIN_DIR    where `up` looks first for pom-r2, pom-mdsl, pom-mds, pomfs\n",
             POMCTL_TIMEOUT_DEFAULT_MS);
 }
 

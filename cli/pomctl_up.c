@@ -97,16 +97,6 @@ static void pathf(char *out, const struct updir *d, const char *sub, const char 
     joinf(out, "%s/%s/%s%s", d->dir, sub, name, ext);
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    nanosleep(&ts, NULL);
-}
-
-static uint64_t ms_now(void)
-{
-    return xt_mono_ns() / 1000000u;
-}
 
 #define MOUNT_OPTS_MAX 400
 
@@ -279,7 +269,7 @@ static bool exe_supports(const struct updir *d, const char *exe, const char *opt
         return false;
     int st;
     for (int i = 0; i < 100 && pomctl_proc_reap(pid, &st) == 0; i++)
-        sleep_ms(50);
+        xt_sleep_ms(50);
     bool ok = false;
     FILE *f = fopen(out, "re");
     char line[512];
@@ -377,7 +367,7 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
         fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", pidf, strerror(-rc));
     fprintf(out_stream(ctl), "started %-8s pid %ld, log %s\n", dm->name, (long)pid, log);
 
-    for (uint64_t end = ms_now() + UP_DEADLINE_MS;; sleep_ms(50)) {
+    for (uint64_t end = xt_deadline_ms(UP_DEADLINE_MS);; xt_sleep_ms(50)) {
         int status;
         if (pomctl_proc_reap(pid, &status) == 1) {
             char why[96];
@@ -397,7 +387,7 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
             dm->port = (int)got;
             return 0;
         }
-        if (ms_now() > end)
+        if (xt_deadline_passed(end))
             return daemon_failed(d, dm, "did not start listening within 60 s");
     }
 }
@@ -437,7 +427,7 @@ static int wait_ready(struct pomctl *ctl, const struct updir *d, struct daemon *
     char suffix[16];
     snprintf(suffix, sizeof suffix, ":%d", dm->port);
     int last_rc = 0, last_state = 0;
-    for (uint64_t end = ms_now() + UP_DEADLINE_MS;; sleep_ms(100)) {
+    for (uint64_t end = xt_deadline_ms(UP_DEADLINE_MS);; xt_sleep_ms(100)) {
         int status;
         if (dm->started && pomctl_proc_reap(dm->pid, &status) == 1) {
             dm->started = false;
@@ -465,7 +455,7 @@ static int wait_ready(struct pomctl *ctl, const struct updir *d, struct daemon *
                 return 0;
         }
         last_rc = rc;
-        if (ms_now() > end) {
+        if (xt_deadline_passed(end)) {
             char why[160];
             if (dm->site_type == 0)
                 snprintf(why, sizeof why, "does not answer on port %d within 60 s (%s)", dm->port,
@@ -553,8 +543,8 @@ static int ensure_fs(struct pomctl *ctl, const struct updir *d, bool *created)
     return 0;
 }
 
-/* Starts pomfs on mnt unless it is mounted. 0, or an exit code (5 when the
- * client is not built). */
+/* Starts pomfs on mnt unless it is mounted. 0, or an exit code (5 when
+ * pomfs is not found). */
 static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_dir,
                     const char *addr, const char *mnt, const char *mopts, struct daemon *fsd,
                     char *mnt_abs)
@@ -565,8 +555,8 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
     }
     if (pomctl_find_exe("pomfs", getenv("POM_BIN_DIR"), self_dir, getenv("PATH"), fsd->exe,
                         sizeof fsd->exe) < 0) {
-        fprintf(stderr, "pomctl: the FUSE client (pomfs) is not built yet: the cluster runs, "
-                        "but %s is not mounted\n",
+        fprintf(stderr, "pomctl: cannot find the FUSE client (pomfs; build it or set "
+                        "POM_BIN_DIR): the cluster runs, but %s is not mounted\n",
                 mnt_abs);
         return POMCTL_EPARTIAL;
     }
@@ -594,7 +584,7 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
     char line[PATH_MAX + 2];
     snprintf(line, sizeof line, "%s\n", mnt_abs);
     pomctl_write_text_file(mfile, line);
-    for (uint64_t end = ms_now() + UP_DEADLINE_MS;; sleep_ms(100)) {
+    for (uint64_t end = xt_deadline_ms(UP_DEADLINE_MS);; xt_sleep_ms(100)) {
         int status;
         if (pomctl_proc_reap(pid, &status) == 1) {
             fsd->started = false;
@@ -607,7 +597,7 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
                     (long)pid);
             return 0;
         }
-        if (ms_now() > end)
+        if (xt_deadline_passed(end))
             return daemon_failed(d, fsd, "did not mount within 60 s");
     }
 }
@@ -659,7 +649,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
             /* pom-mds joins only when it can register with R2; it keeps
              * no data of its own unless it says so (--dir). */
             if (!exe_supports(&d, dm->exe, "--r2")) {
-                fprintf(stderr, "pomctl: note: %s does not take --r2 yet; starting the "
+                fprintf(stderr, "pomctl: note: %s does not take --r2; starting the "
                                 "cluster without an MDS\n", dm->exe);
                 dm->found = false;
                 dm->skipped = true;
@@ -707,7 +697,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     for (size_t k = 2; k < ndms; k++)
         any_started |= dms[k].started;
     if (code == 0 && nmds > 1 && any_started)
-        sleep_ms(2500); /* every MDS takes the final ring 0 from a heartbeat */
+        xt_sleep_ms(2500); /* every MDS takes the final ring 0 from a heartbeat */
     if (code == 0)
         code = ensure_fs(ctl, &d, &fs_created);
     if (code) {
@@ -738,8 +728,8 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     else
         fprintf(o, "cluster up in %s: R2 at %s%s\n", d.dir, addr,
                 dms[2].found     ? ""
-                : dms[2].skipped ? " (pom-mds cannot register with R2 yet: no metadata server)"
-                                 : " (pom-mds is not built yet: no metadata server)");
+                : dms[2].skipped ? " (this pom-mds takes no --r2: no metadata server)"
+                                 : " (pom-mds not found: no metadata server)");
     if (fs_created)
         fprintf(o, "created file system '%s'\n", DEFAULT_FS);
     fprintf(o, "stop it with: pomctl down --data %s\n", d.dir);

@@ -95,8 +95,6 @@ uint32_t r2_agent_site_id(r2_agent *a);
 /* A deep copy of the latest full view into *out (caller frees with
  * xt_view_free). Returns 0, -EAGAIN (no view yet) or -ENOMEM. */
 int r2_agent_view_copy(r2_agent *a, struct xt_view *out);
-/* The address of the R2 the agent talks to now, into buf. */
-void r2_agent_r2_addr(r2_agent *a, char *buf, size_t cap);
 
 struct r2_agent_stats {
     uint64_t registrations, heartbeats, hb_failures, views, leader_searches;

@@ -355,23 +355,17 @@ int pomctl_proc_reap(pid_t pid, int *status)
     return 0;
 }
 
-static void sleep_ms(int ms)
-{
-    struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
-    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-        ;
-}
-
 /* Waits up to ms for pid to be gone; reaps it if it is our child. */
 static bool wait_gone(pid_t pid, int ms)
 {
-    for (int waited = 0;; waited += 20) {
+    uint64_t end = xt_deadline_ms(ms > 0 ? (uint64_t)ms : 0);
+    for (;;) {
         waitpid(pid, NULL, WNOHANG);
         if (!pomctl_proc_alive(pid))
             return true;
-        if (waited >= ms)
+        if (xt_deadline_passed(end))
             return false;
-        sleep_ms(20);
+        xt_sleep_ms(20);
     }
 }
 

@@ -1,13 +1,14 @@
 /*
  * r2_agent.c -- registration, heartbeats and the view of one site
- * (r2_agent.h). One thread does all the talking; the getters only copy
- * what it stored under a->mu.
+ * (r2_agent.h). One worker thread (xt_worker) does all the talking; the
+ * getters only copy what it stored under a->mu.
  *
  * Invariants:
- *  (1) Only the agent thread touches a->targets, a->ntargets and a->cur
- *      after start (no lock).
- *  (2) a->mu protects site_id, registered, view, has_view, stopping, stats
- *      and cur_addr; it is never held across an RPC or a callback.
+ *  (1) Only the agent's worker touches a->targets, a->ntargets, a->cur,
+ *      prev_id and the schedule (next_ns, backoff_ms, last_err) after start
+ *      (no lock).
+ *  (2) a->mu protects site_id, registered, view, has_view, stopping and
+ *      stats; it is never held across an RPC or a callback.
  *  (3) Heartbeats are sent on a fixed schedule (next = previous + interval),
  *      not an interval after the last reply, so a slow reply does not
  *      stretch the gaps R2 measures; missed slots are skipped, not bunched.
@@ -16,13 +17,14 @@
 
 #include "xt_common.h"
 #include "xt_daemon.h"
+#include "xt_worker.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 1000
@@ -41,16 +43,18 @@ struct r2_agent {
     struct target targets[MAX_TARGETS]; /* agent thread only */
     size_t ntargets, cur;
 
-    pthread_t thread;
+    xt_worker *worker;
+    uint64_t next_ns;            /* agent worker only: the next heartbeat slot */
+    unsigned backoff_ms;         /* agent worker only: the next registration retry */
+    int last_err;                /* agent worker only: said once, not per retry */
     pthread_mutex_t mu;
-    pthread_cond_t cv;           /* stop requests, registration */
+    pthread_cond_t cv;           /* registration, stop (monotonic clock) */
     bool stopping;               /* protected by mu */
     bool registered;             /* protected by mu */
     uint32_t site_id;            /* protected by mu */
     uint32_t prev_id;            /* agent thread only */
     struct xt_view view;         /* protected by mu */
     bool has_view;               /* protected by mu */
-    char cur_addr[XT_ADDR_MAX];  /* protected by mu */
     struct r2_agent_stats st;    /* protected by mu */
 };
 
@@ -58,6 +62,7 @@ struct r2_agent {
 
 int r2_view_dup(const struct xt_view *src, struct xt_view *dst)
 {
+    assert(src && dst && src != dst);
     *dst = *src;
     dst->sites = NULL;
     dst->rings = NULL;
@@ -113,6 +118,7 @@ nomem:
  * returns the sections that changed. A full reply replaces everything. */
 static int merge_view(r2_agent *a, struct xt_view *d)
 {
+    assert(xt_mutex_held(&a->mu));
     struct xt_view *v = &a->view;
     int all = XT_VIEW_SITES | XT_VIEW_RINGS | XT_VIEW_FS;
     if (!a->has_view || (d->sections & all) == all) {
@@ -181,6 +187,7 @@ static int target_add(r2_agent *a, const char *addr, size_t *idx)
             *idx = i;
             return 0;
         }
+    assert(a->ntargets <= MAX_TARGETS);
     if (a->ntargets == MAX_TARGETS)
         return -ENOSPC;
     char host[XT_ADDR_MAX];
@@ -198,15 +205,14 @@ static int target_add(r2_agent *a, const char *addr, size_t *idx)
         return rc;
     snprintf(t->addr, sizeof t->addr, "%s", addr);
     *idx = a->ntargets++;
+    assert(t->pool != NULL);
     return 0;
 }
 
 static void set_cur(r2_agent *a, size_t i)
 {
+    assert(i < a->ntargets);
     a->cur = i;
-    pthread_mutex_lock(&a->mu);
-    snprintf(a->cur_addr, sizeof a->cur_addr, "%s", a->targets[i].addr);
-    pthread_mutex_unlock(&a->mu);
 }
 
 /* Asks each R2 (starting after the current one) who leads, and goes there.
@@ -218,6 +224,7 @@ static int find_leader(r2_agent *a)
     pthread_mutex_unlock(&a->mu);
     int rc = -EAGAIN;
     size_t n = a->ntargets; /* only the configured and known addresses */
+    assert(n > 0 && a->cur < n);
     /* A short timeout: a follower cut off from the store blocks get_view,
      * and the new leader's grace period is only a few intervals. */
     xt_rpc_call call = { .timeout_ms = (int)XT_MIN(a->call_ms, XT_MAX(4 * a->hb_ms, 1000u)) };
@@ -254,19 +261,6 @@ static int find_leader(r2_agent *a)
 
 /* ---- the agent thread ---------------------------------------------------------------- */
 
-/* Sleeps until the monotonic time `at` (ns) or a stop. Returns true on stop. */
-static bool sleep_until(r2_agent *a, uint64_t at)
-{
-    struct timespec ts = { .tv_sec = (time_t)(at / 1000000000u),
-                           .tv_nsec = (long)(at % 1000000000u) };
-    pthread_mutex_lock(&a->mu);
-    while (!a->stopping && xt_mono_ns() < at)
-        pthread_cond_timedwait(&a->cv, &a->mu, &ts);
-    bool stop = a->stopping;
-    pthread_mutex_unlock(&a->mu);
-    return stop;
-}
-
 static int try_register(r2_agent *a)
 {
     uint32_t id = 0;
@@ -282,6 +276,7 @@ static int try_register(r2_agent *a)
     }
     if (rc < 0)
         return rc;
+    assert(id != 0); /* 0 reads "not registered" (r2_agent_site_id) */
     pthread_mutex_lock(&a->mu);
     a->site_id = id;
     a->st.registrations++;
@@ -336,62 +331,55 @@ static int heartbeat(r2_agent *a)
     return rc;
 }
 
-static void *agent_main(void *arg)
+/* One step of the agent's worker: registers while unregistered (retrying
+ * with a doubling back-off), else sends the heartbeat of the slot that has
+ * come. Returns the ms until the next step. */
+static uint64_t agent_step(xt_worker *w, void *arg)
 {
     r2_agent *a = arg;
+    (void)w;
     uint64_t hb = (uint64_t)a->hb_ms * 1000000u;
-    unsigned backoff = BACKOFF_MIN_MS;
-    uint64_t next = 0;
-    int last_err = 0;
-    for (;;) {
-        pthread_mutex_lock(&a->mu);
-        bool stop = a->stopping, registered = a->registered;
-        pthread_mutex_unlock(&a->mu);
-        if (stop)
-            break;
-        if (!registered) {
-            int rc = try_register(a);
-            if (rc == 0) {
-                backoff = BACKOFF_MIN_MS;
-                last_err = 0;
-                next = xt_mono_ns() + hb;
-                continue;
-            }
-            if (rc != last_err)
-                XT_WARN("r2 agent: cannot register with R2 (%s): %s; retrying",
-                        a->targets[a->cur].addr, strerror(-rc));
-            last_err = rc;
-            if (sleep_until(a, xt_mono_ns() + (uint64_t)backoff * 1000000u))
-                break;
-            backoff = XT_MIN(backoff * 2, BACKOFF_MAX_MS);
-            continue;
-        }
-        if (sleep_until(a, next))
-            break;
-        next += hb;
-        uint64_t now = xt_mono_ns();
-        if (next < now)
-            next = now + hb; /* invariant 3: skip missed slots */
-        int rc = heartbeat(a);
+    pthread_mutex_lock(&a->mu);
+    bool registered = a->registered;
+    pthread_mutex_unlock(&a->mu);
+    if (!registered) {
+        int rc = try_register(a);
         if (rc == 0) {
-            last_err = 0;
-            continue;
+            a->backoff_ms = BACKOFF_MIN_MS;
+            a->last_err = 0;
+            a->next_ns = xt_mono_ns() + hb;
+            return a->hb_ms;
         }
-        if (rc == -ENOENT) {
-            /* R2 forgot this site (removed, or the store was lost). */
-            XT_WARN("r2 agent: R2 does not know site %u: registering again", a->prev_id);
-            pthread_mutex_lock(&a->mu);
-            a->registered = false;
-            pthread_mutex_unlock(&a->mu);
-            continue;
-        }
-        if (rc != last_err)
+        if (rc != a->last_err)
+            XT_WARN("r2 agent: cannot register with R2 (%s): %s; retrying",
+                    a->targets[a->cur].addr, strerror(-rc));
+        a->last_err = rc;
+        unsigned wait = a->backoff_ms;
+        a->backoff_ms = XT_MIN(a->backoff_ms * 2, BACKOFF_MAX_MS);
+        assert(wait >= BACKOFF_MIN_MS && wait <= BACKOFF_MAX_MS);
+        return wait;
+    }
+    a->next_ns += hb;
+    uint64_t now = xt_mono_ns();
+    if (a->next_ns < now)
+        a->next_ns = now + hb; /* invariant 3: skip missed slots */
+    int rc = heartbeat(a);
+    if (rc == -ENOENT) {
+        /* R2 forgot this site (removed, or the store was lost). */
+        XT_WARN("r2 agent: R2 does not know site %u: registering again", a->prev_id);
+        pthread_mutex_lock(&a->mu);
+        a->registered = false;
+        pthread_mutex_unlock(&a->mu);
+        return 0;
+    }
+    if (rc < 0) {
+        if (rc != a->last_err)
             XT_WARN("r2 agent: heartbeat to %s failed: %s; looking for the leader",
                     a->targets[a->cur].addr, strerror(-rc));
-        last_err = rc;
         find_leader(a);
     }
-    return NULL;
+    a->last_err = rc;
+    return xt_deadline_left_ms(a->next_ns);
 }
 
 /* ---- API --------------------------------------------------------------------------- */
@@ -440,11 +428,8 @@ int r2_agent_start(const struct r2_agent_opts *o, r2_agent **out)
         return -ENOMEM;
     a->o = *o;
     pthread_mutex_init(&a->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    xt_cond_init_mono(&a->cv);
+    a->backoff_ms = BACKOFF_MIN_MS;
     a->hb_ms = o->hb_interval_ms ? o->hb_interval_ms : 1000;
     a->call_ms = o->call_timeout_ms ? o->call_timeout_ms : XT_MAX(3 * a->hb_ms, 2000u);
     a->addr = xt_strdup(o->addr);
@@ -479,10 +464,11 @@ int r2_agent_start(const struct r2_agent_opts *o, r2_agent **out)
     a->o.r2_addrs = NULL; /* not kept */
     a->prev_id = o->prev_id ? o->prev_id : a->id_file ? read_id_file(a->id_file) : 0;
     set_cur(a, 0);
-    rc = pthread_create(&a->thread, NULL, agent_main, a);
-    if (rc) {
+    struct xt_worker_opts wo = { .name = "r2-agent", .step = agent_step, .arg = a };
+    rc = xt_worker_start(&wo, &a->worker);
+    if (rc < 0) {
         agent_free(a);
-        return -rc;
+        return rc;
     }
     *out = a;
     return 0;
@@ -496,18 +482,16 @@ void r2_agent_stop(r2_agent *a)
     a->stopping = true;
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
-    pthread_join(a->thread, NULL);
+    xt_worker_stop(a->worker);
     agent_free(a);
 }
 
 int r2_agent_wait_registered(r2_agent *a, int timeout_ms)
 {
-    uint64_t at = xt_mono_ns() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0) * 1000000u;
-    struct timespec ts = { .tv_sec = (time_t)(at / 1000000000u),
-                           .tv_nsec = (long)(at % 1000000000u) };
+    uint64_t at = xt_deadline_ms(timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
     pthread_mutex_lock(&a->mu);
-    while (!a->registered && !a->stopping && xt_mono_ns() < at)
-        pthread_cond_timedwait(&a->cv, &a->mu, &ts);
+    while (!a->registered && !a->stopping && xt_cond_wait_until(&a->cv, &a->mu, at) == 0)
+        ;
     bool ok = a->registered;
     pthread_mutex_unlock(&a->mu);
     return ok ? 0 : -ETIMEDOUT;
@@ -528,13 +512,6 @@ int r2_agent_view_copy(r2_agent *a, struct xt_view *out)
     int rc = a->has_view ? r2_view_dup(&a->view, out) : -EAGAIN;
     pthread_mutex_unlock(&a->mu);
     return rc;
-}
-
-void r2_agent_r2_addr(r2_agent *a, char *buf, size_t cap)
-{
-    pthread_mutex_lock(&a->mu);
-    snprintf(buf, cap, "%s", a->cur_addr);
-    pthread_mutex_unlock(&a->mu);
 }
 
 void r2_agent_stats(r2_agent *a, struct r2_agent_stats *st)

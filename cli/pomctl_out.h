@@ -2,7 +2,7 @@
  * pomctl_out.h -- what pomctl prints: aligned tables for people, JSON for
  * scripts, and the small formatters (sizes, ages, times) both share.
  *
- * Pure code: no RPC, no global state, so tests/r2/test_pomctl_out.c checks
+ * Pure code: no RPC, no global state, so tests/cli/test_pomctl_out.c checks
  * it byte for byte.
  *
  * Invariants:
