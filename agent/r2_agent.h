@@ -51,7 +51,7 @@ typedef size_t (*r2_agent_stats_fn)(void *arg, double *load, struct xt_fs_counte
  * *v is the full view, valid during the call only. */
 typedef void (*r2_agent_view_fn)(void *arg, const struct xt_view *v, int changed);
 /* Fills the ring-1 fields of the next heartbeat into *r1 (zeroed before;
- * docs/mdsl-scale.md decision 10): an MDS its acked seq and last walk, an
+ * docs/mdsl-scale.md "Completion"): an MDS its acked seq and last walk, an
  * MDSL its misplaced and prepared counts. */
 typedef void (*r2_agent_ring1_fn)(void *arg, struct xt_r2_hb_ring1 *r1);
 /* The site was registered with id (the first time, or again). */

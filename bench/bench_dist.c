@@ -17,7 +17,7 @@
  *   lookup      each of them;
  *   mkdir       N/20 subdirectories in that directory: each also adds 1 to
  *               its nlink, a count delta at the MDS of its row (a loose op,
- *               docs/mds-xact.md "Parents' counts and times"); the nlink is
+ *               docs/mds-xact.md "RMU: a parent's subdirectory count"); the nlink is
  *               checked after the phase;
  *   create-dirs each thread mkdirs its own directory and creates M files
  *               in it (T tables, homes spread by ring 0);

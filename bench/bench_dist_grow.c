@@ -1,6 +1,6 @@
 /*
  * bench_dist_grow.c -- bench_dist --add-mdsl-at P: what adding an MDSL
- * under load costs (docs/mdsl-scale.md "Costs and how to measure them").
+ * under load costs (docs/mdsl-scale.md "Costs").
  * bench/run.sh (workload `grow`) starts 1 R2, 2 MDSL and K pom-mds; this
  * creates files in one directory on T threads, and once P% of the N
  * creates are done it starts a third pom-mdsl (--add-mdsl-cmd, run by

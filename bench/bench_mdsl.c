@@ -3,12 +3,12 @@
  * storage engine (mdsl/mdsl_store.h over liburing), side by side with the
  * same rows written as values into a plain LevelDB, in one run.
  *
- * What one MDSL commit is here (the MDS's commit group, DESIGN.md 5-6): a
+ * What one MDSL commit is here (the MDS's commit group, docs/mds-commit.md): a
  * batch of B new rows of one directory table (fsid 1, table 1) spread by
  * name hash over NSLICES slices. Each dirty slice gets one record: a DELTA
  * holding its changed rows concatenated, or an IMAGE of the whole slice
  * when its deltas since the last image would pass `image_frac` (default
- * 50%, DESIGN.md 6) of the slice's size. Then mdsl_store_prepare() and
+ * 50%, docs/mds-commit.md) of the slice's size. Then mdsl_store_prepare() and
  * mdsl_store_commit() (each fsyncs). Two layouts are measured:
  *   delta  : row = lens + fixed columns + name + inline data, all in the
  *            DELTA/IMAGE records;

@@ -80,7 +80,7 @@ tmpfs_up() { # BASE SIZE
 }
 
 # libfuse's passthrough_ll over a tmpfs folder; built here from Debian's
-# examples with the defines BENCH-NOTES gives.
+# examples with the defines docs/bench.md "What runs where" gives.
 passthrough_up() { # WORK
     local src=/usr/share/doc/libfuse3-dev/examples/passthrough_ll.c bin=$1/passthrough_ll
     MNT_passthrough=
@@ -101,7 +101,7 @@ passthrough_up() { # WORK
     MNT_passthrough=$1/pt_mnt
 }
 
-# MooseFS from Debian on loopback (BENCH-NOTES: the 127/8 remap, every
+# MooseFS from Debian on loopback (REMAP_* so master and chunkserver meet on 127/8, every
 # listener on 127.0.0.1, goal 1). NICE_LEVEL = 0 so it does not renice
 # itself to -19 and get an edge over the others.
 moosefs_up() { # WORK

@@ -11,7 +11,7 @@ target check of issue 9, and gnuplot PNG plots.
   report.py grow-table results.jsonl          -> adding an MDSL under load (stdout)
 
 Invariants:
- (1) Only numbers of this one run are compared (BENCH-NOTES: figures move
+ (1) Only numbers of this one run are compared (docs/bench.md "Pitfalls": figures move
      20-50% between runs); a ratio is pomfs / reference of the same row.
  (2) A row that could not be measured ("na") shows "n/a (REASON)", never 0,
      and a target whose numbers are missing is reported "not measured".

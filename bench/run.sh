@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run.sh -- the benchmark suite of issue 9 in one command: Pomegranate
+# bench/run.sh -- the file-system benchmark suite in one command: Pomegranate
 # (pom-mdsl + pom-mds + pomfs) side by side with native tmpfs, libfuse's
 # passthrough_ll over tmpfs (the FUSE ceiling) and MooseFS from Debian, all
 # started here on loopback, all stopped here by pid (trap; fusermount3 -u).
@@ -10,7 +10,7 @@
 # usage: bench/run.sh [--quick] [--out DIR] [--build DIR] [--no-build]
 #                     [--scale N] [--only W[,W...]]
 #   --quick     small sizes, for CI: checks the suite runs (< 3 minutes)
-#   --out DIR   results folder (default bench/results/DATE)
+#   --out DIR   results folder (default bench/results/DATE, git-ignored)
 #   --build DIR build folder (default build-bench, Release)
 #   --no-build  use the binaries as they are
 #   --scale N   entries of the directory-scale run on pomfs (default

@@ -1,7 +1,7 @@
 /*
  * pomctl_fsck.c -- `pomctl fsck [--fs NAME] [--data-check] [--repair-orphans]
  * [--repair-gdt] [--max-problems N]`: an online check of one file system through
- * libpomegranate, as a client sees it (DESIGN 2-3, docs/pomctl.md "fsck").
+ * libpomegranate, as a client sees it (docs/pomctl.md "`pomctl fsck`").
  *
  * It walks the namespace breadth-first from the root and checks:
  *  (1) every directory lists to its end, each name once, with a cookie that

@@ -3,7 +3,7 @@
  * about itself, through the Storage `stat` call (xt_rpc_mdsl.h): tables,
  * segments, bytes and the live share, undecided prepares, GC, and the space
  * given back after ring-1 moves (folder drops, rolls, sweeps, a sweep still
- * owed; docs/mdsl-scale.md decision 11).
+ * owed; docs/mdsl-scale.md "Space back").
  *
  * The MDSL addresses come from R2's view; pomctl then calls each MDSL
  * directly, one after the other, with the invocation's timeout. An MDSL

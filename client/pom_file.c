@@ -1,7 +1,7 @@
 /*
  * pom_file.c -- open files of libpomegranate: tiny-file bytes buffered in
- * the client and written with the row update (DESIGN 9), and files that
- * grew past POM_INLINE_MAX, whose bytes live in the blob tier (DESIGN 7,
+ * the client and written with the row update (docs/client.md "Files"), and files that
+ * grew past POM_INLINE_MAX, whose bytes live in the blob tier (docs/client.md,
  * pom_blob.h, docs/format-blob.md).
  *
  *   pom_file_open/pom_create --(first open: row read with its data)--> buffer

@@ -1,6 +1,6 @@
 /*
- * pom_gdt_read.c -- the GDT's read side (DESIGN 2; docs/client.md "Lookup
- * by uuid (GDT)"): finds a directory by its uuid alone, for an inode
+ * pom_gdt_read.c -- the GDT's read side (docs/client.md "Lookup
+ * by uuid"): finds a directory by its uuid alone, for an inode
  * number the inode map does not hold -- a FUSE file handle that outlived
  * the mount that made it (export support: the kernel's LOOKUP(ino, ".")
  * and LOOKUP(ino, "..")), an NFS re-export. The writer is pom_gdt.c.

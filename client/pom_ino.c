@@ -4,7 +4,7 @@
  *
  * The kernel names files by inode number only (getattr, setattr, open), but
  * a row is found by (parent table, name); this map bridges the two for
- * exactly the inodes someone holds a reference on (DESIGN 9).
+ * exactly the inodes someone holds a reference on (docs/client.md "Invariants").
  *
  * Invariants:
  *  (1) An entry exists while nlookup > 0 or opens > 0; the root's entry is

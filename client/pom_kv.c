@@ -1,5 +1,5 @@
 /*
- * pom_kv.c -- the key/value API of libpomegranate (DESIGN.md section 9):
+ * pom_kv.c -- the key/value API of libpomegranate (docs/client.md "Key/value API"):
  * keyspaces are xTable tables outside the namespace; put/get/update/delete
  * are single-row operations, list and search are table listings, search
  * with the MDS-side substring predicate so only matches travel.

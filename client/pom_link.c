@@ -4,7 +4,7 @@
  * RENAME_EXCHANGE (the unlink of a link stub is pom_ns.c's). Each is ONE atomic batch at the MDS
  * (xt_mds_batch_atomic: all rows change in one commit group or none does),
  * built from rows read just before and conditional on their versions
- * (docs/client.md "Hard links", "Rename").
+ * (docs/client.md "Hard links, rename, unlink, rmdir").
  *
  * Invariants:
  *  (1) A file with one name has its row in its directory. A file that has

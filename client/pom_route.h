@@ -1,6 +1,6 @@
 /*
  * pom_route.h -- where libpomegranate sends each xTable request when many
- * MDS share the tables (DESIGN 3; docs/mds-dist.md "Client").
+ * MDS share the tables (docs/mds-dist.md "Client routing").
  *
  * The client keeps the MDS sites and ring 0 of the R2 view, one connection
  * pool per MDS, and a bitmap cache per table learnt from the bitmaps MDS

@@ -1,5 +1,5 @@
 /*
- * pomfs.c -- the FUSE daemon of Pomegranate (DESIGN.md section 9):
+ * pomfs.c -- the FUSE daemon of Pomegranate (docs/client.md "pomfs"):
  *
  *   pomfs R2ADDR  MOUNTPOINT -o fs=NAME[,attr_timeout=S,entry_timeout=S,blob=DIR,
  *                 reclaim=S,reclaim_grace=S,soft,timeout=S]

@@ -3,7 +3,7 @@
  * restarted (pom_set_restart_cb).
  *
  * The MDS keeps no operation log: a restart loses the changes of its open
- * commit group (DESIGN 5, 11). The kernel may still hold names, attributes
+ * commit group (docs/architecture.md "Daemon crashes"). The kernel may still hold names, attributes
  * and pages that showed those changes, and would serve them for up to the
  * entry/attribute timeouts: a renamed name pointing at the wrong file, a
  * size no row has any more (read back as zeros past the real bytes). So

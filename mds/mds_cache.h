@@ -1,6 +1,6 @@
 /*
  * mds_cache.h -- the MDS slice cache: (fsid, table, slice) -> loaded slice
- * (DESIGN 5). A hash table cut into stripes (one mutex each), slices loaded
+ * (docs/architecture.md "MDS"). A hash table cut into stripes (one mutex each), slices loaded
  * on demand from their MDSL through mds_store, LRU eviction under a memory
  * bound.
  *
@@ -34,7 +34,7 @@
  *      land) starts the slice's versions MDS_CACHE_FENCE_GAP higher and
  *      makes its next record an image: the MDSL then ignores every record
  *      of the earlier holder (mdsl_apply.c rules 1 and 2).
- *  (7) Ring 1 may change (docs/mdsl-scale.md decision 3): a load tries the
+ *  (7) Ring 1 may change (docs/mdsl-scale.md "Placement with history"): a load tries the
  *      current placement, then the previous one, and takes the first live
  *      copy; the entry remembers where (cm.site). No live copy but a MOVED
  *      tombstone (-ESTALE) answers -EAGAIN (a move in flight, or this MDS's

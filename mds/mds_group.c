@@ -12,7 +12,7 @@
  * g->mu (touch), never the reverse; the committer holds no lock across a
  * store call, and takes each slice lock alone.
  *
- * Ring-1 moves (docs/mdsl-scale.md decisions 1, 4): a slice's record goes
+ * Ring-1 moves (docs/mdsl-scale.md "Moves inside a commit"): a slice's record goes
  * to cm.snap_site, the current placement read when its snapshot is taken
  * (under its write lock), so a placement change after that cannot split an
  * image from its tombstone. When snap_site differs from cm.site (where its
@@ -225,7 +225,7 @@ static int first_change(void *arg, const xt_slice_entry *e)
 }
 
 /* May group gen turn one more delta snapshot into a move image? Counts it
- * when so (decision 4's budget). */
+ * when so (docs/mdsl-scale.md "When a cached slice moves"). */
 static bool move_budget(mds_group *g, uint64_t gen)
 {
     mds_mutex_lock(&g->mu);
@@ -561,7 +561,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 mds_stats_add(g->o.stats, MDS_CTR_MOVE_ABORTS, 1);
             /* An image must be retried as one; so must any record after a
              * participant said the slice's head there is a tombstone (a
-             * delta on it is refused: docs/mdsl-scale.md decision 2). */
+             * delta on it is refused: docs/mdsl-scale.md "Tombstones"). */
             if (cm->snapped_gen == gen && (cm->snap_image || rc == -ESTALE))
                 cm->force_image = true;
             cm->snapped_gen = 0;

@@ -1,6 +1,6 @@
 /*
  * mds_group.h -- commit groups: how MDS memory becomes durable on MDSL
- * without an operation log (DESIGN 5, 11). Protocol and formats in
+ * without an operation log (docs/architecture.md "MDS"). Protocol and formats in
  * docs/mds-commit.md.
  *
  * One group is open; every modification joins it. A background thread
@@ -50,7 +50,7 @@
  *      every participant that holds it.
  *  (7) A slice in a dirty list is pinned in the cache (mds_cache.h, (3));
  *      its pin goes when its changes are durable.
- *  (8) Ring-1 moves (docs/mdsl-scale.md decisions 1, 4, 5): a slice's
+ *  (8) Ring-1 moves (docs/mdsl-scale.md "Moves inside a commit"): a slice's
  *      record goes where the current placement put it when its snapshot was
  *      taken; when that is not where its records are (mds_cent_commit.site),
  *      the record is a full image there and the old site gets a MOVED
@@ -62,7 +62,7 @@
  *      txids at, and read decision records at, taking the highest txid)
  *      grow before use: mds_group_add_participant adds an MDSL before any
  *      placement names it. They shrink only by an MDSL that R2 declared
- *      DRAINED (docs/mdsl-scale.md decision 12: no live slice, nothing
+ *      DRAINED (docs/mdsl-scale.md "Drain and remove": no live slice, nothing
  *      prepared, no placement names it), never the home.
  *
  * Decision record (the image of slice `site` of table MDS_COORD_TABLE of
@@ -78,7 +78,7 @@
  *   24  8    checksum: xt_hash_bytes(bytes [0, 24), MDS_DECISION_SEED)
  *
  * The record is written at the home only; the home does not move yet (a
- * drained home needs the copy of docs/mdsl-scale.md decision 6, not built).
+ * drained home needs the copy of docs/mdsl-scale.md "Decision records", not built).
  */
 #ifndef MDS_GROUP_H
 #define MDS_GROUP_H
@@ -155,7 +155,7 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out);
 void mds_group_close(mds_group *g, bool flush);
 
 /* Settle the prepared transactions another MDS `site` left (it is dead:
- * docs/mds-dist.md decision 11) as its own recovery would: committed up to
+ * docs/mds-dist.md "Settling a dead MDS") as its own recovery would: committed up to
  * its decision record, aborted after, at every participant. So none of its
  * commits can land after a new owner loaded its slices. Idempotent, and
  * safe against that MDS's own recovery running at the same time (both

@@ -22,7 +22,7 @@
  * On start the commit group recovers: undecided transactions left by a
  * crash are resolved with the MDSLs before the first request is served.
  * SIGTERM commits what is dirty, then exits; SIGKILL loses at most the open
- * commit group (DESIGN 11).
+ * commit group (docs/architecture.md "Daemon crashes").
  *
  * TEST ONLY: --fault alloc:after=N (docs/testing-faults.md) arms
  * xt_alloc_fail_after(N) once the service listens: every allocation after
@@ -544,7 +544,7 @@ int main(int argc, char **argv)
         }
         /* The home of the decision records must not move between restarts:
          * the lowest MDSL id of the participants. Ids only grow, so a join
-         * keeps it; a drain of the home is not handled yet (decision 6 of
+         * keeps it; a drain of the home is not handled ("Decision records" of
          * docs/mdsl-scale.md: the records would have to be copied). */
         for (size_t i = 1; i < nmdsl; i++)
             if (sites[i] < sites[0]) {

@@ -5,11 +5,11 @@
  * MDS owns by ring 0 (a meta slice goes with slice 0, as in mds_route.c)
  * that is live at the listed MDSL and placed elsewhere now is pinned through
  * the cache and handed to mds_group_move. Moves are batched (at most
- * MOVER_BATCH slices or MOVER_BATCH_BYTES of images: decision 8's per-group
- * cap) and one group sync commits the batch; then the slices the mover
+ * MOVER_BATCH slices or MOVER_BATCH_BYTES of images, docs/mdsl-scale.md "Throttling":
+ * the per-group cap) and one group sync commits the batch; then the slices the mover
  * loaded are dropped again (invariant 2).
  *
- * Why listings and not bitmaps: docs/mdsl-scale.md decision 7 (the index
+ * Why listings and not bitmaps: docs/mdsl-scale.md "The mover" (the index
  * lists exactly what is stored, meta slices included).
  *
  * Invariants (besides the header's):

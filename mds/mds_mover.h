@@ -1,6 +1,6 @@
 /*
  * mds_mover.h -- the background mover of a ring-1 change (docs/mdsl-scale.md
- * decisions 7, 8 and 10): one thread that walks the slice listing of every
+ * "The mover", "Throttling", "Completion"): one thread that walks the slice listing of every
  * losing MDSL and moves, through the commit group, each slice this MDS owns
  * by ring 0 that is live there and placed elsewhere by the current ring 1.
  *
@@ -37,7 +37,7 @@ extern "C" {
 
 typedef struct mds_mover mds_mover;
 
-#define MDS_MOVE_RATE_DEFAULT ((uint64_t)16 << 20) /* bytes/s (decision 8) */
+#define MDS_MOVE_RATE_DEFAULT ((uint64_t)16 << 20) /* bytes/s (docs/mdsl-scale.md "Throttling") */
 
 struct mds_mover_opts {
     const mds_store *store; /* borrowed: list_slices; outlives the mover */

@@ -1,6 +1,6 @@
 /*
  * mds_place.h -- where slices live on ring 1 (slice -> MDSL), with history
- * (docs/mdsl-scale.md decision 3): the current placement and, while a
+ * (docs/mdsl-scale.md "Placement with history"): the current placement and, while a
  * change of ring 1 runs, the previous one. Loads try current then previous;
  * commits write to current (mds_group moves a slice found elsewhere).
  *
@@ -38,7 +38,7 @@ void mds_place_free(mds_place *p);
 
 /* A ring-1 change starts: (fn, arg) becomes current, the current becomes
  * previous (a previous still held is dropped: one change at a time,
- * decision 9). Returns the new version. */
+ * docs/mdsl-scale.md "One change at a time"). Returns the new version. */
 uint64_t mds_place_change(mds_place *p, mds_locate_fn fn, void *arg);
 /* The change is done: the previous placement is forgotten. Returns the
  * new version (unchanged when there was no previous). */

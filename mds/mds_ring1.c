@@ -214,7 +214,7 @@ static void apply(mds_ring1 *f)
                 (unsigned long long)r1->seq);
         goto fail;
     }
-    /* Participants first (invariant 1; docs/mdsl-scale.md decision 5). */
+    /* Participants first (invariant 1; docs/mdsl-scale.md "Participants"). */
     int rc = add_participants(f, cur);
     if (rc == 0)
         rc = add_participants(f, prev);

@@ -1,6 +1,6 @@
 /*
  * mds_ring1.h -- the running MDS follows R2's ring-1 changes
- * (docs/mdsl-scale.md "Phases", step 4): from each view's ring-1 state it
+ * (docs/mdsl-scale.md "Phases"): from each view's ring-1 state it
  * adds participants, installs placements, starts and stops the mover, and
  * it fills the ring-1 fields of the heartbeats (acked seq, last walk).
  *

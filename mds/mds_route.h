@@ -1,7 +1,7 @@
 /*
  * mds_route.h -- which MDS owns which slice, the connections to the other
  * MDS, and the background work that keeps their bitmaps converging
- * (DESIGN 3, 5; docs/mds-dist.md): split children handed to their owner,
+ * (docs/mds-dist.md): split children handed to their owner,
  * split bits sent to the table's home, adaptive bitmap gossip.
  *
  * Ownership: slice (fsid, table, s) belongs to xt_ring_lookup(ring 0,

@@ -701,7 +701,7 @@ static int op_here(void *ctx, const struct xt_req *req, struct xt_resp *resp)
  * bitmap older than ours (a directory that split since the client last
  * asked: an atomic reply carried none until now), so its reply carries
  * our bitmap of each table the batch names, as a forwarded op's does
- * (docs/mds-dist.md decision 7): the client's next batches go straight to
+ * (docs/mds-dist.md "Client routing"): the client's next batches go straight to
  * the right MDS, and it can split off the parents' times itself. */
 static void teach_bitmaps(struct mds_service *svc, const struct xt_req *reqs, size_t n,
                           struct xt_resp *resps)

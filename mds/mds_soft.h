@@ -1,6 +1,6 @@
 /*
- * mds_soft.h -- the eager half of an RMU (docs/mds-xact.md "RMU as
- * built"): a parent's subdirectory-count deltas that another MDS made
+ * mds_soft.h -- the eager half of an RMU (docs/mds-xact.md "RMU: a
+ * parent's subdirectory count"): a parent's subdirectory-count deltas that another MDS made
  * (mkdir, rmdir of an entry whose parent row is here) and has not
  * delivered yet, kept in memory and added to the parent row's nlink when
  * the row is read, so `mkdir a/b; stat a` shows the new count at once.

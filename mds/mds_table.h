@@ -1,6 +1,6 @@
 /*
  * mds_table.h -- the row operations of the MDS over its cache and commit
- * groups (DESIGN 4, 5): create (optionally exclusive), lookup, update
+ * groups (docs/architecture.md "The xTable API"): create (optionally exclusive), lookup, update
  * (through a caller function, so a conditional update on the row version
  * is the caller's check), delete, list with split-stable cookies, and
  * splits of full slices. Rows are opaque bytes here (xt_row at the edge).
@@ -11,7 +11,7 @@
  * changes the parent slice, the new child slice and the meta slice in ONE
  * commit group (so one 2PC transaction): a crash never shows a split slice
  * without the bitmap that names it, nor the reverse. The GDT copy of the
- * bitmap (DESIGN 2) and the gossip to other MDSs are the daemon's business
+ * bitmap to other MDSs (gossip, forwards: docs/mds-dist.md) is the daemon's business
  * (RMU); mds_table_bitmap gives the bytes to send.
  *
  * Invariants:

@@ -12,7 +12,7 @@
  *  (3) COLUMN (slice, key, group) v: ignored if the current pointer has a
  *      newer version; otherwise it replaces it. Tombstones stay as pointers
  *      so an older version can never come back.
- *  A MOVED tombstone (an empty IMAGE, docs/mdsl-scale.md decision 2) is an
+ *  A MOVED tombstone (an empty IMAGE, docs/mdsl-scale.md "Tombstones") is an
  *  image for these rules: it drops the older pointers and stays as the
  *  slice's newest image until a newer image replaces it.
  *  Equal versions replace, so re-asserting a record at a new place (GC) and

@@ -1,7 +1,7 @@
 /*
  * mdsl_list.c -- the slice listing (mdsl_store.h "listing"): what the index
  * stores, one entry per slice, for the background mover that walks every
- * losing MDSL (docs/mdsl-scale.md decision 7).
+ * losing MDSL (docs/mdsl-scale.md "The mover").
  *
  * Invariants:
  *  (1) Entries come in index key order (fsid, table, slice), each slice

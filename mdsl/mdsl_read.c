@@ -4,7 +4,7 @@
  * never take the writer token; they read the index, then the pointed-at
  * records, and retry when GC moved a record meanwhile (-EAGAIN from
  * mdsl_st_read_ptr). A slice whose newest image is a MOVED tombstone answers
- * -ESTALE to both (docs/mdsl-scale.md decision 2), never an empty image.
+ * -ESTALE to both (docs/mdsl-scale.md "Tombstones"), never an empty image.
  */
 #include "mdsl_store_i.h"
 

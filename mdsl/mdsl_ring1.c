@@ -39,7 +39,7 @@ struct mdsl_ring1 {
     struct r1_state next;
     bool has_report;
     struct mdsl_ring1_report rep;
-    /* space back (decision 11), under mu */
+    /* space back (docs/mdsl-scale.md "Space back"), under mu */
     bool final_seen;        /* a view past MOVING came since start */
     bool lost;              /* seen losing in MOVING, no final view since */
     uint64_t drops_asked, sweeps_asked;

@@ -1,6 +1,6 @@
 /*
  * mdsl_ring1.h -- what pom-mdsl tells R2 about a running ring-1 change
- * (docs/mdsl-scale.md decision 10): how many live slices the current ring
+ * (docs/mdsl-scale.md "Completion"): how many live slices the current ring
  * 1 places on another MDSL (`misplaced`) and how many prepared txids are
  * undecided (`prepared`), from a background pass over the index.
  *
@@ -23,7 +23,7 @@
  * A pass starts when the ring-1 seq or the ring's version changes, or when
  * the previous pass ended, at most once per interval.
  *
- * Space back (docs/mdsl-scale.md decision 11): the view callback asks the
+ * Space back (docs/mdsl-scale.md "Space back"): the view callback asks the
  * store (mdsl_store_space_request; its GC thread does the work) for
  *   - a drop pass of all-MOVED folders at the first view past MOVING (DONE
  *     or STABLE) after start, and at each such view after one that showed

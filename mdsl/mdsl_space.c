@@ -1,6 +1,6 @@
 /*
  * mdsl_space.c -- getting space back after ring-1 moves (docs/mdsl-scale.md
- * decision 11): a moved slice leaves only a MOVED tombstone here, and its
+ * "Space back"): a moved slice leaves only a MOVED tombstone here, and its
  * older records wait in append-only segments that GC takes only under 25 %
  * live. Three tools:
  *

@@ -621,7 +621,7 @@ static int rec_check(const struct xt_store_rec *r)
 /* A DELTA that rule 2 (mdsl_apply.c) would apply on top of a MOVED
  * tombstone belongs to the slice's new MDSL: its writer has a stale
  * placement. Refusing it makes the writer's group abort and retry with an
- * image where the slice now lives (docs/mdsl-scale.md decision 2). A delta
+ * image where the slice now lives (docs/mdsl-scale.md "Tombstones"). A delta
  * at or under the tombstone's version is let through: rule 2 ignores it.
  * Checked against committed state; REQUIRES: writer token held. */
 static int moved_guard(mdsl_store *s, const struct xt_store_rec *recs, size_t n)

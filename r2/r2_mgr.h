@@ -1,5 +1,5 @@
 /*
- * r2_mgr.h -- the site manager of R2 (DESIGN.md section 8): sites and their
+ * r2_mgr.h -- the site manager of R2 (docs/r2.md): sites and their
  * failure states, ring 0 (slices -> MDS) and ring 1 (slices -> MDSL),
  * file-system instances, uuid ranges, and the versioned view of all of it,
  * kept in an r2_store (records: r2_rec.h, docs/r2.md).

@@ -1,6 +1,6 @@
 /*
  * r2_mgr_ring1.c -- ring-1 changes run by the R2 leader (docs/mdsl-scale.md
- * decisions 5, 9, 10, 12 and "R2 and pomctl"): which MDSL join or leave
+ * "Participants", "One change at a time", "Completion", "Phases"): which MDSL join or leave
  * ring 1, in phases the MDS follow, one change at a time.
  *
  *   STABLE --a change may start--> PREPARE: /r2/ring1 names the joining and
@@ -401,7 +401,7 @@ static bool walked(const struct r2_site_ent *e, void *arg)
     return e->r1.hb.has_walked && e->r1.hb.walked_v == vw[0] && e->r1.hb.walked_w == vw[1];
 }
 
-/* MOVING with walk: decision 10 of docs/mdsl-scale.md. A losing MDSL's zero
+/* MOVING with walk: docs/mdsl-scale.md "Completion". A losing MDSL's zero
  * counts only from a pass counted under the seq that set `walk` (or a later
  * one): by then every MDS of ring 0 acked MOVING, so nothing writes at an
  * old placement and the misplaced set only shrinks; a zero counted earlier
@@ -618,11 +618,11 @@ int r2_ring1_admin(r2_mgr *m, const struct xt_site *s, bool remove)
         return -EBUSY; /* its slices would have nowhere to go */
     if (cur && s->id == home_mdsl(st->ring[XT_RING_MDSL])) {
         /* Its slices could move, but not the decision records: once it was
-         * removed no MDS could commit or recover (decision 6 of
+         * removed no MDS could commit or recover ("Decision records" of
          * docs/mdsl-scale.md, not built). */
         XT_WARN("site %u (mdsl %s): drain refused: it holds the MDS decision records (the "
                 "lowest MDSL id of ring 1), which do not move yet (docs/mdsl-scale.md "
-                "decision 6)", s->id, s->addr);
+                "\"Decision records\")", s->id, s->addr);
         return -EBUSY;
     }
     XT_INFO("site %u (mdsl %s): drain %s", s->id, s->addr,

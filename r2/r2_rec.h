@@ -118,7 +118,7 @@
 /* Bound on a stored root bitmap: records stay under R2_STORE_VALUE_MAX. */
 #define R2_REC_BITMAP_MAX  (512u << 10)
 
-/* The root table of every file system (DESIGN.md section 2). */
+/* The root table of every file system (docs/architecture.md "Identifiers"). */
 #define R2_ROOT_UUID       UINT64_C(1)
 
 struct r2_rec_meta {

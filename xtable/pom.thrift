@@ -1,5 +1,5 @@
 /*
- * pom.thrift -- every RPC of Pomegranate, in one place (DESIGN.md sections 4, 6, 8).
+ * pom.thrift -- every RPC of Pomegranate, in one place (docs/architecture.md "Components").
  *
  * Conventions:
  *  (1) Every request starts with a ReqHeader: a request id (kept across
@@ -40,7 +40,7 @@ service Common {
   PingResp ping(1: PingReq req),
 }
 
-/* ---------------- xTable on MDS (DESIGN 4) ---------------- */
+/* ---------------- xTable on MDS (docs/architecture.md "The xTable API") ---------------- */
 
 struct Attr {
   1: i64 uuid = 0,
@@ -97,7 +97,7 @@ const i32 XT_F_SOFT      = 0x80    // update, with XT_F_SYS: an eager count delt
                                    // an RMU, shown until delivered (mds/mds_soft.h)
 const i32 XT_F_RMU       = 0x100   // a copy op, applied newest-wins by ctime; in a
                                    // client's atomic batch it may be delivered later
-                                   // (RMU): xt_rpc_mds.h, docs/mds-xact.md "Copies"
+                                   // (RMU): xt_rpc_mds.h, docs/mds-xact.md "RMU: copies (the GDT)"
 
 /* set_mask bits of an update: bits 0..12 are xt_row.h's XT_ROW_SET_*
  * (type, uuid, mode, uid, gid, nlink, size, atime, mtime, ctime, btime,
@@ -138,7 +138,7 @@ struct XtResp {
 struct ListReq {
   1: ReqHeader hdr,
   2: TableRef table,
-  3: i64 cookie = 0,               // resume point (DESIGN 3.5)
+  3: i64 cookie = 0,               // resume point (docs/architecture.md "Locating a row")
   4: i32 max_entries = 256,
   5: i32 flags = 0,                // XT_F_BITMAP; XT_F_SYS: system rows listed too
   6: optional list<i16> columns,
@@ -241,7 +241,7 @@ service XTable extends Common {
   ReleaseResp release(1: ReleaseReq req),
 }
 
-/* ---------------- storage on MDSL (DESIGN 6) ---------------- */
+/* ---------------- storage on MDSL (docs/format-mdsl.md) ---------------- */
 
 /* One record of a two-phase commit; mirrors mdsl_rec (mdsl/mdsl_store.h). */
 const i8 STORE_REC_IMAGE  = 1      // full slice image (xt_slice encoding)
@@ -326,8 +326,8 @@ struct StoreStatResp {
   9: i64 corrupt_records = 0,
   10: i32 failed = 0,              // sticky write error (negative errno) or 0
   11: list<i64> prepared_txids,    // prepared, undecided
-  // Since session 11 (an older MDSL leaves them 0): GC and space back after
-  // ring-1 moves (docs/mdsl-scale.md decision 11, mdsl/mdsl_space.c).
+  // Optional (an MDSL that does not send them leaves 0): GC and space back after
+  // ring-1 moves (docs/mdsl-scale.md "Space back", mdsl/mdsl_space.c).
   12: i64 gc_passes = 0,
   13: i64 gc_moved_bytes = 0,
   14: i64 gc_freed_bytes = 0,
@@ -338,7 +338,7 @@ struct StoreStatResp {
   19: i64 sweep_owed = 0,              // ring-1 seq of a sweep still owed, 0 none
 }
 /* list_slices: what the MDSL stores, one entry per slice, in index order
- * (docs/mdsl-scale.md decision 7). A peer without the call answers an
+ * (docs/mdsl-scale.md "The mover"). A peer without the call answers an
  * unknown-method error (the caller sees -EPROTO). */
 struct ListSlicesReq {
   1: ReqHeader hdr,
@@ -372,7 +372,7 @@ service Storage extends Common {
   ListSlicesResp list_slices(1: ListSlicesReq req),
 }
 
-/* ---------------- R2 site manager (DESIGN 8) ---------------- */
+/* ---------------- R2 site manager (docs/r2.md) ---------------- */
 
 enum SiteType { MDS = 1, MDSL = 2, CLIENT = 3, R2 = 4 }
 enum SiteState { UP = 1, TRANSIENT = 2, FAILED = 3, DRAINING = 4, REMOVED = 5 }
@@ -471,7 +471,7 @@ struct HeartbeatReq {
   3: i64 view_version,
   4: double load = 0,
   5: list<FsCounter> counters,
-  // Ring-1 fields (docs/mdsl-scale.md 10); a site that sends none keeps
+  // Ring-1 fields (docs/mdsl-scale.md "Completion"); a site that sends none keeps
   // ring 1 frozen. MDS: the ring-1 seq installed, the last full walk.
   // MDSL: slices its index holds that the current ring places elsewhere,
   // and prepared transactions, from its last index pass.

@@ -5,7 +5,8 @@
  *   V_h = high 32 bits of h: picks the slice (GIGA+ bitmap, low d bits of V_h)
  *   V_l = low 32 bits of h:  picks the bucket inside a slice
  *
- * Readdir order (DESIGN 3.5). order(h) = bitreverse32(V_h) << 32 | V_l puts the
+ * Readdir order (docs/format-slice.md "Listing order and cookies").
+ * order(h) = bitreverse32(V_h) << 32 | V_l puts the
  * slice-selecting bits (V_h bit 0, bit 1, ...) at the top, so every slice at
  * any depth is one contiguous range of `order`, and a split cuts a range in
  * two. A cookie (the readdir/list offset) is the top 55 bits of `order`

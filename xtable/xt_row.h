@@ -119,7 +119,7 @@ enum xt_row_type {
 #define XT_ROW_F_ORPHAN  0x4u  /* unlinked but still open */
 #define XT_ROW_F_NLINK_LOW 0x8u /* a counted directory row whose 2 + subdirectories
                                   is below 2 for now (deltas applied out of
-                                  order, docs/mds-xact.md "RMU as built"):
+                                  order, docs/mds-xact.md "RMU: a parent's subdirectory count"):
                                   nlink holds it as a signed 32-bit value */
 
 /* Column group ids. */

@@ -2,7 +2,7 @@
  * xt_slice.h -- one slice of one directory table, in MDS memory.
  *
  * A slice (index i, depth d) holds the rows of a table whose name hash h has
- * (V_h mod 2^d) == i (GIGA+, DESIGN 3). Rows are opaque bytes (the row codec
+ * (V_h mod 2^d) == i (GIGA+, docs/format-bitmap.md). Rows are opaque bytes (the row codec
  * is xt_row); the slice keys them by the full name (1..XT_NAME_MAX arbitrary
  * bytes) and the caller-supplied hash (normally xt_hash_name(name); tests may
  * pass crafted hashes, the slice only requires that the slice owns them).

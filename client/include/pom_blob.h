@@ -1,5 +1,5 @@
 /*
- * pom_blob.h -- the blob tier of libpomegranate (DESIGN.md section 7): the
+ * pom_blob.h -- the blob tier of libpomegranate (docs/format-blob.md): the
  * bytes of a file that grew out of its row, kept as tracts of tract_size
  * bytes named (fsid, uuid, tract#). One C interface over backends (an ops
  * table): `local` (folders on host file systems) is built; `mdsl` and

@@ -1,6 +1,6 @@
 /*
  * pomegranate.h -- libpomegranate, the client library of Pomegranate
- * (DESIGN.md section 9): connect to a file-system instance and operate on
+ * (docs/client.md): connect to a file-system instance and operate on
  * its namespace by inode number, the way FUSE's low-level API does.
  *
  * Conventions of every call:
@@ -213,7 +213,7 @@ POM_API int pom_rmdir(pom_fs *fs, pom_ino parent, const char *name);
  * itself, -EEXIST with POM_RENAME_NOREPLACE). POM_RENAME_EXCHANGE swaps two
  * existing names (-ENOENT if one is missing; -EINVAL together with
  * NOREPLACE). Atomic: the names change together or not at all, also across
- * an MDS crash (docs/client.md "Rename"). */
+ * an MDS crash (docs/client.md "Hard links, rename, unlink, rmdir"). */
 POM_API int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
                        const char *newname, unsigned flags);
 
@@ -331,7 +331,7 @@ POM_API ssize_t pom_getxattr(pom_fs *fs, pom_ino ino, const char *name, void *bu
 POM_API ssize_t pom_listxattr(pom_fs *fs, pom_ino ino, char *buf, size_t size);
 POM_API int pom_removexattr(pom_fs *fs, pom_ino ino, const char *name);
 
-/* ---- key/value API (DESIGN.md section 9; docs/client.md) -------------- *
+/* ---- key/value API (docs/client.md "Key/value API") ------------------- *
  * A keyspace is a table of its own, outside the namespace: no directory
  * lists it and no path reaches it. Keys are any bytes, 1..POM_KV_KEY_MAX
  * long (empty: -EINVAL, longer: -ENAMETOOLONG), except that a key may not

@@ -1,6 +1,6 @@
 /*
  * slice_census.c -- what the MDSL of a cluster store, for the ring-1 tests
- * (tests/dist/test_mdsl_scale.sh, docs/mdsl-scale.md step 4): lists every
+ * (tests/dist/test_mdsl_scale.sh, docs/mdsl-scale.md "Tests"): lists every
  * slice of every given MDSL (Storage.list_slices, paged) and checks the
  * placement invariant of a move: each slice of a file system (fsid != 0)
  * is live (newest image not a MOVED tombstone) at exactly one MDSL.

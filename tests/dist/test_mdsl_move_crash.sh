@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_mdsl_move_crash.sh -- the crash matrix of ring-1 slice moves with real
-# daemons (docs/mdsl-scale.md step 5, the "Crash points" table). Each
+# daemons (docs/mdsl-scale.md "Failures", the table of SIGKILLs). Each
 # scenario is a fresh cluster: 1 R2 (embedded store), 2 MDSL, 2 MDS
 # (following ring 1, the mover at --move-rate 64 KiB/s so its walk spans a
 # second or so), storm_driver creating N files with links and renames and

@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_mdsl_scale.sh -- adding and draining an MDSL under a create storm
-# (docs/mdsl-scale.md step 4): 1 R2, 2 MDSL, 3 MDS (each following ring 1
+# (docs/mdsl-scale.md "Tests"): 1 R2, 2 MDSL, 3 MDS (each following ring 1
 # and running the mover, mds/mds_ring1.c, mds/mds_mover.c). 4 client
 # threads (storm_driver) create N files in one directory, with links and
 # renames, pom_sync every 500 creates. During the storm:
@@ -10,12 +10,12 @@
 #        the three MDSL (slice_census: every slice live at exactly one, and
 #        mdsl3 holds about a third of them).
 #   75%: once STABLE: `pomctl site drain` of mdsl2 (not mdsl1: the home of
-#        the decision records does not move yet, decision 6, and R2 refuses
+#        the decision records does not move: "Decision records"; R2 refuses
 #        it); while the drain runs mds2 is SIGKILLed and restarted at once;
 #        wait for STABLE again, `pomctl site remove`, SIGTERM of mdsl2.
 # Then the driver checks every synced file, link and rename (storm_driver.c)
 # and a last census over mdsl1 and mdsl3 finds every slice live once.
-# DONE needs the MDSL's `misplaced` reports (decision 10, mdsl/mdsl_ring1.c)
+# DONE needs the MDSL's `misplaced` reports ("Completion", mdsl/mdsl_ring1.c)
 # as well as the MDS walks.
 #
 #   test_mdsl_scale.sh POM_R2 POM_MDSL POM_MDS POMCTL STORM_DRIVER SLICE_CENSUS

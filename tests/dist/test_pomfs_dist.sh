@@ -169,7 +169,7 @@ for f in "$T"/data/logs/pom-mds.log "$T"/data/logs/pom-mds-*.log; do
 done
 # The GDT (pomctl fsck check (10)): every directory's row names where it
 # is, though most were written at another MDS than the entry's (copies
-# delivered by RMU, docs/mds-xact.md "Copies"); no stale row is left by the
+# delivered by RMU, docs/mds-xact.md "RMU: copies (the GDT)"); no stale row is left by the
 # renames and rmdirs above.
 "$POMCTL" --data "$T/data" --json fsck >"$T/fsck.json" 2>"$T/fsck.err"
 eq "fsck exit" "$?" 0

@@ -14,7 +14,7 @@
 #      `pomctl site drain`/`remove` of mdsl1 are refused with a message that
 #      says ring 1 is frozen, and drain of the new mdsl3 works.
 # The MDS runs with --ring1-frozen: it does not send the ring-1 heartbeat
-# fields, as no pom-mds did before docs/mdsl-scale.md step 4, so this checks
+# fields (docs/mdsl-scale.md "Phases"), so this checks
 # R2's gate (ring 1 stays frozen while an MDS of ring 0 does not follow it);
 # ring-1 changes with MDS that follow are tests/dist/test_mdsl_scale.sh.
 # Old behaviour (R2 took a FAILED MDSL out of ring 1 and put new and

@@ -34,7 +34,7 @@
  *       /x<k>'s nlink is 2 + the subdirectories listed in it; every file of
  *       LIST still has a name; the root's nlink is 2 + DIRS. A pass that finds a violation
  *       is repeated after GAP_MS (a pending row is visible until its
- *       resolver settled it: docs/mds-xact.md "Cost"), up to PASSES; the
+ *       resolver settled it: docs/mds-xact.md "Failure model"), up to PASSES; the
  *       last pass is the verdict. Exit 1 on any violation in it.
  *
  *   xact_driver R2ADDR FSNAME visible DIRS ROUNDS

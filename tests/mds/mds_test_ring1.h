@@ -2,7 +2,7 @@
  * mds_test_ring1.h -- one MDS over three in-memory MDSL sites whose ring 1
  * is a seeded rendezvous map over a set of sites (struct pmap), so a change
  * moves only the slices of the sites that joined or left, as a ring would
- * (docs/mdsl-scale.md step 2). Shared by test_mds_ring1.c and
+ * (docs/mdsl-scale.md "Placement with history"). Shared by test_mds_ring1.c and
  * test_mds_mover.c. Sites: 1 = A (the home), 2 = B, 3 = C. Include after
  * cmocka.h (the helpers assert).
  */

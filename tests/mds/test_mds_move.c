@@ -877,7 +877,7 @@ static xt_bitmap *stored_bitmap(struct cluster *cl, uint64_t *version)
     return b;
 }
 
-/* What mds_route does after a split at a non-home MDS (decision 4): commit,
+/* After a split at a non-home MDS (docs/mds-dist.md "Splits handed to another MDS"): commit,
  * then send the bitmap home. */
 static void bits_home(struct cluster *cl)
 {

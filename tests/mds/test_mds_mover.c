@@ -1,6 +1,6 @@
 /*
  * test_mds_mover.c -- the background mover of a ring-1 change
- * (mds/mds_mover.c; docs/mdsl-scale.md decisions 7, 8, 10) and the
+ * (mds/mds_mover.c; docs/mdsl-scale.md "The mover") and the
  * in-memory store's list_slices, over mds_test_ring1.h's three sites.
  *
  * Checked, seeds printed:

@@ -1,6 +1,6 @@
 /*
  * test_mds_ring1.c -- ring 1 (slice -> MDSL) changes under one MDS
- * (docs/mdsl-scale.md step 2): placement with history, moves inside a
+ * (docs/mdsl-scale.md "Rules"): placement with history, moves inside a
  * commit group, grown participants, decision records read everywhere. Three
  * MDSL sites (1 = A, the home; 2 = B; 3 = C) in one mds_store_local; ring 1
  * is a seeded rendezvous map over a set of sites (struct pmap), so a change
@@ -46,7 +46,7 @@
 
 #include "mds_test_ring1.h"
 
-/* The mover's marking (decision 7, minus the index walk): every cached
+/* The mover's marking ("The mover", minus the index walk): every cached
  * slice the current placement puts elsewhere moves with the next commit.
  * Returns how many were marked; *last: the newest group to sync on. */
 static unsigned mark_moves(struct env *v, uint64_t *last)
@@ -283,7 +283,7 @@ static void test_change_while_creating(void **state)
         atomic_init(&w[i].finished, false);
         assert_int_equal(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
     }
-    /* R2 names C a participant before any placement names it (decision 5). */
+    /* R2 names C a participant before any placement names it ("Participants"). */
     wait_progress(w, 150);
     assert_int_equal(mds_group_add_participant(v.g, SC), 0);
     change_and_move(&v, &P_ABC);
@@ -576,7 +576,7 @@ static void test_decision_everywhere(void **state)
     env_crash(&v);
     /* MDS 7 died with txid tp prepared at C, after committing it (its
      * decision record says so) -- at C, not at the home: a record that
-     * moved with a home change (decision 6). The home's record is older. */
+     * moved with a home change ("Decision records"). The home's record is older. */
     uint64_t tp = mds_txid_make(MDS_ID, mds_txid_epoch(home_last) + 3, 1);
     assert_true(tp > home_last);
     struct xt_store_rec r = rec(77, 1, true, "prepared-at-C");

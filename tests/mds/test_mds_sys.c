@@ -1,6 +1,6 @@
 /*
  * test_mds_sys.c -- system rows at a real pom-mds (+ pom-mdsl) on loopback
- * (docs/mds-xact.md step 1, mds_service.c):
+ * (docs/mds-xact.md "System rows", mds_service.c):
  *   - a request naming a system row (00 FF ...: pending, decision, other
  *     tags, a 3-byte one) without XT_F_SYS answers -EINVAL: single ops of
  *     every kind, a plain batch (only that op fails), an atomic batch

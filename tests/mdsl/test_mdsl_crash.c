@@ -6,7 +6,7 @@
  * or corrupted at random; sometimes the index is deleted as well. After
  * every restart the store must show exactly the committed model and list
  * exactly the acknowledged prepared transactions. Some images are MOVED
- * tombstones (docs/mdsl-scale.md decision 2): a cut transaction's
+ * tombstones (docs/mdsl-scale.md "Tombstones"): a cut transaction's
  * tombstone is there iff its txid committed, and loads answer -ESTALE
  * exactly while the model's newest image of the slice is one. Seeds are
  * printed.

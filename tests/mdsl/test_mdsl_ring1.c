@@ -1,6 +1,6 @@
 /*
  * test_mdsl_ring1.c -- the MDSL side of a ring-1 change (docs/mdsl-scale.md
- * decision 10), over the in-memory store:
+ * "Completion"), over the in-memory store:
  *   - mdsl_store_count_misplaced: a store holding what ring {1,2} placed on
  *     MDSL 1, counted against the ring after MDSL 3 joined; the expected
  *     count comes from xt_ring_owner_changed (not the lookup the count
@@ -325,7 +325,7 @@ static void test_reporter(void **state)
     rep = wait_report(r, 8, 0);
     assert_false(rep.counted);
     assert_int_equal(rep.misplaced, 0);
-    /* it lost slices in it: a drop pass and one sweep (decision 11) */
+    /* it lost slices in it: a drop pass and one sweep ("Space back") */
     assert_int_equal(rep.drops_asked, 2);
     assert_int_equal(rep.sweeps_asked, 1);
     hand_view(r, f.b, XT_RING1_STABLE, 9, false);

@@ -1,6 +1,6 @@
 /*
  * test_mdsl_ring1_daemon.c -- pom-mdsl --r2 reports its ring-1 counts to a
- * real pom-r2 (docs/mdsl-scale.md decision 10), end to end over Thrift.
+ * real pom-r2 (docs/mdsl-scale.md "Completion"), end to end over Thrift.
  * The test itself plays the one MDS of ring 0 (it registers as an MDS and
  * heartbeats the acks and walks pom-mds will send), so R2 runs a ring-1
  * change for real:
@@ -12,7 +12,7 @@
  *     (`pomctl ring show 1 --json` shows the count);
  *   - tombstones for those slices (what the MDS's moves write): mdsl1
  *     reports 0, R2 reaches DONE then STABLE with both MDSL in ring 1;
- *   - space back (decision 11): mdsl1 drops the folders of the one-slice
+ *   - space back (docs/mdsl-scale.md "Space back"): mdsl1 drops the folders of the one-slice
  *     tables that moved whole and sweeps the rest at 0.6, so its segment
  *     bytes fall by about the moved share; every slice it kept still loads
  *     (its SIGHUP stats line counts the dropped folders);
@@ -185,7 +185,7 @@ static const struct xt_ring1_site *r1_site(const struct xt_view *v, uint32_t id)
  * the walks, and an MDSL that has not yet received the MOVING view sends
  * the 0 of the previous state; a walk reads every losing MDSL's listing, so
  * it ends after that MDSL's next heartbeats in practice, not by protocol
- * (docs/mdsl-scale.md "Step 4, MDSL side": counted_seq). */
+ * (docs/mdsl-scale.md "Completion": counted_seq). */
 static void mds_beat(struct proc *r2, uint32_t mds, const struct xt_view *v)
 {
     static uint64_t walk_seq, walk_t0;

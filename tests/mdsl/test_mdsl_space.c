@@ -1,6 +1,6 @@
 /*
  * test_mdsl_space.c -- space back after ring-1 moves (mdsl_space.c,
- * docs/mdsl-scale.md decision 11): folder drops (only all-MOVED folders
+ * docs/mdsl-scale.md "Space back"): folder drops (only all-MOVED folders
  * without pending prepares, columns or md; the index and files go; reopen
  * and rebuild agree), a fault at every I/O step of a drop then a restart
  * (and a crash between the rename and the index batch), readers racing the

@@ -567,7 +567,7 @@ static void test_tmpfs_enospc(void **state)
     rmdir(index);
 }
 
-/* ---- MOVED tombstones (docs/mdsl-scale.md decision 2) ----------------- */
+/* ---- MOVED tombstones (docs/mdsl-scale.md "Tombstones") ---------------- */
 
 /* The answers a slice moved away must give, and those of its neighbour. */
 static void check_moved(mdsl_store *s, const struct tu_model *m)

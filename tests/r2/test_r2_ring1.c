@@ -1,6 +1,6 @@
 /*
  * test_r2_ring1.c -- ring-1 changes of the site manager (r2/r2_mgr_ring1.c,
- * docs/mdsl-scale.md step 3) on a hand clock, built twice: R2_TEST_ZK=0
+ * docs/mdsl-scale.md "Phases") on a hand clock, built twice: R2_TEST_ZK=0
  * over the embedded store, R2_TEST_ZK=1 over a real ZooKeeper server
  * (tests/common/pom_zk.h; skipped, 77, when not installed). A
  * small simulated cluster heartbeats the ring-1 fields an MDS and an MDSL
@@ -307,7 +307,7 @@ static void test_join(void **state)
     xt_view_free(&v);
 
     /* MOVING: ack, then walk. A count of 0 from a pass under a seq before
-     * the walk's, and a count above 0, hold it (decision 10). */
+     * the walk's, and a count above 0, hold it ("Completion"). */
     x->follow = y->follow = true;
     b->stale_count = true;
     pump(f);
@@ -516,7 +516,7 @@ static void test_drain_remove(void **state)
     pump_until(f, XT_RING1_STABLE, 12); /* c joined */
     assert_int_equal(role(f, c->id), XT_RING1_IN);
     /* a, the lowest id, holds the MDS decision records, which do not move
-     * (docs/mdsl-scale.md decision 6): its drain is refused. */
+     * (docs/mdsl-scale.md "Decision records"): its drain is refused. */
     assert_true(a->id < b->id && a->id < c->id);
     assert_int_equal(r2_mgr_site_drain(f->m, a->id), -EBUSY);
     assert_int_equal(r2_mgr_site_remove(f->m, b->id), -EBUSY);

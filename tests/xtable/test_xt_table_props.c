@@ -2,7 +2,7 @@
  * test_xt_table_props.c -- a whole table, simulated: a GIGA+ bitmap plus the
  * slices it names, driven with millions of random names.
  *
- * Properties checked (DESIGN 3):
+ * Properties checked (docs/architecture.md "Locating a row"):
  *  (P1) Every present name is found in the slice the bitmap picks, and in no
  *       other: every row of every slice is owned by that slice by the bitmap,
  *       is a present name, and is seen exactly once over all slices.

@@ -1,6 +1,6 @@
 /*
- * xt_rpc_mds.h -- the xTable service of pom.thrift in C (DESIGN.md section
- * 4): the calls a client makes to an MDS, and the ops pom-mds serves with.
+ * xt_rpc_mds.h -- the xTable service of pom.thrift in C (docs/architecture.md
+ * "The xTable API"): the calls a client makes to an MDS, and the ops pom-mds serves with.
  *
  * Rows cross this interface as xt_row views (xt_row.h) on the way in and as
  * xt_row encodings on the way out, so a caller decodes a reply zero-copy and
@@ -48,7 +48,7 @@ enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE 
                              applies it with the batch when its row sits
                              with op 0's, else commits it as an RMU outbox
                              record and delivers it later (docs/mds-xact.md
-                             "Copies"). Used for the GDT (client.md). */
+                             "RMU: copies (the GDT)"). Used for the GDT (client.md). */
 #define XT_F_ALL    0x1ff
 
 /* Which table a request addresses. */
@@ -150,7 +150,7 @@ int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *r
 #define XT_BATCH_ATOMIC_MAX 16
 int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
                         size_t n, struct xt_resp *resps, size_t *failed);
-/* A *loose* op of an atomic batch (docs/mds-xact.md "Loose ops"): a
+/* A *loose* op of an atomic batch (docs/mds-xact.md "Loose and strict ops"): a
  * parent's times and/or subdirectory count -- an UPDATE conditioned on
  * nothing but the row's identity, commutative with every other such update
  * of the row, which every create in the directory makes. Whoever splits a
