@@ -227,7 +227,7 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
             pom_route_learn(fs->route, req->t.table, resp->bitmap, resp->bitmap_len);
         if (rc == 0 || rc == -ENOENT || rc == -EEXIST || rc == -ESTALE) {
             /* A forward answered: the change sits at the owner it names
-             * (docs/mds-dist.md decision 14). */
+             * (docs/mds-dist.md "Epochs through forwards"). */
             struct pom_mds *at = m;
             if (m && resp->epoch_site && resp->epoch_site != m->id)
                 at = pom_route_find(fs->route, resp->epoch_site);
@@ -532,7 +532,7 @@ static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
  * A stale view only costs that detour: the MDS splits by its own (newer)
  * bitmap, or coordinates a transaction. A parent's subdirectory count
  * (mkdir, rmdir) is never split off here: the MDS makes it an RMU, whose
- * outbox row commits with the entry (docs/mds-xact.md "RMU as built"). */
+ * outbox row commits with the entry (docs/mds-xact.md "RMU: a parent's subdirectory count"). */
 static bool loose_apart(pom_fs *fs, const struct xt_req *reqs, size_t n)
 {
     uint32_t strict = 0, loose[XT_BATCH_ATOMIC_MAX];

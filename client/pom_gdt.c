@@ -7,7 +7,7 @@
  *
  * The copy commits with the batch (or not at all) and reaches the GDT
  * row later when that row sits at another MDS (an RMU, docs/mds-xact.md
- * "Copies"); copies of one row converge newest-wins by their stamp, the
+ * "RMU: copies (the GDT)"); copies of one row converge newest-wins by their stamp, the
  * change's time. The batch never waits for the GDT, and a copy cannot
  * fail the change it follows. Calls the transport (pom_batch_call) and
  * xt_ns only.

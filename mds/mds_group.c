@@ -27,7 +27,7 @@
  * every site (presumed abort). The txid counter (epochs, invariant 5) and
  * the storage-error streak syncers are told of live here too.
  *
- * Ring 1 may change (docs/mdsl-scale.md decisions 5, 6): the participants
+ * Ring 1 may change (docs/mdsl-scale.md "Participants", "Decision records"): the participants
  * grow at run time (every MDSL that may hold a prepare of ours or of an MDS
  * we may settle for), and a site's decision record may sit at any of them
  * (a home that changed, a copy): records are images at version = txid, so
@@ -71,7 +71,7 @@
 #define MDS_GROUP_RESERVE_SLACK ((size_t)64 << 10)
 
 /* Per-group budget of move images made from delta snapshots
- * (docs/mdsl-scale.md decision 4): a move starts while the group has made
+ * (docs/mdsl-scale.md "When a cached slice moves"): a move starts while the group has made
  * fewer than this many and this many bytes (so one image may pass it). */
 #define MDS_GROUP_MOVE_SLICES 8u
 #define MDS_GROUP_MOVE_BYTES  ((size_t)4 << 20)
@@ -1274,7 +1274,7 @@ int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
     return *out ? 0 : -ENOMEM;
 }
 
-/* The newest decision record of `site` at any participant (decision 6):
+/* The newest decision record of `site` at any participant (docs/mdsl-scale.md "Decision records"):
  * *epoch and *last stay 0 when none holds one. Any participant that cannot
  * answer fails the read: the newest record may be the one it holds. */
 static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_t site,

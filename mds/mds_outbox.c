@@ -40,7 +40,7 @@
  * ---- copies ----
  * Copies (XT_F_RMU; docs/mds-xact.md "Copies"): a change of another table's row that the caller does not wait for and
  * that converges by "newest wins" (the rows' ctime_ns), such as the GDT
- * row of a directory made, moved or removed (DESIGN 2). The RMU of a
+ * row of a directory made, moved or removed (docs/client.md "The GDT"). The RMU of a
  * whole op, where the RMU above is a count delta.
  *
  *  (1) Placement, at the MDS a client's atomic batch reaches: a copy whose

@@ -1,5 +1,5 @@
 /*
- * mdsl_store.h -- the MDSL storage engine (DESIGN.md section 6): per
+ * mdsl_store.h -- the MDSL storage engine (docs/format-mdsl.md): per
  * (fsid, table) folders of append-only segments, a LevelDB pointer index,
  * a two-phase-commit participant, slice loads, column reads, statistics and
  * garbage collection. The network service (pom-mdsl) is a thin layer on this.
@@ -21,7 +21,7 @@
  *  (4) After an fsync or index write error the store refuses writes with
  *      -EIO until it is reopened (reads keep working); see mdsl_store_health.
  *
- * A slice moved to another MDSL (docs/mdsl-scale.md decision 2) keeps a
+ * A slice moved to another MDSL (docs/mdsl-scale.md "Tombstones") keeps a
  * MOVED tombstone here: an empty IMAGE with XT_STORE_F_MOVED, indexed as any
  * image (mdsl_apply.c rule 1). While it is the slice's newest image, loads
  * and column reads of the slice answer -ESTALE and a DELTA that would apply
@@ -140,7 +140,7 @@ _Static_assert(MDSL_LIST_CURSOR <= XT_STORE_CURSOR_MAX, "a cursor fits a listing
 int mdsl_store_list_slices(mdsl_store *s, const void *cursor, uint32_t cursor_len, uint32_t max,
                            struct xt_store_list *out);
 
-/* Ring-1 changes (docs/mdsl-scale.md decision 10): counts into *misplaced
+/* Ring-1 changes (docs/mdsl-scale.md "Completion"): counts into *misplaced
  * the live slices (newest image not MOVED; fsid 0, the decision records,
  * excluded) that `ring` (borrowed, an xt_ring of ring 1) places on another
  * site than `self`, by the MDS's own placement, xt_ring_lookup(xt_ring_key).
@@ -181,7 +181,7 @@ int mdsl_store_gc(mdsl_store *s, unsigned max_segments);
 
 /* ---- space back after ring-1 moves (mdsl_space.c) --------------------
  *
- * docs/mdsl-scale.md decision 11: a folder whose every slice head is a MOVED
+ * docs/mdsl-scale.md "Space back": a folder whose every slice head is a MOVED
  * tombstone, with no pending prepare and no column or md record, is dropped
  * whole (renamed to t.F.T.drop, its index and resume keys deleted in one
  * synced batch, its files unlinked; a restart finishes a drop it finds). An

@@ -235,7 +235,7 @@ static inline int tu_commit(mdsl_store *s, uint64_t txid, struct xt_store_rec *r
     return rc ? rc : mdsl_store_commit(s, txid);
 }
 
-/* A MOVED tombstone (docs/mdsl-scale.md decision 2). */
+/* A MOVED tombstone (docs/mdsl-scale.md "Tombstones"). */
 static inline struct xt_store_rec tu_tombstone(uint32_t fsid, uint64_t table, uint32_t slice,
                                            uint64_t version)
 {
