@@ -221,6 +221,7 @@ static int remove_dir(mdsl_store *s, const char *dir)
 /* REQUIRES: mu held. */
 static bool has_pending(mdsl_store *s, const struct folder *fo)
 {
+    assert(mdsl_st_mu_held(s));
     for (struct ptx *t = s->pending; t; t = t->next)
         for (size_t i = 0; i < t->nparts; i++)
             if (t->parts[i].fo == fo)
@@ -240,10 +241,11 @@ static uint64_t segarr_bytes(const struct segarr *a)
  * when a pending prepare was the reason), or -errno. */
 static int drop_folder(mdsl_store *s, uint32_t fsid, uint64_t table, bool *busy)
 {
+    assert(s->bg_busy && !mdsl_st_mu_held(s));
     struct tkeys t = { .droppable = true };
     char dpath[4200] = "";
     mdsl_st_token_take(s);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     struct folder *fo = mdsl_st_folder_find(s, fsid, table);
     int rc = s->failed;
     bool go = rc == 0 && fo && fo->md_size == 0;
@@ -251,7 +253,7 @@ static int drop_folder(mdsl_store *s, uint32_t fsid, uint64_t table, bool *busy)
         go = false;
         *busy = true;
     }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (go) /* the index cannot change under the token: this is final */
         rc = mdsl_index_scan_table(s->idx, fsid, table, tkeys_add, &t);
     go = go && rc == 0 && t.n > 0 && t.droppable;
@@ -271,14 +273,14 @@ static int drop_folder(mdsl_store *s, uint32_t fsid, uint64_t table, bool *busy)
     if (go && rc == 0) {
         for (size_t i = 0; i < t.n; i++) /* the slice-state cache follows */
             mdsl_sltab_del(s->slices, t.v[i].id);
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         uint64_t bytes = segarr_bytes(&fo->tss);
         for (size_t g = 0; g < fo->ncs; g++)
             bytes += segarr_bytes(&fo->cs[g].segs);
         mdsl_st_folder_forget(s, fo);
         s->st.dropped_folders++;
         s->st.dropped_bytes += bytes;
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
     }
     mdsl_st_token_put(s);
     xt_free(t.v);
@@ -297,9 +299,9 @@ static int drop_pass(mdsl_store *s, bool *busy)
         rc = walk_flush(&w);
     int dropped = 0;
     for (size_t i = 0; i < w.cand.n && rc == 0; i++) {
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         bool stop = s->gc_stop;
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
         if (stop)
             break;
         if (i)
@@ -364,7 +366,7 @@ static int roll_active(mdsl_store *s, double threshold, uint64_t idle_ns)
     struct rollc *v = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     uint64_t now = xt_mono_ns(); /* under mu: no flush has stamped a later time */
     for (size_t i = 0; i < s->ht_cap && rc == 0; i++)
         for (struct folder *fo = s->ht[i]; fo && rc == 0; fo = fo->hnext) {
@@ -379,16 +381,16 @@ static int roll_active(mdsl_store *s, double threshold, uint64_t idle_ns)
                                                                 a->v[a->n - 1]->no });
             }
         }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     int rolled = 0;
     if (n)
         mdsl_st_token_take(s); /* appends go to the last segment: none runs now */
     for (size_t i = 0; i < n && rc == 0; i++) {
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         struct folder *fo = mdsl_st_folder_find(s, v[i].t.fsid, v[i].t.table);
         struct segarr *a = fo ? mdsl_st_segarr(fo, v[i].is_cs, v[i].group, false) : NULL;
         bool still = a && a->n && a->v[a->n - 1]->no == v[i].no && !s->failed;
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
         struct seg *sg;
         if (still)
             rc = mdsl_st_seg_add(s, fo, v[i].is_cs, v[i].group, v[i].no + 1, true, &sg);
@@ -397,9 +399,9 @@ static int roll_active(mdsl_store *s, double threshold, uint64_t idle_ns)
     if (n)
         mdsl_st_token_put(s);
     xt_free(v);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     s->st.rolled_segments += (uint64_t)rolled;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (rc < 0)
         XT_WARN("mdsl: rolling idle segments: %s", strerror(-rc));
     return rc < 0 ? rc : rolled;
@@ -418,16 +420,16 @@ int mdsl_store_roll_idle(mdsl_store *s)
 static int mark_set(mdsl_store *s, bool owe, uint64_t from, uint64_t to)
 {
     mdsl_st_token_take(s);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     bool go = owe ? s->sweep_owed != to && to > s->sweep_cleared : s->sweep_owed == from;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     int rc = go ? mdsl_index_put_sweep_owed(s->idx, to) : 0;
     if (go && rc == 0) {
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         s->sweep_owed = to;
         if (!owe)
             s->sweep_cleared = from;
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
     }
     mdsl_st_token_put(s);
     if (rc < 0)
@@ -440,27 +442,29 @@ int mdsl_store_sweep_owe(mdsl_store *s, uint64_t seq)
 {
     if (!seq)
         return -EINVAL;
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     /* seqs only grow: one at or below a cleared one comes from a pass that
      * started before the sweep its change asked (nothing is owed) */
     bool have = s->sweep_owed == seq || seq <= s->sweep_cleared;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     return have ? 0 : mark_set(s, true, 0, seq);
 }
 
 uint64_t mdsl_store_sweep_owed(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     uint64_t seq = s->sweep_owed;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     return seq;
 }
 
 static int sweep(mdsl_store *s, double threshold)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(s->bg_busy);
+    assert(threshold > 0 && threshold < 1);
+    mdsl_st_lock(s);
     uint64_t owed = threshold >= MDSL_SWEEP_THRESHOLD ? s->sweep_owed : 0;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     int rc = roll_active(s, threshold, 0);
     int freed = 0;
     while (rc >= 0) {
@@ -469,11 +473,11 @@ static int sweep(mdsl_store *s, double threshold)
             break;
         freed += rc;
     }
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     /* a pass also ends (0) when the store closes or failed: not the end */
     bool complete = rc == 0 && !s->gc_stop && !s->failed;
     s->st.sweeps += complete;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     XT_INFO("mdsl: sweep at %.2f freed %d segment(s)%s", threshold, freed,
             complete ? "" : " (cut short)");
     if (complete && owed)
@@ -493,32 +497,33 @@ int mdsl_store_sweep(mdsl_store *s, double threshold)
 
 void mdsl_store_space_request(mdsl_store *s, bool drop, bool do_sweep)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     s->want_drop |= drop;
     s->want_sweep |= do_sweep;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     mdsl_gc_wake(s);
 }
 
 void mdsl_space_tick(mdsl_store *s)
 {
+    assert(s->bg_busy && !mdsl_st_mu_held(s));
     uint64_t now = xt_mono_ns();
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     bool drop = s->want_drop || (s->drop_due_ns && now >= s->drop_due_ns);
     bool do_sweep = s->want_sweep;
     s->want_drop = s->want_sweep = false;
     if (drop)
         s->drop_due_ns = 0;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (drop) {
         bool busy = false;
         int rc = drop_pass(s, &busy);
         if (rc < 0)
             XT_WARN("mdsl: drop pass: %s", strerror(-rc));
         if (busy) { /* a prepare held a folder: look again later */
-            pthread_mutex_lock(&s->mu);
+            mdsl_st_lock(s);
             s->drop_due_ns = now + DROP_RETRY_NS;
-            pthread_mutex_unlock(&s->mu);
+            mdsl_st_unlock(s);
         }
     }
     if (do_sweep) /* the restart tests' kill -9 (pom-mdsl --crash-point) */
@@ -635,12 +640,13 @@ void mdsl_space_size(mdsl_store *s)
 
 int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve)
 {
+    assert(!mdsl_st_mu_held(s));
     uint64_t avail, total;
     if (may_reserve || s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0)
         return 0;
     bool is_short = avail < s->reserve || avail - s->reserve < need;
     uint64_t now = xt_mono_ns();
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     /* one line when the state changes, at most one a minute while it flaps */
     bool say = is_short != s->short_logged &&
                (!is_short || !s->short_said_ns || now - s->short_said_ns >= SHORT_LOG_NS);
@@ -649,7 +655,7 @@ int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve)
         if (is_short)
             s->short_said_ns = now;
     }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (is_short) /* GC may find more now that the threshold is up (invariant 7) */
         mdsl_gc_wake(s);
     if (say && is_short)
@@ -703,5 +709,6 @@ uint64_t mdsl_space_gc_room(mdsl_store *s)
 
 int mdsl_space_roll(mdsl_store *s, double threshold)
 {
+    assert(s->bg_busy);
     return roll_active(s, threshold, 0);
 }

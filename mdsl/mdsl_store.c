@@ -31,59 +31,65 @@
 
 void mdsl_st_fail(mdsl_store *s, int err, const char *what)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     if (!s->failed) {
         s->failed = err < 0 ? err : -EIO;
         XT_ERR("mdsl: %s failed (%s): the store refuses writes until reopened",
                what, strerror(-err));
     }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 void mdsl_st_token_take(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(!mdsl_st_mu_held(s));
+    mdsl_st_lock(s);
     while (s->writing)
-        pthread_cond_wait(&s->wr_cv, &s->mu);
+        mdsl_st_wait(s, &s->wr_cv);
     s->writing = true;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 void mdsl_st_token_put(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
+    assert(s->writing);
     s->writing = false;
     pthread_cond_signal(&s->wr_cv);
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 void mdsl_st_bg_take(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(!mdsl_st_mu_held(s));
+    mdsl_st_lock(s);
     while (s->bg_busy)
-        pthread_cond_wait(&s->bg_cv, &s->mu);
+        mdsl_st_wait(s, &s->bg_cv);
     s->bg_busy = true;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 void mdsl_st_bg_put(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
+    assert(s->bg_busy);
     s->bg_busy = false;
     pthread_cond_signal(&s->bg_cv);
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 /* ---- folders and segments --------------------------------------------- */
 
 static size_t folder_slot(const mdsl_store *s, uint32_t fsid, uint64_t table)
 {
+    assert(s->ht_cap && (s->ht_cap & (s->ht_cap - 1)) == 0);
     uint64_t h = (table ^ ((uint64_t)fsid << 32 | fsid)) * UINT64_C(0x9E3779B97F4A7C15);
     return (size_t)(h >> 17) & (s->ht_cap - 1);
 }
 
 struct folder *mdsl_st_folder_find(mdsl_store *s, uint32_t fsid, uint64_t table)
 {
+    assert(mdsl_st_mu_held(s));
     for (struct folder *f = s->ht[folder_slot(s, fsid, table)]; f; f = f->hnext)
         if (f->fsid == fsid && f->table == table)
             return f;
@@ -92,6 +98,8 @@ struct folder *mdsl_st_folder_find(mdsl_store *s, uint32_t fsid, uint64_t table)
 
 static int folder_insert(mdsl_store *s, struct folder *fo)
 {
+    assert(mdsl_st_mu_held(s));
+    assert(s->ht_cap && (s->ht_cap & (s->ht_cap - 1)) == 0);
     if (s->ht_n + 1 > s->ht_cap / 2) {
         size_t ncap = s->ht_cap * 2;
         struct folder **nt = xt_calloc(ncap, sizeof *nt);
@@ -140,20 +148,21 @@ static void folder_free(mdsl_store *s, struct folder *fo)
 
 struct folder *mdsl_st_folder_pin(mdsl_store *s, uint32_t fsid, uint64_t table)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     struct folder *fo = mdsl_st_folder_find(s, fsid, table);
     if (fo)
         fo->refs++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     return fo;
 }
 
 void mdsl_st_folder_unpin(mdsl_store *s, struct folder *fo)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
+    assert(fo->refs > 0);
     if (--fo->refs == 0 && fo->dropped)
         folder_free(s, fo); /* closes files nobody pins: allowed under mu */
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
 }
 
 static void segarr_forget(mdsl_store *s, struct segarr *a)
@@ -170,6 +179,9 @@ static void segarr_forget(mdsl_store *s, struct segarr *a)
 
 void mdsl_st_folder_forget(mdsl_store *s, struct folder *fo)
 {
+    assert(mdsl_st_mu_held(s));
+    assert(s->writing);
+    assert(!fo->dropped);
     for (struct folder **pp = &s->ht[folder_slot(s, fo->fsid, fo->table)]; *pp;
          pp = &(*pp)->hnext)
         if (*pp == fo) {
@@ -188,9 +200,10 @@ void mdsl_st_folder_forget(mdsl_store *s, struct folder *fo)
 int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create,
                        struct folder **out)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(!mdsl_st_mu_held(s)); /* it does I/O */
+    mdsl_st_lock(s);
     struct folder *fo = mdsl_st_folder_find(s, fsid, table);
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (fo || !create) {
         *out = fo;
         return fo ? 0 : -ENOENT;
@@ -214,9 +227,9 @@ int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create
     if (rc == 0)
         rc = mdsl_io_size(s->io, fo->md, &fo->md_size);
     if (rc == 0) {
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         rc = folder_insert(s, fo);
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
     }
     xt_free(path);
     xt_free(mdp);
@@ -284,7 +297,7 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
     if (rc == 0)
         rc = mdsl_io_size(s->io, sg->f, &sg->size);
     if (rc == 0) {
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         struct segarr *a = mdsl_st_segarr(fo, is_cs, group, true);
         if (!a)
             rc = -ENOMEM;
@@ -307,7 +320,7 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
             a->v[i] = sg;
             a->n++;
         }
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
     }
     if (rc < 0) {
         mdsl_io_close(s->io, sg->f);
@@ -320,6 +333,8 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
 
 void mdsl_st_seg_unpin(mdsl_store *s, struct seg *sg)
 {
+    assert(mdsl_st_mu_held(s));
+    assert(sg->refs > 0);
     if (--sg->refs == 0 && sg->dead) {
         mdsl_io_close(s->io, sg->f);
         xt_free(sg);
@@ -334,10 +349,10 @@ static int stage_reserve(mdsl_store *s, struct wbatch *wb, struct folder *fo, bo
                          uint32_t group, uint64_t total, uint8_t **dst, uint32_t *segno,
                          uint64_t *off)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     struct segarr *a = mdsl_st_segarr(fo, is_cs, group, true);
     struct seg *act = a && a->n ? a->v[a->n - 1] : NULL;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (!a)
         return -ENOMEM;
     size_t si = wb->n;
@@ -412,6 +427,7 @@ void mdsl_st_wbatch_free(struct wbatch *wb)
 
 int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
 {
+    assert(!mdsl_st_mu_held(s)); /* write + fsync: no lock across I/O */
     if (wb->n == 0)
         return 0;
     struct mdsl_io_wr *w = xt_malloc(wb->n * sizeof *w);
@@ -431,12 +447,12 @@ int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
     xt_free(sy);
     if (rc == 0) {
         uint64_t now = xt_mono_ns();
-        pthread_mutex_lock(&s->mu);
+        mdsl_st_lock(s);
         for (size_t i = 0; i < wb->n; i++) {
             wb->v[i].seg->size = wb->v[i].start + wb->v[i].len;
             wb->v[i].seg->wrote_ns = now;
         }
-        pthread_mutex_unlock(&s->mu);
+        mdsl_st_unlock(s);
         return 0;
     }
     if (sync_failed) {
@@ -457,6 +473,7 @@ int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
 
 void mdsl_st_resume_pos(mdsl_store *s, struct folder *fo, uint32_t *segno, uint64_t *off)
 {
+    assert(mdsl_st_mu_held(s));
     bool found = false;
     for (struct ptx *t = s->pending; t; t = t->next)
         for (size_t i = 0; i < t->nparts; i++) {
@@ -481,19 +498,20 @@ void mdsl_st_resume_pos(mdsl_store *s, struct folder *fo, uint32_t *segno, uint6
 int mdsl_st_read_ptr(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group,
                      const struct mdsl_ptr *p, struct mdsl_rec_hdr *h, uint8_t **rec)
 {
-    pthread_mutex_lock(&s->mu);
+    assert(!mdsl_st_mu_held(s) && fo && p);
+    mdsl_st_lock(s);
     struct seg *sg = mdsl_st_seg_find(mdsl_st_segarr(fo, is_cs, group, false), p->segno);
     if (sg)
         sg->refs++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (!sg)
         return -EAGAIN;
     int rc = mdsl_seg_read(s->io, sg->f, p->off, p->len, p->csum, h, rec);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     mdsl_st_seg_unpin(s, sg);
     if (rc == -EBADMSG)
         s->st.corrupt_records++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (rc == -EBADMSG) {
         char name[48];
         mdsl_seg_name(name, sizeof name, is_cs, group, p->segno);
@@ -517,6 +535,8 @@ void mdsl_st_ptx_free(struct ptx *t)
 
 void mdsl_st_decided(mdsl_store *s, uint64_t txid, bool commit)
 {
+    assert(mdsl_st_mu_held(s));
+    assert(txid != 0);
     s->dec_txid[s->dec_pos] = txid;
     s->dec_commit[s->dec_pos] = commit;
     s->dec_pos = (s->dec_pos + 1) % MDSL_DECIDED_RING;
@@ -525,6 +545,7 @@ void mdsl_st_decided(mdsl_store *s, uint64_t txid, bool commit)
 /* REQUIRES: mu held. 1 committed, 0 aborted, -1 unknown. */
 static int decided(mdsl_store *s, uint64_t txid)
 {
+    assert(mdsl_st_mu_held(s));
     for (unsigned i = 0; i < MDSL_DECIDED_RING; i++)
         if (s->dec_txid[i] == txid)
             return s->dec_commit[i] ? 1 : 0;
@@ -533,6 +554,7 @@ static int decided(mdsl_store *s, uint64_t txid)
 
 static struct ptx *pending_find(mdsl_store *s, uint64_t txid, bool unlink)
 {
+    assert(mdsl_st_mu_held(s));
     for (struct ptx **pp = &s->pending; *pp; pp = &(*pp)->next)
         if ((*pp)->txid == txid) {
             struct ptx *t = *pp;
@@ -604,6 +626,7 @@ static int rec_check(const struct xt_store_rec *r)
  * Checked against committed state; REQUIRES: writer token held. */
 static int moved_guard(mdsl_store *s, const struct xt_store_rec *recs, size_t n)
 {
+    assert(s->writing);
     for (size_t i = 0; i < n; i++) {
         const struct xt_store_rec *r = &recs[i];
         if (r->type != XT_STORE_DELTA)
@@ -625,6 +648,8 @@ static int moved_guard(mdsl_store *s, const struct xt_store_rec *recs, size_t n)
 static int prepare_locked(mdsl_store *s, uint64_t txid, const struct xt_store_rec *recs, size_t n,
                           bool may_reserve)
 {
+    assert(s->writing && !mdsl_st_mu_held(s)); /* writes without mu */
+    assert(txid != 0 && n >= 1);
     struct ptx *t = xt_calloc(1, sizeof *t);
     if (!t)
         return -ENOMEM;
@@ -686,11 +711,11 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct xt_store_re
         mdsl_st_ptx_free(t);
         return rc;
     }
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     t->next = s->pending;
     s->pending = t;
     s->st.prepared++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     return 0;
 }
 
@@ -705,9 +730,9 @@ int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct xt_store_rec *
         may_reserve &= (recs[i].flags & XT_STORE_F_RESERVE) != 0;
     }
     mdsl_st_token_take(s);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     int rc = s->failed ? s->failed : pending_find(s, txid, false) ? -EEXIST : 0;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (rc == 0)
         rc = moved_guard(s, recs, n);
     if (rc == 0)
@@ -761,7 +786,7 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
         c.fo = t->parts[i].fo;
         rc = mdsl_apply_entries(&c, t->parts[i].e, t->parts[i].n, segs[i]);
     }
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     pending_find(s, t->txid, true);
     for (size_t i = 0; i < t->nparts && rc == 0; i++) {
         uint32_t sn;
@@ -771,21 +796,21 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
     }
     mdsl_st_decided(s, t->txid, commit);
     s->st.prepared--;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (rc == 0)
         rc = mdsl_index_write(s->idx, c.b, false);
     if (rc == 0)
         mdsl_apply_done(&c);
     if (rc < 0)
         mdsl_st_fail(s, rc, commit ? "applying a commit" : "applying an abort");
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     if (rc == 0)
         mdsl_apply_live(&c);
     if (commit)
         s->st.commits++;
     else
         s->st.aborts++;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     mdsl_st_ptx_free(t);
     mdsl_apply_ctx_free(&c);
     xt_free(segs);
@@ -794,20 +819,22 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
 
 int mdsl_st_decide_locked(mdsl_store *s, struct ptx *t, bool commit)
 {
+    assert(!mdsl_st_mu_held(s)); /* the token, or recovery: no other thread */
+    assert(t && t->txid != 0);
     return decide_locked(s, t, commit);
 }
 
 static int decide(mdsl_store *s, uint64_t txid, bool commit)
 {
     mdsl_st_token_take(s);
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     int rc = s->failed;
     struct ptx *t = rc ? NULL : pending_find(s, txid, false);
     if (!rc && !t) {
         int d = decided(s, txid);
         rc = d < 0 ? -ENOENT : (d == 1) == commit ? 0 : -EINVAL;
     }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (t)
         rc = decide_locked(s, t, commit);
     mdsl_st_token_put(s);
@@ -826,7 +853,7 @@ int mdsl_store_abort(mdsl_store *s, uint64_t txid)
 
 int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     size_t k = 0;
     for (struct ptx *t = s->pending; t; t = t->next)
         k++;
@@ -836,7 +863,7 @@ int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n)
         for (struct ptx *t = s->pending; t; t = t->next)
             v[k++] = t->txid;
     }
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     if (!v)
         return -ENOMEM;
     *txids = v;
@@ -857,7 +884,7 @@ static void stat_arr(struct segarr *a, struct mdsl_stat *st)
 
 int mdsl_store_stat(mdsl_store *s, struct mdsl_stat *st)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     *st = s->st;
     st->tables = s->ht_n;
     st->segments = st->bytes = st->live_bytes = 0;
@@ -869,16 +896,16 @@ int mdsl_store_stat(mdsl_store *s, struct mdsl_stat *st)
         }
     st->failed = s->failed;
     st->sweep_owed = s->sweep_owed;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     st->live_ratio = st->bytes ? (double)st->live_bytes / (double)st->bytes : 1.0;
     return 0;
 }
 
 int mdsl_store_health(mdsl_store *s)
 {
-    pthread_mutex_lock(&s->mu);
+    mdsl_st_lock(s);
     int rc = s->failed;
-    pthread_mutex_unlock(&s->mu);
+    mdsl_st_unlock(s);
     return rc;
 }
 

@@ -168,15 +168,14 @@ static void *dup_bytes(const void *p, uint32_t n)
     return d;
 }
 
-static int mdsl_load(void *, const xt_rpc_ctx *, uint32_t fsid, uint64_t table, uint32_t slice,
-                     struct xt_store_load *out)
+static int mdsl_load(void *, const xt_rpc_ctx *, xt_slice_id id, struct xt_store_load *out)
 {
     memset(out, 0, sizeof *out);
     uint8_t b[16];
-    xt_put_u32(b, fsid);
-    xt_put_u64(b + 4, table);
-    xt_put_u32(b + 12, slice);
-    out->has_image = slice & 1;
+    xt_put_u32(b, id.fsid);
+    xt_put_u64(b + 4, id.table);
+    xt_put_u32(b + 12, id.slice);
+    out->has_image = id.slice & 1;
     out->image = { 1, dup_bytes(b, sizeof b), sizeof b };
     out->deltas = static_cast<xt_store_blob *>(xt_calloc(2, sizeof *out->deltas));
     if (out->deltas) {
@@ -187,8 +186,8 @@ static int mdsl_load(void *, const xt_rpc_ctx *, uint32_t fsid, uint64_t table, 
     return 0;
 }
 
-static int mdsl_column(void *, const xt_rpc_ctx *, uint32_t, uint64_t, uint32_t, uint64_t key,
-                       uint32_t group, void **data, uint32_t *len, uint64_t *version)
+static int mdsl_column(void *, const xt_rpc_ctx *, xt_slice_id, uint64_t key, uint32_t group,
+                       void **data, uint32_t *len, uint64_t *version)
 {
     *len = group % 64;
     *data = dup_bytes(&key, 0);
@@ -233,7 +232,8 @@ static int mdsl_list(void *, const xt_rpc_ctx *, const void *cursor, uint32_t cu
     if (!out->slices)
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
-        out->slices[i] = { (uint32_t)i, cursor_len, (uint32_t)max, i, (i & 1) != 0, (i & 2) != 0 };
+        out->slices[i] = { { (uint32_t)i, (uint32_t)max, cursor_len }, i, (i & 1) != 0,
+                           (i & 2) != 0 };
     out->n = n;
     out->cursor_len = XT_MIN(cursor_len, (uint32_t)XT_STORE_CURSOR_MAX);
     if (out->cursor_len)
