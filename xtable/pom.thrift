@@ -243,7 +243,7 @@ service XTable extends Common {
 
 /* ---------------- storage on MDSL (docs/format-mdsl.md) ---------------- */
 
-/* One record of a two-phase commit; mirrors mdsl_rec (mdsl/mdsl_store.h). */
+/* One record of a two-phase commit; the contract's xt_store_rec (xtable/xt_store.h). */
 const i8 STORE_REC_IMAGE  = 1      // full slice image (xt_slice encoding)
 const i8 STORE_REC_DELTA  = 2      // changed rows since the previous version
 const i8 STORE_REC_COLUMN = 3      // one row's column-group bytes

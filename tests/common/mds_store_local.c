@@ -347,7 +347,8 @@ int mds_store_local_slices(mds_store_local *m, uint32_t site, struct xt_store_sl
             rc = -ENOMEM;
         } else {
             v = nw;
-            memcpy(v + nv, l.slices, l.n * sizeof *v);
+            if (l.n)
+                memcpy(v + nv, l.slices, l.n * sizeof *v);
             nv += l.n;
             memcpy(cursor, l.cursor, l.cursor_len);
             clen = l.cursor_len;
