@@ -102,18 +102,13 @@ int fault_cluster_init(struct fault_cluster *c, const char *tag, const char *mds
     return 0;
 }
 
-/* Spawns argv with POM_FAULT=fault (the test is single-threaded while it
- * spawns, so setting the variable around the fork is safe) and waits until
- * it listens or exits. */
+/* Spawns argv and waits until it listens or exits. */
 static int spawn(struct fault_cluster *c, char *const argv[], const char *name, int port,
-                 const char *fault, pid_t *pid)
+                 pid_t *pid)
 {
     char log[300];
     snprintf(log, sizeof log, "%s/%s.log", c->base, name);
-    if (fault)
-        setenv("POM_FAULT", fault, 1);
     *pid = pom_proc_spawn(argv, log);
-    unsetenv("POM_FAULT");
     if (*pid <= 0) {
         int rc = *pid < 0 ? *pid : -ECHILD;
         *pid = 0;
@@ -145,7 +140,7 @@ int fault_start_mdsl(struct fault_cluster *c, const char *fault, const char *con
     for (int i = 0; extra && extra[i] && n < 31; i++)
         argv[n++] = (char *)extra[i];
     argv[n] = NULL;
-    return spawn(c, argv, "mdsl", c->mdsl_port, NULL, &c->mdsl);
+    return spawn(c, argv, "mdsl", c->mdsl_port, &c->mdsl);
 }
 
 int fault_start_mds(struct fault_cluster *c, const char *fault, int interval_ms)
@@ -156,7 +151,7 @@ int fault_start_mds(struct fault_cluster *c, const char *fault, int interval_ms)
     char *argv[] = { (char *)c->mds_bin, (char *)"--mdsl", mdsl, (char *)"--listen",
                      c->mds_addr, (char *)"--commit-interval-ms", interval,
                      fault ? (char *)"--fault" : NULL, (char *)fault, NULL };
-    return spawn(c, argv, "mds", c->mds_port, NULL, &c->mds);
+    return spawn(c, argv, "mds", c->mds_port, &c->mds);
 }
 
 int fault_stop(pid_t *pid, int grace_ms)
