@@ -632,7 +632,7 @@ static int checks(struct storm *s)
     /* Strict for every uuid (docs/mds-xact.md): a link or rename whose rows
      * sit at several MDS is one transaction, whole or absent even when an
      * MDS died unsynced. A transaction cut by a kill is settled by the
-     * resolver of its pending rows (POM_MDS_XACT_RESOLVE_MS, 2 s), so a
+     * resolver of its pending rows (--xact-resolve-ms, 2 s), so a
      * walk that finds a mismatch is repeated a few times before it counts. */
     bool nl_ok = false;
     for (int pass = 0; pass < 6 && !nl_ok; pass++) {
