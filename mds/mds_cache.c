@@ -354,6 +354,7 @@ int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out)
             mds_stats_add(c->o.stats, MDS_CTR_CACHE_HITS, 1);
         while (e->state == CENT_LOADING)
             mds_cond_wait(&s->cv, &s->mu);
+        assert(e->state == CENT_READY || e->state == CENT_FAILED);
         if (e->state == CENT_FAILED) {
             int rc = e->load_err;
             bool last = --e->ref == 0;
@@ -472,6 +473,7 @@ int mds_cache_keys(mds_cache *c, struct mds_key **keys, size_t *n)
         for (size_t b = 0; b < s->nbucket; b++)
             for (struct mds_cent *e = s->bucket[b]; e; e = e->hnext)
                 v[k++] = e->key;
+        assert(k <= cap);
         mds_mutex_unlock(&s->mu);
     }
     if (k == 0) {

@@ -382,12 +382,14 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
     bool pending = cm->dirty_gen > cm->durable_gen && cm->snapped_gen < cm->dirty_gen;
     if (pending) {
         /* Copy-on-write: the closed group's view must not see our change. */
-        if ((rc = take_snapshot(g, e, cm->dirty_gen)) < 0) {
+        uint64_t closed = cm->dirty_gen;
+        if ((rc = take_snapshot(g, e, closed)) < 0) {
             mds_mutex_lock(&g->mu);
             g->list[want & 1].resv--;
             mds_mutex_unlock(&g->mu);
             return rc;
         }
+        assert(cm->snapped_gen == closed); /* invariant 2: the closed group's view */
         mds_stats_add(g->o.stats, MDS_CTR_LAZY_SNAPSHOTS, 1);
     } else if (cm->dirty_gen <= cm->durable_gen && cm->durable_gen < want - 1) {
         /* Clean: everything in the slice is durable, and what comes is
@@ -527,6 +529,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         xt_slice *s = mds_cent_slice(e);
         bool keep_pin = false;
         xt_slice_wrlock(s);
+        /* Invariant 1: no later group is snapshotted before gen is done. */
+        assert(cm->snapped_gen <= gen);
         if (rc == 0) {
             if (cm->snapped_gen == gen && cm->snap && cm->snap_site != cm->site) {
                 XT_DBG("group: fs %u table %llu slice %u moved from site %u to %u at v%llu",

@@ -190,6 +190,7 @@ static int consider(mds_mover *m, uint32_t at, const struct xt_store_slice *info
             (void)mds_cache_drop(m->o.cache, &k);
         return rc ? rc : 1;
     }
+    assert(m->nbatch < MOVER_BATCH); /* flushed when full, before this */
     m->batch[m->nbatch++] = (struct held){ e, cached };
     m->batch_bytes += est;
     if (gen > m->batch_gen)

@@ -72,6 +72,7 @@
 #include "mds_outbox.h"
 #include "mds_xact_i.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -540,6 +541,9 @@ static size_t copy_deliver(mds_xact *x, struct copy_rec *v, size_t n)
     }
     if (x->csent_n > 1)
         qsort(x->csent, x->csent_n, sizeof *x->csent, sent_cmp);
+    /* copy_in_flight's bsearch: sorted by outbox row. */
+    for (size_t i = 1; i < x->csent_n; i++)
+        assert(sent_cmp(&x->csent[i - 1], &x->csent[i]) <= 0);
     return left;
 }
 

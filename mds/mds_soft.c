@@ -7,8 +7,11 @@
  */
 #include "mds_soft.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
+
+#include "mds_mutex.h"
 
 #include "xt_common.h"
 #include "xt_hash.h"
@@ -27,7 +30,7 @@ struct soft_ent {
 };
 
 struct stripe {
-    pthread_mutex_t mu;
+    mds_mutex mu;
     struct soft_ent *head;
     size_t n;
 };
@@ -44,7 +47,7 @@ int mds_soft_new(unsigned ttl_ms, mds_soft **out)
         return -ENOMEM;
     s->ttl_ns = (uint64_t)(ttl_ms ? ttl_ms : 30000) * 1000000u;
     for (size_t i = 0; i < SOFT_STRIPES; i++)
-        pthread_mutex_init(&s->st[i].mu, NULL);
+        mds_mutex_init(&s->st[i].mu);
     *out = s;
     return 0;
 }
@@ -58,7 +61,7 @@ void mds_soft_free(mds_soft *s)
             n = e->next;
             xt_free(e);
         }
-        pthread_mutex_destroy(&s->st[i].mu);
+        mds_mutex_destroy(&s->st[i].mu);
     }
     xt_free(s);
 }
@@ -74,6 +77,7 @@ static struct stripe *stripe_of(mds_soft *s, uint64_t table, const void *name, s
 static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint64_t table,
                              const void *name, size_t len, struct soft_ent ***link)
 {
+    assert(mds_mutex_held(&st->mu));
     uint64_t now = xt_mono_ns();
     for (struct soft_ent **p = &st->head; *p;) {
         struct soft_ent *e = *p;
@@ -95,6 +99,7 @@ static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint
 
 static void unlink_ent(struct stripe *st, struct soft_ent **link)
 {
+    assert(mds_mutex_held(&st->mu) && st->n > 0);
     struct soft_ent *e = *link;
     *link = e->next;
     st->n--;
@@ -107,7 +112,7 @@ int mds_soft_add(mds_soft *s, uint32_t fsid, uint64_t table, const void *name, s
     if (d == 0)
         return 0;
     struct stripe *st = stripe_of(s, table, name, len);
-    pthread_mutex_lock(&st->mu);
+    mds_mutex_lock(&st->mu);
     struct soft_ent **link, *e = find(s, st, fsid, table, name, len, &link);
     int rc = 0;
     if (e) {
@@ -117,6 +122,7 @@ int mds_soft_add(mds_soft *s, uint32_t fsid, uint64_t table, const void *name, s
         if (e->delta == 0)
             unlink_ent(st, link);
     } else if ((e = xt_malloc(sizeof *e + len))) {
+        assert(len <= XT_NAME_MAX);
         *e = (struct soft_ent){ .next = st->head, .fsid = fsid, .table = table, .delta = d,
                                 .touched = xt_mono_ns(), .len = len };
         memcpy(e->name, name, len);
@@ -125,7 +131,7 @@ int mds_soft_add(mds_soft *s, uint32_t fsid, uint64_t table, const void *name, s
     } else {
         rc = -ENOMEM;
     }
-    pthread_mutex_unlock(&st->mu);
+    mds_mutex_unlock(&st->mu);
     return rc;
 }
 
@@ -135,7 +141,7 @@ void mds_soft_take(mds_soft *s, uint32_t fsid, uint64_t table, const void *name,
     if (d == 0)
         return;
     struct stripe *st = stripe_of(s, table, name, len);
-    pthread_mutex_lock(&st->mu);
+    mds_mutex_lock(&st->mu);
     struct soft_ent **link, *e = find(s, st, fsid, table, name, len, &link);
     if (e) {
         /* Exactly what was delivered: the entry sums deltas of both signs
@@ -146,16 +152,16 @@ void mds_soft_take(mds_soft *s, uint32_t fsid, uint64_t table, const void *name,
         else
             e->delta = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
     }
-    pthread_mutex_unlock(&st->mu);
+    mds_mutex_unlock(&st->mu);
 }
 
 int32_t mds_soft_get(mds_soft *s, uint32_t fsid, uint64_t table, const void *name, size_t len)
 {
     struct stripe *st = stripe_of(s, table, name, len);
-    pthread_mutex_lock(&st->mu);
+    mds_mutex_lock(&st->mu);
     struct soft_ent **link, *e = find(s, st, fsid, table, name, len, &link);
     int32_t d = e ? e->delta : 0;
-    pthread_mutex_unlock(&st->mu);
+    mds_mutex_unlock(&st->mu);
     return d;
 }
 
@@ -187,9 +193,9 @@ size_t mds_soft_count(mds_soft *s)
 {
     size_t n = 0;
     for (size_t i = 0; i < SOFT_STRIPES; i++) {
-        pthread_mutex_lock(&s->st[i].mu);
+        mds_mutex_lock(&s->st[i].mu);
         n += s->st[i].n;
-        pthread_mutex_unlock(&s->st[i].mu);
+        mds_mutex_unlock(&s->st[i].mu);
     }
     return n;
 }

@@ -11,6 +11,7 @@
 #include "mds_table.h"
 #include "mds_table_i.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -36,7 +37,7 @@ int mds_table_new(const struct mds_table_opts *o, mds_table **out)
         t->o.split_threshold = XT_SLICE_DEFAULT_CAPACITY;
     if (!t->o.split_bytes)
         t->o.split_bytes = MDS_SPLIT_BYTES;
-    pthread_mutex_init(&t->mu, NULL);
+    mds_mutex_init(&t->mu);
     *out = t;
     return 0;
 }
@@ -54,7 +55,7 @@ void mds_table_free(mds_table *t)
             mds_cache_put(t->o.cache, m->meta);
             xt_free(m);
         }
-    pthread_mutex_destroy(&t->mu);
+    mds_mutex_destroy(&t->mu);
     xt_free(t);
 }
 
@@ -73,6 +74,7 @@ int mds_table_meta_decode(const xt_slice *ms, xt_bitmap **bm)
  * write-locked and touched for gen. */
 int mds_table_meta_write(mds_table *t, mds_cent *meta, const xt_bitmap *bm, uint64_t gen)
 {
+    assert(mds_cent_commit(meta)->dirty_gen >= gen); /* REQUIRES: touched for gen */
     size_t len = xt_bitmap_encoded_size(bm);
     uint8_t *buf = xt_malloc(len);
     if (!buf)
@@ -120,11 +122,11 @@ static int meta_volatile(mds_table *t, const struct mds_key *k, mds_cent **out)
 
 struct mtab *mds_table_tab_find(mds_table *t, uint32_t fsid, uint64_t table)
 {
-    pthread_mutex_lock(&t->mu);
+    mds_mutex_lock(&t->mu);
     struct mtab *m = t->bucket[mds_table_bucket(fsid, table)];
     while (m && (m->fsid != fsid || m->table != table))
         m = m->next;
-    pthread_mutex_unlock(&t->mu);
+    mds_mutex_unlock(&t->mu);
     return m; /* tables live until mds_table_free */
 }
 
@@ -169,10 +171,10 @@ int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab *
     m->meta = meta;
     m->home = home;
     unsigned b = mds_table_bucket(fsid, table);
-    pthread_mutex_lock(&t->mu);
+    mds_mutex_lock(&t->mu);
     for (struct mtab *x = t->bucket[b]; x; x = x->next)
         if (x->fsid == fsid && x->table == table) {
-            pthread_mutex_unlock(&t->mu);
+            mds_mutex_unlock(&t->mu);
             xt_bitmap_free(m->bm);
             xt_bitmap_free(m->said);
             mds_cache_put(t->o.cache, meta);
@@ -183,7 +185,7 @@ int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab *
     m->next = t->bucket[b];
     t->bucket[b] = m;
     t->ntabs++;
-    pthread_mutex_unlock(&t->mu);
+    mds_mutex_unlock(&t->mu);
     *out = m;
     return 0;
 }
@@ -503,6 +505,7 @@ static int split_slice(mds_table *t, struct wctx *w, mds_cent *full, mds_cent **
  * REQUIRES: w from write_begin. */
 static int meta_join(mds_table *t, struct wctx *w)
 {
+    assert(w->m && w->e && w->gen >= w->g0); /* REQUIRES: w from write_begin */
     xt_slice_wrlock(mds_cent_slice(w->m->meta));
     if (!w->m->home)
         return 0; /* the bitmap changes in memory only (invariant 6) */
@@ -520,6 +523,7 @@ static int meta_join(mds_table *t, struct wctx *w)
 static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t name_len,
                         uint64_t h, const void *row, size_t row_len, unsigned flags)
 {
+    assert(w->m && w->e && w->gen >= w->g0); /* REQUIRES: w from write_begin */
     unsigned xf = (flags & MDS_TABLE_EXCL) ? XT_SLICE_EXCL : 0;
     int rc = xt_slice_insert(mds_cent_slice(w->e), name, name_len, h, row, row_len, xf,
                              w->gen);

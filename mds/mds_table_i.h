@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+#include "mds_mutex.h"
 #include "mds_table.h"
 #include "xt_bitmap.h"
 
@@ -29,7 +30,7 @@ struct mtab {
 
 struct mds_table {
     struct mds_table_opts o;
-    pthread_mutex_t mu;
+    mds_mutex mu;
     struct mtab *bucket[MAP_BUCKETS]; /* (mu) */
     size_t ntabs;                     /* (mu) */
 };

@@ -86,6 +86,8 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
 
 void mds_xact_bind(mds_xact *x, const struct mds_xact_io *io)
 {
+    assert(!x->worker); /* REQUIRES: before mds_xact_start */
+    assert(io->op && io->batch);
     x->io = *io;
 }
 
@@ -124,6 +126,7 @@ int mds_xact_owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *
 int mds_xact_send(mds_xact *x, uint32_t site, const struct xt_req *reqs, size_t n,
                   struct xt_resp *resps, size_t *failed, uint64_t *gen)
 {
+    assert(n > 0);
     *failed = 0;
     if (site == mds_route_self(x->o.route)) {
         if (mds_xact_is_prepare(reqs, n)) {
@@ -255,6 +258,7 @@ static void settle_all(mds_xact *x, const struct txn *t)
 int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uint32_t *site,
                      struct xt_resp *resps, size_t *failed, struct txn **held)
 {
+    assert(n >= 1 && n <= XT_BATCH_ATOMIC_MAX);
     uint32_t self = mds_route_self(x->o.route), dsite = site[0];
     int rc = 0;
     if (held)
@@ -433,6 +437,9 @@ bool mds_xact_count_apart(mds_xact *x, const struct xt_req *reqs, size_t n)
 int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_resp *resps,
                  size_t *failed)
 {
+    /* Invariant 5: an MDS's own batch (XT_F_SYS) is never coordinated. */
+    for (size_t i = 0; i < n; i++)
+        assert(!(reqs[i].flags & XT_F_SYS));
     *failed = 0;
     if (n == 0 || n > XT_BATCH_ATOMIC_MAX)
         return -EINVAL;
@@ -582,6 +589,7 @@ static bool note_holder(struct holder *hs, size_t *nh, size_t cap, uint32_t site
  * settle the rest. Frees v's transactions. */
 static void finish_batch(mds_xact *x, struct txn **v, size_t n)
 {
+    assert(n >= 1 && n <= FINISH_BATCH);
     uint32_t self = mds_route_self(x->o.route);
     uint64_t dgen = 0;
     bool mine = false;

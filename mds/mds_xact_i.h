@@ -34,6 +34,7 @@
 #ifndef MDS_XACT_I_H
 #define MDS_XACT_I_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -171,8 +172,11 @@ static inline bool mds_xact_is_count(const struct xt_req *q)
 static inline size_t mds_xact_pend_row_name(const void *name, size_t len, bool count,
                                             const uint8_t *dname, uint8_t *out)
 {
-    if (!count)
-        return xt_hash_pend_name(name, len, out);
+    if (!count) {
+        size_t n = xt_hash_pend_name(name, len, out);
+        assert(n <= PEND_NAME_MAX);
+        return n;
+    }
     xt_hash_sys_head(out, XT_SYS_COUNT, xt_hash_name(name, len));
     memcpy(out + XT_SYS_HEAD, dname + XT_SYS_HEAD, MDS_XACT_DNAME_LEN - XT_SYS_HEAD);
     return MDS_XACT_DNAME_LEN;

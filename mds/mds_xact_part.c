@@ -21,6 +21,7 @@
 #include "mds_xact.h"
 #include "mds_xact_i.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -160,6 +161,8 @@ static int pend_derive(void *arg, bool existed, const void *old, size_t old_len,
 
 void mds_xact_decision_view(xt_row *v, const uint8_t *dname, const uint8_t *verdict)
 {
+    assert(*verdict == MDS_XACT_COMMIT || *verdict == MDS_XACT_ABORT);
+    assert(xt_hash_is_sys(dname, MDS_XACT_DNAME_LEN) && dname[2] == XT_SYS_DECISION);
     xt_row_init(v);
     v->attr.type = XT_ROW_KV;
     v->attr.uuid = mds_xact_tag(dname);
