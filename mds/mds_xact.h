@@ -13,8 +13,11 @@
  *  (2) The decision is the decision row, created EXCL: COMMIT by the
  *      coordinator in the same atomic batch as the ops of the decider (the
  *      owner of op 0), ABORT by whoever finds it absent when resolving. The
- *      first creation wins; nothing deletes an ABORT row (a late COMMIT must
- *      keep failing), a COMMIT row is deleted only after every pending row.
+ *      first creation wins. An ABORT row lives while a late COMMIT could
+ *      still land: the coordinator drops its own only once no decide batch
+ *      can arrive, a holder collects a dead incarnation's after
+ *      abort_gc_ms (docs/mds-xact.md "ABORT rows"). A COMMIT row is deleted
+ *      only after every pending row.
  *  (3) A pending row is deleted (COMMIT) or rolled back (ABORT: the
  *      pre-image restored and the pending row deleted in one batch) only
  *      after its decision is durable at the decision row's holder.
