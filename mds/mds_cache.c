@@ -8,7 +8,6 @@
  * load itself (a store call and decoding) runs with no lock held.
  */
 #include "mds_cache.h"
-#include "mds_mutex.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -34,7 +33,7 @@ struct mds_cent {
 };
 
 struct stripe {
-    mds_mutex mu;
+    pthread_mutex_t mu;
     pthread_cond_t cv;       /* a LOADING entry of this stripe changed state */
     struct mds_cent **bucket; /* (mu) */
     size_t nbucket, n;       /* (mu) */
@@ -44,7 +43,7 @@ struct mds_cache {
     struct mds_cache_opts o;
     struct stripe *stripe;
     unsigned nstripe;
-    mds_mutex lru_mu;
+    pthread_mutex_t lru_mu;
     struct mds_cent *lru_head, *lru_tail; /* head = most recently unpinned */
     _Atomic size_t bytes, rows, entries, pinned;
     _Atomic uint64_t loads, evictions, pressure_calls;
@@ -84,10 +83,10 @@ int mds_cache_new(const struct mds_cache_opts *o, mds_cache **out)
     }
     for (unsigned i = 0; i < c->nstripe; i++) {
         struct stripe *s = &c->stripe[i];
-        mds_mutex_init(&s->mu);
+        pthread_mutex_init(&s->mu, NULL);
         pthread_cond_init(&s->cv, NULL);
     }
-    mds_mutex_init(&c->lru_mu);
+    pthread_mutex_init(&c->lru_mu, NULL);
     *out = c;
     return 0;
 }
@@ -112,18 +111,18 @@ void mds_cache_free(mds_cache *c)
                 cent_free(e);
             }
         xt_free(s->bucket);
-        mds_mutex_destroy(&s->mu);
+        pthread_mutex_destroy(&s->mu);
         pthread_cond_destroy(&s->cv);
     }
     xt_free(c->stripe);
-    mds_mutex_destroy(&c->lru_mu);
+    pthread_mutex_destroy(&c->lru_mu);
     xt_free(c);
 }
 
 /* REQUIRES: s->mu held. */
 static struct mds_cent *stripe_find(struct stripe *s, const struct mds_key *k, uint64_t h)
 {
-    assert(mds_mutex_held(&s->mu));
+    assert(xt_mutex_held(&s->mu));
     if (!s->nbucket)
         return NULL;
     for (struct mds_cent *e = s->bucket[(h >> 8) % s->nbucket]; e; e = e->hnext)
@@ -135,7 +134,7 @@ static struct mds_cent *stripe_find(struct stripe *s, const struct mds_key *k, u
 /* REQUIRES: s->mu held; e not in the stripe. -ENOMEM leaves it unchanged. */
 static int stripe_insert(mds_cache *c, struct stripe *s, struct mds_cent *e)
 {
-    assert(mds_mutex_held(&s->mu));
+    assert(xt_mutex_held(&s->mu));
     if (s->n + 1 > s->nbucket * 2) {
         size_t nb = s->nbucket ? s->nbucket * 2 : 16;
         struct mds_cent **nbk = xt_calloc(nb, sizeof *nbk);
@@ -164,7 +163,7 @@ static int stripe_insert(mds_cache *c, struct stripe *s, struct mds_cent *e)
 /* REQUIRES: s->mu held; e in the stripe. */
 static void stripe_remove(mds_cache *c, struct stripe *s, struct mds_cent *e)
 {
-    assert(mds_mutex_held(&s->mu));
+    assert(xt_mutex_held(&s->mu));
     assert(s->n > 0 && s->nbucket > 0);
     struct mds_cent **pp = &s->bucket[(key_hash(&e->key) >> 8) % s->nbucket];
     while (*pp != e)
@@ -177,7 +176,7 @@ static void stripe_remove(mds_cache *c, struct stripe *s, struct mds_cent *e)
 /* REQUIRES: c->lru_mu held. */
 static void lru_unlink(mds_cache *c, struct mds_cent *e)
 {
-    assert(mds_mutex_held(&c->lru_mu));
+    assert(xt_mutex_held(&c->lru_mu));
     assert(e->in_lru);
     if (e->lru_prev)
         e->lru_prev->lru_next = e->lru_next;
@@ -194,13 +193,13 @@ static void lru_unlink(mds_cache *c, struct mds_cent *e)
 /* REQUIRES: stripe mu held. A pin on an entry with no pin takes it off the LRU. */
 static void pin_locked(mds_cache *c, struct mds_cent *e)
 {
-    assert(mds_mutex_held(&stripe_of(c, key_hash(&e->key))->mu));
+    assert(xt_mutex_held(&stripe_of(c, key_hash(&e->key))->mu));
     if (e->ref++ == 0) {
         atomic_fetch_add(&c->pinned, 1);
-        mds_mutex_lock(&c->lru_mu);
+        pthread_mutex_lock(&c->lru_mu);
         if (e->in_lru)
             lru_unlink(c, e);
-        mds_mutex_unlock(&c->lru_mu);
+        pthread_mutex_unlock(&c->lru_mu);
     }
 }
 
@@ -344,7 +343,7 @@ int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out)
     *out = NULL;
     uint64_t h = key_hash(k);
     struct stripe *s = stripe_of(c, h);
-    mds_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->mu);
     struct mds_cent *e = stripe_find(s, k, h);
     if (e) {
         pin_locked(c, e);
@@ -353,18 +352,18 @@ int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out)
         else
             mds_stats_add(c->o.stats, MDS_CTR_CACHE_HITS, 1);
         while (e->state == CENT_LOADING)
-            mds_cond_wait(&s->cv, &s->mu);
+            pthread_cond_wait(&s->cv, &s->mu);
         assert(e->state == CENT_READY || e->state == CENT_FAILED);
         if (e->state == CENT_FAILED) {
             int rc = e->load_err;
             bool last = --e->ref == 0;
             atomic_fetch_sub(&c->pinned, 1);
-            mds_mutex_unlock(&s->mu);
+            pthread_mutex_unlock(&s->mu);
             if (last)
                 cent_free(e);
             return rc;
         }
-        mds_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->mu);
         *out = e;
         return 0;
     }
@@ -372,7 +371,7 @@ int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out)
     mds_stats_add(c->o.stats, MDS_CTR_CACHE_MISSES, 1);
     e = xt_calloc(1, sizeof *e);
     if (!e) {
-        mds_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->mu);
         return -ENOMEM;
     }
     e->key = *k;
@@ -380,17 +379,17 @@ int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out)
     e->state = CENT_LOADING;
     int rc = stripe_insert(c, s, e);
     if (rc < 0) {
-        mds_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->mu);
         xt_free(e);
         return rc;
     }
     atomic_fetch_add(&c->pinned, 1);
-    mds_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->mu);
 
     rc = load_slice(c, k, e);
     atomic_fetch_add(&c->loads, 1);
 
-    mds_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->mu);
     bool last = false;
     assert(e->state == CENT_LOADING && e->ref > 0);
     if (rc == 0) {
@@ -406,7 +405,7 @@ int mds_cache_get(mds_cache *c, const struct mds_key *k, mds_cent **out)
         atomic_fetch_sub(&c->pinned, 1);
     }
     pthread_cond_broadcast(&s->cv);
-    mds_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->mu);
     if (rc < 0) {
         if (last)
             cent_free(e);
@@ -423,14 +422,14 @@ int mds_cache_peek(mds_cache *c, const struct mds_key *k, mds_cent **out)
     *out = NULL;
     uint64_t h = key_hash(k);
     struct stripe *s = stripe_of(c, h);
-    mds_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->mu);
     struct mds_cent *e = stripe_find(s, k, h);
     if (e && e->state == CENT_READY) {
         assert(e->slice);
         pin_locked(c, e);
         *out = e;
     }
-    mds_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->mu);
     return *out ? 0 : -ENOENT;
 }
 
@@ -439,14 +438,14 @@ int mds_cache_find(mds_cache *c, const struct mds_key *k, mds_cent **out)
     *out = NULL;
     uint64_t h = key_hash(k);
     struct stripe *s = stripe_of(c, h);
-    mds_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->mu);
     struct mds_cent *e = stripe_find(s, k, h);
     int rc = !e ? -ENOENT : e->state != CENT_READY ? -EBUSY : 0;
     if (rc == 0) {
         pin_locked(c, e);
         *out = e;
     }
-    mds_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->mu);
     return rc;
 }
 
@@ -458,12 +457,12 @@ int mds_cache_keys(mds_cache *c, struct mds_key **keys, size_t *n)
     *n = 0;
     for (unsigned i = 0; i < c->nstripe; i++) {
         struct stripe *s = &c->stripe[i];
-        mds_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->mu);
         if (k + s->n > cap) {
             size_t ncap = XT_MAX(cap * 2, k + s->n + 64);
             struct mds_key *nv = xt_realloc(v, ncap * sizeof *nv);
             if (!nv) {
-                mds_mutex_unlock(&s->mu);
+                pthread_mutex_unlock(&s->mu);
                 xt_free(v);
                 return -ENOMEM;
             }
@@ -474,7 +473,7 @@ int mds_cache_keys(mds_cache *c, struct mds_key **keys, size_t *n)
             for (struct mds_cent *e = s->bucket[b]; e; e = e->hnext)
                 v[k++] = e->key;
         assert(k <= cap);
-        mds_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->mu);
     }
     if (k == 0) {
         xt_free(v);
@@ -499,13 +498,13 @@ int mds_cache_add(mds_cache *c, const struct mds_key *k, xt_slice *sl, mds_cent 
     e->slice = sl;
     e->cm.site = MDS_SITE_NONE;
     e->ring_ver = mds_cache_stamp(c);
-    mds_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->mu);
     int rc = stripe_find(s, k, h) ? -EEXIST : stripe_insert(c, s, e);
     if (rc == 0) {
         atomic_fetch_add(&c->pinned, 1);
         measure(c, e);
     }
-    mds_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->mu);
     if (rc < 0) {
         e->slice = NULL;
         xt_free(e);
@@ -518,10 +517,10 @@ int mds_cache_add(mds_cache *c, const struct mds_key *k, xt_slice *sl, mds_cent 
 void mds_cache_ref(mds_cache *c, mds_cent *e)
 {
     struct stripe *s = stripe_of(c, key_hash(&e->key));
-    mds_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->mu);
     assert(e->ref > 0); /* REQUIRES: the caller holds a pin */
     pin_locked(c, e);
-    mds_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void mds_cache_put(mds_cache *c, mds_cent *e)
@@ -529,14 +528,14 @@ void mds_cache_put(mds_cache *c, mds_cent *e)
     if (!e)
         return;
     struct stripe *s = stripe_of(c, key_hash(&e->key));
-    mds_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->mu);
     assert(e->ref > 0); /* REQUIRES: the caller holds a pin */
     if (--e->ref == 0) {
         /* Only a READY entry is ever unpinned to 0 by a caller: a failed
          * load drops its last pin in mds_cache_get. */
         assert(e->state == CENT_READY);
         atomic_fetch_sub(&c->pinned, 1);
-        mds_mutex_lock(&c->lru_mu);
+        pthread_mutex_lock(&c->lru_mu);
         assert(!e->in_lru);
         e->lru_prev = NULL;
         e->lru_next = c->lru_head;
@@ -546,9 +545,9 @@ void mds_cache_put(mds_cache *c, mds_cent *e)
         if (!c->lru_tail)
             c->lru_tail = e;
         e->in_lru = true;
-        mds_mutex_unlock(&c->lru_mu);
+        pthread_mutex_unlock(&c->lru_mu);
     }
-    mds_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->mu);
     if (c->o.mem_bound && atomic_load(&c->bytes) > c->o.mem_bound)
         mds_cache_evict(c);
 }
@@ -563,26 +562,26 @@ int mds_cache_drop(mds_cache *c, const struct mds_key *k)
 {
     uint64_t h = key_hash(k);
     struct stripe *s = stripe_of(c, h);
-    mds_mutex_lock(&s->mu);
+    pthread_mutex_lock(&s->mu);
     struct mds_cent *e = stripe_find(s, k, h);
     int rc = -ENOENT;
     if (e && (e->ref != 0 || e->state != CENT_READY))
         rc = -EBUSY;
     if (e && rc == -ENOENT) {
-        mds_mutex_lock(&c->lru_mu);
+        pthread_mutex_lock(&c->lru_mu);
         if (e->in_lru) {
             lru_unlink(c, e);
             rc = 0;
         } else {
             rc = -EBUSY;
         }
-        mds_mutex_unlock(&c->lru_mu);
+        pthread_mutex_unlock(&c->lru_mu);
     }
     if (rc == 0) {
         assert(e->ref == 0 && !e->in_lru);
         stripe_remove(c, s, e);
     }
-    mds_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&s->mu);
     if (rc == 0) {
         atomic_fetch_sub(&c->bytes, e->bytes);
         atomic_fetch_sub(&c->rows, e->rows);
@@ -595,12 +594,12 @@ int mds_cache_evict(mds_cache *c)
 {
     int dropped = 0;
     while (c->o.mem_bound && atomic_load(&c->bytes) > c->o.mem_bound) {
-        mds_mutex_lock(&c->lru_mu);
+        pthread_mutex_lock(&c->lru_mu);
         struct mds_cent *victim = c->lru_tail;
         struct mds_key k;
         if (victim)
             k = victim->key;
-        mds_mutex_unlock(&c->lru_mu);
+        pthread_mutex_unlock(&c->lru_mu);
         if (!victim) {
             /* Everything left is pinned: mostly dirty slices. Ask the
              * commit group to write them back (invariant 4). */
@@ -614,22 +613,22 @@ int mds_cache_evict(mds_cache *c)
          * or dropped meanwhile (never dereference `victim` before the find). */
         uint64_t h = key_hash(&k);
         struct stripe *s = stripe_of(c, h);
-        mds_mutex_lock(&s->mu);
+        pthread_mutex_lock(&s->mu);
         struct mds_cent *e = stripe_find(s, &k, h);
         bool take = false;
         if (e && e->ref == 0 && e->state == CENT_READY) {
-            mds_mutex_lock(&c->lru_mu);
+            pthread_mutex_lock(&c->lru_mu);
             if (e->in_lru) {
                 lru_unlink(c, e);
                 take = true;
             }
-            mds_mutex_unlock(&c->lru_mu);
+            pthread_mutex_unlock(&c->lru_mu);
         }
         if (take) {
             assert(e->ref == 0 && !e->in_lru);
             stripe_remove(c, s, e);
         }
-        mds_mutex_unlock(&s->mu);
+        pthread_mutex_unlock(&s->mu);
         if (take) {
             atomic_fetch_sub(&c->bytes, e->bytes);
             atomic_fetch_sub(&c->rows, e->rows);

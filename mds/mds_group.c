@@ -50,7 +50,6 @@
 #include <string.h>
 
 #include "mds_group.h"
-#include "mds_mutex.h"
 #include "xt_common.h"
 #include "xt_crash.h"
 #include "xt_hash.h"
@@ -92,7 +91,7 @@ struct mds_group {
     _Atomic size_t dirty_bytes;  /* noted by writers since the last close */
     _Atomic bool stop;
 
-    mds_mutex mu;
+    pthread_mutex_t mu;
     pthread_cond_t cv_commit;    /* committer: kicks, syncs, stop (mu) */
     pthread_cond_t cv_done;      /* syncers: committed_gen moved (mu) */
     struct dlist list[2];        /* dirty lists by gen parity (mu) */
@@ -189,7 +188,7 @@ static int mds_group_recover(mds_group *g, uint32_t *epoch_out);
  * REQUIRES: g->mu held. */
 static int dlist_reserve(mds_group *g, struct dlist *l, size_t more)
 {
-    assert(mds_mutex_held(&g->mu));
+    assert(xt_mutex_held(&g->mu));
     assert(l == &g->list[0] || l == &g->list[1]);
     size_t need = l->n + l->resv + more;
     if (need > l->cap) {
@@ -209,7 +208,7 @@ static int dlist_reserve(mds_group *g, struct dlist *l, size_t more)
 /* REQUIRES: g->mu held; a slot reserved. */
 static void dlist_append(mds_group *g, struct dlist *l, mds_cent *e)
 {
-    assert(mds_mutex_held(&g->mu));
+    assert(xt_mutex_held(&g->mu));
     assert(l->resv > 0 && l->n < l->cap);
     l->resv--;
     l->v[l->n++] = e;
@@ -228,7 +227,7 @@ static int first_change(void *arg, const xt_slice_entry *e)
  * when so (docs/mdsl-scale.md "When a cached slice moves"). */
 static bool move_budget(mds_group *g, uint64_t gen)
 {
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     if (g->move_gen != gen) {
         g->move_gen = gen;
         g->move_slices = 0;
@@ -237,16 +236,16 @@ static bool move_budget(mds_group *g, uint64_t gen)
     bool ok = g->move_slices < MDS_GROUP_MOVE_SLICES && g->move_bytes < MDS_GROUP_MOVE_BYTES;
     if (ok)
         g->move_slices++;
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     return ok;
 }
 
 static void move_budget_bytes(mds_group *g, uint64_t gen, size_t len)
 {
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     if (g->move_gen == gen)
         g->move_bytes += len;
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
 }
 
 /* On a full disk a shrunk slice is written whole: the image makes its
@@ -261,7 +260,7 @@ static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const x
     if (mem >= cm->durable_mem || mem > MDS_GROUP_SHRINK_IMAGE_BYTES ||
         !mds_group_space_short(g))
         return false;
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     if (g->shrink_gen != gen) {
         g->shrink_gen = gen;
         g->shrink_bytes = 0;
@@ -269,7 +268,7 @@ static bool shrink_image(mds_group *g, const struct mds_cent_commit *cm, const x
     bool ok = g->shrink_bytes + mem <= MDS_GROUP_SHRINK_IMAGE_BYTES;
     if (ok)
         g->shrink_bytes += mem;
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     return ok;
 }
 
@@ -374,9 +373,9 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
         *gen = cm->dirty_gen;
         return 0;
     }
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     int rc = dlist_reserve(g, &g->list[want & 1], 1);
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     if (rc < 0)
         return rc;
     bool pending = cm->dirty_gen > cm->durable_gen && cm->snapped_gen < cm->dirty_gen;
@@ -384,9 +383,9 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
         /* Copy-on-write: the closed group's view must not see our change. */
         uint64_t closed = cm->dirty_gen;
         if ((rc = take_snapshot(g, e, closed)) < 0) {
-            mds_mutex_lock(&g->mu);
+            pthread_mutex_lock(&g->mu);
             g->list[want & 1].resv--;
-            mds_mutex_unlock(&g->mu);
+            pthread_mutex_unlock(&g->mu);
             return rc;
         }
         assert(cm->snapped_gen == closed); /* invariant 2: the closed group's view */
@@ -397,11 +396,11 @@ int mds_group_touch(mds_group *g, mds_cent *e, uint64_t *gen)
         cm->durable_gen = want - 1;
     }
     mds_cache_ref(g->o.cache, e);
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     /* The list of `want` is not swapped out meanwhile: that needs want's
      * group drained, and we (or a writer of want-1 < want) are inside. */
     dlist_append(g, &g->list[want & 1], e);
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     cm->dirty_gen = want;
     return 0;
 }
@@ -511,16 +510,16 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     if (rc < 0) {
         /* Keep everything dirty: the entries still stamped gen join the
          * open group (their pin moves with them). */
-        mds_mutex_lock(&g->mu);
+        pthread_mutex_lock(&g->mu);
         while (dlist_reserve(g, &g->list[open & 1], l->n) < 0) {
-            mds_mutex_unlock(&g->mu);
+            pthread_mutex_unlock(&g->mu);
             if (mds_group_stopping(g))
                 return; /* out of memory at a stop: abandoned as above */
             mds_group_note_storage_error(g, -ENOMEM); /* stuck here: syncers hear of it */
             xt_sleep_ms(MDS_GROUP_RETRY_MS);
-            mds_mutex_lock(&g->mu);
+            pthread_mutex_lock(&g->mu);
         }
-        mds_mutex_unlock(&g->mu);
+        pthread_mutex_unlock(&g->mu);
     }
     size_t moved = 0, reserved = rc < 0 ? l->n : 0;
     for (size_t i = 0; i < l->n; i++) {
@@ -570,9 +569,9 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 cm->force_image = true;
             cm->snapped_gen = 0;
             if (cm->dirty_gen == gen) {
-                mds_mutex_lock(&g->mu);
+                pthread_mutex_lock(&g->mu);
                 dlist_append(g, &g->list[open & 1], e);
-                mds_mutex_unlock(&g->mu);
+                pthread_mutex_unlock(&g->mu);
                 cm->dirty_gen = open;
                 keep_pin = true;
                 moved++;
@@ -588,7 +587,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     }
     l->n = 0;
 
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     if (rc < 0)
         g->list[open & 1].resv -= reserved - moved;
     if (rc == 0 && nrec && grows)
@@ -609,7 +608,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         if (g->want_gen >= gen && g->want_gen < open)
             g->want_gen = open;
     }
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     mds_stats_add(g->o.stats, rc == 0 ? (nrec ? MDS_CTR_GROUPS_COMMITTED : MDS_CTR_GROUPS_EMPTY)
                                       : MDS_CTR_GROUPS_ABORTED, 1);
     mds_stats_record(g->o.stats, MDS_OP_GROUP, xt_mono_ns() - t0, rc);
@@ -623,7 +622,7 @@ static void *committer(void *arg)
     unsigned interval = g->o.commit_interval_ms ? g->o.commit_interval_ms : DEFAULT_INTERVAL_MS;
     uint64_t deadline = xt_deadline_ms(interval);
     struct dlist work = { 0 };
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     while (!mds_group_stopping(g)) {
         uint64_t open = atomic_load(&g->open_gen);
         assert(g->committed_gen < open); /* invariant 1 */
@@ -632,7 +631,7 @@ static void *committer(void *arg)
         if (!early && !(timeup && g->list[open & 1].n > 0)) {
             if (timeup)
                 deadline = xt_deadline_ms(interval);
-            (void)mds_cond_wait_until(&g->cv_commit, &g->mu, deadline);
+            (void)xt_cond_wait_until(&g->cv_commit, &g->mu, deadline);
             continue;
         }
         if (early && !timeup)
@@ -641,7 +640,7 @@ static void *committer(void *arg)
         /* Close: from here new writers join open + 1 (invariant 1). */
         atomic_store(&g->open_gen, open + 1);
         atomic_store(&g->dirty_bytes, 0);
-        mds_mutex_unlock(&g->mu);
+        pthread_mutex_unlock(&g->mu);
 
         /* Writers of `open` leave within one slice op: yield, then nap
          * if one is held up longer (a slice lock waited for). */
@@ -652,15 +651,15 @@ static void *committer(void *arg)
                 xt_sleep_ms(1);
         }
 
-        mds_mutex_lock(&g->mu);
+        pthread_mutex_lock(&g->mu);
         struct dlist tmp = g->list[open & 1];
         g->list[open & 1] = work; /* recycle the array */
         work = tmp;
-        mds_mutex_unlock(&g->mu);
+        pthread_mutex_unlock(&g->mu);
 
         commit_group(g, open, &work);
         deadline = xt_deadline_ms(interval);
-        mds_mutex_lock(&g->mu);
+        pthread_mutex_lock(&g->mu);
         if (work.n) { /* abandoned by a stop: give the pins back to a list */
             struct dlist *l = &g->list[open & 1];
             if (dlist_reserve(g, l, work.n) == 0) {
@@ -670,7 +669,7 @@ static void *committer(void *arg)
             }
         }
     }
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     for (size_t i = 0; i < work.n; i++) {
         struct mds_cent_commit *cm = mds_cent_commit(work.v[i]);
         xt_free(cm->snap);
@@ -690,10 +689,10 @@ bool mds_group_space_short(mds_group *g)
 void mds_group_kick(void *arg)
 {
     mds_group *g = arg;
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     g->kicked = true;
     pthread_cond_signal(&g->cv_commit);
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
 }
 
 int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
@@ -701,7 +700,7 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
     uint64_t t0 = xt_mono_ns();
     uint64_t deadline = timeout_ms ? xt_deadline_ms(timeout_ms) : 0;
     int rc = 0;
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     g->syncs++;
     uint64_t open = atomic_load(&g->open_gen), errs0 = g->storage_errs;
     if (gen == 0 || gen > open)
@@ -726,16 +725,16 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
             pthread_cond_signal(&g->cv_commit);
         }
         if (timeout_ms) {
-            if (mds_cond_wait_until(&g->cv_done, &g->mu, deadline) == -ETIMEDOUT &&
+            if (xt_cond_wait_until(&g->cv_done, &g->mu, deadline) == -ETIMEDOUT &&
                 g->committed_gen < gen) {
                 rc = -ETIMEDOUT;
                 break;
             }
         } else {
-            mds_cond_wait(&g->cv_done, &g->mu);
+            pthread_cond_wait(&g->cv_done, &g->mu);
         }
     }
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     mds_stats_add(g->o.stats, MDS_CTR_SYNC_CALLS, 1);
     mds_stats_record(g->o.stats, MDS_OP_SYNC, xt_mono_ns() - t0, rc);
     return rc;
@@ -755,7 +754,7 @@ static void group_free(mds_group *g)
         }
         xt_free(g->list[i].v);
     }
-    mds_mutex_destroy(&g->mu);
+    pthread_mutex_destroy(&g->mu);
     pthread_cond_destroy(&g->cv_commit);
     pthread_cond_destroy(&g->cv_done);
     xt_free(g->parts);
@@ -787,7 +786,7 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
         g->parts[g->nparts++] = o->home_site;
     g->o.participants = NULL; /* the caller's array: g->parts from here */
     g->o.nparticipants = 0;
-    mds_mutex_init(&g->mu);
+    pthread_mutex_init(&g->mu, NULL);
     xt_cond_init_mono(&g->cv_commit);
     xt_cond_init_mono(&g->cv_done);
     atomic_store(&g->open_gen, 1);
@@ -817,13 +816,13 @@ void mds_group_close(mds_group *g, bool flush)
         return;
     if (flush)
         mds_group_sync(g, 0, FLUSH_TIMEOUT_MS);
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     /* REQUIRES: no writer inside the group. */
     assert(atomic_load(&g->inflight[0]) == 0 && atomic_load(&g->inflight[1]) == 0);
     atomic_store(&g->stop, true);
     pthread_cond_broadcast(&g->cv_commit);
     pthread_cond_broadcast(&g->cv_done);
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     if (g->thr_started)
         pthread_join(g->thr, NULL);
     group_free(g);
@@ -831,7 +830,7 @@ void mds_group_close(mds_group *g, bool flush)
 
 void mds_group_info(mds_group *g, struct mds_group_info *out)
 {
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     out->open_gen = atomic_load(&g->open_gen);
     out->committed_gen = g->committed_gen;
     out->epoch = g->epoch;
@@ -841,7 +840,7 @@ void mds_group_info(mds_group *g, struct mds_group_info *out)
     out->empty = g->empty;
     out->syncs = g->syncs;
     out->dirty_bytes = atomic_load(&g->dirty_bytes);
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
 }
 
 /* ==== one group's transaction over the MDSL ============================== */
@@ -942,12 +941,12 @@ static void mds_group_note_storage_error(mds_group *g, int rc)
         return;
     if (rc == -ENOSPC)
         atomic_store(&g->enospc_until, xt_mono_ns() + MDS_GROUP_ENOSPC_HOLD_NS);
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     g->storage_err = rc;
     g->storage_errs++;
     if (++g->storage_streak >= MDS_GROUP_STORAGE_ERR_TRIES)
         pthread_cond_broadcast(&g->cv_done);
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
 }
 
 /* Abort txid at every batch's site until each answers (presumed abort). */
@@ -1154,10 +1153,10 @@ static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx 
         rc = tx_run(g, txid, t->b, t->nb, (size_t)home);
     mds_group_tx_free(t);
     if (rc == 0) {
-        mds_mutex_lock(&g->mu);
+        pthread_mutex_lock(&g->mu);
         assert(txid > g->last_txid); /* invariant 5: txids only grow */
         g->last_txid = txid;
-        mds_mutex_unlock(&g->mu);
+        pthread_mutex_unlock(&g->mu);
     }
     return rc;
 }
@@ -1223,7 +1222,7 @@ static int decision_decode(const uint8_t *b, size_t len, uint32_t site, uint32_t
 /* REQUIRES: mu held. */
 static int parts_add_locked(mds_group *g, uint32_t site)
 {
-    assert(mds_mutex_held(&g->mu));
+    assert(xt_mutex_held(&g->mu));
     for (size_t i = 0; i < g->nparts; i++)
         if (g->parts[i] == site)
             return 0;
@@ -1241,9 +1240,9 @@ static int parts_add_locked(mds_group *g, uint32_t site)
 
 int mds_group_add_participant(mds_group *g, uint32_t site)
 {
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     int rc = parts_add_locked(g, site);
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     if (rc == 0)
         XT_DBG("group: site %u: participant %u", g->o.site_id, site);
     return rc;
@@ -1253,14 +1252,14 @@ int mds_group_drop_participant(mds_group *g, uint32_t site)
 {
     if (site == g->o.home_site)
         return -EBUSY;
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     bool was = false;
     for (size_t i = 0; i < g->nparts && !was; i++)
         if (g->parts[i] == site) {
             g->parts[i] = g->parts[--g->nparts];
             was = true;
         }
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     if (was)
         XT_INFO("group: site %u: MDSL %u drained, no longer a participant", g->o.site_id, site);
     return 0;
@@ -1269,12 +1268,12 @@ int mds_group_drop_participant(mds_group *g, uint32_t site)
 /* (A copy: no lock is held over the store calls that use it.) */
 int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
 {
-    mds_mutex_lock(&g->mu);
+    pthread_mutex_lock(&g->mu);
     *n = g->nparts;
     *out = xt_malloc((g->nparts ? g->nparts : 1) * sizeof **out);
     if (*out)
         memcpy(*out, g->parts, g->nparts * sizeof **out);
-    mds_mutex_unlock(&g->mu);
+    pthread_mutex_unlock(&g->mu);
     return *out ? 0 : -ENOMEM;
 }
 

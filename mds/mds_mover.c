@@ -27,7 +27,6 @@
 #include "xt_common.h"
 #include "xt_slice.h"
 
-#include "mds_mutex.h"
 #include "xt_time.h"
 #include "xt_worker.h"
 
@@ -48,7 +47,7 @@ struct held {
 struct mds_mover {
     struct mds_mover_opts o;
     xt_worker *worker;
-    mds_mutex mu;
+    pthread_mutex_t mu;
     uint64_t req;                      /* (mu) bumped by every mds_mover_walk */
     uint64_t walk_v;                   /* 0: no walk asked */
     uint32_t losing[MOVER_MAX_LOSING];
@@ -81,17 +80,17 @@ static bool abandoned(mds_mover *m, uint64_t req)
 {
     if (xt_worker_stopping(m->self))
         return true;
-    mds_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->mu);
     bool a = m->req != req;
-    mds_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->mu);
     return a;
 }
 
 static void count(mds_mover *m, uint64_t *field, uint64_t by)
 {
-    mds_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->mu);
     *field += by;
-    mds_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* When the bytes sent since the pass started fit the rate. */
@@ -145,12 +144,12 @@ static bool flush(mds_mover *m)
     if (rc)
         XT_WARN("mover: a sync of %zu moves failed: %s (the pass repeats)", m->nbatch,
                 strerror(-rc));
-    mds_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->mu);
     m->info.moves += moved;
     m->info.move_bytes += bytes;
     m->info.move_loads += loads;
     m->info.errors += rc != 0;
-    mds_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->mu);
     if (m->o.stats)
         mds_stats_add(m->o.stats, MDS_CTR_MOVE_LOADS, loads);
     m->nbatch = 0;
@@ -268,11 +267,11 @@ static uint64_t mover_step(xt_worker *w, void *arg)
 {
     mds_mover *m = arg;
     m->self = w;
-    mds_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->mu);
     bool idle = m->walk_v == 0 ||
                 (m->has_walked && m->walked_v == m->walk_v && m->walked_w == ring0_now(m));
     if (idle) {
-        mds_mutex_unlock(&m->mu);
+        pthread_mutex_unlock(&m->mu);
         return m->o.poll_ms;
     }
     uint64_t req = m->req, v = m->walk_v;
@@ -280,7 +279,7 @@ static uint64_t mover_step(xt_worker *w, void *arg)
     size_t n = m->nlosing;
     assert(n <= MOVER_MAX_LOSING);
     memcpy(losing, m->losing, n * sizeof *losing);
-    mds_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->mu);
 
     uint64_t w0 = ring0_now(m);
     long found = pass(m, req, losing, n);
@@ -289,7 +288,7 @@ static uint64_t mover_step(xt_worker *w, void *arg)
     if (found >= 0 && m->o.stats)
         mds_stats_add(m->o.stats, MDS_CTR_WALK_PASSES, 1);
 
-    mds_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->mu);
     if (found >= 0)
         m->info.passes++;
     if (found == 0 && same_ring0 && m->req == req) {
@@ -298,7 +297,7 @@ static uint64_t mover_step(xt_worker *w, void *arg)
         m->walked_w = w0;
     }
     bool again = found != 0 && found != -ECANCELED && m->req == req;
-    mds_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->mu);
     /* Something moved or failed: pass again, after a breath (an MDSL down
      * or a slice in flight must not make this spin); a new request wakes
      * the worker sooner. */
@@ -318,11 +317,11 @@ int mds_mover_start(const struct mds_mover_opts *o, mds_mover **out)
         m->o.rate = MDS_MOVE_RATE_DEFAULT;
     if (!m->o.poll_ms)
         m->o.poll_ms = 500;
-    mds_mutex_init(&m->mu);
+    pthread_mutex_init(&m->mu, NULL);
     struct xt_worker_opts wo = { .name = "mds-mover", .step = mover_step, .arg = m };
     int rc = xt_worker_start(&wo, &m->worker);
     if (rc < 0) {
-        mds_mutex_destroy(&m->mu);
+        pthread_mutex_destroy(&m->mu);
         xt_free(m);
         return rc;
     }
@@ -335,7 +334,7 @@ void mds_mover_stop(mds_mover *m)
     if (!m)
         return;
     xt_worker_stop(m->worker);
-    mds_mutex_destroy(&m->mu);
+    pthread_mutex_destroy(&m->mu);
     xt_free(m);
 }
 
@@ -343,7 +342,7 @@ int mds_mover_walk(mds_mover *m, uint64_t v, const uint32_t *losing, size_t n)
 {
     if (n > MOVER_MAX_LOSING)
         return -EINVAL;
-    mds_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->mu);
     bool same = v && n && m->walk_v == v && m->nlosing == n &&
                 !memcmp(m->losing, losing, n * sizeof *losing);
     if (!same) {
@@ -354,7 +353,7 @@ int mds_mover_walk(mds_mover *m, uint64_t v, const uint32_t *losing, size_t n)
             memcpy(m->losing, losing, n * sizeof *losing);
         m->has_walked = false;
     }
-    mds_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->mu);
     if (!same)
         xt_worker_wake(m->worker);
     return 0;
@@ -362,17 +361,17 @@ int mds_mover_walk(mds_mover *m, uint64_t v, const uint32_t *losing, size_t n)
 
 bool mds_mover_walked(mds_mover *m, uint64_t *v, uint64_t *w)
 {
-    mds_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->mu);
     bool ok = m->has_walked;
     *v = m->walked_v;
     *w = m->walked_w;
-    mds_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->mu);
     return ok;
 }
 
 void mds_mover_info(mds_mover *m, struct mds_mover_info *out)
 {
-    mds_mutex_lock(&m->mu);
+    pthread_mutex_lock(&m->mu);
     *out = m->info;
-    mds_mutex_unlock(&m->mu);
+    pthread_mutex_unlock(&m->mu);
 }

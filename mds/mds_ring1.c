@@ -8,7 +8,6 @@
  * state seen twice (a resent view, attach after views) changes nothing.
  */
 #include "mds_ring1.h"
-#include "mds_mutex.h"
 
 #include "xt_common.h"
 
@@ -18,7 +17,7 @@
 
 struct mds_ring1 {
     mds_store_rpc *rpc;
-    mds_mutex mu;
+    pthread_mutex_t mu;
     /* Latest state from the views (protected by mu). */
     struct xt_view_ring1 *r1; /* NULL: none seen (an R2 without it) */
     xt_ring *view_cur;        /* ring 1 of that view, decoded */
@@ -44,7 +43,7 @@ int mds_ring1_new(mds_store_rpc *rpc, mds_ring1 **out)
     if (!f)
         return -ENOMEM;
     f->rpc = rpc;
-    mds_mutex_init(&f->mu);
+    pthread_mutex_init(&f->mu, NULL);
     *out = f;
     return 0;
 }
@@ -57,7 +56,7 @@ void mds_ring1_free(mds_ring1 *f)
     xt_ring_free(f->view_cur);
     xt_ring_free(f->cur);
     xt_ring_free(f->prev);
-    mds_mutex_destroy(&f->mu);
+    pthread_mutex_destroy(&f->mu);
     xt_free(f);
 }
 
@@ -131,7 +130,7 @@ static bool same_ring(const xt_ring *a, const xt_ring *b)
  * (freed when equal to what is installed). REQUIRES: f->mu, attached. */
 static void install(mds_ring1 *f, xt_ring *c, xt_ring *p)
 {
-    assert(mds_mutex_held(&f->mu) && f->place); /* REQUIRES: f->mu, attached */
+    assert(xt_mutex_held(&f->mu) && f->place); /* REQUIRES: f->mu, attached */
     assert(c);
     bool have = same_ring(f->cur, c) && (p ? same_ring(f->prev, p) : f->prev == NULL);
     if (have) {
@@ -192,7 +191,7 @@ static size_t losing_sites(const struct xt_view_ring1 *r1, uint32_t *out, size_t
  * 12), and a removed one must not stall settling. REQUIRES: f->mu. */
 static void drop_drained(mds_ring1 *f, const struct xt_view_ring1 *r1)
 {
-    assert(mds_mutex_held(&f->mu));
+    assert(xt_mutex_held(&f->mu));
     for (size_t i = 0; i < r1->nsites; i++)
         if (r1->sites[i].role == XT_RING1_DRAINED && !xt_ring_has_site(f->cur, r1->sites[i].id))
             (void)mds_group_drop_participant(f->group, r1->sites[i].id);
@@ -201,7 +200,7 @@ static void drop_drained(mds_ring1 *f, const struct xt_view_ring1 *r1)
 /* REQUIRES: f->mu. Applies the latest state (invariant 1). */
 static void apply(mds_ring1 *f)
 {
-    assert(mds_mutex_held(&f->mu));
+    assert(xt_mutex_held(&f->mu));
     const struct xt_view_ring1 *r1 = f->r1;
     if (!f->place || !r1 || !f->view_cur)
         return;
@@ -264,49 +263,49 @@ void mds_ring1_view(mds_ring1 *f, const struct xt_view *v)
         xt_ring_free(cur);
         return;
     }
-    mds_mutex_lock(&f->mu);
+    pthread_mutex_lock(&f->mu);
     xt_view_ring1_free(f->r1);
     xt_ring_free(f->view_cur);
     f->r1 = r1;
     f->view_cur = cur;
     apply(f);
-    mds_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&f->mu);
 }
 
 void mds_ring1_attach(mds_ring1 *f, mds_place *place, xt_ring *ring, mds_group *group,
                       mds_mover *mover)
 {
-    mds_mutex_lock(&f->mu);
+    pthread_mutex_lock(&f->mu);
     f->place = place;
     f->cur = ring;
     f->group = group;
     f->mover = mover;
     apply(f);
-    mds_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&f->mu);
 }
 
 void mds_ring1_set_mover(mds_ring1 *f, mds_mover *mover)
 {
-    mds_mutex_lock(&f->mu);
+    pthread_mutex_lock(&f->mu);
     f->mover = mover;
     f->walk_v = 0; /* a new mover is told the walk again */
     apply(f);
-    mds_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&f->mu);
 }
 
 void mds_ring1_detach(mds_ring1 *f)
 {
-    mds_mutex_lock(&f->mu);
+    pthread_mutex_lock(&f->mu);
     f->place = NULL;
     f->group = NULL;
     f->mover = NULL;
-    mds_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&f->mu);
 }
 
 void mds_ring1_heartbeat(void *arg, struct xt_r2_hb_ring1 *r1)
 {
     mds_ring1 *f = arg;
-    mds_mutex_lock(&f->mu);
+    pthread_mutex_lock(&f->mu);
     r1->has_acked = true;
     r1->acked = f->acked;
     uint64_t v, w;
@@ -315,14 +314,14 @@ void mds_ring1_heartbeat(void *arg, struct xt_r2_hb_ring1 *r1)
         r1->walked_v = v;
         r1->walked_w = w;
     }
-    mds_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&f->mu);
 }
 
 void mds_ring1_state(mds_ring1 *f, uint64_t *acked, uint64_t *cur_v, uint64_t *prev_v)
 {
-    mds_mutex_lock(&f->mu);
+    pthread_mutex_lock(&f->mu);
     *acked = f->acked;
     *cur_v = f->cur ? xt_ring_version(f->cur) : 0;
     *prev_v = f->prev ? xt_ring_version(f->prev) : 0;
-    mds_mutex_unlock(&f->mu);
+    pthread_mutex_unlock(&f->mu);
 }

@@ -24,7 +24,6 @@
  *
  * Locks: `mu` is never held across an RPC, a group sync or a cache call.
  */
-#include "mds_mutex.h"
 #include "mds_route.h"
 
 #include "xt_common.h"
@@ -72,7 +71,7 @@ struct chg {
 struct mds_route {
     uint32_t self;
     mds_stats *stats;
-    mds_mutex mu;
+    pthread_mutex_t mu;
     xt_ring *ring;               /* (mu) */
     struct peer *peers;          /* (mu) */
     size_t npeers, cap;          /* (mu) */
@@ -105,7 +104,7 @@ static void mds_route_run_sweep(mds_route *r, uint64_t *next_sweep);
 /* Wakes the thread for a tick now. REQUIRES: mu. */
 static void wake_locked(mds_route *r)
 {
-    assert(mds_mutex_held(&r->mu));
+    assert(xt_mutex_held(&r->mu));
     if (r->worker)
         xt_worker_wake(r->worker);
 }
@@ -121,18 +120,18 @@ int mds_route_new(uint32_t self, mds_stats *stats, mds_route **out)
     r->self = self;
     r->stats = stats;
     r->rng = xt_mono_ns() ^ ((uint64_t)self << 32) ^ UINT64_C(0x9e3779b97f4a7c15);
-    mds_mutex_init(&r->mu);
+    pthread_mutex_init(&r->mu, NULL);
     *out = r;
     return 0;
 }
 
 static void stop_thread(mds_route *r)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     xt_worker *w = r->worker;
     r->worker = NULL;
     r->started = false;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     xt_worker_stop(w); /* NULL: never started, or stopped already */
 }
 
@@ -156,14 +155,14 @@ void mds_route_free(mds_route *r)
     xt_ring_free(r->ring);
     for (size_t i = 0; i < MDS_ROUTE_HISTORY; i++)
         xt_ring_free(r->hist[i]);
-    mds_mutex_destroy(&r->mu);
+    pthread_mutex_destroy(&r->mu);
     xt_free(r);
 }
 
 /* REQUIRES: mu. */
 static struct peer *mds_route_peer_find(mds_route *r, uint32_t id)
 {
-    assert(mds_mutex_held(&r->mu));
+    assert(xt_mutex_held(&r->mu));
     for (size_t i = 0; i < r->npeers; i++)
         if (r->peers[i].id == id)
             return &r->peers[i];
@@ -174,7 +173,7 @@ int mds_route_update(mds_route *r, xt_ring *ring0, const struct mds_route_site *
                      size_t n)
 {
     int rc = 0;
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     if (ring0 && (!r->ring || xt_ring_version(ring0) > xt_ring_version(r->ring))) {
         if (r->ring)
             XT_INFO("route: ring 0 v%llu -> v%llu (%u MDS)",
@@ -223,31 +222,31 @@ int mds_route_update(mds_route *r, xt_ring *ring0, const struct mds_route_site *
         p->id = sites[i].id;
         strcpy(p->addr, sites[i].addr);
     }
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
 uint64_t mds_route_ring_version(mds_route *r)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     uint64_t v = r->ring ? xt_ring_version(r->ring) : 0;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return v;
 }
 
 bool mds_route_ring_has_self(mds_route *r)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     bool has = r->ring && xt_ring_has_site(r->ring, r->self);
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return has;
 }
 
 void mds_route_set_self(mds_route *r, uint32_t self)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     r->self = self;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
 }
 
 uint32_t mds_route_self(const mds_route *r)
@@ -258,11 +257,11 @@ uint32_t mds_route_self(const mds_route *r)
 int mds_route_owner(mds_route *r, uint32_t fsid, uint64_t table, uint32_t slice,
                     uint32_t *site)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     int rc = -ENOENT;
     if (r->ring && xt_ring_nsites(r->ring) > 0)
         rc = xt_ring_lookup(r->ring, xt_ring_key(fsid, table, slice), site);
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
@@ -275,7 +274,7 @@ bool mds_route_owns(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
 
 xt_rpc_pool *mds_route_pool(mds_route *r, uint32_t site)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     struct peer *p = mds_route_peer_find(r, site);
     xt_rpc_pool *pool = p ? p->pool : NULL;
     if (p && !pool) {
@@ -289,14 +288,14 @@ xt_rpc_pool *mds_route_pool(mds_route *r, uint32_t site)
                 pool = p->pool;
         }
     }
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return pool;
 }
 
 /* REQUIRES: mu. */
 static void changed_locked(mds_route *r, uint32_t fsid, uint64_t table)
 {
-    assert(mds_mutex_held(&r->mu));
+    assert(xt_mutex_held(&r->mu));
     unsigned rounds = 2 * (unsigned)(r->ring ? XT_MAX(xt_ring_nsites(r->ring), 1u) : 1u);
     size_t free_slot = CHG_MAX;
     for (size_t i = 0; i < r->nchg; i++) {
@@ -316,16 +315,16 @@ static void changed_locked(mds_route *r, uint32_t fsid, uint64_t table)
 
 void mds_route_changed(mds_route *r, uint32_t fsid, uint64_t table)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     changed_locked(r, fsid, table);
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
 }
 
 void mds_route_on_bit(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, uint64_t gen,
                       bool owned, bool home)
 {
     mds_route *r = arg;
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     /* Every bit waits for its commit before anyone hears of it
      * (mds_table.h invariant 9): gossip starts in run_pending. */
     struct pending *p = xt_calloc(1, sizeof *p);
@@ -340,14 +339,14 @@ void mds_route_on_bit(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, 
                 (unsigned long long)table);
     }
     wake_locked(r);
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
 }
 
 unsigned mds_route_gossip_interval(mds_route *r)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     unsigned v = r->gossip_ms ? r->interval : 0;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return v;
 }
 
@@ -375,7 +374,7 @@ static void run_pending(mds_route *r)
 {
     struct mds_group_info gi;
     mds_group_info(r->group, &gi);
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     struct pending *ready = NULL, **pp = &r->pend;
     bool kick = false;
     while (*pp) {
@@ -392,7 +391,7 @@ static void run_pending(mds_route *r)
         }
         pp = &p->next;
     }
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     if (kick)
         mds_group_kick(r->group); /* the new owner waits for this commit */
     while (ready) {
@@ -440,10 +439,10 @@ static void run_pending(mds_route *r)
         if (again) {
             p->tries++;
             p->gen = 0;
-            mds_mutex_lock(&r->mu);
+            pthread_mutex_lock(&r->mu);
             p->next = r->pend;
             r->pend = p;
-            mds_mutex_unlock(&r->mu);
+            pthread_mutex_unlock(&r->mu);
         } else {
             xt_free(p);
         }
@@ -457,7 +456,7 @@ static int gossip_round(mds_route *r)
     struct { uint32_t fsid; uint64_t table; } keys[GOSSIP_MAX_TABLES];
     size_t nk = 0;
     uint32_t peer = 0;
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     for (size_t i = 0; i < r->nchg && nk < GOSSIP_MAX_TABLES; i++)
         if (r->chg[i].rounds > 0) {
             r->chg[i].rounds--;
@@ -481,7 +480,7 @@ static int gossip_round(mds_route *r)
             }
         }
     }
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     if (!nk || !have_peer)
         return -1;
     xt_rpc_pool *pool = mds_route_pool(r, peer);
@@ -528,13 +527,13 @@ static uint64_t route_step(xt_worker *w, void *arg)
     mds_route_run_sweep(r, &r->next_sweep);
     if (r->gossip_ms && xt_deadline_passed(r->next_gossip)) {
         int learnt = gossip_round(r);
-        mds_mutex_lock(&r->mu);
+        pthread_mutex_lock(&r->mu);
         if (learnt > 0)
             r->interval = XT_MAX(r->interval / 2, (unsigned)MDS_GOSSIP_MIN_MS);
         else
             r->interval = XT_MIN(r->interval * 2, (unsigned)MDS_GOSSIP_MAX_MS);
         unsigned iv = r->interval;
-        mds_mutex_unlock(&r->mu);
+        pthread_mutex_unlock(&r->mu);
         r->next_gossip = xt_deadline_ms(iv);
     }
     return TICK_MS;
@@ -555,11 +554,11 @@ int mds_route_start(mds_route *r, mds_table *table, mds_group *group, mds_cache 
     r->next_gossip = xt_mono_ns();
     struct xt_worker_opts wo = { .name = "mds-route", .step = route_step, .arg = r,
                                  .first_ms = TICK_MS };
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     assert(!r->worker);
     int rc = xt_worker_start(&wo, &r->worker);
     r->started = rc == 0;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return rc;
 }
 
@@ -592,7 +591,7 @@ bool mds_route_owned_since(void *arg, const struct mds_key *k, uint64_t since, u
 {
     mds_route *r = arg;
     uint64_t key = xt_ring_key(k->fsid, k->table, owner_slice(k));
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     *now = r->ring ? xt_ring_version(r->ring) : 0;
     bool ok = true;
     if (since && since < *now) {
@@ -607,7 +606,7 @@ bool mds_route_owned_since(void *arg, const struct mds_key *k, uint64_t since, u
         if (i == MDS_ROUTE_HISTORY)
             ok = false; /* rings between `since` and the oldest kept are forgotten */
     }
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return ok;
 }
 
@@ -615,7 +614,7 @@ bool mds_route_unsettled(void *arg, const struct mds_key *k)
 {
     mds_route *r = arg;
     uint64_t key = xt_ring_key(k->fsid, k->table, owner_slice(k));
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     uint64_t cur = r->ring ? xt_ring_version(r->ring) : 0;
     bool unsettled = false;
     for (size_t i = 0; r->started && i < r->npeers && !unsettled; i++) {
@@ -635,7 +634,7 @@ bool mds_route_unsettled(void *arg, const struct mds_key *k)
                 unsettled = true;
         }
     }
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return unsettled;
 }
 
@@ -644,11 +643,11 @@ bool mds_route_unsettled(void *arg, const struct mds_key *k)
  * of its commits lands later. 0 or the store's error. */
 static int settle_dead(mds_route *r, uint32_t id)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     struct peer *p = mds_route_peer_find(r, id);
     uint64_t spell = p ? p->down_since : 0;
     bool done = !p || p->settled == spell;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     if (done)
         return 0;
     int rc = mds_group_settle_site(r->group, id);
@@ -657,10 +656,10 @@ static int settle_dead(mds_route *r, uint32_t id)
         return rc;
     }
     XT_INFO("route: MDS %u is dead: its prepared transactions are settled", id);
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     if ((p = mds_route_peer_find(r, id)) && p->down_since == spell)
         p->settled = spell;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     return 0;
 }
 
@@ -675,7 +674,7 @@ static int ask_one(mds_route *r, const struct mds_key *k, uint32_t id, uint64_t 
     int rc = xt_mds_release(pool, &call, r->self, k->fsid, k->table, k->slice, ver, &clean);
     uint64_t now = xt_mono_ns();
     bool dead = false;
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     struct peer *p = mds_route_peer_find(r, id);
     if (p && (rc == 0 || rc == -EAGAIN)) {
         p->down_since = 0;
@@ -685,7 +684,7 @@ static int ask_one(mds_route *r, const struct mds_key *k, uint32_t id, uint64_t 
             p->down_since = now;
         dead = now - p->down_since >= (uint64_t)DEAD_MS * 1000000u;
     }
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     if (rc == 0)
         return 0;
     if (dead && settle_dead(r, id) == 0) {
@@ -703,7 +702,7 @@ static int ask_one(mds_route *r, const struct mds_key *k, uint32_t id, uint64_t 
  * one was skipped (after its transactions were settled). */
 static int ask_release(mds_route *r, const struct mds_key *k, bool *fence)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
     size_t na = 0;
     for (size_t i = 0; r->started && ver && i < r->npeers; i++)
@@ -714,7 +713,7 @@ static int ask_release(mds_route *r, const struct mds_key *k, bool *fence)
     for (size_t i = 0; ask && i < r->npeers; i++)
         if (r->peers[i].id != r->self && r->peers[i].clean_ver < ver)
             ask[n++] = r->peers[i].id;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     if (na && !ask)
         return -ENOMEM;
     na = n;
@@ -766,7 +765,7 @@ static int let_go_commit(mds_route *r, const struct mds_key *k, unsigned timeout
 int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
                       uint64_t ring_version, uint64_t *clean_version)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
     bool started = r->started;
     *clean_version = r->swept_ver;
@@ -780,7 +779,7 @@ int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
     struct peer *p = mds_route_peer_find(r, from_site);
     if (p && started && ver > ring_version)
         p->clean_ver = 0;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     if (!started || ver < ring_version || owns_key(r, k))
         return -EAGAIN; /* our ring is older, or the asker's */
     int rc = let_go_commit(r, k, RELEASE_MS / 2);
@@ -841,15 +840,15 @@ static int sweep(mds_route *r)
 /* Step 3 of the tick (the file comment). */
 static void mds_route_run_sweep(mds_route *r, uint64_t *next_sweep)
 {
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     uint64_t ver = r->ring ? xt_ring_version(r->ring) : 0;
     bool due = ver > r->swept_ver && xt_mono_ns() >= *next_sweep;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     if (!due)
         return;
     uint64_t t0 = xt_mono_ns();
     int todo = sweep(r);
-    mds_mutex_lock(&r->mu);
+    pthread_mutex_lock(&r->mu);
     uint64_t now_ver = r->ring ? xt_ring_version(r->ring) : 0;
     bool done = todo == 0 && now_ver == ver;
     if (done)
@@ -857,7 +856,7 @@ static void mds_route_run_sweep(mds_route *r, uint64_t *next_sweep)
     bool drained = done && !xt_ring_has_site(r->ring, r->self) && r->drained_ver != ver;
     if (drained)
         r->drained_ver = ver;
-    mds_mutex_unlock(&r->mu);
+    pthread_mutex_unlock(&r->mu);
     if (done)
         XT_INFO("route: ring 0 v%llu: swept in %.1f ms, nothing held for another MDS",
                 (unsigned long long)ver, (double)(xt_mono_ns() - t0) / 1e6);

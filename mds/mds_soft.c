@@ -11,7 +11,6 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "mds_mutex.h"
 
 #include "xt_common.h"
 #include "xt_hash.h"
@@ -30,7 +29,7 @@ struct soft_ent {
 };
 
 struct stripe {
-    mds_mutex mu;
+    pthread_mutex_t mu;
     struct soft_ent *head;
     size_t n;
 };
@@ -47,7 +46,7 @@ int mds_soft_new(unsigned ttl_ms, mds_soft **out)
         return -ENOMEM;
     s->ttl_ns = (uint64_t)(ttl_ms ? ttl_ms : 30000) * 1000000u;
     for (size_t i = 0; i < SOFT_STRIPES; i++)
-        mds_mutex_init(&s->st[i].mu);
+        pthread_mutex_init(&s->st[i].mu, NULL);
     *out = s;
     return 0;
 }
@@ -61,7 +60,7 @@ void mds_soft_free(mds_soft *s)
             n = e->next;
             xt_free(e);
         }
-        mds_mutex_destroy(&s->st[i].mu);
+        pthread_mutex_destroy(&s->st[i].mu);
     }
     xt_free(s);
 }
@@ -77,7 +76,7 @@ static struct stripe *stripe_of(mds_soft *s, uint64_t table, const void *name, s
 static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint64_t table,
                              const void *name, size_t len, struct soft_ent ***link)
 {
-    assert(mds_mutex_held(&st->mu));
+    assert(xt_mutex_held(&st->mu));
     uint64_t now = xt_mono_ns();
     for (struct soft_ent **p = &st->head; *p;) {
         struct soft_ent *e = *p;
@@ -99,7 +98,7 @@ static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint
 
 static void unlink_ent(struct stripe *st, struct soft_ent **link)
 {
-    assert(mds_mutex_held(&st->mu) && st->n > 0);
+    assert(xt_mutex_held(&st->mu) && st->n > 0);
     struct soft_ent *e = *link;
     *link = e->next;
     st->n--;
@@ -112,7 +111,7 @@ int mds_soft_add(mds_soft *s, uint32_t fsid, uint64_t table, const void *name, s
     if (d == 0)
         return 0;
     struct stripe *st = stripe_of(s, table, name, len);
-    mds_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->mu);
     struct soft_ent **link, *e = find(s, st, fsid, table, name, len, &link);
     int rc = 0;
     if (e) {
@@ -131,7 +130,7 @@ int mds_soft_add(mds_soft *s, uint32_t fsid, uint64_t table, const void *name, s
     } else {
         rc = -ENOMEM;
     }
-    mds_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->mu);
     return rc;
 }
 
@@ -141,7 +140,7 @@ void mds_soft_take(mds_soft *s, uint32_t fsid, uint64_t table, const void *name,
     if (d == 0)
         return;
     struct stripe *st = stripe_of(s, table, name, len);
-    mds_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->mu);
     struct soft_ent **link, *e = find(s, st, fsid, table, name, len, &link);
     if (e) {
         /* Exactly what was delivered: the entry sums deltas of both signs
@@ -152,16 +151,16 @@ void mds_soft_take(mds_soft *s, uint32_t fsid, uint64_t table, const void *name,
         else
             e->delta = v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
     }
-    mds_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->mu);
 }
 
 int32_t mds_soft_get(mds_soft *s, uint32_t fsid, uint64_t table, const void *name, size_t len)
 {
     struct stripe *st = stripe_of(s, table, name, len);
-    mds_mutex_lock(&st->mu);
+    pthread_mutex_lock(&st->mu);
     struct soft_ent **link, *e = find(s, st, fsid, table, name, len, &link);
     int32_t d = e ? e->delta : 0;
-    mds_mutex_unlock(&st->mu);
+    pthread_mutex_unlock(&st->mu);
     return d;
 }
 
@@ -193,9 +192,9 @@ size_t mds_soft_count(mds_soft *s)
 {
     size_t n = 0;
     for (size_t i = 0; i < SOFT_STRIPES; i++) {
-        mds_mutex_lock(&s->st[i].mu);
+        pthread_mutex_lock(&s->st[i].mu);
         n += s->st[i].n;
-        mds_mutex_unlock(&s->st[i].mu);
+        pthread_mutex_unlock(&s->st[i].mu);
     }
     return n;
 }

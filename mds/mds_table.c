@@ -37,7 +37,7 @@ int mds_table_new(const struct mds_table_opts *o, mds_table **out)
         t->o.split_threshold = XT_SLICE_DEFAULT_CAPACITY;
     if (!t->o.split_bytes)
         t->o.split_bytes = MDS_SPLIT_BYTES;
-    mds_mutex_init(&t->mu);
+    pthread_mutex_init(&t->mu, NULL);
     *out = t;
     return 0;
 }
@@ -55,7 +55,7 @@ void mds_table_free(mds_table *t)
             mds_cache_put(t->o.cache, m->meta);
             xt_free(m);
         }
-    mds_mutex_destroy(&t->mu);
+    pthread_mutex_destroy(&t->mu);
     xt_free(t);
 }
 
@@ -122,11 +122,11 @@ static int meta_volatile(mds_table *t, const struct mds_key *k, mds_cent **out)
 
 struct mtab *mds_table_tab_find(mds_table *t, uint32_t fsid, uint64_t table)
 {
-    mds_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     struct mtab *m = t->bucket[mds_table_bucket(fsid, table)];
     while (m && (m->fsid != fsid || m->table != table))
         m = m->next;
-    mds_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     return m; /* tables live until mds_table_free */
 }
 
@@ -171,10 +171,10 @@ int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab *
     m->meta = meta;
     m->home = home;
     unsigned b = mds_table_bucket(fsid, table);
-    mds_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     for (struct mtab *x = t->bucket[b]; x; x = x->next)
         if (x->fsid == fsid && x->table == table) {
-            mds_mutex_unlock(&t->mu);
+            pthread_mutex_unlock(&t->mu);
             xt_bitmap_free(m->bm);
             xt_bitmap_free(m->said);
             mds_cache_put(t->o.cache, meta);
@@ -185,7 +185,7 @@ int mds_table_tab_get(mds_table *t, uint32_t fsid, uint64_t table, struct mtab *
     m->next = t->bucket[b];
     t->bucket[b] = m;
     t->ntabs++;
-    mds_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     *out = m;
     return 0;
 }

@@ -149,7 +149,7 @@ void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t 
 {
     /* Tables are never closed before mds_table_free, so a snapshot of the
      * keys is enough. */
-    mds_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     size_t n = t->ntabs, k = 0;
     struct { uint32_t fsid; uint64_t table; } *keys = xt_malloc((n ? n : 1) * sizeof *keys);
     for (unsigned b = 0; keys && b < MAP_BUCKETS; b++)
@@ -158,7 +158,7 @@ void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t 
             keys[k].table = m->table;
             k++;
         }
-    mds_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     for (size_t i = 0; keys && i < k; i++)
         fn(arg, keys[i].fsid, keys[i].table);
     xt_free(keys);
@@ -166,9 +166,9 @@ void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t 
 
 size_t mds_table_count(mds_table *t)
 {
-    mds_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     size_t n = t->ntabs;
-    mds_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     return n;
 }
 
@@ -287,13 +287,13 @@ static int home_take(mds_table *t, struct mtab *m)
 
 int mds_table_rehome(mds_table *t)
 {
-    mds_mutex_lock(&t->mu);
+    pthread_mutex_lock(&t->mu);
     size_t n = t->ntabs, k = 0;
     struct mtab **v = xt_malloc((n ? n : 1) * sizeof *v);
     for (unsigned b = 0; v && b < MAP_BUCKETS; b++)
         for (struct mtab *m = t->bucket[b]; m && k < n; m = m->next)
             v[k++] = m; /* tables live until mds_table_free */
-    mds_mutex_unlock(&t->mu);
+    pthread_mutex_unlock(&t->mu);
     if (!v)
         return -ENOMEM;
     int todo = 0;

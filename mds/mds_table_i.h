@@ -10,7 +10,6 @@
 #include <pthread.h>
 #include <stdbool.h>
 
-#include "mds_mutex.h"
 #include "mds_table.h"
 #include "xt_bitmap.h"
 
@@ -30,7 +29,7 @@ struct mtab {
 
 struct mds_table {
     struct mds_table_opts o;
-    mds_mutex mu;
+    pthread_mutex_t mu;
     struct mtab *bucket[MAP_BUCKETS]; /* (mu) */
     size_t ntabs;                     /* (mu) */
 };

@@ -79,7 +79,7 @@ int mds_xact_new(const struct mds_xact_opts *o, mds_xact **out)
         x->o.resolve_ms = 2000;
     if (!x->o.call_timeout_ms)
         x->o.call_timeout_ms = 10000;
-    mds_mutex_init(&x->mu);
+    pthread_mutex_init(&x->mu, NULL);
     *out = x;
     return 0;
 }
@@ -659,11 +659,11 @@ static void finish_batch(mds_xact *x, struct txn **v, size_t n)
 
 void mds_xact_queue_finish(mds_xact *x, struct txn *t)
 {
-    mds_mutex_lock(&x->mu);
+    pthread_mutex_lock(&x->mu);
     t->next = x->finish;
     x->finish = t;
     xt_worker *w = x->worker; /* NULL before mds_xact_start: its first step finishes it */
-    mds_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->mu);
     if (w)
         xt_worker_wake(w);
 }
@@ -678,12 +678,12 @@ static uint64_t xact_step(xt_worker *w, void *arg)
     (void)w;
     struct txn *v[FINISH_BATCH];
     size_t n = 0;
-    mds_mutex_lock(&x->mu);
+    pthread_mutex_lock(&x->mu);
     while (x->finish && n < FINISH_BATCH) {
         v[n++] = x->finish;
         x->finish = x->finish->next;
     }
-    mds_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->mu);
     if (n) {
         finish_batch(x, v, n);
         return 0;
@@ -711,9 +711,9 @@ int mds_xact_start(mds_xact *x)
     int rc = xt_worker_start(&wo, &w);
     if (rc < 0)
         return rc;
-    mds_mutex_lock(&x->mu);
+    pthread_mutex_lock(&x->mu);
     x->worker = w;
-    mds_mutex_unlock(&x->mu);
+    pthread_mutex_unlock(&x->mu);
     return 0;
 }
 
@@ -728,6 +728,6 @@ void mds_xact_free(mds_xact *x)
         mds_xact_txn_free(t);
     }
     mds_outbox_free(x);
-    mds_mutex_destroy(&x->mu);
+    pthread_mutex_destroy(&x->mu);
     xt_free(x);
 }

@@ -40,7 +40,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "mds_mutex.h"
 #include "mds_xact.h"
 #include "xt_common.h"
 #include "xt_hash.h"
@@ -115,7 +114,7 @@ struct mds_xact {
     struct mds_xact_opts o;
     struct mds_xact_io io;
     atomic_uint_fast64_t seq;
-    mds_mutex mu;
+    pthread_mutex_t mu;
     struct txn *finish;      /* (mu) decided, to finish, newest first */
     xt_worker *worker;       /* (mu) the thread; NULL before mds_xact_start */
     uint64_t next_rmu, next_sweep; /* thread: deadlines (xt_time.h) of the next

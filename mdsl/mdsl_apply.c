@@ -197,7 +197,7 @@ static xt_slice_id slice_of(const struct folder *fo, uint32_t slice)
 
 int mdsl_apply_slice_state(mdsl_store *s, xt_slice_id id, struct mdsl_slstate *st)
 {
-    assert(!mdsl_st_mu_held(s));
+    assert(!xt_mutex_held(&s->mu));
     if (mdsl_sltab_get(s->slices, id, st))
         return 0;
     *st = (struct mdsl_slstate){ 0 };
@@ -379,7 +379,7 @@ static pthread_mutex_t sort_mu = PTHREAD_MUTEX_INITIALIZER;
 int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n, uint32_t evidence)
 {
     assert(c && c->s && c->fo && c->b);
-    assert(!mdsl_st_mu_held(c->s)); /* reads the index */
+    assert(!xt_mutex_held(&c->s->mu)); /* reads the index */
     if (n == 0)
         return 0;
     size_t *idx = xt_malloc(n * sizeof *idx);
@@ -413,7 +413,7 @@ int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n
 
 void mdsl_apply_live(struct apply_ctx *c)
 {
-    assert(mdsl_st_mu_held(c->s));
+    assert(xt_mutex_held(&c->s->mu));
     for (size_t i = 0; i < c->nld; i++) {
         struct live_delta *d = &c->ld[i];
         struct seg *sg = mdsl_st_seg_find(mdsl_st_segarr(d->fo, d->is_cs, d->group, false), d->segno);

@@ -97,7 +97,7 @@ static void consider(mdsl_store *s, struct folder *fo, struct segarr *a, bool is
  * copies to write) fit in `room`. */
 static bool pick(mdsl_store *s, double threshold, uint64_t room, struct cand *c)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     assert(threshold > 0 && threshold <= 1);
     double best = 2.0;
     c->sg = NULL;
@@ -150,11 +150,11 @@ static bool throttle(mdsl_store *s, uint64_t t0, uint64_t bytes)
     if (!s->o.gc_bytes_per_sec)
         return true;
     uint64_t due = t0 + bytes * UINT64_C(1000000000) / s->o.gc_bytes_per_sec;
-    mdsl_st_lock(s);
-    while (!s->gc_stop && mdsl_st_wait_until(s, &s->gc_cv, due) == 0)
+    pthread_mutex_lock(&s->mu);
+    while (!s->gc_stop && xt_cond_wait_until(&s->gc_cv, &s->mu, due) == 0)
         ; /* woken: stop, or spurious */
     bool go = !s->gc_stop;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     return go;
 }
 
@@ -194,9 +194,9 @@ static int move_chunk(mdsl_store *s, struct cand *c, struct item *v, uint8_t **r
         uint8_t *pl = mdsl_entries_encode(e, ne);
         uint32_t lw_seg;
         uint64_t lw_off, off;
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         mdsl_st_resume_pos(s, fo, &lw_seg, &lw_off);
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
         struct mdsl_rec_hdr h = { .type = MDSL_REC_GCMOVE, .fsid = fo->fsid, .table = fo->table,
                                   .version = lw_seg, .key = lw_off,
                                   .payload_len = (uint32_t)(ne * MDSL_ENTRY_SIZE) };
@@ -210,9 +210,9 @@ static int move_chunk(mdsl_store *s, struct cand *c, struct item *v, uint8_t **r
         if (rc == 0) {
             uint32_t sn;
             uint64_t off;
-            mdsl_st_lock(s);
+            pthread_mutex_lock(&s->mu);
             mdsl_st_resume_pos(s, fo, &sn, &off);
-            mdsl_st_unlock(s);
+            pthread_mutex_unlock(&s->mu);
             mdsl_index_batch_resume(ac.b, fo->fsid, fo->table, sn, off);
             rc = mdsl_index_write(s->idx, ac.b, true); /* invariant 1 */
             if (rc == 0)
@@ -221,9 +221,9 @@ static int move_chunk(mdsl_store *s, struct cand *c, struct item *v, uint8_t **r
         if (rc < 0)
             mdsl_st_fail(s, rc, "applying a GC move");
         else {
-            mdsl_st_lock(s);
+            pthread_mutex_lock(&s->mu);
             mdsl_apply_live(&ac);
-            mdsl_st_unlock(s);
+            pthread_mutex_unlock(&s->mu);
         }
     }
     mdsl_st_wbatch_free(&wb);
@@ -259,9 +259,9 @@ static int collect_segment(mdsl_store *s, struct cand *c, uint64_t t0, uint64_t 
             if (rc == -EBADMSG) {
                 XT_ERR("mdsl gc: corrupt record in %s segment %u at %llu: segment kept",
                        c->fo->path, c->sg->no, (unsigned long long)it.v[k].p.off);
-                mdsl_st_lock(s);
+                pthread_mutex_lock(&s->mu);
                 s->st.corrupt_records++;
-                mdsl_st_unlock(s);
+                pthread_mutex_unlock(&s->mu);
             }
         }
         *budget_bytes += 2 * bytes; /* read once, written once */
@@ -269,9 +269,9 @@ static int collect_segment(mdsl_store *s, struct cand *c, uint64_t t0, uint64_t 
             rc = -ECANCELED;
         if (rc == 0) {
             mdsl_st_token_take(s);
-            mdsl_st_lock(s);
+            pthread_mutex_lock(&s->mu);
             rc = s->failed;
-            mdsl_st_unlock(s);
+            pthread_mutex_unlock(&s->mu);
             if (rc == 0)
                 rc = move_chunk(s, c, it.v + i, recs, j - i, &moved);
             mdsl_st_token_put(s);
@@ -283,9 +283,9 @@ static int collect_segment(mdsl_store *s, struct cand *c, uint64_t t0, uint64_t 
     } while (rc == 0 && i < it.n);
     xt_free(it.v);
     if (rc == 0) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         s->st.gc_moved_bytes += moved;
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
     }
     return rc;
 }
@@ -307,7 +307,7 @@ static int drop_segment(mdsl_store *s, struct cand *c)
     char path[4096];
     mdsl_st_seg_path(c->fo, c->is_cs, c->group, c->sg->no, path, sizeof path);
     mdsl_st_token_take(s);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     struct segarr *a = mdsl_st_segarr(c->fo, c->is_cs, c->group, false);
     uint32_t rseg = UINT32_MAX;
     uint64_t roff;
@@ -331,7 +331,7 @@ static int drop_segment(mdsl_store *s, struct cand *c)
         s->st.gc_freed_bytes += c->sg->size;
     }
     mdsl_st_seg_unpin(s, c->sg);
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     mdsl_st_token_put(s);
     if (!gone)
         return 0;
@@ -343,24 +343,24 @@ static int drop_segment(mdsl_store *s, struct cand *c)
 
 int mdsl_gc_pass(mdsl_store *s, unsigned max_segments, double threshold)
 {
-    assert(s->bg_busy && !mdsl_st_mu_held(s));
+    assert(s->bg_busy && !xt_mutex_held(&s->mu));
     int freed = 0;
     uint64_t t0 = xt_mono_ns(), budget = 0;
     for (unsigned n = 0; n < max_segments; n++) {
         struct cand c;
         uint64_t room = mdsl_space_gc_room(s);
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         bool ok = !s->failed && !s->gc_stop && pick(s, threshold, room, &c);
         if (ok)
             s->st.gc_passes++;
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
         if (!ok)
             break;
         int rc = collect_segment(s, &c, t0, &budget);
         if (rc < 0) {
-            mdsl_st_lock(s);
+            pthread_mutex_lock(&s->mu);
             mdsl_st_seg_unpin(s, c.sg);
-            mdsl_st_unlock(s);
+            pthread_mutex_unlock(&s->mu);
             if (rc != -ECANCELED)
                 XT_WARN("mdsl gc: pass stopped: %s", strerror(-rc));
             return freed ? freed : rc;
@@ -403,10 +403,10 @@ void mdsl_gc_wake(mdsl_store *s)
 
 void mdsl_gc_stop(mdsl_store *s)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     s->gc_stop = true;
     pthread_cond_broadcast(&s->gc_cv); /* a throttled pass returns at once */
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     xt_worker_stop(s->gc);
     s->gc = NULL;
 }

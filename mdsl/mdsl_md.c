@@ -16,9 +16,9 @@ int mdsl_store_set_md(mdsl_store *s, uint32_t fsid, uint64_t table, const void *
     if (!buf)
         return -ENOMEM;
     mdsl_st_token_take(s);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     int rc = s->failed;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     struct folder *fo = NULL;
     if (rc == 0)
         rc = mdsl_st_folder_get(s, fsid, table, true, &fo);

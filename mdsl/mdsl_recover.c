@@ -93,9 +93,9 @@ static int cut_tail(mdsl_store *s, struct folder *fo, struct seg *sg, const char
             (unsigned long long)(res->size - res->valid_end), (unsigned long long)res->valid_end);
     int rc = mdsl_io_truncate(s->io, sg->f, res->valid_end);
     if (rc == 0) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         sg->size = res->valid_end;
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
     }
     return rc;
 }
@@ -306,9 +306,9 @@ static int replay_folder(struct rctx *r, struct folder *fo)
         if (rc == 0)
             rc = cut_tail(s, fo, sg, "TSS", &res);
         if (res.corrupt) {
-            mdsl_st_lock(s);
+            pthread_mutex_lock(&s->mu);
             s->st.corrupt_records += res.corrupt;
-            mdsl_st_unlock(s);
+            pthread_mutex_unlock(&s->mu);
         }
     }
     return rc;
@@ -395,7 +395,7 @@ int mdsl_recover(mdsl_store *s)
     if (rc == 0 && !b)
         rc = -ENOMEM;
     if (rc == 0) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         s->st.prepared = 0;
         for (struct ptx *t = s->pending; t; t = t->next)
             s->st.prepared++;
@@ -405,12 +405,12 @@ int mdsl_recover(mdsl_store *s)
             mdsl_st_resume_pos(s, r.fos[i], &sn, &off);
             mdsl_index_batch_resume(b, r.fos[i]->fsid, r.fos[i]->table, sn, off);
         }
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
         rc = mdsl_index_write(s->idx, b, true);
     }
     mdsl_index_batch_free(b);
     if (rc == 0) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         for (size_t i = 0; i < r.nfo; i++) {
             struct folder *fo = r.fos[i];
             for (size_t k = 0; k < fo->tss.n; k++)
@@ -420,7 +420,7 @@ int mdsl_recover(mdsl_store *s)
                     fo->cs[g].segs.v[k]->live = 0;
         }
         rc = mdsl_index_scan_all(s->idx, charge_ptr, s);
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
     }
     if (rc == 0 && s->st.prepared)
         XT_INFO("mdsl: %llu prepared transaction(s) wait for their coordinator",

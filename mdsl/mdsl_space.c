@@ -221,7 +221,7 @@ static int remove_dir(mdsl_store *s, const char *dir)
 /* REQUIRES: mu held. */
 static bool has_pending(mdsl_store *s, const struct folder *fo)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     for (struct ptx *t = s->pending; t; t = t->next)
         for (size_t i = 0; i < t->nparts; i++)
             if (t->parts[i].fo == fo)
@@ -241,11 +241,11 @@ static uint64_t segarr_bytes(const struct segarr *a)
  * when a pending prepare was the reason), or -errno. */
 static int drop_folder(mdsl_store *s, uint32_t fsid, uint64_t table, bool *busy)
 {
-    assert(s->bg_busy && !mdsl_st_mu_held(s));
+    assert(s->bg_busy && !xt_mutex_held(&s->mu));
     struct tkeys t = { .droppable = true };
     char dpath[4200] = "";
     mdsl_st_token_take(s);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     struct folder *fo = mdsl_st_folder_find(s, fsid, table);
     int rc = s->failed;
     bool go = rc == 0 && fo && fo->md_size == 0;
@@ -253,7 +253,7 @@ static int drop_folder(mdsl_store *s, uint32_t fsid, uint64_t table, bool *busy)
         go = false;
         *busy = true;
     }
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (go) /* the index cannot change under the token: this is final */
         rc = mdsl_index_scan_table(s->idx, fsid, table, tkeys_add, &t);
     go = go && rc == 0 && t.n > 0 && t.droppable;
@@ -273,14 +273,14 @@ static int drop_folder(mdsl_store *s, uint32_t fsid, uint64_t table, bool *busy)
     if (go && rc == 0) {
         for (size_t i = 0; i < t.n; i++) /* the slice-state cache follows */
             mdsl_sltab_del(s->slices, t.v[i].id);
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         uint64_t bytes = segarr_bytes(&fo->tss);
         for (size_t g = 0; g < fo->ncs; g++)
             bytes += segarr_bytes(&fo->cs[g].segs);
         mdsl_st_folder_forget(s, fo);
         s->st.dropped_folders++;
         s->st.dropped_bytes += bytes;
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
     }
     mdsl_st_token_put(s);
     xt_free(t.v);
@@ -299,9 +299,9 @@ static int drop_pass(mdsl_store *s, bool *busy)
         rc = walk_flush(&w);
     int dropped = 0;
     for (size_t i = 0; i < w.cand.n && rc == 0; i++) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         bool stop = s->gc_stop;
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
         if (stop)
             break;
         if (i)
@@ -366,7 +366,7 @@ static int roll_active(mdsl_store *s, double threshold, uint64_t idle_ns)
     struct rollc *v = NULL;
     size_t n = 0, cap = 0;
     int rc = 0;
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     uint64_t now = xt_mono_ns(); /* under mu: no flush has stamped a later time */
     for (size_t i = 0; i < s->ht_cap && rc == 0; i++)
         for (struct folder *fo = s->ht[i]; fo && rc == 0; fo = fo->hnext) {
@@ -381,16 +381,16 @@ static int roll_active(mdsl_store *s, double threshold, uint64_t idle_ns)
                                                                 a->v[a->n - 1]->no });
             }
         }
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     int rolled = 0;
     if (n)
         mdsl_st_token_take(s); /* appends go to the last segment: none runs now */
     for (size_t i = 0; i < n && rc == 0; i++) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         struct folder *fo = mdsl_st_folder_find(s, v[i].t.fsid, v[i].t.table);
         struct segarr *a = fo ? mdsl_st_segarr(fo, v[i].is_cs, v[i].group, false) : NULL;
         bool still = a && a->n && a->v[a->n - 1]->no == v[i].no && !s->failed;
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
         struct seg *sg;
         if (still)
             rc = mdsl_st_seg_add(s, fo, v[i].is_cs, v[i].group, v[i].no + 1, true, &sg);
@@ -399,9 +399,9 @@ static int roll_active(mdsl_store *s, double threshold, uint64_t idle_ns)
     if (n)
         mdsl_st_token_put(s);
     xt_free(v);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     s->st.rolled_segments += (uint64_t)rolled;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (rc < 0)
         XT_WARN("mdsl: rolling idle segments: %s", strerror(-rc));
     return rc < 0 ? rc : rolled;
@@ -420,16 +420,16 @@ int mdsl_store_roll_idle(mdsl_store *s)
 static int mark_set(mdsl_store *s, bool owe, uint64_t from, uint64_t to)
 {
     mdsl_st_token_take(s);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     bool go = owe ? s->sweep_owed != to && to > s->sweep_cleared : s->sweep_owed == from;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     int rc = go ? mdsl_index_put_sweep_owed(s->idx, to) : 0;
     if (go && rc == 0) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         s->sweep_owed = to;
         if (!owe)
             s->sweep_cleared = from;
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
     }
     mdsl_st_token_put(s);
     if (rc < 0)
@@ -442,19 +442,19 @@ int mdsl_store_sweep_owe(mdsl_store *s, uint64_t seq)
 {
     if (!seq)
         return -EINVAL;
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     /* seqs only grow: one at or below a cleared one comes from a pass that
      * started before the sweep its change asked (nothing is owed) */
     bool have = s->sweep_owed == seq || seq <= s->sweep_cleared;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     return have ? 0 : mark_set(s, true, 0, seq);
 }
 
 uint64_t mdsl_store_sweep_owed(mdsl_store *s)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     uint64_t seq = s->sweep_owed;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     return seq;
 }
 
@@ -462,9 +462,9 @@ static int sweep(mdsl_store *s, double threshold)
 {
     assert(s->bg_busy);
     assert(threshold > 0 && threshold < 1);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     uint64_t owed = threshold >= MDSL_SWEEP_THRESHOLD ? s->sweep_owed : 0;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     int rc = roll_active(s, threshold, 0);
     int freed = 0;
     while (rc >= 0) {
@@ -473,11 +473,11 @@ static int sweep(mdsl_store *s, double threshold)
             break;
         freed += rc;
     }
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     /* a pass also ends (0) when the store closes or failed: not the end */
     bool complete = rc == 0 && !s->gc_stop && !s->failed;
     s->st.sweeps += complete;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     XT_INFO("mdsl: sweep at %.2f freed %d segment(s)%s", threshold, freed,
             complete ? "" : " (cut short)");
     if (complete && owed)
@@ -497,33 +497,33 @@ int mdsl_store_sweep(mdsl_store *s, double threshold)
 
 void mdsl_store_space_request(mdsl_store *s, bool drop, bool do_sweep)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     s->want_drop |= drop;
     s->want_sweep |= do_sweep;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     mdsl_gc_wake(s);
 }
 
 void mdsl_space_tick(mdsl_store *s)
 {
-    assert(s->bg_busy && !mdsl_st_mu_held(s));
+    assert(s->bg_busy && !xt_mutex_held(&s->mu));
     uint64_t now = xt_mono_ns();
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     bool drop = s->want_drop || (s->drop_due_ns && now >= s->drop_due_ns);
     bool do_sweep = s->want_sweep;
     s->want_drop = s->want_sweep = false;
     if (drop)
         s->drop_due_ns = 0;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (drop) {
         bool busy = false;
         int rc = drop_pass(s, &busy);
         if (rc < 0)
             XT_WARN("mdsl: drop pass: %s", strerror(-rc));
         if (busy) { /* a prepare held a folder: look again later */
-            mdsl_st_lock(s);
+            pthread_mutex_lock(&s->mu);
             s->drop_due_ns = now + DROP_RETRY_NS;
-            mdsl_st_unlock(s);
+            pthread_mutex_unlock(&s->mu);
         }
     }
     if (do_sweep) /* the restart tests' kill -9 (pom-mdsl --crash-point) */
@@ -640,13 +640,13 @@ void mdsl_space_size(mdsl_store *s)
 
 int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve)
 {
-    assert(!mdsl_st_mu_held(s));
+    assert(!xt_mutex_held(&s->mu));
     uint64_t avail, total;
     if (may_reserve || s->reserve == 0 || mdsl_io_space(s->io, s->dir, &avail, &total) < 0)
         return 0;
     bool is_short = avail < s->reserve || avail - s->reserve < need;
     uint64_t now = xt_mono_ns();
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     /* one line when the state changes, at most one a minute while it flaps */
     bool say = is_short != s->short_logged &&
                (!is_short || !s->short_said_ns || now - s->short_said_ns >= SHORT_LOG_NS);
@@ -655,7 +655,7 @@ int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve)
         if (is_short)
             s->short_said_ns = now;
     }
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (is_short) /* GC may find more now that the threshold is up (invariant 7) */
         mdsl_gc_wake(s);
     if (say && is_short)

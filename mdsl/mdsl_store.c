@@ -31,51 +31,51 @@
 
 void mdsl_st_fail(mdsl_store *s, int err, const char *what)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     if (!s->failed) {
         s->failed = err < 0 ? err : -EIO;
         XT_ERR("mdsl: %s failed (%s): the store refuses writes until reopened",
                what, strerror(-err));
     }
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void mdsl_st_token_take(mdsl_store *s)
 {
-    assert(!mdsl_st_mu_held(s));
-    mdsl_st_lock(s);
+    assert(!xt_mutex_held(&s->mu));
+    pthread_mutex_lock(&s->mu);
     while (s->writing)
-        mdsl_st_wait(s, &s->wr_cv);
+        pthread_cond_wait(&s->wr_cv, &s->mu);
     s->writing = true;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void mdsl_st_token_put(mdsl_store *s)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     assert(s->writing);
     s->writing = false;
     pthread_cond_signal(&s->wr_cv);
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void mdsl_st_bg_take(mdsl_store *s)
 {
-    assert(!mdsl_st_mu_held(s));
-    mdsl_st_lock(s);
+    assert(!xt_mutex_held(&s->mu));
+    pthread_mutex_lock(&s->mu);
     while (s->bg_busy)
-        mdsl_st_wait(s, &s->bg_cv);
+        pthread_cond_wait(&s->bg_cv, &s->mu);
     s->bg_busy = true;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void mdsl_st_bg_put(mdsl_store *s)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     assert(s->bg_busy);
     s->bg_busy = false;
     pthread_cond_signal(&s->bg_cv);
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 /* ---- folders and segments --------------------------------------------- */
@@ -89,7 +89,7 @@ static size_t folder_slot(const mdsl_store *s, uint32_t fsid, uint64_t table)
 
 struct folder *mdsl_st_folder_find(mdsl_store *s, uint32_t fsid, uint64_t table)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     for (struct folder *f = s->ht[folder_slot(s, fsid, table)]; f; f = f->hnext)
         if (f->fsid == fsid && f->table == table)
             return f;
@@ -98,7 +98,7 @@ struct folder *mdsl_st_folder_find(mdsl_store *s, uint32_t fsid, uint64_t table)
 
 static int folder_insert(mdsl_store *s, struct folder *fo)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     assert(s->ht_cap && (s->ht_cap & (s->ht_cap - 1)) == 0);
     if (s->ht_n + 1 > s->ht_cap / 2) {
         size_t ncap = s->ht_cap * 2;
@@ -148,21 +148,21 @@ static void folder_free(mdsl_store *s, struct folder *fo)
 
 struct folder *mdsl_st_folder_pin(mdsl_store *s, uint32_t fsid, uint64_t table)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     struct folder *fo = mdsl_st_folder_find(s, fsid, table);
     if (fo)
         fo->refs++;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     return fo;
 }
 
 void mdsl_st_folder_unpin(mdsl_store *s, struct folder *fo)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     assert(fo->refs > 0);
     if (--fo->refs == 0 && fo->dropped)
         folder_free(s, fo); /* closes files nobody pins: allowed under mu */
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void segarr_forget(mdsl_store *s, struct segarr *a)
@@ -179,7 +179,7 @@ static void segarr_forget(mdsl_store *s, struct segarr *a)
 
 void mdsl_st_folder_forget(mdsl_store *s, struct folder *fo)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     assert(s->writing);
     assert(!fo->dropped);
     for (struct folder **pp = &s->ht[folder_slot(s, fo->fsid, fo->table)]; *pp;
@@ -200,10 +200,10 @@ void mdsl_st_folder_forget(mdsl_store *s, struct folder *fo)
 int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create,
                        struct folder **out)
 {
-    assert(!mdsl_st_mu_held(s)); /* it does I/O */
-    mdsl_st_lock(s);
+    assert(!xt_mutex_held(&s->mu)); /* it does I/O */
+    pthread_mutex_lock(&s->mu);
     struct folder *fo = mdsl_st_folder_find(s, fsid, table);
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (fo || !create) {
         *out = fo;
         return fo ? 0 : -ENOENT;
@@ -227,9 +227,9 @@ int mdsl_st_folder_get(mdsl_store *s, uint32_t fsid, uint64_t table, bool create
     if (rc == 0)
         rc = mdsl_io_size(s->io, fo->md, &fo->md_size);
     if (rc == 0) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         rc = folder_insert(s, fo);
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
     }
     xt_free(path);
     xt_free(mdp);
@@ -297,7 +297,7 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
     if (rc == 0)
         rc = mdsl_io_size(s->io, sg->f, &sg->size);
     if (rc == 0) {
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         struct segarr *a = mdsl_st_segarr(fo, is_cs, group, true);
         if (!a)
             rc = -ENOMEM;
@@ -320,7 +320,7 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
             a->v[i] = sg;
             a->n++;
         }
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
     }
     if (rc < 0) {
         mdsl_io_close(s->io, sg->f);
@@ -333,7 +333,7 @@ int mdsl_st_seg_add(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group
 
 void mdsl_st_seg_unpin(mdsl_store *s, struct seg *sg)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     assert(sg->refs > 0);
     if (--sg->refs == 0 && sg->dead) {
         mdsl_io_close(s->io, sg->f);
@@ -349,10 +349,10 @@ static int stage_reserve(mdsl_store *s, struct wbatch *wb, struct folder *fo, bo
                          uint32_t group, uint64_t total, uint8_t **dst, uint32_t *segno,
                          uint64_t *off)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     struct segarr *a = mdsl_st_segarr(fo, is_cs, group, true);
     struct seg *act = a && a->n ? a->v[a->n - 1] : NULL;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (!a)
         return -ENOMEM;
     size_t si = wb->n;
@@ -427,7 +427,7 @@ void mdsl_st_wbatch_free(struct wbatch *wb)
 
 int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
 {
-    assert(!mdsl_st_mu_held(s)); /* write + fsync: no lock across I/O */
+    assert(!xt_mutex_held(&s->mu)); /* write + fsync: no lock across I/O */
     if (wb->n == 0)
         return 0;
     struct mdsl_io_wr *w = xt_malloc(wb->n * sizeof *w);
@@ -447,12 +447,12 @@ int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
     xt_free(sy);
     if (rc == 0) {
         uint64_t now = xt_mono_ns();
-        mdsl_st_lock(s);
+        pthread_mutex_lock(&s->mu);
         for (size_t i = 0; i < wb->n; i++) {
             wb->v[i].seg->size = wb->v[i].start + wb->v[i].len;
             wb->v[i].seg->wrote_ns = now;
         }
-        mdsl_st_unlock(s);
+        pthread_mutex_unlock(&s->mu);
         return 0;
     }
     if (sync_failed) {
@@ -473,7 +473,7 @@ int mdsl_st_flush(mdsl_store *s, struct wbatch *wb)
 
 void mdsl_st_resume_pos(mdsl_store *s, struct folder *fo, uint32_t *segno, uint64_t *off)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     bool found = false;
     for (struct ptx *t = s->pending; t; t = t->next)
         for (size_t i = 0; i < t->nparts; i++) {
@@ -498,20 +498,20 @@ void mdsl_st_resume_pos(mdsl_store *s, struct folder *fo, uint32_t *segno, uint6
 int mdsl_st_read_ptr(mdsl_store *s, struct folder *fo, bool is_cs, uint32_t group,
                      const struct mdsl_ptr *p, struct mdsl_rec_hdr *h, uint8_t **rec)
 {
-    assert(!mdsl_st_mu_held(s) && fo && p);
-    mdsl_st_lock(s);
+    assert(!xt_mutex_held(&s->mu) && fo && p);
+    pthread_mutex_lock(&s->mu);
     struct seg *sg = mdsl_st_seg_find(mdsl_st_segarr(fo, is_cs, group, false), p->segno);
     if (sg)
         sg->refs++;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (!sg)
         return -EAGAIN;
     int rc = mdsl_seg_read(s->io, sg->f, p->off, p->len, p->csum, h, rec);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     mdsl_st_seg_unpin(s, sg);
     if (rc == -EBADMSG)
         s->st.corrupt_records++;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (rc == -EBADMSG) {
         char name[48];
         mdsl_seg_name(name, sizeof name, is_cs, group, p->segno);
@@ -535,7 +535,7 @@ void mdsl_st_ptx_free(struct ptx *t)
 
 void mdsl_st_decided(mdsl_store *s, uint64_t txid, bool commit)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     assert(txid != 0);
     s->dec_txid[s->dec_pos] = txid;
     s->dec_commit[s->dec_pos] = commit;
@@ -545,7 +545,7 @@ void mdsl_st_decided(mdsl_store *s, uint64_t txid, bool commit)
 /* REQUIRES: mu held. 1 committed, 0 aborted, -1 unknown. */
 static int decided(mdsl_store *s, uint64_t txid)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     for (unsigned i = 0; i < MDSL_DECIDED_RING; i++)
         if (s->dec_txid[i] == txid)
             return s->dec_commit[i] ? 1 : 0;
@@ -554,7 +554,7 @@ static int decided(mdsl_store *s, uint64_t txid)
 
 static struct ptx *pending_find(mdsl_store *s, uint64_t txid, bool unlink)
 {
-    assert(mdsl_st_mu_held(s));
+    assert(xt_mutex_held(&s->mu));
     for (struct ptx **pp = &s->pending; *pp; pp = &(*pp)->next)
         if ((*pp)->txid == txid) {
             struct ptx *t = *pp;
@@ -648,7 +648,7 @@ static int moved_guard(mdsl_store *s, const struct xt_store_rec *recs, size_t n)
 static int prepare_locked(mdsl_store *s, uint64_t txid, const struct xt_store_rec *recs, size_t n,
                           bool may_reserve)
 {
-    assert(s->writing && !mdsl_st_mu_held(s)); /* writes without mu */
+    assert(s->writing && !xt_mutex_held(&s->mu)); /* writes without mu */
     assert(txid != 0 && n >= 1);
     struct ptx *t = xt_calloc(1, sizeof *t);
     if (!t)
@@ -711,11 +711,11 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct xt_store_re
         mdsl_st_ptx_free(t);
         return rc;
     }
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     t->next = s->pending;
     s->pending = t;
     s->st.prepared++;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     return 0;
 }
 
@@ -730,9 +730,9 @@ int mdsl_store_prepare(mdsl_store *s, uint64_t txid, const struct xt_store_rec *
         may_reserve &= (recs[i].flags & XT_STORE_F_RESERVE) != 0;
     }
     mdsl_st_token_take(s);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     int rc = s->failed ? s->failed : pending_find(s, txid, false) ? -EEXIST : 0;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (rc == 0)
         rc = moved_guard(s, recs, n);
     if (rc == 0)
@@ -786,7 +786,7 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
         c.fo = t->parts[i].fo;
         rc = mdsl_apply_entries(&c, t->parts[i].e, t->parts[i].n, segs[i]);
     }
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     pending_find(s, t->txid, true);
     for (size_t i = 0; i < t->nparts && rc == 0; i++) {
         uint32_t sn;
@@ -796,21 +796,21 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
     }
     mdsl_st_decided(s, t->txid, commit);
     s->st.prepared--;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (rc == 0)
         rc = mdsl_index_write(s->idx, c.b, false);
     if (rc == 0)
         mdsl_apply_done(&c);
     if (rc < 0)
         mdsl_st_fail(s, rc, commit ? "applying a commit" : "applying an abort");
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     if (rc == 0)
         mdsl_apply_live(&c);
     if (commit)
         s->st.commits++;
     else
         s->st.aborts++;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     mdsl_st_ptx_free(t);
     mdsl_apply_ctx_free(&c);
     xt_free(segs);
@@ -819,7 +819,7 @@ static int decide_locked(mdsl_store *s, struct ptx *t, bool commit)
 
 int mdsl_st_decide_locked(mdsl_store *s, struct ptx *t, bool commit)
 {
-    assert(!mdsl_st_mu_held(s)); /* the token, or recovery: no other thread */
+    assert(!xt_mutex_held(&s->mu)); /* the token, or recovery: no other thread */
     assert(t && t->txid != 0);
     return decide_locked(s, t, commit);
 }
@@ -827,14 +827,14 @@ int mdsl_st_decide_locked(mdsl_store *s, struct ptx *t, bool commit)
 static int decide(mdsl_store *s, uint64_t txid, bool commit)
 {
     mdsl_st_token_take(s);
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     int rc = s->failed;
     struct ptx *t = rc ? NULL : pending_find(s, txid, false);
     if (!rc && !t) {
         int d = decided(s, txid);
         rc = d < 0 ? -ENOENT : (d == 1) == commit ? 0 : -EINVAL;
     }
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (t)
         rc = decide_locked(s, t, commit);
     mdsl_st_token_put(s);
@@ -853,7 +853,7 @@ int mdsl_store_abort(mdsl_store *s, uint64_t txid)
 
 int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     size_t k = 0;
     for (struct ptx *t = s->pending; t; t = t->next)
         k++;
@@ -863,7 +863,7 @@ int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n)
         for (struct ptx *t = s->pending; t; t = t->next)
             v[k++] = t->txid;
     }
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     if (!v)
         return -ENOMEM;
     *txids = v;
@@ -884,7 +884,7 @@ static void stat_arr(struct segarr *a, struct mdsl_stat *st)
 
 int mdsl_store_stat(mdsl_store *s, struct mdsl_stat *st)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     *st = s->st;
     st->tables = s->ht_n;
     st->segments = st->bytes = st->live_bytes = 0;
@@ -896,16 +896,16 @@ int mdsl_store_stat(mdsl_store *s, struct mdsl_stat *st)
         }
     st->failed = s->failed;
     st->sweep_owed = s->sweep_owed;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     st->live_ratio = st->bytes ? (double)st->live_bytes / (double)st->bytes : 1.0;
     return 0;
 }
 
 int mdsl_store_health(mdsl_store *s)
 {
-    mdsl_st_lock(s);
+    pthread_mutex_lock(&s->mu);
     int rc = s->failed;
-    mdsl_st_unlock(s);
+    pthread_mutex_unlock(&s->mu);
     return rc;
 }
 

@@ -99,9 +99,7 @@ struct mdsl_store {
     mdsl_index *idx;
     mdsl_sltab *slices;     /* what idx holds per slice (token; mdsl_apply.c) */
 
-    pthread_mutex_t mu;     /* taken through mdsl_st_lock/_unlock/_wait only */
-    _Atomic pthread_t mu_owner; /* the thread holding mu, 0 none (the lock
-                                   helpers; read by mdsl_st_mu_held) */
+    pthread_mutex_t mu;     /* "REQUIRES: mu held" is assert(xt_mutex_held(&s->mu)) */
     pthread_cond_t wr_cv;
     bool writing;           /* writer token (mu) */
     int failed;             /* sticky write error (mu) */
@@ -141,48 +139,6 @@ struct mdsl_store {
     bool short_logged;      /* (mu) */
     uint64_t short_said_ns; /* when it last said so (mu) */
 };
-
-/* ---- s->mu with its owner recorded ------------------------------------
- *
- * Every lock of s->mu goes through these, so that "REQUIRES: mu held" is
- * assert(mdsl_st_mu_held(s)). The owner is a relaxed atomic: a thread that
- * does not hold mu may read it while another thread sets it, and only ever
- * compares it with itself (glibc's pthread_t is never 0). */
-static inline bool mdsl_st_mu_held(mdsl_store *s)
-{
-    return pthread_equal(atomic_load_explicit(&s->mu_owner, memory_order_relaxed),
-                         pthread_self());
-}
-static inline void mdsl_st_lock(mdsl_store *s)
-{
-    assert(!mdsl_st_mu_held(s)); /* mu is not recursive */
-    pthread_mutex_lock(&s->mu);
-    atomic_store_explicit(&s->mu_owner, pthread_self(), memory_order_relaxed);
-}
-static inline void mdsl_st_unlock(mdsl_store *s)
-{
-    assert(mdsl_st_mu_held(s));
-    atomic_store_explicit(&s->mu_owner, (pthread_t)0, memory_order_relaxed);
-    pthread_mutex_unlock(&s->mu);
-}
-/* pthread_cond_wait on mu. REQUIRES: mu held. */
-static inline void mdsl_st_wait(mdsl_store *s, pthread_cond_t *cv)
-{
-    assert(mdsl_st_mu_held(s));
-    atomic_store_explicit(&s->mu_owner, (pthread_t)0, memory_order_relaxed);
-    pthread_cond_wait(cv, &s->mu);
-    atomic_store_explicit(&s->mu_owner, pthread_self(), memory_order_relaxed);
-}
-/* xt_cond_wait_until on mu (cv from xt_cond_init_mono): 0 woken,
- * -ETIMEDOUT. REQUIRES: mu held. */
-static inline int mdsl_st_wait_until(mdsl_store *s, pthread_cond_t *cv, uint64_t deadline)
-{
-    assert(mdsl_st_mu_held(s));
-    atomic_store_explicit(&s->mu_owner, (pthread_t)0, memory_order_relaxed);
-    int rc = xt_cond_wait_until(cv, &s->mu, deadline);
-    atomic_store_explicit(&s->mu_owner, pthread_self(), memory_order_relaxed);
-    return rc;
-}
 
 /* ---- mdsl_store.c ------------------------------------------------------ */
 void mdsl_st_fail(mdsl_store *s, int err, const char *what);
