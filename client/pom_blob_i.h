@@ -10,7 +10,6 @@
 #define POM_BLOB_I_H
 
 #include "pom_blob.h"
-#include "pom_lock_i.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

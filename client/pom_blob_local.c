@@ -127,7 +127,7 @@ static int open_tract(pom_blob_file *f, uint32_t t, bool create, bool *made)
 /* REQUIRES: f->mu held. The slot caching tract t, or -1. */
 static int slot_find(pom_blob_file *f, uint32_t t)
 {
-    assert(pom_locked(&f->mu));
+    assert(xt_mutex_held(&f->mu));
     for (int i = 0; i < FD_SLOTS; i++)
         if (f->slots[i].fd >= 0 && !f->slots[i].stale && f->slots[i].tract == t)
             return i;
@@ -226,7 +226,7 @@ static int cmp_u32(const void *a, const void *b)
 /* REQUIRES: f->mu held. Sorts the dirty list and drops duplicates. */
 static void dirty_compact(pom_blob_file *f)
 {
-    assert(pom_locked(&f->mu));
+    assert(xt_mutex_held(&f->mu));
     if (f->ndirty < 2)
         return;
     qsort(f->dirty, f->ndirty, sizeof *f->dirty, cmp_u32);
@@ -240,7 +240,7 @@ static void dirty_compact(pom_blob_file *f)
 /* REQUIRES: f->mu held. Adds t to the dirty list. 0 or -ENOMEM. */
 static int dirty_push(pom_blob_file *f, uint32_t t)
 {
-    assert(pom_locked(&f->mu));
+    assert(xt_mutex_held(&f->mu));
     if (f->ndirty && f->dirty[f->ndirty - 1] == t)
         return 0; /* the sequential case: already there */
     if (f->ndirty == f->capdirty && f->capdirty >= 4096)
@@ -260,7 +260,7 @@ static int dirty_push(pom_blob_file *f, uint32_t t)
 /* REQUIRES: f->mu held. As dirty_push, but a failure is remembered. */
 static void dirty_add(pom_blob_file *f, uint32_t t)
 {
-    assert(pom_locked(&f->mu));
+    assert(xt_mutex_held(&f->mu));
     if (dirty_push(f, t) < 0)
         f->lost = true;
 }

@@ -42,7 +42,6 @@
 
 #include "pomegranate.h"
 #include "pomegranate_admin.h"
-#include "pom_lock_i.h"
 #include "xt_common.h"
 #include "xt_ns.h"
 #include "xt_row.h"

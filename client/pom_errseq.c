@@ -147,7 +147,7 @@ static size_t cap_for(size_t n)
 
 void pom_es_acked(pom_fs *fs, struct pom_mds *m, const uint64_t *keys, size_t n)
 {
-    assert(pom_locked(&fs->epoch_mu)); /* invariant (1) */
+    assert(xt_mutex_held(&fs->epoch_mu)); /* invariant (1) */
     assert(m->ack_seq > 0);            /* this change's ack count is taken */
     struct pom_errseq *es = fs->es;
     for (size_t k = 0; k < n; k++) {
@@ -175,7 +175,7 @@ void pom_es_acked(pom_fs *fs, struct pom_mds *m, const uint64_t *keys, size_t n)
 
 void pom_es_committed(pom_fs *fs, struct pom_mds *m, uint64_t seq0)
 {
-    assert(pom_locked(&fs->epoch_mu));
+    assert(xt_mutex_held(&fs->epoch_mu));
     assert(seq0 <= m->ack_seq);
     if (m->over_seq && m->over_seq <= seq0)
         m->over_seq = 0;
@@ -187,7 +187,7 @@ void pom_es_committed(pom_fs *fs, struct pom_mds *m, uint64_t seq0)
  * entries of keys no handle can hold (invariant 5). -ENOMEM keeps it. */
 static int err_rebuild(pom_fs *fs, size_t cap, bool prune)
 {
-    assert(pom_locked(&fs->epoch_mu));
+    assert(xt_mutex_held(&fs->epoch_mu));
     assert(cap && (cap & (cap - 1)) == 0); /* slots are found by masking */
     struct pom_errseq *es = fs->es;
     struct pom_err *v = xt_calloc(cap, sizeof *v);
@@ -212,7 +212,7 @@ static int err_rebuild(pom_fs *fs, size_t cap, bool prune)
 /* Records loss event `ev` of key; false when there is no room. */
 static bool err_note(pom_fs *fs, uint64_t key, uint64_t ev)
 {
-    assert(pom_locked(&fs->epoch_mu));
+    assert(xt_mutex_held(&fs->epoch_mu));
     assert(key != 0 && ev == fs->es->events); /* invariant (3): the latest event */
     struct pom_errseq *es = fs->es;
     if (2 * (es->nerr + 1) > es->caperr) {
@@ -234,7 +234,7 @@ static bool err_note(pom_fs *fs, uint64_t key, uint64_t ev)
 
 bool pom_es_lose(pom_fs *fs, struct pom_mds *m)
 {
-    assert(pom_locked(&fs->epoch_mu));
+    assert(xt_mutex_held(&fs->epoch_mu));
     struct pom_errseq *es = fs->es;
     if (!m->nuns && !m->over_seq)
         return false;

@@ -71,7 +71,7 @@
 /* REQUIRES: d->mu held. Makes room for len (<= POM_INLINE_MAX) bytes. */
 static int reserve(struct pom_data *d, uint32_t len)
 {
-    assert(pom_locked(&d->mu));
+    assert(xt_mutex_held(&d->mu));
     assert(len <= POM_INLINE_MAX);
     if (len <= d->cap)
         return 0;
@@ -89,7 +89,7 @@ static int reserve(struct pom_data *d, uint32_t len)
 /* REQUIRES: d->mu held, !d->blob, len <= POM_INLINE_MAX. */
 static int set_len(struct pom_data *d, uint32_t len)
 {
-    assert(pom_locked(&d->mu));
+    assert(xt_mutex_held(&d->mu));
     assert(!d->blob && len <= POM_INLINE_MAX); /* invariant (2) */
     int rc = reserve(d, len);
     if (rc < 0)
@@ -103,7 +103,7 @@ static int set_len(struct pom_data *d, uint32_t len)
 /* REQUIRES: d->mu held. Records a change. */
 static void changed(struct pom_data *d)
 {
-    assert(pom_locked(&d->mu));
+    assert(xt_mutex_held(&d->mu));
     d->dirty = true;
     d->wgen++;
     d->mtime_ns = xt_now_ns();
@@ -113,7 +113,7 @@ static void changed(struct pom_data *d)
  * reference on the file's tracts (taken once). */
 static int handle_bf(pom_file *f, pom_blob_file **out)
 {
-    assert(pom_locked(&f->ino->data->mu));
+    assert(xt_mutex_held(&f->ino->data->mu));
     assert(f->ino->data->blob || f->ino->data->tracts);
     uint64_t id = f->ino->data->tracts;
     if (f->bf && f->bf_id != id) { /* another handle rewrote the file (3) */
@@ -143,7 +143,7 @@ static uint64_t new_tracts_id(void)
 /* REQUIRES: d->mu held, !d->blob. Invariant (2). */
 static int migrate(pom_file *f)
 {
-    assert(pom_locked(&f->ino->data->mu));
+    assert(xt_mutex_held(&f->ino->data->mu));
     assert(!f->ino->data->blob);
     assert(f->ino->data->len <= POM_INLINE_MAX); /* invariant (2) */
     struct pom_data *d = f->ino->data;
@@ -273,7 +273,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
             pom_ino_flushed(fs, ino->uuid);
         }
         pthread_mutex_lock(&d->mu);
-        assert(pom_locked(&d->flush_mu)); /* invariant (4): flushes in order */
+        assert(xt_mutex_held(&d->flush_mu)); /* invariant (4): flushes in order */
         assert(d->wgen >= gen);
         if (d->wgen == gen)
             d->dirty = false;
@@ -678,7 +678,7 @@ ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off)
  * during the I/O unless `append` (invariant (7)). */
 static ssize_t write_blob(pom_file *f, const void *buf, size_t n, uint64_t off, bool append)
 {
-    assert(pom_locked(&f->ino->data->mu));
+    assert(xt_mutex_held(&f->ino->data->mu));
     assert(f->ino->data->blob);
     struct pom_data *d = f->ino->data;
     if (off >= POM_FILE_MAX)

@@ -34,7 +34,7 @@ static size_t slot(const pom_fs *fs, uint64_t uuid)
 /* REQUIRES: fs->mu held. */
 static struct pom_inode *find(pom_fs *fs, uint64_t uuid)
 {
-    assert(pom_locked(&fs->mu));
+    assert(xt_mutex_held(&fs->mu));
     for (struct pom_inode *i = fs->buckets[slot(fs, uuid)]; i; i = i->next)
         if (i->uuid == uuid)
             return i;
@@ -85,7 +85,7 @@ void pom_ino_destroy(pom_fs *fs)
  * allocation keeps the old (longer chains, still correct). */
 static void maybe_grow(pom_fs *fs)
 {
-    assert(pom_locked(&fs->mu));
+    assert(xt_mutex_held(&fs->mu));
     if (fs->ninodes < fs->nbuckets)
         return;
     size_t nb = fs->nbuckets * 2;
@@ -163,7 +163,7 @@ out:
 /* REQUIRES: fs->mu held. Unlinks and frees i if nothing holds it. */
 static void maybe_drop(pom_fs *fs, struct pom_inode *i)
 {
-    assert(pom_locked(&fs->mu));
+    assert(xt_mutex_held(&fs->mu));
     if (i->nlookup > 0 || i->opens > 0)
         return;
     struct pom_inode **pp = &fs->buckets[slot(fs, i->uuid)];
@@ -465,9 +465,9 @@ uint64_t pom_ino_seq(pom_fs *fs)
 }
 
 /* REQUIRES: fs->mu and d->mu held. Size and times of *st from the buffer. */
-static void stat_from_buffer(const struct pom_data *d, struct stat *st)
+static void stat_from_buffer(struct pom_data *d, struct stat *st)
 {
-    assert(d != NULL);
+    assert(xt_mutex_held(&d->mu));
     st->st_size = (off_t)d->len;
     st->st_blocks = (blkcnt_t)((d->len + 511) / 512);
     pom_ns_ts(d->mtime_ns, &st->st_mtim);
@@ -503,7 +503,7 @@ void pom_ino_flushed(pom_fs *fs, uint64_t uuid)
  * `since` -- or too many did to tell (then yes). */
 static bool flushed_since(pom_fs *fs, uint64_t uuid, uint64_t since)
 {
-    assert(pom_locked(&fs->mu));
+    assert(xt_mutex_held(&fs->mu));
     assert(since <= fs->chg_seq);
     if (fs->chg_seq - since >= POM_CHG_RING)
         return true;

@@ -9,7 +9,6 @@
  * Floor 1.0 of libpomegranate (pom_call_i.h): calls nothing of the library.
  */
 #include "pom_route.h"
-#include "pom_lock_i.h"
 
 #include "xt_bitmap.h"
 #include "xt_common.h"
@@ -118,7 +117,7 @@ static bool view_has_mds(const struct xt_view *v, uint32_t id)
 /* REQUIRES: lk exclusive. */
 static void take_view(pom_route *r, const struct xt_view *v)
 {
-    assert(pom_rw_locked(&r->lk));
+    assert(xt_rwlock_wrheld(&r->lk));
     /* Invariant 5: a view that carries the site list says which MDS are
      * gone (site remove); one without it (a delta of other sections)
      * says nothing about them. */
@@ -227,7 +226,7 @@ void pom_route_update(pom_route *r, const struct xt_view *v)
 /* REQUIRES: lk held. */
 static struct pom_mds *mds_by_id(pom_route *r, uint32_t id)
 {
-    assert(pom_rw_locked(&r->lk));
+    assert(xt_rwlock_held(&r->lk));
     for (size_t i = 0; i < r->nmds; i++)
         if (r->mds[i]->id == id)
             return r->mds[i];

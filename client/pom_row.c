@@ -95,7 +95,7 @@ void pom_row_stat(const xt_row_attr *a, struct stat *st)
 /* Claims a new range (invariant 2). REQUIRES: fs->alloc_mu held. */
 static int claim_range(pom_fs *fs, uint64_t *lo)
 {
-    assert(pom_locked(&fs->alloc_mu));
+    assert(xt_mutex_held(&fs->alloc_mu));
     /* A claim that needed retries (the MDS failing to commit, e.g. on a
      * full disk) answers -ESTALE to its retry, which would loop here: past
      * the retry window, give up as pom_call does. */

@@ -110,6 +110,16 @@ static inline bool xt_rwlock_wrheld(const pthread_rwlock_t *rw)
     return true;
 #endif
 }
+/* True when someone holds rw in either mode: a read hold records no owner,
+ * so "REQUIRES: lk held" (shared or exclusive) can check only that much.
+ * Leaves rw as it found it. */
+static inline bool xt_rwlock_held(pthread_rwlock_t *rw)
+{
+    if (pthread_rwlock_trywrlock(rw) != 0)
+        return true;
+    pthread_rwlock_unlock(rw);
+    return false;
+}
 
 /* ---- space -------------------------------------------------------- */
 
