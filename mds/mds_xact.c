@@ -437,9 +437,6 @@ bool mds_xact_count_apart(mds_xact *x, const struct xt_req *reqs, size_t n)
 int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_resp *resps,
                  size_t *failed)
 {
-    /* Invariant 5: an MDS's own batch (XT_F_SYS) is never coordinated. */
-    for (size_t i = 0; i < n; i++)
-        assert(!(reqs[i].flags & XT_F_SYS));
     *failed = 0;
     if (n == 0 || n > XT_BATCH_ATOMIC_MAX)
         return -EINVAL;
