@@ -594,6 +594,15 @@ static int batch_split(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed
     return rc;
 }
 
+void pom_conflict_pause(int attempt)
+{
+    assert(attempt >= 0);
+    if (attempt < 4)
+        return;
+    int shift = XT_MIN(attempt - 4, 7);
+    xt_sleep_ms(XT_MIN(UINT64_C(1) << shift, 100));
+}
+
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried)
 {
     if (n == 0 || n > XT_BATCH_ATOMIC_MAX)

@@ -111,6 +111,12 @@ struct pom_fs {
  * 0, the first failing op's -errno (*failed its index), or a transport
  * error (*failed SIZE_MAX). *retried as for pom_call. */
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried);
+/* Before attempt `attempt` (from 0) of an operation that reads rows, sends a
+ * conditional batch and starts again when a row changed under it: no pause
+ * for the first few (a race with another client settles at once), then one
+ * doubling from 1 ms to 100 ms, so that an operation's attempts span the
+ * seconds an MDS takes to restart instead of a few milliseconds. */
+void pom_conflict_pause(int attempt);
 /* A sync of every MDS (invariant 2), without the queued tract sets
  * (pom_gone_sync) and without the report of lost changes, which the caller
  * makes for its handle: 0 or a transport error. */

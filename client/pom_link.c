@@ -63,6 +63,7 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
     xt_ns_id_name(ino, in);
     bool with_parent = true; /* the new parent's times in the batch */
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        pom_conflict_pause(attempt);
         uint64_t table;
         char name[XT_NAME_MAX + 1];
         struct xt_resp r;
@@ -332,6 +333,7 @@ int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
         return rc; /* same name: nothing to do once it exists */
     }
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        pom_conflict_pause(attempt);
         rc = rename_once(fs, parent, name, newparent, newname, flags);
         if (rc == 1)
             continue;

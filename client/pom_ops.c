@@ -220,6 +220,7 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         (rc = pom_data_flush_ino(fs, ino)) < 0)
         return rc;
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        pom_conflict_pause(attempt);
         uint64_t table;
         char name[XT_NAME_MAX + 1];
         struct xt_resp r;
@@ -509,6 +510,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
     if ((rc = pom_dir_check(fs, parent)) < 0)
         return rc;
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        pom_conflict_pause(attempt);
         struct xt_resp r;
         xt_row row;
         if ((rc = pom_row_get(fs, parent, name, POM_ROW_META, &r, &row)) < 0)
