@@ -7,8 +7,9 @@
  * copies (at least once, newest wins).
  *
  * ---- RMU ----
- * RMU, the reliable asynchronous update of another MDS's row (DESIGN 5;
- * docs/mds-xact.md "RMU as built"): a parent's subdirectory count after a
+ * RMU, the reliable asynchronous update of another MDS's row
+ * (docs/mds-xact.md "RMU: a parent's subdirectory count"): a parent's
+ * subdirectory count after a
  * mkdir or rmdir whose parent row sits at another MDS, and its mtime/ctime
  * (max-merged: the eager op set them already, unless a crash lost that).
  *
