@@ -62,14 +62,15 @@ static const struct cmd_help helps[] = {
       "stat    one file system: fsid, root table, files, bytes, mounts, blob\n"
       "        settings, creation time\n"
       "drop    delete it; refused while mounted unless --force\n" },
-    { "up", "up [--data DIR] [--mount DIR [--mount-opts OPTS]] [--mds N]",
+    { "up", "up [--data DIR] [--mount DIR [-o OPTS]] [--mds N]",
       "Start a one-machine cluster in the background: pom-r2, pom-mdsl and,\n"
       "when found, pom-mds, with data under DIR (default ~/.pomegranate), logs\n"
       "in DIR/logs, pids in DIR/run. Waits until every daemon answers and has\n"
       "registered, then creates the file system 'pomfs' if there is none.\n"
       "--mount DIR also mounts 'pomfs' there with the FUSE client (exit 5 when\n"
-      "pomfs is not found; the cluster still runs); --mount-opts OPTS\n"
-      "adds pomfs -o options (e.g. reclaim=5,reclaim_grace=10). --mds N starts N\n"
+      "pomfs is not found; the cluster still runs), for every user when run\n"
+      "as root (allow_other); -o OPTS adds pomfs -o options (e.g. ro or\n"
+      "reclaim=5,reclaim_grace=10). --mds N starts N\n"
       "pom-mds (pom-mds, pom-mds-2, ...) sharing the tables by ring 0\n"
       "(default 1). Running it again on a running folder is harmless.\n"
       "Executables are looked up in $POM_BIN_DIR, next to pomctl, in the build\n"

@@ -100,18 +100,18 @@ static void pathf(char *out, const struct updir *d, const char *sub, const char 
 
 #define MOUNT_OPTS_MAX 400
 
-/* Parses "--data DIR", "--mount DIR" and "--mount-opts OPTS" (mount NULL:
- * not accepted) and "--mds N" (nmds NULL: not accepted). */
+/* Parses "--data DIR", "--mount DIR" and "-o OPTS" (mount NULL: not
+ * accepted) and "--mds N" (nmds NULL: not accepted). */
 static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv,
                       const char **data, const char **mount, const char **mopts, int *nmds)
 {
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         size_t n = 0;
-        if (mount && !strcmp(a, "--mount-opts")) {
+        if (mount && !strcmp(a, "-o")) {
             if (i + 1 >= argc || !*argv[i + 1] || strchr(argv[i + 1], ' ') ||
                 strlen(argv[i + 1]) > MOUNT_OPTS_MAX)
-                return pomctl_usage_err(ctl, cmd, "--mount-opts wants pomfs -o options "
+                return pomctl_usage_err(ctl, cmd, "-o wants pomfs -o options "
                                                   "(at most %d characters)", MOUNT_OPTS_MAX);
             *mopts = argv[++i];
             continue;
@@ -569,9 +569,13 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
     pathf(pidf, d, "run", fsd->name, ".pid");
     pathf(log, d, "logs", fsd->name, ".log");
     pathf(mfile, d, "run", "mount", "");
-    /* -f: stay in the foreground so the pid we record is the mount's. */
-    char o[MOUNT_OPTS_MAX + 32];
-    snprintf(o, sizeof o, "fs=" DEFAULT_FS "%s%s", mopts ? "," : "", mopts ? mopts : "");
+    /* -f: stay in the foreground so the pid we record is the mount's. Root's
+     * mount serves every user (allow_other; pomfs always adds
+     * default_permissions, so the kernel checks each user's permissions);
+     * another user's cannot without user_allow_other in /etc/fuse.conf. */
+    char o[MOUNT_OPTS_MAX + 48];
+    snprintf(o, sizeof o, "fs=" DEFAULT_FS "%s%s%s", geteuid() == 0 ? ",allow_other" : "",
+             mopts ? "," : "", mopts ? mopts : "");
     char *argv[] = { fsd->exe, (char *)addr, mnt_abs, (char *)"-f", (char *)"-o", o, NULL };
     pid_t pid = pomctl_proc_spawn(argv, log);
     if (pid < 0) {

@@ -1,7 +1,10 @@
 #!/bin/bash
-# test_pjdfstest.sh POMFS POM_MDS POM_MDSL [PATTERN...] -- POSIX conformance:
-# runs pjdfstest (the Rust edition, pinned below) against a real pomfs mount
-# and, in the same run, against a tmpfs, and prints both totals side by side:
+# test_pjdfstest.sh POMCTL [PATTERN...] -- POSIX conformance: runs pjdfstest
+# (the Rust edition, pinned below) against the mount `POMCTL up --mount DIR`
+# makes, exactly as it makes it (a cluster of R2, MDSL, MDS and pomfs from
+# POMCTL's build tree; root's mount serves every user), switching to its own
+# non-root users, and, in the same run, against a tmpfs, and prints both
+# totals side by side:
 #
 #   pjdfstest pomfs: passed P failed F skipped S | tmpfs: passed P failed F skipped S
 #
@@ -11,27 +14,28 @@
 # ("now passes: remove it from the list") without failing, as are failures
 # the tmpfs shows too (the host's doing, not pomfs's).
 #
-# Needs root (users, tmpfs, allow_other), /dev/fuse and fusermount3, and
+# Needs root (users, tmpfs), /dev/fuse and fusermount3, and
 # pjdfstest: $POM_PJDFSTEST, else the cached build
 # ~/.cache/pomegranate/pjdfstest-$VER/bin/pjdfstest, else it is built once
 # into that cache with cargo (rustup's /root/.cargo/bin/cargo if present,
 # else cargo on PATH; pjdfstest $VER needs Rust >= 1.85, newer than
 # Debian 12's cargo 0.66/rustc 1.63). Exit 77 (skip) when any of that is
 # missing. Creates the users pjdfstest switches to (nobody, tests) if they
-# are missing (idempotent). Daemons run on free loopback ports in a fresh
-# folder and are stopped by pid; the mounts are undone in a trap.
+# are missing (idempotent). The cluster runs in a fresh folder and is
+# stopped by `pomctl down` (by pid, unmounting first) in a trap.
+# POM_PJD_POMFS_OPTS=OPTS is given to `pomctl up` as -o OPTS.
 set -u
 
 PJD_VERSION=0.2.2
-ARGS=("$1" "$2" "$3")
-shift 3
+POMCTL=$(realpath "$1")
+shift
 PATTERNS=("$@")
 HERE=$(cd "$(dirname "$0")" && pwd)
 KNOWN=${POM_PJD_KNOWN:-$HERE/pjdfstest-known-failures.txt}
 export TZ=UTC LC_ALL=C
 
 skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" -eq 0 ] || skip "pjdfstest needs root (user switching, tmpfs, allow_other)"
+[ "$(id -u)" -eq 0 ] || skip "pjdfstest needs root (user switching, tmpfs)"
 [ -c /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or no fusermount3"
 
 # ---- pjdfstest itself (built once, cached) ----------------------------
@@ -63,15 +67,23 @@ getent group tests >/dev/null || groupadd -r tests
 getent passwd tests >/dev/null ||
     useradd -r -g tests -M -d / -s /usr/sbin/nologin -c "pjdfstest dummy user" tests
 
-. "$HERE/../fuse/pomfs_daemons.sh" pjdfstest "${ARGS[@]}"
-TMPFS=$T/tmpfs
-mkdir -p "$TMPFS" "$T/second" "$T/blob"
+. "$HERE/../fuse/pomfs_check.sh"
+T=$(mktemp -d "${TMPDIR:-/tmp}/pjdfstest.XXXXXX")
+M=$T/mnt D=$T/data TMPFS=$T/tmpfs
+mkdir -p "$M" "$TMPFS" "$T/second"
 chmod 755 "$T"
-pl_cleanup_hook() {
+cleanup() {
     # POM_PJD_LOGDIR=DIR keeps pjdfstest's and the daemons' logs
-    [ -n "${POM_PJD_LOGDIR:-}" ] && mkdir -p "$POM_PJD_LOGDIR" && cp "$T"/*.log "$POM_PJD_LOGDIR"/
+    [ -n "${POM_PJD_LOGDIR:-}" ] && mkdir -p "$POM_PJD_LOGDIR" &&
+        cp "$T"/*.log "$D"/logs/*.log "$POM_PJD_LOGDIR"/ 2>/dev/null
     mountpoint -q "$TMPFS" 2>/dev/null && umount -l "$TMPFS"
+    "$POMCTL" down --data "$D" >/dev/null 2>&1
+    mountpoint -q "$M" 2>/dev/null && fusermount3 -u -z "$M"
+    rm -rf "$T"
 }
+trap cleanup EXIT
+trap 'exit 1' TERM INT HUP
+reap_on_kill "$T" "$POMCTL" "$D"
 
 cat >"$T/pjdfstest.toml" <<EOF
 # written by test_pjdfstest.sh
@@ -92,10 +104,10 @@ entries = [
 ]
 EOF
 
-start_mdsl && start_mds || exit 1
-# allow_other: pjdfstest switches users; the blob tier for files over 64 KiB
-POMFS_OPTS=allow_other,blob=$T/blob${POM_PJD_POMFS_OPTS:+,$POM_PJD_POMFS_OPTS}
-mount_fs
+# The mount exactly as `pomctl up --mount` makes it (no option added here).
+"$POMCTL" up --data "$D" --mount "$M" ${POM_PJD_POMFS_OPTS:+-o "$POM_PJD_POMFS_OPTS"} \
+    >"$T/up.log" 2>&1 || { cat "$T/up.log"; echo "FAIL: pomctl up --mount"; exit 1; }
+PIDS=$(for f in "$D"/run/*.pid; do head -1 "$f"; done)
 chmod 777 "$M"
 HAVE_TMPFS=1
 mount -t tmpfs -o size=512m,mode=777 pjdfstest-tmpfs "$TMPFS" 2>/dev/null || HAVE_TMPFS=0
@@ -151,11 +163,11 @@ comm -23 "$T/known" "$T/failed" | comm -23 - "$T/flaky" | while read -r c; do
 done
 
 # the daemons lived through it
-for p in "$MDSL_PID" "$MDS_PID" "$FS_PID"; do
+for p in $PIDS; do
     kill -0 "$p" 2>/dev/null || { echo "a daemon died (pid $p)"; FAIL=1; }
 done
-if grep -q "Sanitizer" "$T/pomfs.log" "$T/mds.log" "$T/mdsl.log"; then
+if grep -q "Sanitizer" "$D"/logs/*.log; then
     echo "sanitizer report in a daemon log"; FAIL=1
 fi
-[ "$FAIL" -eq 0 ] && echo "pjdfstest: no unexpected failure" || { echo "--- pomfs.log (tail)"; tail -10 "$T/pomfs.log"; }
+[ "$FAIL" -eq 0 ] && echo "pjdfstest: no unexpected failure" || { echo "--- pomfs.log (tail)"; tail -10 "$D/logs/pomfs.log"; }
 exit "$FAIL"

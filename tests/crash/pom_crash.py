@@ -587,11 +587,11 @@ def reclaim_check(cl, interval=2, grace=5, seconds=90):
     pid = cl.pid("pomfs")
     subprocess.run(["fusermount3", "-u", cl.mnt], check=True)
     wait_dead(pid)
-    r = subprocess.run([cl.pomctl, "up", "--data", cl.data, "--mount", cl.mnt, "--mount-opts",
+    r = subprocess.run([cl.pomctl, "up", "--data", cl.data, "--mount", cl.mnt, "-o",
                         f"reclaim={interval},reclaim_grace={grace}"],
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
     if r.returncode != 0:
-        raise RuntimeError(f"pomctl up --mount-opts failed ({r.returncode}):\n{r.stdout}")
+        raise RuntimeError(f"pomctl up -o failed ({r.returncode}):\n{r.stdout}")
     end, first = time.time() + seconds, None
     while True:
         r = subprocess.run([cl.pomctl, "--data", cl.data, "--json", "fsck"],
