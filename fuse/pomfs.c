@@ -34,6 +34,7 @@
 
 #include "xt_common.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -228,11 +229,28 @@ static int remount(const char *mnt, unsigned long flags)
     return 0;
 }
 
+#ifndef NDEBUG
+/* Threads of this process, from /proc/self/status (0: unknown). */
+static int thread_count(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[128];
+    int n = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %d", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+#endif
+
 /* Goes to the background (invariant (1)): the parent waits for the child's
  * word on a pipe and exits with it; the child returns with *notify, the
  * pipe's write end for daemon_ready. The parent never returns. */
 static void daemon_fork(int *notify)
 {
+    assert(thread_count() <= 1);
     int p[2];
     if (pipe(p) < 0) {
         fprintf(stderr, "pomfs: pipe: %s\n", strerror(errno));
