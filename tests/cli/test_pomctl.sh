@@ -267,9 +267,18 @@ if [ $HAVE_FS -eq 0 ]; then
     note_pids "$T/data2"
     expect 0 "the cluster runs anyway" -- $P --data "$T/data2" status
 else
-    expect 0 "up --mount" -- $P up --data "$T/data2" --mount "$T/mnt"
+    expect 2 "up -o wants options" -- $P up --data "$T/data2" --mount "$T/mnt" -o
+    expect 0 "up --mount -o noatime" -- $P up --data "$T/data2" --mount "$T/mnt" -o noatime
     note_pids "$T/data2"
     mountpoint -q "$T/mnt" || fail "$T/mnt is not mounted"
+    # -o reaches pomfs; root's mount serves every user, the kernel checking
+    # permissions (docs/pomctl.md "up")
+    want="noatime default_permissions"
+    [ "$(id -u)" = 0 ] && want="$want allow_other"
+    for o in $want; do
+        findmnt -n -o OPTIONS "$T/mnt" | tr , '\n' | grep -qx "$o" &&
+            pass "the mount has $o" || fail "the mount lacks $o: $(findmnt -n -o OPTIONS "$T/mnt")"
+    done
 fi
 expect 0 "down (data2)" -- $P down --data "$T/data2"
 mountpoint -q "$T/mnt" 2>/dev/null && fail "$T/mnt still mounted after down"

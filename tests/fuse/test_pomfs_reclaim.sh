@@ -83,7 +83,7 @@ open(result, 'w').write('ok' if ok else 'bad')
 EOF
 WRITER=$!
 within "W's writer holds its files" 30 test -e "$T/w.ready"
-pl_mount "$R" reclaim=1,reclaim_grace=3
+pl_mount "$R" reclaim=1,reclaim_grace=3,verbose   # verbose: the reclaimer's INFO lines
 orphans_gone() { [ "$(nsets)" = 4 ] && [ ! -e "$HD" ]; }
 within "the orphans go (4 sets left: keep, linked, inflight, unlinked)" 60 orphans_gone
 sleep 8                                          # more passes, past 2 grace ages
