@@ -77,7 +77,7 @@ check "pomfs refuses a bad source with exit 2" bash -c "'$P/bin/pomfs' @$R2 '$T'
 client_pid() {
     local end=$((SECONDS + 30)) pid
     while [ $SECONDS -lt $end ]; do
-        for pid in $("$P/bin/pomctl" --r2 "$R2" --json sites | python3 -c '
+        for pid in $("$P/bin/pomctl" --data "$D" --json sites | python3 -c '
 import json, sys
 for s in json.load(sys.stdin)["sites"]:
     if s["type"] == "client" and s.get("fs") == sys.argv[1] and s["state"] == "up" \
@@ -121,7 +121,7 @@ if [ "${POM_INSTALL_NS:-}" = 1 ]; then
     check "mount -o remount,rw" bash -c "mount -o remount,rw '$M' && touch '$M/rw'"
 
     # An fstab line of a second fs, with the standard and fstab-only options.
-    check "fs create other" "$P/bin/pomctl" --r2 "$R2" fs create other --blob-backend local \
+    check "fs create other" "$P/bin/pomctl" --data "$D" fs create other --blob-backend local \
         --blob-path "$T/blob-other"
     printf 'other@%s  %s  fuse.pomfs  %s  0 0\n' "$R2" "$M2" \
         defaults,_netdev,nofail,noauto,user,rw,relatime,nodev,nosuid,x-systemd.automount,comment=pom,allow_other \
