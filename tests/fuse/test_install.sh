@@ -15,7 +15,8 @@
 #     written there is read back; `mount -o remount,ro` and back to rw; an
 #     fstab line (`mount -T FILE DIR`) of a second fs with the standard and
 #     fstab-only options; `-o ro,noatime`; findmnt tells the two fs apart by
-#     their source NAME@ADDR; umount ends each pomfs process.
+#     their source NAME@ADDR; `pomctl fs drop` sees the background mount;
+#     umount ends each pomfs process.
 # Every process is stopped by pomctl down (by pid), the mounts undone in a
 # trap. Exit 77 (skip) without a C compiler or pkg-config; the mount(8) part
 # is skipped without root, FUSE, mount.fuse3 or unshare(1).
@@ -136,6 +137,7 @@ if [ "${POM_INSTALL_NS:-}" = 1 ]; then
     done
     PID2=$(client_pid other)
     check "the fstab mount heartbeats" test -n "$PID2"
+    check "fs drop refuses the fstab-mounted fs" bash -c "! '$P/bin/pomctl' --data '$D' fs drop other >/dev/null 2>&1"
     check "the fstab mount is its own fs" bash -c "[ ! -e '$M2/hello' ] && echo two >'$M2/two' && [ ! -e '$M/two' ]"
     check "mount -o ro,noatime" bash -c "mount -t fuse.pomfs -o ro,noatime pomfs@$R2 '$M3' 2>'$T/m3.err' && [ ! -s '$T/m3.err' ]"
     for o in ro noatime; do
