@@ -319,6 +319,7 @@ static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
         e->cm.force_image = true;
     }
     e->cm.durable_mem = xt_slice_mem_bytes(e->slice);
+    e->cm.image_mem = e->cm.durable_mem;
     e->cm.durable_rows = xt_slice_count(e->slice);
     XT_DBG("cache: fs %u table %llu slice %u loaded from site %u at v%llu (ring v%llu%s)",
            k->fsid, (unsigned long long)k->table, k->slice, e->cm.site,

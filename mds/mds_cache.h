@@ -73,7 +73,7 @@ struct mds_key {
 /* Commit-group bookkeeping of one cached slice. Owned by mds_group; lives in
  * the entry so that it goes with the slice. Every field is protected by the
  * slice's write lock (xt_slice_wrlock). Set at load: version, image_bytes,
- * delta_bytes, site; mds_cache_add sets site to MDS_SITE_NONE; everything
+ * delta_bytes, site, durable_mem, image_mem; mds_cache_add sets site to MDS_SITE_NONE; everything
  * else starts at 0. */
 struct mds_cent_commit {
     uint64_t dirty_gen;   /* last group whose dirty list holds the entry */
@@ -85,8 +85,14 @@ struct mds_cent_commit {
     size_t durable_mem;   /* xt_slice_mem_bytes when the last durable record
                              was taken (at load: as loaded; 0: never stored) */
     size_t snap_mem;      /* xt_slice_mem_bytes when snap was taken */
+    size_t image_mem;     /* xt_slice_mem_bytes when the last durable image
+                             was taken (at load: as loaded): with durable_mem
+                             it tells how much of the image is dead */
     uint32_t durable_rows, snap_rows; /* xt_slice_count, the same way */
     bool force_image;     /* next record must be an image */
+    bool fold;            /* that image folds idle deltas (mds_group.c fold_idle):
+                             it counts as growth, never uses the MDSL's reserve */
+    bool snap_fold;       /* snap is such an image */
     bool snap_image;      /* snap is an image (else a delta) */
     bool snap_sys;        /* the slice held system rows at the snapshot */
     uint32_t site;        /* MDSL holding the slice's records (invariant 7) */

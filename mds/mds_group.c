@@ -75,6 +75,17 @@
 #define MDS_GROUP_MOVE_SLICES 8u
 #define MDS_GROUP_MOVE_BYTES  ((size_t)4 << 20)
 
+/* An idle slice whose stored image and deltas pass its size now by this
+ * share, and by MDS_GROUP_FOLD_MIN bytes, gets a new image (fold_idle):
+ * the MDSL then counts the old image and the deltas dead and GC gives them
+ * back. The deltas alone rarely show it: removing every row of a slice is
+ * a small delta that leaves the whole image live. A fold writes at most
+ * one image per slice per idle period; at most MDS_GROUP_FOLD_BYTES of
+ * stored records are folded a pass. */
+#define MDS_GROUP_FOLD_RATIO 0.1
+#define MDS_GROUP_FOLD_MIN   ((size_t)4 << 10)
+#define MDS_GROUP_FOLD_BYTES ((size_t)16 << 20)
+
 struct dlist {
     mds_cent **v;
     size_t n, cap;
@@ -116,6 +127,10 @@ struct mds_group {
     uint64_t move_gen;
     unsigned move_slices;
     size_t move_bytes;
+    /* Some cached slice may hold deltas worth folding (fold_idle); set by
+     * a committed delta and at open, cleared by a pass that found none
+     * left (the committer thread only, or open before it starts). */
+    bool fold_owed;
 
     /* Owned by the committer thread (or open() before it starts); the
      * copies in info are read under mu. */
@@ -311,11 +326,14 @@ static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
             image = true;
         }
     }
+    cm->snap_fold = false;
     if (image) {
         if ((rc = xt_slice_encode(s, &buf, &len)) < 0)
             return rc;
         xt_slice_clear_needs_image(s);
         cm->force_image = false;
+        cm->snap_fold = cm->fold;
+        cm->fold = false;
         if (budgeted)
             move_budget_bytes(g, gen, len);
     }
@@ -428,6 +446,73 @@ int mds_group_move(mds_group *g, mds_cent *e, uint64_t *gen)
     return rc;
 }
 
+/* ---- folding idle deltas ---------------------------------------------------- */
+
+/* Whether cm's stored records pass the slice's size now (the image scaled
+ * by the memory the slice had then and has now) by the fold share.
+ * REQUIRES: the slice's write lock. */
+static bool fold_due(const struct mds_cent_commit *cm)
+{
+    double stored = (double)cm->image_bytes + (double)cm->delta_bytes;
+    double now = cm->image_mem ? (double)cm->image_bytes * (double)cm->durable_mem /
+                                     (double)cm->image_mem
+                               : (double)cm->image_bytes;
+    return stored > (1.0 + MDS_GROUP_FOLD_RATIO) * now &&
+           stored - now >= (double)MDS_GROUP_FOLD_MIN;
+}
+
+/* Give each idle cached slice whose durable deltas pass MDS_GROUP_FOLD_RATIO
+ * of its image a new image (docs/mds-commit.md "Folding idle deltas"): the
+ * slice joins the open group as a writer's would, marked force_image, and
+ * the ordinary two-phase commit writes it; the MDSL then counts the old
+ * image and its deltas dead. Idle: no change in group `before` or later
+ * (an empty group does not close: at a deadline with nothing dirty, the
+ * open group; after a timed close, the group just committed). Only slices this MDS owns (a handed-over copy may stay
+ * cached, pinned by a reader: it is never written). Runs on the committer
+ * thread between two groups (it enters the open group as a writer, which
+ * it may do only while it is not waiting for a drain), and not while the
+ * MDSL's disk is full: a fold adds before GC frees. Returns whether it
+ * touched a slice. */
+static bool fold_idle(mds_group *g, uint64_t before)
+{
+    struct mds_key *keys = NULL;
+    size_t n = 0, bytes = 0;
+    bool owed = false, any = false;
+    if (mds_group_space_short(g) || mds_cache_keys(g->o.cache, &keys, &n) < 0)
+        return false; /* still owed */
+    for (size_t i = 0; i < n && !mds_group_stopping(g); i++) {
+        const struct mds_key *k = &keys[i];
+        mds_cent *e;
+        if (g->o.owns &&
+            !g->o.owns(g->o.owns_arg, k->fsid, k->table, k->slice))
+            continue;
+        if (mds_cache_peek(g->o.cache, k, &e) < 0)
+            continue; /* loading or gone: its load counts the deltas again */
+        struct mds_cent_commit *cm = mds_cent_commit(e);
+        xt_slice *s = mds_cent_slice(e);
+        uint64_t g0 = mds_group_enter(g), at = g0;
+        xt_slice_wrlock(s);
+        bool due = cm->delta_bytes > 0 && cm->site != MDS_SITE_NONE && !cm->force_image &&
+                   fold_due(cm);
+        bool idle = cm->dirty_gen < before && cm->dirty_gen <= cm->durable_gen;
+        if (due && idle && bytes < MDS_GROUP_FOLD_BYTES && mds_group_touch(g, e, &at) == 0) {
+            cm->force_image = true;
+            cm->fold = true;
+            bytes += cm->image_bytes + cm->delta_bytes;
+            any = true;
+            mds_stats_add(g->o.stats, MDS_CTR_FOLDS, 1);
+        } else if (due) {
+            owed = true; /* busy, over this pass's bytes, or out of memory */
+        }
+        xt_slice_unlock(s);
+        mds_group_leave(g, g0, 0);
+        mds_cache_put(g->o.cache, e);
+    }
+    xt_free(keys);
+    g->fold_owed = owed || mds_group_stopping(g);
+    return any;
+}
+
 /* ---- the committer --------------------------------------------------------- */
 
 /* Write group gen's dirty slices (list l, pins owned) and settle them. */
@@ -480,6 +565,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
             }
             nrec++;
             grow += (int64_t)cm->snap_mem - (int64_t)cm->durable_mem;
+            if (cm->snap_fold) /* adds its bytes before GC frees the old */
+                grow += (int64_t)cm->snap_len;
             frees |= cm->snap_mem < cm->durable_mem || cm->snap_rows < cm->durable_rows;
             mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_RECORDS_IMAGE
                                                      : MDS_CTR_RECORDS_DELTA, 1);
@@ -522,6 +609,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         pthread_mutex_unlock(&g->mu);
     }
     size_t moved = 0, reserved = rc < 0 ? l->n : 0;
+    bool fold_owed = false;
     for (size_t i = 0; i < l->n; i++) {
         mds_cent *e = l->v[i];
         struct mds_cent_commit *cm = mds_cent_commit(e);
@@ -546,9 +634,11 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 cm->durable_rows = cm->snap_rows;
                 if (cm->snap_image) {
                     cm->image_bytes = cm->snap_len;
+                    cm->image_mem = cm->snap_mem;
                     cm->delta_bytes = 0;
                 } else {
                     cm->delta_bytes += cm->snap_len;
+                    fold_owed = true;
                 }
             }
             if (cm->durable_gen < gen)
@@ -567,6 +657,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
              * delta on it is refused: docs/mdsl-scale.md "Tombstones"). */
             if (cm->snapped_gen == gen && (cm->snap_image || rc == -ESTALE))
                 cm->force_image = true;
+            if (cm->snapped_gen == gen)
+                cm->fold |= cm->snap_fold;
             cm->snapped_gen = 0;
             if (cm->dirty_gen == gen) {
                 pthread_mutex_lock(&g->mu);
@@ -592,6 +684,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         g->list[open & 1].resv -= reserved - moved;
     if (rc == 0 && nrec && grows)
         atomic_store(&g->enospc_until, 0); /* data fit again */
+    g->fold_owed |= fold_owed;
     if (rc == 0) {
         assert(gen > g->committed_gen); /* invariant 1: in order */
         g->committed_gen = gen;
@@ -629,6 +722,13 @@ static void *committer(void *arg)
         bool timeup = xt_deadline_passed(deadline);
         bool early = g->want_gen >= open || g->kicked;
         if (!early && !(timeup && g->list[open & 1].n > 0)) {
+            if (timeup && g->fold_owed) {
+                pthread_mutex_unlock(&g->mu);
+                bool folded = fold_idle(g, open);
+                pthread_mutex_lock(&g->mu);
+                if (folded)
+                    continue; /* commit the folds now: the deadline has passed */
+            }
             if (timeup)
                 deadline = xt_deadline_ms(interval);
             (void)xt_cond_wait_until(&g->cv_commit, &g->mu, deadline);
@@ -659,6 +759,11 @@ static void *committer(void *arg)
 
         commit_group(g, open, &work);
         deadline = xt_deadline_ms(interval);
+        /* Under steady writes the open group is never empty at a
+         * deadline: fold the slices that rest after a timed close too
+         * (they commit with the open group). */
+        if (timeup && g->fold_owed && work.n == 0)
+            (void)fold_idle(g, open);
         pthread_mutex_lock(&g->mu);
         if (work.n) { /* abandoned by a stop: give the pins back to a list */
             struct dlist *l = &g->list[open & 1];
@@ -790,6 +895,7 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     xt_cond_init_mono(&g->cv_commit);
     xt_cond_init_mono(&g->cv_done);
     atomic_store(&g->open_gen, 1);
+    g->fold_owed = true; /* slices loaded with deltas */
 
     uint32_t epoch;
     int rc = mds_group_recover(g, &epoch);

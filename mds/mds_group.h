@@ -132,6 +132,11 @@ struct mds_group_opts {
     unsigned commit_interval_ms; /* 0: 5000 */
     size_t dirty_bytes_bound;    /* close early past this; 0: 64 MiB */
     double image_ratio;          /* image when deltas pass this of it; 0: 0.5 */
+    /* Whether this MDS owns the cached slice of a key by ring 0: only
+     * owned slices get a fold image (mds_group.c fold_idle). NULL: every
+     * cached slice is owned (one MDS). */
+    bool (*owns)(void *arg, uint32_t fsid, uint64_t table, uint32_t slice);
+    void *owns_arg;
     unsigned retry_ms;           /* backoff resolving an unacknowledged call; 0: 20 */
     bool move_x_first;           /* tests only (the move.x_committed crash point):
                                     phase 2 of a move commits its old sites

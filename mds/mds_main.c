@@ -209,6 +209,13 @@ static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
  * lines of at most ~900 bytes, cut at spaces (a log record holds 1 KiB), so
  * a reader of two reports has the histogram of the time between them. A
  * "hist: group" line with no pairs opens it: readers start over there. */
+/* The group's ownership test (mds_group_opts.owns): a meta slice goes with
+ * slice 0, as in mds_route.c. */
+static bool owns_key(void *route, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    return mds_route_owns(route, fsid, table, slice == MDS_META_SLICE ? 0 : slice);
+}
+
 static void report_hist(mds_stats *stats, enum mds_op op)
 {
     const char *name = mds_stats_op_name(op);
@@ -574,7 +581,8 @@ int main(int argc, char **argv)
                                  .home_site = sites[0], .participants = sites,
                                  .nparticipants = nmdsl,
                                  .commit_interval_ms = (unsigned)interval, .stats = stats,
-                                 .move_x_first = move_x_first };
+                                 .move_x_first = move_x_first,
+                                 .owns = route ? owns_key : NULL, .owns_arg = route };
     /* Recovery needs every participant (every MDSL of ring 1, up or not):
      * wait for them instead of failing at once -- up to 10 minutes, so an
      * MDSL being restarted or replaced does not stop this MDS. */

@@ -46,7 +46,7 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "xact_splits", "slice_absent",
     "moves", "move_bytes", "moved_waits", "move_loads", "walk_passes", "move_aborts",
     "rmu_queued", "rmu_delivered", "rmu_dropped", "sys_reloads", "reload_passes",
-    "reload_errors",
+    "reload_errors", "folds",
 };
 
 const char *mds_stats_op_name(enum mds_op op)

@@ -108,6 +108,7 @@ enum mds_ctr {
     MDS_CTR_SYS_RELOADS,      /* slices with system rows loaded by mds_reload */
     MDS_CTR_RELOAD_PASSES,    /* its passes over every MDSL's listing */
     MDS_CTR_RELOAD_ERRORS,    /* its listing or load failures */
+    MDS_CTR_FOLDS,            /* idle slices given a fold image (mds_group.c) */
     MDS_CTR__COUNT
 };
 
