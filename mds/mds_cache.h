@@ -73,8 +73,8 @@ struct mds_key {
 /* Commit-group bookkeeping of one cached slice. Owned by mds_group; lives in
  * the entry so that it goes with the slice. Every field is protected by the
  * slice's write lock (xt_slice_wrlock). Set at load: version, image_bytes,
- * delta_bytes, site, durable_mem, image_mem; mds_cache_add sets site to MDS_SITE_NONE; everything
- * else starts at 0. */
+ * delta_bytes, site, durable_mem, image_mem; mds_cache_add sets site to
+ * MDS_SITE_NONE; everything else starts at 0. */
 struct mds_cent_commit {
     uint64_t dirty_gen;   /* last group whose dirty list holds the entry */
     uint64_t durable_gen; /* changes stamped <= this are durable: the delta base */

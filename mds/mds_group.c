@@ -461,13 +461,13 @@ static bool fold_due(const struct mds_cent_commit *cm)
            stored - now >= (double)MDS_GROUP_FOLD_MIN;
 }
 
-/* Give each idle cached slice whose durable deltas pass MDS_GROUP_FOLD_RATIO
- * of its image a new image (docs/mds-commit.md "Folding idle deltas"): the
- * slice joins the open group as a writer's would, marked force_image, and
- * the ordinary two-phase commit writes it; the MDSL then counts the old
- * image and its deltas dead. Idle: no change in group `before` or later
- * (an empty group does not close: at a deadline with nothing dirty, the
- * open group; after a timed close, the group just committed). Only slices this MDS owns (a handed-over copy may stay
+/* Give each idle cached slice that fold_due a new image (docs/mds-commit.md
+ * "Folding idle deltas"): the slice joins the open group as a writer's
+ * would, marked force_image, and the ordinary two-phase commit writes it;
+ * the MDSL then counts the old image and its deltas dead. Idle: no change
+ * in group `before` or later (an empty group does not close: at a deadline
+ * with nothing dirty, the open group; after a timed close, the group just
+ * committed). Only slices this MDS owns (a handed-over copy may stay
  * cached, pinned by a reader: it is never written). Runs on the committer
  * thread between two groups (it enters the open group as a writer, which
  * it may do only while it is not waiting for a drain), and not while the
@@ -483,8 +483,7 @@ static bool fold_idle(mds_group *g, uint64_t before)
     for (size_t i = 0; i < n && !mds_group_stopping(g); i++) {
         const struct mds_key *k = &keys[i];
         mds_cent *e;
-        if (g->o.owns &&
-            !g->o.owns(g->o.owns_arg, k->fsid, k->table, k->slice))
+        if (g->o.owns && !g->o.owns(g->o.owns_arg, k->fsid, k->table, k->slice))
             continue;
         if (mds_cache_peek(g->o.cache, k, &e) < 0)
             continue; /* loading or gone: its load counts the deltas again */
