@@ -239,12 +239,41 @@ int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len)
     int rc = sticky(f);
     if (rc < 0)
         return rc;
+    /* The tracts this call creates, dropped again when it fails: a failed
+     * fallocate leaves no allocation behind in a tract it made (space it
+     * reserved in tracts that were there stays until the file goes). */
+    uint32_t *made = NULL;
+    size_t nmade = 0, cap = 0;
     FOR_TRACTS(f, off, len, t, boff, chunk, toff) {
-        rc = f->b->ops->allocate(f, (uint32_t)t, toff, chunk);
+        bool m = false;
+        rc = f->b->ops->allocate(f, (uint32_t)t, toff, chunk, &m);
+        if (m && nmade == cap) {
+            size_t c = cap ? 2 * cap : 64;
+            uint32_t *n = xt_realloc(made, c * sizeof *n);
+            if (!n) {
+                rc = rc < 0 ? rc : -ENOMEM;
+                int e = f->b->ops->drop(f, (uint32_t)t);
+                if (e < 0)
+                    XT_WARN("blob %016llx: tract %u of a failed fallocate stays: %s",
+                            (unsigned long long)f->uuid, (unsigned)t, strerror(-e));
+                break;
+            }
+            made = n;
+            cap = c;
+        }
+        if (m)
+            made[nmade++] = (uint32_t)t;
         if (rc < 0)
-            return rc;
+            break;
     }
-    return 0;
+    for (size_t i = 0; rc < 0 && i < nmade; i++) {
+        int e = f->b->ops->drop(f, made[i]);
+        if (e < 0)
+            XT_WARN("blob %016llx: tract %u of a failed fallocate stays: %s",
+                    (unsigned long long)f->uuid, (unsigned)made[i], strerror(-e));
+    }
+    xt_free(made);
+    return rc;
 }
 
 int pom_blob_fsync(pom_blob_file *f)
