@@ -232,6 +232,15 @@ int pom_blob_punch(pom_blob_file *f, uint64_t off, uint64_t len)
     return 0;
 }
 
+/* Removes tract t that a failed pom_blob_allocate created. */
+static void drop_made(pom_blob_file *f, uint32_t t)
+{
+    int e = f->b->ops->drop(f, t);
+    if (e < 0)
+        XT_WARN("blob %016llx: tract %u of a failed fallocate stays: %s",
+                (unsigned long long)f->uuid, (unsigned)t, strerror(-e));
+}
+
 int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len)
 {
     if (off > POM_BLOB_FILE_MAX || len > POM_BLOB_FILE_MAX - off)
@@ -252,10 +261,7 @@ int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len)
             uint32_t *n = xt_realloc(made, c * sizeof *n);
             if (!n) {
                 rc = rc < 0 ? rc : -ENOMEM;
-                int e = f->b->ops->drop(f, (uint32_t)t);
-                if (e < 0)
-                    XT_WARN("blob %016llx: tract %u of a failed fallocate stays: %s",
-                            (unsigned long long)f->uuid, (unsigned)t, strerror(-e));
+                drop_made(f, (uint32_t)t);
                 break;
             }
             made = n;
@@ -266,12 +272,8 @@ int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len)
         if (rc < 0)
             break;
     }
-    for (size_t i = 0; rc < 0 && i < nmade; i++) {
-        int e = f->b->ops->drop(f, made[i]);
-        if (e < 0)
-            XT_WARN("blob %016llx: tract %u of a failed fallocate stays: %s",
-                    (unsigned long long)f->uuid, (unsigned)made[i], strerror(-e));
-    }
+    for (size_t i = 0; rc < 0 && i < nmade; i++)
+        drop_made(f, made[i]);
     xt_free(made);
     return rc;
 }
