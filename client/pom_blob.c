@@ -232,6 +232,15 @@ int pom_blob_punch(pom_blob_file *f, uint64_t off, uint64_t len)
     return 0;
 }
 
+/* Removes tract t that a failed pom_blob_allocate created. */
+static void drop_made(pom_blob_file *f, uint32_t t)
+{
+    int e = f->b->ops->drop(f, t);
+    if (e < 0)
+        XT_WARN("blob %016llx: tract %u of a failed fallocate stays: %s",
+                (unsigned long long)f->uuid, (unsigned)t, strerror(-e));
+}
+
 int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len)
 {
     if (off > POM_BLOB_FILE_MAX || len > POM_BLOB_FILE_MAX - off)
@@ -239,12 +248,34 @@ int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len)
     int rc = sticky(f);
     if (rc < 0)
         return rc;
+    /* The tracts this call creates, dropped again when it fails: a failed
+     * fallocate leaves no allocation behind in a tract it made (space it
+     * reserved in tracts that were there stays until the file goes). */
+    uint32_t *made = NULL;
+    size_t nmade = 0, cap = 0;
     FOR_TRACTS(f, off, len, t, boff, chunk, toff) {
-        rc = f->b->ops->allocate(f, (uint32_t)t, toff, chunk);
+        bool m = false;
+        rc = f->b->ops->allocate(f, (uint32_t)t, toff, chunk, &m);
+        if (m && nmade == cap) {
+            size_t c = cap ? 2 * cap : 64;
+            uint32_t *n = xt_realloc(made, c * sizeof *n);
+            if (!n) {
+                rc = rc < 0 ? rc : -ENOMEM;
+                drop_made(f, (uint32_t)t);
+                break;
+            }
+            made = n;
+            cap = c;
+        }
+        if (m)
+            made[nmade++] = (uint32_t)t;
         if (rc < 0)
-            return rc;
+            break;
     }
-    return 0;
+    for (size_t i = 0; rc < 0 && i < nmade; i++)
+        drop_made(f, made[i]);
+    xt_free(made);
+    return rc;
 }
 
 int pom_blob_fsync(pom_blob_file *f)

@@ -32,7 +32,8 @@ struct blob_ops {
     int (*drop_from)(pom_blob_file *f, uint32_t first);          /* remove tracts >= first */
     int (*drop)(pom_blob_file *f, uint32_t t);                   /* remove one tract */
     int (*punch)(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len);
-    int (*allocate)(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len);
+    /* *made: the call created tract t (set also when it then fails). */
+    int (*allocate)(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len, bool *made);
     int (*fsync)(pom_blob_file *f);
     int (*remove)(pom_blob *b, uint64_t uuid);
     int (*stat)(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);

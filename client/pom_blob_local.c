@@ -137,7 +137,7 @@ static int slot_find(pom_blob_file *f, uint32_t t)
 /* An fd on tract t, pinned in a slot (*slot >= 0) or private (*slot -1).
  * The open runs without f->mu (it may mkdir); a racing open of the same
  * tract is resolved by keeping the first one cached. Invariant (2). */
-static int get_fd(pom_blob_file *f, uint32_t t, bool create, int *slot)
+static int get_fd(pom_blob_file *f, uint32_t t, bool create, int *slot, bool *made_out)
 {
     pthread_mutex_lock(&f->mu);
     int i = slot_find(f, t);
@@ -154,6 +154,8 @@ static int get_fd(pom_blob_file *f, uint32_t t, bool create, int *slot)
     pthread_mutex_lock(&f->mu);
     if (made)
         f->created = true;
+    if (made_out)
+        *made_out = made;
     *slot = -1;
     if (fd >= 0 && (i = slot_find(f, t)) >= 0) {
         close(fd); /* another call cached it meanwhile */
@@ -276,7 +278,7 @@ static int mark_dirty(pom_blob_file *f, uint32_t t)
 static ssize_t local_pread(pom_blob_file *f, uint32_t t, void *buf, size_t n, uint64_t toff)
 {
     int slot;
-    int fd = get_fd(f, t, false, &slot);
+    int fd = get_fd(f, t, false, &slot, NULL);
     if (fd == -ENOENT) {
         memset(buf, 0, n); /* a hole */
         return (ssize_t)n;
@@ -323,7 +325,7 @@ static ssize_t local_pwrite(pom_blob_file *f, uint32_t t, const void *buf, size_
                             uint64_t toff)
 {
     int slot;
-    int fd = get_fd(f, t, true, &slot);
+    int fd = get_fd(f, t, true, &slot, NULL);
     if (fd < 0)
         return fd;
     size_t done = 0;
@@ -354,7 +356,7 @@ static ssize_t local_pwrite(pom_blob_file *f, uint32_t t, const void *buf, size_
 static int local_cut(pom_blob_file *f, uint32_t t, uint64_t len)
 {
     int slot;
-    int fd = get_fd(f, t, false, &slot);
+    int fd = get_fd(f, t, false, &slot, NULL);
     if (fd == -ENOENT)
         return 0;
     if (fd < 0)
@@ -445,7 +447,7 @@ static int local_drop(pom_blob_file *f, uint32_t t)
 static int local_punch(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len)
 {
     int slot;
-    int fd = get_fd(f, t, false, &slot);
+    int fd = get_fd(f, t, false, &slot, NULL);
     if (fd == -ENOENT)
         return 0;
     if (fd < 0)
@@ -473,10 +475,11 @@ static int local_punch(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len
     return rc < 0 ? rc : mark_dirty(f, t);
 }
 
-static int local_allocate(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len)
+static int local_allocate(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len,
+                          bool *made)
 {
     int slot;
-    int fd = get_fd(f, t, true, &slot);
+    int fd = get_fd(f, t, true, &slot, made);
     if (fd < 0)
         return fd;
     int rc = fault(f->b);

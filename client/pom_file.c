@@ -141,6 +141,26 @@ static uint64_t new_tracts_id(void)
 }
 
 /* REQUIRES: d->mu held, !d->blob. Invariant (2). */
+/* REQUIRES: d->mu held; d->tracts was made by a migration under this hold
+ * of d->mu. No row will ever name it: what it holds (a created tract file, a
+ * prefix, an allocation) goes now, not as an orphan. The id is open only
+ * through f (it was made under d->mu just now). */
+static void drop_new_tracts(pom_file *f)
+{
+    struct pom_data *d = f->ino->data;
+    assert(xt_mutex_held(&d->mu));
+    assert(d->tracts != 0 && d->tracts != d->row_tracts);
+    if (f->bf && f->bf_id == d->tracts) {
+        pom_blob_file_close(f->bf);
+        f->bf = NULL;
+    }
+    int e = pom_blob_delete(f->fs->blob, d->tracts);
+    if (e < 0)
+        XT_WARN("file %llu: a failed migration's tracts stay behind: %s",
+                (unsigned long long)f->ino->uuid, strerror(-e));
+    d->tracts = 0;
+}
+
 static int migrate(pom_file *f)
 {
     assert(xt_mutex_held(&f->ino->data->mu));
@@ -161,18 +181,7 @@ static int migrate(pom_file *f)
         rc = w < 0 ? (int)w : (uint64_t)w < d->len ? -EIO : 0;
     }
     if (rc < 0) {
-        /* No row will ever name this id: what the failed write left (a
-         * created tract file, a prefix) goes now, not as an orphan. The
-         * id is open only here (it was made under d->mu just now). */
-        if (f->bf && f->bf_id == d->tracts) {
-            pom_blob_file_close(f->bf);
-            f->bf = NULL;
-        }
-        int e = pom_blob_delete(f->fs->blob, d->tracts);
-        if (e < 0)
-            XT_WARN("file %llu: a failed migration's tracts stay behind: %s",
-                    (unsigned long long)f->ino->uuid, strerror(-e));
-        d->tracts = 0;
+        drop_new_tracts(f);
         return rc;
     }
     d->blob = true;
@@ -770,8 +779,19 @@ int pom_fallocate(pom_file *f, int mode, off_t off, off_t len)
         pthread_mutex_unlock(&d->mu);
         return rc;
     }
-    if (!d->blob)
-        rc = migrate(f);
+    /* An inline file stays inline when the call fails: its bytes are kept
+     * until the allocation is done, and the set made for it goes. */
+    uint8_t *was = NULL;
+    bool migrated = false;
+    if (!d->blob) {
+        was = d->len ? xt_malloc((size_t)d->len) : NULL;
+        if (d->len && !was)
+            rc = -ENOMEM;
+        else if (d->len)
+            memcpy(was, d->buf, (size_t)d->len);
+        if (rc == 0)
+            migrated = (rc = migrate(f)) == 0;
+    }
     pom_blob_file *bf;
     if (rc == 0)
         rc = handle_bf(f, &bf);
@@ -781,6 +801,15 @@ int pom_fallocate(pom_file *f, int mode, off_t off, off_t len)
         d->len = end;
     if (rc == 0 && (punch || !keep))
         changed(d);
+    if (rc < 0 && migrated) {
+        drop_new_tracts(f);
+        d->blob = false;
+        d->buf = was;
+        d->cap = (uint32_t)d->len;
+        was = NULL;
+        changed(d);
+    }
+    xt_free(was);
     pthread_mutex_unlock(&d->mu);
     return rc;
 }

@@ -19,6 +19,7 @@
 
 #include <assert.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -65,15 +66,28 @@ static mode_t type_bits(uint8_t type)
     }
 }
 
+/* A row's times are signed nanoseconds since 1970 (two's complement in the
+ * row's u64): times before 1970 are negative, from 1677 to 2262. */
 void pom_ns_ts(uint64_t ns, struct timespec *ts)
 {
-    ts->tv_sec = (time_t)(ns / 1000000000u);
-    ts->tv_nsec = (long)(ns % 1000000000u);
+    int64_t s = (int64_t)ns, sec = s / 1000000000, rem = s % 1000000000;
+    if (rem < 0) { /* floor: -0.5 s is second -1, nanosecond 500000000 */
+        rem += 1000000000;
+        sec--;
+    }
+    ts->tv_sec = (time_t)sec;
+    ts->tv_nsec = (long)rem;
+    assert(ts->tv_nsec >= 0 && ts->tv_nsec < 1000000000);
 }
 
 uint64_t pom_ts_ns(const struct timespec *ts)
 {
-    return (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec;
+    /* Outside what int64 nanoseconds hold: the nearest time that fits. */
+    if (ts->tv_sec >= INT64_MAX / 1000000000)
+        return (uint64_t)INT64_MAX;
+    if (ts->tv_sec <= INT64_MIN / 1000000000)
+        return (uint64_t)INT64_MIN;
+    return (uint64_t)((int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec);
 }
 
 void pom_row_stat(const xt_row_attr *a, struct stat *st)

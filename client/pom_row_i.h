@@ -23,7 +23,8 @@
 
 /* Builds struct stat from fixed columns: the one conversion. */
 void pom_row_stat(const xt_row_attr *a, struct stat *st);
-/* A timespec in nanoseconds (the rows' time unit), and back. */
+/* A timespec in signed nanoseconds (the rows' time unit, in a u64), and
+ * back. */
 uint64_t pom_ts_ns(const struct timespec *ts);
 void pom_ns_ts(uint64_t ns, struct timespec *ts);
 /* A fresh uuid. */

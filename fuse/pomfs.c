@@ -414,6 +414,7 @@ int main(int argc, char *argv[])
     if (fuse_session_mount(se, o.mountpoint) != 0)
         goto out_sig;
     pf.se = se;
+    pf.threaded = !o.singlethread;
     if ((rc = pomfs_inval_start(pf.fs, se, &inval)) < 0)
         fprintf(stderr, "pomfs: no cache invalidation after MDS restarts: %s\n", strerror(-rc));
     /* Without a blob tier there is nothing to reclaim. */

@@ -7,6 +7,7 @@
 
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
 #include <fuse_lowlevel.h>
+#include <stdbool.h>
 
 #include "pomegranate.h"
 
@@ -17,6 +18,7 @@ struct pomfs {
     struct fuse_session *se; /* the mounted session (kernel notifications) */
     double attr_timeout;    /* seconds the kernel may cache attributes */
     double entry_timeout;   /* seconds the kernel may cache names */
+    bool threaded;          /* the multi-threaded loop (false with -s) */
 };
 
 /* pomfs_inval.c: a thread that drops the kernel's caches of the mount when

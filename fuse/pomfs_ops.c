@@ -21,6 +21,10 @@
  *      pom_lookup_ino / pom_lookup_parent through the GDT: directories are
  *      found again (also after a remount), other files answer ESTALE
  *      (docs/client.md "Lookup by uuid").
+ *  (6) An O_DIRECT write drops the kernel's cached pages of its range after
+ *      the bytes are stored and before it is answered: a buffered read that
+ *      raced with it (an asynchronous direct write gets no invalidation
+ *      from the kernel when it completes) cannot keep the old bytes.
  */
 #include "pomfs_i.h"
 
@@ -278,9 +282,18 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
-    (void)ino;
     ssize_t n = pom_write(FH(fi), buf, size, off);
     assert(n < 0 || (size_t)n <= size);
+    /* Invariant (6). Dropping pages waits for reads that hold them locked,
+     * which another request thread answers; the single-threaded loop (-s)
+     * cannot, so there an asynchronous direct write may leave stale pages
+     * (docs/client.md "pomfs"). Appends drop every page (the offset the
+     * library wrote at is not known here). */
+    if (n > 0 && (fi->flags & O_DIRECT) && P(req)->threaded) {
+        bool append = (fi->flags & O_APPEND) != 0;
+        fuse_lowlevel_notify_inval_inode(P(req)->se, ino, append ? 0 : off,
+                                         append ? 0 : (off_t)n);
+    }
     if (n < 0)
         fuse_reply_err(req, (int)-n);
     else

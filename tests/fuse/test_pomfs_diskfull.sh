@@ -6,7 +6,8 @@
 # a 2 MiB file and fsynced 8 KiB files until ENOSPC, checks what was
 # acknowledged, truncates and removes a directory on the full disk, frees
 # the big file and half the small ones, and waits (at most 30 s) for writes
-# to resume without a restart. Then the big file's tract set is gone from
+# to resume without a restart; before that, a fallocate that fails part-way
+# leaves no allocation behind. Then the big file's tract set is gone from
 # the blob tier and the daemons' logs hold only whole lines.
 # Runs as root (mount -t tmpfs); exits 77 (skip) when it cannot mount.
 set -u
@@ -29,6 +30,22 @@ trap 'pl_cleanup; umount -l "$D"; rmdir "$D"' EXIT
 M=$T/m
 
 pl_mount "$M"
+# A fallocate the disk cannot hold fails part-way (ENOSPC after a few 4 MiB
+# tracts) and leaves nothing it allocated (xfstests generic/103, 213): no
+# tract file of a new (inline) file, no tract beyond a large file's own.
+# blobs/FSID/XX/YY/UUID/GROUP/TRACT (docs/format-blob.md)
+tracts() { find "$T/data/blobs" -type f 2>/dev/null | wc -l; }
+sets() { find "$T/data/blobs" -mindepth 4 -maxdepth 4 -type d 2>/dev/null | wc -l; }
+echo small >"$M/fa"
+nok "fallocate 64 MiB of a small file on the 32 MiB disk" "" fallocate -l 64M "$M/fa"
+eq "the small file's failed fallocate left no tract" "$(tracts)" 0
+eq "the small file's failed fallocate left no set" "$(sets)" 0
+eq "the small file keeps its bytes" "$(cat "$M/fa")" small
+head -c 100000 /dev/urandom >"$M/fb"
+nok "fallocate 64 MiB of a large file on the 32 MiB disk" "" fallocate -l 64M "$M/fb"
+eq "the large file's failed fallocate left its one tract" "$(tracts)" 1
+eq "the large file's size is unchanged" "$(stat -c %s "$M/fb")" 100000
+rm "$M/fa" "$M/fb"
 ok "fill, check, full, free, resume (pomfs_diskfull.py)" \
     python3 "$(dirname "$0")/pomfs_diskfull.py" "$M"
 cat "$T/cmd.log"
