@@ -479,13 +479,14 @@ static int routed(struct cluster *cl, unsigned at, enum op op, unsigned id, unsi
         if (op == OP_CREATE) {
             size_t len;
             uint8_t *r = tu_row(id, 1, 4, &len);
-            rc = mds_table_create(cl->m[at].t, FSID, TABLE, name, strlen(name), r, len,
-                                  MDS_TABLE_EXCL, &gen);
+            rc = mds_table_create(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), r, len, MDS_TABLE_EXCL, &gen);
             free(r);
         } else {
             uint8_t *row;
             size_t len;
-            rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name), &row, &len);
+            rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), &row, &len);
             if (rc == 0) {
                 uint64_t rid = 0, seq = 0;
                 assert_true(tu_row_ok(row, len, &rid, &seq));
@@ -603,8 +604,8 @@ static void *upd_main(void *p)
     struct upd *u = p;
     char name[64];
     name_of(name, u->id);
-    u->rc = mds_table_update(u->cl->m[u->at].t, FSID, TABLE, name, strlen(name), upd_fn, u,
-                             &u->gen);
+    u->rc = mds_table_update(u->cl->m[u->at].t, FSID, TABLE, name, strlen(name),
+                             xt_hash_name(name, strlen(name)), upd_fn, u, &u->gen);
     return NULL;
 }
 
@@ -617,7 +618,8 @@ static uint64_t row_seq(struct cluster *cl, unsigned id)
     for (int hop = 0; hop < 2 * MAX_HOPS; hop++) {
         uint8_t *row;
         size_t len;
-        int rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name), &row, &len);
+        int rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), &row, &len);
         if (rc == 0) {
             uint64_t rid = 0, seq = 0;
             assert_true(tu_row_ok(row, len, &rid, &seq));
@@ -1093,8 +1095,9 @@ static void test_stale_ring(void **state)
             size_t len;
             uint8_t *r = tu_row(n, 1, 4, &len);
             uint64_t gen;
-            int rc = mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name), r, len,
-                                      MDS_TABLE_EXCL, &gen);
+            int rc =
+                mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name),
+                                 xt_hash_name(name, strlen(name)), r, len, MDS_TABLE_EXCL, &gen);
             free(r);
             if (rc == 0)
                 done[n] = true;
@@ -1121,8 +1124,10 @@ static void test_stale_ring(void **state)
             size_t len;
             uint8_t *r = tu_row(id, 1, 4, &len);
             uint64_t gen;
-            assert_int_equal(mds_table_create(cl.m[X].t, FSID, TABLE, name, strlen(name), r,
-                                              len, MDS_TABLE_EXCL, &gen), 0);
+            assert_int_equal(mds_table_create(cl.m[X].t, FSID, TABLE, name, strlen(name),
+                                              xt_hash_name(name, strlen(name)), r, len,
+                                              MDS_TABLE_EXCL, &gen),
+                             0);
             free(r);
             assert_int_equal(mds_group_sync(cl.m[X].g, gen, 10000), 0);
             xid[xs++] = id;
@@ -1137,8 +1142,10 @@ static void test_stale_ring(void **state)
             size_t len;
             uint8_t *r = tu_row(i, 1, 4, &len);
             uint64_t gen;
-            assert_int_equal(mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name), r,
-                                              len, MDS_TABLE_EXCL, &gen), -EAGAIN);
+            assert_int_equal(mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name),
+                                              xt_hash_name(name, strlen(name)), r, len,
+                                              MDS_TABLE_EXCL, &gen),
+                             -EAGAIN);
             free(r);
             break;
         }
