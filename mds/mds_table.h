@@ -262,10 +262,6 @@ uint64_t mds_table_cookie_hash(uint64_t cookie);
 int mds_table_merge(mds_table *t, uint32_t fsid, uint64_t table, const void *enc, size_t len);
 /* Whether this MDS is the table's home (always true without opts.owns). */
 bool mds_table_is_home(mds_table *t, uint32_t fsid, uint64_t table);
-/* Calls fn for every table this MDS has opened (under no table lock; fn
- * must not call into t). */
-void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t table),
-                    void *arg);
 /* Tables opened. */
 size_t mds_table_count(mds_table *t);
 
@@ -276,6 +272,18 @@ size_t mds_table_count(mds_table *t);
  * drops the entry (not for the meta slice: it stays pinned, read-only).
  * 0, -EBUSY (it is loading: ask again). */
 int mds_table_let_go(mds_table *t, const struct mds_key *k, uint64_t *gen);
+/* Drops slice k (let go, mds_table_let_go, and committed) from the cache,
+ * waiting out short pins (a reader finishing): 0, or -EAGAIN (still
+ * pinned after ~200 ms). */
+int mds_table_drop_let_go(mds_table *t, const struct mds_key *k);
+/* Whether this MDS owns slice k under the caller's ring 0. */
+typedef bool (*mds_table_owns_fn)(void *arg, const struct mds_key *k);
+/* One sweep (mds_route.h invariant 6): mds_table_rehome, then every cached
+ * slice owns() says is not this MDS's is let go, the group synced past
+ * their last changes, and dropped. Returns the number of slices and home
+ * roles still to let go (0: done; the caller sweeps again otherwise);
+ * *dropped gets the slices dropped. */
+int mds_table_sweep(mds_table *t, mds_table_owns_fn owns, void *arg, size_t *dropped);
 /* Invariant 8 for every open table: gives up the home role where ring 0
  * moved slice 0 away, takes it where it moved here. Returns the number of
  * tables still to do (a take waits for a clean meta slice or for the old

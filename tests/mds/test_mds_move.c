@@ -291,38 +291,16 @@ static int t_before_load(void *arg, const struct mds_key *k, bool *fence)
     return 0;
 }
 
+static bool owns_here(void *m, const struct mds_key *k)
+{
+    return key_owner_at(m, k) == ((struct mds1 *)m)->me;
+}
+
 /* The sweep of mds_route.c at MDS j: the number of things still to do. */
 static int sweep(struct cluster *cl, unsigned j)
 {
-    struct mds1 *m = &cl->m[j];
-    int todo = mds_table_rehome(m->t);
-    assert_true(todo >= 0);
-    struct mds_key *keys;
-    size_t n, let = 0;
-    assert_int_equal(mds_cache_keys(m->c, &keys, &n), 0);
-    uint64_t maxgen = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (key_owner_at(m, &keys[i]) == j)
-            continue;
-        uint64_t gen;
-        if (mds_table_let_go(m->t, &keys[i], &gen) < 0) {
-            todo++;
-            continue;
-        }
-        maxgen = XT_MAX(maxgen, gen);
-        if (keys[i].slice != MDS_META_SLICE)
-            keys[let++] = keys[i];
-    }
-    struct mds_group_info gi;
-    mds_group_info(m->g, &gi);
-    if (maxgen > gi.committed_gen && mds_group_sync(m->g, maxgen, 10000) < 0)
-        todo++;
-    for (size_t i = 0; i < let; i++) {
-        int rc = mds_cache_drop(m->c, &keys[i]);
-        todo += rc == -EBUSY;
-    }
-    xt_free(keys);
-    return todo;
+    size_t dropped;
+    return mds_table_sweep(cl->m[j].t, owns_here, &cl->m[j], &dropped);
 }
 
 /* Sweep every running MDS until none has anything left (bounded). */
