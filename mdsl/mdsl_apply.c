@@ -36,7 +36,8 @@
  *      nothing. These reads give exactly the pointers the rules can change,
  *      so the puts and deletes are the same as with a full read of the slice.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
+#include "mdsl_apply_i.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * mdsl_st_read_ptr). A slice whose newest image is a MOVED tombstone answers
  * -ESTALE to both (docs/mdsl-scale.md "Tombstones"), never an empty image.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
 
 #include "xt_time.h"
 
