@@ -93,6 +93,18 @@ static int one(struct cluster *c, int op, const void *name, size_t len, uint32_t
     return rc;
 }
 
+/* An atomic batch of q[0], q[1] that op 1 fails with -EINVAL: nothing
+ * applied, the failing index reported. */
+static void atomic_refused_at_1(struct cluster *c, const struct xt_req q[2])
+{
+    struct xt_resp r[2];
+    size_t failed = 99;
+    assert_int_equal(xt_mds_batch_atomic(c->pool, NULL, q, 2, r, &failed), -EINVAL);
+    assert_int_equal(failed, 1);
+    for (int i = 0; i < 2; i++)
+        xt_resp_free(&r[i]);
+}
+
 /* Lists TABLE in pages of `page` with flags (substring when sub): counts
  * the ordinary rows (each once) and the system rows. */
 static void list_count(struct cluster *c, uint32_t page, uint32_t flags, const void *sub,
@@ -210,12 +222,7 @@ static void test_sys_rows(void **state)
         kv_row(&rs, sys[3], slen[3], 6);
         struct xt_req q[2] = { req_of(XT_OP_CREATE, "newrow", 6, &rn, XT_F_EXCL),
                                req_of(XT_OP_CREATE, sys[3], slen[3], &rs, XT_F_EXCL) };
-        struct xt_resp r[2];
-        size_t failed = 99;
-        assert_int_equal(xt_mds_batch_atomic(c.pool, NULL, q, 2, r, &failed), -EINVAL);
-        assert_int_equal(failed, 1);
-        for (int i = 0; i < 2; i++)
-            xt_resp_free(&r[i]);
+        atomic_refused_at_1(&c, q);
         assert_int_equal(one(&c, XT_OP_LOOKUP, "newrow", 6, 0), -ENOENT);
     }
     check_lists(&c, 0);
@@ -346,12 +353,7 @@ static void test_bad_hash(void **state)
         struct xt_req b[2] = { req_of(XT_OP_CREATE, "y", 1, &ry, XT_F_EXCL),
                                req_of(XT_OP_CREATE, "x", 1, &rx, XT_F_EXCL) };
         b[1].name_hash = hx ^ 1;
-        struct xt_resp br[2];
-        size_t failed = 99;
-        assert_int_equal(xt_mds_batch_atomic(c.pool, NULL, b, 2, br, &failed), -EINVAL);
-        assert_int_equal(failed, 1);
-        for (int i = 0; i < 2; i++)
-            xt_resp_free(&br[i]);
+        atomic_refused_at_1(&c, b);
     }
     /* Nothing changed: "keep" as created, no other row anywhere. */
     assert_int_equal(one(&c, XT_OP_LOOKUP, "x", 1, 0), -ENOENT);
