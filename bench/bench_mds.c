@@ -49,6 +49,7 @@
  */
 #include "pom_proc.h"
 #include "xt_common.h"
+#include "xt_hash.h"
 #include "xt_rpc_mds.h"
 
 #include <leveldb/c.h>
@@ -297,8 +298,13 @@ static int mds_create(struct worker *w, uint64_t i)
     uint32_t nl = name_of(name, sizeof name, w->id, i);
     xt_row row;
     row_of(&row, name, nl, w->id, i, false, 0);
-    struct xt_req q = { .op = XT_OP_CREATE, .t = { 1, table_of(w, w->id), -1 }, .name = name,
-                        .name_len = nl, .flags = XT_F_EXCL, .row = &row };
+    struct xt_req q = { .op = XT_OP_CREATE,
+                        .t = { 1, table_of(w, w->id), -1 },
+                        .name = name,
+                        .name_len = nl,
+                        .name_hash = xt_hash_name(name, nl),
+                        .flags = XT_F_EXCL,
+                        .row = &row };
     struct xt_resp r;
     return finish_call(xt_mds_call(w->pool, NULL, &q, &r), &r);
 }
@@ -311,8 +317,11 @@ static int mds_lookup(struct worker *w, uint64_t i)
     uint64_t idx;
     pick(w, &owner, &idx);
     uint32_t nl = name_of(name, sizeof name, owner, idx);
-    struct xt_req q = { .op = XT_OP_LOOKUP, .t = { 1, table_of(w, owner), -1 }, .name = name,
-                        .name_len = nl };
+    struct xt_req q = { .op = XT_OP_LOOKUP,
+                        .t = { 1, table_of(w, owner), -1 },
+                        .name = name,
+                        .name_len = nl,
+                        .name_hash = xt_hash_name(name, nl) };
     struct xt_resp r;
     return finish_call(xt_mds_call(w->pool, NULL, &q, &r), &r);
 }
@@ -327,8 +336,12 @@ static int mds_update(struct worker *w, uint64_t i)
     uint32_t nl = name_of(name, sizeof name, owner, idx);
     xt_row row;
     row_of(&row, name, nl, owner, idx, true, (uint32_t)(rnd(w) % (DATA_MAX + 1)));
-    struct xt_req q = { .op = XT_OP_UPDATE, .t = { 1, table_of(w, owner), -1 }, .name = name,
-                        .name_len = nl, .row = &row,
+    struct xt_req q = { .op = XT_OP_UPDATE,
+                        .t = { 1, table_of(w, owner), -1 },
+                        .name = name,
+                        .name_len = nl,
+                        .name_hash = xt_hash_name(name, nl),
+                        .row = &row,
                         .set_mask = XT_ROW_SET_SIZE | XT_ROW_SET_MTIME | XT_ROW_SET_FLAGS };
     struct xt_resp r;
     return finish_call(xt_mds_call(w->pool, NULL, &q, &r), &r);
@@ -338,8 +351,11 @@ static int mds_delete(struct worker *w, uint64_t i)
 {
     char name[40];
     uint32_t nl = name_of(name, sizeof name, w->id, i);
-    struct xt_req q = { .op = XT_OP_DELETE, .t = { 1, table_of(w, w->id), -1 }, .name = name,
-                        .name_len = nl };
+    struct xt_req q = { .op = XT_OP_DELETE,
+                        .t = { 1, table_of(w, w->id), -1 },
+                        .name = name,
+                        .name_len = nl,
+                        .name_hash = xt_hash_name(name, nl) };
     struct xt_resp r;
     return finish_call(xt_mds_call(w->pool, NULL, &q, &r), &r);
 }
@@ -355,8 +371,11 @@ static int mds_batch(struct worker *w, uint64_t i, bool create)
         uint64_t idx = i * BATCH + (uint64_t)k;
         uint32_t nl = name_of(names[k], sizeof names[k], w->id, idx);
         q[k] = (struct xt_req){ .op = create ? XT_OP_CREATE : XT_OP_DELETE,
-                                .t = { 1, table_of(w, w->id), -1 }, .name = names[k],
-                                .name_len = nl, .flags = create ? XT_F_EXCL : 0 };
+                                .t = { 1, table_of(w, w->id), -1 },
+                                .name = names[k],
+                                .name_len = nl,
+                                .name_hash = xt_hash_name(names[k], nl),
+                                .flags = create ? XT_F_EXCL : 0 };
         if (create) {
             row_of(&rows[k], names[k], nl, w->id, idx, false, 0);
             q[k].row = &rows[k];

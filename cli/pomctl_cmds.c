@@ -19,6 +19,27 @@
 
 #define LEADER_TRIES 3
 
+/* One R2 call made at the leading R2: fn(ctl, call, arg) returns its result. */
+typedef int (*leader_call_fn)(struct pomctl *ctl, const xt_rpc_call *call, void *arg);
+
+/* fn at the leader; while R2 answers -EREMOTE (the leader changed between
+ * finding it and the call) it is found again and fn runs again, at most
+ * LEADER_TRIES times, with a growing pause. Returns fn's result or the
+ * error of finding the leader. */
+static int at_leader(struct pomctl *ctl, leader_call_fn fn, void *arg)
+{
+    for (int attempt = 1;; attempt++) {
+        int rc = pomctl_r2_leader(ctl);
+        if (rc < 0)
+            return rc;
+        xt_rpc_call call = pomctl_call(ctl);
+        rc = fn(ctl, &call, arg);
+        if (rc != -EREMOTE || attempt == LEADER_TRIES)
+            return rc;
+        xt_sleep_ms(300 * (uint64_t)attempt);
+    }
+}
+
 static void json_begin(struct pomctl *ctl)
 {
     pomctl_json_init(&ctl->js, stdout, true);
@@ -441,6 +462,18 @@ int pomctl_cmd_sites(struct pomctl *ctl, int argc, char **argv)
 
 /* ---- site drain|remove ------------------------------------------------ */
 
+struct site_arg {
+    uint32_t id;
+    bool drain;
+};
+
+static int site_call(struct pomctl *ctl, const xt_rpc_call *call, void *arg)
+{
+    const struct site_arg *a = arg;
+    return a->drain ? xt_r2_site_drain(ctl->pool, call, a->id)
+                    : xt_r2_site_remove(ctl->pool, call, a->id);
+}
+
 int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
 {
     if (argc >= 1 && !strcmp(argv[0], "stat"))
@@ -455,17 +488,8 @@ int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
     int code = pomctl_resolve_addrs(ctl);
     if (code)
         return code;
-    int rc;
-    for (int attempt = 1;; attempt++) {
-        if ((rc = pomctl_r2_leader(ctl)) < 0)
-            break;
-        xt_rpc_call call = pomctl_call(ctl);
-        rc = drain ? xt_r2_site_drain(ctl->pool, &call, (uint32_t)id)
-                   : xt_r2_site_remove(ctl->pool, &call, (uint32_t)id);
-        if (rc != -EREMOTE || attempt == LEADER_TRIES)
-            break;
-        xt_sleep_ms(300 * attempt);
-    }
+    struct site_arg sa = { (uint32_t)id, drain };
+    int rc = at_leader(ctl, site_call, &sa);
     char what[64], busy[200];
     snprintf(what, sizeof what, "site %s %lu", argv[0], id);
     if (rc < 0) {
@@ -669,6 +693,18 @@ static void print_fs(const struct xt_fs_info *f)
     printf("  created     %s\n", pomctl_fmt_time(f->created_ns, when, sizeof when));
 }
 
+struct fs_create_arg {
+    const char *name, *backend, *path;
+    struct xt_fs_info *out;
+};
+
+static int fs_create_call(struct pomctl *ctl, const xt_rpc_call *call, void *arg)
+{
+    const struct fs_create_arg *a = arg;
+    memset(a->out, 0, sizeof *a->out);
+    return xt_r2_fs_create(ctl->pool, call, a->name, a->backend, a->path, a->out);
+}
+
 static int fs_create(struct pomctl *ctl, int argc, char **argv)
 {
     const char *name = NULL, *backend = "", *path = "";
@@ -709,17 +745,9 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
     if (code)
         return code;
     struct xt_fs_info out;
-    int rc;
-    for (int attempt = 1;; attempt++) {
-        memset(&out, 0, sizeof out);
-        if ((rc = pomctl_r2_leader(ctl)) < 0)
-            break;
-        xt_rpc_call call = pomctl_call(ctl);
-        rc = xt_r2_fs_create(ctl->pool, &call, name, backend, path, &out);
-        if (rc != -EREMOTE || attempt == LEADER_TRIES)
-            break;
-        xt_sleep_ms(300 * attempt);
-    }
+    memset(&out, 0, sizeof out);
+    struct fs_create_arg fa = { name, backend, path, &out };
+    int rc = at_leader(ctl, fs_create_call, &fa);
     if (rc < 0) {
         xt_free(out.root_bitmap);
         char what[128];
@@ -741,21 +769,24 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
     return POMCTL_OK;
 }
 
+struct fs_list_arg {
+    const char *name;
+    struct xt_fs_info **fs;
+    size_t *n;
+};
+
+static int fs_list_call(struct pomctl *ctl, const xt_rpc_call *call, void *arg)
+{
+    const struct fs_list_arg *a = arg;
+    return xt_r2_fs_list(ctl->pool, call, a->name, a->fs, a->n);
+}
+
 int pomctl_fs_list(struct pomctl *ctl, const char *name, struct xt_fs_info **fs, size_t *n)
 {
     *fs = NULL;
     *n = 0;
-    int rc;
-    for (int attempt = 1;; attempt++) {
-        if ((rc = pomctl_r2_leader(ctl)) < 0)
-            break;
-        xt_rpc_call call = pomctl_call(ctl);
-        rc = xt_r2_fs_list(ctl->pool, &call, name, fs, n);
-        if (rc != -EREMOTE || attempt == LEADER_TRIES)
-            break;
-        xt_sleep_ms(300 * attempt);
-    }
-    return rc;
+    struct fs_list_arg la = { name, fs, n };
+    return at_leader(ctl, fs_list_call, &la);
 }
 
 /* fs list (name NULL) and fs stat NAME. */
@@ -826,6 +857,17 @@ static int fs_list(struct pomctl *ctl, const char *name)
     return POMCTL_OK;
 }
 
+struct fs_drop_arg {
+    const char *name;
+    bool force;
+};
+
+static int fs_drop_call(struct pomctl *ctl, const xt_rpc_call *call, void *arg)
+{
+    const struct fs_drop_arg *a = arg;
+    return xt_r2_fs_drop(ctl->pool, call, a->name, a->force);
+}
+
 static int fs_drop(struct pomctl *ctl, int argc, char **argv)
 {
     const char *name = NULL;
@@ -847,16 +889,8 @@ static int fs_drop(struct pomctl *ctl, int argc, char **argv)
     int code = pomctl_resolve_addrs(ctl);
     if (code)
         return code;
-    int rc;
-    for (int attempt = 1;; attempt++) {
-        if ((rc = pomctl_r2_leader(ctl)) < 0)
-            break;
-        xt_rpc_call call = pomctl_call(ctl);
-        rc = xt_r2_fs_drop(ctl->pool, &call, name, force);
-        if (rc != -EREMOTE || attempt == LEADER_TRIES)
-            break;
-        xt_sleep_ms(300 * attempt);
-    }
+    struct fs_drop_arg da = { name, force };
+    int rc = at_leader(ctl, fs_drop_call, &da);
     if (rc < 0) {
         char what[128];
         snprintf(what, sizeof what, "fs drop %s", name);

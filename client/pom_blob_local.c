@@ -353,7 +353,10 @@ static ssize_t local_pwrite(pom_blob_file *f, uint32_t t, const void *buf, size_
     return mrc < 0 ? mrc : (ssize_t)done;
 }
 
-static int local_cut(pom_blob_file *f, uint32_t t, uint64_t len)
+/* fn(fd, a, b) on tract t when it exists (an absent tract holds nothing
+ * to cut or punch: 0), then t is marked dirty. 0 or -errno. */
+static int on_tract(pom_blob_file *f, uint32_t t, int (*fn)(int fd, uint64_t a, uint64_t b),
+                    uint64_t a, uint64_t b)
 {
     int slot;
     int fd = get_fd(f, t, false, &slot, NULL);
@@ -361,13 +364,25 @@ static int local_cut(pom_blob_file *f, uint32_t t, uint64_t len)
         return 0;
     if (fd < 0)
         return fd;
-    struct stat st;
     int rc = fault(f->b);
-    if (rc == 0 && fstat(fd, &st) == 0 && (uint64_t)st.st_size > len &&
-        ftruncate(fd, (off_t)len) < 0)
-        rc = -errno;
+    if (rc == 0)
+        rc = fn(fd, a, b);
     put_fd(f, fd, slot);
     return rc < 0 ? rc : mark_dirty(f, t);
+}
+
+static int cut_fd(int fd, uint64_t len, uint64_t unused)
+{
+    (void)unused;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size > len && ftruncate(fd, (off_t)len) < 0)
+        return -errno;
+    return 0;
+}
+
+static int local_cut(pom_blob_file *f, uint32_t t, uint64_t len)
+{
+    return on_tract(f, t, cut_fd, len, 0);
 }
 
 static int unlink_tract(pom_blob *b, const char *path)
@@ -444,35 +459,31 @@ static int local_drop(pom_blob_file *f, uint32_t t)
     return rc < 0 ? rc : unlink_tract(f->b, p);
 }
 
+static int punch_fd(int fd, uint64_t toff, uint64_t len)
+{
+    if (fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)toff, (off_t)len) == 0)
+        return 0;
+    int rc = -errno;
+    if (rc != -EOPNOTSUPP)
+        return rc;
+    /* The host cannot punch: write zeros over what the file holds. */
+    static const uint8_t zeros[65536];
+    struct stat st;
+    rc = fstat(fd, &st) < 0 ? -errno : 0;
+    uint64_t end = XT_MIN(toff + len, (uint64_t)(rc == 0 ? st.st_size : 0));
+    for (uint64_t o = toff; rc == 0 && o < end;) {
+        ssize_t w = pwrite(fd, zeros, (size_t)XT_MIN(end - o, sizeof zeros), (off_t)o);
+        if (w < 0 && errno != EINTR)
+            rc = -errno;
+        else if (w > 0)
+            o += (uint64_t)w;
+    }
+    return rc;
+}
+
 static int local_punch(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len)
 {
-    int slot;
-    int fd = get_fd(f, t, false, &slot, NULL);
-    if (fd == -ENOENT)
-        return 0;
-    if (fd < 0)
-        return fd;
-    int rc = fault(f->b);
-    if (rc == 0 && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)toff,
-                             (off_t)len) < 0) {
-        rc = -errno;
-        if (rc == -EOPNOTSUPP) {
-            /* The host cannot punch: write zeros over what the file holds. */
-            static const uint8_t zeros[65536];
-            struct stat st;
-            rc = fstat(fd, &st) < 0 ? -errno : 0;
-            uint64_t end = XT_MIN(toff + len, (uint64_t)(rc == 0 ? st.st_size : 0));
-            for (uint64_t o = toff; rc == 0 && o < end;) {
-                ssize_t w = pwrite(fd, zeros, (size_t)XT_MIN(end - o, sizeof zeros), (off_t)o);
-                if (w < 0 && errno != EINTR)
-                    rc = -errno;
-                else if (w > 0)
-                    o += (uint64_t)w;
-            }
-        }
-    }
-    put_fd(f, fd, slot);
-    return rc < 0 ? rc : mark_dirty(f, t);
+    return on_tract(f, t, punch_fd, toff, len);
 }
 
 static int local_allocate(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len,

@@ -213,10 +213,12 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
     struct retry rt = retry_begin(fs, op_class(req));
     req->t.fsid = fs->fsid;
-    uint64_t h = xt_hash_name(req->name, req->name_len);
+    /* Hashed once: it routes here and travels in the request (the MDS
+     * checks it and places the row by it). */
+    req->name_hash = xt_hash_name(req->name, req->name_len);
     for (;;) {
         xt_rpc_pool *pool;
-        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, req->t.table, h,
+        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, req->t.table, req->name_hash,
                                            &req->t.slice_hint, &pool);
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
         call.timeout_ms = retry_timeout_ms(&rt, fs->call_ms);
@@ -488,13 +490,12 @@ static int batch_send(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed,
     xt_rpc_call call = { .req_id = xt_rpc_new_req_id() };
     struct retry rt = retry_begin(fs, "a batch");
     struct xt_resp resps[XT_BATCH_ATOMIC_MAX];
-    uint64_t h = xt_hash_name(reqs[0].name, reqs[0].name_len);
     for (;;) {
         memset(resps, 0, sizeof resps);
         xt_rpc_pool *pool = NULL;
         int32_t hint;
-        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, reqs[0].t.table, h, &hint,
-                                           &pool);
+        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, reqs[0].t.table,
+                                           reqs[0].name_hash, &hint, &pool);
         atomic_fetch_add_explicit(&fs->rpcs, 1, memory_order_relaxed);
         call.timeout_ms = retry_timeout_ms(&rt, fs->call_ms);
         int rc = m ? xt_mds_batch_atomic(pool, &call, reqs, n, resps, failed) : -EHOSTUNREACH;
@@ -541,8 +542,7 @@ static bool loose_apart(pom_fs *fs, const struct xt_req *reqs, size_t n)
         xt_rpc_pool *pool;
         int32_t hint;
         struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, reqs[i].t.table,
-                                           xt_hash_name(reqs[i].name, reqs[i].name_len),
-                                           &hint, &pool);
+                                           reqs[i].name_hash, &hint, &pool);
         if (!m || xt_req_loose_after(&reqs[i]))
             return false;
         if (reqs[i].flags & XT_F_RMU)
@@ -610,6 +610,7 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
     for (size_t i = 0; i < n; i++) {
         reqs[i].t.fsid = fs->fsid;
         reqs[i].t.slice_hint = -1;
+        reqs[i].name_hash = xt_hash_name(reqs[i].name, reqs[i].name_len); /* as pom_call */
     }
     return loose_apart(fs, reqs, n) ? batch_split(fs, reqs, n, failed, retried)
                                     : batch_send(fs, reqs, n, failed, retried);

@@ -123,16 +123,16 @@ struct copy_sent {
 #define RMU_RETRY_NS   (1000u * 1000000u)
 #define RMU_MIN_AGE_NS (1000u * 1000000u)
 
-/* The create of a new outbox row of (fsid, table) placed with row `near`
- * and holding record rec[0..len) into *out: its name (unique per MDS
+/* The create of a new outbox row of (fsid, table) placed with the row of
+ * hash near_hash and holding record rec[0..len) into *out: its name (unique per MDS
  * incarnation, RMU_NAME_LEN bytes) is written to name and its row to
  * *row, which *out points into with rec (the caller keeps all three
  * while *out is used). */
-static void outbox_req(mds_xact *x, uint32_t fsid, uint64_t table, const void *near,
-                       size_t near_len, const uint8_t *rec, uint32_t len, uint8_t *name,
-                       xt_row *row, struct xt_req *out)
+static void outbox_req(mds_xact *x, uint32_t fsid, uint64_t table, uint64_t near_hash,
+                       const uint8_t *rec, uint32_t len, uint8_t *name, xt_row *row,
+                       struct xt_req *out)
 {
-    xt_hash_sys_head(name, XT_SYS_OUTBOX, xt_hash_name(near, near_len));
+    xt_hash_sys_head(name, XT_SYS_OUTBOX, near_hash);
     xt_put_u32(name + XT_SYS_HEAD, mds_route_self(x->o.route));
     xt_put_u32(name + XT_SYS_HEAD + 4, x->o.epoch);
     xt_put_u64(name + XT_SYS_HEAD + 8,
@@ -144,13 +144,12 @@ static void outbox_req(mds_xact *x, uint32_t fsid, uint64_t table, const void *n
     row->name_len = RMU_NAME_LEN;
     xt_row_view_set_group(row, XT_CG_USER0, rec, len);
     *out = (struct xt_req){ .op = XT_OP_CREATE, .t = { fsid, table, -1 }, .name = name,
-                            .name_len = RMU_NAME_LEN, .row = row,
+                            .name_len = RMU_NAME_LEN, .name_hash = near_hash, .row = row,
                             .flags = XT_F_SYS | XT_F_EXCL };
 }
 
-int mds_outbox_count(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
-                        const void *near, size_t near_len, struct rmu_buf *b,
-                        struct xt_req *out)
+int mds_outbox_count(mds_xact *x, const struct xt_req *q, const struct xt_req *near,
+                     struct rmu_buf *b, struct xt_req *out)
 {
     if (!q->row || q->name_len == 0 || q->name_len > XT_NAME_MAX)
         return -EINVAL;
@@ -162,8 +161,8 @@ int mds_outbox_count(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_
     xt_put_u32(r + RMU_OFF_DELTA, q->row->attr.nlink);
     xt_put_u16(r + RMU_OFF_NLEN, (uint16_t)q->name_len);
     memcpy(r + RMU_OFF_NAME, q->name, q->name_len);
-    outbox_req(x, fsid, table, near, near_len, r,
-                        (uint32_t)(RMU_OFF_NAME + q->name_len), b->name, &b->row, out);
+    outbox_req(x, near->t.fsid, near->t.table, near->name_hash, r,
+               (uint32_t)(RMU_OFF_NAME + q->name_len), b->name, &b->row, out);
     /* The time the change set on the parent (the client's clock, as the
      * eager op), delivered again max-merged; 0: none. */
     b->row.attr.mtime_ns = (q->set_mask & XT_ROW_SET_MTIME) ? q->row->attr.mtime_ns : 0;
@@ -276,9 +275,8 @@ int mds_outbox_place(mds_xact *x, const struct xt_req *reqs, size_t n,
             *failed = i;
             return rc;
         }
-        outbox_req(x, reqs[0].t.fsid, reqs[0].t.table, reqs[0].name,
-                            reqs[0].name_len, c->rec[i], (uint32_t)len, c->name[i],
-                            &c->row[i], &c->reqs[i]);
+        outbox_req(x, reqs[0].t.fsid, reqs[0].t.table, reqs[0].name_hash, c->rec[i],
+                   (uint32_t)len, c->name[i], &c->row[i], &c->reqs[i]);
         mds_stats_add(x->o.stats, MDS_CTR_RMU_QUEUED, 1);
     }
     return 0;
@@ -356,7 +354,8 @@ static bool same_row(const struct copy_rec *p, const struct copy_rec *q)
 static struct xt_req copy_op(struct copy_rec *c)
 {
     struct xt_req q = { .op = c->op, .t = { c->tfsid, c->ttable, -1 }, .name = c->buf,
-                        .name_len = c->tname_len, .flags = XT_F_SYS | XT_F_RMU };
+                        .name_len = c->tname_len, .name_hash = xt_hash_name(c->buf, c->tname_len),
+                        .flags = XT_F_SYS | XT_F_RMU };
     if (c->op == XT_OP_DELETE) {
         xt_row_init(&c->row);
         c->row.attr.type = XT_ROW_KV;
@@ -369,7 +368,8 @@ static struct xt_req copy_op(struct copy_rec *c)
 static struct xt_req outbox_delete(const struct copy_rec *c)
 {
     return (struct xt_req){ .op = XT_OP_DELETE, .t = { c->fsid, c->table, -1 },
-                            .name = c->name, .name_len = RMU_NAME_LEN, .flags = XT_F_SYS };
+                            .name = c->name, .name_len = RMU_NAME_LEN,
+                            .name_hash = xt_hash_name(c->name, RMU_NAME_LEN), .flags = XT_F_SYS };
 }
 
 /* ---- in flight: sent, not confirmed (on the thread) ---------------------- */
@@ -450,7 +450,9 @@ static void copy_settle(mds_xact *x)
             /* Durable there: the outbox row goes (a local op; a row that
              * moved or went meanwhile is its new holder's to send again). */
             struct xt_req q = { .op = XT_OP_DELETE, .t = { e->fsid, e->table, -1 },
-                                .name = e->name, .name_len = RMU_NAME_LEN, .flags = XT_F_SYS };
+                                .name = e->name, .name_len = RMU_NAME_LEN,
+                                .name_hash = xt_hash_name(e->name, RMU_NAME_LEN),
+                                .flags = XT_F_SYS };
             struct xt_resp r;
             memset(&r, 0, sizeof r);
             if (x->io.op(x->io.ctx, &q, &r) == 0)
@@ -723,6 +725,7 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
     for (size_t i = 0; i < n; i++) {
         reqs[i] = (struct xt_req){ .op = XT_OP_DELETE, .t = { v[i].fsid, v[i].table, -1 },
                                    .name = v[i].name, .name_len = RMU_NAME_LEN,
+                                   .name_hash = xt_hash_name(v[i].name, RMU_NAME_LEN),
                                    .flags = XT_F_SYS };
         sum += v[i].delta;
         born = XT_MAX(born, v[i].born);
@@ -735,6 +738,7 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
     uint32_t times = born ? XT_ROW_SET_MTIME | XT_ROW_SET_CTIME | XT_ROW_SET_TIMES_MAX : 0;
     reqs[n] = (struct xt_req){ .op = XT_OP_UPDATE, .t = { v[0].tfsid, v[0].ttable, -1 },
                                .name = v[0].tname, .name_len = v[0].tname_len,
+                               .name_hash = xt_hash_name(v[0].tname, v[0].tname_len),
                                .set_mask = XT_ROW_SET_NLINK_ADD | times,
                                .row = &up,
                                .expect_uuid = v[0].uuid,

@@ -58,7 +58,7 @@ void mds_outbox_place_free(struct mds_outbox_place *hold);
 #define RMU_OFF_NAME 27
 #define RMU_NAME_LEN (XT_SYS_HEAD + 16) /* MDS_XACT_DNAME_LEN */
 /* The outbox row for count op q (a loose op with NLINK_ADD), placed with
- * row `near` of table (fsid, table): a create to add to the batch that
+ * the row of request `near` (in its table): a create to add to the batch that
  * makes the change q follows. The request's name and row point into *buf
  * (the caller keeps it while the request is used). 0, -ENAMETOOLONG. */
 struct rmu_buf {
@@ -66,9 +66,8 @@ struct rmu_buf {
     uint8_t rec[RMU_OFF_NAME + XT_NAME_MAX];
     xt_row row;
 };
-int mds_outbox_count(mds_xact *x, const struct xt_req *q, uint32_t fsid, uint64_t table,
-                     const void *near, size_t near_len, struct rmu_buf *buf,
-                     struct xt_req *out);
+int mds_outbox_count(mds_xact *x, const struct xt_req *q, const struct xt_req *near,
+                     struct rmu_buf *buf, struct xt_req *out);
 /* One delivery round, on the thread, when the group committed since the
  * last (held transactions finished, outbox rows of cached slices sent). */
 void mds_outbox_round(mds_xact *x);

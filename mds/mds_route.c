@@ -735,19 +735,6 @@ int mds_route_before_load(void *arg, const struct mds_key *k, bool *fence)
     return ask_release(r, k, fence);
 }
 
-/* Drop a let-go slice, waiting out short pins (a reader finishing). */
-static int drop_let_go(mds_route *r, const struct mds_key *k)
-{
-    for (int i = 0;; i++) {
-        int rc = mds_cache_drop(r->cache, k);
-        if (rc != -EBUSY)
-            return 0;
-        if (i == 200)
-            return -EAGAIN;
-        xt_sleep_ms(1);
-    }
-}
-
 /* Lets k go and commits it: 0, or -EAGAIN (loading, or the commit did not
  * finish in time: ask again). */
 static int let_go_commit(mds_route *r, const struct mds_key *k, unsigned timeout_ms)
@@ -784,7 +771,7 @@ int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
         return -EAGAIN; /* our ring is older, or the asker's */
     int rc = let_go_commit(r, k, RELEASE_MS / 2);
     if (rc == 0 && k->slice != MDS_META_SLICE)
-        rc = drop_let_go(r, k);
+        rc = mds_table_drop_let_go(r->table, k);
     if (rc == 0)
         mds_stats_add(r->stats, MDS_CTR_RELEASES, 1);
     XT_DBG("route: fs %u table %llu slice %u: released to MDS %u (ring 0 v%llu): %d", k->fsid,
@@ -793,47 +780,19 @@ int mds_route_release(mds_route *r, uint32_t from_site, const struct mds_key *k,
     return rc;
 }
 
+static bool owns_key_fn(void *r, const struct mds_key *k)
+{
+    return owns_key(r, k);
+}
+
 /* One sweep (invariant 6): the number of slices (and home roles) still to
  * let go. */
 static int sweep(mds_route *r)
 {
-    int todo = mds_table_rehome(r->table);
-    if (todo < 0)
-        return 1;
-    struct mds_key *keys;
-    size_t n, let = 0;
-    if (mds_cache_keys(r->cache, &keys, &n) < 0)
-        return 1;
-    uint64_t maxgen = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (owns_key(r, &keys[i]))
-            continue;
-        uint64_t gen;
-        if (mds_table_let_go(r->table, &keys[i], &gen) < 0) {
-            todo++;
-            continue;
-        }
-        maxgen = XT_MAX(maxgen, gen);
-        if (keys[i].slice != MDS_META_SLICE)
-            keys[let++] = keys[i];
-    }
-    struct mds_group_info gi;
-    mds_group_info(r->group, &gi);
-    if (maxgen > gi.committed_gen && mds_group_sync(r->group, maxgen, 10000) < 0)
-        todo++;
-    size_t dropped = 0;
-    for (size_t i = 0; i < let; i++) {
-        if (drop_let_go(r, &keys[i]) < 0) {
-            todo++;
-        } else {
-            dropped++;
-            XT_DBG("route: fs %u table %llu slice %u: let go and dropped", keys[i].fsid,
-                   (unsigned long long)keys[i].table, keys[i].slice);
-        }
-    }
+    size_t dropped;
+    int todo = mds_table_sweep(r->table, owns_key_fn, r, &dropped);
     if (dropped)
         mds_stats_add(r->stats, MDS_CTR_SLICES_MOVED, dropped);
-    xt_free(keys);
     return todo;
 }
 

@@ -75,6 +75,20 @@ static int filter_cols(const uint8_t *row, size_t len, const uint16_t *cols, uin
     return xt_row_encode_alloc(&keep, out, out_len);
 }
 
+/* -EINVAL when req's name_hash is not its name's: the row would be placed
+ * in, or looked for in, another slice than its name's. Checked once, where
+ * a request arrives (svc_op, svc_batch_atomic); everything below uses the
+ * carried hash. Logged at DBG: any client can send it. */
+static int hash_check(const struct xt_req *req)
+{
+    if (req->name_hash == xt_hash_name(req->name, req->name_len))
+        return 0;
+    XT_DBG("mds: refused op %d on fs %u table %llu: name hash %016llx is not its name's",
+           req->op, req->t.fsid, (unsigned long long)req->t.table,
+           (unsigned long long)req->name_hash);
+    return -EINVAL;
+}
+
 /* -EINVAL when req names a system row without XT_F_SYS: only the MDS
  * write them. Logged at DBG: any client can send such a name. */
 static int sys_check(const struct xt_req *req)
@@ -200,8 +214,7 @@ static int forward_op(struct mds_service *svc, const xt_rpc_ctx *rc, const struc
     uint32_t slice, site;
     uint8_t *bm;
     size_t bm_len;
-    int r = forward_to(svc, rc, &req->t, xt_hash_name(req->name, req->name_len), &pool,
-                       &slice, &site, &bm, &bm_len);
+    int r = forward_to(svc, rc, &req->t, req->name_hash, &pool, &slice, &site, &bm, &bm_len);
     if (r < 0)
         return r;
     struct xt_req fw = *req;
@@ -262,8 +275,8 @@ static int do_create(struct mds_service *svc, const struct xt_req *req, struct x
         return rc;
     unsigned flags = (req->flags & XT_F_EXCL) ? MDS_TABLE_EXCL : 0;
     uint64_t gen = 0;
-    rc = mds_table_create(svc->table, req->t.fsid, req->t.table, req->name, req->name_len, enc,
-                          len, flags, &gen);
+    rc = mds_table_create(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
+                          req->name_hash, enc, len, flags, &gen);
     if (rc == -ENOENT) {
         uint64_t g2 = 0;
         int mk = mds_table_mktable(svc->table, req->t.fsid, req->t.table, &g2);
@@ -271,7 +284,7 @@ static int do_create(struct mds_service *svc, const struct xt_req *req, struct x
             rc = mk;
         else
             rc = mds_table_create(svc->table, req->t.fsid, req->t.table, req->name,
-                                  req->name_len, enc, len, flags, &gen);
+                                  req->name_len, req->name_hash, enc, len, flags, &gen);
         if (g2 > gen)
             gen = g2;
     }
@@ -353,8 +366,14 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
 {
     struct mds_service *svc = ctx;
     uint64_t t0 = xt_mono_ns(), gen = 0;
+    /* A request (rc_ctx) is checked here; the MDS's own ops (op_here) are
+     * built with their hash (REQUIRES). */
+    int rc = rc_ctx ? hash_check(req) : 0;
+    assert(rc_ctx || req->name_hash == xt_hash_name(req->name, req->name_len));
+    if (rc < 0)
+        return rc;
     merge_fwd(svc, rc_ctx, &req->t, req->fwd_bitmap, req->fwd_bitmap_len);
-    int rc = sys_check(req);
+    rc = sys_check(req);
     if (rc < 0)
         return rc;
     if (req->flags & XT_F_RMU)
@@ -375,7 +394,7 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
                                   req->name_len)) < 0 && rc != -EREMOTE)
             break;
         rc = mds_table_lookup(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
-                              &row, &len);
+                              req->name_hash, &row, &len);
         /* A parent's count shows the RMU deltas not delivered yet (not to
          * the transactions' own reads, XT_F_SYS). */
         if (rc == 0 && svc->soft && !(req->flags & XT_F_SYS) &&
@@ -409,7 +428,7 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
             ua.req = &times;
         }
         rc = mds_table_update(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
-                              update_fn, &ua, &gen);
+                              req->name_hash, update_fn, &ua, &gen);
         if (rc == 0 && soft && svc->soft)
             rc = mds_soft_add(svc->soft, req->t.fsid, req->t.table, req->name, req->name_len,
                               (int32_t)req->row->attr.nlink);
@@ -426,7 +445,7 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
     case XT_OP_DELETE:
         op = MDS_OP_DELETE;
         rc = mds_table_delete(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
-                              delete_check, (void *)req, &gen);
+                              req->name_hash, delete_check, (void *)req, &gen);
         if (rc == 0) {
             resp->commit_group = gen;
             rc = maybe_sync(svc, req, gen);
@@ -444,7 +463,7 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
     }
     if (rc == 0 || rc == -ENOENT || rc == -EEXIST) {
         uint32_t fl = req->flags;
-        if (want_bitmap(svc, rc_ctx, &req->t, xt_hash_name(req->name, req->name_len)))
+        if (want_bitmap(svc, rc_ctx, &req->t, req->name_hash))
             fl |= XT_F_BITMAP;
         int prc = piggyback(svc, &req->t, fl, &resp->bitmap, &resp->bitmap_len);
         if (prc < 0 && rc == 0)
@@ -578,6 +597,7 @@ static int to_aop(const struct xt_req *req, struct upd_arg *ua, struct mds_aop *
     o->table = req->t.table;
     o->name = req->name;
     o->name_len = req->name_len;
+    o->h = req->name_hash;
     bool if_ver = (req->flags & (XT_F_IF_VER | XT_F_IF_UUID)) != 0;
     if (req->flags & XT_F_SOFT)
         return -EINVAL; /* a view, never part of an atomic change */
@@ -668,6 +688,7 @@ static int batch_here(void *ctx, const struct xt_req *reqs, size_t n,
     bool sync = false;
     for (size_t i = 0; i < n && rc == 0; i++) {
         *failed = i;
+        assert(reqs[i].name_hash == xt_hash_name(reqs[i].name, reqs[i].name_len));
         rc = sys_check(&reqs[i]);
         if (rc == 0)
             rc = to_aop(&reqs[i], &ua[i], &ops[i], &enc[i]);
@@ -723,6 +744,11 @@ static int svc_batch_atomic(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt
     struct mds_service *svc = ctx;
     uint64_t t0 = xt_mono_ns(), gen;
     int rc;
+    for (size_t i = 0; i < n; i++)
+        if ((rc = hash_check(&reqs[i])) < 0) {
+            *failed = i;
+            return rc;
+        }
     if (mds_xact_is_prepare(reqs, n)) {
         rc = svc->xact ? mds_xact_prepare(svc->xact, reqs, n, resps, failed) : -EXDEV;
     } else {

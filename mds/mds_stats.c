@@ -54,11 +54,6 @@ const char *mds_stats_op_name(enum mds_op op)
     return (unsigned)op < MDS_OP__COUNT ? op_names[op] : "?";
 }
 
-const char *mds_stats_ctr_name(enum mds_ctr ctr)
-{
-    return (unsigned)ctr < MDS_CTR__COUNT ? ctr_names[ctr] : "?";
-}
-
 mds_stats *mds_stats_new(void)
 {
     mds_stats *st = xt_calloc(1, sizeof *st);

@@ -146,7 +146,6 @@ uint64_t mds_stats_percentile(const mds_stats *st, enum mds_op op, double q);
 void mds_stats_summary(const mds_stats *st, enum mds_op op, struct mds_stats_summary *out);
 
 const char *mds_stats_op_name(enum mds_op op);
-const char *mds_stats_ctr_name(enum mds_ctr ctr);
 
 /* Human text (one line per op with samples, then the non-zero counters) or
  * JSON ({"ops":{name:{count,errors,mean_ns,p50_ns,p90_ns,p99_ns,max_ns}},

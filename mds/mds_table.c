@@ -564,14 +564,12 @@ static int insert_split(mds_table *t, struct wctx *w, const void *name, size_t n
     return rc;
 }
 
-int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                     size_t name_len, const void *row, size_t row_len, unsigned flags,
-                     uint64_t *gen)
+int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
+                     uint64_t h, const void *row, size_t row_len, unsigned flags, uint64_t *gen)
 {
     uint64_t t0 = xt_mono_ns();
     int rc = mds_table_check_name(name_len);
     struct wctx w;
-    uint64_t h = xt_hash_name(name, name_len);
     if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
         rc = mds_table_pend_check(mds_cent_slice(w.e), name, name_len);
         if (rc == 0)
@@ -587,13 +585,12 @@ int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     return rc;
 }
 
-int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                     size_t name_len, mds_table_update_fn fn, void *arg, uint64_t *gen)
+int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
+                     uint64_t h, mds_table_update_fn fn, void *arg, uint64_t *gen)
 {
     uint64_t t0 = xt_mono_ns();
     int rc = mds_table_check_name(name_len);
     struct wctx w;
-    uint64_t h = xt_hash_name(name, name_len);
     size_t bytes = 0;
     if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
         xt_slice *s = mds_cent_slice(w.e);
@@ -622,13 +619,12 @@ int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     return rc;
 }
 
-int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                     size_t name_len, mds_table_check_fn check, void *arg, uint64_t *gen)
+int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
+                     uint64_t h, mds_table_check_fn check, void *arg, uint64_t *gen)
 {
     uint64_t t0 = xt_mono_ns();
     int rc = mds_table_check_name(name_len);
     struct wctx w;
-    uint64_t h = xt_hash_name(name, name_len);
     if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
         xt_slice *s = mds_cent_slice(w.e);
         rc = mds_table_pend_check(s, name, name_len);
@@ -649,20 +645,19 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     return rc;
 }
 
-int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                     size_t name_len, uint8_t **row, size_t *row_len)
+int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
+                     uint64_t h, uint8_t **row, size_t *row_len)
 {
-    return mds_table_lookup_ex(t, fsid, table, name, name_len, false, row, row_len);
+    return mds_table_lookup_ex(t, fsid, table, name, name_len, h, false, row, row_len);
 }
 
 int mds_table_lookup_ex(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                        size_t name_len, bool undecided, uint8_t **row, size_t *row_len)
+                        size_t name_len, uint64_t h, bool undecided, uint8_t **row, size_t *row_len)
 {
     uint64_t t0 = xt_mono_ns();
     *row = NULL;
     *row_len = 0;
     int rc = mds_table_check_name(name_len);
-    uint64_t h = xt_hash_name(name, name_len);
     struct mtab *m;
     if (rc == 0)
         rc = mds_table_tab_get(t, fsid, table, &m);

@@ -137,23 +137,27 @@ void mds_table_free(mds_table *t);
 /* Create an empty table (slice 0 and its meta slice). -EEXIST. */
 int mds_table_mktable(mds_table *t, uint32_t fsid, uint64_t table, uint64_t *gen);
 
+/* The row ops name a row by (name, name_len, h), h its xt_hash_name: the
+ * caller has it already (a request carries it, xt_req.name_hash, checked at
+ * the service's edge), so the table never hashes a name again. */
+
 /* Insert (or, without MDS_TABLE_EXCL, replace) the row of name. Splits the
  * slice when it is full. row is copied. -EEXIST, -ENOENT (no such table),
  * -EINVAL (name length 0 or > XT_NAME_MAX), -ENOSPC (a slice cannot split
  * further), -EOVERFLOW (xt_slice invariant 4), -ENOMEM. */
-int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                     size_t name_len, const void *row, size_t row_len, unsigned flags,
-                     uint64_t *gen);
+int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
+                     uint64_t h, const void *row, size_t row_len, unsigned flags, uint64_t *gen);
 
 /* Copy of the row: *row is a new buffer (xt_free) of *row_len bytes.
  * -ENOENT; -EAGAIN while the row has a pending row (invariant 9: a
  * reader never sees a transaction's part before it is decided). */
-int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                     size_t name_len, uint8_t **row, size_t *row_len);
+int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
+                     uint64_t h, uint8_t **row, size_t *row_len);
 /* The same; with undecided, the row as it is even under a pending row
  * (the resolver's view). */
 int mds_table_lookup_ex(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                        size_t name_len, bool undecided, uint8_t **row, size_t *row_len);
+                        size_t name_len, uint64_t h, bool undecided, uint8_t **row,
+                        size_t *row_len);
 
 /* Called under the slice's write lock with the current row; returns 0 and a
  * new row in *out (a buffer from xt_malloc that the table takes over) or a
@@ -162,14 +166,14 @@ int mds_table_lookup_ex(mds_table *t, uint32_t fsid, uint64_t table, const void 
 typedef int (*mds_table_update_fn)(void *arg, const void *old, size_t old_len,
                                    uint8_t **out, size_t *out_len);
 /* Replace the row of an existing name by fn's result. -ENOENT, fn's error. */
-int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                     size_t name_len, mds_table_update_fn fn, void *arg, uint64_t *gen);
+int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
+                     uint64_t h, mds_table_update_fn fn, void *arg, uint64_t *gen);
 
 /* Delete a row. check (may be NULL) sees the row first and may refuse with
  * a negative errno. -ENOENT. */
 typedef int (*mds_table_check_fn)(void *arg, const void *row, size_t row_len);
-int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *name,
-                     size_t name_len, mds_table_check_fn check, void *arg, uint64_t *gen);
+int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
+                     uint64_t h, mds_table_check_fn check, void *arg, uint64_t *gen);
 
 /* List rows with cookie >= cookie in split-stable order across slices:
  * cb as for xt_slice_list (0 go on, 1 stop before this entry, < 0 abort),
@@ -213,6 +217,7 @@ struct mds_aop {
     uint64_t table;
     const void *name;
     size_t name_len;
+    uint64_t h;                /* xt_hash_name(name, name_len) */
     const void *row;           /* CREATE: the row (copied) */
     size_t row_len;
     unsigned flags;            /* CREATE: MDS_TABLE_EXCL */
@@ -257,10 +262,6 @@ uint64_t mds_table_cookie_hash(uint64_t cookie);
 int mds_table_merge(mds_table *t, uint32_t fsid, uint64_t table, const void *enc, size_t len);
 /* Whether this MDS is the table's home (always true without opts.owns). */
 bool mds_table_is_home(mds_table *t, uint32_t fsid, uint64_t table);
-/* Calls fn for every table this MDS has opened (under no table lock; fn
- * must not call into t). */
-void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t table),
-                    void *arg);
 /* Tables opened. */
 size_t mds_table_count(mds_table *t);
 
@@ -271,6 +272,18 @@ size_t mds_table_count(mds_table *t);
  * drops the entry (not for the meta slice: it stays pinned, read-only).
  * 0, -EBUSY (it is loading: ask again). */
 int mds_table_let_go(mds_table *t, const struct mds_key *k, uint64_t *gen);
+/* Drops slice k (let go, mds_table_let_go, and committed) from the cache,
+ * waiting out short pins (a reader finishing): 0, or -EAGAIN (still
+ * pinned after ~200 ms). */
+int mds_table_drop_let_go(mds_table *t, const struct mds_key *k);
+/* Whether this MDS owns slice k under the caller's ring 0. */
+typedef bool (*mds_table_owns_fn)(void *arg, const struct mds_key *k);
+/* One sweep (mds_route.h invariant 6): mds_table_rehome, then every cached
+ * slice owns() says is not this MDS's is let go, the group synced past
+ * their last changes, and dropped. Returns the number of slices and home
+ * roles still to let go (0: done; the caller sweeps again otherwise);
+ * *dropped gets the slices dropped. */
+int mds_table_sweep(mds_table *t, mds_table_owns_fn owns, void *arg, size_t *dropped);
 /* Invariant 8 for every open table: gives up the home role where ring 0
  * moved slice 0 away, takes it where it moved here. Returns the number of
  * tables still to do (a take waits for a clean meta slice or for the old

@@ -313,7 +313,7 @@ int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *
     b->n = n;
     for (size_t i = 0; i < n && rc == 0; i++) {
         *failed = i;
-        b->s[i].h = xt_hash_name(ops[i].name, ops[i].name_len);
+        b->s[i].h = ops[i].h;
         rc = mds_table_tab_get(t, ops[i].fsid, ops[i].table, &b->s[i].m);
     }
     /* Each start-over follows a split (bounded by the depth of the tables)

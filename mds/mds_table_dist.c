@@ -144,26 +144,6 @@ int mds_table_merge(mds_table *t, uint32_t fsid, uint64_t table, const void *enc
     return rc;
 }
 
-void mds_table_each(mds_table *t, void (*fn)(void *arg, uint32_t fsid, uint64_t table),
-                    void *arg)
-{
-    /* Tables are never closed before mds_table_free, so a snapshot of the
-     * keys is enough. */
-    pthread_mutex_lock(&t->mu);
-    size_t n = t->ntabs, k = 0;
-    struct { uint32_t fsid; uint64_t table; } *keys = xt_malloc((n ? n : 1) * sizeof *keys);
-    for (unsigned b = 0; keys && b < MAP_BUCKETS; b++)
-        for (struct mtab *m = t->bucket[b]; m && k < n; m = m->next) {
-            keys[k].fsid = m->fsid;
-            keys[k].table = m->table;
-            k++;
-        }
-    pthread_mutex_unlock(&t->mu);
-    for (size_t i = 0; keys && i < k; i++)
-        fn(arg, keys[i].fsid, keys[i].table);
-    xt_free(keys);
-}
-
 size_t mds_table_count(mds_table *t)
 {
     pthread_mutex_lock(&t->mu);
@@ -209,6 +189,58 @@ int mds_table_let_go(mds_table *t, const struct mds_key *k, uint64_t *gen)
     xt_slice_unlock(s);
     mds_cache_put(t->o.cache, e);
     return 0;
+}
+
+int mds_table_drop_let_go(mds_table *t, const struct mds_key *k)
+{
+    for (int i = 0;; i++) {
+        int rc = mds_cache_drop(t->o.cache, k);
+        if (rc != -EBUSY)
+            return 0;
+        if (i == 200)
+            return -EAGAIN;
+        xt_sleep_ms(1);
+    }
+}
+
+int mds_table_sweep(mds_table *t, mds_table_owns_fn owns, void *arg, size_t *dropped)
+{
+    *dropped = 0;
+    int todo = mds_table_rehome(t);
+    if (todo < 0)
+        return 1;
+    struct mds_key *keys;
+    size_t n, let = 0;
+    if (mds_cache_keys(t->o.cache, &keys, &n) < 0)
+        return 1;
+    uint64_t maxgen = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (owns(arg, &keys[i]))
+            continue;
+        uint64_t gen;
+        if (mds_table_let_go(t, &keys[i], &gen) < 0) {
+            todo++;
+            continue;
+        }
+        maxgen = XT_MAX(maxgen, gen);
+        if (keys[i].slice != MDS_META_SLICE)
+            keys[let++] = keys[i];
+    }
+    struct mds_group_info gi;
+    mds_group_info(t->o.group, &gi);
+    if (maxgen > gi.committed_gen && mds_group_sync(t->o.group, maxgen, 10000) < 0)
+        todo++;
+    for (size_t i = 0; i < let; i++) {
+        if (mds_table_drop_let_go(t, &keys[i]) < 0) {
+            todo++;
+        } else {
+            (*dropped)++;
+            XT_DBG("table: fs %u table %llu slice %u: let go and dropped", keys[i].fsid,
+                   (unsigned long long)keys[i].table, keys[i].slice);
+        }
+    }
+    xt_free(keys);
+    return todo;
 }
 
 /* Takes the home role of m (slice 0 is ours now). 0: done or nothing to

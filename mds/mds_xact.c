@@ -109,7 +109,7 @@ int mds_xact_owners(mds_xact *x, const struct xt_req *reqs, size_t n, uint32_t *
     for (size_t i = 0; i < n; i++) {
         uint32_t slice = 0;
         int rc = mds_table_pick(x->o.table, reqs[i].t.fsid, reqs[i].t.table,
-                                xt_hash_name(reqs[i].name, reqs[i].name_len), &slice);
+                                reqs[i].name_hash, &slice);
         if (rc == -ENOENT)
             slice = 0; /* a table not created yet: its only slice */
         else if (rc < 0)
@@ -180,7 +180,8 @@ static int abort_txn(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
     xt_row v;
     mds_xact_decision_view(&v, dname, &verdict);
     struct xt_req q = { .op = XT_OP_CREATE, .t = { r0->t.fsid, r0->t.table, -1 }, .name = dname,
-                        .name_len = MDS_XACT_DNAME_LEN, .row = &v,
+                        .name_len = MDS_XACT_DNAME_LEN,
+                        .name_hash = xt_hash_name(dname, MDS_XACT_DNAME_LEN), .row = &v,
                         .flags = XT_F_SYS | XT_F_EXCL | XT_F_SYNC };
     /* The decision's slice may be moving (a split handed to another MDS,
      * loadable once committed): try for a few seconds, not at once. */
@@ -213,7 +214,8 @@ static int abort_txn(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
 static void drop_abort(mds_xact *x, const struct xt_req *r0, const uint8_t *dname)
 {
     struct xt_req q = { .op = XT_OP_DELETE, .t = { r0->t.fsid, r0->t.table, -1 }, .name = dname,
-                        .name_len = MDS_XACT_DNAME_LEN, .flags = XT_F_SYS };
+                        .name_len = MDS_XACT_DNAME_LEN,
+                        .name_hash = xt_hash_name(dname, MDS_XACT_DNAME_LEN), .flags = XT_F_SYS };
     struct xt_resp resp = { 0 };
     int rc = x->io.op(x->io.ctx, &q, &resp);
     xt_resp_free(&resp);
@@ -234,7 +236,8 @@ static void settle_all(mds_xact *x, const struct txn *t)
         uint8_t pn[PEND_NAME_MAX];
         size_t pl = mds_xact_pend_row_name(o->name, o->name_len, o->count, t->dname, pn);
         struct xt_req q = { .op = XT_OP_LOOKUP, .t = { o->fsid, o->table, -1 }, .name = pn,
-                            .name_len = (uint32_t)pl, .flags = XT_F_SYS | XT_F_SYNC };
+                            .name_len = (uint32_t)pl, .name_hash = xt_hash_name(pn, pl),
+                            .flags = XT_F_SYS | XT_F_SYNC };
         int rc = -EAGAIN;
         for (int ms = 10; rc == -EAGAIN && ms <= 640; ms *= 2) { /* a slice moving */
             struct xt_resp r = { 0 };
@@ -271,7 +274,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
     t->dfsid = reqs[0].t.fsid;
     t->dtable = reqs[0].t.table;
     t->dsite = dsite;
-    xt_hash_sys_head(t->dname, XT_SYS_DECISION, xt_hash_name(reqs[0].name, reqs[0].name_len));
+    xt_hash_sys_head(t->dname, XT_SYS_DECISION, reqs[0].name_hash);
     xt_put_u32(t->dname + XT_SYS_HEAD, self);
     xt_put_u32(t->dname + XT_SYS_HEAD + 4, x->o.epoch);
     xt_put_u64(t->dname + XT_SYS_HEAD + 8,
@@ -301,6 +304,7 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
             }
         sub[k] = (struct xt_req){ .op = XT_OP_LOOKUP, .t = { t->dfsid, t->dtable, -1 },
                                   .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
+                                  .name_hash = xt_hash_name(t->dname, MDS_XACT_DNAME_LEN),
                                   .flags = XT_F_SYS };
         memset(sr, 0, sizeof sr);
         rc = mds_xact_send(x, site[i], sub, k + 1, sr, &sf, &gen);
@@ -333,7 +337,9 @@ int mds_xact_txn_run(mds_xact *x, const struct xt_req *reqs, size_t n, const uin
         /* A remote decision is synced before it answers: the finish must
          * not delete pending rows of a decision its holder could lose. */
         sub[k] = (struct xt_req){ .op = XT_OP_CREATE, .t = { t->dfsid, t->dtable, -1 },
-                                  .name = t->dname, .name_len = MDS_XACT_DNAME_LEN, .row = &v,
+                                  .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
+                                  .name_hash = xt_hash_name(t->dname, MDS_XACT_DNAME_LEN),
+                                  .row = &v,
                                   .flags = XT_F_SYS | XT_F_EXCL |
                                            (dsite == self ? 0u : (uint32_t)XT_F_SYNC) };
         memset(sr, 0, sizeof sr);
@@ -397,7 +403,8 @@ void mds_xact_learn(mds_xact *x, const struct xt_req *q)
 {
     static const uint16_t none[1] = { 0 };
     struct xt_req l = { .op = XT_OP_LOOKUP, .t = { q->t.fsid, q->t.table, -1 }, .name = q->name,
-                        .name_len = q->name_len, .cols = none, .ncols = 0 };
+                        .name_len = q->name_len, .name_hash = q->name_hash, .cols = none,
+                        .ncols = 0 };
     struct xt_resp r = { 0 };
     x->io.op(x->io.ctx, &l, &r);
     xt_resp_free(&r);
@@ -465,9 +472,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
     int rc;
     for (size_t i = 0; i < n && !all_strict; i++)
         if (xt_req_loose_after(&reqs[i])) {
-            if ((rc = mds_outbox_count(x, &reqs[i], sreq[0].t.fsid, sreq[0].t.table,
-                                          sreq[0].name, sreq[0].name_len, &rb[nrmu],
-                                          &sreq[ns])) < 0) {
+            if ((rc = mds_outbox_count(x, &reqs[i], &sreq[0], &rb[nrmu], &sreq[ns])) < 0) {
                 *failed = i;
                 return rc;
             }
@@ -609,8 +614,8 @@ static void finish_batch(mds_xact *x, struct txn **v, size_t n)
             uint8_t pn[PEND_NAME_MAX];
             size_t pl = mds_xact_pend_row_name(o->name, o->name_len, o->count, t->dname, pn);
             struct xt_req q = { .op = XT_OP_DELETE, .t = { o->fsid, o->table, -1 }, .name = pn,
-                                .name_len = (uint32_t)pl, .expect_uuid = tag,
-                                .flags = XT_F_SYS | XT_F_IF_UUID };
+                                .name_len = (uint32_t)pl, .name_hash = xt_hash_name(pn, pl),
+                                .expect_uuid = tag, .flags = XT_F_SYS | XT_F_IF_UUID };
             struct xt_resp r = { 0 };
             int rc = x->io.op(x->io.ctx, &q, &r);
             if (rc == 0 && !note_holder(hs, &nh, FINISH_BATCH, r.epoch_site ? r.epoch_site : self,
@@ -636,6 +641,7 @@ static void finish_batch(mds_xact *x, struct txn **v, size_t n)
         if (rc == 0) {
             struct xt_req q = { .op = XT_OP_DELETE, .t = { t->dfsid, t->dtable, -1 },
                                 .name = t->dname, .name_len = MDS_XACT_DNAME_LEN,
+                                .name_hash = xt_hash_name(t->dname, MDS_XACT_DNAME_LEN),
                                 .expect_uuid = mds_xact_tag(t->dname),
                                 .flags = XT_F_SYS | XT_F_IF_UUID };
             struct xt_resp r = { 0 };

@@ -215,7 +215,8 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
                                                  pa[i].dname, pa[i].pname);
         extra[i] = (struct mds_aop){ .type = MDS_AOP_CREATE, .fsid = reqs[i].t.fsid,
                                      .table = reqs[i].t.table, .name = pa[i].pname,
-                                     .name_len = pa[i].pname_len, .flags = MDS_TABLE_EXCL,
+                                     .name_len = pa[i].pname_len, .h = reqs[i].name_hash,
+                                     .flags = MDS_TABLE_EXCL,
                                      .derive = pend_derive, .arg = &pa[i], .of = i };
     }
     uint64_t gen = 0;
@@ -244,7 +245,8 @@ int mds_xact_read_decision(mds_xact *x, uint32_t dfsid, uint64_t dtable, const u
                            uint32_t *holder, uint32_t *epoch)
 {
     struct xt_req q = { .op = XT_OP_LOOKUP, .t = { dfsid, dtable, -1 }, .name = dname,
-                        .name_len = MDS_XACT_DNAME_LEN, .flags = XT_F_SYS };
+                        .name_len = MDS_XACT_DNAME_LEN,
+                        .name_hash = xt_hash_name(dname, MDS_XACT_DNAME_LEN), .flags = XT_F_SYS };
     struct xt_resp r = { 0 };
     int rc = x->io.op(x->io.ctx, &q, &r);
     if (rc == 0)
@@ -269,7 +271,8 @@ static int decide_or_abort(mds_xact *x, const struct mds_xact_pend *p, uint32_t 
         xt_row v;
         mds_xact_decision_view(&v, p->dname, &verdict);
         struct xt_req q = { .op = XT_OP_CREATE, .t = { p->dfsid, p->dtable, -1 },
-                            .name = p->dname, .name_len = MDS_XACT_DNAME_LEN, .row = &v,
+                            .name = p->dname, .name_len = MDS_XACT_DNAME_LEN,
+                            .name_hash = xt_hash_name(p->dname, MDS_XACT_DNAME_LEN), .row = &v,
                             .flags = XT_F_SYS | XT_F_EXCL | XT_F_SYNC };
         struct xt_resp r = { 0 };
         int rc = x->io.op(x->io.ctx, &q, &r);
@@ -348,7 +351,9 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
 {
     uint8_t *row, *cur = NULL, *rrow = NULL;
     size_t len, cur_len = 0, rlen = 0;
-    int rc = mds_table_lookup(x->o.table, fsid, table, pname, pname_len, &row, &len);
+    /* A pending or count row's head carries its row's hash (xt_hash.h). */
+    uint64_t h = xt_hash_name(pname, pname_len);
+    int rc = mds_table_lookup(x->o.table, fsid, table, pname, pname_len, h, &row, &len);
     if (rc < 0)
         return rc == -ENOENT ? 0 : rc;
     struct mds_xact_pend p;
@@ -376,7 +381,7 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
     struct mds_aop ops[2];
     size_t nops = 0;
     if (d == MDS_XACT_ABORT && p.fmt == PEND_FMT_COUNT) {
-        int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, true, &cur,
+        int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, h, true, &cur,
                                     &cur_len);
         if (l < 0 && l != -ENOENT) {
             rc = l;
@@ -384,10 +389,10 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
         }
         if (l == 0 && p.delta) /* (a parent removed since: nothing to undo) */
             ops[nops++] = (struct mds_aop){ .type = MDS_AOP_UPDATE, .fsid = fsid, .table = table,
-                                            .name = p.name, .name_len = p.name_len,
+                                            .name = p.name, .name_len = p.name_len, .h = h,
                                             .fn = uncount_fn, .arg = &p.delta };
     } else if (d == MDS_XACT_ABORT) {
-        int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, true, &cur,
+        int l = mds_table_lookup_ex(x->o.table, fsid, table, p.name, p.name_len, h, true, &cur,
                                     &cur_len);
         if (l < 0 && l != -ENOENT) {
             rc = l;
@@ -397,14 +402,14 @@ static int resolve_one(mds_xact *x, uint32_t fsid, uint64_t table, const uint8_t
             goto out;
         if (p.existed)
             ops[nops++] = (struct mds_aop){ .type = MDS_AOP_CREATE, .fsid = fsid, .table = table,
-                                            .name = p.name, .name_len = p.name_len,
+                                            .name = p.name, .name_len = p.name_len, .h = h,
                                             .row = rrow, .row_len = rlen };
         else if (l == 0)
             ops[nops++] = (struct mds_aop){ .type = MDS_AOP_DELETE, .fsid = fsid, .table = table,
-                                            .name = p.name, .name_len = p.name_len };
+                                            .name = p.name, .name_len = p.name_len, .h = h };
     }
     ops[nops++] = (struct mds_aop){ .type = MDS_AOP_DELETE, .fsid = fsid, .table = table,
-                                    .name = pname, .name_len = pname_len,
+                                    .name = pname, .name_len = pname_len, .h = h,
                                     .check = tag_check, .arg = &p.uuid };
     size_t failed;
     uint64_t gen;
@@ -566,6 +571,7 @@ static void abort_gc(mds_xact *x, const struct scan *s)
             continue; /* unknown, or the incarnation that may still decide */
         struct xt_req q = { .op = XT_OP_DELETE, .t = { p->fsid, p->table, -1 },
                             .name = p->pname, .name_len = (uint32_t)p->pname_len,
+                            .name_hash = xt_hash_name(p->pname, p->pname_len),
                             .flags = XT_F_SYS };
         struct xt_resp r = { 0 };
         int rc = x->io.op(x->io.ctx, &q, &r);

@@ -36,7 +36,8 @@
  *      nothing. These reads give exactly the pointers the rules can change,
  *      so the puts and deletes are the same as with a full read of the slice.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
+#include "mdsl_apply_i.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -114,29 +115,8 @@ static struct mdsl_ptr entry_ptr(const struct mdsl_entry *e, uint32_t evidence)
                               .flags = e->flags };
 }
 
-struct plist {
-    struct mdsl_ptr *p; /* ascending version */
-    size_t n, cap;
-};
-
-static int plist_collect(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
-{
-    struct plist *l = arg;
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 8;
-        struct mdsl_ptr *np = xt_realloc(l->p, nc * sizeof *np);
-        if (!np)
-            return -ENOMEM;
-        l->p = np;
-        l->cap = nc;
-    }
-    l->p[l->n] = *p;
-    l->p[l->n++].version = k->version; /* the key is the truth */
-    return 0;
-}
-
-/* Rules (1) and (2) on the working list w; ns follows the slice state. */
-static int slice_assert(struct plist *w, struct mdsl_slstate *ns, const struct mdsl_ptr *np)
+static int slice_assert(struct mdsl_ptr_list *w, struct mdsl_slstate *ns,
+                        const struct mdsl_ptr *np)
 {
     uint64_t v = np->version;
     bool image = np->type == XT_STORE_IMAGE;
@@ -149,7 +129,7 @@ static int slice_assert(struct plist *w, struct mdsl_slstate *ns, const struct m
             w->p[k++] = w->p[i];
     }
     w->n = k;
-    int rc = plist_collect(&(struct mdsl_ikey){ .version = v }, np, w);
+    int rc = mdsl_ptr_list_add(&(struct mdsl_ikey){ .version = v }, np, w);
     if (rc < 0)
         return rc;
     for (size_t i = w->n - 1; i > 0 && w->p[i - 1].version > w->p[i].version; i--) {
@@ -239,7 +219,7 @@ static int cmp_version(const void *a, const void *b)
  * versions inside [lo, hi]: a new delta (version past hi) reads nothing. */
 static int read_affected(struct apply_ctx *c, uint32_t slice, const struct mdsl_slstate *st,
                          const struct mdsl_entry *e, const size_t *idx, size_t n,
-                         struct plist *cur)
+                         struct mdsl_ptr_list *cur)
 {
     struct folder *fo = c->fo;
     bool scan = false;
@@ -255,7 +235,7 @@ static int read_affected(struct apply_ctx *c, uint32_t slice, const struct mdsl_
     int rc = 0;
     if (scan)
         rc = mdsl_index_scan_slice_from(c->s->idx, slice_of(fo, slice), st->lo, to,
-                                        plist_collect, cur);
+                                        mdsl_ptr_list_add, cur);
     size_t scanned = cur->n;
     struct mdsl_ikey k = { .kind = MDSL_IK_SLICE, .id = slice_of(fo, slice) };
     for (size_t i = 0; i < n && rc == 0; i++) {
@@ -268,7 +248,7 @@ static int read_affected(struct apply_ctx *c, uint32_t slice, const struct mdsl_
         struct mdsl_ptr p;
         int g = dup ? -ENOENT : mdsl_index_get(c->s->idx, &k, &p);
         if (g == 0)
-            rc = plist_collect(&k, &p, cur);
+            rc = mdsl_ptr_list_add(&k, &p, cur);
         else if (g != -ENOENT)
             rc = g;
     }
@@ -281,7 +261,7 @@ static int apply_slice(struct apply_ctx *c, uint32_t slice, const struct mdsl_en
                        const size_t *idx, size_t n, uint32_t evidence)
 {
     struct folder *fo = c->fo;
-    struct plist cur = { 0 }, w = { 0 };
+    struct mdsl_ptr_list cur = { 0 }, w = { 0 };
     struct mdsl_slstate st;
     int rc = slice_state(c, slice, &st);
     if (rc == 0)

@@ -27,7 +27,10 @@
  *      re-checking (live 0, not pinned by a pending transaction, before the
  *      resume position) what step 1 checked without it.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
+#include "mdsl_apply_i.h"
+#include "mdsl_gc_i.h"
+#include "mdsl_space_i.h"
 
 #include "xt_time.h"
 

@@ -416,3 +416,19 @@ void mdsl_index_batch_free(mdsl_index_batch *b)
     leveldb_writebatch_destroy(b->wb);
     xt_free(b);
 }
+
+int mdsl_ptr_list_add(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
+{
+    struct mdsl_ptr_list *l = arg;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 8;
+        struct mdsl_ptr *np = xt_realloc(l->p, nc * sizeof *np);
+        if (!np)
+            return -ENOMEM;
+        l->p = np;
+        l->cap = nc;
+    }
+    l->p[l->n] = *p;
+    l->p[l->n++].version = k->version;
+    return 0;
+}

@@ -74,6 +74,14 @@ int mdsl_index_put_sweep_owed(mdsl_index *idx, uint64_t seq);
  * stops and is returned. Entries come in key order. */
 typedef int (*mdsl_index_cb)(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg);
 int mdsl_index_scan_slice(mdsl_index *idx, xt_slice_id id, mdsl_index_cb cb, void *arg);
+/* A scan's pointers gathered in scan order, each with its key's version
+ * (the key is the truth). p: xt_free. */
+struct mdsl_ptr_list {
+    struct mdsl_ptr *p;
+    size_t n, cap;
+};
+/* An mdsl_index_cb appending p to the mdsl_ptr_list arg: 0 or -ENOMEM. */
+int mdsl_ptr_list_add(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg);
 /* The slice's pointers with from <= version <= to: one seek to `from`, so
  * deletion markers below it are never walked. cb returns 0 or -errno. */
 int mdsl_index_scan_slice_from(mdsl_index *idx, xt_slice_id id, uint64_t from, uint64_t to,

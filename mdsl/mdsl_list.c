@@ -16,7 +16,7 @@
  *      snapshot: slices a pass has not reached yet are counted as they are
  *      when it reaches them (a slice moved meanwhile is not counted).
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
 
 #include "xt_ring.h"
 #include "xt_time.h"

@@ -4,7 +4,7 @@
  * Writes hold the writer token (md_size is the token's); reads pin the
  * folder (a drop may remove it meanwhile, mdsl_space.c) and scan the file.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
 
 #include <string.h>
 

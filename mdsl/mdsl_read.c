@@ -6,7 +6,7 @@
  * mdsl_st_read_ptr). A slice whose newest image is a MOVED tombstone answers
  * -ESTALE to both (docs/mdsl-scale.md "Tombstones"), never an empty image.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
 
 #include "xt_time.h"
 
@@ -20,27 +20,6 @@
 
 /* ---- reads ------------------------------------------------------------ */
 
-struct slice_list {
-    struct mdsl_ptr *p;
-    size_t n, cap;
-    int err;
-};
-
-static int collect_ptr(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *arg)
-{
-    (void)k;
-    struct slice_list *l = arg;
-    if (l->n == l->cap) {
-        size_t nc = l->cap ? l->cap * 2 : 8;
-        struct mdsl_ptr *np = xt_realloc(l->p, nc * sizeof *np);
-        if (!np)
-            return -ENOMEM;
-        l->p = np;
-        l->cap = nc;
-    }
-    l->p[l->n++] = *p;
-    return 0;
-}
 
 /* Move a record's payload to the front of its buffer: the blob owns it. */
 static void *payload_of(uint8_t *rec, const struct mdsl_rec_hdr *h)
@@ -51,10 +30,10 @@ static void *payload_of(uint8_t *rec, const struct mdsl_rec_hdr *h)
 
 static int load_once(mdsl_store *s, struct folder *fo, uint32_t slice, struct xt_store_load *out)
 {
-    struct slice_list l = { 0 };
+    struct mdsl_ptr_list l = { 0 };
     int rc = mdsl_index_scan_slice(
         s->idx, (xt_slice_id){ .fsid = fo->fsid, .slice = slice, .table = fo->table },
-        collect_ptr, &l);
+        mdsl_ptr_list_add, &l);
     size_t first = 0;
     for (size_t i = 0; i < l.n; i++)
         if (l.p[i].type == XT_STORE_IMAGE)

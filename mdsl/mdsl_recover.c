@@ -25,7 +25,10 @@
  *  (6) A folder renamed t.F.T.drop is not loaded (add_folder's pattern);
  *      mdsl_space_recover completes its drop before anything else.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
+#include "mdsl_apply_i.h"
+#include "mdsl_recover_i.h"
+#include "mdsl_space_i.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -139,8 +139,3 @@ void mdsl_sltab_del(mdsl_sltab *t, xt_slice_id id)
         t->n--;
     }
 }
-
-size_t mdsl_sltab_count(const mdsl_sltab *t)
-{
-    return t->n;
-}

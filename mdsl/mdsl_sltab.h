@@ -48,6 +48,5 @@ bool mdsl_sltab_get(const mdsl_sltab *t, xt_slice_id id, struct mdsl_slstate *ou
 int mdsl_sltab_put(mdsl_sltab *t, xt_slice_id id, const struct mdsl_slstate *st);
 void mdsl_sltab_del(mdsl_sltab *t, xt_slice_id id);
 void mdsl_sltab_clear(mdsl_sltab *t);
-size_t mdsl_sltab_count(const mdsl_sltab *t);
 
 #endif /* MDSL_SLTAB_H */

@@ -37,7 +37,7 @@
  *      nothing happened or recovery finds the .drop and completes it.
  *  (3) No lock is held across I/O; the writer token is held for one drop's
  *      check, rename and index batch, or for creating the rolled segments.
- *  (4) Everything here runs under the background token (mdsl_store_i.h),
+ *  (4) Everything here runs under the background token (mdsl_handle_i.h),
  *      so GC never works on a folder a drop removes.
  *  (5) The sweep-owed mark is written and deleted under the writer token,
  *      so the index's 'W' key and s->sweep_owed change together and a
@@ -62,7 +62,9 @@
  *      (mdsl_space_gc_room): a copy cut short by a full disk frees nothing
  *      and keeps what it wrote.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
+#include "mdsl_gc_i.h"
+#include "mdsl_space_i.h"
 
 #include "xt_crash.h"
 #include "xt_time.h"

@@ -3,7 +3,7 @@
  * appends, the 2PC participant and statistics. Index rules are in
  * mdsl_apply.c, slice loads and column reads in mdsl_read.c, restart in
  * mdsl_recover.c, GC in mdsl_gc.c, table metadata in mdsl_md.c, folder
- * drops and rolls in mdsl_space.c; locks in mdsl_store_i.h.
+ * drops and rolls in mdsl_space.c; locks in mdsl_handle_i.h.
  *
  * Invariants:
  *  (1) Records of a transaction are appended before its PREPARE, which
@@ -14,13 +14,17 @@
  *  (2) A COMMIT record repeats the folder's manifest, so a COMMIT alone
  *      proves what it made visible (GC may delete the PREPARE's segment).
  *  (3) The index batch of a commit is applied only after its COMMIT records
- *      are durable, and under the writer token (mdsl_store_i.h).
+ *      are durable, and under the writer token (mdsl_handle_i.h).
  *  (4) A failed append batch is cut back to the segments' previous sizes; a
  *      failed fsync, cut-back or index write makes the store refuse writes.
  *  (5) Appends go only to the last (active) segment of a kind; GC never
  *      collects an active segment.
  */
-#include "mdsl_store_i.h"
+#include "mdsl_handle_i.h"
+#include "mdsl_apply_i.h"
+#include "mdsl_gc_i.h"
+#include "mdsl_recover_i.h"
+#include "mdsl_space_i.h"
 
 #include "xt_time.h"
 

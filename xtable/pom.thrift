@@ -124,6 +124,9 @@ struct XtReq {
   10: optional i64 expect_uuid,    // with XT_F_IF_UUID
   11: optional Piggyback pb,       // MDS -> MDS forward: the sender's bitmap
                                    // of the table (merged before routing)
+  12: i64 name_hash = 0,           // xt_hash_name(name), computed once by the
+                                   // sender (it routed by it); the MDS answers
+                                   // -EINVAL when it is not, and uses it below
 }
 struct XtResp {
   1: i32 status = 0,

@@ -26,7 +26,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* One xTable call (req->t.fsid is set to the handle's) with retries on
+/* One xTable call (req->t.fsid is set to the handle's, req->name_hash to the
+ * name's xt_hash_name) with retries on
  * transport errors for the handle's retry window (same request id).
  * *retried (may be NULL) says whether an earlier attempt may have been
  * applied (then -EEXIST/-ENOENT may be that attempt's doing). *resp:

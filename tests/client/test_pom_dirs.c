@@ -45,6 +45,7 @@
 #include "pom_cluster.h"
 #include "pomegranate.h"
 #include "xt_common.h"
+#include "xt_hash.h"
 #include "xt_rpc_mds.h"
 
 #define FSID 11
@@ -205,7 +206,8 @@ static void test_dir_nlink(void **state)
     old.attr.mode = 0755;
     old.attr.nlink = 1;
     struct xt_req q = { .op = XT_OP_CREATE, .t = { FSID, a, -1 }, .name = "legacy",
-                        .name_len = 6, .flags = XT_F_EXCL, .row = &old };
+                        .name_len = 6, .name_hash = xt_hash_name("legacy", 6),
+                        .flags = XT_F_EXCL, .row = &old };
     struct xt_resp r;
     assert_int_equal(xt_mds_call(p, NULL, &q, &r), 0);
     xt_resp_free(&r);

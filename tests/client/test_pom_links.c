@@ -48,6 +48,7 @@
 #include "pom_proc.h"
 #include "pomegranate.h"
 #include "xt_common.h"
+#include "xt_hash.h"
 #include "xt_rpc_mds.h"
 
 #define FSID 9
@@ -694,7 +695,9 @@ static struct xt_req rq(int op, uint64_t table, const char *name, uint32_t flags
                         const xt_row *row)
 {
     return (struct xt_req){ .op = op, .t = { FSID, table, -1 }, .name = name,
-                            .name_len = (uint32_t)strlen(name), .flags = flags, .row = row };
+                            .name_len = (uint32_t)strlen(name),
+                            .name_hash = xt_hash_name(name, strlen(name)), .flags = flags,
+                            .row = row };
 }
 
 /* The uuid of row (table, name), or 0 when absent. */

@@ -18,6 +18,7 @@
 #include "R2.h"
 #include "Storage.h"
 #include "XTable.h"
+#include "xt_hash.h"
 
 using apache::thrift::protocol::TBinaryProtocol;
 using apache::thrift::transport::TMemoryBuffer;
@@ -83,6 +84,7 @@ static void gen_mds()
     q.table.table = 1;
     q.table.slice_hint = 0;
     q.name = "file.txt";
+    q.name_hash = (int64_t)xt_hash_name(q.name.data(), q.name.size()); /* as a client sends it */
     q.flags = 0x01 | 0x08;
     q.__set_row(row("file.txt"));
     { Out o; XTableClient(o.prot).send_create(q); put("mds-create", 0, o); }
@@ -133,6 +135,7 @@ static void gen_mds()
     cb.ops.push_back(op);
     XtReq pu = q;
     pu.name = "parent";
+    pu.name_hash = (int64_t)xt_hash_name(pu.name.data(), pu.name.size());
     pu.flags = 0x20;
     pu.__set_expect_uuid(1);
     pu.__set_set_mask(0x8000 | 0x100 | 0x200);

@@ -82,7 +82,8 @@ static inline int tenv_get(struct tenv *v, uint64_t table, const char *name, uin
 {
     uint8_t *row;
     size_t len;
-    int rc = mds_table_lookup(v->t, 1, table, name, strlen(name), &row, &len);
+    int rc = mds_table_lookup(v->t, 1, table, name, strlen(name), xt_hash_name(name, strlen(name)),
+                              &row, &len);
     if (rc == -ENOENT)
         return 0;
     if (rc != 0) {
@@ -99,7 +100,8 @@ static inline int tenv_put(struct tenv *v, uint64_t table, const char *name, uin
 {
     size_t len;
     uint8_t *r = tu_row(id, seq, (size_t)(seq % 50), &len);
-    int rc = mds_table_create(v->t, 1, table, name, strlen(name), r, len, 0, gen);
+    int rc = mds_table_create(v->t, 1, table, name, strlen(name), xt_hash_name(name, strlen(name)),
+                              r, len, 0, gen);
     free(r);
     return rc;
 }

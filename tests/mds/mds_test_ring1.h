@@ -138,8 +138,8 @@ static inline int put_row(struct env *v, uint64_t table, const char *name, uint6
     size_t len;
     uint8_t *r = tu_row(id, 1, (size_t)(id % 40), &len);
     int rc;
-    while ((rc = mds_table_create(v->t, 1, table, name, strlen(name), r, len, 0, gen)) ==
-           -EAGAIN)
+    while ((rc = mds_table_create(v->t, 1, table, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), r, len, 0, gen)) == -EAGAIN)
         tu_sleep_ms(1);
     free(r);
     return rc;
@@ -151,8 +151,11 @@ static inline int row_state(struct env *v, uint64_t table, const char *name, uin
     uint8_t *row;
     size_t len;
     int rc;
-    for (int tries = 0; (rc = mds_table_lookup(v->t, 1, table, name, strlen(name), &row,
-                                               &len)) == -EAGAIN && tries < 200; tries++)
+    for (int tries = 0;
+         (rc = mds_table_lookup(v->t, 1, table, name, strlen(name),
+                                xt_hash_name(name, strlen(name)), &row, &len)) == -EAGAIN &&
+         tries < 200;
+         tries++)
         tu_sleep_ms(1);
     if (rc == -ENOENT)
         return 0;

@@ -81,6 +81,7 @@ static struct mds_aop aop(int type, uint64_t table, const char *name)
     o.table = table;
     o.name = name;
     o.name_len = strlen(name);
+    o.h = xt_hash_name(name, o.name_len);
     return o;
 }
 
@@ -428,7 +429,7 @@ static void test_pending(void **state)
     assert_int_equal(tenv_put(&v, T1, "b", 2, 20, &gen), 0);
     uint8_t *pre;
     size_t pre_len;
-    assert_int_equal(mds_table_lookup(v.t, 1, T1, "a", 1, &pre, &pre_len), 0);
+    assert_int_equal(mds_table_lookup(v.t, 1, T1, "a", 1, xt_hash_name("a", 1), &pre, &pre_len), 0);
     unsigned char pa[XT_SYS_PEND_LEN], pc[XT_SYS_PEND_LEN];
     xt_hash_pend_name("a", 1, pa);
     xt_hash_pend_name("c", 1, pc);
@@ -453,6 +454,7 @@ static void test_pending(void **state)
     prep[0].arg = &d5;
     prep[1].name = pa;
     prep[1].name_len = sizeof pa;
+    prep[1].h = xt_hash_name(pa, sizeof pa);
     prep[1].flags = MDS_TABLE_EXCL;
     prep[1].derive = derive_fn;
     prep[1].arg = &sa;
@@ -462,6 +464,7 @@ static void test_pending(void **state)
     prep[2].row_len = len;
     prep[3].name = pc;
     prep[3].name_len = sizeof pc;
+    prep[3].h = xt_hash_name(pc, sizeof pc);
     prep[3].flags = MDS_TABLE_EXCL;
     prep[3].derive = derive_fn;
     prep[3].arg = &sc;
@@ -474,16 +477,21 @@ static void test_pending(void **state)
     /* The undecided state is there, but only the resolver's lookup sees it. */
     uint8_t *row;
     size_t row_len;
-    assert_int_equal(mds_table_lookup(v.t, 1, T1, "a", 1, &row, &row_len), -EAGAIN);
-    assert_int_equal(mds_table_lookup_ex(v.t, 1, T1, "a", 1, true, &row, &row_len), 0);
+    assert_int_equal(mds_table_lookup(v.t, 1, T1, "a", 1, xt_hash_name("a", 1), &row, &row_len),
+                     -EAGAIN);
+    assert_int_equal(
+        mds_table_lookup_ex(v.t, 1, T1, "a", 1, xt_hash_name("a", 1), true, &row, &row_len), 0);
     assert_true(tu_row_ok(row, row_len, &id, &bal));
     assert_int_equal(bal, 15);
     xt_free(row);
 
     /* Invariant 9: every other write of a or c waits (-EAGAIN)... */
-    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, add_fn, &d5, &gen), -EAGAIN);
-    assert_int_equal(mds_table_delete(v.t, 1, T1, "c", 1, NULL, NULL, &gen), -EAGAIN);
-    assert_int_equal(mds_table_create(v.t, 1, T1, "a", 1, cr, len, 0, &gen), -EAGAIN);
+    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, xt_hash_name("a", 1), add_fn, &d5, &gen),
+                     -EAGAIN);
+    assert_int_equal(mds_table_delete(v.t, 1, T1, "c", 1, xt_hash_name("c", 1), NULL, NULL, &gen),
+                     -EAGAIN);
+    assert_int_equal(mds_table_create(v.t, 1, T1, "a", 1, xt_hash_name("a", 1), cr, len, 0, &gen),
+                     -EAGAIN);
     struct mds_aop one = aop(MDS_AOP_UPDATE, T1, "a");
     one.fn = add_fn;
     one.arg = &d5;
@@ -492,9 +500,11 @@ static void test_pending(void **state)
     assert_int_equal(mds_table_atomic(v.t, prep, 2, &failed, &gen), -EAGAIN);
     assert_int_equal(failed, 0);
     /* ... so do lookups (invariant 9); other rows do not wait. */
-    assert_int_equal(mds_table_lookup(v.t, 1, T1, "c", 1, &row, &row_len), -EAGAIN);
+    assert_int_equal(mds_table_lookup(v.t, 1, T1, "c", 1, xt_hash_name("c", 1), &row, &row_len),
+                     -EAGAIN);
     assert_int_equal(tenv_get(&v, T1, "b", &id, &bal), 1);
     one.name = "b";
+    one.h = xt_hash_name("b", 1);
     assert_int_equal(mds_table_atomic(v.t, &one, 1, &failed, &gen), 0);
 
     /* The rollback: pre-image back and the pending row gone, one batch. */
@@ -504,13 +514,16 @@ static void test_pending(void **state)
     rb[0].row_len = pre_len;
     rb[1].name = pa;
     rb[1].name_len = sizeof pa;
+    rb[1].h = xt_hash_name(pa, sizeof pa);
     rb[3].name = pc;
     rb[3].name_len = sizeof pc;
+    rb[3].h = xt_hash_name(pc, sizeof pc);
     assert_int_equal(mds_table_atomic(v.t, rb, 4, &failed, &gen), 0);
     assert_int_equal(tenv_get(&v, T1, "a", &id, &bal), 1);
     assert_int_equal(bal, 10);
     assert_int_equal(tenv_get(&v, T1, "c", &id, &bal), 0);
-    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, add_fn, &d5, &gen), 0);
+    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, xt_hash_name("a", 1), add_fn, &d5, &gen),
+                     0);
 
     /* Count rows (a parent's subdirectory count in two transactions,
      * XT_SYS_COUNT): one per transaction, side by side, and they block
@@ -526,16 +539,19 @@ static void test_pending(void **state)
     cnt[0].arg = &d5;
     cnt[1].name = k1;
     cnt[1].name_len = sizeof k1;
+    cnt[1].h = xt_hash_name(k1, sizeof k1);
     cnt[1].flags = MDS_TABLE_EXCL;
     cnt[1].derive = derive_fn;
     cnt[1].arg = &s1;
     assert_int_equal(mds_table_atomic(v.t, cnt, 2, &failed, &gen), 0);
     cnt[1].name = k2;
+    cnt[1].h = xt_hash_name(k2, sizeof k2);
     cnt[1].arg = &s2;
     assert_int_equal(mds_table_atomic(v.t, cnt, 2, &failed, &gen), 0);
     assert_int_equal(tenv_get(&v, T1, "a", &id, &bal), 1);
     assert_int_equal(bal, 25);
-    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, add_fn, &d5, &gen), 0);
+    assert_int_equal(mds_table_update(v.t, 1, T1, "a", 1, xt_hash_name("a", 1), add_fn, &d5, &gen),
+                     0);
     free(cr);
     xt_free(pre);
     tenv_fini(&v);
@@ -564,7 +580,8 @@ static int copy_get(struct tenv *v, const char *name, uint64_t *stamp, char *tag
 {
     uint8_t *row;
     size_t len;
-    int rc = mds_table_lookup(v->t, 1, T1, name, strlen(name), &row, &len);
+    int rc = mds_table_lookup(v->t, 1, T1, name, strlen(name), xt_hash_name(name, strlen(name)),
+                              &row, &len);
     if (rc == -ENOENT)
         return 0;
     assert_int_equal(rc, 0);

@@ -123,9 +123,13 @@ static uint64_t create_range(struct cluster *c, uint64_t table, uint64_t from, u
         for (; n < BATCH && i + n < to; n++) {
             name_of(names[n], sizeof names[n], i + n);
             row_of(&rows[n], names[n], i + n, data[n], dlen);
-            q[n] = (struct xt_req){ .op = XT_OP_CREATE, .t = { 1, table, -1 },
-                                    .name = names[n], .name_len = (uint32_t)strlen(names[n]),
-                                    .flags = flags, .row = &rows[n] };
+            q[n] = (struct xt_req){ .op = XT_OP_CREATE,
+                                    .t = { 1, table, -1 },
+                                    .name = names[n],
+                                    .name_len = (uint32_t)strlen(names[n]),
+                                    .name_hash = xt_hash_name(names[n], strlen(names[n])),
+                                    .flags = flags,
+                                    .row = &rows[n] };
         }
         int rc = xt_mds_batch(c->pool, NULL, q, n, r);
         if (rc) {
@@ -175,8 +179,11 @@ static void lookup_all(struct cluster *c, uint64_t table, uint64_t n, uint32_t d
         size_t k = 0;
         for (; k < BATCH && i + k < n; k++) {
             name_of(names[k], sizeof names[k], i + k);
-            q[k] = (struct xt_req){ .op = XT_OP_LOOKUP, .t = { 1, table, -1 },
-                                    .name = names[k], .name_len = (uint32_t)strlen(names[k]) };
+            q[k] = (struct xt_req){ .op = XT_OP_LOOKUP,
+                                    .t = { 1, table, -1 },
+                                    .name = names[k],
+                                    .name_len = (uint32_t)strlen(names[k]),
+                                    .name_hash = xt_hash_name(names[k], strlen(names[k])) };
         }
         assert_int_equal(xt_mds_batch(c->pool, NULL, q, k, r), 0);
         for (size_t j = 0; j < k; j++) {
@@ -303,8 +310,11 @@ static void test_sigkill_create_storm(void **state)
         for (uint64_t i = synced; i < next; i++) {
             char name[32];
             name_of(name, sizeof name, i);
-            struct xt_req q = { .op = XT_OP_LOOKUP, .t = { 1, 88, -1 }, .name = name,
-                                .name_len = (uint32_t)strlen(name) };
+            struct xt_req q = { .op = XT_OP_LOOKUP,
+                                .t = { 1, 88, -1 },
+                                .name = name,
+                                .name_len = (uint32_t)strlen(name),
+                                .name_hash = xt_hash_name(name, strlen(name)) };
             struct xt_resp r;
             int rc = xt_mds_call(c.pool, NULL, &q, &r);
             assert_true(rc == 0 || rc == -ENOENT);
@@ -316,8 +326,11 @@ static void test_sigkill_create_storm(void **state)
         for (uint64_t i = synced; i < next; i++) {
             char name[32];
             name_of(name, sizeof name, i);
-            struct xt_req q = { .op = XT_OP_DELETE, .t = { 1, 88, -1 }, .name = name,
-                                .name_len = (uint32_t)strlen(name) };
+            struct xt_req q = { .op = XT_OP_DELETE,
+                                .t = { 1, 88, -1 },
+                                .name = name,
+                                .name_len = (uint32_t)strlen(name),
+                                .name_hash = xt_hash_name(name, strlen(name)) };
             struct xt_resp r;
             int rc = xt_mds_call(c.pool, NULL, &q, &r);
             assert_true(rc == 0 || rc == -ENOENT);

@@ -168,19 +168,21 @@ static int routed(struct cluster *cl, unsigned first, enum op op, const char *na
         if (op == OP_CREATE) {
             size_t len;
             uint8_t *r = tu_row(id, 1, 4, &len);
-            rc = mds_table_create(cl->m[at].t, FSID, TABLE, name, strlen(name), r, len,
-                                  MDS_TABLE_EXCL, &gen);
+            rc = mds_table_create(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), r, len, MDS_TABLE_EXCL, &gen);
             if (rc == -ENOENT && at == owner_of(0)) { /* the service makes the table */
                 int mk = mds_table_mktable(cl->m[at].t, FSID, TABLE, &gen);
                 assert_true(mk == 0 || mk == -EEXIST);
-                rc = mds_table_create(cl->m[at].t, FSID, TABLE, name, strlen(name), r, len,
-                                      MDS_TABLE_EXCL, &gen);
+                rc = mds_table_create(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                      xt_hash_name(name, strlen(name)), r, len, MDS_TABLE_EXCL,
+                                      &gen);
             }
             free(r);
         } else {
             uint8_t *row;
             size_t len;
-            rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name), &row, &len);
+            rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), &row, &len);
             if (rc == 0) {
                 uint64_t rid, seq;
                 assert_true(tu_row_ok(row, len, &rid, &seq));
@@ -459,8 +461,8 @@ static void test_told(void **state)
         snprintf(name, sizeof name, "t%u", i);
         size_t len;
         uint8_t *r = tu_row(i, 1, 4, &len);
-        int rc = mds_table_create(m->t, FSID, TABLE, name, strlen(name), r, len,
-                                  MDS_TABLE_EXCL, &gen);
+        int rc = mds_table_create(m->t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), r, len, MDS_TABLE_EXCL, &gen);
         free(r);
         assert_true(rc == 0 || rc == -EREMOTE || rc == -EAGAIN);
     }

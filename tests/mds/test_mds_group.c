@@ -111,7 +111,8 @@ static void *writer_main(void *p)
         uint64_t gen = 0;
         int rc;
         if (tu_rand(&w->seed) % 8 == 0) {
-            rc = mds_table_delete(w->v->t, 1, 600, name, strlen(name), NULL, NULL, &gen);
+            rc = mds_table_delete(w->v->t, 1, 600, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), NULL, NULL, &gen);
             if (rc == 0)
                 hist_add(&w->h[k], 0);
             else if (rc != -ENOENT)
@@ -547,7 +548,9 @@ static void test_full_disk_frees(void **state)
     assert_true(mds_group_space_short(v.g));
     for (unsigned k = 0; k < 40; k += 2) {
         name_of(name, 0, k);
-        assert_int_equal(mds_table_delete(v.t, 1, 10, name, strlen(name), NULL, NULL, &gen), 0);
+        assert_int_equal(mds_table_delete(v.t, 1, 10, name, strlen(name),
+                                          xt_hash_name(name, strlen(name)), NULL, NULL, &gen),
+                         0);
     }
     assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
     assert_int_equal(tenv_put(&v, 10, "later", 98, 48, &gen), 0);

@@ -291,38 +291,16 @@ static int t_before_load(void *arg, const struct mds_key *k, bool *fence)
     return 0;
 }
 
+static bool owns_here(void *m, const struct mds_key *k)
+{
+    return key_owner_at(m, k) == ((struct mds1 *)m)->me;
+}
+
 /* The sweep of mds_route.c at MDS j: the number of things still to do. */
 static int sweep(struct cluster *cl, unsigned j)
 {
-    struct mds1 *m = &cl->m[j];
-    int todo = mds_table_rehome(m->t);
-    assert_true(todo >= 0);
-    struct mds_key *keys;
-    size_t n, let = 0;
-    assert_int_equal(mds_cache_keys(m->c, &keys, &n), 0);
-    uint64_t maxgen = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (key_owner_at(m, &keys[i]) == j)
-            continue;
-        uint64_t gen;
-        if (mds_table_let_go(m->t, &keys[i], &gen) < 0) {
-            todo++;
-            continue;
-        }
-        maxgen = XT_MAX(maxgen, gen);
-        if (keys[i].slice != MDS_META_SLICE)
-            keys[let++] = keys[i];
-    }
-    struct mds_group_info gi;
-    mds_group_info(m->g, &gi);
-    if (maxgen > gi.committed_gen && mds_group_sync(m->g, maxgen, 10000) < 0)
-        todo++;
-    for (size_t i = 0; i < let; i++) {
-        int rc = mds_cache_drop(m->c, &keys[i]);
-        todo += rc == -EBUSY;
-    }
-    xt_free(keys);
-    return todo;
+    size_t dropped;
+    return mds_table_sweep(cl->m[j].t, owns_here, &cl->m[j], &dropped);
 }
 
 /* Sweep every running MDS until none has anything left (bounded). */
@@ -479,13 +457,14 @@ static int routed(struct cluster *cl, unsigned at, enum op op, unsigned id, unsi
         if (op == OP_CREATE) {
             size_t len;
             uint8_t *r = tu_row(id, 1, 4, &len);
-            rc = mds_table_create(cl->m[at].t, FSID, TABLE, name, strlen(name), r, len,
-                                  MDS_TABLE_EXCL, &gen);
+            rc = mds_table_create(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), r, len, MDS_TABLE_EXCL, &gen);
             free(r);
         } else {
             uint8_t *row;
             size_t len;
-            rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name), &row, &len);
+            rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), &row, &len);
             if (rc == 0) {
                 uint64_t rid = 0, seq = 0;
                 assert_true(tu_row_ok(row, len, &rid, &seq));
@@ -603,8 +582,8 @@ static void *upd_main(void *p)
     struct upd *u = p;
     char name[64];
     name_of(name, u->id);
-    u->rc = mds_table_update(u->cl->m[u->at].t, FSID, TABLE, name, strlen(name), upd_fn, u,
-                             &u->gen);
+    u->rc = mds_table_update(u->cl->m[u->at].t, FSID, TABLE, name, strlen(name),
+                             xt_hash_name(name, strlen(name)), upd_fn, u, &u->gen);
     return NULL;
 }
 
@@ -617,7 +596,8 @@ static uint64_t row_seq(struct cluster *cl, unsigned id)
     for (int hop = 0; hop < 2 * MAX_HOPS; hop++) {
         uint8_t *row;
         size_t len;
-        int rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name), &row, &len);
+        int rc = mds_table_lookup(cl->m[at].t, FSID, TABLE, name, strlen(name),
+                                  xt_hash_name(name, strlen(name)), &row, &len);
         if (rc == 0) {
             uint64_t rid = 0, seq = 0;
             assert_true(tu_row_ok(row, len, &rid, &seq));
@@ -1093,8 +1073,9 @@ static void test_stale_ring(void **state)
             size_t len;
             uint8_t *r = tu_row(n, 1, 4, &len);
             uint64_t gen;
-            int rc = mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name), r, len,
-                                      MDS_TABLE_EXCL, &gen);
+            int rc =
+                mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name),
+                                 xt_hash_name(name, strlen(name)), r, len, MDS_TABLE_EXCL, &gen);
             free(r);
             if (rc == 0)
                 done[n] = true;
@@ -1121,8 +1102,10 @@ static void test_stale_ring(void **state)
             size_t len;
             uint8_t *r = tu_row(id, 1, 4, &len);
             uint64_t gen;
-            assert_int_equal(mds_table_create(cl.m[X].t, FSID, TABLE, name, strlen(name), r,
-                                              len, MDS_TABLE_EXCL, &gen), 0);
+            assert_int_equal(mds_table_create(cl.m[X].t, FSID, TABLE, name, strlen(name),
+                                              xt_hash_name(name, strlen(name)), r, len,
+                                              MDS_TABLE_EXCL, &gen),
+                             0);
             free(r);
             assert_int_equal(mds_group_sync(cl.m[X].g, gen, 10000), 0);
             xid[xs++] = id;
@@ -1137,8 +1120,10 @@ static void test_stale_ring(void **state)
             size_t len;
             uint8_t *r = tu_row(i, 1, 4, &len);
             uint64_t gen;
-            assert_int_equal(mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name), r,
-                                              len, MDS_TABLE_EXCL, &gen), -EAGAIN);
+            assert_int_equal(mds_table_create(cl.m[H].t, FSID, TABLE, name, strlen(name),
+                                              xt_hash_name(name, strlen(name)), r, len,
+                                              MDS_TABLE_EXCL, &gen),
+                             -EAGAIN);
             free(r);
             break;
         }

@@ -10,6 +10,10 @@
  *   - lists skip system rows (full listing, small pages, a substring search
  *     for 00 FF), an XT_F_SYS listing shows them; the same after an MDS
  *     restart (the rows reload from the MDSL).
+ *   - test_bad_hash: a request whose name_hash is not its name's answers
+ *     -EINVAL (single ops of every kind, a plain batch: only that op, an
+ *     atomic batch: nothing applied) and changes nothing: no row placed
+ *     under the wrong hash, the existing row as it was.
  * The rows created here use tag 'T', which no transaction code reads, so
  * the MDS's resolver leaves them alone.
  */
@@ -68,7 +72,8 @@ static struct xt_req req_of(int op, const void *name, size_t len, const xt_row *
                             uint32_t flags)
 {
     return (struct xt_req){ .op = op, .t = { FSID, TABLE, -1 }, .name = name,
-                            .name_len = (uint32_t)len, .row = row, .flags = flags };
+                            .name_len = (uint32_t)len, .name_hash = xt_hash_name(name, len),
+                            .row = row, .flags = flags };
 }
 
 static int one(struct cluster *c, int op, const void *name, size_t len, uint32_t flags)
@@ -86,6 +91,18 @@ static int one(struct cluster *c, int op, const void *name, size_t len, uint32_t
     int rc = xt_mds_call(c->pool, NULL, &q, &r);
     xt_resp_free(&r);
     return rc;
+}
+
+/* An atomic batch of q[0], q[1] that op 1 fails with -EINVAL: nothing
+ * applied, the failing index reported. */
+static void atomic_refused_at_1(struct cluster *c, const struct xt_req q[2])
+{
+    struct xt_resp r[2];
+    size_t failed = 99;
+    assert_int_equal(xt_mds_batch_atomic(c->pool, NULL, q, 2, r, &failed), -EINVAL);
+    assert_int_equal(failed, 1);
+    for (int i = 0; i < 2; i++)
+        xt_resp_free(&r[i]);
 }
 
 /* Lists TABLE in pages of `page` with flags (substring when sub): counts
@@ -205,12 +222,7 @@ static void test_sys_rows(void **state)
         kv_row(&rs, sys[3], slen[3], 6);
         struct xt_req q[2] = { req_of(XT_OP_CREATE, "newrow", 6, &rn, XT_F_EXCL),
                                req_of(XT_OP_CREATE, sys[3], slen[3], &rs, XT_F_EXCL) };
-        struct xt_resp r[2];
-        size_t failed = 99;
-        assert_int_equal(xt_mds_batch_atomic(c.pool, NULL, q, 2, r, &failed), -EINVAL);
-        assert_int_equal(failed, 1);
-        for (int i = 0; i < 2; i++)
-            xt_resp_free(&r[i]);
+        atomic_refused_at_1(&c, q);
         assert_int_equal(one(&c, XT_OP_LOOKUP, "newrow", 6, 0), -ENOENT);
     }
     check_lists(&c, 0);
@@ -268,11 +280,106 @@ static void test_sys_rows(void **state)
     cluster_down(&c);
 }
 
+/* One op on `name` carrying hash h instead of its own. */
+static int one_hash(struct cluster *c, int op, const char *name, uint64_t h, uint32_t flags)
+{
+    xt_row row;
+    kv_row(&row, name, strlen(name), 9);
+    row.attr.size = 77;
+    struct xt_req q = req_of(op, name, strlen(name),
+                             op == XT_OP_CREATE || op == XT_OP_UPDATE ? &row : NULL, flags);
+    q.name_hash = h;
+    if (op == XT_OP_UPDATE)
+        q.set_mask = XT_ROW_SET_SIZE;
+    struct xt_resp r;
+    int rc = xt_mds_call(c->pool, NULL, &q, &r);
+    xt_resp_free(&r);
+    return rc;
+}
+
+static void test_bad_hash(void **state)
+{
+    (void)state;
+    struct cluster c;
+    cluster_up(&c);
+    xt_row keep;
+    kv_row(&keep, "keep", 4, 1);
+    struct xt_req q = req_of(XT_OP_CREATE, "keep", 4, &keep, XT_F_EXCL);
+    struct xt_resp r;
+    assert_int_equal(xt_mds_call(c.pool, NULL, &q, &r), 0);
+    xt_resp_free(&r);
+
+    /* A near miss (same slice, another bucket), another name's, none. */
+    const uint64_t hk = xt_hash_name("keep", 4), hx = xt_hash_name("x", 1);
+    const uint64_t bad_k[] = { hk ^ 1, hx, 0 }, bad_x[] = { hx ^ 1, hk, 0 };
+    static const int ops[] = { XT_OP_CREATE, XT_OP_LOOKUP, XT_OP_UPDATE, XT_OP_DELETE };
+    for (int b = 0; b < 3; b++)
+        for (int o = 0; o < 4; o++) {
+            assert_int_equal(one_hash(&c, ops[o], "keep", bad_k[b], 0), -EINVAL);
+            assert_int_equal(one_hash(&c, ops[o], "x", bad_x[b], XT_F_SYNC), -EINVAL);
+        }
+    /* A system row's hash is the one its head carries: another is refused
+     * even with XT_F_SYS. */
+    uint8_t t[XT_SYS_HEAD + 1];
+    xt_hash_sys_head(t, 'T', hk);
+    t[XT_SYS_HEAD] = 'h';
+    {
+        xt_row rs;
+        kv_row(&rs, t, sizeof t, 3);
+        struct xt_req s = req_of(XT_OP_CREATE, t, sizeof t, &rs, XT_F_SYS | XT_F_EXCL);
+        s.name_hash = hx;
+        assert_int_equal(xt_mds_call(c.pool, NULL, &s, &r), -EINVAL);
+        xt_resp_free(&r);
+    }
+    /* A plain batch: only the op with the wrong hash fails. */
+    {
+        xt_row rx;
+        kv_row(&rx, "x", 1, 2);
+        struct xt_req b[2] = { req_of(XT_OP_LOOKUP, "keep", 4, NULL, 0),
+                               req_of(XT_OP_CREATE, "x", 1, &rx, XT_F_EXCL) };
+        b[1].name_hash = hk;
+        struct xt_resp br[2];
+        assert_int_equal(xt_mds_batch(c.pool, NULL, b, 2, br), 0);
+        assert_int_equal(br[0].status, 0);
+        assert_int_equal(br[1].status, -EINVAL);
+        for (int i = 0; i < 2; i++)
+            xt_resp_free(&br[i]);
+    }
+    /* An atomic batch: nothing applied, the failing index reported. */
+    {
+        xt_row ry, rx;
+        kv_row(&ry, "y", 1, 4);
+        kv_row(&rx, "x", 1, 2);
+        struct xt_req b[2] = { req_of(XT_OP_CREATE, "y", 1, &ry, XT_F_EXCL),
+                               req_of(XT_OP_CREATE, "x", 1, &rx, XT_F_EXCL) };
+        b[1].name_hash = hx ^ 1;
+        atomic_refused_at_1(&c, b);
+    }
+    /* Nothing changed: "keep" as created, no other row anywhere. */
+    assert_int_equal(one(&c, XT_OP_LOOKUP, "x", 1, 0), -ENOENT);
+    assert_int_equal(one(&c, XT_OP_LOOKUP, "y", 1, 0), -ENOENT);
+    q = req_of(XT_OP_LOOKUP, "keep", 4, NULL, 0);
+    assert_int_equal(xt_mds_call(c.pool, NULL, &q, &r), 0);
+    xt_row got;
+    assert_int_equal(xt_row_decode_meta(r.row, r.row_len, &got), 0);
+    assert_int_equal(got.attr.uuid, 1);
+    assert_int_equal(got.attr.size, 0);
+    xt_resp_free(&r);
+    struct xt_list_req lr = { .t = { FSID, TABLE, -1 }, .max = 4096, .flags = XT_F_SYS };
+    struct xt_list_resp lp;
+    assert_int_equal(xt_mds_list(c.pool, NULL, &lr, &lp), 0);
+    assert_int_equal(lp.n, 1);
+    assert_int_equal(lp.next_cookie, XT_COOKIE_END);
+    xt_list_resp_free(&lp);
+    cluster_down(&c);
+}
+
 int main(void)
 {
     xt_log_set_level(getenv("POM_TEST_DEBUG") ? XT_LOG_DEBUG : XT_LOG_WARN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sys_rows),
+        cmocka_unit_test(test_bad_hash),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

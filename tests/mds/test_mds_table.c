@@ -64,27 +64,39 @@ static void test_row_ops(void **state)
     memset(big, 'a', sizeof big);
     assert_int_equal(tenv_put(&v, 1, "x", 1, 1, &gen), -ENOENT); /* no table */
     assert_int_equal(mds_table_mktable(v.t, 1, 1, &gen), 0);
-    assert_int_equal(mds_table_create(v.t, 1, 1, big, 256, "r", 1, 0, &gen), -EINVAL);
-    assert_int_equal(mds_table_create(v.t, 1, 1, big, 0, "r", 1, 0, &gen), -EINVAL);
-    assert_int_equal(mds_table_create(v.t, 1, 1, big, 255, "r", 1, 0, &gen), 0);
+    assert_int_equal(mds_table_create(v.t, 1, 1, big, 256, xt_hash_name(big, 256), "r", 1, 0, &gen),
+                     -EINVAL);
+    assert_int_equal(mds_table_create(v.t, 1, 1, big, 0, xt_hash_name(big, 0), "r", 1, 0, &gen),
+                     -EINVAL);
+    assert_int_equal(mds_table_create(v.t, 1, 1, big, 255, xt_hash_name(big, 255), "r", 1, 0, &gen),
+                     0);
     assert_int_equal(tenv_put(&v, 1, "x", 1, 1, &gen), 0);
     size_t len;
     uint8_t *r = tu_row(1, 2, 0, &len);
-    assert_int_equal(mds_table_create(v.t, 1, 1, "x", 1, r, len, MDS_TABLE_EXCL, &gen), -EEXIST);
+    assert_int_equal(
+        mds_table_create(v.t, 1, 1, "x", 1, xt_hash_name("x", 1), r, len, MDS_TABLE_EXCL, &gen),
+        -EEXIST);
     free(r);
     struct cond c = { .expect = 5, .id = 1, .next = 2 };
-    assert_int_equal(mds_table_update(v.t, 1, 1, "x", 1, cond_update, &c, &gen), -ESTALE);
+    assert_int_equal(
+        mds_table_update(v.t, 1, 1, "x", 1, xt_hash_name("x", 1), cond_update, &c, &gen), -ESTALE);
     c.expect = 1;
-    assert_int_equal(mds_table_update(v.t, 1, 1, "x", 1, cond_update, &c, &gen), 0);
-    assert_int_equal(mds_table_update(v.t, 1, 1, "nope", 4, cond_update, &c, &gen), -ENOENT);
+    assert_int_equal(
+        mds_table_update(v.t, 1, 1, "x", 1, xt_hash_name("x", 1), cond_update, &c, &gen), 0);
+    assert_int_equal(
+        mds_table_update(v.t, 1, 1, "nope", 4, xt_hash_name("nope", 4), cond_update, &c, &gen),
+        -ENOENT);
     uint64_t id, seq;
     assert_int_equal(tenv_get(&v, 1, "x", &id, &seq), 1);
     assert_int_equal(seq, 2);
     c.expect = 1;
-    assert_int_equal(mds_table_delete(v.t, 1, 1, "x", 1, cond_delete, &c, &gen), -ESTALE);
+    assert_int_equal(
+        mds_table_delete(v.t, 1, 1, "x", 1, xt_hash_name("x", 1), cond_delete, &c, &gen), -ESTALE);
     c.expect = 2;
-    assert_int_equal(mds_table_delete(v.t, 1, 1, "x", 1, cond_delete, &c, &gen), 0);
-    assert_int_equal(mds_table_delete(v.t, 1, 1, "x", 1, NULL, NULL, &gen), -ENOENT);
+    assert_int_equal(
+        mds_table_delete(v.t, 1, 1, "x", 1, xt_hash_name("x", 1), cond_delete, &c, &gen), 0);
+    assert_int_equal(mds_table_delete(v.t, 1, 1, "x", 1, xt_hash_name("x", 1), NULL, NULL, &gen),
+                     -ENOENT);
     assert_int_equal(tenv_get(&v, 1, "x", &id, &seq), 0);
     /* Many rows through many splits; then a restart sees the same bitmap. */
     char name[64];
@@ -220,7 +232,8 @@ static void test_create_alloc_countdown(void **state)
         size_t len;
         uint8_t *r = tu_row((uint64_t)n, 1, 10, &len);
         xt_alloc_fail_after(n);
-        int rc = mds_table_create(v.t, 1, 3, name, strlen(name), r, len, 0, &gen);
+        int rc = mds_table_create(v.t, 1, 3, name, strlen(name), xt_hash_name(name, strlen(name)),
+                                  r, len, 0, &gen);
         xt_alloc_fail_after(-1);
         free(r);
         assert_true(rc == 0 || rc == -ENOMEM);
@@ -280,7 +293,9 @@ static void test_split_bytes(void **state)
         size_t len;
         uint8_t *r = tu_row(i, 0, big, &len);
         snprintf(name, sizeof name, "b%u", i);
-        assert_int_equal(mds_table_create(v.t, 1, TB, name, strlen(name), r, len, 0, &gen), 0);
+        assert_int_equal(mds_table_create(v.t, 1, TB, name, strlen(name),
+                                          xt_hash_name(name, strlen(name)), r, len, 0, &gen),
+                         0);
         free(r);
     }
     for (unsigned i = 0; i < 96; i++) { /* small rows, grown by updates */
@@ -290,7 +305,8 @@ static void test_split_bytes(void **state)
     assert_int_equal(slices_of(&v, TU), 1);
     for (unsigned i = 0; i < 96; i++) {
         snprintf(name, sizeof name, "u%u", i);
-        assert_int_equal(mds_table_update(v.t, 1, TU, name, strlen(name), grow_fn, &big, &gen),
+        assert_int_equal(mds_table_update(v.t, 1, TU, name, strlen(name),
+                                          xt_hash_name(name, strlen(name)), grow_fn, &big, &gen),
                          0);
     }
     /* 1.5 MiB over 256 KiB slices: at least 4 each (hash halves are uneven). */

@@ -10,7 +10,8 @@
  */
 #include "mdsl_test_util.h"
 
-#include "mdsl_store_i.h" /* s->idx: the read counter */
+#include "mdsl_apply_i.h"
+#include "mdsl_handle_i.h" /* s->idx: the read counter */
 
 #define FS 5
 

@@ -208,7 +208,8 @@ static xt_row sample_row(const char *name, const char *data)
 static struct xt_req req_of(int op, const char *name)
 {
     struct xt_req q = { .op = op, .t = { 1, 99, -1 }, .name = name,
-                        .name_len = (uint32_t)strlen(name) };
+                        .name_len = (uint32_t)strlen(name),
+                        .name_hash = xt_hash_name(name, strlen(name)) };
     return q;
 }
 

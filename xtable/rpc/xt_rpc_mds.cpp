@@ -196,6 +196,7 @@ static void req_to_thrift(const struct xt_req *r, XtReq &t)
     t.table.table = (int64_t)r->t.table;
     t.table.slice_hint = r->t.slice_hint;
     t.name.assign(static_cast<const char *>(r->name), r->name_len);
+    t.name_hash = (int64_t)r->name_hash;
     t.flags = (int32_t)r->flags;
     if (r->row) {
         view_to_thrift(*r->row, t.row);
@@ -598,6 +599,7 @@ private:
         req.t = { (uint32_t)q.table.fsid, (uint64_t)q.table.table, q.table.slice_hint };
         req.name = q.name.data();
         req.name_len = (uint32_t)q.name.size();
+        req.name_hash = (uint64_t)q.name_hash; /* checked by the server (xt_mds_ops.op) */
         req.flags = (uint32_t)q.flags;
         if (q.__isset.row) {
             int vrc = thrift_to_view(q.row, &h.view);

@@ -64,6 +64,11 @@ struct xt_req {
     struct xt_tref t;
     const void *name;
     uint32_t name_len;
+    uint64_t name_hash;          /* xt_hash_name(name, name_len): filled once by
+                                    whoever builds the request (the client's
+                                    transport, an MDS for its own rows); an MDS
+                                    refuses a request where it is not (-EINVAL)
+                                    and places the row by it without rehashing */
     uint32_t flags;              /* XT_F_* */
     const xt_row *row;           /* CREATE: the row; UPDATE: new values */
     uint32_t set_mask;           /* UPDATE: XT_ROW_SET_* taken from row->attr;
@@ -211,7 +216,8 @@ int xt_mds_release(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t from_site, 
 struct xt_mds_ops {
     struct xt_rpc_common_ops common;
     /* Fills resp (its buffers xt_malloc'd; the glue frees them). Returns
-     * the status, which is also the reply's. */
+     * the status, which is also the reply's. req->name_hash is as sent:
+     * the server checks it against the name. */
     int (*op)(void *ctx, const xt_rpc_ctx *rc, const struct xt_req *req,
               struct xt_resp *resp);
     int (*list)(void *ctx, const xt_rpc_ctx *rc, const struct xt_list_req *req,

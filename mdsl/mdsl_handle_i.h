@@ -1,10 +1,14 @@
 /*
- * mdsl_store_i.h -- internals shared by the store's files: mdsl_store.c
- * (lifecycle, appends, 2PC), mdsl_read.c (reads), mdsl_apply.c (index
- * update rules, the slice-state cache), mdsl_recover.c (restart scan),
- * mdsl_gc.c (garbage collection), mdsl_md.c (table metadata),
- * mdsl_space.c (space back after ring-1 moves: folder drops, idle rolls,
- * sweeps).
+ * mdsl_handle_i.h -- the store handle the engine's files share: struct
+ * mdsl_store, its folders, segments and prepared transactions, the locks
+ * below, and what mdsl_store.c (lifecycle, appends, 2PC) offers the other
+ * files: folder and segment lookup and pinning, the tokens, staged appends,
+ * pointed-at reads. The engine's other concepts have their own headers:
+ * mdsl_apply_i.h (index update rules, live-byte deltas, the slice-state
+ * cache), mdsl_recover_i.h (restart scan), mdsl_gc_i.h (garbage
+ * collection), mdsl_space_i.h (space accounting: reserve, admission, GC
+ * thresholds, space back after ring-1 moves). mdsl_read.c, mdsl_list.c and
+ * mdsl_md.c need this header alone.
  *
  * Locks:
  *   s->mu      short: the folder table, segment arrays and their counters,
@@ -22,8 +26,8 @@
  *              and pinned segments across I/O without mu. Taken before the
  *              writer token, never while holding it.
  */
-#ifndef MDSL_STORE_I_H
-#define MDSL_STORE_I_H
+#ifndef MDSL_HANDLE_I_H
+#define MDSL_HANDLE_I_H
 
 #include <assert.h>
 #include <pthread.h>
@@ -35,9 +39,6 @@
 #include "mdsl_store.h"
 #include "xt_time.h"
 #include "xt_worker.h"
-
-/* Live-bytes charge of one pointer on its evidence (TSS) segment. */
-#define MDSL_EVIDENCE_COST MDSL_ENTRY_SIZE
 
 struct seg {
     uint32_t no;
@@ -207,89 +208,4 @@ int mdsl_st_decide_locked(mdsl_store *s, struct ptx *t, bool commit);
 void mdsl_st_ptx_free(struct ptx *t);
 void mdsl_st_decided(mdsl_store *s, uint64_t txid, bool commit); /* mu held */
 
-/* ---- mdsl_apply.c ------------------------------------------------------ */
-struct live_delta {
-    struct folder *fo;
-    bool is_cs;
-    uint32_t group, segno;
-    int64_t delta;
-};
-/* The slice state that a batch will leave once written (s->slices). */
-struct slice_upd {
-    xt_slice_id id;
-    struct mdsl_slstate st;
-};
-struct apply_ctx {
-    mdsl_store *s;
-    struct folder *fo;
-    mdsl_index_batch *b;
-    struct live_delta *ld;  /* NULL-able growing array */
-    size_t nld, capld;
-    struct slice_upd *su;   /* NULL-able growing array */
-    size_t nsu, capsu;
-};
-/* Add to ctx->b the index changes of asserting entries e[0..n) with the
- * given evidence segment (the update rules are in mdsl_apply.c).
- * REQUIRES: writer token held (or recovery); every slice appears in at most
- * one call per batch (a slice belongs to one folder, a folder is one part
- * of a transaction, one GCMOVE or one replayed record). */
-int mdsl_apply_entries(struct apply_ctx *c, const struct mdsl_entry *e, size_t n,
-                       uint32_t evidence);
-/* The state of a slice as the index holds it: cached in s->slices, else one
- * scan of its pointers (then cached). REQUIRES: writer token held. */
-int mdsl_apply_slice_state(mdsl_store *s, xt_slice_id id, struct mdsl_slstate *st);
-/* Call once ctx->b was written: the slice states follow the index. A
- * context freed without it (a failed write) drops its slices' states. */
-void mdsl_apply_done(struct apply_ctx *c);
-/* Add the live-byte deltas to the segments. REQUIRES: mu held. */
-void mdsl_apply_live(struct apply_ctx *c);
-void mdsl_apply_ctx_free(struct apply_ctx *c);
-/* Entries <-> payload. */
-uint8_t *mdsl_entries_encode(const struct mdsl_entry *e, size_t n);
-int mdsl_entries_decode(const uint8_t *payload, uint32_t len, struct mdsl_entry **e, size_t *n);
-
-/* ---- mdsl_recover.c ---------------------------------------------------- */
-/* Load folders and segments, cut torn tails, replay TSS tails into the
- * index, rebuild pending transactions, compute live bytes. */
-int mdsl_recover(mdsl_store *s);
-
-/* ---- mdsl_gc.c --------------------------------------------------------- */
-/* Collect up to max_segments closed segments under `threshold` live ratio.
- * Segments freed, or -errno. REQUIRES: the background token held. */
-int mdsl_gc_pass(mdsl_store *s, unsigned max_segments, double threshold);
-int mdsl_gc_start(mdsl_store *s);
-/* Ends the GC thread's wait now (no-op without one): a sweep or drop was
- * asked, or free space fell under the reserve. Any thread, any lock. */
-void mdsl_gc_wake(mdsl_store *s);
-void mdsl_gc_stop(mdsl_store *s);
-
-/* ---- mdsl_space.c ------------------------------------------------------ */
-/* Recovery, before anything else: finish the drops a crash interrupted,
- * load the sweep-owed mark. */
-int mdsl_space_recover(mdsl_store *s);
-/* The GC thread's share of space back, after each GC pass: requested drop
- * passes and sweeps, idle rolls. REQUIRES: the background token held. */
-void mdsl_space_tick(mdsl_store *s);
-/* At open: the reserve and the segment size bound from the device size. */
-void mdsl_space_size(mdsl_store *s);
-/* May a prepare append `need` more bytes? 0, or -ENOSPC when the free
- * space would fall under the reserve and !may_reserve. Unknown free space
- * never refuses. */
-int mdsl_space_admit(mdsl_store *s, uint64_t need, bool may_reserve);
-/* The GC threshold now: gc_threshold, or the share of the device in use
- * when higher (up to MDSL_GC_USED_THRESHOLD), rising to
- * MDSL_GC_FULL_THRESHOLD as free space falls to the reserve (*pressed:
- * within 4 reserves of it). */
-#define MDSL_GC_USED_THRESHOLD 0.5
-#define MDSL_GC_FULL_THRESHOLD 0.8
-double mdsl_space_gc_threshold(mdsl_store *s, bool *pressed);
-/* How many bytes GC may copy to collect one segment: three quarters of the
- * free space (reserve included; at least 64 KiB left over) once it is under 4 reserves (a segment whose copies do not fit would eat
- * the reserve and free nothing: GC takes an emptier one or waits), else
- * no bound (UINT64_MAX, also when free space is unknown). */
-uint64_t mdsl_space_gc_room(mdsl_store *s);
-/* Roll every active segment under threshold with dead bytes, idle or not
- * (under pressure). Rolled, or -errno. REQUIRES: the background token. */
-int mdsl_space_roll(mdsl_store *s, double threshold);
-
-#endif /* MDSL_STORE_I_H */
+#endif /* MDSL_HANDLE_I_H */
