@@ -586,7 +586,9 @@ static void test_idle_slice_folds(void **state)
     uint64_t images = mds_stats_counter(v.stats, MDS_CTR_RECORDS_IMAGE);
     for (unsigned k = 0; k < 400; k += 2) {
         name_of(name, 0, k);
-        assert_int_equal(mds_table_delete(v.t, 1, 10, name, strlen(name), NULL, NULL, &gen), 0);
+        assert_int_equal(mds_table_delete(v.t, 1, 10, name, strlen(name),
+                                          xt_hash_name(name, strlen(name)), NULL, NULL, &gen),
+                         0);
     }
     assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
     /* The removals are a delta (small beside the image): the image stays
