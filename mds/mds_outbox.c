@@ -9,8 +9,8 @@
  * ---- RMU ----
  * RMU, the reliable asynchronous update of another MDS's row
  * (docs/mds-xact.md "RMU: a parent's subdirectory count"): a parent's
- * subdirectory count after a
- * mkdir or rmdir whose parent row sits at another MDS, and its mtime/ctime
+ * subdirectory count after a mkdir or rmdir whose parent row sits at
+ * another MDS, and its mtime/ctime
  * (max-merged: the eager op set them already, unless a crash lost that).
  *
  * The sender (the MDS that makes the entry) writes an outbox row in the
