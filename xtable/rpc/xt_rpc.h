@@ -32,6 +32,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "xt_auth.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,6 +50,9 @@ typedef struct xt_rpc_ctx {
     int hops;              /* forwarding hops so far */
     int64_t ring_version;  /* caller's ring version */
     int32_t client_id;     /* caller's R2 site id, 0 if unregistered */
+    int auth_role;         /* what the connection proved (enum xt_auth_role);
+                              XT_AUTH_NONE only on an open-mode server */
+    int32_t auth_fsid;     /* role client: the only fs it may touch */
 } xt_rpc_ctx;
 
 /* How a client identifies one call: the same id on every retry. */
@@ -87,7 +92,17 @@ struct xt_rpc_server_opts {
                                 across all connections; 0: as input_budget */
     int idle_timeout_ms;     /* a connection idle this long is closed; 0: 300000 */
     int request_timeout_ms;  /* a request frame not received, or a reply not
-                                taken, within this is closed; 0: 30000 */
+                                taken, within this is closed, and so is a
+                                handshake not done within it; 0: 30000 */
+    /* The cluster key (XT_AUTH_KEY_LEN bytes, copied): every connection
+     * proves it, or a client key derived from it, before any request is
+     * read (xt_auth.h). NULL: open mode, no authentication. */
+    const uint8_t *key;
+    /* Role client: the current key generation of fsid into *gen; returns 0
+     * or -ENOENT (no such fs: the connection is refused). NULL: 0 for
+     * every fsid. Called at connect only, from a server thread. */
+    int (*key_gen)(void *key_ctx, int32_t fsid, uint64_t *gen);
+    void *key_ctx;
 };
 
 /* Output buffer of a handler: the reply payload is copied in. */
@@ -152,7 +167,17 @@ struct xt_rpc_pool_opts {
     int call_timeout_ms;       /* 0: 10000 */
     int backoff_min_ms;        /* first reconnect delay; 0: 50 */
     int backoff_max_ms;        /* 0: 2000 */
+    const struct xt_auth_cred *cred; /* what connections prove (copied);
+                                        NULL: the process's, xt_rpc_set_cred */
 };
+
+/* The credential of pools made without one (a daemon's site key, pomctl's
+ * admin key); NULL: none. Called at start, before any pool is made. A
+ * connection with no credential is accepted only by an open-mode server;
+ * one with a credential accepts only a server that proves the same key.
+ * Connects that fail the handshake return -ENOKEY (the server wants a key)
+ * or -EKEYREJECTED (wrong key) and log why. */
+void xt_rpc_set_cred(const struct xt_auth_cred *cred);
 
 /* A pool of connections to one destination; connects lazily. Thread-safe.
  * Caller frees with xt_rpc_pool_free (after every call on it returned). */
