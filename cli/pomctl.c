@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define POMCTL_TIMEOUT_DEFAULT_MS 5000
 
@@ -122,6 +123,8 @@ void pomctl_help(FILE *f, const char *cmd)
             "                 else the address `pomctl up` recorded in DIR/r2.addr)\n"
             "  --data DIR     the folder of a cluster started by `pomctl up`\n"
             "                 (default ~/.pomegranate)\n"
+            "  --key-file F   the key to prove (default DIR/" XT_AUTH_KEY_FILE ", the cluster\n"
+            "                 key `pomctl up` made; none there: no key)\n"
             "  --json         print one JSON object instead of tables\n"
             "  --timeout MS   RPC timeout (default %d)\n"
             "\nexit codes: 0 ok, 1 the operation failed, 2 usage error, 3 R2\n"
@@ -162,6 +165,9 @@ void pomctl_json_error(struct pomctl *ctl, int code, const char *msg, int rc)
 static const char *default_hint(int rc)
 {
     switch (-rc) {
+    case ENOKEY: return "R2 wants a key: give --data DIR or --key-file FILE";
+    case EKEYREJECTED: return "the key does not match the cluster's (--key-file, --data)";
+    case EACCES: return "a client key may not do this: use the cluster key";
     case EREMOTE: return "no R2 leader is elected right now; retry in a few seconds";
     case ETIMEDOUT: return "R2 did not answer in time; retry, or raise --timeout";
     case EPROTO: return "R2's reply was not understood; are pomctl and pom-r2 from one build?";
@@ -433,6 +439,43 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, bo
     return argv[++*i];
 }
 
+int pomctl_use_key(const char *path, bool create)
+{
+    static struct xt_auth_cred cred;
+    if (create) {
+        struct xt_auth_cred fresh = { .role = XT_AUTH_ADMIN };
+        int rc = xt_auth_key_new(fresh.key);
+        if (rc == 0)
+            rc = xt_auth_save(path, &fresh, 0);
+        if (rc < 0 && rc != -EEXIST) {
+            fprintf(stderr, "pomctl: cannot write the cluster key %s: %s\n", path,
+                    strerror(-rc));
+            return POMCTL_EFAIL;
+        }
+    }
+    if (xt_auth_load(path, XT_AUTH_ADMIN, &cred) < 0) {
+        fprintf(stderr, "pomctl: cannot use key file %s (see above)\n", path);
+        return POMCTL_EUSAGE;
+    }
+    xt_rpc_set_cred(&cred);
+    return 0;
+}
+
+/* --key-file, else DIR/cluster.key of --data or the default folder when
+ * it exists, else no key. */
+static int default_key(struct pomctl *ctl)
+{
+    if (ctl->key_file)
+        return pomctl_use_key(ctl->key_file, false);
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    if (ctl->data_dir)
+        snprintf(dir, sizeof dir, "%s", ctl->data_dir);
+    else if (pomctl_default_data_dir(dir, sizeof dir) < 0)
+        return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, XT_AUTH_KEY_FILE);
+    return access(path, F_OK) == 0 ? pomctl_use_key(path, false) : 0;
+}
+
 static int run(struct pomctl *ctl, int argc, char **argv)
 {
     int i = 1;
@@ -452,6 +495,10 @@ static int run(struct pomctl *ctl, int argc, char **argv)
             if (!*v)
                 return pomctl_usage_err(ctl, NULL, "--data wants a folder");
             ctl->data_dir = v;
+        } else if ((v = opt_value(argc, argv, &i, "--key-file", &missing))) {
+            if (!*v)
+                return pomctl_usage_err(ctl, NULL, "--key-file wants a file");
+            ctl->key_file = v;
         } else if ((v = opt_value(argc, argv, &i, "--timeout", &missing))) {
             char *end = NULL;
             long ms = strtol(v, &end, 10);
@@ -466,6 +513,9 @@ static int run(struct pomctl *ctl, int argc, char **argv)
     }
     if (i >= argc)
         return pomctl_usage_err(ctl, NULL, "no command given");
+    int kc = default_key(ctl);
+    if (kc)
+        return kc;
     const char *name = argv[i];
     int cargc = argc - i - 1;
     char **cargv = argv + i + 1;

@@ -323,9 +323,12 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
         return POMCTL_EFAIL;
     }
     unlink(portf); /* a stale port must not pass for the new one */
-    char *argv[12];
+    char *argv[14], keyf[PATH_MAX];
     int a = 0;
     argv[a++] = dm->exe;
+    joinf(keyf, "%s/%s", d->dir, XT_AUTH_KEY_FILE);
+    argv[a++] = (char *)"--key-file";
+    argv[a++] = keyf;
     if (dm->site_type == 0 || dm->with_dir) {
         argv[a++] = dm->site_type == 0 ? (char *)"--data" : (char *)"--dir";
         argv[a++] = data;
@@ -570,8 +573,9 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
     pathf(log, d, "logs", fsd->name, ".log");
     pathf(mfile, d, "run", "mount", "");
     /* -f: stay in the foreground so the pid we record is the mount's. */
-    char o[MOUNT_OPTS_MAX + 32];
-    snprintf(o, sizeof o, "fs=" DEFAULT_FS "%s%s", mopts ? "," : "", mopts ? mopts : "");
+    char o[MOUNT_OPTS_MAX + PATH_MAX + 48];
+    snprintf(o, sizeof o, "fs=" DEFAULT_FS ",keyfile=%s/%s%s%s", d->dir, XT_AUTH_KEY_FILE,
+             mopts ? "," : "", mopts ? mopts : "");
     char *argv[] = { fsd->exe, (char *)addr, mnt_abs, (char *)"-f", (char *)"-o", o, NULL };
     pid_t pid = pomctl_proc_spawn(argv, log);
     if (pid < 0) {
@@ -613,6 +617,11 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     code = open_dir(ctl, data, true, &d);
     if (code)
         return code < 0 ? POMCTL_EFAIL : code;
+    /* The cluster key, made once: every daemon, mount and pomctl proves it. */
+    char keyf[PATH_MAX];
+    joinf(keyf, "%s/%s", d.dir, XT_AUTH_KEY_FILE);
+    if ((code = pomctl_use_key(keyf, true)))
+        return code;
 
     struct daemon dms[2 + MDS_INSTANCES_MAX] = {
         { .name = "pom-r2", .site_type = 0, .data_sub = "", .required = true },

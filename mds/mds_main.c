@@ -449,6 +449,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pom-mds: bad --listen '%s' (want HOST:PORT)\n", listen);
         return 2;
     }
+    if (xt_rpc_server_flags_done(&limits, host, "pom-mds") < 0)
+        return 2;
 
     long fault_alloc_after = -1;
     if (fault) {

@@ -210,6 +210,8 @@ int main(int argc, char **argv)
 
     xt_daemon_block_signals();
     xt_log_set_prefix("mdsl");
+    if (xt_rpc_server_flags_done(&ro, host, "pom-mdsl") < 0)
+        return 2;
 
     long fault_io_after = -1, fault_alloc_after = -1;
     int fault_err = -EIO;

@@ -103,6 +103,9 @@ struct xt_rpc_server_opts {
      * every fsid. Called at connect only, from a server thread. */
     int (*key_gen)(void *key_ctx, int32_t fsid, uint64_t *gen);
     void *key_ctx;
+    /* --key-file / --init-key, read by xt_rpc_server_flags_done. */
+    const char *key_file;
+    int init_key;            /* create key_file with a new key if absent */
 };
 
 /* Output buffer of a handler: the reply payload is copied in. */
@@ -145,13 +148,23 @@ void xt_rpc_server_stop(xt_rpc_server *s);
     { "input-budget", required_argument, NULL, XT_RPC_FLAG_BASE + 1 },        \
     { "output-budget", required_argument, NULL, XT_RPC_FLAG_BASE + 2 },       \
     { "idle-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 3 },     \
-    { "request-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 4 }
+    { "request-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 4 },   \
+    { "key-file", required_argument, NULL, XT_RPC_FLAG_BASE + 5 },            \
+    { "init-key", required_argument, NULL, XT_RPC_FLAG_BASE + 6 }
 
 /* If code is one of XT_RPC_SERVER_FLAGS: parses arg into *o and returns 1,
  * or prints why arg is wrong (after "prog: ") and returns -EINVAL. Any
  * other code: returns 0. On the command line 0 turns a limit off. */
 int xt_rpc_server_flag(int code, const char *arg, struct xt_rpc_server_opts *o,
                        const char *prog);
+/* After the flags are parsed, with host the address to listen on: loads
+ * the key (--key-file, or --init-key made first if absent), makes it the
+ * server's key and, as role site, the credential of the daemon's own
+ * pools (xt_rpc_set_cred). Without a key: one warning line on loopback,
+ * and -EINVAL (said on stderr) on any other address. `o` must outlive the
+ * server's start. Returns 0 or a negative errno. */
+int xt_rpc_server_flags_done(struct xt_rpc_server_opts *o, const char *host,
+                             const char *prog);
 /* The --help lines of XT_RPC_SERVER_FLAGS. */
 void xt_rpc_server_flags_usage(FILE *f);
 
