@@ -57,12 +57,18 @@ static const struct cmd_help helps[] = {
       "Decode ring 0 (slices -> MDS) and/or ring 1 (slices -> MDSL): version,\n"
       "vnodes per site, and each site's share of the key space.\n" },
     { "fs", "fs create NAME [--blob-backend local --blob-path DIR] | fs list |\n"
-            "       fs stat NAME | fs drop NAME [--force]",
+            "       fs stat NAME | fs drop NAME [--force] |\n"
+            "       fs key NAME [--rotate] [--out FILE]",
       "create  a new file-system instance (NAME: 1-64 of [A-Za-z0-9._-])\n"
       "list    every file system\n"
       "stat    one file system: fsid, root table, files, bytes, mounts, blob\n"
       "        settings, creation time\n"
-      "drop    delete it; refused while mounted unless --force\n" },
+      "drop    delete it; refused while mounted unless --force\n"
+      "key     the client key of the fs (needs the cluster key): printed, or\n"
+      "        written to FILE (mode 0600) with --out; pomfs -o keyfile=FILE and\n"
+      "        pom_open_opts take it. It opens that fs only and administers\n"
+      "        nothing. --rotate first bumps the fs's key generation: keys given\n"
+      "        out before stop working for new connections\n" },
     { "up", "up [--data DIR] [--mount DIR [--mount-opts OPTS]] [--mds N]",
       "Start a one-machine cluster in the background: pom-r2, pom-mdsl and,\n"
       "when found, pom-mds, with data under DIR (default ~/.pomegranate), logs\n"
@@ -439,9 +445,8 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, bo
     return argv[++*i];
 }
 
-int pomctl_use_key(const char *path, bool create)
+int pomctl_use_key(struct pomctl *ctl, const char *path, bool create)
 {
-    static struct xt_auth_cred cred;
     if (create) {
         struct xt_auth_cred fresh = { .role = XT_AUTH_ADMIN };
         int rc = xt_auth_key_new(fresh.key);
@@ -453,11 +458,12 @@ int pomctl_use_key(const char *path, bool create)
             return POMCTL_EFAIL;
         }
     }
-    if (xt_auth_load(path, XT_AUTH_ADMIN, &cred) < 0) {
+    if (xt_auth_load(path, XT_AUTH_ADMIN, &ctl->cred) < 0) {
         fprintf(stderr, "pomctl: cannot use key file %s (see above)\n", path);
         return POMCTL_EUSAGE;
     }
-    xt_rpc_set_cred(&cred);
+    ctl->has_cred = true;
+    xt_rpc_set_cred(&ctl->cred);
     return 0;
 }
 
@@ -466,14 +472,14 @@ int pomctl_use_key(const char *path, bool create)
 static int default_key(struct pomctl *ctl)
 {
     if (ctl->key_file)
-        return pomctl_use_key(ctl->key_file, false);
+        return pomctl_use_key(ctl, ctl->key_file, false);
     char dir[PATH_MAX], path[PATH_MAX + 32];
     if (ctl->data_dir)
         snprintf(dir, sizeof dir, "%s", ctl->data_dir);
     else if (pomctl_default_data_dir(dir, sizeof dir) < 0)
         return 0;
     snprintf(path, sizeof path, "%s/%s", dir, XT_AUTH_KEY_FILE);
-    return access(path, F_OK) == 0 ? pomctl_use_key(path, false) : 0;
+    return access(path, F_OK) == 0 ? pomctl_use_key(ctl, path, false) : 0;
 }
 
 static int run(struct pomctl *ctl, int argc, char **argv)

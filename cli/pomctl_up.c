@@ -620,7 +620,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     /* The cluster key, made once: every daemon, mount and pomctl proves it. */
     char keyf[PATH_MAX];
     joinf(keyf, "%s/%s", d.dir, XT_AUTH_KEY_FILE);
-    if ((code = pomctl_use_key(keyf, true)))
+    if ((code = pomctl_use_key(ctl, keyf, true)))
         return code;
 
     struct daemon dms[2 + MDS_INSTANCES_MAX] = {

@@ -395,11 +395,14 @@ static int handle_auth(xt_rpc_server *s, SConn *c, const uint8_t *body, uint32_t
         }
         if (h.role == XT_AUTH_CLIENT) {
             uint64_t gen = 0;
-            if (h.fsid <= 0 || (s->key_gen && s->key_gen(s->key_ctx, h.fsid, &gen) < 0)) {
+            int grc = h.fsid <= 0 ? -ENOENT
+                      : s->key_gen ? s->key_gen(s->key_ctx, h.fsid, &gen) : 0;
+            if (grc < 0) {
                 peer_name(c, peer, sizeof peer);
-                XT_WARN_RL(1000, "rpc: authentication failed: %s has a client key of "
-                           "fs %d, which does not exist", peer, (int)h.fsid);
-                send_challenge(c, -ENOENT, nullptr);
+                XT_WARN_RL(1000, "rpc: authentication failed: %s has a client key of fs %d, "
+                           "which this server does not take (%s)", peer, (int)h.fsid,
+                           strerror(-grc));
+                send_challenge(c, grc, nullptr);
                 return -EACCES;
             }
             xt_auth_client_key(s->key, h.fsid, gen, c->key);
