@@ -896,7 +896,8 @@ static int fs_key(struct pomctl *ctl, int argc, char **argv)
         return pomctl_usage_err(ctl, "fs", "fs key wants a NAME");
     if (!pomctl_fs_name_ok(name))
         return pomctl_usage_err(ctl, "fs", "bad fs name '%s'", name);
-    if (!ctl->has_cred || ctl->cred.role != XT_AUTH_ADMIN) {
+    /* Rotating is R2's to allow; deriving needs the cluster key here. */
+    if (!rotate && (!ctl->has_cred || ctl->cred.role != XT_AUTH_ADMIN)) {
         fprintf(stderr, "pomctl: fs key needs the cluster key (--data DIR or --key-file)\n");
         return POMCTL_EUSAGE;
     }
@@ -935,6 +936,10 @@ static int fs_key(struct pomctl *ctl, int argc, char **argv)
         return pomctl_fail(ctl, rc, what,
                            rc == -ENOENT ? "no file system of that name (see: pomctl fs list)"
                                          : NULL);
+    }
+    if (!ctl->has_cred || ctl->cred.role != XT_AUTH_ADMIN) {
+        fprintf(stderr, "pomctl: fs key needs the cluster key (--data DIR or --key-file)\n");
+        return POMCTL_EUSAGE;
     }
     struct xt_auth_cred k = { .role = XT_AUTH_CLIENT, .fsid = (int32_t)f.fsid,
                               .gen = f.key_gen };

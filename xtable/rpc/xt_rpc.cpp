@@ -241,6 +241,8 @@ static int handshake(xt_rpc_pool *p, Conn *c)
                "holding %s)", p->addr.c_str(), XT_AUTH_KEY_FILE);
         return -ENOKEY;
     }
+    if ((int32_t)st == -EAGAIN)
+        return -EAGAIN; /* the server has not seen this fs or key generation yet */
     if ((int32_t)st != 0) {
         XT_ERR("authentication failed: wrong key for %s at %s (%s)", key_name(p).c_str(),
                p->addr.c_str(), strerror(-(int32_t)st));
@@ -271,7 +273,7 @@ static int handshake(xt_rpc_pool *p, Conn *c)
     return 0;
 }
 
-static int pool_connect(xt_rpc_pool *p, Conn *c)
+static int connect_once(xt_rpc_pool *p, Conn *c)
 {
     {
         std::lock_guard<std::mutex> g(p->mu);
@@ -320,6 +322,24 @@ static int pool_connect(xt_rpc_pool *p, Conn *c)
     p->backoff_ms = 0;
     p->retry_at_ms = 0;
     return 0;
+}
+
+/* A site learns a new fs or key generation from R2 within a heartbeat:
+ * a client key newer than the server's knowledge is retried that long. */
+static int pool_connect(xt_rpc_pool *p, Conn *c)
+{
+    uint64_t give_up = now_ms() + (uint64_t)std::max(p->connect_timeout_ms, 3000);
+    for (;;) {
+        int rc = connect_once(p, c);
+        if (rc != -EAGAIN)
+            return rc;
+        if (now_ms() >= give_up) {
+            XT_ERR("authentication failed: wrong key for %s at %s (the server knows no such "
+                   "fs, or an older key generation)", key_name(p).c_str(), p->addr.c_str());
+            return -EKEYREJECTED;
+        }
+        xt_sleep_ms(100);
+    }
 }
 
 /* Maps the exception in flight to -errno. */

@@ -397,6 +397,14 @@ static int handle_auth(xt_rpc_server *s, SConn *c, const uint8_t *body, uint32_t
             uint64_t gen = 0;
             int grc = h.fsid <= 0 ? -ENOENT
                       : s->key_gen ? s->key_gen(s->key_ctx, h.fsid, &gen) : 0;
+            if ((grc == 0 && h.gen > gen) || (grc == -ENOENT && h.fsid > 0)) {
+                /* This site may not have R2's newest fs records yet: the
+                 * client retries (xt_rpc.cpp pool_connect). */
+                XT_DBG("rpc: client key of fs %d generation %llu unknown here yet",
+                       (int)h.fsid, (unsigned long long)h.gen);
+                send_challenge(c, -EAGAIN, nullptr);
+                return -EACCES;
+            }
             if (grc < 0) {
                 peer_name(c, peer, sizeof peer);
                 XT_WARN_RL(1000, "rpc: authentication failed: %s has a client key of fs %d, "
