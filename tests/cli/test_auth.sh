@@ -101,7 +101,7 @@ works "pomctl fsck with the key" "$POMCTL" --data "$D" fsck --fs pomfs
 (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/wrong.key"; echo >>"$T/wrong.key")
 refused "a wrong cluster key" "$POMCTL" --r2 "$R2" --key-file "$T/wrong.key" fs list
 out=$("$POMCTL" --r2 "$R2" --key-file "$T/wrong.key" fs list 2>&1)
-echo "$out" | grep -q "wrong key for the cluster key" && pass "the error names the key" ||
+echo "$out" | grep -q "wrong cluster key at" && pass "the error names the key" ||
     fail "wrong-key message: $out"
 grep -q "wrong cluster key" "$D/logs/pom-r2.log" && pass "R2 logged the wrong key" ||
     fail "R2 did not log the wrong key"

@@ -198,12 +198,13 @@ void xt_rpc_pool_stats(const xt_rpc_pool *p, struct xt_rpc_pool_stats *st)
     st->retries = p->retries.load();
 }
 
-/* Whom a failed handshake names: the fs of a client key, else the cluster. */
-static std::string key_name(const xt_rpc_pool *p)
+/* What a failed handshake says: "wrong key for fs N" for a client key,
+ * else "wrong cluster key". */
+static std::string wrong_key(const xt_rpc_pool *p)
 {
     if (p->has_cred && p->cred.role == XT_AUTH_CLIENT)
-        return "fs " + std::to_string(p->cred.fsid);
-    return "the cluster key";
+        return "wrong key for fs " + std::to_string(p->cred.fsid);
+    return "wrong cluster key";
 }
 
 /* The client side of the handshake on c's fresh socket (xt_auth.h). The
@@ -244,8 +245,8 @@ static int handshake(xt_rpc_pool *p, Conn *c)
     if ((int32_t)st == -EAGAIN)
         return -EAGAIN; /* the server has not seen this fs or key generation yet */
     if ((int32_t)st != 0) {
-        XT_ERR("authentication failed: wrong key for %s at %s (%s)", key_name(p).c_str(),
-               p->addr.c_str(), strerror(-(int32_t)st));
+        XT_ERR("authentication failed: %s at %s (%s)", wrong_key(p).c_str(), p->addr.c_str(),
+               strerror(-(int32_t)st));
         return -EKEYREJECTED;
     }
     static const uint8_t zero[32] = {};
@@ -266,8 +267,7 @@ static int handshake(xt_rpc_pool *p, Conn *c)
     /* Sent even when the server's proof is wrong: its log then says so. */
     c->sock->write(proof, sizeof proof);
     if (!ok) {
-        XT_ERR("authentication failed: wrong key for %s at %s", key_name(p).c_str(),
-               p->addr.c_str());
+        XT_ERR("authentication failed: %s at %s", wrong_key(p).c_str(), p->addr.c_str());
         return -EKEYREJECTED;
     }
     return 0;
@@ -334,8 +334,8 @@ static int pool_connect(xt_rpc_pool *p, Conn *c)
         if (rc != -EAGAIN)
             return rc;
         if (now_ms() >= give_up) {
-            XT_ERR("authentication failed: wrong key for %s at %s (the server knows no such "
-                   "fs, or an older key generation)", key_name(p).c_str(), p->addr.c_str());
+            XT_ERR("authentication failed: %s at %s (the server knows no such fs, or an "
+                   "older key generation)", wrong_key(p).c_str(), p->addr.c_str());
             return -EKEYREJECTED;
         }
         xt_sleep_ms(100);
