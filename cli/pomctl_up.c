@@ -493,8 +493,10 @@ static void undo(const struct updir *d, struct daemon *dms, size_t n)
     }
 }
 
-/* Records where R2 is: DIR/r2.addr and ~/.pomegranate/r2.addr. */
-static void record_addr(const struct updir *d, const char *addr)
+/* Records where R2 is: DIR/r2.addr and ~/.pomegranate/r2.addr, and beside
+ * the latter a copy of the cluster key (mode 0600), so that a pomctl or
+ * mount that finds the address there finds the key too. */
+static void record_addr(const struct pomctl *ctl, const struct updir *d, const char *addr)
 {
     char path[PATH_MAX], line[XT_ADDR_MAX + 2], home[PATH_MAX];
     snprintf(line, sizeof line, "%s\n", addr);
@@ -509,6 +511,9 @@ static void record_addr(const struct updir *d, const char *addr)
         return; /* the same file */
     joinf(path, "%s/r2.addr", home);
     if ((rc = pomctl_write_text_file(path, line)) < 0)
+        fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", path, strerror(-rc));
+    joinf(path, "%s/%s", home, XT_AUTH_KEY_FILE);
+    if (ctl->has_cred && (rc = xt_auth_save(path, &ctl->cred, 1)) < 0)
         fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", path, strerror(-rc));
 }
 
@@ -700,7 +705,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         if (code == 0)
             code = wait_ready(ctl, &d, dm);
         if (code == 0 && k == 0)
-            record_addr(&d, addr);
+            record_addr(ctl, &d, addr);
     }
     bool any_started = false;
     for (size_t k = 2; k < ndms; k++)

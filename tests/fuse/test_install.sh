@@ -50,7 +50,7 @@ check "kv_example builds with pkg-config alone" \
 
 check "installed pomctl up" "$P/bin/pomctl" up --data "$D"
 R2=$(cat "$D/r2.addr" 2>/dev/null)
-check "kv_example runs against the cluster" bash -c "LD_LIBRARY_PATH='$LIBDIR' '$T/kv_example' '$R2' pomfs >'$T/kv.out' 2>&1 && grep -q 'get cherry -> fruit #3' '$T/kv.out' && grep -q 'search \"ap\"' '$T/kv.out'"
+check "kv_example runs against the cluster" bash -c "LD_LIBRARY_PATH='$LIBDIR' '$T/kv_example' --key-file '$D/cluster.key' '$R2' pomfs >'$T/kv.out' 2>&1 && grep -q 'get cherry -> fruit #3' '$T/kv.out' && grep -q 'search \"ap\"' '$T/kv.out'"
 grep -q "apricot" "$T/kv.out" 2>/dev/null || { echo "kv_example said:"; cat "$T/kv.out"; }
 
 # The mount(8) helper, called as mount(8) calls it.
