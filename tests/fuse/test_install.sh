@@ -59,7 +59,7 @@ check "helper refuses a bad invocation with exit 1" bash -c "'$H' onlyone; [ \$?
 check "helper -f (fake) prints and mounts nothing" bash -c "'$H' pomfs@$R2 '$T' -fv -o rw,_netdev 2>&1 | grep -q 'fs=pomfs' && ! mountpoint -q '$T'"
 if [ -c /dev/fuse ] && command -v fusermount3 >/dev/null; then
     mkdir -p "$M"
-    check "mount.fuse.pomfs mounts (spec pomfs@R2, fstab options)" "$H" "pomfs@$R2" "$M" -o rw,noauto,_netdev,nofail,x-systemd.automount
+    check "mount.fuse.pomfs mounts (spec pomfs@R2, fstab options)" "$H" "pomfs@$R2" "$M" -o rw,noauto,_netdev,nofail,x-systemd.automount,keyfile=$D/cluster.key
     check "mounted as fuse.pomfs" bash -c "grep -q ' fuse.pomfs ' /proc/self/mounts && mountpoint -q '$M'"
     check "write through the helper's mount" bash -c "printf 'installed\n' >'$M/hello' && sync '$M/hello'"
     check "read back" bash -c "[ \"\$(cat '$M/hello')\" = installed ]"
