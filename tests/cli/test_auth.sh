@@ -8,6 +8,7 @@
 #   - a client key of fs A opens A, not fs B, and administers nothing;
 #   - after `pomctl fs key A --rotate` the old client key is refused for new
 #     connections and the new one works;
+#   - pom-r2 --init-key makes its own key file (0600) and proves it;
 #   - a daemon refuses --listen on a non-loopback address without a key.
 # Exit 77 (skip) when pom-r2/pom-mds are not built or user nobody cannot
 # be switched to.
@@ -140,6 +141,23 @@ for i in $(seq 1 100); do
 done
 refused "the rotated-out key" "$PROBE" "$R2" pomfs "$T/a.key"
 works "the new key" "$PROBE" "$R2" pomfs "$T/b.key"
+
+# ---- a daemon that makes its own key ------------------------------------------------
+"$R2BIN" --data "$T/r2y" --init-key "$T/y.key" --listen 127.0.0.1:0 --port-file "$T/y.port" \
+    >"$T/r2y.log" 2>&1 &
+YPID=$!
+for i in $(seq 1 100); do [ -s "$T/y.port" ] && break; sleep 0.1; done
+if [ -s "$T/y.port" ]; then
+    YADDR=127.0.0.1:$(cat "$T/y.port")
+    [ "$(stat -c %a "$T/y.key")" = 600 ] && pass "--init-key wrote a 0600 key" ||
+        fail "--init-key key mode $(stat -c %a "$T/y.key")"
+    works "pomctl with the --init-key key" "$POMCTL" --r2 "$YADDR" --key-file "$T/y.key" fs list
+    refused "pomctl with another cluster's key" "$POMCTL" --r2 "$YADDR" --key-file "$KEY" fs list
+else
+    fail "pom-r2 --init-key did not start: $(cat "$T/r2y.log")"
+fi
+kill "$YPID" 2>/dev/null
+wait "$YPID" 2>/dev/null
 
 # ---- binding ---------------------------------------------------------------------
 out=$("$R2BIN" --data "$T/r2x" --listen 0.0.0.0:0 2>&1)
