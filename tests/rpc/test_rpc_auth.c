@@ -291,6 +291,12 @@ static void test_key_files(void **state)
     fclose(f);
     chmod(path, 0600);
     assert_int_equal(xt_auth_load(path, XT_AUTH_SITE, &r), -EINVAL);
+    f = fopen(path, "w"); /* a space for the last digit */
+    for (int i = 0; i < 63; i++)
+        fputc('a', f);
+    fputs(" \n", f);
+    fclose(f);
+    assert_int_equal(xt_auth_load(path, XT_AUTH_SITE, &r), -EINVAL);
     unlink(path);
     snprintf(line, sizeof line, "%s", dir);
     rmdir(line);

@@ -66,14 +66,19 @@ void xt_auth_client_key(const uint8_t cluster[XT_AUTH_KEY_LEN], int32_t fsid, ui
 
 /* ---- key files ------------------------------------------------------------ */
 
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* Exactly 64 lowercase hex digits. */
 static int unhex(const char *s, uint8_t out[XT_AUTH_KEY_LEN])
 {
     for (int i = 0; i < XT_AUTH_KEY_LEN; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1 || !((s[2 * i] >= '0' && s[2 * i] <= '9') ||
-                                                   (s[2 * i] >= 'a' && s[2 * i] <= 'f')))
+        int hi = hexval(s[2 * i]), lo = hi < 0 ? -1 : hexval(s[2 * i + 1]);
+        if (lo < 0)
             return -EINVAL;
-        out[i] = (uint8_t)v;
+        out[i] = (uint8_t)(hi << 4 | lo);
     }
     return s[2 * XT_AUTH_KEY_LEN] == '\0' ? 0 : -EINVAL;
 }
