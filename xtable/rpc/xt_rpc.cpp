@@ -224,9 +224,10 @@ static int handshake(xt_rpc_pool *p, Conn *c)
     } catch (const TTransportException &e) {
         if (e.getType() != TTransportException::END_OF_FILE)
             throw;
-        XT_WARN_RL(2000, "rpc: %s closed the connection at the handshake (not a "
-                   "Pomegranate server of this version?)", p->addr.c_str());
-        return -EPROTO;
+        /* Most often a peer going down; a server of another version
+         * closes too. Either way the call sees a reset connection. */
+        XT_DBG("rpc: %s closed the connection during the handshake", p->addr.c_str());
+        return -ECONNRESET;
     }
     uint32_t st;
     memcpy(&be, ch, 4);
