@@ -11,7 +11,8 @@
  *      not come within the call's timeout, -ECONNREFUSED while the peer cannot
  *      be reached (connects are retried with exponential back-off, never
  *      faster), -EPROTO for a malformed or unexpected reply, and the server's
- *      own negative errno when the handler failed.
+ *      own negative errno when the handler failed; -ENOKEY / -EKEYREJECTED
+ *      when the connection's key handshake fails (xt_auth.h).
  *  (2) A pool never holds its lock across a connect, a send or a receive.
  *  (3) A connection that saw any transport error is closed, never reused.
  *  (4) A server serves many connections with a fixed pool of
