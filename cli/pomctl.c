@@ -130,7 +130,8 @@ void pomctl_help(FILE *f, const char *cmd)
             "  --data DIR     the folder of a cluster started by `pomctl up`\n"
             "                 (default ~/.pomegranate)\n"
             "  --key-file F   the key to prove (default DIR/" XT_AUTH_KEY_FILE ", the cluster\n"
-            "                 key `pomctl up` made; none there: no key)\n"
+            "                 key `pomctl up` made, of --data DIR or, without --r2 and\n"
+            "                 $POM_R2, of ~/.pomegranate; none there: no key)\n"
             "  --json         print one JSON object instead of tables\n"
             "  --timeout MS   RPC timeout (default %d)\n"
             "\nexit codes: 0 ok, 1 the operation failed, 2 usage error, 3 R2\n"
@@ -467,8 +468,10 @@ int pomctl_use_key(struct pomctl *ctl, const char *path, bool create)
     return 0;
 }
 
-/* --key-file, else DIR/cluster.key of --data or the default folder when
- * it exists, else no key. */
+/* --key-file, else the key beside the address: DIR/cluster.key of --data,
+ * or of the default folder when the address comes from there too (no --r2,
+ * no $POM_R2: a cluster named by address alone gets its key by --key-file),
+ * when that file exists; else no key. */
 static int default_key(struct pomctl *ctl)
 {
     if (ctl->key_file)
@@ -476,7 +479,8 @@ static int default_key(struct pomctl *ctl)
     char dir[PATH_MAX], path[PATH_MAX + 32];
     if (ctl->data_dir)
         snprintf(dir, sizeof dir, "%s", ctl->data_dir);
-    else if (pomctl_default_data_dir(dir, sizeof dir) < 0)
+    else if (ctl->naddrs || (getenv("POM_R2") && *getenv("POM_R2")) ||
+             pomctl_default_data_dir(dir, sizeof dir) < 0)
         return 0;
     snprintf(path, sizeof path, "%s/%s", dir, XT_AUTH_KEY_FILE);
     return access(path, F_OK) == 0 ? pomctl_use_key(ctl, path, false) : 0;
