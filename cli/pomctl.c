@@ -448,16 +448,10 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, bo
 
 int pomctl_use_key(struct pomctl *ctl, const char *path, bool create)
 {
-    if (create) {
-        struct xt_auth_cred fresh = { .role = XT_AUTH_ADMIN };
-        int rc = xt_auth_key_new(fresh.key);
-        if (rc == 0)
-            rc = xt_auth_save(path, &fresh, 0);
-        if (rc < 0 && rc != -EEXIST) {
-            fprintf(stderr, "pomctl: cannot write the cluster key %s: %s\n", path,
-                    strerror(-rc));
-            return POMCTL_EFAIL;
-        }
+    int rc = create ? xt_auth_init(path) : 0;
+    if (rc < 0) {
+        fprintf(stderr, "pomctl: cannot write the cluster key %s: %s\n", path, strerror(-rc));
+        return POMCTL_EFAIL;
     }
     if (xt_auth_load(path, XT_AUTH_ADMIN, &ctl->cred) < 0) {
         fprintf(stderr, "pomctl: cannot use key file %s (see above)\n", path);

@@ -162,6 +162,15 @@ int xt_auth_save(const char *path, const struct xt_auth_cred *c, int replace)
     return rc;
 }
 
+int xt_auth_init(const char *path)
+{
+    struct xt_auth_cred c = { .role = XT_AUTH_SITE };
+    int rc = xt_auth_key_new(c.key);
+    if (rc == 0)
+        rc = xt_auth_save(path, &c, 0);
+    return rc == -EEXIST ? 0 : rc;
+}
+
 /* ---- handshake messages ---------------------------------------------------- */
 
 static void put32(uint8_t *p, uint32_t v)

@@ -94,6 +94,10 @@ int xt_auth_load(const char *path, int cluster_role, struct xt_auth_cred *cred);
  * fsync, rename). -EEXIST if path exists and `replace` is 0. */
 int xt_auth_save(const char *path, const struct xt_auth_cred *cred, int replace);
 
+/* Writes a new cluster key to path (as xt_auth_save) unless path exists.
+ * Returns 0 (made, or there already) or a negative errno. */
+int xt_auth_init(const char *path);
+
 /* The client key of fsid at generation gen, from the cluster key. */
 void xt_auth_client_key(const uint8_t cluster[XT_AUTH_KEY_LEN], int32_t fsid, uint64_t gen,
                         uint8_t out[XT_AUTH_KEY_LEN]);

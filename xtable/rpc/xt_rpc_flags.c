@@ -71,18 +71,12 @@ int xt_rpc_server_flags_done(struct xt_rpc_server_opts *o, const char *host, con
         XT_WARN("no --key-file: serving on %s without authentication (loopback only)", host);
         return 0;
     }
-    if (o->init_key) {
-        struct xt_auth_cred fresh = { .role = XT_AUTH_SITE };
-        int rc = xt_auth_key_new(fresh.key);
-        if (rc == 0)
-            rc = xt_auth_save(o->key_file, &fresh, 0);
-        if (rc < 0 && rc != -EEXIST) {
-            fprintf(stderr, "%s: cannot write a key to %s: %s\n", prog, o->key_file,
-                    strerror(-rc));
-            return rc;
-        }
+    int rc = o->init_key ? xt_auth_init(o->key_file) : 0;
+    if (rc < 0) {
+        fprintf(stderr, "%s: cannot write a key to %s: %s\n", prog, o->key_file, strerror(-rc));
+        return rc;
     }
-    int rc = xt_auth_load(o->key_file, XT_AUTH_SITE, &cred);
+    rc = xt_auth_load(o->key_file, XT_AUTH_SITE, &cred);
     if (rc < 0) {
         fprintf(stderr, "%s: cannot use key file %s: %s\n", prog, o->key_file, strerror(-rc));
         return rc;
