@@ -37,6 +37,7 @@ struct target {
 
 struct r2_agent {
     struct r2_agent_opts o;     /* strings below are owned copies */
+    struct xt_auth_cred cred;   /* o.cred points here when given */
     char *fs_name, *addr, *id_file;
     unsigned hb_ms, call_ms;
 
@@ -198,7 +199,8 @@ static int target_add(r2_agent *a, const char *addr, size_t *idx)
     struct xt_rpc_pool_opts po = { .host = host, .port = port, .max_idle = 2,
                                    .connect_timeout_ms = (int)XT_MIN(a->call_ms, 2000u),
                                    .call_timeout_ms = (int)a->call_ms,
-                                   .backoff_min_ms = 20, .backoff_max_ms = 500 };
+                                   .backoff_min_ms = 20, .backoff_max_ms = 500,
+                                   .cred = a->o.cred };
     struct target *t = &a->targets[a->ntargets];
     int rc = xt_rpc_pool_new(&po, &t->pool);
     if (rc < 0)
@@ -427,6 +429,10 @@ int r2_agent_start(const struct r2_agent_opts *o, r2_agent **out)
     if (!a)
         return -ENOMEM;
     a->o = *o;
+    if (o->cred) {
+        a->cred = *o->cred;
+        a->o.cred = &a->cred;
+    }
     pthread_mutex_init(&a->mu, NULL);
     xt_cond_init_mono(&a->cv);
     a->backoff_ms = BACKOFF_MIN_MS;

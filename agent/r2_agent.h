@@ -78,6 +78,8 @@ struct r2_agent_opts {
     r2_agent_ring1_fn ring1;  /* NULL: heartbeats carry no ring-1 field, so
                                  (an MDS) ring 1 stays frozen */
     void *ring1_arg;
+    const struct xt_auth_cred *cred; /* what its connections prove (copied);
+                                        NULL: the process's (xt_rpc_set_cred) */
 };
 
 /* Starts the agent thread (it registers in the background). *out is freed

@@ -8,6 +8,11 @@
  * machine is shared and noisy. The ratio rpc/raw is the number to watch
  * (target: <= 1.5).
  *
+ * Then authentication (docs/security.md): a server with a cluster key
+ * beside one in open mode (both 1 thread): the cost of a new connection
+ * (connect, handshake, first ping, close) and of a call on a connection
+ * already made, 64-byte payload, with their ratios keyed/open.
+ *
  * usage: bench_rpc [--quick] [--iters N]
  */
 #include "xt_common.h"
@@ -139,6 +144,82 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* Mean ns of a fresh connection: pool, handshake, one ping, close. */
+static double connect_round(int port, const struct xt_auth_cred *cred, int n)
+{
+    char buf[64];
+    uint64_t t0 = xt_mono_ns();
+    for (int i = 0; i < n; i++) {
+        struct xt_rpc_pool_opts po = { .host = "127.0.0.1", .port = port, .cred = cred };
+        xt_rpc_pool *p;
+        size_t got;
+        int rc = xt_rpc_pool_new(&po, &p);
+        if (rc == 0)
+            rc = xt_rpc_ping(p, NULL, buf, sizeof buf, buf, sizeof buf, &got);
+        if (rc) {
+            fprintf(stderr, "connect + ping failed: %s\n", strerror(-rc));
+            exit(1);
+        }
+        xt_rpc_pool_free(p);
+    }
+    return (double)(xt_mono_ns() - t0) / n;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+/* Keyed beside open servers: connect cost and per-call cost. */
+static void bench_auth(int iters, int rounds, char *buf)
+{
+    struct xt_auth_cred cred = { .role = XT_AUTH_ADMIN };
+    if (xt_auth_key_new(cred.key)) {
+        fprintf(stderr, "no randomness for a key\n");
+        exit(1);
+    }
+    struct xt_rpc_server_opts ok = { .io_threads = 1, .key = cred.key };
+    struct xt_rpc_server_opts oo = { .io_threads = 1 };
+    xt_rpc_server *sk, *so;
+    if (xt_rpc_serve_common(&ok, NULL, NULL, &sk) || xt_rpc_serve_common(&oo, NULL, NULL, &so)) {
+        fprintf(stderr, "cannot start rpc servers\n");
+        exit(1);
+    }
+    int pk = xt_rpc_server_port(sk), pn = xt_rpc_server_port(so);
+    struct xt_rpc_pool_opts pok = { .host = "127.0.0.1", .port = pk, .cred = &cred };
+    struct xt_rpc_pool_opts poo = { .host = "127.0.0.1", .port = pn };
+    xt_rpc_pool *ck, *co;
+    xt_rpc_pool_new(&pok, &ck);
+    xt_rpc_pool_new(&poo, &co);
+    int nconn = iters / 10 + 1;
+    double ck_ns[16], co_ns[16], callk[16], callo[16];
+    connect_round(pk, &cred, nconn / 10 + 1); /* warm up */
+    connect_round(pn, NULL, nconn / 10 + 1);
+    rpc_round(ck, buf, 64, iters / 10 + 1);
+    rpc_round(co, buf, 64, iters / 10 + 1);
+    for (int r = 0; r < rounds; r++) {
+        ck_ns[r] = connect_round(pk, &cred, nconn);
+        co_ns[r] = connect_round(pn, NULL, nconn);
+        callk[r] = rpc_round(ck, buf, 64, iters);
+        callo[r] = rpc_round(co, buf, 64, iters);
+    }
+    double a = median(ck_ns, rounds), b = median(co_ns, rounds);
+    double c = median(callk, rounds), d = median(callo, rounds);
+    printf("\n# Authentication: keyed vs open server, 1 thread, loopback, 64 B ping (median of %d)\n",
+           rounds);
+    printf("| | open us | keyed (HMAC-SHA256 handshake) us | ratio |\n");
+    printf("|---|---:|---:|---:|\n");
+    printf("| new connection + first call (%d per round) | %.1f | %.1f | %.2f |\n", nconn,
+           b / 1e3, a / 1e3, a / b);
+    printf("| call on an open connection (%d per round) | %.1f | %.1f | %.2f |\n", iters,
+           d / 1e3, c / 1e3, c / d);
+    xt_rpc_pool_free(ck);
+    xt_rpc_pool_free(co);
+    xt_rpc_server_stop(sk);
+    xt_rpc_server_stop(so);
+}
+
 int main(int argc, char **argv)
 {
     int iters = 20000, rounds = 7;
@@ -204,6 +285,7 @@ int main(int argc, char **argv)
             worst = a / m;
     }
     printf("rpc/raw worst ratio (1 server thread): %.2f (target <= 1.5)\n", worst);
+    bench_auth(iters, rounds, buf);
     xt_rpc_pool_free(p1);
     xt_rpc_pool_free(p2);
     xt_rpc_server_stop(s1);

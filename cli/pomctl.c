@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define POMCTL_TIMEOUT_DEFAULT_MS 5000
 
@@ -56,12 +57,18 @@ static const struct cmd_help helps[] = {
       "Decode ring 0 (slices -> MDS) and/or ring 1 (slices -> MDSL): version,\n"
       "vnodes per site, and each site's share of the key space.\n" },
     { "fs", "fs create NAME [--blob-backend local --blob-path DIR] | fs list |\n"
-            "       fs stat NAME | fs drop NAME [--force]",
+            "       fs stat NAME | fs drop NAME [--force] |\n"
+            "       fs key NAME [--rotate] [--out FILE]",
       "create  a new file-system instance (NAME: 1-64 of [A-Za-z0-9._-])\n"
       "list    every file system\n"
       "stat    one file system: fsid, root table, files, bytes, mounts, blob\n"
       "        settings, creation time\n"
-      "drop    delete it; refused while mounted unless --force\n" },
+      "drop    delete it; refused while mounted unless --force\n"
+      "key     the client key of the fs (needs the cluster key): printed, or\n"
+      "        written to FILE (mode 0600) with --out; pomfs -o keyfile=FILE and\n"
+      "        pom_open_opts take it. It opens that fs only and administers\n"
+      "        nothing. --rotate first bumps the fs's key generation: keys given\n"
+      "        out before stop working for new connections\n" },
     { "up", "up [--data DIR] [--mount DIR [-o OPTS]] [--mds N]",
       "Start a one-machine cluster in the background: pom-r2, pom-mdsl and,\n"
       "when found, pom-mds, with data under DIR (default ~/.pomegranate), logs\n"
@@ -123,6 +130,9 @@ void pomctl_help(FILE *f, const char *cmd)
             "                 else the address `pomctl up` recorded in DIR/r2.addr)\n"
             "  --data DIR     the folder of a cluster started by `pomctl up`\n"
             "                 (default ~/.pomegranate)\n"
+            "  --key-file F   the key to prove (default DIR/" XT_AUTH_KEY_FILE ", the cluster\n"
+            "                 key `pomctl up` made, of --data DIR or, without --r2 and\n"
+            "                 $POM_R2, of ~/.pomegranate; none there: no key)\n"
             "  --json         print one JSON object instead of tables\n"
             "  --timeout MS   RPC timeout (default %d)\n"
             "\nexit codes: 0 ok, 1 the operation failed, 2 usage error, 3 R2\n"
@@ -163,6 +173,9 @@ void pomctl_json_error(struct pomctl *ctl, int code, const char *msg, int rc)
 static const char *default_hint(int rc)
 {
     switch (-rc) {
+    case ENOKEY: return "R2 wants a key: give --data DIR or --key-file FILE";
+    case EKEYREJECTED: return "the key does not match the cluster's (--key-file, --data)";
+    case EACCES: return "a client key may not do this: use the cluster key";
     case EREMOTE: return "no R2 leader is elected right now; retry in a few seconds";
     case ETIMEDOUT: return "R2 did not answer in time; retry, or raise --timeout";
     case EPROTO: return "R2's reply was not understood; are pomctl and pom-r2 from one build?";
@@ -434,6 +447,40 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, bo
     return argv[++*i];
 }
 
+int pomctl_use_key(struct pomctl *ctl, const char *path, bool create)
+{
+    int rc = create ? xt_auth_init(path) : 0;
+    if (rc < 0) {
+        fprintf(stderr, "pomctl: cannot write the cluster key %s: %s\n", path, strerror(-rc));
+        return POMCTL_EFAIL;
+    }
+    if (xt_auth_load(path, XT_AUTH_ADMIN, &ctl->cred) < 0) {
+        fprintf(stderr, "pomctl: cannot use key file %s (see above)\n", path);
+        return POMCTL_EUSAGE;
+    }
+    ctl->has_cred = true;
+    xt_rpc_set_cred(&ctl->cred);
+    return 0;
+}
+
+/* --key-file, else the key beside the address: DIR/cluster.key of --data,
+ * or of the default folder when the address comes from there too (no --r2,
+ * no $POM_R2: a cluster named by address alone gets its key by --key-file),
+ * when that file exists; else no key. */
+static int default_key(struct pomctl *ctl)
+{
+    if (ctl->key_file)
+        return pomctl_use_key(ctl, ctl->key_file, false);
+    char dir[PATH_MAX], path[PATH_MAX + 32];
+    if (ctl->data_dir)
+        snprintf(dir, sizeof dir, "%s", ctl->data_dir);
+    else if (ctl->naddrs || (getenv("POM_R2") && *getenv("POM_R2")) ||
+             pomctl_default_data_dir(dir, sizeof dir) < 0)
+        return 0;
+    snprintf(path, sizeof path, "%s/%s", dir, XT_AUTH_KEY_FILE);
+    return access(path, F_OK) == 0 ? pomctl_use_key(ctl, path, false) : 0;
+}
+
 static int run(struct pomctl *ctl, int argc, char **argv)
 {
     int i = 1;
@@ -453,6 +500,10 @@ static int run(struct pomctl *ctl, int argc, char **argv)
             if (!*v)
                 return pomctl_usage_err(ctl, NULL, "--data wants a folder");
             ctl->data_dir = v;
+        } else if ((v = opt_value(argc, argv, &i, "--key-file", &missing))) {
+            if (!*v)
+                return pomctl_usage_err(ctl, NULL, "--key-file wants a file");
+            ctl->key_file = v;
         } else if ((v = opt_value(argc, argv, &i, "--timeout", &missing))) {
             char *end = NULL;
             long ms = strtol(v, &end, 10);
@@ -467,6 +518,9 @@ static int run(struct pomctl *ctl, int argc, char **argv)
     }
     if (i >= argc)
         return pomctl_usage_err(ctl, NULL, "no command given");
+    int kc = default_key(ctl);
+    if (kc)
+        return kc;
     const char *name = argv[i];
     int cargc = argc - i - 1;
     char **cargv = argv + i + 1;

@@ -910,15 +910,111 @@ static int fs_drop(struct pomctl *ctl, int argc, char **argv)
     return POMCTL_OK;
 }
 
+static int fs_key(struct pomctl *ctl, int argc, char **argv)
+{
+    const char *name = NULL, *out = NULL;
+    bool rotate = false;
+    for (int i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "--rotate"))
+            rotate = true;
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc && argv[i + 1][0])
+            out = argv[++i];
+        else if (argv[i][0] == '-' && argv[i][1] == '-')
+            return pomctl_usage_err(ctl, "fs", "unknown option '%s' for fs key", argv[i]);
+        else if (!name)
+            name = argv[i];
+        else
+            return pomctl_usage_err(ctl, "fs", "fs key takes one NAME ('%s'?)", argv[i]);
+    }
+    if (!name)
+        return pomctl_usage_err(ctl, "fs", "fs key wants a NAME");
+    if (!pomctl_fs_name_ok(name))
+        return pomctl_usage_err(ctl, "fs", "bad fs name '%s'", name);
+    /* Rotating is R2's to allow; deriving needs the cluster key here. */
+    if (!rotate && (!ctl->has_cred || ctl->cred.role != XT_AUTH_ADMIN)) {
+        fprintf(stderr, "pomctl: fs key needs the cluster key (--data DIR or --key-file)\n");
+        return POMCTL_EUSAGE;
+    }
+    int code = pomctl_resolve_addrs(ctl);
+    if (code)
+        return code;
+    struct xt_fs_info f, *fs = NULL;
+    size_t n = 0;
+    memset(&f, 0, sizeof f);
+    int rc;
+    if (rotate) {
+        for (int attempt = 1;; attempt++) {
+            if ((rc = pomctl_r2_leader(ctl)) < 0)
+                break;
+            xt_rpc_call call = pomctl_call(ctl);
+            rc = xt_r2_fs_rotate_key(ctl->pool, &call, name, &f);
+            xt_free(f.root_bitmap);
+            f.root_bitmap = NULL;
+            if (rc != -EREMOTE || attempt == LEADER_TRIES)
+                break;
+            xt_sleep_ms(300 * attempt);
+        }
+    } else if ((rc = pomctl_fs_list(ctl, name, &fs, &n)) == 0) {
+        rc = -ENOENT;
+        for (size_t i = 0; i < n; i++)
+            if (!strcmp(fs[i].name, name)) {
+                f = fs[i];
+                f.root_bitmap = NULL;
+                rc = 0;
+            }
+    }
+    xt_fs_info_free_array(fs, n);
+    if (rc < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "fs key %s", name);
+        return pomctl_fail(ctl, rc, what,
+                           rc == -ENOENT ? "no file system of that name (see: pomctl fs list)"
+                                         : NULL);
+    }
+    if (!ctl->has_cred || ctl->cred.role != XT_AUTH_ADMIN) {
+        fprintf(stderr, "pomctl: fs key needs the cluster key (--data DIR or --key-file)\n");
+        return POMCTL_EUSAGE;
+    }
+    struct xt_auth_cred k = { .role = XT_AUTH_CLIENT, .fsid = (int32_t)f.fsid,
+                              .gen = f.key_gen };
+    xt_auth_client_key(ctl->cred.key, k.fsid, k.gen, k.key);
+    char hex[2 * XT_AUTH_KEY_LEN + 1];
+    for (int i = 0; i < XT_AUTH_KEY_LEN; i++)
+        snprintf(hex + 2 * i, 3, "%02x", k.key[i]);
+    if (out && (rc = xt_auth_save(out, &k, 1)) < 0) {
+        fprintf(stderr, "pomctl: cannot write %s: %s\n", out, strerror(-rc));
+        return POMCTL_EFAIL;
+    }
+    if (ctl->json) {
+        json_begin(ctl);
+        pomctl_json_str(&ctl->js, "fs", name);
+        pomctl_json_i64(&ctl->js, "fsid", f.fsid);
+        pomctl_json_i64(&ctl->js, "generation", (int64_t)f.key_gen);
+        if (out)
+            pomctl_json_str(&ctl->js, "file", out);
+        else
+            pomctl_json_str(&ctl->js, "key", hex);
+        json_end(ctl);
+    } else if (out) {
+        printf("client key of fs %s (fsid %u, generation %llu) written to %s\n", name, f.fsid,
+               (unsigned long long)f.key_gen, out);
+    } else {
+        printf("client %u %llu %s\n", f.fsid, (unsigned long long)f.key_gen, hex);
+    }
+    return POMCTL_OK;
+}
+
 int pomctl_cmd_fs(struct pomctl *ctl, int argc, char **argv)
 {
     if (argc < 1)
-        return pomctl_usage_err(ctl, "fs", "fs wants create, list, stat or drop");
+        return pomctl_usage_err(ctl, "fs", "fs wants create, list, stat, drop or key");
     const char *sub = argv[0];
     if (!strcmp(sub, "create"))
         return fs_create(ctl, argc - 1, argv + 1);
     if (!strcmp(sub, "drop"))
         return fs_drop(ctl, argc - 1, argv + 1);
+    if (!strcmp(sub, "key"))
+        return fs_key(ctl, argc - 1, argv + 1);
     if (!strcmp(sub, "list")) {
         if (argc != 1)
             return pomctl_usage_err(ctl, "fs", "fs list takes no argument");

@@ -41,6 +41,9 @@ struct pomctl {
     size_t naddrs;
     const char *addr_source;         /* where the addresses came from */
     const char *data_dir;            /* --data given before the command */
+    const char *key_file;            /* --key-file given before the command */
+    bool has_cred;                   /* a key was loaded (pomctl_use_key) */
+    struct xt_auth_cred cred;        /* the key every connection proves */
     bool json;
     int timeout_ms;
     /* connection (pomctl_r2_*) */
@@ -53,6 +56,12 @@ struct pomctl {
 };
 
 /* ---- R2 connection (pomctl.c) ----------------------------------------- */
+
+/* Makes the key file at path the credential of every connection of this
+ * pomctl (role admin; a client key stays role client), first writing a new
+ * cluster key there if `create` and it does not exist. 0, or an exit code
+ * (message printed). */
+int pomctl_use_key(struct pomctl *ctl, const char *path, bool create);
 
 /* Resolves the R2 addresses (--r2, --data DIR/r2.addr, $POM_R2,
  * ~/.pomegranate/r2.addr) into ctl->addrs. 0, or an exit code (message

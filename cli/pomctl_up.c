@@ -323,9 +323,12 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
         return POMCTL_EFAIL;
     }
     unlink(portf); /* a stale port must not pass for the new one */
-    char *argv[12];
+    char *argv[14], keyf[PATH_MAX];
     int a = 0;
     argv[a++] = dm->exe;
+    joinf(keyf, "%s/%s", d->dir, XT_AUTH_KEY_FILE);
+    argv[a++] = (char *)"--key-file";
+    argv[a++] = keyf;
     if (dm->site_type == 0 || dm->with_dir) {
         argv[a++] = dm->site_type == 0 ? (char *)"--data" : (char *)"--dir";
         argv[a++] = data;
@@ -490,8 +493,10 @@ static void undo(const struct updir *d, struct daemon *dms, size_t n)
     }
 }
 
-/* Records where R2 is: DIR/r2.addr and ~/.pomegranate/r2.addr. */
-static void record_addr(const struct updir *d, const char *addr)
+/* Records where R2 is: DIR/r2.addr and ~/.pomegranate/r2.addr, and beside
+ * the latter a copy of the cluster key (mode 0600), so that a pomctl or
+ * mount that finds the address there finds the key too. */
+static void record_addr(const struct pomctl *ctl, const struct updir *d, const char *addr)
 {
     char path[PATH_MAX], line[XT_ADDR_MAX + 2], home[PATH_MAX];
     snprintf(line, sizeof line, "%s\n", addr);
@@ -506,6 +511,9 @@ static void record_addr(const struct updir *d, const char *addr)
         return; /* the same file */
     joinf(path, "%s/r2.addr", home);
     if ((rc = pomctl_write_text_file(path, line)) < 0)
+        fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", path, strerror(-rc));
+    joinf(path, "%s/%s", home, XT_AUTH_KEY_FILE);
+    if (ctl->has_cred && (rc = xt_auth_save(path, &ctl->cred, 1)) < 0)
         fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", path, strerror(-rc));
 }
 
@@ -573,8 +581,9 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
      * mount serves every user (allow_other; pomfs always adds
      * default_permissions, so the kernel checks each user's permissions);
      * another user's cannot without user_allow_other in /etc/fuse.conf. */
-    char o[MOUNT_OPTS_MAX + 48];
-    snprintf(o, sizeof o, "fs=" DEFAULT_FS "%s%s%s", geteuid() == 0 ? ",allow_other" : "",
+    char o[MOUNT_OPTS_MAX + PATH_MAX + 64];
+    snprintf(o, sizeof o, "fs=" DEFAULT_FS ",keyfile=%s/%s%s%s%s", d->dir, XT_AUTH_KEY_FILE,
+             geteuid() == 0 ? ",allow_other" : "",
              mopts ? "," : "", mopts ? mopts : "");
     char *argv[] = { fsd->exe, (char *)addr, mnt_abs, (char *)"-f", (char *)"-o", o, NULL };
     pid_t pid = pomctl_proc_spawn(argv, log);
@@ -617,6 +626,11 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     code = open_dir(ctl, data, true, &d);
     if (code)
         return code < 0 ? POMCTL_EFAIL : code;
+    /* The cluster key, made once: every daemon, mount and pomctl proves it. */
+    char keyf[PATH_MAX];
+    joinf(keyf, "%s/%s", d.dir, XT_AUTH_KEY_FILE);
+    if ((code = pomctl_use_key(ctl, keyf, true)))
+        return code;
 
     struct daemon dms[2 + MDS_INSTANCES_MAX] = {
         { .name = "pom-r2", .site_type = 0, .data_sub = "", .required = true },
@@ -695,7 +709,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         if (code == 0)
             code = wait_ready(ctl, &d, dm);
         if (code == 0 && k == 0)
-            record_addr(&d, addr);
+            record_addr(ctl, &d, addr);
     }
     bool any_started = false;
     for (size_t k = 2; k < ndms; k++)

@@ -63,9 +63,20 @@ static int ensure_root(pom_fs *fs)
     return rc == -EEXIST ? 0 : rc;
 }
 
-static struct xt_rpc_pool_opts pool_opts(const struct pom_opts *opts)
+/* The key of opts->keyfile into *cred; 1 if there is one, 0 if none. */
+static int load_cred(const struct pom_opts *opts, struct xt_auth_cred *cred)
+{
+    if (!opts || !opts->keyfile)
+        return 0;
+    int rc = xt_auth_load(opts->keyfile, XT_AUTH_ADMIN, cred);
+    return rc < 0 ? rc : 1;
+}
+
+static struct xt_rpc_pool_opts pool_opts(const struct pom_opts *opts,
+                                         const struct xt_auth_cred *cred)
 {
     return (struct xt_rpc_pool_opts){
+        .cred = cred,
         .max_idle = 32,
         .call_timeout_ms = opts && opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 10000,
         .backoff_min_ms = 10, .backoff_max_ms = 500,
@@ -84,7 +95,7 @@ static int fs_new(uint32_t fsid, const struct pom_opts *opts, pom_route *route, 
     fs->route = route;
     fs->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : 30000;
     fs->soft_ms = opts && opts->soft_ms > 0 ? opts->soft_ms : 0;
-    fs->call_ms = pool_opts(opts).call_timeout_ms;
+    fs->call_ms = pool_opts(opts, NULL).call_timeout_ms;
     fs->up = (struct pom_up){ .restarted = up_restarted, .held = up_held };
     pthread_mutex_init(&fs->mu, NULL);
     pthread_mutex_init(&fs->alloc_mu, NULL);
@@ -111,7 +122,11 @@ int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid, const struct pom_o
     *out = NULL;
     if (!mds_addr)
         return -EINVAL;
-    struct xt_rpc_pool_opts po = pool_opts(opts);
+    struct xt_auth_cred cred;
+    int has = load_cred(opts, &cred);
+    if (has < 0)
+        return has;
+    struct xt_rpc_pool_opts po = pool_opts(opts, has ? &cred : NULL);
     pom_route *route;
     int rc = pom_route_new_single(mds_addr, &po, &route);
     return rc < 0 ? rc : fs_new(fsid, opts, route, out);
@@ -125,8 +140,8 @@ int pom_connect_mds(const char *mds_addr, uint32_t fsid, pom_fs **out)
 /* Asks the R2s in r2_addrs (comma-separated) for fs `fsname` and for the
  * view (MDS sites, ring 0): *v (xt_view_free) when 0. Followers answer
  * get_view and fs_list too, so any R2 will do. */
-static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid,
-                     struct xt_view *view, struct xt_fs_info *info)
+static int r2_locate(const char *r2_addrs, const char *fsname, const struct xt_auth_cred *cred,
+                     uint32_t *fsid, struct xt_view *view, struct xt_fs_info *info)
 {
     char list[1024];
     if (strlen(r2_addrs) >= sizeof list)
@@ -139,7 +154,8 @@ static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid,
         int port;
         if (xt_rpc_parse_addr(a, host, sizeof host, &port))
             return -EINVAL;
-        struct xt_rpc_pool_opts po = { .host = host, .port = port, .call_timeout_ms = 5000 };
+        struct xt_rpc_pool_opts po = { .host = host, .port = port, .call_timeout_ms = 5000,
+                                       .cred = cred };
         xt_rpc_pool *p = NULL;
         if ((rc = xt_rpc_pool_new(&po, &p)))
             return rc;
@@ -173,7 +189,8 @@ static int r2_locate(const char *r2_addrs, const char *fsname, uint32_t *fsid,
             }
         }
         xt_rpc_pool_free(p);
-        if (rc == 0 || rc == -ENOENT || rc == -EHOSTUNREACH)
+        if (rc == 0 || rc == -ENOENT || rc == -EHOSTUNREACH || rc == -ENOKEY ||
+            rc == -EKEYREJECTED)
             return rc;
     }
     return rc;
@@ -204,17 +221,23 @@ int pom_open_opts(const char *r2_addrs, const char *fsname, const struct pom_opt
     struct xt_fs_info *info = xt_calloc(1, sizeof *info); /* blob backend and path */
     if (!info)
         return -ENOMEM;
-    int rc = r2_locate(r2_addrs, fsname, &fsid, &view, info);
+    struct xt_auth_cred cred;
+    int has = load_cred(opts, &cred);
+    if (has < 0) {
+        xt_free(info);
+        return has;
+    }
+    int rc = r2_locate(r2_addrs, fsname, has ? &cred : NULL, &fsid, &view, info);
     if (rc == -ENOENT)
         XT_ERR("no file system named '%s' at R2 %s (create it: pomctl fs create %s)", fsname,
                r2_addrs, fsname);
     else if (rc == -EHOSTUNREACH)
         XT_ERR("R2 %s knows no MDS that is up", r2_addrs);
-    else if (rc)
+    else if (rc && rc != -ENOKEY && rc != -EKEYREJECTED) /* the handshake said why */
         XT_ERR("cannot reach R2 at %s: %s", r2_addrs, strerror(-rc));
     if (rc == 0) {
         /* Every MDS of the view, requests routed by ring 0 (pom_route.h). */
-        struct xt_rpc_pool_opts po = pool_opts(opts);
+        struct xt_rpc_pool_opts po = pool_opts(opts, has ? &cred : NULL);
         pom_route *route;
         rc = pom_route_new_view(&view, &po, &route);
         if (rc == 0)
@@ -241,7 +264,7 @@ int pom_open_opts(const char *r2_addrs, const char *fsname, const struct pom_opt
     snprintf(label, sizeof label, "client-%d", (int)getpid());
     struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_CLIENT, .addr = label,
                                 .fs_name = fsname, .on_view = client_view,
-                                .view_arg = (*out)->route };
+                                .view_arg = (*out)->route, .cred = has ? &cred : NULL };
     if ((rc = r2_agent_start(&ao, &(*out)->agent)))
         XT_WARN("cannot register the mount with R2: %s", strerror(-rc));
     return 0;

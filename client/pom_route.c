@@ -31,6 +31,7 @@ struct tbm {
 struct pom_route {
     pthread_rwlock_t lk;
     struct xt_rpc_pool_opts po;  /* host/port filled per MDS */
+    struct xt_auth_cred cred;    /* po.cred points here when given */
     xt_ring *ring;               /* (lk) NULL: single MDS */
     struct pom_mds **mds;        /* (lk) never freed before pom_route_free */
     size_t nmds;                 /* (lk) */
@@ -86,6 +87,10 @@ static pom_route *route_alloc(const struct xt_rpc_pool_opts *po)
     }
     r->po = *po;
     r->po.host = NULL;
+    if (po->cred) {
+        r->cred = *po->cred;
+        r->po.cred = &r->cred;
+    }
     pthread_rwlock_init(&r->lk, NULL);
     return r;
 }

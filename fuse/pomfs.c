@@ -49,6 +49,7 @@ struct conf {
     char *fsid;             /* -o fsid=N */
     char *fsname;           /* -o fs=NAME (R2) */
     char *blob;             /* -o blob=DIR[:DIR...] (blob tier, local backend) */
+    char *keyfile;          /* -o keyfile=PATH (docs/security.md) */
     double attr_timeout, entry_timeout;
     unsigned reclaim, reclaim_grace; /* -o reclaim=S,reclaim_grace=S (seconds) */
     int soft;               /* -o soft (1) / -o hard (0, the default) */
@@ -66,6 +67,7 @@ static const struct fuse_opt opt_spec[] = {
     OPT("fsid=%s", fsid),
     OPT("fs=%s", fsname),
     OPT("blob=%s", blob),
+    OPT("keyfile=%s", keyfile),
     OPT("attr_timeout=%lf", attr_timeout),
     OPT("entry_timeout=%lf", entry_timeout),
     OPT("reclaim=%u", reclaim),
@@ -128,6 +130,8 @@ static void usage(FILE *f, const char *prog)
             "  -o entry_timeout=S    seconds the kernel caches names (default 1)\n"
             "  -o blob=DIR[:DIR...]  folders of the blob tier (files over 64 KiB);\n"
             "                        overrides the fs record's blob path\n"
+            "  -o keyfile=PATH       the key to prove: the fs's client key (pomctl fs key)\n"
+            "                        or the cluster key; none: unauthenticated clusters only\n"
             "  -o reclaim=S          seconds between passes of the orphan tract-set\n"
             "                        reclaimer (default 600; 0: none, leases only)\n"
             "  -o reclaim_grace=S    age an orphan tract set must reach before the\n"
@@ -367,7 +371,8 @@ int main(int argc, char *argv[])
         daemon_fork(&notify); /* invariant (1): before the library's threads */
     struct pom_opts popts = { .soft_ms = !c.soft ? 0
                                          : c.timeout > 0 ? XT_MAX((int)(c.timeout * 1000), 1)
-                                                         : 30000 };
+                                                         : 30000,
+                              .keyfile = c.keyfile };
     pf.attr_timeout = c.attr_timeout;
     pf.entry_timeout = c.entry_timeout;
     int rc;
@@ -454,6 +459,7 @@ out:
     free(c.fsid);
     free(c.fsname);
     free(c.blob);
+    free(c.keyfile);
     fuse_opt_free_args(&args);
     /* A child that did not mount: the parent returns its exit status. */
     if (notify >= 0)

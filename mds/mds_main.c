@@ -159,11 +159,53 @@ static void route_from_view(mds_route *route, const struct xt_view *v)
     xt_free(ss);
 }
 
+/* The client-key generation of every fs, from the view's fs records: what
+ * the handshake checks a client key against (docs/security.md). */
+struct fs_gen {
+    uint32_t fsid;
+    uint64_t gen;
+};
+
 struct view_arg {
     mds_store_rpc *rpc;
     mds_route *route;
     mds_ring1 *follow;
+    pthread_mutex_t gen_mu;
+    struct fs_gen *gens;       /* protected by gen_mu; xt_malloc'd */
+    size_t ngens;              /* protected by gen_mu */
 };
+
+static void gens_from_view(struct view_arg *va, const struct xt_view *v)
+{
+    struct fs_gen *g = xt_calloc(v->nfs ? v->nfs : 1, sizeof *g);
+    if (!g) {
+        XT_WARN("out of memory taking the fs key generations: keeping the old ones");
+        return;
+    }
+    for (size_t i = 0; i < v->nfs; i++)
+        g[i] = (struct fs_gen){ v->fs[i].fsid, v->fs[i].key_gen };
+    pthread_mutex_lock(&va->gen_mu);
+    struct fs_gen *old = va->gens;
+    va->gens = g;
+    va->ngens = v->nfs;
+    pthread_mutex_unlock(&va->gen_mu);
+    xt_free(old);
+}
+
+/* xt_rpc_server_opts.key_gen: at connect, from a server thread. */
+static int key_gen(void *arg, int32_t fsid, uint64_t *gen)
+{
+    struct view_arg *va = arg;
+    int rc = -ENOENT;
+    pthread_mutex_lock(&va->gen_mu);
+    for (size_t i = 0; i < va->ngens; i++)
+        if (va->gens[i].fsid == (uint32_t)fsid) {
+            *gen = va->gens[i].gen;
+            rc = 0;
+        }
+    pthread_mutex_unlock(&va->gen_mu);
+    return rc;
+}
 
 /* Keeps MDSL addresses current as the view changes (a restarted MDSL may
  * come back on another port), ring 1 and its changes (mds_ring1.h), and
@@ -174,6 +216,8 @@ struct view_arg {
 static void on_view(void *arg, const struct xt_view *v, int changed)
 {
     struct view_arg *va = arg;
+    if (changed & XT_VIEW_FS)
+        gens_from_view(va, v);
     if (changed & (XT_VIEW_SITES | XT_VIEW_RINGS))
         mds_ring1_view(va->follow, v);
     if (changed & (XT_VIEW_SITES | XT_VIEW_RINGS))
@@ -456,6 +500,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "pom-mds: bad --listen '%s' (want HOST:PORT)\n", listen);
         return 2;
     }
+    if (xt_rpc_server_flags_done(&limits, host, "pom-mds") < 0)
+        return 2;
 
     long fault_alloc_after = -1;
     if (fault) {
@@ -487,7 +533,7 @@ int main(int argc, char **argv)
     mds_ring1 *follow = NULL;
     mds_mover *mover = NULL;
     mds_reload *reload = NULL;
-    struct view_arg va = { NULL, NULL, NULL };
+    struct view_arg va = { .gen_mu = PTHREAD_MUTEX_INITIALIZER };
     uint32_t sites[MAX_MDSL];
     if (!ring || !stats || mds_store_rpc_new(10000, &rpc)) {
         XT_ERR("out of memory");
@@ -654,6 +700,10 @@ int main(int argc, char **argv)
     ro.port = port;
     ro.io_threads = (int)threads;
     ro.workers = route ? 4 * (int)threads : 0;
+    if (r2_addrs) { /* else no fs records: generation 0 for every fs */
+        ro.key_gen = key_gen;
+        ro.key_ctx = &va;
+    }
     if ((rc = mds_service_start(&svc, &ro, &srv))) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
         goto out;
@@ -726,6 +776,7 @@ out:
     mds_store_rpc_free(rpc);
     mds_stats_free(stats);
     xt_ring_free(ring);
+    xt_free(va.gens); /* the agent and server that read it are stopped */
     if (fault_alloc_after >= 0) /* for sizing the tests' countdown ranges */
         XT_WARN("--fault: %ld allocations failed", xt_alloc_fail_after(-1));
     return rc ? 1 : 0;

@@ -87,6 +87,13 @@ static void usage(FILE *f)
     xt_rpc_server_flags_usage(f);
 }
 
+/* xt_rpc_server_opts.key_gen: no client key opens an MDSL. */
+static int no_clients(void *ctx, int32_t fsid, uint64_t *gen)
+{
+    (void)ctx, (void)fsid, (void)gen;
+    return -EPERM;
+}
+
 int main(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -210,6 +217,8 @@ int main(int argc, char **argv)
 
     xt_daemon_block_signals();
     xt_log_set_prefix("mdsl");
+    if (xt_rpc_server_flags_done(&ro, host, "pom-mdsl") < 0)
+        return 2;
 
     long fault_io_after = -1, fault_alloc_after = -1;
     int fault_err = -EIO;
@@ -255,6 +264,7 @@ int main(int argc, char **argv)
     ro.host = host;
     ro.port = port;
     ro.io_threads = (int)threads;
+    ro.key_gen = no_clients; /* only sites and pomctl talk to an MDSL */
     xt_rpc_server *srv = NULL;
     rc = mdsl_service_start(store, &ro, &srv);
     if (rc < 0) {

@@ -164,6 +164,8 @@ int main(int argc, char **argv)
 
     xt_daemon_block_signals();
     xt_log_set_prefix("r2");
+    if (xt_rpc_server_flags_done(&a.rpc, host, "pom-r2") < 0)
+        return 2;
 
     r2_store *store = NULL;
     if (open_store(&a, &store) < 0)

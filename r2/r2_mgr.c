@@ -867,6 +867,51 @@ out:
     return rc;
 }
 
+int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!r2_rec_fs_name_valid(name))
+        return -EINVAL;
+    int rc = begin(m);
+    if (rc < 0)
+        return rc;
+    struct r2_txn t = { .n = 0 };
+    /* begin() makes this the only writer: st changes only below, under mu. */
+    struct xt_fs_info *cur = r2_state_fs_by_name(&m->st, name);
+    if (!cur) {
+        rc = -ENOENT;
+        goto out;
+    }
+    struct xt_fs_info f = *cur; /* shares cur's bitmap for the encoding only */
+    f.key_gen++;
+    if ((rc = r2_txn_fs(&t, &f)) < 0 || (rc = r2_txn_commit(m, &t, XT_VIEW_FS)) < 0)
+        goto out;
+    pthread_mutex_lock(&m->mu);
+    cur->key_gen = f.key_gen;
+    rc = r2_state_fs_copy(&m->st, cur, out);
+    pthread_mutex_unlock(&m->mu);
+    XT_INFO("fs %s: client key generation %llu: older client keys are refused", name,
+            (unsigned long long)f.key_gen);
+out:
+    r2_txn_free(&t);
+    end(m);
+    return rc;
+}
+
+int r2_mgr_fs_key_gen(void *arg, int32_t fsid, uint64_t *gen)
+{
+    r2_mgr *m = arg;
+    int rc = -ENOENT;
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->st.nfs; i++)
+        if (m->st.fs[i].fsid == (uint32_t)fsid) {
+            *gen = m->st.fs[i].key_gen;
+            rc = 0;
+        }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
 /* ---- lifetime ------------------------------------------------------------------- */
 
 /* The monitor's period: a quarter of the heartbeat interval, >= 5 ms. */

@@ -157,6 +157,14 @@ int r2_mgr_fs_create(r2_mgr *m, const char *name, const char *backend, const cha
 int r2_mgr_fs_list(r2_mgr *m, const char *name, struct xt_fs_info **fs, size_t *n);
 /* -EBUSY while a client site with this fs is UP or TRANSIENT, unless force. */
 int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force);
+/* Bumps the key generation of fs `name` (docs/security.md "Client keys"):
+ * its current client key stops working for new connections. *out gets
+ * the fs (caller frees out->root_bitmap with xt_free). */
+int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out);
+/* The key generation of fsid into *gen; -ENOENT if no such fs. For the
+ * RPC server's handshake (xt_rpc_server_opts.key_gen): never blocks on
+ * the store. */
+int r2_mgr_fs_key_gen(void *m, int32_t fsid, uint64_t *gen);
 
 /* Drain: MDS and MDSL sites only (-EINVAL for clients). Idempotent.
  * For an MDSL in use by ring 1 once slices may be stored (invariant 2):

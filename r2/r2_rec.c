@@ -211,13 +211,15 @@ int r2_rec_fs_encode(const struct xt_fs_info *f, void **buf, size_t *len)
         np >= XT_PATH_MAX || (f->root_bitmap_len && !f->root_bitmap) ||
         f->root_bitmap_len > R2_REC_BITMAP_MAX)
         return -EINVAL;
-    size_t n = R2_REC_FS_HDR + nn + nb + np + f->root_bitmap_len + R2_REC_CSUM;
+    size_t ng = f->key_gen ? 8 : 0; /* flag bit 0: a key generation follows the header */
+    size_t n = R2_REC_FS_HDR + ng + nn + nb + np + f->root_bitmap_len + R2_REC_CSUM;
     uint8_t *p = xt_calloc(1, n);
     if (!p)
         return -ENOMEM;
     p[0] = R2_REC_FORMAT;
     p[1] = (uint8_t)nn;
     p[2] = (uint8_t)nb;
+    p[3] = ng ? R2_REC_FS_KEYGEN : 0;
     xt_put_u32(p + 4, f->fsid);
     xt_put_u64(p + 8, f->root_table);
     xt_put_u64(p + 16, f->created_ns);
@@ -225,7 +227,9 @@ int r2_rec_fs_encode(const struct xt_fs_info *f, void **buf, size_t *len)
     xt_put_u64(p + 32, f->bytes);
     xt_put_u16(p + 40, (uint16_t)np);
     xt_put_u32(p + 42, f->root_bitmap_len);
-    uint8_t *q = p + R2_REC_FS_HDR;
+    if (ng)
+        xt_put_u64(p + R2_REC_FS_HDR, f->key_gen);
+    uint8_t *q = p + R2_REC_FS_HDR + ng;
     memcpy(q, f->name, nn);
     q += nn;
     memcpy(q, f->blob_backend, nb);
@@ -245,15 +249,17 @@ int r2_rec_fs_decode(const void *buf, size_t len, struct xt_fs_info *f)
     const uint8_t *p = buf;
     memset(f, 0, sizeof *f);
     if (len < R2_REC_FS_HDR + R2_REC_CSUM || !csum_ok(p, len) || p[0] != R2_REC_FORMAT ||
-        p[3] != 0)
+        (p[3] & ~R2_REC_FS_KEYGEN))
         return -EBADMSG;
+    size_t ng = p[3] & R2_REC_FS_KEYGEN ? 8 : 0;
     size_t nn = p[1], nb = p[2], np = xt_get_u16(p + 40);
     uint32_t nm = xt_get_u32(p + 42);
     if (nb == 0 || nb >= sizeof f->blob_backend || np >= XT_PATH_MAX ||
         nm > R2_REC_BITMAP_MAX ||
-        len != R2_REC_FS_HDR + nn + nb + np + (size_t)nm + R2_REC_CSUM)
+        len != R2_REC_FS_HDR + ng + nn + nb + np + (size_t)nm + R2_REC_CSUM)
         return -EBADMSG;
-    const char *q = (const char *)p + R2_REC_FS_HDR;
+    const char *q = (const char *)p + R2_REC_FS_HDR + ng;
+    f->key_gen = ng ? xt_get_u64(p + R2_REC_FS_HDR) : 0;
     if (!fs_name_bytes_valid(q, nn) || !graph_text(q + nn, nb))
         return -EBADMSG;
     memcpy(f->name, q, nn);

@@ -112,6 +112,7 @@
 #define R2_REC_META_SIZE   48
 #define R2_REC_SITE_HDR    36
 #define R2_REC_FS_HDR      46
+#define R2_REC_FS_KEYGEN   0x01  /* fs record byte 3: an 8-byte key generation follows */
 #define R2_REC_CSUM        8
 #define R2_REC_RING1_HDR   40
 #define R2_REC_RING1_MAX   4096

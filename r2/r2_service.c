@@ -9,6 +9,9 @@
  *      counts are bounded. The glue already refused strings too long for
  *      the C fields and strings with NUL bytes.
  *  (2) A handler never crashes on a value: every refusal is -EINVAL.
+ *  (3) A connection that proved a client key (role client) may register
+ *      only as a client and call nothing that administers the cluster
+ *      (fs create/drop/rotate, site drain/remove, uuid ranges): -EACCES.
  */
 #include "r2_service.h"
 
@@ -19,11 +22,18 @@
 #include <math.h>
 #include <string.h>
 
+/* A client key administers nothing (docs/security.md "Roles"). */
+static bool client_role(const xt_rpc_ctx *rc)
+{
+    return rc->auth_role == XT_AUTH_CLIENT;
+}
+
 static int h_register(void *ctx, const xt_rpc_ctx *rc, int type, const char *addr,
                       uint64_t capacity, uint32_t prev_id, const char *fs_name,
                       uint32_t *site_id, struct xt_view *view)
 {
-    (void)rc;
+    if (client_role(rc) && type != XT_SITE_CLIENT)
+        return -EACCES;
     if (type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT &&
         type != XT_SITE_R2)
         return -EINVAL;
@@ -67,7 +77,8 @@ static int h_get_view(void *ctx, const xt_rpc_ctx *rc, uint64_t since, bool *has
 static int h_fs_create(void *ctx, const xt_rpc_ctx *rc, const char *name, const char *backend,
                        const char *path, struct xt_fs_info *out)
 {
-    (void)rc;
+    if (client_role(rc))
+        return -EACCES;
     if (!r2_rec_fs_name_valid(name) || (backend[0] && !r2_rec_backend_valid(backend)) ||
         !r2_rec_path_valid(path))
         return -EINVAL;
@@ -87,15 +98,27 @@ static int h_fs_list(void *ctx, const xt_rpc_ctx *rc, const char *name, struct x
 
 static int h_fs_drop(void *ctx, const xt_rpc_ctx *rc, const char *name, bool force)
 {
-    (void)rc;
+    if (client_role(rc))
+        return -EACCES;
     if (!r2_rec_fs_name_valid(name))
         return -EINVAL;
     return r2_mgr_fs_drop(ctx, name, force);
 }
 
+static int h_fs_rotate_key(void *ctx, const xt_rpc_ctx *rc, const char *name,
+                           struct xt_fs_info *out)
+{
+    if (client_role(rc))
+        return -EACCES;
+    if (!r2_rec_fs_name_valid(name))
+        return -EINVAL;
+    return r2_mgr_fs_rotate_key(ctx, name, out);
+}
+
 static int h_site_drain(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
 {
-    (void)rc;
+    if (client_role(rc))
+        return -EACCES;
     if (site_id == 0 || site_id > INT32_MAX)
         return -EINVAL;
     return r2_mgr_site_drain(ctx, site_id);
@@ -103,7 +126,8 @@ static int h_site_drain(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
 
 static int h_site_remove(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
 {
-    (void)rc;
+    if (client_role(rc))
+        return -EACCES;
     if (site_id == 0 || site_id > INT32_MAX)
         return -EINVAL;
     return r2_mgr_site_remove(ctx, site_id);
@@ -112,7 +136,8 @@ static int h_site_remove(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
 static int h_alloc_uuids(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t count,
                          uint64_t *lo, uint64_t *hi)
 {
-    (void)rc;
+    if (client_role(rc))
+        return -EACCES;
     *lo = *hi = 0;
     if (site_id == 0 || site_id > INT32_MAX || count == 0 || count > (UINT64_C(1) << 40))
         return -EINVAL;
@@ -127,6 +152,7 @@ static const struct xt_r2_ops ops = {
     .fs_create = h_fs_create,
     .fs_list = h_fs_list,
     .fs_drop = h_fs_drop,
+    .fs_rotate_key = h_fs_rotate_key,
     .site_drain = h_site_drain,
     .site_remove = h_site_remove,
     .alloc_uuids = h_alloc_uuids,
@@ -134,5 +160,8 @@ static const struct xt_r2_ops ops = {
 
 int r2_service_start(r2_mgr *m, const struct xt_rpc_server_opts *opts, xt_rpc_server **out)
 {
-    return xt_rpc_serve_r2(opts, &ops, m, out);
+    struct xt_rpc_server_opts o = *opts;
+    o.key_gen = r2_mgr_fs_key_gen;
+    o.key_ctx = m;
+    return xt_rpc_serve_r2(&o, &ops, m, out);
 }

@@ -12,7 +12,7 @@ PKGS=(
   libxxhash-dev
   liburing-dev
   libzookeeper-mt-dev zookeeper
-  libcmocka-dev
+  libcmocka-dev libssl-dev
   clang libclang-rt-14-dev
   procps psmisc util-linux python3
   rsync sqlite3

@@ -408,6 +408,7 @@ struct FsInfo {
   8: string blob_backend = "local",
   9: string blob_path = "",
   10: i64 created_ns = 0,
+  11: i64 key_gen = 0,             // generation of its client key (docs/security.md)
 }
 /* A view: the sections that changed after the caller's version. */
 const i32 VIEW_SITES = 1
@@ -533,6 +534,7 @@ service R2 extends Common {
   FsResp fs_create(1: FsReq req),
   FsResp fs_list(1: FsReq req),
   FsResp fs_drop(1: FsReq req),
+  FsResp fs_rotate_key(1: FsReq req),  // key_gen + 1: older client keys stop working
   SiteResp site_drain(1: SiteReq req),
   SiteResp site_remove(1: SiteReq req),
   RangeResp alloc_uuids(1: RangeReq req),

@@ -34,16 +34,25 @@ static int fail(const char *what, int rc)
 
 int main(int argc, char **argv)
 {
+    /* --key-file FILE: the cluster's key (DIR/cluster.key of `pomctl up`)
+     * or a client key of the fs (`pomctl fs key NAME --out FILE`). */
+    struct pom_opts opts = { 0 };
+    if (argc > 2 && !strcmp(argv[1], "--key-file")) {
+        opts.keyfile = argv[2];
+        argc -= 2;
+        argv += 2;
+    }
     if (argc < 3) {
-        fprintf(stderr, "usage: %s R2ADDR FSNAME [KEYSPACE]\n"
-                        "       %s MDSADDR FSID [KEYSPACE]\n", argv[0], argv[0]);
+        fprintf(stderr, "usage: kv_example [--key-file FILE] R2ADDR FSNAME [KEYSPACE]\n"
+                        "       kv_example [--key-file FILE] MDSADDR FSID [KEYSPACE]\n");
         return 2;
     }
     pom_fs *fs;
     char *end;
     unsigned long fsid = strtoul(argv[2], &end, 10);
-    int rc = *end == '\0' && end != argv[2] ? pom_connect_mds(argv[1], (uint32_t)fsid, &fs)
-                                             : pom_open(argv[1], argv[2], &fs);
+    int rc = *end == '\0' && end != argv[2]
+                 ? pom_connect_mds_opts(argv[1], (uint32_t)fsid, &opts, &fs)
+                 : pom_open_opts(argv[1], argv[2], &opts, &fs);
     if (rc)
         return fail("connect", rc);
     pom_kv *kv;

@@ -74,6 +74,11 @@ struct pom_opts {
     int call_timeout_ms;  /* one RPC; 0: 10000 */
     int retry_ms;         /* keep retrying an unreachable MDS this long; 0: 30000 */
     int soft_ms;          /* > 0: soft, -EIO after this long waiting; 0: hard */
+    const char *keyfile;  /* the key connections prove: a client key of the fs
+                             (pomctl fs key) or the cluster key; NULL: none,
+                             only an unauthenticated cluster is reachable.
+                             A wrong key fails the open with -EKEYREJECTED, a
+                             missing one with -ENOKEY (docs/security.md). */
 };
 
 /* Connects to one MDS at "host:port" serving file system `fsid`; creates

@@ -5,8 +5,8 @@
  * a shell test can show `pomctl fsck` a transaction in progress or a
  * damaged one (test_pomctl_fsck.sh).
  *
- *   pom_sysrow R2ADDR FS put|del TAG LEN
- *   pom_sysrow R2ADDR FS gdt UUID PARENT NAME [AGO_S]
+ *   pom_sysrow [-k KEYFILE] R2ADDR FS put|del TAG LEN
+ *   pom_sysrow [-k KEYFILE] R2ADDR FS gdt UUID PARENT NAME [AGO_S]
  *
  * The name is the head (TAG, the hash of the root's name "sysrow") then
  * 'x' bytes up to LEN (>= XT_SYS_HEAD) in all. `gdt` writes directory
@@ -25,11 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* -k FILE before the other arguments: the key file (docs/security.md). */
+static struct pom_opts g_opts;
+
 static int gdt_put(const char *r2, const char *fsname, uint64_t uuid, uint64_t parent,
                    const char *name, uint64_t ago_s)
 {
     pom_fs *fs;
-    int rc = pom_open(r2, fsname, &fs);
+    int rc = pom_open_opts(r2, fsname, &g_opts, &fs);
     if (rc < 0) {
         fprintf(stderr, "pom_sysrow: open %s: %s\n", fsname, strerror(-rc));
         return 1;
@@ -45,6 +48,12 @@ static int gdt_put(const char *r2, const char *fsname, uint64_t uuid, uint64_t p
 
 int main(int argc, char **argv)
 {
+    if (argc > 2 && !strcmp(argv[1], "-k")) {
+        g_opts.keyfile = argv[2];
+        argv[2] = argv[0];
+        argc -= 2;
+        argv += 2;
+    }
     if ((argc == 7 || argc == 8) && !strcmp(argv[3], "gdt"))
         return gdt_put(argv[1], argv[2], strtoull(argv[4], NULL, 10),
                        strtoull(argv[5], NULL, 10), argv[6],
@@ -63,7 +72,7 @@ int main(int argc, char **argv)
     memset(name, 'x', sizeof name);
     xt_hash_sys_head(name, (unsigned char)argv[4][0], xt_hash_name("sysrow", 6));
     pom_fs *fs;
-    int rc = pom_open(argv[1], argv[2], &fs);
+    int rc = pom_open_opts(argv[1], argv[2], &g_opts, &fs);
     if (rc < 0) {
         fprintf(stderr, "pom_sysrow: open %s: %s\n", argv[2], strerror(-rc));
         return 1;

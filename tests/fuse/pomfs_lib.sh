@@ -5,7 +5,8 @@
 # pomfs by pid and the cluster with `pomctl down` (which stops by pid too),
 # then removes the folder.
 #
-#   . pomfs_lib.sh POMCTL POMFS     sets T (scratch folder), R2 (address)
+#   . pomfs_lib.sh POMCTL POMFS     sets T (scratch folder), R2 (address),
+#                                   KEY (the cluster key file)
 #   pl_mount DIR [OPTS]             mounts fs "pomfs" at DIR (pid recorded)
 #   pl_umount DIR                   unmounts, checks pomfs exited 0
 #   ok, nok, eq, within ...         the checks of pomfs_check.sh
@@ -40,7 +41,7 @@ reap_on_kill "$T" "$POMCTL" "$T/data"
 pl_mount() { # dir [extra -o options]
     local m=$1 o=${2:-}
     mkdir -p "$m"
-    "$POMFS" "$R2" "$m" -f -o "fs=pomfs${o:+,$o}" >>"$T/pomfs.log" 2>&1 &
+    "$POMFS" "$R2" "$m" -f -o "fs=pomfs,keyfile=$KEY${o:+,$o}" >>"$T/pomfs.log" 2>&1 &
     PL_PID[$m]=$!
     wait_mounted "$m" "${PL_PID[$m]}"
 }
@@ -57,3 +58,4 @@ if ! "$POMCTL" up --data "$T/data" ${PL_UP_OPTS:-} >"$T/up.log" 2>&1; then
     echo "pomctl up failed:"; cat "$T/up.log"; exit 1
 fi
 R2=$(cat "$T/data/r2.addr")
+KEY=$T/data/cluster.key # the cluster key `pomctl up` made (docs/security.md)

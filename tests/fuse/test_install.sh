@@ -67,7 +67,7 @@ check "kv_example builds with pkg-config alone" \
 
 check "installed pomctl up" "$P/bin/pomctl" up --data "$D"
 R2=$(cat "$D/r2.addr" 2>/dev/null)
-check "kv_example runs against the cluster" bash -c "LD_LIBRARY_PATH='$LIBDIR' '$T/kv_example' '$R2' pomfs >'$T/kv.out' 2>&1 && grep -q 'get cherry -> fruit #3' '$T/kv.out' && grep -q 'search \"ap\"' '$T/kv.out'"
+check "kv_example runs against the cluster" bash -c "LD_LIBRARY_PATH='$LIBDIR' '$T/kv_example' --key-file '$D/cluster.key' '$R2' pomfs >'$T/kv.out' 2>&1 && grep -q 'get cherry -> fruit #3' '$T/kv.out' && grep -q 'search \"ap\"' '$T/kv.out'"
 grep -q "apricot" "$T/kv.out" 2>/dev/null || { echo "kv_example said:"; cat "$T/kv.out"; }
 
 check "pomfs refuses a bad source with exit 2" bash -c "'$P/bin/pomfs' @$R2 '$T' -f 2>'$T/bad.err'; [ \$? = 2 ] && grep -q 'NAME@R2ADDR' '$T/bad.err'"
@@ -108,8 +108,8 @@ if [ "${POM_INSTALL_NS:-}" = 1 ]; then
     check "README install: cmake --install build --prefix /usr/local" \
         cmake --install "$BUILD" --prefix /usr/local
     # The README's line, as written (with this cluster's R2 address).
-    check "README: mount -t fuse.pomfs pomfs@$R2 DIR, nothing on stderr" \
-        bash -c "mount -t fuse.pomfs pomfs@$R2 '$M' 2>'$T/mount.err' && [ ! -s '$T/mount.err' ]"
+    check "README: mount -t fuse.pomfs pomfs@$R2 DIR -o keyfile=KEY, nothing on stderr" \
+        bash -c "mount -t fuse.pomfs pomfs@$R2 '$M' -o keyfile='$D/cluster.key' 2>'$T/mount.err' && [ ! -s '$T/mount.err' ]"
     cat "$T/mount.err" 2>/dev/null
     check "mounted as fuse.pomfs with source pomfs@$R2" \
         bash -c "[ \"\$(findmnt -n -o FSTYPE,SOURCE '$M')\" = 'fuse.pomfs pomfs@$R2' ]"
@@ -125,7 +125,7 @@ if [ "${POM_INSTALL_NS:-}" = 1 ]; then
     check "fs create other" "$P/bin/pomctl" --data "$D" fs create other --blob-backend local \
         --blob-path "$T/blob-other"
     printf 'other@%s  %s  fuse.pomfs  %s  0 0\n' "$R2" "$M2" \
-        defaults,_netdev,nofail,noauto,user,rw,relatime,nodev,nosuid,x-systemd.automount,comment=pom,allow_other \
+        defaults,_netdev,nofail,noauto,user,rw,relatime,nodev,nosuid,x-systemd.automount,comment=pom,allow_other,keyfile=$D/cluster.key \
         >"$T/fstab"
     check "fstab line: mount -T FILE DIR, nothing on stderr" \
         bash -c "mount -T '$T/fstab' '$M2' 2>'$T/fstab.err' && [ ! -s '$T/fstab.err' ]"
@@ -139,7 +139,7 @@ if [ "${POM_INSTALL_NS:-}" = 1 ]; then
     check "the fstab mount heartbeats" test -n "$PID2"
     check "fs drop refuses the fstab-mounted fs" bash -c "! '$P/bin/pomctl' --data '$D' fs drop other >/dev/null 2>&1"
     check "the fstab mount is its own fs" bash -c "[ ! -e '$M2/hello' ] && echo two >'$M2/two' && [ ! -e '$M/two' ]"
-    check "mount -o ro,noatime" bash -c "mount -t fuse.pomfs -o ro,noatime pomfs@$R2 '$M3' 2>'$T/m3.err' && [ ! -s '$T/m3.err' ]"
+    check "mount -o ro,noatime" bash -c "mount -t fuse.pomfs -o ro,noatime,keyfile='$D/cluster.key' pomfs@$R2 '$M3' 2>'$T/m3.err' && [ ! -s '$T/m3.err' ]"
     for o in ro noatime; do
         check "mount has $o" bash -c "findmnt -n -o OPTIONS '$M3' | tr , '\n' | grep -qx $o"
     done

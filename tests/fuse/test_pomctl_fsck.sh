@@ -71,7 +71,7 @@ eq "no pending row" "$(jget pending_rows <"$T/f0.json")" 0
 
 # ---- system rows (check (9)) ------------------------------------------------
 if [ -n "$SYSROW" ]; then
-    SR() { "$SYSROW" "$R2" pomfs "$@"; }
+    SR() { "$SYSROW" -k "$KEY" "$R2" pomfs "$@"; }
     ok "a pending row written (XT_F_SYS)" SR put P 19
     ok "a decision row written (XT_F_SYS)" SR put D 27
     PC --json fsck >"$T/s1.json" 2>"$T/s1.err"
@@ -169,7 +169,7 @@ eq "GDT rows checked: g1, g4r, g2m" "$(jget gdt_rows_checked <"$T/g0.json")" 3
 eq "GDT rows: no stale one (g3's removed)" "$(jget gdt_rows <"$T/g0.json")" 3
 eq "no problem" "$(jget problems <"$T/g0.json")" 0
 if [ -n "$SYSROW" ]; then
-    ok "g2m's GDT row made wrong (newer copy)" "$SYSROW" "$R2" pomfs gdt "$G2" "$G4" elsewhere
+    ok "g2m's GDT row made wrong (newer copy)" "$SYSROW" -k "$KEY" "$R2" pomfs gdt "$G2" "$G4" elsewhere
     PC --json fsck >"$T/g1.json" 2>"$T/g1.err"
     eq "fsck with a wrong GDT row exits 1" "$?" 1
     eq "one problem" "$(jget problems <"$T/g1.json")" 1
@@ -183,8 +183,8 @@ if [ -n "$SYSROW" ]; then
     eq "clean again" "$(jget problems <"$T/g3.json")" 0
     # Stale rows (no such directory): counted, not problems; --repair-gdt
     # removes the one older than a minute only.
-    ok "a stale GDT row of 2 min ago" "$SYSROW" "$R2" pomfs gdt 999999 1 gone 120
-    ok "a stale GDT row of now" "$SYSROW" "$R2" pomfs gdt 999998 1 young
+    ok "a stale GDT row of 2 min ago" "$SYSROW" -k "$KEY" "$R2" pomfs gdt 999999 1 gone 120
+    ok "a stale GDT row of now" "$SYSROW" -k "$KEY" "$R2" pomfs gdt 999998 1 young
     PC --json fsck >"$T/g4.json" 2>/dev/null
     eq "stale rows are no problem" "$(jget problems <"$T/g4.json")" 0
     eq "two stale rows counted" "$(jget gdt_stale <"$T/g4.json")" 2

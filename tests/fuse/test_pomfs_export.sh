@@ -61,7 +61,7 @@ eq "listing of it" "$(ls "$M/a/b/c/d")" "new"
 pl_umount "$M"
 
 # pomctl path: a directory's path from its uuid, by the GDT alone.
-pc() { "$POMCTL" --r2 "$R2" "$@"; }
+pc() { "$POMCTL" --r2 "$R2" --key-file "$KEY" "$@"; }
 eq "pomctl path of the deep directory" "$(pc path "$D")" "/a/b/c/d"
 eq "pomctl path of the renamed directory" "$(pc path "$MV")" "/a/x/moved2"
 eq "pomctl path of the root" "$(pc path 1)" "/"

@@ -31,7 +31,7 @@ nok "timeout= without soft is refused" "timeout=S needs soft" \
     "$POMFS" "$R2" "$T/x" -f -o fs=pomfs,timeout=3
 pl_mount "$A"
 pl_mount "$B" soft,timeout=3
-MDS_SITE=$("$POMCTL" --r2 "$R2" --json sites |
+MDS_SITE=$("$POMCTL" --r2 "$R2" --key-file "$KEY" --json sites |
            python3 -c 'import json,sys; print([s["id"] for s in json.load(sys.stdin)["sites"] if s["type"]=="mds"][0])')
 
 # Before the stop: a file synced on each mount (each claims its uuid range,
@@ -81,11 +81,11 @@ SOFT=$!
 
 # While stopped: R2 misses the MDSL's heartbeats; status says so.
 st_says() {
-    "$POMCTL" --r2 "$R2" status >"$T/status.txt" 2>&1
+    "$POMCTL" --r2 "$R2" --key-file "$KEY" status >"$T/status.txt" 2>&1
     grep -qE "site [0-9]+ \(mdsl .*not answering for [0-9]+ s" "$T/status.txt"
 }
 within "pomctl status: the MDSL is not answering" 13 st_says
-"$POMCTL" --r2 "$R2" --json status >"$T/status.json" 2>&1
+"$POMCTL" --r2 "$R2" --key-file "$KEY" --json status >"$T/status.json" 2>&1
 ok "pomctl --json status: not_answering names the MDSL" python3 -c '
 import json, sys
 j = json.load(open(sys.argv[1]))

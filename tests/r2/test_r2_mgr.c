@@ -179,6 +179,18 @@ static void test_codecs(void **state)
     for (size_t l = 0; l < len; l++)
         assert_int_equal(r2_rec_fs_decode(p, l, &g), -EBADMSG);
     xt_free(buf);
+    /* A rotated client key: the generation rides behind flag bit 0. */
+    fs.key_gen = 0x123456789;
+    assert_int_equal(r2_rec_fs_encode(&fs, &buf, &len), 0);
+    assert_int_equal(((unsigned char *)buf)[3], R2_REC_FS_KEYGEN);
+    assert_int_equal(r2_rec_fs_decode(buf, len, &g), 0);
+    assert_int_equal(g.key_gen, 0x123456789);
+    assert_string_equal(g.blob_path, "/x/y");
+    assert_memory_equal(g.root_bitmap, bm, 5);
+    xt_free(g.root_bitmap);
+    for (size_t l = 0; l < len; l++)
+        assert_int_equal(r2_rec_fs_decode(buf, l, &g), -EBADMSG);
+    xt_free(buf);
 
     struct r2_rec_meta m = { 9, 3, 9, 1 }, m2;
     uint8_t mb[R2_REC_META_SIZE];

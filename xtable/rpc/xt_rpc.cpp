@@ -6,11 +6,17 @@
  * backoff_max); calls inside the window fail at once with -ECONNREFUSED
  * instead of hammering a dead peer. A successful connect resets it.
  *
+ * Every new connection runs the client side of the handshake (xt_auth.h)
+ * before its first call; an authentication failure is not a connect
+ * failure: it arms no back-off and is returned as -ENOKEY/-EKEYREJECTED.
+ *
  * The server is in xt_rpc_server.cpp.
  */
 #include "xt_rpc_i.hpp"
 
 #include "xt_common.h"
+
+#include <arpa/inet.h>
 
 #include <atomic>
 #include <cerrno>
@@ -65,6 +71,8 @@ struct xt_rpc_pool {
     int port;
     size_t max_idle;
     int connect_timeout_ms, call_timeout_ms, backoff_min_ms, backoff_max_ms;
+    bool has_cred = false;
+    xt_auth_cred cred;
 
     std::mutex mu;
     std::vector<Conn> idle;          /* protected by mu */
@@ -74,6 +82,17 @@ struct xt_rpc_pool {
     std::atomic<uint64_t> calls{0}, errors{0}, timeouts{0}, connects{0},
         connect_failures{0}, retries{0};
 };
+
+/* The process's credential (xt_rpc_set_cred): set before any pool. */
+static bool g_has_cred;
+static xt_auth_cred g_cred;
+
+void xt_rpc_set_cred(const struct xt_auth_cred *cred)
+{
+    g_has_cred = cred != nullptr;
+    if (cred)
+        g_cred = *cred;
+}
 
 /* ---- request ids -------------------------------------------------------- */
 
@@ -143,6 +162,10 @@ int xt_rpc_pool_new(const struct xt_rpc_pool_opts *o, xt_rpc_pool **out)
     p->call_timeout_ms = o->call_timeout_ms > 0 ? o->call_timeout_ms : 10000;
     p->backoff_min_ms = o->backoff_min_ms > 0 ? o->backoff_min_ms : 50;
     p->backoff_max_ms = o->backoff_max_ms > 0 ? o->backoff_max_ms : 2000;
+    if (o->cred || g_has_cred) {
+        p->has_cred = true;
+        p->cred = o->cred ? *o->cred : g_cred;
+    }
     *out = p;
     return 0;
 }
@@ -175,7 +198,83 @@ void xt_rpc_pool_stats(const xt_rpc_pool *p, struct xt_rpc_pool_stats *st)
     st->retries = p->retries.load();
 }
 
-static int pool_connect(xt_rpc_pool *p, Conn *c)
+/* What a failed handshake says: "wrong key for fs N" for a client key,
+ * else "wrong cluster key". */
+static std::string wrong_key(const xt_rpc_pool *p)
+{
+    if (p->has_cred && p->cred.role == XT_AUTH_CLIENT)
+        return "wrong key for fs " + std::to_string(p->cred.fsid);
+    return "wrong cluster key";
+}
+
+/* The client side of the handshake on c's fresh socket (xt_auth.h). The
+ * PROOF goes out with no wait for an answer: the first call follows it. */
+static int handshake(xt_rpc_pool *p, Conn *c)
+{
+    uint8_t hello[4 + XT_AUTH_HELLO_LEN], ch[4 + XT_AUTH_CHALLENGE_LEN];
+    uint32_t be = htonl(XT_AUTH_HELLO_LEN);
+    memcpy(hello, &be, 4);
+    if (xt_auth_hello_make(p->has_cred ? &p->cred : nullptr, hello + 4) < 0)
+        return -EIO;
+    c->sock->setRecvTimeout(p->connect_timeout_ms);
+    c->sock->setSendTimeout(p->connect_timeout_ms);
+    c->sock->write(hello, sizeof hello);
+    try {
+        c->sock->readAll(ch, sizeof ch);
+    } catch (const TTransportException &e) {
+        if (e.getType() != TTransportException::END_OF_FILE)
+            throw;
+        /* Most often a peer going down; a server of another version
+         * closes too. Either way the call sees a reset connection. */
+        XT_DBG("rpc: %s closed the connection during the handshake", p->addr.c_str());
+        return -ECONNRESET;
+    }
+    uint32_t st;
+    memcpy(&be, ch, 4);
+    memcpy(&st, ch + 8, 4);
+    st = ntohl(st);
+    const uint8_t *body = ch + 4, *snonce = body + 8, *sproof = body + 40;
+    if (ntohl(be) != XT_AUTH_CHALLENGE_LEN || memcmp(body, "POMC", 4)) {
+        XT_WARN_RL(2000, "rpc: %s: malformed handshake reply", p->addr.c_str());
+        return -EPROTO;
+    }
+    if ((int32_t)st == -ENOKEY) {
+        XT_ERR("authentication failed: %s wants a key (--key-file, or --data DIR "
+               "holding %s)", p->addr.c_str(), XT_AUTH_KEY_FILE);
+        return -ENOKEY;
+    }
+    if ((int32_t)st == -EAGAIN)
+        return -EAGAIN; /* the server has not seen this fs or key generation yet */
+    if ((int32_t)st != 0) {
+        XT_ERR("authentication failed: %s at %s (%s)", wrong_key(p).c_str(), p->addr.c_str(),
+               strerror(-(int32_t)st));
+        return -EKEYREJECTED;
+    }
+    static const uint8_t zero[32] = {};
+    bool open = memcmp(sproof, zero, 32) == 0;
+    if (!p->has_cred)
+        return open ? 0 : -EPROTO;
+    if (open) {
+        XT_ERR("authentication failed: %s runs without a key, this client has one: "
+               "refused", p->addr.c_str());
+        return -EKEYREJECTED;
+    }
+    uint8_t proof[4 + XT_AUTH_PROOF_LEN];
+    be = htonl(XT_AUTH_PROOF_LEN);
+    memcpy(proof, &be, 4);
+    memcpy(proof + 4, "POMP", 4);
+    xt_auth_proof(p->cred.key, 0, hello + 4, snonce, proof + 8);
+    bool ok = xt_auth_proof_ok(p->cred.key, 1, hello + 4, snonce, sproof);
+    /* Sent even when the server's proof is wrong: its log then says so. */
+    c->sock->write(proof, sizeof proof);
+    if (!ok) {
+        XT_ERR("authentication failed: %s at %s", wrong_key(p).c_str(), p->addr.c_str());
+        return -EKEYREJECTED;
+    }
+    return 0;
+}
+
+static int connect_once(xt_rpc_pool *p, Conn *c)
 {
     {
         std::lock_guard<std::mutex> g(p->mu);
@@ -195,6 +294,7 @@ static int pool_connect(xt_rpc_pool *p, Conn *c)
         c->proto = std::make_shared<TBinaryProtocol>(c->trans);
         c->trans->open();
     } catch (const std::exception &e) {
+        c->sock.reset();
         p->connect_failures++;
         std::lock_guard<std::mutex> g(p->mu);
         p->backoff_ms = p->backoff_ms ? std::min(p->backoff_ms * 2, p->backoff_max_ms)
@@ -204,11 +304,43 @@ static int pool_connect(xt_rpc_pool *p, Conn *c)
                p->backoff_ms);
         return -ECONNREFUSED;
     }
+    int rc;
+    try {
+        rc = handshake(p, c);
+    } catch (const std::exception &e) {
+        XT_WARN_RL(2000, "rpc: %s: handshake: %s", p->addr.c_str(), e.what());
+        rc = -ECONNRESET;
+    }
+    if (rc < 0) {
+        try {
+            c->trans->close();
+        } catch (...) {
+        }
+        return rc;
+    }
     p->connects++;
     std::lock_guard<std::mutex> g(p->mu);
     p->backoff_ms = 0;
     p->retry_at_ms = 0;
     return 0;
+}
+
+/* A site learns a new fs or key generation from R2 within a heartbeat:
+ * a client key newer than the server's knowledge is retried that long. */
+static int pool_connect(xt_rpc_pool *p, Conn *c)
+{
+    uint64_t give_up = now_ms() + (uint64_t)std::max(p->connect_timeout_ms, 3000);
+    for (;;) {
+        int rc = connect_once(p, c);
+        if (rc != -EAGAIN)
+            return rc;
+        if (now_ms() >= give_up) {
+            XT_ERR("authentication failed: %s at %s (the server knows no such fs, or an "
+                   "older key generation)", wrong_key(p).c_str(), p->addr.c_str());
+            return -EKEYREJECTED;
+        }
+        xt_sleep_ms(100);
+    }
 }
 
 /* Maps the exception in flight to -errno. */
@@ -362,6 +494,9 @@ int xt_rpc_out_set(xt_rpc_out *out, const void *p, size_t len)
     return 0;
 }
 
+thread_local int pom::glue::peer_role = XT_AUTH_NONE;
+thread_local int32_t pom::glue::peer_fsid = 0;
+
 xt_rpc_ctx pom::glue::make_ctx(const pom::rpc::ReqHeader &h, int default_budget_ms)
 {
     xt_rpc_ctx c;
@@ -371,6 +506,8 @@ xt_rpc_ctx pom::glue::make_ctx(const pom::rpc::ReqHeader &h, int default_budget_
     c.hops = h.hops;
     c.ring_version = h.ring_version;
     c.client_id = h.client_id;
+    c.auth_role = peer_role;
+    c.auth_fsid = peer_fsid;
     return c;
 }
 

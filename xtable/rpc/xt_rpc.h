@@ -11,7 +11,8 @@
  *      not come within the call's timeout, -ECONNREFUSED while the peer cannot
  *      be reached (connects are retried with exponential back-off, never
  *      faster), -EPROTO for a malformed or unexpected reply, and the server's
- *      own negative errno when the handler failed.
+ *      own negative errno when the handler failed; -ENOKEY / -EKEYREJECTED
+ *      when the connection's key handshake fails (xt_auth.h).
  *  (2) A pool never holds its lock across a connect, a send or a receive.
  *  (3) A connection that saw any transport error is closed, never reused.
  *  (4) A server serves many connections with a fixed pool of
@@ -32,6 +33,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "xt_auth.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -48,6 +51,9 @@ typedef struct xt_rpc_ctx {
     int hops;              /* forwarding hops so far */
     int64_t ring_version;  /* caller's ring version */
     int32_t client_id;     /* caller's R2 site id, 0 if unregistered */
+    int auth_role;         /* what the connection proved (enum xt_auth_role);
+                              XT_AUTH_NONE only on an open-mode server */
+    int32_t auth_fsid;     /* role client: the only fs it may touch */
 } xt_rpc_ctx;
 
 /* How a client identifies one call: the same id on every retry. */
@@ -87,7 +93,20 @@ struct xt_rpc_server_opts {
                                 across all connections; 0: as input_budget */
     int idle_timeout_ms;     /* a connection idle this long is closed; 0: 300000 */
     int request_timeout_ms;  /* a request frame not received, or a reply not
-                                taken, within this is closed; 0: 30000 */
+                                taken, within this is closed, and so is a
+                                handshake not done within it; 0: 30000 */
+    /* The cluster key (XT_AUTH_KEY_LEN bytes, copied): every connection
+     * proves it, or a client key derived from it, before any request is
+     * read (xt_auth.h). NULL: open mode, no authentication. */
+    const uint8_t *key;
+    /* Role client: the current key generation of fsid into *gen; returns 0
+     * or -ENOENT (no such fs: the connection is refused). NULL: 0 for
+     * every fsid. Called at connect only, from a server thread. */
+    int (*key_gen)(void *key_ctx, int32_t fsid, uint64_t *gen);
+    void *key_ctx;
+    /* --key-file / --init-key, read by xt_rpc_server_flags_done. */
+    const char *key_file;
+    int init_key;            /* create key_file with a new key if absent */
 };
 
 /* Output buffer of a handler: the reply payload is copied in. */
@@ -130,13 +149,23 @@ void xt_rpc_server_stop(xt_rpc_server *s);
     { "input-budget", required_argument, NULL, XT_RPC_FLAG_BASE + 1 },        \
     { "output-budget", required_argument, NULL, XT_RPC_FLAG_BASE + 2 },       \
     { "idle-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 3 },     \
-    { "request-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 4 }
+    { "request-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 4 },   \
+    { "key-file", required_argument, NULL, XT_RPC_FLAG_BASE + 5 },            \
+    { "init-key", required_argument, NULL, XT_RPC_FLAG_BASE + 6 }
 
 /* If code is one of XT_RPC_SERVER_FLAGS: parses arg into *o and returns 1,
  * or prints why arg is wrong (after "prog: ") and returns -EINVAL. Any
  * other code: returns 0. On the command line 0 turns a limit off. */
 int xt_rpc_server_flag(int code, const char *arg, struct xt_rpc_server_opts *o,
                        const char *prog);
+/* After the flags are parsed, with host the address to listen on: loads
+ * the key (--key-file, or --init-key made first if absent), makes it the
+ * server's key and, as role site, the credential of the daemon's own
+ * pools (xt_rpc_set_cred). Without a key: one warning line on loopback,
+ * and -EINVAL (said on stderr) on any other address. `o` must outlive the
+ * server's start. Returns 0 or a negative errno. */
+int xt_rpc_server_flags_done(struct xt_rpc_server_opts *o, const char *host,
+                             const char *prog);
 /* The --help lines of XT_RPC_SERVER_FLAGS. */
 void xt_rpc_server_flags_usage(FILE *f);
 
@@ -152,7 +181,17 @@ struct xt_rpc_pool_opts {
     int call_timeout_ms;       /* 0: 10000 */
     int backoff_min_ms;        /* first reconnect delay; 0: 50 */
     int backoff_max_ms;        /* 0: 2000 */
+    const struct xt_auth_cred *cred; /* what connections prove (copied);
+                                        NULL: the process's, xt_rpc_set_cred */
 };
+
+/* The credential of pools made without one (a daemon's site key, pomctl's
+ * admin key); NULL: none. Called at start, before any pool is made. A
+ * connection with no credential is accepted only by an open-mode server;
+ * one with a credential accepts only a server that proves the same key.
+ * Connects that fail the handshake return -ENOKEY (the server wants a key)
+ * or -EKEYREJECTED (wrong key) and log why. */
+void xt_rpc_set_cred(const struct xt_auth_cred *cred);
 
 /* A pool of connections to one destination; connects lazily. Thread-safe.
  * Caller frees with xt_rpc_pool_free (after every call on it returned). */

@@ -7,10 +7,13 @@
  */
 #include "xt_rpc.h"
 
+#include "xt_common.h"
 #include "xt_daemon.h"
 
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
+#include <string.h>
 
 int xt_rpc_server_flag(int code, const char *arg, struct xt_rpc_server_opts *o,
                        const char *prog)
@@ -26,6 +29,11 @@ int xt_rpc_server_flag(int code, const char *arg, struct xt_rpc_server_opts *o,
         { "--request-timeout-ms", 86400000 },
     };
     int i = code - XT_RPC_FLAG_BASE;
+    if (i == 5 || i == 6) {
+        o->key_file = arg;
+        o->init_key = i == 6;
+        return 1;
+    }
     if (i < 0 || i >= (int)(sizeof flags / sizeof flags[0]))
         return 0;
     uint64_t v;
@@ -45,6 +53,44 @@ int xt_rpc_server_flag(int code, const char *arg, struct xt_rpc_server_opts *o,
     return 1;
 }
 
+/* Loopback: 127.0.0.0/8, ::1, localhost. */
+static bool is_loopback(const char *host)
+{
+    return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
+int xt_rpc_server_flags_done(struct xt_rpc_server_opts *o, const char *host, const char *prog)
+{
+    static struct xt_auth_cred cred; /* one daemon, one key; read by o->key */
+    if (!o->key_file) {
+        if (!is_loopback(host)) {
+            fprintf(stderr, "%s: refusing to serve on %s without a key: a non-loopback "
+                    "address needs --key-file (docs/security.md)\n", prog, host);
+            return -EINVAL;
+        }
+        XT_WARN("no --key-file: serving on %s without authentication (loopback only)", host);
+        return 0;
+    }
+    int rc = o->init_key ? xt_auth_init(o->key_file) : 0;
+    if (rc < 0) {
+        fprintf(stderr, "%s: cannot write a key to %s: %s\n", prog, o->key_file, strerror(-rc));
+        return rc;
+    }
+    rc = xt_auth_load(o->key_file, XT_AUTH_SITE, &cred);
+    if (rc < 0) {
+        fprintf(stderr, "%s: cannot use key file %s: %s\n", prog, o->key_file, strerror(-rc));
+        return rc;
+    }
+    if (cred.role != XT_AUTH_SITE) {
+        fprintf(stderr, "%s: %s holds a client key; a daemon needs the cluster key\n", prog,
+                o->key_file);
+        return -EINVAL;
+    }
+    o->key = cred.key;
+    xt_rpc_set_cred(&cred);
+    return 0;
+}
+
 void xt_rpc_server_flags_usage(FILE *f)
 {
     fprintf(f,
@@ -57,5 +103,10 @@ void xt_rpc_server_flags_usage(FILE *f)
             "                           (default as --input-budget)\n"
             "  --idle-timeout-ms N      close connections idle this long (default 300000)\n"
             "  --request-timeout-ms N   close a connection whose request or reply is not through\n"
-            "                           within N (default 30000); 0 turns any of these off\n");
+            "                           within N (default 30000); 0 turns any of these off\n"
+            "  --key-file FILE          the cluster key (64 hex digits, mode 0600): every\n"
+            "                           connection proves it; without one the daemon serves\n"
+            "                           loopback only, unauthenticated\n"
+            "  --init-key FILE          as --key-file, writing a new key to FILE first if it\n"
+            "                           does not exist\n");
 }

@@ -37,6 +37,11 @@ using ProtoPtr = std::shared_ptr<apache::thrift::protocol::TProtocol>;
 int invoke(xt_rpc_pool *p, const xt_rpc_call *call,
            const std::function<int(const ProtoPtr &, const pom::rpc::ReqHeader &)> &fn);
 
+/* What the connection of the request being served proved (set by the
+ * server thread before it runs the processor; read by make_ctx). */
+extern thread_local int peer_role;
+extern thread_local int32_t peer_fsid;
+
 /* The context a handler sees for a request header. */
 xt_rpc_ctx make_ctx(const pom::rpc::ReqHeader &h, int default_budget_ms);
 

@@ -498,6 +498,8 @@ public:
             r.status = -EINVAL;
             return;
         }
+        if ((r.status = scope(rc, q.table.fsid, 0)) != 0)
+            return;
         std::vector<uint16_t> cols(q.columns.begin(), q.columns.end());
         struct xt_list_req lr = {};
         lr.t = { (uint32_t)q.table.fsid, (uint64_t)q.table.table, q.table.slice_hint };
@@ -551,8 +553,8 @@ public:
     void gossip(GossipResp &r, const GossipReq &q) override
     {
         xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
-        if (!ops_->gossip) {
-            r.status = -ENOSYS;
+        if (!ops_->gossip || rc.auth_role == XT_AUTH_CLIENT) { /* MDS to MDS only */
+            r.status = rc.auth_role == XT_AUTH_CLIENT ? -EACCES : -ENOSYS;
             return;
         }
         std::vector<struct xt_table_bitmap> t(q.tables.size());
@@ -571,7 +573,8 @@ public:
     {
         xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
         uint64_t clean = 0;
-        r.status = ops_->release
+        r.status = rc.auth_role == XT_AUTH_CLIENT ? -EACCES /* MDS to MDS only */
+                   : ops_->release
                        ? ops_->release(ctx_, &rc, (uint32_t)q.from_site, (uint32_t)q.fsid,
                                        (uint64_t)q.table, (uint32_t)q.slice,
                                        (uint64_t)q.ring_version, &clean)
@@ -581,6 +584,15 @@ public:
 
 private:
     int64_t epoch() const { return ops_->epoch ? (int64_t)ops_->epoch(ctx_) : 0; }
+
+    /* A connection that proved a client key reaches only its own fs and no
+     * system rows (docs/security.md "Roles"). */
+    static int scope(const xt_rpc_ctx &rc, int32_t fsid, int32_t flags)
+    {
+        if (rc.auth_role != XT_AUTH_CLIENT)
+            return 0;
+        return fsid == rc.auth_fsid && !(flags & XT_F_SYS) ? 0 : -EACCES;
+    }
 
     /* The C request of q; its pointers borrow q and hold (which must not
      * move while req is used). 0 or the status to answer. */
@@ -649,7 +661,8 @@ private:
         }
         Hold h;
         struct xt_req req;
-        if ((r.status = to_req(op, q, h, req)) != 0)
+        if ((r.status = scope(rc, q.table.fsid, q.flags)) != 0 ||
+            (r.status = to_req(op, q, h, req)) != 0)
             return;
         struct xt_resp out;
         memset(&out, 0, sizeof out);
@@ -679,7 +692,7 @@ private:
             int op = (int)q.ops[i].op;
             if (op < XT_OP_CREATE || op > XT_OP_DELETE)
                 st = -EINVAL;
-            else
+            else if ((st = scope(rc, q.ops[i].req.table.fsid, q.ops[i].req.flags)) == 0)
                 st = to_req(op, q.ops[i].req, holds[i], reqs[i]);
             failed = i;
         }

@@ -210,6 +210,7 @@ static void fs_to_thrift(const struct xt_fs_info &c, FsInfo &t)
     t.blob_backend = c.blob_backend;
     t.blob_path = c.blob_path;
     t.created_ns = (int64_t)c.created_ns;
+    t.key_gen = (int64_t)c.key_gen;
     if (c.root_bitmap) {
         t.root_bitmap.assign(static_cast<const char *>(c.root_bitmap), c.root_bitmap_len);
         t.__isset.root_bitmap = true;
@@ -225,6 +226,7 @@ static int fs_from_thrift(const FsInfo &t, struct xt_fs_info &c)
     c.bytes = (uint64_t)t.bytes;
     c.mounts = (uint32_t)t.mounts;
     c.created_ns = (uint64_t)t.created_ns;
+    c.key_gen = (uint64_t)t.key_gen;
     int rc = copy_str(c.name, sizeof c.name, t.name);
     if (!rc)
         rc = copy_str(c.blob_backend, sizeof c.blob_backend, t.blob_backend);
@@ -557,6 +559,19 @@ int xt_r2_fs_list(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
             });
 }
 
+int xt_r2_fs_rotate_key(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
+                        struct xt_fs_info *out)
+{
+    R2_CALL(fs_rotate_key, FsReq, FsResp, { req.name = name ? name : ""; },
+            {
+                if (out && !resp.fs.empty()) {
+                    int rc = fs_from_thrift(resp.fs[0], *out);
+                    if (rc)
+                        return rc;
+                }
+            });
+}
+
 int xt_r2_fs_drop(xt_rpc_pool *p, const xt_rpc_call *call, const char *name, bool force)
 {
     R2_CALL(fs_drop, FsReq, FsResp,
@@ -706,6 +721,20 @@ public:
         xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
         resp.status = ops_->fs_drop ? ops_->fs_drop(ctx_, &rc, req.name.c_str(), req.force)
                                     : -ENOSYS;
+    }
+    void fs_rotate_key(FsResp &resp, const FsReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        struct xt_fs_info f;
+        memset(&f, 0, sizeof f);
+        resp.status = ops_->fs_rotate_key
+                          ? ops_->fs_rotate_key(ctx_, &rc, req.name.c_str(), &f)
+                          : -ENOSYS;
+        if (resp.status == 0) {
+            resp.fs.resize(1);
+            fs_to_thrift(f, resp.fs[0]);
+        }
+        xt_free(f.root_bitmap);
     }
     void site_drain(SiteResp &resp, const SiteReq &req) override
     {

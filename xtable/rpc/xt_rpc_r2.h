@@ -56,6 +56,7 @@ struct xt_fs_info {
     char blob_backend[16];
     char blob_path[XT_PATH_MAX];
     uint64_t created_ns;
+    uint64_t key_gen;          /* generation of the fs's client key (pomctl fs key) */
     void *root_bitmap;         /* xt_malloc'd xt_bitmap encoding, or NULL */
     uint32_t root_bitmap_len;
 };
@@ -169,6 +170,9 @@ int xt_r2_fs_create(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
 int xt_r2_fs_list(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
                   struct xt_fs_info **fs, size_t *n);
 int xt_r2_fs_drop(xt_rpc_pool *p, const xt_rpc_call *call, const char *name, bool force);
+/* Bumps fs `name`'s key generation; out (may be NULL) gets its record. */
+int xt_r2_fs_rotate_key(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
+                        struct xt_fs_info *out);
 int xt_r2_site_drain(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id);
 int xt_r2_site_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id);
 /* [*lo, *hi): count uuids for this MDS alone. */
@@ -195,6 +199,8 @@ struct xt_r2_ops {
     int (*fs_list)(void *ctx, const xt_rpc_ctx *rc, const char *name, struct xt_fs_info **fs,
                    size_t *n);
     int (*fs_drop)(void *ctx, const xt_rpc_ctx *rc, const char *name, bool force);
+    int (*fs_rotate_key)(void *ctx, const xt_rpc_ctx *rc, const char *name,
+                         struct xt_fs_info *out);
     int (*site_drain)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id);
     int (*site_remove)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id);
     int (*alloc_uuids)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t count,

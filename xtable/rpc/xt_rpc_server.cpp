@@ -38,13 +38,21 @@
  *      down a descriptor number that was reused.
  *  (7) A processor exception (malformed request) closes that connection
  *      only. The server never exits on bad input.
- *  (8) Handlers may block (slice loads, sync): that occupies one thread;
+ *  (8) With a key (opts.key), a connection is served in three states:
+ *      kAuthHello -> handle_auth (HELLO) -> kAuthProof -> handle_auth
+ *      (PROOF verified) -> kAuthDone; only kAuthDone frames reach the
+ *      processor, any other frame, or one over kAuthMaxFrame before
+ *      kAuthDone, closes the connection (xt_auth.h invariant 1). An
+ *      unauthenticated connection counts as kPartial for the sweeper, so a
+ *      slow handshake is closed after request_ns like a slow frame.
+ *  (9) Handlers may block (slice loads, sync): that occupies one thread;
  *      the pool is sized by io_threads + workers. A stretch with no thread
  *      in epoll_wait (s->waiting == 0) is a stall: requests wait in their
  *      sockets; its length is what xt_rpc_server_stall_ns reports.
  */
 #include "xt_rpc_i.hpp"
 
+#include "xt_auth.h"
 #include "xt_common.h"
 
 #include <arpa/inet.h>
@@ -93,6 +101,9 @@ constexpr int kDefaultClients = 10000;
 constexpr size_t kDefaultBudget = 256u << 20;
 constexpr int kDefaultIdleMs = 300000;
 constexpr int kDefaultRequestMs = 30000;
+constexpr uint32_t kAuthMaxFrame = 64;      /* the largest handshake frame */
+
+enum AuthState : uint8_t { kAuthHello, kAuthProof, kAuthDone };
 
 /* What a connection waits for, for the sweeper (invariant 5). */
 enum Phase : int { kIdle, kPartial, kOutput, kBusy };
@@ -107,6 +118,12 @@ struct SConn {
     std::atomic<int> phase{kIdle};       /* published at re-arm, read by the sweeper */
     std::atomic<uint64_t> since{0};
     bool doomed = false;                 /* protected by s->mu */
+    uint8_t auth = kAuthHello;           /* invariant 8 */
+    int role = XT_AUTH_NONE;             /* proved by the handshake */
+    int32_t fsid = 0;
+    uint8_t hello[XT_AUTH_HELLO_LEN];    /* kAuthProof: what the proofs cover */
+    uint8_t snonce[XT_AUTH_NONCE_LEN];
+    uint8_t key[XT_AUTH_KEY_LEN];        /* kAuthProof: the key to prove */
 };
 
 /* One per thread: what serving a request needs besides its connection. */
@@ -126,6 +143,10 @@ struct xt_rpc_server {
     size_t in_budget = 0, out_budget = 0;
     uint64_t idle_ns = 0, req_ns = 0; /* 0: off */
     std::shared_ptr<TProcessor> proc;
+    bool has_key = false;
+    uint8_t key[XT_AUTH_KEY_LEN];          /* the cluster key, if has_key */
+    int (*key_gen)(void *, int32_t, uint64_t *) = nullptr;
+    void *key_ctx = nullptr;
     std::vector<std::thread> threads;
     std::atomic<size_t> in_bytes{0}, out_bytes{0};
     std::atomic<uint64_t> now{0};          /* xt_mono_ns() at the last tick */
@@ -302,6 +323,121 @@ static int flush_out(xt_rpc_server *s, SConn *c)
     return 1;
 }
 
+/* "host:port" of c's peer, for log lines. */
+static void peer_name(const SConn *c, char *buf, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t l = sizeof ss;
+    char h[INET6_ADDRSTRLEN] = "?", p[16] = "?";
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &l) == 0)
+        getnameinfo((struct sockaddr *)&ss, l, h, sizeof h, p, sizeof p,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(buf, cap, "%s:%s", h, p);
+}
+
+/* Sends one small handshake frame whole, or fails: the socket of a
+ * connection that sent only a HELLO has room for 76 bytes. */
+static int send_small(SConn *c, const uint8_t *body, uint32_t len)
+{
+    uint8_t f[4 + XT_AUTH_CHALLENGE_LEN];
+    assert(len <= XT_AUTH_CHALLENGE_LEN);
+    uint32_t be = htonl(len);
+    memcpy(f, &be, 4);
+    memcpy(f + 4, body, len);
+    ssize_t n = send(c->fd, f, 4 + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return n == (ssize_t)(4 + len) ? 0 : -EPIPE;
+}
+
+/* Answers a HELLO with a CHALLENGE (status st, and with a key our proof). */
+static int send_challenge(SConn *c, int32_t st, const uint8_t *key)
+{
+    uint8_t ch[XT_AUTH_CHALLENGE_LEN];
+    memset(ch, 0, sizeof ch);
+    memcpy(ch, "POMC", 4);
+    uint32_t be = htonl((uint32_t)st);
+    memcpy(ch + 4, &be, 4);
+    if (key) {
+        if (xt_auth_key_new(c->snonce) < 0) /* a nonce, as random as a key */
+            return -EIO;
+        memcpy(ch + 8, c->snonce, XT_AUTH_NONCE_LEN);
+        xt_auth_proof(key, 1, c->hello, c->snonce, ch + 40);
+    }
+    return send_small(c, ch, sizeof ch);
+}
+
+/* One handshake frame of c (invariant 8). Returns 0, 1 when the frame is a
+ * request an open-mode server serves as such, < 0 to close. */
+static int handle_auth(xt_rpc_server *s, SConn *c, const uint8_t *body, uint32_t len)
+{
+    char peer[80];
+    if (c->auth == kAuthHello) {
+        struct xt_auth_hello h;
+        if (xt_auth_hello_parse(body, len, &h) < 0) {
+            if (!s->has_key) {
+                c->auth = kAuthDone; /* an open server takes requests without a HELLO */
+                return 1;
+            }
+            peer_name(c, peer, sizeof peer);
+            XT_WARN_RL(1000, "rpc: closing a connection from %s: a request before "
+                       "authentication", peer);
+            return -EACCES;
+        }
+        memcpy(c->hello, body, XT_AUTH_HELLO_LEN);
+        if (!s->has_key) {
+            c->auth = kAuthDone;
+            return send_challenge(c, 0, nullptr);
+        }
+        if (h.role == XT_AUTH_NONE) {
+            peer_name(c, peer, sizeof peer);
+            XT_WARN_RL(1000, "rpc: authentication failed: %s has no key", peer);
+            send_challenge(c, -ENOKEY, nullptr);
+            return -EACCES;
+        }
+        if (h.role == XT_AUTH_CLIENT) {
+            uint64_t gen = 0;
+            int grc = h.fsid <= 0 ? -ENOENT
+                      : s->key_gen ? s->key_gen(s->key_ctx, h.fsid, &gen) : 0;
+            if ((grc == 0 && h.gen > gen) || (grc == -ENOENT && h.fsid > 0)) {
+                /* This site may not have R2's newest fs records yet: the
+                 * client retries (xt_rpc.cpp pool_connect). */
+                XT_DBG("rpc: client key of fs %d generation %llu unknown here yet",
+                       (int)h.fsid, (unsigned long long)h.gen);
+                send_challenge(c, -EAGAIN, nullptr);
+                return -EACCES;
+            }
+            if (grc < 0) {
+                peer_name(c, peer, sizeof peer);
+                XT_WARN_RL(1000, "rpc: authentication failed: %s has a client key of fs %d, "
+                           "which this server does not take (%s)", peer, (int)h.fsid,
+                           strerror(-grc));
+                send_challenge(c, grc, nullptr);
+                return -EACCES;
+            }
+            xt_auth_client_key(s->key, h.fsid, gen, c->key);
+            c->fsid = h.fsid;
+        } else {
+            memcpy(c->key, s->key, XT_AUTH_KEY_LEN);
+        }
+        c->role = h.role;
+        c->auth = kAuthProof;
+        return send_challenge(c, 0, c->key);
+    }
+    assert(c->auth == kAuthProof);
+    if (len == XT_AUTH_PROOF_LEN && memcmp(body, "POMP", 4) == 0 &&
+        xt_auth_proof_ok(c->key, 0, c->hello, c->snonce, body + 4)) {
+        c->auth = kAuthDone;
+        return 0;
+    }
+    peer_name(c, peer, sizeof peer);
+    if (c->role == XT_AUTH_CLIENT)
+        XT_WARN_RL(1000, "rpc: authentication failed: %s: wrong key for fs %d", peer,
+                   (int)c->fsid);
+    else
+        XT_WARN_RL(1000, "rpc: authentication failed: %s: wrong cluster key (role %s)", peer,
+                   xt_auth_role_name(c->role));
+    return -EACCES;
+}
+
 /* Runs one request frame through the processor and sends the reply; what
  * the socket does not take at once is queued on c (invariant 4). */
 static int handle_frame(xt_rpc_server *s, Worker *w, SConn *c, uint8_t *body, uint32_t len)
@@ -317,6 +453,8 @@ static int handle_frame(xt_rpc_server *s, Worker *w, SConn *c, uint8_t *body, ui
         w->obuf->resetBuffer();
         static const uint8_t zero[4] = { 0, 0, 0, 0 };
         w->obuf->write(zero, 4); /* frame length, patched below */
+        pom::glue::peer_role = c->role;
+        pom::glue::peer_fsid = c->fsid;
         s->proc->process(w->iprot, w->oprot, nullptr);
     } catch (const std::exception &e) {
         XT_DBG("rpc: dropping connection on malformed request: %s", e.what());
@@ -388,14 +526,17 @@ static int consume(xt_rpc_server *s, Worker *w, SConn *c, uint8_t *buf, size_t n
         uint32_t len;
         memcpy(&len, buf + off, 4);
         len = ntohl(len);
-        if (len == 0 || len > s->max_frame) {
+        bool authed = c->auth == kAuthDone;
+        if (len == 0 || len > s->max_frame || (!authed && s->has_key && len > kAuthMaxFrame)) {
             XT_DBG("rpc: bad frame length %u, closing connection", len);
             rc = -EPROTO;
             break;
         }
         if (n - off - 4 < len)
             break;
-        if ((rc = handle_frame(s, w, c, buf + off + 4, len)) < 0)
+        if (!authed && (rc = handle_auth(s, c, buf + off + 4, len)) < 0)
+            break;
+        if ((authed || rc == 1) && (rc = handle_frame(s, w, c, buf + off + 4, len)) < 0)
             break;
         off += 4 + (size_t)len;
     }
@@ -491,9 +632,12 @@ static int serve_conn(xt_rpc_server *s, Worker *w, SConn *c)
 /* Publishes what c now waits for (invariant 5) and hands it back to epoll. */
 static int rearm(xt_rpc_server *s, SConn *c)
 {
-    int ph = c->out ? kOutput : c->have ? kPartial : kIdle;
+    int ph = c->out                                          ? kOutput
+             : c->have || (s->has_key && c->auth != kAuthDone) ? kPartial
+                                                               : kIdle;
     uint64_t since = ph == kOutput    ? c->out_since
-                     : ph == kPartial ? c->part_since
+                     : c->have        ? c->part_since
+                     : ph == kPartial ? c->since.load(std::memory_order_relaxed) /* accepted */
                                       : s->now.load(std::memory_order_relaxed);
     c->since.store(since, std::memory_order_relaxed);
     c->phase.store(ph, std::memory_order_release);
@@ -712,6 +856,12 @@ int pom::glue::serve(const xt_rpc_server_opts *o, const std::shared_ptr<TProcess
     if (!s)
         return -ENOMEM;
     s->proc = proc;
+    if (o && o->key) {
+        s->has_key = true;
+        memcpy(s->key, o->key, XT_AUTH_KEY_LEN);
+        s->key_gen = o->key_gen;
+        s->key_ctx = o->key_ctx;
+    }
     s->max_frame = o && o->max_frame_bytes > 0 ? (size_t)o->max_frame_bytes
                                                 : (size_t)XT_RPC_DEFAULT_SERVER_FRAME;
     resolve_limits(s, o);
