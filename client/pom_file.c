@@ -223,6 +223,7 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
     int rc = !blob && len && !snap ? -ENOMEM : 0;
     bool gone = false;
     for (int attempt = 0; rc == 0 && attempt < MAX_TRIES; attempt++) {
+        pom_conflict_pause(attempt);
         uint64_t table;
         char name[XT_NAME_MAX + 1];
         struct xt_resp r;

@@ -147,6 +147,7 @@ static int change(pom_fs *fs, pom_ino ino, const char *xname, const void *value,
     if (orphan_op(fs, ino, op, xname, NULL, value, size, how, &orc))
         return (int)orc;
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        pom_conflict_pause(attempt);
         uint64_t table;
         char name[XT_NAME_MAX + 1];
         struct xt_resp r;
