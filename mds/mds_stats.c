@@ -39,7 +39,8 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
     "cache_hits", "cache_misses", "cache_load_waits", "cache_evictions",
     "cache_pressure", "recover_commits", "recover_aborts",
     "requests", "forwards", "forwards_looped", "forward_errors", "remote_answers",
-    "gossip_rounds", "gossip_sent_bits", "gossip_new_bits", "handovers", "bits_sent_home",
+    "gossip_rounds", "gossip_useful_rounds", "gossip_splits_learnt", "handovers",
+    "splits_sent_home",
     "releases", "release_waits", "slices_moved", "xact_commits", "xact_aborts",
     "xact_prepares", "xact_resolved", "xact_rollbacks", "xact_aborts_dropped",
     "xact_aborts_gc",
@@ -52,6 +53,11 @@ static const char *const ctr_names[MDS_CTR__COUNT] = {
 const char *mds_stats_op_name(enum mds_op op)
 {
     return (unsigned)op < MDS_OP__COUNT ? op_names[op] : "?";
+}
+
+const char *mds_stats_ctr_name(enum mds_ctr ctr)
+{
+    return (unsigned)ctr < MDS_CTR__COUNT ? ctr_names[ctr] : "?";
 }
 
 mds_stats *mds_stats_new(void)
@@ -205,6 +211,32 @@ static void hist_take(const mds_stats *st, enum mds_op op, struct hist_snap *s)
     s->max = atomic_load_explicit(&h->max, memory_order_relaxed);
     if (s->total == 0)
         s->min = s->max = 0;
+}
+
+void mds_stats_cumulative(const mds_stats *st, enum mds_op op, const uint64_t *le, size_t n,
+                          uint64_t *cum, uint64_t *count, uint64_t *sum_ns)
+{
+    memset(cum, 0, n * sizeof *cum);
+    *count = *sum_ns = 0;
+    if (!st || (unsigned)op >= MDS_OP__COUNT)
+        return;
+    struct mds_hist *h = &((mds_stats *)st)->op[op];
+    size_t i = 0;
+    uint64_t total = 0;
+    for (unsigned b = 0; b < MDS_STATS_BUCKETS; b++) {
+        uint64_t k = atomic_load_explicit(&h->bucket[b], memory_order_relaxed);
+        if (!k)
+            continue;
+        uint64_t lo, hi;
+        mds_stats_bucket_range(b, &lo, &hi);
+        for (; i < n && hi > le[i]; i++)
+            cum[i] = total; /* buckets ascend: every later one is over le[i] too */
+        total += k;
+    }
+    for (; i < n; i++)
+        cum[i] = total;
+    *count = total; /* from the buckets, so cum[n-1] <= count while recorders run */
+    *sum_ns = atomic_load_explicit(&h->sum, memory_order_relaxed);
 }
 
 uint64_t mds_stats_percentile(const mds_stats *st, enum mds_op op, double q)

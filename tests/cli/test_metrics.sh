@@ -1,0 +1,180 @@
+#!/bin/bash
+# test_metrics.sh POMCTL -- Prometheus /metrics end to end (docs/metrics.md)
+# on a `pomctl up --mount` cluster in a temporary folder:
+#   - every daemon and pomfs writes DIR/run/<daemon>.metrics, and `pomctl
+#     sites --json` shows each registered daemon's metrics address;
+#   - each /metrics passes `promtool check metrics` and holds the families
+#     of docs/metrics.md (ops and latency histograms, commit groups, cache,
+#     forwards, MDSL bytes and GC, blob tier bytes, RPC errors, connections);
+#   - after work on the mount (files, a directory, a large file, fsync) the
+#     counters that work drives have grown;
+#   - bad HTTP (a body, a huge header, garbage, 40 idle connections, an
+#     unknown path) costs the daemons nothing: each still answers a scrape;
+#   - `pomctl down` removes the .metrics files.
+# Exit 77 (skip) when pom-r2 or pomfs is not built, promtool or curl is
+# missing, or FUSE cannot be mounted here.
+set -u
+
+POMCTL=$(realpath "$1")
+BIN=$(dirname "$POMCTL")
+if [ ! -x "$BIN/../r2/pom-r2" ] || [ ! -x "$BIN/../fuse/pomfs" ]; then
+    echo "SKIP: pom-r2 / pomfs not built"
+    exit 77
+fi
+for t in promtool curl python3 fusermount3; do
+    command -v $t >/dev/null || { echo "SKIP: $t missing (scripts/install-deps.sh)"; exit 77; }
+done
+[ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/pom-metrics.XXXXXX")
+D=$T/data
+M=$T/m
+export HOME=$T/home
+mkdir -p "$HOME"
+unset POM_R2 POM_BIN_DIR
+. "$(dirname "$0")/../fuse/pomfs_check.sh"
+cleanup() {
+    mountpoint -q "$M" 2>/dev/null && fusermount3 -u -z "$M"
+    "$POMCTL" down --data "$D" >/dev/null 2>&1
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 1' TERM INT HUP
+reap_on_kill "$T" "$POMCTL" "$D"
+
+if ! "$POMCTL" up --data "$D" --mount "$M" >"$T/up.log" 2>&1; then
+    if grep -qi "permission\|fuse: device not found\|Operation not permitted" \
+        "$D/logs/pomfs.log" 2>/dev/null; then
+        echo "SKIP: FUSE mounts are not allowed here"; exit 77
+    fi
+    echo "pomctl up --mount failed:"; cat "$T/up.log"; exit 1
+fi
+
+DAEMONS="pom-r2 pom-mds pom-mdsl pomfs"
+declare -A ADDR
+for d in $DAEMONS; do
+    ok "$d wrote run/$d.metrics" test -s "$D/run/$d.metrics"
+    ADDR[$d]=$(cat "$D/run/$d.metrics" 2>/dev/null)
+done
+
+scrape() { # daemon file
+    curl -sf --max-time 10 "http://${ADDR[$1]}/metrics" -o "$2"
+}
+val() { # file sample -> its value (empty if absent)
+    awk -v k="$2" '$1 == k { print $2; exit }' "$1"
+}
+grown() { # desc file-before file-after sample [min-growth]
+    local a b
+    a=$(val "$2" "$4"); b=$(val "$3" "$4")
+    if [ -n "$a" ] && [ -n "$b" ] &&
+        python3 -c "import sys; sys.exit(0 if float('$b') - float('$a') >= float('${5:-1}') else 1)"; then
+        PASS=$((PASS+1))
+    else
+        FAIL=$((FAIL+1)); echo "FAIL: $1: $4 went from '${a}' to '${b}'"
+    fi
+}
+
+for d in $DAEMONS; do
+    ok "scrape $d before the work" scrape $d "$T/$d.before"
+done
+
+# The work: tiny files, a directory, a 300 KiB file through the blob tier,
+# reads, a listing, an fsync (commits a group), removals.
+mkdir "$M/dir"
+for i in $(seq 1 100); do echo "file $i" >"$M/dir/f$i"; done
+head -c 307200 /dev/urandom >"$M/big"
+ok "large file reads back" cmp -s <(cat "$M/big") "$M/big"
+ok "listing" test "$(ls "$M/dir" | wc -l)" = 100
+ok "fsync" sync "$M/dir/f1"
+rm -f "$M"/dir/f1?
+
+# R2's part: a view fetched (and metrics addresses learnt at registration).
+"$POMCTL" --data "$D" --json sites >"$T/sites.json" 2>>"$T/cmd.log"
+for d in $DAEMONS; do
+    ok "scrape $d after the work" scrape $d "$T/$d.after"
+    ok "promtool check metrics: $d" bash -c "promtool check metrics <'$T/$d.after'"
+done
+
+# The families docs/metrics.md promises (TYPE lines).
+has() { # daemon family...
+    local d=$1 f; shift
+    for f in "$@"; do
+        ok "$d has $f" grep -q "^# TYPE $f " "$T/$d.after"
+    done
+}
+has pom-mds pom_mds_op_duration_seconds pom_mds_op_errors_total \
+    pom_mds_requests_total pom_mds_groups_committed_total pom_mds_groups_aborted_total \
+    pom_mds_cache_slices pom_mds_cache_bytes pom_mds_cache_evictions_total \
+    pom_mds_forwards_total pom_mds_forward_errors_total pom_mds_rpc_connections \
+    pom_mds_rpc_requests_total pom_mds_rpc_client_errors_total
+has pom-mdsl pom_mdsl_written_bytes_total pom_mdsl_live_bytes pom_mdsl_segment_bytes \
+    pom_mdsl_gc_passes_total pom_mdsl_gc_freed_bytes_total pom_mdsl_commits_total \
+    pom_mdsl_rpc_connections pom_mdsl_rpc_client_errors_total
+has pom-r2 pom_r2_leader pom_r2_sites pom_r2_view_version pom_r2_rpc_connections \
+    pom_r2_rpc_requests_total pom_r2_rpc_client_errors_total
+has pomfs pom_pomfs_op_duration_seconds pom_pomfs_blob_written_bytes_total \
+    pom_pomfs_blob_read_bytes_total pom_pomfs_rpc_client_errors_total \
+    pom_pomfs_rpc_client_connects_total pom_pomfs_mds_rpcs_total
+ok "MDS histogram ends with +Inf" \
+    grep -q '^pom_mds_op_duration_seconds_bucket{op="lookup",le="+Inf"}' "$T/pom-mds.after"
+
+# What the work drove.
+grown "MDS requests" "$T/pom-mds.before" "$T/pom-mds.after" pom_mds_requests_total 100
+grown "MDS commit groups" "$T/pom-mds.before" "$T/pom-mds.after" pom_mds_groups_committed_total
+grown "MDS lookups" "$T/pom-mds.before" "$T/pom-mds.after" \
+    'pom_mds_op_duration_seconds_count{op="lookup"}'
+grown "MDS RPC requests" "$T/pom-mds.before" "$T/pom-mds.after" pom_mds_rpc_requests_total 100
+grown "MDSL bytes written" "$T/pom-mdsl.before" "$T/pom-mdsl.after" pom_mdsl_written_bytes_total
+grown "MDSL commits" "$T/pom-mdsl.before" "$T/pom-mdsl.after" pom_mdsl_commits_total
+grown "R2 RPC requests" "$T/pom-r2.before" "$T/pom-r2.after" pom_r2_rpc_requests_total
+grown "pomfs creates" "$T/pomfs.before" "$T/pomfs.after" \
+    'pom_pomfs_op_duration_seconds_count{op="create"}' 100
+grown "pomfs writes in the 1 s bucket" "$T/pomfs.before" "$T/pomfs.after" \
+    'pom_pomfs_op_duration_seconds_bucket{op="write",le="+Inf"}' 100
+grown "pomfs blob bytes written" "$T/pomfs.before" "$T/pomfs.after" \
+    pom_pomfs_blob_written_bytes_total 307200
+grown "pomfs blob bytes read" "$T/pomfs.before" "$T/pomfs.after" \
+    pom_pomfs_blob_read_bytes_total 307200
+eq "R2 sees one MDS up" "$(val "$T/pom-r2.after" 'pom_r2_sites{type="mds",state="up"}')" 1
+eq "R2 leads" "$(val "$T/pom-r2.after" pom_r2_leader)" 1
+
+# R2 learnt each registered daemon's metrics address.
+for d in pom-mds pom-mdsl pom-r2; do
+    ok "pomctl sites --json shows $d's metrics ${ADDR[$d]}" python3 -c '
+import json, sys
+sites = json.load(open(sys.argv[1]))["sites"]
+sys.exit(0 if any(s.get("metrics") == sys.argv[2] for s in sites) else 1)' "$T/sites.json" "${ADDR[$d]}"
+done
+
+# Bad HTTP input: answered with an error or closed, the daemon unharmed.
+code() { curl -s -o /dev/null --max-time 10 -w '%{http_code}' "$@"; }
+{ printf 'X-Big: '; head -c 200000 /dev/zero | tr '\0' a; echo; } >"$T/big-header"
+for d in $DAEMONS; do
+    a=${ADDR[$d]}
+    eq "$d: unknown path" "$(code "http://$a/nope")" 404
+    eq "$d: POST with a 4 MiB body" \
+        "$(head -c 4194304 /dev/zero | code -X POST --data-binary @- "http://$a/metrics")" 405
+    c=$(code -H @"$T/big-header" "http://$a/metrics")
+    ok "$d: a 200 KB header is refused (HTTP $c)" test "$c" -ge 400 -o "$c" = 000
+    python3 - "$a" >>"$T/cmd.log" 2>&1 <<'EOF'
+import socket, sys
+host, port = sys.argv[1].rsplit(":", 1)
+idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(40)]
+for s in idle[:5]:
+    s.sendall(b"\x00\xff GARBAGE \r\n\r\n")
+s = idle[5]
+s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999999999999\r\n\r\n")
+for s in idle:
+    s.close()
+EOF
+    ok "$d: scrape after bad input" scrape $d "$T/$d.bad"
+    ok "$d: still valid after bad input" bash -c "promtool check metrics <'$T/$d.bad'"
+done
+for d in $DAEMONS; do
+    pid=$(awk '{print $1; exit}' "$D/run/$d.pid")
+    ok "$d still runs" kill -0 "$pid"
+done
+
+ok "pomctl down" "$POMCTL" down --data "$D"
+ok "down removed the .metrics files" bash -c "! ls '$D'/run/*.metrics 2>/dev/null"
+check_done
