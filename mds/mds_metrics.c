@@ -36,7 +36,7 @@ void mds_metrics_collect(void *arg, xt_metrics_buf *b)
     for (unsigned i = 0; i < MDS_CTR__COUNT; i++) {
         const char *ctr = mds_stats_ctr_name((enum mds_ctr)i);
         snprintf(name, sizeof name, "pom_mds_%s_total", ctr);
-        xt_metrics_put_counter(b, name, "MDS counter (docs/metrics.md \"pom-mds\").",
+        xt_metrics_put_counter(b, name, mds_stats_ctr_help((enum mds_ctr)i),
                                mds_stats_counter(src->stats, (enum mds_ctr)i));
     }
 

@@ -149,6 +149,8 @@ const char *mds_stats_op_name(enum mds_op op);
 /* The counter's name, as the SIGHUP report and /metrics (pom_mds_NAME_total)
  * spell it. */
 const char *mds_stats_ctr_name(enum mds_ctr ctr);
+/* Its one-line description (the /metrics HELP). */
+const char *mds_stats_ctr_help(enum mds_ctr ctr);
 
 /* op's histogram on the upper bounds le[0..n) (ascending, ns): cum[i] the
  * samples whose bucket lies wholly at or under le[i] (so within one bucket,

@@ -1,11 +1,12 @@
 #!/bin/bash
-# test_metrics.sh POMCTL -- Prometheus /metrics end to end (docs/metrics.md)
+# test_metrics.sh POMCTL SRCDIR -- Prometheus /metrics end to end (docs/metrics.md)
 # on a `pomctl up --mount` cluster in a temporary folder:
 #   - every daemon and pomfs writes DIR/run/<daemon>.metrics, and `pomctl
 #     sites --json` shows each registered daemon's metrics address;
 #   - each /metrics passes `promtool check metrics` and holds the families
 #     of docs/metrics.md (ops and latency histograms, commit groups, cache,
-#     forwards, MDSL bytes and GC, blob tier bytes, RPC errors, connections);
+#     forwards, MDSL bytes and GC, blob tier bytes, RPC errors, connections),
+#     exactly the families docs/metrics.md lists;
 #   - after work on the mount (files, a directory, a large file, fsync) the
 #     counters that work drives have grown;
 #   - bad HTTP (a body, a huge header, garbage, 40 idle connections, an
@@ -16,6 +17,7 @@
 set -u
 
 POMCTL=$(realpath "$1")
+DOC=$(realpath "$2")/docs/metrics.md
 BIN=$(dirname "$POMCTL")
 if [ ! -x "$BIN/../r2/pom-r2" ] || [ ! -x "$BIN/../fuse/pomfs" ]; then
     echo "SKIP: pom-r2 / pomfs not built"
@@ -115,6 +117,27 @@ has pom-r2 pom_r2_leader pom_r2_sites pom_r2_view_version pom_r2_rpc_connections
 has pomfs pom_pomfs_op_duration_seconds pom_pomfs_blob_written_bytes_total \
     pom_pomfs_blob_read_bytes_total pom_pomfs_rpc_client_errors_total \
     pom_pomfs_rpc_client_connects_total pom_pomfs_mds_rpcs_total
+# docs/metrics.md lists every family served, and serves every one it lists
+# (P_rpc_... stands for each daemon's prefix).
+ok "docs/metrics.md lists exactly the families served" python3 - "$DOC" \
+    "$T/pom-r2.after" "$T/pom-mds.after" "$T/pom-mdsl.after" "$T/pomfs.after" <<'PY'
+import re, sys
+doc = open(sys.argv[1]).read()
+listed = set()
+for name in re.findall(r"^\| `((?:pom_|P_)[a-z0-9_]+)", doc, re.M):
+    if name.startswith("P_"):
+        listed |= {p + name[1:] for p in ("pom_r2", "pom_mds", "pom_mdsl")}
+    else:
+        listed.add(name)
+served = set()
+for f in sys.argv[2:]:
+    served |= set(re.findall(r"^# TYPE (\S+) ", open(f).read(), re.M))
+for n in sorted(served - listed):
+    print("served, not in docs/metrics.md:", n)
+for n in sorted(listed - served):
+    print("in docs/metrics.md, not served:", n)
+sys.exit(0 if served == listed else 1)
+PY
 ok "MDS histogram ends with +Inf" \
     grep -q '^pom_mds_op_duration_seconds_bucket{op="lookup",le="+Inf"}' "$T/pom-mds.after"
 

@@ -1,15 +1,18 @@
 #!/bin/bash
-# test_metrics_prom.sh POMCTL -- a real Prometheus server scrapes a
+# test_metrics_prom.sh POMCTL SRCDIR -- a real Prometheus server scrapes a
 # `pomctl up --mount` cluster (docs/metrics.md): prometheus runs on a free
 # loopback port with its data in a temporary folder and a config naming the
 # four targets of DIR/run/*.metrics (scraped every second); the test waits
 # until all four are up in its HTTP API, does work on the mount, and asks
 # the API for series of each daemon (a counter that grew, a histogram
-# quantile). Prometheus is stopped by pid. Exit 77 (skip) when pom-r2,
+# quantile), and runs every query of the Grafana dashboard
+# (docs/grafana-pomegranate.json): each must be valid PromQL naming only
+# series Prometheus has. Prometheus is stopped by pid. Exit 77 (skip) when pom-r2,
 # pomfs, prometheus, curl or FUSE is not there.
 set -u
 
 POMCTL=$(realpath "$1")
+DASHBOARD=$(realpath "$2")/docs/grafana-pomegranate.json
 BIN=$(dirname "$POMCTL")
 if [ ! -x "$BIN/../r2/pom-r2" ] || [ ! -x "$BIN/../fuse/pomfs" ]; then
     echo "SKIP: pom-r2 / pomfs not built"
@@ -104,6 +107,29 @@ grew "pomfs creates grew" 'increase(pom_pomfs_op_duration_seconds_count{op="crea
 grew "pomfs blob bytes" 'pom_pomfs_blob_written_bytes_total'
 eq "one series per daemon for its RPC connections" \
     "$(query 'count(pom_r2_rpc_connections or pom_mds_rpc_connections or pom_mdsl_rpc_connections)' | awk '{print $2}')" 3
+
+# Every query of the dashboard: valid, and every pom_ name in it is a series.
+ok "the Grafana dashboard's queries" python3 - "$DASHBOARD" "$API" <<'PY'
+import json, re, sys, urllib.parse, urllib.request
+dash, api = sys.argv[1], sys.argv[2]
+def get(path, **q):
+    with urllib.request.urlopen(api + path + "?" + urllib.parse.urlencode(q), timeout=10) as r:
+        return json.load(r)
+names = set(get("/label/__name__/values")["data"])
+base = {re.sub(r"_(bucket|count|sum)$", "", n) for n in names}
+bad = 0
+for p in json.load(open(dash))["panels"]:
+    for t in p.get("targets", []):
+        expr = t["expr"].replace("$__rate_interval", "1m")
+        r = get("/query", query=expr)
+        missing = [n for n in re.findall(r"\bpom_[a-z0-9_]+", expr)
+                   if n not in names and n not in base]
+        if r["status"] != "success" or missing:
+            print("bad query in %r: %s (missing %s)" % (p["title"], expr, missing))
+            bad += 1
+print(bad, "bad queries")
+sys.exit(1 if bad else 0)
+PY
 
 kill "$PROM_PID"
 wait "$PROM_PID"
