@@ -14,49 +14,12 @@
 #   - `pomctl down` removes the .metrics files.
 # Exit 77 (skip) when pom-r2 or pomfs is not built, promtool or curl is
 # missing, or FUSE cannot be mounted here.
-set -u
 
-POMCTL=$(realpath "$1")
 DOC=$(realpath "$2")/docs/metrics.md
-BIN=$(dirname "$POMCTL")
-if [ ! -x "$BIN/../r2/pom-r2" ] || [ ! -x "$BIN/../fuse/pomfs" ]; then
-    echo "SKIP: pom-r2 / pomfs not built"
-    exit 77
-fi
-for t in promtool curl python3 fusermount3; do
-    command -v $t >/dev/null || { echo "SKIP: $t missing (scripts/install-deps.sh)"; exit 77; }
-done
-[ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/pom-metrics.XXXXXX")
-D=$T/data
-M=$T/m
-export HOME=$T/home
-mkdir -p "$HOME"
-unset POM_R2 POM_BIN_DIR
-. "$(dirname "$0")/../fuse/pomfs_check.sh"
-cleanup() {
-    mountpoint -q "$M" 2>/dev/null && fusermount3 -u -z "$M"
-    "$POMCTL" down --data "$D" >/dev/null 2>&1
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' TERM INT HUP
-reap_on_kill "$T" "$POMCTL" "$D"
-
-if ! "$POMCTL" up --data "$D" --mount "$M" >"$T/up.log" 2>&1; then
-    if grep -qi "permission\|fuse: device not found\|Operation not permitted" \
-        "$D/logs/pomfs.log" 2>/dev/null; then
-        echo "SKIP: FUSE mounts are not allowed here"; exit 77
-    fi
-    echo "pomctl up --mount failed:"; cat "$T/up.log"; exit 1
-fi
-
-DAEMONS="pom-r2 pom-mds pom-mdsl pomfs"
-declare -A ADDR
+. "$(dirname "$0")/metrics_lib.sh" "$1" pom-metrics promtool curl
+DAEMONS=$ML_DAEMONS
 for d in $DAEMONS; do
-    ok "$d wrote run/$d.metrics" test -s "$D/run/$d.metrics"
-    ADDR[$d]=$(cat "$D/run/$d.metrics" 2>/dev/null)
+    ok "$d wrote run/$d.metrics" test -n "${ADDR[$d]}"
 done
 
 scrape() { # daemon file

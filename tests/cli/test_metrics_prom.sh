@@ -9,49 +9,15 @@
 # (docs/grafana-pomegranate.json): each must be valid PromQL naming only
 # series Prometheus has. Prometheus is stopped by pid. Exit 77 (skip) when pom-r2,
 # pomfs, prometheus, curl or FUSE is not there.
-set -u
 
-POMCTL=$(realpath "$1")
 DASHBOARD=$(realpath "$2")/docs/grafana-pomegranate.json
-BIN=$(dirname "$POMCTL")
-if [ ! -x "$BIN/../r2/pom-r2" ] || [ ! -x "$BIN/../fuse/pomfs" ]; then
-    echo "SKIP: pom-r2 / pomfs not built"
-    exit 77
-fi
-for t in prometheus curl python3 fusermount3; do
-    command -v $t >/dev/null || { echo "SKIP: $t missing (scripts/install-deps.sh)"; exit 77; }
-done
-[ -c /dev/fuse ] || { echo "SKIP: no /dev/fuse"; exit 77; }
-
-T=$(mktemp -d "${TMPDIR:-/tmp}/pom-prom.XXXXXX")
-D=$T/data
-M=$T/m
-export HOME=$T/home
-mkdir -p "$HOME"
-unset POM_R2 POM_BIN_DIR
-. "$(dirname "$0")/../fuse/pomfs_check.sh"
+. "$(dirname "$0")/metrics_lib.sh" "$1" pom-prom prometheus curl
 PROM_PID=""
-cleanup() {
-    if [ -n "$PROM_PID" ]; then kill "$PROM_PID" 2>/dev/null; wait "$PROM_PID" 2>/dev/null; fi
-    mountpoint -q "$M" 2>/dev/null && fusermount3 -u -z "$M"
-    "$POMCTL" down --data "$D" >/dev/null 2>&1
-    rm -rf "$T"
-}
-trap cleanup EXIT
-trap 'exit 1' TERM INT HUP
-reap_on_kill "$T" "$POMCTL" "$D"
-
-if ! "$POMCTL" up --data "$D" --mount "$M" >"$T/up.log" 2>&1; then
-    if grep -qi "permission\|fuse: device not found\|Operation not permitted" \
-        "$D/logs/pomfs.log" 2>/dev/null; then
-        echo "SKIP: FUSE mounts are not allowed here"; exit 77
-    fi
-    echo "pomctl up --mount failed:"; cat "$T/up.log"; exit 1
-fi
+ML_STOP='[ -n "$PROM_PID" ] && { kill "$PROM_PID"; wait "$PROM_PID"; } 2>/dev/null'
 
 targets=""
-for d in pom-r2 pom-mds pom-mdsl pomfs; do
-    targets="$targets    - targets: ['$(cat "$D/run/$d.metrics")']
+for d in $ML_DAEMONS; do
+    targets="$targets    - targets: ['${ADDR[$d]}']
       labels: {daemon: '$d'}
 "
 done

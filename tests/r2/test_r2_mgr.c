@@ -126,6 +126,21 @@ static bool in_ring(r2_mgr *m, uint32_t r, uint32_t id, uint64_t *version)
 
 /* ---- codecs --------------------------------------------------------------- */
 
+/* Every one-bit flip and every truncation of a site record is refused. */
+static void site_rec_strict(void *buf, size_t len)
+{
+    unsigned char *p = buf;
+    struct xt_site d;
+    for (size_t i = 0; i < len; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            p[i] ^= (unsigned char)(1u << bit);
+            assert_int_equal(r2_rec_site_decode(p, len, &d), -EBADMSG);
+            p[i] ^= (unsigned char)(1u << bit);
+        }
+    for (size_t l = 0; l < len; l++)
+        assert_int_equal(r2_rec_site_decode(p, l, &d), -EBADMSG);
+}
+
 static void test_codecs(void **state)
 {
     (void)state;
@@ -142,15 +157,7 @@ static void test_codecs(void **state)
     assert_string_equal(d.addr, "client-7");
     assert_string_equal(d.fs_name, "home.fs-1");
     assert_int_equal(d.uuid_hi, 2u << 20);
-    unsigned char *p = buf;
-    for (size_t i = 0; i < len; i++)
-        for (int bit = 0; bit < 8; bit++) {
-            p[i] ^= (unsigned char)(1u << bit);
-            assert_int_equal(r2_rec_site_decode(p, len, &d), -EBADMSG);
-            p[i] ^= (unsigned char)(1u << bit);
-        }
-    for (size_t l = 0; l < len; l++)
-        assert_int_equal(r2_rec_site_decode(p, l, &d), -EBADMSG);
+    site_rec_strict(buf, len);
     xt_free(buf);
 
     /* With a metrics address (flag bit 0 and its field), and without one
@@ -163,15 +170,7 @@ static void test_codecs(void **state)
     assert_int_equal(r2_rec_site_decode(buf, len, &d), 0);
     assert_string_equal(d.metrics, "127.0.0.1:9100");
     assert_string_equal(d.fs_name, "home.fs-1");
-    p = buf;
-    for (size_t i = 0; i < len; i++)
-        for (int bit = 0; bit < 8; bit++) {
-            p[i] ^= (unsigned char)(1u << bit);
-            assert_int_equal(r2_rec_site_decode(p, len, &d), -EBADMSG);
-            p[i] ^= (unsigned char)(1u << bit);
-        }
-    for (size_t l = 0; l < len; l++)
-        assert_int_equal(r2_rec_site_decode(p, l, &d), -EBADMSG);
+    site_rec_strict(buf, len);
     xt_free(buf);
 
     struct xt_fs_info fs = { .fsid = 3, .root_table = 1, .files = 10, .bytes = 20,
@@ -190,7 +189,7 @@ static void test_codecs(void **state)
     assert_int_equal(g.root_bitmap_len, 5);
     assert_memory_equal(g.root_bitmap, bm, 5);
     xt_free(g.root_bitmap);
-    p = buf;
+    unsigned char *p = buf;
     for (size_t i = 0; i < len; i++) {
         p[i] ^= 0x41;
         assert_int_equal(r2_rec_fs_decode(p, len, &g), -EBADMSG);
