@@ -151,6 +151,16 @@ static void test_bad_listen(void **state)
     assert_int_equal(xt_metrics_start(&o2, &m2), -EADDRINUSE);
     xt_metrics_stop(m);
     xt_metrics_stop(NULL);
+    /* IPv6 in brackets, where the host has it. */
+    struct xt_metrics_opts o6 = { .listen = "[::1]:0", .collect = collect, .arg = &n };
+    int rc = xt_metrics_start(&o6, &m);
+    if (rc == 0) {
+        snprintf(want, sizeof want, "[::1]:%d", xt_metrics_port(m));
+        assert_string_equal(xt_metrics_addr(m), want);
+        xt_metrics_stop(m);
+    } else {
+        assert_true(rc == -EADDRNOTAVAIL || rc == -EAFNOSUPPORT || rc == -EINVAL);
+    }
 }
 
 int main(void)
