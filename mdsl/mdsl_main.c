@@ -33,6 +33,7 @@
  * (mdsl_store_stat, in memory under the store's lock) and the RPC server. */
 struct metrics_src {
     mdsl_store *store;
+    const struct mdsl_service *svc;
     xt_rpc_server *srv;
 };
 
@@ -79,6 +80,20 @@ static void collect(void *arg, xt_metrics_buf *b)
         xt_metrics_put_gauge(b, "pom_mdsl_failed",
                              "1 once a write error stopped the store's writes.",
                              st.failed ? 1 : 0);
+    }
+    char labels[48];
+    xt_metrics_put_family(b, "pom_mdsl_op_duration_seconds", "histogram",
+                          "Latency of Storage requests, from the handler's call to its return.");
+    for (unsigned i = 0; i < MDSL_SVC__COUNT; i++) {
+        snprintf(labels, sizeof labels, "op=\"%s\"", mdsl_service_op_name((enum mdsl_svc_op)i));
+        xt_metrics_put_hist(b, "pom_mdsl_op_duration_seconds", labels, &m->svc->op[i]);
+    }
+    xt_metrics_put_family(b, "pom_mdsl_op_errors_total", "counter",
+                          "Storage requests that returned an error.");
+    for (unsigned i = 0; i < MDSL_SVC__COUNT; i++) {
+        snprintf(labels, sizeof labels, "op=\"%s\"", mdsl_service_op_name((enum mdsl_svc_op)i));
+        xt_metrics_put_u64(b, "pom_mdsl_op_errors_total", labels,
+                           atomic_load_explicit(&m->svc->errors[i], memory_order_relaxed));
     }
     xt_rpc_metrics_put(b, "pom_mdsl", m->srv);
 }
@@ -327,7 +342,10 @@ int main(int argc, char **argv)
     ro.io_threads = (int)threads;
     ro.key_gen = no_clients; /* only sites and pomctl talk to an MDSL */
     xt_rpc_server *srv = NULL;
-    rc = mdsl_service_start(store, &ro, &srv);
+    /* The handlers' context outlives the server: static storage. */
+    static struct mdsl_service svc;
+    svc.store = store;
+    rc = mdsl_service_start(&svc, &ro, &srv);
     if (rc < 0) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
         mdsl_store_close(store);
@@ -337,6 +355,7 @@ int main(int argc, char **argv)
         return 1;
     }
     msrc.store = store;
+    msrc.svc = &svc;
     msrc.srv = srv;
     xt_metrics *metrics = NULL;
     if (mo.listen && (rc = xt_metrics_start(&mo, &metrics)) < 0) {

@@ -72,7 +72,7 @@ has pom-mds pom_mds_op_duration_seconds pom_mds_op_errors_total \
     pom_mds_cache_slices pom_mds_cache_bytes pom_mds_cache_evictions_total \
     pom_mds_forwards_total pom_mds_forward_errors_total pom_mds_rpc_connections \
     pom_mds_rpc_requests_total pom_mds_rpc_client_errors_total
-has pom-mdsl pom_mdsl_written_bytes_total pom_mdsl_live_bytes pom_mdsl_segment_bytes \
+has pom-mdsl pom_mdsl_op_duration_seconds pom_mdsl_op_errors_total pom_mdsl_written_bytes_total pom_mdsl_live_bytes pom_mdsl_segment_bytes \
     pom_mdsl_gc_passes_total pom_mdsl_gc_freed_bytes_total pom_mdsl_commits_total \
     pom_mdsl_rpc_connections pom_mdsl_rpc_client_errors_total
 has pom-r2 pom_r2_leader pom_r2_sites pom_r2_view_version pom_r2_rpc_connections \
@@ -112,6 +112,8 @@ grown "MDS lookups" "$T/pom-mds.before" "$T/pom-mds.after" \
 grown "MDS RPC requests" "$T/pom-mds.before" "$T/pom-mds.after" pom_mds_rpc_requests_total 100
 grown "MDSL bytes written" "$T/pom-mdsl.before" "$T/pom-mdsl.after" pom_mdsl_written_bytes_total
 grown "MDSL commits" "$T/pom-mdsl.before" "$T/pom-mdsl.after" pom_mdsl_commits_total
+grown "MDSL prepares timed" "$T/pom-mdsl.before" "$T/pom-mdsl.after" \
+    'pom_mdsl_op_duration_seconds_count{op="prepare"}'
 grown "R2 RPC requests" "$T/pom-r2.before" "$T/pom-r2.after" pom_r2_rpc_requests_total
 grown "pomfs creates" "$T/pomfs.before" "$T/pomfs.after" \
     'pom_pomfs_op_duration_seconds_count{op="create"}' 100
