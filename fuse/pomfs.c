@@ -123,13 +123,9 @@ static const char *const fstab_only[] = {
 void pomfs_metrics_collect(void *arg, xt_metrics_buf *b)
 {
     struct pomfs *pf = arg;
-    char labels[48];
-    xt_metrics_put_family(b, "pom_pomfs_op_duration_seconds", "histogram",
-                          "Latency of FUSE operations, from the call to the reply.");
-    for (unsigned i = 0; i < POMFS_OP__COUNT; i++) {
-        snprintf(labels, sizeof labels, "op=\"%s\"", pomfs_op_names[i]);
-        xt_metrics_put_hist(b, "pom_pomfs_op_duration_seconds", labels, &pf->op_hist[i]);
-    }
+    xt_metrics_put_hist_family(b, "pom_pomfs_op_duration_seconds",
+                               "Latency of FUSE operations, from the call to the reply.", "op",
+                               pomfs_op_names, pf->op_hist, POMFS_OP__COUNT);
     struct pom_fs_stats st;
     pom_get_stats(pf->fs, &st);
     xt_metrics_put_counter(b, "pom_pomfs_mds_rpcs_total", "MDS round trips (every attempt).",

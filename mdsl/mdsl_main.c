@@ -82,16 +82,14 @@ static void collect(void *arg, xt_metrics_buf *b)
                              st.failed ? 1 : 0);
     }
     char labels[48];
-    xt_metrics_put_family(b, "pom_mdsl_op_duration_seconds", "histogram",
-                          "Latency of Storage requests, from the handler's call to its return.");
-    for (unsigned i = 0; i < MDSL_SVC__COUNT; i++) {
-        snprintf(labels, sizeof labels, "op=\"%s\"", mdsl_service_op_name((enum mdsl_svc_op)i));
-        xt_metrics_put_hist(b, "pom_mdsl_op_duration_seconds", labels, &m->svc->op[i]);
-    }
+    xt_metrics_put_hist_family(b, "pom_mdsl_op_duration_seconds",
+                               "Latency of Storage requests, from the handler's call to its "
+                               "return.", "op", mdsl_service_op_names, m->svc->op,
+                               MDSL_SVC__COUNT);
     xt_metrics_put_family(b, "pom_mdsl_op_errors_total", "counter",
                           "Storage requests that returned an error.");
     for (unsigned i = 0; i < MDSL_SVC__COUNT; i++) {
-        snprintf(labels, sizeof labels, "op=\"%s\"", mdsl_service_op_name((enum mdsl_svc_op)i));
+        snprintf(labels, sizeof labels, "op=\"%s\"", mdsl_service_op_names[i]);
         xt_metrics_put_u64(b, "pom_mdsl_op_errors_total", labels,
                            atomic_load_explicit(&m->svc->errors[i], memory_order_relaxed));
     }

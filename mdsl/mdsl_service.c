@@ -19,14 +19,9 @@
  * far under this by splitting slices past --split-bytes (32 MiB). */
 #define MDSL_SVC_MAX_REC (256u << 20)
 
-static const char *const op_names[MDSL_SVC__COUNT] = {
+const char *const mdsl_service_op_names[MDSL_SVC__COUNT] = {
     "prepare", "commit", "abort", "load", "read_column", "set_md", "get_md", "stat", "list",
 };
-
-const char *mdsl_service_op_name(enum mdsl_svc_op op)
-{
-    return (unsigned)op < MDSL_SVC__COUNT ? op_names[op] : "?";
-}
 
 /* Counts one call of op that began at t0 and returns rc. */
 static int done(struct mdsl_service *sv, enum mdsl_svc_op op, uint64_t t0, int rc)

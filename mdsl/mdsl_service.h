@@ -35,7 +35,7 @@ struct mdsl_service {
 };
 
 /* "prepare", "commit", ... (the /metrics label op=). */
-const char *mdsl_service_op_name(enum mdsl_svc_op op);
+extern const char *const mdsl_service_op_names[MDSL_SVC__COUNT];
 
 /* Serves svc->store with opts; svc (borrowed, its counters zeroed) and the
  * store must outlive the server. *out is stopped with xt_rpc_server_stop.

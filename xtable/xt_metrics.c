@@ -188,6 +188,18 @@ void xt_metrics_put_hist(xt_metrics_buf *b, const char *name, const char *labels
                             atomic_load_explicit(&hh->sum_ns, memory_order_relaxed));
 }
 
+void xt_metrics_put_hist_family(xt_metrics_buf *b, const char *name, const char *help,
+                                const char *label, const char *const *names,
+                                const struct xt_metrics_hist *hists, size_t n)
+{
+    char labels[128];
+    xt_metrics_put_family(b, name, "histogram", help);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(labels, sizeof labels, "%s=\"%s\"", label, names[i]);
+        xt_metrics_put_hist(b, name, labels, &hists[i]);
+    }
+}
+
 /* ---- the server --------------------------------------------------------- */
 
 static enum MHD_Result answer(struct MHD_Connection *c, unsigned status, char *body,

@@ -118,6 +118,10 @@ struct xt_metrics_hist {
 void xt_metrics_hist_record(struct xt_metrics_hist *h, uint64_t ns);
 void xt_metrics_put_hist(xt_metrics_buf *b, const char *name, const char *labels,
                          const struct xt_metrics_hist *h);
+/* A whole histogram family: hists[i] with label="names[i]", i < n. */
+void xt_metrics_put_hist_family(xt_metrics_buf *b, const char *name, const char *help,
+                                const char *label, const char *const *names,
+                                const struct xt_metrics_hist *hists, size_t n);
 
 #ifdef __cplusplus
 }

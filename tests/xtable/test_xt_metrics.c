@@ -29,8 +29,8 @@ static void collect(void *arg, xt_metrics_buf *b)
     (*(int *)arg)++;
     xt_metrics_put_counter(b, "pom_test_things_total", "Things.", 42);
     xt_metrics_put_gauge(b, "pom_test_ratio", "A ratio.", 0.5);
-    xt_metrics_put_family(b, "pom_test_op_duration_seconds", "histogram", "Latency.");
-    xt_metrics_put_hist(b, "pom_test_op_duration_seconds", "op=\"x\"", &hist);
+    static const char *const ops[] = { "x" };
+    xt_metrics_put_hist_family(b, "pom_test_op_duration_seconds", "Latency.", "op", ops, &hist, 1);
 }
 
 /* One HTTP/1.0 exchange with 127.0.0.1:port: the whole answer, malloc'd. */
@@ -86,6 +86,7 @@ static void test_serve(void **state)
     assert_non_null(strstr(r, "text/plain; version=0.0.4"));
     assert_non_null(strstr(r, "# TYPE pom_test_things_total counter\npom_test_things_total 42\n"));
     assert_non_null(strstr(r, "pom_test_ratio 0.5\n"));
+    assert_non_null(strstr(r, "# TYPE pom_test_op_duration_seconds histogram\n"));
     assert_non_null(strstr(r, "pom_test_op_duration_seconds_bucket{op=\"x\",le=\"1e-06\"} 2\n"));
     assert_non_null(strstr(r, "pom_test_op_duration_seconds_bucket{op=\"x\",le=\"0.0025\"} 2\n"));
     assert_non_null(strstr(r, "pom_test_op_duration_seconds_bucket{op=\"x\",le=\"0.005\"} 3\n"));
