@@ -28,10 +28,9 @@ void mds_metrics_collect(void *arg, xt_metrics_buf *b)
     xt_metrics_put_family(b, "pom_mds_op_errors_total", "counter",
                           "MDS operations that returned an error.");
     for (unsigned i = 0; i < MDS_OP__COUNT; i++) {
-        struct mds_stats_summary s;
-        mds_stats_summary(src->stats, (enum mds_op)i, &s);
         snprintf(labels, sizeof labels, "op=\"%s\"", mds_stats_op_name((enum mds_op)i));
-        xt_metrics_put_u64(b, "pom_mds_op_errors_total", labels, s.errors);
+        xt_metrics_put_u64(b, "pom_mds_op_errors_total", labels,
+                           mds_stats_errors(src->stats, (enum mds_op)i));
     }
     for (unsigned i = 0; i < MDS_CTR__COUNT; i++) {
         const char *ctr = mds_stats_ctr_name((enum mds_ctr)i);

@@ -285,6 +285,13 @@ void mds_stats_cumulative(const mds_stats *st, enum mds_op op, const uint64_t *l
     *sum_ns = atomic_load_explicit(&h->sum, memory_order_relaxed);
 }
 
+uint64_t mds_stats_errors(const mds_stats *st, enum mds_op op)
+{
+    if (!st || (unsigned)op >= MDS_OP__COUNT)
+        return 0;
+    return atomic_load_explicit(&((mds_stats *)st)->op[op].errors, memory_order_relaxed);
+}
+
 uint64_t mds_stats_percentile(const mds_stats *st, enum mds_op op, double q)
 {
     if (!st || (unsigned)op >= MDS_OP__COUNT)

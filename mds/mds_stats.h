@@ -158,6 +158,8 @@ const char *mds_stats_ctr_help(enum mds_ctr ctr);
  * /metrics, whose buckets are fixed decimal bounds. */
 void mds_stats_cumulative(const mds_stats *st, enum mds_op op, const uint64_t *le, size_t n,
                           uint64_t *cum, uint64_t *count, uint64_t *sum_ns);
+/* Samples of op recorded with rc < 0. */
+uint64_t mds_stats_errors(const mds_stats *st, enum mds_op op);
 
 /* Human text (one line per op with samples, then the non-zero counters) or
  * JSON ({"ops":{name:{count,errors,mean_ns,p50_ns,p90_ns,p99_ns,max_ns}},

@@ -250,6 +250,9 @@ static void test_cumulative(void **state)
         assert_true(cum[i] >= well_under);
         assert_true(i == 0 || cum[i - 1] <= cum[i]);
     }
+    assert_int_equal(mds_stats_errors(st, MDS_OP_LOOKUP), 0);
+    mds_stats_record(st, MDS_OP_LOOKUP, 5, -ENOENT);
+    assert_int_equal(mds_stats_errors(st, MDS_OP_LOOKUP), 1);
     mds_stats_cumulative(st, MDS_OP_SPLIT, le, NLE, cum, &count, &got_sum);
     assert_int_equal(count, 0);
     assert_int_equal(cum[NLE - 1], 0);
