@@ -1,6 +1,7 @@
 /*
  * test_mds_stats.c -- histogram percentiles against a sorted model, bucket
- * geometry, concurrent recording, text/JSON dumps, the bucket dump.
+ * geometry, concurrent recording, text/JSON dumps, the bucket dump, the
+ * cumulative counts and error counts /metrics shows.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
