@@ -38,7 +38,7 @@ struct target {
 struct r2_agent {
     struct r2_agent_opts o;     /* strings below are owned copies */
     struct xt_auth_cred cred;   /* o.cred points here when given */
-    char *fs_name, *addr, *id_file;
+    char *fs_name, *addr, *id_file, *metrics;
     unsigned hb_ms, call_ms;
 
     struct target targets[MAX_TARGETS]; /* agent thread only */
@@ -270,7 +270,7 @@ static int try_register(r2_agent *a)
     int rc = -EAGAIN;
     for (int attempt = 0; attempt < 2; attempt++) {
         rc = xt_r2_register(a->targets[a->cur].pool, NULL, a->o.type, a->addr, a->o.capacity,
-                            a->prev_id, a->fs_name, &id, &v);
+                            a->prev_id, a->fs_name, a->metrics, &id, &v);
         if (rc == 0 || rc == -EINVAL || rc == -ENOENT)
             break; /* ENOENT: the fs to mount does not exist */
         if (find_leader(a) < 0)
@@ -410,6 +410,7 @@ static void agent_free(r2_agent *a)
         xt_rpc_pool_free(a->targets[i].pool);
     xt_view_free(&a->view);
     xt_free(a->fs_name);
+    xt_free(a->metrics);
     xt_free(a->addr);
     xt_free(a->id_file);
     pthread_cond_destroy(&a->cv);
@@ -440,9 +441,10 @@ int r2_agent_start(const struct r2_agent_opts *o, r2_agent **out)
     a->call_ms = o->call_timeout_ms ? o->call_timeout_ms : XT_MAX(3 * a->hb_ms, 2000u);
     a->addr = xt_strdup(o->addr);
     a->fs_name = xt_strdup(o->fs_name ? o->fs_name : "");
+    a->metrics = xt_strdup(o->metrics ? o->metrics : "");
     a->id_file = o->id_file ? xt_strdup(o->id_file) : NULL;
     int rc = 0;
-    if (!a->addr || !a->fs_name || (o->id_file && !a->id_file))
+    if (!a->addr || !a->fs_name || !a->metrics || (o->id_file && !a->id_file))
         rc = -ENOMEM;
     /* Addresses: "a:1,b:2". */
     const char *p = o->r2_addrs;

@@ -63,6 +63,7 @@ struct r2_agent_opts {
     const char *addr;         /* this site's service address (clients: a label) */
     uint64_t capacity;        /* bytes */
     const char *fs_name;      /* clients: the fs mounted; NULL: none */
+    const char *metrics;      /* HOST:PORT of its /metrics (copied); NULL: none */
     uint32_t prev_id;         /* rejoin under this id; 0: none (see id_file) */
     const char *id_file;      /* optional: holds the site id across restarts.
                                  Read for prev_id when prev_id is 0, written

@@ -173,9 +173,9 @@ static void parse_log(const char *path, struct mds_snap *s)
                 s->commit_sum_us = (double)cnt * mean;
             } else if (strncmp(p, "groups_committed ", 17) == 0) {
                 s->groups = strtod(p + 17, NULL);
-            } else if (strncmp(p, "bytes_image ", 12) == 0) {
+            } else if (strncmp(p, "image_bytes ", 12) == 0) {
                 bi = strtod(p + 12, NULL);
-            } else if (strncmp(p, "bytes_delta ", 12) == 0) {
+            } else if (strncmp(p, "delta_bytes ", 12) == 0) {
                 bd = strtod(p + 12, NULL);
             }
             continue;

@@ -413,6 +413,8 @@ int pomctl_cmd_sites(struct pomctl *ctl, int argc, char **argv)
             }
             if (s->fs_name[0])
                 pomctl_json_str(&ctl->js, "fs", s->fs_name);
+            if (s->metrics[0])
+                pomctl_json_str(&ctl->js, "metrics", s->metrics);
             pomctl_json_obj_end(&ctl->js);
         }
         pomctl_json_arr_end(&ctl->js);

@@ -6,6 +6,8 @@
  *   DIR/mdsl/          pom-mdsl's segments          DIR/run/<daemon>.pid
  *   DIR/mds/           pom-mds's folder             DIR/run/<daemon>.port
  *   DIR/blobs/         blob tier of fs 'pomfs'      DIR/run/mount (pomfs)
+ *   DIR/run/<daemon>.metrics  HOST:PORT of its Prometheus /metrics (loopback,
+ *                      a free port; pomfs's too; docs/metrics.md)
  *   DIR/r2.addr        R2's HOST:PORT (also copied to ~/.pomegranate/r2.addr)
  *   DIR/ports/<daemon> the port it listened on last: `up` asks for it again
  *
@@ -34,6 +36,7 @@
 
 #include "xt_common.h"
 
+#include <assert.h>
 #include <dirent.h>
 #include <stdarg.h>
 #include <fcntl.h>
@@ -309,7 +312,7 @@ static unsigned long long split_bytes_for(const char *dir)
 static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *dm,
                       const char *r2addr, int port)
 {
-    char data[PATH_MAX], portf[PATH_MAX], pidf[PATH_MAX], log[PATH_MAX];
+    char data[PATH_MAX], portf[PATH_MAX], pidf[PATH_MAX], log[PATH_MAX], metricsf[PATH_MAX];
     if (dm->data_sub[0])
         joinf(data, "%s/%s", d->dir, dm->data_sub);
     else
@@ -317,13 +320,15 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
     pathf(portf, d, "run", dm->name, ".port");
     pathf(pidf, d, "run", dm->name, ".pid");
     pathf(log, d, "logs", dm->name, ".log");
+    pathf(metricsf, d, "run", dm->name, ".metrics");
     int rc = pomctl_mkdirs(data);
     if (rc < 0) {
         fprintf(stderr, "pomctl: cannot create %s: %s\n", data, strerror(-rc));
         return POMCTL_EFAIL;
     }
     unlink(portf); /* a stale port must not pass for the new one */
-    char *argv[14], keyf[PATH_MAX];
+    unlink(metricsf);
+    char *argv[18], keyf[PATH_MAX];
     int a = 0;
     argv[a++] = dm->exe;
     joinf(keyf, "%s/%s", d->dir, XT_AUTH_KEY_FILE);
@@ -339,6 +344,10 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
     argv[a++] = listen;
     argv[a++] = (char *)"--port-file";
     argv[a++] = portf;
+    argv[a++] = (char *)"--metrics-listen";
+    argv[a++] = (char *)"127.0.0.1:0";
+    argv[a++] = (char *)"--metrics-file";
+    argv[a++] = metricsf;
     if (r2addr) {
         argv[a++] = (char *)"--r2";
         argv[a++] = (char *)r2addr;
@@ -351,6 +360,7 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
         argv[a++] = split;
     }
     argv[a] = NULL;
+    assert(a < (int)(sizeof argv / sizeof argv[0]));
 
     FILE *lf = fopen(log, "ae");
     if (lf) {
@@ -488,6 +498,8 @@ static void undo(const struct updir *d, struct daemon *dms, size_t n)
         unlink(f);
         pathf(f, d, "run", dm->name, ".port");
         unlink(f);
+        pathf(f, d, "run", dm->name, ".metrics");
+        unlink(f);
         fprintf(stderr, "pomctl: stopped %s (pid %ld) again\n", dm->name, (long)dm->pid);
         dm->started = false;
     }
@@ -573,17 +585,20 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
         fprintf(out_stream(ctl), "%s is already mounted\n", mnt_abs);
         return 0;
     }
-    char pidf[PATH_MAX], log[PATH_MAX], mfile[PATH_MAX];
+    char pidf[PATH_MAX], log[PATH_MAX], mfile[PATH_MAX], metricsf[PATH_MAX];
     pathf(pidf, d, "run", fsd->name, ".pid");
     pathf(log, d, "logs", fsd->name, ".log");
     pathf(mfile, d, "run", "mount", "");
+    pathf(metricsf, d, "run", fsd->name, ".metrics");
+    unlink(metricsf);
     /* -f: stay in the foreground so the pid we record is the mount's. Root's
      * mount serves every user (allow_other; pomfs always adds
      * default_permissions, so the kernel checks each user's permissions);
      * another user's cannot without user_allow_other in /etc/fuse.conf. */
-    char o[MOUNT_OPTS_MAX + PATH_MAX + 64];
-    snprintf(o, sizeof o, "fs=" DEFAULT_FS ",keyfile=%s/%s%s%s%s", d->dir, XT_AUTH_KEY_FILE,
-             geteuid() == 0 ? ",allow_other" : "",
+    char o[MOUNT_OPTS_MAX + 2 * PATH_MAX + 128];
+    snprintf(o, sizeof o,
+             "fs=" DEFAULT_FS ",keyfile=%s/%s,metrics=127.0.0.1:0,metrics_file=%s%s%s%s",
+             d->dir, XT_AUTH_KEY_FILE, metricsf, geteuid() == 0 ? ",allow_other" : "",
              mopts ? "," : "", mopts ? mopts : "");
     char *argv[] = { fsd->exe, (char *)addr, mnt_abs, (char *)"-f", (char *)"-o", o, NULL };
     pid_t pid = pomctl_proc_spawn(argv, log);
@@ -891,9 +906,10 @@ int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv)
     FILE *o = out_stream(ctl);
     size_t left = 0;
     for (size_t i = 0; i < n; i++) {
-        char pidf[PATH_MAX], portf[PATH_MAX], exe[PATH_MAX];
+        char pidf[PATH_MAX], portf[PATH_MAX], metricsf[PATH_MAX], exe[PATH_MAX];
         pathf(pidf, &d, "run", names[i], ".pid");
         pathf(portf, &d, "run", names[i], ".port");
+        pathf(metricsf, &d, "run", names[i], ".metrics");
         pid_t pid = 0;
         int rc = pomctl_pidfile_read(pidf, &pid, exe, sizeof exe);
         const char *what;
@@ -913,6 +929,7 @@ int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv)
         if (gone) {
             unlink(pidf);
             unlink(portf);
+            unlink(metricsf);
         } else {
             left++;
         }

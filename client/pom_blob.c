@@ -168,7 +168,14 @@ ssize_t pom_blob_pread(pom_blob_file *f, void *buf, size_t n, uint64_t off)
         if (r < 0)
             return r;
     }
+    atomic_fetch_add_explicit(&f->b->read, n, memory_order_relaxed);
     return (ssize_t)n;
+}
+
+void pom_blob_counters(pom_blob *b, uint64_t *written, uint64_t *read)
+{
+    *written = atomic_load_explicit(&b->written, memory_order_relaxed);
+    *read = atomic_load_explicit(&b->read, memory_order_relaxed);
 }
 
 /* Invariant (5): 0, or the error of a failed fsync. */
@@ -189,16 +196,20 @@ ssize_t pom_blob_pwrite(pom_blob_file *f, const void *buf, size_t n, uint64_t of
         return -EFBIG;
     n = (size_t)XT_MIN((uint64_t)n, POM_BLOB_FILE_MAX - off);
     size_t done = 0;
+    ssize_t err = 0;
     FOR_TRACTS(f, off, n, t, boff, chunk, toff) {
         ssize_t w = f->b->ops->pwrite(f, (uint32_t)t, (const char *)buf + boff, (size_t)chunk,
                                       toff);
-        if (w < 0)
-            return done ? (ssize_t)done : w;
+        if (w < 0) {
+            err = w;
+            break;
+        }
         done += (size_t)w;
         if ((uint64_t)w < chunk)
             break;
     }
-    return (ssize_t)done;
+    atomic_fetch_add_explicit(&f->b->written, done, memory_order_relaxed);
+    return done || !err ? (ssize_t)done : err;
 }
 
 int pom_blob_truncate(pom_blob_file *f, uint64_t size)

@@ -53,6 +53,7 @@ struct pom_blob {
     char *folders[POM_BLOB_FOLDERS_MAX];  /* "F/<fsid>", xt_malloc'd; immutable */
     pthread_mutex_t mu;
     struct pom_blob_file *buckets[NBUCKETS]; /* protected by mu */
+    atomic_uint_fast64_t written, read;   /* bytes, pom_blob_counters */
     atomic_uint_fast64_t fault_n;         /* test hook countdown (0: off) */
     atomic_int fault_err;
 };

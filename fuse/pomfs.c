@@ -50,6 +50,8 @@ struct conf {
     char *fsname;           /* -o fs=NAME (R2) */
     char *blob;             /* -o blob=DIR[:DIR...] (blob tier, local backend) */
     char *keyfile;          /* -o keyfile=PATH (docs/security.md) */
+    char *metrics;          /* -o metrics=HOST:PORT (docs/metrics.md) */
+    char *metrics_file;     /* -o metrics_file=PATH: HOST:PORT written there */
     double attr_timeout, entry_timeout;
     unsigned reclaim, reclaim_grace; /* -o reclaim=S,reclaim_grace=S (seconds) */
     int soft;               /* -o soft (1) / -o hard (0, the default) */
@@ -68,6 +70,8 @@ static const struct fuse_opt opt_spec[] = {
     OPT("fs=%s", fsname),
     OPT("blob=%s", blob),
     OPT("keyfile=%s", keyfile),
+    OPT("metrics=%s", metrics),
+    OPT("metrics_file=%s", metrics_file),
     OPT("attr_timeout=%lf", attr_timeout),
     OPT("entry_timeout=%lf", entry_timeout),
     OPT("reclaim=%u", reclaim),
@@ -116,6 +120,33 @@ static const char *const fstab_only[] = {
     "_netdev", "nofail", "loud", "silent", "x-", "comment=",
 };
 
+void pomfs_metrics_collect(void *arg, xt_metrics_buf *b)
+{
+    struct pomfs *pf = arg;
+    xt_metrics_put_hist_family(b, "pom_pomfs_op_duration_seconds",
+                               "Latency of FUSE operations, from the call to the reply.", "op",
+                               pomfs_op_names, pf->op_hist, POMFS_OP__COUNT);
+    struct pom_fs_stats st;
+    pom_get_stats(pf->fs, &st);
+    xt_metrics_put_counter(b, "pom_pomfs_mds_rpcs_total", "MDS round trips (every attempt).",
+                           st.mds_rpcs);
+    xt_metrics_put_counter(b, "pom_pomfs_rpc_client_calls_total", "RPCs to MDS and R2.",
+                           st.rpc_calls);
+    xt_metrics_put_counter(b, "pom_pomfs_rpc_client_errors_total",
+                           "RPCs that returned an error or failed.", st.rpc_errors);
+    xt_metrics_put_counter(b, "pom_pomfs_rpc_client_timeouts_total", "RPCs that timed out.",
+                           st.rpc_timeouts);
+    xt_metrics_put_counter(b, "pom_pomfs_rpc_client_connects_total", "Connections opened.",
+                           st.rpc_connects);
+    xt_metrics_put_counter(b, "pom_pomfs_rpc_client_connect_failures_total",
+                           "Connections that failed.", st.rpc_connect_failures);
+    xt_metrics_put_counter(b, "pom_pomfs_blob_written_bytes_total",
+                           "Bytes written to the blob tier (large files).",
+                           st.blob_bytes_written);
+    xt_metrics_put_counter(b, "pom_pomfs_blob_read_bytes_total",
+                           "Bytes read from the blob tier.", st.blob_bytes_read);
+}
+
 static void usage(FILE *f, const char *prog)
 {
     fprintf(f,
@@ -132,6 +163,9 @@ static void usage(FILE *f, const char *prog)
             "                        overrides the fs record's blob path\n"
             "  -o keyfile=PATH       the key to prove: the fs's client key (pomctl fs key)\n"
             "                        or the cluster key; none: unauthenticated clusters only\n"
+            "  -o metrics=HOST:PORT  serve Prometheus /metrics there (port 0: a free one;\n"
+            "                        a bare PORT binds 127.0.0.1; docs/metrics.md)\n"
+            "  -o metrics_file=PATH  write the metrics HOST:PORT to PATH once listening\n"
             "  -o reclaim=S          seconds between passes of the orphan tract-set\n"
             "                        reclaimer (default 600; 0: none, leases only)\n"
             "  -o reclaim_grace=S    age an orphan tract set must reach before the\n"
@@ -313,6 +347,7 @@ int main(int argc, char *argv[])
     struct fuse_session *se = NULL;
     struct pomfs pf = { 0 };
     struct pomfs_inval *inval = NULL;
+    xt_metrics *metrics = NULL;
 
     if (fuse_opt_parse(&args, &c, opt_spec, opt_proc) == -1)
         return 2;
@@ -351,6 +386,11 @@ int main(int argc, char *argv[])
     }
     if (c.attr_timeout < 0 || c.entry_timeout < 0) {
         fprintf(stderr, "pomfs: timeouts must be >= 0\n");
+        ret = 2;
+        goto out;
+    }
+    if (c.metrics_file && !c.metrics) {
+        fprintf(stderr, "pomfs: metrics_file= needs metrics=HOST:PORT\n");
         ret = 2;
         goto out;
     }
@@ -411,6 +451,15 @@ int main(int argc, char *argv[])
         fuse_opt_add_arg(&args, "-osubtype=pomfs"))
         goto out;
 
+    if (c.metrics) {
+        struct xt_metrics_opts mo = { .listen = c.metrics, .collect = pomfs_metrics_collect,
+                                      .arg = &pf, .addr_file = c.metrics_file };
+        if ((rc = xt_metrics_start(&mo, &metrics)) < 0) {
+            fprintf(stderr, "pomfs: cannot serve metrics on %s: %s\n", c.metrics,
+                    strerror(-rc));
+            goto out;
+        }
+    }
     se = fuse_session_new(&args, &pomfs_ops, sizeof pomfs_ops, &pf);
     if (!se)
         goto out;
@@ -453,6 +502,7 @@ out_sig:
 out:
     if (se)
         fuse_session_destroy(se);
+    xt_metrics_stop(metrics); /* reads pf.fs */
     pom_close(pf.fs);
     free(o.mountpoint);
     free(c.addr);
@@ -460,6 +510,8 @@ out:
     free(c.fsname);
     free(c.blob);
     free(c.keyfile);
+    free(c.metrics);
+    free(c.metrics_file);
     fuse_opt_free_args(&args);
     /* A child that did not mount: the parent returns its exit status. */
     if (notify >= 0)

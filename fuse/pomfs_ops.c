@@ -37,8 +37,39 @@
 #include <stdint.h>
 #include <stdio.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <string.h>
+#include <time.h>
 
 #define DOTS 2
+
+#define POMFS_OP_NAME(name) #name,
+const char *const pomfs_op_names[POMFS_OP__COUNT] = { POMFS_OPS(POMFS_OP_NAME) };
+#undef POMFS_OP_NAME
+
+/* TIMED(req, op) opens an operation: its latency is recorded when the
+ * function returns (the cleanup attribute), after its reply. The struct
+ * pomfs is taken first: req is gone once replied to. */
+struct op_timer {
+    struct xt_metrics_hist *h;
+    uint64_t t0;
+};
+
+/* The monotonic clock in ns (xt_time's is private to libpomegranate). */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void op_timer_done(struct op_timer *t)
+{
+    xt_metrics_hist_record(t->h, mono_ns() - t->t0);
+}
+
+#define TIMED(req, op)                                                                    \
+    struct op_timer op_timer_ __attribute__((cleanup(op_timer_done))) = {                 \
+        &((struct pomfs *)fuse_req_userdata(req))->op_hist[POMFS_OP_##op], mono_ns()    \
+    }
 
 static struct pomfs *P(fuse_req_t req)
 {
@@ -95,6 +126,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+    TIMED(req, lookup);
     struct stat st;
     pom_fs *fs = P(req)->fs;
     /* "." and ".." come only with export support (invariant 5), for an
@@ -107,12 +139,14 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t n)
 {
+    TIMED(req, forget);
     pom_forget(P(req)->fs, ino, n);
     fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 {
+    TIMED(req, forget); /* one sample per batch */
     for (size_t i = 0; i < count; i++)
         pom_forget(P(req)->fs, f[i].ino, f[i].nlookup);
     fuse_reply_none(req);
@@ -120,6 +154,7 @@ static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 
 static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    TIMED(req, getattr);
     (void)fi;
     struct stat st;
     int rc = pom_getattr(P(req)->fs, ino, &st);
@@ -132,6 +167,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
                        struct fuse_file_info *fi)
 {
+    TIMED(req, setattr);
     (void)fi; /* an open file's buffer is found by inode */
     struct stat st;
     /* A bit we do not know is refused before anything changes: never claim
@@ -145,6 +181,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 
 static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
+    TIMED(req, readlink);
     char buf[PATH_MAX + 1];
     ssize_t n = pom_readlink(P(req)->fs, ino, buf, sizeof buf);
     if (n < 0)
@@ -156,6 +193,7 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                      dev_t rdev)
 {
+    TIMED(req, mknod);
     struct pom_cred c = cred_of(req);
     struct stat st;
     reply_entry(req, pom_mknod(P(req)->fs, parent, name, mode, rdev, &c, &st), &st);
@@ -163,6 +201,7 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
 {
+    TIMED(req, mkdir);
     struct pom_cred c = cred_of(req);
     struct stat st;
     reply_entry(req, pom_mkdir(P(req)->fs, parent, name, mode, &c, &st), &st);
@@ -170,6 +209,7 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 
 static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name)
 {
+    TIMED(req, symlink);
     struct pom_cred c = cred_of(req);
     struct stat st;
     reply_entry(req, pom_symlink(P(req)->fs, parent, name, link, &c, &st), &st);
@@ -177,17 +217,20 @@ static void op_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 
 static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+    TIMED(req, unlink);
     fuse_reply_err(req, -pom_unlink(P(req)->fs, parent, name));
 }
 
 static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
+    TIMED(req, rmdir);
     fuse_reply_err(req, -pom_rmdir(P(req)->fs, parent, name));
 }
 
 static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
                       fuse_ino_t newparent, const char *newname, unsigned int flags)
 {
+    TIMED(req, rename);
     unsigned pf = 0;
     if (flags & RENAME_NOREPLACE)
         pf |= POM_RENAME_NOREPLACE;
@@ -202,6 +245,7 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 
 static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
 {
+    TIMED(req, link);
     struct stat st;
     int rc = pom_link(P(req)->fs, ino, newparent, newname, &st);
     reply_entry(req, rc, &st);
@@ -209,6 +253,7 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    TIMED(req, open);
     pom_file *f;
     int rc = pom_file_open(P(req)->fs, ino, fi->flags, &f);
     if (rc < 0) {
@@ -232,6 +277,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
                       struct fuse_file_info *fi)
 {
+    TIMED(req, create);
     struct pom_cred c = cred_of(req);
     struct stat st;
     pom_file *f;
@@ -264,6 +310,7 @@ static pom_file *FH(struct fuse_file_info *fi)
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
+    TIMED(req, read);
     (void)ino;
     char *buf = xt_malloc(size ? size : 1);
     if (!buf) {
@@ -282,6 +329,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
                      struct fuse_file_info *fi)
 {
+    TIMED(req, write);
     ssize_t n = pom_write(FH(fi), buf, size, off);
     assert(n < 0 || (size_t)n <= size);
     /* Invariant (6). Dropping pages waits for reads that hold them locked,
@@ -302,24 +350,28 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 
 static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    TIMED(req, flush);
     (void)ino;
     fuse_reply_err(req, -pom_flush(FH(fi)));
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    TIMED(req, release);
     (void)ino;
     fuse_reply_err(req, -pom_release(FH(fi)));
 }
 
 static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+    TIMED(req, fsync);
     (void)ino;
     fuse_reply_err(req, -pom_fsync(FH(fi), datasync));
 }
 
 static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    TIMED(req, opendir);
     struct stat st;
     int rc = pom_getattr(P(req)->fs, ino, &st);
     if (rc == 0 && !S_ISDIR(st.st_mode))
@@ -425,6 +477,7 @@ out:
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                        struct fuse_file_info *fi)
 {
+    TIMED(req, readdir);
     (void)fi;
     do_readdir(req, ino, size, off, 0);
 }
@@ -432,12 +485,14 @@ static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                            struct fuse_file_info *fi)
 {
+    TIMED(req, readdirplus);
     (void)fi;
     do_readdir(req, ino, size, off, 1);
 }
 
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+    TIMED(req, releasedir);
     (void)ino;
     assert(fi->fh); /* set by op_opendir */
     pom_releasedir((pom_dir *)(uintptr_t)fi->fh);
@@ -446,6 +501,7 @@ static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 
 static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
 {
+    TIMED(req, fsyncdir);
     (void)ino;
     (void)datasync;
     fuse_reply_err(req, -pom_fsyncdir((pom_dir *)(uintptr_t)fi->fh));
@@ -453,6 +509,7 @@ static void op_fsyncdir(fuse_req_t req, fuse_ino_t ino, int datasync, struct fus
 
 static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 {
+    TIMED(req, statfs);
     (void)ino;
     struct statvfs sv;
     int rc = pom_statfs(P(req)->fs, &sv);
@@ -465,6 +522,7 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
+    TIMED(req, setxattr);
     /* The kernel passes any mix of XATTR_CREATE and XATTR_REPLACE on; the
      * library refuses both together (-EINVAL). */
     fuse_reply_err(req, -pom_setxattr(P(req)->fs, ino, name, value, size, flags));
@@ -472,6 +530,7 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
+    TIMED(req, getxattr);
     char *buf = size ? xt_malloc(size) : NULL;
     if (size && !buf) {
         fuse_reply_err(req, ENOMEM);
@@ -490,6 +549,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+    TIMED(req, listxattr);
     char *buf = size ? xt_malloc(size) : NULL;
     if (size && !buf) {
         fuse_reply_err(req, ENOMEM);
@@ -508,11 +568,13 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
+    TIMED(req, removexattr);
     fuse_reply_err(req, -pom_removexattr(P(req)->fs, ino, name));
 }
 
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
+    TIMED(req, access);
     struct pom_cred c = cred_of(req);
     fuse_reply_err(req, -pom_access(P(req)->fs, ino, mask, &c));
 }
@@ -520,6 +582,7 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                          struct fuse_file_info *fi)
 {
+    TIMED(req, fallocate);
     (void)ino;
     fuse_reply_err(req, -pom_fallocate(FH(fi), mode, off, len));
 }

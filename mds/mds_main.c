@@ -32,6 +32,7 @@
  */
 #include "mds_cache.h"
 #include "mds_group.h"
+#include "mds_metrics.h"
 #include "mds_mover.h"
 #include "mds_reload.h"
 #include "mds_ring1.h"
@@ -383,6 +384,7 @@ static void usage(FILE *f)
             "  --rmu-hold              outbox rows are not delivered\n");
     xt_daemon_crash_usage(f, crash_points);
     xt_rpc_server_flags_usage(f);
+    xt_metrics_flags_usage(f);
     fprintf(f, "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
                "splits, cache and memory per row); SIGTERM logs them and stops.\n");
 }
@@ -425,9 +427,11 @@ int main(int argc, char **argv)
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         XT_RPC_SERVER_FLAGS,
+        XT_METRICS_FLAGS,
         { NULL, 0, NULL, 0 },
     };
     struct xt_rpc_server_opts limits = { .host = NULL }; /* XT_RPC_SERVER_FLAGS */
+    struct xt_metrics_opts metrics_opts = { .collect = mds_metrics_collect }; /* XT_METRICS_FLAGS */
     const char *mdsl[MAX_MDSL];
     size_t nmdsl = 0;
     const char *listen = "127.0.0.1:0", *port_file = NULL, *r2_addrs = NULL, *dir = NULL;
@@ -482,6 +486,8 @@ int main(int argc, char **argv)
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); return 0;
         default: {
+            if (xt_metrics_flag(c, optarg, &metrics_opts))
+                break;
             int r = xt_rpc_server_flag(c, optarg, &limits, "pom-mds");
             if (r == 0)
                 usage(stderr);
@@ -490,7 +496,8 @@ int main(int argc, char **argv)
         }
         }
     }
-    if ((nmdsl == 0) == (r2_addrs == NULL) || optind != argc || (r2_addrs && site_given)) {
+    if ((nmdsl == 0) == (r2_addrs == NULL) || optind != argc || (r2_addrs && site_given) ||
+        (metrics_opts.addr_file && !metrics_opts.listen)) {
         usage(stderr);
         return 2;
     }
@@ -526,6 +533,8 @@ int main(int argc, char **argv)
     mds_place *place = NULL;
     mds_table *table = NULL;
     xt_rpc_server *srv = NULL;
+    xt_metrics *metrics = NULL;
+    struct mds_metrics_src msrc = { .stats = stats };
     r2_agent *agent = NULL;
     mds_route *route = NULL;
     mds_xact *xact = NULL;
@@ -539,6 +548,15 @@ int main(int argc, char **argv)
         XT_ERR("out of memory");
         goto out;
     }
+    /* Metrics first, so R2 learns their address at registration; scrapes
+     * are empty until everything they read exists (msrc.ready). */
+    metrics_opts.arg = &msrc;
+    if (metrics_opts.listen && (rc = xt_metrics_start(&metrics_opts, &metrics))) {
+        XT_ERR("cannot serve metrics on %s: %s", metrics_opts.listen, strerror(-rc));
+        goto out;
+    }
+    if (metrics)
+        XT_INFO("metrics on http://%s/metrics", xt_metrics_addr(metrics));
     for (size_t i = 0; i < nmdsl; i++) {
         sites[i] = (uint32_t)i + 1;
         if (mds_store_rpc_set_site(rpc, sites[i], mdsl[i]) || xt_ring_add_site(ring, sites[i], 100)) {
@@ -560,7 +578,8 @@ int main(int argc, char **argv)
         struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDS, .addr = self,
                                     .id_file = dir ? idfile : NULL,
                                     .hb_interval_ms = (unsigned)hb_interval,
-                                    .on_view = on_view, .view_arg = &va };
+                                    .on_view = on_view, .view_arg = &va,
+                                    .metrics = metrics ? xt_metrics_addr(metrics) : NULL };
         if ((rc = mds_route_new(0, stats, &route)) || (rc = mds_ring1_new(rpc, &follow))) {
             XT_ERR("out of memory");
             goto out;
@@ -735,6 +754,10 @@ int main(int argc, char **argv)
         }
         mds_ring1_set_mover(follow, mover);
     }
+    msrc.cache = cache;
+    msrc.group = group;
+    msrc.srv = srv;
+    atomic_store_explicit(&msrc.ready, true, memory_order_release);
     int bound = xt_rpc_server_port(srv);
     if (port_file && (rc = xt_daemon_write_int_file(port_file, bound)) < 0)
         XT_ERR("cannot write %s: %s", port_file, strerror(-rc));
@@ -753,6 +776,7 @@ int main(int argc, char **argv)
     report(stats, cache, group, table, route, follow);
     rc = 0;
 out:
+    xt_metrics_stop(metrics); /* first: it reads everything below */
     r2_agent_stop(agent);
     if (follow)
         mds_ring1_detach(follow);

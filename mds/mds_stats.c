@@ -32,26 +32,78 @@ static const char *const op_names[MDS_OP__COUNT] = {
     "load", "prepare", "commit", "group", "split", "batch",
 };
 
-static const char *const ctr_names[MDS_CTR__COUNT] = {
-    "groups_committed", "groups_aborted", "groups_empty",
-    "records_image", "records_delta", "bytes_image", "bytes_delta",
-    "sync_calls", "early_closes", "lazy_snapshots",
-    "cache_hits", "cache_misses", "cache_load_waits", "cache_evictions",
-    "cache_pressure", "recover_commits", "recover_aborts",
-    "requests", "forwards", "forwards_looped", "forward_errors", "remote_answers",
-    "gossip_rounds", "gossip_sent_bits", "gossip_new_bits", "handovers", "bits_sent_home",
-    "releases", "release_waits", "slices_moved", "xact_commits", "xact_aborts",
-    "xact_prepares", "xact_resolved", "xact_rollbacks", "xact_aborts_dropped",
-    "xact_aborts_gc",
-    "xact_splits", "slice_absent",
-    "moves", "move_bytes", "moved_waits", "move_loads", "walk_passes", "move_aborts",
-    "rmu_queued", "rmu_delivered", "rmu_dropped", "sys_reloads", "reload_passes",
-    "reload_errors", "folds",
+/* Every counter's name (the SIGHUP report, JSON, /metrics as
+ * pom_mds_NAME_total) and its /metrics help, one table. */
+static const struct ctr_desc {
+    const char *name, *help;
+} ctrs[MDS_CTR__COUNT] = {
+    { "groups_committed", "Commit groups committed to the MDSLs." },
+    { "groups_aborted", "Commit groups aborted." },
+    { "groups_empty", "Commit groups closed with nothing to write." },
+    { "records_image", "Slice image records written." },
+    { "records_delta", "Slice delta records written." },
+    { "image_bytes", "Bytes of slice images written." },
+    { "delta_bytes", "Bytes of slice deltas written." },
+    { "sync_calls", "Waits for a commit (sync)." },
+    { "early_closes", "Groups closed early by a sync or the dirty-bytes bound." },
+    { "lazy_snapshots", "Copy-on-write snapshots taken by a next-group writer." },
+    { "cache_hits", "Slice cache hits." },
+    { "cache_misses", "Slice cache misses (loads)." },
+    { "cache_load_waits", "Getters that waited for another's load." },
+    { "cache_evictions", "Slices evicted from the cache." },
+    { "cache_pressure", "Evictions that asked the group for a commit." },
+    { "recover_commits", "In-doubt transactions committed by recovery." },
+    { "recover_aborts", "In-doubt transactions aborted by recovery." },
+    { "requests", "xTable requests received (ops, lists)." },
+    { "forwards", "Requests forwarded to the MDS owning their slice." },
+    { "forwards_looped", "Requests that arrived with 2 or more hops." },
+    { "forward_errors", "Forwards that failed (transport, hop limit)." },
+    { "remote_answers", "Requests answered here for a forwarding MDS." },
+    { "gossip_rounds", "Bitmap gossip messages sent." },
+    { "gossip_useful_rounds", "Gossip rounds the peer learnt something from." },
+    { "gossip_splits_learnt", "Split bits learnt from gossip." },
+    { "handovers", "Split children handed to their owner." },
+    { "splits_sent_home", "Split bits sent to a table's home." },
+    { "releases", "Slices released to their new owner." },
+    { "release_waits", "Loads told to wait: an old holder not done." },
+    { "slices_moved", "Slices let go by the sweep after a ring-0 change." },
+    { "xact_commits", "Cross-MDS batches committed (coordinator)." },
+    { "xact_aborts", "Cross-MDS batches aborted after a prepare." },
+    { "xact_prepares", "Cross-MDS prepares applied here (participant)." },
+    { "xact_resolved", "Pending rows settled by the resolver." },
+    { "xact_rollbacks", "Pending rows rolled back." },
+    { "xact_aborts_dropped", "ABORT rows the coordinator removed again." },
+    { "xact_aborts_gc", "ABORT rows of gone coordinator incarnations removed." },
+    { "xact_splits", "Batches split because their parents sat elsewhere." },
+    { "slice_absent", "Loads of a slice its MDSL lacks (a split not committed yet)." },
+    { "moves", "Ring-1 moves committed." },
+    { "move_bytes", "Image bytes of ring-1 moves." },
+    { "moved_waits", "Loads told to wait: only a MOVED tombstone." },
+    { "move_loads", "Slices the mover loaded to move." },
+    { "walk_passes", "Full passes of the mover over the losing MDSL." },
+    { "move_aborts", "Ring-1 moves in a group that aborted." },
+    { "rmu_queued", "RMU outbox rows written." },
+    { "rmu_delivered", "RMU outbox rows delivered." },
+    { "rmu_dropped", "RMU outbox rows dropped: their parent was gone." },
+    { "sys_reloads", "Slices with system rows reloaded." },
+    { "reload_passes", "Reload passes over every MDSL's listing." },
+    { "reload_errors", "Reload listing or load failures." },
+    { "folds", "Idle slices given a fold image." },
 };
 
 const char *mds_stats_op_name(enum mds_op op)
 {
     return (unsigned)op < MDS_OP__COUNT ? op_names[op] : "?";
+}
+
+const char *mds_stats_ctr_name(enum mds_ctr ctr)
+{
+    return (unsigned)ctr < MDS_CTR__COUNT ? ctrs[ctr].name : "?";
+}
+
+const char *mds_stats_ctr_help(enum mds_ctr ctr)
+{
+    return (unsigned)ctr < MDS_CTR__COUNT ? ctrs[ctr].help : "?";
 }
 
 mds_stats *mds_stats_new(void)
@@ -207,6 +259,39 @@ static void hist_take(const mds_stats *st, enum mds_op op, struct hist_snap *s)
         s->min = s->max = 0;
 }
 
+void mds_stats_cumulative(const mds_stats *st, enum mds_op op, const uint64_t *le, size_t n,
+                          uint64_t *cum, uint64_t *count, uint64_t *sum_ns)
+{
+    memset(cum, 0, n * sizeof *cum);
+    *count = *sum_ns = 0;
+    if (!st || (unsigned)op >= MDS_OP__COUNT)
+        return;
+    struct mds_hist *h = &((mds_stats *)st)->op[op];
+    size_t i = 0;
+    uint64_t total = 0;
+    for (unsigned b = 0; b < MDS_STATS_BUCKETS; b++) {
+        uint64_t k = atomic_load_explicit(&h->bucket[b], memory_order_relaxed);
+        if (!k)
+            continue;
+        uint64_t lo, hi;
+        mds_stats_bucket_range(b, &lo, &hi);
+        for (; i < n && hi > le[i]; i++)
+            cum[i] = total; /* buckets ascend: every later one is over le[i] too */
+        total += k;
+    }
+    for (; i < n; i++)
+        cum[i] = total;
+    *count = total; /* from the buckets, so cum[n-1] <= count while recorders run */
+    *sum_ns = atomic_load_explicit(&h->sum, memory_order_relaxed);
+}
+
+uint64_t mds_stats_errors(const mds_stats *st, enum mds_op op)
+{
+    if (!st || (unsigned)op >= MDS_OP__COUNT)
+        return 0;
+    return atomic_load_explicit(&((mds_stats *)st)->op[op].errors, memory_order_relaxed);
+}
+
 uint64_t mds_stats_percentile(const mds_stats *st, enum mds_op op, double q)
 {
     if (!st || (unsigned)op >= MDS_OP__COUNT)
@@ -282,7 +367,7 @@ size_t mds_stats_dump_text(const mds_stats *st, char *buf, size_t cap)
     for (unsigned i = 0; i < MDS_CTR__COUNT; i++) {
         uint64_t v = mds_stats_counter(st, (enum mds_ctr)i);
         if (v)
-            outf(&o, "%s %llu\n", ctr_names[i], (unsigned long long)v);
+            outf(&o, "%s %llu\n", ctrs[i].name, (unsigned long long)v);
     }
     return out_end(&o);
 }
@@ -306,7 +391,7 @@ size_t mds_stats_dump_json(const mds_stats *st, char *buf, size_t cap)
     }
     outf(&o, "},\"counters\":{");
     for (unsigned i = 0; i < MDS_CTR__COUNT; i++)
-        outf(&o, "%s\"%s\":%llu", i ? "," : "", ctr_names[i],
+        outf(&o, "%s\"%s\":%llu", i ? "," : "", ctrs[i].name,
              (unsigned long long)mds_stats_counter(st, (enum mds_ctr)i));
     outf(&o, "}}");
     return out_end(&o);

@@ -146,6 +146,20 @@ uint64_t mds_stats_percentile(const mds_stats *st, enum mds_op op, double q);
 void mds_stats_summary(const mds_stats *st, enum mds_op op, struct mds_stats_summary *out);
 
 const char *mds_stats_op_name(enum mds_op op);
+/* The counter's name, as the SIGHUP report and /metrics (pom_mds_NAME_total)
+ * spell it. */
+const char *mds_stats_ctr_name(enum mds_ctr ctr);
+/* Its one-line description (the /metrics HELP). */
+const char *mds_stats_ctr_help(enum mds_ctr ctr);
+
+/* op's histogram on the upper bounds le[0..n) (ascending, ns): cum[i] the
+ * samples whose bucket lies wholly at or under le[i] (so within one bucket,
+ * 6.25%, of the exact count), *count and *sum_ns of every sample. For
+ * /metrics, whose buckets are fixed decimal bounds. */
+void mds_stats_cumulative(const mds_stats *st, enum mds_op op, const uint64_t *le, size_t n,
+                          uint64_t *cum, uint64_t *count, uint64_t *sum_ns);
+/* Samples of op recorded with rc < 0. */
+uint64_t mds_stats_errors(const mds_stats *st, enum mds_op op);
 
 /* Human text (one line per op with samples, then the non-zero counters) or
  * JSON ({"ops":{name:{count,errors,mean_ns,p50_ns,p90_ns,p99_ns,max_ns}},

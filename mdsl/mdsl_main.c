@@ -20,6 +20,7 @@
 
 #include "xt_common.h"
 #include "xt_daemon.h"
+#include "xt_metrics.h"
 #include "xt_rpc.h"
 
 #include <getopt.h>
@@ -27,6 +28,73 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* /metrics (docs/metrics.md "pom-mdsl"): the store's counters
+ * (mdsl_store_stat, in memory under the store's lock) and the RPC server. */
+struct metrics_src {
+    mdsl_store *store;
+    const struct mdsl_service *svc;
+    xt_rpc_server *srv;
+};
+
+static void collect(void *arg, xt_metrics_buf *b)
+{
+    const struct metrics_src *m = arg;
+    struct mdsl_stat st;
+    if (mdsl_store_stat(m->store, &st) == 0) {
+        xt_metrics_put_gauge(b, "pom_mdsl_tables", "Table folders stored.", (double)st.tables);
+        xt_metrics_put_gauge(b, "pom_mdsl_segments", "Segment files.", (double)st.segments);
+        xt_metrics_put_gauge(b, "pom_mdsl_segment_bytes", "Bytes in segment files.",
+                             (double)st.bytes);
+        xt_metrics_put_gauge(b, "pom_mdsl_live_bytes",
+                             "Bytes of the records the index points at.",
+                             (double)st.live_bytes);
+        xt_metrics_put_gauge(b, "pom_mdsl_live_ratio", "live_bytes / segment_bytes.",
+                             st.live_ratio);
+        xt_metrics_put_counter(b, "pom_mdsl_written_bytes_total",
+                               "Record bytes appended by prepares.", st.written_bytes);
+        xt_metrics_put_gauge(b, "pom_mdsl_prepared", "Prepared transactions undecided.",
+                             (double)st.prepared);
+        xt_metrics_put_counter(b, "pom_mdsl_commits_total", "Transactions committed.",
+                               st.commits);
+        xt_metrics_put_counter(b, "pom_mdsl_aborts_total", "Transactions aborted.", st.aborts);
+        xt_metrics_put_counter(b, "pom_mdsl_gc_passes_total", "GC passes.", st.gc_passes);
+        xt_metrics_put_counter(b, "pom_mdsl_gc_moved_bytes_total",
+                               "Live bytes GC copied out of old segments.", st.gc_moved_bytes);
+        xt_metrics_put_counter(b, "pom_mdsl_gc_freed_segments_total", "Segments GC freed.",
+                               st.gc_freed_segments);
+        xt_metrics_put_counter(b, "pom_mdsl_gc_freed_bytes_total", "Segment bytes GC freed.",
+                               st.gc_freed_bytes);
+        xt_metrics_put_counter(b, "pom_mdsl_dropped_folders_total",
+                               "Folders dropped whole after their slices moved.",
+                               st.dropped_folders);
+        xt_metrics_put_counter(b, "pom_mdsl_dropped_bytes_total", "Bytes of dropped folders.",
+                               st.dropped_bytes);
+        xt_metrics_put_counter(b, "pom_mdsl_rolled_segments_total", "Active segments rolled.",
+                               st.rolled_segments);
+        xt_metrics_put_counter(b, "pom_mdsl_sweeps_total", "Sweeps run to their end.",
+                               st.sweeps);
+        xt_metrics_put_counter(b, "pom_mdsl_corrupt_records_total",
+                               "Checksum failures seen by reads and scans.",
+                               st.corrupt_records);
+        xt_metrics_put_gauge(b, "pom_mdsl_failed",
+                             "1 once a write error stopped the store's writes.",
+                             st.failed ? 1 : 0);
+    }
+    char labels[48];
+    xt_metrics_put_hist_family(b, "pom_mdsl_op_duration_seconds",
+                               "Latency of Storage requests, from the handler's call to its "
+                               "return.", "op", mdsl_service_op_names, m->svc->op,
+                               MDSL_SVC__COUNT);
+    xt_metrics_put_family(b, "pom_mdsl_op_errors_total", "counter",
+                          "Storage requests that returned an error.");
+    for (unsigned i = 0; i < MDSL_SVC__COUNT; i++) {
+        snprintf(labels, sizeof labels, "op=\"%s\"", mdsl_service_op_names[i]);
+        xt_metrics_put_u64(b, "pom_mdsl_op_errors_total", labels,
+                           atomic_load_explicit(&m->svc->errors[i], memory_order_relaxed));
+    }
+    xt_rpc_metrics_put(b, "pom_mdsl", m->srv);
+}
 
 /* Parses --fault (test only, see the file comment) into the I/O fault
  * (*io_after -1: none; *io_err, *io_sticky) and *alloc_after (-1: none). -EINVAL on a
@@ -85,6 +153,7 @@ static void usage(FILE *f)
             "                       op too) and alloc:after=N (docs/testing-faults.md)\n");
     xt_daemon_crash_usage(f, crash_points);
     xt_rpc_server_flags_usage(f);
+    xt_metrics_flags_usage(f);
 }
 
 /* xt_rpc_server_opts.key_gen: no client key opens an MDSL. */
@@ -114,10 +183,13 @@ int main(int argc, char **argv)
         { "fault", required_argument, NULL, 'F' },
         { "crash-point", required_argument, NULL, 'K' },
         XT_RPC_SERVER_FLAGS,
+        XT_METRICS_FLAGS,
         { NULL, 0, NULL, 0 },
     };
     /* XT_RPC_SERVER_FLAGS; prepares carry a whole commit group's slice images. */
     struct xt_rpc_server_opts ro = { .max_frame_bytes = XT_RPC_MAX_FRAME };
+    struct metrics_src msrc = { 0 };
+    struct xt_metrics_opts mo = { .collect = collect, .arg = &msrc }; /* XT_METRICS_FLAGS */
     const char *dir = NULL, *listen = "127.0.0.1:0", *port_file = NULL;
     uint64_t threads = 4, seg_size = 64u << 20, gc_rate = 32u << 20, gc_interval = 1000;
     uint64_t reserve = 0; /* the store's default */
@@ -196,6 +268,8 @@ int main(int argc, char **argv)
                 return 2;
             break;
         default: {
+            if (xt_metrics_flag(c, optarg, &mo))
+                break;
             int r = xt_rpc_server_flag(c, optarg, &ro, "pom-mdsl");
             if (r == 0)
                 usage(stderr);
@@ -204,7 +278,7 @@ int main(int argc, char **argv)
         }
         }
     }
-    if (!dir || optind != argc) {
+    if (!dir || optind != argc || (mo.addr_file && !mo.listen)) {
         usage(stderr);
         return 2;
     }
@@ -266,7 +340,10 @@ int main(int argc, char **argv)
     ro.io_threads = (int)threads;
     ro.key_gen = no_clients; /* only sites and pomctl talk to an MDSL */
     xt_rpc_server *srv = NULL;
-    rc = mdsl_service_start(store, &ro, &srv);
+    /* The handlers' context outlives the server: static storage. */
+    static struct mdsl_service svc;
+    svc.store = store;
+    rc = mdsl_service_start(&svc, &ro, &srv);
     if (rc < 0) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
         mdsl_store_close(store);
@@ -275,6 +352,21 @@ int main(int argc, char **argv)
         mdsl_io_destroy(uring);
         return 1;
     }
+    msrc.store = store;
+    msrc.svc = &svc;
+    msrc.srv = srv;
+    xt_metrics *metrics = NULL;
+    if (mo.listen && (rc = xt_metrics_start(&mo, &metrics)) < 0) {
+        XT_ERR("cannot serve metrics on %s: %s", mo.listen, strerror(-rc));
+        xt_rpc_server_stop(srv);
+        mdsl_store_close(store);
+        if (io != uring)
+            mdsl_io_destroy(io);
+        mdsl_io_destroy(uring);
+        return 1;
+    }
+    if (metrics)
+        XT_INFO("metrics on http://%s/metrics", xt_metrics_addr(metrics));
     int bound = xt_rpc_server_port(srv);
     if (port_file && (rc = xt_daemon_write_int_file(port_file, bound)) < 0)
         XT_ERR("cannot write %s: %s", port_file, strerror(-rc));
@@ -297,6 +389,7 @@ int main(int argc, char **argv)
         snprintf(id_file, sizeof id_file, "%s/site_id", dir);
         struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDSL, .addr = self,
                                     .capacity = capacity, .id_file = id_file,
+                                    .metrics = metrics ? xt_metrics_addr(metrics) : NULL,
                                     .hb_interval_ms = (unsigned)hb_ms };
         if (r1rep) {
             ao.on_view = mdsl_ring1_view;
@@ -313,6 +406,7 @@ int main(int argc, char **argv)
                 XT_ERR("cannot start the R2 agent for --r2 '%s': %s", r2_addrs,
                        strerror(-rc));
             mdsl_ring1_stop(r1rep);
+            xt_metrics_stop(metrics);
             xt_rpc_server_stop(srv);
             mdsl_store_close(store);
             if (io != uring)
@@ -343,6 +437,7 @@ int main(int argc, char **argv)
                     (unsigned long long)st.sweep_owed);
     }
     XT_INFO("signal %d: stopping", sig);
+    xt_metrics_stop(metrics); /* it reads the store and the server */
 
     r2_agent_stop(agent); /* first: its callbacks use the reporter */
     mdsl_ring1_stop(r1rep);

@@ -10,72 +10,101 @@
 #include "mdsl_service.h"
 
 #include "xt_common.h"
+#include "xt_time.h"
+
+#include <assert.h>
 
 /* Largest record accepted from the network. The MDS writes no COLUMN
  * records yet: inline file bytes ride in slice images, which it keeps
  * far under this by splitting slices past --split-bytes (32 MiB). */
 #define MDSL_SVC_MAX_REC (256u << 20)
 
+const char *const mdsl_service_op_names[MDSL_SVC__COUNT] = {
+    "prepare", "commit", "abort", "load", "read_column", "set_md", "get_md", "stat", "list",
+};
+
+/* Counts one call of op that began at t0 and returns rc. */
+static int done(struct mdsl_service *sv, enum mdsl_svc_op op, uint64_t t0, int rc)
+{
+    xt_metrics_hist_record(&sv->op[op], xt_mono_ns() - t0);
+    if (rc < 0)
+        atomic_fetch_add_explicit(&sv->errors[op], 1, memory_order_relaxed);
+    return rc;
+}
+
 static int svc_prepare(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
                        const struct xt_store_rec *recs, size_t n)
 {
     (void)rc;
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
     if (txid == 0 || n == 0)
-        return -EINVAL;
+        return done(sv, MDSL_SVC_PREPARE, t0, -EINVAL);
     for (size_t i = 0; i < n; i++) {
         const struct xt_store_rec *r = &recs[i];
         /* flags are the store's rule (rec_check: TOMBSTONE on an empty
          * COLUMN, MOVED on an empty IMAGE), refused there with a log line */
         if (r->type < XT_STORE_IMAGE || r->type > XT_STORE_COLUMN || r->len > MDSL_SVC_MAX_REC)
-            return -EINVAL;
+            return done(sv, MDSL_SVC_PREPARE, t0, -EINVAL);
     }
-    return mdsl_store_prepare(ctx, txid, recs, n);
+    return done(sv, MDSL_SVC_PREPARE, t0, mdsl_store_prepare(sv->store, txid, recs, n));
 }
 
 static int svc_commit(void *ctx, const xt_rpc_ctx *rc, uint64_t txid)
 {
     (void)rc;
-    return txid ? mdsl_store_commit(ctx, txid) : -EINVAL;
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    return done(sv, MDSL_SVC_COMMIT, t0, txid ? mdsl_store_commit(sv->store, txid) : -EINVAL);
 }
 
 static int svc_abort(void *ctx, const xt_rpc_ctx *rc, uint64_t txid)
 {
     (void)rc;
-    return txid ? mdsl_store_abort(ctx, txid) : -EINVAL;
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    return done(sv, MDSL_SVC_ABORT, t0, txid ? mdsl_store_abort(sv->store, txid) : -EINVAL);
 }
 
 static int svc_load(void *ctx, const xt_rpc_ctx *rc, xt_slice_id id, struct xt_store_load *out)
 {
     (void)rc;
-    return mdsl_store_load_slice(ctx, id, out);
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    return done(sv, MDSL_SVC_LOAD, t0, mdsl_store_load_slice(sv->store, id, out));
 }
 
 static int svc_read_column(void *ctx, const xt_rpc_ctx *rc, xt_slice_id id, uint64_t key,
                            uint32_t group, void **data, uint32_t *len, uint64_t *version)
 {
     (void)rc;
-    return mdsl_store_read_column(ctx, id, key, group, data, len, version);
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    return done(sv, MDSL_SVC_READ_COLUMN, t0, mdsl_store_read_column(sv->store, id, key, group, data, len, version));
 }
 
 static int svc_set_md(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
                       const void *md, uint32_t len)
 {
     (void)rc;
-    return mdsl_store_set_md(ctx, fsid, table, md, len);
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    return done(sv, MDSL_SVC_SET_MD, t0, mdsl_store_set_md(sv->store, fsid, table, md, len));
 }
 
 static int svc_get_md(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
                       void **md, uint32_t *len)
 {
     (void)rc;
-    return mdsl_store_get_md(ctx, fsid, table, md, len);
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    return done(sv, MDSL_SVC_GET_MD, t0, mdsl_store_get_md(sv->store, fsid, table, md, len));
 }
 
-static int svc_stat(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st)
+static int stat_of(mdsl_store *store, struct xt_store_stat *st)
 {
-    (void)rc;
     struct mdsl_stat ms;
-    int ret = mdsl_store_stat(ctx, &ms);
+    int ret = mdsl_store_stat(store, &ms);
     if (ret < 0)
         return ret;
     st->tables = ms.tables;
@@ -95,14 +124,24 @@ static int svc_stat(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st)
     st->sweeps = ms.sweeps;
     st->sweep_owed = ms.sweep_owed;
     st->failed = ms.failed;
-    return mdsl_store_prepared(ctx, &st->prepared, &st->nprepared);
+    return mdsl_store_prepared(store, &st->prepared, &st->nprepared);
+}
+
+static int svc_stat(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st)
+{
+    (void)rc;
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    return done(sv, MDSL_SVC_STAT, t0, stat_of(sv->store, st));
 }
 
 static int svc_list_slices(void *ctx, const xt_rpc_ctx *rc, const void *cursor,
                            uint32_t cursor_len, uint32_t max, struct xt_store_list *out)
 {
     (void)rc;
-    return mdsl_store_list_slices(ctx, cursor, cursor_len, max, out);
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    return done(sv, MDSL_SVC_LIST, t0, mdsl_store_list_slices(sv->store, cursor, cursor_len, max, out));
 }
 
 static const struct xt_mdsl_ops mdsl_ops = {
@@ -118,8 +157,9 @@ static const struct xt_mdsl_ops mdsl_ops = {
     .list_slices = svc_list_slices,
 };
 
-int mdsl_service_start(mdsl_store *store, const struct xt_rpc_server_opts *opts,
+int mdsl_service_start(struct mdsl_service *svc, const struct xt_rpc_server_opts *opts,
                        xt_rpc_server **out)
 {
-    return xt_rpc_serve_mdsl(opts, &mdsl_ops, store, out);
+    assert(svc->store);
+    return xt_rpc_serve_mdsl(opts, &mdsl_ops, svc, out);
 }

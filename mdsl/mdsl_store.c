@@ -719,6 +719,7 @@ static int prepare_locked(mdsl_store *s, uint64_t txid, const struct xt_store_re
     t->next = s->pending;
     s->pending = t;
     s->st.prepared++;
+    s->st.written_bytes += need;
     pthread_mutex_unlock(&s->mu);
     return 0;
 }

@@ -162,6 +162,7 @@ struct mdsl_stat {
                                    the evidence charge, see docs) */
     double live_ratio;          /* live_bytes / bytes (1 when empty) */
     uint64_t prepared, commits, aborts;
+    uint64_t written_bytes;     /* record bytes prepares appended */
     uint64_t gc_passes, gc_moved_bytes, gc_freed_segments, gc_freed_bytes;
     uint64_t dropped_folders;   /* folders dropped whole (all slices MOVED) */
     uint64_t dropped_bytes;     /* bytes of their files */

@@ -16,6 +16,7 @@
 
 #include "xt_common.h"
 #include "xt_daemon.h"
+#include "xt_metrics.h"
 #include "xt_rpc.h"
 
 #include <errno.h>
@@ -25,6 +26,40 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+/* /metrics (docs/metrics.md "pom-r2"): the view as this R2 holds it in
+ * memory (only the leader has one), and the RPC server. */
+struct metrics_src {
+    r2_mgr *mgr;
+    xt_rpc_server *srv;
+};
+
+static void collect(void *arg, xt_metrics_buf *b)
+{
+    const struct metrics_src *m = arg;
+    struct xt_view v;
+    bool leads = r2_mgr_view_local(m->mgr, &v) == 0;
+    xt_metrics_put_gauge(b, "pom_r2_leader", "1 while this R2 leads with its state loaded.",
+                         leads ? 1 : 0);
+    if (leads) {
+        xt_metrics_put_gauge(b, "pom_r2_view_version", "Version of the cluster view.",
+                             (double)v.version);
+        xt_metrics_put_family(b, "pom_r2_sites", "gauge", "Registered sites by type and state.");
+        char labels[64];
+        for (int t = XT_SITE_MDS; t <= XT_SITE_R2; t++)
+            for (int st = XT_SITE_UP; st <= XT_SITE_REMOVED; st++) {
+                uint64_t n = 0;
+                for (size_t i = 0; i < v.nsites; i++)
+                    n += v.sites[i].type == t && v.sites[i].state == st;
+                snprintf(labels, sizeof labels, "type=\"%s\",state=\"%s\"",
+                         xt_site_type_name(t), xt_site_state_name(st));
+                xt_metrics_put_u64(b, "pom_r2_sites", labels, n);
+            }
+        xt_metrics_put_gauge(b, "pom_r2_filesystems", "File systems.", (double)v.nfs);
+        xt_view_free(&v);
+    }
+    xt_rpc_metrics_put(b, "pom_r2", m->srv);
+}
 
 static void usage(FILE *f)
 {
@@ -41,12 +76,14 @@ static void usage(FILE *f)
             "  --threads N              handler threads (default 4)\n"
             "  --verbose                debug log\n");
     xt_rpc_server_flags_usage(f);
+    xt_metrics_flags_usage(f);
 }
 
 struct args {
     const char *data, *zk, *zk_root, *listen, *port_file;
     uint64_t session_ms, hb_ms, fail_after, threads;
     struct xt_rpc_server_opts rpc; /* the limits of XT_RPC_SERVER_FLAGS */
+    struct xt_metrics_opts metrics; /* XT_METRICS_FLAGS */
 };
 
 /* Returns 0, or 2 after printing why the arguments are wrong. */
@@ -65,6 +102,7 @@ static int parse(int argc, char **argv, struct args *a)
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         XT_RPC_SERVER_FLAGS,
+        XT_METRICS_FLAGS,
         { NULL, 0, NULL, 0 },
     };
     *a = (struct args){ .listen = "127.0.0.1:0", .session_ms = 10000, .hb_ms = 1000,
@@ -97,6 +135,8 @@ static int parse(int argc, char **argv, struct args *a)
         case 'v': xt_log_set_level(XT_LOG_DEBUG); break;
         case 'h': usage(stdout); exit(0);
         default: {
+            if (xt_metrics_flag(c, optarg, &a->metrics))
+                break;
             int r = xt_rpc_server_flag(c, optarg, &a->rpc, "pom-r2");
             if (r == 0)
                 usage(stderr);
@@ -112,6 +152,10 @@ static int parse(int argc, char **argv, struct args *a)
     if (optind != argc || (!a->data == !a->zk)) {
         fprintf(stderr, "pom-r2: give exactly one of --data DIR and --zk HOSTS\n");
         usage(stderr);
+        return 2;
+    }
+    if (a->metrics.addr_file && !a->metrics.listen) {
+        fprintf(stderr, "pom-r2: --metrics-file wants --metrics-listen\n");
         return 2;
     }
     return 0;
@@ -192,12 +236,27 @@ int main(int argc, char **argv)
         return 1;
     }
     r2_mgr_set_stall_probe(mgr, server_stall, srv);
+    struct metrics_src msrc = { .mgr = mgr, .srv = srv };
+    xt_metrics *metrics = NULL;
+    a.metrics.collect = collect;
+    a.metrics.arg = &msrc;
+    if (a.metrics.listen && (rc = xt_metrics_start(&a.metrics, &metrics)) < 0) {
+        XT_ERR("cannot serve metrics on %s: %s", a.metrics.listen, strerror(-rc));
+        r2_mgr_set_stall_probe(mgr, NULL, NULL);
+        xt_rpc_server_stop(srv);
+        r2_mgr_free(mgr);
+        r2_store_close(store);
+        return 1;
+    }
+    if (metrics)
+        XT_INFO("metrics on http://%s/metrics", xt_metrics_addr(metrics));
     char self[XT_ADDR_MAX + 16];
     snprintf(self, sizeof self, "%s:%d", host, xt_rpc_server_port(srv));
     r2_mgr_set_self(mgr, self);
     rc = r2_store_elect(store, self, strlen(self), r2_mgr_leader_cb, mgr);
     if (rc < 0) {
         XT_ERR("cannot join the election: %s", strerror(-rc));
+        xt_metrics_stop(metrics);
         r2_mgr_set_stall_probe(mgr, NULL, NULL);
         xt_rpc_server_stop(srv);
         r2_mgr_free(mgr);
@@ -214,6 +273,7 @@ int main(int argc, char **argv)
         snprintf(idfile, sizeof idfile, "%s/r2/site_id", a.data);
     struct r2_agent_opts ao = { .r2_addrs = self, .type = XT_SITE_R2, .addr = self,
                                 .id_file = a.data ? idfile : NULL,
+                                .metrics = metrics ? xt_metrics_addr(metrics) : NULL,
                                 .hb_interval_ms = (unsigned)a.hb_ms };
     r2_agent *agent = NULL;
     if ((rc = r2_agent_start(&ao, &agent)) < 0)
@@ -227,6 +287,7 @@ int main(int argc, char **argv)
         XT_INFO("SIGHUP: still running (SIGINT or SIGTERM stop)");
     XT_INFO("signal %d: stopping", sig);
     r2_agent_stop(agent);
+    xt_metrics_stop(metrics); /* it reads the manager and the server */
     r2_mgr_set_stall_probe(mgr, NULL, NULL);
     xt_rpc_server_stop(srv); /* no more calls */
     r2_mgr_stop(mgr);        /* no more ticks using the store */

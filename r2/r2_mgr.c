@@ -205,14 +205,17 @@ static int site_sections(const struct xt_site *s)
 /* ---- registration and heartbeats --------------------------------------------- */
 
 int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, uint32_t prev_id,
-                    const char *fs_name, uint32_t *site_id, struct xt_view *view)
+                    const char *fs_name, const char *metrics, uint32_t *site_id,
+                    struct xt_view *view)
 {
     if (view)
         memset(view, 0, sizeof *view);
     *site_id = 0;
     if (!fs_name)
         fs_name = "";
-    if ((type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT &&
+    if (!metrics)
+        metrics = "";
+    if ((metrics[0] && !r2_rec_addr_valid(XT_SITE_MDS, metrics)) || (type != XT_SITE_MDS && type != XT_SITE_MDSL && type != XT_SITE_CLIENT &&
          type != XT_SITE_R2) ||
         !r2_rec_addr_valid(type, addr) ||
         (fs_name[0] && (type != XT_SITE_CLIENT || !r2_rec_fs_name_valid(fs_name))))
@@ -251,6 +254,7 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
     s.type = type;
     snprintf(s.addr, sizeof s.addr, "%s", addr);
     snprintf(s.fs_name, sizeof s.fs_name, "%s", fs_name);
+    snprintf(s.metrics, sizeof s.metrics, "%s", metrics);
     s.capacity = capacity;
     if (type == XT_SITE_MDS) {
         /* Every registration gets a fresh range: the MDS may have used any
@@ -419,6 +423,18 @@ out:
     r2_txn_free(&t);
     end(m);
     xt_free(ctr);
+    return rc;
+}
+
+int r2_mgr_view_local(r2_mgr *m, struct xt_view *view)
+{
+    bool has = false;
+    int rc = -EREMOTE;
+    memset(view, 0, sizeof *view);
+    pthread_mutex_lock(&m->mu);
+    if (st_current(m))
+        rc = r2_state_view(&m->st, 0, m->self, m->backend, &has, view);
+    pthread_mutex_unlock(&m->mu);
     return rc;
 }
 

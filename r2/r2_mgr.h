@@ -133,7 +133,8 @@ void r2_mgr_set_stall_probe(r2_mgr *m, uint64_t (*stall)(void *arg), void *arg);
  * *view (may be NULL) receives the full view; the caller frees it with
  * xt_view_free. */
 int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, uint32_t prev_id,
-                    const char *fs_name, uint32_t *site_id, struct xt_view *view);
+                    const char *fs_name, const char *metrics, uint32_t *site_id,
+                    struct xt_view *view);
 /* A heartbeat of site_id with its load and per-fs counters (c[0..n-1], read
  * during the call). *has_view tells whether *view (freed by the caller with
  * xt_view_free) holds the sections changed after view_version.
@@ -146,6 +147,10 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
 /* The view since `since` (invariant 3). Works on followers too (read from
  * the store); view->leader names the leader ("" if none). */
 int r2_mgr_get_view(r2_mgr *m, uint64_t since, bool *has_view, struct xt_view *view);
+/* The whole view from memory, without I/O (for /metrics): 0, or -EREMOTE
+ * when this R2 does not lead with its state loaded (*view zeroed). Free
+ * with xt_view_free. */
+int r2_mgr_view_local(r2_mgr *m, struct xt_view *view);
 
 /* backend NULL/"": "local"; path NULL/"": the client's default
  * (<data>/blobs/<fsid>). *out (may be NULL) receives the new fs; the caller

@@ -149,16 +149,19 @@ static bool site_state_stored(int s)
 int r2_rec_site_encode(const struct xt_site *s, void **buf, size_t *len)
 {
     size_t a = strnlen(s->addr, XT_ADDR_MAX), f = strnlen(s->fs_name, XT_FSNAME_MAX + 1);
+    size_t m = strnlen(s->metrics, XT_ADDR_MAX);
     if (!site_type_valid(s->type) || !site_state_stored(s->state) || a == 0 ||
-        a >= XT_ADDR_MAX || f > XT_FSNAME_MAX)
+        a >= XT_ADDR_MAX || f > XT_FSNAME_MAX || m >= XT_ADDR_MAX)
         return -EINVAL;
-    size_t n = R2_REC_SITE_HDR + a + f + R2_REC_CSUM;
+    size_t mx = m ? 2 + m : 0; /* old records (and sites without metrics): none */
+    size_t n = R2_REC_SITE_HDR + a + f + mx + R2_REC_CSUM;
     uint8_t *p = xt_calloc(1, n);
     if (!p)
         return -ENOMEM;
     p[0] = R2_REC_FORMAT;
     p[1] = (uint8_t)s->type;
     p[2] = (uint8_t)s->state;
+    p[3] = m ? R2_REC_SITE_METRICS : 0;
     xt_put_u32(p + 4, s->id);
     xt_put_u64(p + 8, s->capacity);
     xt_put_u64(p + 16, s->uuid_lo);
@@ -167,6 +170,10 @@ int r2_rec_site_encode(const struct xt_site *s, void **buf, size_t *len)
     xt_put_u16(p + 34, (uint16_t)f);
     memcpy(p + R2_REC_SITE_HDR, s->addr, a);
     memcpy(p + R2_REC_SITE_HDR + a, s->fs_name, f);
+    if (m) {
+        xt_put_u16(p + R2_REC_SITE_HDR + a + f, (uint16_t)m);
+        memcpy(p + R2_REC_SITE_HDR + a + f + 2, s->metrics, m);
+    }
     xt_put_u64(p + n - R2_REC_CSUM, csum(p, n - R2_REC_CSUM));
     *buf = p;
     *len = n;
@@ -178,15 +185,27 @@ int r2_rec_site_decode(const void *buf, size_t len, struct xt_site *s)
     const uint8_t *p = buf;
     memset(s, 0, sizeof *s);
     if (len < R2_REC_SITE_HDR + R2_REC_CSUM || !csum_ok(p, len) || p[0] != R2_REC_FORMAT ||
-        p[3] != 0)
+        (p[3] & ~R2_REC_SITE_METRICS))
         return -EBADMSG;
-    size_t a = xt_get_u16(p + 32), f = xt_get_u16(p + 34);
-    if (len != R2_REC_SITE_HDR + a + f + R2_REC_CSUM || a == 0 || a >= XT_ADDR_MAX ||
+    size_t a = xt_get_u16(p + 32), f = xt_get_u16(p + 34), m = 0;
+    if (len < R2_REC_SITE_HDR + a + f + R2_REC_CSUM)
+        return -EBADMSG;
+    if (p[3] & R2_REC_SITE_METRICS) {
+        if (len < R2_REC_SITE_HDR + a + f + 2 + R2_REC_CSUM)
+            return -EBADMSG;
+        m = xt_get_u16(p + R2_REC_SITE_HDR + a + f);
+        if (m == 0 || m >= XT_ADDR_MAX)
+            return -EBADMSG;
+    }
+    size_t mx = m ? 2 + m : 0;
+    if (len != R2_REC_SITE_HDR + a + f + mx + R2_REC_CSUM || a == 0 || a >= XT_ADDR_MAX ||
         f > XT_FSNAME_MAX || !site_type_valid(p[1]) || !site_state_stored(p[2]))
         return -EBADMSG;
-    const char *addr = (const char *)p + R2_REC_SITE_HDR, *fs = addr + a;
-    if (!graph_text(addr, a) || (f && !fs_name_bytes_valid(fs, f)))
+    const char *addr = (const char *)p + R2_REC_SITE_HDR, *fs = addr + a, *met = fs + f + 2;
+    if (!graph_text(addr, a) || (f && !fs_name_bytes_valid(fs, f)) ||
+        (m && !graph_text(met, m)))
         return -EBADMSG;
+    memcpy(s->metrics, m ? met : "", m);
     s->type = p[1];
     s->state = p[2];
     s->id = xt_get_u32(p + 4);

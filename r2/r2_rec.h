@@ -39,7 +39,7 @@
  *   0   1    format (1)
  *   1   1    type  (enum xt_site_type)
  *   2   1    state (enum xt_site_state; never REMOVED: removal deletes)
- *   3   1    reserved 0
+ *   3   1    flags: R2_REC_SITE_METRICS (else 0)
  *   4   4    id
  *   8   8    capacity (bytes)
  *   16  8    uuid_lo  (MDS: latest range handed out; else 0)
@@ -48,6 +48,9 @@
  *   34  2    fs name length f (0..XT_FSNAME_MAX)
  *   36  a    address bytes
  *   36+a f   fs name bytes (clients: the fs they mount)
+ *   with R2_REC_SITE_METRICS:
+ *   +0  2    metrics address length m (1..XT_ADDR_MAX-1)
+ *   +2  m    metrics address bytes (HOST:PORT of the site's /metrics)
  *   end 8    checksum: xt_hash_bytes(all preceding bytes, R2_REC_SEED)
  *
  * File-system record (/r2/fs/<fsid>):
@@ -113,6 +116,7 @@
 #define R2_REC_SITE_HDR    36
 #define R2_REC_FS_HDR      46
 #define R2_REC_FS_KEYGEN   0x01  /* fs record byte 3: an 8-byte key generation follows */
+#define R2_REC_SITE_METRICS 0x01 /* site record byte 3: a metrics address follows */
 #define R2_REC_CSUM        8
 #define R2_REC_RING1_HDR   40
 #define R2_REC_RING1_MAX   4096
@@ -132,7 +136,7 @@ void r2_rec_meta_encode(const struct r2_rec_meta *m, uint8_t buf[R2_REC_META_SIZ
 int r2_rec_meta_decode(const void *buf, size_t len, struct r2_rec_meta *m);
 
 /* Encodes the persistent fields of s (id, type, state, capacity, uuid range,
- * addr, fs_name; not the runtime fields last_hb_ns and load) into a fresh
+ * addr, fs_name, metrics; not the runtime fields last_hb_ns and load) into a fresh
  * buffer *buf of *len bytes (caller xt_frees). Returns 0, -EINVAL (a field
  * out of range) or -ENOMEM. */
 int r2_rec_site_encode(const struct xt_site *s, void **buf, size_t *len);

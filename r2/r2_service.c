@@ -30,7 +30,7 @@ static bool client_role(const xt_rpc_ctx *rc)
 
 static int h_register(void *ctx, const xt_rpc_ctx *rc, int type, const char *addr,
                       uint64_t capacity, uint32_t prev_id, const char *fs_name,
-                      uint32_t *site_id, struct xt_view *view)
+                      const char *metrics, uint32_t *site_id, struct xt_view *view)
 {
     if (client_role(rc) && type != XT_SITE_CLIENT)
         return -EACCES;
@@ -42,7 +42,7 @@ static int h_register(void *ctx, const xt_rpc_ctx *rc, int type, const char *add
         return -EINVAL;
     if (fs_name && fs_name[0] && !r2_rec_fs_name_valid(fs_name))
         return -EINVAL;
-    return r2_mgr_register(ctx, type, addr, capacity, prev_id, fs_name, site_id, view);
+    return r2_mgr_register(ctx, type, addr, capacity, prev_id, fs_name, metrics, site_id, view);
 }
 
 static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t view_version,

@@ -15,7 +15,8 @@ PKGS=(
   libcmocka-dev libssl-dev
   clang libclang-rt-14-dev
   procps psmisc util-linux python3
-  rsync sqlite3
+  rsync sqlite3 curl
+  libmicrohttpd-dev prometheus
   fio fsmark redis-server redis-tools gnuplot-nox
   moosefs-master moosefs-chunkserver moosefs-client
 )

@@ -391,6 +391,7 @@ struct Site {
   8: i64 uuid_hi = 0,
   9: string fs_name = "",          // clients: the fs they mounted
   10: double load = 0,
+  11: string metrics_address = "",  // host:port of its /metrics; "": none
 }
 struct RingInfo {
   1: i32 ring,                     // 0: slices -> MDS, 1: slices -> MDSL
@@ -458,6 +459,7 @@ struct RegisterReq {
   4: i64 capacity = 0,
   5: i32 prev_id = 0,              // rejoin with the id it had
   6: string fs_name = "",          // clients: the fs being mounted
+  7: string metrics_address = "",  // host:port of its /metrics; "": none
 }
 struct RegisterResp {
   1: i32 status = 0,

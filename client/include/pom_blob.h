@@ -68,6 +68,9 @@ int pom_blob_file_open(pom_blob *b, uint64_t uuid, pom_blob_file **out);
  * tracts that were not fsynced stay written, not durable). f may be NULL. */
 void pom_blob_file_close(pom_blob_file *f);
 
+/* Bytes pom_blob_pwrite wrote and pom_blob_pread read through b so far. */
+void pom_blob_counters(pom_blob *b, uint64_t *written, uint64_t *read);
+
 /* Reads n bytes at off; holes read as zeros. Returns n or -errno.
  * REQUIRES: off + n <= POM_BLOB_FILE_MAX. */
 ssize_t pom_blob_pread(pom_blob_file *f, void *buf, size_t n, uint64_t off);

@@ -138,6 +138,19 @@ POM_API int pom_inodes(pom_fs *fs, pom_inode_fn fn, void *arg);
 /* Flushes nothing (open pom_files must be released first) and frees fs. */
 POM_API void pom_close(pom_fs *fs);
 
+/* Counters of what the library did (pomfs's /metrics, tests); they only grow. */
+struct pom_fs_stats {
+    uint64_t mds_rpcs;             /* MDS round trips of fs (every attempt) */
+    uint64_t rpc_calls;            /* RPCs of every handle of the process (MDS, R2) */
+    uint64_t rpc_errors;           /* of them, answered with an error or failed */
+    uint64_t rpc_timeouts;
+    uint64_t rpc_connects;         /* connections opened */
+    uint64_t rpc_connect_failures;
+    uint64_t blob_bytes_written;   /* through fs's blob tier (large files) */
+    uint64_t blob_bytes_read;
+};
+POM_API void pom_get_stats(pom_fs *fs, struct pom_fs_stats *st);
+
 /* The fsid of fs. */
 POM_API uint32_t pom_fsid(const pom_fs *fs);
 

@@ -98,5 +98,7 @@ int fuzz_env_start(xt_rpc_server **mds, xt_rpc_server **mdsl)
     mdsl_store *s;
     if ((rc = mdsl_store_open(&mo, &s)) < 0)
         return rc;
-    return mdsl_service_start(s, NULL, mdsl);
+    static struct mdsl_service msvc; /* outlives the server */
+    msvc.store = s;
+    return mdsl_service_start(&msvc, NULL, mdsl);
 }

@@ -1,6 +1,7 @@
 /*
  * test_mds_stats.c -- histogram percentiles against a sorted model, bucket
- * geometry, concurrent recording, text/JSON dumps, the bucket dump.
+ * geometry, concurrent recording, text/JSON dumps, the bucket dump, the
+ * cumulative counts and error counts /metrics shows.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +218,52 @@ static void test_dump_hist(void **state)
     mds_stats_free(st);
 }
 
+/* mds_stats_cumulative (/metrics): on fixed bounds, each count lies
+ * between the samples wholly under the bound's bucket and those at or
+ * under the bound (one bucket, 6.25%, of slack), ascending, the total
+ * exact; the names /metrics uses come from the same table. */
+static void test_cumulative(void **state)
+{
+    (void)state;
+    mds_stats *st = mds_stats_new();
+    assert_non_null(st);
+    enum { N = 5000 };
+    static uint64_t v[N];
+    uint64_t sum = 0, seed = 7;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (seed >> 20) % 20000000; /* 0..20 ms */
+        sum += v[i];
+        mds_stats_record(st, MDS_OP_LOOKUP, v[i], 0);
+    }
+    static const uint64_t le[] = { 1000, 10000, 100000, 1000000, 10000000, 15000000 };
+    enum { NLE = sizeof le / sizeof le[0] };
+    uint64_t cum[NLE], count, got_sum;
+    mds_stats_cumulative(st, MDS_OP_LOOKUP, le, NLE, cum, &count, &got_sum);
+    assert_int_equal(count, N);
+    assert_int_equal(got_sum, sum);
+    for (int i = 0; i < NLE; i++) {
+        uint64_t at_most = 0, well_under = 0;
+        for (int k = 0; k < N; k++) {
+            at_most += v[k] <= le[i];
+            well_under += v[k] <= le[i] - le[i] / 16 - 1;
+        }
+        assert_true(cum[i] <= at_most);
+        assert_true(cum[i] >= well_under);
+        assert_true(i == 0 || cum[i - 1] <= cum[i]);
+    }
+    assert_int_equal(mds_stats_errors(st, MDS_OP_LOOKUP), 0);
+    mds_stats_record(st, MDS_OP_LOOKUP, 5, -ENOENT);
+    assert_int_equal(mds_stats_errors(st, MDS_OP_LOOKUP), 1);
+    mds_stats_cumulative(st, MDS_OP_SPLIT, le, NLE, cum, &count, &got_sum);
+    assert_int_equal(count, 0);
+    assert_int_equal(cum[NLE - 1], 0);
+    assert_string_equal(mds_stats_ctr_name(MDS_CTR_GROUPS_COMMITTED), "groups_committed");
+    assert_string_equal(mds_stats_ctr_name(MDS_CTR_FOLDS), "folds");
+    assert_string_equal(mds_stats_ctr_name(MDS_CTR__COUNT), "?");
+    mds_stats_free(st);
+}
+
 int main(void)
 {
     g_seed = tu_seed("test_mds_stats");
@@ -225,6 +273,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_counts),
         cmocka_unit_test(test_dumps),
         cmocka_unit_test(test_dump_hist),
+        cmocka_unit_test(test_cumulative),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -390,7 +390,7 @@ static void join_and_sweep(bool kill_before_sweep)
 
     /* The MDS of ring 0 (this test). */
     uint32_t mds = 0;
-    assert_int_equal(xt_r2_register(r2.pool, NULL, XT_SITE_MDS, "127.0.0.1:9", 0, 0, NULL,
+    assert_int_equal(xt_r2_register(r2.pool, NULL, XT_SITE_MDS, "127.0.0.1:9", 0, 0, NULL, NULL,
                                     &mds, NULL),
                      0);
     beat_until(&r2, mds, in_ring0, &mds, &v, "the MDS in ring 0");

@@ -436,7 +436,7 @@ static void test_embedded(void **state)
 
     /* A client mounting alpha: drop refused unless forced. */
     uint32_t cid = 0;
-    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_CLIENT, "client-x", 0, 0, "nosuch",
+    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_CLIENT, "client-x", 0, 0, "nosuch", NULL,
                                     &cid, NULL),
                      -ENOENT);
     struct r2_agent_opts ao = { .r2_addrs = r.addr, .type = XT_SITE_CLIENT,
@@ -482,7 +482,7 @@ static void test_embedded(void **state)
         snprintf(addr, sizeof addr, "127.0.0.1:%d", 1 + i);
         struct xt_view rv;
         assert_int_equal(
-            xt_r2_register(r.pool, NULL, XT_SITE_MDS, addr, 0, 0, NULL, &mds[i], &rv), 0);
+            xt_r2_register(r.pool, NULL, XT_SITE_MDS, addr, 0, 0, NULL, NULL, &mds[i], &rv), 0);
         const struct xt_site *s = site_by_id(&rv, mds[i]);
         assert_non_null(s);
         lo[i] = s->uuid_lo;
@@ -580,26 +580,26 @@ static void test_embedded(void **state)
     uint32_t id = 0;
     /* (Types outside 0..7 cannot even be sent through the C++ glue; a raw
      * frame carries them below.) */
-    assert_int_equal(xt_r2_register(r.pool, NULL, 7, "127.0.0.1:5", 0, 0, NULL, &id, NULL),
+    assert_int_equal(xt_r2_register(r.pool, NULL, 7, "127.0.0.1:5", 0, 0, NULL, NULL, &id, NULL),
                      -EINVAL);
-    assert_int_equal(xt_r2_register(r.pool, NULL, 0, "127.0.0.1:5", 0, 0, NULL, &id, NULL),
+    assert_int_equal(xt_r2_register(r.pool, NULL, 0, "127.0.0.1:5", 0, 0, NULL, NULL, &id, NULL),
                      -EINVAL);
     assert_int_equal(raw_register(r.port, 9), -EINVAL);
     assert_int_equal(raw_register(r.port, -5), -EINVAL);
     /* An R2 registers with a service address like any server... */
-    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_R2, "nocolon", 0, 0, NULL, &id, NULL),
+    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_R2, "nocolon", 0, 0, NULL, NULL, &id, NULL),
                      -EINVAL);
     /* ... and never joins a ring or mounts a file system. */
-    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_R2, "127.0.0.1:5", 0, 0, "beta", &id,
+    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_R2, "127.0.0.1:5", 0, 0, "beta", NULL, &id,
                                     NULL),
                      -EINVAL);
     const char *bad_addr[] = { "", "nocolon", "127.0.0.1:0", "127.0.0.1:70000", "a b:1",
                                "127.0.0.1:-1" };
     for (size_t i = 0; i < XT_ARRAY_SIZE(bad_addr); i++)
-        assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_MDSL, bad_addr[i], 0, 0, NULL,
+        assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_MDSL, bad_addr[i], 0, 0, NULL, NULL,
                                         &id, NULL),
                          -EINVAL);
-    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_MDSL, "127.0.0.1:5", 0, 0, "beta",
+    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_MDSL, "127.0.0.1:5", 0, 0, "beta", NULL,
                                     &id, NULL),
                      -EINVAL); /* fs names are for clients */
     struct xt_fs_counter c0 = { .fsid = 0, .files = 1 };
@@ -611,7 +611,7 @@ static void test_embedded(void **state)
     /* The ring-1 heartbeat fields cross the wire, are kept, and come back
      * in the view's ring-1 state; negative values are refused. */
     uint32_t r1id = 0;
-    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_MDSL, "127.0.0.1:7", 0, 0, NULL,
+    assert_int_equal(xt_r2_register(r.pool, NULL, XT_SITE_MDSL, "127.0.0.1:7", 0, 0, NULL, NULL,
                                     &r1id, NULL),
                      0);
     struct xt_r2_hb_ring1 f1 = { .has_counts = true, .misplaced = 5, .prepared = 2 };

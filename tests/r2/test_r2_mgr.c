@@ -126,6 +126,21 @@ static bool in_ring(r2_mgr *m, uint32_t r, uint32_t id, uint64_t *version)
 
 /* ---- codecs --------------------------------------------------------------- */
 
+/* Every one-bit flip and every truncation of a site record is refused. */
+static void site_rec_strict(void *buf, size_t len)
+{
+    unsigned char *p = buf;
+    struct xt_site d;
+    for (size_t i = 0; i < len; i++)
+        for (int bit = 0; bit < 8; bit++) {
+            p[i] ^= (unsigned char)(1u << bit);
+            assert_int_equal(r2_rec_site_decode(p, len, &d), -EBADMSG);
+            p[i] ^= (unsigned char)(1u << bit);
+        }
+    for (size_t l = 0; l < len; l++)
+        assert_int_equal(r2_rec_site_decode(p, l, &d), -EBADMSG);
+}
+
 static void test_codecs(void **state)
 {
     (void)state;
@@ -142,15 +157,20 @@ static void test_codecs(void **state)
     assert_string_equal(d.addr, "client-7");
     assert_string_equal(d.fs_name, "home.fs-1");
     assert_int_equal(d.uuid_hi, 2u << 20);
-    unsigned char *p = buf;
-    for (size_t i = 0; i < len; i++)
-        for (int bit = 0; bit < 8; bit++) {
-            p[i] ^= (unsigned char)(1u << bit);
-            assert_int_equal(r2_rec_site_decode(p, len, &d), -EBADMSG);
-            p[i] ^= (unsigned char)(1u << bit);
-        }
-    for (size_t l = 0; l < len; l++)
-        assert_int_equal(r2_rec_site_decode(p, l, &d), -EBADMSG);
+    site_rec_strict(buf, len);
+    xt_free(buf);
+
+    /* With a metrics address (flag bit 0 and its field), and without one
+     * the record is the old layout (byte 3 zero). */
+    size_t old_len = len;
+    strcpy(s.metrics, "127.0.0.1:9100");
+    assert_int_equal(r2_rec_site_encode(&s, &buf, &len), 0);
+    assert_int_equal(len, old_len + 2 + strlen(s.metrics));
+    assert_int_equal(((unsigned char *)buf)[3], R2_REC_SITE_METRICS);
+    assert_int_equal(r2_rec_site_decode(buf, len, &d), 0);
+    assert_string_equal(d.metrics, "127.0.0.1:9100");
+    assert_string_equal(d.fs_name, "home.fs-1");
+    site_rec_strict(buf, len);
     xt_free(buf);
 
     struct xt_fs_info fs = { .fsid = 3, .root_table = 1, .files = 10, .bytes = 20,
@@ -169,7 +189,7 @@ static void test_codecs(void **state)
     assert_int_equal(g.root_bitmap_len, 5);
     assert_memory_equal(g.root_bitmap, bm, 5);
     xt_free(g.root_bitmap);
-    p = buf;
+    unsigned char *p = buf;
     for (size_t i = 0; i < len; i++) {
         p[i] ^= 0x41;
         assert_int_equal(r2_rec_fs_decode(p, len, &g), -EBADMSG);
@@ -241,14 +261,14 @@ static void test_states(void **state)
 {
     struct fixture *f = *state;
     uint32_t id = 0;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 0, 0, NULL, &id, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 0, 0, NULL, NULL, &id, NULL),
                      -EREMOTE);
     lead(f);
     uint32_t a, b, c, d;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, &a, NULL), 0);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, &b, NULL), 0);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, &c, NULL), 0);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:13", 1, 0, NULL, &d, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, NULL, &a, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, NULL, &b, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, NULL, &c, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:13", 1, 0, NULL, NULL, &d, NULL), 0);
     assert_true(in_ring(f->m, 1, a, NULL) && in_ring(f->m, 1, b, NULL));
     assert_true(in_ring(f->m, 0, c, NULL) && !in_ring(f->m, 1, c, NULL));
     assert_true(in_ring(f->m, 0, d, NULL));
@@ -301,11 +321,11 @@ static void test_states(void **state)
      * with a wrong type it does not keep the id. */
     uint32_t again = 0;
     assert_int_equal(
-        r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:20", 1, a, NULL, &again, NULL), 0);
+        r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:20", 1, a, NULL, NULL, &again, NULL), 0);
     assert_int_equal(again, a);
     assert_true(in_ring(f->m, 1, a, &v1));
     assert_int_equal(v1, ring1);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:21", 1, a, NULL, &again, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:21", 1, a, NULL, NULL, &again, NULL),
                      0);
     assert_int_not_equal(again, a);
 
@@ -326,7 +346,7 @@ static void test_states(void **state)
 
     /* A new MDSL after an MDS registered: UP, in the view, in no ring. */
     uint32_t e;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:30", 1, 0, NULL, &e, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:30", 1, 0, NULL, NULL, &e, NULL), 0);
     assert_int_equal(state_of(f->m, e), XT_SITE_UP);
     assert_false(in_ring(f->m, 1, e, &v1));
     assert_int_equal(v1, ring1);
@@ -337,7 +357,7 @@ static void test_states(void **state)
     assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, NULL, &has, &v), 0);
     xt_view_free(&v);
     assert_int_equal(state_of(f->m, e), XT_SITE_UP);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:31", 1, e, NULL, &again, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:31", 1, e, NULL, NULL, &again, NULL),
                      0);
     assert_int_equal(again, e);
     assert_false(in_ring(f->m, 1, e, &v1));
@@ -372,11 +392,11 @@ static void test_ring1_open_then_frozen(void **state)
     lead(f);
     uint32_t a, b, x, mds;
     uint64_t v1 = 0, v1b = 0;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, &a, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, NULL, &a, NULL), 0);
     assert_true(in_ring(f->m, 1, a, &v1));
     assert_int_equal(v1, 1);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, &x, NULL), 0);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:12", 1, 0, NULL, &b, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, NULL, &x, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:12", 1, 0, NULL, NULL, &b, NULL), 0);
     assert_true(in_ring(f->m, 1, b, &v1));
     assert_int_equal(v1, 3);
     /* Open: a drain takes x out of ring 1, a remove too. */
@@ -392,10 +412,10 @@ static void test_ring1_open_then_frozen(void **state)
     assert_int_equal(v1, 4);
 
     /* The first MDS registers: frozen. */
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:20", 1, 0, NULL, &mds, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:20", 1, 0, NULL, NULL, &mds, NULL),
                      0);
     uint32_t late;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:13", 1, 0, NULL, &late, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:13", 1, 0, NULL, NULL, &late, NULL),
                      0);
     assert_false(in_ring(f->m, 1, late, &v1b));
     assert_int_equal(v1b, v1);
@@ -404,7 +424,7 @@ static void test_ring1_open_then_frozen(void **state)
     /* Every MDS record removed: still frozen (ring 0 changed once). */
     assert_int_equal(r2_mgr_site_remove(f->m, mds), 0);
     uint32_t later;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:14", 1, 0, NULL, &later, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:14", 1, 0, NULL, NULL, &later, NULL),
                      0);
     assert_false(in_ring(f->m, 1, later, NULL));
     assert_int_equal(r2_mgr_site_remove(f->m, b), -EOPNOTSUPP);
@@ -414,7 +434,7 @@ static void test_ring1_open_then_frozen(void **state)
     fx_open(f);
     lead(f);
     assert_int_equal(r2_mgr_site_drain(f->m, b), -EOPNOTSUPP);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:15", 1, a, NULL, &x, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:15", 1, a, NULL, NULL, &x, NULL), 0);
     assert_int_equal(x, a);
     assert_int_equal(state_of(f->m, a), XT_SITE_UP);
     assert_true(in_ring(f->m, 1, a, &v1b));
@@ -433,11 +453,11 @@ static void test_ring1_empty_not_frozen(void **state)
     lead(f);
     uint32_t mds, a, b;
     uint64_t v1 = 0, v1b = 0;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:20", 1, 0, NULL, &mds, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:20", 1, 0, NULL, NULL, &mds, NULL),
                      0);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, &a, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, NULL, &a, NULL), 0);
     assert_true(in_ring(f->m, 1, a, &v1));
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, &b, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:11", 1, 0, NULL, NULL, &b, NULL), 0);
     assert_false(in_ring(f->m, 1, b, &v1b));
     assert_int_equal(v1b, v1);
     assert_int_equal(r2_mgr_site_drain(f->m, a), -EOPNOTSUPP);
@@ -471,7 +491,7 @@ static void ring1_history(struct fixture *f, int *refused_out, int *kept_out_out
             int type = step >= first_mds && rand() % 4 == 0 ? XT_SITE_MDS : XT_SITE_MDSL;
             char addr[32];
             snprintf(addr, sizeof addr, "127.0.0.1:%d", 100 + step);
-            assert_int_equal(r2_mgr_register(f->m, type, addr, 1, 0, NULL, &ids[n], NULL), 0);
+            assert_int_equal(r2_mgr_register(f->m, type, addr, 1, 0, NULL, NULL, &ids[n], NULL), 0);
             types[n] = type;
             silent[n] = false;
             ever_mds |= type == XT_SITE_MDS;
@@ -484,7 +504,7 @@ static void ring1_history(struct fixture *f, int *refused_out, int *kept_out_out
         } else if (op < 6) {
             size_t k = (size_t)rand() % n;
             uint32_t again = 0;
-            int rc = r2_mgr_register(f->m, types[k], "127.0.0.1:99", 1, ids[k], NULL, &again,
+            int rc = r2_mgr_register(f->m, types[k], "127.0.0.1:99", 1, ids[k], NULL, NULL, &again,
                                      NULL);
             assert_int_equal(rc, 0);
             if (state_of(f->m, ids[k]) != 0)
@@ -581,7 +601,7 @@ static void test_deltas(void **state)
     assert_int_equal(v.version, 0);
     xt_view_free(&v);
     uint32_t c0;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "c0", 0, 0, NULL, &c0, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "c0", 0, 0, NULL, NULL, &c0, NULL), 0);
     assert_int_equal(r2_mgr_get_view(f->m, 0, &has, &v), 0);
     assert_int_equal(v.sections, XT_VIEW_SITES | XT_VIEW_RINGS | XT_VIEW_FS);
     uint64_t v0 = v.version;
@@ -593,11 +613,11 @@ static void test_deltas(void **state)
     assert_int_equal(v1, v0 + 1);
     xt_view_free(&v);
     uint32_t id, c1;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "c1", 0, 0, NULL, &c1, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "c1", 0, 0, NULL, NULL, &c1, NULL), 0);
     assert_int_equal(r2_mgr_get_view(f->m, v1, &has, &v), 0);
     assert_int_equal(v.sections, XT_VIEW_SITES);
     xt_view_free(&v);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:5", 0, 0, NULL, &id, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:5", 0, 0, NULL, NULL, &id, NULL),
                      0);
     assert_int_equal(r2_mgr_get_view(f->m, v1, &has, &v), 0);
     assert_int_equal(v.sections, XT_VIEW_SITES | XT_VIEW_RINGS);
@@ -645,7 +665,7 @@ static void test_leadership(void **state)
     struct fixture *f = *state;
     lead(f);
     uint32_t a;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 0, 0, NULL, &a, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 0, 0, NULL, NULL, &a, NULL), 0);
     assert_int_equal(r2_mgr_fs_create(f->m, "x", NULL, NULL, NULL), 0);
 
     /* Another writer moves /r2/view: the next change loses its CAS. */
@@ -692,8 +712,8 @@ static void test_self_pause(void **state)
     struct fixture *f = *state;
     lead(f);
     uint32_t a, b;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, &a, NULL), 0);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, &b, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:10", 1, 0, NULL, NULL, &a, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, NULL, &b, NULL), 0);
     g_clock += 10000 * MS;
     r2_mgr_tick_after(f->m, 10000 * MS);
     assert_int_equal(state_of(f->m, a), XT_SITE_UP);
@@ -716,7 +736,7 @@ static void test_alloc_failures(void **state)
     struct fixture *f = *state;
     lead(f);
     uint32_t keep;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:3", 0, 0, NULL, &keep, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:3", 0, 0, NULL, NULL, &keep, NULL),
                      0);
     int ok = 0, failed = 0;
     for (long n = 0; n < 1000; n += (n < 60 ? 1 : 7)) {
@@ -726,7 +746,7 @@ static void test_alloc_failures(void **state)
         uint32_t id = 0;
         struct xt_view v;
         xt_alloc_fail_after(n);
-        int r1 = r2_mgr_register(f->m, XT_SITE_MDS, addr, 0, 0, NULL, &id, &v);
+        int r1 = r2_mgr_register(f->m, XT_SITE_MDS, addr, 0, 0, NULL, NULL, &id, &v);
         int r2 = r2_mgr_fs_create(f->m, name, NULL, NULL, NULL);
         g_clock += 200 * MS;
         r2_mgr_tick(f->m);

@@ -139,7 +139,7 @@ static struct sim_site *add(struct fixture *f, int type)
     snprintf(addr, sizeof addr, "127.0.0.1:%d", f->port++);
     struct sim_site *s = &f->s[f->n++];
     *s = (struct sim_site){ .type = type, .alive = true, .fields = true, .follow = true };
-    assert_int_equal(r2_mgr_register(f->m, type, addr, 0, 0, NULL, &s->id, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, type, addr, 0, 0, NULL, NULL, &s->id, NULL), 0);
     return s;
 }
 

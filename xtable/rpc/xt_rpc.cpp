@@ -83,6 +83,13 @@ struct xt_rpc_pool {
         connect_failures{0}, retries{0};
 };
 
+/* The counters of every pool of the process together (xt_rpc_pool_totals):
+ * each pool counter is bumped with its twin here. */
+static struct {
+    std::atomic<uint64_t> calls{0}, errors{0}, timeouts{0}, connects{0},
+        connect_failures{0}, retries{0};
+} g_all;
+
 /* The process's credential (xt_rpc_set_cred): set before any pool. */
 static bool g_has_cred;
 static xt_auth_cred g_cred;
@@ -198,6 +205,16 @@ void xt_rpc_pool_stats(const xt_rpc_pool *p, struct xt_rpc_pool_stats *st)
     st->retries = p->retries.load();
 }
 
+void xt_rpc_pool_totals(struct xt_rpc_pool_stats *st)
+{
+    st->calls = g_all.calls.load();
+    st->errors = g_all.errors.load();
+    st->timeouts = g_all.timeouts.load();
+    st->connects = g_all.connects.load();
+    st->connect_failures = g_all.connect_failures.load();
+    st->retries = g_all.retries.load();
+}
+
 /* What a failed handshake says: "wrong key for fs N" for a client key,
  * else "wrong cluster key". */
 static std::string wrong_key(const xt_rpc_pool *p)
@@ -295,7 +312,7 @@ static int connect_once(xt_rpc_pool *p, Conn *c)
         c->trans->open();
     } catch (const std::exception &e) {
         c->sock.reset();
-        p->connect_failures++;
+        p->connect_failures++, g_all.connect_failures++;
         std::lock_guard<std::mutex> g(p->mu);
         p->backoff_ms = p->backoff_ms ? std::min(p->backoff_ms * 2, p->backoff_max_ms)
                                       : p->backoff_min_ms;
@@ -318,7 +335,7 @@ static int connect_once(xt_rpc_pool *p, Conn *c)
         }
         return rc;
     }
-    p->connects++;
+    p->connects++, g_all.connects++;
     std::lock_guard<std::mutex> g(p->mu);
     p->backoff_ms = 0;
     p->retry_at_ms = 0;
@@ -352,7 +369,7 @@ static int map_exception(xt_rpc_pool *p, bool *stale)
     } catch (const TTransportException &e) {
         switch (e.getType()) {
         case TTransportException::TIMED_OUT:
-            p->timeouts++;
+            p->timeouts++, g_all.timeouts++;
             return -ETIMEDOUT;
         case TTransportException::END_OF_FILE:
         case TTransportException::NOT_OPEN:
@@ -364,7 +381,7 @@ static int map_exception(xt_rpc_pool *p, bool *stale)
             /* TSocket reports EAGAIN on SO_RCVTIMEO expiry as INTERNAL_ERROR
              * in some paths; its message names the timeout. */
             if (strstr(e.what(), "timed out") || strstr(e.what(), "EAGAIN")) {
-                p->timeouts++;
+                p->timeouts++, g_all.timeouts++;
                 return -ETIMEDOUT;
             }
             XT_WARN("rpc: %s: transport error %d: %s", p->addr.c_str(), (int)e.getType(),
@@ -396,7 +413,7 @@ int pom::glue::invoke(
     h.budget_ms = timeout_ms;
     h.hops = call ? (int16_t)call->hops : 0;
     h.ring_version = call ? call->ring_version : 0;
-    p->calls++;
+    p->calls++, g_all.calls++;
 
     for (int attempt = 0;; attempt++) {
         Conn c;
@@ -412,7 +429,7 @@ int pom::glue::invoke(
         if (!reused) {
             int rc = pool_connect(p, &c);
             if (rc < 0) {
-                p->errors++;
+                p->errors++, g_all.errors++;
                 return rc;
             }
         }
@@ -447,17 +464,17 @@ int pom::glue::invoke(
                     } catch (...) {
                     }
                 }
-                p->retries++;
+                p->retries++, g_all.retries++;
                 continue;
             }
-            p->errors++;
+            p->errors++, g_all.errors++;
             return rc;
         }
         std::lock_guard<std::mutex> g(p->mu);
         if (p->idle.size() < p->max_idle)
             p->idle.push_back(std::move(c));
         if (rc < 0)
-            p->errors++;
+            p->errors++, g_all.errors++;
         return rc;
     }
 }

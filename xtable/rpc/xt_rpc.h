@@ -135,6 +135,21 @@ int xt_rpc_server_port(const xt_rpc_server *s);
  * their sockets; a stretch still running counts. For a caller that must
  * tell its own stall from its peers' silence (R2's failure detector). */
 uint64_t xt_rpc_server_stall_ns(xt_rpc_server *s);
+/* Counters of a server since it started (relaxed atomics: a reader may
+ * lag by the events in flight). */
+struct xt_rpc_server_stats {
+    uint64_t connections;   /* open now */
+    uint64_t accepted;      /* connections accepted and served */
+    uint64_t refused;       /* closed at once: --max-clients reached */
+    uint64_t requests;      /* request frames run through the service */
+    uint64_t malformed;     /* frames that closed their connection */
+};
+void xt_rpc_server_stats(xt_rpc_server *s, struct xt_rpc_server_stats *st);
+/* Writes the families of the server s (NULL: none) and of the process's
+ * pools, named prefix_rpc_... (prefix "pom_mds" and so on; docs/metrics.md),
+ * into b. */
+struct xt_metrics_buf;
+void xt_rpc_metrics_put(struct xt_metrics_buf *b, const char *prefix, xt_rpc_server *s);
 /* Stops accepting, lets running handlers finish, joins every thread and
  * frees the server. Safe to call from any thread but a handler's. */
 void xt_rpc_server_stop(xt_rpc_server *s);
@@ -205,6 +220,8 @@ struct xt_rpc_pool_stats {
     uint64_t calls, errors, timeouts, connects, connect_failures, retries;
 };
 void xt_rpc_pool_stats(const xt_rpc_pool *p, struct xt_rpc_pool_stats *st);
+/* The same summed over every pool the process made (freed ones included). */
+void xt_rpc_pool_totals(struct xt_rpc_pool_stats *st);
 
 /* Common.ping: sends `len` bytes, receives up to `cap` bytes into `reply`
  * (*reply_len gets the full length; bytes past cap are dropped). `call` may

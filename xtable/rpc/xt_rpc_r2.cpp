@@ -182,6 +182,7 @@ static void site_to_thrift(const struct xt_site &c, Site &t)
     t.uuid_hi = (int64_t)c.uuid_hi;
     t.fs_name = c.fs_name;
     t.load = c.load;
+    t.metrics_address = c.metrics;
 }
 
 static int site_from_thrift(const Site &t, struct xt_site &c)
@@ -196,6 +197,8 @@ static int site_from_thrift(const Site &t, struct xt_site &c)
     c.uuid_hi = (uint64_t)t.uuid_hi;
     c.load = t.load;
     int rc = copy_str(c.addr, sizeof c.addr, t.address);
+    if (rc == 0)
+        rc = copy_str(c.metrics, sizeof c.metrics, t.metrics_address);
     return rc ? rc : copy_str(c.fs_name, sizeof c.fs_name, t.fs_name);
 }
 
@@ -441,7 +444,7 @@ static int view_from_thrift(const View &t, struct xt_view &c)
 
 int xt_r2_register(xt_rpc_pool *p, const xt_rpc_call *call, int type, const char *addr,
                    uint64_t capacity, uint32_t prev_id, const char *fs_name,
-                   uint32_t *site_id, struct xt_view *view)
+                   const char *metrics, uint32_t *site_id, struct xt_view *view)
 {
     if (view)
         memset(view, 0, sizeof *view);
@@ -452,6 +455,7 @@ int xt_r2_register(xt_rpc_pool *p, const xt_rpc_call *call, int type, const char
                 req.capacity = (int64_t)capacity;
                 req.prev_id = (int32_t)prev_id;
                 req.fs_name = fs_name ? fs_name : "";
+                req.metrics_address = metrics ? metrics : "";
             },
             {
                 *site_id = (uint32_t)resp.site_id;
@@ -641,7 +645,8 @@ public:
         uint32_t id = 0;
         resp.status = ops_->register_site(ctx_, &rc, enum_value(req.type), req.address.c_str(),
                                           (uint64_t)req.capacity, (uint32_t)req.prev_id,
-                                          req.fs_name.c_str(), &id, &v);
+                                          req.fs_name.c_str(), req.metrics_address.c_str(),
+                                          &id, &v);
         if (resp.status == 0) {
             resp.site_id = (int32_t)id;
             view_to_thrift(v, resp.view);

@@ -46,6 +46,7 @@ struct xt_site {
     uint64_t uuid_lo, uuid_hi;
     char fs_name[XT_FSNAME_MAX + 1];
     double load;
+    char metrics[XT_ADDR_MAX]; /* HOST:PORT of its /metrics; "": none */
 };
 
 struct xt_fs_info {
@@ -151,7 +152,7 @@ struct xt_fs_counter {
 /* view may be NULL. */
 int xt_r2_register(xt_rpc_pool *p, const xt_rpc_call *call, int type, const char *addr,
                    uint64_t capacity, uint32_t prev_id, const char *fs_name,
-                   uint32_t *site_id, struct xt_view *view);
+                   const char *metrics, uint32_t *site_id, struct xt_view *view);
 /* *has_view: whether the view changed after view_version (then *view is set). */
 int xt_r2_heartbeat(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                     uint64_t view_version, double load, const struct xt_fs_counter *c,
@@ -187,7 +188,7 @@ struct xt_r2_ops {
     struct xt_rpc_common_ops common;
     int (*register_site)(void *ctx, const xt_rpc_ctx *rc, int type, const char *addr,
                          uint64_t capacity, uint32_t prev_id, const char *fs_name,
-                         uint32_t *site_id, struct xt_view *view);
+                         const char *metrics, uint32_t *site_id, struct xt_view *view);
     /* r1: the request's ring-1 fields, NULL when it carries none. */
     int (*heartbeat)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t view_version,
                      double load, const struct xt_fs_counter *c, size_t n,

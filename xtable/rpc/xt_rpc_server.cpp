@@ -156,6 +156,7 @@ struct xt_rpc_server {
     std::atomic<int> waiting{0};           /* threads in epoll_wait */
     std::atomic<uint64_t> busy_since{0};   /* coarse_ns() when waiting fell to 0 */
     std::atomic<uint64_t> max_stall{0};    /* see xt_rpc_server_stall_ns */
+    std::atomic<uint64_t> accepted{0}, refused{0}, requests{0}, malformed{0}; /* stats */
     uint64_t last_sweep = 0;               /* the timer's holder only (EPOLLONESHOT) */
     std::mutex mu;
     std::unordered_set<SConn *> conns; /* protected by mu */
@@ -274,6 +275,7 @@ static bool accept_all(xt_rpc_server *s)
         }
         if (n >= s->max_clients) {
             close(fd);
+            s->refused.fetch_add(1, std::memory_order_relaxed);
             XT_WARN_RL(1000, "rpc: %zu connections, the most served (--max-clients): "
                        "closing new ones", n);
             continue;
@@ -295,6 +297,7 @@ static bool accept_all(xt_rpc_server *s)
             delete c;
             continue;
         }
+        s->accepted.fetch_add(1, std::memory_order_relaxed);
         if (arm(s, EPOLL_CTL_ADD, fd, c, EPOLLIN | EPOLLRDHUP | EPOLLONESHOT) < 0)
             close_conn(s, c);
     }
@@ -455,8 +458,10 @@ static int handle_frame(xt_rpc_server *s, Worker *w, SConn *c, uint8_t *body, ui
         w->obuf->write(zero, 4); /* frame length, patched below */
         pom::glue::peer_role = c->role;
         pom::glue::peer_fsid = c->fsid;
+        s->requests.fetch_add(1, std::memory_order_relaxed);
         s->proc->process(w->iprot, w->oprot, nullptr);
     } catch (const std::exception &e) {
+        s->malformed.fetch_add(1, std::memory_order_relaxed);
         XT_DBG("rpc: dropping connection on malformed request: %s", e.what());
         /* The input transport counts the bytes of the message it failed
          * in, and only a fresh one forgets them. */
@@ -903,6 +908,18 @@ int pom::glue::serve(const xt_rpc_server_opts *o, const std::shared_ptr<TProcess
 int xt_rpc_server_port(const xt_rpc_server *s)
 {
     return s->port;
+}
+
+void xt_rpc_server_stats(xt_rpc_server *s, struct xt_rpc_server_stats *st)
+{
+    {
+        std::lock_guard<std::mutex> g(s->mu);
+        st->connections = s->conns.size();
+    }
+    st->accepted = s->accepted.load(std::memory_order_relaxed);
+    st->refused = s->refused.load(std::memory_order_relaxed);
+    st->requests = s->requests.load(std::memory_order_relaxed);
+    st->malformed = s->malformed.load(std::memory_order_relaxed);
 }
 
 void xt_rpc_server_stop(xt_rpc_server *s)
