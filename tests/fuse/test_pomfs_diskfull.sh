@@ -47,7 +47,7 @@ eq "the large file's failed fallocate left its one tract" "$(tracts)" 1
 eq "the large file's size is unchanged" "$(stat -c %s "$M/fb")" 100000
 rm "$M/fa" "$M/fb"
 ok "fill, check, full, free, resume (pomfs_diskfull.py)" \
-    python3 "$(dirname "$0")/pomfs_diskfull.py" "$M"
+    python3 -u "$(dirname "$0")/pomfs_diskfull.py" "$M"
 cat "$T/cmd.log"
 df -k "$D" | tail -1
 # The blob tier gave the big file's space back: its tract set (under
