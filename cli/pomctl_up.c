@@ -129,9 +129,8 @@ static int parse_count(struct pomctl *ctl, const char *cmd, const char *opt, int
 
 /* Parses "--data DIR", "--mount DIR" and "-o OPTS" (mount NULL: not
  * accepted) and "--mds N", "--mdsl N" (nmds NULL: neither accepted). */
-static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv,
-                      const char **data, const char **mount, const char **mopts, int *nmds,
-                      int *nmdsl)
+static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv, const char **data,
+                      const char **mount, const char **mopts, int *nmds, int *nmdsl)
 {
     assert(!nmds == !nmdsl);
     for (int i = 0; i < argc; i++) {
@@ -671,16 +670,21 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     for (int k = 1; k <= nmdsl; k++, ndms++) {
         snprintf(inst_name[ndms], sizeof inst_name[0], k == 1 ? "pom-mdsl" : "pom-mdsl-%d", k);
         snprintf(inst_sub[ndms], sizeof inst_sub[0], k == 1 ? "mdsl" : "mdsl-%d", k);
-        dms[ndms] = (struct daemon){ .name = inst_name[ndms], .prog = "pom-mdsl",
-                                     .site_type = XT_SITE_MDSL, .data_sub = inst_sub[ndms],
-                                     .required = true, .with_dir = true };
+        dms[ndms] = (struct daemon){ .name = inst_name[ndms],
+                                     .prog = "pom-mdsl",
+                                     .site_type = XT_SITE_MDSL,
+                                     .data_sub = inst_sub[ndms],
+                                     .required = true,
+                                     .with_dir = true };
     }
     const size_t first_mds = ndms;
     for (int k = 1; k <= nmds; k++, ndms++) {
         snprintf(inst_name[ndms], sizeof inst_name[0], k == 1 ? "pom-mds" : "pom-mds-%d", k);
         snprintf(inst_sub[ndms], sizeof inst_sub[0], k == 1 ? "mds" : "mds-%d", k);
-        dms[ndms] = (struct daemon){ .name = inst_name[ndms], .prog = "pom-mds",
-                                     .site_type = XT_SITE_MDS, .data_sub = inst_sub[ndms] };
+        dms[ndms] = (struct daemon){ .name = inst_name[ndms],
+                                     .prog = "pom-mds",
+                                     .site_type = XT_SITE_MDS,
+                                     .data_sub = inst_sub[ndms] };
     }
     assert(ndms <= XT_ARRAY_SIZE(dms));
     struct daemon fsd = { .name = "pomfs", .site_type = XT_SITE_CLIENT };
@@ -783,7 +787,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         fprintf(o, "cluster up in %s: R2 at %s%s\n", d.dir, addr,
                 dms[first_mds].found     ? ""
                 : dms[first_mds].skipped ? " (this pom-mds takes no --r2: no metadata server)"
-                                 : " (pom-mds not found: no metadata server)");
+                                         : " (pom-mds not found: no metadata server)");
     if (fs_created)
         fprintf(o, "created file system '%s'\n", DEFAULT_FS);
     fprintf(o, "stop it with: pomctl down --data %s\n", d.dir);
