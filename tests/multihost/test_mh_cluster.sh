@@ -56,13 +56,14 @@ start_mds() { # K
 # registered K SUB: the daemon of host K with --dir /srv/pom/SUB has its
 # site id from R2.
 registered() { [ -s "$(mh_path "$1" "/srv/pom/$2/site_id")" ]; }
-# healthy NMDS NMDSL: R2's view has them all up, and nothing else down.
+# healthy NMDS NMDSL: R2's view has that many MDS and MDSL, all up (the
+# client sites aside: a mount's site may lag behind R2's restart).
 healthy() {
-    pomctl --json status 2>/dev/null | python3 -c "
+    pomctl --json sites 2>/dev/null | python3 -c "
 import json, sys
-j = json.load(sys.stdin)
-t = j['sites']['by_type']
-sys.exit(0 if j['healthy'] and t.get('mds') == $1 and t.get('mdsl') == $2 else 1)"
+s = [x for x in json.load(sys.stdin)['sites'] if x['type'] in ('mds', 'mdsl')]
+up = lambda t: sum(1 for x in s if x['type'] == t and x['state'] == 'up')
+sys.exit(0 if len(s) == $1 + $2 and up('mds') == $1 and up('mdsl') == $2 else 1)"
 }
 # R2 answers (status exits 4, degraded, while no site is registered).
 r2_answers() {
