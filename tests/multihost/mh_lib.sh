@@ -28,13 +28,14 @@
 #                                data folders stay)
 #   mh_path K PATH               the outside path of PATH of host K (PATH
 #                                under /tmp or /srv)
-#   mh_cleanup                   run by the EXIT trap: SIGKILLs every
-#                                process in the test's namespaces (their
-#                                pids, from `ip netns pids`) until none is
-#                                left, which ends the mounts with their
-#                                mount namespaces, deletes
-#                                the namespaces (and so the veths), removes
-#                                MH_ROOT unless MH_KEEP is set
+#   mh_cleanup                   run by the EXIT trap (or, after a
+#                                SIGKILL of the test, by a watcher):
+#                                SIGKILLs every process in the test's
+#                                namespaces (their pids, from `ip netns
+#                                pids`) until none is left, which ends the
+#                                mounts with their mount namespaces,
+#                                deletes the namespaces (and so the veths),
+#                                removes MH_ROOT unless MH_KEEP is set
 #
 # Invariants:
 #  (1) Every process the harness starts runs in a namespace the harness
@@ -74,6 +75,21 @@ mh_cleanup() {
 }
 trap mh_cleanup EXIT
 trap 'exit 1' TERM INT HUP
+# When the test dies by SIGKILL (ctest's timeout), no trap runs: a watcher
+# outside its process tree then does what mh_cleanup does, for the
+# namespaces named after this test's pid (invariant 3), and ends quietly
+# when the test ended normally (MH_ROOT removed by the trap).
+setsid -f bash -c '
+    while kill -0 "$1" 2>/dev/null; do sleep 1; done
+    [ -d "$2" ] || exit 0
+    nss=$(ip netns list | awk "{ print \$1 }" | grep "^$3-")
+    for i in 1 2 3 4 5; do
+        for ns in $nss; do for p in $(ip netns pids "$ns"); do kill -9 "$p"; done; done
+        sleep 0.2
+    done
+    for ns in $nss; do ip netns del "$ns"; done
+    [ -n "$4" ] || rm -rf "$2"' mh-reaper "$$" "$MH_ROOT" "$MH_TAG" "${MH_KEEP:-}" \
+    </dev/null >/dev/null 2>&1
 
 mh_ip() { echo "10.213.0.$1"; }
 
