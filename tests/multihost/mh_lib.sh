@@ -40,8 +40,10 @@
 # Invariants:
 #  (1) Every process the harness starts runs in a namespace the harness
 #      made, so the cleanup finds each by pid without names or patterns.
-#  (2) Nothing is mounted in the root mount namespace: each host's mount
-#      namespace is private (unshare's --propagation private).
+#  (2) Nothing is mounted in the root mount namespace but the files of
+#      /run/netns that `ip netns add` makes (`ip netns del` removes them):
+#      each host's mount namespace is private (unshare's --propagation
+#      private), so its binds and pomfs mounts stay inside it.
 #  (3) Namespace names carry the test's pid (pommh<PID>-...): concurrent
 #      tests never touch each other's hosts.
 set -u
