@@ -56,9 +56,9 @@ start_mds() { # K
 # registered K SUB: the daemon of host K with --dir /srv/pom/SUB has its
 # site id from R2.
 registered() { [ -s "$(mh_path "$1" "/srv/pom/$2/site_id")" ]; }
-# healthy NMDS NMDSL: R2's view has that many MDS and MDSL, all up (the
+# storage_up NMDS NMDSL: R2's view has that many MDS and MDSL, all up (the
 # client sites aside: a mount's site may lag behind R2's restart).
-healthy() {
+storage_up() {
     pomctl --json sites 2>/dev/null | python3 -c "
 import json, sys
 s = [x for x in json.load(sys.stdin)['sites'] if x['type'] in ('mds', 'mdsl')]
@@ -98,7 +98,7 @@ for k in $STORAGE; do start_mdsl "$k"; done
 for k in $STORAGE; do wait_or_fail 60 "MDSL of h$k registered" registered "$k" mdsl; done
 for k in $STORAGE; do start_mds "$k"; done
 for k in $STORAGE; do wait_or_fail 60 "MDS of h$k registered" registered "$k" mds; done
-wait_or_fail 60 "3 MDS and 3 MDSL up in R2's view" healthy 3 3
+wait_or_fail 60 "3 MDS and 3 MDSL up in R2's view" storage_up 3 3
 sleep 2.5 # every MDS takes the final ring 0 from a heartbeat (as pomctl up)
 ok "fs create" pomctl fs create pomfs --blob-backend local --blob-path /srv/pom/blobs
 ok "fs key" pomctl fs key pomfs --out "$FKEY"
@@ -185,7 +185,7 @@ stamp "h2 down after $(wc -l <"$(mh_path 4 /tmp/done)") fsynced files; restartin
 sleep 1
 start_mdsl 2
 start_mds 2
-wait_or_fail 120 "h2 back: 3 MDS and 3 MDSL up" healthy 3 3
+wait_or_fail 120 "h2 back: 3 MDS and 3 MDSL up" storage_up 3 3
 within "the writer finishes" 240 test -e "$(mh_path 4 /tmp/writer.end)"
 NDONE=$(wc -l <"$(mh_path 4 /tmp/done)")
 stamp "the writer fsynced $NDONE of 150 files"
@@ -209,7 +209,7 @@ start_r2
 wait_or_fail 60 "R2 answers again" r2_answers
 start_mdsl 1
 start_mds 1
-wait_or_fail 120 "h1 back: 3 MDS and 3 MDSL up" healthy 3 3
+wait_or_fail 120 "h1 back: 3 MDS and 3 MDSL up" storage_up 3 3
 ok "h5 reads the small files and the tree after R2's host came back" \
     mh_exec 5 bash -c 'cd /tmp/mnt/w && sha256sum -c --quiet /tmp/sums2'
 ok "h5 reads the writer's files" mh_exec 5 bash -c '
