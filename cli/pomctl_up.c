@@ -18,6 +18,12 @@
  * MDS holds the final ring before a client arrives (ring changes move no
  * slices yet). Default: 1.
  *
+ * `up --mdsl N` starts N pom-mdsl the same way: "pom-mdsl" (DIR/mdsl), then
+ * "pom-mdsl-2" .. "pom-mdsl-N" (DIR/mdsl-K). They start before any MDS, so
+ * each joins ring 1 as it registers (docs/r2.md "Rings: ring 0 follows
+ * failures, ring 1 never does"); on a running cluster the extra ones join
+ * through a ring-1 change (docs/mdsl-scale.md). Default: 1.
+ *
  * Start order R2 -> MDSL -> MDS (-> pomfs); stop order is the reverse, so
  * an MDS can still write back to its MDSL and every site can still tell R2
  * it leaves.
@@ -55,6 +61,7 @@
 #define DEFAULT_FS "pomfs"
 
 #define MDS_INSTANCES_MAX 16
+#define MDSL_INSTANCES_MAX 16
 
 struct daemon {
     const char *name;        /* names its files (and is the executable's name
@@ -103,11 +110,31 @@ static void pathf(char *out, const struct updir *d, const char *sub, const char 
 
 #define MOUNT_OPTS_MAX 400
 
-/* Parses "--data DIR", "--mount DIR" and "-o OPTS" (mount NULL: not
- * accepted) and "--mds N" (nmds NULL: not accepted). */
-static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv,
-                      const char **data, const char **mount, const char **mopts, int *nmds)
+/* Parses "--OPT N" or "--OPT=N" at argv[*i] (advancing *i past N) into
+ * *out within 1..max. -ENOENT: not this option; 0: parsed; else an exit
+ * code. */
+static int parse_count(struct pomctl *ctl, const char *cmd, const char *opt, int max, int argc,
+                       char **argv, int *i, int *out)
 {
+    const char *a = argv[*i];
+    size_t n = strlen(opt);
+    if (strncmp(a, opt, n) || (a[n] != '=' && a[n] != '\0'))
+        return -ENOENT;
+    const char *v = a[n] == '=' ? a + n + 1 : *i + 1 < argc ? argv[++*i] : "";
+    char *end = NULL;
+    long k = strtol(v, &end, 10);
+    if (!*v || *end || k < 1 || k > max)
+        return pomctl_usage_err(ctl, cmd, "%s wants a number in 1..%d", opt, max);
+    *out = (int)k;
+    return 0;
+}
+
+/* Parses "--data DIR", "--mount DIR" and "-o OPTS" (mount NULL: not
+ * accepted) and "--mds N", "--mdsl N" (nmds NULL: neither accepted). */
+static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv, const char **data,
+                      const char **mount, const char **mopts, int *nmds, int *nmdsl)
+{
+    assert(!nmds == !nmdsl);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         size_t n = 0;
@@ -119,14 +146,13 @@ static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv
             *mopts = argv[++i];
             continue;
         }
-        if (nmds && !strncmp(a, "--mds", 5) && (a[5] == '=' || a[5] == '\0')) {
-            const char *v = a[5] == '=' ? a + 6 : i + 1 < argc ? argv[++i] : "";
-            char *end = NULL;
-            long k = strtol(v, &end, 10);
-            if (!*v || *end || k < 1 || k > MDS_INSTANCES_MAX)
-                return pomctl_usage_err(ctl, cmd, "--mds wants a number in 1..%d",
-                                        MDS_INSTANCES_MAX);
-            *nmds = (int)k;
+        int rc = -ENOENT;
+        if (nmds && (rc = parse_count(ctl, cmd, "--mds", MDS_INSTANCES_MAX, argc, argv, &i,
+                                      nmds)) == -ENOENT)
+            rc = parse_count(ctl, cmd, "--mdsl", MDSL_INSTANCES_MAX, argc, argv, &i, nmdsl);
+        if (rc != -ENOENT) {
+            if (rc)
+                return rc;
             continue;
         }
         if (!strncmp(a, "--data", n = 6))
@@ -633,8 +659,8 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
 int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
 {
     const char *data = NULL, *mnt = NULL, *mopts = NULL;
-    int nmds = 1;
-    int code = parse_dirs(ctl, "up", argc, argv, &data, &mnt, &mopts, &nmds);
+    int nmds = 1, nmdsl = 1;
+    int code = parse_dirs(ctl, "up", argc, argv, &data, &mnt, &mopts, &nmds, &nmdsl);
     if (code)
         return code;
     struct updir d;
@@ -647,21 +673,34 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
     if ((code = pomctl_use_key(ctl, keyf, true)))
         return code;
 
-    struct daemon dms[2 + MDS_INSTANCES_MAX] = {
+    /* In start order: R2, the MDSL, the MDS. Instances 2..N of a daemon
+     * have their own names, folders, pid files and ports. */
+    struct daemon dms[1 + MDSL_INSTANCES_MAX + MDS_INSTANCES_MAX] = {
         { .name = "pom-r2", .site_type = 0, .data_sub = "", .required = true },
-        { .name = "pom-mdsl", .site_type = XT_SITE_MDSL, .data_sub = "mdsl", .required = true,
-          .with_dir = true },
-        { .name = "pom-mds", .site_type = XT_SITE_MDS, .data_sub = "mds", .required = false },
     };
-    /* MDS instances 2..N: their own names, folders, pid files and ports. */
-    char inst_name[MDS_INSTANCES_MAX][24], inst_sub[MDS_INSTANCES_MAX][24]; /* any int fits */
-    for (int k = 2; k <= nmds; k++) {
-        snprintf(inst_name[k - 1], sizeof inst_name[0], "pom-mds-%d", k);
-        snprintf(inst_sub[k - 1], sizeof inst_sub[0], "mds-%d", k);
-        dms[1 + k] = (struct daemon){ .name = inst_name[k - 1], .prog = "pom-mds",
-                                      .site_type = XT_SITE_MDS, .data_sub = inst_sub[k - 1] };
+    char inst_name[MDSL_INSTANCES_MAX + MDS_INSTANCES_MAX][24]; /* any int fits */
+    char inst_sub[MDSL_INSTANCES_MAX + MDS_INSTANCES_MAX][24];
+    size_t ndms = 1;
+    for (int k = 1; k <= nmdsl; k++, ndms++) {
+        snprintf(inst_name[ndms], sizeof inst_name[0], k == 1 ? "pom-mdsl" : "pom-mdsl-%d", k);
+        snprintf(inst_sub[ndms], sizeof inst_sub[0], k == 1 ? "mdsl" : "mdsl-%d", k);
+        dms[ndms] = (struct daemon){ .name = inst_name[ndms],
+                                     .prog = "pom-mdsl",
+                                     .site_type = XT_SITE_MDSL,
+                                     .data_sub = inst_sub[ndms],
+                                     .required = true,
+                                     .with_dir = true };
     }
-    const size_t ndms = 2 + (size_t)nmds;
+    const size_t first_mds = ndms;
+    for (int k = 1; k <= nmds; k++, ndms++) {
+        snprintf(inst_name[ndms], sizeof inst_name[0], k == 1 ? "pom-mds" : "pom-mds-%d", k);
+        snprintf(inst_sub[ndms], sizeof inst_sub[0], k == 1 ? "mds" : "mds-%d", k);
+        dms[ndms] = (struct daemon){ .name = inst_name[ndms],
+                                     .prog = "pom-mds",
+                                     .site_type = XT_SITE_MDS,
+                                     .data_sub = inst_sub[ndms] };
+    }
+    assert(ndms <= XT_ARRAY_SIZE(dms));
     struct daemon fsd = { .name = "pomfs", .site_type = XT_SITE_CLIENT };
     char self_dir[PATH_MAX] = "";
     pomctl_self_dir(self_dir, sizeof self_dir);
@@ -727,7 +766,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
             record_addr(ctl, &d, addr);
     }
     bool any_started = false;
-    for (size_t k = 2; k < ndms; k++)
+    for (size_t k = first_mds; k < ndms; k++)
         any_started |= dms[k].started;
     if (code == 0 && nmds > 1 && any_started)
         xt_sleep_ms(2500); /* every MDS takes the final ring 0 from a heartbeat */
@@ -760,9 +799,9 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         fprintf(o, "the cluster in %s is already running (R2 at %s)\n", d.dir, addr);
     else
         fprintf(o, "cluster up in %s: R2 at %s%s\n", d.dir, addr,
-                dms[2].found     ? ""
-                : dms[2].skipped ? " (this pom-mds takes no --r2: no metadata server)"
-                                 : " (pom-mds not found: no metadata server)");
+                dms[first_mds].found     ? ""
+                : dms[first_mds].skipped ? " (this pom-mds takes no --r2: no metadata server)"
+                                         : " (pom-mds not found: no metadata server)");
     if (fs_created)
         fprintf(o, "created file system '%s'\n", DEFAULT_FS);
     fprintf(o, "stop it with: pomctl down --data %s\n", d.dir);
@@ -814,6 +853,8 @@ static int down_rank(const char *name)
     static const char *const order[] = { "pomfs", "pom-mds", "pom-mdsl", "pom-r2" };
     if (!strncmp(name, "pom-mds-", 8))
         return 1; /* the other MDS instances stop with the first */
+    if (!strncmp(name, "pom-mdsl-", 9))
+        return 2; /* so do the other MDSL */
     for (size_t i = 0; i < XT_ARRAY_SIZE(order); i++)
         if (!strcmp(name, order[i]))
             return (int)i;
@@ -856,7 +897,7 @@ static void unmount(struct pomctl *ctl, const struct updir *d)
 int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv)
 {
     const char *data = NULL;
-    int code = parse_dirs(ctl, "down", argc, argv, &data, NULL, NULL, NULL);
+    int code = parse_dirs(ctl, "down", argc, argv, &data, NULL, NULL, NULL, NULL);
     if (code)
         return code;
     struct updir d;

@@ -7,7 +7,10 @@
 #   are refused while it holds the slices (the only MDSL); `site drain` of
 #   the MDS makes status degraded (4); `down` leaves no process behind;
 #   a pid file whose pid now runs another program is left alone; `up
-#   --mount` exits 5 without pomfs.
+#   --mount` exits 5 without pomfs; `up --mdsl 3` starts three MDSL that
+#   all register and join ring 1, the fs keeps its files across a `down`
+#   and `up` of them all (with pomfs: 40 directories written through the
+#   mount, every MDSL then holding slices), and `down` stops them all.
 # Exit 77 (skip) only when pom-r2 is not built.
 set -u
 
@@ -110,6 +113,9 @@ expect 2 "bad ring" -- $P ring show 7
 expect 2 "bad site id" -- $P site drain abc
 expect 2 "site without action" -- $P site 3
 expect 2 "up with junk" -- $P up --frob
+expect 2 "up --mdsl 0" -- $P up --mdsl 0
+expect 2 "up --mdsl 17" -- $P up --mdsl=17
+expect 2 "down takes no --mdsl" -- $P down --mdsl 2
 expect 0 "--help" -- $P --help
 expect 0 "fs --help" -- $P fs --help
 echo "$OUT" | grep -q "fs create NAME" || fail "fs --help does not show fs create"
@@ -260,15 +266,24 @@ expect 0 "down with a stale pid file" -- $P down --data "$D"
 alive "$SLEEPER" && pass "unrelated pid $SLEEPER untouched" || fail "down killed an unrelated process"
 kill "$SLEEPER"; wait "$SLEEPER" 2>/dev/null; SLEEPER=""
 
-echo "== up --mount"
+echo "== up --mount --mdsl 3"
+# mdsl3 WHAT: three MDSL up in the view and in ring 1 (not `status`'s
+# verdict: the mount of the last `up` may still be listed, transient).
+mdsl3() {
+    expect 0 "$1: sites --json" -- $P --data "$T/data2" --json sites
+    py "m = [x for x in j['sites'] if x['type'] == 'mdsl']
+assert len(m) == 3 and all(x['state'] == 'up' for x in m), m"
+    expect 0 "$1: ring show 1 --json" -- $P --data "$T/data2" --json ring show 1
+    py "assert len(j['rings'][0]['sites']) == 3, j"
+}
 if [ $HAVE_FS -eq 0 ]; then
-    expect 5 "up --mount without pomfs" -- $P up --data "$T/data2" --mount "$T/mnt"
+    expect 5 "up --mount without pomfs" -- $P up --data "$T/data2" --mount "$T/mnt" --mdsl 3
     echo "$ERR" | grep -q "cannot find the FUSE client" || fail "message: $ERR"
     note_pids "$T/data2"
     expect 0 "the cluster runs anyway" -- $P --data "$T/data2" status
 else
     expect 2 "up -o wants options" -- $P up --data "$T/data2" --mount "$T/mnt" -o
-    expect 0 "up --mount -o noatime" -- $P up --data "$T/data2" --mount "$T/mnt" -o noatime
+    expect 0 "up --mount -o noatime --mdsl 3" -- $P up --data "$T/data2" --mount "$T/mnt" -o noatime --mdsl 3
     note_pids "$T/data2"
     mountpoint -q "$T/mnt" || fail "$T/mnt is not mounted"
     # -o reaches pomfs; root's mount serves every user, the kernel checking
@@ -279,6 +294,41 @@ else
         findmnt -n -o OPTIONS "$T/mnt" | tr , '\n' | grep -qx "$o" &&
             pass "the mount has $o" || fail "the mount lacks $o: $(findmnt -n -o OPTIONS "$T/mnt")"
     done
+fi
+for k in 2 3; do
+    [ -f "$T/data2/run/pom-mdsl-$k.pid" ] && [ -d "$T/data2/mdsl-$k" ] ||
+        fail "no pid file or folder of pom-mdsl-$k"
+done
+mdsl3 "up --mdsl 3"
+if [ $HAVE_FS -eq 1 ]; then
+    # Forty directories (forty tables) are placed over ring 1: each MDSL
+    # holds slices once they are synced.
+    for i in $(seq 40); do
+        mkdir -p "$T/mnt/d$i" && head -c $((i * 997)) /dev/urandom >"$T/mnt/d$i/f"
+    done
+    (cd "$T/mnt" && sha256sum d*/f) >"$T/mdsl3.sums"
+    sync "$T"/mnt/d*/f "$T"/mnt/d* "$T/mnt"
+    expect 0 "site stat --json of three MDSL" -- $P --data "$T/data2" --json site stat
+    py "m = j['mdsl']; assert len(m) == 3 and all(x['reached'] for x in m), m
+assert all(x['tables'] > 0 for x in m), [(x['id'], x['tables']) for x in m]"
+fi
+expect 0 "down of three MDSL" -- $P down --data "$T/data2"
+echo "$OUT" | grep -q "pom-mdsl-3 *pid .*: stopped" || fail "down does not stop pom-mdsl-3: $OUT"
+ls "$T/data2"/run/*.pid >/dev/null 2>&1 && fail "pid files left: $(ls "$T/data2/run")"
+mountpoint -q "$T/mnt" 2>/dev/null && fail "$T/mnt still mounted after down"
+for p in $PIDS; do
+    alive "$p" && fail "pid $p still alive after down"
+done
+if [ $HAVE_FS -eq 1 ]; then
+    expect 0 "up --mount --mdsl 3 again" -- $P up --data "$T/data2" --mount "$T/mnt" --mdsl 3
+    note_pids "$T/data2"
+    mdsl3 "up --mdsl 3 again"
+    (cd "$T/mnt" && sha256sum -c --quiet "$T/mdsl3.sums") ||
+        fail "the files written over three MDSL differ after down and up"
+else
+    expect 0 "up --mdsl 3 again" -- $P up --data "$T/data2" --mdsl 3
+    note_pids "$T/data2"
+    mdsl3 "up --mdsl 3 again"
 fi
 expect 0 "down (data2)" -- $P down --data "$T/data2"
 mountpoint -q "$T/mnt" 2>/dev/null && fail "$T/mnt still mounted after down"

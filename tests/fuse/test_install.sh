@@ -55,6 +55,22 @@ for f in bin/pom-r2 bin/pom-mds bin/pom-mdsl bin/pomctl bin/pomfs include/pomegr
     check "installed $f" test -e "$P/$f"
 done
 check "pomegranate.pc installed" test -f "$LIBDIR/pkgconfig/pomegranate.pc"
+# The systemd units of docs/deploy.md name the installed executables and
+# pass `systemd-analyze verify` (where systemd is installed).
+U=$P/share/pomegranate/systemd
+for u in pom-r2.service pom-mds@.service pom-mdsl@.service pomfs@.service pomegranate.env; do
+    check "installed share/pomegranate/systemd/$u" test -f "$U/$u"
+done
+check "the units start the installed daemons" grep -q "^ExecStart=$P/bin/pom-mdsl " "$U/pom-mdsl@.service"
+if command -v systemd-analyze >/dev/null; then
+    mkdir -p "$T/units"
+    cp "$U/pom-r2.service" "$T/units/"
+    for u in pom-mds@7100 pom-mdsl@7200 pomfs@mnt-pom; do cp "$U/${u%%@*}@.service" "$T/units/$u.service"; done
+    check "systemd-analyze verify of the units" bash -c "cd '$T/units' && systemd-analyze verify --man=no ./*.service >'$T/verify.log' 2>&1; rc=\$?; ! grep -i 'pom' '$T/verify.log' && [ \$rc = 0 ]"
+    cat "$T/verify.log"
+else
+    echo "systemd-analyze not installed: the units are not verified"
+fi
 
 # Only pom_* leaves the library (plus the version node itself).
 extra=$(nm -D --defined-only "$LIBDIR/libpomegranate.so" | awk '{print $3}' | grep -v '^pom_' | grep -v '^POMEGRANATE_' || true)
