@@ -134,7 +134,8 @@ class FileSystem:
         back with _forget), and its struct stat."""
         h = self._handle()
         ino, st = ROOT_INO, ffi.new("struct stat *")
-        check(self._lib.pom_getattr(h, ROOT_INO, st), path)
+        if not names:
+            check(self._lib.pom_getattr(h, ROOT_INO, st), path)
         held = False
         for name in names:
             rc = self._lib.pom_lookup(h, ino, name, st)
@@ -303,8 +304,7 @@ class File(io.RawIOBase):
             if rc < 0:
                 fs._forget(ino, held)
                 check(rc, path)
-            if not held:  # the root is a directory: file_open refused it above
-                raise AssertionError("a file opened at the root inode")
+            assert held, "the root is a directory: pom_file_open refuses it"
             self._ino = ino
         # The File keeps the lookup reference of its inode until close().
         self._f = out[0]

@@ -163,3 +163,22 @@ def test_sync_and_statvfs(fs, d):
     fs.sync()
     sv = fs.statvfs()
     assert sv.f_bsize > 0 and sv.f_namemax == 255
+
+
+def test_set_blob(cluster, tmp_path):
+    """A blob tier of this client's own: large files' tracts land there."""
+    import pomegranate
+    with pomegranate.open(cluster.r2, "pomfs", keyfile=cluster.key) as fs:
+        with pytest.raises(OSError) as e:
+            fs.set_blob("rados", str(tmp_path))
+        assert e.value.errno in (errno.ENOTSUP, errno.EOPNOTSUPP)
+        fs.set_blob("local", str(tmp_path / "blobs"))
+        path = "/" + uuid.uuid4().hex
+        data = os.urandom(300 << 10)
+        fs.write_bytes(path, data)
+        with fs.open(path) as f:
+            assert f.stat().st_size == len(data) and f.read() == data
+        on_disk = sum(p.stat().st_size for p in (tmp_path / "blobs").rglob("*") if p.is_file())
+        assert on_disk >= len(data)
+        fs.remove(path)
+        assert not fs.exists(path)
