@@ -20,7 +20,8 @@ import os
 import weakref
 from collections import namedtuple
 
-from ._native import check, ffi, load_library
+from ._kv import KeySpace
+from ._native import Handle, check, ffi, load_library
 
 ROOT_INO = 1
 _SET_SIZE = 1 << 3
@@ -42,14 +43,13 @@ def _names(path):
     return [c for c in os.fsencode(path).split(b"/") if c and c != b"."]
 
 
-class FileSystem:
+class FileSystem(Handle):
     """An open file system (pomegranate.open). Use as a context manager or
     close() it. Path arguments are str or bytes, absolute from the fs root.
     Errors raise OSError with the library's errno."""
 
     def __init__(self, addrs, fs="pomfs", *, keyfile=None, call_timeout_ms=0, retry_ms=0,
                  soft_ms=0, lib=None):
-        self._h = None
         self._children = weakref.WeakSet()
         self._lib = load_library(lib)
         opts = ffi.new("struct pom_opts *", {"call_timeout_ms": call_timeout_ms,
@@ -87,26 +87,12 @@ class FileSystem:
         self._lib.pom_close(h)
 
     @property
-    def closed(self):
-        return self._h is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
-
-    @property
     def fsid(self):
         return self._lib.pom_fsid(self._handle())
 
     def keyspace(self, name):
         """Opens (creating if absent) the keyspace `name` (str or bytes,
         1..200 bytes): a KeySpace."""
-        from ._kv import KeySpace
         kv = KeySpace(self, name)
         self._children.add(kv)
         return kv

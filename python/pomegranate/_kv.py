@@ -12,7 +12,7 @@ Invariants:
 
 from collections import namedtuple
 
-from ._native import check, ffi
+from ._native import Handle, check, ffi
 
 KEY_MAX = 1024
 VALUE_MAX = 1 << 20
@@ -37,14 +37,13 @@ def _collect(arg, key, klen, val, vlen, version):
     return 0
 
 
-class KeySpace:
+class KeySpace(Handle):
     """A keyspace (FileSystem.keyspace(name)); use as a context manager or
     close() it. Errors raise OSError with the library's errno; the mapping
     operators (kv[key], del kv[key], key in kv) raise KeyError for a
     missing key, as a dict does."""
 
     def __init__(self, fs, name):
-        self._h = None
         bname = name.encode("utf-8") if isinstance(name, str) else bytes(name)
         out = ffi.new("pom_kv **")
         check(fs._lib.pom_kv_open(fs._handle(), bname, out), name)
@@ -65,19 +64,6 @@ class KeySpace:
         if h is not None:
             self._lib.pom_kv_close(h)
             self._fs._children.discard(self)
-
-    @property
-    def closed(self):
-        return self._h is None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
     # ---- single keys -----------------------------------------------------
 

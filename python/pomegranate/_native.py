@@ -218,3 +218,23 @@ def check(rc, filename=None):
             raise OSError(-rc, os.strerror(-rc))
         raise OSError(-rc, os.strerror(-rc), filename)
     return rc
+
+
+class Handle:
+    """An object owning one library handle in self._h (None once closed):
+    a context manager, closed when collected; close() is the subclass's."""
+
+    _h = None
+
+    @property
+    def closed(self):
+        return self._h is None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
