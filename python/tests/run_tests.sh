@@ -32,6 +32,7 @@ echo "python: $PY ($("$PY" --version 2>&1))"
 
 if [ "$MODE" = pytest ]; then
     export POMCTL=$BUILD/cli/pomctl POMEGRANATE_LIB=$BUILD/client/libpomegranate.so.0
+    export PYTHONDONTWRITEBYTECODE=1
     # -p no:cacheprovider: nothing written into the source tree; an exception
     # in a finaliser (__del__ closing a handle) fails the run.
     exec "$PY" -m pytest -p no:cacheprovider -v -W error::pytest.PytestUnraisableExceptionWarning \
