@@ -242,7 +242,8 @@ DirEntry = namedtuple("DirEntry", "name ino mode")
 DirEntry.__doc__ = "An entry of FileSystem.scandir: name, inode and type bits (S_IFMT)."
 
 
-@ffi.callback("int(void *, const char *, const struct stat *, uint64_t)")
+@ffi.callback("int(void *, const char *, const struct stat *, uint64_t)",
+              error=-errno.ENOMEM)  # as _kv._collect
 def _take_dirent(arg, name, st, next_cookie):
     out = ffi.from_handle(arg)
     out.append((ffi.string(name), st.st_ino, st.st_mode & 0o170000, next_cookie))

@@ -10,6 +10,7 @@ Invariants:
      values are copied out of the library's buffers before they are freed.
 """
 
+import errno
 from collections import namedtuple
 
 from ._native import Handle, check, ffi
@@ -30,7 +31,9 @@ def _key(key):
     return bytes(key)
 
 
-@ffi.callback("int(void *, const void *, size_t, const void *, size_t, uint64_t)")
+# An exception here (out of memory) aborts the listing with ENOMEM, never drops an entry.
+@ffi.callback("int(void *, const void *, size_t, const void *, size_t, uint64_t)",
+              error=-errno.ENOMEM)
 def _collect(arg, key, klen, val, vlen, version):
     out = ffi.from_handle(arg)
     out.append(Entry(ffi.buffer(key, klen)[:], ffi.buffer(val, vlen)[:], version))
@@ -131,6 +134,8 @@ class KeySpace(Handle):
         matched at the MDS."""
         if cursor is None:
             raise ValueError("the listing is at its end (cursor None)")
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
         cur = ffi.new("pom_kv_cursor *", {"pos": cursor})
         out = []
         handle = ffi.new_handle(out)

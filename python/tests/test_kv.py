@@ -82,6 +82,8 @@ def test_list_pages_and_search(kv):
         got += entries
         pages += 1
     assert pages >= 4 and sorted(e.key for e in got) == sorted(keys)
+    with pytest.raises(ValueError):
+        kv.page(0, limit=0)
     assert all(e.version == 0 for e in got)
     found = sorted(e.key for e in kv.search(b"needle"))
     assert found == [b"a-needle-2", b"needle-1"]
