@@ -182,3 +182,18 @@ def test_open_errors(cluster, tmp_path):
     with pytest.raises(OSError) as e:
         pomegranate.open("not an address", "pomfs", keyfile=cluster.key)
     assert e.value.errno == errno.EINVAL
+
+
+def test_threads_share_a_keyspace(kv):
+    """The library's handles are thread-safe and cffi drops the GIL in calls."""
+    import threading
+
+    def worker(t):
+        for i in range(50):
+            kv.put(b"t%d-%d" % (t, i), b"%d" % i)
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert sorted(kv) == sorted(b"t%d-%d" % (t, i) for t in range(4) for i in range(50))
