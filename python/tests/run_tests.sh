@@ -16,13 +16,19 @@ BUILD=$(realpath "$2")
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 
 case "$MODE" in
-    pytest) need="cffi, pytest" ;;
-    install) need="cffi, pip, setuptools, wheel" ;;
+    pytest) need="cffi pytest" ;;
+    install) need="cffi pip setuptools wheel" ;;
     *) echo "usage: run_tests.sh pytest|install BUILD" >&2; exit 2 ;;
 esac
 PY=
 for p in /usr/bin/python3 "$(command -v python3)"; do
-    if [ -x "$p" ] && "$p" -c "import $need" 2>/dev/null; then PY=$p; break; fi
+    [ -x "$p" ] || continue
+    # find_spec, not import: setuptools refuses to be imported after pip.
+    if "$p" -c 'import importlib.util as u, sys
+sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' $need 2>/dev/null; then
+        PY=$p
+        break
+    fi
 done
 if [ -z "$PY" ]; then
     echo "FAIL: no python3 with $need: run scripts/install-deps.sh"
