@@ -15,6 +15,7 @@ PKGS=(
   libcmocka-dev libssl-dev
   clang libclang-rt-14-dev
   procps psmisc util-linux python3
+  python3-cffi python3-pytest python3-pip
   rsync sqlite3 curl
   libmicrohttpd-dev prometheus
   fio fsmark redis-server redis-tools gnuplot-nox
