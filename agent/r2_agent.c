@@ -491,6 +491,22 @@ void r2_agent_stop(r2_agent *a)
     pthread_cond_broadcast(&a->cv);
     pthread_mutex_unlock(&a->mu);
     xt_worker_stop(a->worker);
+    /* The worker is gone: this thread owns the targets (invariant 1). */
+    pthread_mutex_lock(&a->mu);
+    uint32_t id = a->registered ? a->site_id : 0;
+    pthread_mutex_unlock(&a->mu);
+    if (id && a->o.type == XT_SITE_CLIENT) {
+        /* Short: an unmount must not wait long for an R2 that is down. */
+        xt_rpc_call call = { .timeout_ms = (int)XT_MIN(a->call_ms, 1000u) };
+        int rc = xt_r2_site_leave(a->targets[a->cur].pool, &call, id);
+        if (rc == -EREMOTE && find_leader(a) == 0) {
+            call.req_id = 0;
+            rc = xt_r2_site_leave(a->targets[a->cur].pool, &call, id);
+        }
+        if (rc < 0 && rc != -ENOENT)
+            XT_WARN("r2 agent: site %u could not leave R2's view (%s): it expires there",
+                    id, strerror(-rc));
+    }
     agent_free(a);
 }
 

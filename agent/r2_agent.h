@@ -86,8 +86,10 @@ struct r2_agent_opts {
 /* Starts the agent thread (it registers in the background). *out is freed
  * by r2_agent_stop. Returns 0, -EINVAL (bad addresses or options), -ENOMEM. */
 int r2_agent_start(const struct r2_agent_opts *o, r2_agent **out);
-/* Stops the thread and frees a; nothing is sent to R2 (it notices the
- * silence). NULL is a no-op. */
+/* Stops the thread and frees a. A registered client site leaves R2's
+ * view (one site_leave call, best effort: R2 expires a client it does not
+ * hear from); nothing is sent for a server (R2 notices the silence and
+ * marks it failed). NULL is a no-op. */
 void r2_agent_stop(r2_agent *a);
 
 /* Waits until the site is registered (and holds the view its registration

@@ -250,6 +250,8 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
             by_state[s->state]++;
         if (s->state == XT_SITE_REMOVED)
             continue; /* left by an administrator: not a fault */
+        if (s->type == XT_SITE_CLIENT)
+            continue; /* clients come and go: R2 expires a vanished one */
         active++;
         if (s->state != XT_SITE_UP)
             not_up++;
@@ -259,9 +261,9 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
     if (healthy)
         snprintf(verdict, sizeof verdict, "healthy");
     else if (active == 0)
-        snprintf(verdict, sizeof verdict, "degraded: no site is registered");
+        snprintf(verdict, sizeof verdict, "degraded: no server is registered");
     else
-        snprintf(verdict, sizeof verdict, "degraded: %zu of %zu sites not up", not_up, active);
+        snprintf(verdict, sizeof verdict, "degraded: %zu of %zu servers not up", not_up, active);
     const char *leader = v.leader[0] ? v.leader : ctl->cur;
     uint64_t now = xt_now_ns();
     double silent;

@@ -8,7 +8,7 @@
  *   DIR/blobs/         blob tier of fs 'pomfs'      DIR/run/mount (pomfs)
  *   DIR/run/<daemon>.metrics  HOST:PORT of its Prometheus /metrics (loopback,
  *                      a free port; pomfs's too; docs/metrics.md)
- *   DIR/r2.addr        R2's HOST:PORT (also copied to ~/.pomegranate/r2.addr)
+ *   DIR/r2.addr        R2's HOST:PORT (the default folder's is pomctl's default)
  *   DIR/ports/<daemon> the port it listened on last: `up` asks for it again
  *
  * `up --mds N` starts N pom-mds (docs/mds-dist.md): the first is "pom-mds"
@@ -531,27 +531,17 @@ static void undo(const struct updir *d, struct daemon *dms, size_t n)
     }
 }
 
-/* Records where R2 is: DIR/r2.addr and ~/.pomegranate/r2.addr, and beside
- * the latter a copy of the cluster key (mode 0600), so that a pomctl or
- * mount that finds the address there finds the key too. */
-static void record_addr(const struct pomctl *ctl, const struct updir *d, const char *addr)
+/* Records where R2 is: DIR/r2.addr. Nothing outside DIR is written: the
+ * default folder's r2.addr and cluster.key belong to the default cluster,
+ * which another cluster's `up` must not redirect (docs/pomctl.md "pomctl
+ * up"). */
+static void record_addr(const struct updir *d, const char *addr)
 {
-    char path[PATH_MAX], line[XT_ADDR_MAX + 2], home[PATH_MAX];
+    char path[PATH_MAX], line[XT_ADDR_MAX + 2];
     snprintf(line, sizeof line, "%s\n", addr);
     joinf(path, "%s/r2.addr", d->dir);
     int rc = pomctl_write_text_file(path, line);
     if (rc < 0)
-        fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", path, strerror(-rc));
-    if (pomctl_default_data_dir(home, sizeof home) < 0 || pomctl_mkdirs(home) < 0)
-        return;
-    char real[PATH_MAX];
-    if (realpath(home, real) && !strcmp(real, d->dir))
-        return; /* the same file */
-    joinf(path, "%s/r2.addr", home);
-    if ((rc = pomctl_write_text_file(path, line)) < 0)
-        fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", path, strerror(-rc));
-    joinf(path, "%s/%s", home, XT_AUTH_KEY_FILE);
-    if (ctl->has_cred && (rc = xt_auth_save(path, &ctl->cred, 1)) < 0)
         fprintf(stderr, "pomctl: warning: cannot write %s: %s\n", path, strerror(-rc));
 }
 
@@ -763,7 +753,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
         if (code == 0)
             code = wait_ready(ctl, &d, dm);
         if (code == 0 && k == 0)
-            record_addr(ctl, &d, addr);
+            record_addr(&d, addr);
     }
     bool any_started = false;
     for (size_t k = first_mds; k < ndms; k++)

@@ -612,8 +612,10 @@ void pom_data_gone(pom_fs *fs, const xt_row_attr *a)
 
 void pom_data_fix_blocks(pom_fs *fs, const xt_row_attr *a, struct stat *st)
 {
-    if (!fs->blob || !(a->flags & XT_ROW_F_BLOB) ||
-        (uint64_t)st->st_size > 4096 * pom_blob_tract_size(fs->blob))
+    /* No bound on the size: the listing costs one fstatat per tract
+     * present, whatever the file's size (a 1 TiB file holding one tract
+     * answers its 4 KiB, not 2^31 blocks). */
+    if (!fs->blob || !(a->flags & XT_ROW_F_BLOB))
         return;
     struct pom_blob_stat bs;
     if (pom_blob_stat(fs->blob, pom_tracts_id(a), &bs) == 0)

@@ -71,7 +71,7 @@ int pom_gone_sync(pom_fs *fs);
  * release if it is open here. A no-op for files without tracts. */
 void pom_data_gone(pom_fs *fs, const xt_row_attr *a);
 /* For getattr: st_blocks of a blob file from the tracts it really has
- * (sparse files), when that is cheap (<= 4,096 tracts). */
+ * (holes are free), one fstatat per present tract. */
 void pom_data_fix_blocks(pom_fs *fs, const xt_row_attr *a, struct stat *st);
 
 /* ---- pom_reclaim.c ---------------------------------------------------- */

@@ -73,6 +73,7 @@ static void usage(FILE *f)
             "  --port-file FILE         write the port served on to FILE once serving\n"
             "  --hb-interval-ms N       expected heartbeat interval of sites (default 1000)\n"
             "  --fail-after N           missed intervals before a site fails (default 5)\n"
+            "  --client-expire-ms N     a client site silent this long is removed (default 60000)\n"
             "  --threads N              handler threads (default 4)\n"
             "  --verbose                debug log\n");
     xt_rpc_server_flags_usage(f);
@@ -81,7 +82,7 @@ static void usage(FILE *f)
 
 struct args {
     const char *data, *zk, *zk_root, *listen, *port_file;
-    uint64_t session_ms, hb_ms, fail_after, threads;
+    uint64_t session_ms, hb_ms, fail_after, threads, client_expire_ms;
     struct xt_rpc_server_opts rpc; /* the limits of XT_RPC_SERVER_FLAGS */
     struct xt_metrics_opts metrics; /* XT_METRICS_FLAGS */
 };
@@ -98,6 +99,7 @@ static int parse(int argc, char **argv, struct args *a)
         { "port-file", required_argument, NULL, 'p' },
         { "hb-interval-ms", required_argument, NULL, 'i' },
         { "fail-after", required_argument, NULL, 'f' },
+        { "client-expire-ms", required_argument, NULL, 'e' },
         { "threads", required_argument, NULL, 't' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
@@ -106,7 +108,8 @@ static int parse(int argc, char **argv, struct args *a)
         { NULL, 0, NULL, 0 },
     };
     *a = (struct args){ .listen = "127.0.0.1:0", .session_ms = 10000, .hb_ms = 1000,
-                        .fail_after = 5, .threads = 4 };
+                        .fail_after = 5, .threads = 4,
+                        .client_expire_ms = R2_MGR_CLIENT_EXPIRE_MS };
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
         const char *what = NULL;
@@ -127,6 +130,10 @@ static int parse(int argc, char **argv, struct args *a)
         case 'f':
             if (xt_parse_u64(optarg, 1, 1000, &a->fail_after))
                 what = "--fail-after wants 1..1000";
+            break;
+        case 'e':
+            if (xt_parse_u64(optarg, 100, 86400000, &a->client_expire_ms))
+                what = "--client-expire-ms wants 100..86400000";
             break;
         case 't':
             if (xt_parse_u64(optarg, 1, 256, &a->threads))
@@ -225,7 +232,8 @@ int main(int argc, char **argv)
      * known once listening, and needed only from the election on. */
     struct r2_mgr_opts mo = { .store = store, .self_addr = a.listen,
                               .hb_interval_ms = (unsigned)a.hb_ms,
-                              .fail_after = (unsigned)a.fail_after };
+                              .fail_after = (unsigned)a.fail_after,
+                              .client_expire_ms = (unsigned)a.client_expire_ms };
     rc = r2_mgr_new(&mo, &mgr);
     if (rc == 0)
         rc = r2_service_start(mgr, &ro, &srv);

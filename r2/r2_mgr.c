@@ -483,6 +483,7 @@ struct change {
     struct xt_site s;
     int from;
     uint64_t silent_ms;
+    bool expire; /* a silent client: its record is deleted */
 };
 
 /* REQUIRES: m->wmu, state loaded. Flushes the per-fs counters into the fs
@@ -558,15 +559,19 @@ void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
     for (size_t i = 0; i < m->st.nsites && nch < XT_ARRAY_SIZE(ch); i++) {
         const struct r2_site_ent *e = &m->st.sites[i];
         int st = e->s.state;
-        if (st != XT_SITE_UP && st != XT_SITE_TRANSIENT)
+        bool client = e->s.type == XT_SITE_CLIENT;
+        /* A client FAILED by an older R2 expires like a silent one. */
+        if (st != XT_SITE_UP && st != XT_SITE_TRANSIENT && !(client && st == XT_SITE_FAILED))
             continue;
         uint64_t silent = now > e->last_hb_mono ? now - e->last_hb_mono : 0;
-        int to = silent > m->fail_ns                              ? XT_SITE_FAILED
+        bool expire = client && silent > m->client_expire_ns;
+        int to = !client && silent > m->fail_ns                 ? XT_SITE_FAILED
                  : silent > m->transient_ns && st == XT_SITE_UP ? XT_SITE_TRANSIENT
                                                                   : st;
-        if (to == st)
+        if (to == st && !expire)
             continue;
-        ch[nch] = (struct change){ .s = e->s, .from = st, .silent_ms = silent / 1000000 };
+        ch[nch] = (struct change){ .s = e->s, .from = st, .silent_ms = silent / 1000000,
+                                   .expire = expire };
         ch[nch].s.state = to;
         nch++;
     }
@@ -586,6 +591,12 @@ void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
     for (size_t i = 0; i < nch && rc == 0; i++) {
         struct xt_site *s = &ch[i].s;
         sections |= site_sections(s);
+        if (ch[i].expire) {
+            char key[R2_KEY_LEN];
+            r2_rec_site_key(key, s->id);
+            rc = r2_txn_del(&t, key);
+            continue; /* in no ring */
+        }
         rc = r2_txn_site(&t, s);
         int r = r2_state_ring_of(s->type);
         /* Only ring 0 follows failures: an MDS's slices reload from the
@@ -610,6 +621,10 @@ void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
     if (rc == 0) {
         pthread_mutex_lock(&m->mu);
         for (size_t i = 0; i < nch; i++) {
+            if (ch[i].expire) {
+                r2_state_site_erase(&m->st, ch[i].s.id);
+                continue;
+            }
             struct r2_site_ent *e = r2_state_site(&m->st, ch[i].s.id);
             e->s.state = ch[i].s.state;
         }
@@ -621,6 +636,12 @@ void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
         pthread_mutex_unlock(&m->mu);
         for (size_t i = 0; i < nch; i++) {
             const struct xt_site *s = &ch[i].s;
+            if (ch[i].expire) {
+                XT_INFO("site %u (client %s%s%s) expired: no heartbeat for %llu ms, removed",
+                        s->id, s->addr, s->fs_name[0] ? " fs " : "", s->fs_name,
+                        (unsigned long long)ch[i].silent_ms);
+                continue;
+            }
             const char *ring = "";
             if (s->state == XT_SITE_FAILED && s->type == XT_SITE_MDS)
                 ring = ", out of ring 0";
@@ -642,9 +663,12 @@ void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
 
 /* ---- administration ------------------------------------------------------------- */
 
-/* Drain (remove = false) or remove one site. */
-static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
+enum site_op { SITE_DRAIN, SITE_REMOVE, SITE_LEAVE };
+
+/* Drain or remove one site, or let a client site leave. */
+static int site_admin(r2_mgr *m, uint32_t site_id, enum site_op op)
 {
+    bool remove = op != SITE_DRAIN;
     int rc = begin(m);
     if (rc < 0)
         return rc;
@@ -656,8 +680,9 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
         goto out;
     }
     struct xt_site s = e->s;
-    if (!remove && s.type == XT_SITE_CLIENT) {
-        rc = -EINVAL;
+    bool client = s.type == XT_SITE_CLIENT;
+    if ((op == SITE_DRAIN && client) || (op == SITE_LEAVE && !client)) {
+        rc = -EINVAL; /* clients are not drained; servers do not leave */
         goto out;
     }
     if (!remove && s.state == XT_SITE_DRAINING)
@@ -688,7 +713,7 @@ static int site_admin(r2_mgr *m, uint32_t site_id, bool remove)
     }
     pthread_mutex_unlock(&m->mu);
     XT_INFO("site %u (%s %s) %s", s.id, xt_site_type_name(s.type), s.addr,
-            remove ? "removed" : "draining");
+            op == SITE_LEAVE ? "left" : remove ? "removed" : "draining");
 out:
     xt_ring_free(nr);
     r2_txn_free(&t);
@@ -698,12 +723,17 @@ out:
 
 int r2_mgr_site_drain(r2_mgr *m, uint32_t site_id)
 {
-    return site_admin(m, site_id, false);
+    return site_admin(m, site_id, SITE_DRAIN);
 }
 
 int r2_mgr_site_remove(r2_mgr *m, uint32_t site_id)
 {
-    return site_admin(m, site_id, true);
+    return site_admin(m, site_id, SITE_REMOVE);
+}
+
+int r2_mgr_site_leave(r2_mgr *m, uint32_t site_id)
+{
+    return site_admin(m, site_id, SITE_LEAVE);
 }
 
 int r2_mgr_alloc_uuids(r2_mgr *m, uint32_t site_id, uint64_t count, uint64_t *lo,
@@ -960,7 +990,8 @@ int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
 {
     *out = NULL;
     if (!o || !o->store || !o->self_addr || strlen(o->self_addr) >= XT_ADDR_MAX ||
-        o->fail_after > 1000000 || o->hb_interval_ms > 3600000)
+        o->fail_after > 1000000 || o->hb_interval_ms > 3600000 ||
+        o->client_expire_ms > 86400000u)
         return -EINVAL;
     r2_mgr *m = xt_calloc(1, sizeof *m);
     if (!m)
@@ -975,6 +1006,11 @@ int r2_mgr_new(const struct r2_mgr_opts *o, r2_mgr **out)
     m->transient_ns = m->hb_ns + slack;
     m->fail_ns = XT_MAX(m->hb_ns * fail_after, m->transient_ns) + slack;
     m->pause_ns = XT_MAX(m->transient_ns, m->fail_ns / 2);
+    /* Never before the client could have been TRANSIENT: one missed
+     * heartbeat is no departure. */
+    m->client_expire_ns = XT_MAX(
+        (uint64_t)(o->client_expire_ms ? o->client_expire_ms : R2_MGR_CLIENT_EXPIRE_MS) * 1000000u,
+        m->transient_ns + slack);
     m->flush_ns = XT_MAX(10 * m->hb_ns, UINT64_C(5000000000));
     m->vnodes = o->vnodes;
     m->uuid_range = o->uuid_range ? o->uuid_range : R2_MGR_UUID_RANGE;

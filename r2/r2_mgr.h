@@ -20,6 +20,15 @@
  *   any --r2_mgr_site_remove-> record deleted, out of its ring
  *   (for an MDSL once ring 1 may hold slices: see invariant 2)
  *
+ * A client site never FAILS (clients come and go; a vanished one is no
+ * fault of the cluster):
+ *
+ *   register --> UP --silent one interval + slack--> TRANSIENT
+ *                 |                                      |
+ *                 +--r2_mgr_site_leave (clean unmount)---+--silent client_expire
+ *                 v                                      v   (r2_mgr_tick)
+ *              record deleted <--------------------------+
+ *
  * Invariants:
  *  (1) Only the leader changes state, and every change is one
  *      r2_store_multi that also puts /r2/view with a compare-and-set on its
@@ -75,6 +84,7 @@ typedef struct r2_mgr r2_mgr;
 #define R2_MGR_MAX_SITES   65536
 #define R2_MGR_MAX_FS      65536
 #define R2_MGR_MAX_COUNTERS 4096  /* per heartbeat */
+#define R2_MGR_CLIENT_EXPIRE_MS 60000
 
 struct r2_mgr_opts {
     r2_store *store;          /* borrowed; must outlive the manager */
@@ -82,6 +92,8 @@ struct r2_mgr_opts {
                                  leader name its views carry */
     unsigned hb_interval_ms;  /* 0: 1000 */
     unsigned fail_after;      /* intervals without heartbeat -> FAILED; 0: 5 */
+    unsigned client_expire_ms; /* a client site silent this long is removed;
+                                  0: R2_MGR_CLIENT_EXPIRE_MS */
     unsigned vnodes;          /* ring vnodes per site; 0: XT_RING_VNODES_DEFAULT */
     uint64_t uuid_range;      /* uuids per range; 0: R2_MGR_UUID_RANGE */
     bool no_thread;           /* tests: no monitor thread, call r2_mgr_tick */
@@ -178,6 +190,10 @@ int r2_mgr_fs_key_gen(void *m, int32_t fsid, uint64_t *gen);
  * -EBUSY until it is DRAINED; both -EOPNOTSUPP while ring 1 is FROZEN. */
 int r2_mgr_site_drain(r2_mgr *m, uint32_t site_id);
 int r2_mgr_site_remove(r2_mgr *m, uint32_t site_id);
+/* A client site ends its registration (a clean unmount): its record is
+ * deleted, its mount no longer counts. -EINVAL for servers (they leave by
+ * drain and remove), -ENOENT unknown site. */
+int r2_mgr_site_leave(r2_mgr *m, uint32_t site_id);
 /* A fresh range [*lo, *hi) of at least count (1..2^40) uuids for MDS
  * site_id, a whole number of uuid ranges; it becomes the site's range in
  * the view. */

@@ -50,7 +50,7 @@ struct r2_mgr {
     r2_store *store;            /* borrowed */
     char self[XT_ADDR_MAX];     /* protected by mu */
     char backend[16];           /* r2_store_backend() */
-    uint64_t hb_ns, transient_ns, fail_ns, flush_ns;
+    uint64_t hb_ns, transient_ns, fail_ns, flush_ns, client_expire_ns;
     uint64_t pause_ns;          /* a pause of this R2 past it restarts failure clocks */
     unsigned vnodes;
     uint64_t uuid_range;

@@ -12,6 +12,9 @@
  *  (3) A connection that proved a client key (role client) may register
  *      only as a client and call nothing that administers the cluster
  *      (fs create/drop/rotate, site drain/remove, uuid ranges): -EACCES.
+ *      It may end a client site's registration (site leave): that removes
+ *      no server, and a client removed by another comes back with its next
+ *      heartbeat (-ENOENT makes its agent register again).
  */
 #include "r2_service.h"
 
@@ -133,6 +136,14 @@ static int h_site_remove(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
     return r2_mgr_site_remove(ctx, site_id);
 }
 
+static int h_site_leave(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
+{
+    (void)rc;
+    if (site_id == 0 || site_id > INT32_MAX)
+        return -EINVAL;
+    return r2_mgr_site_leave(ctx, site_id);
+}
+
 static int h_alloc_uuids(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t count,
                          uint64_t *lo, uint64_t *hi)
 {
@@ -155,6 +166,7 @@ static const struct xt_r2_ops ops = {
     .fs_rotate_key = h_fs_rotate_key,
     .site_drain = h_site_drain,
     .site_remove = h_site_remove,
+    .site_leave = h_site_leave,
     .alloc_uuids = h_alloc_uuids,
 };
 

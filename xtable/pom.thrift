@@ -539,5 +539,6 @@ service R2 extends Common {
   FsResp fs_rotate_key(1: FsReq req),  // key_gen + 1: older client keys stop working
   SiteResp site_drain(1: SiteReq req),
   SiteResp site_remove(1: SiteReq req),
+  SiteResp site_leave(1: SiteReq req),   // a client site ends its own registration
   RangeResp alloc_uuids(1: RangeReq req),
 }

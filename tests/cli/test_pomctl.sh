@@ -33,9 +33,9 @@ MDS=$(find_exe pom-mds) && "$MDS" --help 2>&1 | grep -q -- "--r2" && HAVE_MDS=1
 HAVE_FS=0; find_exe pomfs >/dev/null && HAVE_FS=1
 
 T=$(mktemp -d "${TMPDIR:-/tmp}/pomctl-test.XXXXXX")
-D=$T/data
 export HOME=$T/home
 mkdir -p "$HOME"
+D=$HOME/.pomegranate # the default folder: pomctl without --data finds it
 unset POM_R2
 PIDS=""      # every daemon pid seen in a pid file, for the trap
 SLEEPER=""
@@ -58,7 +58,7 @@ note_pids() {
 
 cleanup() {
     local dd p
-    for dd in "$D" "$T/data2"; do
+    for dd in "$D" "$T/data2" "$T/other"; do
         [ -d "$dd" ] && note_pids "$dd" && "$POMCTL" down --data "$dd" >/dev/null 2>&1
     done
     # Leftovers: only pids we saw, and only while their command line still
@@ -156,6 +156,20 @@ assert j['sites']['by_type']['mdsl'] == 1 and j['sites']['by_type']['mds'] == $H
 assert j['sites']['by_type']['r2'] == 1
 assert j['sites']['by_state']['up'] == n and j['r2']['store'] == 'embedded'
 assert j['fs_count'] >= 1"
+
+echo "== a second cluster leaves the default folder's files alone"
+cp "$D/r2.addr" "$T/addr.default"; cp "$D/cluster.key" "$T/key.default"
+expect 0 "up --data other" -- $P up --data "$T/other"
+note_pids "$T/other"
+cmp -s "$D/r2.addr" "$T/addr.default" || fail "the other up rewrote ~/.pomegranate/r2.addr"
+cmp -s "$D/cluster.key" "$T/key.default" || fail "the other up rewrote ~/.pomegranate/cluster.key"
+cmp -s "$T/other/r2.addr" "$T/addr.default" && fail "both clusters have one address"
+expect 0 "status (the default folder)" -- $P --json status
+py "assert j['r2']['addr'] == open('$T/addr.default').read().strip(), j['r2']"
+expect 0 "status --data other" -- $P --data "$T/other" --json status
+py "assert j['r2']['addr'] == open('$T/other/r2.addr').read().strip(), j['r2']"
+expect 0 "down --data other" -- $P down --data "$T/other"
+expect 0 "status (the default cluster still runs)" -- $P status
 
 echo "== sites"
 expect 0 "sites" -- $P sites

@@ -83,6 +83,7 @@ eq "its middle reads zeros" "$(dd if="$M/big/sparse" bs=1M skip=300 count=4 stat
 eq "its end" "$(tail -c 1000 "$M/big/sparse" | sha256sum)" "$(sha256sum <"$T/src/small")"
 ok "write at 2^40" dd if="$T/src/small" of="$M/big/far" bs=1 count=10 seek=$((1<<40)) status=none
 eq "size 2^40 + 10" "$(stat -c %s "$M/big/far")" "$(( (1<<40) + 10 ))"
+lt "du of the 1 TiB file holding 10 bytes (KiB)" "$(du -k "$M/big/far" | cut -f1)" 8192
 nok "write at 2^44" "too large" dd if="$T/src/small" of="$M/big/far" bs=1 count=1 seek=$((1<<44)) \
     conv=notrunc status=none
 

@@ -376,6 +376,7 @@ static void setup()
     r2.fs_drop = r2_fs_drop;
     r2.site_drain = r2_site;
     r2.site_remove = r2_site;
+    r2.site_leave = r2_site;
     r2.alloc_uuids = r2_alloc;
     xt_log_set_level(XT_LOG_ERROR);
 #ifdef POM_FUZZ_REAL_SERVICES

@@ -259,6 +259,7 @@ static void gen_r2()
     s.site_id = 2;
     { Out o; R2Client(o.prot).send_site_drain(s); put("r2-drain", 2, o); }
     { Out o; R2Client(o.prot).send_site_remove(s); put("r2-remove", 2, o); }
+    { Out o; R2Client(o.prot).send_site_leave(s); put("r2-leave", 2, o); }
     RangeReq g;
     g.hdr = hdr();
     g.site_id = 1;

@@ -11,6 +11,9 @@
  *  - ring 1 open before the first MDS, frozen after it (a new MDSL stays
  *    out, drain/remove of its sites refused, prev_id keeps a place, also
  *    after a reload); random histories never change a frozen ring 1;
+ *  - clients: a site leave deletes the record at once (servers may not
+ *    leave); a silent client goes TRANSIENT, never FAILED, and is deleted
+ *    after the client expiry; mounts count only the clients in the view;
  *  - views: deltas carry exactly the sections changed after `since`;
  *  - leadership: -EREMOTE when not leading; a lost compare-and-set on
  *    /r2/view (another R2 wrote) gives -EREMOTE, then a reload, then work;
@@ -58,8 +61,8 @@ static void fx_open(struct fixture *f)
 {
     assert_int_equal(r2_store_embedded_open(f->dir, &f->store), 0);
     struct r2_mgr_opts o = { .store = f->store, .self_addr = "127.0.0.1:9", .hb_interval_ms = 100,
-                             .fail_after = 3, .no_thread = true, .clock = test_clock,
-                             .vnodes = 16 };
+                             .fail_after = 3, .client_expire_ms = 1000, .no_thread = true,
+                             .clock = test_clock, .vnodes = 16 };
     assert_int_equal(r2_mgr_new(&o, &f->m), 0);
 }
 
@@ -658,6 +661,72 @@ static void test_deltas(void **state)
     assert_false(has); /* the flush did not change the view version */
 }
 
+static uint32_t mounts_of(r2_mgr *m, const char *fs)
+{
+    struct xt_fs_info *fi;
+    size_t n;
+    assert_int_equal(r2_mgr_fs_list(m, fs, &fi, &n), 0);
+    assert_int_equal(n, 1);
+    uint32_t k = fi[0].mounts;
+    xt_fs_info_free_array(fi, n);
+    return k;
+}
+
+static void test_clients(void **state)
+{
+    struct fixture *f = *state;
+    lead(f);
+    assert_int_equal(r2_mgr_fs_create(f->m, "one", NULL, NULL, NULL), 0);
+    uint32_t mds, c, d;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, &mds, NULL),
+                     0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "c", 0, 0, "one", &c, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "d", 0, 0, "one", &d, NULL), 0);
+    assert_int_equal(mounts_of(f->m, "one"), 2);
+
+    /* A clean unmount: gone at once, its mount no longer counts. */
+    assert_int_equal(r2_mgr_site_leave(f->m, c), 0);
+    assert_int_equal(state_of(f->m, c), 0);
+    assert_int_equal(mounts_of(f->m, "one"), 1);
+    bool has;
+    struct xt_view v;
+    assert_int_equal(r2_mgr_heartbeat(f->m, c, 0, 0, NULL, 0, NULL, &has, &v), -ENOENT);
+    assert_int_equal(r2_mgr_site_leave(f->m, c), -ENOENT);
+    /* Servers do not leave: they drain. */
+    assert_int_equal(r2_mgr_site_leave(f->m, mds), -EINVAL);
+    assert_int_equal(state_of(f->m, mds), XT_SITE_UP);
+
+    /* d goes silent (the MDS beats): TRANSIENT after one interval + slack
+     * (150 ms), never FAILED (a server fails after 350 ms), deleted after
+     * the client expiry (1000 ms). */
+    int saw_transient = 0;
+    for (int step = 1; step <= 25; step++) {
+        g_clock += 50 * MS;
+        assert_int_equal(r2_mgr_heartbeat(f->m, mds, 0, 0, NULL, 0, NULL, &has, &v), 0);
+        xt_view_free(&v);
+        r2_mgr_tick(f->m);
+        int st = state_of(f->m, d);
+        if (step <= 3)
+            assert_int_equal(st, XT_SITE_UP);
+        else if (step <= 20)
+            assert_int_equal(st, XT_SITE_TRANSIENT);
+        else
+            assert_int_equal(st, 0);
+        saw_transient += st == XT_SITE_TRANSIENT;
+        assert_int_equal(mounts_of(f->m, "one"), step <= 20 ? 1 : 0);
+        assert_int_equal(state_of(f->m, mds), XT_SITE_UP);
+    }
+    assert_true(saw_transient > 0);
+    /* The expiry is in the store: a reload does not bring d back, and its
+     * next heartbeat asks it to register again. */
+    fx_close(f);
+    fx_open(f);
+    lead(f);
+    assert_int_equal(state_of(f->m, d), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, d, 0, 0, NULL, 0, NULL, &has, &v), -ENOENT);
+    assert_int_equal(mounts_of(f->m, "one"), 0);
+}
+
 /* ---- leadership ----------------------------------------------------------------- */
 
 static void test_leadership(void **state)
@@ -796,6 +865,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ring1_empty_not_frozen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ring1_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deltas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leadership, setup, teardown),
         cmocka_unit_test_setup_teardown(test_self_pause, setup, teardown),
         cmocka_unit_test_setup_teardown(test_alloc_failures, setup, teardown),

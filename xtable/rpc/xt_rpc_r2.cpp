@@ -596,6 +596,11 @@ int xt_r2_site_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id)
     R2_CALL(site_remove, SiteReq, SiteResp, { req.site_id = (int32_t)site_id; }, {});
 }
 
+int xt_r2_site_leave(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id)
+{
+    R2_CALL(site_leave, SiteReq, SiteResp, { req.site_id = (int32_t)site_id; }, {});
+}
+
 int xt_r2_alloc_uuids(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                       uint64_t count, uint64_t *lo, uint64_t *hi)
 {
@@ -752,6 +757,12 @@ public:
         xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
         resp.status = ops_->site_remove ? ops_->site_remove(ctx_, &rc, (uint32_t)req.site_id)
                                         : -ENOSYS;
+    }
+    void site_leave(SiteResp &resp, const SiteReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = ops_->site_leave ? ops_->site_leave(ctx_, &rc, (uint32_t)req.site_id)
+                                       : -ENOSYS;
     }
     void alloc_uuids(RangeResp &resp, const RangeReq &req) override
     {

@@ -176,6 +176,8 @@ int xt_r2_fs_rotate_key(xt_rpc_pool *p, const xt_rpc_call *call, const char *nam
                         struct xt_fs_info *out);
 int xt_r2_site_drain(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id);
 int xt_r2_site_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id);
+/* A client site leaves the view (its mount ends); servers use drain/remove. */
+int xt_r2_site_leave(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id);
 /* [*lo, *hi): count uuids for this MDS alone. */
 int xt_r2_alloc_uuids(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                       uint64_t count, uint64_t *lo, uint64_t *hi);
@@ -204,6 +206,7 @@ struct xt_r2_ops {
                          struct xt_fs_info *out);
     int (*site_drain)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id);
     int (*site_remove)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id);
+    int (*site_leave)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id);
     int (*alloc_uuids)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t count,
                        uint64_t *lo, uint64_t *hi);
 };
