@@ -50,6 +50,7 @@ struct conf {
     char *fsname;           /* -o fs=NAME (R2) */
     char *blob;             /* -o blob=DIR[:DIR...] (blob tier, local backend) */
     char *keyfile;          /* -o keyfile=PATH (docs/security.md) */
+    char *tls_ca, *tls_cert, *tls_key; /* -o tls_ca=,tls_cert=,tls_key= (PEM paths) */
     double attr_timeout, entry_timeout;
     unsigned reclaim, reclaim_grace; /* -o reclaim=S,reclaim_grace=S (seconds) */
     int soft;               /* -o soft (1) / -o hard (0, the default) */
@@ -68,6 +69,9 @@ static const struct fuse_opt opt_spec[] = {
     OPT("fs=%s", fsname),
     OPT("blob=%s", blob),
     OPT("keyfile=%s", keyfile),
+    OPT("tls_ca=%s", tls_ca),
+    OPT("tls_cert=%s", tls_cert),
+    OPT("tls_key=%s", tls_key),
     OPT("attr_timeout=%lf", attr_timeout),
     OPT("entry_timeout=%lf", entry_timeout),
     OPT("reclaim=%u", reclaim),
@@ -132,6 +136,10 @@ static void usage(FILE *f, const char *prog)
             "                        overrides the fs record's blob path\n"
             "  -o keyfile=PATH       the key to prove: the fs's client key (pomctl fs key)\n"
             "                        or the cluster key; none: unauthenticated clusters only\n"
+            "  -o tls_ca=PATH,tls_cert=PATH,tls_key=PATH\n"
+            "                        TLS to a cluster whose daemons run with TLS: the CA\n"
+            "                        that signs its certificates, this client's certificate\n"
+            "                        and key (PEM, all three)\n"
             "  -o reclaim=S          seconds between passes of the orphan tract-set\n"
             "                        reclaimer (default 600; 0: none, leases only)\n"
             "  -o reclaim_grace=S    age an orphan tract set must reach before the\n"
@@ -372,7 +380,10 @@ int main(int argc, char *argv[])
     struct pom_opts popts = { .soft_ms = !c.soft ? 0
                                          : c.timeout > 0 ? XT_MAX((int)(c.timeout * 1000), 1)
                                                          : 30000,
-                              .keyfile = c.keyfile };
+                              .keyfile = c.keyfile,
+                              .tls_ca = c.tls_ca,
+                              .tls_cert = c.tls_cert,
+                              .tls_key = c.tls_key };
     pf.attr_timeout = c.attr_timeout;
     pf.entry_timeout = c.entry_timeout;
     int rc;
@@ -460,6 +471,9 @@ out:
     free(c.fsname);
     free(c.blob);
     free(c.keyfile);
+    free(c.tls_ca);
+    free(c.tls_cert);
+    free(c.tls_key);
     fuse_opt_free_args(&args);
     /* A child that did not mount: the parent returns its exit status. */
     if (notify >= 0)
