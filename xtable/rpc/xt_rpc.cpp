@@ -70,9 +70,11 @@ struct ThriftLogRoute {
     ThriftLogRoute() { apache::thrift::GlobalOutput.setOutputFunction(thrift_to_log); }
 } thrift_log_route;
 
-/* Thrift's factory keeps its SSL_CTX to itself; the key check needs it. */
+/* Thrift's factory keeps its SSL_CTX to itself; the key check and the
+ * version floor need it. SSLTLS negotiates up to TLS 1.3 (Thrift's LATEST
+ * pins TLS 1.2); the floor is TLS 1.2. */
 struct TlsFactory : public TSSLSocketFactory {
-    TlsFactory() : TSSLSocketFactory(LATEST) {}
+    TlsFactory() : TSSLSocketFactory(SSLTLS) {}
     SSL_CTX *raw() { return ctx_->get(); }
 };
 
@@ -128,6 +130,7 @@ int xt_rpc_tls_new(const struct xt_rpc_tls_opts *o, xt_rpc_tls **out)
     const char *what = o->cert;
     try {
         auto f = std::make_shared<TlsFactory>();
+        SSL_CTX_set_min_proto_version(f->raw(), TLS1_2_VERSION);
         f->loadCertificate(o->cert);
         what = o->key;
         f->loadPrivateKey(o->key);

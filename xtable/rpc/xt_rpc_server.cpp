@@ -331,7 +331,7 @@ static void peer_name(const SConn *c, char *buf, size_t cap)
 /* The result n of SSL_read/SSL_write on c as recv(2)/send(2) would give
  * it: > 0 bytes, 0 at the end, -1 with errno (EAGAIN with c->tls_want
  * set when the SSL waits for the socket; invariant 10). */
-static ssize_t tls_result(xt_rpc_server *s, SConn *c, int n)
+static ssize_t tls_result(SConn *c, int n)
 {
     if (n > 0) {
         c->tls_want = 0;
@@ -357,23 +357,22 @@ static ssize_t tls_result(xt_rpc_server *s, SConn *c, int n)
     } else {
         XT_DBG("rpc: TLS error on a connection: %s", ERR_reason_error_string(err));
     }
-    (void)s;
     errno = EPROTO;
     return -1;
 }
 
-static ssize_t conn_recv(xt_rpc_server *s, SConn *c, void *buf, size_t len)
+static ssize_t conn_recv(SConn *c, void *buf, size_t len)
 {
     if (!c->ssl)
         return recv(c->fd, buf, len, MSG_DONTWAIT);
-    return tls_result(s, c, SSL_read(c->ssl, buf, (int)std::min(len, (size_t)INT_MAX)));
+    return tls_result(c, SSL_read(c->ssl, buf, (int)std::min(len, (size_t)INT_MAX)));
 }
 
-static ssize_t conn_send(xt_rpc_server *s, SConn *c, const void *buf, size_t len)
+static ssize_t conn_send(SConn *c, const void *buf, size_t len)
 {
     if (!c->ssl)
         return send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    return tls_result(s, c, SSL_write(c->ssl, buf, (int)std::min(len, (size_t)INT_MAX)));
+    return tls_result(c, SSL_write(c->ssl, buf, (int)std::min(len, (size_t)INT_MAX)));
 }
 
 /* Sends what the socket takes of c's queued reply. Returns 1 once it is
@@ -384,7 +383,7 @@ static int flush_out(xt_rpc_server *s, SConn *c)
     uint32_t len;
     c->out->getBuffer(&p, &len);
     while (c->out_off < len) {
-        ssize_t w = conn_send(s, c, p + c->out_off, len - c->out_off);
+        ssize_t w = conn_send(c, p + c->out_off, len - c->out_off);
         if (w > 0) {
             c->out_off += (size_t)w;
             continue;
@@ -401,19 +400,19 @@ static int flush_out(xt_rpc_server *s, SConn *c)
 
 /* Sends one small handshake frame whole, or fails: the socket of a
  * connection that sent only a HELLO has room for 76 bytes. */
-static int send_small(xt_rpc_server *s, SConn *c, const uint8_t *body, uint32_t len)
+static int send_small(SConn *c, const uint8_t *body, uint32_t len)
 {
     uint8_t f[4 + XT_AUTH_CHALLENGE_LEN];
     assert(len <= XT_AUTH_CHALLENGE_LEN);
     uint32_t be = htonl(len);
     memcpy(f, &be, 4);
     memcpy(f + 4, body, len);
-    ssize_t n = conn_send(s, c, f, 4 + len);
+    ssize_t n = conn_send(c, f, 4 + len);
     return n == (ssize_t)(4 + len) ? 0 : -EPIPE;
 }
 
 /* Answers a HELLO with a CHALLENGE (status st, and with a key our proof). */
-static int send_challenge(xt_rpc_server *s, SConn *c, int32_t st, const uint8_t *key)
+static int send_challenge(SConn *c, int32_t st, const uint8_t *key)
 {
     uint8_t ch[XT_AUTH_CHALLENGE_LEN];
     memset(ch, 0, sizeof ch);
@@ -426,7 +425,7 @@ static int send_challenge(xt_rpc_server *s, SConn *c, int32_t st, const uint8_t 
         memcpy(ch + 8, c->snonce, XT_AUTH_NONCE_LEN);
         xt_auth_proof(key, 1, c->hello, c->snonce, ch + 40);
     }
-    return send_small(s, c, ch, sizeof ch);
+    return send_small(c, ch, sizeof ch);
 }
 
 /* One handshake frame of c (invariant 8). Returns 0, 1 when the frame is a
@@ -449,12 +448,12 @@ static int handle_auth(xt_rpc_server *s, SConn *c, const uint8_t *body, uint32_t
         memcpy(c->hello, body, XT_AUTH_HELLO_LEN);
         if (!s->has_key) {
             c->auth = kAuthDone;
-            return send_challenge(s, c, 0, nullptr);
+            return send_challenge(c, 0, nullptr);
         }
         if (h.role == XT_AUTH_NONE) {
             peer_name(c, peer, sizeof peer);
             XT_WARN_RL(1000, "rpc: authentication failed: %s has no key", peer);
-            send_challenge(s, c, -ENOKEY, nullptr);
+            send_challenge(c, -ENOKEY, nullptr);
             return -EACCES;
         }
         if (h.role == XT_AUTH_CLIENT) {
@@ -466,7 +465,7 @@ static int handle_auth(xt_rpc_server *s, SConn *c, const uint8_t *body, uint32_t
                  * client retries (xt_rpc.cpp pool_connect). */
                 XT_DBG("rpc: client key of fs %d generation %llu unknown here yet",
                        (int)h.fsid, (unsigned long long)h.gen);
-                send_challenge(s, c, -EAGAIN, nullptr);
+                send_challenge(c, -EAGAIN, nullptr);
                 return -EACCES;
             }
             if (grc < 0) {
@@ -474,7 +473,7 @@ static int handle_auth(xt_rpc_server *s, SConn *c, const uint8_t *body, uint32_t
                 XT_WARN_RL(1000, "rpc: authentication failed: %s has a client key of fs %d, "
                            "which this server does not take (%s)", peer, (int)h.fsid,
                            strerror(-grc));
-                send_challenge(s, c, grc, nullptr);
+                send_challenge(c, grc, nullptr);
                 return -EACCES;
             }
             xt_auth_client_key(s->key, h.fsid, gen, c->key);
@@ -484,7 +483,7 @@ static int handle_auth(xt_rpc_server *s, SConn *c, const uint8_t *body, uint32_t
         }
         c->role = h.role;
         c->auth = kAuthProof;
-        return send_challenge(s, c, 0, c->key);
+        return send_challenge(c, 0, c->key);
     }
     assert(c->auth == kAuthProof);
     if (len == XT_AUTH_PROOF_LEN && memcmp(body, "POMP", 4) == 0 &&
@@ -541,7 +540,7 @@ static int handle_frame(xt_rpc_server *s, Worker *w, SConn *c, uint8_t *body, ui
     memcpy(out, &blen, 4);
     size_t sent = 0;
     while (sent < olen) {
-        ssize_t n = conn_send(s, c, out + sent, olen - sent);
+        ssize_t n = conn_send(c, out + sent, olen - sent);
         if (n > 0)
             sent += (size_t)n;
         else if (n < 0 && errno == EINTR)
@@ -644,7 +643,7 @@ static int tls_start(xt_rpc_server *s, SConn *c)
         peer_name(c, peer, sizeof peer);
         XT_WARN_RL(1000, "rpc: closing a plain connection from %s: this server takes TLS "
                    "only", peer);
-        send_challenge(s, c, -EPROTONOSUPPORT, nullptr);
+        send_challenge(c, -EPROTONOSUPPORT, nullptr);
         return -EPROTONOSUPPORT;
     }
     c->ssl = SSL_new(s->tls);
@@ -691,7 +690,7 @@ static int serve_conn(xt_rpc_server *s, Worker *w, SConn *c)
             dst = w->scratch.data();
             space = w->scratch.size();
         }
-        ssize_t r = conn_recv(s, c, dst, space);
+        ssize_t r = conn_recv(c, dst, space);
         if (r == 0)
             return -ECONNRESET;
         if (r < 0) {
@@ -959,6 +958,7 @@ static int tls_server_ctx(const xt_rpc_server_opts *o, SSL_CTX **out)
      * and is sent from its offset (invariant 4). */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_num_tickets(ctx, 0); /* clients do not resume sessions */
     *out = ctx;
     return 0;
 }
