@@ -490,15 +490,11 @@ static int default_key(struct pomctl *ctl)
 /* --tls-ca/--tls-cert/--tls-key: the TLS context of every connection. */
 static int use_tls(struct pomctl *ctl)
 {
-    if (!ctl->tls_ca && !ctl->tls_cert && !ctl->tls_key)
-        return 0;
-    if (!ctl->tls_ca || !ctl->tls_cert || !ctl->tls_key)
-        return pomctl_usage_err(ctl, NULL, "TLS wants all of --tls-ca, --tls-cert, --tls-key");
     struct xt_rpc_tls_opts to = { .ca = ctl->tls_ca, .cert = ctl->tls_cert,
                                   .key = ctl->tls_key };
     xt_rpc_tls *t;
     if (xt_rpc_tls_new(&to, &t) < 0)
-        return POMCTL_EUSAGE; /* said why on stderr */
+        return POMCTL_EUSAGE; /* said why on stderr: --tls-ca, --tls-cert, --tls-key */
     xt_rpc_set_tls(t);
     xt_rpc_tls_free(t);
     return 0;

@@ -75,15 +75,11 @@ static int load_cred(const struct pom_opts *opts, struct xt_auth_cred *cred)
 /* The TLS context of opts into *tls (NULL: none; xt_rpc_tls_free). */
 static int load_tls(const struct pom_opts *opts, xt_rpc_tls **tls)
 {
-    *tls = NULL;
-    if (!opts || (!opts->tls_ca && !opts->tls_cert && !opts->tls_key))
-        return 0;
-    struct xt_rpc_tls_opts to = { .ca = opts->tls_ca, .cert = opts->tls_cert,
-                                  .key = opts->tls_key };
-    int rc = xt_rpc_tls_new(&to, tls);
-    if (rc == -EINVAL)
-        XT_ERR("TLS wants all of tls_ca, tls_cert and tls_key");
-    return rc;
+    struct xt_rpc_tls_opts to = { 0 };
+    if (opts)
+        to = (struct xt_rpc_tls_opts){ .ca = opts->tls_ca, .cert = opts->tls_cert,
+                                       .key = opts->tls_key };
+    return xt_rpc_tls_new(&to, tls);
 }
 
 static struct xt_rpc_pool_opts pool_opts(const struct pom_opts *opts,

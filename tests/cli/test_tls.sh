@@ -162,7 +162,7 @@ refused "a TLS client to a plain R2" "TLS with .* failed" \
 
 # ---- flags ---------------------------------------------------------------------------
 out=$("$R2BIN" --data r2x --key-file k.key --tls-cert site.crt 2>&1)
-[ $? -ne 0 ] && echo "$out" | grep -q "all of --tls-cert" &&
+[ $? -ne 0 ] && echo "$out" | grep -q "TLS wants all three" &&
     pass "a daemon with only --tls-cert refuses to start" || fail "partial TLS flags: $out"
 out=$("$R2BIN" --data r2x --key-file k.key --tls-ca ca.crt --tls-cert site.crt \
     --tls-key client.key 2>&1)

@@ -70,18 +70,32 @@ struct ThriftLogRoute {
     ThriftLogRoute() { apache::thrift::GlobalOutput.setOutputFunction(thrift_to_log); }
 } thrift_log_route;
 
-/* Thrift's factory keeps its SSL_CTX to itself; the key check and the
- * version floor need it. SSLTLS negotiates up to TLS 1.3 (Thrift's LATEST
- * pins TLS 1.2); the floor is TLS 1.2. */
+/* Thrift's factory keeps its SSL_CTX to itself; the key check, the
+ * version floor and sockets with our frame limits (TlsSocket) need it.
+ * SSLTLS negotiates up to TLS 1.3 (Thrift's LATEST pins TLS 1.2); the
+ * floor is TLS 1.2. The factory also keeps OpenSSL initialized. */
 struct TlsFactory : public TSSLSocketFactory {
     TlsFactory() : TSSLSocketFactory(SSLTLS) {}
     SSL_CTX *raw() { return ctx_->get(); }
+    const std::shared_ptr<SSLContext> &ctx() const { return ctx_; }
+};
+
+/* A client TSSLSocket with a configuration of ours: the factory's
+ * createSocket takes none, and a reply may be up to XT_RPC_MAX_FRAME. */
+struct TlsSocket : public TSSLSocket {
+    TlsSocket(const std::shared_ptr<SSLContext> &ctx, const std::string &host, int port,
+              const std::shared_ptr<TConfiguration> &cfg)
+        : TSSLSocket(ctx, host, port, cfg) {}
 };
 
 } // namespace
 
 struct xt_rpc_tls {
     std::shared_ptr<TlsFactory> f;
+    /* The server's certificate must name the host dialled (a DNS or IP
+     * subjectAltName): a certificate signed by the CA for another site
+     * does not pass. */
+    std::shared_ptr<AccessManager> names = std::make_shared<DefaultClientAccessManager>();
     std::atomic<int> refs{1};
 };
 
@@ -122,8 +136,12 @@ static xt_rpc_tls *g_tls; /* xt_rpc_set_tls: set before any pool */
 int xt_rpc_tls_new(const struct xt_rpc_tls_opts *o, xt_rpc_tls **out)
 {
     *out = nullptr;
-    if (!o || !o->ca || !o->cert || !o->key)
+    if (!o || (!o->ca && !o->cert && !o->key))
+        return 0;
+    if (!o->ca || !o->cert || !o->key) {
+        fprintf(stderr, "TLS wants all three: the CA, a certificate and its key\n");
         return -EINVAL;
+    }
     struct sigaction sa;
     if (sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL)
         signal(SIGPIPE, SIG_IGN);
@@ -140,10 +158,6 @@ int xt_rpc_tls_new(const struct xt_rpc_tls_opts *o, xt_rpc_tls **out)
         what = o->ca;
         f->loadTrustedCertificates(o->ca);
         f->authenticate(true);
-        /* The server's certificate must name the host dialled (a DNS or IP
-         * subjectAltName): a certificate signed by the CA for another site
-         * does not pass. */
-        f->access(std::make_shared<DefaultClientAccessManager>());
         xt_rpc_tls *t = new xt_rpc_tls;
         t->f = std::move(f);
         *out = t;
@@ -375,10 +389,13 @@ static int connect_once(xt_rpc_pool *p, Conn *c)
          * limit of the C++ runtime would cut them. */
         static const auto cfg = std::make_shared<apache::thrift::TConfiguration>(
             XT_RPC_MAX_FRAME, XT_RPC_MAX_FRAME);
-        if (p->tls)
-            c->sock = p->tls->f->createSocket(p->host, p->port);
-        else
+        if (p->tls) {
+            auto ts = std::make_shared<TlsSocket>(p->tls->f->ctx(), p->host, p->port, cfg);
+            ts->access(p->tls->names);
+            c->sock = std::move(ts);
+        } else {
             c->sock = std::make_shared<TSocket>(p->host, p->port, cfg);
+        }
         c->sock->setConnTimeout(p->connect_timeout_ms);
         c->sock->setNoDelay(true);
         c->sock->setLinger(false, 0);

@@ -208,14 +208,15 @@ struct xt_rpc_pool_opts {
 /* A client TLS context (invariant 6): the certificate and key a
  * connection presents and the CA its server's certificate must chain to. */
 struct xt_rpc_tls_opts {
-    const char *ca, *cert, *key; /* PEM file paths, all three required */
+    const char *ca, *cert, *key; /* PEM file paths: all three, or none */
 };
 typedef struct xt_rpc_tls xt_rpc_tls;
 
-/* Loads and checks the files of o into a new context (reference count 1).
- * Ignores SIGPIPE if it is at its default: OpenSSL writes to sockets with
- * write(2). Returns 0, or -EINVAL (missing path) or -EKEYREJECTED (a file
- * unreadable or not matching; said on stderr). */
+/* Loads and checks the files of o into a new context (reference count 1);
+ * none named (or o NULL): *out NULL, no TLS. Ignores SIGPIPE if it is at
+ * its default: OpenSSL writes to sockets with write(2). Returns 0, or
+ * -EINVAL (one or two paths of three) or -EKEYREJECTED (a file unreadable
+ * or not matching), said on stderr. */
 int xt_rpc_tls_new(const struct xt_rpc_tls_opts *o, xt_rpc_tls **out);
 /* Another reference to t (returned); each is dropped by xt_rpc_tls_free. */
 xt_rpc_tls *xt_rpc_tls_ref(xt_rpc_tls *t);

@@ -67,17 +67,13 @@ static bool is_loopback(const char *host)
  * present the same certificate. */
 static int tls_flags_done(const struct xt_rpc_server_opts *o, const char *prog)
 {
-    if (!o->tls_cert && !o->tls_key && !o->tls_ca)
-        return 0;
-    if (!o->tls_cert || !o->tls_key || !o->tls_ca) {
-        fprintf(stderr, "%s: TLS wants all of --tls-cert, --tls-key and --tls-ca\n", prog);
-        return -EINVAL;
-    }
     struct xt_rpc_tls_opts to = { .ca = o->tls_ca, .cert = o->tls_cert, .key = o->tls_key };
     xt_rpc_tls *t;
     int rc = xt_rpc_tls_new(&to, &t);
-    if (rc < 0)
+    if (rc < 0) {
+        fprintf(stderr, "%s: --tls-cert, --tls-key, --tls-ca: see above\n", prog);
         return rc;
+    }
     xt_rpc_set_tls(t);
     xt_rpc_tls_free(t);
     return 0;
