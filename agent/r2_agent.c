@@ -200,7 +200,7 @@ static int target_add(r2_agent *a, const char *addr, size_t *idx)
                                    .connect_timeout_ms = (int)XT_MIN(a->call_ms, 2000u),
                                    .call_timeout_ms = (int)a->call_ms,
                                    .backoff_min_ms = 20, .backoff_max_ms = 500,
-                                   .cred = a->o.cred };
+                                   .cred = a->o.cred, .tls = a->o.tls };
     struct target *t = &a->targets[a->ntargets];
     int rc = xt_rpc_pool_new(&po, &t->pool);
     if (rc < 0)
@@ -415,6 +415,7 @@ static void agent_free(r2_agent *a)
     xt_free(a->id_file);
     pthread_cond_destroy(&a->cv);
     pthread_mutex_destroy(&a->mu);
+    xt_rpc_tls_free(a->o.tls);
     xt_free(a);
 }
 
@@ -430,6 +431,7 @@ int r2_agent_start(const struct r2_agent_opts *o, r2_agent **out)
     if (!a)
         return -ENOMEM;
     a->o = *o;
+    a->o.tls = xt_rpc_tls_ref(o->tls);
     if (o->cred) {
         a->cred = *o->cred;
         a->o.cred = &a->cred;

@@ -81,6 +81,8 @@ struct r2_agent_opts {
     void *ring1_arg;
     const struct xt_auth_cred *cred; /* what its connections prove (copied);
                                         NULL: the process's (xt_rpc_set_cred) */
+    struct xt_rpc_tls *tls;   /* TLS of its connections (the agent takes a
+                                 reference); NULL: the process's (xt_rpc_set_tls) */
 };
 
 /* Starts the agent thread (it registers in the background). *out is freed

@@ -6,7 +6,9 @@
  * length-prefixed message and wait for the echo. Rounds of the two are
  * interleaved and the median of the rounds is reported, because this
  * machine is shared and noisy. The ratio rpc/raw is the number to watch
- * (target: <= 1.5).
+ * (target: <= 1.5). Then the cost of authentication and of TLS: a fresh
+ * connection and calls on an open one against an open server, a keyed
+ * one and a keyed one over TLS (certificates made with openssl(1)).
  *
  * Then authentication (docs/security.md): a server with a cluster key
  * beside one in open mode (both 1 thread): the cost of a new connection
@@ -144,13 +146,14 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Mean ns of a fresh connection: pool, handshake, one ping, close. */
-static double connect_round(int port, const struct xt_auth_cred *cred, int n)
+/* Mean ns of a fresh connection: pool, handshakes, one ping, close. */
+static double connect_round(int port, const struct xt_auth_cred *cred, xt_rpc_tls *tls, int n)
 {
     char buf[64];
     uint64_t t0 = xt_mono_ns();
     for (int i = 0; i < n; i++) {
-        struct xt_rpc_pool_opts po = { .host = "127.0.0.1", .port = port, .cred = cred };
+        struct xt_rpc_pool_opts po = { .host = "127.0.0.1", .port = port, .cred = cred,
+                                       .tls = tls };
         xt_rpc_pool *p;
         size_t got;
         int rc = xt_rpc_pool_new(&po, &p);
@@ -171,7 +174,47 @@ static double median(double *v, int n)
     return v[n / 2];
 }
 
-/* Keyed beside open servers: connect cost and per-call cost. */
+/* A CA and one certificate for 127.0.0.1 (ca.crt, site.crt, site.key) in
+ * dir, by openssl(1). Returns 0, or -1 when openssl failed. */
+static int make_cert(const char *dir)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "(cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 "
+             "-nodes -keyout ca.key -subj /CN=ca -days 2 -out ca.crt && "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout site.key -subj /CN=site -out site.csr && "
+             "echo subjectAltName=IP:127.0.0.1 >site.ext && "
+             "openssl x509 -req -in site.csr -CA ca.crt -CAkey ca.key -CAcreateserial "
+             "-days 2 -extfile site.ext -out site.crt) >/dev/null 2>&1",
+             dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Servers and pools of one kind (open, keyed, keyed over TLS). */
+struct kind {
+    xt_rpc_server *s;
+    xt_rpc_pool *p;
+    const struct xt_auth_cred *cred;
+    xt_rpc_tls *tls;
+    double conn[16], call[16], big[16];
+};
+
+static void kind_start(struct kind *k, struct xt_rpc_server_opts *so,
+                       const struct xt_auth_cred *cred, xt_rpc_tls *tls)
+{
+    if (xt_rpc_serve_common(so, NULL, NULL, &k->s)) {
+        fprintf(stderr, "cannot start an rpc server\n");
+        exit(1);
+    }
+    k->cred = cred;
+    k->tls = tls;
+    struct xt_rpc_pool_opts po = { .host = "127.0.0.1", .port = xt_rpc_server_port(k->s),
+                                   .cred = cred, .tls = tls };
+    xt_rpc_pool_new(&po, &k->p);
+}
+
+/* Open, keyed and keyed+TLS servers: connect cost and per-call cost. */
 static void bench_auth(int iters, int rounds, char *buf)
 {
     struct xt_auth_cred cred = { .role = XT_AUTH_ADMIN };
@@ -179,45 +222,63 @@ static void bench_auth(int iters, int rounds, char *buf)
         fprintf(stderr, "no randomness for a key\n");
         exit(1);
     }
-    struct xt_rpc_server_opts ok = { .io_threads = 1, .key = cred.key };
-    struct xt_rpc_server_opts oo = { .io_threads = 1 };
-    xt_rpc_server *sk, *so;
-    if (xt_rpc_serve_common(&ok, NULL, NULL, &sk) || xt_rpc_serve_common(&oo, NULL, NULL, &so)) {
-        fprintf(stderr, "cannot start rpc servers\n");
+    char dir[] = "/tmp/bench-rpc-tls-XXXXXX", ca[64], crt[64], key[64];
+    if (!mkdtemp(dir) || make_cert(dir) < 0) {
+        fprintf(stderr, "openssl could not make a certificate in %s\n", dir);
         exit(1);
     }
-    int pk = xt_rpc_server_port(sk), pn = xt_rpc_server_port(so);
-    struct xt_rpc_pool_opts pok = { .host = "127.0.0.1", .port = pk, .cred = &cred };
-    struct xt_rpc_pool_opts poo = { .host = "127.0.0.1", .port = pn };
-    xt_rpc_pool *ck, *co;
-    xt_rpc_pool_new(&pok, &ck);
-    xt_rpc_pool_new(&poo, &co);
-    int nconn = iters / 10 + 1;
-    double ck_ns[16], co_ns[16], callk[16], callo[16];
-    connect_round(pk, &cred, nconn / 10 + 1); /* warm up */
-    connect_round(pn, NULL, nconn / 10 + 1);
-    rpc_round(ck, buf, 64, iters / 10 + 1);
-    rpc_round(co, buf, 64, iters / 10 + 1);
-    for (int r = 0; r < rounds; r++) {
-        ck_ns[r] = connect_round(pk, &cred, nconn);
-        co_ns[r] = connect_round(pn, NULL, nconn);
-        callk[r] = rpc_round(ck, buf, 64, iters);
-        callo[r] = rpc_round(co, buf, 64, iters);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    snprintf(crt, sizeof crt, "%s/site.crt", dir);
+    snprintf(key, sizeof key, "%s/site.key", dir);
+    struct xt_rpc_tls_opts to = { .ca = ca, .cert = crt, .key = key };
+    xt_rpc_tls *tls;
+    if (xt_rpc_tls_new(&to, &tls)) {
+        fprintf(stderr, "cannot load the TLS context\n");
+        exit(1);
     }
-    double a = median(ck_ns, rounds), b = median(co_ns, rounds);
-    double c = median(callk, rounds), d = median(callo, rounds);
-    printf("\n# Authentication: keyed vs open server, 1 thread, loopback, 64 B ping (median of %d)\n",
-           rounds);
-    printf("| | open us | keyed (HMAC-SHA256 handshake) us | ratio |\n");
-    printf("|---|---:|---:|---:|\n");
-    printf("| new connection + first call (%d per round) | %.1f | %.1f | %.2f |\n", nconn,
-           b / 1e3, a / 1e3, a / b);
-    printf("| call on an open connection (%d per round) | %.1f | %.1f | %.2f |\n", iters,
-           d / 1e3, c / 1e3, c / d);
-    xt_rpc_pool_free(ck);
-    xt_rpc_pool_free(co);
-    xt_rpc_server_stop(sk);
-    xt_rpc_server_stop(so);
+    struct xt_rpc_server_opts oo = { .io_threads = 1 };
+    struct xt_rpc_server_opts ok = { .io_threads = 1, .key = cred.key };
+    struct xt_rpc_server_opts ot = { .io_threads = 1, .key = cred.key, .tls_cert = crt,
+                                     .tls_key = key, .tls_ca = ca };
+    struct kind k[3];
+    memset(k, 0, sizeof k);
+    kind_start(&k[0], &oo, NULL, NULL);
+    kind_start(&k[1], &ok, &cred, NULL);
+    kind_start(&k[2], &ot, &cred, tls);
+    int nconn = iters / 20 + 1;
+    for (int i = 0; i < 3; i++) { /* warm up */
+        connect_round(xt_rpc_server_port(k[i].s), k[i].cred, k[i].tls, nconn / 10 + 1);
+        rpc_round(k[i].p, buf, 64, iters / 10 + 1);
+    }
+    for (int r = 0; r < rounds; r++)
+        for (int i = 0; i < 3; i++) {
+            k[i].conn[r] = connect_round(xt_rpc_server_port(k[i].s), k[i].cred, k[i].tls, nconn);
+            k[i].call[r] = rpc_round(k[i].p, buf, 64, iters);
+            k[i].big[r] = rpc_round(k[i].p, buf, 65536, iters / 10 + 1);
+        }
+    printf("\n# Authentication and TLS: open, keyed (HMAC-SHA256 handshake), keyed over TLS "
+           "(mutual, ECDSA P-256), 1 server thread, loopback (median of %d)\n", rounds);
+    printf("| | open us | keyed us | ratio | keyed + TLS us | ratio |\n");
+    printf("|---|---:|---:|---:|---:|---:|\n");
+    const char *what[3] = { "new connection + first call", "call on an open connection, 64 B",
+                            "call on an open connection, 64 KiB" };
+    int count[3] = { nconn, iters, iters / 10 + 1 };
+    for (int row = 0; row < 3; row++) {
+        double m[3];
+        for (int i = 0; i < 3; i++)
+            m[i] = median(row == 0 ? k[i].conn : row == 1 ? k[i].call : k[i].big, rounds);
+        printf("| %s (%d per round) | %.1f | %.1f | %.2f | %.1f | %.2f |\n", what[row],
+               count[row], m[0] / 1e3, m[1] / 1e3, m[1] / m[0], m[2] / 1e3, m[2] / m[0]);
+    }
+    for (int i = 0; i < 3; i++) {
+        xt_rpc_pool_free(k[i].p);
+        xt_rpc_server_stop(k[i].s);
+    }
+    xt_rpc_tls_free(tls);
+    char rm[96];
+    snprintf(rm, sizeof rm, "rm -rf %s", dir);
+    if (system(rm) != 0)
+        fprintf(stderr, "could not remove %s\n", dir);
 }
 
 int main(int argc, char **argv)

@@ -135,6 +135,10 @@ void pomctl_help(FILE *f, const char *cmd)
             "  --key-file F   the key to prove (default DIR/" XT_AUTH_KEY_FILE ", the cluster\n"
             "                 key `pomctl up` made, of --data DIR or, without --r2 and\n"
             "                 $POM_R2, of ~/.pomegranate; none there: no key)\n"
+            "  --tls-ca F, --tls-cert F, --tls-key F\n"
+            "                 TLS to a cluster whose daemons run with TLS: the CA that\n"
+            "                 signs its certificates, and pomctl's certificate and key\n"
+            "                 (PEM, all three; docs/security.md \"TLS\")\n"
             "  --json         print one JSON object instead of tables\n"
             "  --timeout MS   RPC timeout (default %d)\n"
             "\nexit codes: 0 ok, 1 the operation failed, 2 usage error, 3 R2\n"
@@ -176,7 +180,9 @@ static const char *default_hint(int rc)
 {
     switch (-rc) {
     case ENOKEY: return "R2 wants a key: give --data DIR or --key-file FILE";
-    case EKEYREJECTED: return "the key does not match the cluster's (--key-file, --data)";
+    case EKEYREJECTED: return "the key does not match the cluster's (--key-file, --data), "
+                              "or TLS failed (see above)";
+    case EPROTONOSUPPORT: return "R2 takes TLS only: give --tls-ca, --tls-cert and --tls-key";
     case EACCES: return "a client key may not do this: use the cluster key";
     case EREMOTE: return "no R2 leader is elected right now; retry in a few seconds";
     case ETIMEDOUT: return "R2 did not answer in time; retry, or raise --timeout";
@@ -483,6 +489,19 @@ static int default_key(struct pomctl *ctl)
     return access(path, F_OK) == 0 ? pomctl_use_key(ctl, path, false) : 0;
 }
 
+/* --tls-ca/--tls-cert/--tls-key: the TLS context of every connection. */
+static int use_tls(struct pomctl *ctl)
+{
+    struct xt_rpc_tls_opts to = { .ca = ctl->tls_ca, .cert = ctl->tls_cert,
+                                  .key = ctl->tls_key };
+    xt_rpc_tls *t;
+    if (xt_rpc_tls_new(&to, &t) < 0)
+        return POMCTL_EUSAGE; /* said why on stderr: --tls-ca, --tls-cert, --tls-key */
+    xt_rpc_set_tls(t);
+    xt_rpc_tls_free(t);
+    return 0;
+}
+
 static int run(struct pomctl *ctl, int argc, char **argv)
 {
     int i = 1;
@@ -506,6 +525,12 @@ static int run(struct pomctl *ctl, int argc, char **argv)
             if (!*v)
                 return pomctl_usage_err(ctl, NULL, "--key-file wants a file");
             ctl->key_file = v;
+        } else if ((v = opt_value(argc, argv, &i, "--tls-ca", &missing))) {
+            ctl->tls_ca = v;
+        } else if ((v = opt_value(argc, argv, &i, "--tls-cert", &missing))) {
+            ctl->tls_cert = v;
+        } else if ((v = opt_value(argc, argv, &i, "--tls-key", &missing))) {
+            ctl->tls_key = v;
         } else if ((v = opt_value(argc, argv, &i, "--timeout", &missing))) {
             char *end = NULL;
             long ms = strtol(v, &end, 10);
@@ -521,6 +546,8 @@ static int run(struct pomctl *ctl, int argc, char **argv)
     if (i >= argc)
         return pomctl_usage_err(ctl, NULL, "no command given");
     int kc = default_key(ctl);
+    if (!kc)
+        kc = use_tls(ctl);
     if (kc)
         return kc;
     const char *name = argv[i];

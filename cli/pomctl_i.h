@@ -42,6 +42,7 @@ struct pomctl {
     const char *addr_source;         /* where the addresses came from */
     const char *data_dir;            /* --data given before the command */
     const char *key_file;            /* --key-file given before the command */
+    const char *tls_ca, *tls_cert, *tls_key; /* --tls-* given before the command */
     bool has_cred;                   /* a key was loaded (pomctl_use_key) */
     struct xt_auth_cred cred;        /* the key every connection proves */
     bool json;

@@ -72,11 +72,22 @@ static int load_cred(const struct pom_opts *opts, struct xt_auth_cred *cred)
     return rc < 0 ? rc : 1;
 }
 
+/* The TLS context of opts into *tls (NULL: none; xt_rpc_tls_free). */
+static int load_tls(const struct pom_opts *opts, xt_rpc_tls **tls)
+{
+    struct xt_rpc_tls_opts to = { 0 };
+    if (opts)
+        to = (struct xt_rpc_tls_opts){ .ca = opts->tls_ca, .cert = opts->tls_cert,
+                                       .key = opts->tls_key };
+    return xt_rpc_tls_new(&to, tls);
+}
+
 static struct xt_rpc_pool_opts pool_opts(const struct pom_opts *opts,
-                                         const struct xt_auth_cred *cred)
+                                         const struct xt_auth_cred *cred, xt_rpc_tls *tls)
 {
     return (struct xt_rpc_pool_opts){
         .cred = cred,
+        .tls = tls,
         .max_idle = 32,
         .call_timeout_ms = opts && opts->call_timeout_ms > 0 ? opts->call_timeout_ms : 10000,
         .backoff_min_ms = 10, .backoff_max_ms = 500,
@@ -95,7 +106,7 @@ static int fs_new(uint32_t fsid, const struct pom_opts *opts, pom_route *route, 
     fs->route = route;
     fs->retry_ms = opts && opts->retry_ms > 0 ? opts->retry_ms : 30000;
     fs->soft_ms = opts && opts->soft_ms > 0 ? opts->soft_ms : 0;
-    fs->call_ms = pool_opts(opts, NULL).call_timeout_ms;
+    fs->call_ms = pool_opts(opts, NULL, NULL).call_timeout_ms;
     fs->up = (struct pom_up){ .restarted = up_restarted, .held = up_held };
     pthread_mutex_init(&fs->mu, NULL);
     pthread_mutex_init(&fs->alloc_mu, NULL);
@@ -126,9 +137,14 @@ int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid, const struct pom_o
     int has = load_cred(opts, &cred);
     if (has < 0)
         return has;
-    struct xt_rpc_pool_opts po = pool_opts(opts, has ? &cred : NULL);
+    xt_rpc_tls *tls;
+    int rc = load_tls(opts, &tls);
+    if (rc < 0)
+        return rc;
+    struct xt_rpc_pool_opts po = pool_opts(opts, has ? &cred : NULL, tls);
     pom_route *route;
-    int rc = pom_route_new_single(mds_addr, &po, &route);
+    rc = pom_route_new_single(mds_addr, &po, &route);
+    xt_rpc_tls_free(tls); /* the route holds its own reference */
     return rc < 0 ? rc : fs_new(fsid, opts, route, out);
 }
 
@@ -141,7 +157,8 @@ int pom_connect_mds(const char *mds_addr, uint32_t fsid, pom_fs **out)
  * view (MDS sites, ring 0): *v (xt_view_free) when 0. Followers answer
  * get_view and fs_list too, so any R2 will do. */
 static int r2_locate(const char *r2_addrs, const char *fsname, const struct xt_auth_cred *cred,
-                     uint32_t *fsid, struct xt_view *view, struct xt_fs_info *info)
+                     xt_rpc_tls *tls, uint32_t *fsid, struct xt_view *view,
+                     struct xt_fs_info *info)
 {
     char list[1024];
     if (strlen(r2_addrs) >= sizeof list)
@@ -155,7 +172,7 @@ static int r2_locate(const char *r2_addrs, const char *fsname, const struct xt_a
         if (xt_rpc_parse_addr(a, host, sizeof host, &port))
             return -EINVAL;
         struct xt_rpc_pool_opts po = { .host = host, .port = port, .call_timeout_ms = 5000,
-                                       .cred = cred };
+                                       .cred = cred, .tls = tls };
         xt_rpc_pool *p = NULL;
         if ((rc = xt_rpc_pool_new(&po, &p)))
             return rc;
@@ -190,7 +207,7 @@ static int r2_locate(const char *r2_addrs, const char *fsname, const struct xt_a
         }
         xt_rpc_pool_free(p);
         if (rc == 0 || rc == -ENOENT || rc == -EHOSTUNREACH || rc == -ENOKEY ||
-            rc == -EKEYREJECTED)
+            rc == -EKEYREJECTED || rc == -EPROTONOSUPPORT)
             return rc;
     }
     return rc;
@@ -223,21 +240,24 @@ int pom_open_opts(const char *r2_addrs, const char *fsname, const struct pom_opt
         return -ENOMEM;
     struct xt_auth_cred cred;
     int has = load_cred(opts, &cred);
-    if (has < 0) {
+    xt_rpc_tls *tls = NULL;
+    int rc = has < 0 ? has : load_tls(opts, &tls);
+    if (rc < 0) {
         xt_free(info);
-        return has;
+        return rc;
     }
-    int rc = r2_locate(r2_addrs, fsname, has ? &cred : NULL, &fsid, &view, info);
+    rc = r2_locate(r2_addrs, fsname, has ? &cred : NULL, tls, &fsid, &view, info);
     if (rc == -ENOENT)
         XT_ERR("no file system named '%s' at R2 %s (create it: pomctl fs create %s)", fsname,
                r2_addrs, fsname);
     else if (rc == -EHOSTUNREACH)
         XT_ERR("R2 %s knows no MDS that is up", r2_addrs);
-    else if (rc && rc != -ENOKEY && rc != -EKEYREJECTED) /* the handshake said why */
+    else if (rc && rc != -ENOKEY && rc != -EKEYREJECTED &&
+             rc != -EPROTONOSUPPORT) /* the handshake said why */
         XT_ERR("cannot reach R2 at %s: %s", r2_addrs, strerror(-rc));
     if (rc == 0) {
         /* Every MDS of the view, requests routed by ring 0 (pom_route.h). */
-        struct xt_rpc_pool_opts po = pool_opts(opts, has ? &cred : NULL);
+        struct xt_rpc_pool_opts po = pool_opts(opts, has ? &cred : NULL, tls);
         pom_route *route;
         rc = pom_route_new_view(&view, &po, &route);
         if (rc == 0)
@@ -256,17 +276,21 @@ int pom_open_opts(const char *r2_addrs, const char *fsname, const struct pom_opt
                 fsname, POM_INLINE_MAX);
     }
     xt_free(info);
-    if (rc)
+    if (rc) {
+        xt_rpc_tls_free(tls);
         return rc;
+    }
     /* Register the mount: R2 counts it (fs drop is refused while mounted)
      * and sees it fail when the heartbeats stop. */
     char label[64];
     snprintf(label, sizeof label, "client-%d", (int)getpid());
     struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_CLIENT, .addr = label,
                                 .fs_name = fsname, .on_view = client_view,
-                                .view_arg = (*out)->route, .cred = has ? &cred : NULL };
+                                .view_arg = (*out)->route, .cred = has ? &cred : NULL,
+                                .tls = tls };
     if ((rc = r2_agent_start(&ao, &(*out)->agent)))
         XT_WARN("cannot register the mount with R2: %s", strerror(-rc));
+    xt_rpc_tls_free(tls); /* the route and the agent hold their own references */
     return 0;
 }
 

@@ -32,6 +32,7 @@ struct pom_route {
     pthread_rwlock_t lk;
     struct xt_rpc_pool_opts po;  /* host/port filled per MDS */
     struct xt_auth_cred cred;    /* po.cred points here when given */
+                                 /* po.tls: a reference of the route's own */
     xt_ring *ring;               /* (lk) NULL: single MDS */
     struct pom_mds **mds;        /* (lk) never freed before pom_route_free */
     size_t nmds;                 /* (lk) */
@@ -87,6 +88,7 @@ static pom_route *route_alloc(const struct xt_rpc_pool_opts *po)
     }
     r->po = *po;
     r->po.host = NULL;
+    r->po.tls = xt_rpc_tls_ref(po->tls);
     if (po->cred) {
         r->cred = *po->cred;
         r->po.cred = &r->cred;
@@ -218,6 +220,7 @@ void pom_route_free(pom_route *r)
     xt_ring_free(r->ring);
     xt_free(r->mds);
     pthread_rwlock_destroy(&r->lk);
+    xt_rpc_tls_free(r->po.tls);
     xt_free(r);
 }
 

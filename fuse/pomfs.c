@@ -52,6 +52,7 @@ struct conf {
     char *keyfile;          /* -o keyfile=PATH (docs/security.md) */
     char *metrics;          /* -o metrics=HOST:PORT (docs/metrics.md) */
     char *metrics_file;     /* -o metrics_file=PATH: HOST:PORT written there */
+    char *tls_ca, *tls_cert, *tls_key; /* -o tls_ca=,tls_cert=,tls_key= (PEM paths) */
     double attr_timeout, entry_timeout;
     unsigned reclaim, reclaim_grace; /* -o reclaim=S,reclaim_grace=S (seconds) */
     int soft;               /* -o soft (1) / -o hard (0, the default) */
@@ -72,6 +73,9 @@ static const struct fuse_opt opt_spec[] = {
     OPT("keyfile=%s", keyfile),
     OPT("metrics=%s", metrics),
     OPT("metrics_file=%s", metrics_file),
+    OPT("tls_ca=%s", tls_ca),
+    OPT("tls_cert=%s", tls_cert),
+    OPT("tls_key=%s", tls_key),
     OPT("attr_timeout=%lf", attr_timeout),
     OPT("entry_timeout=%lf", entry_timeout),
     OPT("reclaim=%u", reclaim),
@@ -166,6 +170,10 @@ static void usage(FILE *f, const char *prog)
             "  -o metrics=HOST:PORT  serve Prometheus /metrics there (port 0: a free one;\n"
             "                        a bare PORT binds 127.0.0.1; docs/metrics.md)\n"
             "  -o metrics_file=PATH  write the metrics HOST:PORT to PATH once listening\n"
+            "  -o tls_ca=PATH,tls_cert=PATH,tls_key=PATH\n"
+            "                        TLS to a cluster whose daemons run with TLS: the CA\n"
+            "                        that signs its certificates, this client's certificate\n"
+            "                        and key (PEM, all three)\n"
             "  -o reclaim=S          seconds between passes of the orphan tract-set\n"
             "                        reclaimer (default 600; 0: none, leases only)\n"
             "  -o reclaim_grace=S    age an orphan tract set must reach before the\n"
@@ -412,7 +420,10 @@ int main(int argc, char *argv[])
     struct pom_opts popts = { .soft_ms = !c.soft ? 0
                                          : c.timeout > 0 ? XT_MAX((int)(c.timeout * 1000), 1)
                                                          : 30000,
-                              .keyfile = c.keyfile };
+                              .keyfile = c.keyfile,
+                              .tls_ca = c.tls_ca,
+                              .tls_cert = c.tls_cert,
+                              .tls_key = c.tls_key };
     pf.attr_timeout = c.attr_timeout;
     pf.entry_timeout = c.entry_timeout;
     int rc;
@@ -512,6 +523,9 @@ out:
     free(c.keyfile);
     free(c.metrics);
     free(c.metrics_file);
+    free(c.tls_ca);
+    free(c.tls_cert);
+    free(c.tls_key);
     fuse_opt_free_args(&args);
     /* A child that did not mount: the parent returns its exit status. */
     if (notify >= 0)

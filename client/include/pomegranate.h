@@ -79,6 +79,14 @@ struct pom_opts {
                              only an unauthenticated cluster is reachable.
                              A wrong key fails the open with -EKEYREJECTED, a
                              missing one with -ENOKEY (docs/security.md). */
+    /* TLS (docs/security.md "TLS"): PEM files of the CA that signs the
+     * cluster's certificates, and this client's certificate and key; all
+     * three or none (NULL: plain TCP). The paths are read during the open
+     * only: the caller keeps ownership. A TLS failure fails the open with
+     * -EKEYREJECTED, a TLS cluster reached without them -EPROTONOSUPPORT. */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
 };
 
 /* Connects to one MDS at "host:port" serving file system `fsid`; creates

@@ -3,7 +3,7 @@
  * test_auth.sh: opens fs NAME through R2 (with a key file when given),
  * creates a file in its root and reads its attributes back.
  *
- *   auth_probe R2ADDR NAME [KEYFILE]
+ *   auth_probe R2ADDR NAME [KEYFILE|- [TLS_CA TLS_CERT TLS_KEY]]
  *
  * Prints "ok" and exits 0, or prints the errno name of the first failure
  * ("open: ENOKEY") and exits 1.
@@ -26,11 +26,17 @@ static int fail(const char *what, int rc)
 
 int main(int argc, char **argv)
 {
-    if (argc < 3 || argc > 4) {
-        fprintf(stderr, "usage: auth_probe R2ADDR NAME [KEYFILE]\n");
+    if (argc < 3 || (argc > 4 && argc != 7)) {
+        fprintf(stderr, "usage: auth_probe R2ADDR NAME [KEYFILE|- [TLS_CA TLS_CERT TLS_KEY]]\n");
         return 2;
     }
-    struct pom_opts o = { .keyfile = argc == 4 ? argv[3] : NULL, .retry_ms = 2000 };
+    struct pom_opts o = { .keyfile = argc >= 4 && strcmp(argv[3], "-") ? argv[3] : NULL,
+                          .retry_ms = 2000 };
+    if (argc == 7) {
+        o.tls_ca = argv[4];
+        o.tls_cert = argv[5];
+        o.tls_key = argv[6];
+    }
     pom_fs *fs = NULL;
     int rc = pom_open_opts(argv[1], argv[2], &o, &fs);
     if (rc < 0)

@@ -18,6 +18,13 @@
  * Pools: the right key works; a wrong key is -EKEYREJECTED; no key is
  * -ENOKEY; a key against an open server is -EKEYREJECTED; a client key's
  * role and fsid reach the handler's context.
+ * TLS (xt_rpc.h invariant 6; certificates made by openssl(1), skipped
+ * without it): a pool with the CA, a certificate and the key is served,
+ * also a 4 MiB request and reply (records across reads, a reply queued on
+ * a full socket); without the key -ENOKEY, without TLS -EPROTONOSUPPORT,
+ * with a certificate of another CA -EKEYREJECTED; raw bytes (a plain
+ * request, a TLS record header followed by garbage, a slow half record)
+ * are closed with nothing served, and the server serves on.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -269,6 +276,138 @@ static void test_pools(void **state)
     xt_rpc_server_stop(s);
 }
 
+/* Makes ca, site (IP 127.0.0.1) and, from another CA, bad certificates
+ * and keys in dir with openssl(1). Returns 0, or -1 without openssl. */
+static int make_certs(const char *dir)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd,
+             "cd %s && for c in ca rogue; do openssl req -x509 -newkey ec "
+             "-pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout $c.key -subj /CN=$c "
+             "-days 2 -out $c.crt || exit 1; done; "
+             "for p in site:ca bad:rogue; do n=${p%%:*}; a=${p#*:}; "
+             "openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes "
+             "-keyout $n.key -subj /CN=$n -out $n.csr || exit 1; "
+             "echo subjectAltName=IP:127.0.0.1 >$n.ext; "
+             "openssl x509 -req -in $n.csr -CA $a.crt -CAkey $a.key -CAcreateserial -days 2 "
+             "-extfile $n.ext -out $n.crt || exit 1; done",
+             dir);
+    char full[2100];
+    snprintf(full, sizeof full, "(%s) >/dev/null 2>&1", cmd);
+    return system(full) == 0 ? 0 : -1;
+}
+
+static xt_rpc_tls *tls_of(const char *dir, const char *ca, const char *who)
+{
+    char cap[128], cert[128], key[128];
+    snprintf(cap, sizeof cap, "%s/%s.crt", dir, ca);
+    snprintf(cert, sizeof cert, "%s/%s.crt", dir, who);
+    snprintf(key, sizeof key, "%s/%s.key", dir, who);
+    struct xt_rpc_tls_opts o = { .ca = cap, .cert = cert, .key = key };
+    xt_rpc_tls *t = NULL;
+    assert_int_equal(xt_rpc_tls_new(&o, &t), 0);
+    return t;
+}
+
+static xt_rpc_pool *tls_pool(xt_rpc_server *s, const struct xt_auth_cred *cred, xt_rpc_tls *t)
+{
+    struct xt_rpc_pool_opts o = { .host = "127.0.0.1", .port = xt_rpc_server_port(s),
+                                  .cred = cred, .tls = t, .connect_timeout_ms = 500 };
+    xt_rpc_pool *p = NULL;
+    assert_int_equal(xt_rpc_pool_new(&o, &p), 0);
+    return p;
+}
+
+static void test_tls(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/auth-tls-XXXXXX", cert[64], key[64], ca[64], cmd[128];
+    assert_non_null(mkdtemp(dir));
+    if (make_certs(dir) < 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+        assert_int_equal(system(cmd), 0);
+        skip();
+    }
+    snprintf(cert, sizeof cert, "%s/site.crt", dir);
+    snprintf(key, sizeof key, "%s/site.key", dir);
+    snprintf(ca, sizeof ca, "%s/ca.crt", dir);
+    struct xt_rpc_server_opts so = { .key = g_key, .request_timeout_ms = 500,
+                                     .tls_cert = cert, .tls_key = key, .tls_ca = ca };
+    xt_rpc_server *s = NULL;
+    assert_int_equal(xt_rpc_serve_common(&so, &ops, NULL, &s), 0);
+    struct xt_auth_cred good = { .role = XT_AUTH_ADMIN };
+    memcpy(good.key, g_key, sizeof g_key);
+    xt_rpc_tls *site = tls_of(dir, "ca", "site"), *bad = tls_of(dir, "ca", "bad");
+    atomic_store(&served, 0);
+
+    xt_rpc_pool *p = tls_pool(s, &good, site);
+    for (int i = 0; i < 20; i++)
+        assert_int_equal(ping(p), 0);
+    size_t big = 4u << 20, n = 0;
+    char *in = malloc(big), *out = malloc(big);
+    assert_non_null(in);
+    assert_non_null(out);
+    for (size_t i = 0; i < big; i++)
+        in[i] = (char)(i * 7 + 1);
+    assert_int_equal(xt_rpc_ping(p, NULL, in, big, out, big, &n), 0);
+    assert_int_equal(n, big);
+    assert_memory_equal(in, out, big);
+    free(in);
+    free(out);
+    int before = atomic_load(&served);
+    assert_int_equal(before, 21);
+
+    xt_rpc_pool *q = tls_pool(s, NULL, site); /* TLS without the key */
+    assert_int_equal(ping(q), -ENOKEY);
+    xt_rpc_pool_free(q);
+    q = tls_pool(s, &good, NULL); /* the key without TLS */
+    assert_int_equal(ping(q), -EPROTONOSUPPORT);
+    xt_rpc_pool_free(q);
+    q = tls_pool(s, &good, bad); /* a certificate of another CA */
+    assert_int_equal(ping(q), -EKEYREJECTED);
+    xt_rpc_pool_free(q);
+
+    uint8_t buf[256];
+    int fd = dial(s); /* a plain request: a plain CHALLENGE saying why, then closed */
+    uint8_t frame[4 + sizeof kPing]; /* one send: the server may close after a byte */
+    uint32_t be = htonl(sizeof kPing);
+    memcpy(frame, &be, 4);
+    memcpy(frame + 4, kPing, sizeof kPing);
+    send_all(fd, frame, sizeof frame);
+    assert_int_equal(read_to_close(fd, buf, sizeof buf), 4 + XT_AUTH_CHALLENGE_LEN);
+    int32_t st;
+    memcpy(&st, buf + 8, 4);
+    assert_int_equal((int32_t)ntohl((uint32_t)st), -EPROTONOSUPPORT);
+    close(fd);
+    static const uint8_t junk[] = { 0x16, 0x03, 0x01, 0x00, 0x20, 'n', 'o', 't', ' ', 'a',
+                                    ' ', 'h', 'e', 'l', 'l', 'o', 0xff, 0xff, 0xff, 0xff,
+                                    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+    fd = dial(s); /* a TLS record header, then garbage */
+    send_all(fd, junk, sizeof junk);
+    assert_true(read_to_close(fd, buf, sizeof buf) >= 0);
+    close(fd);
+    fd = dial(s); /* a record claiming 16 KiB and more, then garbage */
+    static const uint8_t huge[] = { 0x16, 0x03, 0x03, 0xff, 0xff, 1, 2, 3, 4 };
+    send_all(fd, huge, sizeof huge);
+    assert_true(read_to_close(fd, buf, sizeof buf) >= 0);
+    close(fd);
+    fd = dial(s); /* a slow handshake: half a record header, then nothing */
+    send_all(fd, junk, 2);
+    assert_true(read_to_close(fd, buf, sizeof buf) >= 0);
+    close(fd);
+
+    assert_int_equal(atomic_load(&served), before);
+    assert_int_equal(ping(p), 0); /* the server lives and serves */
+    assert_int_equal(atomic_load(&served), before + 1);
+    xt_rpc_pool_free(p);
+    xt_rpc_tls_free(site);
+    xt_rpc_tls_free(bad);
+    xt_rpc_server_stop(s);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_key_files(void **state)
 {
     (void)state;
@@ -310,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_bad_input_before_auth),
         cmocka_unit_test(test_pools),
         cmocka_unit_test(test_key_files),
+        cmocka_unit_test(test_tls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,6 +9,9 @@
  * Every new connection runs the client side of the handshake (xt_auth.h)
  * before its first call; an authentication failure is not a connect
  * failure: it arms no back-off and is returned as -ENOKEY/-EKEYREJECTED.
+ * With TLS (xt_rpc.h invariant 6) the connection is Thrift's TSSLSocket:
+ * its TLS handshake runs on the first write, the HELLO, so a TLS failure
+ * shows up in handshake() and is returned as -EKEYREJECTED.
  *
  * The server is in xt_rpc_server.cpp.
  */
@@ -30,8 +33,12 @@
 #include <thrift/protocol/TBinaryProtocol.h>
 #include <thrift/protocol/TProtocolException.h>
 #include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSSLSocket.h>
 #include <thrift/transport/TSocket.h>
 #include <thrift/transport/TTransportException.h>
+
+#include <openssl/ssl.h>
+#include <signal.h>
 
 using namespace apache::thrift;
 using namespace apache::thrift::transport;
@@ -63,7 +70,34 @@ struct ThriftLogRoute {
     ThriftLogRoute() { apache::thrift::GlobalOutput.setOutputFunction(thrift_to_log); }
 } thrift_log_route;
 
+/* Thrift's factory keeps its SSL_CTX to itself; the key check, the
+ * version floor and sockets with our frame limits (TlsSocket) need it.
+ * SSLTLS negotiates up to TLS 1.3 (Thrift's LATEST pins TLS 1.2); the
+ * floor is TLS 1.2. The factory also keeps OpenSSL initialized. */
+struct TlsFactory : public TSSLSocketFactory {
+    TlsFactory() : TSSLSocketFactory(SSLTLS) {}
+    SSL_CTX *raw() { return ctx_->get(); }
+    const std::shared_ptr<SSLContext> &ctx() const { return ctx_; }
+};
+
+/* A client TSSLSocket with a configuration of ours: the factory's
+ * createSocket takes none, and a reply may be up to XT_RPC_MAX_FRAME. */
+struct TlsSocket : public TSSLSocket {
+    TlsSocket(const std::shared_ptr<SSLContext> &ctx, const std::string &host, int port,
+              const std::shared_ptr<TConfiguration> &cfg)
+        : TSSLSocket(ctx, host, port, cfg) {}
+};
+
 } // namespace
+
+struct xt_rpc_tls {
+    std::shared_ptr<TlsFactory> f;
+    /* The server's certificate must name the host dialled (a DNS or IP
+     * subjectAltName): a certificate signed by the CA for another site
+     * does not pass. */
+    std::shared_ptr<AccessManager> names = std::make_shared<DefaultClientAccessManager>();
+    std::atomic<int> refs{1};
+};
 
 struct xt_rpc_pool {
     std::string host;
@@ -73,6 +107,7 @@ struct xt_rpc_pool {
     int connect_timeout_ms, call_timeout_ms, backoff_min_ms, backoff_max_ms;
     bool has_cred = false;
     xt_auth_cred cred;
+    xt_rpc_tls *tls = nullptr;       /* a reference, or plain TCP */
 
     std::mutex mu;
     std::vector<Conn> idle;          /* protected by mu */
@@ -99,6 +134,66 @@ void xt_rpc_set_cred(const struct xt_auth_cred *cred)
     g_has_cred = cred != nullptr;
     if (cred)
         g_cred = *cred;
+}
+
+/* ---- TLS contexts -------------------------------------------------------- */
+
+static xt_rpc_tls *g_tls; /* xt_rpc_set_tls: set before any pool */
+
+int xt_rpc_tls_new(const struct xt_rpc_tls_opts *o, xt_rpc_tls **out)
+{
+    *out = nullptr;
+    if (!o || (!o->ca && !o->cert && !o->key))
+        return 0;
+    if (!o->ca || !o->cert || !o->key) {
+        fprintf(stderr, "TLS wants all three: the CA, a certificate and its key\n");
+        return -EINVAL;
+    }
+    struct sigaction sa;
+    if (sigaction(SIGPIPE, nullptr, &sa) == 0 && sa.sa_handler == SIG_DFL)
+        signal(SIGPIPE, SIG_IGN);
+    const char *what = o->cert;
+    try {
+        auto f = std::make_shared<TlsFactory>();
+        SSL_CTX_set_min_proto_version(f->raw(), TLS1_2_VERSION);
+        f->loadCertificate(o->cert);
+        what = o->key;
+        f->loadPrivateKey(o->key);
+        if (SSL_CTX_check_private_key(f->raw()) != 1)
+            throw TSSLException("the key does not match the certificate " +
+                                std::string(o->cert));
+        what = o->ca;
+        f->loadTrustedCertificates(o->ca);
+        f->authenticate(true);
+        xt_rpc_tls *t = new xt_rpc_tls;
+        t->f = std::move(f);
+        *out = t;
+        return 0;
+    } catch (const std::bad_alloc &) {
+        return -ENOMEM;
+    } catch (const std::exception &e) {
+        fprintf(stderr, "TLS: cannot use %s: %s\n", what, e.what());
+        return -EKEYREJECTED;
+    }
+}
+
+xt_rpc_tls *xt_rpc_tls_ref(xt_rpc_tls *t)
+{
+    if (t)
+        t->refs.fetch_add(1);
+    return t;
+}
+
+void xt_rpc_tls_free(xt_rpc_tls *t)
+{
+    if (t && t->refs.fetch_sub(1) == 1)
+        delete t;
+}
+
+void xt_rpc_set_tls(xt_rpc_tls *t)
+{
+    xt_rpc_tls_free(g_tls);
+    g_tls = xt_rpc_tls_ref(t);
 }
 
 /* ---- request ids -------------------------------------------------------- */
@@ -173,6 +268,7 @@ int xt_rpc_pool_new(const struct xt_rpc_pool_opts *o, xt_rpc_pool **out)
         p->has_cred = true;
         p->cred = o->cred ? *o->cred : g_cred;
     }
+    p->tls = xt_rpc_tls_ref(o->tls ? o->tls : g_tls);
     *out = p;
     return 0;
 }
@@ -187,6 +283,8 @@ void xt_rpc_pool_free(xt_rpc_pool *p)
         } catch (...) {
         }
     }
+    p->idle.clear(); /* sockets go before the context they were made in */
+    xt_rpc_tls_free(p->tls);
     delete p;
 }
 
@@ -255,6 +353,11 @@ static int handshake(xt_rpc_pool *p, Conn *c)
         XT_WARN_RL(2000, "rpc: %s: malformed handshake reply", p->addr.c_str());
         return -EPROTO;
     }
+    if ((int32_t)st == -EPROTONOSUPPORT) {
+        XT_ERR("TLS required: %s takes TLS connections only (--tls-ca, --tls-cert, "
+               "--tls-key; docs/security.md \"TLS\")", p->addr.c_str());
+        return -EPROTONOSUPPORT;
+    }
     if ((int32_t)st == -ENOKEY) {
         XT_ERR("authentication failed: %s wants a key (--key-file, or --data DIR "
                "holding %s)", p->addr.c_str(), XT_AUTH_KEY_FILE);
@@ -303,7 +406,13 @@ static int connect_once(xt_rpc_pool *p, Conn *c)
          * limit of the C++ runtime would cut them. */
         static const auto cfg = std::make_shared<apache::thrift::TConfiguration>(
             XT_RPC_MAX_FRAME, XT_RPC_MAX_FRAME);
-        c->sock = std::make_shared<TSocket>(p->host, p->port, cfg);
+        if (p->tls) {
+            auto ts = std::make_shared<TlsSocket>(p->tls->f->ctx(), p->host, p->port, cfg);
+            ts->access(p->tls->names);
+            c->sock = std::move(ts);
+        } else {
+            c->sock = std::make_shared<TSocket>(p->host, p->port, cfg);
+        }
         c->sock->setConnTimeout(p->connect_timeout_ms);
         c->sock->setNoDelay(true);
         c->sock->setLinger(false, 0);
@@ -324,6 +433,9 @@ static int connect_once(xt_rpc_pool *p, Conn *c)
     int rc;
     try {
         rc = handshake(p, c);
+    } catch (const TSSLException &e) {
+        XT_ERR("TLS with %s failed: %s", p->addr.c_str(), e.what());
+        rc = -EKEYREJECTED;
     } catch (const std::exception &e) {
         XT_WARN_RL(2000, "rpc: %s: handshake: %s", p->addr.c_str(), e.what());
         rc = -ECONNRESET;

@@ -12,7 +12,9 @@
  *      be reached (connects are retried with exponential back-off, never
  *      faster), -EPROTO for a malformed or unexpected reply, and the server's
  *      own negative errno when the handler failed; -ENOKEY / -EKEYREJECTED
- *      when the connection's key handshake fails (xt_auth.h).
+ *      when the connection's key handshake fails (xt_auth.h), -EKEYREJECTED
+ *      also when its TLS handshake fails, -EPROTONOSUPPORT when a plain
+ *      connection reaches a TLS server (invariant 6).
  *  (2) A pool never holds its lock across a connect, a send or a receive.
  *  (3) A connection that saw any transport error is closed, never reused.
  *  (4) A server serves many connections with a fixed pool of
@@ -25,6 +27,12 @@
  *  (5) A server bounds its connections, the bytes it buffers for them and
  *      how long one may idle or take over a request (the limits of
  *      struct xt_rpc_server_opts; docs/rpc.md "Limits").
+ *  (6) With TLS (docs/security.md "TLS"), both ends present a certificate
+ *      signed by the one CA and verify the other's; a client also checks
+ *      that the server's certificate names the host it dialled. The key
+ *      handshake still runs, inside TLS: the key authorizes, TLS encrypts
+ *      and proves the server's identity. A TLS server refuses plain
+ *      connections (-EPROTONOSUPPORT at the client) and the reverse.
  */
 #ifndef XT_RPC_H
 #define XT_RPC_H
@@ -107,6 +115,10 @@ struct xt_rpc_server_opts {
     /* --key-file / --init-key, read by xt_rpc_server_flags_done. */
     const char *key_file;
     int init_key;            /* create key_file with a new key if absent */
+    /* TLS (invariant 6): PEM files of this server's certificate (a chain
+     * may follow it), its private key, and the CA that signs every peer's
+     * certificate. All three or none (NULL: plain TCP). Read at start. */
+    const char *tls_cert, *tls_key, *tls_ca;
 };
 
 /* Output buffer of a handler: the reply payload is copied in. */
@@ -166,7 +178,10 @@ void xt_rpc_server_stop(xt_rpc_server *s);
     { "idle-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 3 },     \
     { "request-timeout-ms", required_argument, NULL, XT_RPC_FLAG_BASE + 4 },   \
     { "key-file", required_argument, NULL, XT_RPC_FLAG_BASE + 5 },            \
-    { "init-key", required_argument, NULL, XT_RPC_FLAG_BASE + 6 }
+    { "init-key", required_argument, NULL, XT_RPC_FLAG_BASE + 6 },            \
+    { "tls-cert", required_argument, NULL, XT_RPC_FLAG_BASE + 7 },            \
+    { "tls-key", required_argument, NULL, XT_RPC_FLAG_BASE + 8 },             \
+    { "tls-ca", required_argument, NULL, XT_RPC_FLAG_BASE + 9 }
 
 /* If code is one of XT_RPC_SERVER_FLAGS: parses arg into *o and returns 1,
  * or prints why arg is wrong (after "prog: ") and returns -EINVAL. Any
@@ -176,7 +191,9 @@ int xt_rpc_server_flag(int code, const char *arg, struct xt_rpc_server_opts *o,
 /* After the flags are parsed, with host the address to listen on: loads
  * the key (--key-file, or --init-key made first if absent), makes it the
  * server's key and, as role site, the credential of the daemon's own
- * pools (xt_rpc_set_cred). Without a key: one warning line on loopback,
+ * pools (xt_rpc_set_cred); with --tls-cert/--tls-key/--tls-ca (all three
+ * or none) the same files are the daemon's TLS context for its own pools
+ * (xt_rpc_set_tls). Without a key: one warning line on loopback,
  * and -EINVAL (said on stderr) on any other address. `o` must outlive the
  * server's start. Returns 0 or a negative errno. */
 int xt_rpc_server_flags_done(struct xt_rpc_server_opts *o, const char *host,
@@ -198,7 +215,30 @@ struct xt_rpc_pool_opts {
     int backoff_max_ms;        /* 0: 2000 */
     const struct xt_auth_cred *cred; /* what connections prove (copied);
                                         NULL: the process's, xt_rpc_set_cred */
+    struct xt_rpc_tls *tls;    /* TLS for its connections (the pool takes a
+                                  reference); NULL: the process's,
+                                  xt_rpc_set_tls, or plain TCP */
 };
+
+/* A client TLS context (invariant 6): the certificate and key a
+ * connection presents and the CA its server's certificate must chain to. */
+struct xt_rpc_tls_opts {
+    const char *ca, *cert, *key; /* PEM file paths: all three, or none */
+};
+typedef struct xt_rpc_tls xt_rpc_tls;
+
+/* Loads and checks the files of o into a new context (reference count 1);
+ * none named (or o NULL): *out NULL, no TLS. Ignores SIGPIPE if it is at
+ * its default: OpenSSL writes to sockets with write(2). Returns 0, or
+ * -EINVAL (one or two paths of three) or -EKEYREJECTED (a file unreadable
+ * or not matching), said on stderr. */
+int xt_rpc_tls_new(const struct xt_rpc_tls_opts *o, xt_rpc_tls **out);
+/* Another reference to t (returned); each is dropped by xt_rpc_tls_free. */
+xt_rpc_tls *xt_rpc_tls_ref(xt_rpc_tls *t);
+void xt_rpc_tls_free(xt_rpc_tls *t);
+/* The TLS context of pools made without one (a daemon's, pomctl's); takes
+ * a reference. NULL: plain TCP. Called at start, before any pool is made. */
+void xt_rpc_set_tls(xt_rpc_tls *t);
 
 /* The credential of pools made without one (a daemon's site key, pomctl's
  * admin key); NULL: none. Called at start, before any pool is made. A

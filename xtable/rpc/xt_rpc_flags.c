@@ -34,6 +34,10 @@ int xt_rpc_server_flag(int code, const char *arg, struct xt_rpc_server_opts *o,
         o->init_key = i == 6;
         return 1;
     }
+    if (i >= 7 && i <= 9) {
+        *(i == 7 ? &o->tls_cert : i == 8 ? &o->tls_key : &o->tls_ca) = arg;
+        return 1;
+    }
     if (i < 0 || i >= (int)(sizeof flags / sizeof flags[0]))
         return 0;
     uint64_t v;
@@ -59,9 +63,28 @@ static bool is_loopback(const char *host)
     return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
 }
 
+/* --tls-cert/--tls-key/--tls-ca: all three or none; the daemon's own pools
+ * present the same certificate. */
+static int tls_flags_done(const struct xt_rpc_server_opts *o, const char *prog)
+{
+    struct xt_rpc_tls_opts to = { .ca = o->tls_ca, .cert = o->tls_cert, .key = o->tls_key };
+    xt_rpc_tls *t;
+    int rc = xt_rpc_tls_new(&to, &t);
+    if (rc < 0) {
+        fprintf(stderr, "%s: --tls-cert, --tls-key, --tls-ca: see above\n", prog);
+        return rc;
+    }
+    xt_rpc_set_tls(t);
+    xt_rpc_tls_free(t);
+    return 0;
+}
+
 int xt_rpc_server_flags_done(struct xt_rpc_server_opts *o, const char *host, const char *prog)
 {
     static struct xt_auth_cred cred; /* one daemon, one key; read by o->key */
+    int trc = tls_flags_done(o, prog);
+    if (trc < 0)
+        return trc;
     if (!o->key_file) {
         if (!is_loopback(host)) {
             fprintf(stderr, "%s: refusing to serve on %s without a key: a non-loopback "
@@ -108,5 +131,9 @@ void xt_rpc_server_flags_usage(FILE *f)
             "                           connection proves it; without one the daemon serves\n"
             "                           loopback only, unauthenticated\n"
             "  --init-key FILE          as --key-file, writing a new key to FILE first if it\n"
-            "                           does not exist\n");
+            "                           does not exist\n"
+            "  --tls-cert FILE          TLS on every connection, served and made: this site's\n"
+            "  --tls-key FILE           certificate (PEM, signed by the --tls-ca CA) and key;\n"
+            "  --tls-ca FILE            peers must present a certificate the CA signed. All\n"
+            "                           three or none (default none: plain TCP)\n");
 }

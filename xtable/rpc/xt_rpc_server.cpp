@@ -49,6 +49,15 @@
  *      the pool is sized by io_threads + workers. A stretch with no thread
  *      in epoll_wait (s->waiting == 0) is a stall: requests wait in their
  *      sockets; its length is what xt_rpc_server_stall_ns reports.
+ * (10) With TLS (s->tls), a connection's first byte decides: a TLS record
+ *      (0x16) gets an SSL in accept state (tls_start), anything else a
+ *      plain CHALLENGE with -EPROTONOSUPPORT and the close. Every byte of
+ *      a connection with an SSL goes through conn_recv/conn_send
+ *      (SSL_read/SSL_write, nonblocking); a connection without one pays one
+ *      branch. An SSL call that wants the other direction records it in
+ *      tls_want and rearm waits for that (EPOLLIN or EPOLLOUT) instead of
+ *      what invariant 4 names, so no thread waits on a socket. The TLS
+ *      handshake counts as kPartial for the sweeper, as the key handshake.
  */
 #include "xt_rpc_i.hpp"
 
@@ -78,6 +87,9 @@
 #include <thread>
 #include <unordered_set>
 #include <vector>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 #include <thrift/TConfiguration.h>
 #include <thrift/protocol/TBinaryProtocol.h>
@@ -124,6 +136,8 @@ struct SConn {
     uint8_t hello[XT_AUTH_HELLO_LEN];    /* kAuthProof: what the proofs cover */
     uint8_t snonce[XT_AUTH_NONCE_LEN];
     uint8_t key[XT_AUTH_KEY_LEN];        /* kAuthProof: the key to prove */
+    SSL *ssl = nullptr;                  /* invariant 10: set once, by tls_start */
+    uint32_t tls_want = 0;               /* EPOLLIN/EPOLLOUT an SSL call waits for */
 };
 
 /* One per thread: what serving a request needs besides its connection. */
@@ -147,6 +161,7 @@ struct xt_rpc_server {
     uint8_t key[XT_AUTH_KEY_LEN];          /* the cluster key, if has_key */
     int (*key_gen)(void *, int32_t, uint64_t *) = nullptr;
     void *key_ctx = nullptr;
+    SSL_CTX *tls = nullptr;                /* invariant 10; NULL: plain TCP */
     std::vector<std::thread> threads;
     std::atomic<size_t> in_bytes{0}, out_bytes{0};
     std::atomic<uint64_t> now{0};          /* xt_mono_ns() at the last tick */
@@ -206,6 +221,7 @@ static void close_conn(xt_rpc_server *s, SConn *c)
         std::lock_guard<std::mutex> g(s->mu);
         s->conns.erase(c);
     }
+    SSL_free(c->ssl);
     close(c->fd);
     drop_in(s, c);
     drop_out(s, c);
@@ -303,6 +319,65 @@ static bool accept_all(xt_rpc_server *s)
     }
 }
 
+/* "host:port" of c's peer, for log lines. */
+static void peer_name(const SConn *c, char *buf, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t l = sizeof ss;
+    char h[INET6_ADDRSTRLEN] = "?", p[16] = "?";
+    if (getpeername(c->fd, (struct sockaddr *)&ss, &l) == 0)
+        getnameinfo((struct sockaddr *)&ss, l, h, sizeof h, p, sizeof p,
+                    NI_NUMERICHOST | NI_NUMERICSERV);
+    snprintf(buf, cap, "%s:%s", h, p);
+}
+
+/* The result n of SSL_read/SSL_write on c as recv(2)/send(2) would give
+ * it: > 0 bytes, 0 at the end, -1 with errno (EAGAIN with c->tls_want
+ * set when the SSL waits for the socket; invariant 10). */
+static ssize_t tls_result(SConn *c, int n)
+{
+    if (n > 0) {
+        c->tls_want = 0;
+        return n;
+    }
+    int e = SSL_get_error(c->ssl, n);
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+        c->tls_want = e == SSL_ERROR_WANT_READ ? EPOLLIN : EPOLLOUT;
+        errno = EAGAIN;
+        return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN)
+        return 0;
+    unsigned long err = ERR_get_error();
+    ERR_clear_error(); /* the queue is the thread's: the next connection starts clean */
+    if (e == SSL_ERROR_SYSCALL && !err)
+        return errno ? -1 : 0; /* errno says why; 0: the peer closed */
+    if (!SSL_is_init_finished(c->ssl)) {
+        char peer[80], why[256];
+        peer_name(c, peer, sizeof peer);
+        ERR_error_string_n(err, why, sizeof why);
+        XT_WARN_RL(1000, "rpc: TLS handshake with %s failed: %s", peer, why);
+    } else {
+        XT_DBG("rpc: TLS error on a connection: %s", ERR_reason_error_string(err));
+    }
+    errno = EPROTO;
+    return -1;
+}
+
+static ssize_t conn_recv(SConn *c, void *buf, size_t len)
+{
+    if (!c->ssl)
+        return recv(c->fd, buf, len, MSG_DONTWAIT);
+    return tls_result(c, SSL_read(c->ssl, buf, (int)std::min(len, (size_t)INT_MAX)));
+}
+
+static ssize_t conn_send(SConn *c, const void *buf, size_t len)
+{
+    if (!c->ssl)
+        return send(c->fd, buf, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    return tls_result(c, SSL_write(c->ssl, buf, (int)std::min(len, (size_t)INT_MAX)));
+}
+
 /* Sends what the socket takes of c's queued reply. Returns 1 once it is
  * all gone, 0 while some is left, < 0 to close. */
 static int flush_out(xt_rpc_server *s, SConn *c)
@@ -311,7 +386,7 @@ static int flush_out(xt_rpc_server *s, SConn *c)
     uint32_t len;
     c->out->getBuffer(&p, &len);
     while (c->out_off < len) {
-        ssize_t w = send(c->fd, p + c->out_off, len - c->out_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = conn_send(c, p + c->out_off, len - c->out_off);
         if (w > 0) {
             c->out_off += (size_t)w;
             continue;
@@ -326,18 +401,6 @@ static int flush_out(xt_rpc_server *s, SConn *c)
     return 1;
 }
 
-/* "host:port" of c's peer, for log lines. */
-static void peer_name(const SConn *c, char *buf, size_t cap)
-{
-    struct sockaddr_storage ss;
-    socklen_t l = sizeof ss;
-    char h[INET6_ADDRSTRLEN] = "?", p[16] = "?";
-    if (getpeername(c->fd, (struct sockaddr *)&ss, &l) == 0)
-        getnameinfo((struct sockaddr *)&ss, l, h, sizeof h, p, sizeof p,
-                    NI_NUMERICHOST | NI_NUMERICSERV);
-    snprintf(buf, cap, "%s:%s", h, p);
-}
-
 /* Sends one small handshake frame whole, or fails: the socket of a
  * connection that sent only a HELLO has room for 76 bytes. */
 static int send_small(SConn *c, const uint8_t *body, uint32_t len)
@@ -347,7 +410,7 @@ static int send_small(SConn *c, const uint8_t *body, uint32_t len)
     uint32_t be = htonl(len);
     memcpy(f, &be, 4);
     memcpy(f + 4, body, len);
-    ssize_t n = send(c->fd, f, 4 + len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t n = conn_send(c, f, 4 + len);
     return n == (ssize_t)(4 + len) ? 0 : -EPIPE;
 }
 
@@ -482,7 +545,7 @@ static int handle_frame(xt_rpc_server *s, Worker *w, SConn *c, uint8_t *body, ui
     memcpy(out, &blen, 4);
     size_t sent = 0;
     while (sent < olen) {
-        ssize_t n = send(c->fd, out + sent, olen - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = conn_send(c, out + sent, olen - sent);
         if (n > 0)
             sent += (size_t)n;
         else if (n < 0 && errno == EINTR)
@@ -568,11 +631,42 @@ static int consume_own(xt_rpc_server *s, Worker *w, SConn *c)
     return 0;
 }
 
+/* The first byte of a connection to a TLS server (invariant 10): a TLS
+ * record gets c an SSL (returns 1); anything else is refused with a plain
+ * CHALLENGE the client reads as "TLS required". 0: nothing came yet. */
+static int tls_start(xt_rpc_server *s, SConn *c)
+{
+    assert(s->tls && !c->ssl);
+    uint8_t b;
+    ssize_t r = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r == 0)
+        return -ECONNRESET;
+    if (r < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -errno;
+    if (b != 0x16) { /* TLS ContentType handshake */
+        char peer[80];
+        peer_name(c, peer, sizeof peer);
+        XT_WARN_RL(1000, "rpc: closing a plain connection from %s: this server takes TLS "
+                   "only", peer);
+        send_challenge(c, -EPROTONOSUPPORT, nullptr);
+        return -EPROTONOSUPPORT;
+    }
+    c->ssl = SSL_new(s->tls);
+    if (!c->ssl || SSL_set_fd(c->ssl, c->fd) != 1) {
+        ERR_clear_error();
+        return -ENOMEM; /* close_conn frees a half-made SSL */
+    }
+    SSL_set_accept_state(c->ssl);
+    return 1;
+}
+
 /* Reads what the socket has and serves every complete frame, stopping when
  * a reply is queued. Returns 0 to re-arm the connection, < 0 to close it. */
 static int serve_conn(xt_rpc_server *s, Worker *w, SConn *c)
 {
     int rc;
+    if (s->tls && !c->ssl && (rc = tls_start(s, c)) <= 0)
+        return rc;
     if (c->out && (rc = flush_out(s, c)) <= 0)
         return rc;
     if (c->have && ((rc = consume_own(s, w, c)) < 0 || c->out))
@@ -601,7 +695,7 @@ static int serve_conn(xt_rpc_server *s, Worker *w, SConn *c)
             dst = w->scratch.data();
             space = w->scratch.size();
         }
-        ssize_t r = recv(c->fd, dst, space, MSG_DONTWAIT);
+        ssize_t r = conn_recv(c, dst, space);
         if (r == 0)
             return -ECONNRESET;
         if (r < 0) {
@@ -629,17 +723,21 @@ static int serve_conn(xt_rpc_server *s, Worker *w, SConn *c)
         }
         if (rc < 0 || c->out)
             return rc;
-        if ((size_t)r < space)
-            return 0; /* drained; EPOLLONESHOT re-arm reports anything newer */
+        /* Drained: the EPOLLONESHOT re-arm reports anything newer; an SSL
+         * may still hold the rest of a record it decrypted. */
+        if ((size_t)r < space && (!c->ssl || !SSL_pending(c->ssl)))
+            return 0;
     }
 }
 
 /* Publishes what c now waits for (invariant 5) and hands it back to epoll. */
 static int rearm(xt_rpc_server *s, SConn *c)
 {
-    int ph = c->out                                          ? kOutput
-             : c->have || (s->has_key && c->auth != kAuthDone) ? kPartial
-                                                               : kIdle;
+    int ph = c->out ? kOutput
+             : c->have || (s->has_key && c->auth != kAuthDone) ||
+                     (s->tls && (!c->ssl || !SSL_is_init_finished(c->ssl)))
+                 ? kPartial
+                 : kIdle;
     uint64_t since = ph == kOutput    ? c->out_since
                      : c->have        ? c->part_since
                      : ph == kPartial ? c->since.load(std::memory_order_relaxed) /* accepted */
@@ -648,8 +746,11 @@ static int rearm(xt_rpc_server *s, SConn *c)
     c->phase.store(ph, std::memory_order_release);
     /* With a reply queued only writability matters; EPOLLRDHUP would
      * report a half-closed peer again and again. */
+    uint32_t dir = c->out ? EPOLLOUT : EPOLLIN;
+    if (c->ssl && c->tls_want)
+        dir = c->tls_want; /* invariant 10 */
     return arm(s, EPOLL_CTL_MOD, c->fd, c,
-               c->out ? EPOLLOUT | EPOLLONESHOT : EPOLLIN | EPOLLRDHUP | EPOLLONESHOT);
+               dir == EPOLLOUT ? EPOLLOUT | EPOLLONESHOT : EPOLLIN | EPOLLRDHUP | EPOLLONESHOT);
 }
 
 /* Shuts down connections past their timeout (invariant 5). */
@@ -828,6 +929,45 @@ static int listen_on(const char *host, int port, int *out_fd, int *out_port)
     return rc;
 }
 
+/* The TLS context of o's --tls-cert/--tls-key/--tls-ca into *out (NULL
+ * when o names none): peers must present a certificate the CA signed. */
+static int tls_server_ctx(const xt_rpc_server_opts *o, SSL_CTX **out)
+{
+    *out = nullptr;
+    if (!o || (!o->tls_cert && !o->tls_key && !o->tls_ca))
+        return 0;
+    if (!o->tls_cert || !o->tls_key || !o->tls_ca) {
+        XT_ERR("rpc: TLS wants a certificate, its key and the CA, all three");
+        return -EINVAL;
+    }
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (!ctx)
+        return -ENOMEM;
+    const char *what = o->tls_cert;
+    bool ok = SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) == 1 &&
+              SSL_CTX_use_certificate_chain_file(ctx, o->tls_cert) == 1 &&
+              (what = o->tls_key, SSL_CTX_use_PrivateKey_file(ctx, o->tls_key,
+                                                              SSL_FILETYPE_PEM) == 1) &&
+              SSL_CTX_check_private_key(ctx) == 1 &&
+              (what = o->tls_ca, SSL_CTX_load_verify_locations(ctx, o->tls_ca, nullptr) == 1);
+    if (!ok) {
+        char why[256];
+        ERR_error_string_n(ERR_get_error(), why, sizeof why);
+        ERR_clear_error();
+        XT_ERR("rpc: TLS: cannot use %s: %s", what, why);
+        SSL_CTX_free(ctx);
+        return -EKEYREJECTED;
+    }
+    SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    /* A queued reply moves from the thread's buffer to the connection's
+     * and is sent from its offset (invariant 4). */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_num_tickets(ctx, 0); /* clients do not resume sessions */
+    *out = ctx;
+    return 0;
+}
+
 /* The limits of o, defaults filled in (xt_rpc.h, struct xt_rpc_server_opts). */
 static void resolve_limits(xt_rpc_server *s, const xt_rpc_server_opts *o)
 {
@@ -870,9 +1010,15 @@ int pom::glue::serve(const xt_rpc_server_opts *o, const std::shared_ptr<TProcess
     s->max_frame = o && o->max_frame_bytes > 0 ? (size_t)o->max_frame_bytes
                                                 : (size_t)XT_RPC_DEFAULT_SERVER_FRAME;
     resolve_limits(s, o);
-    int rc = listen_on(host, port, &s->lfd, &s->port);
+    int rc = tls_server_ctx(o, &s->tls);
+    if (rc < 0) {
+        delete s;
+        return rc;
+    }
+    rc = listen_on(host, port, &s->lfd, &s->port);
     if (rc < 0) {
         XT_ERR("rpc: cannot listen on %s:%d: %s", host, port, strerror(-rc));
+        SSL_CTX_free(s->tls);
         delete s;
         return rc;
     }
@@ -934,6 +1080,7 @@ void xt_rpc_server_stop(xt_rpc_server *s)
     for (auto &t : s->threads)
         t.join();
     for (SConn *c : s->conns) {
+        SSL_free(c->ssl);
         close(c->fd);
         free(c->in);
         delete c;
@@ -945,6 +1092,7 @@ void xt_rpc_server_stop(xt_rpc_server *s)
         close(s->lfd);
     if (s->epfd >= 0)
         close(s->epfd);
+    SSL_CTX_free(s->tls);
     if (s->stopfd >= 0)
         close(s->stopfd);
     delete s;
