@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 
 def open(addrs, fs="pomfs", *, keyfile=None, call_timeout_ms=0, retry_ms=0, soft_ms=0,
-         lib=None):
+         tls_ca=None, tls_cert=None, tls_key=None, lib=None):
     """Opens a file system: a FileSystem.
 
     addrs: R2 addresses "host:port[,host:port...]" when fs is a name (str or
@@ -33,8 +33,11 @@ def open(addrs, fs="pomfs", *, keyfile=None, call_timeout_ms=0, retry_ms=0, soft
     cluster key or a client key of the fs (docs/security.md); a wrong one
     raises OSError EKEYREJECTED, none where one is needed ENOKEY.
     call_timeout_ms, retry_ms, soft_ms: struct pom_opts (0: the defaults).
+    tls_ca, tls_cert, tls_key: PEM paths for a cluster that runs TLS, all
+    three or none (docs/security.md "TLS").
     lib: the path of libpomegranate.so (else POMEGRANATE_LIB, pkg-config,
     the loader's search: load_library).
     """
     return FileSystem(addrs, fs, keyfile=keyfile, call_timeout_ms=call_timeout_ms,
-                      retry_ms=retry_ms, soft_ms=soft_ms, lib=lib)
+                      retry_ms=retry_ms, soft_ms=soft_ms, tls_ca=tls_ca, tls_cert=tls_cert,
+                      tls_key=tls_key, lib=lib)

@@ -49,7 +49,7 @@ class FileSystem(Handle):
     Errors raise OSError with the library's errno."""
 
     def __init__(self, addrs, fs="pomfs", *, keyfile=None, call_timeout_ms=0, retry_ms=0,
-                 soft_ms=0, lib=None):
+                 soft_ms=0, tls_ca=None, tls_cert=None, tls_key=None, lib=None):
         self._children = weakref.WeakSet()
         self._lib = load_library(lib)
         opts = ffi.new("struct pom_opts *", {"call_timeout_ms": call_timeout_ms,
@@ -59,6 +59,11 @@ class FileSystem(Handle):
             os.stat(keyfile)  # a missing key file: FileNotFoundError naming it
             kf = ffi.new("char[]", os.fsencode(keyfile))
             opts.keyfile = kf
+        keep = []  # the TLS paths live until the open returns
+        for field, path in (("tls_ca", tls_ca), ("tls_cert", tls_cert), ("tls_key", tls_key)):
+            if path is not None:
+                keep.append(ffi.new("char[]", os.fsencode(os.path.expanduser(path))))
+                setattr(opts, field, keep[-1])
         out = ffi.new("pom_fs **")
         if isinstance(fs, int):  # an fsid, at one MDS
             rc = self._lib.pom_connect_mds_opts(addrs.encode(), fs, opts, out)

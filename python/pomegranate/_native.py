@@ -37,6 +37,9 @@ struct pom_opts {
     int retry_ms;
     int soft_ms;
     const char *keyfile;
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
 };
 
 int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid,
