@@ -678,10 +678,10 @@ static void test_clients(void **state)
     lead(f);
     assert_int_equal(r2_mgr_fs_create(f->m, "one", NULL, NULL, NULL), 0);
     uint32_t mds, c, d;
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, &mds, NULL),
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:12", 1, 0, NULL, NULL, &mds, NULL),
                      0);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "c", 0, 0, "one", &c, NULL), 0);
-    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "d", 0, 0, "one", &d, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "c", 0, 0, "one", NULL, &c, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_CLIENT, "d", 0, 0, "one", NULL, &d, NULL), 0);
     assert_int_equal(mounts_of(f->m, "one"), 2);
 
     /* A clean unmount: gone at once, its mount no longer counts. */
