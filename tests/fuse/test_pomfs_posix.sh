@@ -4,7 +4,8 @@
 # "test_pomfs_posix"):
 #   asynchronous O_DIRECT writes read back by buffered reads that raced
 #   with them (generic/451; pom_dio); times before 1970, also after a
-#   remount (generic/258).
+#   remount (generic/258); device numbers of device nodes after a remount,
+#   and a device opened through the mount (generic/306).
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
 DIO=$(realpath "$3")
 M=$T/m
@@ -18,8 +19,14 @@ touch -m -d "1960-01-01 00:00:00.5" "$M/old"
 touch -a -d "1969-12-31 23:59:59" "$M/old"
 eq "mtime before 1970" "$(stat -c %.1Y "$M/old")" "-315619199.5"
 eq "atime before 1970" "$(stat -c %X "$M/old")" "-1"
+mknod "$M/null" c 1 3
+mknod "$M/blk" b 7 300
+eq "device number of a new node" "$(stat -c %t:%T "$M/null")" "1:3"
 pl_umount "$M"
-pl_mount "$M"
+pl_mount "$M" dev
+eq "char device number after a remount" "$(stat -c %F:%t:%T "$M/null")" "character special file:1:3"
+eq "block device number after a remount" "$(stat -c %F:%t:%T "$M/blk")" "block special file:7:12c"
+ok "write to the char device after a remount" sh -c "echo x >'$M/null'"
 eq "mtime before 1970 after a remount" "$(stat -c %.1Y "$M/old")" "-315619199.5"
 eq "atime before 1970 after a remount" "$(stat -c %X "$M/old")" "-1"
 
