@@ -297,7 +297,7 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     if (rc < 0)
         goto out;
     if (gone) {
-        pom_ino_unlinked(fs, da.uuid); /* the replaced file's last name */
+        pom_ino_unlinked(fs, &da); /* the replaced file's last name */
         pom_data_gone(fs, &da); /* its tracts (da is the ILT row's for a stub) */
     }
     map_moved(fs, &sa, newparent, newname);

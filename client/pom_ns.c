@@ -184,7 +184,7 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
         return rc == -ENOENT && ilt != SIZE_MAX && failed == ilt ? -ESTALE : rc;
     if (gone) {
         /* The file's last name went: here goes its storage too. */
-        pom_ino_unlinked(fs, stub->uuid);
+        pom_ino_unlinked(fs, &file);
         pom_data_gone(fs, &file); /* tracts: the ILT row names them */
     }
     return 0;

@@ -564,7 +564,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
                 continue;
             if (rc < 0)
                 return rc;
-            pom_ino_unlinked(fs, a.uuid);
+            pom_ino_unlinked(fs, &a);
             return 0;
         }
         rc = remove_batch(fs, parent, name, &a);
@@ -576,7 +576,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
         }
         if (keep_x) /* before it is marked: an orphan always has its xattrs */
             pom_ino_keep_xattrs(fs, a.uuid, xg, xlen);
-        pom_ino_unlinked(fs, a.uuid); /* its only name: the file is gone */
+        pom_ino_unlinked(fs, &a); /* its only name: the file is gone */
         pom_data_gone(fs, &a); /* its tracts too (blob tier; after the row) */
         return 0;
     }

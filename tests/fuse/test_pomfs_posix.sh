@@ -5,7 +5,9 @@
 #   asynchronous O_DIRECT writes read back by buffered reads that raced
 #   with them (generic/451; pom_dio); times before 1970, also after a
 #   remount (generic/258); device numbers of device nodes after a remount,
-#   and a device opened through the mount (generic/306).
+#   and a device opened through the mount (generic/306); fstat of an open
+#   directory after rmdir and after a rename over it, and of an open file
+#   after a rename over it: nlink 0, still usable (generic/035).
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
 DIO=$(realpath "$3")
 M=$T/m
@@ -23,12 +25,39 @@ mknod "$M/null" c 1 3
 mknod "$M/blk" b 7 300
 eq "device number of a new node" "$(stat -c %t:%T "$M/null")" "1:3"
 pl_umount "$M"
-pl_mount "$M" dev
+# (attr_timeout=0: every fstat below asks pomfs, none is the kernel's cache)
+pl_mount "$M" dev,attr_timeout=0
 eq "char device number after a remount" "$(stat -c %F:%t:%T "$M/null")" "character special file:1:3"
 eq "block device number after a remount" "$(stat -c %F:%t:%T "$M/blk")" "block special file:7:12c"
 ok "write to the char device after a remount" sh -c "echo x >'$M/null'"
 eq "mtime before 1970 after a remount" "$(stat -c %.1Y "$M/old")" "-315619199.5"
 eq "atime before 1970 after a remount" "$(stat -c %X "$M/old")" "-1"
+
+# generic/035: an open removed directory or file answers fstat (nlink 0).
+mkdir "$M/d1" "$M/d2" "$M/d3"
+echo first >"$M/f1"
+echo second >"$M/f2"
+eq "fstat of open removed directories and files" "$(python3 - "$M" <<'PY'
+import os, stat, sys
+m = sys.argv[1]
+d1 = os.open(m + "/d1", os.O_RDONLY | os.O_DIRECTORY)
+d2 = os.open(m + "/d2", os.O_RDONLY | os.O_DIRECTORY)
+f1 = os.open(m + "/f1", os.O_RDONLY)
+os.rmdir(m + "/d1")
+os.rename(m + "/d3", m + "/d2")
+os.rename(m + "/f2", m + "/f1")
+for what, fd in (("rmdir", d1), ("dir renamed over", d2), ("file renamed over", f1)):
+    try:
+        st = os.fstat(fd)
+        print(what, "dir" if stat.S_ISDIR(st.st_mode) else "file", st.st_nlink)
+    except OSError as e:
+        print(what, e.strerror)
+print("read", os.read(f1, 5).decode(), "list", os.listdir(d1))
+PY
+)" "rmdir dir 0
+dir renamed over dir 0
+file renamed over file 0
+read first list []"
 
 pl_umount "$M"
 pl_done
