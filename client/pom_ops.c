@@ -30,7 +30,10 @@
  *  (6) A regular file unlinked here while open here has no row: setattr
  *      (and the xattr calls, pom_xattr.c) change its open state instead
  *      (pom_ino.c (4)). Its xattrs are re-read at the unlink, with the
- *      version its delete is conditional on, so the copy is exact.
+ *      version its delete is conditional on, so the copy is exact. A
+ *      directory removed here (rmdir, a rename over it) keeps its last
+ *      attributes in the inode map while the kernel holds it, so fstat of
+ *      an open one answers them with nlink 0 (pom_ino_open_stat).
  *
  * Floor 4.1 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c and
  * pom_gdt.c; pom_link.c and pom_gdt_read.c sit above it.
