@@ -527,12 +527,30 @@ static bool flushed_since(pom_fs *fs, uint64_t uuid, uint64_t since)
     return false;
 }
 
+int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid)
+{
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    int known = i && i->dir_seen;
+    if (known) {
+        *mode = i->dir_mode;
+        *gid = i->dir_gid;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    return known;
+}
+
 int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
 {
     int rc = 0;
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
     bool flushed = flushed_since(fs, uuid, since);
+    if (i && S_ISDIR(st->st_mode)) {
+        i->dir_seen = true;
+        i->dir_mode = (uint32_t)st->st_mode;
+        i->dir_gid = (uint32_t)st->st_gid;
+    }
     if (i && i->data) {
         pthread_mutex_lock(&i->data->mu);
         if (i->data->dirty || flushed) {

@@ -34,6 +34,15 @@
  *      directory removed here (rmdir, a rename over it) keeps its last
  *      attributes in the inode map while the kernel holds it, so fstat of
  *      an open one answers them with nlink 0 (pom_ino_open_stat).
+ *  (7) Set-group-ID directories (what a local file system's
+ *      inode_init_owner does, which FUSE leaves to the file system): a new
+ *      entry takes its parent's group when the parent has S_ISGID, and a
+ *      new directory the bit too. The parent's mode and gid are those of
+ *      its last read here (the kernel reads a directory's attributes at
+ *      least every attr_timeout while it walks it), else read once. The
+ *      kernel strips S_ISGID from the mode a non-member asks for, and
+ *      clears S_ISUID/S_ISGID on write, truncate and chown itself (a
+ *      SETATTR of the mode: FUSE_HANDLE_KILLPRIV is not asked for).
  *
  * Floor 4.1 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c and
  * pom_gdt.c; pom_link.c and pom_gdt_read.c sit above it.
@@ -339,6 +348,21 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
     row.attr.mode = mode & 07777;
     row.attr.uid = c.uid;
     row.attr.gid = c.gid;
+    /* A set-group-ID directory gives its new entries its group, and its
+     * new subdirectories the bit (invariant 7). */
+    uint32_t pmode, pgid;
+    struct stat pst;
+    if (!pom_ino_dir_attr(fs, parent, &pmode, &pgid)) {
+        if ((rc = pom_getattr(fs, parent, &pst)) < 0)
+            return rc;
+        pmode = (uint32_t)pst.st_mode;
+        pgid = (uint32_t)pst.st_gid;
+    }
+    if (pmode & S_ISGID) {
+        row.attr.gid = pgid;
+        if (type == XT_ROW_DIR)
+            row.attr.mode |= S_ISGID;
+    }
     assert(rdev == 0 || type == XT_ROW_CHR || type == XT_ROW_BLK);
     row.attr.generation = (uint64_t)rdev;
     /* A directory counts itself and its "." (2) + its subdirectories. */

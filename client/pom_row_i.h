@@ -83,6 +83,9 @@ struct pom_inode {
                               removal was acknowledged (pom_tracts_drop) */
     xt_row_attr *gone_dir; /* protected by fs->mu: a removed directory's last
                               attributes (xt_malloc'd), for fstat until forget */
+    bool dir_seen;         /* protected by fs->mu: a directory's mode and gid */
+    uint32_t dir_mode;     /*   as its last row read here said (set-group-ID */
+    uint32_t dir_gid;      /*   inheritance of its new entries, pom_ops.c) */
     uint8_t type;          /* enum xt_row_type */
     struct pom_data *data; /* protected by fs->mu: set while opens > 0 */
     uint64_t seen_size;    /* protected by fs->mu: size and mtime of the row */
@@ -139,6 +142,9 @@ bool pom_ino_known(pom_fs *fs, uint64_t uuid);
 uint64_t pom_ino_seq(pom_fs *fs);
 /* Records a flush of uuid's size/times that the MDS acknowledged. */
 void pom_ino_flushed(pom_fs *fs, uint64_t uuid);
+/* A known directory's mode and gid as its last read here (getattr,
+ * lookup, readdirplus: pom_ino_stat_fix) said: 1 if known, else 0. */
+int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid);
 /* All of *st from the open buffer of uuid, if open here, or from the last
  * attributes of a directory removed here (pom_ino_unlinked): 1 if *st was
  * filled, else 0. For a file or directory removed here and still open. */

@@ -7,7 +7,9 @@
 #   remount (generic/258); device numbers of device nodes after a remount,
 #   and a device opened through the mount (generic/306); fstat of an open
 #   directory after rmdir and after a rename over it, and of an open file
-#   after a rename over it: nlink 0, still usable (generic/035).
+#   after a rename over it: nlink 0, still usable (generic/035); entries
+#   made in a set-group-ID directory take its group, subdirectories the
+#   bit, also for a directory this mount had not read (generic/314, 633).
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
 DIO=$(realpath "$3")
 M=$T/m
@@ -58,6 +60,25 @@ PY
 dir renamed over dir 0
 file renamed over file 0
 read first list []"
+
+# generic/314, 633: set-group-ID directories.
+mkdir "$M/sg"
+chown 0:4321 "$M/sg"
+chmod 2775 "$M/sg"
+touch "$M/sg/f"
+mkdir "$M/sg/sub" "$M/sg/sub/deeper"
+mkfifo "$M/sg/fifo"
+eq "a file in a setgid directory" "$(stat -c %g:%a "$M/sg/f")" "4321:644"
+eq "a fifo in a setgid directory" "$(stat -c %g "$M/sg/fifo")" "4321"
+eq "a subdirectory inherits the bit" "$(stat -c %g:%a "$M/sg/sub")" "4321:2755"
+eq "and passes it on" "$(stat -c %g:%a "$M/sg/sub/deeper")" "4321:2755"
+pl_umount "$M"
+pl_mount "$M"
+touch "$M/sg/sub/after"
+eq "after a remount (parent not read yet)" "$(stat -c %g "$M/sg/sub/after")" "4321"
+mkdir "$M/plain"
+touch "$M/plain/f"
+eq "no inheritance without the bit" "$(stat -c %g "$M/plain/f")" "0"
 
 pl_umount "$M"
 pl_done
