@@ -57,8 +57,8 @@ int pom_gdt_put(pom_fs *fs, uint64_t dir, uint64_t parent, const char *name, uin
  * hard-linked file: *parent is then XT_NS_TABLE_ILT), verified against the
  * row it names and, with more than one MDS, waited for while an RMU may be
  * late (up to 3 s): *parent and name (XT_NAME_MAX + 1 bytes) get its
- * location, *st (may be NULL) its attributes. 0, -ESTALE (not found), -EIO (a damaged GDT row), or an
- * error of the calls. */
+ * location, *st (may be NULL) its attributes. 0, -ESTALE (not found),
+ * -EIO (a damaged GDT row), or an error of the calls. */
 int pom_gdt_where(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struct stat *st);
 
 /* Calls fn(arg, tracts id, uuid) for every row that names a tract set
