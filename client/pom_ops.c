@@ -41,8 +41,9 @@
  *      its last read here (the kernel reads a directory's attributes at
  *      least every attr_timeout while it walks it), else read once. The
  *      kernel strips S_ISGID from the mode a non-member asks for, and
- *      clears S_ISUID/S_ISGID on write, truncate and chown itself (a
- *      SETATTR of the mode: FUSE_HANDLE_KILLPRIV is not asked for).
+ *      clears S_ISUID/S_ISGID on write, truncate, chown, fallocate and
+ *      punch itself (a SETATTR of the mode: FUSE_HANDLE_KILLPRIV is not
+ *      asked for).
  *
  * Floor 4.1 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c and
  * pom_gdt.c; pom_link.c and pom_gdt_read.c sit above it.

@@ -9,7 +9,9 @@
 #   directory after rmdir and after a rename over it, and of an open file
 #   after a rename over it: nlink 0, still usable (generic/035); entries
 #   made in a set-group-ID directory take its group, subdirectories the
-#   bit, also for a directory this mount had not read (generic/314, 633).
+#   bit, also for a directory this mount had not read (generic/314, 633);
+#   fallocate and punch by a non-root caller drop the set-ID bits
+#   (generic/683, 684).
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
 DIO=$(realpath "$3")
 M=$T/m
@@ -28,7 +30,7 @@ mknod "$M/blk" b 7 300
 eq "device number of a new node" "$(stat -c %t:%T "$M/null")" "1:3"
 pl_umount "$M"
 # (attr_timeout=0: every fstat below asks pomfs, none is the kernel's cache)
-pl_mount "$M" dev,attr_timeout=0
+pl_mount "$M" dev,attr_timeout=0,allow_other
 eq "char device number after a remount" "$(stat -c %F:%t:%T "$M/null")" "character special file:1:3"
 eq "block device number after a remount" "$(stat -c %F:%t:%T "$M/blk")" "block special file:7:12c"
 ok "write to the char device after a remount" sh -c "echo x >'$M/null'"
@@ -60,6 +62,22 @@ PY
 dir renamed over dir 0
 file renamed over file 0
 read first list []"
+
+# generic/683, 684: fallocate and punch by a non-root caller drop S_ISUID,
+# and S_ISGID with group execute.
+chmod 755 "$T" # (nobody walks to the mount)
+touch "$M/priv"
+chmod 6777 "$M/priv"
+ok "fallocate as nobody" setpriv --reuid=65534 --regid=65534 --clear-groups \
+    fallocate -l 8192 "$M/priv"
+eq "fallocate drops the set-ID bits" "$(stat -c %a "$M/priv")" "777"
+chmod 6777 "$M/priv"
+ok "punch as nobody" setpriv --reuid=65534 --regid=65534 --clear-groups \
+    fallocate -p -o 0 -l 4096 "$M/priv"
+eq "punch drops the set-ID bits" "$(stat -c %a "$M/priv")" "777"
+chmod 6767 "$M/priv"
+setpriv --reuid=65534 --regid=65534 --clear-groups fallocate -l 16384 "$M/priv"
+eq "S_ISGID without group execute stays" "$(stat -c %a "$M/priv")" "2767"
 
 # generic/314, 633: set-group-ID directories.
 mkdir "$M/sg"
