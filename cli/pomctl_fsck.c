@@ -39,8 +39,9 @@
  *      parent and name the walk found it under. A copy held by another
  *      MDS arrives about a second after its change: a row that does not
  *      agree is read again for up to GDT_WAIT_MS before it is a problem.
- *      The GDT's rows are counted too: a row whose uuid is no directory
- *      the walk found is *stale* (a directory made, moved and removed
+ *      The GDT's rows are counted too (every inode has one; only a
+ *      directory's is checked against its place): a row whose uuid is no
+ *      inode the walk found is *stale* (a directory made, moved and removed
  *      within a second at several MDS can leave one; readers check a row
  *      before they trust it): counted, not a problem. --repair-gdt writes
  *      the row a directory should have (a copy stamped now: newest wins)
@@ -529,7 +530,7 @@ static int count_gdt(struct fsck *f)
             }
             f->gdt_rows++;
             const struct ino_ent *e = f->cap ? ino_slot(f, row.attr.uuid) : NULL;
-            if (e && e->ino && S_ISDIR(e->mode))
+            if (e && e->ino)
                 continue;
             f->gdt_stale++;
             uint64_t age_ns = (uint64_t)GDT_STALE_AGE_S * 1000000000u;

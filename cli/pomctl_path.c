@@ -36,9 +36,13 @@ static int dir_path(pom_fs *fs, uint64_t dir, char **out)
     for (int depth = 0; rc == 0 && dir != POM_ROOT_INO; depth++) {
         char name[XT_NAME_MAX + 1];
         uint64_t parent;
+        struct stat st;
         if (depth == PATH_DEPTH_MAX) {
             rc = -ELOOP;
-        } else if ((rc = pom_gdt_where(fs, dir, &parent, name, NULL)) == 0) {
+        } else if ((rc = pom_gdt_where(fs, dir, &parent, name, &st)) == 0 &&
+                   !S_ISDIR(st.st_mode)) {
+            rc = -ESTALE; /* every inode has a GDT row; a path names a directory */
+        } else if (rc == 0) {
             size_t len = strlen(name) + 1 + strlen(path) + 1;
             char *p = xt_malloc(len);
             if (!p) {

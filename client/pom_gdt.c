@@ -1,9 +1,9 @@
 /*
  * pom_gdt.c -- floor 4.0 (namespace helpers): the writer of the GDT
  * (xt_ns.h (4); docs/client.md "GDT"): the
- * copy op (XT_F_RMU) that mkdir, rmdir and a directory's rename add to
- * their atomic batch, telling where the directory's row now is, or that
- * it is gone.
+ * copy op (XT_F_RMU) that every create (mkdir, mknod, symlink, create),
+ * every remove of a last name and every rename add to their atomic batch,
+ * telling where the inode's row now is, or that it is gone.
  *
  * The copy commits with the batch (or not at all) and reaches the GDT
  * row later when that row sits at another MDS (an RMU, docs/mds-xact.md

@@ -63,6 +63,7 @@ static void data_free(struct pom_data *d)
 static void ino_free(struct pom_inode *i)
 {
     data_free(i->data);
+    xt_free(i->gone_dir);
     xt_free(i->name);
     xt_free(i);
 }
@@ -218,11 +219,20 @@ void pom_ino_moved(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name)
     pthread_mutex_unlock(&fs->mu);
 }
 
-void pom_ino_unlinked(pom_fs *fs, uint64_t uuid)
+void pom_ino_unlinked(pom_fs *fs, const xt_row_attr *a)
 {
     uint64_t mark = pom_restart_count(fs); /* taken alone: no epoch_mu under mu */
+    /* An open removed directory stays fstat-able (nlink 0) until the kernel
+     * forgets it; allocated before the lock, dropped if not needed. */
+    xt_row_attr *dir = a->type == XT_ROW_DIR ? xt_malloc(sizeof *dir) : NULL;
+    if (dir)
+        *dir = *a;
     pthread_mutex_lock(&fs->mu);
-    struct pom_inode *i = find(fs, uuid);
+    struct pom_inode *i = find(fs, a->uuid);
+    if (i && dir && !i->gone_dir) {
+        i->gone_dir = dir;
+        dir = NULL;
+    }
     if (i) {
         i->unlinked = true;
         i->gone_mark = mark;
@@ -233,6 +243,7 @@ void pom_ino_unlinked(pom_fs *fs, uint64_t uuid)
         }
     }
     pthread_mutex_unlock(&fs->mu);
+    xt_free(dir);
 }
 
 void pom_ino_mark_stale(pom_fs *fs)
@@ -487,6 +498,9 @@ int pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st)
         stat_from_buffer(i->data, st);
         pthread_mutex_unlock(&i->data->mu);
         open = 1;
+    } else if (i && i->unlinked && i->gone_dir) {
+        pom_row_stat(i->gone_dir, st);
+        open = 1;
     }
     pthread_mutex_unlock(&fs->mu);
     return open;
@@ -513,12 +527,30 @@ static bool flushed_since(pom_fs *fs, uint64_t uuid, uint64_t since)
     return false;
 }
 
+int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid)
+{
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    int known = i && i->dir_seen;
+    if (known) {
+        *mode = i->dir_mode;
+        *gid = i->dir_gid;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    return known;
+}
+
 int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
 {
     int rc = 0;
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
     bool flushed = flushed_since(fs, uuid, since);
+    if (i && S_ISDIR(st->st_mode)) {
+        i->dir_seen = true;
+        i->dir_mode = (uint32_t)st->st_mode;
+        i->dir_gid = (uint32_t)st->st_gid;
+    }
     if (i && i->data) {
         pthread_mutex_lock(&i->data->mu);
         if (i->data->dirty || flushed) {

@@ -270,12 +270,14 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
                 goto out;
             }
     }
-    /* The GDT rows of the directories moved or replaced (copies, after
-     * every op the failure rules below index). */
+    /* The GDT rows of the inodes moved or gone (copies, after every op
+     * the failure rules below index). A replaced name of a linked file
+     * that keeps other names leaves its row: a reader falls back to the
+     * ILT (pom_gdt_read.c invariant 2). */
     size_t nq = n;
-    if (sdir && rc == 0)
+    if (rc == 0)
         rc = pom_gdt_op(sa.uuid, newparent, newname, now, &gb[0], &q[nq++]);
-    if (ddir && rc == 0)
+    if (exists && (xchg || gone) && rc == 0)
         rc = pom_gdt_op(da.uuid, parent, xchg ? name : NULL, now, &gb[1], &q[nq++]);
     if (rc < 0)
         goto out;
@@ -295,7 +297,7 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     if (rc < 0)
         goto out;
     if (gone) {
-        pom_ino_unlinked(fs, da.uuid); /* the replaced file's last name */
+        pom_ino_unlinked(fs, &da); /* the replaced file's last name */
         pom_data_gone(fs, &da); /* its tracts (da is the ILT row's for a stub) */
     }
     map_moved(fs, &sa, newparent, newname);

@@ -141,7 +141,7 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
     assert(xt_ns_is_stub(stub) && stub->type != XT_ROW_DIR); /* xt_ns.h (3) */
     char in[XT_NS_ID_LEN + 1];
     xt_row upd;
-    struct xt_req q[3];
+    struct xt_req q[4];
     q[0] = pom_ns_req(XT_OP_DELETE, parent, name, 0);
     pom_ns_cond(&q[0], stub->uuid, stub->version);
     bool gone = false;
@@ -159,9 +159,15 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
         return rc;
     }
     size_t ilt = n == 2 ? 1 : SIZE_MAX;
+    uint64_t now = xt_now_ns();
+    /* The last name: the file's GDT row goes too (a copy, never failing
+     * the batch; before the parent's op, which a retry may leave out). */
+    struct xt_ns_gdt gb;
+    if (gone && (rc = pom_gdt_op(stub->uuid, 0, NULL, now, &gb, &q[n])) == 0)
+        n++;
     /* The parent's times in the same batch (invariant 5). */
     struct pom_dir_upd pu;
-    if (pom_dir_upd_op(fs, parent, 0, xt_now_ns(), &pu, &q[n]) == 0 &&
+    if (pom_dir_upd_op(fs, parent, 0, now, &pu, &q[n]) == 0 &&
         !(pu.table == parent && strcmp(pu.name, name) == 0)) /* a stale map */
         np = n++;
     bool retried = false;
@@ -178,7 +184,7 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
         return rc == -ENOENT && ilt != SIZE_MAX && failed == ilt ? -ESTALE : rc;
     if (gone) {
         /* The file's last name went: here goes its storage too. */
-        pom_ino_unlinked(fs, stub->uuid);
+        pom_ino_unlinked(fs, &file);
         pom_data_gone(fs, &file); /* tracts: the ILT row names them */
     }
     return 0;

@@ -61,14 +61,14 @@ int pom_ns_ilt_drop(pom_fs *fs, uint64_t uuid, char *in, xt_row *upd, struct xt_
 
 /* ---- pom_gdt.c: the GDT's writer ------------------------------------ */
 
-/* The copy op (XT_F_RMU) into *q saying directory dir's row is now `name`
+/* The copy op (XT_F_RMU) into *q saying inode dir's row is now `name`
  * in table `parent` (name NULL: dir is gone), as of stamp (the change's
  * xt_now_ns); *b holds what q points at and must outlive it. -EINVAL
  * (name empty or too long). pom_gdt_put (pomegranate_admin.h) sends one. */
 int pom_gdt_op(uint64_t dir, uint64_t parent, const char *name, uint64_t stamp,
                struct xt_ns_gdt *b, struct xt_req *q);
 
-/* ---- pom_gdt_read.c: directories found by uuid ----------------------- */
+/* ---- pom_gdt_read.c: inodes found by uuid ---------------------------- */
 
 /* xt_ns_gdt_parse and what a reader checks before following the hint: row
  * is directory uuid's GDT row (its uuid, type KV), the name is a valid

@@ -30,7 +30,20 @@
  *  (6) A regular file unlinked here while open here has no row: setattr
  *      (and the xattr calls, pom_xattr.c) change its open state instead
  *      (pom_ino.c (4)). Its xattrs are re-read at the unlink, with the
- *      version its delete is conditional on, so the copy is exact.
+ *      version its delete is conditional on, so the copy is exact. A
+ *      directory removed here (rmdir, a rename over it) keeps its last
+ *      attributes in the inode map while the kernel holds it, so fstat of
+ *      an open one answers them with nlink 0 (pom_ino_open_stat).
+ *  (7) Set-group-ID directories (what a local file system's
+ *      inode_init_owner does, which FUSE leaves to the file system): a new
+ *      entry takes its parent's group when the parent has S_ISGID, and a
+ *      new directory the bit too. The parent's mode and gid are those of
+ *      its last read here (the kernel reads a directory's attributes at
+ *      least every attr_timeout while it walks it), else read once. The
+ *      kernel strips S_ISGID from the mode a non-member asks for, and
+ *      clears S_ISUID/S_ISGID on write, truncate, chown, fallocate and
+ *      punch itself (a SETATTR of the mode: FUSE_HANDLE_KILLPRIV is not
+ *      asked for).
  *
  * Floor 4.1 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c and
  * pom_gdt.c; pom_link.c and pom_gdt_read.c sit above it.
@@ -294,13 +307,13 @@ static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *ro
     struct pom_dir_upd pu;
     struct xt_ns_gdt gb;
     int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, row->attr.ctime_ns, &pu, &q[1]);
-    if (rc == 0 && dir) /* its GDT row (a copy: never fails the batch) */
+    if (rc == 0) /* its GDT row (a copy: never fails the batch) */
         rc = pom_gdt_op(row->attr.uuid, parent, name, row->attr.ctime_ns, &gb, &q[2]);
     if (rc < 0)
         return rc;
     size_t failed = SIZE_MAX;
     bool retried = false;
-    rc = pom_batch_call(fs, q, dir ? 3 : 2, &failed, &retried);
+    rc = pom_batch_call(fs, q, 3, &failed, &retried);
     if (rc < 0 && retried && pom_name_holds(fs, parent, name, row->attr.uuid) == 1)
         return 0; /* our first attempt was applied */
     if (failed == 1 && pom_parent_missing(rc))
@@ -308,12 +321,14 @@ static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *ro
     return rc;
 }
 
-/* Builds and exclusively creates a new entry (invariant 2). `data` is the
- * XT_CG_DATA group (symlink target, device number) or NULL. On success
- * *st is filled and the new inode has one reference. */
+/* Builds and exclusively creates a new entry (invariant 2). rdev: a
+ * device's number (0 for other types), kept in the row's `generation`
+ * column so that every read of the row's attributes has it. `data` is the
+ * XT_CG_DATA group (a symlink's target) or NULL. On success *st is filled
+ * and the new inode has one reference. */
 static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type, mode_t mode,
-                      const void *data, uint32_t dlen, const struct pom_cred *cred,
-                      struct stat *st, xt_row_attr *made)
+                      dev_t rdev, const void *data, uint32_t dlen,
+                      const struct pom_cred *cred, struct stat *st, xt_row_attr *made)
 {
     assert(type >= XT_ROW_REG && type <= XT_ROW_SOCK); /* an entry, not a stub or a KV row */
     int rc = xt_ns_name_check(name);
@@ -334,6 +349,23 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
     row.attr.mode = mode & 07777;
     row.attr.uid = c.uid;
     row.attr.gid = c.gid;
+    /* A set-group-ID directory gives its new entries its group, and its
+     * new subdirectories the bit (invariant 7). */
+    uint32_t pmode, pgid;
+    struct stat pst;
+    if (!pom_ino_dir_attr(fs, parent, &pmode, &pgid)) {
+        if ((rc = pom_getattr(fs, parent, &pst)) < 0)
+            return rc;
+        pmode = (uint32_t)pst.st_mode;
+        pgid = (uint32_t)pst.st_gid;
+    }
+    if (pmode & S_ISGID) {
+        row.attr.gid = pgid;
+        if (type == XT_ROW_DIR)
+            row.attr.mode |= S_ISGID;
+    }
+    assert(rdev == 0 || type == XT_ROW_CHR || type == XT_ROW_BLK);
+    row.attr.generation = (uint64_t)rdev;
     /* A directory counts itself and its "." (2) + its subdirectories. */
     row.attr.nlink = type == XT_ROW_DIR ? 2 : 1;
     row.attr.atime_ns = row.attr.mtime_ns = row.attr.ctime_ns = row.attr.btime_ns = now;
@@ -354,25 +386,18 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
 int pom_mknod(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, dev_t rdev,
               const struct pom_cred *cred, struct stat *st)
 {
-    uint8_t dev[8];
     switch (mode & S_IFMT) {
     case 0:
     case S_IFREG:
-        return make_entry(fs, parent, name, XT_ROW_REG, mode, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_REG, mode, 0, NULL, 0, cred, st, NULL);
     case S_IFIFO:
-        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, 0, NULL, 0, cred, st, NULL);
     case S_IFSOCK:
-        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, 0, NULL, 0, cred, st, NULL);
     case S_IFCHR:
-    case S_IFBLK: {
-        /* The device number is the row's data group (8 bytes LE). */
-        xt_put_u64(dev, (uint64_t)rdev);
-        int rc = make_entry(fs, parent, name, S_ISCHR(mode) ? XT_ROW_CHR : XT_ROW_BLK, mode,
-                            dev, 8, cred, st, NULL);
-        if (rc == 0)
-            st->st_rdev = rdev;
-        return rc;
-    }
+    case S_IFBLK:
+        return make_entry(fs, parent, name, S_ISCHR(mode) ? XT_ROW_CHR : XT_ROW_BLK, mode, rdev,
+                          NULL, 0, cred, st, NULL);
     case S_IFDIR:
         return -EINVAL; /* mkdir's job, as mknod(2) says */
     default:
@@ -386,7 +411,7 @@ int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int fl
     *out = NULL;
     xt_row fresh, *known = NULL;
     xt_row_init(&fresh);
-    int rc = make_entry(fs, parent, name, XT_ROW_REG, mode & 07777, NULL, 0, cred, st,
+    int rc = make_entry(fs, parent, name, XT_ROW_REG, mode & 07777, 0, NULL, 0, cred, st,
                         &fresh.attr);
     if (rc == 0) {
         known = &fresh; /* ours, empty and inline: opened from the row written */
@@ -415,7 +440,7 @@ int pom_mkdir(pom_fs *fs, pom_ino parent, const char *name, mode_t mode,
               const struct pom_cred *cred, struct stat *st)
 {
     /* The directory's table comes into being with its first entry. */
-    return make_entry(fs, parent, name, XT_ROW_DIR, mode, NULL, 0, cred, st, NULL);
+    return make_entry(fs, parent, name, XT_ROW_DIR, mode, 0, NULL, 0, cred, st, NULL);
 }
 
 int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target,
@@ -426,7 +451,8 @@ int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target
     size_t len = strlen(target);
     if (len > POM_SYMLINK_MAX)
         return -ENAMETOOLONG;
-    return make_entry(fs, parent, name, XT_ROW_SYMLINK, 0777, target, (uint32_t)len, cred, st, NULL);
+    return make_entry(fs, parent, name, XT_ROW_SYMLINK, 0777, 0, target, (uint32_t)len, cred, st,
+                      NULL);
 }
 
 ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)
@@ -474,13 +500,13 @@ static int remove_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_r
     struct xt_ns_gdt gb;
     uint64_t now = xt_now_ns();
     int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, now, &pu, &q[1]);
-    if (rc == 0 && dir)
+    if (rc == 0)
         rc = pom_gdt_op(a->uuid, 0, NULL, now, &gb, &q[2]);
     if (rc < 0)
         return rc;
     size_t failed = SIZE_MAX;
     bool retried = false;
-    rc = pom_batch_call(fs, q, dir ? 3 : 2, &failed, &retried);
+    rc = pom_batch_call(fs, q, 3, &failed, &retried);
     if (failed == 1 && pom_parent_missing(rc) && !dir) {
         struct xt_resp r;
         retried = false;
@@ -566,7 +592,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
                 continue;
             if (rc < 0)
                 return rc;
-            pom_ino_unlinked(fs, a.uuid);
+            pom_ino_unlinked(fs, &a);
             return 0;
         }
         rc = remove_batch(fs, parent, name, &a);
@@ -578,7 +604,7 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
         }
         if (keep_x) /* before it is marked: an orphan always has its xattrs */
             pom_ino_keep_xattrs(fs, a.uuid, xg, xlen);
-        pom_ino_unlinked(fs, a.uuid); /* its only name: the file is gone */
+        pom_ino_unlinked(fs, &a); /* its only name: the file is gone */
         pom_data_gone(fs, &a); /* its tracts too (blob tier; after the row) */
         return 0;
     }

@@ -98,6 +98,8 @@ void pom_row_stat(const xt_row_attr *a, struct stat *st)
     st->st_nlink = xt_row_nlink_shown(a); /* (a count below 2 for now shows 2) */
     st->st_uid = a->uid;
     st->st_gid = a->gid;
+    if (a->type == XT_ROW_CHR || a->type == XT_ROW_BLK)
+        st->st_rdev = (dev_t)a->generation; /* (make_entry, pom_ops.c) */
     st->st_size = (off_t)a->size;
     st->st_blksize = 4096;
     st->st_blocks = (blkcnt_t)((a->size + 511) / 512);

@@ -81,6 +81,11 @@ struct pom_inode {
     bool unlinked;         /* protected by fs->mu: its name was removed */
     uint64_t gone_mark;    /* protected by fs->mu: pom_restart_count when the
                               removal was acknowledged (pom_tracts_drop) */
+    xt_row_attr *gone_dir; /* protected by fs->mu: a removed directory's last
+                              attributes (xt_malloc'd), for fstat until forget */
+    bool dir_seen;         /* protected by fs->mu: a directory's mode and gid */
+    uint32_t dir_mode;     /*   as its last row read here said (set-group-ID */
+    uint32_t dir_gid;      /*   inheritance of its new entries, pom_ops.c) */
     uint8_t type;          /* enum xt_row_type */
     struct pom_data *data; /* protected by fs->mu: set while opens > 0 */
     uint64_t seen_size;    /* protected by fs->mu: size and mtime of the row */
@@ -101,9 +106,9 @@ void pom_ino_forget(pom_fs *fs, uint64_t uuid, uint64_t n);
 int pom_ino_where(pom_fs *fs, uint64_t uuid, uint64_t *table, char *name, uint8_t *type);
 /* Records a rename of uuid (if known) to (table, name). */
 void pom_ino_moved(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name);
-/* Marks uuid (if known) as unlinked: getattr then answers from an open
- * buffer or -ENOENT. */
-void pom_ino_unlinked(pom_fs *fs, uint64_t uuid);
+/* Marks inode a->uuid (if known) as unlinked: getattr then answers from an
+ * open buffer, a directory's attributes *a (copied), or -ENOENT. */
+void pom_ino_unlinked(pom_fs *fs, const xt_row_attr *a);
 /* Marks every clean open buffer stale (the MDS restarted: struct pom_data
  * `stale`). */
 void pom_ino_mark_stale(pom_fs *fs);
@@ -137,8 +142,12 @@ bool pom_ino_known(pom_fs *fs, uint64_t uuid);
 uint64_t pom_ino_seq(pom_fs *fs);
 /* Records a flush of uuid's size/times that the MDS acknowledged. */
 void pom_ino_flushed(pom_fs *fs, uint64_t uuid);
-/* All of *st from the open buffer of uuid, if open here: 1 if *st was
- * filled, else 0. For a file unlinked here and still open. */
+/* A known directory's mode and gid as its last read here (getattr,
+ * lookup, readdirplus: pom_ino_stat_fix) said: 1 if known, else 0. */
+int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid);
+/* All of *st from the open buffer of uuid, if open here, or from the last
+ * attributes of a directory removed here (pom_ino_unlinked): 1 if *st was
+ * filled, else 0. For a file or directory removed here and still open. */
 int pom_ino_open_stat(pom_fs *fs, uint64_t uuid, struct stat *st);
 /* Corrects *st, read from a row by an RPC started when the flush counter
  * was `since`: size/mtime/ctime from the open buffer while it is dirty

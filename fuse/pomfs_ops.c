@@ -18,9 +18,9 @@
  *      uuids, never reused, so the generation is a constant (1; the root's
  *      0). A handle whose inode the kernel no longer has comes back as
  *      LOOKUP(ino, ".") and its parent as LOOKUP(ino, ".."), answered by
- *      pom_lookup_ino / pom_lookup_parent through the GDT: directories are
- *      found again (also after a remount), other files answer ESTALE
- *      (docs/client.md "Lookup by uuid").
+ *      pom_lookup_ino / pom_lookup_parent through the GDT: every inode
+ *      that still has a name is found again (also after a remount); a
+ *      removed one answers ESTALE (docs/client.md "Lookup by uuid").
  *  (6) An O_DIRECT write drops the kernel's cached pages of its range after
  *      the bytes are stored and before it is answered: a buffered read that
  *      raced with it (an asynchronous direct write gets no invalidation
@@ -113,7 +113,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
         conn->want |= FUSE_CAP_READDIRPLUS;
     /* File handles (name_to_handle_at, NFS re-export) that outlive the
      * kernel's inode or the mount: the kernel then asks LOOKUP(ino, ".")
-     * and LOOKUP(ino, ".."), which find directories by uuid (invariant 5). */
+     * and LOOKUP(ino, ".."), which find inodes by uuid (invariant 5). */
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
         conn->want |= FUSE_CAP_EXPORT_SUPPORT;
     /* Large files go straight to their tracts: 1 MiB write requests (the

@@ -18,11 +18,12 @@
  *      directory: same uuid, type, mode and owner, XT_NS_ROW_F_LINKED set,
  *      no data or xattrs (xt_ns_stub).
  *  (4) The global directory table XT_NS_TABLE_GDT holds one row per
- *      directory, named xt_ns_id_name(uuid), saying where the directory's
- *      own row is (parent table, name). It is a copy written by RMU and may
- *      lag or, after races, point at a name that no longer holds the
- *      directory: readers check the row it names before use. Row: type
- *      XT_ROW_KV, attr.uuid = the directory, attr.ctime_ns = the stamp of
+ *      inode (directory, file, symlink, device...), named
+ *      xt_ns_id_name(uuid), saying where the inode's own row is (parent
+ *      table, name; for a hard-linked file one of its names). It is a copy
+ *      written by RMU and may lag or, after races, point at a name that no
+ *      longer holds the inode: readers check the row it names before use.
+ *      Row: type XT_ROW_KV, attr.uuid = the inode, attr.ctime_ns = the stamp of
  *      the change it copies (newest wins), group XT_CG_USER0 =
  *
  *        off  size      field

@@ -47,17 +47,18 @@ int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp
 int pom_row_get(pom_fs *fs, uint64_t table, const char *name, int group,
                 struct xt_resp *resp, xt_row *row);
 
-/* Writes directory dir's GDT row (xt_ns.h (4)) saying it is `name` in
+/* Writes inode dir's GDT row (xt_ns.h (4)) saying it is `name` in
  * `parent`, as a copy stamped `stamp` (newest wins), in a batch of its own
  * as the library's writer does; name NULL: the delete of a copy. 0,
  * -EINVAL (name), or the call's -errno. */
 int pom_gdt_put(pom_fs *fs, uint64_t dir, uint64_t parent, const char *name, uint64_t stamp);
 
-/* Where directory uuid's row is, by its GDT row, verified against the row
- * it names and waited for while an RMU may be late (up to 3 s): *parent
- * and name (XT_NAME_MAX + 1 bytes) get its location, *st (may be NULL) its
- * attributes. 0, -ESTALE (not found), -EIO (a damaged GDT row), or an
- * error of the calls. */
+/* Where inode uuid's row is, by its GDT row (or its ILT row, for a
+ * hard-linked file: *parent is then XT_NS_TABLE_ILT), verified against the
+ * row it names and, with more than one MDS, waited for while an RMU may be
+ * late (up to 3 s): *parent and name (XT_NAME_MAX + 1 bytes) get its
+ * location, *st (may be NULL) its attributes. 0, -ESTALE (not found),
+ * -EIO (a damaged GDT row), or an error of the calls. */
 int pom_gdt_where(pom_fs *fs, uint64_t uuid, uint64_t *parent, char *name, struct stat *st);
 
 /* Calls fn(arg, tracts id, uuid) for every row that names a tract set
