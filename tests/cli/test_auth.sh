@@ -159,6 +159,31 @@ fi
 kill "$YPID" 2>/dev/null
 wait "$YPID" 2>/dev/null
 
+# ---- the mount `pomctl up --mount` makes, as nobody ---------------------------------
+# Root's mount serves every user (allow_other, default_permissions): nobody
+# works with POSIX permissions and nothing more.
+M=$T/m
+if [ -c /dev/fuse ] && "$POMCTL" up --data "$D" --mount "$M" >"$T/upm.log" 2>&1; then
+    mkdir "$M/pub" && chmod 1777 "$M/pub"
+    echo secret >"$M/secret" && chmod 600 "$M/secret"
+    echo root >"$M/pub/root" && chmod 644 "$M/pub/root"
+    works "nobody writes into a 1777 folder of the mount" \
+        as_nobody bash -c "echo n >'$M/pub/n' && [ \"\$(cat '$M/pub/n')\" = n ]"
+    [ "$(stat -c %U "$M/pub/n" 2>/dev/null)" = nobody ] && pass "the file is nobody's" ||
+        fail "owner of pub/n: $(stat -c %U "$M/pub/n" 2>&1)"
+    out=$(as_nobody cat "$M/secret" 2>&1)
+    [ $? -ne 0 ] && echo "$out" | grep -q "Permission denied" &&
+        pass "nobody gets EACCES on root's 0600 file" || fail "nobody read root's 0600 file: $out"
+    out=$(as_nobody rm -f "$M/pub/root" 2>&1)
+    [ -e "$M/pub/root" ] && pass "nobody cannot remove root's file from the sticky folder" ||
+        fail "nobody removed root's file: $out"
+    out=$(as_nobody bash -c "echo x >>'$M/pub/root'" 2>&1)
+    [ "$(cat "$M/pub/root")" = root ] && pass "nobody cannot write root's 0644 file" ||
+        fail "nobody wrote root's 0644 file: $out"
+else
+    echo "SKIP: the mount part (no /dev/fuse or pomctl up --mount failed: $(tail -n 3 "$T/upm.log" 2>/dev/null))"
+fi
+
 # ---- binding ---------------------------------------------------------------------
 out=$("$R2BIN" --data "$T/r2x" --listen 0.0.0.0:0 2>&1)
 [ $? -eq 2 ] && echo "$out" | grep -q "without a key" &&
