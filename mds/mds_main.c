@@ -53,11 +53,13 @@
 #include "r2_agent.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <netinet/in.h>
 #include <stdbool.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -571,9 +573,15 @@ int main(int argc, char **argv)
         }
         char self[300], idfile[4200];
         snprintf(self, sizeof self, "%s:%d", host, port);
-        if (dir)
+        if (dir) {
+            /* The folder keeps the site id: made here, as pom-r2 and pom-mdsl
+             * make theirs, so a restart finds the id it wrote. */
+            if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+                XT_ERR("cannot create --dir %s: %s", dir, strerror(errno));
+                goto out;
+            }
             snprintf(idfile, sizeof idfile, "%s/site_id", dir);
-        else
+        } else
             XT_WARN("no --dir: the site id will not survive a restart");
         struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDS, .addr = self,
                                     .id_file = dir ? idfile : NULL,
