@@ -1,6 +1,6 @@
 /*
  * bench_dist.c -- aggregate create/lookup rates of a many-MDS cluster and
- * the per-operation costs the model of docs/mds-model.md needs (issue 7).
+ * the per-operation costs the model of docs/mds-model.md needs.
  * bench/run.sh (workload `dist`) starts 1 R2, 2 MDSL and K pom-mds and runs
  * this once per K; it also runs alone against any cluster:
  *

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """report.py -- turns the JSON lines of one bench/run.sh run into Markdown
 tables (one per workload, ratio of Pomegranate to each reference), the
-target check of issue 9, and gnuplot PNG plots.
+targets check, and gnuplot PNG plots.
 
   report.py results.jsonl OUTDIR [--meta meta.json]   -> OUTDIR/report.md, *.png
   report.py fio FIO.json TARGET PHASE PARAM >> results.jsonl
@@ -354,7 +354,7 @@ def find(recs, bench, target, phase, procs=None, param=None):
 
 
 def target_check(recs):
-    out = ["\n### Targets (issue 9), ratios within this run\n",
+    out = ["\n### Targets, ratios within this run\n",
            "| target | measured | goal | verdict |", "|---|---|---|---|"]
 
     def row(name, val, goal, fmt="%.2fx"):

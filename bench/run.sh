@@ -370,7 +370,7 @@ if want kv; then
     done
 fi
 
-# ---- many MDS (issue 7) -------------------------------------------------------------
+# ---- many MDS -------------------------------------------------------------
 if want dist; then
     say "dist: 1, 2 and 4 pom-mds (2 MDSL, 1 R2), $DIST_N files in one directory, 8 threads"
     for k in 1 2 4; do

@@ -39,7 +39,7 @@ export POM_TEST_LONG=$LONG
 
 step "tests (optimised build)"
 (cd build && ctest --output-on-failure -j"$JOBS" --timeout 900 "${EXCLUDE[@]}")
-# The suites' own verdict lines (issue 8), which ctest keeps in its log.
+# The suites' own verdict lines, which ctest keeps in its log.
 grep -hE "^(pjdfstest pomfs:|kills: |fault runs: |fsck runs: |created [0-9]+ files in one|ls -f of [0-9]+ entries|WORKLOAD )" \
   build/Testing/Temporary/LastTest.log | sed 's/^/  /' || true
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pom_crash.py -- the crash harness (issue 8): kill a daemon at a random
+"""pom_crash.py -- the crash harness: kill a daemon at a random
 moment under a workload on a real mount, restart it, and check that nothing
 durable was lost and nothing is torn.
 

@@ -1,6 +1,6 @@
 /*
  * storm_driver.c -- the client side of the online-scaling test (tests/dist/
- * test_dist_scale.sh, docs/mds-dist.md, issue 7): libpomegranate through
+ * test_dist_scale.sh, docs/mds-dist.md): libpomegranate through
  * R2, T threads creating N files in ONE directory while the script adds an
  * MDS, drains one and SIGKILLs (and restarts) another; then what was
  * synced must be there and every file's nlink must match its names.

@@ -1,6 +1,6 @@
 #!/bin/bash
-# test_dist_scale.sh -- online MDS scaling under a create storm (issue 7,
-# docs/mds-dist.md): 1 R2 (--fail-after 3: a killed MDS silent ~3 s is
+# test_dist_scale.sh -- online MDS scaling under a create storm
+# (docs/mds-dist.md): 1 R2 (--fail-after 3: a killed MDS silent ~3 s is
 # declared failed and its slices move), 2 MDSL, 3 MDS at first. 8 client
 # threads (storm_driver, libpomegranate through R2) create N files in one
 # directory, link every 50th into links/ and rename every 100th link there,

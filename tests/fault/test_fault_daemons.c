@@ -1,5 +1,5 @@
 /*
- * test_fault_daemons.c -- countdown faults in the real daemons (issue 8).
+ * test_fault_daemons.c -- countdown faults in the real daemons.
  *
  * Each run starts pom-mdsl + pom-mds with one fault switched on through
  * the test-only --fault option (docs/testing-faults.md), chosen from a

@@ -1,5 +1,5 @@
 /*
- * test_fault_disk.c -- a full disk, end to end (issue 8): real pom-mdsl and
+ * test_fault_disk.c -- a full disk, end to end: real pom-mdsl and
  * pom-mds processes, libpomegranate as the client.
  *
  *   - mdsl_full: the MDSL's folder is a 32 MiB tmpfs (with a 4 MiB ballast

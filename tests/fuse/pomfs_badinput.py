@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pomfs_badinput.py MOUNTDIR -- bad input through a pomfs mount (issue 8).
+"""pomfs_badinput.py MOUNTDIR -- bad input through a pomfs mount.
 
 Run by test_pomfs_badinput.sh, which mounts pomfs and checks afterwards that
 pom-mds and pom-mdsl survived. Every check prints "ok: ..." or "FAIL: ...";

@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_pomfs_badinput.sh POMFS POM_MDS POM_MDSL -- bad input through a real
-# pomfs mount (issue 8): the checks are in pomfs_badinput.py (names of 255/256
+# pomfs mount: the checks are in pomfs_badinput.py (names of 255/256
 # bytes and with every byte 1..255, paths around PATH_MAX, O_EXCL races from
 # many threads, rename loops, unlink of open files, offsets past 2^40,
 # invalid flags to renameat2/fallocate/setxattr/utimensat/O_TMPFILE). Then

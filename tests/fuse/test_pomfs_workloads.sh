@@ -1,6 +1,6 @@
 #!/bin/bash
 # test_pomfs_workloads.sh POMCTL POMFS SRCDIR -- application workloads on one
-# mount of a `pomctl up` cluster (issue 8), each printed as
+# mount of a `pomctl up` cluster, each printed as
 # "WORKLOAD name: PASS|FAIL (checks) in S s":
 #   1. build: this repository's sources (git ls-files -co of SRCDIR) copied
 #      onto the mount, configured with cmake + ninja in a build folder on the

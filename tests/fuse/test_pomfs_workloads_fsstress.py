@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """fsstress-style random operations on a mounted folder, every result checked
-against an in-memory model (used by test_pomfs_workloads.sh, issue 8).
+against an in-memory model (used by test_pomfs_workloads.sh).
 
     test_pomfs_workloads_fsstress.py ROOT[:ROOT2...] [--ops N] [--workers W] [--seed S]
     test_pomfs_workloads_fsstress.py --listing ROOT   (canonical text of a tree)
