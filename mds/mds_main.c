@@ -140,6 +140,8 @@ static int mdsl_from_r2(r2_agent *agent, mds_store_rpc *rpc, mds_ring1 *follow, 
         }
         if (xt_deadline_passed(deadline))
             return -ETIMEDOUT;
+        if (xt_daemon_stop_pending())
+            return -EINTR;
         if (round % 50 == 0)
             XT_INFO("waiting for an MDSL to register with R2 (ring 1 and its sites in the "
                     "view, one of them up)");
@@ -246,6 +248,8 @@ static int ring0_from_r2(r2_agent *agent, mds_route *route, int timeout_ms)
         }
         if (xt_deadline_passed(deadline))
             return -ETIMEDOUT;
+        if (xt_daemon_stop_pending())
+            return -EINTR;
         if (round % 50 == 0)
             XT_INFO("waiting for ring 0 to include this MDS");
         xt_sleep_ms(100);
@@ -603,8 +607,13 @@ int main(int argc, char **argv)
             XT_ERR("bad --r2 '%s': %s", r2_addrs, strerror(-rc));
             goto out;
         }
-        if ((rc = r2_agent_wait_registered(agent, 60000))) {
-            XT_ERR("R2 at %s did not register this MDS: %s", r2_addrs, strerror(-rc));
+        for (int waited = 0; (rc = r2_agent_wait_registered(agent, 500)) == -ETIMEDOUT &&
+                             waited < 60000 && !xt_daemon_stop_pending();
+             waited += 500)
+            ;
+        if (rc) {
+            XT_ERR("R2 at %s did not register this MDS: %s", r2_addrs,
+                   xt_daemon_stop_pending() ? "stopped by a signal" : strerror(-rc));
             goto out;
         }
         site_id = r2_agent_site_id(agent);
@@ -615,11 +624,13 @@ int main(int argc, char **argv)
         }
         mds_route_set_self(route, (uint32_t)site_id);
         if ((rc = mdsl_from_r2(agent, rpc, follow, &ring, sites, &nmdsl, MAX_MDSL, 120000))) {
-            XT_ERR("no MDSL registered with R2: %s", strerror(-rc));
+            XT_ERR("no MDSL registered with R2: %s",
+                   rc == -EINTR ? "stopped by a signal" : strerror(-rc));
             goto out;
         }
         if ((rc = ring0_from_r2(agent, route, 120000))) {
-            XT_ERR("ring 0 of R2 never included this MDS: %s", strerror(-rc));
+            XT_ERR("ring 0 of R2 never included this MDS: %s",
+                   rc == -EINTR ? "stopped by a signal" : strerror(-rc));
             goto out;
         }
         /* The home of the decision records must not move between restarts:
@@ -664,7 +675,7 @@ int main(int argc, char **argv)
         rc = mds_group_open(&go, &group);
         if (rc == 0)
             break;
-        if (xt_deadline_passed(recover_until) ||
+        if (xt_deadline_passed(recover_until) || xt_daemon_stop_pending() ||
             (rc != -ECONNREFUSED && rc != -ETIMEDOUT && rc != -ECONNRESET &&
              rc != -EHOSTUNREACH)) {
             XT_ERR("cannot recover the commit group from the MDSLs: %s", strerror(-rc));

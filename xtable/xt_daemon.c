@@ -40,6 +40,14 @@ int xt_daemon_wait_signal(void)
     return sig;
 }
 
+bool xt_daemon_stop_pending(void)
+{
+    sigset_t set;
+    if (sigpending(&set) < 0)
+        return false;
+    return sigismember(&set, SIGINT) == 1 || sigismember(&set, SIGTERM) == 1;
+}
+
 int xt_daemon_write_int_file(const char *path, long value)
 {
     char tmp[4096];

@@ -7,6 +7,7 @@
 #ifndef XT_DAEMON_H
 #define XT_DAEMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -20,6 +21,10 @@ extern "C" {
 void xt_daemon_block_signals(void);
 /* Waits for SIGINT/SIGTERM/SIGHUP; returns the signal number. */
 int xt_daemon_wait_signal(void);
+/* Whether SIGINT or SIGTERM is pending (blocked, not yet waited for): the
+ * waits of a daemon's start poll it, so a stop is not held up until they
+ * time out. The signal stays pending. */
+bool xt_daemon_stop_pending(void);
 
 /* Writes "port\n" (or "pid\n") atomically (temp file + rename) so a reader
  * never sees a partial number. Returns 0 or -errno. */
