@@ -26,21 +26,6 @@
 #include <string.h>
 #include <unistd.h>
 
-void pom_get_stats(pom_fs *fs, struct pom_fs_stats *st)
-{
-    memset(st, 0, sizeof *st);
-    st->mds_rpcs = atomic_load_explicit(&fs->rpcs, memory_order_relaxed);
-    struct xt_rpc_pool_stats ps;
-    xt_rpc_pool_totals(&ps);
-    st->rpc_calls = ps.calls;
-    st->rpc_errors = ps.errors;
-    st->rpc_timeouts = ps.timeouts;
-    st->rpc_connects = ps.connects;
-    st->rpc_connect_failures = ps.connect_failures;
-    if (fs->blob)
-        pom_blob_counters(fs->blob, &st->blob_bytes_written, &st->blob_bytes_read);
-}
-
 /* -EAGAIN: the MDS owning a new split slice waits for the splitter's
  * commit before it can load it (docs/mds-dist.md): transient too. So is
  * -ELOOP: MDS whose bitmaps disagree in a split storm can pass a request

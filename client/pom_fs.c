@@ -326,6 +326,23 @@ int pom_sync(pom_fs *fs)
     return rc < 0 ? rc : pom_es_check_fs(fs);
 }
 
+/* Counters of this client for metrics (pomfs's /metrics): read without
+ * locks, each counter on its own (docs/metrics.md). */
+void pom_get_stats(pom_fs *fs, struct pom_fs_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    st->mds_rpcs = atomic_load_explicit(&fs->rpcs, memory_order_relaxed);
+    struct xt_rpc_pool_stats ps;
+    xt_rpc_pool_totals(&ps);
+    st->rpc_calls = ps.calls;
+    st->rpc_errors = ps.errors;
+    st->rpc_timeouts = ps.timeouts;
+    st->rpc_connects = ps.connects;
+    st->rpc_connect_failures = ps.connect_failures;
+    if (fs->blob)
+        pom_blob_counters(fs->blob, &st->blob_bytes_written, &st->blob_bytes_read);
+}
+
 int pom_statfs(pom_fs *fs, struct statvfs *sv)
 {
     (void)fs;
