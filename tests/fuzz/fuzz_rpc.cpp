@@ -272,10 +272,13 @@ static void fill_view(struct xt_view *v, const char *addr)
 }
 
 static int r2_register(void *, const xt_rpc_ctx *, int, const char *addr, uint64_t, uint32_t,
-                       const char *fs_name, uint32_t *site_id, struct xt_view *view)
+                       const char *fs_name, const char *metrics, uint32_t *site_id,
+                       struct xt_view *view)
 {
     touch(addr, strlen(addr));
     touch(fs_name, strlen(fs_name));
+    if (metrics)
+        touch(metrics, strlen(metrics));
     *site_id = 9;
     fill_view(view, addr);
     return 0;
