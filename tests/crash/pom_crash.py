@@ -182,7 +182,11 @@ class Model:
 
     An intent makes its paths UNKNOWN and drops their promises (the
     operation may or may not happen); a rewrite does so for every name of
-    the file. Files past the inline limit get no allowance: every write
+    the file. At the kill every value no promise backs becomes "shaky": the
+    restart may have lost the change that made it (an unlink nobody
+    fsynced comes back), so a rename or link after the kill that moves a
+    shaky value makes its target UNKNOWN instead of copying a guess into
+    another folder, whose fsync would then seem to break a promise. Files past the inline limit get no allowance: every write
     is an O_TRUNC rewrite, which goes to new tracts (copy-on-write), so a
     crash shows the old or the new bytes whole, never a mix.
     """
@@ -195,6 +199,8 @@ class Model:
         self.last = ("", "")
         self.seen = seen
         self.phase = "before"
+        self.shaky = set()
+        self.before_shaky = set()
 
     def names_of(self, ino):
         return [p for p, v in self.cur.items() if v not in (None, UNKNOWN) and v[0] == ino]
@@ -211,8 +217,20 @@ class Model:
             v = self.cur.get(arg)
             self.touch(arg, *(self.names_of(v[0]) if v not in (None, UNKNOWN) else []))
 
+    def backed(self, p):
+        """Whether a promise vouches for what cur holds at p."""
+        v, pr = self.cur.get(p), self.promises.get(p)
+        if v is UNKNOWN or pr is None:
+            return False
+        what = pr[0]
+        if what[0] == "bytes":
+            return v == (what[1], what[2])
+        return v is None if what[1] is None else (v is not None and v[0] == what[1])
+
     def touch(self, *paths):
         self.before = {p: self.cur.get(p) for p in paths}
+        self.before_shaky = {p for p in paths if p in self.shaky}
+        self.shaky.difference_update(paths)
         for p in paths:
             self.cur[p] = UNKNOWN
             self.promises.pop(p, None)
@@ -226,6 +244,7 @@ class Model:
             self.last = (k, f[1])
         if k == "K":
             self.phase = "after"
+            self.shaky = {p for p in self.cur if not self.backed(p)}
         elif k == "E":
             self.failed(f[1])
         elif k == "I":
@@ -249,7 +268,8 @@ class Model:
             for p in self.names_of(f[2]):
                 self.promises[p] = (("bytes",) + self.cur[p], self.phase)
         elif k == "R":
-            a, b = self.before.get(f[1], UNKNOWN), self.before.get(f[2], UNKNOWN)
+            a, b = (UNKNOWN if p in self.before_shaky else self.before.get(p, UNKNOWN)
+                    for p in (f[1], f[2]))
             if a is UNKNOWN or b is UNKNOWN:  # (two names of one file: rename does nothing)
                 self.cur[f[2]], self.cur[f[1]] = a, UNKNOWN
             elif not (a and b and a[0] == b[0]):
@@ -257,7 +277,8 @@ class Model:
             else:
                 self.cur[f[1]], self.cur[f[2]] = a, b
         elif k == "L":
-            self.cur[f[1]] = self.cur[f[2]] = self.before.get(f[1], UNKNOWN)
+            self.cur[f[1]] = self.cur[f[2]] = (UNKNOWN if f[1] in self.before_shaky
+                                               else self.before.get(f[1], UNKNOWN))
         elif k == "U":
             self.cur[f[1]] = None
         elif k == "S":
@@ -279,6 +300,7 @@ class Model:
             del self.promises[p]
         self.cur = {p: state.get(p) for p in paths_of(self.k)}
         self.phase = "before"
+        self.shaky = set()
         return broken
 
 
