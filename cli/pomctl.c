@@ -104,6 +104,16 @@ static const struct cmd_help helps[] = {
       "and removes stale rows older than a minute (a file system made before\n"
       "the GDT gets its rows so). Those are the only changes fsck makes.\n"
       "NAME defaults to pomfs. Exit 0 clean, 1 with problems (each printed).\n" },
+    { "top", "top [--interval S] [--count N] [--once]",
+      "Per-site rates from each site's Prometheus /metrics (the addresses R2's\n"
+      "view holds): requests or operations per second, bytes per second (an\n"
+      "MDS's images and deltas, an MDSL's appends, a mount's blob tier),\n"
+      "commit groups per second (MDS groups, MDSL commits) and errors per\n"
+      "second, each over the time between two scrapes. Refreshed every S\n"
+      "seconds (default 2) until interrupted or N tables were printed; on a\n"
+      "terminal the table is redrawn in place. --once (and --json) print one\n"
+      "sample, S seconds after a first scrape. Exit 1 when a site that is up\n"
+      "did not answer.\n" },
     { "path", "path [--fs NAME] UUID",
       "The path of the directory whose uuid (inode number) is UUID, found by\n"
       "walking the global directory table (GDT) up to the root, each step\n"
@@ -432,7 +442,7 @@ static const struct cmd cmds[] = {
     { "site", pomctl_cmd_site },     { "ring", pomctl_cmd_ring },
     { "fs", pomctl_cmd_fs },         { "up", pomctl_cmd_up },
     { "down", pomctl_cmd_down },     { "fsck", pomctl_cmd_fsck },
-    { "path", pomctl_cmd_path },
+    { "path", pomctl_cmd_path },     { "top", pomctl_cmd_top },
 };
 
 /* Value of option `name` at argv[*i] ("--name V" or "--name=V"); advances

@@ -73,6 +73,7 @@
  * as a problem. Run it on a quiet file system for a strict answer.
  */
 #include "pomctl_i.h"
+#include "pomctl_progress.h"
 
 #include "pomegranate.h"
 #include "pomegranate_admin.h"
@@ -143,6 +144,8 @@ struct fsck {
     uint64_t blob_files, no_tracts, sets, set_bytes, orphans, orphan_bytes;
     uint64_t young, removed, removed_bytes;
     bool repair_skipped;    /* orphans kept: the walk was not complete */
+    uint64_t listed;        /* names listed (the progress line's rows) */
+    struct pomctl_progress prog; /* on a terminal (pomctl_progress.h) */
 };
 
 static void problem(struct fsck *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -150,6 +153,7 @@ static void problem(struct fsck *f, const char *fmt, ...)
 {
     if (f->problems++ >= f->max_problems)
         return;
+    pomctl_progress_end(&f->prog); /* the problem gets a line of its own */
     /* With --json the one JSON document goes to stdout: problems to stderr. */
     FILE *out = f->ctl->json ? stderr : stdout;
     va_list ap;
@@ -315,9 +319,21 @@ static void check_gdt(struct fsck *f, uint64_t ino, const char *name)
                 f->repair_gdt ? strerror(-rc) : "");
 }
 
+/* The walk's progress line: "fsck: 12,345 rows, 210 dirs, 3.2 s". */
+static void walk_progress(struct fsck *f)
+{
+    char rows[32], dirs[32];
+    if (pomctl_progress_due(&f->prog))
+        pomctl_progress_show(&f->prog, "%s rows, %s dirs",
+                             pomctl_fmt_count(f->listed, rows, sizeof rows),
+                             pomctl_fmt_count(f->ndirs, dirs, sizeof dirs));
+}
+
 static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t next)
 {
     struct fsck *f = arg;
+    f->listed++;
+    walk_progress(f);
     if (next <= f->last_cookie)
         problem(f, "directory %llu: cookie went back from %llu to %llu at '%s'",
                 (unsigned long long)f->cur_dir, (unsigned long long)f->last_cookie,
@@ -509,6 +525,7 @@ static int count_gdt(struct fsck *f)
 {
     static const uint16_t none[1] = { 0 };
     uint64_t cookie = 0;
+    char b[32];
     while (cookie < POM_COOKIE_END) {
         struct xt_list_req lq = { .t = { .fsid = pom_fsid(f->fs), .table = XT_NS_TABLE_GDT,
                                          .slice_hint = -1 },
@@ -529,6 +546,9 @@ static int count_gdt(struct fsck *f)
                 continue;
             }
             f->gdt_rows++;
+            if (pomctl_progress_due(&f->prog))
+                pomctl_progress_show(&f->prog, "%s GDT rows",
+                                     pomctl_fmt_count(f->gdt_rows, b, sizeof b));
             const struct ino_ent *e = f->cap ? ino_slot(f, row.attr.uuid) : NULL;
             if (e && e->ino)
                 continue;
@@ -591,6 +611,9 @@ static int on_set(void *arg, const struct pom_blob_set *s)
     struct fsck *f = arg;
     f->sets++;
     f->set_bytes += s->alloc_bytes;
+    char b[32];
+    if (pomctl_progress_due(&f->prog))
+        pomctl_progress_show(&f->prog, "%s tract sets", pomctl_fmt_count(f->sets, b, sizeof b));
     struct named *n = named_find(f, s->id);
     if (n) {
         for (; n < f->named + f->nnamed && n->id == s->id; n++)
@@ -649,6 +672,11 @@ static int check_tracts(struct fsck *f)
         f->ndoomed = 0;
     }
     for (size_t i = 0; i < f->ndoomed; i++) {
+        char b[32], n[32];
+        if (pomctl_progress_due(&f->prog))
+            pomctl_progress_show(&f->prog, "removing orphan sets, %s of %s",
+                                 pomctl_fmt_count(i, b, sizeof b),
+                                 pomctl_fmt_count(f->ndoomed, n, sizeof n));
         struct pom_blob_stat st;
         if (pom_blob_stat(f->blob, f->doomed[i], &st) < 0)
             st.alloc_bytes = 0;
@@ -805,9 +833,11 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
     if ((rc = pomctl_fs_open(ctl, fsname, what, &f.fs)))
         return rc;
     f.blob = pom_blob_of(f.fs);
+    pomctl_progress_begin(&f.prog, "fsck", ctl->json);
     rc = walk(&f);
     if (rc == 0)
         rc = check_tracts(&f);
+    pomctl_progress_end(&f.prog);
     int code = POMCTL_OK;
     if (rc < 0) {
         fprintf(stderr, "pomctl: fsck %s: the walk stopped: %s\n", fsname, strerror(-rc));

@@ -8,6 +8,8 @@
  *   pomctl_up.c    up, down
  *   pomctl_fsck.c  fsck
  *   pomctl_path.c  path
+ *   pomctl_top.c   top (rates from the sites' /metrics, pomctl_scrape.c)
+ *   pomctl_progress.c  progress lines of long work on a terminal
  *   pomctl_out.c   tables, JSON, formatters
  *   pomctl_proc.c  executables, pid files, detached daemons
  *
@@ -119,6 +121,7 @@ int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv);
 int pomctl_cmd_path(struct pomctl *ctl, int argc, char **argv);
+int pomctl_cmd_top(struct pomctl *ctl, int argc, char **argv);
 /* `site stat [ID]` (pomctl_stat.c); argv starts after "stat". */
 int pomctl_site_stat(struct pomctl *ctl, int argc, char **argv);
 

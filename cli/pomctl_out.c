@@ -398,3 +398,18 @@ const char *pomctl_fmt_time(uint64_t ns, char *buf, size_t cap)
         snprintf(buf, cap, "?");
     return buf;
 }
+
+const char *pomctl_fmt_count(uint64_t n, char *buf, size_t cap)
+{
+    char digits[24], out[32];
+    int nd = snprintf(digits, sizeof digits, "%llu", (unsigned long long)n);
+    size_t o = 0;
+    for (int i = 0; i < nd; i++) {
+        if (i > 0 && (nd - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = '\0';
+    snprintf(buf, cap, "%s", out);
+    return buf;
+}

@@ -92,5 +92,7 @@ const char *pomctl_fmt_bytes(uint64_t n, char *buf, size_t cap);
 const char *pomctl_fmt_age(uint64_t now_ns, uint64_t then_ns, char *buf, size_t cap);
 /* Wall time in UTC, "2024-05-01T12:00:00Z"; "-" for 0. */
 const char *pomctl_fmt_time(uint64_t ns, char *buf, size_t cap);
+/* A count with thousands separators: 12345 -> "12,345" (progress lines). */
+const char *pomctl_fmt_count(uint64_t n, char *buf, size_t cap);
 
 #endif /* POMCTL_OUT_H */

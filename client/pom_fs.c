@@ -285,7 +285,9 @@ int pom_open_opts(const char *r2_addrs, const char *fsname, const struct pom_opt
     char label[64];
     snprintf(label, sizeof label, "client-%d", (int)getpid());
     struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_CLIENT, .addr = label,
-                                .fs_name = fsname, .on_view = client_view,
+                                .fs_name = fsname,
+                                .metrics = opts ? opts->metrics_addr : NULL,
+                                .on_view = client_view,
                                 .view_arg = (*out)->route, .cred = has ? &cred : NULL,
                                 .tls = tls };
     if ((rc = r2_agent_start(&ao, &(*out)->agent)))

@@ -130,8 +130,10 @@ void pomfs_metrics_collect(void *arg, xt_metrics_buf *b)
     xt_metrics_put_hist_family(b, "pom_pomfs_op_duration_seconds",
                                "Latency of FUSE operations, from the call to the reply.", "op",
                                pomfs_op_names, pf->op_hist, POMFS_OP__COUNT);
-    struct pom_fs_stats st;
-    pom_get_stats(pf->fs, &st);
+    struct pom_fs_stats st = { 0 };
+    pom_fs *fs = atomic_load_explicit(&pf->stats_fs, memory_order_acquire);
+    if (fs) /* else not opened yet: nothing done */
+        pom_get_stats(fs, &st);
     xt_metrics_put_counter(b, "pom_pomfs_mds_rpcs_total", "MDS round trips (every attempt).",
                            st.mds_rpcs);
     xt_metrics_put_counter(b, "pom_pomfs_rpc_client_calls_total", "RPCs to MDS and R2.",
@@ -427,6 +429,18 @@ int main(int argc, char *argv[])
     pf.attr_timeout = c.attr_timeout;
     pf.entry_timeout = c.entry_timeout;
     int rc;
+    /* The listener comes first, so the mount registers with its address
+     * (pomctl sites, pomctl top); it starts after the fork (invariant 1). */
+    if (c.metrics) {
+        struct xt_metrics_opts mo = { .listen = c.metrics, .collect = pomfs_metrics_collect,
+                                      .arg = &pf, .addr_file = c.metrics_file };
+        if ((rc = xt_metrics_start(&mo, &metrics)) < 0) {
+            fprintf(stderr, "pomfs: cannot serve metrics on %s: %s\n", c.metrics,
+                    strerror(-rc));
+            goto out;
+        }
+        popts.metrics_addr = xt_metrics_addr(metrics);
+    }
     char fsname_opt[300];
     if (c.fsname) {
         rc = pom_open_opts(c.addr, c.fsname, &popts, &pf.fs);
@@ -445,6 +459,7 @@ int main(int argc, char *argv[])
         }
         snprintf(fsname_opt, sizeof fsname_opt, "-ofsname=fsid=%u@%s", fsid, c.addr);
     }
+    atomic_store_explicit(&pf.stats_fs, pf.fs, memory_order_release);
     if (c.blob && (rc = pom_set_blob(pf.fs, "local", c.blob)) < 0) {
         fprintf(stderr, "pomfs: cannot use blob folder(s) %s: %s\n", c.blob, strerror(-rc));
         goto out;
@@ -462,15 +477,6 @@ int main(int argc, char *argv[])
         fuse_opt_add_arg(&args, "-osubtype=pomfs"))
         goto out;
 
-    if (c.metrics) {
-        struct xt_metrics_opts mo = { .listen = c.metrics, .collect = pomfs_metrics_collect,
-                                      .arg = &pf, .addr_file = c.metrics_file };
-        if ((rc = xt_metrics_start(&mo, &metrics)) < 0) {
-            fprintf(stderr, "pomfs: cannot serve metrics on %s: %s\n", c.metrics,
-                    strerror(-rc));
-            goto out;
-        }
-    }
     se = fuse_session_new(&args, &pomfs_ops, sizeof pomfs_ops, &pf);
     if (!se)
         goto out;
@@ -513,7 +519,7 @@ out_sig:
 out:
     if (se)
         fuse_session_destroy(se);
-    xt_metrics_stop(metrics); /* reads pf.fs */
+    xt_metrics_stop(metrics); /* reads pf.stats_fs */
     pom_close(pf.fs);
     free(o.mountpoint);
     free(c.addr);

@@ -7,6 +7,7 @@
 
 #define FUSE_USE_VERSION FUSE_MAKE_VERSION(3, 12)
 #include <fuse_lowlevel.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "pomegranate.h"
@@ -28,6 +29,9 @@ extern const char *const pomfs_op_names[POMFS_OP__COUNT];
 
 struct pomfs {
     pom_fs *fs;             /* owned; closed after the session ends */
+    /* fs once opened, for the metrics thread, which serves from before the
+     * open (the mount reports its metrics address to R2 as it registers). */
+    _Atomic(pom_fs *) stats_fs;
     struct fuse_session *se; /* the mounted session (kernel notifications) */
     double attr_timeout;    /* seconds the kernel may cache attributes */
     double entry_timeout;   /* seconds the kernel may cache names */

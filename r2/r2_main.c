@@ -28,9 +28,10 @@
 #include <sys/stat.h>
 
 /* /metrics (docs/metrics.md "pom-r2"): the view as this R2 holds it in
- * memory (only the leader has one), and the RPC server. */
+ * memory (only the leader has one), its requests, and the RPC server. */
 struct metrics_src {
     r2_mgr *mgr;
+    const struct r2_service *svc;
     xt_rpc_server *srv;
 };
 
@@ -57,6 +58,18 @@ static void collect(void *arg, xt_metrics_buf *b)
             }
         xt_metrics_put_gauge(b, "pom_r2_filesystems", "File systems.", (double)v.nfs);
         xt_view_free(&v);
+    }
+    xt_metrics_put_hist_family(b, "pom_r2_request_duration_seconds",
+                               "Latency of R2 requests, from the handler's call to its return.",
+                               "request", r2_service_request_names, m->svc->req, R2_SVC__COUNT);
+    xt_metrics_put_family(b, "pom_r2_request_errors_total", "counter",
+                          "R2 requests answered with an error (a follower's \"not the "
+                          "leader\" among them).");
+    char labels[48];
+    for (unsigned i = 0; i < R2_SVC__COUNT; i++) {
+        snprintf(labels, sizeof labels, "request=\"%s\"", r2_service_request_names[i]);
+        xt_metrics_put_u64(b, "pom_r2_request_errors_total", labels,
+                           atomic_load_explicit(&m->svc->errors[i], memory_order_relaxed));
     }
     xt_rpc_metrics_put(b, "pom_r2", m->srv);
 }
@@ -235,8 +248,10 @@ int main(int argc, char **argv)
                               .fail_after = (unsigned)a.fail_after,
                               .client_expire_ms = (unsigned)a.client_expire_ms };
     rc = r2_mgr_new(&mo, &mgr);
+    static struct r2_service svc; /* zeroed; outlives the server */
+    svc.mgr = mgr;
     if (rc == 0)
-        rc = r2_service_start(mgr, &ro, &srv);
+        rc = r2_service_start(&svc, &ro, &srv);
     if (rc < 0) {
         XT_ERR("cannot serve on %s: %s", a.listen, strerror(-rc));
         r2_mgr_free(mgr);
@@ -244,7 +259,7 @@ int main(int argc, char **argv)
         return 1;
     }
     r2_mgr_set_stall_probe(mgr, server_stall, srv);
-    struct metrics_src msrc = { .mgr = mgr, .srv = srv };
+    struct metrics_src msrc = { .mgr = mgr, .svc = &svc, .srv = srv };
     xt_metrics *metrics = NULL;
     a.metrics.collect = collect;
     a.metrics.arg = &msrc;

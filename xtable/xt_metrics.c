@@ -252,8 +252,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     return answer(c, MHD_HTTP_OK, b.p, b.len, true);
 }
 
-/* Splits listen into host and port; a bare port binds loopback. */
-static int parse_listen(const char *s, char *host, size_t cap, char *port, size_t pcap)
+int xt_metrics_split_addr(const char *s, char *host, size_t cap, char *port, size_t pcap)
 {
     const char *colon = strrchr(s, ':');
     const char *h = "127.0.0.1", *p = s;
@@ -334,7 +333,8 @@ int xt_metrics_start(const struct xt_metrics_opts *o, xt_metrics **out)
 {
     char host[256], port[8];
     *out = NULL;
-    if (!o->listen || !o->collect || parse_listen(o->listen, host, sizeof host, port, sizeof port))
+    if (!o->listen || !o->collect ||
+        xt_metrics_split_addr(o->listen, host, sizeof host, port, sizeof port))
         return -EINVAL;
     xt_metrics *m = calloc(1, sizeof *m);
     if (!m)

@@ -66,6 +66,10 @@ int xt_metrics_port(const xt_metrics *m);
 const char *xt_metrics_addr(const xt_metrics *m);
 /* Stops the thread, closes every connection, frees m. NULL is a no-op. */
 void xt_metrics_stop(xt_metrics *m);
+/* Splits a metrics address ("HOST:PORT", "[V6]:PORT", ":PORT", "PORT"; the
+ * last two name 127.0.0.1) into host (cap bytes) and port (pcap bytes), as
+ * the listener and a scraper (pomctl top) read it. 0 or -EINVAL. */
+int xt_metrics_split_addr(const char *s, char *host, size_t cap, char *port, size_t pcap);
 
 /* ---- the daemons' flags ----------------------------------------------- */
 

@@ -87,6 +87,10 @@ struct pom_opts {
     const char *tls_ca;
     const char *tls_cert;
     const char *tls_key;
+    /* "HOST:PORT" of this client's Prometheus /metrics (pomfs -o metrics=),
+     * reported to R2 as the mount registers so `pomctl sites` and `pomctl
+     * top` find it (docs/metrics.md); read during the open only. NULL: none. */
+    const char *metrics_addr;
 };
 
 /* Connects to one MDS at "host:port" serving file system `fsid`; creates

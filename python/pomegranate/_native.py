@@ -40,6 +40,7 @@ struct pom_opts {
     const char *tls_ca;
     const char *tls_cert;
     const char *tls_key;
+    const char *metrics_addr;
 };
 
 int pom_connect_mds_opts(const char *mds_addr, uint32_t fsid,

@@ -2,7 +2,8 @@
 # test_metrics.sh POMCTL SRCDIR -- Prometheus /metrics end to end (docs/metrics.md)
 # on a `pomctl up --mount` cluster in a temporary folder:
 #   - every daemon and pomfs writes DIR/run/<daemon>.metrics, and `pomctl
-#     sites --json` shows each registered daemon's metrics address;
+#     sites --json` shows each registered daemon's and the mount's metrics
+#     address;
 #   - each /metrics passes `promtool check metrics` and holds the families
 #     of docs/metrics.md (ops and latency histograms, commit groups, cache,
 #     forwards, MDSL bytes and GC, blob tier bytes, RPC errors, connections),
@@ -76,7 +77,8 @@ has pom-mdsl pom_mdsl_op_duration_seconds pom_mdsl_op_errors_total pom_mdsl_writ
     pom_mdsl_gc_passes_total pom_mdsl_gc_freed_bytes_total pom_mdsl_commits_total \
     pom_mdsl_rpc_connections pom_mdsl_rpc_client_errors_total
 has pom-r2 pom_r2_leader pom_r2_sites pom_r2_view_version pom_r2_rpc_connections \
-    pom_r2_rpc_requests_total pom_r2_rpc_client_errors_total
+    pom_r2_rpc_requests_total pom_r2_rpc_client_errors_total \
+    pom_r2_request_duration_seconds pom_r2_request_errors_total
 has pomfs pom_pomfs_op_duration_seconds pom_pomfs_blob_written_bytes_total \
     pom_pomfs_blob_read_bytes_total pom_pomfs_rpc_client_errors_total \
     pom_pomfs_rpc_client_connects_total pom_pomfs_mds_rpcs_total
@@ -115,6 +117,12 @@ grown "MDSL commits" "$T/pom-mdsl.before" "$T/pom-mdsl.after" pom_mdsl_commits_t
 grown "MDSL prepares timed" "$T/pom-mdsl.before" "$T/pom-mdsl.after" \
     'pom_mdsl_op_duration_seconds_count{op="prepare"}'
 grown "R2 RPC requests" "$T/pom-r2.before" "$T/pom-r2.after" pom_r2_rpc_requests_total
+grown "R2 heartbeats timed" "$T/pom-r2.before" "$T/pom-r2.after" \
+    'pom_r2_request_duration_seconds_count{request="heartbeat"}'
+grown "R2 views timed" "$T/pom-r2.before" "$T/pom-r2.after" \
+    'pom_r2_request_duration_seconds_bucket{request="get_view",le="+Inf"}'
+ok "R2 histogram ends with +Inf" \
+    grep -q '^pom_r2_request_duration_seconds_bucket{request="register",le="+Inf"}' "$T/pom-r2.after"
 grown "pomfs creates" "$T/pomfs.before" "$T/pomfs.after" \
     'pom_pomfs_op_duration_seconds_count{op="create"}' 100
 grown "pomfs writes in the 1 s bucket" "$T/pomfs.before" "$T/pomfs.after" \
@@ -126,8 +134,8 @@ grown "pomfs blob bytes read" "$T/pomfs.before" "$T/pomfs.after" \
 eq "R2 sees one MDS up" "$(val "$T/pom-r2.after" 'pom_r2_sites{type="mds",state="up"}')" 1
 eq "R2 leads" "$(val "$T/pom-r2.after" pom_r2_leader)" 1
 
-# R2 learnt each registered daemon's metrics address.
-for d in pom-mds pom-mdsl pom-r2; do
+# R2 learnt each registered daemon's and the mount's metrics address.
+for d in pom-mds pom-mdsl pom-r2 pomfs; do
     ok "pomctl sites --json shows $d's metrics ${ADDR[$d]}" python3 -c '
 import json, sys
 sites = json.load(open(sys.argv[1]))["sites"]

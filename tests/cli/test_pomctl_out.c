@@ -352,6 +352,13 @@ static void test_formatters(void **state)
                         "4d03h");
     assert_string_equal(pomctl_fmt_time(0, b, sizeof b), "-");
     assert_string_equal(pomctl_fmt_time(1714564800ull * s, b, sizeof b), "2024-05-01T12:00:00Z");
+    assert_string_equal(pomctl_fmt_count(0, b, sizeof b), "0");
+    assert_string_equal(pomctl_fmt_count(999, b, sizeof b), "999");
+    assert_string_equal(pomctl_fmt_count(1000, b, sizeof b), "1,000");
+    assert_string_equal(pomctl_fmt_count(12345, b, sizeof b), "12,345");
+    assert_string_equal(pomctl_fmt_count(1234567, b, sizeof b), "1,234,567");
+    assert_string_equal(pomctl_fmt_count(UINT64_MAX, b, sizeof b), "18,446,744,073,709,551,615");
+    assert_string_equal(pomctl_fmt_count(12345, b, 4), "12,");
 }
 
 /* ---- processes -------------------------------------------------------- */

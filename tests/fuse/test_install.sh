@@ -57,10 +57,14 @@ done
 check "pomegranate.pc installed" test -f "$LIBDIR/pkgconfig/pomegranate.pc"
 # The systemd units of docs/deploy.md name the installed executables and
 # pass `systemd-analyze verify` (where systemd is installed).
-U=$P/share/pomegranate/systemd
-for u in pom-r2.service pom-mds@.service pom-mdsl@.service pomfs@.service pomegranate.env; do
-    check "installed share/pomegranate/systemd/$u" test -f "$U/$u"
+U=$P/lib/systemd/system
+for u in pom-r2.service pom-mds@.service pom-mdsl@.service pomfs@.service; do
+    check "installed lib/systemd/system/$u" test -f "$U/$u"
 done
+check "installed share/pomegranate/systemd/pomegranate.env" \
+    test -f "$P/share/pomegranate/systemd/pomegranate.env"
+check "the Python binding is not part of a plain install" \
+    bash -c "! find '$P' -path '*dist-packages/pomegranate*' | grep -q ."
 check "the units start the installed daemons" grep -q "^ExecStart=$P/bin/pom-mdsl " "$U/pom-mdsl@.service"
 if command -v systemd-analyze >/dev/null; then
     mkdir -p "$T/units"

@@ -1,0 +1,54 @@
+/*
+ * pomctl_progress.c -- the progress line (see pomctl_progress.h).
+ */
+#include "pomctl_progress.h"
+
+#include "xt_time.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+void pomctl_progress_begin(struct pomctl_progress *p, const char *what, bool json)
+{
+    memset(p, 0, sizeof *p);
+    p->on = !json && isatty(STDERR_FILENO);
+    p->what = what;
+    p->t0_ns = p->last_ns = xt_mono_ns();
+}
+
+bool pomctl_progress_due(const struct pomctl_progress *p)
+{
+    return p->on && xt_mono_ns() - p->last_ns >= (uint64_t)POMCTL_PROGRESS_EVERY_MS * 1000000;
+}
+
+void pomctl_progress_show(struct pomctl_progress *p, const char *fmt, ...)
+{
+    if (!p->on)
+        return;
+    uint64_t now = xt_mono_ns();
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char line[256];
+    int n = snprintf(line, sizeof line, "%s: %s, %.1f s", p->what, msg,
+                     (double)(now - p->t0_ns) / 1e9);
+    size_t w = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    /* spaces over the rest of a longer line before */
+    fprintf(stderr, "\r%s%*s", line, p->width > w ? (int)(p->width - w) : 0, "");
+    fflush(stderr);
+    p->width = w;
+    p->last_ns = now;
+}
+
+void pomctl_progress_end(struct pomctl_progress *p)
+{
+    if (p->on && p->width) {
+        fprintf(stderr, "\r%*s\r", (int)p->width, "");
+        fflush(stderr);
+    }
+    p->width = 0;
+}

@@ -1,0 +1,46 @@
+#!/bin/bash
+# test_pomctl_progress.sh POMCTL -- the progress line of long pomctl work
+# (cli/pomctl_progress.h, docs/pomctl.md "Progress") on a `pomctl up
+# --mount` cluster in a temporary folder holding a few thousand files:
+#   - `pomctl fsck` on a terminal (a pty from script(1)) shows
+#     "fsck: N rows, M dirs, T s" lines, at most about 4 a second, and the
+#     report after them starts on a blanked line;
+#   - the same fsck with stderr not a terminal, and with --json on the
+#     terminal, writes no progress line;
+#   - each exits 0 (a clean fs).
+# Exit 77 (skip) when pom-r2 or pomfs is not built, script(1) is missing,
+# or FUSE cannot be mounted here.
+. "$(dirname "$0")/metrics_lib.sh" "$1" pom-progress script
+N=${POM_TEST_LONG:+20000}
+N=${N:-4000}
+ok "make $N files in 20 directories" python3 - "$M" "$N" <<'PY'
+import os, sys
+m, n = sys.argv[1], int(sys.argv[2])
+for d in range(20):
+    os.mkdir(os.path.join(m, "d%d" % d))
+for i in range(n):
+    open(os.path.join(m, "d%d" % (i % 20), "f%d" % i), "wb").close()
+PY
+
+# On a terminal: script(1) runs fsck on a pty (stdout and stderr both).
+S=$SECONDS
+ok "fsck on a terminal" script -qec "'$POMCTL' --data '$D' fsck" "$T/tty.out"
+EL=$((SECONDS - S + 1))
+lines=$(grep -ao $'\rfsck: [0-9,]* rows, [0-9,]* dirs, [0-9.]* s' "$T/tty.out" | wc -l)
+echo "fsck on a terminal: $lines progress lines in about $EL s"
+ok "progress lines on a terminal ($lines)" test "$lines" -ge 1
+ok "at most ~4 lines a second ($lines in $EL s)" test "$lines" -le $((EL * 4 + 1))
+ok "the counts reach the files ($N)" bash -c "grep -ao $'\rfsck: [0-9,]* rows' '$T/tty.out' | tr -d , | awk '{ if (\$2 > max) max = \$2 } END { exit !(max > 0 && max <= $N + 20) }'"
+ok "the last progress line is blanked before the report" python3 - "$T/tty.out" <<'PY'
+import re, sys
+out = open(sys.argv[1], "rb").read()
+lines = list(re.finditer(rb"\rfsck: [^\r\n]*, [0-9.]+ s *", out))  # any phase's line
+rest = out[lines[-1].end():]
+sys.exit(0 if re.match(rb"\r {20,}\r[^\r]", rest) else 1)
+PY
+ok "fsck with stderr to a file" bash -c "'$POMCTL' --data '$D' fsck >'$T/plain.out' 2>'$T/plain.err'"
+ok "no progress when stderr is no terminal" bash -c "! grep -aq 'rows, ' '$T/plain.err' && ! grep -aq $'\r' '$T/plain.err'"
+ok "fsck --json on a terminal" script -qec "'$POMCTL' --data '$D' --json fsck" "$T/json.out"
+ok "no progress with --json" bash -c "! grep -aq 'rows, ' '$T/json.out'"
+ok "pomctl down" "$POMCTL" down --data "$D"
+check_done
