@@ -172,6 +172,9 @@ ok "the unit runs /usr/bin/pom-mdsl" grep -q '^ExecStart=/usr/bin/pom-mdsl ' "$T
 ok "apt-get install --simulate finds every dependency" bash -c "apt-get install -s -o Debug::NoLocking=1 '$DEBS'/*.deb >'$T/sim.log' 2>&1 && grep -q '^Inst pomctl' '$T/sim.log'"
 grep -E "^(E:|Inst)" "$T/sim.log" 2>/dev/null | head -12
 
+# The binding is packaged for Debian's python3 (python3-cffi), not a
+# python3 of pyenv or a venv that PATH may name first.
+PY=/usr/bin/python3
 FUSE_OK=0
 [ -c /dev/fuse ] && command -v fusermount3 >/dev/null && FUSE_OK=1
 
@@ -197,7 +200,7 @@ if [ "$MODE" = root ]; then
     ok "kv_example builds with the -dev package's pkg-config file alone" bash -c "PKG_CONFIG_PATH='$LIBDIR/pkgconfig' cc -std=c11 -Wall -Werror '$R/usr/share/doc/pomegranate/examples/kv_example.c' \$(PKG_CONFIG_PATH='$LIBDIR/pkgconfig' pkg-config --cflags --libs pomegranate) -o '$T/kv_example'"
     ok "kv_example runs against the cluster" bash -c "LD_LIBRARY_PATH='$LIBDIR' '$T/kv_example' --key-file '$D/cluster.key' '$R2' pomfs | grep -q 'get cherry -> fruit #3'"
     ok "the Python package works over libpomegranate0" env PYTHONPATH="$R/usr/lib/python3/dist-packages" \
-        POMEGRANATE_LIB="$LIBDIR/libpomegranate.so.0" python3 -c "
+        POMEGRANATE_LIB="$LIBDIR/libpomegranate.so.0" $PY -c "
 import pomegranate, sys
 with pomegranate.open(sys.argv[1], 'pomfs', keyfile=sys.argv[2]) as fs:
     with fs.keyspace('pkg') as kv:
@@ -234,7 +237,7 @@ else
         ok "write and read through mount(8)" bash -c "echo apt >'$M2/apt' && sync '$M2/apt' && [ \"\$(cat '$M/apt')\" = apt ]"
         ok "umount" umount "$M2"
     fi
-    ok "python3 -c 'import pomegranate' and a put/get" python3 -c "
+    ok "/usr/bin/python3 -c 'import pomegranate' and a put/get" $PY -c "
 import pomegranate, sys
 with pomegranate.open(sys.argv[1], 'pomfs', keyfile=sys.argv[2]) as fs:
     with fs.keyspace('apt') as kv:
