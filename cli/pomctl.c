@@ -46,8 +46,10 @@ static const struct cmd_help helps[] = {
     { "sites", "sites",
       "Every registered site: id, type, address, state, capacity, load, age of\n"
       "its last heartbeat, and the uuid range of an MDS.\n" },
-    { "site", "site drain ID | site remove ID | site stat [ID]",
-      "drain ID   move the site's slices away, then let it leave the rings\n"
+    { "site", "site drain ID [--wait] | site remove ID | site stat [ID]",
+      "drain ID   move the site's slices away, then let it leave the rings;\n"
+      "           --wait returns once it has (an MDSL: its ring-1 change\n"
+      "           marked it drained), with a progress line on a terminal\n"
       "remove ID  take the site out of the cluster now\n"
       "stat [ID]  each MDSL's store (or MDSL ID's): tables, bytes, live share,\n"
       "           prepared txids, GC, and the space given back after ring-1\n"

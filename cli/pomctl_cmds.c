@@ -10,9 +10,11 @@
  * that R2 did nothing.
  */
 #include "pomctl_i.h"
+#include "pomctl_progress.h"
 
 #include "xt_common.h"
 #include "xt_ring.h"
+#include "xt_time.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -478,12 +480,74 @@ static int site_call(struct pomctl *ctl, const xt_rpc_call *call, void *arg)
                     : xt_r2_site_remove(ctl->pool, call, a->id);
 }
 
+/* Whether the drain of site id is over, by the leader's view *v: the site
+ * is gone, is an MDS (it left ring 0 at once), or an MDSL that ring 1
+ * marks DRAINED or that sits outside ring 1 with no change running (it
+ * held nothing). *line: the drain's state for the progress line. */
+static bool drain_over(const struct xt_view *v, uint32_t id, char *line, size_t cap)
+{
+    const struct xt_site *s = find_site(v, id);
+    snprintf(line, cap, "waiting for the ring-1 change");
+    if (!s || s->state == XT_SITE_REMOVED || s->type != XT_SITE_MDSL)
+        return true;
+    const struct xt_view_ring1 *r = v->ring1;
+    if (!r)
+        return true; /* an R2 without ring-1 changes: drain took it out at once */
+    const struct xt_ring1_site *me = NULL;
+    for (size_t i = 0; i < r->nsites && !me; i++)
+        if (r->sites[i].id == id)
+            me = &r->sites[i];
+    if (me && me->role == XT_RING1_DRAINED)
+        return true;
+    if ((!me || me->role == XT_RING1_OUT) && r->phase == XT_RING1_STABLE)
+        return true;
+    char change[160];
+    ring1_line(r, change, sizeof change);
+    if (me && me->has_counts)
+        snprintf(line, cap, "%s, %llu slices to move", change,
+                 (unsigned long long)me->misplaced);
+    else
+        snprintf(line, cap, "%s", change);
+    return false;
+}
+
+/* `site drain ID --wait`: polls the leader's view every half second until
+ * the drain is over (drain_over), with a progress line on a terminal.
+ * 0 or -errno of the view. */
+static int drain_wait(struct pomctl *ctl, uint32_t id)
+{
+    struct pomctl_progress p;
+    pomctl_progress_begin(&p, "drain", ctl->json);
+    for (;;) {
+        struct xt_view v;
+        int rc = pomctl_r2_view(ctl, true, &v);
+        if (rc < 0) {
+            pomctl_progress_end(&p);
+            return rc;
+        }
+        char line[200];
+        bool over = drain_over(&v, id, line, sizeof line);
+        xt_view_free(&v);
+        if (over)
+            break;
+        if (pomctl_progress_due(&p))
+            pomctl_progress_show(&p, "site %u, %s", id, line);
+        xt_sleep_ms(500);
+    }
+    pomctl_progress_end(&p);
+    return 0;
+}
+
 int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
 {
     if (argc >= 1 && !strcmp(argv[0], "stat"))
         return pomctl_site_stat(ctl, argc - 1, argv + 1);
+    bool wait = argc == 3 && !strcmp(argv[0], "drain") && !strcmp(argv[2], "--wait");
+    if (wait)
+        argc = 2;
     if (argc != 2 || (strcmp(argv[0], "drain") && strcmp(argv[0], "remove")))
-        return pomctl_usage_err(ctl, "site", "site wants 'drain ID', 'remove ID' or 'stat [ID]'");
+        return pomctl_usage_err(ctl, "site",
+                                "site wants 'drain ID [--wait]', 'remove ID' or 'stat [ID]'");
     char *end = NULL;
     unsigned long id = strtoul(argv[1], &end, 10);
     if (!*argv[1] || *end || id == 0 || id > UINT32_MAX || argv[1][0] == '-')
@@ -508,15 +572,20 @@ int pomctl_cmd_site(struct pomctl *ctl, int argc, char **argv)
                    "restart it instead (it keeps its place; docs/pomctl.md)";
         return pomctl_fail(ctl, rc, what, hint);
     }
+    if (wait && (rc = drain_wait(ctl, (uint32_t)id)) < 0)
+        return pomctl_fail(ctl, rc, what, NULL);
     if (ctl->json) {
         json_begin(ctl);
         pomctl_json_u64(&ctl->js, "site", id);
         pomctl_json_str(&ctl->js, "action", argv[0]);
+        if (wait)
+            pomctl_json_bool(&ctl->js, "drained", true);
         json_end(ctl);
     } else {
         printf("site %lu %s\n", id,
-               drain ? "is draining: its slices move away, then it leaves the rings"
-                     : "removed");
+               wait    ? "drained: its slices moved away and it left the rings"
+               : drain ? "is draining: its slices move away, then it leaves the rings"
+                       : "removed");
     }
     return POMCTL_OK;
 }

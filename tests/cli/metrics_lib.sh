@@ -8,6 +8,7 @@
 #                                          M (the mount), ADDR[daemon] (the
 #                                          address of each .metrics file)
 #   ML_DAEMONS                             "pom-r2 pom-mds pom-mdsl pomfs"
+#   ML_UP_ARGS (set before)                more options of `pomctl up`
 set -u
 POMCTL=$(realpath "$1")
 ML_BIN=$(dirname "$POMCTL")
@@ -38,7 +39,9 @@ trap ml_cleanup EXIT
 trap 'exit 1' TERM INT HUP
 reap_on_kill "$T" "$POMCTL" "$D"
 
-if ! "$POMCTL" up --data "$D" --mount "$M" >"$T/up.log" 2>&1; then
+# ML_UP_ARGS: more options of `pomctl up` (e.g. "--mdsl 2"), word-split.
+# shellcheck disable=SC2086
+if ! "$POMCTL" up --data "$D" --mount "$M" ${ML_UP_ARGS:-} >"$T/up.log" 2>&1; then
     if grep -qi "permission\|fuse: device not found\|Operation not permitted" \
         "$D/logs/pomfs.log" 2>/dev/null; then
         echo "SKIP: FUSE mounts are not allowed here"; exit 77
