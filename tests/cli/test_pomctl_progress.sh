@@ -48,8 +48,8 @@ ok "fsck with stderr to a file" bash -c "'$POMCTL' --data '$D' fsck >'$T/plain.o
 ok "no progress when stderr is no terminal" bash -c "! grep -aq 'rows, ' '$T/plain.err' && ! grep -aq $'\r' '$T/plain.err'"
 ok "fsck --json on a terminal" script -qec "'$POMCTL' --data '$D' --json fsck" "$T/json.out"
 ok "no progress with --json" bash -c "! grep -aq 'rows, ' '$T/json.out'"
-# `site drain ID --wait` of the second MDSL: a ring-1 change moves its
-# slices to the first; the command returns once ring 1 marks it drained,
+# `site drain ID --wait` of the third MDSL: a ring-1 change moves its
+# slices to the others; the command returns once ring 1 marks it drained,
 # with progress lines on the terminal.
 read -r MDSL3 MDSL2 <<<"$("$POMCTL" --data "$D" --json sites | python3 -c '
 import json, sys
