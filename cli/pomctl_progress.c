@@ -34,8 +34,8 @@ void pomctl_progress_show(struct pomctl_progress *p, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     char line[256];
-    int n = snprintf(line, sizeof line, "%s: %s, %.1f s", p->what, msg,
-                     (double)(now - p->t0_ns) / 1e9);
+    int n =
+        snprintf(line, sizeof line, "%s: %s, %.1f s", p->what, msg, (double)(now - p->t0_ns) / 1e9);
     size_t w = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
     /* spaces over the rest of a longer line before */
     fprintf(stderr, "\r%s%*s", line, p->width > w ? (int)(p->width - w) : 0, "");

@@ -27,11 +27,11 @@
 
 /* Plain struct: lives with the work it reports on. */
 struct pomctl_progress {
-    bool on;            /* invariant (1) */
-    const char *what;   /* the line's prefix ("fsck"); borrowed */
-    uint64_t t0_ns;     /* start, monotonic */
-    uint64_t last_ns;   /* the last line (t0_ns before the first) */
-    size_t width;       /* columns of the last line printed (0: none shown) */
+    bool on;          /* invariant (1) */
+    const char *what; /* the line's prefix ("fsck"); borrowed */
+    uint64_t t0_ns;   /* start, monotonic */
+    uint64_t last_ns; /* the last line (t0_ns before the first) */
+    size_t width;     /* columns of the last line printed (0: none shown) */
 };
 
 /* Starts the clock of `what` (a static string). json: the command prints

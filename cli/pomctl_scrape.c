@@ -40,7 +40,8 @@ static int wait_fd(int fd, short events, uint64_t deadline)
 /* A non-blocking connect to host:port by the deadline. The fd, or -errno. */
 static int connect_to(const char *host, const char *port, uint64_t deadline)
 {
-    struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = { .ai_family = AF_UNSPEC,
+                              .ai_socktype = SOCK_STREAM,
                               .ai_flags = AI_NUMERICSERV };
     struct addrinfo *res;
     if (getaddrinfo(host, port, &hints, &res))
@@ -158,8 +159,7 @@ int pomctl_scrape_get(const char *addr, int timeout_ms, char **body)
         return rc;
     /* "HTTP/1.x 200 ...", headers, an empty line, the body */
     const char *end = strstr(resp, "\r\n\r\n");
-    if (strncmp(resp, "HTTP/1.", 7) != 0 || len < 12 || strncmp(resp + 8, " 200", 4) != 0 ||
-        !end) {
+    if (strncmp(resp, "HTTP/1.", 7) != 0 || len < 12 || strncmp(resp + 8, " 200", 4) != 0 || !end) {
         xt_free(resp);
         return -EPROTO;
     }

@@ -30,7 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { Q_OPS, Q_BYTES, Q_GROUPS, Q_ERRORS, Q__COUNT };
+enum {
+    Q_OPS,
+    Q_BYTES,
+    Q_GROUPS,
+    Q_ERRORS,
+    Q__COUNT
+};
 
 static const char *const q_json[Q__COUNT] = { "ops_per_s", "bytes_per_s", "groups_per_s",
                                               "errors_per_s" };
@@ -71,8 +77,8 @@ struct sample {
     int type, state;
     char addr[XT_ADDR_MAX];
     char metrics[XT_ADDR_MAX];
-    int rc;                  /* of the scrape */
-    uint64_t t_ns;           /* monotonic, the scrape's middle */
+    int rc;        /* of the scrape */
+    uint64_t t_ns; /* monotonic, the scrape's middle */
     bool has[Q__COUNT];
     double v[Q__COUNT];
     /* the rates, once compared with the previous scrape (invariant 2) */
@@ -109,8 +115,7 @@ static void scrape(struct pomctl *ctl, struct sample *s)
 
 /* Scrapes every site of the view with a metrics address into *out (caller
  * frees with xt_free). 0 or -ENOMEM. */
-static int scrape_all(struct pomctl *ctl, const struct xt_view *v, struct sample **out,
-                      size_t *n)
+static int scrape_all(struct pomctl *ctl, const struct xt_view *v, struct sample **out, size_t *n)
 {
     *out = xt_calloc(v->nsites ? v->nsites : 1, sizeof **out);
     *n = 0;
@@ -208,9 +213,8 @@ static int print_table(const struct sample *s, size_t n, double interval, bool c
             if (!s[i].has_rate[q])
                 rc |= pomctl_table_cell(t, "-");
             else if (q == Q_BYTES)
-                rc |= pomctl_table_cell(t, "%s",
-                                        pomctl_fmt_bytes((uint64_t)llround(s[i].rate[q]), b,
-                                                         sizeof b));
+                rc |= pomctl_table_cell(
+                    t, "%s", pomctl_fmt_bytes((uint64_t)llround(s[i].rate[q]), b, sizeof b));
             else
                 rc |= pomctl_table_cell(t, "%.1f", s[i].rate[q]);
         }
@@ -245,8 +249,7 @@ int pomctl_cmd_top(struct pomctl *ctl, int argc, char **argv)
         if (!strcmp(argv[i], "--interval") && i + 1 < argc) {
             interval = strtod(argv[++i], &end);
             if (!*argv[i] || *end || !(interval >= 0.1 && interval <= 3600))
-                return pomctl_usage_err(ctl, "top", "bad interval '%s' (0.1 to 3600 s)",
-                                        argv[i]);
+                return pomctl_usage_err(ctl, "top", "bad interval '%s' (0.1 to 3600 s)", argv[i]);
         } else if (!strcmp(argv[i], "--count") && i + 1 < argc) {
             count = strtoul(argv[++i], &end, 10);
             if (!*argv[i] || *end || count == 0 || argv[i][0] == '-')

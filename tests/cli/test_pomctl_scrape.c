@@ -32,21 +32,20 @@
 static void test_sum(void **state)
 {
     (void)state;
-    const char *text =
-        "# HELP pom_x_total X.\n"
-        "# TYPE pom_x_total counter\n"
-        "pom_x_total 5\n"
-        "pom_x_total_more 100\n"
-        "pom_y_total{op=\"a\"} 1.5\n"
-        "pom_y_total{op=\"b}\",k=\"q\\\"x y\"} 2.5e1\n"
-        "pom_y_total{op=\"c\"} not-a-number\n"
-        "pom_y_total{op=\"d\" 7\n"
-        "\n"
-        "pom_h_seconds_bucket{op=\"a\",le=\"+Inf\"} 9\n"
-        "pom_h_seconds_count{op=\"a\"} 9\n"
-        "pom_h_seconds_count{op=\"b\"} 3\n"
-        "pom_inf +Inf\n"
-        "pom_last 4";
+    const char *text = "# HELP pom_x_total X.\n"
+                       "# TYPE pom_x_total counter\n"
+                       "pom_x_total 5\n"
+                       "pom_x_total_more 100\n"
+                       "pom_y_total{op=\"a\"} 1.5\n"
+                       "pom_y_total{op=\"b}\",k=\"q\\\"x y\"} 2.5e1\n"
+                       "pom_y_total{op=\"c\"} not-a-number\n"
+                       "pom_y_total{op=\"d\" 7\n"
+                       "\n"
+                       "pom_h_seconds_bucket{op=\"a\",le=\"+Inf\"} 9\n"
+                       "pom_h_seconds_count{op=\"a\"} 9\n"
+                       "pom_h_seconds_count{op=\"b\"} 3\n"
+                       "pom_inf +Inf\n"
+                       "pom_last 4";
     double v;
     assert_int_equal(pomctl_scrape_sum(text, "pom_x_total", &v), 1);
     assert_true(v == 5);
