@@ -8,12 +8,15 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 void pomctl_progress_begin(struct pomctl_progress *p, const char *what, bool json)
 {
     memset(p, 0, sizeof *p);
     p->on = !json && isatty(STDERR_FILENO);
+    struct winsize ws;
+    p->cols = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 ? ws.ws_col : 80;
     p->what = what;
     p->t0_ns = p->last_ns = xt_mono_ns();
 }
@@ -33,10 +36,17 @@ void pomctl_progress_show(struct pomctl_progress *p, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    char line[256];
-    int n =
-        snprintf(line, sizeof line, "%s: %s, %.1f s", p->what, msg, (double)(now - p->t0_ns) / 1e9);
-    size_t w = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    char head[256], tail[32];
+    int hn = snprintf(head, sizeof head, "%s: %s", p->what, msg);
+    int tn = snprintf(tail, sizeof tail, ", %.1f s", (double)(now - p->t0_ns) / 1e9);
+    size_t hw = hn < 0 ? 0 : (size_t)hn < sizeof head ? (size_t)hn : sizeof head - 1;
+    size_t tw = tn < 0 ? 0 : (size_t)tn < sizeof tail ? (size_t)tn : sizeof tail - 1;
+    /* invariant (4): the message is cut, the elapsed time kept */
+    if (hw + tw > p->cols - 1)
+        head[hw = p->cols - 1 > tw ? p->cols - 1 - tw : 0] = '\0';
+    char line[300];
+    snprintf(line, sizeof line, "%s%s", head, tail);
+    size_t w = hw + tw;
     /* spaces over the rest of a longer line before */
     fprintf(stderr, "\r%s%*s", line, p->width > w ? (int)(p->width - w) : 0, "");
     fflush(stderr);

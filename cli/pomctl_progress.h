@@ -10,6 +10,8 @@
  *      after the start: quick work prints none.
  *  (3) pomctl_progress_end blanks a line it printed, so what follows (the
  *      report, an error) starts on a clean line.
+ *  (4) A line never reaches the terminal's last column (it is cut), so it
+ *      never wraps and \r always returns to its start.
  *
  * Usage, in a loop:
  *
@@ -32,6 +34,7 @@ struct pomctl_progress {
     uint64_t t0_ns;   /* start, monotonic */
     uint64_t last_ns; /* the last line (t0_ns before the first) */
     size_t width;     /* columns of the last line printed (0: none shown) */
+    size_t cols;      /* the terminal's width: longer lines are cut */
 };
 
 /* Starts the clock of `what` (a static string). json: the command prints
