@@ -52,6 +52,7 @@
 
 #include <assert.h>
 #include <fcntl.h>
+#include <linux/fs.h> /* FS_*_FL */
 #include <string.h>
 #include <unistd.h>
 
@@ -177,13 +178,111 @@ int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
     return 0;
 }
 
+_Static_assert(XT_NS_ROW_F_IFLAGS == POM_IFLAGS << XT_NS_IFLAGS_SHIFT &&
+                   XT_NS_ROW_F_IMMUTABLE == FS_IMMUTABLE_FL << XT_NS_IFLAGS_SHIFT &&
+                   XT_NS_ROW_F_APPEND == FS_APPEND_FL << XT_NS_IFLAGS_SHIFT &&
+                   XT_NS_ROW_F_NODUMP == FS_NODUMP_FL << XT_NS_IFLAGS_SHIFT &&
+                   XT_NS_ROW_F_NOATIME == FS_NOATIME_FL << XT_NS_IFLAGS_SHIFT,
+               "inode flags are FS_*_FL in the row (xt_ns.h)");
+
+int pom_getflags(pom_fs *fs, pom_ino ino, unsigned *flags)
+{
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    struct xt_resp r;
+    xt_row row;
+    int rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
+    struct pom_inode *orphan;
+    if (rc == -ENOENT && (orphan = pom_ino_pin_orphan(fs, ino))) {
+        pthread_mutex_lock(&orphan->data->mu);
+        *flags = orphan->data->iflags >> XT_NS_IFLAGS_SHIFT;
+        pthread_mutex_unlock(&orphan->data->mu);
+        pom_data_unpin(fs, orphan);
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    *flags = (row.attr.flags & XT_NS_ROW_F_IFLAGS) >> XT_NS_IFLAGS_SHIFT;
+    xt_resp_free(&r);
+    return 0;
+}
+
+/* The open state of ino, if open here, takes iflags (pom_file.c checks). */
+static void iflags_open(pom_fs *fs, pom_ino ino, uint32_t iflags)
+{
+    struct pom_inode *i = pom_ino_pin_open(fs, ino);
+    if (!i)
+        return;
+    pthread_mutex_lock(&i->data->mu);
+    i->data->iflags = iflags;
+    pthread_mutex_unlock(&i->data->mu);
+    pom_data_unpin(fs, i);
+}
+
+int pom_setflags(pom_fs *fs, pom_ino ino, unsigned flags)
+{
+    if (flags & ~POM_IFLAGS)
+        return -EOPNOTSUPP;
+    uint32_t want = (uint32_t)flags << XT_NS_IFLAGS_SHIFT;
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        pom_conflict_pause(attempt);
+        uint64_t table;
+        char name[XT_NAME_MAX + 1];
+        struct xt_resp r;
+        xt_row row;
+        int rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
+        if (rc == -ENOENT && pom_ino_is_open(fs, ino)) {
+            iflags_open(fs, ino, want); /* unlinked, open here: no row */
+            return 0;
+        }
+        if (rc < 0)
+            return rc;
+        xt_row upd;
+        xt_row_init(&upd);
+        upd.attr.flags = (row.attr.flags & ~XT_NS_ROW_F_IFLAGS) | want;
+        upd.attr.ctime_ns = xt_now_ns();
+        struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
+                            .name_len = (uint32_t)strlen(name),
+                            .flags = XT_F_IF_VER | XT_F_IF_UUID, .row = &upd,
+                            .set_mask = XT_ROW_SET_FLAGS | XT_ROW_SET_CTIME,
+                            .expect_version = row.attr.version, .expect_uuid = ino };
+        xt_resp_free(&r);
+        struct xt_resp ur;
+        rc = pom_call(fs, &q, &ur, NULL);
+        xt_resp_free(&ur);
+        if (rc == -ESTALE)
+            continue;
+        if (rc == 0)
+            iflags_open(fs, ino, want);
+        return rc;
+    }
+    return -EAGAIN;
+}
+
+/* setattr under the inode flags (as a local file system's notify_change):
+ * an immutable inode takes no change, an append-only one only times set
+ * to now (its size is refused by the open of pom_data_setsize). */
+static int setattr_denied(uint32_t iflags, int to_set)
+{
+    if (iflags & XT_NS_ROW_F_IMMUTABLE)
+        return -EPERM;
+    if ((iflags & XT_NS_ROW_F_APPEND) &&
+        (to_set & ~(POM_SET_ATIME_NOW | POM_SET_MTIME_NOW | POM_SET_CTIME | POM_SET_SIZE)))
+        return -EPERM;
+    return 0;
+}
+
 /* setattr of a file unlinked here and still open here (invariant 6): no
  * row to update, its attributes are those of its open state. The size is
  * changed first (the only part that can fail), so a failed call changes
  * nothing. */
 static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in, int to_set)
 {
-    int rc;
+    pthread_mutex_lock(&i->data->mu);
+    int rc = setattr_denied(i->data->iflags, to_set);
+    pthread_mutex_unlock(&i->data->mu);
+    if (rc < 0)
+        return rc;
     if ((to_set & POM_SET_SIZE) && (rc = pom_data_setsize(fs, i->uuid, (uint64_t)in->st_size)) < 0)
         return rc;
     struct pom_data *d = i->data;
@@ -247,6 +346,10 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         }
         if (rc < 0)
             return rc;
+        if ((rc = setattr_denied(row.attr.flags, to_set)) < 0) {
+            xt_resp_free(&r);
+            return rc;
+        }
         xt_row_attr a = row.attr;
         uint64_t now = xt_now_ns();
         uint32_t mask = XT_ROW_SET_CTIME;
@@ -573,6 +676,10 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             return -EISDIR;
         if (dir && a.uuid == POM_ROOT_INO)
             return -EBUSY;
+        if ((rc = pom_ns_fixed(fs, &a)) < 0) { /* immutable, append-only */
+            xt_free(xg);
+            return rc;
+        }
         if (a.flags & XT_NS_ROW_F_LINKED) {
             rc = pom_unlink_stub(fs, parent, name, &a);
             if (rc == -ESTALE)
