@@ -175,6 +175,8 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
         gone = true;
     } else if (rc < 0) {
         return rc;
+    } else if (file.flags & XT_NS_ROW_F_FIXED) {
+        return -EPERM; /* immutable, append-only (pom_ns_fixed) */
     }
     size_t ilt = n == 2 ? 1 : SIZE_MAX;
     uint64_t now = xt_now_ns();

@@ -50,9 +50,10 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
  * batch built from an older read never lands on another file. */
 void pom_ns_cond(struct xt_req *q, uint64_t uuid, uint64_t version);
 /* -EPERM when the inode whose row (or link stub) has attributes *a is
- * immutable or append-only (xt_ns.h XT_NS_ROW_F_FIXED): none of its names
- * may be removed, renamed or replaced, and it gets no new name. A stub's
- * flags are read from its ILT row (one more read). 0, or -errno. */
+ * immutable or append-only (xt_ns.h XT_NS_ROW_F_FIXED): its names may not
+ * be renamed or replaced (rename). A stub's flags are read from its ILT row
+ * (one more read; unlink checks the ILT row pom_unlink_stub reads anyway).
+ * 0, or -errno. */
 int pom_ns_fixed(pom_fs *fs, const xt_row_attr *a);
 /* A request for (table, name) with flags; the rest zero. name must outlive
  * the request. */

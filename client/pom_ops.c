@@ -676,9 +676,9 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             return -EISDIR;
         if (dir && a.uuid == POM_ROOT_INO)
             return -EBUSY;
-        if ((rc = pom_ns_fixed(fs, &a)) < 0) { /* immutable, append-only */
-            xt_free(xg);
-            return rc;
+        if (!xt_ns_is_stub(&a) && (a.flags & XT_NS_ROW_F_FIXED)) {
+            xt_free(xg); /* immutable, append-only (a stub: pom_unlink_stub) */
+            return -EPERM;
         }
         if (a.flags & XT_NS_ROW_F_LINKED) {
             rc = pom_unlink_stub(fs, parent, name, &a);
