@@ -207,6 +207,11 @@ int pom_getflags(pom_fs *fs, pom_ino ino, unsigned *flags)
     return 0;
 }
 
+/* set_attrs's to_set bit for the inode flags (pom_setflags), beside the
+ * POM_SET_* bits. */
+#define SET_IFLAGS (1 << 30)
+_Static_assert((SET_IFLAGS & POM_SET_SUPPORTED) == 0, "SET_IFLAGS is no POM_SET_* bit");
+
 /* The open state of ino, if open here, takes iflags (pom_file.c checks). */
 static void iflags_open(pom_fs *fs, pom_ino ino, uint32_t iflags)
 {
@@ -219,51 +224,13 @@ static void iflags_open(pom_fs *fs, pom_ino ino, uint32_t iflags)
     pom_data_unpin(fs, i);
 }
 
-int pom_setflags(pom_fs *fs, pom_ino ino, unsigned flags)
-{
-    if (flags & ~POM_IFLAGS)
-        return -EOPNOTSUPP;
-    uint32_t want = (uint32_t)flags << XT_NS_IFLAGS_SHIFT;
-    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
-        pom_conflict_pause(attempt);
-        uint64_t table;
-        char name[XT_NAME_MAX + 1];
-        struct xt_resp r;
-        xt_row row;
-        int rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
-        if (rc == -ENOENT && pom_ino_is_open(fs, ino)) {
-            iflags_open(fs, ino, want); /* unlinked, open here: no row */
-            return 0;
-        }
-        if (rc < 0)
-            return rc;
-        xt_row upd;
-        xt_row_init(&upd);
-        upd.attr.flags = (row.attr.flags & ~XT_NS_ROW_F_IFLAGS) | want;
-        upd.attr.ctime_ns = xt_now_ns();
-        struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
-                            .name_len = (uint32_t)strlen(name),
-                            .flags = XT_F_IF_VER | XT_F_IF_UUID, .row = &upd,
-                            .set_mask = XT_ROW_SET_FLAGS | XT_ROW_SET_CTIME,
-                            .expect_version = row.attr.version, .expect_uuid = ino };
-        xt_resp_free(&r);
-        struct xt_resp ur;
-        rc = pom_call(fs, &q, &ur, NULL);
-        xt_resp_free(&ur);
-        if (rc == -ESTALE)
-            continue;
-        if (rc == 0)
-            iflags_open(fs, ino, want);
-        return rc;
-    }
-    return -EAGAIN;
-}
-
 /* setattr under the inode flags (as a local file system's notify_change):
  * an immutable inode takes no change, an append-only one only times set
  * to now (its size is refused by the open of pom_data_setsize). */
 static int setattr_denied(uint32_t iflags, int to_set)
 {
+    if (to_set & SET_IFLAGS)
+        return 0; /* (chattr -i) */
     if (iflags & XT_NS_ROW_F_IMMUTABLE)
         return -EPERM;
     if ((iflags & XT_NS_ROW_F_APPEND) &&
@@ -276,7 +243,8 @@ static int setattr_denied(uint32_t iflags, int to_set)
  * row to update, its attributes are those of its open state. The size is
  * changed first (the only part that can fail), so a failed call changes
  * nothing. */
-static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in, int to_set)
+static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in, int to_set,
+                          uint32_t iflags)
 {
     pthread_mutex_lock(&i->data->mu);
     int rc = setattr_denied(i->data->iflags, to_set);
@@ -300,21 +268,22 @@ static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in
         d->st.st_atim = (to_set & POM_SET_ATIME_NOW) ? tnow : in->st_atim;
     if (to_set & (POM_SET_MTIME | POM_SET_MTIME_NOW)) /* getattr's mtime is mtime_ns */
         d->mtime_ns = (to_set & POM_SET_MTIME_NOW) ? now : pom_ts_ns(&in->st_mtim);
+    if (to_set & SET_IFLAGS)
+        d->iflags = iflags;
     d->st.st_ctim = (to_set & POM_SET_CTIME) ? in->st_ctim : tnow;
     pthread_mutex_unlock(&d->mu);
     return 0;
 }
 
-int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, struct stat *out)
+/* pom_setattr, and the inode flags (iflags, XT_NS_ROW_F_IFLAGS) with
+ * SET_IFLAGS. */
+static int set_attrs(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, uint32_t iflags,
+                     struct stat *out)
 {
-    if (to_set & ~POM_SET_SUPPORTED)
-        return -ENOTSUP;
     int rc;
-    if ((to_set & POM_SET_SIZE) && in->st_size < 0)
-        return -EINVAL;
     struct pom_inode *orphan = pom_ino_pin_orphan(fs, ino);
     if (orphan) {
-        rc = orphan_setattr(fs, orphan, in, to_set);
+        rc = orphan_setattr(fs, orphan, in, to_set, iflags);
         pom_data_unpin(fs, orphan);
         return rc < 0 ? rc : out ? pom_getattr(fs, ino, out) : 0;
     }
@@ -340,7 +309,7 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
         if (rc == -ENOENT && (orphan = pom_ino_pin_orphan(fs, ino))) {
             /* Unlinked here meanwhile (the size, if any, is done) */
-            rc = orphan_setattr(fs, orphan, in, to_set);
+            rc = orphan_setattr(fs, orphan, in, to_set, iflags);
             pom_data_unpin(fs, orphan);
             return rc < 0 ? rc : out ? pom_getattr(fs, ino, out) : 0;
         }
@@ -375,6 +344,10 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
             a.mtime_ns = (to_set & POM_SET_MTIME_NOW) ? now : pom_ts_ns(&in->st_mtim);
             mask |= XT_ROW_SET_MTIME;
         }
+        if (to_set & SET_IFLAGS) {
+            a.flags = (a.flags & ~XT_NS_ROW_F_IFLAGS) | iflags;
+            mask |= XT_ROW_SET_FLAGS;
+        }
         a.ctime_ns = (to_set & POM_SET_CTIME) ? pom_ts_ns(&in->st_ctim) : now;
         upd.attr = a;
         struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
@@ -390,9 +363,29 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
             continue;
         if (rc < 0)
             return rc;
+        if (to_set & SET_IFLAGS)
+            iflags_open(fs, ino, iflags);
         return out ? pom_getattr(fs, ino, out) : 0;
     }
     return -EAGAIN;
+}
+
+int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, struct stat *out)
+{
+    if (to_set & ~POM_SET_SUPPORTED)
+        return -ENOTSUP;
+    if ((to_set & POM_SET_SIZE) && in->st_size < 0)
+        return -EINVAL;
+    return set_attrs(fs, ino, in, to_set, 0, out);
+}
+
+int pom_setflags(pom_fs *fs, pom_ino ino, unsigned flags)
+{
+    if (flags & ~POM_IFLAGS)
+        return -EOPNOTSUPP;
+    struct stat none;
+    memset(&none, 0, sizeof none);
+    return set_attrs(fs, ino, &none, SET_IFLAGS, (uint32_t)flags << XT_NS_IFLAGS_SHIFT, NULL);
 }
 
 /* A create's one atomic batch (invariants 2, 4, 5): the new row
