@@ -32,10 +32,12 @@
  *      the flush stores in the row's generation (pom_tracts_id). The old
  *      set stays intact until the row naming the new one is committed
  *      (pom_tracts_drop), so a crash before that commit finds the old bytes
- *      under the old row, never a mix. Other overwrites and cuts of a blob
- *      file change its tracts in place (an unsynced one may show old and
- *      new bytes after a crash, as on a local file system). A blob file
- *      cut to a non-zero size below POM_INLINE_MAX stays blob.
+ *      under the old row, never a mix. A collapse or insert range rewrites
+ *      the file into a new set the same way (shift_blob). Other overwrites,
+ *      cuts, punches and zero ranges of a blob file change its tracts in
+ *      place (an unsynced one may show old and new bytes after a crash, as
+ *      on a local file system). A blob file cut to a non-zero size below
+ *      POM_INLINE_MAX stays blob.
  *  (4) A flush writes a snapshot (buffer, or size for a blob file) to the
  *      row, conditional on the version read with the row's uuid; it clears
  *      `dirty` only when no change came in since the snapshot (wgen).
@@ -53,7 +55,11 @@
  *      It is held across tract I/O only where the I/O must be atomic with
  *      the size: O_APPEND writes (appends never overlap), the migration
  *      (at most 64 KiB), truncate and fallocate (rare, and a concurrent
- *      write must not land between the cut and the new size).
+ *      write must not land between the cut and the new size; collapse and
+ *      insert copy the whole file under it).
+ *  (8) The inode flags (d->iflags, pom_ops.c pom_setflags) are checked at
+ *      open for writing and at every write and fallocate: immutable takes
+ *      none, append-only only appends (O_APPEND) and growing fallocates.
  *
  * Floor 3.2 of libpomegranate (pom_file_i.h): calls floors 1-2 and the blob
  * tier (pom_blob.h); creates are the namespace's (pom_ops.c pom_create).
