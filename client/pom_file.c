@@ -32,10 +32,12 @@
  *      the flush stores in the row's generation (pom_tracts_id). The old
  *      set stays intact until the row naming the new one is committed
  *      (pom_tracts_drop), so a crash before that commit finds the old bytes
- *      under the old row, never a mix. Other overwrites and cuts of a blob
- *      file change its tracts in place (an unsynced one may show old and
- *      new bytes after a crash, as on a local file system). A blob file
- *      cut to a non-zero size below POM_INLINE_MAX stays blob.
+ *      under the old row, never a mix. A collapse or insert range rewrites
+ *      the file into a new set the same way (shift_blob). Other overwrites,
+ *      cuts, punches and zero ranges of a blob file change its tracts in
+ *      place (an unsynced one may show old and new bytes after a crash, as
+ *      on a local file system). A blob file cut to a non-zero size below
+ *      POM_INLINE_MAX stays blob.
  *  (4) A flush writes a snapshot (buffer, or size for a blob file) to the
  *      row, conditional on the version read with the row's uuid; it clears
  *      `dirty` only when no change came in since the snapshot (wgen).
@@ -53,7 +55,11 @@
  *      It is held across tract I/O only where the I/O must be atomic with
  *      the size: O_APPEND writes (appends never overlap), the migration
  *      (at most 64 KiB), truncate and fallocate (rare, and a concurrent
- *      write must not land between the cut and the new size).
+ *      write must not land between the cut and the new size; collapse and
+ *      insert copy the whole file under it).
+ *  (8) The inode flags (d->iflags, pom_ops.c pom_setflags) are checked at
+ *      open for writing and at every write and fallocate: immutable takes
+ *      none, append-only only appends (O_APPEND) and growing fallocates.
  *
  * Floor 3.2 of libpomegranate (pom_file_i.h): calls floors 1-2 and the blob
  * tier (pom_blob.h); creates are the namespace's (pom_ops.c pom_create).
@@ -107,6 +113,16 @@ static void changed(struct pom_data *d)
     d->dirty = true;
     d->wgen++;
     d->mtime_ns = xt_now_ns();
+}
+
+/* REQUIRES: d->mu held. -EPERM when the inode flags forbid a change of the
+ * bytes: immutable, or append-only and not an append (at_end false). */
+static int iflags_deny(const struct pom_data *d, bool at_end)
+{
+    assert(xt_mutex_held(&d->mu));
+    if (d->iflags & XT_NS_ROW_F_IMMUTABLE)
+        return -EPERM;
+    return (d->iflags & XT_NS_ROW_F_APPEND) && !at_end ? -EPERM : 0;
 }
 
 /* REQUIRES: f->ino->data->mu held, the file is blob. This handle's
@@ -565,7 +581,15 @@ int pom_file_open_row(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, p
     f->err_sample = pom_es_sample(fs, ino);
     pthread_mutex_lock(&i->data->mu);
     uint64_t size = i->data->len, mtime = i->data->mtime_ns;
+    /* Inode flags as open(2) on a local file system: no writer of an
+     * immutable file, an append-only one only with O_APPEND, never O_TRUNC. */
+    if ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))
+        rc = iflags_deny(i->data, (flags & O_APPEND) && !(flags & O_TRUNC));
     pthread_mutex_unlock(&i->data->mu);
+    if (rc < 0) {
+        release_file(f, false);
+        return rc;
+    }
     pthread_mutex_lock(&fs->mu);
     f->unchanged = i->seen_mtime != 0 && i->seen_size == size && i->seen_mtime == mtime;
     i->seen_size = size;
@@ -725,7 +749,11 @@ ssize_t pom_write(pom_file *f, const void *buf, size_t n, off_t off)
     bool append = (f->flags & O_APPEND) != 0;
     pthread_mutex_lock(&d->mu);
     uint64_t o = append ? d->len : (uint64_t)off;
-    ssize_t rc;
+    ssize_t rc = iflags_deny(d, append); /* (flags set after the open) */
+    if (rc < 0) {
+        pthread_mutex_unlock(&d->mu);
+        return rc;
+    }
     if (!d->blob && o + n > POM_INLINE_MAX) {
         rc = migrate(f);
         if (rc == -EFBIG && o < POM_INLINE_MAX)
@@ -750,10 +778,126 @@ ssize_t pom_write(pom_file *f, const void *buf, size_t n, off_t off)
     return rc;
 }
 
+#define SHIFT_CHUNK (1u << 20) /* bytes a collapse or insert copies per step */
+
+static bool all_zero(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return false;
+    return true;
+}
+
+/* REQUIRES: d->mu held; o + del <= d->len; del == 0 or ins == 0; the
+ * result fits POM_FILE_MAX. Rewrites the file into a new set of tracts
+ * (invariant (3)): [0, o) stays, [o + del, len) moves to o + ins, and
+ * [o, o + ins) reads as zeros. All-zero chunks are not written (holes
+ * stay holes). The set the row names stays whole until a flush names the
+ * new one (then pom_tracts_drop); a set no row named (an unflushed
+ * migration or rewrite) goes at once. On failure the new set is removed
+ * and the file is unchanged. */
+static int shift_blob(pom_file *f, uint64_t o, uint64_t del, uint64_t ins)
+{
+    struct pom_data *d = f->ino->data;
+    assert(xt_mutex_held(&d->mu));
+    assert(del == 0 || ins == 0);
+    assert(o + del <= d->len);
+    assert(d->len - del + ins <= POM_FILE_MAX);
+    if (!f->fs->blob)
+        return -EFBIG;
+    uint64_t len = d->len, old = d->tracts;
+    bool was_blob = d->blob;
+    pom_blob_file *src = NULL, *dst;
+    /* Its own reference on the old set: handle_bf moves f->bf to the new. */
+    int rc = was_blob ? pom_blob_file_open(f->fs->blob, old, &src) : 0;
+    uint8_t *chunk = rc == 0 ? xt_malloc(SHIFT_CHUNK) : NULL;
+    if (rc == 0 && !chunk)
+        rc = -ENOMEM;
+    if (rc < 0) {
+        pom_blob_file_close(src);
+        return rc;
+    }
+    d->tracts = new_tracts_id();
+    rc = handle_bf(f, &dst);
+    const struct { uint64_t from, to, n; } part[2] = {
+        { 0, 0, o }, { o + del, o + ins, len - o - del },
+    };
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        for (uint64_t done = 0; done < part[k].n && rc == 0;) {
+            size_t n = (size_t)XT_MIN((uint64_t)SHIFT_CHUNK, part[k].n - done);
+            if (was_blob) {
+                ssize_t r = pom_blob_pread(src, chunk, n, part[k].from + done);
+                rc = r < 0 ? (int)r : 0;
+            } else {
+                memcpy(chunk, d->buf + part[k].from + done, n);
+            }
+            if (rc == 0 && !all_zero(chunk, n)) {
+                ssize_t w = pom_blob_pwrite(dst, chunk, n, part[k].to + done);
+                rc = w < 0 ? (int)w : (size_t)w < n ? -EIO : 0;
+            }
+            done += n;
+        }
+    }
+    xt_free(chunk);
+    pom_blob_file_close(src);
+    if (rc < 0) {
+        drop_new_tracts(f);
+        d->tracts = old;
+        return rc;
+    }
+    if (was_blob && old != d->row_tracts) { /* named by no row: nothing to keep */
+        int e = pom_blob_delete(f->fs->blob, old);
+        if (e < 0)
+            XT_WARN("file %llu: unnamed tracts stay behind: %s",
+                    (unsigned long long)f->ino->uuid, strerror(-e));
+    }
+    if (!was_blob) {
+        d->blob = true;
+        xt_free(d->buf);
+        d->buf = NULL;
+        d->cap = 0;
+    }
+    d->len = len - del + ins;
+    changed(d);
+    return 0;
+}
+
+/* FALLOC_FL_COLLAPSE_RANGE (collapse) or FALLOC_FL_INSERT_RANGE of
+ * [o, o + l): block-aligned, inside the file (fallocate(2)). An inline
+ * result moves the bytes in the buffer; anything else is shift_blob. */
+static int shift_range(pom_file *f, bool collapse, uint64_t o, uint64_t l)
+{
+    if (o % POM_BLKSIZE || l % POM_BLKSIZE)
+        return -EINVAL;
+    struct pom_data *d = f->ino->data;
+    pthread_mutex_lock(&d->mu);
+    uint64_t len = d->len;
+    int rc = 0;
+    if (collapse ? o + l >= len : o >= len)
+        rc = -EINVAL; /* (use ftruncate to cut or extend at the end) */
+    else if (!collapse && l > POM_FILE_MAX - len)
+        rc = -EFBIG;
+    else if (d->blob || (!collapse && len + l > POM_INLINE_MAX))
+        rc = shift_blob(f, o, collapse ? l : 0, collapse ? 0 : l);
+    else if (collapse) {
+        memmove(d->buf + o, d->buf + o + l, (size_t)(len - o - l));
+        d->len = len - l;
+        changed(d);
+    } else if ((rc = set_len(d, (uint32_t)(len + l))) == 0) {
+        memmove(d->buf + o + l, d->buf + o, (size_t)(len - o));
+        memset(d->buf + o, 0, (size_t)l);
+        changed(d);
+    }
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
 int pom_fallocate(pom_file *f, int mode, off_t off, off_t len)
 {
-    if (mode != 0 && mode != FALLOC_FL_KEEP_SIZE &&
-        mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+    const int keep_ = FALLOC_FL_KEEP_SIZE, zero_ = FALLOC_FL_ZERO_RANGE;
+    if (mode != 0 && mode != keep_ && mode != (FALLOC_FL_PUNCH_HOLE | keep_) &&
+        mode != zero_ && mode != (zero_ | keep_) && mode != FALLOC_FL_COLLAPSE_RANGE &&
+        mode != FALLOC_FL_INSERT_RANGE)
         return -EOPNOTSUPP;
     if (off < 0 || len <= 0)
         return -EINVAL;
@@ -762,16 +906,28 @@ int pom_fallocate(pom_file *f, int mode, off_t off, off_t len)
     uint64_t o = (uint64_t)off, end = o + (uint64_t)len;
     if (end > POM_FILE_MAX || end < o)
         return -EFBIG;
-    bool punch = (mode & FALLOC_FL_PUNCH_HOLE) != 0, keep = (mode & FALLOC_FL_KEEP_SIZE) != 0;
     struct pom_data *d = f->ino->data;
     pthread_mutex_lock(&d->mu);
-    int rc = 0;
-    if (!d->blob && punch) {
-        if (o < d->len) /* a hole of an inline file: its bytes become zeros */
+    /* An append-only file may only grow (fallocate(2): mode 0 or KEEP_SIZE). */
+    int rc = iflags_deny(d, (mode & ~FALLOC_FL_KEEP_SIZE) == 0);
+    pthread_mutex_unlock(&d->mu);
+    if (rc < 0)
+        return rc;
+    if (mode & (FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_INSERT_RANGE))
+        return shift_range(f, (mode & FALLOC_FL_COLLAPSE_RANGE) != 0, o, (uint64_t)len);
+    bool punch = (mode & FALLOC_FL_PUNCH_HOLE) != 0, keep = (mode & keep_) != 0;
+    bool zero = (mode & zero_) != 0;
+    pthread_mutex_lock(&d->mu);
+    if (!d->blob && (punch || (zero && end <= POM_INLINE_MAX))) {
+        /* A hole or zeros in an inline file: its bytes become zeros. */
+        if (o < d->len)
             memset(d->buf + o, 0, (size_t)(XT_MIN(end, d->len) - o));
-        changed(d);
+        if (zero && !keep && end > d->len)
+            rc = set_len(d, (uint32_t)end);
+        if (rc == 0)
+            changed(d);
         pthread_mutex_unlock(&d->mu);
-        return 0;
+        return rc;
     }
     if (!d->blob && end <= POM_INLINE_MAX) {
         /* The row has room already: allocating is extending (mode 0). */
@@ -798,11 +954,14 @@ int pom_fallocate(pom_file *f, int mode, off_t off, off_t len)
     pom_blob_file *bf;
     if (rc == 0)
         rc = handle_bf(f, &bf);
-    if (rc == 0)
-        rc = punch ? pom_blob_punch(bf, o, end - o) : pom_blob_allocate(bf, o, end - o);
+    /* Zeros: the range punched out, then allocated again. */
+    if (rc == 0 && (punch || zero))
+        rc = pom_blob_punch(bf, o, end - o);
+    if (rc == 0 && !punch)
+        rc = pom_blob_allocate(bf, o, end - o);
     if (rc == 0 && !keep && end > d->len)
         d->len = end;
-    if (rc == 0 && (punch || !keep))
+    if (rc == 0 && (punch || zero || !keep))
         changed(d);
     if (rc < 0 && migrated) {
         drop_new_tracts(f);

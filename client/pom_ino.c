@@ -348,6 +348,7 @@ static struct pom_data *data_new(const xt_row *row)
     }
     pom_row_stat(&row->attr, &d->st);
     d->mtime_ns = row->attr.mtime_ns;
+    d->iflags = row->attr.flags & XT_NS_ROW_F_IFLAGS;
     return d;
 }
 
@@ -393,6 +394,7 @@ void pom_ino_reload(struct pom_inode *ino, const xt_row *row)
         d->stale = false;
         fresh->buf = buf, fresh->cap = cap, fresh->xattr = xattr, fresh->xattr_len = xattr_len;
     }
+    d->iflags = fresh->iflags; /* (never buffered: a chattr writes the row) */
     pthread_mutex_unlock(&d->mu);
     data_free(fresh);
 }

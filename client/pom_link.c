@@ -71,9 +71,10 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         uint64_t since = pom_ino_seq(fs);
         if ((rc = pom_ino_row(fs, ino, POM_ROW_ALL, &table, name, &r, &row)) < 0)
             return rc;
-        if (row.attr.type == XT_ROW_DIR) {
+        if (row.attr.type == XT_ROW_DIR || (row.attr.flags & XT_NS_ROW_F_FIXED)) {
             xt_resp_free(&r);
-            return -EPERM; /* link(2): no hard links to directories */
+            return -EPERM; /* link(2): no hard links to directories, nor to
+                              immutable or append-only files */
         }
         if (table == newparent && strcmp(name, newname) == 0) {
             xt_resp_free(&r);
@@ -207,6 +208,12 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
         rc = 0; /* two names of one file: rename(2) does nothing */
     else if (exists && !xchg)
         rc = replace_check(fs, &sa, &da);
+    /* Neither an immutable or append-only inode's name moves, nor is one
+     * replaced (rename(2): EPERM). */
+    if (rc == 0 && !(exists && da.uuid == sa.uuid))
+        rc = pom_ns_fixed(fs, &sa);
+    if (rc == 0 && exists && da.uuid != sa.uuid)
+        rc = pom_ns_fixed(fs, &da);
     if (rc < 0 || (exists && da.uuid == sa.uuid)) {
         xt_resp_free(&sr);
         if (exists)

@@ -24,6 +24,24 @@ void pom_ns_cond(struct xt_req *q, uint64_t uuid, uint64_t version)
     q->expect_version = version;
 }
 
+int pom_ns_fixed(pom_fs *fs, const xt_row_attr *a)
+{
+    uint32_t fl = a->flags;
+    if (xt_ns_is_stub(a)) { /* the flags are the ILT row's */
+        struct xt_resp r;
+        xt_row row;
+        memset(&r, 0, sizeof r);
+        int rc = pom_stub_follow(fs, a->uuid, POM_ROW_META, &r, &row);
+        if (rc == -ENOENT)
+            return 0; /* a stray stub: nothing holds it */
+        if (rc < 0)
+            return rc;
+        fl = row.attr.flags;
+        xt_resp_free(&r);
+    }
+    return fl & XT_NS_ROW_F_FIXED ? -EPERM : 0;
+}
+
 struct xt_req pom_ns_req(int op, uint64_t table, const char *name, uint32_t flags)
 {
     struct xt_req q;
@@ -157,6 +175,8 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
         gone = true;
     } else if (rc < 0) {
         return rc;
+    } else if (file.flags & XT_NS_ROW_F_FIXED) {
+        return -EPERM; /* immutable, append-only (pom_ns_fixed) */
     }
     size_t ilt = n == 2 ? 1 : SIZE_MAX;
     uint64_t now = xt_now_ns();

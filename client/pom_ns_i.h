@@ -49,6 +49,12 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
  * created again restarts at version 0, so the uuid is checked too, and a
  * batch built from an older read never lands on another file. */
 void pom_ns_cond(struct xt_req *q, uint64_t uuid, uint64_t version);
+/* -EPERM when the inode whose row (or link stub) has attributes *a is
+ * immutable or append-only (xt_ns.h XT_NS_ROW_F_FIXED): its names may not
+ * be renamed or replaced (rename). A stub's flags are read from its ILT row
+ * (one more read; unlink checks the ILT row pom_unlink_stub reads anyway).
+ * 0, or -errno. */
+int pom_ns_fixed(pom_fs *fs, const xt_row_attr *a);
 /* A request for (table, name) with flags; the rest zero. name must outlive
  * the request. */
 struct xt_req pom_ns_req(int op, uint64_t table, const char *name, uint32_t flags);

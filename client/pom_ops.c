@@ -52,6 +52,7 @@
 
 #include <assert.h>
 #include <fcntl.h>
+#include <linux/fs.h> /* FS_*_FL */
 #include <string.h>
 #include <unistd.h>
 
@@ -177,13 +178,79 @@ int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st)
     return 0;
 }
 
+_Static_assert(XT_NS_ROW_F_IFLAGS == POM_IFLAGS << XT_NS_IFLAGS_SHIFT &&
+                   XT_NS_ROW_F_IMMUTABLE == FS_IMMUTABLE_FL << XT_NS_IFLAGS_SHIFT &&
+                   XT_NS_ROW_F_APPEND == FS_APPEND_FL << XT_NS_IFLAGS_SHIFT &&
+                   XT_NS_ROW_F_NODUMP == FS_NODUMP_FL << XT_NS_IFLAGS_SHIFT &&
+                   XT_NS_ROW_F_NOATIME == FS_NOATIME_FL << XT_NS_IFLAGS_SHIFT,
+               "inode flags are FS_*_FL in the row (xt_ns.h)");
+
+int pom_getflags(pom_fs *fs, pom_ino ino, unsigned *flags)
+{
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    struct xt_resp r;
+    xt_row row;
+    int rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
+    struct pom_inode *orphan;
+    if (rc == -ENOENT && (orphan = pom_ino_pin_orphan(fs, ino))) {
+        pthread_mutex_lock(&orphan->data->mu);
+        *flags = orphan->data->iflags >> XT_NS_IFLAGS_SHIFT;
+        pthread_mutex_unlock(&orphan->data->mu);
+        pom_data_unpin(fs, orphan);
+        return 0;
+    }
+    if (rc < 0)
+        return rc;
+    *flags = (row.attr.flags & XT_NS_ROW_F_IFLAGS) >> XT_NS_IFLAGS_SHIFT;
+    xt_resp_free(&r);
+    return 0;
+}
+
+/* set_attrs's to_set bit for the inode flags (pom_setflags), beside the
+ * POM_SET_* bits. */
+#define SET_IFLAGS (1 << 30)
+_Static_assert((SET_IFLAGS & POM_SET_SUPPORTED) == 0, "SET_IFLAGS is no POM_SET_* bit");
+
+/* The open state of ino, if open here, takes iflags (pom_file.c checks). */
+static void iflags_open(pom_fs *fs, pom_ino ino, uint32_t iflags)
+{
+    struct pom_inode *i = pom_ino_pin_open(fs, ino);
+    if (!i)
+        return;
+    pthread_mutex_lock(&i->data->mu);
+    i->data->iflags = iflags;
+    pthread_mutex_unlock(&i->data->mu);
+    pom_data_unpin(fs, i);
+}
+
+/* setattr under the inode flags (as a local file system's notify_change):
+ * an immutable inode takes no change, an append-only one only times set
+ * to now (its size is refused by the open of pom_data_setsize). */
+static int setattr_denied(uint32_t iflags, int to_set)
+{
+    if (to_set & SET_IFLAGS)
+        return 0; /* (chattr -i) */
+    if (iflags & XT_NS_ROW_F_IMMUTABLE)
+        return -EPERM;
+    if ((iflags & XT_NS_ROW_F_APPEND) &&
+        (to_set & ~(POM_SET_ATIME_NOW | POM_SET_MTIME_NOW | POM_SET_CTIME | POM_SET_SIZE)))
+        return -EPERM;
+    return 0;
+}
+
 /* setattr of a file unlinked here and still open here (invariant 6): no
  * row to update, its attributes are those of its open state. The size is
  * changed first (the only part that can fail), so a failed call changes
  * nothing. */
-static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in, int to_set)
+static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in, int to_set,
+                          uint32_t iflags)
 {
-    int rc;
+    pthread_mutex_lock(&i->data->mu);
+    int rc = setattr_denied(i->data->iflags, to_set);
+    pthread_mutex_unlock(&i->data->mu);
+    if (rc < 0)
+        return rc;
     if ((to_set & POM_SET_SIZE) && (rc = pom_data_setsize(fs, i->uuid, (uint64_t)in->st_size)) < 0)
         return rc;
     struct pom_data *d = i->data;
@@ -201,21 +268,22 @@ static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in
         d->st.st_atim = (to_set & POM_SET_ATIME_NOW) ? tnow : in->st_atim;
     if (to_set & (POM_SET_MTIME | POM_SET_MTIME_NOW)) /* getattr's mtime is mtime_ns */
         d->mtime_ns = (to_set & POM_SET_MTIME_NOW) ? now : pom_ts_ns(&in->st_mtim);
+    if (to_set & SET_IFLAGS)
+        d->iflags = iflags;
     d->st.st_ctim = (to_set & POM_SET_CTIME) ? in->st_ctim : tnow;
     pthread_mutex_unlock(&d->mu);
     return 0;
 }
 
-int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, struct stat *out)
+/* pom_setattr, and the inode flags (iflags, XT_NS_ROW_F_IFLAGS) with
+ * SET_IFLAGS. */
+static int set_attrs(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, uint32_t iflags,
+                     struct stat *out)
 {
-    if (to_set & ~POM_SET_SUPPORTED)
-        return -ENOTSUP;
     int rc;
-    if ((to_set & POM_SET_SIZE) && in->st_size < 0)
-        return -EINVAL;
     struct pom_inode *orphan = pom_ino_pin_orphan(fs, ino);
     if (orphan) {
-        rc = orphan_setattr(fs, orphan, in, to_set);
+        rc = orphan_setattr(fs, orphan, in, to_set, iflags);
         pom_data_unpin(fs, orphan);
         return rc < 0 ? rc : out ? pom_getattr(fs, ino, out) : 0;
     }
@@ -241,12 +309,16 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
         rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
         if (rc == -ENOENT && (orphan = pom_ino_pin_orphan(fs, ino))) {
             /* Unlinked here meanwhile (the size, if any, is done) */
-            rc = orphan_setattr(fs, orphan, in, to_set);
+            rc = orphan_setattr(fs, orphan, in, to_set, iflags);
             pom_data_unpin(fs, orphan);
             return rc < 0 ? rc : out ? pom_getattr(fs, ino, out) : 0;
         }
         if (rc < 0)
             return rc;
+        if ((rc = setattr_denied(row.attr.flags, to_set)) < 0) {
+            xt_resp_free(&r);
+            return rc;
+        }
         xt_row_attr a = row.attr;
         uint64_t now = xt_now_ns();
         uint32_t mask = XT_ROW_SET_CTIME;
@@ -272,6 +344,10 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
             a.mtime_ns = (to_set & POM_SET_MTIME_NOW) ? now : pom_ts_ns(&in->st_mtim);
             mask |= XT_ROW_SET_MTIME;
         }
+        if (to_set & SET_IFLAGS) {
+            a.flags = (a.flags & ~XT_NS_ROW_F_IFLAGS) | iflags;
+            mask |= XT_ROW_SET_FLAGS;
+        }
         a.ctime_ns = (to_set & POM_SET_CTIME) ? pom_ts_ns(&in->st_ctim) : now;
         upd.attr = a;
         struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
@@ -287,9 +363,29 @@ int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, stru
             continue;
         if (rc < 0)
             return rc;
+        if (to_set & SET_IFLAGS)
+            iflags_open(fs, ino, iflags);
         return out ? pom_getattr(fs, ino, out) : 0;
     }
     return -EAGAIN;
+}
+
+int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set, struct stat *out)
+{
+    if (to_set & ~POM_SET_SUPPORTED)
+        return -ENOTSUP;
+    if ((to_set & POM_SET_SIZE) && in->st_size < 0)
+        return -EINVAL;
+    return set_attrs(fs, ino, in, to_set, 0, out);
+}
+
+int pom_setflags(pom_fs *fs, pom_ino ino, unsigned flags)
+{
+    if (flags & ~POM_IFLAGS)
+        return -EOPNOTSUPP;
+    struct stat none;
+    memset(&none, 0, sizeof none);
+    return set_attrs(fs, ino, &none, SET_IFLAGS, (uint32_t)flags << XT_NS_IFLAGS_SHIFT, NULL);
 }
 
 /* A create's one atomic batch (invariants 2, 4, 5): the new row
@@ -573,6 +669,10 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             return -EISDIR;
         if (dir && a.uuid == POM_ROOT_INO)
             return -EBUSY;
+        if (!xt_ns_is_stub(&a) && (a.flags & XT_NS_ROW_F_FIXED)) {
+            xt_free(xg); /* immutable, append-only (a stub: pom_unlink_stub) */
+            return -EPERM;
+        }
         if (a.flags & XT_NS_ROW_F_LINKED) {
             rc = pom_unlink_stub(fs, parent, name, &a);
             if (rc == -ESTALE)

@@ -101,7 +101,7 @@ void pom_row_stat(const xt_row_attr *a, struct stat *st)
     if (a->type == XT_ROW_CHR || a->type == XT_ROW_BLK)
         st->st_rdev = (dev_t)a->generation; /* (make_entry, pom_ops.c) */
     st->st_size = (off_t)a->size;
-    st->st_blksize = 4096;
+    st->st_blksize = POM_BLKSIZE;
     st->st_blocks = (blkcnt_t)((a->size + 511) / 512);
     pom_ns_ts(a->atime_ns, &st->st_atim);
     pom_ns_ts(a->mtime_ns, &st->st_mtim);

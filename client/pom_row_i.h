@@ -70,6 +70,9 @@ struct pom_data {
      * once the file is unlinked and open here (it has no row then). */
     uint8_t *xattr;
     uint32_t xattr_len;
+    uint32_t iflags;       /* protected by mu: the row's inode flags
+                              (XT_NS_ROW_F_IFLAGS) as of the last read, or
+                              set here (pom_setflags); writes check them */
 };
 
 struct pom_inode {

@@ -122,7 +122,9 @@ static bool orphan_op(pom_fs *fs, pom_ino ino, int op, const char *xname, void *
     } else {
         uint8_t *ng;
         size_t nlen;
-        rc = edit(d->xattr, d->xattr_len, xname, value, size, how, op == 'r', &ng, &nlen);
+        rc = d->iflags & XT_NS_ROW_F_FIXED
+                 ? -EPERM
+                 : edit(d->xattr, d->xattr_len, xname, value, size, how, op == 'r', &ng, &nlen);
         if (rc == 0) {
             xt_free(d->xattr);
             d->xattr = ng;
@@ -159,6 +161,10 @@ static int change(pom_fs *fs, pom_ino ino, const char *xname, const void *value,
             return (int)orc; /* unlinked here meanwhile */
         if (rc < 0)
             return rc;
+        if (row.attr.flags & XT_NS_ROW_F_FIXED) { /* immutable, append-only */
+            xt_resp_free(&r);
+            return -EPERM;
+        }
         uint8_t *ng;
         size_t nlen;
         rc = edit(grp, glen, xname, value, size, how, remove, &ng, &nlen);

@@ -21,7 +21,7 @@ struct pomfs_inval;
     X(symlink) X(unlink) X(rmdir) X(rename) X(link) X(open) X(create) X(read)      \
     X(write) X(flush) X(release) X(fsync) X(opendir) X(readdir) X(readdirplus)     \
     X(releasedir) X(fsyncdir) X(statfs) X(setxattr) X(getxattr) X(listxattr)       \
-    X(removexattr) X(access) X(fallocate)
+    X(removexattr) X(access) X(fallocate) X(ioctl)
 #define POMFS_OP_ENUM(name) POMFS_OP_##name,
 enum pomfs_op { POMFS_OPS(POMFS_OP_ENUM) POMFS_OP__COUNT };
 #undef POMFS_OP_ENUM

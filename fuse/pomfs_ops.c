@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/fs.h> /* FS_IOC_*FLAGS, FS_IOC_FS*XATTR, struct fsxattr */
 #include <stdint.h>
 #include <stdio.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <string.h>
@@ -116,6 +117,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * and LOOKUP(ino, ".."), which find inodes by uuid (invariant 5). */
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
         conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+    /* Inode flags of directories too (chattr +i DIR): the kernel sends
+     * FS_IOC_GETFLAGS/SETFLAGS of a directory only with this (op_ioctl). */
+    if (conn->capable & FUSE_CAP_IOCTL_DIR)
+        conn->want |= FUSE_CAP_IOCTL_DIR;
     /* Large files go straight to their tracts: 1 MiB write requests (the
      * most libfuse's buffer and the kernel's default max_pages take), an
      * eighth of the requests of 128 KiB ones. Readahead can only be
@@ -587,6 +592,86 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
     fuse_reply_err(req, -pom_fallocate(FH(fi), mode, off, len));
 }
 
+/* FS_XFLAG_* (xfs_io's chattr) <-> FS_*_FL (chattr(1)) for the flags kept. */
+static const struct { unsigned xflag, flag; } xflag_map[] = {
+    { FS_XFLAG_IMMUTABLE, FS_IMMUTABLE_FL }, { FS_XFLAG_APPEND, FS_APPEND_FL },
+    { FS_XFLAG_NODUMP, FS_NODUMP_FL },       { FS_XFLAG_NOATIME, FS_NOATIME_FL },
+};
+
+/* The inode flag ioctls. The kernel answers FS_IOC_GETFLAGS/SETFLAGS and
+ * FS_IOC_FSGETXATTR/FSSETXATTR itself (fileattr) and asks the file system
+ * with these commands and 4 / sizeof(struct fsxattr) bytes, after checking
+ * ownership and CAP_LINUX_IMMUTABLE for the immutable and append-only
+ * flags; every other ioctl is ENOTTY. FS_IOC_FIEMAP never comes here: the
+ * kernel answers it (docs/client.md "Not built"). */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+                     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+                     size_t in_bufsz, size_t out_bufsz)
+{
+    TIMED(req, ioctl);
+    (void)arg;
+    (void)fi; /* the flags are the inode's, found by ino */
+    (void)flags;
+    pom_fs *fs = P(req)->fs;
+    unsigned fl = 0;
+    int rc;
+    struct fsxattr fa;
+    switch (cmd) {
+    case FS_IOC_GETFLAGS:
+    case FS_IOC_FSGETXATTR:
+        if (out_bufsz < (cmd == FS_IOC_GETFLAGS ? sizeof(int) : sizeof fa)) {
+            fuse_reply_err(req, EINVAL);
+            return;
+        }
+        if ((rc = pom_getflags(fs, ino, &fl)) < 0) {
+            fuse_reply_err(req, -rc);
+            return;
+        }
+        if (cmd == FS_IOC_GETFLAGS) {
+            fuse_reply_ioctl(req, 0, &fl, sizeof(int));
+            return;
+        }
+        memset(&fa, 0, sizeof fa);
+        for (size_t k = 0; k < sizeof xflag_map / sizeof xflag_map[0]; k++)
+            if (fl & xflag_map[k].flag)
+                fa.fsx_xflags |= xflag_map[k].xflag;
+        fuse_reply_ioctl(req, 0, &fa, sizeof fa);
+        return;
+    case FS_IOC_SETFLAGS:
+        if (in_bufsz < sizeof(int)) {
+            fuse_reply_err(req, EINVAL);
+            return;
+        }
+        memcpy(&fl, in_buf, sizeof(int));
+        break;
+    case FS_IOC_FSSETXATTR:
+        if (in_bufsz < sizeof fa) {
+            fuse_reply_err(req, EINVAL);
+            return;
+        }
+        memcpy(&fa, in_buf, sizeof fa);
+        for (size_t k = 0; k < sizeof xflag_map / sizeof xflag_map[0]; k++)
+            if (fa.fsx_xflags & xflag_map[k].xflag) {
+                fl |= xflag_map[k].flag;
+                fa.fsx_xflags &= ~xflag_map[k].xflag;
+            }
+        /* Extent sizes, project ids, other flags: not kept, so refused. */
+        if (fa.fsx_xflags || fa.fsx_extsize || fa.fsx_projid || fa.fsx_cowextsize) {
+            fuse_reply_err(req, EOPNOTSUPP);
+            return;
+        }
+        break;
+    default:
+        fuse_reply_err(req, ENOTTY);
+        return;
+    }
+    rc = pom_setflags(fs, ino, fl);
+    if (rc < 0)
+        fuse_reply_err(req, -rc);
+    else
+        fuse_reply_ioctl(req, 0, NULL, 0);
+}
+
 const struct fuse_lowlevel_ops pomfs_ops = {
     .init = op_init,
     .lookup = op_lookup,
@@ -621,4 +706,5 @@ const struct fuse_lowlevel_ops pomfs_ops = {
     .removexattr = op_removexattr,
     .access = op_access,
     .fallocate = op_fallocate,
+    .ioctl = op_ioctl,
 };

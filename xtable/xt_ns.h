@@ -52,6 +52,18 @@
 #define XT_NS_ALLOC_ROW    "alloc"
 #define XT_NS_UUID_BASE    (UINT64_C(1) << 56)
 #define XT_NS_ROW_F_LINKED 0x100u        /* attr flag: the attributes are in the ILT */
+/* Inode flags (chattr, FS_IOC_SETFLAGS) in the attr flags of the row that
+ * holds the attributes (the ILT row of a linked file, never a stub): the
+ * FS_*_FL bit << XT_NS_IFLAGS_SHIFT. */
+#define XT_NS_IFLAGS_SHIFT    12
+#define XT_NS_ROW_F_IMMUTABLE 0x10000u   /* FS_IMMUTABLE_FL 0x10 */
+#define XT_NS_ROW_F_APPEND    0x20000u   /* FS_APPEND_FL 0x20 */
+#define XT_NS_ROW_F_NODUMP    0x40000u   /* FS_NODUMP_FL 0x40 */
+#define XT_NS_ROW_F_NOATIME   0x80000u   /* FS_NOATIME_FL 0x80 */
+#define XT_NS_ROW_F_IFLAGS    0xf0000u
+/* The flags under which an inode's names, attributes and xattrs stay as
+ * they are (EPERM): immutable and append-only. */
+#define XT_NS_ROW_F_FIXED     (XT_NS_ROW_F_IMMUTABLE | XT_NS_ROW_F_APPEND)
 #define XT_NS_ID_LEN       16            /* an ILT/GDT row name: the uuid in lowercase hex */
 #define XT_NS_GDT_FMT      1
 #define XT_NS_GDT_HEAD     11            /* fmt + parent + name_len */

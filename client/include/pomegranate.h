@@ -53,6 +53,8 @@ typedef struct pom_file pom_file;
 #define POM_INLINE_MAX  (64u << 10)   /* bytes of a file kept in its row */
 #define POM_SYMLINK_MAX 4095          /* bytes of a symlink target */
 #define POM_FILE_MAX    (UINT64_C(1) << 44) /* bytes of a file (16 TiB): -EFBIG past it */
+#define POM_BLKSIZE     4096u         /* st_blksize, statfs f_bsize: the unit of
+                                         fallocate's collapse and insert ranges */
 
 /* Who creates or asks: owner of new entries, subject of pom_access. */
 struct pom_cred {
@@ -217,6 +219,19 @@ POM_API int pom_getattr(pom_fs *fs, pom_ino ino, struct stat *st);
 POM_API int pom_setattr(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set,
                         struct stat *out);
 
+/* Inode flags (chattr(1), FS_IOC_GETFLAGS/SETFLAGS), the FS_*_FL values of
+ * linux/fs.h: FS_IMMUTABLE_FL (no change of bytes, attributes, xattrs or
+ * names: -EPERM), FS_APPEND_FL (writes only at the end through O_APPEND,
+ * no truncate, no removal, rename or link: -EPERM), FS_NODUMP_FL (kept,
+ * for dump(8)) and FS_NOATIME_FL (kept; reads never change atime anyway).
+ * Kept in the row of the inode. The caller checks who may set them (the
+ * kernel asks CAP_LINUX_IMMUTABLE for the first two, ownership for all). */
+#define POM_IFLAGS 0xf0u
+POM_API int pom_getflags(pom_fs *fs, pom_ino ino, unsigned *flags);
+/* Sets the inode flags to `flags` (others than POM_IFLAGS: -EOPNOTSUPP);
+ * ctime becomes now. */
+POM_API int pom_setflags(pom_fs *fs, pom_ino ino, unsigned flags);
+
 /* Creates a regular file, fifo, socket or device node (S_IFMT of mode;
  * rdev for devices). +1 ref. -EEXIST, -ENOENT (parent gone), -ENOTDIR. */
 POM_API int pom_mknod(pom_fs *fs, pom_ino parent, const char *name, mode_t mode,
@@ -297,9 +312,14 @@ POM_API ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off);
  * POM_INLINE_MAX without a blob tier), -EFBIG when nothing fits, -EBADF on
  * a read-only handle, -EIO/-ENOSPC from the blob tier. */
 POM_API ssize_t pom_write(pom_file *f, const void *buf, size_t n, off_t off);
-/* fallocate(2) modes 0 (allocate, extending the size), FALLOC_FL_KEEP_SIZE
- * and FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE; others -EOPNOTSUPP.
- * Allocation past POM_INLINE_MAX moves the file to the blob tier. */
+/* fallocate(2) modes 0 (allocate, extending the size), FALLOC_FL_KEEP_SIZE,
+ * FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE, FALLOC_FL_ZERO_RANGE (with or
+ * without KEEP_SIZE), FALLOC_FL_COLLAPSE_RANGE and FALLOC_FL_INSERT_RANGE
+ * (alone; offset and length multiples of POM_BLKSIZE, the range inside the
+ * file, else -EINVAL); others -EOPNOTSUPP. Allocation past POM_INLINE_MAX
+ * moves the file to the blob tier; collapse and insert rewrite a blob file
+ * into a new set of tracts (the old one stays until the row naming the new
+ * one is committed). A failed call changes nothing it allocated. */
 POM_API int pom_fallocate(pom_file *f, int mode, off_t off, off_t len);
 /* 1 when this open found the file as this client last saw it (same size
  * and mtime as at its previous open or flush here), so cached pages of it

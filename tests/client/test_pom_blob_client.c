@@ -10,7 +10,16 @@
  *   - a sparse 1 GiB file: the middle reads zeros, st_blocks stays small;
  *     writes at 2^40 work, at POM_FILE_MAX answer -EFBIG;
  *   - fallocate: mode 0 migrates and extends, KEEP_SIZE keeps the size,
- *     PUNCH_HOLE zeros, other modes -EOPNOTSUPP;
+ *     PUNCH_HOLE zeros, unknown modes -EOPNOTSUPP;
+ *   - ZERO_RANGE, COLLAPSE_RANGE and INSERT_RANGE (which the kernel does
+ *     not pass to FUSE, so only the library can test them) in a seeded mix
+ *     with writes, truncates and the other modes on a file around 64 KiB
+ *     and on one of several tracts, the same calls on a host file
+ *     (ext4/xfs under /tmp) as reference: the same answer and bytes after
+ *     every call; collapse/insert write a new set of tracts and the old
+ *     one goes once the row naming the new one is committed; a failed
+ *     collapse (the store's fault hook) changes nothing and leaves no set
+ *     (test_shift_copy_on_write);
  *   - unlink removes the tracts once the removal is committed (the next
  *     sync; for an open file after its last release), and so does a rename
  *     over a blob file;
@@ -42,6 +51,7 @@
 #include "pom_ns_i.h"
 #include "pom_cluster.h"
 #include "pom_proc.h"
+#include "pom_rand.h"
 #include "pomegranate.h"
 #include "xt_common.h"
 
@@ -294,7 +304,8 @@ static void test_fallocate(void **state)
     pom_file *f;
     assert_int_equal(pom_create(fs, dir, "a", 0644, O_RDWR, NULL, &st, &f), 0);
     pom_ino ino = st.st_ino;
-    assert_int_equal(pom_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), -EOPNOTSUPP);
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_UNSHARE_RANGE, 0, 4096), -EOPNOTSUPP);
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), -EINVAL); /* at EOF */
     assert_int_equal(pom_fallocate(f, FALLOC_FL_PUNCH_HOLE, 0, 4096), -EOPNOTSUPP);
     assert_int_equal(pom_fallocate(f, 0, 0, 1000), 0); /* inline: extends */
     assert_int_equal(pom_flush(f), 0);
@@ -445,6 +456,165 @@ static void test_rewrite_is_copy_on_write(void **state)
     free(got);
 }
 
+/* ---- collapse, insert and zero ranges against a host file ------------- */
+
+struct pair {
+    pom_fs *fs;
+    pom_file *f;
+    pom_ino ino;
+    int ref;              /* the reference file on the host */
+    uint8_t *a, *b;       /* read buffers */
+    size_t cap;
+};
+
+/* The host file's answer: 0 or -errno. */
+static int ref_rc(int r)
+{
+    return r < 0 ? -errno : 0;
+}
+
+/* Both files hold the same bytes. */
+static void pair_same(struct pair *p, const char *what)
+{
+    struct stat st;
+    assert_int_equal(fstat(p->ref, &st), 0);
+    size_t n = (size_t)st.st_size;
+    assert_true(n <= p->cap);
+    assert_int_equal(pread(p->ref, p->b, n, 0), (ssize_t)n);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pom_read(p->f, p->a + got, XT_MIN(n - got, (size_t)(1u << 20)), (off_t)got);
+        assert_true(r > 0);
+        got += (size_t)r;
+    }
+    uint8_t extra;
+    if (pom_read(p->f, &extra, 1, (off_t)n) != 0 || memcmp(p->a, p->b, n) != 0)
+        fail_msg("%s: the bytes differ from the reference (size %zu)", what, n);
+}
+
+/* One fallocate on both: the same answer and the same bytes after it. */
+static void pair_falloc(struct pair *p, int mode, uint64_t off, uint64_t len)
+{
+    char what[96];
+    snprintf(what, sizeof what, "fallocate mode %#x off %llu len %llu", (unsigned)mode,
+             (unsigned long long)off, (unsigned long long)len);
+    int rb = ref_rc(fallocate(p->ref, mode, (off_t)off, (off_t)len));
+    if (rb == -EOPNOTSUPP)
+        skip(); /* the host file system cannot be the reference */
+    int ra = pom_fallocate(p->f, mode, (off_t)off, (off_t)len);
+    if (ra != rb)
+        fail_msg("%s: %d, the reference %d", what, ra, rb);
+    pair_same(p, what);
+}
+
+static void pair_write(struct pair *p, const uint8_t *buf, size_t n, uint64_t off)
+{
+    assert_int_equal(pwrite(p->ref, buf, n, (off_t)off), (ssize_t)n);
+    assert_int_equal(pom_write(p->f, buf, n, (off_t)off), (ssize_t)n);
+}
+
+static void pair_truncate(struct pair *p, uint64_t size)
+{
+    assert_int_equal(ftruncate(p->ref, (off_t)size), 0);
+    struct stat in = { .st_size = (off_t)size };
+    assert_int_equal(pom_setattr(p->fs, p->ino, &in, POM_SET_SIZE, NULL), 0);
+    pair_same(p, "truncate");
+}
+
+static void test_shift_ranges(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "shift");
+    const uint64_t blk = POM_BLKSIZE;
+    static const int modes[] = {
+        0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+        FALLOC_FL_ZERO_RANGE, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+        FALLOC_FL_COLLAPSE_RANGE, FALLOC_FL_INSERT_RANGE,
+    };
+    struct { const char *name; uint64_t start, span; } files[] = {
+        { "inline", 40u << 10, 80u << 10 },
+        { "blob", 6u << 20, 9u << 20 },
+    };
+    rng_state = base_seed();
+    printf("seed %llu (XT_SEED=%llu repeats it)\n", (unsigned long long)rng_state,
+           (unsigned long long)rng_state);
+    for (size_t k = 0; k < 2; k++) {
+        struct pair p = { .fs = fs, .cap = 64u << 20 };
+        p.a = malloc(p.cap);
+        p.b = malloc(p.cap);
+        uint8_t *data = malloc(1u << 20);
+        assert_non_null(p.a);
+        assert_non_null(p.b);
+        assert_non_null(data);
+        char path[PATH_MAX];
+        snprintf(path, sizeof path, "%s/ref-%s", C.base, files[k].name);
+        p.ref = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+        assert_true(p.ref >= 0);
+        struct stat st;
+        assert_int_equal(pom_create(fs, dir, files[k].name, 0644, O_RDWR, NULL, &st, &p.f), 0);
+        p.ino = st.st_ino;
+        uint64_t span = files[k].span;
+        for (uint64_t off = 0; off < files[k].start; off += 1u << 20) {
+            size_t n = (size_t)XT_MIN(files[k].start - off, (uint64_t)(1u << 20));
+            fill(data, n, (unsigned)(off >> 20) + 3);
+            pair_write(&p, data, n, off);
+        }
+        /* Each mode where it must succeed, the alignment rules, then a mix. */
+        pair_falloc(&p, FALLOC_FL_ZERO_RANGE, 3 * blk, 2 * blk + 100);
+        pair_falloc(&p, FALLOC_FL_COLLAPSE_RANGE, 2 * blk, 3 * blk);
+        pair_falloc(&p, FALLOC_FL_INSERT_RANGE, 5 * blk, 4 * blk);
+        pair_falloc(&p, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, files[k].start, 8 * blk);
+        pair_falloc(&p, FALLOC_FL_INSERT_RANGE, blk, span / 2 / blk * blk); /* past 64 KiB */
+        pair_falloc(&p, FALLOC_FL_COLLAPSE_RANGE, 0, span / 4 / blk * blk);
+        pair_falloc(&p, FALLOC_FL_COLLAPSE_RANGE, 3 * blk, 100);           /* EINVAL */
+        pair_falloc(&p, FALLOC_FL_COLLAPSE_RANGE, 3 * blk + 1, blk);       /* EINVAL */
+        pair_falloc(&p, FALLOC_FL_INSERT_RANGE, 1u << 30, blk);            /* EINVAL */
+        assert_int_equal(pom_fallocate(p.f, FALLOC_FL_INSERT_RANGE, 0, (off_t)(POM_FILE_MAX - blk)),
+                         -EFBIG);
+        for (int step = 0; step < 60; step++) {
+            assert_int_equal(fstat(p.ref, &st), 0);
+            uint64_t size = (uint64_t)st.st_size;
+            unsigned op = (unsigned)(rnd() % 10);
+            uint64_t lim = XT_MAX(size + blk, span);
+            uint64_t off, len;
+            if (rnd() % 8) {
+                off = rnd() % (lim / blk + 1) * blk;
+                len = (rnd() % (span / blk / 4) + 1) * blk;
+            } else {
+                off = rnd() % lim;
+                len = rnd() % (span / 4) + 1;
+            }
+            if (op < 7) {
+                pair_falloc(&p, modes[op], off, len);
+            } else if (op < 9) {
+                size_t n = (size_t)XT_MIN(len, (uint64_t)(1u << 20));
+                fill(data, n, (unsigned)step);
+                pair_write(&p, data, n, off);
+                pair_same(&p, "write");
+            } else {
+                pair_truncate(&p, rnd() % span);
+            }
+        }
+        /* A fresh connection reads what the reference holds. */
+        assert_int_equal(pom_release(p.f), 0);
+        pom_fs *fs2 = conn(true);
+        assert_int_equal(pom_lookup(fs2, POM_ROOT_INO, "shift", &st), 0);
+        assert_int_equal(pom_lookup(fs2, st.st_ino, files[k].name, &st), 0);
+        assert_int_equal(pom_file_open(fs2, p.ino, O_RDONLY, &p.f), 0);
+        pair_same(&p, "after a fresh connection");
+        assert_int_equal(pom_release(p.f), 0);
+        pom_forget(fs2, p.ino, 1);
+        pom_close(fs2);
+        close(p.ref);
+        free(p.a);
+        free(p.b);
+        free(data);
+        pom_forget(fs, p.ino, 1);
+    }
+    pom_close(fs);
+}
+
 static int count_set(void *arg, const struct pom_blob_set *s)
 {
     (void)s;
@@ -457,6 +627,57 @@ static uint64_t sets_now(pom_fs *fs)
     uint64_t n = 0;
     assert_int_equal(pom_blob_list(fs->blob, count_set, &n), 0);
     return n;
+}
+
+/* A collapse rewrites into a new set; the old one goes at the commit of
+ * the row naming the new one; a failed collapse leaves the file and the
+ * store as they were. */
+static void test_shift_copy_on_write(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(true);
+    pom_ino dir = fresh_dir(fs, "shiftcow");
+    const size_t n = 6u << 20, cut = 1u << 20;
+    uint8_t *a = malloc(n), *got = malloc(n);
+    assert_non_null(a);
+    assert_non_null(got);
+    fill(a, n, 11);
+    struct stat st;
+    pom_file *f;
+    assert_int_equal(pom_create(fs, dir, "f", 0644, O_RDWR, NULL, &st, &f), 0);
+    pom_ino ino = st.st_ino;
+    write_all(f, a, n);
+    assert_int_equal(pom_fsync(f, 0), 0);
+    assert_int_equal(pom_release(f), 0);
+    uint64_t ida = tid(fs, ino);
+    assert_int_equal(tracts_of(ida, NULL), 2);
+    assert_int_equal(pom_file_open(fs, ino, O_RDWR, &f), 0);
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_COLLAPSE_RANGE, (off_t)cut, (off_t)cut), 0);
+    uint64_t idb = tid(fs, ino);
+    assert_true(idb != ida && idb != 0);
+    assert_int_equal(pom_release(f), 0); /* the row names idb, not committed yet */
+    assert_int_equal(tracts_of(ida, NULL), 2);
+    assert_int_equal(tracts_of(idb, NULL), 2);
+    assert_int_equal(pom_sync(fs), 0);
+    assert_int_equal(tracts_of(ida, NULL), 0);
+    memmove(a + cut, a + 2 * cut, n - 2 * cut);
+    read_all(fs, ino, got, n - cut);
+    assert_memory_equal(got, a, n - cut);
+    /* The copy fails part-way: nothing changes, no set stays. */
+    uint64_t before = sets_now(fs);
+    assert_int_equal(pom_file_open(fs, ino, O_RDWR, &f), 0);
+    pom_blob_fault_after(fs->blob, 4, ENOSPC);
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_INSERT_RANGE, 0, (off_t)cut), -ENOSPC);
+    pom_blob_fault_after(fs->blob, 0, 0);
+    assert_int_equal(tid(fs, ino), idb);
+    assert_int_equal(sets_now(fs), before);
+    assert_int_equal(pom_release(f), 0);
+    read_all(fs, ino, got, n - cut);
+    assert_memory_equal(got, a, n - cut);
+    pom_forget(fs, ino, 1);
+    pom_close(fs);
+    free(a);
+    free(got);
 }
 
 static void test_failed_migration_leaves_no_set(void **state)
@@ -496,9 +717,11 @@ int main(void)
         cmocka_unit_test(test_truncate_both_ways),
         cmocka_unit_test(test_sparse_and_limits),
         cmocka_unit_test(test_fallocate),
+        cmocka_unit_test(test_shift_ranges),
         cmocka_unit_test(test_rename_over_and_fsync_crash),
         cmocka_unit_test(test_rewrite_is_copy_on_write),
         cmocka_unit_test(test_failed_migration_leaves_no_set),
+        cmocka_unit_test(test_shift_copy_on_write),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

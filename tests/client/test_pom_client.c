@@ -12,6 +12,9 @@
  *     EXCHANGE with NOREPLACE -> EINVAL, a directory under itself -> EINVAL, file over
  *     directory -> EISDIR, over a non-empty directory -> ENOTEMPTY;
  *   - xattrs (create/replace/list/remove, unknown namespace, CREATE|REPLACE);
+ *   - inode flags: immutable and append-only refuse (EPERM) what chattr(1)
+ *     says, on a file open before the flag too, on every name of a
+ *     hard-linked file, on a directory's name; kept for a fresh connection;
  *   - a file open here whose last name was unlinked: truncate, chmod,
  *     chown, utimens and the four xattr calls work on it (xattrs set before,
  *     by another client too, are kept), a failed truncate changes nothing,
@@ -44,6 +47,7 @@
 
 #include <fcntl.h>
 #include <ftw.h>
+#include <linux/falloc.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -398,6 +402,95 @@ static void test_remove_and_rename(void **state)
     pom_forget(fs, a, 1);
     pom_forget(fs, b, 1);
     pom_forget(fs, d, 1);
+    pom_close(fs);
+}
+
+/* Inode flags (pom_getflags/pom_setflags, chattr's FS_*_FL): immutable
+ * and append-only are enforced on files (also when set while open, and
+ * through a hard link's other name) and on a directory's own name; kept
+ * in the row, seen by a fresh connection. */
+static void test_inode_flags(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "iflags");
+    struct stat st, in;
+    memset(&in, 0, sizeof in);
+    pom_file *f, *w;
+    uint8_t x[4] = "data";
+    write_file(fs, d, "imm", x, sizeof x);
+    assert_int_equal(pom_lookup(fs, d, "imm", &st), 0);
+    pom_ino imm = st.st_ino;
+    assert_int_equal(pom_file_open(fs, imm, O_WRONLY, &w), 0); /* a writer before +i */
+    unsigned fl = 1;
+    assert_int_equal(pom_getflags(fs, imm, &fl), 0);
+    assert_int_equal(fl, 0);
+    assert_int_equal(pom_setflags(fs, imm, 0x1000), -EOPNOTSUPP); /* FS_DIRSYNC_FL */
+    assert_int_equal(pom_setflags(fs, imm, 0x10 | 0x40), 0);      /* i, d */
+    assert_int_equal(pom_getflags(fs, imm, &fl), 0);
+    assert_int_equal(fl, 0x50);
+    assert_int_equal(pom_write(w, "x", 1, 0), -EPERM);
+    assert_int_equal(pom_fallocate(w, 0, 0, 100), -EPERM);
+    assert_int_equal(pom_release(w), 0);
+    assert_int_equal(pom_file_open(fs, imm, O_RDWR, &f), -EPERM);
+    assert_int_equal(pom_file_open(fs, imm, O_RDONLY, &f), 0);
+    assert_int_equal(pom_release(f), 0);
+    in.st_mode = 0600;
+    assert_int_equal(pom_setattr(fs, imm, &in, POM_SET_MODE, NULL), -EPERM);
+    assert_int_equal(pom_setattr(fs, imm, &in, POM_SET_SIZE, NULL), -EPERM);
+    assert_int_equal(pom_setattr(fs, imm, &in, POM_SET_MTIME_NOW, NULL), -EPERM);
+    assert_int_equal(pom_setxattr(fs, imm, "user.a", "1", 1, 0), -EPERM);
+    assert_int_equal(pom_unlink(fs, d, "imm"), -EPERM);
+    assert_int_equal(pom_rename(fs, d, "imm", d, "other", 0), -EPERM);
+    assert_int_equal(pom_link(fs, imm, d, "imm2", &st), -EPERM);
+    write_file(fs, d, "victim", x, sizeof x);
+    assert_int_equal(pom_rename(fs, d, "victim", d, "imm", 0), -EPERM); /* over it */
+    /* A hard-linked file: the flags are its ILT row's, every name obeys. */
+    write_file(fs, d, "lnk", x, sizeof x);
+    assert_int_equal(pom_lookup(fs, d, "lnk", &st), 0);
+    pom_ino lnk = st.st_ino;
+    assert_int_equal(pom_link(fs, lnk, d, "lnk2", &st), 0);
+    assert_int_equal(pom_setflags(fs, lnk, 0x20), 0); /* a */
+    assert_int_equal(pom_unlink(fs, d, "lnk2"), -EPERM);
+    assert_int_equal(pom_rename(fs, d, "lnk", d, "moved", 0), -EPERM);
+    assert_int_equal(pom_file_open(fs, lnk, O_WRONLY, &f), -EPERM);
+    assert_int_equal(pom_file_open(fs, lnk, O_WRONLY | O_APPEND | O_TRUNC, &f), -EPERM);
+    assert_int_equal(pom_file_open(fs, lnk, O_WRONLY | O_APPEND, &f), 0);
+    assert_int_equal(pom_write(f, "more", 4, 0), 4); /* at the end */
+    assert_int_equal(pom_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 1), -EPERM);
+    assert_int_equal(pom_release(f), 0);
+    assert_int_equal(pom_setattr(fs, lnk, &in, POM_SET_ATIME_NOW | POM_SET_MTIME_NOW, NULL), 0);
+    assert_int_equal(pom_setattr(fs, lnk, &in, POM_SET_MODE, NULL), -EPERM);
+    /* A directory's own name. */
+    assert_int_equal(pom_mkdir(fs, d, "sub", 0755, NULL, &st), 0);
+    pom_ino sub = st.st_ino;
+    assert_int_equal(pom_setflags(fs, sub, 0x10), 0);
+    assert_int_equal(pom_rmdir(fs, d, "sub"), -EPERM);
+    /* Kept in the rows: a fresh connection sees and obeys them. */
+    pom_fs *fs2 = conn();
+    assert_int_equal(pom_lookup(fs2, POM_ROOT_INO, "iflags", &st), 0);
+    pom_ino d2 = st.st_ino;
+    assert_int_equal(pom_lookup(fs2, d2, "imm", &st), 0);
+    assert_int_equal(pom_getflags(fs2, imm, &fl), 0);
+    assert_int_equal(fl, 0x50);
+    assert_int_equal(pom_unlink(fs2, d2, "imm"), -EPERM);
+    assert_int_equal(pom_lookup(fs2, d2, "lnk2", &st), 0);
+    assert_int_equal(pom_getflags(fs2, lnk, &fl), 0);
+    assert_int_equal(fl, 0x20);
+    /* Cleared: everything works again. */
+    assert_int_equal(pom_setflags(fs2, imm, 0), 0);
+    assert_int_equal(pom_setflags(fs2, lnk, 0), 0);
+    assert_int_equal(pom_setflags(fs, sub, 0), 0);
+    assert_int_equal(pom_unlink(fs2, d2, "imm"), 0);
+    assert_int_equal(pom_unlink(fs2, d2, "lnk2"), 0);
+    assert_int_equal(pom_rmdir(fs, d, "sub"), 0);
+    pom_forget(fs2, imm, 1);
+    pom_forget(fs2, lnk, 1);
+    pom_forget(fs2, d2, 1);
+    pom_close(fs2);
+    pom_forget(fs, imm, 1);
+    pom_forget(fs, lnk, 2);
+    pom_forget(fs, sub, 1);
     pom_close(fs);
 }
 
@@ -985,6 +1078,7 @@ int main(void)
         cmocka_unit_test(test_setattr),
         cmocka_unit_test(test_remove_and_rename),
         cmocka_unit_test(test_symlink_xattr),
+        cmocka_unit_test(test_inode_flags),
         cmocka_unit_test(test_unlinked_open),
         cmocka_unit_test(test_readdir),
         cmocka_unit_test(test_two_clients_uuids),

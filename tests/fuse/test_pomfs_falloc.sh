@@ -1,0 +1,114 @@
+#!/bin/bash
+# test_pomfs_falloc.sh POMCTL POMFS -- fallocate modes and inode flags
+# through a mount of a `pomctl up` cluster (docs/testing.md
+# "test_pomfs_falloc"):
+#   the fallocate modes FUSE passes on (ZERO_RANGE with and without
+#   KEEP_SIZE, punch, allocation) and write/truncate in a seeded mix on an
+#   inline file and on a blob file, compared after each call with the same
+#   calls on a host file (pomfs_falloc.py), and again after a remount;
+#   COLLAPSE_RANGE and INSERT_RANGE answer EOPNOTSUPP (the kernel's; the
+#   library test test_pom_blob_client covers them); st_blksize 4096;
+#   chattr/lsattr (root: CAP_LINUX_IMMUTABLE): +i forbids write, truncate,
+#   rm, mv, ln, chmod, touch, xattrs, fallocate (EPERM), +a allows appends
+#   only; a directory's +i/+a keep its own name and attributes; flags kept
+#   across a remount; an owner without the
+#   capability cannot set +i; FIEMAP and O_TMPFILE answer EOPNOTSUPP (the
+#   kernel answers them: docs/client.md "Not built").
+. "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
+PY=$(dirname "$0")/pomfs_falloc.py
+M=$T/m
+R=$T/ref
+mkdir -p "$R"
+pl_mount "$M" allow_other
+
+python3 "$PY" run "$M" "$R" "${XT_SEED:-1}" >"$T/falloc.out" 2>&1; rc=$?
+cat "$T/falloc.out"
+if [ "$rc" = 2 ]; then
+    echo "SKIP: the host file system of $R cannot be the reference"; exit 77
+fi
+eq "fallocate modes on an inline and a blob file, as on the host" "$rc" 0
+for f in inline blob; do
+    eq "$f: zero, zero keeping the size, punch, allocation succeeded" \
+        "$(grep "^$f ok" "$T/falloc.out" | tr ' ' '\n' | grep -cxE 'zero|zero_keep|punch|alloc|alloc_keep')" 5
+done
+eq "st_blksize (the unit of collapse and insert)" "$(stat -c %o "$M/blob")" 4096
+pl_umount "$M"
+pl_mount "$M" allow_other
+ok "the same bytes after a remount" python3 "$PY" same "$M" "$R"
+
+# The kernel answers FIEMAP and O_TMPFILE without asking pomfs.
+eq "FIEMAP" "$(python3 - "$M/blob" <<'PY'
+import fcntl, struct, sys, errno
+fd = open(sys.argv[1], "rb")
+try:
+    fcntl.ioctl(fd, 0xC020660B, bytearray(32))  # FS_IOC_FIEMAP, no extents asked
+    print("answered")
+except OSError as e:
+    print("EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno])
+PY
+)" EOPNOTSUPP
+eq "O_TMPFILE" "$(python3 -c 'import os, sys, errno
+try:
+    os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600); print("opened")
+except OSError as e:
+    print("EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno])' "$M")" EOPNOTSUPP
+
+if [ "$(id -u)" != 0 ] || ! command -v chattr >/dev/null; then
+    echo "(inode flags need root, for CAP_LINUX_IMMUTABLE, and chattr: skipped)"
+    pl_done
+fi
+flags() { lsattr -d "$1" 2>&1 | cut -d' ' -f1 | tr -d -- -; }
+echo data >"$M/imm"
+echo line >"$M/app"
+echo x >"$M/nodump"
+mkdir "$M/idir" "$M/adir"
+echo in >"$M/adir/old"
+ok "chattr +i" chattr +i "$M/imm"
+ok "chattr +a" chattr +a "$M/app"
+ok "chattr +dA" chattr +dA "$M/nodump"
+ok "chattr +i on a directory" chattr +i "$M/idir"
+ok "chattr +a on a directory" chattr +a "$M/adir"
+eq "lsattr of the immutable file" "$(flags "$M/imm")" i
+eq "lsattr of the append-only file" "$(flags "$M/app")" a
+eq "lsattr of the nodump, noatime file" "$(flags "$M/nodump")" dA
+eq "lsattr of the immutable directory" "$(flags "$M/idir")" i
+check_fixed() { # the checks of +i and +a; $1 says when
+    local w=$1 P="Operation not permitted"
+    nok "$w: write to +i" "$P" sh -c "echo x >>'$M/imm'"
+    nok "$w: truncate +i" "$P" truncate -s 0 "$M/imm"
+    nok "$w: rm +i" "$P" rm -f "$M/imm"
+    nok "$w: mv +i" "$P" mv "$M/imm" "$M/imm2"
+    nok "$w: mv over +i" "$P" mv "$M/nodump" "$M/imm"
+    nok "$w: ln +i" "$P" ln "$M/imm" "$M/imm3"
+    nok "$w: chmod +i" "$P" chmod 600 "$M/imm"
+    nok "$w: touch +i" "$P" touch "$M/imm"
+    nok "$w: setxattr +i" "$P" python3 -c "import os; os.setxattr('$M/imm', 'user.a', b'1')"
+    nok "$w: rmdir +i" "$P" rmdir "$M/idir"
+    nok "$w: fallocate +i" "$P" fallocate -l 8192 "$M/imm"
+    eq "$w: +i bytes unchanged" "$(cat "$M/imm")" data
+    ok "$w: append to +a" sh -c "echo more >>'$M/app'"
+    nok "$w: overwrite +a" "$P" sh -c "echo x >'$M/app'"
+    nok "$w: write into +a without O_APPEND" "$P" dd if=/dev/zero of="$M/app" bs=1 count=1 conv=notrunc
+    nok "$w: truncate +a" "$P" truncate -s 1 "$M/app"
+    nok "$w: rm +a" "$P" rm -f "$M/app"
+    nok "$w: punch +a" "$P" fallocate -p -o 0 -l 1 "$M/app"
+    nok "$w: mv a +a directory" "$P" mv "$M/adir" "$M/adir2"
+    ok "$w: append bytes read back" grep -q more "$M/app"
+}
+check_fixed "mounted"
+pl_umount "$M"
+pl_mount "$M" allow_other
+eq "lsattr after a remount" "$(flags "$M/imm") $(flags "$M/app") $(flags "$M/nodump") $(flags "$M/idir")" "i a dA i"
+check_fixed "after a remount"
+# The kernel checks the capability before pomfs hears of it.
+chmod 711 "$T" # (nobody walks to the mount)
+echo n >"$M/owned"
+chown nobody "$M/owned"
+nok "chattr +i by an owner without CAP_LINUX_IMMUTABLE" "Operation not permitted" \
+    setpriv --reuid nobody --regid nogroup --clear-groups --inh-caps=-all chattr +i "$M/owned"
+ok "chattr +d by the owner" setpriv --reuid nobody --regid nogroup --clear-groups chattr +d "$M/owned"
+eq "lsattr of the owner's file" "$(flags "$M/owned")" d
+ok "chattr -ia" chattr -i -a "$M/imm" "$M/app" "$M/idir" "$M/adir"
+ok "rm after chattr -i" rm "$M/imm" "$M/app"
+ok "rmdir after chattr -i" rmdir "$M/idir"
+pl_done
