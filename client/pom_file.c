@@ -176,6 +176,8 @@ static int migrate(pom_file *f)
     d->tracts = new_tracts_id();
     pom_blob_file *bf;
     int rc = handle_bf(f, &bf);
+    if (rc == 0)
+        rc = pom_blob_create(bf); /* its holes read as zeros (EIO never zeros) */
     if (rc == 0 && d->len) {
         ssize_t w = pom_blob_pwrite(bf, d->buf, (size_t)d->len, 0);
         rc = w < 0 ? (int)w : (uint64_t)w < d->len ? -EIO : 0;
