@@ -17,7 +17,7 @@
  *  (2) A cached fd is closed only when no call uses it (slot refs == 0);
  *      a call that finds every slot busy uses a private fd it closes.
  *  (3) I/O (pread/pwrite, open, mkdir) runs without any lock held; f->mu
- *      covers only the fd slots and the dirty list.
+ *      covers only the fd slots, the dirty list and the map's flags.
  *  (4) A removed tract's cached fd is never used again (slot `stale`).
  *  (5) The set's map (<uuid folder of row hash mod rows>/map, one byte per
  *      tract, 1: written) has byte t set after tract file t is created and
@@ -123,6 +123,15 @@ static int map_path(const pom_blob *b, uint64_t uuid, uint64_t h, char *p)
     return rc;
 }
 
+/* The next fsync syncs the map (and, when made, its folders). */
+static void map_changed(pom_blob_file *f, bool made)
+{
+    pthread_mutex_lock(&f->mu);
+    f->map_dirty = true;
+    f->map_made |= made;
+    pthread_mutex_unlock(&f->mu);
+}
+
 /* The map of f's set, open read-write; create makes it (and its folders).
  * An fd, or -ENOENT (no map: create false), -errno. */
 static int map_open(pom_blob_file *f, bool create)
@@ -141,9 +150,7 @@ static int map_open(pom_blob_file *f, bool create)
     fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
-    pthread_mutex_lock(&f->mu);
-    f->map_made = f->map_dirty = true;
-    pthread_mutex_unlock(&f->mu);
+    map_changed(f, true);
     return fd;
 }
 
@@ -165,11 +172,8 @@ static int map_set(pom_blob_file *f, uint32_t t, uint8_t v)
         w = pwrite(fd, &v, 1, (off_t)t);
     while (w < 0 && errno == EINTR);
     rc = w < 0 ? -errno : 0;
-    if (rc == 0) {
-        pthread_mutex_lock(&f->mu);
-        f->map_dirty = true;
-        pthread_mutex_unlock(&f->mu);
-    }
+    if (rc == 0)
+        map_changed(f, false);
 out:
     close(fd);
     return rc;
@@ -189,11 +193,8 @@ static int map_cut(pom_blob_file *f, uint32_t first)
         rc = -errno;
     else if ((uint64_t)st.st_size > first && ftruncate(fd, (off_t)first) < 0)
         rc = -errno;
-    if (rc == 0) {
-        pthread_mutex_lock(&f->mu);
-        f->map_dirty = true;
-        pthread_mutex_unlock(&f->mu);
-    }
+    if (rc == 0)
+        map_changed(f, false);
     close(fd);
     return rc;
 }
