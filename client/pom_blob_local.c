@@ -109,6 +109,25 @@ static int mkdir_parents(char *path)
     return 0;
 }
 
+/* Opens file p read-write: -ENOENT when missing and !create; with create,
+ * makes it and its parent folders (*made set). */
+static int open_path(pom_blob *b, char *p, bool create, bool *made)
+{
+    int rc = fault(b);
+    if (rc < 0)
+        return rc;
+    int fd = open(p, O_RDWR | O_CLOEXEC);
+    if (fd >= 0 || errno != ENOENT || !create)
+        return fd >= 0 ? fd : -errno;
+    if ((rc = mkdir_parents(p)) < 0)
+        return rc;
+    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    *made = true;
+    return fd;
+}
+
 /* ---- the set's map (invariant (5)) ------------------------------------- */
 
 /* "<uuid folder of the row of tract 0>/map" into p (PATH_MAX). */
@@ -138,19 +157,12 @@ static int map_open(pom_blob_file *f, bool create)
 {
     char p[PATH_MAX];
     int rc = map_path(f->b, f->uuid, f->h, p);
-    if (rc == 0)
-        rc = fault(f->b);
     if (rc < 0)
         return rc;
-    int fd = open(p, O_RDWR | O_CLOEXEC);
-    if (fd >= 0 || errno != ENOENT || !create)
-        return fd >= 0 ? fd : -errno;
-    if ((rc = mkdir_parents(p)) < 0)
-        return rc;
-    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    map_changed(f, true);
+    bool made = false;
+    int fd = open_path(f->b, p, create, &made);
+    if (made)
+        map_changed(f, true);
     return fd;
 }
 
@@ -230,20 +242,7 @@ static int open_tract(pom_blob_file *f, uint32_t t, bool create, bool *made)
 {
     char p[PATH_MAX];
     int rc = tract_path(f, t, p);
-    if (rc < 0)
-        return rc;
-    if ((rc = fault(f->b)) < 0)
-        return rc;
-    int fd = open(p, O_RDWR | O_CLOEXEC);
-    if (fd >= 0 || errno != ENOENT || !create)
-        return fd >= 0 ? fd : -errno;
-    if ((rc = mkdir_parents(p)) < 0)
-        return rc;
-    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    *made = true;
-    return fd;
+    return rc < 0 ? rc : open_path(f->b, p, create, made);
 }
 
 /* REQUIRES: f->mu held. The slot caching tract t, or -1. */
