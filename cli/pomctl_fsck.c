@@ -663,8 +663,14 @@ static int check_tracts(struct fsck *f)
     if (rc < 0)
         return rc;
     for (size_t i = 0; i < f->nnamed; i++)
-        if (!f->named[i].found)
+        if (!f->named[i].found) {
+            /* Every migration records its set (pom_blob_create): one the
+             * tier does not hold is lost, and its reads answer EIO. */
             f->no_tracts++;
+            problem(f, "inode %llu names tract set %016llx that the blob tier does not hold: "
+                       "its reads answer EIO",
+                    (unsigned long long)f->named[i].ino, (unsigned long long)f->named[i].id);
+        }
     if (f->ndoomed && (f->problems || f->changed)) {
         /* The walk may have missed rows (a directory that does not list, a
          * name that changed): their sets would look like orphans. */
@@ -751,7 +757,7 @@ static void report(struct fsck *f, const char *fsname)
                GDT_STALE_AGE_S);
     if (f->blob) {
         printf("blob tier: %llu tract sets (%llu bytes on disk); %llu blob files, %llu of them "
-               "without tracts (all holes)\n",
+               "without their set (lost)\n",
                (unsigned long long)f->sets, (unsigned long long)f->set_bytes,
                (unsigned long long)f->blob_files, (unsigned long long)f->no_tracts);
         printf("orphan tract sets: %llu (%llu bytes)\n", (unsigned long long)f->orphans,

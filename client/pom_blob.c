@@ -289,6 +289,11 @@ int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len)
     return rc;
 }
 
+int pom_blob_create(pom_blob_file *f)
+{
+    return f->b->ops->create(f);
+}
+
 int pom_blob_fsync(pom_blob_file *f)
 {
     int rc = sticky(f);

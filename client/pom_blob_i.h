@@ -35,6 +35,7 @@ struct blob_ops {
     /* *made: the call created tract t (set also when it then fails). */
     int (*allocate)(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len, bool *made);
     int (*fsync)(pom_blob_file *f);
+    int (*create)(pom_blob_file *f);                             /* pom_blob_create */
     int (*remove)(pom_blob *b, uint64_t uuid);
     int (*stat)(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);
     int (*list)(pom_blob *b, pom_blob_list_fn fn, void *arg);  /* every set, once */
@@ -79,6 +80,8 @@ struct pom_blob_file {
     uint32_t *dirty;              /* protected by mu: tracts written, not fsynced */
     size_t ndirty, capdirty;      /* protected by mu */
     bool created;                 /* protected by mu: a tract file was created since fsync */
+    bool map_dirty;               /* protected by mu: the set's map changed since fsync */
+    bool map_made;                /* protected by mu: the map file was created since fsync */
     bool lost;                    /* protected by mu: a dirty tract could not be listed
                                      (no memory): the next fsync syncs whole folders */
     int error;                    /* protected by mu: -errno of a failed fsync, sticky */

@@ -17,8 +17,14 @@
  *  (2) A cached fd is closed only when no call uses it (slot refs == 0);
  *      a call that finds every slot busy uses a private fd it closes.
  *  (3) I/O (pread/pwrite, open, mkdir) runs without any lock held; f->mu
- *      covers only the fd slots and the dirty list.
+ *      covers only the fd slots, the dirty list and the map's flags.
  *  (4) A removed tract's cached fd is never used again (slot `stale`).
+ *  (5) The set's map (<uuid folder of row hash mod rows>/map, one byte per
+ *      tract, 1: written) has byte t set after tract file t is created and
+ *      cleared before it is removed; its file exists from pom_blob_create
+ *      or the first write until the set's removal. So a missing tract file
+ *      whose byte is 1, or any missing tract of a set without a map, is
+ *      lost data (-EIO); a byte 0 (or past the map's end) is a hole.
  *
  * I/O is plain pread/pwrite on cached fds, not liburing: a FUSE request
  * brings one range at a time, so there is nothing to batch; one syscall
@@ -103,14 +109,12 @@ static int mkdir_parents(char *path)
     return 0;
 }
 
-/* Opens tract t: create false gives -ENOENT for a hole (invariant (1)). */
-static int open_tract(pom_blob_file *f, uint32_t t, bool create, bool *made)
+/* Opens file p read-write: -ENOENT when missing and !create; with create,
+ * makes it and its parent folders (*made set). */
+static int open_path(pom_blob *b, char *p, bool create, bool *made)
 {
-    char p[PATH_MAX];
-    int rc = tract_path(f, t, p);
+    int rc = fault(b);
     if (rc < 0)
-        return rc;
-    if ((rc = fault(f->b)) < 0)
         return rc;
     int fd = open(p, O_RDWR | O_CLOEXEC);
     if (fd >= 0 || errno != ENOENT || !create)
@@ -122,6 +126,123 @@ static int open_tract(pom_blob_file *f, uint32_t t, bool create, bool *made)
         return -errno;
     *made = true;
     return fd;
+}
+
+/* ---- the set's map (invariant (5)) ------------------------------------- */
+
+/* "<uuid folder of the row of tract 0>/map" into p (PATH_MAX). */
+static int map_path(const pom_blob *b, uint64_t uuid, uint64_t h, char *p)
+{
+    int rc = uuid_dir(b->folders[h % b->rows], uuid, h, p);
+    size_t l = strlen(p);
+    if (rc == 0 && l + sizeof "/map" > PATH_MAX)
+        rc = -ENAMETOOLONG;
+    if (rc == 0)
+        memcpy(p + l, "/map", sizeof "/map");
+    return rc;
+}
+
+/* The next fsync syncs the map (and, when made, its folders). */
+static void map_changed(pom_blob_file *f, bool made)
+{
+    pthread_mutex_lock(&f->mu);
+    f->map_dirty = true;
+    f->map_made |= made;
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* The map of f's set, open read-write; create makes it (and its folders).
+ * An fd, or -ENOENT (no map: create false), -errno. */
+static int map_open(pom_blob_file *f, bool create)
+{
+    char p[PATH_MAX];
+    int rc = map_path(f->b, f->uuid, f->h, p);
+    if (rc < 0)
+        return rc;
+    bool made = false;
+    int fd = open_path(f->b, p, create, &made);
+    if (made)
+        map_changed(f, true);
+    return fd;
+}
+
+/* Sets byte t of the map to v (1: written, 0: dropped). Clearing never
+ * creates a map, nor grows one past its end (past it reads 0). */
+static int map_set(pom_blob_file *f, uint32_t t, uint8_t v)
+{
+    int fd = map_open(f, v != 0);
+    if (fd == -ENOENT)
+        return 0;
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    int rc = 0;
+    if (!v && (fstat(fd, &st) < 0 || (uint64_t)st.st_size <= t))
+        goto out;
+    ssize_t w;
+    do
+        w = pwrite(fd, &v, 1, (off_t)t);
+    while (w < 0 && errno == EINTR);
+    rc = w < 0 ? -errno : 0;
+    if (rc == 0)
+        map_changed(f, false);
+out:
+    close(fd);
+    return rc;
+}
+
+/* Drops every tract >= first from the map. */
+static int map_cut(pom_blob_file *f, uint32_t first)
+{
+    int fd = map_open(f, false);
+    if (fd == -ENOENT)
+        return 0;
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) < 0)
+        rc = -errno;
+    else if ((uint64_t)st.st_size > first && ftruncate(fd, (off_t)first) < 0)
+        rc = -errno;
+    if (rc == 0)
+        map_changed(f, false);
+    close(fd);
+    return rc;
+}
+
+/* What the map says of tract t: 1 written, 0 never written (a hole),
+ * -ENOENT the set has no map, -errno. */
+static int map_get(pom_blob_file *f, uint32_t t)
+{
+    int fd = map_open(f, false);
+    if (fd < 0)
+        return fd;
+    uint8_t v = 0;
+    ssize_t r;
+    do
+        r = pread(fd, &v, 1, (off_t)t);
+    while (r < 0 && errno == EINTR);
+    int rc = r < 0 ? -errno : v != 0;
+    close(fd);
+    return rc;
+}
+
+static int local_create(pom_blob_file *f)
+{
+    int fd = map_open(f, true);
+    if (fd < 0)
+        return fd;
+    close(fd);
+    return 0;
+}
+
+/* Opens tract t: create false gives -ENOENT for a hole (invariant (1)). */
+static int open_tract(pom_blob_file *f, uint32_t t, bool create, bool *made)
+{
+    char p[PATH_MAX];
+    int rc = tract_path(f, t, p);
+    return rc < 0 ? rc : open_path(f->b, p, create, made);
 }
 
 /* REQUIRES: f->mu held. The slot caching tract t, or -1. */
@@ -151,6 +272,13 @@ static int get_fd(pom_blob_file *f, uint32_t t, bool create, int *slot, bool *ma
     pthread_mutex_unlock(&f->mu);
     bool made = false;
     int fd = open_tract(f, t, create, &made);
+    if (made) {
+        int mrc = map_set(f, t, 1); /* invariant (5): after the file exists */
+        if (mrc < 0) {
+            close(fd);
+            fd = mrc;
+        }
+    }
     pthread_mutex_lock(&f->mu);
     if (made)
         f->created = true;
@@ -280,8 +408,22 @@ static ssize_t local_pread(pom_blob_file *f, uint32_t t, void *buf, size_t n, ui
     int slot;
     int fd = get_fd(f, t, false, &slot, NULL);
     if (fd == -ENOENT) {
-        memset(buf, 0, n); /* a hole */
-        return (ssize_t)n;
+        int w = map_get(f, t);
+        if (w == 1) /* a write may have made it since our open */
+            fd = get_fd(f, t, false, &slot, NULL);
+        if (w == 0) {
+            memset(buf, 0, n); /* a hole */
+            return (ssize_t)n;
+        }
+        if (w == -ENOENT || (w == 1 && fd == -ENOENT)) {
+            XT_ERR("blob: tract %u of set %016llx in %s is lost (%s): EIO, not zeros",
+                   (unsigned)t, (unsigned long long)f->uuid, folder_of(f, t),
+                   w == -ENOENT ? "the set has no map here: another host's folder?"
+                                : "written, its file is missing");
+            return -EIO;
+        }
+        if (w < 0)
+            return w;
     }
     if (fd < 0)
         return fd;
@@ -439,7 +581,9 @@ static int drop_in(pom_blob *b, const char *ud, uint32_t first, bool all)
 static int local_drop_from(pom_blob_file *f, uint32_t first)
 {
     forget_fds(f, first, UINT32_MAX);
-    int rc = 0;
+    int rc = map_cut(f, first); /* invariant (5): before the files go */
+    if (rc < 0)
+        return rc;
     for (size_t r = 0; r < f->b->rows; r++) {
         char ud[PATH_MAX];
         int e = uuid_dir(f->b->folders[r], f->uuid, f->h, ud);
@@ -456,6 +600,8 @@ static int local_drop(pom_blob_file *f, uint32_t t)
     forget_fds(f, t, t);
     char p[PATH_MAX];
     int rc = tract_path(f, t, p);
+    if (rc == 0)
+        rc = map_set(f, t, 0); /* invariant (5): before the file goes */
     return rc < 0 ? rc : unlink_tract(f->b, p);
 }
 
@@ -513,20 +659,26 @@ static int fsync_path(pom_blob *b, const char *p, bool dir)
     return rc;
 }
 
+/* fsyncs the `levels` folders above path p (cut in place), none above
+ * the first `stop` bytes (the fsid folder). */
+static int fsync_up(pom_blob *b, char *p, size_t stop, int levels)
+{
+    int rc = 0;
+    for (char *s = strrchr(p, '/'); rc == 0 && s && (size_t)(s - p) >= stop && levels-- > 0;
+         s = strrchr(p, '/')) {
+        *s = '\0';
+        rc = fsync_path(b, p, true);
+    }
+    return rc;
+}
+
 /* fsyncs the tract's group folder and, with `upper`, the folders above it
  * up to the fsid folder (uuid, hash levels). */
 static int fsync_dirs(pom_blob_file *f, uint32_t t, bool upper)
 {
     char p[PATH_MAX];
     int rc = tract_path(f, t, p);
-    size_t stop = strlen(folder_of(f, t));
-    int levels = upper ? 5 : 1;
-    for (char *s = strrchr(p, '/'); rc == 0 && s && (size_t)(s - p) >= stop && levels-- > 0;
-         s = strrchr(p, '/')) {
-        *s = '\0';
-        rc = fsync_path(f->b, p, true);
-    }
-    return rc;
+    return rc < 0 ? rc : fsync_up(f->b, p, strlen(folder_of(f, t)), upper ? 5 : 1);
 }
 
 static int local_fsync(pom_blob_file *f)
@@ -536,11 +688,21 @@ static int local_fsync(pom_blob_file *f)
     uint32_t *list = f->dirty;
     size_t n = f->ndirty;
     bool created = f->created, lost = f->lost;
+    bool map_dirty = f->map_dirty, map_made = f->map_made;
     f->dirty = NULL;
     f->ndirty = f->capdirty = 0;
-    f->created = f->lost = false;
+    f->created = f->lost = f->map_dirty = f->map_made = false;
     pthread_mutex_unlock(&f->mu);
     int rc = 0;
+    if (map_dirty) {
+        /* The map, and when it is new its folders up to the fsid folder. */
+        char p[PATH_MAX];
+        rc = map_path(f->b, f->uuid, f->h, p);
+        if (rc == 0)
+            rc = fsync_path(f->b, p, false);
+        if (rc == 0 && map_made)
+            rc = fsync_up(f->b, p, strlen(f->b->folders[f->h % f->b->rows]), 4);
+    }
     for (size_t r = 0; lost && r < f->b->rows && rc == 0; r++) {
         int fd = open(f->b->folders[r], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         rc = fd < 0 ? -errno : syncfs(fd) < 0 ? -errno : 0;
@@ -627,7 +789,12 @@ static int local_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st)
 static int local_remove(pom_blob *b, uint64_t uuid)
 {
     uint64_t h = pom_blob_hash(uuid);
-    int rc = 0;
+    char mp[PATH_MAX];
+    int rc = map_path(b, uuid, h, mp);
+    if (rc == 0)
+        rc = unlink_tract(b, mp); /* the set goes: its id folder can go too */
+    if (rc < 0)
+        return rc;
     for (size_t r = 0; r < b->rows; r++) {
         char ud[PATH_MAX];
         int e = uuid_dir(b->folders[r], uuid, h, ud);
@@ -740,7 +907,8 @@ const struct blob_ops pom_blob_local_ops = {
     .name = "local", .open = local_open, .close = local_close,
     .pread = local_pread, .pwrite = local_pwrite, .cut = local_cut,
     .drop_from = local_drop_from, .drop = local_drop, .punch = local_punch,
-    .allocate = local_allocate, .fsync = local_fsync, .remove = local_remove,
+    .allocate = local_allocate, .fsync = local_fsync, .create = local_create,
+    .remove = local_remove,
     .stat = local_stat, .file_fini = local_file_fini,
     .list = pom_blob_local_list, .touch = local_touch, .lock = local_lock,
     .unlock = local_unlock,

@@ -192,6 +192,8 @@ static int migrate(pom_file *f)
     d->tracts = new_tracts_id();
     pom_blob_file *bf;
     int rc = handle_bf(f, &bf);
+    if (rc == 0)
+        rc = pom_blob_create(bf); /* its holes read as zeros (EIO never zeros) */
     if (rc == 0 && d->len) {
         ssize_t w = pom_blob_pwrite(bf, d->buf, (size_t)d->len, 0);
         rc = w < 0 ? (int)w : (uint64_t)w < d->len ? -EIO : 0;
@@ -819,6 +821,8 @@ static int shift_blob(pom_file *f, uint64_t o, uint64_t del, uint64_t ins)
     }
     d->tracts = new_tracts_id();
     rc = handle_bf(f, &dst);
+    if (rc == 0)
+        rc = pom_blob_create(dst); /* its holes read as zeros (EIO never zeros) */
     const struct { uint64_t from, to, n; } part[2] = {
         { 0, 0, o }, { o + del, o + ins, len - o - del },
     };

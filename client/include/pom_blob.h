@@ -6,8 +6,11 @@
  * `rados` answer -ENOTSUP at pom_blob_open. Format: docs/format-blob.md.
  *
  * The store knows nothing of rows or sizes: a file is a sparse array of
- * bytes, a missing tract (or the part of a tract past its end) reads as
- * zeros. The size of a file is its row's business (client/pom_file.c).
+ * bytes. It knows which tracts of a set were written: a tract never
+ * written (or dropped since: truncate, punch) and the part of a tract
+ * past its end read as zeros; a tract written but not found, or any tract
+ * of a set the store has no record of (pom_blob_create), answers -EIO,
+ * never zeros. The size of a file is its row's business (client/pom_file.c).
  *
  * Invariants:
  *  (1) Placement is computed, never stored: tract t of file u lives in
@@ -26,6 +29,10 @@
  *  (4) Every call returns 0 / a byte count or -errno; an I/O error never
  *      leaves a wrong byte readable: a failed write may have written a
  *      prefix of its range (as pwrite(2)), nothing elsewhere.
+ *  (5) EIO never zeros: a read answers zeros only for a tract the set's
+ *      record says was never written (or was dropped); a tract the record
+ *      says was written and that cannot be read, and every tract of a set
+ *      without a record, answer -EIO.
  */
 #ifndef POM_BLOB_H
 #define POM_BLOB_H
@@ -71,7 +78,8 @@ void pom_blob_file_close(pom_blob_file *f);
 /* Bytes pom_blob_pwrite wrote and pom_blob_pread read through b so far. */
 void pom_blob_counters(pom_blob *b, uint64_t *written, uint64_t *read);
 
-/* Reads n bytes at off; holes read as zeros. Returns n or -errno.
+/* Reads n bytes at off; holes read as zeros, a tract written but not
+ * readable -EIO (invariant (5)). Returns n or -errno.
  * REQUIRES: off + n <= POM_BLOB_FILE_MAX. */
 ssize_t pom_blob_pread(pom_blob_file *f, void *buf, size_t n, uint64_t off);
 /* Writes n bytes at off, creating tract files as needed. Returns n or
@@ -86,6 +94,11 @@ int pom_blob_punch(pom_blob_file *f, uint64_t off, uint64_t len);
 /* Reserves space for [off, off+len) (fallocate KEEP_SIZE on the tracts):
  * later writes there do not fail with -ENOSPC. Reads still give zeros. */
 int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len);
+/* Records f's set as existing, holding no tract yet (idempotent; a write
+ * records it too): from now on a tract never written reads as zeros,
+ * where a set without a record answers -EIO (invariant (5)). Durable at
+ * the next pom_blob_fsync. 0 or -errno. */
+int pom_blob_create(pom_blob_file *f);
 /* Invariant (3). */
 int pom_blob_fsync(pom_blob_file *f);
 

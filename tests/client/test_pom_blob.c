@@ -4,6 +4,9 @@
  *   - a seeded random mix of writes, reads, truncates and punches over 3
  *     folders with 64 KiB tracts, checked byte for byte against a shadow
  *     copy (seed printed; XT_SEED=N repeats a run);
+ *   - EIO never zeros: a set without a record, or a written tract whose
+ *     file is gone (also seen from another store's folders), reads -EIO;
+ *     punched and cut-off tracts read zeros again;
  *   - holes read as zeros and create no tract file; placement: tract t of
  *     uuid u is in folder (hash(u) + t) mod 3 under the documented path;
  *   - truncate removes later tracts and cuts the last; punch of a whole
@@ -119,6 +122,7 @@ static void test_random_ops(void **state)
     pom_blob *b = open_store(list, TS);
     pom_blob_file *f;
     assert_int_equal(pom_blob_file_open(b, 1001, &f), 0);
+    assert_int_equal(pom_blob_create(f), 0);
     const size_t max = 6 * TS + 1234;
     uint8_t *shadow = calloc(1, max), *buf = malloc(max);
     assert_non_null(shadow);
@@ -182,7 +186,11 @@ static void test_holes_placement_truncate(void **state)
     assert_ptr_equal(f, g); /* shared */
     pom_blob_file_close(g);
     uint8_t buf[100], z[100] = { 0 };
-    /* A read of a never-written range: zeros, no file made. */
+    /* A set the store has no record of answers EIO; once created, a read
+     * of a never-written range gives zeros and makes no tract file. */
+    assert_int_equal(pom_blob_pread(f, buf, sizeof buf, 5 * TS), -EIO);
+    assert_int_equal(pom_blob_create(f), 0);
+    assert_int_equal(pom_blob_create(f), 0); /* idempotent */
     assert_int_equal(pom_blob_pread(f, buf, sizeof buf, 5 * TS), (ssize_t)sizeof buf);
     assert_memory_equal(buf, z, sizeof buf);
     struct pom_blob_stat st;
@@ -231,6 +239,63 @@ static void test_holes_placement_truncate(void **state)
     assert_int_equal(pom_blob_delete(b, u), 0);
     assert_int_equal(pom_blob_stat(b, u, &st), 0);
     assert_int_equal(st.tracts, 0);
+    pom_blob_close(b);
+}
+
+/* EIO never zeros (pom_blob.h invariant (5)): a tract written and then
+ * lost, or any tract of a set this store has no record of (another host's
+ * folder), reads -EIO; real holes (never written, punched, cut off) read
+ * zeros. Before the map, every case here read zeros. */
+static void test_eio_never_zeros(void **state)
+{
+    (void)state;
+    pom_blob *b = open_store(list, TS);
+    pom_blob_file *f;
+    const uint64_t u = 88;
+    assert_int_equal(pom_blob_file_open(b, u, &f), 0);
+    uint8_t buf[100], z[100] = { 0 };
+    assert_int_equal(pom_blob_pwrite(f, "a", 1, 0), 1);
+    assert_int_equal(pom_blob_pwrite(f, "b", 1, 2 * (uint64_t)TS), 1);
+    assert_int_equal(pom_blob_pwrite(f, "c", 1, 3 * (uint64_t)TS), 1);
+    assert_int_equal(pom_blob_fsync(f), 0);
+    assert_int_equal(pom_blob_pread(f, buf, 10, TS), 10); /* never written */
+    assert_memory_equal(buf, z, 10);
+    char p[PATH_MAX + 64];
+    tract_file(u, 2, p, sizeof p);
+    assert_int_equal(unlink(p), 0); /* the disk lost it */
+    pom_blob_file_close(f);
+    assert_int_equal(pom_blob_file_open(b, u, &f), 0); /* no cached fd */
+    assert_int_equal(pom_blob_pread(f, buf, 10, 2 * (uint64_t)TS), -EIO);
+    static uint8_t whole[3 * TS];
+    assert_int_equal(pom_blob_pread(f, whole, sizeof whole, 0), -EIO); /* a range over it */
+    assert_int_equal(pom_blob_pread(f, buf, 1, 3 * (uint64_t)TS), 1);
+    assert_int_equal(buf[0], 'c');
+    /* A rewrite makes it whole again; punch and truncate make real holes. */
+    assert_int_equal(pom_blob_pwrite(f, "B", 1, 2 * (uint64_t)TS), 1);
+    assert_int_equal(pom_blob_pread(f, buf, 1, 2 * (uint64_t)TS), 1);
+    assert_int_equal(buf[0], 'B');
+    assert_int_equal(pom_blob_punch(f, 2 * (uint64_t)TS, TS), 0);
+    assert_int_equal(pom_blob_pread(f, buf, 10, 2 * (uint64_t)TS), 10);
+    assert_memory_equal(buf, z, 10);
+    assert_int_equal(pom_blob_truncate(f, TS), 0);
+    assert_int_equal(pom_blob_pread(f, buf, 10, 3 * (uint64_t)TS), 10);
+    assert_memory_equal(buf, z, 10);
+    assert_int_equal(pom_blob_fsync(f), 0);
+    pom_blob_file_close(f);
+    /* Another host's view (other folders): the set is unknown there. */
+    char other[PATH_MAX + 16];
+    snprintf(other, sizeof other, "%s/other", base);
+    pom_blob *o = open_store(other, TS);
+    assert_int_equal(pom_blob_file_open(o, u, &f), 0);
+    assert_int_equal(pom_blob_pread(f, buf, 1, 0), -EIO);
+    assert_int_equal(pom_blob_pread(f, buf, 1, TS), -EIO);
+    pom_blob_file_close(f);
+    pom_blob_close(o);
+    /* A deleted set is unknown again. */
+    assert_int_equal(pom_blob_delete(b, u), 0);
+    assert_int_equal(pom_blob_file_open(b, u, &f), 0);
+    assert_int_equal(pom_blob_pread(f, buf, 1, 0), -EIO);
+    pom_blob_file_close(f);
     pom_blob_close(b);
 }
 
@@ -644,6 +709,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_ops),
         cmocka_unit_test(test_holes_placement_truncate),
+        cmocka_unit_test(test_eio_never_zeros),
         cmocka_unit_test(test_limits_and_backends),
         cmocka_unit_test(test_faults),
         cmocka_unit_test(test_threads),

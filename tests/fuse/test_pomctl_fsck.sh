@@ -6,9 +6,10 @@
 #     row in the root's table are counted, not reported, not listed; a
 #     pending row of the wrong length and a short decision row are
 #     reported (exit 1); all deleted again, fsck is clean;
-#   - blob files (one tract, two tracts, sparse without any tract, a
-#     rewritten one, a hard link), an inline file: fsck is clean, counts 4
-#     blob files, 1 of them without tracts, no orphan;
+#   - blob files (one tract, two tracts, sparse without any tract: its set
+#     is its map, a rewritten one, a hard link), an inline file: fsck is
+#     clean, counts 4 blob files, 4 sets, none without its set, no orphan;
+#   - a real set moved away is a problem (its reads answer EIO), exit 1;
 #   - an orphan set made by hand at the path docs/format-blob.md gives for
 #     a fresh id (bit 63 set): fsck reports exactly 1 orphan (text and
 #     JSON) and exits 0;
@@ -57,15 +58,15 @@ for d in "$B"/*/*/*; do
     eq "path of set $id" "$B/$(python3 "$(dirname "$0")/pom_blobpath.py" "$id")" "$d"
     nsets=$((nsets + 1))
 done
-eq "sets on disk: one, two, rewritten (its old set removed at close)" "$nsets" 3
+eq "sets on disk: one, two, sparse (its map only), rewritten (its old set removed at close)" "$nsets" 4
 find "$B" -mindepth 3 -maxdepth 3 | sort >"$T/sets.before"
 
 ok "fsck clean before the orphan" PC fsck
 PC --json fsck >"$T/f0.json" 2>"$T/f0.err"
 eq "fsck --json exit" "$?" 0
 eq "blob files (hard link once)" "$(jget blob_files <"$T/f0.json")" 4
-eq "blob files without tracts" "$(jget blob_files_without_tracts <"$T/f0.json")" 1
-eq "tract sets" "$(jget tract_sets <"$T/f0.json")" 3
+eq "blob files without their set" "$(jget blob_files_without_tracts <"$T/f0.json")" 0
+eq "tract sets" "$(jget tract_sets <"$T/f0.json")" 4
 eq "no orphan" "$(jget orphan_sets <"$T/f0.json")" 0
 eq "no pending row" "$(jget pending_rows <"$T/f0.json")" 0
 
@@ -117,7 +118,15 @@ PC --json fsck >"$T/f1.json" 2>/dev/null
 eq "JSON orphan_sets" "$(jget orphan_sets <"$T/f1.json")" 1
 ok "JSON orphan_bytes > 0" test "$(jget orphan_bytes <"$T/f1.json")" -gt 0
 eq "JSON ok" "$(jget ok <"$T/f1.json")" true
-eq "JSON tract_sets" "$(jget tract_sets <"$T/f1.json")" 4
+eq "JSON tract_sets" "$(jget tract_sets <"$T/f1.json")" 5
+
+# ---- a lost set (its reads answer EIO) is a problem ----------------------
+LD=$(head -n 1 "$T/sets.before")
+mv "$LD" "$T/lost-set"
+PC fsck >"$T/fl.txt" 2>&1
+eq "fsck with a lost set exits 1" "$?" 1
+ok "fsck names it" grep -q "tract set ${LD##*/} that the blob tier does not hold" "$T/fl.txt"
+mv "$T/lost-set" "$LD"
 
 # ---- --repair-orphans ----------------------------------------------------
 pl_mount "$M"

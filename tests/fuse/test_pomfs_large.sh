@@ -4,7 +4,9 @@
 # -o blob=DIR1:DIR2, daemons on free loopback ports in a fresh temporary
 # folder, stopped by pid, the mount undone with fusermount3 -u in a trap:
 #   files of 64 KiB, 64 KiB + 1, 10 MiB and 100 MiB written with dd/cp and
-#   checked by sha256sum after an unmount/remount; truncate up and down
+#   checked by sha256sum after an unmount/remount; EIO, never zeros, for a
+#   file read through a mount with another host's blob folder and for a
+#   tract file the disk lost; truncate up and down
 #   across 64 KiB; a sparse 1 GiB file (write at the end, `du` small, reads
 #   zeros); fallocate (allocate, keep size, punch hole, unsupported modes);
 #   cp of a 10 MiB file inside the mount; rm removes the tracts; writes at
@@ -21,15 +23,19 @@ BENCH=${4:-}
 mkdir -p "$T/src"
 BLOBS="$T/blob-a:$T/blob-b"
 POMFS_OPTS="blob=$BLOBS"
-FS2_PID=
-pl_cleanup_hook() { # the second mount of the keep_cache check
-    mountpoint -q "$T/mnt2" 2>/dev/null && fusermount3 -u -z "$T/mnt2"
-    [ -n "$FS2_PID" ] && { kill -9 "$FS2_PID" 2>/dev/null; wait "$FS2_PID" 2>/dev/null; }
+FS2_PID= FS3_PID=
+pl_cleanup_hook() { # the second mounts (keep_cache check, another host's folder)
+    local m
+    for m in "$T/mnt2" "$T/mnt3"; do
+        mountpoint -q "$m" 2>/dev/null && fusermount3 -u -z "$m"
+    done
+    for m in $FS2_PID $FS3_PID; do kill -9 "$m" 2>/dev/null; wait "$m" 2>/dev/null; done
 }
 lt() { # description got limit: got < limit
     if [ "$2" -lt "$3" ]; then PASS=$((PASS+1)); else FAIL=$((FAIL+1)); echo "FAIL: $1: $2 >= $3"; fi
 }
-ntracts() { find "$T/blob-a" "$T/blob-b" -type f 2>/dev/null | wc -l; }
+# Tract files, not the sets' maps (docs/format-blob.md "local").
+ntracts() { find "$T/blob-a" "$T/blob-b" -type f ! -name map 2>/dev/null | wc -l; }
 
 start_mdsl && start_mds || exit 1
 mount_fs
@@ -50,13 +56,34 @@ for n in 65536 65537 10485760 104857600; do
 done
 (cd "$T/src" && sha256sum f65536 f65537 f10485760 f104857600) >"$T/sums"
 ok "sha256 before remount" bash -c "cd '$M/big' && sha256sum -c --quiet '$T/sums'"
-eq "64 KiB stays in its row" "$(find "$T/blob-a" "$T/blob-b" -type f | wc -l)" "$((1 + 3 + 25))"
+eq "64 KiB stays in its row" "$(ntracts)" "$((1 + 3 + 25))"
 umount_fs
 mount_fs
 ok "sha256 after remount" bash -c "cd '$M/big' && sha256sum -c --quiet '$T/sums'"
 ok "cp 10 MiB inside the mount" cp "$M/big/f10485760" "$M/big/copy"
 eq "the copy" "$(sha256sum <"$M/big/copy")" "$(sha256sum <"$T/src/f10485760")"
 ok "cmp" cmp "$M/big/f104857600" "$T/src/f104857600"
+
+# ---- EIO never zeros (docs/format-blob.md "Reading: EIO never zeros") -----
+# A 3,000,000-byte file (one tract): a mount whose blob folder is another
+# host's has no record of its set, and on this mount a lost tract file
+# reads EIO, never 3,000,000 zeros (both read zeros before the map).
+head -c 3000000 /dev/urandom >"$T/src/lost"
+ok "write 3,000,000 bytes" dd if="$T/src/lost" of="$M/big/lost" bs=1M conv=fsync status=none
+mkdir -p "$T/mnt3"
+"$POMFS" "127.0.0.1:$P_MDS" "$T/mnt3" -o "fsid=1,blob=$T/blob-other" -f >>"$T/pomfs3.log" 2>&1 &
+FS3_PID=$!
+wait_mounted "$T/mnt3" "$FS3_PID"
+eq "another host's folder: the size" "$(stat -c %s "$T/mnt3/big/lost")" 3000000
+nok "another host's folder: EIO, not zeros" "Input/output error" cat "$T/mnt3/big/lost"
+fusermount3 -u "$T/mnt3"; wait "$FS3_PID"; FS3_PID=
+lost=$(find "$T/blob-a" "$T/blob-b" -type f -size 3000000c)
+eq "one tract file holds it" "$(wc -w <<<"$lost")" 1
+ok "the disk loses it" rm "$lost"
+umount_fs
+mount_fs
+nok "a lost tract: EIO, not zeros" "Input/output error" cat "$M/big/lost"
+ok "rm the file" rm "$M/big/lost"
 
 # ---- truncate across 64 KiB --------------------------------------------
 head -c 1000 /dev/urandom >"$T/src/small"

@@ -16,10 +16,10 @@
 #     returned, and the 300 files, read byte-exact on h5 and h4;
 #   - h1 killed (R2, MDS, MDSL) and restarted: the same files read on h5,
 #     and the mounts write and read on.
-# Files over 64 KiB are not checked across hosts: their data goes to the
-# blob tier, whose only backend (`local`) keeps tracts in folders of the
-# writing client's own host, so another host reads holes (the shared blob
-# tier is not built yet: docs/deploy.md "What is not shared yet").
+#   - a 3,000,000-byte file written and fsynced on h4 answers EIO on h5,
+#     never zeros: the blob tier's only backend (`local`) keeps tracts in
+#     folders of the writing client's own host (the shared blob tier is not
+#     built yet: docs/deploy.md "What is not shared yet").
 # Exit 77 (skip) without root, network namespaces or FUSE.
 #   MH_KEEP=1   keep the harness folder (every daemon's log) and say where
 set -u
@@ -163,6 +163,17 @@ eq "h5: 298 small files left" "$(mh_exec 5 ls /tmp/mnt/w/small | wc -l)" 298
 sed -e 's| \./small/f007$| ./tree/moved007|' -e '/ \.\/small\/f008$/d' \
     -e 's| \./tree/d1/| ./d1moved/|' -e '/ \.\/tree\/d2\//d' "$T/sums" >"$(mh_path 5 /tmp/sums2)"
 cp "$(mh_path 5 /tmp/sums2)" "$(mh_path 4 /tmp/sums2)"
+
+stamp "a large file of h4 on h5: EIO, never zeros"
+# Its tracts are in h4's own blob folder (the local backend): h5's folder
+# has no record of the set, so h5 answers EIO (docs/format-blob.md
+# "Reading: EIO never zeros"); it read 3,000,000 zeros before.
+ok "h4 writes and fsyncs 3,000,000 bytes" \
+    mh_exec 4 dd if=/dev/urandom of=/tmp/mnt/w/large bs=1000000 count=3 conv=fsync status=none
+large_on_h5() { [ "$(mh_exec 5 stat -c %s /tmp/mnt/w/large 2>/dev/null)" = 3000000 ]; }
+within "h5 sees its size" 10 large_on_h5
+nok "h5 reads EIO, not zeros" "Input/output error" mh_exec 5 cat /tmp/mnt/w/large
+ok "h4 removes it" mh_exec 4 rm /tmp/mnt/w/large
 
 stamp "h2 killed (its MDS and MDSL, SIGKILL) while h4 writes and fsyncs"
 # The writer records a file once its fsync returned 0, and otherwise the
