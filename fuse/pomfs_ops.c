@@ -25,6 +25,14 @@
  *      the bytes are stored and before it is answered: a buffered read that
  *      raced with it (an asynchronous direct write gets no invalidation
  *      from the kernel when it completes) cannot keep the old bytes.
+ *  (7) POSIX ACLs (docs/client.md "POSIX ACLs"): with FUSE_CAP_POSIX_ACL
+ *      the kernel checks permissions against the ACL xattrs it reads
+ *      through getxattr (and caches), and hands setfacl's changes over
+ *      as setxattr/removexattr; the library keeps the mode and the
+ *      access ACL in agreement and gives new entries their directory's
+ *      default ACL. FUSE_CAP_DONT_MASK goes with it: the kernel passes
+ *      the umask on, which the library applies only where no default
+ *      ACL masks the mode.
  */
 #include "pomfs_i.h"
 
@@ -79,7 +87,9 @@ static struct pomfs *P(fuse_req_t req)
 static struct pom_cred cred_of(fuse_req_t req)
 {
     const struct fuse_ctx *c = fuse_req_ctx(req);
-    struct pom_cred cr = { c->uid, c->gid };
+    /* The umask comes with mknod, mkdir and create (FUSE_CAP_DONT_MASK:
+     * the library applies it unless a default ACL masks the mode). */
+    struct pom_cred cr = { c->uid, c->gid, (uint32_t)c->umask };
     return cr;
 }
 
@@ -116,6 +126,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * and LOOKUP(ino, ".."), which find inodes by uuid (invariant 5). */
     if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
         conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+    /* Invariant (7). */
+    if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
+        conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
     /* Large files go straight to their tracts: 1 MiB write requests (the
      * most libfuse's buffer and the kernel's default max_pages take), an
      * eighth of the requests of 128 KiB ones. Readahead can only be
