@@ -39,7 +39,8 @@
  *      entry takes its parent's group when the parent has S_ISGID, and a
  *      new directory the bit too. The parent's mode and gid are those of
  *      its last read here (the kernel reads a directory's attributes at
- *      least every attr_timeout while it walks it), else read once. The
+ *      least every attr_timeout while it walks it), else read once
+ *      (parent_attr, with its default ACL: invariant 8). The
  *      kernel strips S_ISGID from the mode a non-member asks for, and
  *      clears S_ISUID/S_ISGID on write, truncate, chown, fallocate and
  *      punch itself (a SETATTR of the mode: FUSE_HANDLE_KILLPRIV is not
