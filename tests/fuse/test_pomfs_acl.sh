@@ -31,6 +31,14 @@ eq "the mode's group bits are the mask" "$(stat -c %a "$M/grant")" "640"
 eq "getfacl" "$(acl "$M/grant")" \
     "user::rw- user:nobody:r-- group::--- mask::r-- other::--- "
 
+# Only the owner sets an ACL; setting one moves the ctime.
+nok "nobody's setfacl on root's file" "Operation not permitted" \
+    "${NOBODY[@]}" setfacl -m u:nobody:rw "$M/grant"
+touch "$M/ct"
+c0=$(stat -c %z "$M/ct")
+setfacl -m u:nobody:r "$M/ct"
+eq "setfacl moves the ctime" "$([ "$(stat -c %z "$M/ct")" != "$c0" ] && echo yes)" "yes"
+
 # An ACL denies what the mode grants.
 echo open >"$M/deny"
 chmod 644 "$M/deny"
