@@ -32,7 +32,8 @@
  *      access ACL in agreement and gives new entries their directory's
  *      default ACL. FUSE_CAP_DONT_MASK goes with it: the kernel passes
  *      the umask on, which the library applies only where no default
- *      ACL masks the mode.
+ *      ACL masks the mode. Setting an access ACL by a caller outside the
+ *      file's group clears S_ISGID (acl_kill_sgid).
  */
 #include "pomfs_i.h"
 
@@ -532,13 +533,44 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
         fuse_reply_statfs(req, &sv);
 }
 
+/* Whether the caller is in group gid (its own or a supplementary one). */
+static bool in_group(fuse_req_t req, gid_t gid)
+{
+    if (fuse_req_ctx(req)->gid == gid)
+        return true;
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, 64, groups);
+    for (int i = 0; i < n && i < 64; i++)
+        if (groups[i] == gid)
+            return true;
+    return false;
+}
+
+/* Invariant (7): setting an access ACL by a caller outside the file's group
+ * clears S_ISGID, as the kernel's posix_acl_update_mode does for a local
+ * file system (the kernel's flag saying so, FUSE_SETXATTR_ACL_KILL_SGID,
+ * does not reach a libfuse 3.14 file system). Root counts as CAP_FSETID. */
+static int acl_kill_sgid(fuse_req_t req, fuse_ino_t ino)
+{
+    struct stat st;
+    int rc = pom_getattr(P(req)->fs, ino, &st);
+    if (rc < 0 || !(st.st_mode & S_ISGID) || fuse_req_ctx(req)->uid == 0 ||
+        in_group(req, st.st_gid))
+        return rc;
+    st.st_mode &= ~(mode_t)S_ISGID;
+    return pom_setattr(P(req)->fs, ino, &st, POM_SET_MODE, NULL);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
     TIMED(req, setxattr);
     /* The kernel passes any mix of XATTR_CREATE and XATTR_REPLACE on; the
      * library refuses both together (-EINVAL). */
-    fuse_reply_err(req, -pom_setxattr(P(req)->fs, ino, name, value, size, flags));
+    int rc = pom_setxattr(P(req)->fs, ino, name, value, size, flags);
+    if (rc == 0 && strcmp(name, "system.posix_acl_access") == 0)
+        rc = acl_kill_sgid(req, ino);
+    fuse_reply_err(req, -rc);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)

@@ -39,6 +39,16 @@ c0=$(stat -c %z "$M/ct")
 setfacl -m u:nobody:r "$M/ct"
 eq "setfacl moves the ctime" "$([ "$(stat -c %z "$M/ct")" != "$c0" ] && echo yes)" "yes"
 
+# Setting an access ACL outside the file's group drops S_ISGID (generic/375).
+touch "$M/sgacl"
+chown 65534:4321 "$M/sgacl"
+chmod 2770 "$M/sgacl"
+ok "nobody sets an ACL on its own file" "${NOBODY[@]}" setfacl -m u:daemon:r "$M/sgacl"
+eq "S_ISGID dropped (nobody is not in group 4321)" "$(stat -c %a "$M/sgacl")" "770"
+chmod 2770 "$M/sgacl"
+ok "root sets one" setfacl -m u:bin:r "$M/sgacl"
+eq "S_ISGID kept for root" "$(stat -c %a "$M/sgacl")" "2770"
+
 # An ACL denies what the mode grants.
 echo open >"$M/deny"
 chmod 644 "$M/deny"
