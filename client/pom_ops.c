@@ -390,9 +390,13 @@ static int parent_attr(pom_fs *fs, pom_ino parent, uint32_t *mode, uint32_t *gid
     const xt_row_group *g = xt_row_view_group(&row, XT_CG_XATTR);
     const uint8_t *v = NULL;
     uint32_t vlen = 0;
-    if (g && xt_row_xattr_get(g->ptr, g->len, POM_ACL_DEFAULT, strlen(POM_ACL_DEFAULT), &v,
-                              &vlen) == 0 && pom_acl_check(v, vlen) != 0)
-        vlen = 0; /* stored only once checked (pom_xattr.c): nothing to inherit */
+    if (!g ||
+        xt_row_xattr_get(g->ptr, g->len, POM_ACL_DEFAULT, strlen(POM_ACL_DEFAULT), &v, &vlen) <
+            0 ||
+        pom_acl_check(v, vlen) != 0) {
+        v = NULL; /* none (a stored one was checked: pom_xattr.c invariant 5) */
+        vlen = 0;
+    }
     *mode = row.attr.mode;
     *gid = row.attr.gid;
     if (vlen && !(*dacl = xt_malloc(vlen)))
