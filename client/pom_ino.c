@@ -544,7 +544,8 @@ int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid,
         if (i->dacl_len && !(*dacl = xt_malloc(i->dacl_len)))
             known = -ENOMEM;
         else if (i->dacl_len)
-            memcpy(*dacl, i->dacl, *dacl_len = i->dacl_len);
+            memcpy(*dacl, i->dacl, i->dacl_len);
+        *dacl_len = *dacl ? i->dacl_len : 0;
     }
     pthread_mutex_unlock(&fs->mu);
     return known;

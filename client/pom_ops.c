@@ -402,7 +402,8 @@ static int parent_attr(pom_fs *fs, pom_ino parent, uint32_t *mode, uint32_t *gid
     if (vlen && !(*dacl = xt_malloc(vlen)))
         rc = -ENOMEM;
     else if (vlen)
-        memcpy(*dacl, v, *dacl_len = vlen);
+        memcpy(*dacl, v, vlen);
+    *dacl_len = *dacl ? vlen : 0;
     if (rc == 0)
         rc = pom_ino_dir_keep(fs, parent, &row.attr, v, vlen);
     xt_resp_free(&r);

@@ -10,12 +10,6 @@
  *      POSIX ACLs (system.posix_acl_access, system.posix_acl_default) are
  *      stored; other system.* names and unknown prefixes answer -ENOTSUP
  *      rather than being stored as plain bytes nobody enforces.
- *  (5) An ACL is stored only once pom_acl_check accepted it (-EINVAL),
- *      a default ACL only on a directory (-EACCES). Setting the access
- *      ACL sets the mode's permission bits from it in the same row update
- *      (so the two always agree), and an ACL the mode says all of is
- *      removed rather than stored, as a local file system does
- *      (docs/client.md "POSIX ACLs").
  *  (3) The group is that of the inode's attribute row: for a linked file
  *      its ILT row, never a link stub (stubs carry no xattrs; pom_ino_row
  *      follows a stub met late and moves the map there). The write is
@@ -28,6 +22,12 @@
  *      of a row's group is also given to the open state, so the copy is
  *      current when the last name goes through another path (rename over
  *      it, a link stub removed; pom_ops.c re-reads it at a plain unlink).
+ *  (5) An ACL is stored only once pom_acl_check accepted it (-EINVAL),
+ *      a default ACL only on a directory (-EACCES). Setting the access
+ *      ACL sets the mode's permission bits from it in the same row update
+ *      (so the two always agree), and an ACL the mode says all of is
+ *      removed rather than stored, as a local file system does
+ *      (docs/client.md "POSIX ACLs").
  *
  * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-3.
  */
