@@ -456,10 +456,13 @@ static int inherit_acl(uint8_t type, uint8_t *dacl, uint32_t dacl_len, mode_t um
  * device's number (0 for other types), kept in the row's `generation`
  * column so that every read of the row's attributes has it. `data` is the
  * XT_CG_DATA group (a symlink's target) or NULL. On success *st is filled
- * and the new inode has one reference. */
+ * and the new inode has one reference; *made (may be NULL) gets the row's
+ * attributes and its XT_CG_XATTR group (inherited ACLs), whose bytes
+ * *made_xg owns (xt_malloc'd, NULL: none; the caller frees). */
 static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type, mode_t mode,
                       dev_t rdev, const void *data, uint32_t dlen,
-                      const struct pom_cred *cred, struct stat *st, xt_row_attr *made)
+                      const struct pom_cred *cred, struct stat *st, xt_row *made,
+                      uint8_t **made_xg)
 {
     assert(type >= XT_ROW_REG && type <= XT_ROW_SOCK); /* an entry, not a stub or a KV row */
     int rc = xt_ns_name_check(name);
@@ -512,10 +515,15 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
         xt_free(xg);
         return rc;
     }
-    xt_free(xg);
     pom_row_stat(&row.attr, st);
-    if (made)
-        *made = row.attr;
+    if (made) {
+        made->attr = row.attr;
+        if (xglen)
+            xt_row_view_set_group(made, XT_CG_XATTR, xg, (uint32_t)xglen); /* fits: row's */
+        *made_xg = xg;
+    } else {
+        xt_free(xg);
+    }
     return pom_ino_ref(fs, uuid, parent, name, type, 1);
 }
 
@@ -525,15 +533,15 @@ int pom_mknod(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, dev_t r
     switch (mode & S_IFMT) {
     case 0:
     case S_IFREG:
-        return make_entry(fs, parent, name, XT_ROW_REG, mode, 0, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_REG, mode, 0, NULL, 0, cred, st, NULL, NULL);
     case S_IFIFO:
-        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, 0, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, 0, NULL, 0, cred, st, NULL, NULL);
     case S_IFSOCK:
-        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, 0, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, 0, NULL, 0, cred, st, NULL, NULL);
     case S_IFCHR:
     case S_IFBLK:
         return make_entry(fs, parent, name, S_ISCHR(mode) ? XT_ROW_CHR : XT_ROW_BLK, mode, rdev,
-                          NULL, 0, cred, st, NULL);
+                          NULL, 0, cred, st, NULL, NULL);
     case S_IFDIR:
         return -EINVAL; /* mkdir's job, as mknod(2) says */
     default:
@@ -547,8 +555,9 @@ int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int fl
     *out = NULL;
     xt_row fresh, *known = NULL;
     xt_row_init(&fresh);
-    int rc = make_entry(fs, parent, name, XT_ROW_REG, mode & 07777, 0, NULL, 0, cred, st,
-                        &fresh.attr);
+    uint8_t *fresh_xg = NULL;
+    int rc = make_entry(fs, parent, name, XT_ROW_REG, mode & 07777, 0, NULL, 0, cred, st, &fresh,
+                        &fresh_xg);
     if (rc == 0) {
         known = &fresh; /* ours, empty and inline: opened from the row written */
     } else if (rc == -EEXIST && !(flags & O_EXCL)) {
@@ -565,7 +574,9 @@ int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int fl
     } else if (rc < 0) {
         return rc;
     }
-    if ((rc = pom_file_open_row(fs, st->st_ino, flags, known, out)) < 0) {
+    rc = pom_file_open_row(fs, st->st_ino, flags, known, out); /* copies fresh's groups */
+    xt_free(fresh_xg);
+    if (rc < 0) {
         pom_forget(fs, st->st_ino, 1);
         return rc;
     }
@@ -576,7 +587,7 @@ int pom_mkdir(pom_fs *fs, pom_ino parent, const char *name, mode_t mode,
               const struct pom_cred *cred, struct stat *st)
 {
     /* The directory's table comes into being with its first entry. */
-    return make_entry(fs, parent, name, XT_ROW_DIR, mode, 0, NULL, 0, cred, st, NULL);
+    return make_entry(fs, parent, name, XT_ROW_DIR, mode, 0, NULL, 0, cred, st, NULL, NULL);
 }
 
 int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target,
@@ -588,7 +599,7 @@ int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target
     if (len > POM_SYMLINK_MAX)
         return -ENAMETOOLONG;
     return make_entry(fs, parent, name, XT_ROW_SYMLINK, 0777, 0, target, (uint32_t)len, cred, st,
-                      NULL);
+                      NULL, NULL);
 }
 
 ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)

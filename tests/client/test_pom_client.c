@@ -586,6 +586,14 @@ static void test_acl(void **state)
     pom_file *h;
     assert_int_equal(pom_create(fs, d, "h", 0640, O_WRONLY | O_CREAT, &cr, &st, &h), 0);
     assert_int_equal(st.st_mode & 07777, 0640);
+    /* Its open state has the inherited ACL: renamed over while open, it
+     * still answers it. */
+    struct stat st2;
+    assert_int_equal(pom_mknod(fs, d, "h2", S_IFREG | 0600, 0, &cr, &st2), 0);
+    pom_forget(fs, st2.st_ino, 1);
+    assert_int_equal(pom_rename(fs, d, "h2", d, "h", 0), 0);
+    assert_int_equal(pom_getxattr(fs, st.st_ino, "system.posix_acl_access", NULL, 0),
+                     (ssize_t)n);
     assert_int_equal(pom_release(h), 0);
     pom_forget(fs, st.st_ino, 1);
     assert_int_equal(pom_symlink(fs, d, "ln", "h", &cr, &st), 0);
