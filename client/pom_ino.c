@@ -537,7 +537,8 @@ int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid,
     *dacl_len = 0;
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
-    int known = i && i->dir_seen && i->dacl_seen && i->dacl_ctime == i->dir_ctime;
+    int known = i && i->dir_seen && i->dacl_seen &&
+                (i->dacl_ctime == i->dir_ctime || xt_mono_ns() - i->dacl_mono < POM_DACL_FRESH_NS);
     if (known) {
         *mode = i->dir_mode;
         *gid = i->dir_gid;
@@ -568,6 +569,7 @@ int pom_ino_dir_keep(pom_fs *fs, uint64_t uuid, const xt_row_attr *a, const uint
         i->dir_ctime = a->ctime_ns;
         i->dacl_seen = true;
         i->dacl_ctime = a->ctime_ns;
+        i->dacl_mono = xt_mono_ns();
         uint8_t *old = i->dacl;
         i->dacl = copy;
         i->dacl_len = dacl_len;

@@ -51,7 +51,8 @@
  *      (cred->umask applies only without one), and a new directory the
  *      default ACL too, in the row it is created with. The parent's
  *      default ACL is that of its last read here while the parent's ctime
- *      is the same, else read once with its mode and gid. A chmod changes
+ *      is the same or for POM_DACL_FRESH_NS, else read once with its mode
+ *      and gid (pom_ino_dir_attr). A chmod changes
  *      the access ACL's owner, mask (or group) and other entries in the
  *      same row update.
  *

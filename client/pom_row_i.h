@@ -89,8 +89,9 @@ struct pom_inode {
     uint64_t dir_ctime;    /*   of its new entries, pom_ops.c) */
     bool dacl_seen;        /* protected by fs->mu: dacl is the directory's */
     uint64_t dacl_ctime;   /*   default ACL (xt_malloc'd, NULL: none) when */
-    uint8_t *dacl;         /*   its ctime was dacl_ctime; current while that */
-    uint32_t dacl_len;     /*   is dir_ctime (an xattr change moves ctime) */
+    uint64_t dacl_mono;    /*   its ctime was dacl_ctime, read at monotonic */
+    uint8_t *dacl;         /*   time dacl_mono; current while that ctime is */
+    uint32_t dacl_len;     /*   dir_ctime or for POM_DACL_FRESH_NS after it */
     uint8_t type;          /* enum xt_row_type */
     struct pom_data *data; /* protected by fs->mu: set while opens > 0 */
     uint64_t seen_size;    /* protected by fs->mu: size and mtime of the row */
@@ -148,10 +149,17 @@ bool pom_ino_known(pom_fs *fs, uint64_t uuid);
 uint64_t pom_ino_seq(pom_fs *fs);
 /* Records a flush of uuid's size/times that the MDS acknowledged. */
 void pom_ino_flushed(pom_fs *fs, uint64_t uuid);
+/* How long a directory's default ACL read here is used once its ctime
+ * moved on (this client's own creates move it, and the kernel re-reads a
+ * directory after each: without it every create would read it again);
+ * another client's change of it is seen by creates here at most this late. */
+#define POM_DACL_FRESH_NS 1000000000ull
+
 /* A known directory's mode and gid as its last read here (getattr,
  * lookup, readdirplus: pom_ino_stat_fix) said, and its default ACL
  * (*dacl a copy the caller frees, NULL: none) if kept (pom_ino_dir_keep)
- * at that read's ctime: 1 if all known, else 0. -ENOMEM. */
+ * at that read's ctime or within POM_DACL_FRESH_NS: 1 if all known,
+ * else 0. -ENOMEM. */
 int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid,
                      uint8_t **dacl, uint32_t *dacl_len);
 /* Keeps a directory's attributes and default ACL (copied; NULL: none) as
