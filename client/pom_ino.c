@@ -64,6 +64,7 @@ static void ino_free(struct pom_inode *i)
 {
     data_free(i->data);
     xt_free(i->gone_dir);
+    xt_free(i->dacl);
     xt_free(i->name);
     xt_free(i);
 }
@@ -427,6 +428,8 @@ void pom_ino_keep_xattrs(pom_fs *fs, uint64_t uuid, uint8_t *grp, uint32_t len)
 {
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
+    if (i)
+        i->dacl_seen = false; /* read again at the next create in it */
     if (i && i->data) {
         pthread_mutex_lock(&i->data->mu);
         uint8_t *old = i->data->xattr;
@@ -529,17 +532,54 @@ static bool flushed_since(pom_fs *fs, uint64_t uuid, uint64_t since)
     return false;
 }
 
-int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid)
+int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid,
+                     uint8_t **dacl, uint32_t *dacl_len)
 {
+    *dacl = NULL;
+    *dacl_len = 0;
     pthread_mutex_lock(&fs->mu);
     struct pom_inode *i = find(fs, uuid);
-    int known = i && i->dir_seen;
+    int known = i && i->dir_seen && i->dacl_seen &&
+                (i->dacl_ctime == i->dir_ctime || xt_mono_ns() - i->dacl_mono < POM_DACL_FRESH_NS);
     if (known) {
         *mode = i->dir_mode;
         *gid = i->dir_gid;
+        if (i->dacl_len && !(*dacl = xt_malloc(i->dacl_len)))
+            known = -ENOMEM;
+        else if (i->dacl_len)
+            memcpy(*dacl, i->dacl, i->dacl_len);
+        *dacl_len = *dacl ? i->dacl_len : 0;
     }
     pthread_mutex_unlock(&fs->mu);
     return known;
+}
+
+int pom_ino_dir_keep(pom_fs *fs, uint64_t uuid, const xt_row_attr *a, const uint8_t *dacl,
+                     uint32_t dacl_len)
+{
+    uint8_t *copy = NULL;
+    if (dacl_len && !(copy = xt_malloc(dacl_len)))
+        return -ENOMEM;
+    if (dacl_len)
+        memcpy(copy, dacl, dacl_len);
+    pthread_mutex_lock(&fs->mu);
+    struct pom_inode *i = find(fs, uuid);
+    if (i) {
+        i->dir_seen = true;
+        i->dir_mode = a->mode;
+        i->dir_gid = a->gid;
+        i->dir_ctime = a->ctime_ns;
+        i->dacl_seen = true;
+        i->dacl_ctime = a->ctime_ns;
+        i->dacl_mono = xt_mono_ns();
+        uint8_t *old = i->dacl;
+        i->dacl = copy;
+        i->dacl_len = dacl_len;
+        copy = old;
+    }
+    pthread_mutex_unlock(&fs->mu);
+    xt_free(copy);
+    return 0;
 }
 
 int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
@@ -552,6 +592,7 @@ int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
         i->dir_seen = true;
         i->dir_mode = (uint32_t)st->st_mode;
         i->dir_gid = (uint32_t)st->st_gid;
+        i->dir_ctime = pom_ts_ns(&st->st_ctim);
     }
     if (i && i->data) {
         pthread_mutex_lock(&i->data->mu);

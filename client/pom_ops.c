@@ -39,15 +39,27 @@
  *      entry takes its parent's group when the parent has S_ISGID, and a
  *      new directory the bit too. The parent's mode and gid are those of
  *      its last read here (the kernel reads a directory's attributes at
- *      least every attr_timeout while it walks it), else read once. The
+ *      least every attr_timeout while it walks it), else read once
+ *      (parent_attr, with its default ACL: invariant 8). The
  *      kernel strips S_ISGID from the mode a non-member asks for, and
  *      clears S_ISUID/S_ISGID on write, truncate, chown, fallocate and
  *      punch itself (a SETATTR of the mode: FUSE_HANDLE_KILLPRIV is not
  *      asked for).
+ *  (8) POSIX ACLs (docs/client.md "POSIX ACLs"): a new entry (not a
+ *      symlink) in a directory with a default ACL gets an access ACL made
+ *      from it, its mode masked by that ACL instead of the umask
+ *      (cred->umask applies only without one), and a new directory the
+ *      default ACL too, in the row it is created with. The parent's
+ *      default ACL is that of its last read here while the parent's ctime
+ *      is the same or for POM_DACL_FRESH_NS, else read once with its mode
+ *      and gid (pom_ino_dir_attr). A chmod changes
+ *      the access ACL's owner, mask (or group) and other entries in the
+ *      same row update.
  *
  * Floor 4.1 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c and
  * pom_gdt.c; pom_link.c and pom_gdt_read.c sit above it.
  */
+#include "pom_acl_i.h"
 #include "pom_ns_i.h"
 
 #include <assert.h>
@@ -69,6 +81,7 @@ static void cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
     } else {
         out->uid = (uint32_t)geteuid();
         out->gid = (uint32_t)getegid();
+        out->umask = 0;
     }
 }
 
@@ -239,6 +252,21 @@ static int setattr_denied(uint32_t iflags, int to_set)
     return 0;
 }
 
+/* A chmod's change of the access ACL in xattr group grp (invariant 8), in
+ * place: its entries' permission bits only, so the group's encoding keeps
+ * its length. Returns whether there was one. */
+static bool acl_chmod(uint8_t *grp, uint32_t glen, mode_t mode)
+{
+    const uint8_t *v;
+    uint32_t vlen;
+    if (!glen ||
+        xt_row_xattr_get(grp, glen, POM_ACL_ACCESS, strlen(POM_ACL_ACCESS), &v, &vlen) < 0 ||
+        pom_acl_check(v, vlen) != 0)
+        return false;
+    pom_acl_chmod(grp + (v - grp), vlen, mode);
+    return true;
+}
+
 /* setattr of a file unlinked here and still open here (invariant 6): no
  * row to update, its attributes are those of its open state. The size is
  * changed first (the only part that can fail), so a failed call changes
@@ -258,8 +286,10 @@ static int orphan_setattr(pom_fs *fs, struct pom_inode *i, const struct stat *in
     struct timespec tnow;
     pom_ns_ts(now, &tnow);
     pthread_mutex_lock(&d->mu);
-    if (to_set & POM_SET_MODE)
+    if (to_set & POM_SET_MODE) {
         d->st.st_mode = (d->st.st_mode & S_IFMT) | (in->st_mode & 07777);
+        acl_chmod(d->xattr, d->xattr_len, in->st_mode); /* invariant (8) */
+    }
     if (to_set & POM_SET_UID)
         d->st.st_uid = in->st_uid;
     if (to_set & POM_SET_GID)
@@ -306,7 +336,9 @@ static int set_attrs(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set,
         char name[XT_NAME_MAX + 1];
         struct xt_resp r;
         xt_row row;
-        rc = pom_ino_row(fs, ino, POM_ROW_META, &table, name, &r, &row);
+        /* A chmod changes the access ACL too (invariant 8). */
+        rc = pom_ino_row(fs, ino, (to_set & POM_SET_MODE) ? XT_CG_XATTR : POM_ROW_META, &table,
+                         name, &r, &row);
         if (rc == -ENOENT && (orphan = pom_ino_pin_orphan(fs, ino))) {
             /* Unlinked here meanwhile (the size, if any, is done) */
             rc = orphan_setattr(fs, orphan, in, to_set, iflags);
@@ -324,9 +356,25 @@ static int set_attrs(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set,
         uint32_t mask = XT_ROW_SET_CTIME;
         xt_row upd;
         xt_row_init(&upd);
+        uint8_t *acl_grp = NULL;
+        uint32_t acl_len = 0;
         if (to_set & POM_SET_MODE) {
             a.mode = in->st_mode & 07777;
             mask |= XT_ROW_SET_MODE;
+            const xt_row_group *g = xt_row_view_group(&row, XT_CG_XATTR);
+            if (g && !(acl_grp = xt_malloc(g->len))) {
+                xt_resp_free(&r);
+                return -ENOMEM;
+            }
+            if (g)
+                memcpy(acl_grp, g->ptr, g->len);
+            if (g && acl_chmod(acl_grp, g->len, in->st_mode)) {
+                acl_len = g->len;
+                xt_row_view_set_group(&upd, XT_CG_XATTR, acl_grp, acl_len);
+            } else {
+                xt_free(acl_grp);
+                acl_grp = NULL;
+            }
         }
         if (to_set & POM_SET_UID) {
             a.uid = in->st_uid;
@@ -359,6 +407,11 @@ static int set_attrs(pom_fs *fs, pom_ino ino, const struct stat *in, int to_set,
         struct xt_resp ur;
         rc = pom_call(fs, &q, &ur, NULL);
         xt_resp_free(&ur);
+        if (rc == 0 && acl_grp) {
+            pom_ino_keep_xattrs(fs, ino, acl_grp, acl_len); /* takes acl_grp */
+            acl_grp = NULL;
+        }
+        xt_free(acl_grp);
         if (rc == -ESTALE)
             continue;
         if (rc < 0)
@@ -417,14 +470,96 @@ static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *ro
     return rc;
 }
 
+/* The parent's mode and gid (invariant 7) and default ACL (invariant 8;
+ * *dacl xt_malloc'd, NULL: none) as last read here, else read once. */
+static int parent_attr(pom_fs *fs, pom_ino parent, uint32_t *mode, uint32_t *gid,
+                       uint8_t **dacl, uint32_t *dacl_len)
+{
+    int rc = pom_ino_dir_attr(fs, parent, mode, gid, dacl, dacl_len);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    uint64_t table;
+    char name[XT_NAME_MAX + 1];
+    struct xt_resp r;
+    xt_row row;
+    if ((rc = pom_ino_row(fs, parent, XT_CG_XATTR, &table, name, &r, &row)) < 0)
+        return rc;
+    const xt_row_group *g = xt_row_view_group(&row, XT_CG_XATTR);
+    const uint8_t *v = NULL;
+    uint32_t vlen = 0;
+    if (!g ||
+        xt_row_xattr_get(g->ptr, g->len, POM_ACL_DEFAULT, strlen(POM_ACL_DEFAULT), &v, &vlen) <
+            0 ||
+        pom_acl_check(v, vlen) != 0) {
+        v = NULL; /* none (a stored one was checked: pom_xattr.c invariant 5) */
+        vlen = 0;
+    }
+    *mode = row.attr.mode;
+    *gid = row.attr.gid;
+    if (vlen && !(*dacl = xt_malloc(vlen)))
+        rc = -ENOMEM;
+    else if (vlen)
+        memcpy(*dacl, v, vlen);
+    *dacl_len = *dacl ? vlen : 0;
+    if (rc == 0)
+        rc = pom_ino_dir_keep(fs, parent, &row.attr, v, vlen);
+    xt_resp_free(&r);
+    if (rc < 0) {
+        xt_free(*dacl);
+        *dacl = NULL;
+    }
+    return rc;
+}
+
+/* The XT_CG_XATTR group of a new entry (*grp xt_malloc'd, NULL: none) and
+ * its mode's permission bits (*mode in and out), from the parent's default
+ * ACL (consumed) as the kernel's posix_acl_create makes them (invariant
+ * 8); without one the umask applies. */
+static int inherit_acl(uint8_t type, uint8_t *dacl, uint32_t dacl_len, mode_t umask,
+                       mode_t *mode, uint8_t **grp, size_t *glen)
+{
+    *grp = NULL;
+    *glen = 0;
+    if (type == XT_ROW_SYMLINK)
+        return 0; /* always 0777, no ACL */
+    if (!dacl) {
+        *mode &= ~(umask & 0777);
+        return 0;
+    }
+    int rc = 0;
+    if (type == XT_ROW_DIR)
+        rc = xt_row_xattr_set(NULL, 0, POM_ACL_DEFAULT, strlen(POM_ACL_DEFAULT), dacl, dacl_len,
+                              0, grp, glen);
+    if (rc == 0 && pom_acl_create_masq(dacl, dacl_len, mode)) {
+        uint8_t *g2;
+        size_t g2len;
+        rc = xt_row_xattr_set(*grp, *glen, POM_ACL_ACCESS, strlen(POM_ACL_ACCESS), dacl,
+                              dacl_len, 0, &g2, &g2len);
+        if (rc == 0) {
+            xt_free(*grp);
+            *grp = g2;
+            *glen = g2len;
+        }
+    }
+    if (rc < 0) {
+        xt_free(*grp);
+        *grp = NULL;
+        *glen = 0;
+    }
+    return rc;
+}
+
 /* Builds and exclusively creates a new entry (invariant 2). rdev: a
  * device's number (0 for other types), kept in the row's `generation`
  * column so that every read of the row's attributes has it. `data` is the
  * XT_CG_DATA group (a symlink's target) or NULL. On success *st is filled
- * and the new inode has one reference. */
+ * and the new inode has one reference; *made (may be NULL) gets the row's
+ * attributes and its XT_CG_XATTR group (inherited ACLs), whose bytes
+ * *made_xg owns (xt_malloc'd, NULL: none; the caller frees). */
 static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type, mode_t mode,
                       dev_t rdev, const void *data, uint32_t dlen,
-                      const struct pom_cred *cred, struct stat *st, xt_row_attr *made)
+                      const struct pom_cred *cred, struct stat *st, xt_row *made,
+                      uint8_t **made_xg)
 {
     assert(type >= XT_ROW_REG && type <= XT_ROW_SOCK); /* an entry, not a stub or a KV row */
     int rc = xt_ns_name_check(name);
@@ -442,19 +577,21 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
     uint64_t now = xt_now_ns();
     row.attr.uuid = uuid;
     row.attr.type = type;
-    row.attr.mode = mode & 07777;
     row.attr.uid = c.uid;
     row.attr.gid = c.gid;
+    uint32_t pmode, pgid, dacl_len = 0;
+    uint8_t *dacl = NULL, *xg;
+    size_t xglen;
+    if ((rc = parent_attr(fs, parent, &pmode, &pgid, &dacl, &dacl_len)) < 0)
+        return rc;
+    mode_t m = mode & 07777;
+    rc = inherit_acl(type, dacl, dacl_len, c.umask, &m, &xg, &xglen);
+    xt_free(dacl);
+    if (rc < 0)
+        return rc;
+    row.attr.mode = m;
     /* A set-group-ID directory gives its new entries its group, and its
      * new subdirectories the bit (invariant 7). */
-    uint32_t pmode, pgid;
-    struct stat pst;
-    if (!pom_ino_dir_attr(fs, parent, &pmode, &pgid)) {
-        if ((rc = pom_getattr(fs, parent, &pst)) < 0)
-            return rc;
-        pmode = (uint32_t)pst.st_mode;
-        pgid = (uint32_t)pst.st_gid;
-    }
     if (pmode & S_ISGID) {
         row.attr.gid = pgid;
         if (type == XT_ROW_DIR)
@@ -469,13 +606,21 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
         row.attr.flags = XT_ROW_F_INLINE;
     if (type == XT_ROW_SYMLINK)
         row.attr.size = dlen;
-    if (dlen && (rc = xt_row_view_set_group(&row, XT_CG_DATA, data, dlen)) < 0)
+    if ((dlen && (rc = xt_row_view_set_group(&row, XT_CG_DATA, data, dlen)) < 0) ||
+        (xglen && (rc = xt_row_view_set_group(&row, XT_CG_XATTR, xg, (uint32_t)xglen)) < 0) ||
+        (rc = create_batch(fs, parent, name, &row)) < 0) {
+        xt_free(xg);
         return rc;
-    if ((rc = create_batch(fs, parent, name, &row)) < 0)
-        return rc;
+    }
     pom_row_stat(&row.attr, st);
-    if (made)
-        *made = row.attr;
+    if (made) {
+        made->attr = row.attr;
+        if (xglen)
+            xt_row_view_set_group(made, XT_CG_XATTR, xg, (uint32_t)xglen); /* fits: row's */
+        *made_xg = xg;
+    } else {
+        xt_free(xg);
+    }
     return pom_ino_ref(fs, uuid, parent, name, type, 1);
 }
 
@@ -485,15 +630,15 @@ int pom_mknod(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, dev_t r
     switch (mode & S_IFMT) {
     case 0:
     case S_IFREG:
-        return make_entry(fs, parent, name, XT_ROW_REG, mode, 0, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_REG, mode, 0, NULL, 0, cred, st, NULL, NULL);
     case S_IFIFO:
-        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, 0, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_FIFO, mode, 0, NULL, 0, cred, st, NULL, NULL);
     case S_IFSOCK:
-        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, 0, NULL, 0, cred, st, NULL);
+        return make_entry(fs, parent, name, XT_ROW_SOCK, mode, 0, NULL, 0, cred, st, NULL, NULL);
     case S_IFCHR:
     case S_IFBLK:
         return make_entry(fs, parent, name, S_ISCHR(mode) ? XT_ROW_CHR : XT_ROW_BLK, mode, rdev,
-                          NULL, 0, cred, st, NULL);
+                          NULL, 0, cred, st, NULL, NULL);
     case S_IFDIR:
         return -EINVAL; /* mkdir's job, as mknod(2) says */
     default:
@@ -507,8 +652,9 @@ int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int fl
     *out = NULL;
     xt_row fresh, *known = NULL;
     xt_row_init(&fresh);
-    int rc = make_entry(fs, parent, name, XT_ROW_REG, mode & 07777, 0, NULL, 0, cred, st,
-                        &fresh.attr);
+    uint8_t *fresh_xg = NULL;
+    int rc = make_entry(fs, parent, name, XT_ROW_REG, mode & 07777, 0, NULL, 0, cred, st, &fresh,
+                        &fresh_xg);
     if (rc == 0) {
         known = &fresh; /* ours, empty and inline: opened from the row written */
     } else if (rc == -EEXIST && !(flags & O_EXCL)) {
@@ -525,7 +671,9 @@ int pom_create(pom_fs *fs, pom_ino parent, const char *name, mode_t mode, int fl
     } else if (rc < 0) {
         return rc;
     }
-    if ((rc = pom_file_open_row(fs, st->st_ino, flags, known, out)) < 0) {
+    rc = pom_file_open_row(fs, st->st_ino, flags, known, out); /* copies fresh's groups */
+    xt_free(fresh_xg);
+    if (rc < 0) {
         pom_forget(fs, st->st_ino, 1);
         return rc;
     }
@@ -536,7 +684,7 @@ int pom_mkdir(pom_fs *fs, pom_ino parent, const char *name, mode_t mode,
               const struct pom_cred *cred, struct stat *st)
 {
     /* The directory's table comes into being with its first entry. */
-    return make_entry(fs, parent, name, XT_ROW_DIR, mode, 0, NULL, 0, cred, st, NULL);
+    return make_entry(fs, parent, name, XT_ROW_DIR, mode, 0, NULL, 0, cred, st, NULL, NULL);
 }
 
 int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target,
@@ -548,7 +696,7 @@ int pom_symlink(pom_fs *fs, pom_ino parent, const char *name, const char *target
     if (len > POM_SYMLINK_MAX)
         return -ENAMETOOLONG;
     return make_entry(fs, parent, name, XT_ROW_SYMLINK, 0777, 0, target, (uint32_t)len, cred, st,
-                      NULL);
+                      NULL, NULL);
 }
 
 ssize_t pom_readlink(pom_fs *fs, pom_ino ino, char *buf, size_t cap)

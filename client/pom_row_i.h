@@ -86,9 +86,15 @@ struct pom_inode {
                               removal was acknowledged (pom_tracts_drop) */
     xt_row_attr *gone_dir; /* protected by fs->mu: a removed directory's last
                               attributes (xt_malloc'd), for fstat until forget */
-    bool dir_seen;         /* protected by fs->mu: a directory's mode and gid */
-    uint32_t dir_mode;     /*   as its last row read here said (set-group-ID */
-    uint32_t dir_gid;      /*   inheritance of its new entries, pom_ops.c) */
+    bool dir_seen;         /* protected by fs->mu: a directory's mode, gid */
+    uint32_t dir_mode;     /*   and ctime as its last row read here said */
+    uint32_t dir_gid;      /*   (set-group-ID and default-ACL inheritance */
+    uint64_t dir_ctime;    /*   of its new entries, pom_ops.c) */
+    bool dacl_seen;        /* protected by fs->mu: dacl is the directory's */
+    uint64_t dacl_ctime;   /*   default ACL (xt_malloc'd, NULL: none) when */
+    uint64_t dacl_mono;    /*   its ctime was dacl_ctime, read at monotonic */
+    uint8_t *dacl;         /*   time dacl_mono; current while that ctime is */
+    uint32_t dacl_len;     /*   dir_ctime or for POM_DACL_FRESH_NS after it */
     uint8_t type;          /* enum xt_row_type */
     struct pom_data *data; /* protected by fs->mu: set while opens > 0 */
     uint64_t seen_size;    /* protected by fs->mu: size and mtime of the row */
@@ -134,7 +140,8 @@ void pom_ino_close(pom_fs *fs, struct pom_inode *ino);
 struct pom_inode *pom_ino_pin_orphan(pom_fs *fs, uint64_t uuid);
 /* Gives uuid's open state (if open here) the xattr group grp (len bytes;
  * xt_malloc'd, or NULL when len is 0): it takes ownership of grp in every
- * case (freed at once when uuid is not open here). */
+ * case (freed at once when uuid is not open here). A directory's kept
+ * default ACL (pom_ino_dir_keep) is forgotten: read again when needed. */
 void pom_ino_keep_xattrs(pom_fs *fs, uint64_t uuid, uint8_t *grp, uint32_t len);
 /* Whether uuid is open here. */
 bool pom_ino_is_open(pom_fs *fs, uint64_t uuid);
@@ -145,9 +152,23 @@ bool pom_ino_known(pom_fs *fs, uint64_t uuid);
 uint64_t pom_ino_seq(pom_fs *fs);
 /* Records a flush of uuid's size/times that the MDS acknowledged. */
 void pom_ino_flushed(pom_fs *fs, uint64_t uuid);
+/* How long a directory's default ACL read here is used once its ctime
+ * moved on (this client's own creates move it, and the kernel re-reads a
+ * directory after each: without it every create would read it again);
+ * another client's change of it is seen by creates here at most this late. */
+#define POM_DACL_FRESH_NS 1000000000ull
+
 /* A known directory's mode and gid as its last read here (getattr,
- * lookup, readdirplus: pom_ino_stat_fix) said: 1 if known, else 0. */
-int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid);
+ * lookup, readdirplus: pom_ino_stat_fix) said, and its default ACL
+ * (*dacl a copy the caller frees, NULL: none) if kept (pom_ino_dir_keep)
+ * at that read's ctime or within POM_DACL_FRESH_NS: 1 if all known,
+ * else 0. -ENOMEM. */
+int pom_ino_dir_attr(pom_fs *fs, uint64_t uuid, uint32_t *mode, uint32_t *gid,
+                     uint8_t **dacl, uint32_t *dacl_len);
+/* Keeps a directory's attributes and default ACL (copied; NULL: none) as
+ * one read of its row gave them. -ENOMEM (nothing kept). */
+int pom_ino_dir_keep(pom_fs *fs, uint64_t uuid, const xt_row_attr *a, const uint8_t *dacl,
+                     uint32_t dacl_len);
 /* All of *st from the open buffer of uuid, if open here, or from the last
  * attributes of a directory removed here (pom_ino_unlinked): 1 if *st was
  * filled, else 0. For a file or directory removed here and still open. */

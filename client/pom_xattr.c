@@ -6,9 +6,10 @@
  *  (1) A change reads the group with the row's uuid and version and writes
  *      the new group conditional on that version (-ESTALE: read again), so
  *      concurrent changes of different names never lose one another.
- *  (2) Only the user., trusted. and security. namespaces are stored;
- *      system.* (POSIX ACLs and friends) and unknown prefixes answer
- *      -ENOTSUP rather than being stored as plain bytes nobody enforces.
+ *  (2) Only the user., trusted. and security. namespaces and the two
+ *      POSIX ACLs (system.posix_acl_access, system.posix_acl_default) are
+ *      stored; other system.* names and unknown prefixes answer -ENOTSUP
+ *      rather than being stored as plain bytes nobody enforces.
  *  (3) The group is that of the inode's attribute row: for a linked file
  *      its ILT row, never a link stub (stubs carry no xattrs; pom_ino_row
  *      follows a stub met late and moves the map there). The write is
@@ -21,9 +22,16 @@
  *      of a row's group is also given to the open state, so the copy is
  *      current when the last name goes through another path (rename over
  *      it, a link stub removed; pom_ops.c re-reads it at a plain unlink).
+ *  (5) An ACL is stored only once pom_acl_check accepted it (-EINVAL),
+ *      a default ACL only on a directory (-EACCES). Setting the access
+ *      ACL sets the mode's permission bits from it in the same row update
+ *      (so the two always agree), and an ACL the mode says all of is
+ *      removed rather than stored, as a local file system does
+ *      (docs/client.md "POSIX ACLs").
  *
  * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-3.
  */
+#include "pom_acl_i.h"
 #include "pom_ns_i.h"
 
 #include <string.h>
@@ -38,7 +46,7 @@ static int name_check(const char *name)
     if (strlen(name) > XT_ROW_XATTR_NAME_MAX)
         return -ERANGE;
     if (strncmp(name, "user.", 5) && strncmp(name, "trusted.", 8) &&
-        strncmp(name, "security.", 9))
+        strncmp(name, "security.", 9) && !pom_acl_name(name))
         return -ENOTSUP;
     return 0;
 }
@@ -61,15 +69,40 @@ static int read_group(pom_fs *fs, pom_ino ino, uint64_t *table, char *name, stru
 
 /* The new group of a change, from (grp, glen): remove false sets xname to
  * (value, size) with `how` (XT_ROW_XATTR_CREATE / _REPLACE / 0), remove
- * true removes it. *ng is xt_malloc'd (NULL: empty group). */
+ * true removes it. *ng is xt_malloc'd (NULL: empty group). *mode (the
+ * permission bits of a file, a directory when dir) takes an access ACL's
+ * (invariant 5). */
 static int edit(const uint8_t *grp, uint32_t glen, const char *xname, const void *value,
-                size_t size, int how, bool remove, uint8_t **ng, size_t *nlen)
+                size_t size, int how, bool remove, bool dir, uint32_t *mode, uint8_t **ng,
+                size_t *nlen)
 {
     *ng = NULL;
     *nlen = 0;
+    bool absent_ok = false; /* an ACL the mode says all of, or none at all */
+    if (!remove && pom_acl_name(xname)) {
+        int rc = pom_acl_check(value, size);
+        bool access = strcmp(xname, POM_ACL_ACCESS) == 0;
+        if (rc < 0)
+            return rc;
+        if (!access && !dir)
+            return -EACCES;
+        mode_t m = *mode;
+        if (rc == 0 && access && pom_acl_equiv_mode(value, size, &m) == 1)
+            rc = 1;
+        *mode = (uint32_t)m;
+        remove = absent_ok = rc == 1;
+    }
     int rc = remove ? xt_row_xattr_remove(grp, glen, xname, strlen(xname), ng, nlen)
                     : xt_row_xattr_set(grp, glen, xname, strlen(xname), value, size, how, ng,
                                        nlen);
+    if (rc == -ENODATA && absent_ok) {
+        if (glen && !(*ng = xt_malloc(glen)))
+            return -ENOMEM;
+        if (glen)
+            memcpy(*ng, grp, glen);
+        *nlen = glen;
+        rc = 0;
+    }
     return rc == -EBADMSG ? -EIO : rc;
 }
 
@@ -122,10 +155,13 @@ static bool orphan_op(pom_fs *fs, pom_ino ino, int op, const char *xname, void *
     } else {
         uint8_t *ng;
         size_t nlen;
+        uint32_t mode = d->st.st_mode & 07777;
         rc = d->iflags & XT_NS_ROW_F_FIXED
                  ? -EPERM
-                 : edit(d->xattr, d->xattr_len, xname, value, size, how, op == 'r', &ng, &nlen);
+                 : edit(d->xattr, d->xattr_len, xname, value, size, how, op == 'r', false, &mode,
+                        &ng, &nlen);
         if (rc == 0) {
+            d->st.st_mode = (d->st.st_mode & S_IFMT) | mode;
             xt_free(d->xattr);
             d->xattr = ng;
             d->xattr_len = (uint32_t)nlen;
@@ -167,21 +203,26 @@ static int change(pom_fs *fs, pom_ino ino, const char *xname, const void *value,
         }
         uint8_t *ng;
         size_t nlen;
-        rc = edit(grp, glen, xname, value, size, how, remove, &ng, &nlen);
+        uint32_t mode = row.attr.mode;
+        rc = edit(grp, glen, xname, value, size, how, remove, row.attr.type == XT_ROW_DIR, &mode,
+                  &ng, &nlen);
         uint64_t ver = row.attr.version;
+        bool chmod = mode != row.attr.mode;
         xt_resp_free(&r);
         if (rc < 0)
             return rc;
         xt_row upd;
         xt_row_init(&upd);
         upd.attr.ctime_ns = xt_now_ns();
+        upd.attr.mode = mode;
         uint16_t drop[1] = { XT_CG_XATTR };
         if (nlen)
             xt_row_view_set_group(&upd, XT_CG_XATTR, ng, (uint32_t)nlen);
         struct xt_req q = { .op = XT_OP_UPDATE, .t = { .table = table }, .name = name,
                             .name_len = (uint32_t)strlen(name),
                             .flags = XT_F_IF_VER | XT_F_IF_UUID,
-                            .row = &upd, .set_mask = XT_ROW_SET_CTIME,
+                            .row = &upd,
+                            .set_mask = XT_ROW_SET_CTIME | (chmod ? XT_ROW_SET_MODE : 0),
                             .drop = nlen ? NULL : drop, .ndrop = nlen ? 0 : 1,
                             .expect_version = ver, .expect_uuid = ino };
         rc = pom_call(fs, &q, &r, NULL);

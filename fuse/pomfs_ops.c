@@ -25,6 +25,15 @@
  *      the bytes are stored and before it is answered: a buffered read that
  *      raced with it (an asynchronous direct write gets no invalidation
  *      from the kernel when it completes) cannot keep the old bytes.
+ *  (7) POSIX ACLs (docs/client.md "POSIX ACLs"): with FUSE_CAP_POSIX_ACL
+ *      the kernel checks permissions against the ACL xattrs it reads
+ *      through getxattr (and caches), and hands setfacl's changes over
+ *      as setxattr/removexattr; the library keeps the mode and the
+ *      access ACL in agreement and gives new entries their directory's
+ *      default ACL. FUSE_CAP_DONT_MASK goes with it: the kernel passes
+ *      the umask on, which the library applies only where no default
+ *      ACL masks the mode. Setting an access ACL by a caller outside the
+ *      file's group clears S_ISGID (acl_kill_sgid).
  */
 #include "pomfs_i.h"
 
@@ -80,7 +89,9 @@ static struct pomfs *P(fuse_req_t req)
 static struct pom_cred cred_of(fuse_req_t req)
 {
     const struct fuse_ctx *c = fuse_req_ctx(req);
-    struct pom_cred cr = { c->uid, c->gid };
+    /* The umask comes with mknod, mkdir and create (FUSE_CAP_DONT_MASK:
+     * the library applies it unless a default ACL masks the mode). */
+    struct pom_cred cr = { c->uid, c->gid, (uint32_t)c->umask };
     return cr;
 }
 
@@ -121,6 +132,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
      * FS_IOC_GETFLAGS/SETFLAGS of a directory only with this (op_ioctl). */
     if (conn->capable & FUSE_CAP_IOCTL_DIR)
         conn->want |= FUSE_CAP_IOCTL_DIR;
+    /* Invariant (7). */
+    if ((conn->capable & FUSE_CAP_POSIX_ACL) && (conn->capable & FUSE_CAP_DONT_MASK))
+        conn->want |= FUSE_CAP_POSIX_ACL | FUSE_CAP_DONT_MASK;
     /* Large files go straight to their tracts: 1 MiB write requests (the
      * most libfuse's buffer and the kernel's default max_pages take), an
      * eighth of the requests of 128 KiB ones. Readahead can only be
@@ -524,13 +538,44 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
         fuse_reply_statfs(req, &sv);
 }
 
+/* Whether the caller is in group gid (its own or a supplementary one). */
+static bool in_group(fuse_req_t req, gid_t gid)
+{
+    if (fuse_req_ctx(req)->gid == gid)
+        return true;
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, 64, groups);
+    for (int i = 0; i < n && i < 64; i++)
+        if (groups[i] == gid)
+            return true;
+    return false;
+}
+
+/* Invariant (7): setting an access ACL by a caller outside the file's group
+ * clears S_ISGID, as the kernel's posix_acl_update_mode does for a local
+ * file system (the kernel's flag saying so, FUSE_SETXATTR_ACL_KILL_SGID,
+ * does not reach a libfuse 3.14 file system). Root counts as CAP_FSETID. */
+static int acl_kill_sgid(fuse_req_t req, fuse_ino_t ino)
+{
+    struct stat st;
+    int rc = pom_getattr(P(req)->fs, ino, &st);
+    if (rc < 0 || !(st.st_mode & S_ISGID) || fuse_req_ctx(req)->uid == 0 ||
+        in_group(req, st.st_gid))
+        return rc;
+    st.st_mode &= ~(mode_t)S_ISGID;
+    return pom_setattr(P(req)->fs, ino, &st, POM_SET_MODE, NULL);
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
                         size_t size, int flags)
 {
     TIMED(req, setxattr);
     /* The kernel passes any mix of XATTR_CREATE and XATTR_REPLACE on; the
      * library refuses both together (-EINVAL). */
-    fuse_reply_err(req, -pom_setxattr(P(req)->fs, ino, name, value, size, flags));
+    int rc = pom_setxattr(P(req)->fs, ino, name, value, size, flags);
+    if (rc == 0 && strcmp(name, "system.posix_acl_access") == 0)
+        rc = acl_kill_sgid(req, ino);
+    fuse_reply_err(req, -rc);
 }
 
 static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)

@@ -6,7 +6,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
-  libfuse3-dev fuse3 attr
+  libfuse3-dev fuse3 attr acl
   libleveldb-dev
   libthrift-dev thrift-compiler libboost-dev
   libxxhash-dev

@@ -17,8 +17,12 @@
  *      known.
  *  (3) Names are NUL-terminated, 1..255 bytes, without '/': -ENAMETOOLONG,
  *      -EINVAL otherwise.
- *  (4) Permissions are not checked by the library except by pom_access:
- *      pomfs mounts with `default_permissions` so the kernel checks them.
+ *  (4) Permissions are not checked by the library except by pom_access,
+ *      against the mode bits: pomfs mounts with `default_permissions` and
+ *      POSIX ACLs, so the kernel checks them, ACLs included. The library
+ *      keeps the stored ACLs right: a new entry inherits its directory's
+ *      default ACL, a chmod changes the access ACL, setting the access ACL
+ *      changes the mode (docs/client.md "POSIX ACLs").
  *  (5) Every handle is thread-safe; a pom_file may be used by several
  *      threads at once.
  *
@@ -56,9 +60,13 @@ typedef struct pom_file pom_file;
 #define POM_BLKSIZE     4096u         /* st_blksize, statfs f_bsize: the unit of
                                          fallocate's collapse and insert ranges */
 
-/* Who creates or asks: owner of new entries, subject of pom_access. */
+/* Who creates or asks: owner of new entries, subject of pom_access.
+ * umask: the permission bits a new entry's mode loses, unless its
+ * directory has a default ACL, whose entries mask the mode instead
+ * (docs/client.md "POSIX ACLs"); 0: the mode as given. */
 struct pom_cred {
     uint32_t uid, gid;
+    uint32_t umask;
 };
 
 /* ---- connecting ------------------------------------------------------ */
@@ -365,12 +373,16 @@ POM_API void pom_releasedir(pom_dir *d);
  * see docs/client.md). */
 POM_API int pom_statfs(pom_fs *fs, struct statvfs *sv);
 
-/* ---- extended attributes (namespaces user., trusted., security.;
+/* ---- extended attributes (namespaces user., trusted., security., and
+ *      the POSIX ACLs system.posix_acl_access and system.posix_acl_default;
  *      others: -ENOTSUP) ------------------------------------------------ */
 
 /* flags: 0, XATTR_CREATE (-EEXIST), XATTR_REPLACE (-ENODATA); both together
  * or any other bit: -EINVAL. Names over
- * 255 bytes or values over 64 KiB: -ERANGE / -E2BIG. */
+ * 255 bytes or values over 64 KiB: -ERANGE / -E2BIG. An ACL in the Linux
+ * xattr format (version 2, valid entries; else -EINVAL; a default ACL on
+ * a non-directory: -EACCES); the access ACL sets the mode's permission
+ * bits too, and is not stored when the mode says all of it. */
 POM_API int pom_setxattr(pom_fs *fs, pom_ino ino, const char *name, const void *value,
                          size_t size, int flags);
 /* size 0: returns the value's size; else copies it, -ERANGE when it does

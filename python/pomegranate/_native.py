@@ -31,7 +31,7 @@ typedef struct pom_fs pom_fs;
 typedef struct pom_file pom_file;
 typedef struct pom_kv pom_kv;
 
-struct pom_cred { uint32_t uid, gid; };
+struct pom_cred { uint32_t uid, gid; uint32_t umask; };
 struct pom_opts {
     int call_timeout_ms;
     int retry_ms;

@@ -44,7 +44,7 @@ int main(int argc, char **argv)
     char name[64];
     snprintf(name, sizeof name, "probe-%d", (int)getpid());
     struct stat st;
-    struct pom_cred cred = { (uint32_t)getuid(), (uint32_t)getgid() };
+    struct pom_cred cred = { (uint32_t)getuid(), (uint32_t)getgid(), 0 };
     pom_file *f = NULL;
     rc = pom_create(fs, POM_ROOT_INO, name, 0644, O_WRONLY, &cred, &st, &f);
     if (rc == 0) {

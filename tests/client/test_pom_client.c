@@ -15,6 +15,11 @@
  *   - inode flags: immutable and append-only refuse (EPERM) what chattr(1)
  *     says, on a file open before the flag too, on every name of a
  *     hard-linked file, on a directory's name; kept for a fresh connection;
+ *   - POSIX ACLs: malformed values -EINVAL, a default ACL on a file
+ *     -EACCES; the access ACL sets the mode (not stored when the mode says
+ *     it all); chmod changes its mask; a default ACL is inherited by new
+ *     entries (files: access ACL; directories: both) and masks the mode
+ *     instead of cred.umask, which applies without one;
  *   - a file open here whose last name was unlinked: truncate, chmod,
  *     chown, utimens and the four xattr calls work on it (xattrs set before,
  *     by another client too, are kept), a failed truncate changes nothing,
@@ -184,7 +189,7 @@ static void test_root_and_names(void **state)
     assert_int_equal(pom_lookup(fs, d, "loop", &st), 0);
     assert_true(S_ISBLK(st.st_mode) && st.st_rdev == makedev(7, 300));
     pom_forget(fs, st.st_ino, 1);
-    struct pom_cred cr = { 1234, 5678 };
+    struct pom_cred cr = { 1234, 5678, 0 };
     assert_int_equal(pom_mkdir(fs, d, "owned", 0750, &cr, &st), 0);
     assert_int_equal(st.st_uid, 1234);
     assert_int_equal(st.st_gid, 5678);
@@ -327,7 +332,7 @@ static void test_setattr(void **state)
     assert_int_equal(pom_release(f), 0);
     check_file(fs, d, "f", want, 10);
     /* access(2) for an unprivileged credential */
-    struct pom_cred owner = { 42, 43 }, other = { 7, 7 };
+    struct pom_cred owner = { 42, 43, 0 }, other = { 7, 7, 0 };
     assert_int_equal(pom_access(fs, st.st_ino, R_OK | W_OK | X_OK, &owner), 0);
     assert_int_equal(pom_access(fs, st.st_ino, R_OK, &other), -EACCES);
     assert_int_equal(pom_access(fs, st.st_ino, X_OK, &other), 0);
@@ -528,7 +533,8 @@ static void test_symlink_xattr(void **state)
                      -EINVAL);
     assert_int_equal(pom_getxattr(fs, x, "user.c", NULL, 0), -ENODATA);
     assert_int_equal(pom_setxattr(fs, x, "user.a", "22", 2, XATTR_REPLACE), 0);
-    assert_int_equal(pom_setxattr(fs, x, "system.posix_acl_access", "x", 1, 0), -ENOTSUP);
+    assert_int_equal(pom_setxattr(fs, x, "system.posix_acl_access", "x", 1, 0), -EINVAL);
+    assert_int_equal(pom_setxattr(fs, x, "system.other", "x", 1, 0), -ENOTSUP);
     assert_int_equal(pom_setxattr(fs, x, "nonamespace", "x", 1, 0), -ENOTSUP);
     assert_int_equal(pom_getxattr(fs, x, "user.a", NULL, 0), 2);
     assert_int_equal(pom_getxattr(fs, x, "user.a", buf, 1), -ERANGE);
@@ -569,6 +575,130 @@ static int count_cb(void *arg, const char *name, const struct stat *st, uint64_t
     s->next = next;
     s->last = st->st_ino;
     return 0;
+}
+
+/* One ACL entry of the Linux xattr format (pom_acl_i.h), little endian. */
+static size_t acl_put(uint8_t *p, size_t off, unsigned tag, unsigned perm, uint32_t id)
+{
+    uint8_t e[8] = { (uint8_t)tag, (uint8_t)(tag >> 8), (uint8_t)perm, 0, (uint8_t)id,
+                     (uint8_t)(id >> 8), (uint8_t)(id >> 16), (uint8_t)(id >> 24) };
+    memcpy(p + off, e, 8);
+    return off + 8;
+}
+
+/* u::rwx, u:<uid>:<uperm>, g::r-x, m::<mask>, o::--- (or the base three
+ * alone when uid is 0). */
+static size_t acl_make(uint8_t *p, uint32_t uid, unsigned uperm, unsigned mask)
+{
+    memcpy(p, "\x02\0\0\0", 4);
+    size_t n = acl_put(p, 4, 0x01, 7, UINT32_MAX);
+    if (uid)
+        n = acl_put(p, n, 0x02, uperm, uid);
+    n = acl_put(p, n, 0x04, 5, UINT32_MAX);
+    if (uid)
+        n = acl_put(p, n, 0x10, mask, UINT32_MAX);
+    return acl_put(p, n, 0x20, 0, UINT32_MAX);
+}
+
+static void test_acl(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino d = fresh_dir(fs, "acl");
+    struct pom_cred cr = { 1000, 1000, 022 };
+    struct stat st, fst;
+    uint8_t a[64], b[64];
+    assert_int_equal(pom_mknod(fs, d, "f", S_IFREG | 0666, 0, &cr, &fst), 0);
+    assert_int_equal(fst.st_mode & 07777, 0644); /* no default ACL: the umask */
+    pom_ino f = fst.st_ino;
+    /* Malformed values: short, a bad version, a bad tag, a perm bit too
+     * many, no mask with a named user, out of order. */
+    size_t n = acl_make(a, 4242, 6, 6);
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", a, 3, 0), -EINVAL);
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", a, n - 1, 0), -EINVAL);
+    memcpy(b, a, n);
+    b[0] = 1;
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", b, n, 0), -EINVAL);
+    memcpy(b, a, n);
+    b[12] = 0x40;
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", b, n, 0), -EINVAL);
+    memcpy(b, a, n);
+    b[6] = 8;
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", b, n, 0), -EINVAL);
+    memcpy(b, a, n);
+    memcpy(b + 28, b + 36, 8); /* the mask dropped: a named user without one */
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", b, n - 8, 0), -EINVAL);
+    memcpy(b, a, 4);
+    memcpy(b + 4, a + 20, 8); /* group_obj first */
+    memcpy(b + 12, a + 4, 8);
+    memcpy(b + 20, a + 36, 8);
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", b, 28, 0), -EINVAL);
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_default", a, n, 0), -EACCES);
+    assert_int_equal(pom_getxattr(fs, f, "system.posix_acl_access", NULL, 0), -ENODATA);
+    /* The access ACL sets the mode: group bits from the mask. */
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", a, n, 0), 0);
+    assert_int_equal(pom_getattr(fs, f, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0760);
+    assert_int_equal(pom_getxattr(fs, f, "system.posix_acl_access", b, sizeof b), (ssize_t)n);
+    assert_memory_equal(a, b, n);
+    /* chmod changes owner, mask and other entries. */
+    struct stat in = { .st_mode = 0741 };
+    assert_int_equal(pom_setattr(fs, f, &in, POM_SET_MODE, &st), 0);
+    assert_int_equal(pom_getxattr(fs, f, "system.posix_acl_access", b, sizeof b), (ssize_t)n);
+    assert_int_equal(b[6], 7);  /* user_obj */
+    assert_int_equal(b[14], 6); /* the named user: kept */
+    assert_int_equal(b[22], 5); /* group_obj: kept (the mask stands for it) */
+    assert_int_equal(b[30], 4); /* mask */
+    assert_int_equal(b[38], 1); /* other */
+    /* An ACL the mode says all of replaces the stored one by the mode. */
+    size_t n3 = acl_make(b, 0, 0, 0);
+    assert_int_equal(pom_setxattr(fs, f, "system.posix_acl_access", b, n3, 0), 0);
+    assert_int_equal(pom_getattr(fs, f, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0750);
+    assert_int_equal(pom_getxattr(fs, f, "system.posix_acl_access", NULL, 0), -ENODATA);
+    pom_forget(fs, f, 1);
+
+    /* Inheritance: the default ACL masks the mode, not the umask. */
+    assert_int_equal(pom_setxattr(fs, d, "system.posix_acl_default", a, n, 0), 0);
+    cr.umask = 077;
+    assert_int_equal(pom_mknod(fs, d, "g", S_IFREG | 0666, 0, &cr, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0660);
+    assert_int_equal(pom_getxattr(fs, st.st_ino, "system.posix_acl_access", b, sizeof b),
+                     (ssize_t)n);
+    assert_int_equal(b[6], 6);  /* user_obj rwx & rw- */
+    assert_int_equal(b[30], 6); /* mask rw- & rw- */
+    assert_int_equal(pom_getxattr(fs, st.st_ino, "system.posix_acl_default", NULL, 0),
+                     -ENODATA);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_mkdir(fs, d, "sub", 0777, &cr, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0760);
+    assert_int_equal(pom_getxattr(fs, st.st_ino, "system.posix_acl_default", b, sizeof b),
+                     (ssize_t)n);
+    assert_memory_equal(a, b, n);
+    pom_forget(fs, st.st_ino, 1);
+    pom_file *h;
+    assert_int_equal(pom_create(fs, d, "h", 0640, O_WRONLY | O_CREAT, &cr, &st, &h), 0);
+    assert_int_equal(st.st_mode & 07777, 0640);
+    /* Its open state has the inherited ACL: renamed over while open, it
+     * still answers it. */
+    struct stat st2;
+    assert_int_equal(pom_mknod(fs, d, "h2", S_IFREG | 0600, 0, &cr, &st2), 0);
+    pom_forget(fs, st2.st_ino, 1);
+    assert_int_equal(pom_rename(fs, d, "h2", d, "h", 0), 0);
+    assert_int_equal(pom_getxattr(fs, st.st_ino, "system.posix_acl_access", NULL, 0),
+                     (ssize_t)n);
+    assert_int_equal(pom_release(h), 0);
+    pom_forget(fs, st.st_ino, 1);
+    assert_int_equal(pom_symlink(fs, d, "ln", "h", &cr, &st), 0);
+    assert_int_equal(pom_getxattr(fs, st.st_ino, "system.posix_acl_access", NULL, 0), -ENODATA);
+    pom_forget(fs, st.st_ino, 1);
+    /* Removed: the umask again (the kept default ACL is not used). */
+    assert_int_equal(pom_removexattr(fs, d, "system.posix_acl_default"), 0);
+    assert_int_equal(pom_mknod(fs, d, "k", S_IFREG | 0666, 0, &cr, &st), 0);
+    assert_int_equal(st.st_mode & 07777, 0600);
+    pom_forget(fs, st.st_ino, 1);
+    pom_forget(fs, d, 1);
+    pom_close(fs);
 }
 
 static void expect_xattr(pom_fs *fs, pom_ino ino, const char *name, const char *value)
@@ -1079,6 +1209,7 @@ int main(void)
         cmocka_unit_test(test_remove_and_rename),
         cmocka_unit_test(test_symlink_xattr),
         cmocka_unit_test(test_inode_flags),
+        cmocka_unit_test(test_acl),
         cmocka_unit_test(test_unlinked_open),
         cmocka_unit_test(test_readdir),
         cmocka_unit_test(test_two_clients_uuids),
