@@ -310,6 +310,29 @@ int mds_store_local_crash(mds_store_local *m, uint32_t site)
     return rc;
 }
 
+int mds_store_local_wipe(mds_store_local *m, uint32_t site)
+{
+    struct lsite *s = site_find(m, site);
+    if (!s)
+        return 0;
+    pthread_rwlock_wrlock(&m->life);
+    mdsl_store_close(s->store);
+    s->store = NULL;
+    mdsl_io_destroy(s->io);
+    s->io = NULL;
+    (void)nftw(s->index, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    int rc = mdsl_io_mem_new(&s->io);
+    if (rc == 0) {
+        mdsl_io_mem_set_capacity(s->io, LOCAL_DEVICE);
+        s->o.io = s->io;
+        rc = mdsl_store_open(&s->o, &s->store);
+    }
+    pthread_rwlock_unlock(&m->life);
+    if (rc < 0)
+        XT_ERR("mds_store_local: site %u: open after wipe: %s", site, strerror(-rc));
+    return rc;
+}
+
 void mds_store_local_full(mds_store_local *m, uint32_t site, bool full)
 {
     pthread_mutex_lock(&m->mu);
