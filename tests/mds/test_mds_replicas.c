@@ -11,7 +11,9 @@
  *    every slice was written once more, the slices the wiped site leads
  *    are whole there again, and another site may lose its disk next;
  *  - a coordinator crash between any two store calls of a replicated
- *    group leaves the group all-or-nothing at every replica.
+ *    group leaves the group all-or-nothing at every replica, also when the
+ *    home then loses its disk (four sites: the decision copies commit
+ *    before the participants that are no copy).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,27 +30,34 @@
 
 enum { TABLE = 700, ROWS = 400 };
 
-static uint32_t loc3(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
+/* Placements over sites 1..N (arg: N). */
+static uint32_t locn(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
 {
-    (void)arg;
-    return 1 + (uint32_t)((table + slice + fsid) % 3);
+    return 1 + (uint32_t)((table + slice + fsid) % (uintptr_t)arg);
 }
 
-/* Site order from the owner: 1 -> 2 -> 3 -> 1. */
-static uint32_t rep3(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, uint32_t max,
+/* Three replicas in site order from the owner: 1 -> 2 -> ... -> N -> 1. */
+static uint32_t repn(void *arg, uint32_t fsid, uint64_t table, uint32_t slice, uint32_t max,
                      uint32_t *sites)
 {
-    uint32_t n = max < 3 ? max : 3;
-    uint32_t o = loc3(arg, fsid, table, slice);
+    uint32_t n = max < 3 ? max : 3, ns = (uint32_t)(uintptr_t)arg;
+    uint32_t o = locn(arg, fsid, table, slice);
     for (uint32_t i = 0; i < n; i++)
-        sites[i] = 1 + (o - 1 + i) % 3;
+        sites[i] = 1 + (o - 1 + i) % ns;
     return n;
 }
 
-static const uint32_t parts3[] = { 1, 2, 3 };
+static uint32_t loc3(void *arg, uint32_t fsid, uint64_t table, uint32_t slice)
+{
+    (void)arg;
+    return locn((void *)(uintptr_t)3, fsid, table, slice);
+}
+
+static const uint32_t parts[] = { 1, 2, 3, 4 };
 static const uint32_t copies[] = { 2, 3 };
 
 struct renv {
+    uint32_t nsites; /* 0: 3 */
     mds_store_local *mem;
     mds_store st;
     mds_stats *stats;
@@ -63,9 +72,11 @@ static int renv_start(struct renv *v)
     if (!v->mem) {
         v->mem = mds_store_local_new();
         mds_store_local_bind(v->mem, &v->st);
-        if (mds_place_new(loc3, NULL, &v->place) < 0)
+        if (!v->nsites)
+            v->nsites = 3;
+        if (mds_place_new(locn, (void *)(uintptr_t)v->nsites, &v->place) < 0)
             return -ENOMEM;
-        mds_place_set_replicas(v->place, 3, rep3);
+        mds_place_set_replicas(v->place, 3, repn);
     }
     v->stats = mds_stats_new(); /* per start: counts what this start did */
     struct mds_cache_opts co = { .store = &v->st, .place = v->place, .stats = v->stats };
@@ -74,7 +85,7 @@ static int renv_start(struct renv *v)
         return rc;
     struct mds_group_opts go = {
         .store = &v->st, .cache = v->c, .place = v->place, .site_id = 9,
-        .home_site = 1, .participants = parts3, .nparticipants = 3,
+        .home_site = 1, .participants = parts, .nparticipants = v->nsites,
         .decision_copies = copies, .ndecision_copies = 2,
         .commit_interval_ms = 5, .retry_ms = 2, .stats = v->stats,
     };
@@ -255,12 +266,11 @@ static void test_lost_disks(void **state)
  * groups commit: after recovery every replica holds the same slices at
  * the same versions (each group all-or-nothing at every replica), every
  * row is whole, and an acknowledged sync is there. */
-static void test_crash_sweep(void **state)
+static void crash_sweep(uint32_t nsites, bool wipe_home)
 {
-    (void)state;
     static struct xt_store_slice a[4096], b[4096];
     for (long after = 0;; after++) {
-        struct renv v = { 0 };
+        struct renv v = { .nsites = nsites };
         assert_int_equal(renv_start(&v), 0);
         write_all(&v, 1);
         mds_store_local_sever(v.mem, after);
@@ -272,19 +282,23 @@ static void test_crash_sweep(void **state)
         int rc = mds_group_sync(v.g, gen, 300);
         renv_crash(&v);
         mds_store_local_sever(v.mem, -1);
+        if (wipe_home)
+            assert_int_equal(mds_store_local_wipe(v.mem, 1), 0);
         assert_int_equal(renv_start(&v), 0);
-        size_t na = user_slices(&v, 1, a, 4096);
-        for (uint32_t site = 2; site <= 3; site++) {
-            size_t nb = user_slices(&v, site, b, 4096);
-            if (nb != na)
-                fail_msg("sever after %ld: site %u holds %zu slices, site 1 %zu", after, site,
-                         nb, na);
-            for (size_t i = 0; i < na; i++)
-                if (b[i].id.table != a[i].id.table || b[i].id.slice != a[i].id.slice ||
-                    b[i].version != a[i].version)
-                    fail_msg("sever after %ld: slice %u at v%llu on site %u, v%llu on 1", after,
-                             a[i].id.slice, (unsigned long long)b[i].version, site,
-                             (unsigned long long)a[i].version);
+        /* Every replica that kept its disk holds each slice at one version. */
+        for (uint32_t x = wipe_home ? 2 : 1; x <= nsites; x++) {
+            size_t na = user_slices(&v, x, a, 4096);
+            for (uint32_t y = x + 1; y <= nsites; y++) {
+                size_t nb = user_slices(&v, y, b, 4096);
+                for (size_t i = 0; i < na; i++)
+                    for (size_t j = 0; j < nb; j++)
+                        if (b[j].id.table == a[i].id.table && b[j].id.slice == a[i].id.slice &&
+                            b[j].version != a[i].version)
+                            fail_msg("sever after %ld: slice %u at v%llu on site %u, v%llu on "
+                                     "site %u", after, a[i].id.slice,
+                                     (unsigned long long)b[j].version, y,
+                                     (unsigned long long)a[i].version, x);
+            }
         }
         char name[64];
         for (unsigned k = 0; k < ROWS; k++) {
@@ -308,12 +322,30 @@ static void test_crash_sweep(void **state)
     }
 }
 
+static void test_crash_sweep(void **state)
+{
+    (void)state;
+    crash_sweep(3, false);
+}
+
+/* Four sites, decision copies on 2 and 3, slices on three of four: the
+ * coordinator crashes between any two store calls and then the home loses
+ * its disk. The copies commit before the other participants, so recovery
+ * finds the decision whenever any participant committed: replicas agree,
+ * and an acknowledged sync survives the home's disk. */
+static void test_crash_sweep_home_lost(void **state)
+{
+    (void)state;
+    crash_sweep(4, true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_replica_same),
         cmocka_unit_test(test_lost_disks),
         cmocka_unit_test(test_crash_sweep),
+        cmocka_unit_test(test_crash_sweep_home_lost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
