@@ -95,7 +95,8 @@ struct dlist {
 struct mds_group {
     struct mds_group_opts o;     /* o.participants/o.nparticipants: unused after open */
     uint32_t *parts;             /* participants, home included; only grows (mu) */
-    uint32_t dec_sites[MDS_REPLICAS_MAX]; /* home, then the decision copies */
+    uint32_t dec_sites[MDS_REPLICAS_MAX]; /* home, then the decision copies
+                                             (set at open, then read-only) */
     size_t ndec;
     size_t nparts, capparts;     /* (mu) */
 
@@ -1293,13 +1294,16 @@ static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx 
         .id = { .fsid = MDS_COORD_FSID, .slice = g->o.site_id, .table = MDS_COORD_TABLE },
         .version = txid, .data = dec, .len = sizeof dec,
     };
-    long home = batch_for(t, g->o.home_site);
-    int rc = home < 0 ? (int)home : batch_add(&t->b[home], &r);
-    for (size_t i = 0; i < g->ndec && rc == 0; i++) {
-        long bi = i == 0 ? home : batch_for(t, g->dec_sites[i]);
-        rc = bi < 0 ? (int)bi : i == 0 ? 0 : batch_add(&t->b[bi], &r);
+    long home = -ENOMEM;
+    int rc = 0;
+    assert(g->ndec >= 1 && g->dec_sites[0] == g->o.home_site);
+    for (size_t i = 0; i < g->ndec && rc == 0; i++) { /* the home and its copies */
+        long bi = batch_for(t, g->dec_sites[i]);
+        rc = bi < 0 ? (int)bi : batch_add(&t->b[bi], &r);
         if (rc == 0)
             t->b[bi].decision = true;
+        if (i == 0)
+            home = bi;
     }
     for (size_t i = 0; i < t->nb && rc == 0; i++)
         for (size_t j = 0; j < t->b[i].n; j++)
