@@ -657,6 +657,9 @@ int main(int argc, char **argv)
     if (r < replicas)
         XT_WARN("--mdsl-replicas %llu: ring 1 holds %u MDSL, so %u replicas",
                 (unsigned long long)replicas, xt_ring_nsites(ring), r);
+    if (r > 1)
+        XT_INFO("%u MDSL replicas of every slice; decision records at MDSL %u and %u more "
+                "(docs/mdsl-replicas.md); ring 1 frozen", r, sites[0], r - 1);
     mds_store store = mds_store_rpc_handle(rpc);
     /* Ring 1 as fetched; with R2 the follower installs a change in flight
      * (previous kept) once the group is open, before anything is served. */
