@@ -71,7 +71,7 @@ static const struct cmd_help helps[] = {
       "        pom_open_opts take it. It opens that fs only and administers\n"
       "        nothing. --rotate first bumps the fs's key generation: keys given\n"
       "        out before stop working for new connections\n" },
-    { "up", "up [--data DIR] [--mount DIR [-o OPTS]] [--mds N] [--mdsl N]",
+    { "up", "up [--data DIR] [--mount DIR [-o OPTS]] [--mds N] [--mdsl N] [--mdsl-replicas R]",
       "Start a one-machine cluster in the background: pom-r2, pom-mdsl and,\n"
       "when found, pom-mds, with data under DIR (default ~/.pomegranate), logs\n"
       "in DIR/logs, pids in DIR/run. Waits until every daemon answers and has\n"
@@ -82,7 +82,9 @@ static const struct cmd_help helps[] = {
       "reclaim=5,reclaim_grace=10). --mds N starts N\n"
       "pom-mds (pom-mds, pom-mds-2, ...) sharing the tables by ring 0\n"
       "(default 1); --mdsl N starts N pom-mdsl (pom-mdsl, pom-mdsl-2, ...)\n"
-      "sharing the slices by ring 1 (default 1). Running it again on a\n"
+      "sharing the slices by ring 1 (default 1); --mdsl-replicas R keeps every\n"
+      "slice on R of them (1..5, kept in DIR/mdsl-replicas; default 1).\n"
+      "Running it again on a\n"
       "running folder is harmless.\n"
       "Executables are looked up in $POM_BIN_DIR, next to pomctl, in the build\n"
       "tree folders ../mdsl ../mds ../r2 ../fuse, then in PATH.\n" },

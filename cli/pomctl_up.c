@@ -24,6 +24,11 @@
  * failures, ring 1 never does"); on a running cluster the extra ones join
  * through a ring-1 change (docs/mdsl-scale.md). Default: 1.
  *
+ * `up --mdsl-replicas R` keeps every slice and decision record on R MDSL
+ * (docs/mdsl-replicas.md): every pom-mds gets `--mdsl-replicas R`. It is a
+ * setting of the cluster, kept in DIR/mdsl-replicas, so a later `up`
+ * without the option starts the MDS alike. Default: 1.
+ *
  * Start order R2 -> MDSL -> MDS (-> pomfs); stop order is the reverse, so
  * an MDS can still write back to its MDSL and every site can still tell R2
  * it leaves.
@@ -62,6 +67,7 @@
 
 #define MDS_INSTANCES_MAX 16
 #define MDSL_INSTANCES_MAX 16
+#define MDSL_REPLICAS_MAX 5 /* pom-mds's MDS_REPLICAS_MAX */
 
 struct daemon {
     const char *name;        /* names its files (and is the executable's name
@@ -82,6 +88,7 @@ struct daemon {
 struct updir {
     char dir[PATH_MAX];
     int lockfd;
+    int mdsl_replicas; /* every pom-mds gets --mdsl-replicas this (> 1) */
 };
 
 static FILE *out_stream(const struct pomctl *ctl)
@@ -130,11 +137,13 @@ static int parse_count(struct pomctl *ctl, const char *cmd, const char *opt, int
 }
 
 /* Parses "--data DIR", "--mount DIR" and "-o OPTS" (mount NULL: not
- * accepted) and "--mds N", "--mdsl N" (nmds NULL: neither accepted). */
+ * accepted) and "--mds N", "--mdsl N", "--mdsl-replicas R" (nmds NULL:
+ * none accepted; *replicas stays 0 unless given). */
 static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv, const char **data,
-                      const char **mount, const char **mopts, int *nmds, int *nmdsl)
+                      const char **mount, const char **mopts, int *nmds, int *nmdsl,
+                      int *replicas)
 {
-    assert(!nmds == !nmdsl);
+    assert(!nmds == !nmdsl && !nmds == !replicas);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], **dst = NULL;
         size_t n = 0;
@@ -150,6 +159,9 @@ static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv
         if (nmds && (rc = parse_count(ctl, cmd, "--mds", MDS_INSTANCES_MAX, argc, argv, &i,
                                       nmds)) == -ENOENT)
             rc = parse_count(ctl, cmd, "--mdsl", MDSL_INSTANCES_MAX, argc, argv, &i, nmdsl);
+        if (nmds && rc == -ENOENT)
+            rc = parse_count(ctl, cmd, "--mdsl-replicas", MDSL_REPLICAS_MAX, argc, argv, &i,
+                             replicas);
         if (rc != -ENOENT) {
             if (rc)
                 return rc;
@@ -170,6 +182,36 @@ static int parse_dirs(struct pomctl *ctl, const char *cmd, int argc, char **argv
         if (!**dst)
             return pomctl_usage_err(ctl, cmd, "%s wants a folder", a);
     }
+    return 0;
+}
+
+/* d->mdsl_replicas: `given` (> 0), saved in DIR/mdsl-replicas, or what
+ * that file says, or 1. 0 or an exit code. */
+static int mdsl_replicas_setting(struct updir *d, int given)
+{
+    char f[PATH_MAX];
+    joinf(f, "%s/mdsl-replicas", d->dir);
+    d->mdsl_replicas = 1;
+    if (given > 0) {
+        FILE *o = fopen(f, "we");
+        if (!o || fprintf(o, "%d\n", given) < 0 || fclose(o) != 0) {
+            fprintf(stderr, "pomctl: cannot write %s: %s\n", f, strerror(errno));
+            return POMCTL_EFAIL;
+        }
+        d->mdsl_replicas = given;
+        return 0;
+    }
+    FILE *i = fopen(f, "re");
+    if (!i)
+        return 0;
+    int v = 0;
+    bool ok = fscanf(i, "%d", &v) == 1 && v >= 1 && v <= MDSL_REPLICAS_MAX;
+    fclose(i);
+    if (!ok) {
+        fprintf(stderr, "pomctl: %s does not hold a number in 1..%d\n", f, MDSL_REPLICAS_MAX);
+        return POMCTL_EFAIL;
+    }
+    d->mdsl_replicas = v;
     return 0;
 }
 
@@ -354,7 +396,7 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
     }
     unlink(portf); /* a stale port must not pass for the new one */
     unlink(metricsf);
-    char *argv[18], keyf[PATH_MAX];
+    char *argv[20], keyf[PATH_MAX];
     int a = 0;
     argv[a++] = dm->exe;
     joinf(keyf, "%s/%s", d->dir, XT_AUTH_KEY_FILE);
@@ -377,6 +419,12 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
     if (r2addr) {
         argv[a++] = (char *)"--r2";
         argv[a++] = (char *)r2addr;
+    }
+    char reps[16];
+    if (dm->site_type == XT_SITE_MDS && d->mdsl_replicas > 1) {
+        snprintf(reps, sizeof reps, "%d", d->mdsl_replicas);
+        argv[a++] = (char *)"--mdsl-replicas";
+        argv[a++] = reps;
     }
     char split[32];
     unsigned long long sb = dm->site_type == XT_SITE_MDS ? split_bytes_for(d->dir) : 0;
@@ -649,14 +697,16 @@ static int mount_fs(struct pomctl *ctl, const struct updir *d, const char *self_
 int pomctl_cmd_up(struct pomctl *ctl, int argc, char **argv)
 {
     const char *data = NULL, *mnt = NULL, *mopts = NULL;
-    int nmds = 1, nmdsl = 1;
-    int code = parse_dirs(ctl, "up", argc, argv, &data, &mnt, &mopts, &nmds, &nmdsl);
+    int nmds = 1, nmdsl = 1, replicas = 0;
+    int code = parse_dirs(ctl, "up", argc, argv, &data, &mnt, &mopts, &nmds, &nmdsl, &replicas);
     if (code)
         return code;
     struct updir d;
     code = open_dir(ctl, data, true, &d);
     if (code)
         return code < 0 ? POMCTL_EFAIL : code;
+    if ((code = mdsl_replicas_setting(&d, replicas)))
+        return code;
     /* The cluster key, made once: every daemon, mount and pomctl proves it. */
     char keyf[PATH_MAX];
     joinf(keyf, "%s/%s", d.dir, XT_AUTH_KEY_FILE);
@@ -887,7 +937,7 @@ static void unmount(struct pomctl *ctl, const struct updir *d)
 int pomctl_cmd_down(struct pomctl *ctl, int argc, char **argv)
 {
     const char *data = NULL;
-    int code = parse_dirs(ctl, "down", argc, argv, &data, NULL, NULL, NULL, NULL);
+    int code = parse_dirs(ctl, "down", argc, argv, &data, NULL, NULL, NULL, NULL, NULL);
     if (code)
         return code;
     struct updir d;

@@ -221,25 +221,57 @@ void mds_cache_resize(mds_cache *c, mds_cent *e)
 }
 
 /* Load k's records from the first place that holds a live copy (invariant
- * 7): current placement, then the previous one. *site: where. */
+ * 7): the current placement's replicas in order, then the previous
+ * placement. *site: the place (the first replica of the set, where its
+ * records are written), whichever replica answered. *degraded: a replica
+ * before the one that answered had no usable copy (docs/mdsl-replicas.md
+ * "Reads"). With one replica a record set without an image is handed on as
+ * loaded (read_slice refuses it); with more it is a damaged replica. */
 static int load_placed(mds_cache *c, const struct mds_key *k, struct xt_store_load *ld,
-                       uint32_t *site)
+                       uint32_t *site, bool *degraded)
 {
-    uint32_t at[2];
+    uint32_t at[2], rs[MDS_REPLICAS_MAX];
     mds_place_locate(c->o.place, k->fsid, k->table, k->slice, &at[0], &at[1]);
+    uint32_t nr = mds_place_replicas(c->o.place, k->fsid, k->table, k->slice, rs);
+    if (rs[0] != at[0]) { /* the placement changed in between: its owner alone */
+        rs[0] = at[0];
+        nr = 1;
+    }
+    const xt_slice_id id = { .fsid = k->fsid, .slice = k->slice, .table = k->table };
     bool moved = false;
+    *degraded = false;
     int rc = -ENOENT;
     for (int i = 0; i < (at[1] == at[0] ? 1 : 2); i++) {
-        rc = mds_store_load(c->o.store, at[i],
-                            (xt_slice_id){ .fsid = k->fsid, .slice = k->slice, .table = k->table },
-                            ld);
-        if (rc == 0) {
-            *site = at[i];
-            return 0;
+        const uint32_t *cand = i == 0 ? rs : &at[1];
+        uint32_t n = i == 0 ? nr : 1;
+        int unknown = 0;
+        for (uint32_t j = 0; j < n; j++) {
+            rc = mds_store_load(c->o.store, cand[j], id, ld);
+            if (rc == 0 && (ld->has_image || n == 1)) {
+                *site = at[i];
+                *degraded = j > 0;
+                if (j > 0) {
+                    XT_INFO("cache: fs %u table %llu slice %u read from replica %u",
+                            k->fsid, (unsigned long long)k->table, k->slice, cand[j]);
+                    mds_stats_add(c->o.stats, MDS_CTR_REPLICA_FALLBACKS, 1);
+                }
+                return 0;
+            }
+            if (rc == 0) {
+                xt_store_load_free(ld);
+                rc = -EBADMSG; /* deltas without their image: a replica that lost it */
+            }
+            if (rc == -ESTALE)
+                moved = true;
+            else if (rc != -ENOENT && !unknown)
+                unknown = rc;
+            if (n > 1 && rc != -ENOENT && rc != -ESTALE)
+                XT_WARN("cache: fs %u table %llu slice %u: replica %u answers %s",
+                        k->fsid, (unsigned long long)k->table, k->slice, cand[j],
+                        strerror(-rc));
         }
-        if (rc != -ENOENT && rc != -ESTALE)
-            return rc; /* unknown: the live copy may be there */
-        moved |= rc == -ESTALE;
+        if (unknown)
+            return unknown; /* unknown: the live copy may be there */
     }
     if (moved) /* between a move's two COMMITs, or our view is behind */
         mds_stats_add(c->o.stats, MDS_CTR_MOVED_WAITS, 1);
@@ -250,16 +282,18 @@ static int load_placed(mds_cache *c, const struct mds_key *k, struct xt_store_lo
  * last record's version, the image and delta bytes, the site holding them.
  * Asks before_load first (invariant 6). */
 static int read_slice(mds_cache *c, const struct mds_key *k, xt_slice **out, uint64_t *version,
-                      size_t *image_bytes, size_t *delta_bytes, uint32_t *site, bool *fenced)
+                      size_t *image_bytes, size_t *delta_bytes, uint32_t *site, bool *fenced,
+                      bool *degraded)
 {
     *out = NULL;
     *fenced = false;
+    *degraded = false;
     int rc = c->o.before_load ? c->o.before_load(c->o.before_load_arg, k, fenced) : 0;
     if (rc < 0)
         return rc;
     struct xt_store_load ld;
     uint64_t t0 = xt_mono_ns();
-    rc = load_placed(c, k, &ld, site);
+    rc = load_placed(c, k, &ld, site, degraded);
     if (rc < 0) {
         mds_stats_record(c->o.stats, MDS_OP_LOAD, xt_mono_ns() - t0, rc);
         return rc;
@@ -309,11 +343,13 @@ uint64_t mds_cache_stamp(mds_cache *c)
 static int load_slice(mds_cache *c, const struct mds_key *k, struct mds_cent *e)
 {
     atomic_store(&e->ring_ver, mds_cache_stamp(c));
-    bool fenced;
+    bool fenced, degraded;
     int rc = read_slice(c, k, &e->slice, &e->cm.version, &e->cm.image_bytes,
-                        &e->cm.delta_bytes, &e->cm.site, &fenced);
+                        &e->cm.delta_bytes, &e->cm.site, &fenced, &degraded);
     if (rc < 0)
         return rc;
+    if (degraded) /* the next record rewrites every replica whole */
+        e->cm.force_image = true;
     if (fenced) {
         e->cm.version += MDS_CACHE_FENCE_GAP;
         e->cm.force_image = true;
@@ -333,7 +369,8 @@ int mds_cache_reread(mds_cache *c, const struct mds_key *k, xt_slice **out, uint
                      uint32_t *site, bool *fenced)
 {
     size_t ib, db;
-    int rc = read_slice(c, k, out, version, &ib, &db, site, fenced);
+    bool degraded;
+    int rc = read_slice(c, k, out, version, &ib, &db, site, fenced, &degraded);
     if (rc < 0)
         *version = 0; /* (a delta that failed may have set it) */
     return rc;

@@ -95,6 +95,9 @@ struct dlist {
 struct mds_group {
     struct mds_group_opts o;     /* o.participants/o.nparticipants: unused after open */
     uint32_t *parts;             /* participants, home included; only grows (mu) */
+    uint32_t dec_sites[MDS_REPLICAS_MAX]; /* home, then the decision copies
+                                             (set at open, then read-only) */
+    size_t ndec;
     size_t nparts, capparts;     /* (mu) */
 
     _Atomic uint64_t open_gen;   /* written by the committer under mu */
@@ -157,6 +160,7 @@ struct mds_group_batch {
     size_t n, cap;
     int op, rc;
     bool moved_out; /* holds a MOVED tombstone: an old site X of a move */
+    bool decision;  /* holds the decision record (the home or a copy) */
 };
 
 /* One transaction's records, by site. Zero-initialised = empty. */
@@ -170,6 +174,11 @@ struct mds_group_tx {
 /* Add *r (copied; r->bytes borrowed) to site's batch; a MOVED record marks
  * the batch as an old site of a move. 0 or -ENOMEM. */
 static int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct xt_store_rec *r);
+/* Add *r to every site of its slice's replica set whose first site is
+ * `site` (docs/mdsl-replicas.md "Writes"); a site that is not the first of
+ * the current set (the old site of a move) gets r alone. 0 or -ENOMEM. */
+static int tx_add_replicas(mds_group *g, struct mds_group_tx *t, uint32_t site,
+                           const struct xt_store_rec *r);
 /* Frees the batches; t is empty after (freeing an empty one is a no-op). */
 static void mds_group_tx_free(struct mds_group_tx *t);
 /* Commit txid with t's records plus the decision record at the home, then
@@ -552,7 +561,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                 .flags = cm->snap_sys ? XT_STORE_F_SYS : 0, .id = id,
                 .version = cm->version + 1, .data = cm->snap, .len = (uint32_t)cm->snap_len,
             };
-            rc = cm->snap_len > UINT32_MAX ? -E2BIG : mds_group_tx_add(&t, cm->snap_site, &r);
+            rc = cm->snap_len > UINT32_MAX ? -E2BIG : tx_add_replicas(g, &t, cm->snap_site, &r);
             if (rc == 0 && cm->snap_site != cm->site) {
                 /* The move's other half: same txid, same version. */
                 static const uint8_t none[1];
@@ -560,7 +569,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
                     .type = XT_STORE_IMAGE, .flags = XT_STORE_F_MOVED, .id = id,
                     .version = r.version, .data = none, .len = 0,
                 };
-                rc = mds_group_tx_add(&t, cm->site, &tomb);
+                rc = tx_add_replicas(g, &t, cm->site, &tomb);
             }
             nrec++;
             grow += (int64_t)cm->snap_mem - (int64_t)cm->durable_mem;
@@ -869,8 +878,12 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
 {
     *out = NULL;
     if (!o || !o->store || !o->cache || !o->place || o->site_id == 0 ||
-        o->site_id > MDS_SITE_MAX || (o->nparticipants && !o->participants))
+        o->site_id > MDS_SITE_MAX || (o->nparticipants && !o->participants) ||
+        o->ndecision_copies >= MDS_REPLICAS_MAX || (o->ndecision_copies && !o->decision_copies))
         return -EINVAL;
+    for (size_t i = 0; i < o->ndecision_copies; i++)
+        if (o->decision_copies[i] == o->home_site)
+            return -EINVAL;
     mds_group *g = xt_calloc(1, sizeof *g);
     if (!g)
         return -ENOMEM;
@@ -888,8 +901,13 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     }
     if (!home_in)
         g->parts[g->nparts++] = o->home_site;
+    g->dec_sites[g->ndec++] = o->home_site;
+    for (size_t i = 0; i < o->ndecision_copies; i++)
+        g->dec_sites[g->ndec++] = o->decision_copies[i];
     g->o.participants = NULL; /* the caller's array: g->parts from here */
     g->o.nparticipants = 0;
+    g->o.decision_copies = NULL;
+    g->o.ndecision_copies = 0;
     pthread_mutex_init(&g->mu, NULL);
     xt_cond_init_mono(&g->cv_commit);
     xt_cond_init_mono(&g->cv_done);
@@ -897,7 +915,11 @@ int mds_group_open(const struct mds_group_opts *o, mds_group **out)
     g->fold_owed = true; /* slices loaded with deltas */
 
     uint32_t epoch;
-    int rc = mds_group_recover(g, &epoch);
+    int rc = 0;
+    for (size_t i = 1; i < g->ndec && rc == 0; i++)
+        rc = mds_group_add_participant(g, g->dec_sites[i]);
+    if (rc == 0)
+        rc = mds_group_recover(g, &epoch);
     if (rc == 0)
         rc = mds_group_claim_epoch(g, epoch);
     if (rc == 0) {
@@ -1167,43 +1189,52 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
 
     if (moving)
         XT_CRASH_POINT("move.decided");
-    /* Phase 2: decided. Every other participant must commit; retry. Under
-     * move_x_first the old sites of moves (tombstones) go first. */
+    /* Phase 2: decided. Every other participant must commit; retry. In
+     * stages: the decision record's copies first (mds_group.h "Decision
+     * record"), then under move_x_first the old sites of moves
+     * (tombstones), then the rest. */
     bool x_first = moving && g->o.move_x_first;
-    for (size_t i = 0; i < nb; i++)
-        sel[i] = i != home && (!x_first || b[i].moved_out);
-    for (;;) {
-        run_batches(g, b, nb, sel, OP_COMMIT);
-        bool more = false;
-        for (size_t i = 0; i < nb; i++) {
-            if (!sel[i])
-                continue;
-            if (b[i].rc == 0) {
-                sel[i] = false;
-            } else if (b[i].rc == -EINVAL) {
-                XT_ERR("group: site %u aborted txid %llx after voting yes", b[i].site,
-                       (unsigned long long)txid);
-                sel[i] = false;
-            } else {
-                more = true;
-            }
-        }
-        if (!more && x_first) {
-            XT_CRASH_POINT("move.x_committed");
-            x_first = false; /* no move in it: the others now */
-            for (size_t i = 0; i < nb; i++)
-                sel[i] = i != home && !b[i].moved_out;
+    bool done[nb ? nb : 1];
+    memset(done, 0, sizeof done);
+    done[home] = true;
+    enum { STAGE_COPIES, STAGE_MOVED_OUT, STAGE_REST };
+    for (int stage = STAGE_COPIES; stage <= STAGE_REST; stage++) {
+        if (stage == STAGE_MOVED_OUT && !x_first)
             continue;
-        }
-        if (!more)
-            return 0;
-        if (mds_group_stopping(g))
-            return -ESHUTDOWN; /* committed at home: recovery finishes it */
         for (size_t i = 0; i < nb; i++)
-            if (sel[i])
-                mds_group_note_storage_error(g, b[i].rc);
-        xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+            sel[i] = !done[i] && (stage == STAGE_REST ||
+                                  (stage == STAGE_COPIES ? b[i].decision : b[i].moved_out));
+        for (;;) {
+            run_batches(g, b, nb, sel, OP_COMMIT);
+            bool more = false;
+            for (size_t i = 0; i < nb; i++) {
+                if (!sel[i])
+                    continue;
+                if (b[i].rc == 0) {
+                    sel[i] = false;
+                    done[i] = true;
+                } else if (b[i].rc == -EINVAL) {
+                    XT_ERR("group: site %u aborted txid %llx after voting yes", b[i].site,
+                           (unsigned long long)txid);
+                    sel[i] = false;
+                    done[i] = true;
+                } else {
+                    more = true;
+                }
+            }
+            if (!more)
+                break;
+            if (mds_group_stopping(g))
+                return -ESHUTDOWN; /* committed at home: recovery finishes it */
+            for (size_t i = 0; i < nb; i++)
+                if (sel[i])
+                    mds_group_note_storage_error(g, b[i].rc);
+            xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
+        }
+        if (stage == STAGE_MOVED_OUT)
+            XT_CRASH_POINT("move.x_committed");
     }
+    return 0;
 }
 
 static void mds_group_tx_free(struct mds_group_tx *t)
@@ -1239,6 +1270,21 @@ static int mds_group_tx_add(struct mds_group_tx *t, uint32_t site, const struct 
     return rc;
 }
 
+static int tx_add_replicas(mds_group *g, struct mds_group_tx *t, uint32_t site,
+                           const struct xt_store_rec *r)
+{
+    uint32_t rs[MDS_REPLICAS_MAX];
+    uint32_t n = mds_place_replicas(g->o.place, r->id.fsid, r->id.table, r->id.slice, rs);
+    if (rs[0] != site) {
+        rs[0] = site;
+        n = 1;
+    }
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++)
+        rc = mds_group_tx_add(t, rs[i], r);
+    return rc;
+}
+
 static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx *t)
 {
     uint8_t dec[MDS_DECISION_SIZE];
@@ -1248,8 +1294,17 @@ static int mds_group_tx_commit(mds_group *g, uint64_t txid, struct mds_group_tx 
         .id = { .fsid = MDS_COORD_FSID, .slice = g->o.site_id, .table = MDS_COORD_TABLE },
         .version = txid, .data = dec, .len = sizeof dec,
     };
-    long home = batch_for(t, g->o.home_site);
-    int rc = home < 0 ? (int)home : batch_add(&t->b[home], &r);
+    long home = -ENOMEM;
+    int rc = 0;
+    assert(g->ndec >= 1 && g->dec_sites[0] == g->o.home_site);
+    for (size_t i = 0; i < g->ndec && rc == 0; i++) { /* the home and its copies */
+        long bi = batch_for(t, g->dec_sites[i]);
+        rc = bi < 0 ? (int)bi : batch_add(&t->b[bi], &r);
+        if (rc == 0)
+            t->b[bi].decision = true;
+        if (i == 0)
+            home = bi;
+    }
     for (size_t i = 0; i < t->nb && rc == 0; i++)
         for (size_t j = 0; j < t->b[i].n; j++)
             if (t->reserve)
@@ -1355,6 +1410,9 @@ int mds_group_add_participant(mds_group *g, uint32_t site)
 
 int mds_group_drop_participant(mds_group *g, uint32_t site)
 {
+    for (size_t i = 1; i < g->ndec; i++)
+        if (site == g->dec_sites[i])
+            return -EBUSY; /* holds decision records, as the home does */
     if (site == g->o.home_site)
         return -EBUSY;
     pthread_mutex_lock(&g->mu);

@@ -77,8 +77,18 @@
  *   16  8    txid: the last committed transaction (this one)
  *   24  8    checksum: xt_hash_bytes(bytes [0, 24), MDS_DECISION_SEED)
  *
- * The record is written at the home only; the home does not move yet (a
- * drained home needs the copy of docs/mdsl-scale.md "Decision records", not built).
+ * The record is written at the home and at its copies (opts.decision_copies:
+ * the next r-1 lowest ids of ring 1 when slices have r replicas,
+ * docs/mdsl-replicas.md "Decision records"), all in the same transaction.
+ * The home's commit is the commit point; the copies commit next, before any
+ * other participant, so a home that loses its disk after the commit point
+ * leaves the decision at a copy whenever any other participant committed.
+ * The home does not move yet (docs/mdsl-scale.md "Decision records").
+ *
+ * Replicas (docs/mdsl-replicas.md): each record of a slice goes to every
+ * site of its replica set (mds_place_replicas) in the same transaction, so
+ * a group is committed at all of them or at none (invariant 6 covers every
+ * replica: sync returns once every replica acknowledged).
  */
 #ifndef MDS_GROUP_H
 #define MDS_GROUP_H
@@ -129,6 +139,11 @@ struct mds_group_opts {
     const uint32_t *participants; /* every MDSL that may hold our prepares */
     size_t nparticipants;        /* (copied; home is added if missing; grows
                                     by mds_group_add_participant) */
+    /* Further MDSL holding a copy of every decision record (none: the home
+     * alone); copied, added to the participants. At most MDS_REPLICAS_MAX - 1,
+     * none equal to the home. */
+    const uint32_t *decision_copies;
+    size_t ndecision_copies;
     unsigned commit_interval_ms; /* 0: 5000 */
     size_t dirty_bytes_bound;    /* close early past this; 0: 64 MiB */
     double image_ratio;          /* image when deltas pass this of it; 0: 0.5 */
@@ -174,7 +189,7 @@ void mds_group_decision_encode(uint8_t *b, uint32_t site, uint32_t epoch, uint64
 int mds_group_add_participant(mds_group *g, uint32_t site);
 /* Invariant 9: a DRAINED site stops being a participant (so a removed MDSL
  * does not stall recovery and settling). 0 (also when it was none),
- * -EBUSY for the home. Safe from any thread. */
+ * -EBUSY for the home or a decision copy. Safe from any thread. */
 int mds_group_drop_participant(mds_group *g, uint32_t site);
 /* The participants now (invariant 9: every MDSL that may hold this MDS's
  * slices), as a new array *out of *n (xt_free). Safe from any thread.

@@ -377,6 +377,10 @@ static void usage(FILE *f)
             "                          this MDS's mover (default 16 MiB)\n"
             "  --ring1-frozen          do not follow ring-1 changes: heartbeats carry no\n"
             "                          ring-1 field, so R2 keeps ring 1 as it is\n"
+            "  --mdsl-replicas N       MDSL holding each slice's records and each decision\n"
+            "                          record, 1..5 (default 1; at most the MDSL of ring 1;\n"
+            "                          the same on every MDS; above 1 implies --ring1-frozen:\n"
+            "                          docs/mdsl-replicas.md)\n"
             "  --xact-resolve-ms N     age of a pending row before its resolver settles it\n"
             "                          (default 2000)\n"
             "  --rmu-soft-ms N         how long a count shown before its RMU is delivered\n"
@@ -393,6 +397,12 @@ static void usage(FILE *f)
     xt_metrics_flags_usage(f);
     fprintf(f, "SIGHUP logs the counters (per-operation counts and latencies, commits,\n"
                "splits, cache and memory per row); SIGTERM logs them and stops.\n");
+}
+
+static int cmp_site(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
 }
 
 static int parse_num(const char *opt, const char *s, uint64_t min, uint64_t max, uint64_t *v)
@@ -423,6 +433,7 @@ int main(int argc, char **argv)
         { "gossip-ms", required_argument, NULL, 'g' },
         { "move-rate", required_argument, NULL, 'M' },
         { "ring1-frozen", no_argument, NULL, 'F' },
+        { "mdsl-replicas", required_argument, NULL, 'Q' },
         { "xact-resolve-ms", required_argument, NULL, 'r' },
         { "rmu-soft-ms", required_argument, NULL, 'S' },
         { "reload-ms", required_argument, NULL, 'L' },
@@ -445,7 +456,7 @@ int main(int argc, char **argv)
     bool site_given = false, ring1_frozen = false;
     uint64_t site_id = 1, threads = 4, interval = 5000, mem_bound = 1ull << 30, split = 8192;
     uint64_t split_bytes = MDS_SPLIT_BYTES;
-    uint64_t gossip_ms = 200, move_rate = MDS_MOVE_RATE_DEFAULT;
+    uint64_t gossip_ms = 200, move_rate = MDS_MOVE_RATE_DEFAULT, replicas = 1;
     uint64_t resolve_ms = 0, soft_ms = 0, reload_ms = 0, abort_gc_ms = 0; /* 0: default */
     bool rmu_hold = false, move_x_first = false;
     const char *fault = NULL;
@@ -477,6 +488,7 @@ int main(int argc, char **argv)
         case 'g': if (parse_num("--gossip-ms", optarg, 0, 60000, &gossip_ms)) return 2; break;
         case 'M': if (parse_num("--move-rate", optarg, 4096, UINT64_MAX / 2, &move_rate)) return 2; break;
         case 'F': ring1_frozen = true; break;
+        case 'Q': if (parse_num("--mdsl-replicas", optarg, 1, MDS_REPLICAS_MAX, &replicas)) return 2; break;
         case 'r': if (parse_num("--xact-resolve-ms", optarg, 1, 3600000, &resolve_ms)) return 2; break;
         case 'S': if (parse_num("--rmu-soft-ms", optarg, 1, 3600000, &soft_ms)) return 2; break;
         case 'L': if (parse_num("--reload-ms", optarg, 1, 3600000, &reload_ms)) return 2; break;
@@ -601,7 +613,7 @@ int main(int argc, char **argv)
         va.follow = follow;
         /* Without the callback this MDS looks like one from before ring-1
          * changes, and R2 keeps ring 1 frozen (docs/r2.md). */
-        ao.ring1 = ring1_frozen ? NULL : mds_ring1_heartbeat;
+        ao.ring1 = ring1_frozen || replicas > 1 ? NULL : mds_ring1_heartbeat;
         ao.ring1_arg = follow;
         if ((rc = r2_agent_start(&ao, &agent))) {
             XT_ERR("bad --r2 '%s': %s", r2_addrs, strerror(-rc));
@@ -636,14 +648,18 @@ int main(int argc, char **argv)
         /* The home of the decision records must not move between restarts:
          * the lowest MDSL id of the participants. Ids only grow, so a join
          * keeps it; a drain of the home is not handled ("Decision records" of
-         * docs/mdsl-scale.md: the records would have to be copied). */
-        for (size_t i = 1; i < nmdsl; i++)
-            if (sites[i] < sites[0]) {
-                uint32_t t = sites[0];
-                sites[0] = sites[i];
-                sites[i] = t;
-            }
+         * docs/mdsl-scale.md: the records would have to be copied). The
+         * copies (docs/mdsl-replicas.md) go to the next lowest ids. */
+        qsort(sites, nmdsl, sizeof sites[0], cmp_site);
     }
+    /* r replicas: at most the MDSL of ring 1 (with one MDSL, one copy). */
+    uint32_t r = (uint32_t)XT_MIN((uint64_t)xt_ring_nsites(ring), replicas);
+    if (r < replicas)
+        XT_WARN("--mdsl-replicas %llu: ring 1 holds %u MDSL, so %u replicas",
+                (unsigned long long)replicas, xt_ring_nsites(ring), r);
+    if (r > 1)
+        XT_INFO("%u MDSL replicas of every slice; decision records at MDSL %u and %u more "
+                "(docs/mdsl-replicas.md); ring 1 frozen", r, sites[0], r - 1);
     mds_store store = mds_store_rpc_handle(rpc);
     /* Ring 1 as fetched; with R2 the follower installs a change in flight
      * (previous kept) once the group is open, before anything is served. */
@@ -651,6 +667,7 @@ int main(int argc, char **argv)
         XT_ERR("out of memory");
         goto out;
     }
+    mds_place_set_replicas(place, r ? r : 1, mds_ring1_replicas);
     struct mds_cache_opts co = { .store = &store, .place = place,
                                  .mem_bound = mem_bound, .stats = stats,
                                  .before_load = route ? mds_route_before_load : NULL,
@@ -664,6 +681,8 @@ int main(int argc, char **argv)
                                  .site_id = (uint32_t)site_id,
                                  .home_site = sites[0], .participants = sites,
                                  .nparticipants = nmdsl,
+                                 .decision_copies = sites + 1,
+                                 .ndecision_copies = r > 1 ? r - 1 : 0,
                                  .commit_interval_ms = (unsigned)interval, .stats = stats,
                                  .move_x_first = move_x_first,
                                  .owns = route ? owns_key : NULL, .owns_arg = route };

@@ -8,6 +8,7 @@
  */
 #include "mds_place.h"
 
+#include <assert.h>
 #include <pthread.h>
 
 #include "xt_common.h"
@@ -17,6 +18,8 @@ struct mds_place {
     mds_locate_fn cur_fn, prev_fn; /* prev_fn NULL: no change running (lk) */
     void *cur_arg, *prev_arg;      /* (lk) */
     uint64_t version;              /* (lk) */
+    mds_replicas_fn rep_fn;        /* set before use, then read-only */
+    uint32_t rep;                  /* 1..MDS_REPLICAS_MAX (same) */
 };
 
 int mds_place_new(mds_locate_fn fn, void *arg, mds_place **out)
@@ -43,6 +46,7 @@ int mds_place_new(mds_locate_fn fn, void *arg, mds_place **out)
     }
     p->cur_fn = fn;
     p->cur_arg = arg;
+    p->rep = 1;
     *out = p;
     return 0;
 }
@@ -97,4 +101,29 @@ uint32_t mds_place_current(mds_place *p, uint32_t fsid, uint64_t table, uint32_t
     uint32_t s = p->cur_fn(p->cur_arg, fsid, table, slice);
     pthread_rwlock_unlock(&p->lk);
     return s;
+}
+
+void mds_place_set_replicas(mds_place *p, uint32_t r, mds_replicas_fn fn)
+{
+    assert(r >= 1 && r <= MDS_REPLICAS_MAX); /* REQUIRES */
+    p->rep = r;
+    p->rep_fn = fn;
+}
+
+uint32_t mds_place_replicas(mds_place *p, uint32_t fsid, uint64_t table, uint32_t slice,
+                            uint32_t *sites)
+{
+    pthread_rwlock_rdlock(&p->lk);
+    uint32_t cur = p->cur_fn(p->cur_arg, fsid, table, slice), n = 0;
+    if (p->rep > 1 && p->rep_fn)
+        n = p->rep_fn(p->cur_arg, fsid, table, slice, p->rep, sites);
+    pthread_rwlock_unlock(&p->lk);
+    if (n == 0 || sites[0] != cur) {
+        /* A replicas function that disagrees with its locate function
+         * would scatter a slice: keep the one copy the owner answers. */
+        sites[0] = cur;
+        n = 1;
+    }
+    assert(n >= 1 && n <= MDS_REPLICAS_MAX);
+    return n;
 }

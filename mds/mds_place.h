@@ -52,6 +52,17 @@ uint64_t mds_place_locate(mds_place *p, uint32_t fsid, uint64_t table, uint32_t 
 /* The current site only (what a commit writes to). */
 uint32_t mds_place_current(mds_place *p, uint32_t fsid, uint64_t table, uint32_t slice);
 
+/* Every slice has r replicas (docs/mdsl-replicas.md), found by fn under the
+ * current placement's argument. r 1 (the default) or fn NULL: one copy,
+ * at the current site. REQUIRES: before any other thread uses p;
+ * 1 <= r <= MDS_REPLICAS_MAX. */
+void mds_place_set_replicas(mds_place *p, uint32_t r, mds_replicas_fn fn);
+/* The replica set of a slice under the current placement into
+ * sites[MDS_REPLICAS_MAX]: sites[0] is what mds_place_current answers, the
+ * others follow it. Returns how many (>= 1). */
+uint32_t mds_place_replicas(mds_place *p, uint32_t fsid, uint64_t table, uint32_t slice,
+                            uint32_t *sites);
+
 #ifdef __cplusplus
 }
 #endif

@@ -49,6 +49,11 @@ void mds_ring1_free(mds_ring1 *f);
 /* The locate function of a placement over ring 1 (arg: an xt_ring). */
 uint32_t mds_ring1_locate(void *ring, uint32_t fsid, uint64_t table, uint32_t slice);
 
+/* The replicas function of a placement over ring 1 (arg: an xt_ring): the
+ * owner and the next distinct MDSL on the ring (xt_ring_successors). */
+uint32_t mds_ring1_replicas(void *ring, uint32_t fsid, uint64_t table, uint32_t slice,
+                            uint32_t max, uint32_t *sites);
+
 /* The MDSL of the view's previous and next ring 1 (a change in flight) not
  * yet in sites[0..*n), appended up to cap, their addresses given to rpc:
  * a starting MDS recovers with them as participants too. */

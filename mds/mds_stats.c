@@ -89,6 +89,7 @@ static const struct ctr_desc {
     { "reload_passes", "Reload passes over every MDSL's listing." },
     { "reload_errors", "Reload listing or load failures." },
     { "folds", "Idle slices given a fold image." },
+    { "replica_fallbacks", "Slice loads answered by a later MDSL replica." },
 };
 
 const char *mds_stats_op_name(enum mds_op op)

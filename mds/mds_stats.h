@@ -109,6 +109,8 @@ enum mds_ctr {
     MDS_CTR_RELOAD_PASSES,    /* its passes over every MDSL's listing */
     MDS_CTR_RELOAD_ERRORS,    /* its listing or load failures */
     MDS_CTR_FOLDS,            /* idle slices given a fold image (mds_group.c) */
+    MDS_CTR_REPLICA_FALLBACKS, /* loads answered by a later replica: an earlier
+                                  one lacked or damaged the slice's records */
     MDS_CTR__COUNT
 };
 

@@ -113,6 +113,16 @@ static inline int mds_store_list_slices(const mds_store *s, uint32_t site, const
  * (mds_place.h). Must be quick and must not block. */
 typedef uint32_t (*mds_locate_fn)(void *arg, uint32_t fsid, uint64_t table, uint32_t slice);
 
+/* At most this many MDSL hold a slice's records (docs/mdsl-replicas.md). */
+#define MDS_REPLICAS_MAX 5u
+
+/* The replica set of (fsid, table, slice) under the placement whose locate
+ * argument is arg: the site the locate function answers first, then the
+ * next distinct MDSL, at most max (>= 1) into sites[]. Returns how many.
+ * Same rules as mds_locate_fn: quick, non-blocking, a pure function of arg. */
+typedef uint32_t (*mds_replicas_fn)(void *arg, uint32_t fsid, uint64_t table, uint32_t slice,
+                                    uint32_t max, uint32_t *sites);
+
 #ifdef __cplusplus
 }
 #endif

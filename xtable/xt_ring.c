@@ -438,6 +438,24 @@ int xt_ring_lookup(const xt_ring *r, uint64_t key, uint32_t *site)
     return 0;
 }
 
+uint32_t xt_ring_successors(const xt_ring *r, uint64_t key, uint32_t n, uint32_t *sites)
+{
+    uint32_t got = 0;
+    if (r->npts == 0)
+        return 0;
+    uint32_t k = pts_lower_pos(r, key);
+    /* A site has many points: walk until n distinct or once around. */
+    for (uint32_t step = 0; step < r->npts && got < n && got < r->nsites; step++) {
+        uint32_t site = r->pts[(k + step) % r->npts].site;
+        bool seen = false;
+        for (uint32_t i = 0; i < got && !seen; i++)
+            seen = sites[i] == site;
+        if (!seen)
+            sites[got++] = site;
+    }
+    return got;
+}
+
 int xt_ring_owner_changed(const xt_ring *from, const xt_ring *to, uint64_t key)
 {
     uint32_t a = 0, b = 0;

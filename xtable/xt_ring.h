@@ -111,6 +111,11 @@ int xt_ring_remove_site(xt_ring *r, uint32_t site);
 uint64_t xt_ring_key(uint32_t fsid, uint64_t table, uint32_t slice);
 /* The site owning key: 0, or -ENOENT when the ring has no sites. */
 int xt_ring_lookup(const xt_ring *r, uint64_t key, uint32_t *site);
+/* The owner of key and the next distinct sites after it on the circle
+ * (wrapping), at most n, into sites[]: a slice's replica set on ring 1
+ * (docs/mdsl-replicas.md). Returns how many (min(n, nsites); 0 for an
+ * empty ring). sites[0] is what xt_ring_lookup answers. */
+uint32_t xt_ring_successors(const xt_ring *r, uint64_t key, uint32_t n, uint32_t *sites);
 /* 1 when key has a different owner in `to` than in `from` (a ring without
  * sites owns nothing), else 0: the slice must move on a ring change. */
 int xt_ring_owner_changed(const xt_ring *from, const xt_ring *to, uint64_t key);

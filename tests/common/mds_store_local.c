@@ -295,7 +295,9 @@ static struct lsite *site_find(mds_store_local *m, uint32_t site)
     return s;
 }
 
-int mds_store_local_crash(mds_store_local *m, uint32_t site)
+/* Close site's engine and open it again (its recovery runs); with wipe,
+ * over a new empty device and index (a lost disk). 0 or -errno. */
+static int site_reopen(mds_store_local *m, uint32_t site, bool wipe)
 {
     struct lsite *s = site_find(m, site);
     if (!s)
@@ -303,11 +305,31 @@ int mds_store_local_crash(mds_store_local *m, uint32_t site)
     pthread_rwlock_wrlock(&m->life);
     mdsl_store_close(s->store);
     s->store = NULL;
-    int rc = mdsl_store_open(&s->o, &s->store);
+    int rc = 0;
+    if (wipe) {
+        mdsl_io_destroy(s->io);
+        (void)nftw(s->index, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+        if ((rc = mdsl_io_mem_new(&s->io)) == 0)
+            mdsl_io_mem_set_capacity(s->io, LOCAL_DEVICE);
+        s->o.io = s->io;
+    }
+    if (rc == 0)
+        rc = mdsl_store_open(&s->o, &s->store);
     pthread_rwlock_unlock(&m->life);
     if (rc < 0)
-        XT_ERR("mds_store_local: site %u: reopen: %s", site, strerror(-rc));
+        XT_ERR("mds_store_local: site %u: reopen%s: %s", site, wipe ? " after a wipe" : "",
+               strerror(-rc));
     return rc;
+}
+
+int mds_store_local_crash(mds_store_local *m, uint32_t site)
+{
+    return site_reopen(m, site, false);
+}
+
+int mds_store_local_wipe(mds_store_local *m, uint32_t site)
+{
+    return site_reopen(m, site, true);
 }
 
 void mds_store_local_full(mds_store_local *m, uint32_t site, bool full)

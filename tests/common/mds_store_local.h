@@ -19,6 +19,9 @@
  *    until disarmed: a SIGKILL of the MDS between any two of its calls.
  *  - mds_store_local_crash: a participant restarts: its engine is closed
  *    and opened again over the same in-memory files (recovery runs).
+ *  - mds_store_local_wipe: a participant loses its disk: its engine is
+ *    closed, its files and index removed, and it opens again empty (an
+ *    MDSL restarted on a new disk with its old site id).
  *  - mds_store_local_full: the site's device is down to the MDSL's space
  *    reserve (docs/format-mdsl.md "A full disk"): the engine answers a
  *    prepare -ENOSPC unless every record carries XT_STORE_F_RESERVE.
@@ -60,6 +63,9 @@ void mds_store_local_fail(mds_store_local *m, uint32_t site, unsigned ops_mask, 
 void mds_store_local_sever(mds_store_local *m, long after);
 /* Restart `site`'s engine (no-op for a site never used). 0 or -errno. */
 int mds_store_local_crash(mds_store_local *m, uint32_t site);
+/* `site` loses its disk and restarts empty (no-op for a site never used).
+ * 0 or -errno. */
+int mds_store_local_wipe(mds_store_local *m, uint32_t site);
 /* Bring `site`'s device down to its reserve, or give it room again. */
 void mds_store_local_full(mds_store_local *m, uint32_t site, bool full);
 

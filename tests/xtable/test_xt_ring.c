@@ -587,6 +587,60 @@ static void test_alloc_failure_countdown(void **state)
     xt_ring_free(base);
 }
 
+/* xt_ring_successors: the owner first, then distinct sites, as many as
+ * asked or as the ring holds, each answer a prefix of a longer one; and
+ * one site's keys have their second replica on every other site (the
+ * spread docs/mdsl-replicas.md "Replica sets" relies on). */
+static void test_successors(void **state)
+{
+    (void)state;
+    seed_rng(__func__, 0);
+    uint32_t out[MAX_N + 2], longer[MAX_N + 2];
+    xt_ring *empty = xt_ring_new(1, 0);
+    assert_int_equal(xt_ring_successors(empty, 7, 3, out), 0);
+    xt_ring_free(empty);
+    for (unsigned n = 1; n <= 8; n++) {
+        xt_ring *r = random_ring(n);
+        uint32_t ns = xt_ring_nsites(r);
+        for (int k = 0; k < 500 && ns > 0; k++) {
+            uint64_t key = xt_ring_key((uint32_t)rnd(), rnd(), (uint32_t)rnd());
+            uint32_t owner;
+            assert_int_equal(xt_ring_lookup(r, key, &owner), 0);
+            uint32_t nl = xt_ring_successors(r, key, ns + 1, longer);
+            assert_int_equal(nl, ns);
+            for (uint32_t m = 1; m <= ns + 1; m++) {
+                uint32_t got = xt_ring_successors(r, key, m, out);
+                assert_int_equal(got, m < ns ? m : ns);
+                assert_int_equal(out[0], owner);
+                for (uint32_t i = 0; i < got; i++) {
+                    assert_true(xt_ring_has_site(r, out[i]));
+                    assert_int_equal(out[i], longer[i]);
+                    for (uint32_t j = 0; j < i; j++)
+                        assert_int_not_equal(out[i], out[j]);
+                }
+            }
+        }
+        xt_ring_free(r);
+    }
+    /* Six standard sites: the keys of site 1 have their second replica on
+     * each of the five others. */
+    xt_ring *r = xt_ring_new(1, 0);
+    for (uint32_t id = 1; id <= 6; id++)
+        assert_int_equal(xt_ring_add_site(r, id, XT_RING_WEIGHT_UNIT), 0);
+    unsigned second[7] = { 0 }, owned = 0;
+    for (uint32_t slice = 0; slice < 60000; slice++) {
+        uint32_t got = xt_ring_successors(r, xt_ring_key(1, 42, slice), 2, out);
+        assert_int_equal(got, 2);
+        if (out[0] != 1)
+            continue;
+        owned++;
+        second[out[1]]++;
+    }
+    for (uint32_t id = 2; id <= 6; id++)
+        assert_true(second[id] * 20 > owned); /* each above 5% (ideal 20%) */
+    xt_ring_free(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -601,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_corruption_rejected),
         cmocka_unit_test(test_malformed_rejected),
         cmocka_unit_test(test_alloc_failure_countdown),
+        cmocka_unit_test(test_successors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
