@@ -50,7 +50,8 @@ static int h_register(void *ctx, const xt_rpc_ctx *rc, int type, const char *add
 
 static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t view_version,
                        double load, const struct xt_fs_counter *c, size_t n,
-                       const struct xt_r2_hb_ring1 *r1, bool *has_view, struct xt_view *view)
+                       const struct xt_r2_hb_ring1 *r1, const struct xt_r2_hb_usage *u,
+                       bool *has_view, struct xt_view *view, struct xt_capacity *cap)
 {
     (void)rc;
     *has_view = false;
@@ -58,13 +59,15 @@ static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64
         load < 0 || n > R2_MGR_MAX_COUNTERS)
         return -EINVAL;
     for (size_t i = 0; i < n; i++)
-        if (c[i].fsid == 0 || c[i].files > INT64_MAX || c[i].bytes > INT64_MAX)
+        if (c[i].fsid == 0)
             return -EINVAL;
     if (r1 && (r1->acked > INT64_MAX || r1->walked_v > INT64_MAX || r1->walked_w > INT64_MAX ||
                r1->misplaced > INT64_MAX || r1->prepared > INT64_MAX ||
                r1->counted_seq > INT64_MAX))
         return -EINVAL;
-    return r2_mgr_heartbeat(ctx, site_id, view_version, load, c, n, r1, has_view, view);
+    if (u && u->has_storage && (u->storage.size > INT64_MAX || u->storage.avail > u->storage.size))
+        return -EINVAL;
+    return r2_mgr_heartbeat(ctx, site_id, view_version, load, c, n, r1, u, has_view, view, cap);
 }
 
 static int h_get_view(void *ctx, const xt_rpc_ctx *rc, uint64_t since, bool *has_view,
@@ -118,6 +121,26 @@ static int h_fs_rotate_key(void *ctx, const xt_rpc_ctx *rc, const char *name,
     return r2_mgr_fs_rotate_key(ctx, name, out);
 }
 
+static int h_fs_quota(void *ctx, const xt_rpc_ctx *rc, const char *name, uint64_t quota_files,
+                      uint64_t quota_bytes, struct xt_fs_info *out)
+{
+    if (client_role(rc))
+        return -EACCES;
+    if (!r2_rec_fs_name_valid(name) || quota_files > INT64_MAX || quota_bytes > INT64_MAX)
+        return -EINVAL;
+    return r2_mgr_fs_quota(ctx, name, quota_files, quota_bytes, out);
+}
+
+static int h_fs_set_usage(void *ctx, const xt_rpc_ctx *rc, const char *name, uint64_t files,
+                          uint64_t bytes)
+{
+    if (client_role(rc))
+        return -EACCES;
+    if (!r2_rec_fs_name_valid(name) || files > INT64_MAX || bytes > INT64_MAX)
+        return -EINVAL;
+    return r2_mgr_fs_set_usage(ctx, name, files, bytes);
+}
+
 static int h_site_drain(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
 {
     if (client_role(rc))
@@ -164,6 +187,8 @@ static const struct xt_r2_ops ops = {
     .fs_list = h_fs_list,
     .fs_drop = h_fs_drop,
     .fs_rotate_key = h_fs_rotate_key,
+    .fs_quota = h_fs_quota,
+    .fs_set_usage = h_fs_set_usage,
     .site_drain = h_site_drain,
     .site_remove = h_site_remove,
     .site_leave = h_site_leave,
