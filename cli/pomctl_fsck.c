@@ -683,7 +683,8 @@ static int check_tracts(struct fsck *f)
 /* Check (11): what the walk counts as the fs's usage. */
 static uint64_t usage_inodes(const struct fsck *f)
 {
-    return f->ndirs + f->nfiles + f->nlinks + f->nother;
+    /* ndirs counts the root (walk), which is the fs record's, no row's. */
+    return (f->ndirs ? f->ndirs - 1 : 0) + f->nfiles + f->nlinks + f->nother;
 }
 
 static uint64_t usage_bytes(const struct fsck *f)

@@ -81,7 +81,10 @@ static void row_counts(const void *row, size_t len, int64_t *files, int64_t *byt
 {
     *files = *bytes = 0;
     xt_row r;
-    if (!row || xt_row_decode_meta(row, len, &r) < 0 || r.attr.type == XT_ROW_REF)
+    /* A hard link's names (link stubs, or REF rows) are no inodes: the ILT
+     * row holding the attributes is (docs/client.md "Hard links"). */
+    if (!row || xt_row_decode_meta(row, len, &r) < 0 || r.attr.type == XT_ROW_REF ||
+        (r.attr.flags & XT_NS_ROW_F_LINKED))
         return;
     *files = 1;
     if (r.attr.type == XT_ROW_REG || r.attr.type == XT_ROW_SYMLINK)

@@ -48,7 +48,8 @@ void mds_usage_set_group(mds_usage *u, mds_group *g);
 /* The inodes and bytes a row change in `table` adds (negative: removes):
  * old (NULL: none) becomes nw (NULL: removed). System rows and the
  * reserved tables count nothing; an inode is a row of any type but a
- * hard link's name (its ILT row counts); bytes are the size of regular
+ * hard link's name (a link stub, XT_NS_ROW_F_LINKED, or a REF row: its ILT
+ * row counts); bytes are the size of regular
  * files and symlinks and the encoded length of key/value rows. */
 void mds_usage_delta(uint64_t table, const void *name, size_t name_len, const void *old,
                      size_t old_len, const void *nw, size_t nw_len, int64_t *files,

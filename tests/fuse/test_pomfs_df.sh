@@ -97,7 +97,10 @@ ok "the 16 MiB write goes on" dd if=/dev/zero of="$M/over" bs=1M count=16 conv=f
 rm -f "$M/over" "$M/probe"
 within "used is back" 15 used_in "$U1" $((U1 + 64 * 1024))
 
+# Every inode change reported (the probe's create and removal moved no byte).
+within "inodes settle" 15 iused_is $((I0 + 10))
 I1=$(fs_json files)
+eq "pomctl fs stat: files settled" "$I1" $((I0 + 10))
 ok "set an inode quota 3 over the usage" \
     "$POMCTL" --data "$T/data" fs quota pomfs --inodes $((I1 + 3))
 for i in 1 2 3; do ok "create $i under the inode quota" touch "$M/d/q$i"; done
@@ -110,6 +113,22 @@ ok "raise the inode quota" "$POMCTL" --data "$T/data" fs quota pomfs --inodes $(
 within "the create goes on under the raised quota" 15 touch "$M/d/q4"
 ok "clear the inode quota" "$POMCTL" --data "$T/data" fs quota pomfs --inodes 0
 rm -f "$M"/d/q?
+
+# ---- fsck counts the same --------------------------------------------------------
+# A hard link (its ILT row is the inode, its names are not) and a symlink.
+ln "$M/d/f1" "$M/d/f1-link"
+ln -s d/f2 "$M/sym"
+within "the link and the symlink count one inode" 15 iused_is $((I1 + 1))
+fsck_usage() { # field of `pomctl fsck --json`'s usage
+    python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["usage"][sys.argv[2]])' \
+        "$T/fsck.json" "$1"
+}
+"$POMCTL" --data "$T/data" --json fsck --repair-usage >"$T/fsck.json"
+eq "fsck: clean" "$?" 0
+eq "fsck counts the inodes R2 has" "$(fsck_usage inodes)" "$(fsck_usage r2_inodes)"
+eq "fsck counts the bytes R2 has" "$(fsck_usage bytes)" "$(fsck_usage r2_bytes)"
+eq "fsck had nothing to repair" "$(fsck_usage repaired)" False
+I1=$((I1 + 1))
 
 # ---- restarts -----------------------------------------------------------------
 within "usage settles" 15 iused_is "$I1"

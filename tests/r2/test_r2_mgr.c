@@ -748,6 +748,24 @@ static void test_usage(void **state)
     fs_usage(f->m, "one", &files, &bytes);
     assert_int_equal(files, 9);
     assert_int_equal(bytes, 450);
+    /* fsck's exact figures replace the totals; the incarnations' sums stay,
+     * so only later changes add. */
+    assert_int_equal(r2_mgr_fs_set_usage(f->m, "one", 100, 1000), 0);
+    assert_int_equal(r2_mgr_fs_set_usage(f->m, "nope", 1, 1), -ENOENT);
+    usage_beat(f, a, 12, 2, 20, NULL);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 100);
+    assert_int_equal(bytes, 1000);
+    usage_beat(f, a, 12, 3, 25, NULL);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 101);
+    assert_int_equal(bytes, 1005);
+    /* Written at once: a new leader has them. */
+    fx_close(f);
+    fx_open(f);
+    lead(f);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 100);
 }
 
 static uint32_t mounts_of(r2_mgr *m, const char *fs)
