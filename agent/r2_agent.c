@@ -57,7 +57,7 @@ struct r2_agent {
     struct xt_view view;         /* protected by mu */
     bool has_view;               /* protected by mu */
     struct xt_capacity cap;      /* the last heartbeat reply's; protected by mu */
-    uint64_t cap_mono_ns;        /* when it came (0: never); protected by mu */
+    bool has_cap;                /* protected by mu */
     struct r2_agent_stats st;    /* protected by mu */
 };
 
@@ -341,7 +341,7 @@ static int heartbeat(r2_agent *a)
         xt_capacity_free(&a->cap);
         a->cap = cap; /* taken */
         memset(&cap, 0, sizeof cap);
-        a->cap_mono_ns = xt_mono_ns();
+        a->has_cap = true;
     }
     pthread_mutex_unlock(&a->mu);
     xt_capacity_free(&cap);
@@ -558,13 +558,11 @@ int r2_agent_view_copy(r2_agent *a, struct xt_view *out)
     return rc;
 }
 
-int r2_agent_capacity(r2_agent *a, struct xt_capacity *out, uint64_t *age_ms)
+int r2_agent_capacity(r2_agent *a, struct xt_capacity *out)
 {
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&a->mu);
-    int rc = a->cap_mono_ns ? xt_capacity_dup(&a->cap, out) : -EAGAIN;
-    if (rc == 0 && age_ms)
-        *age_ms = (xt_mono_ns() - a->cap_mono_ns) / 1000000u;
+    int rc = a->has_cap ? xt_capacity_dup(&a->cap, out) : -EAGAIN;
     pthread_mutex_unlock(&a->mu);
     return rc;
 }

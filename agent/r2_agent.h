@@ -114,9 +114,9 @@ uint32_t r2_agent_site_id(r2_agent *a);
 int r2_agent_view_copy(r2_agent *a, struct xt_view *out);
 
 /* A deep copy of the capacity the last heartbeat reply carried into *out
- * (caller frees with xt_capacity_free); *age_ms (may be NULL): how long
- * ago it came. Returns 0, -EAGAIN (none yet) or -ENOMEM. */
-int r2_agent_capacity(r2_agent *a, struct xt_capacity *out, uint64_t *age_ms);
+ * (caller frees with xt_capacity_free). Returns 0, -EAGAIN (none yet) or
+ * -ENOMEM. */
+int r2_agent_capacity(r2_agent *a, struct xt_capacity *out);
 
 struct r2_agent_stats {
     uint64_t registrations, heartbeats, hb_failures, views, leader_searches;

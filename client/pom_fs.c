@@ -354,10 +354,11 @@ int pom_statfs(pom_fs *fs, struct statvfs *sv)
      * client.md "statfs"): right after the mount it may not have come yet. */
     struct xt_capacity cap;
     int rc = -EAGAIN;
-    for (int waited = 0; fs->agent && (rc = r2_agent_capacity(fs->agent, &cap, NULL)) == -EAGAIN &&
-                         waited < STATFS_WAIT_MS;
-         waited += 50)
+    for (int waited = 0; fs->agent; waited += 50) {
+        if ((rc = r2_agent_capacity(fs->agent, &cap)) != -EAGAIN || waited >= STATFS_WAIT_MS)
+            break;
         xt_sleep_ms(50);
+    }
     if (rc == -EAGAIN)
         memset(&cap, 0, sizeof cap); /* no R2 figure: the blob tier's disk alone */
     else if (rc < 0)

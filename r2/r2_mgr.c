@@ -344,7 +344,7 @@ static int beat(r2_mgr *m, struct r2_site_ent *e, double load, const struct xt_f
     if (u && u->has_epoch && e->s.type == XT_SITE_MDS)
         rc = r2_usage_beat(m, e->s.id, u->epoch, c, n);
     if (rc == 0 && cap)
-        rc = r2_usage_capacity(&m->st, cap);
+        rc = r2_usage_capacity(&m->st, e, cap);
     return rc;
 }
 

@@ -161,9 +161,12 @@ int r2_usage_set(r2_mgr *m, uint32_t fsid, int64_t files, int64_t bytes);
 const struct r2_usage *r2_usage_of(const struct r2_state *st, uint32_t fsid);
 /* REQUIRES: mu (or a private st). Drops fsid's usage (the fs is dropped). */
 void r2_usage_drop(struct r2_state *st, uint32_t fsid);
-/* REQUIRES: mu (or a private st). The capacity a heartbeat reply carries
- * into *cap (caller frees with xt_capacity_free). 0 or -ENOMEM. */
-int r2_usage_capacity(const struct r2_state *st, struct xt_capacity *cap);
+/* REQUIRES: mu (or a private st). The capacity a heartbeat reply to site
+ * `to` carries into *cap (caller frees with xt_capacity_free): the storage,
+ * and the usage and quotas of every fs for an MDS, of its fs for a client,
+ * of none for an MDSL (to NULL: every fs). 0 or -ENOMEM. */
+int r2_usage_capacity(const struct r2_state *st, const struct r2_site_ent *to,
+                      struct xt_capacity *cap);
 /* REQUIRES: m->wmu, state loaded. Writes /r2/usage when it changed, at
  * most every flush_ns, without a new view version. */
 void r2_usage_flush(r2_mgr *m, uint64_t now);

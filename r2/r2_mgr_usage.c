@@ -147,43 +147,54 @@ static bool same_host(const char *a, const char *b)
     return la == lb && memcmp(a, b, la) == 0;
 }
 
-int r2_usage_capacity(const struct r2_state *st, struct xt_capacity *cap)
+int r2_usage_capacity(const struct r2_state *st, const struct r2_site_ent *to,
+                      struct xt_capacity *cap)
 {
     memset(cap, 0, sizeof *cap);
     /* One disk counts once: MDSL of one host on one st_dev share it. */
+    const struct r2_site_ent *counted[XT_CAPACITY_DEVS_MAX];
     for (size_t i = 0; i < st->nsites; i++) {
         const struct r2_site_ent *e = &st->sites[i];
         if (!e->has_storage || e->s.type != XT_SITE_MDSL || e->s.state == XT_SITE_FAILED)
             continue;
         bool seen = false;
-        for (size_t k = 0; k < i && !seen; k++) {
-            const struct r2_site_ent *o = &st->sites[k];
-            seen = o->has_storage && o->s.type == XT_SITE_MDSL &&
-                   o->s.state != XT_SITE_FAILED && o->storage.dev == e->storage.dev &&
-                   same_host(o->s.addr, e->s.addr);
-        }
+        for (size_t k = 0; k < cap->ndevs && !seen; k++)
+            seen = counted[k]->storage.dev == e->storage.dev &&
+                   same_host(counted[k]->s.addr, e->s.addr);
         if (seen)
             continue;
         cap->size += e->storage.size;
         cap->avail += e->storage.avail;
-        if (cap->ndevs < XT_ARRAY_SIZE(cap->devs))
+        if (cap->ndevs < XT_ARRAY_SIZE(cap->devs)) {
+            counted[cap->ndevs] = e;
             cap->devs[cap->ndevs++] = e->storage.dev;
+        }
+    }
+    /* An MDS checks the quotas of every fs; a client needs its own fs's
+     * figures; an MDSL none. */
+    bool client = to && to->s.type == XT_SITE_CLIENT;
+    if (to && to->s.type != XT_SITE_MDS && !client) {
+        cap->valid = true;
+        return 0;
     }
     if (st->nfs) {
-        cap->fs = xt_calloc(st->nfs, sizeof *cap->fs);
+        cap->fs = xt_calloc(client ? 1 : st->nfs, sizeof *cap->fs);
         if (!cap->fs)
             return -ENOMEM;
     }
-    cap->nfs = st->nfs;
     for (size_t i = 0; i < st->nfs; i++) {
+        if (client && strcmp(st->fs[i].name, to->s.fs_name) != 0)
+            continue;
         const struct r2_usage *u = r2_usage_of(st, st->fs[i].fsid);
-        cap->fs[i] = (struct xt_fs_usage){
+        cap->fs[cap->nfs++] = (struct xt_fs_usage){
             .fsid = st->fs[i].fsid,
             .files = u && u->files > 0 ? (uint64_t)u->files : 0,
             .bytes = u && u->bytes > 0 ? (uint64_t)u->bytes : 0,
             .quota_files = st->fs[i].quota_files,
             .quota_bytes = st->fs[i].quota_bytes,
         };
+        if (client)
+            break;
     }
     cap->valid = true;
     return 0;

@@ -57,7 +57,8 @@ restart() { # pom-mds | pom-r2
 
 # ---- size and used ------------------------------------------------------------
 SIZE=$(df_field size "$D")
-within "df size is the storage's ($SIZE)" 10 bash -c "[ \"\$(df -B1 --output=size '$M' | tail -1 | tr -d ' ')\" -eq $SIZE ]"
+size_is() { [ "$(df_field size "$M")" -eq "$1" ]; }
+within "df size is the storage's ($SIZE)" 10 size_is "$SIZE"
 U0=$(used)
 ok "used starts under 1 MiB ($U0)" between "$U0" 0 "$MiB"
 ok "write 64 MiB" dd if=/dev/urandom of="$M/big" bs=1M count=64 conv=fsync status=none
@@ -88,7 +89,8 @@ grow_refused() {
 within "growing past the quota is refused" 15 grow_refused
 nok "the write that crosses the byte quota fails EDQUOT" "Disk quota exceeded" \
     dd if=/dev/zero of="$M/over" bs=1M count=16 conv=fsync status=none
-within "df avail is the quota's room" 15 bash -c "[ \"\$(df -B1 --output=avail '$M' | tail -1 | tr -d ' ')\" -le $((8 * MiB)) ]"
+avail_at_most() { [ "$(df_field avail "$M")" -le "$1" ]; }
+within "df avail is the quota's room" 15 avail_at_most $((8 * MiB))
 rm -f "$M/over"
 ok "raise the byte quota" "$POMCTL" --data "$T/data" fs quota pomfs --bytes 0
 grow_ok() { truncate -s 16M "$M/probe" 2>/dev/null && truncate -s 0 "$M/probe"; }
