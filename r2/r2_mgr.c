@@ -874,7 +874,13 @@ out:
     return rc;
 }
 
-int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out)
+/* Changes one fs record: edit(f, arg) on a copy of fs name's, written
+ * with a new view version (FS section), then installed; *out gets the
+ * record. 0, -EINVAL, -ENOENT or the store's error. */
+typedef void (*fs_edit_fn)(struct xt_fs_info *f, const void *arg);
+
+static int fs_update(r2_mgr *m, const char *name, fs_edit_fn edit, const void *arg,
+                     struct xt_fs_info *out)
 {
     memset(out, 0, sizeof *out);
     if (!r2_rec_fs_name_valid(name))
@@ -889,53 +895,55 @@ int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out)
         rc = -ENOENT;
         goto out;
     }
-    struct xt_fs_info f = *cur; /* shares cur's bitmap for the encoding only */
-    f.key_gen++;
+    struct xt_fs_info f = *cur; /* shares cur's bitmap */
+    edit(&f, arg);
+    assert(f.root_bitmap == cur->root_bitmap && f.fsid == cur->fsid);
     if ((rc = r2_txn_fs(&t, &f)) < 0 || (rc = r2_txn_commit(m, &t, XT_VIEW_FS)) < 0)
         goto out;
     pthread_mutex_lock(&m->mu);
-    cur->key_gen = f.key_gen;
+    *cur = f;
     rc = r2_state_fs_copy(&m->st, cur, out);
     pthread_mutex_unlock(&m->mu);
-    XT_INFO("fs %s: client key generation %llu: older client keys are refused", name,
-            (unsigned long long)f.key_gen);
 out:
     r2_txn_free(&t);
     end(m);
     return rc;
 }
 
+static void next_key_gen(struct xt_fs_info *f, const void *arg)
+{
+    (void)arg;
+    f->key_gen++;
+}
+
+int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out)
+{
+    int rc = fs_update(m, name, next_key_gen, NULL, out);
+    if (rc == 0)
+        XT_INFO("fs %s: client key generation %llu: older client keys are refused", name,
+                (unsigned long long)out->key_gen);
+    return rc;
+}
+
+static void set_quota(struct xt_fs_info *f, const void *arg)
+{
+    const uint64_t *q = arg;
+    f->quota_files = q[0];
+    f->quota_bytes = q[1];
+}
+
 int r2_mgr_fs_quota(r2_mgr *m, const char *name, uint64_t quota_files, uint64_t quota_bytes,
                     struct xt_fs_info *out)
 {
-    memset(out, 0, sizeof *out);
-    if (!r2_rec_fs_name_valid(name) || quota_files > INT64_MAX || quota_bytes > INT64_MAX)
+    if (quota_files > INT64_MAX || quota_bytes > INT64_MAX) {
+        memset(out, 0, sizeof *out);
         return -EINVAL;
-    int rc = begin(m);
-    if (rc < 0)
-        return rc;
-    struct r2_txn t = { .n = 0 };
-    /* begin() makes this the only writer: st changes only below, under mu. */
-    struct xt_fs_info *cur = r2_state_fs_by_name(&m->st, name);
-    if (!cur) {
-        rc = -ENOENT;
-        goto out;
     }
-    struct xt_fs_info f = *cur; /* shares cur's bitmap for the encoding only */
-    f.quota_files = quota_files;
-    f.quota_bytes = quota_bytes;
-    if ((rc = r2_txn_fs(&t, &f)) < 0 || (rc = r2_txn_commit(m, &t, XT_VIEW_FS)) < 0)
-        goto out;
-    pthread_mutex_lock(&m->mu);
-    cur->quota_files = quota_files;
-    cur->quota_bytes = quota_bytes;
-    rc = r2_state_fs_copy(&m->st, cur, out);
-    pthread_mutex_unlock(&m->mu);
-    XT_INFO("fs %s: quota %llu inodes, %llu bytes (0: none)", name,
-            (unsigned long long)quota_files, (unsigned long long)quota_bytes);
-out:
-    r2_txn_free(&t);
-    end(m);
+    const uint64_t q[2] = { quota_files, quota_bytes };
+    int rc = fs_update(m, name, set_quota, q, out);
+    if (rc == 0)
+        XT_INFO("fs %s: quota %llu inodes, %llu bytes (0: none)", name,
+                (unsigned long long)quota_files, (unsigned long long)quota_bytes);
     return rc;
 }
 
