@@ -128,7 +128,7 @@ void r2_state_fs_erase(struct r2_state *st, uint32_t fsid);
 
 /* Clients UP or TRANSIENT with this fs name. */
 uint32_t r2_state_mounts(const struct r2_state *st, const char *fs_name);
-/* A copy of f with current counters and mounts; out->root_bitmap is a fresh
+/* A copy of f with its current usage and mounts; out->root_bitmap is a fresh
  * buffer. Returns 0 or -ENOMEM. */
 int r2_state_fs_copy(const struct r2_state *st, const struct xt_fs_info *f,
                      struct xt_fs_info *out);
