@@ -40,7 +40,8 @@ struct fsu {
 struct mds_usage {
     pthread_mutex_t mu;
     uint64_t epoch;
-    mds_group *group;      /* protected by mu */
+    mds_group *group;      /* protected by mu; NULL until the group opens, and
+                              again before it closes (mds_usage_set_group) */
     struct pend *pend;     /* protected by mu; by generation */
     size_t npend, cpend;
     struct fsu *fs;        /* protected by mu */
@@ -191,13 +192,18 @@ size_t mds_usage_stats(void *arg, double *load, struct xt_fs_counter *c, size_t 
 {
     mds_usage *u = arg;
     (void)load;
+    /* The group's lock is never taken under mu: writers hold slice locks
+     * when they take mu. */
     pthread_mutex_lock(&u->mu);
+    mds_group *g = u->group;
+    pthread_mutex_unlock(&u->mu);
     uint64_t committed = 0;
-    if (u->group) {
+    if (g) {
         struct mds_group_info gi;
-        mds_group_info(u->group, &gi);
+        mds_group_info(g, &gi);
         committed = gi.committed_gen;
     }
+    pthread_mutex_lock(&u->mu);
     size_t k = 0;
     for (; k < u->npend && u->pend[k].gen <= committed; k++) {
         struct fsu *f = fs_get(u, u->pend[k].fsid);
