@@ -281,13 +281,14 @@ static int aop_apply(struct abatch *b, size_t i)
     }
 }
 
-/* What op i adds to its fs (mds_usage_delta) into *df, *db, checked
- * against the quotas with the ops before it of the same fs: 0 or -EDQUOT. */
+/* What op i adds to its fs (mds_usage_delta) into df[i], db[i], checked
+ * against the quotas with the ops before it of the same fs (df, db[0..i)
+ * already filled): 0 or -EDQUOT. */
 static int aop_usage(mds_table *t, const struct abatch *b, size_t i, int64_t *df, int64_t *db)
 {
     const struct mds_aop *o = &b->ops[i];
     const struct aslot *s = &b->s[i];
-    *df = *db = 0;
+    df[i] = db[i] = 0;
     if (!t->o.usage || s->eff == MDS_AOP_CHECK)
         return 0;
     const void *nw = NULL;
@@ -300,17 +301,15 @@ static int aop_usage(mds_table *t, const struct abatch *b, size_t i, int64_t *df
         nlen = s->nlen;
     }
     mds_usage_delta(o->table, o->name, o->name_len, s->existed ? s->old : NULL,
-                    s->existed ? s->old_len : 0, nw, nlen, df, db);
-    int64_t sf = *df, sb = *db;
+                    s->existed ? s->old_len : 0, nw, nlen, &df[i], &db[i]);
+    int64_t sf = df[i], sb = db[i];
     for (size_t k = 0; k < i; k++)
         if (b->ops[k].fsid == o->fsid) {
-            int64_t kf, kb;
-            (void)aop_usage(t, b, k, &kf, &kb);
-            sf += kf;
-            sb += kb;
+            sf += df[k];
+            sb += db[k];
         }
     /* Only a growth this op brings is refused (mds_usage.h (3)). */
-    return mds_usage_check(t->o.usage, o->fsid, *df > 0 ? sf : 0, *db > 0 ? sb : 0);
+    return mds_usage_check(t->o.usage, o->fsid, df[i] > 0 ? sf : 0, db[i] > 0 ? sb : 0);
 }
 
 /* Put op i's row back as it was before the batch (undo after a failure
@@ -388,7 +387,7 @@ int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *
         int64_t df[MDS_ATOMIC_MAX], db[MDS_ATOMIC_MAX];
         for (size_t k = 0; rc == 0 && k < n; k++) {
             *failed = k;
-            rc = aop_usage(t, b, k, &df[k], &db[k]);
+            rc = aop_usage(t, b, k, df, db);
         }
         if (rc < 0) { /* over a quota: nothing was changed */
             round_end(t, b, true, 0);
