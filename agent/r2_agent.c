@@ -56,6 +56,8 @@ struct r2_agent {
     uint32_t prev_id;            /* agent thread only */
     struct xt_view view;         /* protected by mu */
     bool has_view;               /* protected by mu */
+    struct xt_capacity cap;      /* the last heartbeat reply's; protected by mu */
+    bool has_cap;                /* protected by mu */
     struct r2_agent_stats st;    /* protected by mu */
 };
 
@@ -319,15 +321,30 @@ static int heartbeat(r2_agent *a)
     memset(&r1, 0, sizeof r1);
     if (a->o.ring1)
         a->o.ring1(a->o.ring1_arg, &r1);
+    struct xt_r2_hb_usage u;
+    memset(&u, 0, sizeof u);
+    if (a->o.usage)
+        a->o.usage(a->o.usage_arg, &u);
     bool has = false;
     struct xt_view v;
-    int rc = xt_r2_heartbeat_r1(a->targets[a->cur].pool, NULL, id, version, load, c, n,
-                                a->o.ring1 ? &r1 : NULL, &has, &v);
+    struct xt_capacity cap;
+    int rc = xt_r2_heartbeat_ex(a->targets[a->cur].pool, NULL, id, version, load, c, n,
+                                a->o.ring1 ? &r1 : NULL, a->o.usage ? &u : NULL, &has, &v,
+                                &cap);
+    if (rc == 0 && cap.valid && a->o.on_capacity)
+        a->o.on_capacity(a->o.capacity_arg, &cap);
     pthread_mutex_lock(&a->mu);
     a->st.heartbeats++;
     if (rc < 0)
         a->st.hb_failures++;
+    if (rc == 0 && cap.valid) {
+        xt_capacity_free(&a->cap);
+        a->cap = cap; /* taken */
+        memset(&cap, 0, sizeof cap);
+        a->has_cap = true;
+    }
     pthread_mutex_unlock(&a->mu);
+    xt_capacity_free(&cap);
     if (rc == 0 && has)
         take_view(a, &v);
     return rc;
@@ -409,6 +426,7 @@ static void agent_free(r2_agent *a)
     for (size_t i = 0; i < a->ntargets; i++)
         xt_rpc_pool_free(a->targets[i].pool);
     xt_view_free(&a->view);
+    xt_capacity_free(&a->cap);
     xt_free(a->fs_name);
     xt_free(a->metrics);
     xt_free(a->addr);
@@ -536,6 +554,15 @@ int r2_agent_view_copy(r2_agent *a, struct xt_view *out)
     memset(out, 0, sizeof *out);
     pthread_mutex_lock(&a->mu);
     int rc = a->has_view ? r2_view_dup(&a->view, out) : -EAGAIN;
+    pthread_mutex_unlock(&a->mu);
+    return rc;
+}
+
+int r2_agent_capacity(r2_agent *a, struct xt_capacity *out)
+{
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&a->mu);
+    int rc = a->has_cap ? xt_capacity_dup(&a->cap, out) : -EAGAIN;
     pthread_mutex_unlock(&a->mu);
     return rc;
 }

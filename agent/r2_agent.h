@@ -54,6 +54,12 @@ typedef void (*r2_agent_view_fn)(void *arg, const struct xt_view *v, int changed
  * docs/mdsl-scale.md "Completion"): an MDS its acked seq and last walk, an
  * MDSL its misplaced and prepared counts. */
 typedef void (*r2_agent_ring1_fn)(void *arg, struct xt_r2_hb_ring1 *r1);
+/* Fills the capacity fields of the next heartbeat into *u (zeroed before;
+ * docs/r2.md "Capacity and quotas"): an MDS its usage incarnation (the
+ * counts come from the stats callback), an MDSL its storage. */
+typedef void (*r2_agent_usage_fn)(void *arg, struct xt_r2_hb_usage *u);
+/* A heartbeat reply's capacity of the cluster; *c valid during the call only. */
+typedef void (*r2_agent_capacity_fn)(void *arg, const struct xt_capacity *c);
 /* The site was registered with id (the first time, or again). */
 typedef void (*r2_agent_id_fn)(void *arg, uint32_t site_id);
 
@@ -79,6 +85,10 @@ struct r2_agent_opts {
     r2_agent_ring1_fn ring1;  /* NULL: heartbeats carry no ring-1 field, so
                                  (an MDS) ring 1 stays frozen */
     void *ring1_arg;
+    r2_agent_usage_fn usage;  /* NULL: heartbeats carry no capacity field */
+    void *usage_arg;
+    r2_agent_capacity_fn on_capacity; /* may be NULL */
+    void *capacity_arg;
     const struct xt_auth_cred *cred; /* what its connections prove (copied);
                                         NULL: the process's (xt_rpc_set_cred) */
     struct xt_rpc_tls *tls;   /* TLS of its connections (the agent takes a
@@ -102,6 +112,11 @@ uint32_t r2_agent_site_id(r2_agent *a);
 /* A deep copy of the latest full view into *out (caller frees with
  * xt_view_free). Returns 0, -EAGAIN (no view yet) or -ENOMEM. */
 int r2_agent_view_copy(r2_agent *a, struct xt_view *out);
+
+/* A deep copy of the capacity the last heartbeat reply carried into *out
+ * (caller frees with xt_capacity_free). Returns 0, -EAGAIN (none yet) or
+ * -ENOMEM. */
+int r2_agent_capacity(r2_agent *a, struct xt_capacity *out);
 
 struct r2_agent_stats {
     uint64_t registrations, heartbeats, hb_failures, views, leader_searches;

@@ -60,11 +60,15 @@ static const struct cmd_help helps[] = {
       "vnodes per site, and each site's share of the key space.\n" },
     { "fs", "fs create NAME [--blob-backend local --blob-path DIR] | fs list |\n"
             "       fs stat NAME | fs drop NAME [--force] |\n"
-            "       fs key NAME [--rotate] [--out FILE]",
+            "       fs key NAME [--rotate] [--out FILE] |\n"
+            "       fs quota NAME [--bytes N] [--inodes N]   (0: none)",
       "create  a new file-system instance (NAME: 1-64 of [A-Za-z0-9._-])\n"
       "list    every file system\n"
-      "stat    one file system: fsid, root table, files, bytes, mounts, blob\n"
+      "stat    one file system: fsid, root table, files (inodes) and bytes used\n"
+      "        (docs/r2.md \"Capacity and quotas\"), quotas, mounts, blob\n"
       "        settings, creation time\n"
+      "quota   set its quotas on bytes and inodes (0: none; an option not given\n"
+      "        keeps its value): a change that would cross one fails EDQUOT\n"
       "drop    delete it; refused while mounted unless --force\n"
       "key     the client key of the fs (needs the cluster key): printed, or\n"
       "        written to FILE (mode 0600) with --out; pomfs -o keyfile=FILE and\n"
@@ -94,7 +98,7 @@ static const struct cmd_help helps[] = {
       "processes are signalled, and only while they still run the recorded\n"
       "executable. Exit 0 when nothing is left running.\n" },
     { "fsck", "fsck [--fs NAME] [--data-check] [--repair-orphans] [--repair-gdt]\n"
-              "     [--max-problems N]",
+              "     [--repair-usage] [--max-problems N]",
       "Check a file system online, through the client library: every\n"
       "directory lists each name once and to its end, every listed name is\n"
       "found again by lookup as the same inode (its row sits where the\n"
@@ -106,7 +110,10 @@ static const struct cmd_help helps[] = {
       "mount is registered. Every directory's GDT row (its place by uuid)\n"
       "must name where it is; --repair-gdt writes the missing or wrong ones\n"
       "and removes stale rows older than a minute (a file system made before\n"
-      "the GDT gets its rows so). Those are the only changes fsck makes.\n"
+      "the GDT gets its rows so). It counts the fs's inodes and bytes and\n"
+      "prints R2's totals beside them; --repair-usage sets R2's totals to the\n"
+      "walk's when they drifted (on a quiet fs: no change met, R2's figures\n"
+      "still for 3 s). Those are the only changes fsck makes.\n"
       "NAME defaults to pomfs. Exit 0 clean, 1 with problems (each printed).\n" },
     { "top", "top [--interval S] [--count N] [--once]",
       "Per-site rates from each site's Prometheus /metrics (the addresses R2's\n"

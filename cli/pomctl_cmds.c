@@ -16,6 +16,7 @@
 #include "xt_ring.h"
 #include "xt_time.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -740,6 +741,8 @@ static void json_fs(pomctl_json *j, const char *key, const struct xt_fs_info *f)
     pomctl_json_u64(j, "root_table", f->root_table);
     pomctl_json_u64(j, "files", f->files);
     pomctl_json_u64(j, "bytes", f->bytes);
+    pomctl_json_u64(j, "quota_files", f->quota_files);
+    pomctl_json_u64(j, "quota_bytes", f->quota_bytes);
     pomctl_json_u64(j, "mounts", f->mounts);
     pomctl_json_obj_begin(j, "blob");
     pomctl_json_str(j, "backend", f->blob_backend);
@@ -757,9 +760,18 @@ static void print_fs(const struct xt_fs_info *f)
     printf("fs %s\n", f->name);
     printf("  fsid        %u\n", f->fsid);
     printf("  root table  %llu\n", (unsigned long long)f->root_table);
-    printf("  files       %llu\n", (unsigned long long)f->files);
+    printf("  files       %llu (inodes)\n", (unsigned long long)f->files);
     printf("  bytes       %llu (%s)\n", (unsigned long long)f->bytes,
            pomctl_fmt_bytes(f->bytes, b, sizeof b));
+    if (f->quota_files)
+        printf("  quota files %llu\n", (unsigned long long)f->quota_files);
+    else
+        printf("  quota files none\n");
+    if (f->quota_bytes)
+        printf("  quota bytes %llu (%s)\n", (unsigned long long)f->quota_bytes,
+               pomctl_fmt_bytes(f->quota_bytes, b, sizeof b));
+    else
+        printf("  quota bytes none\n");
     printf("  mounts      %u\n", f->mounts);
     printf("  blob        %s%s%s\n", f->blob_backend[0] ? f->blob_backend : "-",
            f->blob_path[0] ? " " : "", f->blob_path);
@@ -1077,10 +1089,100 @@ static int fs_key(struct pomctl *ctl, int argc, char **argv)
     return POMCTL_OK;
 }
 
+struct fs_quota_arg {
+    const char *name;
+    uint64_t files, bytes;
+    struct xt_fs_info out;
+};
+
+static int fs_quota_call(struct pomctl *ctl, const xt_rpc_call *call, void *arg)
+{
+    struct fs_quota_arg *a = arg;
+    xt_free(a->out.root_bitmap);
+    return xt_r2_fs_quota(ctl->pool, call, a->name, a->files, a->bytes, &a->out);
+}
+
+/* A count: decimal digits, at most INT64_MAX. */
+static bool parse_count(const char *s, uint64_t *v)
+{
+    char *end = NULL;
+    if (!s[0] || s[0] < '0' || s[0] > '9')
+        return false;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 10);
+    if (errno || *end || x > INT64_MAX)
+        return false;
+    *v = x;
+    return true;
+}
+
+static int fs_quota(struct pomctl *ctl, int argc, char **argv)
+{
+    struct fs_quota_arg qa = { .name = NULL };
+    bool has_files = false, has_bytes = false;
+    for (int i = 0; i < argc; i++) {
+        if ((!strcmp(argv[i], "--bytes") || !strcmp(argv[i], "--inodes")) && i + 1 < argc) {
+            bool bytes = !strcmp(argv[i], "--bytes");
+            if (!parse_count(argv[i + 1], bytes ? &qa.bytes : &qa.files))
+                return pomctl_usage_err(ctl, "fs", "%s wants a count (0: none), not '%s'",
+                                        argv[i], argv[i + 1]);
+            *(bytes ? &has_bytes : &has_files) = true;
+            i++;
+        } else if (argv[i][0] == '-' && argv[i][1] == '-')
+            return pomctl_usage_err(ctl, "fs", "unknown option '%s' for fs quota", argv[i]);
+        else if (!qa.name)
+            qa.name = argv[i];
+        else
+            return pomctl_usage_err(ctl, "fs", "fs quota takes one NAME ('%s'?)", argv[i]);
+    }
+    if (!qa.name)
+        return pomctl_usage_err(ctl, "fs", "fs quota wants a NAME");
+    if (!pomctl_fs_name_ok(qa.name))
+        return pomctl_usage_err(ctl, "fs", "bad fs name '%s'", qa.name);
+    int code = pomctl_resolve_addrs(ctl);
+    if (code)
+        return code;
+    if (!has_files || !has_bytes) {
+        /* One of them given: the other keeps its value. */
+        struct xt_fs_info *fs = NULL;
+        size_t n = 0;
+        int rc = pomctl_fs_list(ctl, qa.name, &fs, &n);
+        if (rc == 0 && n == 1) {
+            if (!has_files)
+                qa.files = fs[0].quota_files;
+            if (!has_bytes)
+                qa.bytes = fs[0].quota_bytes;
+        }
+        xt_fs_info_free_array(fs, n);
+        if (rc < 0 || n != 1)
+            return pomctl_fail(ctl, rc < 0 ? rc : -ENOENT, "fs quota",
+                               "no file system of that name (see: pomctl fs list)");
+    }
+    memset(&qa.out, 0, sizeof qa.out);
+    int rc = at_leader(ctl, fs_quota_call, &qa);
+    xt_free(qa.out.root_bitmap);
+    qa.out.root_bitmap = NULL;
+    if (rc < 0) {
+        char what[128];
+        snprintf(what, sizeof what, "fs quota %s", qa.name);
+        return pomctl_fail(ctl, rc, what,
+                           rc == -ENOENT ? "no file system of that name (see: pomctl fs list)"
+                                         : NULL);
+    }
+    if (ctl->json) {
+        json_begin(ctl);
+        json_fs(&ctl->js, "fs", &qa.out);
+        json_end(ctl);
+    } else {
+        print_fs(&qa.out);
+    }
+    return POMCTL_OK;
+}
+
 int pomctl_cmd_fs(struct pomctl *ctl, int argc, char **argv)
 {
     if (argc < 1)
-        return pomctl_usage_err(ctl, "fs", "fs wants create, list, stat, drop or key");
+        return pomctl_usage_err(ctl, "fs", "fs wants create, list, stat, quota, drop or key");
     const char *sub = argv[0];
     if (!strcmp(sub, "create"))
         return fs_create(ctl, argc - 1, argv + 1);
@@ -1088,6 +1190,8 @@ int pomctl_cmd_fs(struct pomctl *ctl, int argc, char **argv)
         return fs_drop(ctl, argc - 1, argv + 1);
     if (!strcmp(sub, "key"))
         return fs_key(ctl, argc - 1, argv + 1);
+    if (!strcmp(sub, "quota"))
+        return fs_quota(ctl, argc - 1, argv + 1);
     if (!strcmp(sub, "list")) {
         if (argc != 1)
             return pomctl_usage_err(ctl, "fs", "fs list takes no argument");

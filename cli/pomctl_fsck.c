@@ -1,6 +1,6 @@
 /*
  * pomctl_fsck.c -- `pomctl fsck [--fs NAME] [--data-check] [--repair-orphans]
- * [--repair-gdt] [--max-problems N]`: an online check of one file system through
+ * [--repair-gdt] [--repair-usage] [--max-problems N]`: an online check of one file system through
  * libpomegranate, as a client sees it (docs/pomctl.md "`pomctl fsck`").
  *
  * It walks the namespace breadth-first from the root and checks:
@@ -49,8 +49,15 @@
  *      GDT_STALE_AGE_S old after a walk without changes (a delete copy
  *      stamped with the row's own time: it loses to any newer copy).
  *      This is how a file system made before the GDT gets its rows.
- * It changes nothing but what --repair-gdt writes (above) and
- * --repair-orphans deletes: orphan sets whose newest
+ * (11) the fs's usage (docs/r2.md "Capacity and quotas"): the inodes the walk
+ *      found (directories but the root, files, symlinks, other) and their
+ *      bytes (sizes of files and symlinks) against R2's totals. A drift is
+ *      not a problem (the totals lag the commits by seconds, and lose what
+ *      an MDS did not report before it crashed): it is printed, and with
+ *      --repair-usage, when the walk saw no change and R2's totals stood
+ *      still for USAGE_SETTLE_MS, R2 is told the exact figures.
+ * It changes nothing but what --repair-gdt writes (above),
+ * --repair-usage sets and --repair-orphans deletes: orphan sets whose newest
  * tract file or folder is at least ORPHAN_AGE_S old, only when R2 counts
  * no mount of the fs (a live client may hold a migrated file whose row it
  * has not flushed yet, or a set it is still writing: those look exactly
@@ -103,6 +110,9 @@ struct ino_ent {
 /* --repair-gdt removes a stale GDT row only when it is this old: a row
  * written for a directory made after the walk passed its parent is not. */
 #define GDT_STALE_AGE_S 60
+/* Check (11): R2's totals must stand still this long (two MDS heartbeats
+ * and a commit interval) before --repair-usage replaces them. */
+#define USAGE_SETTLE_MS 3000
 
 /* A blob row's tracts id (check (7)). */
 struct named {
@@ -117,6 +127,7 @@ struct fsck {
     bool data_check;
     bool repair_orphans;
     bool repair_gdt;
+    bool repair_usage;
     struct pom_blob *blob;  /* pom_blob_of (owned by fs), or NULL: no tier, (7) skipped */
     uint64_t max_problems;
     /* non-directories seen: open addressing on ino */
@@ -132,6 +143,10 @@ struct fsck {
     size_t nnames, names_cap;
     /* totals */
     uint64_t ndirs, nfiles, nlinks, nother, bytes, changed, problems;
+    uint64_t link_bytes;    /* symlinks' sizes, check (11) */
+    bool has_r2_usage;      /* check (11): R2's totals, as read after the walk */
+    uint64_t r2_files, r2_bytes;
+    bool usage_repaired;
     uint64_t pending, decisions, outbox, sys_other; /* check (9) */
     uint64_t gdt_ok, gdt_rows, gdt_stale;           /* check (10) */
     uint64_t gdt_repaired, gdt_removed;             /* --repair-gdt */
@@ -393,6 +408,7 @@ static int on_entry(void *arg, const char *name, const struct stat *ls, uint64_t
                     f->bytes += (uint64_t)st.st_size;
                 } else if (S_ISLNK(st.st_mode)) {
                     f->nlinks++;
+                    f->link_bytes += (uint64_t)st.st_size;
                 } else {
                     f->nother++;
                 }
@@ -698,6 +714,59 @@ static int check_tracts(struct fsck *f)
     return 0;
 }
 
+/* Check (11): what the walk counts as the fs's usage. */
+static uint64_t usage_inodes(const struct fsck *f)
+{
+    /* ndirs counts the root (walk), which is the fs record's, no row's. */
+    return (f->ndirs ? f->ndirs - 1 : 0) + f->nfiles + f->nlinks + f->nother;
+}
+
+static uint64_t usage_bytes(const struct fsck *f)
+{
+    return f->bytes + f->link_bytes;
+}
+
+/* R2's totals of fsname into *files, *bytes. 0 or -errno. */
+static int r2_usage(struct fsck *f, const char *fsname, uint64_t *files, uint64_t *bytes)
+{
+    struct xt_fs_info *fs;
+    size_t n;
+    int rc = pomctl_fs_list(f->ctl, fsname, &fs, &n);
+    if (rc == 0 && n != 1)
+        rc = -ENOENT;
+    if (rc == 0) {
+        *files = fs[0].files;
+        *bytes = fs[0].bytes;
+    }
+    xt_fs_info_free_array(fs, n);
+    return rc;
+}
+
+/* Check (11), after a complete walk. */
+static void check_usage(struct fsck *f, const char *fsname)
+{
+    if (r2_usage(f, fsname, &f->r2_files, &f->r2_bytes) < 0)
+        return; /* an old R2, or unreachable now: the walk's figures alone */
+    f->has_r2_usage = true;
+    bool drift = f->r2_files != usage_inodes(f) || f->r2_bytes != usage_bytes(f);
+    if (!drift || !f->repair_usage || f->changed || f->problems)
+        return;
+    /* Figures still on their way to R2 would be counted twice. */
+    xt_sleep_ms(USAGE_SETTLE_MS);
+    uint64_t files, bytes;
+    if (r2_usage(f, fsname, &files, &bytes) < 0 || files != f->r2_files || bytes != f->r2_bytes)
+        return;
+    int rc = pomctl_r2_leader(f->ctl);
+    if (rc == 0) {
+        xt_rpc_call call = pomctl_call(f->ctl);
+        rc = xt_r2_fs_set_usage(f->ctl->pool, &call, fsname, usage_inodes(f), usage_bytes(f));
+    }
+    if (rc < 0)
+        problem(f, "cannot set R2's usage of %s: %s", fsname, strerror(-rc));
+    else
+        f->usage_repaired = true;
+}
+
 static void report(struct fsck *f, const char *fsname)
 {
     if (f->ctl->json) {
@@ -734,6 +803,15 @@ static void report(struct fsck *f, const char *fsname)
         pomctl_json_u64(&f->ctl->js, "orphan_bytes_removed", f->removed_bytes);
         pomctl_json_u64(&f->ctl->js, "orphans_too_new", f->young);
         pomctl_json_bool(&f->ctl->js, "repair_skipped", f->repair_skipped);
+        pomctl_json_obj_begin(&f->ctl->js, "usage");
+        pomctl_json_u64(&f->ctl->js, "inodes", usage_inodes(f));
+        pomctl_json_u64(&f->ctl->js, "bytes", usage_bytes(f));
+        if (f->has_r2_usage) {
+            pomctl_json_u64(&f->ctl->js, "r2_inodes", f->r2_files);
+            pomctl_json_u64(&f->ctl->js, "r2_bytes", f->r2_bytes);
+        }
+        pomctl_json_bool(&f->ctl->js, "repaired", f->usage_repaired);
+        pomctl_json_obj_end(&f->ctl->js);
         pomctl_json_obj_end(&f->ctl->js);
         pomctl_json_finish(&f->ctl->js);
         f->ctl->json_done = true;
@@ -773,6 +851,16 @@ static void report(struct fsck *f, const char *fsname)
     } else {
         printf("blob tier: none open, tract sets not checked\n");
     }
+    printf("usage: %llu inodes, %llu bytes", (unsigned long long)usage_inodes(f),
+           (unsigned long long)usage_bytes(f));
+    if (f->has_r2_usage)
+        printf("; R2's totals %llu inodes, %llu bytes%s", (unsigned long long)f->r2_files,
+               (unsigned long long)f->r2_bytes,
+               f->usage_repaired ? " (set to the walk's)"
+               : f->r2_files != usage_inodes(f) || f->r2_bytes != usage_bytes(f)
+                   ? " (drifted or behind; --repair-usage on a quiet fs sets them)"
+                   : "");
+    printf("\n");
     if (f->changed)
         printf("%llu names changed while it ran (not counted as problems)\n",
                (unsigned long long)f->changed);
@@ -822,6 +910,8 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
             f.repair_orphans = true;
         else if (!strcmp(argv[i], "--repair-gdt"))
             f.repair_gdt = true;
+        else if (!strcmp(argv[i], "--repair-usage"))
+            f.repair_usage = true;
         else if (!strcmp(argv[i], "--max-problems") && i + 1 < argc)
             f.max_problems = strtoull(argv[++i], NULL, 10);
         else
@@ -844,6 +934,8 @@ int pomctl_cmd_fsck(struct pomctl *ctl, int argc, char **argv)
     if (rc == 0)
         rc = check_tracts(&f);
     pomctl_progress_end(&f.prog);
+    if (rc == 0)
+        check_usage(&f, fsname);
     int code = POMCTL_OK;
     if (rc < 0) {
         fprintf(stderr, "pomctl: fsck %s: the walk stopped: %s\n", fsname, strerror(-rc));

@@ -22,6 +22,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
 
 void pom_blob_fault_after(pom_blob *b, uint64_t n, int err)
 {
@@ -176,6 +178,29 @@ void pom_blob_counters(pom_blob *b, uint64_t *written, uint64_t *read)
 {
     *written = atomic_load_explicit(&b->written, memory_order_relaxed);
     *read = atomic_load_explicit(&b->read, memory_order_relaxed);
+}
+
+void pom_blob_space(pom_blob *b, const uint64_t *skip, size_t nskip, uint64_t *size,
+                    uint64_t *avail)
+{
+    uint64_t seen[POM_BLOB_FOLDERS_MAX];
+    size_t nseen = 0;
+    for (size_t i = 0; i < b->rows && i < POM_BLOB_FOLDERS_MAX; i++) {
+        struct stat st;
+        struct statvfs sv;
+        if (!b->folders[i] || stat(b->folders[i], &st) < 0 || statvfs(b->folders[i], &sv) < 0)
+            continue;
+        bool dup = false;
+        for (size_t k = 0; k < nskip && !dup; k++)
+            dup = skip[k] == (uint64_t)st.st_dev;
+        for (size_t k = 0; k < nseen && !dup; k++)
+            dup = seen[k] == (uint64_t)st.st_dev;
+        if (dup)
+            continue;
+        seen[nseen++] = (uint64_t)st.st_dev;
+        *size += (uint64_t)sv.f_blocks * sv.f_frsize;
+        *avail += (uint64_t)sv.f_bavail * sv.f_frsize;
+    }
 }
 
 /* Invariant (5): 0, or the error of a failed fsync. */

@@ -16,6 +16,7 @@
 #include "pom_route.h"
 #include "r2_agent.h"
 #include "xt_rpc_r2.h"
+#include "xt_time.h"
 
 #include <assert.h>
 #include <stdio.h>
@@ -345,19 +346,49 @@ void pom_get_stats(pom_fs *fs, struct pom_fs_stats *st)
         pom_blob_counters(fs->blob, &st->blob_bytes_written, &st->blob_bytes_read);
 }
 
+/* How long statfs waits for the first capacity R2 sends (a heartbeat
+ * interval and some). */
+#define STATFS_WAIT_MS 2000
+
 int pom_statfs(pom_fs *fs, struct statvfs *sv)
 {
-    (void)fs;
-    /* No capacity accounting yet (R2's per-fs counters will feed it):
-     * report a large, constant, mostly free file system so tools that
-     * check free space proceed. */
+    /* The capacity R2 sends back with every heartbeat of the mount (docs/
+     * client.md "statfs"): right after the mount it may not have come yet. */
+    struct xt_capacity cap;
+    int rc = -EAGAIN;
+    for (int waited = 0; fs->agent; waited += 50) {
+        if ((rc = r2_agent_capacity(fs->agent, &cap)) != -EAGAIN || waited >= STATFS_WAIT_MS)
+            break;
+        xt_sleep_ms(50);
+    }
+    if (rc == -EAGAIN)
+        memset(&cap, 0, sizeof cap); /* no R2 figure: the blob tier's disk alone */
+    else if (rc < 0)
+        return rc;
+    uint64_t size = cap.size, avail = cap.avail;
+    pom_blob *b = pom_blob_of(fs);
+    if (b)
+        pom_blob_space(b, cap.devs, cap.ndevs, &size, &avail);
+    const struct xt_fs_usage *u = xt_capacity_fs(&cap, fs->fsid);
+    uint64_t used = u ? u->bytes : 0, files = u ? u->files : 0;
+    /* avail: what the storage has free, and no more than the quota leaves. */
+    if (u && u->quota_bytes)
+        avail = XT_MIN(avail, u->quota_bytes > used ? u->quota_bytes - used : 0);
+    uint64_t ffree = UINT64_C(1) << 32; /* no inode bound but space */
+    if (u && u->quota_files)
+        ffree = u->quota_files > files ? u->quota_files - files : 0;
+    xt_capacity_free(&cap);
+    const uint64_t bs = 4096;
     memset(sv, 0, sizeof *sv);
-    sv->f_bsize = 4096;
-    sv->f_frsize = 4096;
-    sv->f_blocks = UINT64_C(1) << 32;
-    sv->f_bfree = sv->f_bavail = UINT64_C(1) << 31;
-    sv->f_files = UINT64_C(1) << 32;
-    sv->f_ffree = sv->f_favail = UINT64_C(1) << 31;
+    sv->f_bsize = bs;
+    sv->f_frsize = bs;
+    /* df shows size = storage size, used = blocks - bfree = this fs's bytes. */
+    sv->f_blocks = XT_MAX(size, used) / bs;
+    uint64_t used_blocks = (used + bs - 1) / bs;
+    sv->f_bfree = sv->f_blocks > used_blocks ? sv->f_blocks - used_blocks : 0;
+    sv->f_bavail = XT_MIN(avail / bs, sv->f_bfree);
+    sv->f_files = files + ffree;
+    sv->f_ffree = sv->f_favail = ffree;
     sv->f_fsid = fs->fsid;
     sv->f_namemax = XT_NAME_MAX;
     return 0;

@@ -33,6 +33,7 @@
 #include "mds_cache.h"
 #include "mds_group.h"
 #include "mds_metrics.h"
+#include "mds_usage.h"
 #include "mds_mover.h"
 #include "mds_reload.h"
 #include "mds_ring1.h"
@@ -546,6 +547,7 @@ int main(int argc, char **argv)
     mds_store_rpc *rpc = NULL;
     xt_ring *ring = xt_ring_new(1, 128);
     mds_stats *stats = mds_stats_new();
+    mds_usage *usage = NULL;
     mds_cache *cache = NULL;
     mds_group *group = NULL;
     mds_place *place = NULL;
@@ -562,7 +564,7 @@ int main(int argc, char **argv)
     mds_reload *reload = NULL;
     struct view_arg va = { .gen_mu = PTHREAD_MUTEX_INITIALIZER };
     uint32_t sites[MAX_MDSL];
-    if (!ring || !stats || mds_store_rpc_new(10000, &rpc)) {
+    if (!ring || !stats || mds_usage_new(&usage) || mds_store_rpc_new(10000, &rpc)) {
         XT_ERR("out of memory");
         goto out;
     }
@@ -603,7 +605,10 @@ int main(int argc, char **argv)
                                     .id_file = dir ? idfile : NULL,
                                     .hb_interval_ms = (unsigned)hb_interval,
                                     .on_view = on_view, .view_arg = &va,
-                                    .metrics = metrics ? xt_metrics_addr(metrics) : NULL };
+                                    .metrics = metrics ? xt_metrics_addr(metrics) : NULL,
+                                    .stats = mds_usage_stats, .stats_arg = usage,
+                                    .usage = mds_usage_hb, .usage_arg = usage,
+                                    .on_capacity = mds_usage_capacity, .capacity_arg = usage };
         if ((rc = mds_route_new(0, stats, &route)) || (rc = mds_ring1_new(rpc, &follow))) {
             XT_ERR("out of memory");
             goto out;
@@ -705,12 +710,13 @@ int main(int argc, char **argv)
         xt_sleep_ms(100);
     }
     mds_cache_set_pressure(cache, mds_group_kick, group);
+    mds_usage_set_group(usage, group);
     if (follow) {
         mds_ring1_attach(follow, place, ring, group, NULL); /* ring now follow's */
         ring = NULL;
     }
     struct mds_table_opts to = { .cache = cache, .group = group, .stats = stats,
-                                 .split_threshold = (uint32_t)split,
+                                 .usage = usage, .split_threshold = (uint32_t)split,
                                  .split_bytes = (size_t)split_bytes,
                                  .owns = route ? mds_route_owns : NULL,
                                  .on_bit = route ? mds_route_on_bit : NULL,
@@ -830,6 +836,8 @@ out:
     }
     mds_route_free(route); /* its thread uses the table, group and cache */
     mds_table_free(table);
+    if (usage)
+        mds_usage_set_group(usage, NULL); /* the agent that read it is stopped */
     if (group)
         mds_group_close(group, true);
     mds_cache_free(cache);
@@ -837,6 +845,7 @@ out:
     mds_ring1_free(follow); /* the rings the placement used */
     mds_store_rpc_free(rpc);
     mds_stats_free(stats);
+    mds_usage_free(usage);
     xt_ring_free(ring);
     xt_free(va.gens); /* the agent and server that read it are stopped */
     if (fault_alloc_after >= 0) /* for sizing the tests' countdown ranges */

@@ -572,8 +572,22 @@ int mds_table_create(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     struct wctx w;
     if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
         rc = mds_table_pend_check(mds_cent_slice(w.e), name, name_len);
+        int64_t df = 0, db = 0;
+        if (rc == 0 && t->o.usage) {
+            const void *old = NULL;
+            size_t old_len = 0;
+            if (xt_slice_lookup(mds_cent_slice(w.e), name, name_len, h, &old, &old_len) < 0)
+                old = NULL;
+            /* With EXCL and the name there the insert fails -EEXIST: no count. */
+            if (!(old && (flags & MDS_TABLE_EXCL))) {
+                mds_usage_delta(table, name, name_len, old, old_len, row, row_len, &df, &db);
+                rc = mds_usage_check(t->o.usage, fsid, df, db);
+            }
+        }
         if (rc == 0)
             rc = insert_split(t, &w, name, name_len, h, row, row_len, flags);
+        if (rc >= 0)
+            mds_usage_note(t->o.usage, fsid, w.gen, df, db);
         bool big = write_end(t, &w, rc >= 0 ? name_len + row_len : 0);
         if (rc >= 0 && gen)
             *gen = w.gen;
@@ -603,8 +617,15 @@ int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *na
         size_t nlen = 0;
         if (rc == 0)
             rc = fn(arg, old, old_len, &nr, &nlen);
+        int64_t df = 0, db = 0;
+        if (rc == 0 && t->o.usage) {
+            mds_usage_delta(table, name, name_len, old, old_len, nr, nlen, &df, &db);
+            rc = mds_usage_check(t->o.usage, fsid, df, db);
+        }
         if (rc == 0)
             rc = xt_slice_update(s, name, name_len, h, nr, nlen, w.gen);
+        if (rc == 0)
+            mds_usage_note(t->o.usage, fsid, w.gen, df, db);
         xt_free(nr);
         bytes = rc == 0 ? name_len + nlen : 0;
         bool big = write_end(t, &w, bytes);
@@ -628,15 +649,20 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     if (rc == 0 && (rc = write_begin(t, fsid, table, h, &w)) == 0) {
         xt_slice *s = mds_cent_slice(w.e);
         rc = mds_table_pend_check(s, name, name_len);
-        if (rc == 0 && check) {
+        int64_t df = 0, db = 0;
+        if (rc == 0 && (check || t->o.usage)) {
             const void *old;
             size_t old_len;
             rc = xt_slice_lookup(s, name, name_len, h, &old, &old_len);
-            if (rc == 0)
+            if (rc == 0 && check)
                 rc = check(arg, old, old_len);
+            if (rc == 0)
+                mds_usage_delta(table, name, name_len, old, old_len, NULL, 0, &df, &db);
         }
         if (rc == 0)
             rc = xt_slice_delete(s, name, name_len, h, w.gen);
+        if (rc == 0)
+            mds_usage_note(t->o.usage, fsid, w.gen, df, db);
         write_end(t, &w, rc == 0 ? name_len + 16 : 0);
         if (rc == 0 && gen)
             *gen = w.gen;

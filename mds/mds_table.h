@@ -81,6 +81,7 @@
 #include "mds_cache.h"
 #include "mds_group.h"
 #include "mds_stats.h"
+#include "mds_usage.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -96,6 +97,7 @@ struct mds_table_opts {
     mds_cache *cache;          /* borrowed */
     mds_group *group;          /* borrowed */
     mds_stats *stats;          /* borrowed, may be NULL */
+    mds_usage *usage;          /* borrowed, may be NULL: nothing counted, no quota */
     uint32_t split_threshold;  /* rows per slice; 0: 8192 */
     size_t split_bytes;        /* a slice holding more (xt_slice_mem_bytes)
                                   is split after the write that grew it, so

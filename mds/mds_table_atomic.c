@@ -281,6 +281,37 @@ static int aop_apply(struct abatch *b, size_t i)
     }
 }
 
+/* What op i adds to its fs (mds_usage_delta) into df[i], db[i], checked
+ * against the quotas with the ops before it of the same fs (df, db[0..i)
+ * already filled): 0 or -EDQUOT. */
+static int aop_usage(mds_table *t, const struct abatch *b, size_t i, int64_t *df, int64_t *db)
+{
+    const struct mds_aop *o = &b->ops[i];
+    const struct aslot *s = &b->s[i];
+    df[i] = db[i] = 0;
+    if (!t->o.usage || s->eff == MDS_AOP_CHECK)
+        return 0;
+    const void *nw = NULL;
+    size_t nlen = 0;
+    if (s->eff == MDS_AOP_CREATE) {
+        nw = o->derive ? (const void *)s->nrow : o->row;
+        nlen = o->derive ? s->nlen : o->row_len;
+    } else if (s->eff == MDS_AOP_UPDATE) {
+        nw = s->nrow;
+        nlen = s->nlen;
+    }
+    mds_usage_delta(o->table, o->name, o->name_len, s->existed ? s->old : NULL,
+                    s->existed ? s->old_len : 0, nw, nlen, &df[i], &db[i]);
+    int64_t sf = df[i], sb = db[i];
+    for (size_t k = 0; k < i; k++)
+        if (b->ops[k].fsid == o->fsid) {
+            sf += df[k];
+            sb += db[k];
+        }
+    /* Only a growth this op brings is refused (mds_usage.h (3)). */
+    return mds_usage_check(t->o.usage, o->fsid, df[i] > 0 ? sf : 0, db[i] > 0 ? sb : 0);
+}
+
 /* Put op i's row back as it was before the batch (undo after a failure
  * of a later op). */
 static int aop_undo(struct abatch *b, size_t i)
@@ -353,6 +384,15 @@ int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *
             round_end(t, b, true, 0);
             break;
         }
+        int64_t df[MDS_ATOMIC_MAX], db[MDS_ATOMIC_MAX];
+        for (size_t k = 0; rc == 0 && k < n; k++) {
+            *failed = k;
+            rc = aop_usage(t, b, k, df, db);
+        }
+        if (rc < 0) { /* over a quota: nothing was changed */
+            round_end(t, b, true, 0);
+            break;
+        }
         size_t bytes = 0, i = 0;
         for (; rc == 0 && i < n; i++) {
             *failed = i;
@@ -366,8 +406,11 @@ int mds_table_atomic(mds_table *t, const struct mds_aop *ops, size_t n, size_t *
                 if (aop_undo(b, j) < 0)
                     XT_ERR("table: undo of atomic op %zu failed: the batch is torn", j);
             bytes = 0;
-        } else if (gen) {
-            *gen = b->gen;
+        } else {
+            for (size_t k = 0; k < n; k++)
+                mds_usage_note(t->o.usage, ops[k].fsid, b->gen, df[k], db[k]);
+            if (gen)
+                *gen = b->gen;
         }
         /* A slice the batch grew past split_bytes: split after (as a
          * create or update does), no batch lock held. */

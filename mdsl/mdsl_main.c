@@ -28,6 +28,31 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+/* The storage this MDSL reports to R2 in its heartbeats (docs/r2.md
+ * "Capacity and quotas"): the statvfs of its folder and its segment bytes. */
+struct storage_src {
+    mdsl_store *store;
+    const char *dir;
+};
+
+static void report_storage(void *arg, struct xt_r2_hb_usage *u)
+{
+    const struct storage_src *ss = arg;
+    struct statvfs sv;
+    struct stat st;
+    struct mdsl_stat ms;
+    if (statvfs(ss->dir, &sv) < 0 || stat(ss->dir, &st) < 0)
+        return; /* none this time: R2 keeps no stale figure for long */
+    u->has_storage = true;
+    u->storage.size = (uint64_t)sv.f_blocks * sv.f_frsize;
+    u->storage.avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+    u->storage.dev = (uint64_t)st.st_dev;
+    if (mdsl_store_stat(ss->store, &ms) == 0)
+        u->storage.used = ms.bytes;
+}
 
 /* /metrics (docs/metrics.md "pom-mdsl"): the store's counters
  * (mdsl_store_stat, in memory under the store's lock) and the RPC server. */
@@ -377,6 +402,7 @@ int main(int argc, char **argv)
      * notices the silence. The site id survives restarts in DIR/site_id. */
     r2_agent *agent = NULL;
     mdsl_ring1 *r1rep = NULL;
+    struct storage_src ssrc = { .store = store, .dir = dir };
     if (r2_addrs) {
         /* Paced so a pass of a large index yields to prepares: 1,024
          * slices, then 2 ms (~500k slices/s at most). */
@@ -390,7 +416,8 @@ int main(int argc, char **argv)
         struct r2_agent_opts ao = { .r2_addrs = r2_addrs, .type = XT_SITE_MDSL, .addr = self,
                                     .capacity = capacity, .id_file = id_file,
                                     .metrics = metrics ? xt_metrics_addr(metrics) : NULL,
-                                    .hb_interval_ms = (unsigned)hb_ms };
+                                    .hb_interval_ms = (unsigned)hb_ms,
+                                    .usage = report_storage, .usage_arg = &ssrc };
         if (r1rep) {
             ao.on_view = mdsl_ring1_view;
             ao.view_arg = r1rep;

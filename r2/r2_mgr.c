@@ -92,16 +92,22 @@ static int ensure_loaded(r2_mgr *m)
             e->last_hb_mono = old->last_hb_mono;
             e->s.last_hb_ns = old->s.last_hb_ns;
             e->s.load = old->s.load;
-            e->ctr = old->ctr;
-            e->nctr = old->nctr;
+            e->has_storage = old->has_storage;
+            e->storage = old->storage;
             e->r1 = old->r1;
-            old->ctr = NULL;
-            old->nctr = 0;
         } else {
             e->last_hb_mono = now;
         }
     }
-    st.fs_reported = !fresh && m->st.fs_reported;
+    if (!fresh) {
+        /* Memory holds usage newer than /r2/usage (r2_usage_flush) */
+        struct r2_usage *u = st.usage;
+        size_t nu = st.nusage;
+        st.usage = m->st.usage;
+        st.nusage = m->st.nusage;
+        m->st.usage = u;
+        m->st.nusage = nu;
+    }
     r2_state_clear(&m->st);
     m->st = st;
     m->st_valid = true;
@@ -318,44 +324,44 @@ out:
     return rc;
 }
 
-/* REQUIRES: m->mu. Records a heartbeat's runtime data; takes *ctr. */
-static void beat(r2_mgr *m, struct r2_site_ent *e, double load, struct xt_fs_counter **ctr,
-                 size_t n, const struct xt_r2_hb_ring1 *r1)
+/* REQUIRES: m->mu. Records a heartbeat's runtime data: load, ring-1
+ * fields, an MDSL's storage, an MDS's usage counts (docs/r2.md "Capacity
+ * and quotas"); fills *cap (may be NULL) with the capacity to reply. */
+static int beat(r2_mgr *m, struct r2_site_ent *e, double load, const struct xt_fs_counter *c,
+                size_t n, const struct xt_r2_hb_ring1 *r1, const struct xt_r2_hb_usage *u,
+                struct xt_capacity *cap)
 {
     assert(xt_mutex_held(&m->mu));
-    assert(n == 0 || *ctr != NULL);
+    assert(n == 0 || c != NULL);
     e->last_hb_mono = m->clock();
     r2_ring1_beat(m, e, r1);
     e->s.last_hb_ns = xt_now_ns();
     e->s.load = load;
-    if (n || e->nctr) {
-        struct xt_fs_counter *old = e->ctr;
-        e->ctr = *ctr;
-        e->nctr = n;
-        *ctr = old;
-        m->counters_dirty = true;
-        m->st.fs_reported = true;
-    }
+    e->has_storage = u && u->has_storage && e->s.type == XT_SITE_MDSL;
+    if (e->has_storage)
+        e->storage = u->storage;
+    int rc = 0;
+    if (u && u->has_epoch && e->s.type == XT_SITE_MDS)
+        rc = r2_usage_beat(m, e->s.id, u->epoch, c, n);
+    if (rc == 0 && cap)
+        rc = r2_usage_capacity(&m->st, e, cap);
+    return rc;
 }
 
 int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double load,
                      const struct xt_fs_counter *c, size_t n, const struct xt_r2_hb_ring1 *r1,
-                     bool *has_view, struct xt_view *view)
+                     const struct xt_r2_hb_usage *u, bool *has_view, struct xt_view *view,
+                     struct xt_capacity *cap)
 {
     *has_view = false;
     memset(view, 0, sizeof *view);
+    if (cap)
+        memset(cap, 0, sizeof *cap);
     if (n > R2_MGR_MAX_COUNTERS || (n && !c) || !(load >= 0 && load < 1e12))
         return -EINVAL;
     for (size_t i = 0; i < n; i++)
         if (c[i].fsid == 0)
             return -EINVAL;
-    struct xt_fs_counter *ctr = NULL;
-    if (n) {
-        ctr = xt_malloc(n * sizeof *ctr);
-        if (!ctr)
-            return -ENOMEM;
-        memcpy(ctr, c, n * sizeof *ctr);
-    }
     int rc;
     /* Fast path: no state change, no store I/O. */
     pthread_mutex_lock(&m->mu);
@@ -363,14 +369,15 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
         struct r2_site_ent *e = r2_state_site(&m->st, site_id);
         if (!e) {
             pthread_mutex_unlock(&m->mu);
-            xt_free(ctr);
             return -ENOENT;
         }
         if (e->s.state == XT_SITE_UP || e->s.state == XT_SITE_DRAINING) {
-            beat(m, e, load, &ctr, n, r1);
-            rc = r2_state_view(&m->st, view_version, m->self, m->backend, has_view, view);
+            rc = beat(m, e, load, c, n, r1, u, cap);
+            if (rc == 0)
+                rc = r2_state_view(&m->st, view_version, m->self, m->backend, has_view, view);
             pthread_mutex_unlock(&m->mu);
-            xt_free(ctr);
+            if (rc < 0 && cap)
+                xt_capacity_free(cap);
             return rc;
         }
     }
@@ -378,24 +385,22 @@ int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double 
 
     /* Slow path: a TRANSIENT or FAILED site comes back (or state to load). */
     rc = begin(m);
-    if (rc < 0) {
-        xt_free(ctr);
+    if (rc < 0)
         return rc;
-    }
     struct r2_txn t = { .n = 0 };
     xt_ring *nr = NULL;
     pthread_mutex_lock(&m->mu);
     struct r2_site_ent *e = r2_state_site(&m->st, site_id);
     struct xt_site s;
     if (e) {
-        beat(m, e, load, &ctr, n, r1);
+        rc = beat(m, e, load, c, n, r1, u, cap);
         s = e->s;
     }
     pthread_mutex_unlock(&m->mu);
-    if (!e) {
+    if (!e)
         rc = -ENOENT;
+    if (rc < 0)
         goto out;
-    }
     if (s.state == XT_SITE_TRANSIENT || s.state == XT_SITE_FAILED) {
         int was = s.state;
         s.state = XT_SITE_UP;
@@ -422,7 +427,8 @@ out:
     xt_ring_free(nr);
     r2_txn_free(&t);
     end(m);
-    xt_free(ctr);
+    if (rc < 0 && cap)
+        xt_capacity_free(cap);
     return rc;
 }
 
@@ -486,53 +492,6 @@ struct change {
     bool expire; /* a silent client: its record is deleted */
 };
 
-/* REQUIRES: m->wmu, state loaded. Flushes the per-fs counters into the fs
- * records, at most every flush_ns, without a new view version. */
-static void flush_counters(r2_mgr *m, uint64_t now)
-{
-    assert(xt_mutex_held(&m->wmu) && m->st_valid);
-    if (now - m->last_flush < m->flush_ns)
-        return;
-    m->last_flush = now;
-    pthread_mutex_lock(&m->mu);
-    bool dirty = m->counters_dirty;
-    size_t nfs = m->st.nfs;
-    pthread_mutex_unlock(&m->mu);
-    if (!dirty || nfs == 0)
-        return;
-    for (size_t base = 0; base < nfs; base += R2_TXN_ROOM) {
-        struct r2_txn t = { .n = 0 };
-        int rc = 0;
-        uint64_t files[R2_TXN_ROOM], bytes[R2_TXN_ROOM];
-        size_t k = 0;
-        for (size_t i = base; i < nfs && k < R2_TXN_ROOM && rc == 0; i++, k++) {
-            struct xt_fs_info f;
-            pthread_mutex_lock(&m->mu);
-            rc = r2_state_fs_copy(&m->st, &m->st.fs[i], &f);
-            pthread_mutex_unlock(&m->mu);
-            if (rc == 0)
-                rc = r2_txn_fs(&t, &f);
-            files[k] = f.files;
-            bytes[k] = f.bytes;
-            xt_free(f.root_bitmap);
-        }
-        if (rc == 0)
-            rc = r2_txn_commit(m, &t, 0);
-        r2_txn_free(&t);
-        if (rc < 0)
-            return;
-        pthread_mutex_lock(&m->mu);
-        for (size_t i = 0; i < k; i++) {
-            m->st.fs[base + i].files = files[i];
-            m->st.fs[base + i].bytes = bytes[i];
-        }
-        pthread_mutex_unlock(&m->mu);
-    }
-    pthread_mutex_lock(&m->mu);
-    m->counters_dirty = false;
-    pthread_mutex_unlock(&m->mu);
-}
-
 void r2_mgr_tick(r2_mgr *m)
 {
     r2_mgr_tick_after(m, 0);
@@ -581,7 +540,7 @@ void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
                 "every site's failure clock restarts", (unsigned long long)(paused_ns / 1000000u));
     if (nch == 0) {
         r2_ring1_tick(m);
-        flush_counters(m, now);
+        r2_usage_flush(m, now);
         end(m);
         return;
     }
@@ -657,7 +616,7 @@ void r2_mgr_tick_after(r2_mgr *m, uint64_t paused_ns)
     r2_txn_free(&t);
     if (rc == 0)
         r2_ring1_tick(m);
-    flush_counters(m, now);
+    r2_usage_flush(m, now);
     end(m);
 }
 
@@ -904,6 +863,8 @@ int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force)
         goto out;
     pthread_mutex_lock(&m->mu);
     r2_state_fs_erase(&m->st, fsid);
+    r2_usage_drop(&m->st, fsid);
+    m->usage_dirty = true;
     pthread_mutex_unlock(&m->mu);
     XT_INFO("fs %s (fsid %u) dropped%s", name, fsid,
             mounts ? " while mounted (forced)" : "");
@@ -913,7 +874,13 @@ out:
     return rc;
 }
 
-int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out)
+/* Changes one fs record: edit(f, arg) on a copy of fs name's, written
+ * with a new view version (FS section), then installed; *out gets the
+ * record. 0, -EINVAL, -ENOENT or the store's error. */
+typedef void (*fs_edit_fn)(struct xt_fs_info *f, const void *arg);
+
+static int fs_update(r2_mgr *m, const char *name, fs_edit_fn edit, const void *arg,
+                     struct xt_fs_info *out)
 {
     memset(out, 0, sizeof *out);
     if (!r2_rec_fs_name_valid(name))
@@ -928,18 +895,82 @@ int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out)
         rc = -ENOENT;
         goto out;
     }
-    struct xt_fs_info f = *cur; /* shares cur's bitmap for the encoding only */
-    f.key_gen++;
+    struct xt_fs_info f = *cur; /* shares cur's bitmap */
+    edit(&f, arg);
+    assert(f.root_bitmap == cur->root_bitmap && f.fsid == cur->fsid);
     if ((rc = r2_txn_fs(&t, &f)) < 0 || (rc = r2_txn_commit(m, &t, XT_VIEW_FS)) < 0)
         goto out;
     pthread_mutex_lock(&m->mu);
-    cur->key_gen = f.key_gen;
+    *cur = f;
     rc = r2_state_fs_copy(&m->st, cur, out);
     pthread_mutex_unlock(&m->mu);
-    XT_INFO("fs %s: client key generation %llu: older client keys are refused", name,
-            (unsigned long long)f.key_gen);
 out:
     r2_txn_free(&t);
+    end(m);
+    return rc;
+}
+
+static void next_key_gen(struct xt_fs_info *f, const void *arg)
+{
+    (void)arg;
+    f->key_gen++;
+}
+
+int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out)
+{
+    int rc = fs_update(m, name, next_key_gen, NULL, out);
+    if (rc == 0)
+        XT_INFO("fs %s: client key generation %llu: older client keys are refused", name,
+                (unsigned long long)out->key_gen);
+    return rc;
+}
+
+static void set_quota(struct xt_fs_info *f, const void *arg)
+{
+    const uint64_t *q = arg;
+    f->quota_files = q[0];
+    f->quota_bytes = q[1];
+}
+
+int r2_mgr_fs_quota(r2_mgr *m, const char *name, uint64_t quota_files, uint64_t quota_bytes,
+                    struct xt_fs_info *out)
+{
+    if (quota_files > INT64_MAX || quota_bytes > INT64_MAX) {
+        memset(out, 0, sizeof *out);
+        return -EINVAL;
+    }
+    const uint64_t q[2] = { quota_files, quota_bytes };
+    int rc = fs_update(m, name, set_quota, q, out);
+    if (rc == 0)
+        XT_INFO("fs %s: quota %llu inodes, %llu bytes (0: none)", name,
+                (unsigned long long)quota_files, (unsigned long long)quota_bytes);
+    return rc;
+}
+
+int r2_mgr_fs_set_usage(r2_mgr *m, const char *name, uint64_t files, uint64_t bytes)
+{
+    if (!r2_rec_fs_name_valid(name) || files > INT64_MAX || bytes > INT64_MAX)
+        return -EINVAL;
+    int rc = begin(m);
+    if (rc < 0)
+        return rc;
+    const struct xt_fs_info *f = r2_state_fs_by_name(&m->st, name);
+    if (!f) {
+        end(m);
+        return -ENOENT;
+    }
+    pthread_mutex_lock(&m->mu);
+    const struct r2_usage *u = r2_usage_of(&m->st, f->fsid);
+    long long was_f = u ? (long long)u->files : 0, was_b = u ? (long long)u->bytes : 0;
+    rc = r2_usage_set(m, f->fsid, (int64_t)files, (int64_t)bytes);
+    pthread_mutex_unlock(&m->mu);
+    if (rc == 0) {
+        uint64_t now = m->clock();
+        m->last_flush = now - m->flush_ns; /* written now */
+        r2_usage_flush(m, now);
+        XT_INFO("fs %s: usage set to %llu inodes, %llu bytes (was %lld, %lld)", name,
+                (unsigned long long)files, (unsigned long long)bytes, was_f, was_b);
+    }
     end(m);
     return rc;
 }

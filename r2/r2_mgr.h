@@ -56,8 +56,8 @@
  *  (5) A new leader loads everything from the store and starts every site's
  *      failure clock afresh, so a leader change never fails a live site.
  *  (6) Heartbeats that change no state never touch the store; per-fs
- *      counters are kept in memory and flushed to the fs records now and
- *      then (without a view version change).
+ *      usage is kept in memory and flushed to /r2/usage now and then
+ *      (without a view version change; r2_mgr_usage.c).
  *
  * Every call returns 0 or -errno: -EREMOTE when this R2 does not lead (all
  * calls but r2_mgr_get_view), -EINVAL bad argument, -ENOENT unknown site or
@@ -153,9 +153,14 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
  * -ENOENT: the site is unknown (removed, or the store was lost): register. */
 /* r1 (may be NULL): the ring-1 fields of the heartbeat, kept in memory
  * only (r2_mgr_ring1.c); a site that sends none keeps ring 1 frozen. */
+/* u (may be NULL): the capacity fields (docs/r2.md "Capacity and quotas"):
+ * an MDS's counts c[] since its incarnation u->epoch (ignored without
+ * it), an MDSL's storage. *cap (may be NULL) gets the capacity of the
+ * cluster (freed by the caller with xt_capacity_free). */
 int r2_mgr_heartbeat(r2_mgr *m, uint32_t site_id, uint64_t view_version, double load,
                      const struct xt_fs_counter *c, size_t n, const struct xt_r2_hb_ring1 *r1,
-                     bool *has_view, struct xt_view *view);
+                     const struct xt_r2_hb_usage *u, bool *has_view, struct xt_view *view,
+                     struct xt_capacity *cap);
 /* The view since `since` (invariant 3). Works on followers too (read from
  * the store); view->leader names the leader ("" if none). */
 int r2_mgr_get_view(r2_mgr *m, uint64_t since, bool *has_view, struct xt_view *view);
@@ -178,6 +183,15 @@ int r2_mgr_fs_drop(r2_mgr *m, const char *name, bool force);
  * its current client key stops working for new connections. *out gets
  * the fs (caller frees out->root_bitmap with xt_free). */
 int r2_mgr_fs_rotate_key(r2_mgr *m, const char *name, struct xt_fs_info *out);
+/* Sets fs name's quotas (0: none; each <= INT64_MAX); *out gets its record
+ * (out->root_bitmap freed by the caller with xt_free). */
+int r2_mgr_fs_quota(r2_mgr *m, const char *name, uint64_t quota_files, uint64_t quota_bytes,
+                    struct xt_fs_info *out);
+/* Sets fs name's inode and byte totals (each <= INT64_MAX; what `pomctl
+ * fsck` counted on a quiet fs): the recorded sums of the MDS incarnations
+ * stay, so later heartbeats add only what changes after. Written to
+ * /r2/usage at once. */
+int r2_mgr_fs_set_usage(r2_mgr *m, const char *name, uint64_t files, uint64_t bytes);
 /* The key generation of fsid into *gen; -ENOENT if no such fs. For the
  * RPC server's handshake (xt_rpc_server_opts.key_gen): never blocks on
  * the store. */

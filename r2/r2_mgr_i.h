@@ -21,12 +21,12 @@ struct r2_r1_report {
 };
 
 /* One site: its persistent record plus what only the leader's memory
- * knows (heartbeat times, load, counters, ring-1 reports). */
+ * knows (heartbeat times, load, storage and ring-1 reports). */
 struct r2_site_ent {
     struct xt_site s;          /* s.last_hb_ns: wall clock of the last heartbeat, 0: none */
     uint64_t last_hb_mono;     /* monotonic ns of the last heartbeat or of the grace start */
-    struct xt_fs_counter *ctr; /* latest per-fs counters it reported (xt_malloc'd) */
-    size_t nctr;
+    bool has_storage;          /* an MDSL's last heartbeat reported its storage */
+    struct xt_storage_report storage;
     struct r2_r1_report r1;
 };
 
@@ -36,14 +36,15 @@ struct r2_state {
     int64_t meta_sv;            /* store version of /r2/view; R2_VER_CREATE if absent */
     struct r2_site_ent *sites;  /* sorted by id */
     size_t nsites;
-    struct xt_fs_info *fs;      /* sorted by fsid; files/bytes as last flushed */
+    struct xt_fs_info *fs;      /* sorted by fsid; files/bytes unused (usage below) */
     size_t nfs;
+    struct r2_usage *usage;     /* /r2/usage, sorted by fsid (r2_mgr_usage.c) */
+    size_t nusage;
     xt_ring *ring[2];           /* XT_RING_MDS, XT_RING_MDSL */
     struct r2_rec_ring1 r1;     /* /r2/ring1 (zero when absent: STABLE) */
     xt_ring *prev1;             /* /r2/rings/1p: MOVING only, else NULL */
     xt_ring *next1;             /* PREPARE only: ring 1 with the change applied
                                    (derived, never stored), else NULL */
-    bool fs_reported;           /* some site reported counters since the load */
 };
 
 struct r2_mgr {
@@ -67,7 +68,7 @@ struct r2_mgr {
     uint64_t epoch;             /* leadership changes seen; protected by mu */
     uint64_t loaded_epoch;      /* epoch st was loaded in; protected by mu */
     bool need_reload;           /* a write's outcome is unknown; protected by mu */
-    bool counters_dirty;        /* protected by mu */
+    bool usage_dirty;           /* st.usage differs from /r2/usage; protected by mu */
     uint64_t last_flush;        /* protected by wmu */
     uint64_t (*stall)(void *);  /* protected by mu; r2_mgr_set_stall_probe */
     void *stall_arg;            /* protected by mu */
@@ -118,7 +119,7 @@ int r2_state_load(r2_store *store, unsigned vnodes, struct r2_state *st);
 
 struct r2_site_ent *r2_state_site(const struct r2_state *st, uint32_t id);
 struct xt_fs_info *r2_state_fs_by_name(const struct r2_state *st, const char *name);
-/* Inserts a copy of e (by id; takes e->ctr); returns 0 or -ENOMEM. */
+/* Inserts a copy of e (by id); returns 0 or -ENOMEM. */
 int r2_state_site_insert(struct r2_state *st, const struct r2_site_ent *e);
 void r2_state_site_erase(struct r2_state *st, uint32_t id);
 /* Inserts a copy of f (takes f->root_bitmap). Returns 0 or -ENOMEM. */
@@ -127,7 +128,7 @@ void r2_state_fs_erase(struct r2_state *st, uint32_t fsid);
 
 /* Clients UP or TRANSIENT with this fs name. */
 uint32_t r2_state_mounts(const struct r2_state *st, const char *fs_name);
-/* A copy of f with current counters and mounts; out->root_bitmap is a fresh
+/* A copy of f with its current usage and mounts; out->root_bitmap is a fresh
  * buffer. Returns 0 or -ENOMEM. */
 int r2_state_fs_copy(const struct r2_state *st, const struct xt_fs_info *f,
                      struct xt_fs_info *out);
@@ -147,6 +148,30 @@ int r2_state_ring_of(int type);
 bool r2_state_ring1_stored(const struct r2_state *st);
 /* The encoding of r into *b (b->data xt_malloc'd). 0 or -errno. */
 int r2_state_ring_blob(const xt_ring *r, struct xt_ring_blob *b);
+
+/* ---- r2_mgr_usage.c: capacity and per-fs usage ------------------------------ */
+
+/* REQUIRES: m->mu. Folds an MDS heartbeat's counts c[0..n) of incarnation
+ * `epoch` into m->st.usage (counts of unknown fs are ignored). 0 or -ENOMEM. */
+int r2_usage_beat(r2_mgr *m, uint32_t site, uint64_t epoch, const struct xt_fs_counter *c,
+                  size_t n);
+/* REQUIRES: m->mu. Sets fsid's totals (the recorded sums stay). 0 or -ENOMEM. */
+int r2_usage_set(r2_mgr *m, uint32_t fsid, int64_t files, int64_t bytes);
+/* REQUIRES: mu (or a private st). The usage of fsid (NULL: none yet). */
+const struct r2_usage *r2_usage_of(const struct r2_state *st, uint32_t fsid);
+/* REQUIRES: mu (or a private st). Drops fsid's usage (the fs is dropped). */
+void r2_usage_drop(struct r2_state *st, uint32_t fsid);
+/* REQUIRES: mu (or a private st). The capacity a heartbeat reply to site
+ * `to` carries into *cap (caller frees with xt_capacity_free): the storage,
+ * and the usage and quotas of every fs for an MDS, of its fs for a client,
+ * of none for an MDSL (to NULL: every fs). 0 or -ENOMEM. */
+int r2_usage_capacity(const struct r2_state *st, const struct r2_site_ent *to,
+                      struct xt_capacity *cap);
+/* REQUIRES: m->wmu, state loaded. Writes /r2/usage when it changed, at
+ * most every flush_ns, without a new view version. */
+void r2_usage_flush(r2_mgr *m, uint64_t now);
+/* Loads /r2/usage into st (absent: empty). 0, -EIO (corrupt), store errors. */
+int r2_usage_load(r2_store *store, struct r2_state *st);
 
 /* ---- r2_mgr_ring1.c: ring-1 changes ---------------------------------------- */
 

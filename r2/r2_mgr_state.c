@@ -49,10 +49,9 @@ bool r2_state_ring1_stored(const struct r2_state *st)
 
 void r2_state_clear(struct r2_state *st)
 {
-    for (size_t i = 0; i < st->nsites; i++)
-        xt_free(st->sites[i].ctr);
     xt_free(st->sites);
     xt_fs_info_free_array(st->fs, st->nfs);
+    r2_rec_usage_free(st->usage, st->nusage);
     xt_ring_free(st->ring[0]);
     xt_ring_free(st->ring[1]);
     xt_ring_free(st->prev1);
@@ -123,7 +122,6 @@ void r2_state_site_erase(struct r2_state *st, uint32_t id)
     size_t i = site_pos(st, id);
     if (i == st->nsites || st->sites[i].s.id != id)
         return;
-    xt_free(st->sites[i].ctr);
     memmove(&st->sites[i], &st->sites[i + 1], (st->nsites - i - 1) * sizeof st->sites[0]);
     st->nsites--;
 }
@@ -170,17 +168,9 @@ int r2_state_fs_copy(const struct r2_state *st, const struct xt_fs_info *f,
     *out = *f;
     out->root_bitmap = NULL;
     out->mounts = r2_state_mounts(st, f->name);
-    /* Counters: the sum of the latest reports of the sites, once any site
-     * reported since this state was loaded; before that, the flushed value. */
-    if (st->fs_reported) {
-        out->files = out->bytes = 0;
-        for (size_t i = 0; i < st->nsites; i++)
-            for (size_t k = 0; k < st->sites[i].nctr; k++)
-                if (st->sites[i].ctr[k].fsid == f->fsid) {
-                    out->files += st->sites[i].ctr[k].files;
-                    out->bytes += st->sites[i].ctr[k].bytes;
-                }
-    }
+    const struct r2_usage *u = r2_usage_of(st, f->fsid);
+    out->files = u && u->files > 0 ? (uint64_t)u->files : 0;
+    out->bytes = u && u->bytes > 0 ? (uint64_t)u->bytes : 0;
     if (f->root_bitmap_len) {
         out->root_bitmap = xt_malloc(f->root_bitmap_len);
         if (!out->root_bitmap)
@@ -437,6 +427,8 @@ int r2_state_load(r2_store *store, unsigned vnodes, struct r2_state *st)
             rc = load_ring(store, XT_RING_MDSL, vnodes, &st->ring[1]);
         if (rc == 0)
             rc = load_ring1(store, vnodes, st);
+        if (rc == 0)
+            rc = r2_usage_load(store, st);
         if (rc == 0)
             rc = load_meta(store, &after, &sv_after);
         if (rc == 0 && sv_after == st->meta_sv)

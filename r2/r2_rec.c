@@ -14,6 +14,7 @@
 #include "xt_common.h"
 #include "xt_hash.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -231,24 +232,27 @@ int r2_rec_fs_encode(const struct xt_fs_info *f, void **buf, size_t *len)
         f->root_bitmap_len > R2_REC_BITMAP_MAX)
         return -EINVAL;
     size_t ng = f->key_gen ? 8 : 0; /* flag bit 0: a key generation follows the header */
-    size_t n = R2_REC_FS_HDR + ng + nn + nb + np + f->root_bitmap_len + R2_REC_CSUM;
+    size_t nq = f->quota_files || f->quota_bytes ? 16 : 0;
+    size_t n = R2_REC_FS_HDR + ng + nq + nn + nb + np + f->root_bitmap_len + R2_REC_CSUM;
     uint8_t *p = xt_calloc(1, n);
     if (!p)
         return -ENOMEM;
     p[0] = R2_REC_FORMAT;
     p[1] = (uint8_t)nn;
     p[2] = (uint8_t)nb;
-    p[3] = ng ? R2_REC_FS_KEYGEN : 0;
+    p[3] = (ng ? R2_REC_FS_KEYGEN : 0) | (nq ? R2_REC_FS_QUOTA : 0);
     xt_put_u32(p + 4, f->fsid);
     xt_put_u64(p + 8, f->root_table);
     xt_put_u64(p + 16, f->created_ns);
-    xt_put_u64(p + 24, f->files);
-    xt_put_u64(p + 32, f->bytes);
     xt_put_u16(p + 40, (uint16_t)np);
     xt_put_u32(p + 42, f->root_bitmap_len);
     if (ng)
         xt_put_u64(p + R2_REC_FS_HDR, f->key_gen);
-    uint8_t *q = p + R2_REC_FS_HDR + ng;
+    if (nq) {
+        xt_put_u64(p + R2_REC_FS_HDR + ng, f->quota_files);
+        xt_put_u64(p + R2_REC_FS_HDR + ng + 8, f->quota_bytes);
+    }
+    uint8_t *q = p + R2_REC_FS_HDR + ng + nq;
     memcpy(q, f->name, nn);
     q += nn;
     memcpy(q, f->blob_backend, nb);
@@ -268,17 +272,20 @@ int r2_rec_fs_decode(const void *buf, size_t len, struct xt_fs_info *f)
     const uint8_t *p = buf;
     memset(f, 0, sizeof *f);
     if (len < R2_REC_FS_HDR + R2_REC_CSUM || !csum_ok(p, len) || p[0] != R2_REC_FORMAT ||
-        (p[3] & ~R2_REC_FS_KEYGEN))
+        (p[3] & ~(R2_REC_FS_KEYGEN | R2_REC_FS_QUOTA)))
         return -EBADMSG;
     size_t ng = p[3] & R2_REC_FS_KEYGEN ? 8 : 0;
+    size_t nq = p[3] & R2_REC_FS_QUOTA ? 16 : 0;
     size_t nn = p[1], nb = p[2], np = xt_get_u16(p + 40);
     uint32_t nm = xt_get_u32(p + 42);
     if (nb == 0 || nb >= sizeof f->blob_backend || np >= XT_PATH_MAX ||
         nm > R2_REC_BITMAP_MAX ||
-        len != R2_REC_FS_HDR + ng + nn + nb + np + (size_t)nm + R2_REC_CSUM)
+        len != R2_REC_FS_HDR + ng + nq + nn + nb + np + (size_t)nm + R2_REC_CSUM)
         return -EBADMSG;
-    const char *q = (const char *)p + R2_REC_FS_HDR + ng;
+    const char *q = (const char *)p + R2_REC_FS_HDR + ng + nq;
     f->key_gen = ng ? xt_get_u64(p + R2_REC_FS_HDR) : 0;
+    f->quota_files = nq ? xt_get_u64(p + R2_REC_FS_HDR + ng) : 0;
+    f->quota_bytes = nq ? xt_get_u64(p + R2_REC_FS_HDR + ng + 8) : 0;
     if (!fs_name_bytes_valid(q, nn) || !graph_text(q + nn, nb))
         return -EBADMSG;
     memcpy(f->name, q, nn);
@@ -289,8 +296,6 @@ int r2_rec_fs_decode(const void *buf, size_t len, struct xt_fs_info *f)
     f->fsid = xt_get_u32(p + 4);
     f->root_table = xt_get_u64(p + 8);
     f->created_ns = xt_get_u64(p + 16);
-    f->files = xt_get_u64(p + 24);
-    f->bytes = xt_get_u64(p + 32);
     if (f->fsid == 0)
         return -EBADMSG;
     if (nm) {
@@ -300,6 +305,118 @@ int r2_rec_fs_decode(const void *buf, size_t len, struct xt_fs_info *f)
         memcpy(f->root_bitmap, q + nn + nb + np, nm);
         f->root_bitmap_len = nm;
     }
+    return 0;
+}
+
+/* ---- usage ------------------------------------------------------------------ */
+
+#define USAGE_HDR  8
+#define USAGE_FS   24
+#define USAGE_SITE 28
+
+void r2_rec_usage_free(struct r2_usage *u, size_t n)
+{
+    for (size_t i = 0; u && i < n; i++)
+        xt_free(u[i].s);
+    xt_free(u);
+}
+
+int r2_rec_usage_encode(const struct r2_usage *u, size_t n, void **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if (n > UINT32_MAX)
+        return -EINVAL;
+    size_t total = USAGE_HDR + R2_REC_CSUM;
+    for (size_t i = 0; i < n; i++) {
+        if (u[i].fsid == 0 || (i && u[i].fsid <= u[i - 1].fsid) || u[i].ns > UINT32_MAX)
+            return -EINVAL;
+        for (size_t k = 1; k < u[i].ns; k++)
+            if (u[i].s[k].site <= u[i].s[k - 1].site)
+                return -EINVAL;
+        total += USAGE_FS + u[i].ns * USAGE_SITE;
+    }
+    uint8_t *p = xt_calloc(1, total);
+    if (!p)
+        return -ENOMEM;
+    p[0] = R2_REC_FORMAT;
+    xt_put_u32(p + 4, (uint32_t)n);
+    uint8_t *q = p + USAGE_HDR;
+    for (size_t i = 0; i < n; i++) {
+        xt_put_u32(q, u[i].fsid);
+        xt_put_u32(q + 4, (uint32_t)u[i].ns);
+        xt_put_u64(q + 8, (uint64_t)u[i].files);
+        xt_put_u64(q + 16, (uint64_t)u[i].bytes);
+        q += USAGE_FS;
+        for (size_t k = 0; k < u[i].ns; k++, q += USAGE_SITE) {
+            xt_put_u32(q, u[i].s[k].site);
+            xt_put_u64(q + 4, u[i].s[k].epoch);
+            xt_put_u64(q + 12, (uint64_t)u[i].s[k].files);
+            xt_put_u64(q + 20, (uint64_t)u[i].s[k].bytes);
+        }
+    }
+    assert((size_t)(q - p) == total - R2_REC_CSUM);
+    xt_put_u64(q, csum(p, total - R2_REC_CSUM));
+    *buf = p;
+    *len = total;
+    return 0;
+}
+
+int r2_rec_usage_decode(const void *buf, size_t len, struct r2_usage **out, size_t *nout)
+{
+    const uint8_t *p = buf;
+    *out = NULL;
+    *nout = 0;
+    if (len < USAGE_HDR + R2_REC_CSUM || !csum_ok(p, len) || p[0] != R2_REC_FORMAT || p[1] ||
+        p[2] || p[3])
+        return -EBADMSG;
+    size_t n = xt_get_u32(p + 4), left = len - USAGE_HDR - R2_REC_CSUM;
+    if (n > left / USAGE_FS)
+        return -EBADMSG;
+    struct r2_usage *u = n ? xt_calloc(n, sizeof *u) : NULL;
+    if (n && !u)
+        return -ENOMEM;
+    const uint8_t *q = p + USAGE_HDR;
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (left < USAGE_FS) {
+            rc = -EBADMSG;
+            break;
+        }
+        u[i].fsid = xt_get_u32(q);
+        size_t ns = xt_get_u32(q + 4);
+        u[i].files = (int64_t)xt_get_u64(q + 8);
+        u[i].bytes = (int64_t)xt_get_u64(q + 16);
+        q += USAGE_FS;
+        left -= USAGE_FS;
+        if (u[i].fsid == 0 || (i && u[i].fsid <= u[i - 1].fsid) || ns > left / USAGE_SITE) {
+            rc = -EBADMSG;
+            break;
+        }
+        if (ns && !(u[i].s = xt_calloc(ns, sizeof *u[i].s))) {
+            rc = -ENOMEM;
+            break;
+        }
+        u[i].ns = ns;
+        for (size_t k = 0; k < ns; k++, q += USAGE_SITE) {
+            struct r2_usage_site *e = &u[i].s[k];
+            e->site = xt_get_u32(q);
+            e->epoch = xt_get_u64(q + 4);
+            e->files = (int64_t)xt_get_u64(q + 12);
+            e->bytes = (int64_t)xt_get_u64(q + 20);
+            if (k && e->site <= u[i].s[k - 1].site)
+                rc = -EBADMSG;
+        }
+        left -= ns * USAGE_SITE;
+    }
+    if (rc == 0 && left != 0)
+        rc = -EBADMSG;
+    if (rc < 0) {
+        r2_rec_usage_free(u, n);
+        return rc;
+    }
+    *out = u;
+    *nout = n;
     return 0;
 }
 

@@ -17,6 +17,8 @@
  *                       (absent otherwise), the xt_ring encoding
  *   /r2/ring1           the ring-1 change state (below; absent: STABLE,
  *                       nothing joining, leaving or drained)
+ *   /r2/usage           inodes and bytes of every fs, with the MDS
+ *                       incarnation counts they include (below; absent: none)
  *   /r2/ids/sites       id counters (r2_store_alloc_id; never reused)
  *   /r2/ids/fsids
  *   /r2/ids/uuid_ranges counter of uuid ranges: range k is
@@ -58,15 +60,17 @@
  *   0   1    format (1)
  *   1   1    name length n (1..XT_FSNAME_MAX)
  *   2   1    blob backend length b (1..15)
- *   3   1    reserved 0
+ *   3   1    flags: R2_REC_FS_KEYGEN, R2_REC_FS_QUOTA
  *   4   4    fsid
  *   8   8    root table uuid (1)
  *   16  8    created, wall clock ns
- *   24  8    files (counter, as last flushed)
- *   32  8    bytes (counter, as last flushed)
+ *   24  8    reserved (written 0, ignored: usage is /r2/usage)
+ *   32  8    reserved (idem)
  *   40  2    blob path length p (0..XT_PATH_MAX-1; 0 = client's default)
  *   42  4    root bitmap length m (xt_bitmap encoding; 0 = none)
- *   46  n    name, then b backend bytes, p path bytes, m bitmap bytes
+ *   46  8    with R2_REC_FS_KEYGEN: key generation
+ *   +0  16   with R2_REC_FS_QUOTA: quota on inodes, quota on bytes (0: none)
+ *   +0  n    name, then b backend bytes, p path bytes, m bitmap bytes
  *   end 8    checksum: xt_hash_bytes(all preceding bytes, R2_REC_SEED)
  *
  * Ring-1 change record (/r2/ring1; docs/mdsl-scale.md "R2 and pomctl"):
@@ -84,6 +88,17 @@
  *            DRAINED, else OUT), leaving (1: 0/1), reserved 0 (2). Only
  *            MDSL that are JOINING, leaving or DRAINED are listed: IN and
  *            OUT follow from ring 1 itself.
+ *   end 8    checksum: xt_hash_bytes(all preceding bytes, R2_REC_SEED)
+ *
+ * Usage record (/r2/usage; docs/r2.md "Capacity and quotas"):
+ *   off size field
+ *   0   1    format (1)
+ *   1   3    reserved 0
+ *   4   4    fs count n (0..R2_MGR_MAX_FS)
+ *   8        n fs, by increasing fsid: fsid (4), site count k (4), inodes
+ *            (8, signed), bytes (8, signed), then k sites by increasing id:
+ *            site id (4), incarnation (8), inodes (8, signed), bytes (8,
+ *            signed) -- the counts of that incarnation the totals include
  *   end 8    checksum: xt_hash_bytes(all preceding bytes, R2_REC_SEED)
  *
  * Decoders never read outside [buf, buf+len) and reject (-EBADMSG) any
@@ -104,6 +119,7 @@
 #define R2_KEY_RINGS       "/r2/rings"
 #define R2_KEY_RING1_PREV  "/r2/rings/1p"
 #define R2_KEY_RING1       "/r2/ring1"
+#define R2_KEY_USAGE       "/r2/usage"
 #define R2_KEY_ID_SITES    "/r2/ids/sites"
 #define R2_KEY_ID_FSIDS    "/r2/ids/fsids"
 #define R2_KEY_ID_UUIDS    "/r2/ids/uuid_ranges"
@@ -116,6 +132,7 @@
 #define R2_REC_SITE_HDR    36
 #define R2_REC_FS_HDR      46
 #define R2_REC_FS_KEYGEN   0x01  /* fs record byte 3: an 8-byte key generation follows */
+#define R2_REC_FS_QUOTA    0x02  /* fs record byte 3: 16 bytes of quotas follow */
 #define R2_REC_SITE_METRICS 0x01 /* site record byte 3: a metrics address follows */
 #define R2_REC_CSUM        8
 #define R2_REC_RING1_HDR   40
@@ -171,6 +188,29 @@ int r2_rec_ring1_encode(const struct r2_rec_ring1 *r, void **buf, size_t *len);
  * Returns 0, -EBADMSG or -ENOMEM. */
 int r2_rec_ring1_decode(const void *buf, size_t len, struct r2_rec_ring1 *r);
 void r2_rec_ring1_clear(struct r2_rec_ring1 *r);
+
+/* What one MDS incarnation's counts added to an fs, as the totals include. */
+struct r2_usage_site {
+    uint32_t site;
+    uint64_t epoch;            /* the incarnation (xt_r2_hb_usage.epoch) */
+    int64_t files, bytes;
+};
+
+/* The usage of one fs: totals, and the incarnations they include. */
+struct r2_usage {
+    uint32_t fsid;
+    int64_t files, bytes;
+    struct r2_usage_site *s;   /* xt_malloc'd, by increasing site id */
+    size_t ns;
+};
+
+/* Encodes u[0..n) (by increasing fsid) into a fresh *buf (caller xt_frees).
+ * Returns 0, -EINVAL or -ENOMEM. */
+int r2_rec_usage_encode(const struct r2_usage *u, size_t n, void **buf, size_t *len);
+/* Fills *u (a fresh array of *n; free with r2_rec_usage_free). Returns 0,
+ * -EBADMSG or -ENOMEM. */
+int r2_rec_usage_decode(const void *buf, size_t len, struct r2_usage **u, size_t *n);
+void r2_rec_usage_free(struct r2_usage *u, size_t n);
 
 /* Key of a record into key[R2_KEY_LEN]: "/r2/sites/<id>", ... */
 void r2_rec_site_key(char *key, uint32_t id);

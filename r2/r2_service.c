@@ -29,7 +29,7 @@
 
 const char *const r2_service_request_names[R2_SVC__COUNT] = {
     "register", "heartbeat", "get_view", "fs_create", "fs_list", "fs_drop",
-    "fs_rotate_key", "site_drain", "site_remove", "site_leave", "alloc_uuids",
+    "fs_rotate_key", "fs_quota", "fs_set_usage", "site_drain", "site_remove", "site_leave", "alloc_uuids",
 };
 
 /* Counts one request of kind op that began at t0 and returns rc. */
@@ -70,7 +70,8 @@ static int h_register(void *ctx, const xt_rpc_ctx *rc, int type, const char *add
 
 static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t view_version,
                        double load, const struct xt_fs_counter *c, size_t n,
-                       const struct xt_r2_hb_ring1 *r1, bool *has_view, struct xt_view *view)
+                       const struct xt_r2_hb_ring1 *r1, const struct xt_r2_hb_usage *u,
+                       bool *has_view, struct xt_view *view, struct xt_capacity *cap)
 {
     struct r2_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
@@ -80,14 +81,17 @@ static int h_heartbeat(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64
         load < 0 || n > R2_MGR_MAX_COUNTERS)
         return done(sv, R2_SVC_HEARTBEAT, t0, -EINVAL);
     for (size_t i = 0; i < n; i++)
-        if (c[i].fsid == 0 || c[i].files > INT64_MAX || c[i].bytes > INT64_MAX)
+        if (c[i].fsid == 0)
             return done(sv, R2_SVC_HEARTBEAT, t0, -EINVAL);
     if (r1 && (r1->acked > INT64_MAX || r1->walked_v > INT64_MAX || r1->walked_w > INT64_MAX ||
                r1->misplaced > INT64_MAX || r1->prepared > INT64_MAX ||
                r1->counted_seq > INT64_MAX))
         return done(sv, R2_SVC_HEARTBEAT, t0, -EINVAL);
+    if (u && u->has_storage && (u->storage.size > INT64_MAX || u->storage.avail > u->storage.size))
+        return done(sv, R2_SVC_HEARTBEAT, t0, -EINVAL);
     return done(sv, R2_SVC_HEARTBEAT, t0,
-                r2_mgr_heartbeat(sv->mgr, site_id, view_version, load, c, n, r1, has_view, view));
+                r2_mgr_heartbeat(sv->mgr, site_id, view_version, load, c, n, r1, u, has_view,
+                                 view, cap));
 }
 
 static int h_get_view(void *ctx, const xt_rpc_ctx *rc, uint64_t since, bool *has_view,
@@ -151,6 +155,31 @@ static int h_fs_rotate_key(void *ctx, const xt_rpc_ctx *rc, const char *name,
     return done(sv, R2_SVC_FS_ROTATE_KEY, t0, r2_mgr_fs_rotate_key(sv->mgr, name, out));
 }
 
+static int h_fs_quota(void *ctx, const xt_rpc_ctx *rc, const char *name, uint64_t quota_files,
+                      uint64_t quota_bytes, struct xt_fs_info *out)
+{
+    struct r2_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    if (client_role(rc))
+        return done(sv, R2_SVC_FS_QUOTA, t0, -EACCES);
+    if (!r2_rec_fs_name_valid(name) || quota_files > INT64_MAX || quota_bytes > INT64_MAX)
+        return done(sv, R2_SVC_FS_QUOTA, t0, -EINVAL);
+    return done(sv, R2_SVC_FS_QUOTA, t0,
+                r2_mgr_fs_quota(sv->mgr, name, quota_files, quota_bytes, out));
+}
+
+static int h_fs_set_usage(void *ctx, const xt_rpc_ctx *rc, const char *name, uint64_t files,
+                          uint64_t bytes)
+{
+    struct r2_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    if (client_role(rc))
+        return done(sv, R2_SVC_FS_SET_USAGE, t0, -EACCES);
+    if (!r2_rec_fs_name_valid(name) || files > INT64_MAX || bytes > INT64_MAX)
+        return done(sv, R2_SVC_FS_SET_USAGE, t0, -EINVAL);
+    return done(sv, R2_SVC_FS_SET_USAGE, t0, r2_mgr_fs_set_usage(sv->mgr, name, files, bytes));
+}
+
 static int h_site_drain(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id)
 {
     struct r2_service *sv = ctx;
@@ -205,6 +234,8 @@ static const struct xt_r2_ops ops = {
     .fs_list = h_fs_list,
     .fs_drop = h_fs_drop,
     .fs_rotate_key = h_fs_rotate_key,
+    .fs_quota = h_fs_quota,
+    .fs_set_usage = h_fs_set_usage,
     .site_drain = h_site_drain,
     .site_remove = h_site_remove,
     .site_leave = h_site_leave,

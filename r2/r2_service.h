@@ -26,6 +26,8 @@ enum r2_svc_request {
     R2_SVC_FS_LIST,
     R2_SVC_FS_DROP,
     R2_SVC_FS_ROTATE_KEY,
+    R2_SVC_FS_QUOTA,
+    R2_SVC_FS_SET_USAGE,
     R2_SVC_SITE_DRAIN,
     R2_SVC_SITE_REMOVE,
     R2_SVC_SITE_LEAVE,

@@ -410,6 +410,9 @@ struct FsInfo {
   9: string blob_path = "",
   10: i64 created_ns = 0,
   11: i64 key_gen = 0,             // generation of its client key (docs/security.md)
+  // Quotas (docs/r2.md "Capacity and quotas"): 0 none.
+  40: i64 quota_files = 0,
+  41: i64 quota_bytes = 0,
 }
 /* A view: the sections that changed after the caller's version. */
 const i32 VIEW_SITES = 1
@@ -471,6 +474,29 @@ struct FsCounter {
   2: i64 files,
   3: i64 bytes,
 }
+struct StorageReport {
+  1: i64 size = 0,                 // bytes of the file system holding the folder
+  2: i64 avail = 0,                // bytes free to unprivileged writers
+  3: i64 used = 0,                 // bytes of the site's own files
+  4: i64 dev = 0,                  // st_dev of the folder (one disk counts once)
+}
+/* Per fs: what the cluster holds, and its quotas (0: none). */
+struct FsUsage {
+  1: i32 fsid,
+  2: i64 files = 0,
+  3: i64 bytes = 0,
+  4: i64 quota_files = 0,
+  5: i64 quota_bytes = 0,
+}
+/* The storage of the cluster, summed over distinct (host, dev) of the
+ * MDSL reports, and the usage of every fs. */
+struct Capacity {
+  1: i64 size = 0,
+  2: i64 avail = 0,
+  3: list<FsUsage> fs,
+  4: list<i64> devs,               // the devs summed (a client adds its blob
+                                   // folder's disk unless it is one of them)
+}
 struct HeartbeatReq {
   1: ReqHeader hdr,
   2: i32 site_id,
@@ -489,10 +515,17 @@ struct HeartbeatReq {
   // MDSL: the ring-1 seq of the view its reported pass counted against
   // (R2 ends a change only on a zero counted under the walk's seq or later).
   11: optional i64 counted_seq,
+  // Capacity (docs/r2.md "Capacity and quotas"). MDS: `counters` are the
+  // inodes and bytes its committed changes added since its incarnation
+  // usage_epoch began (signed, as two's complement); without usage_epoch R2
+  // ignores them. MDSL: the statvfs of the folder it stores in.
+  40: optional i64 usage_epoch,
+  41: optional StorageReport storage,
 }
 struct ViewResp {
   1: i32 status = 0,
   2: optional View view,           // absent when the caller is current
+  40: optional Capacity capacity,  // heartbeat and get_view replies of the leader
 }
 struct ViewReq {
   1: ReqHeader hdr,
@@ -504,6 +537,10 @@ struct FsReq {
   3: bool force = false,
   4: string blob_backend = "",
   5: string blob_path = "",
+  40: i64 quota_files = 0,         // fs_quota: the new quotas (0: none)
+  41: i64 quota_bytes = 0,
+  42: i64 usage_files = 0,         // fs_set_usage: the exact figures (pomctl fsck)
+  43: i64 usage_bytes = 0,
 }
 struct FsResp {
   1: i32 status = 0,
@@ -541,4 +578,6 @@ service R2 extends Common {
   SiteResp site_remove(1: SiteReq req),
   SiteResp site_leave(1: SiteReq req),   // a client site ends its own registration
   RangeResp alloc_uuids(1: RangeReq req),
+  FsResp fs_quota(1: FsReq req),       // sets quota_files/quota_bytes of fs `name`
+  FsResp fs_set_usage(1: FsReq req),   // sets the inode and byte totals of fs `name`
 }

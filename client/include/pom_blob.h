@@ -77,6 +77,12 @@ void pom_blob_file_close(pom_blob_file *f);
 
 /* Bytes pom_blob_pwrite wrote and pom_blob_pread read through b so far. */
 void pom_blob_counters(pom_blob *b, uint64_t *written, uint64_t *read);
+/* Adds the statvfs of the tier's folders to *size and *avail (bytes; avail:
+ * free to unprivileged writers), each disk (st_dev) once and none of
+ * skip[0..nskip) (disks counted elsewhere). A folder it cannot stat adds
+ * nothing. */
+void pom_blob_space(pom_blob *b, const uint64_t *skip, size_t nskip, uint64_t *size,
+                    uint64_t *avail);
 
 /* Reads n bytes at off; holes read as zeros, a tract written but not
  * readable -EIO (invariant (5)). Returns n or -errno.

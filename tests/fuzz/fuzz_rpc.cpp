@@ -286,11 +286,19 @@ static int r2_register(void *, const xt_rpc_ctx *, int, const char *addr, uint64
 
 static int r2_heartbeat(void *, const xt_rpc_ctx *, uint32_t, uint64_t version, double,
                         const struct xt_fs_counter *c, size_t n,
-                        const struct xt_r2_hb_ring1 *r1, bool *has_view, struct xt_view *view)
+                        const struct xt_r2_hb_ring1 *r1, const struct xt_r2_hb_usage *u,
+                        bool *has_view, struct xt_view *view, struct xt_capacity *cap)
 {
     touch(c, n * sizeof *c);
     if (r1)
         touch(r1, sizeof *r1);
+    if (u)
+        touch(u, sizeof *u);
+    if (version & 2) {
+        cap->fs = static_cast<struct xt_fs_usage *>(xt_calloc(1, sizeof *cap->fs));
+        cap->nfs = cap->fs ? 1 : 0;
+        cap->valid = true;
+    }
     *has_view = version & 1;
     if (*has_view)
         fill_view(view, "127.0.0.1:1");
@@ -335,6 +343,19 @@ static int r2_fs_drop(void *, const xt_rpc_ctx *, const char *name, bool)
     touch(name, strlen(name));
     return -ENOENT;
 }
+static int r2_fs_quota(void *, const xt_rpc_ctx *, const char *name, uint64_t, uint64_t,
+                       struct xt_fs_info *out)
+{
+    touch(name, strlen(name));
+    memset(out, 0, sizeof *out);
+    snprintf(out->name, sizeof out->name, "%s", name);
+    return 0;
+}
+static int r2_fs_set_usage(void *, const xt_rpc_ctx *, const char *name, uint64_t, uint64_t)
+{
+    touch(name, strlen(name));
+    return 0;
+}
 static int r2_site(void *, const xt_rpc_ctx *, uint32_t) { return 0; }
 static int r2_alloc(void *, const xt_rpc_ctx *, uint32_t, uint64_t count, uint64_t *lo,
                     uint64_t *hi)
@@ -377,6 +398,8 @@ static void setup()
     r2.fs_create = r2_fs_create;
     r2.fs_list = r2_fs_list;
     r2.fs_drop = r2_fs_drop;
+    r2.fs_quota = r2_fs_quota;
+    r2.fs_set_usage = r2_fs_set_usage;
     r2.site_drain = r2_site;
     r2.site_remove = r2_site;
     r2.site_leave = r2_site;

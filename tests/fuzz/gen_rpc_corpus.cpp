@@ -241,6 +241,13 @@ static void gen_r2()
     c.bytes = 100;
     h.counters.push_back(c);
     { Out o; R2Client(o.prot).send_heartbeat(h); put("r2-heartbeat", 2, o); }
+    h.__set_usage_epoch(77);
+    StorageReport sr;
+    sr.size = 1 << 30;
+    sr.avail = 1 << 29;
+    sr.dev = 2049;
+    h.__set_storage(sr);
+    { Out o; R2Client(o.prot).send_heartbeat(h); put("r2-heartbeat-usage", 2, o); }
     ViewReq v;
     v.hdr = hdr();
     v.since_version = 0;
@@ -254,6 +261,12 @@ static void gen_r2()
     { Out o; R2Client(o.prot).send_fs_list(f); put("r2-fs-list", 2, o); }
     f.force = true;
     { Out o; R2Client(o.prot).send_fs_drop(f); put("r2-fs-drop", 2, o); }
+    f.quota_files = 10;
+    f.quota_bytes = 1 << 20;
+    { Out o; R2Client(o.prot).send_fs_quota(f); put("r2-fs-quota", 2, o); }
+    f.usage_files = 5;
+    f.usage_bytes = 500;
+    { Out o; R2Client(o.prot).send_fs_set_usage(f); put("r2-fs-set-usage", 2, o); }
     SiteReq s;
     s.hdr = hdr();
     s.site_id = 2;

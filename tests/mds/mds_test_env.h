@@ -22,6 +22,7 @@ struct tenv {
     uint32_t split;
     size_t split_bytes;  /* 0: the MDS's default */
     size_t mem_bound, dirty_bound;
+    mds_usage *usage;    /* NULL: none (mds_usage.h) */
 };
 
 static const uint32_t tenv_parts[] = { 1, 2 };
@@ -51,7 +52,8 @@ static inline int tenv_start(struct tenv *v)
     }
     mds_cache_set_pressure(v->c, mds_group_kick, v->g);
     struct mds_table_opts to = { .cache = v->c, .group = v->g, .stats = v->stats,
-                                 .split_threshold = v->split, .split_bytes = v->split_bytes };
+                                 .usage = v->usage, .split_threshold = v->split,
+                                 .split_bytes = v->split_bytes };
     return mds_table_new(&to, &v->t);
 }
 

@@ -202,7 +202,7 @@ static void mds_beat(struct proc *r2, uint32_t mds, const struct xt_view *v)
     bool has = false;
     struct xt_view d;
     memset(&d, 0, sizeof d);
-    assert_int_equal(xt_r2_heartbeat_r1(r2->pool, NULL, mds, 0, 0, NULL, 0, &r1, &has, &d), 0);
+    assert_int_equal(xt_r2_heartbeat_ex(r2->pool, NULL, mds, 0, 0, NULL, 0, &r1, NULL, &has, &d, NULL), 0);
     xt_view_free(&d);
 }
 

@@ -615,7 +615,7 @@ static void test_embedded(void **state)
                                     &r1id, NULL),
                      0);
     struct xt_r2_hb_ring1 f1 = { .has_counts = true, .misplaced = 5, .prepared = 2 };
-    assert_int_equal(xt_r2_heartbeat_r1(r.pool, NULL, r1id, 0, 0, NULL, 0, &f1, &has, &d), 0);
+    assert_int_equal(xt_r2_heartbeat_ex(r.pool, NULL, r1id, 0, 0, NULL, 0, &f1, NULL, &has, &d, NULL), 0);
     xt_view_free(&d);
     assert_int_equal(get_full(r.pool, &d), 0);
     assert_non_null(d.ring1);
@@ -630,7 +630,7 @@ static void test_embedded(void **state)
     assert_true(seen);
     xt_view_free(&d);
     f1.misplaced = UINT64_MAX;
-    assert_int_equal(xt_r2_heartbeat_r1(r.pool, NULL, r1id, 0, 0, NULL, 0, &f1, &has, &d),
+    assert_int_equal(xt_r2_heartbeat_ex(r.pool, NULL, r1id, 0, 0, NULL, 0, &f1, NULL, &has, &d, NULL),
                      -EINVAL);
     assert_int_equal(xt_r2_site_remove(r.pool, NULL, r1id), 0);
 

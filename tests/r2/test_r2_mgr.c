@@ -286,9 +286,9 @@ static void test_states(void **state)
     in_ring(f->m, 0, c, &ring0);
     for (int step = 1; step <= 8; step++) {
         g_clock += 50 * MS;
-        assert_int_equal(r2_mgr_heartbeat(f->m, b, 0, 0.5, NULL, 0, NULL, &has, &v), 0);
+        assert_int_equal(r2_mgr_heartbeat(f->m, b, 0, 0.5, NULL, 0, NULL, NULL, &has, &v, NULL), 0);
         xt_view_free(&v);
-        assert_int_equal(r2_mgr_heartbeat(f->m, c, 0, 0.5, NULL, 0, NULL, &has, &v), 0);
+        assert_int_equal(r2_mgr_heartbeat(f->m, c, 0, 0.5, NULL, 0, NULL, NULL, &has, &v, NULL), 0);
         xt_view_free(&v);
         r2_mgr_tick(f->m);
         int st = state_of(f->m, a);
@@ -310,13 +310,13 @@ static void test_states(void **state)
     assert_int_equal(state_of(f->m, b), XT_SITE_UP);
 
     /* A heartbeat brings a back: UP, ring 1 unchanged; d rejoins ring 0. */
-    assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, NULL, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), 0);
     assert_true(has);
     xt_view_free(&v);
     assert_int_equal(state_of(f->m, a), XT_SITE_UP);
     assert_true(in_ring(f->m, 1, a, &v1));
     assert_int_equal(v1, ring1);
-    assert_int_equal(r2_mgr_heartbeat(f->m, d, 0, 0, NULL, 0, NULL, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, d, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), 0);
     xt_view_free(&v);
     assert_true(in_ring(f->m, 0, d, NULL));
 
@@ -357,7 +357,7 @@ static void test_states(void **state)
     g_clock += 1000 * MS;
     r2_mgr_tick(f->m);
     assert_int_equal(state_of(f->m, e), XT_SITE_FAILED);
-    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, NULL, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), 0);
     xt_view_free(&v);
     assert_int_equal(state_of(f->m, e), XT_SITE_UP);
     assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:31", 1, e, NULL, NULL, &again, NULL),
@@ -376,7 +376,7 @@ static void test_states(void **state)
     /* Remove: gone; its heartbeats get -ENOENT. */
     assert_int_equal(r2_mgr_site_remove(f->m, e), 0);
     assert_int_equal(state_of(f->m, e), 0);
-    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, NULL, &has, &v), -ENOENT);
+    assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), -ENOENT);
     assert_int_equal(r2_mgr_site_remove(f->m, e), -ENOENT);
     /* MDS sites drain and leave ring 0 as before. */
     assert_int_equal(r2_mgr_site_drain(f->m, d), 0);
@@ -530,7 +530,7 @@ static void ring1_history(struct fixture *f, int *refused_out, int *kept_out_out
             g_clock += (uint64_t)(rand() % 200) * MS;
             for (size_t k = 0; k < n; k++)
                 if (!silent[k]) {
-                    int rc = r2_mgr_heartbeat(f->m, ids[k], 0, 0, NULL, 0, NULL, &has, &v);
+                    int rc = r2_mgr_heartbeat(f->m, ids[k], 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL);
                     assert_true(rc == 0 || rc == -ENOENT);
                     if (rc == 0)
                         xt_view_free(&v);
@@ -634,31 +634,138 @@ static void test_deltas(void **state)
     assert_int_equal(v.sections, XT_VIEW_SITES | XT_VIEW_RINGS | XT_VIEW_FS);
     xt_view_free(&v);
     /* Heartbeats with nothing new change nothing. */
-    struct xt_fs_counter ctr = { .fsid = 1, .files = 5, .bytes = 50 };
-    assert_int_equal(r2_mgr_heartbeat(f->m, id, cur, 1.0, &ctr, 1, NULL, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, id, cur, 1.0, NULL, 0, NULL, NULL, &has, &v, NULL), 0);
     assert_false(has);
+}
+
+static void fs_usage(r2_mgr *m, const char *name, uint64_t *files, uint64_t *bytes)
+{
     struct xt_fs_info *fs;
     size_t n;
-    assert_int_equal(r2_mgr_fs_list(f->m, "one", &fs, &n), 0);
-    assert_int_equal(fs[0].files, 5);
-    assert_int_equal(fs[0].bytes, 50);
+    assert_int_equal(r2_mgr_fs_list(m, name, &fs, &n), 0);
+    assert_int_equal(n, 1);
+    *files = fs[0].files;
+    *bytes = fs[0].bytes;
     xt_fs_info_free_array(fs, n);
-    /* Counters are flushed to the store within flush_ns (>= 5 s). */
+}
+
+/* One MDS heartbeat with usage counts (files, bytes) of fs 1 under epoch. */
+static void usage_beat(struct fixture *f, uint32_t id, uint64_t epoch, int64_t files,
+                       int64_t bytes, struct xt_capacity *cap)
+{
+    struct xt_fs_counter c = { .fsid = 1, .files = files, .bytes = bytes };
+    struct xt_r2_hb_usage u = { .has_epoch = true, .epoch = epoch };
+    bool has;
+    struct xt_view v;
+    assert_int_equal(r2_mgr_heartbeat(f->m, id, 0, 0, &c, 1, NULL, &u, &has, &v, cap), 0);
+    xt_view_free(&v);
+}
+
+/* docs/r2.md "Capacity and quotas": an MDS's running sums replace what they
+ * supersede; a new incarnation adds; the totals survive a new leader (with
+ * the flush) and an R2 restart (the same incarnation reports again). */
+static void test_usage(void **state)
+{
+    struct fixture *f = *state;
+    lead(f);
+    assert_int_equal(r2_mgr_fs_create(f->m, "one", NULL, NULL, NULL), 0);
+    uint32_t a, b, l1, l2;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:5", 0, 0, NULL, NULL, &l1, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:7", 0, 0, NULL, NULL, &l2, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:6", 0, 0, NULL, NULL, &a, NULL), 0);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDS, "127.0.0.1:8", 0, 0, NULL, NULL, &b, NULL), 0);
+    /* Two MDSL on one disk of one host count once; the reply says so. */
+    struct xt_r2_hb_usage st = { .has_storage = true,
+                                 .storage = { .size = 1000, .avail = 400, .dev = 9 } };
+    bool has;
+    struct xt_view v;
+    struct xt_capacity cap;
+    assert_int_equal(r2_mgr_heartbeat(f->m, l1, 0, 0, NULL, 0, NULL, &st, &has, &v, &cap), 0);
+    xt_view_free(&v);
+    xt_capacity_free(&cap);
+    assert_int_equal(r2_mgr_heartbeat(f->m, l2, 0, 0, NULL, 0, NULL, &st, &has, &v, &cap), 0);
+    xt_view_free(&v);
+    assert_true(cap.valid);
+    assert_int_equal(cap.size, 1000);
+    assert_int_equal(cap.avail, 400);
+    assert_int_equal(cap.ndevs, 1);
+    xt_capacity_free(&cap);
+    uint64_t files, bytes;
+    usage_beat(f, a, 11, 5, 500, NULL);
+    usage_beat(f, a, 11, 5, 500, NULL); /* repeated: nothing added */
+    usage_beat(f, b, 22, 3, 30, NULL);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 8);
+    assert_int_equal(bytes, 530);
+    usage_beat(f, a, 11, 4, 400, NULL); /* a removed one file since */
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 7);
+    assert_int_equal(bytes, 430);
+    /* a restarts: its new incarnation counts from 0, on top. */
+    usage_beat(f, a, 12, 1, 10, &cap);
+    assert_true(cap.valid);
+    const struct xt_fs_usage *u = xt_capacity_fs(&cap, 1);
+    assert_non_null(u);
+    assert_int_equal(u->files, 8);
+    assert_int_equal(u->bytes, 440);
+    xt_capacity_free(&cap);
+    /* A quota is kept with the fs and travels in the replies. */
+    struct xt_fs_info out;
+    assert_int_equal(r2_mgr_fs_quota(f->m, "one", 100, 1 << 20, &out), 0);
+    xt_free(out.root_bitmap);
+    usage_beat(f, a, 12, 1, 10, &cap);
+    u = xt_capacity_fs(&cap, 1);
+    assert_int_equal(u->quota_files, 100);
+    assert_int_equal(u->quota_bytes, 1 << 20);
+    xt_capacity_free(&cap);
+    /* Flushed within flush_ns; a new leader loads the totals and the
+     * incarnations they hold: the same ones add nothing again. */
     g_clock += 6000 * MS;
-    uint32_t all[3] = { c0, c1, id };
-    for (int i = 0; i < 3; i++) {
-        assert_int_equal(r2_mgr_heartbeat(f->m, all[i], cur, 1.0, &ctr, i == 2, NULL, &has, &v), 0);
-        assert_false(has);
-    }
     r2_mgr_tick(f->m);
     fx_close(f);
     fx_open(f);
     lead(f);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 8);
+    assert_int_equal(bytes, 440);
+    usage_beat(f, a, 12, 2, 20, NULL);
+    usage_beat(f, b, 22, 3, 30, NULL);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 9);
+    assert_int_equal(bytes, 450);
+    struct xt_fs_info *fs;
+    size_t n;
     assert_int_equal(r2_mgr_fs_list(f->m, "one", &fs, &n), 0);
-    assert_int_equal(fs[0].files, 5);
+    assert_int_equal(fs[0].quota_files, 100);
     xt_fs_info_free_array(fs, n);
-    assert_int_equal(r2_mgr_get_view(f->m, cur, &has, &v), 0);
-    assert_false(has); /* the flush did not change the view version */
+    /* Before any flush, a new leader still converges: the sums replace. */
+    fx_close(f);
+    fx_open(f);
+    lead(f);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 8); /* as flushed */
+    usage_beat(f, a, 12, 2, 20, NULL);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 9);
+    assert_int_equal(bytes, 450);
+    /* fsck's exact figures replace the totals; the incarnations' sums stay,
+     * so only later changes add. */
+    assert_int_equal(r2_mgr_fs_set_usage(f->m, "one", 100, 1000), 0);
+    assert_int_equal(r2_mgr_fs_set_usage(f->m, "nope", 1, 1), -ENOENT);
+    usage_beat(f, a, 12, 2, 20, NULL);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 100);
+    assert_int_equal(bytes, 1000);
+    usage_beat(f, a, 12, 3, 25, NULL);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 101);
+    assert_int_equal(bytes, 1005);
+    /* Written at once: a new leader has them. */
+    fx_close(f);
+    fx_open(f);
+    lead(f);
+    fs_usage(f->m, "one", &files, &bytes);
+    assert_int_equal(files, 100);
 }
 
 static uint32_t mounts_of(r2_mgr *m, const char *fs)
@@ -690,7 +797,7 @@ static void test_clients(void **state)
     assert_int_equal(mounts_of(f->m, "one"), 1);
     bool has;
     struct xt_view v;
-    assert_int_equal(r2_mgr_heartbeat(f->m, c, 0, 0, NULL, 0, NULL, &has, &v), -ENOENT);
+    assert_int_equal(r2_mgr_heartbeat(f->m, c, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), -ENOENT);
     assert_int_equal(r2_mgr_site_leave(f->m, c), -ENOENT);
     /* Servers do not leave: they drain. */
     assert_int_equal(r2_mgr_site_leave(f->m, mds), -EINVAL);
@@ -702,7 +809,7 @@ static void test_clients(void **state)
     int saw_transient = 0;
     for (int step = 1; step <= 25; step++) {
         g_clock += 50 * MS;
-        assert_int_equal(r2_mgr_heartbeat(f->m, mds, 0, 0, NULL, 0, NULL, &has, &v), 0);
+        assert_int_equal(r2_mgr_heartbeat(f->m, mds, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), 0);
         xt_view_free(&v);
         r2_mgr_tick(f->m);
         int st = state_of(f->m, d);
@@ -723,7 +830,7 @@ static void test_clients(void **state)
     fx_open(f);
     lead(f);
     assert_int_equal(state_of(f->m, d), 0);
-    assert_int_equal(r2_mgr_heartbeat(f->m, d, 0, 0, NULL, 0, NULL, &has, &v), -ENOENT);
+    assert_int_equal(r2_mgr_heartbeat(f->m, d, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), -ENOENT);
     assert_int_equal(mounts_of(f->m, "one"), 0);
 }
 
@@ -756,7 +863,7 @@ static void test_leadership(void **state)
     r2_mgr_leader_cb(f->m, false);
     bool has;
     struct xt_view v;
-    assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, NULL, &has, &v), -EREMOTE);
+    assert_int_equal(r2_mgr_heartbeat(f->m, a, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), -EREMOTE);
     assert_int_equal(r2_mgr_fs_list(f->m, NULL, &fs, &n), -EREMOTE);
     assert_int_equal(r2_mgr_get_view(f->m, 0, &has, &v), 0);
     assert_int_equal(v.nfs, 2);
@@ -865,6 +972,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_ring1_empty_not_frozen, setup, teardown),
         cmocka_unit_test_setup_teardown(test_ring1_random, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deltas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_clients, setup, teardown),
         cmocka_unit_test_setup_teardown(test_leadership, setup, teardown),
         cmocka_unit_test_setup_teardown(test_self_pause, setup, teardown),

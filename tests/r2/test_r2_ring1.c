@@ -223,8 +223,8 @@ static void pump(struct fixture *f)
         }
         bool has;
         struct xt_view d;
-        assert_int_equal(r2_mgr_heartbeat(f->m, s->id, 0, 0, NULL, 0, s->fields ? &r1 : NULL,
-                                          &has, &d),
+        assert_int_equal(r2_mgr_heartbeat(f->m, s->id, 0, 0, NULL, 0, s->fields ? &r1 : NULL, NULL,
+                                          &has, &d, NULL),
                          0);
         xt_view_free(&d);
     }
@@ -361,9 +361,9 @@ static void test_acks_lost_with_leader(void **state)
     /* Both acks reach the old leader, which dies before its next tick. */
     bool has;
     struct xt_r2_hb_ring1 r1 = { .has_acked = true, .acked = x->acked };
-    assert_int_equal(r2_mgr_heartbeat(f->m, x->id, 0, 0, NULL, 0, &r1, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, x->id, 0, 0, NULL, 0, &r1, NULL, &has, &v, NULL), 0);
     xt_view_free(&v);
-    assert_int_equal(r2_mgr_heartbeat(f->m, y->id, 0, 0, NULL, 0, &r1, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, y->id, 0, 0, NULL, 0, &r1, NULL, &has, &v, NULL), 0);
     xt_view_free(&v);
     fx_close(f);
     fx_open(f);
@@ -372,11 +372,11 @@ static void test_acks_lost_with_leader(void **state)
     r2_mgr_tick(f->m);
     assert_int_equal(phase(f), XT_RING1_PREPARE);
     /* One MDS's heartbeat is not enough; both are. */
-    assert_int_equal(r2_mgr_heartbeat(f->m, x->id, 0, 0, NULL, 0, &r1, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, x->id, 0, 0, NULL, 0, &r1, NULL, &has, &v, NULL), 0);
     xt_view_free(&v);
     r2_mgr_tick(f->m);
     assert_int_equal(phase(f), XT_RING1_PREPARE);
-    assert_int_equal(r2_mgr_heartbeat(f->m, y->id, 0, 0, NULL, 0, &r1, &has, &v), 0);
+    assert_int_equal(r2_mgr_heartbeat(f->m, y->id, 0, 0, NULL, 0, &r1, NULL, &has, &v, NULL), 0);
     xt_view_free(&v);
     r2_mgr_tick(f->m);
     assert_int_equal(phase(f), XT_RING1_MOVING);

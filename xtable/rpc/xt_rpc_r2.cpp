@@ -214,6 +214,8 @@ static void fs_to_thrift(const struct xt_fs_info &c, FsInfo &t)
     t.blob_path = c.blob_path;
     t.created_ns = (int64_t)c.created_ns;
     t.key_gen = (int64_t)c.key_gen;
+    t.quota_files = (int64_t)c.quota_files;
+    t.quota_bytes = (int64_t)c.quota_bytes;
     if (c.root_bitmap) {
         t.root_bitmap.assign(static_cast<const char *>(c.root_bitmap), c.root_bitmap_len);
         t.__isset.root_bitmap = true;
@@ -230,6 +232,8 @@ static int fs_from_thrift(const FsInfo &t, struct xt_fs_info &c)
     c.mounts = (uint32_t)t.mounts;
     c.created_ns = (uint64_t)t.created_ns;
     c.key_gen = (uint64_t)t.key_gen;
+    c.quota_files = (uint64_t)t.quota_files;
+    c.quota_bytes = (uint64_t)t.quota_bytes;
     int rc = copy_str(c.name, sizeof c.name, t.name);
     if (!rc)
         rc = copy_str(c.blob_backend, sizeof c.blob_backend, t.blob_backend);
@@ -423,6 +427,85 @@ static int view_from_thrift(const View &t, struct xt_view &c)
     return rc;
 }
 
+/* ---- capacity ---------------------------------------------------------- */
+
+void xt_capacity_free(struct xt_capacity *c)
+{
+    if (!c)
+        return;
+    xt_free(c->fs);
+    memset(c, 0, sizeof *c);
+}
+
+int xt_capacity_dup(const struct xt_capacity *src, struct xt_capacity *dst)
+{
+    *dst = *src;
+    dst->fs = nullptr;
+    if (src->nfs) {
+        dst->fs = static_cast<struct xt_fs_usage *>(xt_malloc(src->nfs * sizeof *src->fs));
+        if (!dst->fs) {
+            memset(dst, 0, sizeof *dst);
+            return -ENOMEM;
+        }
+        memcpy(dst->fs, src->fs, src->nfs * sizeof *src->fs);
+    }
+    return 0;
+}
+
+const struct xt_fs_usage *xt_capacity_fs(const struct xt_capacity *c, uint32_t fsid)
+{
+    for (size_t i = 0; c && i < c->nfs; i++)
+        if (c->fs[i].fsid == fsid)
+            return &c->fs[i];
+    return nullptr;
+}
+
+static void capacity_to_thrift(const struct xt_capacity &c, Capacity &t)
+{
+    t.size = (int64_t)c.size;
+    t.avail = (int64_t)c.avail;
+    t.fs.resize(c.nfs);
+    for (size_t i = 0; i < c.nfs; i++) {
+        t.fs[i].fsid = (int32_t)c.fs[i].fsid;
+        t.fs[i].files = (int64_t)c.fs[i].files;
+        t.fs[i].bytes = (int64_t)c.fs[i].bytes;
+        t.fs[i].quota_files = (int64_t)c.fs[i].quota_files;
+        t.fs[i].quota_bytes = (int64_t)c.fs[i].quota_bytes;
+    }
+    t.devs.resize(c.ndevs);
+    for (size_t i = 0; i < c.ndevs; i++)
+        t.devs[i] = (int64_t)c.devs[i];
+}
+
+/* Negative counts from a peer read as 0. */
+static uint64_t nonneg(int64_t v)
+{
+    return v < 0 ? 0 : (uint64_t)v;
+}
+
+static int capacity_from_thrift(const Capacity &t, struct xt_capacity &c)
+{
+    memset(&c, 0, sizeof c);
+    if (t.devs.size() > XT_CAPACITY_DEVS_MAX)
+        return -EPROTO;
+    if (!t.fs.empty()) {
+        c.fs = static_cast<struct xt_fs_usage *>(xt_calloc(t.fs.size(), sizeof *c.fs));
+        if (!c.fs)
+            return -ENOMEM;
+    }
+    c.nfs = t.fs.size();
+    for (size_t i = 0; i < c.nfs; i++)
+        c.fs[i] = { (uint32_t)t.fs[i].fsid, nonneg(t.fs[i].files), nonneg(t.fs[i].bytes),
+                    nonneg(t.fs[i].quota_files), nonneg(t.fs[i].quota_bytes) };
+    c.ndevs = t.devs.size();
+    for (size_t i = 0; i < c.ndevs; i++)
+        c.devs[i] = (uint64_t)t.devs[i];
+    c.size = nonneg(t.size);
+    c.avail = nonneg(t.avail);
+    c.valid = true;
+    return 0;
+}
+
 /* ---- client ------------------------------------------------------------ */
 
 #define R2_CALL(method, ReqT, RespT, fill, after)                                              \
@@ -471,16 +554,20 @@ int xt_r2_heartbeat(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                     uint64_t view_version, double load, const struct xt_fs_counter *c,
                     size_t n, bool *has_view, struct xt_view *view)
 {
-    return xt_r2_heartbeat_r1(p, call, site_id, view_version, load, c, n, NULL, has_view, view);
+    return xt_r2_heartbeat_ex(p, call, site_id, view_version, load, c, n, NULL, NULL, has_view,
+                              view, NULL);
 }
 
-int xt_r2_heartbeat_r1(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
+int xt_r2_heartbeat_ex(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                        uint64_t view_version, double load, const struct xt_fs_counter *c,
-                       size_t n, const struct xt_r2_hb_ring1 *r1, bool *has_view,
-                       struct xt_view *view)
+                       size_t n, const struct xt_r2_hb_ring1 *r1,
+                       const struct xt_r2_hb_usage *u, bool *has_view, struct xt_view *view,
+                       struct xt_capacity *cap)
 {
     *has_view = false;
     memset(view, 0, sizeof *view);
+    if (cap)
+        memset(cap, 0, sizeof *cap);
     R2_CALL(heartbeat, HeartbeatReq, ViewResp,
             {
                 req.site_id = (int32_t)site_id;
@@ -503,12 +590,30 @@ int xt_r2_heartbeat_r1(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id
                     req.__set_prepared((int64_t)r1->prepared);
                     req.__set_counted_seq((int64_t)r1->counted_seq);
                 }
+                if (u && u->has_epoch)
+                    req.__set_usage_epoch((int64_t)u->epoch);
+                if (u && u->has_storage) {
+                    StorageReport sr;
+                    sr.size = (int64_t)u->storage.size;
+                    sr.avail = (int64_t)u->storage.avail;
+                    sr.used = (int64_t)u->storage.used;
+                    sr.dev = (int64_t)u->storage.dev;
+                    req.__set_storage(sr);
+                }
             },
             {
-                if (resp.__isset.view) {
-                    int rc = view_from_thrift(resp.view, *view);
+                if (cap && resp.__isset.capacity) {
+                    int rc = capacity_from_thrift(resp.capacity, *cap);
                     if (rc)
                         return rc;
+                }
+                if (resp.__isset.view) {
+                    int rc = view_from_thrift(resp.view, *view);
+                    if (rc) {
+                        if (cap)
+                            xt_capacity_free(cap);
+                        return rc;
+                    }
                     *has_view = true;
                 }
             });
@@ -574,6 +679,38 @@ int xt_r2_fs_rotate_key(xt_rpc_pool *p, const xt_rpc_call *call, const char *nam
                         return rc;
                 }
             });
+}
+
+int xt_r2_fs_quota(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
+                   uint64_t quota_files, uint64_t quota_bytes, struct xt_fs_info *out)
+{
+    if (out)
+        memset(out, 0, sizeof *out);
+    R2_CALL(fs_quota, FsReq, FsResp,
+            {
+                req.name = name ? name : "";
+                req.quota_files = (int64_t)quota_files;
+                req.quota_bytes = (int64_t)quota_bytes;
+            },
+            {
+                if (out && !resp.fs.empty()) {
+                    int rc = fs_from_thrift(resp.fs[0], *out);
+                    if (rc)
+                        return rc;
+                }
+            });
+}
+
+int xt_r2_fs_set_usage(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
+                       uint64_t files, uint64_t bytes)
+{
+    R2_CALL(fs_set_usage, FsReq, FsResp,
+            {
+                req.name = name ? name : "";
+                req.usage_files = (int64_t)files;
+                req.usage_bytes = (int64_t)bytes;
+            },
+            {});
 }
 
 int xt_r2_fs_drop(xt_rpc_pool *p, const xt_rpc_call *call, const char *name, bool force)
@@ -664,8 +801,8 @@ public:
         xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
         std::vector<xt_fs_counter> c(req.counters.size());
         for (size_t i = 0; i < c.size(); i++)
-            c[i] = { (uint32_t)req.counters[i].fsid, (uint64_t)req.counters[i].files,
-                     (uint64_t)req.counters[i].bytes };
+            c[i] = { (uint32_t)req.counters[i].fsid, req.counters[i].files,
+                     req.counters[i].bytes };
         /* Negative counts and versions are refused by the handler: they
          * arrive as huge unsigned values. */
         struct xt_r2_hb_ring1 r1;
@@ -680,13 +817,28 @@ public:
         r1.prepared = (uint64_t)req.prepared;
         r1.counted_seq = req.__isset.counted_seq ? (uint64_t)req.counted_seq : 0;
         bool any = r1.has_acked || r1.has_walked || r1.has_counts;
+        struct xt_r2_hb_usage u;
+        memset(&u, 0, sizeof u);
+        u.has_epoch = req.__isset.usage_epoch;
+        u.epoch = (uint64_t)req.usage_epoch;
+        u.has_storage = req.__isset.storage;
+        u.storage = { nonneg(req.storage.size), nonneg(req.storage.avail),
+                      nonneg(req.storage.used), (uint64_t)req.storage.dev };
+        struct xt_capacity cap;
+        memset(&cap, 0, sizeof cap);
         reply_view(resp, [&](bool *has, struct xt_view *v) {
             return ops_->heartbeat
                        ? ops_->heartbeat(ctx_, &rc, (uint32_t)req.site_id,
                                          (uint64_t)req.view_version, req.load, c.data(),
-                                         c.size(), any ? &r1 : NULL, has, v)
+                                         c.size(), any ? &r1 : NULL,
+                                         u.has_epoch || u.has_storage ? &u : NULL, has, v, &cap)
                        : -ENOSYS;
         });
+        if (resp.status == 0 && cap.valid) {
+            capacity_to_thrift(cap, resp.capacity);
+            resp.__isset.capacity = true;
+        }
+        xt_capacity_free(&cap);
     }
     void get_view(ViewResp &resp, const ViewReq &req) override
     {
@@ -745,6 +897,33 @@ public:
             fs_to_thrift(f, resp.fs[0]);
         }
         xt_free(f.root_bitmap);
+    }
+    void fs_quota(FsResp &resp, const FsReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        struct xt_fs_info f;
+        memset(&f, 0, sizeof f);
+        resp.status = req.quota_files < 0 || req.quota_bytes < 0 ? -EINVAL
+                      : ops_->fs_quota
+                          ? ops_->fs_quota(ctx_, &rc, req.name.c_str(),
+                                           (uint64_t)req.quota_files,
+                                           (uint64_t)req.quota_bytes, &f)
+                          : -ENOSYS;
+        if (resp.status == 0) {
+            resp.fs.resize(1);
+            fs_to_thrift(f, resp.fs[0]);
+        }
+        xt_free(f.root_bitmap);
+    }
+    void fs_set_usage(FsResp &resp, const FsReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = req.usage_files < 0 || req.usage_bytes < 0 ? -EINVAL
+                      : ops_->fs_set_usage
+                          ? ops_->fs_set_usage(ctx_, &rc, req.name.c_str(),
+                                               (uint64_t)req.usage_files,
+                                               (uint64_t)req.usage_bytes)
+                          : -ENOSYS;
     }
     void site_drain(SiteResp &resp, const SiteReq &req) override
     {

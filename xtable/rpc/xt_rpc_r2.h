@@ -58,6 +58,8 @@ struct xt_fs_info {
     char blob_path[XT_PATH_MAX];
     uint64_t created_ns;
     uint64_t key_gen;          /* generation of the fs's client key (pomctl fs key) */
+    uint64_t quota_files;      /* 0: no quota (docs/r2.md "Capacity and quotas") */
+    uint64_t quota_bytes;
     void *root_bitmap;         /* xt_malloc'd xt_bitmap encoding, or NULL */
     uint32_t root_bitmap_len;
 };
@@ -142,10 +144,51 @@ struct xt_ring;
 int xt_view_ring(const struct xt_view *v, uint32_t ring, struct xt_ring **out);
 void xt_fs_info_free_array(struct xt_fs_info *fs, size_t n);
 
+/* An MDS's per-fs counts: what its committed changes added (negative:
+ * removed) since its incarnation xt_r2_hb_usage.epoch began. */
 struct xt_fs_counter {
     uint32_t fsid;
-    uint64_t files, bytes;
+    int64_t files, bytes;
 };
+
+/* The statvfs of the folder an MDSL stores in. */
+struct xt_storage_report {
+    uint64_t size, avail;      /* bytes of its file system; free to unprivileged writers */
+    uint64_t used;             /* bytes of the site's own files */
+    uint64_t dev;              /* st_dev of the folder */
+};
+
+/* Optional capacity fields of a heartbeat (docs/r2.md "Capacity and quotas"). */
+struct xt_r2_hb_usage {
+    bool has_epoch;            /* MDS: the counters are since this incarnation */
+    uint64_t epoch;
+    bool has_storage;          /* MDSL */
+    struct xt_storage_report storage;
+};
+
+struct xt_fs_usage {
+    uint32_t fsid;
+    uint64_t files, bytes;             /* the cluster's totals */
+    uint64_t quota_files, quota_bytes; /* 0: none */
+};
+
+#define XT_CAPACITY_DEVS_MAX 64
+
+/* What a heartbeat reply tells of the cluster's capacity. */
+struct xt_capacity {
+    bool valid;                /* the reply carried it */
+    uint64_t size, avail;      /* summed over distinct (host, dev) of the MDSL */
+    struct xt_fs_usage *fs;    /* xt_malloc'd */
+    size_t nfs;
+    uint64_t devs[XT_CAPACITY_DEVS_MAX]; /* the devs summed */
+    size_t ndevs;
+};
+/* Frees what c owns and zeroes it. */
+void xt_capacity_free(struct xt_capacity *c);
+/* Deep copy (dst overwritten); 0 or -ENOMEM (dst then empty). */
+int xt_capacity_dup(const struct xt_capacity *src, struct xt_capacity *dst);
+/* The usage of fsid in c, or NULL. */
+const struct xt_fs_usage *xt_capacity_fs(const struct xt_capacity *c, uint32_t fsid);
 
 /* ---- client calls: 0 or -errno; outputs freed by the caller ------------ */
 
@@ -157,11 +200,15 @@ int xt_r2_register(xt_rpc_pool *p, const xt_rpc_call *call, int type, const char
 int xt_r2_heartbeat(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                     uint64_t view_version, double load, const struct xt_fs_counter *c,
                     size_t n, bool *has_view, struct xt_view *view);
-/* The same with the ring-1 fields (r1 may be NULL: none sent). */
-int xt_r2_heartbeat_r1(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
+/* The same with the ring-1 fields (r1 may be NULL: none sent) and the
+ * capacity fields (u may be NULL: none sent); cap (may be NULL) gets the
+ * reply's capacity (cap->valid false when it has none; caller frees with
+ * xt_capacity_free). */
+int xt_r2_heartbeat_ex(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id,
                        uint64_t view_version, double load, const struct xt_fs_counter *c,
-                       size_t n, const struct xt_r2_hb_ring1 *r1, bool *has_view,
-                       struct xt_view *view);
+                       size_t n, const struct xt_r2_hb_ring1 *r1,
+                       const struct xt_r2_hb_usage *u, bool *has_view, struct xt_view *view,
+                       struct xt_capacity *cap);
 int xt_r2_get_view(xt_rpc_pool *p, const xt_rpc_call *call, uint64_t since,
                    bool *has_view, struct xt_view *view);
 /* out may be NULL. */
@@ -174,6 +221,12 @@ int xt_r2_fs_drop(xt_rpc_pool *p, const xt_rpc_call *call, const char *name, boo
 /* Bumps fs `name`'s key generation; out (may be NULL) gets its record. */
 int xt_r2_fs_rotate_key(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
                         struct xt_fs_info *out);
+/* Sets fs `name`'s quotas (0: none); out (may be NULL) gets its record. */
+int xt_r2_fs_quota(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
+                   uint64_t quota_files, uint64_t quota_bytes, struct xt_fs_info *out);
+/* Sets fs `name`'s inode and byte totals (what `pomctl fsck` counted). */
+int xt_r2_fs_set_usage(xt_rpc_pool *p, const xt_rpc_call *call, const char *name,
+                       uint64_t files, uint64_t bytes);
 int xt_r2_site_drain(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id);
 int xt_r2_site_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id);
 /* A client site leaves the view (its mount ends); servers use drain/remove. */
@@ -191,10 +244,12 @@ struct xt_r2_ops {
     int (*register_site)(void *ctx, const xt_rpc_ctx *rc, int type, const char *addr,
                          uint64_t capacity, uint32_t prev_id, const char *fs_name,
                          const char *metrics, uint32_t *site_id, struct xt_view *view);
-    /* r1: the request's ring-1 fields, NULL when it carries none. */
+    /* r1, u: the request's ring-1 and capacity fields, NULL when it carries
+     * none; the handler fills *cap (zeroed before) or leaves it invalid. */
     int (*heartbeat)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id, uint64_t view_version,
                      double load, const struct xt_fs_counter *c, size_t n,
-                     const struct xt_r2_hb_ring1 *r1, bool *has_view, struct xt_view *view);
+                     const struct xt_r2_hb_ring1 *r1, const struct xt_r2_hb_usage *u,
+                     bool *has_view, struct xt_view *view, struct xt_capacity *cap);
     int (*get_view)(void *ctx, const xt_rpc_ctx *rc, uint64_t since, bool *has_view,
                     struct xt_view *view);
     int (*fs_create)(void *ctx, const xt_rpc_ctx *rc, const char *name, const char *backend,
@@ -204,6 +259,10 @@ struct xt_r2_ops {
     int (*fs_drop)(void *ctx, const xt_rpc_ctx *rc, const char *name, bool force);
     int (*fs_rotate_key)(void *ctx, const xt_rpc_ctx *rc, const char *name,
                          struct xt_fs_info *out);
+    int (*fs_quota)(void *ctx, const xt_rpc_ctx *rc, const char *name, uint64_t quota_files,
+                    uint64_t quota_bytes, struct xt_fs_info *out);
+    int (*fs_set_usage)(void *ctx, const xt_rpc_ctx *rc, const char *name, uint64_t files,
+                        uint64_t bytes);
     int (*site_drain)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id);
     int (*site_remove)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id);
     int (*site_leave)(void *ctx, const xt_rpc_ctx *rc, uint32_t site_id);
