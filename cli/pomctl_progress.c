@@ -7,6 +7,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -18,12 +19,15 @@ void pomctl_progress_begin(struct pomctl_progress *p, const char *what, bool jso
     struct winsize ws;
     p->cols = ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 ? ws.ws_col : 80;
     p->what = what;
+    const char *ms = getenv("POMCTL_PROGRESS_MS");
+    long v = ms ? strtol(ms, NULL, 10) : 0;
+    p->every_ns = (uint64_t)(v > 0 && v <= 60000 ? v : POMCTL_PROGRESS_EVERY_MS) * 1000000;
     p->t0_ns = p->last_ns = xt_mono_ns();
 }
 
 bool pomctl_progress_due(const struct pomctl_progress *p)
 {
-    return p->on && xt_mono_ns() - p->last_ns >= (uint64_t)POMCTL_PROGRESS_EVERY_MS * 1000000;
+    return p->on && xt_mono_ns() - p->last_ns >= p->every_ns;
 }
 
 void pomctl_progress_show(struct pomctl_progress *p, const char *fmt, ...)

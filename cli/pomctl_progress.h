@@ -35,6 +35,9 @@ struct pomctl_progress {
     uint64_t last_ns; /* the last line (t0_ns before the first) */
     size_t width;     /* columns of the last line printed (0: none shown) */
     size_t cols;      /* the terminal's width: longer lines are cut */
+    uint64_t every_ns; /* invariant (2): POMCTL_PROGRESS_EVERY_MS, or
+                          $POMCTL_PROGRESS_MS (tests: work that is quick on
+                          an idle machine still shows lines) */
 };
 
 /* Starts the clock of `what` (a static string). json: the command prints
