@@ -66,7 +66,7 @@ rm -f "${TMPDIR:-/tmp}/pom-xfstests-make.$$.log"
 
 # 3. cluster, TEST and SCRATCH
 T=${POM_XFSTESTS_TMP:-$(mktemp -d "${TMPDIR:-/tmp}/pom-xfstests.XXXXXX")}
-mkdir -p "$T" && T=$(realpath "$T")
+mkdir -p "$T" && chmod 755 "$T" && T=$(realpath "$T") # (xfstests' users reach TEST and SCRATCH)
 D=$T/data
 cleanup() {
     local m
@@ -85,6 +85,24 @@ mkdir -p "$T/bin" "$T/sbin" "$T/test" "$T/scratch" "$T/results"
 ln -sf "$POMFS" "$T/sbin/pomfs"
 mount -t overlay pom-xfstests -o "lowerdir=$T/sbin:/usr/local/sbin" /usr/local/sbin ||
     { echo "xfstests.sh: cannot put pomfs in /usr/local/sbin (overlay)" >&2; exit 1; }
+# xfstests' users and group (its README: fsgqa, fsgqa2, 123456-fsgqa), made
+# where the host has none, in copies of /etc/passwd, group and shadow bound
+# over the host's in this namespace only.
+if ! id fsgqa >/dev/null 2>&1 || ! id fsgqa2 >/dev/null 2>&1 || ! id 123456-fsgqa >/dev/null 2>&1; then
+    mkdir -p "$T/etc" "$T/home"
+    cp /etc/passwd /etc/group /etc/shadow "$T/etc/"
+    id=64990
+    for u in fsgqa fsgqa2 123456-fsgqa; do
+        id=$((id + 1))
+        id "$u" >/dev/null 2>&1 && continue
+        while getent passwd "$id" >/dev/null || getent group "$id" >/dev/null; do id=$((id + 1)); done
+        mkdir -p "$T/home/$u" && chown "$id:$id" "$T/home/$u"
+        echo "$u:x:$id:$id::$T/home/$u:/bin/bash" >>"$T/etc/passwd"
+        echo "$u:x:$id:" >>"$T/etc/group"
+        echo "$u:*:19000:0:99999:7:::" >>"$T/etc/shadow"
+    done
+    for f in passwd group shadow; do mount --bind "$T/etc/$f" "/etc/$f" || exit 1; done
+fi
 # The fresh SCRATCH of _scratch_mkfs: the fs is dropped (it is not mounted:
 # --force only skips R2's count of a mount that just ended) and made again.
 cat >"$T/bin/pom-scratch-mkfs" <<EOF
