@@ -151,7 +151,9 @@ EOF
 echo "xfstests.sh: $(git -C "$XD" rev-parse HEAD 2>/dev/null || echo "xfstests (no git)"), run folder $T"
 cd "$XD" && HOST_OPTIONS=$T/local.config ./check "$@" 2>&1 | tee "$T/check.out"
 RC=${PIPESTATUS[0]}
+# check lists every test it tried after "Ran:", those that did not run
+# after "Not run:", the failed after "Failures:"
 count() { sed -n "s/^$1 *//p" "$T/check.out" | tail -1 | wc -w; }
 RAN=$(count 'Ran:') NOTRUN=$(count 'Not run:') FAILED=$(count 'Failures:')
-echo "pomfs xfstests: passed $((RAN - FAILED)), failed $FAILED, not run $NOTRUN ($T/check.out)"
+echo "pomfs xfstests: passed $((RAN - NOTRUN - FAILED)), failed $FAILED, not run $NOTRUN ($T/check.out)"
 exit "$RC"
