@@ -148,7 +148,9 @@ export MOUNT_PROG=pom_xfstests_mount
 EOF
 
 # 4. check
-echo "xfstests.sh: $(git -C "$XD" rev-parse HEAD 2>/dev/null || echo "xfstests (no git)"), run folder $T"
+V="xfstests (no git)"
+[ -e "$XD/.git" ] && V="xfstests $(git -C "$XD" rev-parse HEAD)"
+echo "xfstests.sh: $V, run folder $T"
 cd "$XD" && HOST_OPTIONS=$T/local.config ./check "$@" 2>&1 | tee "$T/check.out"
 RC=${PIPESTATUS[0]}
 # check lists every test it tried after "Ran:", those that did not run
