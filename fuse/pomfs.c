@@ -9,7 +9,8 @@
  * The first form is also how mount(8) runs it, through the generic helper
  * mount.fuse3 (`mount -t fuse.pomfs NAME@R2ADDR DIR`, fstab): so pomfs takes
  * the options only mount(8) knows (ignored), the atime options libfuse does
- * not know (ignored: relatime is the kernel's default), and `-o remount`
+ * not know (ignored: relatime is the kernel's default, and the kernel
+ * leaves a FUSE inode's atime to the file system), and `-o remount`
  * (the kernel changes the mount's flags; the daemon is not involved).
  *
  * (1) No thread exists before the fork to the background: without -f the
@@ -108,7 +109,7 @@ static const struct std_opt {
     { "sync", MS_SYNCHRONOUS, 0, 1 },    { "async", 0, MS_SYNCHRONOUS, 1 },
     { "dirsync", MS_DIRSYNC, 0, 1 },
     { "noatime", MS_NOATIME, MS_RELATIME | MS_STRICTATIME, 1 },
-    { "nodiratime", MS_NODIRATIME, 0, 1 },
+    { "nodiratime", MS_NODIRATIME, 0, 0 },
     { "atime", 0, MS_NOATIME, 0 },       { "diratime", 0, MS_NODIRATIME, 0 },
     { "relatime", MS_RELATIME, MS_NOATIME | MS_STRICTATIME, 0 },
     { "norelatime", 0, MS_RELATIME, 0 },

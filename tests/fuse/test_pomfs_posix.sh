@@ -11,7 +11,7 @@
 #   made in a set-group-ID directory take its group, subdirectories the
 #   bit, also for a directory this mount had not read (generic/314, 633);
 #   fallocate and punch by a non-root caller drop the set-ID bits
-#   (generic/683, 684).
+#   (generic/683, 684); the atime mount options (generic/003).
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
 DIO=$(realpath "$3")
 M=$T/m
@@ -97,6 +97,11 @@ eq "after a remount (parent not read yet)" "$(stat -c %g "$M/sg/sub/after")" "43
 mkdir "$M/plain"
 touch "$M/plain/f"
 eq "no inheritance without the bit" "$(stat -c %g "$M/plain/f")" "0"
+pl_umount "$M"
 
+# generic/003: the atime options mount(8) passes, nodiratime too (libfuse
+# 3.14 does not know it).
+pl_mount "$M" nodiratime,relatime,strictatime
+ok "mounted with nodiratime" mountpoint -q "$M"
 pl_umount "$M"
 pl_done
