@@ -44,6 +44,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/fs.h> /* FS_IOC_*FLAGS, FS_IOC_FS*XATTR, struct fsxattr */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE */
 #include <string.h>
@@ -629,12 +630,54 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
     fuse_reply_err(req, -pom_access(P(req)->fs, ino, mask, &c));
 }
 
+/* Whether the caller of req is in group gid (its own or a supplementary
+ * group). */
+static bool caller_in_group(fuse_req_t req, gid_t gid)
+{
+    if (fuse_req_ctx(req)->gid == gid)
+        return true;
+    gid_t groups[64];
+    int n = fuse_req_getgroups(req, (int)(sizeof groups / sizeof groups[0]), groups);
+    for (int i = 0; i < n && i < (int)(sizeof groups / sizeof groups[0]); i++)
+        if (groups[i] == gid)
+            return true;
+    return false;
+}
+
+/* A change of a file's bytes by a caller without CAP_FSETID (root stands
+ * for it) drops the set-user-ID bit, and the set-group-ID bit when the
+ * group may execute or the caller is outside the file's group (the
+ * kernel's setattr_should_drop_sgid; generic/683-685). The kernel does
+ * this itself before a FUSE write, but before a FUSE fallocate only by the
+ * older rule (the bit stays on a file its group may not execute), so the
+ * rest is done here, before the change, as for a write. */
+static int drop_setid(fuse_req_t req, fuse_ino_t ino)
+{
+    if (fuse_req_ctx(req)->uid == 0)
+        return 0;
+    pom_fs *fs = P(req)->fs;
+    struct stat st;
+    int rc = pom_getattr(fs, ino, &st);
+    if (rc < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
+        return rc;
+    mode_t kill = st.st_mode & S_ISUID;
+    if ((st.st_mode & S_ISGID) && ((st.st_mode & S_IXGRP) || !caller_in_group(req, st.st_gid)))
+        kill |= S_ISGID;
+    if (!kill)
+        return 0;
+    st.st_mode &= ~kill;
+    rc = pom_setattr(fs, ino, &st, POM_SET_MODE, NULL);
+    if (rc == 0) /* attributes only: no lock (the kernel holds the inode's) */
+        fuse_lowlevel_notify_inval_inode(P(req)->se, ino, -1, 0);
+    return rc;
+}
+
 static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
                          struct fuse_file_info *fi)
 {
     TIMED(req, fallocate);
-    (void)ino;
-    fuse_reply_err(req, -pom_fallocate(FH(fi), mode, off, len));
+    int rc = drop_setid(req, ino);
+    fuse_reply_err(req, -(rc < 0 ? rc : pom_fallocate(FH(fi), mode, off, len)));
 }
 
 /* FS_XFLAG_* (xfs_io's chattr) <-> FS_*_FL (chattr(1)) for the flags kept. */
@@ -711,10 +754,14 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
         return;
     }
     rc = pom_setflags(fs, ino, fl);
-    if (rc < 0)
+    if (rc < 0) {
         fuse_reply_err(req, -rc);
-    else
-        fuse_reply_ioctl(req, 0, NULL, 0);
+        return;
+    }
+    /* The change moved the ctime; the kernel would show the cached one
+     * for up to attr_timeout (generic/277). Attributes only: no lock. */
+    fuse_lowlevel_notify_inval_inode(P(req)->se, ino, -1, 0);
+    fuse_reply_ioctl(req, 0, NULL, 0);
 }
 
 const struct fuse_lowlevel_ops pomfs_ops = {

@@ -63,8 +63,9 @@ dir renamed over dir 0
 file renamed over file 0
 read first list []"
 
-# generic/683, 684: fallocate and punch by a non-root caller drop S_ISUID,
-# and S_ISGID with group execute.
+# generic/683, 684, 685: fallocate and punch by a non-root caller drop
+# S_ISUID, and S_ISGID when the group may execute or the caller is outside
+# the file's group.
 chmod 755 "$T" # (nobody walks to the mount)
 touch "$M/priv"
 chmod 6777 "$M/priv"
@@ -77,7 +78,15 @@ ok "punch as nobody" setpriv --reuid=65534 --regid=65534 --clear-groups \
 eq "punch drops the set-ID bits" "$(stat -c %a "$M/priv")" "777"
 chmod 6767 "$M/priv"
 setpriv --reuid=65534 --regid=65534 --clear-groups fallocate -l 16384 "$M/priv"
-eq "S_ISGID without group execute stays" "$(stat -c %a "$M/priv")" "2767"
+eq "S_ISGID without group execute dropped for a caller outside the group" \
+    "$(stat -c %a "$M/priv")" "767"
+chmod 6767 "$M/priv"
+setpriv --reuid=65534 --regid=65534 --groups=0 fallocate -l 20480 "$M/priv"
+eq "S_ISGID without group execute stays for a caller in the group" \
+    "$(stat -c %a "$M/priv")" "2767"
+chmod 6767 "$M/priv"
+fallocate -l 24576 "$M/priv"
+eq "root's fallocate keeps both" "$(stat -c %a "$M/priv")" "6767"
 
 # generic/314, 633: set-group-ID directories.
 mkdir "$M/sg"
