@@ -212,8 +212,10 @@ size_t mds_usage_stats(void *arg, double *load, struct xt_fs_counter *c, size_t 
         f->sum_f += u->pend[k].files;
         f->sum_b += u->pend[k].bytes;
     }
-    memmove(u->pend, u->pend + k, (u->npend - k) * sizeof *u->pend);
-    u->npend -= k;
+    if (k) { /* (pend may be NULL when empty: memmove wants a pointer) */
+        memmove(u->pend, u->pend + k, (u->npend - k) * sizeof *u->pend);
+        u->npend -= k;
+    }
     size_t n = 0;
     for (size_t i = 0; i < u->nfs && n < cap; i++) {
         struct fsu *f = &u->fs[i];
