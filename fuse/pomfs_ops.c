@@ -630,20 +630,6 @@ static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
     fuse_reply_err(req, -pom_access(P(req)->fs, ino, mask, &c));
 }
 
-/* Whether the caller of req is in group gid (its own or a supplementary
- * group). */
-static bool caller_in_group(fuse_req_t req, gid_t gid)
-{
-    if (fuse_req_ctx(req)->gid == gid)
-        return true;
-    gid_t groups[64];
-    int n = fuse_req_getgroups(req, (int)(sizeof groups / sizeof groups[0]), groups);
-    for (int i = 0; i < n && i < (int)(sizeof groups / sizeof groups[0]); i++)
-        if (groups[i] == gid)
-            return true;
-    return false;
-}
-
 /* A change of a file's bytes by a caller without CAP_FSETID (root stands
  * for it) drops the set-user-ID bit, and the set-group-ID bit when the
  * group may execute or the caller is outside the file's group (the
@@ -661,7 +647,7 @@ static int drop_setid(fuse_req_t req, fuse_ino_t ino)
     if (rc < 0 || !S_ISREG(st.st_mode) || !(st.st_mode & (S_ISUID | S_ISGID)))
         return rc;
     mode_t kill = st.st_mode & S_ISUID;
-    if ((st.st_mode & S_ISGID) && ((st.st_mode & S_IXGRP) || !caller_in_group(req, st.st_gid)))
+    if ((st.st_mode & S_ISGID) && ((st.st_mode & S_IXGRP) || !in_group(req, st.st_gid)))
         kill |= S_ISGID;
     if (!kill)
         return 0;
