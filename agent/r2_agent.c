@@ -273,8 +273,8 @@ static int try_register(r2_agent *a)
     for (int attempt = 0; attempt < 2; attempt++) {
         rc = xt_r2_register(a->targets[a->cur].pool, NULL, a->o.type, a->addr, a->o.capacity,
                             a->prev_id, a->fs_name, a->metrics, &id, &v);
-        if (rc == 0 || rc == -EINVAL || rc == -ENOENT)
-            break; /* ENOENT: the fs to mount does not exist */
+        if (rc == 0 || rc == -EINVAL || rc == -ENOENT || rc == -EIDRM)
+            break; /* ENOENT: the fs to mount does not exist; EIDRM: removed */
         if (find_leader(a) < 0)
             break;
     }
@@ -369,7 +369,11 @@ static uint64_t agent_step(xt_worker *w, void *arg)
             a->next_ns = xt_mono_ns() + hb;
             return a->hb_ms;
         }
-        if (rc != a->last_err)
+        if (rc != a->last_err && rc == -EIDRM)
+            XT_ERR("r2 agent: R2 refuses site %u: the operator removed it (pomctl site "
+                   "remove); this daemon stays out of the cluster (to join again as a new "
+                   "site, start it on an empty folder)", a->prev_id);
+        else if (rc != a->last_err)
             XT_WARN("r2 agent: cannot register with R2 (%s): %s; retrying",
                     a->targets[a->cur].addr, strerror(-rc));
         a->last_err = rc;

@@ -210,6 +210,20 @@ static int site_sections(const struct xt_site *s)
 
 /* ---- registration and heartbeats --------------------------------------------- */
 
+/* REQUIRES: leading (between begin and end). 1 when the operator removed
+ * server site id (its tombstone, r2_rec.h /r2/removed), 0 when not, or a
+ * negative errno from the store. */
+static int was_removed(r2_mgr *m, uint32_t id)
+{
+    char key[R2_KEY_LEN];
+    r2_rec_removed_key(key, id);
+    void *buf = NULL;
+    size_t len = 0;
+    int rc = r2_store_get(m->store, key, &buf, &len, NULL);
+    xt_free(buf);
+    return rc == 0 ? 1 : rc == -ENOENT ? 0 : rc;
+}
+
 int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, uint32_t prev_id,
                     const char *fs_name, const char *metrics, uint32_t *site_id,
                     struct xt_view *view)
@@ -235,6 +249,14 @@ int r2_mgr_register(r2_mgr *m, int type, const char *addr, uint64_t capacity, ui
     struct r2_txn t = { .n = 0 };
     xt_ring *nr = NULL;
     struct xt_site s;
+    if (prev_id && !old && type != XT_SITE_CLIENT && (rc = was_removed(m, prev_id)) != 0) {
+        if (rc > 0) {
+            XT_WARN("site %u (%s %s) was removed: its registration is refused", prev_id,
+                    xt_site_type_name(type), addr);
+            rc = -EIDRM;
+        }
+        goto out;
+    }
     if (fs_name[0] && !r2_state_fs_by_name(&m->st, fs_name)) {
         rc = -ENOENT;
         goto out;
@@ -658,8 +680,24 @@ static int site_admin(r2_mgr *m, uint32_t site_id, enum site_op op)
     char key[R2_KEY_LEN];
     r2_rec_site_key(key, s.id);
     s.state = XT_SITE_DRAINING;
-    if ((rc = remove ? r2_txn_del(&t, key) : r2_txn_site(&t, &s)) < 0 ||
-        (rc = r2_txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
+    if ((rc = remove ? r2_txn_del(&t, key) : r2_txn_site(&t, &s)) < 0)
+        goto out;
+    if (op == SITE_REMOVE && !client) {
+        /* The tombstone: a removed server never registers again with its
+         * id (r2_mgr_register), so a daemon still running, whose next
+         * heartbeat meets -ENOENT, cannot rejoin the ring it was drained
+         * from. */
+        uint8_t *tomb = xt_malloc(1);
+        if (!tomb) {
+            rc = -ENOMEM;
+            goto out;
+        }
+        tomb[0] = (uint8_t)s.type;
+        r2_rec_removed_key(key, s.id);
+        if ((rc = r2_txn_put(&t, key, tomb, 1)) < 0)
+            goto out;
+    }
+    if ((rc = r2_txn_commit(m, &t, site_sections(&s) | (nr ? XT_VIEW_RINGS : 0))) < 0)
         goto out;
     pthread_mutex_lock(&m->mu);
     if (remove)

@@ -97,6 +97,11 @@ void r2_rec_site_key(char *key, uint32_t id)
     snprintf(key, R2_KEY_LEN, R2_KEY_SITES "/%u", id);
 }
 
+void r2_rec_removed_key(char *key, uint32_t id)
+{
+    snprintf(key, R2_KEY_LEN, R2_KEY_REMOVED "/%u", id);
+}
+
 void r2_rec_fs_key(char *key, uint32_t fsid)
 {
     snprintf(key, R2_KEY_LEN, R2_KEY_FS "/%u", fsid);

@@ -17,6 +17,11 @@
  *                       (absent otherwise), the xt_ring encoding
  *   /r2/ring1           the ring-1 change state (below; absent: STABLE,
  *                       nothing joining, leaving or drained)
+ *   /r2/removed/<id>    an MDS or MDSL site the operator removed (one
+ *                       byte: its type). Its daemon, still running or
+ *                       started again on its old folder, may not register
+ *                       with that id again (r2_mgr_register: -EIDRM): a
+ *                       removed site never rejoins a ring on its own.
  *   /r2/usage           inodes and bytes of every fs, with the MDS
  *                       incarnation counts they include (below; absent: none)
  *   /r2/ids/sites       id counters (r2_store_alloc_id; never reused)
@@ -120,6 +125,7 @@
 #define R2_KEY_RING1_PREV  "/r2/rings/1p"
 #define R2_KEY_RING1       "/r2/ring1"
 #define R2_KEY_USAGE       "/r2/usage"
+#define R2_KEY_REMOVED     "/r2/removed"
 #define R2_KEY_ID_SITES    "/r2/ids/sites"
 #define R2_KEY_ID_FSIDS    "/r2/ids/fsids"
 #define R2_KEY_ID_UUIDS    "/r2/ids/uuid_ranges"
@@ -212,8 +218,9 @@ int r2_rec_usage_encode(const struct r2_usage *u, size_t n, void **buf, size_t *
 int r2_rec_usage_decode(const void *buf, size_t len, struct r2_usage **u, size_t *n);
 void r2_rec_usage_free(struct r2_usage *u, size_t n);
 
-/* Key of a record into key[R2_KEY_LEN]: "/r2/sites/<id>", ... */
+/* Key of a record into key[R2_KEY_LEN]: "/r2/sites/<id>", "/r2/removed/<id>", ... */
 void r2_rec_site_key(char *key, uint32_t id);
+void r2_rec_removed_key(char *key, uint32_t id);
 void r2_rec_fs_key(char *key, uint32_t fsid);
 void r2_rec_ring_key(char *key, uint32_t ring);
 

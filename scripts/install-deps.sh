@@ -14,7 +14,7 @@ PKGS=(
   libzookeeper-mt-dev zookeeper
   libcmocka-dev libssl-dev
   clang libclang-rt-14-dev
-  procps psmisc util-linux e2fsprogs python3
+  procps psmisc util-linux e2fsprogs python3 gdb
   python3-cffi python3-pytest python3-pip
   rsync sqlite3 curl
   libmicrohttpd-dev prometheus

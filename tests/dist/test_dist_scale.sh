@@ -107,9 +107,7 @@ if [ $EVENTS = 1 ] && wait_mark p50; then
     DRAIN_S=$((SECONDS - t0))
     stamp "mds2 drained: $DRAINED after ${DRAIN_S}s; SIGTERM"
     kill -TERM "${MPID[2]}"
-    for i in $(seq 600); do kill -0 "${MPID[2]}" 2>/dev/null || break; sleep 0.1; done
-    kill -0 "${MPID[2]}" 2>/dev/null && { echo "mds2 still running 60 s after SIGTERM"; kill -9 "${MPID[2]}"; }
-    wait "${MPID[2]}"; MDS2_RC=$?
+    wait_within 60 "${MPID[2]}" mds2; MDS2_RC=$?
     EVENTS=2
 fi
 if [ $EVENTS = 2 ] && wait_mark p75; then
@@ -127,7 +125,7 @@ if [ $EVENTS = 2 ] && wait_mark p75; then
     EVENTS=3
 fi
 touch "$D/sync/events_done"
-wait "$DPID"
+wait_within 300 "$DPID" storm_driver
 DRC=$?
 stamp "driver exited $DRC"
 for k in 1 3 4; do [ -n "${MPID[$k]:-}" ] && kill -HUP "${MPID[$k]}" 2>/dev/null; done

@@ -148,7 +148,7 @@ scenario() {
     "$CENSUS" "${a[@]}" >"$D/census.txt" 2>&1 && census_rc=0
     sed "s/^/  census: /" "$D/census.txt" | tail -4
     touch "$D/sync/events_done"
-    wait "$DPID"
+    wait_within 300 "$DPID" storm_driver
     drc=$?
     for k in 1 2; do kill -HUP "${MPID[$k]}" 2>/dev/null; done
     sleep 1

@@ -82,7 +82,7 @@ stamp "storm starts"
 DPID=$!
 PIDS="$PIDS $DPID"
 
-EVENTS=0 KILLED=0 SEEN_MOVING=0 WALKED=0 STABLE1=0 DRAINED=0 REMOVED=0 SHARE=- CENSUS1=1
+EVENTS=0 KILLED=0 SEEN_MOVING=0 WALKED=0 STABLE1=0 DRAINED=0 REMOVED=0 REFUSED=0 STOPPED2=0 SHARE=- CENSUS1=1
 if wait_mark p25; then
     stamp "25%: starting mdsl3"
     start_mdsl 3 || echo "mdsl3 did not start"
@@ -125,10 +125,15 @@ if [ $EVENTS = 2 ] && wait_mark p75; then
         start_mds 2 && KILLED=1 || echo "mds2 did not restart"
         wait_for 150 is_phase stable && DRAINED=1
         "$POMCTL" --r2 "$R2" site remove "$S2" >>"$D/pomctl.log" 2>&1 && REMOVED=1
-        stamp "drained: $DRAINED, removed: $REMOVED; SIGTERM mdsl2"
+        # Still running, mdsl2 meets -ENOENT at its next heartbeat: R2
+        # refuses its id (docs/r2.md "Removing a site"), so it does not
+        # join ring 1 again as a new site.
+        wait_for 10 grep -aq "R2 refuses site $S2" "$D/mdsl2.log" && REFUSED=1
+        is_phase stable || REFUSED=0
+        stamp "drained: $DRAINED, removed: $REMOVED, refused: $REFUSED; SIGTERM mdsl2"
         census drain 1 2 3 || true
         kill -TERM "${LPID[2]}"
-        wait "${LPID[2]}" 2>/dev/null
+        wait_within 60 "${LPID[2]}" mdsl2 && STOPPED2=1
     else
         stamp "75%: the join never reached STABLE (phase $(phase)): no drain"
         touch "$D/sync/go75"
@@ -136,7 +141,7 @@ if [ $EVENTS = 2 ] && wait_mark p75; then
     EVENTS=3
 fi
 touch "$D/sync/events_done"
-wait "$DPID"
+wait_within 300 "$DPID" storm_driver
 DRC=$?
 stamp "driver exited $DRC"
 for k in 1 2 3; do kill -HUP "${MPID[$k]}" 2>/dev/null; done
@@ -163,6 +168,8 @@ ok "the join reached STABLE (DONE passed)" [ "$STABLE1" = 1 ]
 ok "mds2 was SIGKILLed during the drain and restarted" [ "$KILLED" = 1 ]
 ok "the drain of mdsl2 reached STABLE" [ "$DRAINED" = 1 ]
 ok "pomctl site remove of the drained mdsl2" [ "$REMOVED" = 1 ]
+ok "the removed mdsl2, still running, did not rejoin ring 1" [ "$REFUSED" = 1 ]
+ok "the drained mdsl2 stopped on SIGTERM within 60 s" [ "$STOPPED2" = 1 ]
 census final 1 3
 ok "at the end every slice is live at mdsl1 or mdsl3, once" [ $? = 0 ]
 L2=$(live_of drain 2)

@@ -71,6 +71,29 @@ pid_folder_exit() {
     kill_pids
     if [ -n "${!PID_FOLDER_KEEP:-}" ]; then echo "kept $T"; else rm -rf "$T"; fi
 }
+# wait_within SECS PID NAME: waits for PID (a child of this shell) and
+# returns its exit status. A child still running after SECS seconds is a
+# hang: its threads' stacks (gdb, when installed) go to $T/NAME.stacks and
+# are shown, it is killed with SIGKILL, and the status is 124 (as
+# timeout(1)). A test that waits on a daemon or driver uses it, so a hang
+# fails with the evidence instead of running into CTest's timeout.
+wait_within() {
+    local lim=$1 pid=$2 name=$3 t0=$SECONDS
+    while kill -0 "$pid" 2>/dev/null; do
+        if [ $((SECONDS - t0)) -ge "$lim" ]; then
+            echo "$name (pid $pid) still runs after $lim s: its stacks, then SIGKILL"
+            if command -v gdb >/dev/null; then
+                gdb -p "$pid" -batch -ex "thread apply all bt" >"$T/$name.stacks" 2>&1
+                grep -aE '^(Thread |#[0-9])' "$T/$name.stacks" | head -200
+            fi
+            kill -KILL "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            return 124
+        fi
+        sleep 0.2
+    done
+    wait "$pid" 2>/dev/null
+}
 # wait_registered DIR: a daemon started with --r2 and --dir DIR has
 # registered (DIR/site_id written; 30 s at most). Start every MDSL of a
 # cluster this way before its first MDS: once an MDS registered, R2 keeps

@@ -378,6 +378,22 @@ static void test_states(void **state)
     assert_int_equal(state_of(f->m, e), 0);
     assert_int_equal(r2_mgr_heartbeat(f->m, e, 0, 0, NULL, 0, NULL, NULL, &has, &v, NULL), -ENOENT);
     assert_int_equal(r2_mgr_site_remove(f->m, e), -ENOENT);
+    /* Its daemon, still running, re-registers with its id: refused, so it
+     * never rejoins on its own; with no id (an empty folder) it is a new
+     * site. The tombstone outlives a new leadership. */
+    again = 0;
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:30", 1, e, NULL, NULL, &again, NULL),
+                     -EIDRM);
+    assert_int_equal(again, 0);
+    fx_close(f);
+    fx_open(f);
+    lead(f);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:30", 1, e, NULL, NULL, &again, NULL),
+                     -EIDRM);
+    assert_int_equal(r2_mgr_register(f->m, XT_SITE_MDSL, "127.0.0.1:30", 1, 0, NULL, NULL, &again, NULL),
+                     0);
+    assert_true(again != e);
+    assert_int_equal(state_of(f->m, again), XT_SITE_UP);
     /* MDS sites drain and leave ring 0 as before. */
     assert_int_equal(r2_mgr_site_drain(f->m, d), 0);
     assert_false(in_ring(f->m, 0, d, NULL));
@@ -507,10 +523,17 @@ static void ring1_history(struct fixture *f, int *refused_out, int *kept_out_out
         } else if (op < 6) {
             size_t k = (size_t)rand() % n;
             uint32_t again = 0;
+            bool removed = state_of(f->m, ids[k]) == 0;
             int rc = r2_mgr_register(f->m, types[k], "127.0.0.1:99", 1, ids[k], NULL, NULL, &again,
                                      NULL);
+            if (removed) {
+                /* Its id is refused; an empty folder registers anew. */
+                assert_int_equal(rc, -EIDRM);
+                rc = r2_mgr_register(f->m, types[k], "127.0.0.1:99", 1, 0, NULL, NULL, &again,
+                                     NULL);
+            }
             assert_int_equal(rc, 0);
-            if (state_of(f->m, ids[k]) != 0)
+            if (!removed)
                 assert_int_equal(again, ids[k]);
             ids[k] = again;
             silent[k] = false;
