@@ -6,7 +6,9 @@
 # an fs made with `pomctl fs create --rados-pool --ceph-conf`; a 20 MiB file
 # and 300 small files written and fsynced through one mount read back
 # byte-exact through a second; their tracts are RADOS objects, none in the
-# cluster's blob folder; a tract object removed behind pomegranate's back
+# cluster's blob folder; an orphan set made by hand is counted by
+# `pomctl fsck` and removed by a reclaiming mount (list, lease, lock); a
+# tract object removed behind pomegranate's back
 # (`rados rm`) reads EIO, not zeros, while a real hole reads zeros; a removed
 # file's objects go; the Ceph daemons are stopped by pid.
 #
@@ -117,10 +119,32 @@ inrange "map objects in the pool (one per set)" "$nmap" 40 300
 eq "no tract file in the cluster's local blob folder" \
     "$(find "$T/data/blobs" -type f 2>/dev/null | grep -vc 'reclaim.lock$')" "0"
 
+# ---- orphans: pomctl fsck counts them, a reclaiming mount removes them -------
+jget() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+fsid=$(grep '\.00000004$' <<<"$objs" | cut -d. -f2)
+HID=$(printf '%016x' $(( (RANDOM << 48 | RANDOM << 32 | RANDOM << 16 | RANDOM) | (1 << 63) )))
+head -c 100000 /dev/urandom | rados -p pompool put "pom.$fsid.$HID.00000000" - &&
+    printf '\001' | rados -p pompool put "pom.$fsid.$HID.map" -
+okrc "an orphan set made by hand (a tract and its map)" $?
+"$POMCTL" --data "$T/data" --json fsck --fs rfs >"$T/f0.json" 2>"$T/f0.err"
+eq "fsck exits 0" "$?" 0
+eq "fsck counts 1 orphan" "$(jget orphan_sets <"$T/f0.json")" 1
+eq "fsck finds no problem" "$(jget problems <"$T/f0.json")" 0
+mkdir -p "$T/m4"
+"$POMFS" "$R2" "$T/m4" -f -o "fs=rfs,keyfile=$KEY,reclaim=1,reclaim_grace=1,verbose" \
+    >>"$T/pomfs.log" 2>&1 &
+PL_PID[$T/m4]=$!
+wait_mounted "$T/m4" "${PL_PID[$T/m4]}"
+orphan_gone() { ! rados -p pompool ls 2>/dev/null | grep -q "$HID"; }
+within "the reclaiming mount removes the orphan (tract and map)" 60 orphan_gone
+pl_umount "$T/m4"
+eq "the named sets stay" "$(rados -p pompool ls 2>/dev/null | grep -v '\.reclaim$' | sort)" "$objs"
+"$POMCTL" --data "$T/data" --json fsck --fs rfs >"$T/f1.json" 2>/dev/null
+eq "fsck counts 0 orphans" "$(jget orphan_sets <"$T/f1.json")" 0
+
 # ---- EIO never zeros ---------------------------------------------------------
 big_id=$(grep '\.00000004$' <<<"$objs" | cut -d. -f3)
 eq "one set has a fifth tract (the 20 MiB file)" "$(wc -w <<<"$big_id")" "1"
-fsid=$(grep '\.00000004$' <<<"$objs" | cut -d. -f2)
 rados -p pompool rm "pom.$fsid.$big_id.00000002"
 okrc "tract 2 of the 20 MiB file removed behind pomegranate's back" $?
 rmount "$M3" # a mount with no cached page of it
