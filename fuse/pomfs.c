@@ -477,11 +477,13 @@ int main(int argc, char *argv[])
     }
     if (c.rados_pool) { /* the settings string of docs/format-blob.md "rados" */
         char rs[4096];
-        snprintf(rs, sizeof rs, "pool=%s%s%s%s%s%s%s", c.rados_pool,
-                 c.ceph_conf ? ",conf=" : "", c.ceph_conf ? c.ceph_conf : "",
-                 c.rados_id ? ",id=" : "", c.rados_id ? c.rados_id : "",
-                 c.rados_keyring ? ",keyring=" : "", c.rados_keyring ? c.rados_keyring : "");
-        if ((rc = pom_set_blob(pf.fs, "rados", rs)) < 0) {
+        int n = snprintf(rs, sizeof rs, "pool=%s%s%s%s%s%s%s", c.rados_pool,
+                         c.ceph_conf ? ",conf=" : "", c.ceph_conf ? c.ceph_conf : "",
+                         c.rados_id ? ",id=" : "", c.rados_id ? c.rados_id : "",
+                         c.rados_keyring ? ",keyring=" : "",
+                         c.rados_keyring ? c.rados_keyring : "");
+        rc = n < 0 || (size_t)n >= sizeof rs ? -ENAMETOOLONG : pom_set_blob(pf.fs, "rados", rs);
+        if (rc < 0) {
             fprintf(stderr, "pomfs: cannot use Ceph pool %s: %s\n", c.rados_pool, strerror(-rc));
             goto out;
         }

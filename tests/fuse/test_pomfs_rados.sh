@@ -64,9 +64,9 @@ okrc "fs stat shows the rados settings" $?
 "$POMCTL" --data "$T/data" fs create bad --rados-pool "a,b" >/dev/null 2>&1
 eq "a pool with a comma is refused (usage)" "$?" "2"
 
-rmount() { # dir: mounts fs rfs there (recorded for pl_cleanup)
+rmount() { # dir [opts]: mounts fs rfs there (recorded for pl_cleanup)
     mkdir -p "$1"
-    "$POMFS" "$R2" "$1" -f -o "fs=rfs,keyfile=$KEY" >>"$T/pomfs.log" 2>&1 &
+    "$POMFS" "$R2" "$1" -f -o "fs=rfs,keyfile=$KEY${2:+,$2}" >>"$T/pomfs.log" 2>&1 &
     PL_PID[$1]=$!
     wait_mounted "$1" "${PL_PID[$1]}"
 }
@@ -147,7 +147,9 @@ big_id=$(grep '\.00000004$' <<<"$objs" | cut -d. -f3)
 eq "one set has a fifth tract (the 20 MiB file)" "$(wc -w <<<"$big_id")" "1"
 rados -p pompool rm "pom.$fsid.$big_id.00000002"
 okrc "tract 2 of the 20 MiB file removed behind pomegranate's back" $?
-rmount "$M3" # a mount with no cached page of it
+# A mount with no cached page of it, its settings given by -o (as a host
+# whose ceph.conf is elsewhere would).
+rmount "$M3" "rados_pool=pompool,ceph_conf=$CEPH_CONF_FILE,rados_id=admin"
 err=$(dd if="$M3/big" of=/dev/null bs=1M skip=8 count=4 2>&1)
 eq "reading the lost tract fails" "$([ $? -ne 0 ] && echo failed)" "failed"
 grep -q "Input/output error" <<<"$err"
