@@ -160,7 +160,7 @@ void pom_blob_reclaim_unlock(pom_blob *b, int token);
 
 /* Test hook: the n-th backend I/O call from now (n >= 1; open, pread,
  * pwrite, ftruncate, fallocate, fsync, unlink) fails with -err; n = 0 turns
- * it off. */
+ * it off. The local backend only (rados ignores it). */
 void pom_blob_fault_after(pom_blob *b, uint64_t n, int err);
 
 #endif /* POM_BLOB_H */
