@@ -790,9 +790,34 @@ static int fs_create_call(struct pomctl *ctl, const xt_rpc_call *call, void *arg
     return xt_r2_fs_create(ctl->pool, call, a->name, a->backend, a->path, a->out);
 }
 
+/* The rados backend's settings (--rados-pool, --ceph-conf, --rados-id,
+ * --rados-keyring) as its blob path "pool=P[,conf=F][,id=I][,keyring=K]"
+ * (docs/format-blob.md "rados"). 0, or a usage error. */
+static int rados_settings(struct pomctl *ctl, const char *const v[4], char *out, size_t cap)
+{
+    static const char *const key[4] = { "pool", "conf", "id", "keyring" };
+    size_t len = 0;
+    out[0] = '\0';
+    for (int k = 0; k < 4; k++) {
+        if (!*v[k])
+            continue;
+        if (strchr(v[k], ','))
+            return pomctl_usage_err(ctl, "fs", "rados %s '%s' must not hold a ','", key[k], v[k]);
+        int n = snprintf(out + len, cap - len, "%s%s=%s", len ? "," : "", key[k], v[k]);
+        if (n < 0 || (size_t)n >= cap - len)
+            return pomctl_usage_err(ctl, "fs", "the rados settings are too long");
+        len += (size_t)n;
+    }
+    if (!*v[0])
+        return pomctl_usage_err(ctl, "fs", "--blob-backend rados wants --rados-pool POOL");
+    return 0;
+}
+
 static int fs_create(struct pomctl *ctl, int argc, char **argv)
 {
     const char *name = NULL, *backend = "", *path = "";
+    const char *rados[4] = { "", "", "", "" }; /* pool, conf, id, keyring */
+    char rpath[XT_PATH_MAX];
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -801,6 +826,14 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
             dst = &backend;
         else if (!strncmp(a, "--blob-path", n = 11))
             dst = &path;
+        else if (!strncmp(a, "--rados-pool", n = 12))
+            dst = &rados[0];
+        else if (!strncmp(a, "--ceph-conf", n = 11))
+            dst = &rados[1];
+        else if (!strncmp(a, "--rados-id", n = 10))
+            dst = &rados[2];
+        else if (!strncmp(a, "--rados-keyring", n = 15))
+            dst = &rados[3];
         if (dst && a[n] == '=') {
             *dst = a + n + 1;
         } else if (dst && a[n] == '\0') {
@@ -824,6 +857,18 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
         strcmp(backend, "rados"))
         return pomctl_usage_err(ctl, "fs", "--blob-backend wants local, mdsl or rados, got '%s'",
                                 backend);
+    if (*rados[0] || *rados[1] || *rados[2] || *rados[3]) {
+        if (*path || (*backend && strcmp(backend, "rados")))
+            return pomctl_usage_err(ctl, "fs", "the --rados-* and --ceph-conf options make a "
+                                               "rados blob tier: no --blob-path, no other backend");
+        int code = rados_settings(ctl, rados, rpath, sizeof rpath);
+        if (code)
+            return code;
+        backend = "rados";
+        path = rpath;
+    } else if (!strcmp(backend, "rados") && !*path) {
+        return pomctl_usage_err(ctl, "fs", "--blob-backend rados wants --rados-pool POOL");
+    }
     if (strlen(path) >= XT_PATH_MAX)
         return pomctl_usage_err(ctl, "fs", "--blob-path is too long");
     int code = pomctl_resolve_addrs(ctl);

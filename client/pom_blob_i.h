@@ -1,7 +1,8 @@
 /*
  * pom_blob_i.h -- internals of the blob tier shared by its generic layer
- * (pom_blob.c) and the local backend (pom_blob_local.c, its listing
- * pom_blob_local_list.c). Not installed; everyone else uses pom_blob.h.
+ * (pom_blob.c) and its backends (pom_blob_local.c, its listing
+ * pom_blob_local_list.c; pom_blob_rados.c). Not installed; everyone else
+ * uses pom_blob.h.
  *
  * The store handle, an open file and the backend ops table are here. The
  * invariants are those of pom_blob.h, pom_blob.c and pom_blob_local.c.
@@ -57,6 +58,7 @@ struct pom_blob {
     atomic_uint_fast64_t written, read;   /* bytes, pom_blob_counters */
     atomic_uint_fast64_t fault_n;         /* test hook countdown (0: off) */
     atomic_int fault_err;
+    void *priv;                           /* the backend's own state (rados) */
 };
 
 struct slot {
@@ -85,10 +87,14 @@ struct pom_blob_file {
     bool lost;                    /* protected by mu: a dirty tract could not be listed
                                      (no memory): the next fsync syncs whole folders */
     int error;                    /* protected by mu: -errno of a failed fsync, sticky */
+    void *priv;                   /* protected by mu: the backend's own state (rados) */
 };
 
 /* The local backend (pom_blob_local.c). */
 extern const struct blob_ops pom_blob_local_ops;
+
+/* The rados backend (pom_blob_rados.c). */
+extern const struct blob_ops pom_blob_rados_ops;
 
 /* The local backend's `list` op (pom_blob_local_list.c): every tract set under
  * b's folders, merged over them, to fn in increasing id order, as

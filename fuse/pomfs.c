@@ -3,6 +3,7 @@
  *
  *   pomfs NAME@R2ADDR MOUNTPOINT [-o options] [-f] [-d] [-s]
  *   pomfs R2ADDR  MOUNTPOINT -o fs=NAME[,attr_timeout=S,entry_timeout=S,blob=DIR,
+ *                 rados_pool=P,ceph_conf=F,rados_id=I,rados_keyring=K,
  *                 reclaim=S,reclaim_grace=S,soft,timeout=S]
  *   pomfs MDSADDR MOUNTPOINT -o fsid=N[,...]   (one MDS, no R2)
  *
@@ -50,6 +51,7 @@ struct conf {
     char *fsid;             /* -o fsid=N */
     char *fsname;           /* -o fs=NAME (R2) */
     char *blob;             /* -o blob=DIR[:DIR...] (blob tier, local backend) */
+    char *rados_pool, *ceph_conf, *rados_id, *rados_keyring; /* -o (rados backend) */
     char *keyfile;          /* -o keyfile=PATH (docs/security.md) */
     char *metrics;          /* -o metrics=HOST:PORT (docs/metrics.md) */
     char *metrics_file;     /* -o metrics_file=PATH: HOST:PORT written there */
@@ -71,6 +73,10 @@ static const struct fuse_opt opt_spec[] = {
     OPT("fsid=%s", fsid),
     OPT("fs=%s", fsname),
     OPT("blob=%s", blob),
+    OPT("rados_pool=%s", rados_pool),
+    OPT("ceph_conf=%s", ceph_conf),
+    OPT("rados_id=%s", rados_id),
+    OPT("rados_keyring=%s", rados_keyring),
     OPT("keyfile=%s", keyfile),
     OPT("metrics=%s", metrics),
     OPT("metrics_file=%s", metrics_file),
@@ -168,6 +174,10 @@ static void usage(FILE *f, const char *prog)
             "  -o entry_timeout=S    seconds the kernel caches names (default 1)\n"
             "  -o blob=DIR[:DIR...]  folders of the blob tier (files over 64 KiB);\n"
             "                        overrides the fs record's blob path\n"
+            "  -o rados_pool=P,ceph_conf=FILE,rados_id=ID,rados_keyring=FILE\n"
+            "                        the blob tier in Ceph pool P (rados backend; the\n"
+            "                        others optional); overrides the fs record's blob\n"
+            "                        settings\n"
             "  -o keyfile=PATH       the key to prove: the fs's client key (pomctl fs key)\n"
             "                        or the cluster key; none: unauthenticated clusters only\n"
             "  -o metrics=HOST:PORT  serve Prometheus /metrics there (port 0: a free one;\n"
@@ -465,6 +475,19 @@ int main(int argc, char *argv[])
         fprintf(stderr, "pomfs: cannot use blob folder(s) %s: %s\n", c.blob, strerror(-rc));
         goto out;
     }
+    if (c.rados_pool) { /* the settings string of docs/format-blob.md "rados" */
+        char rs[4096];
+        int n = snprintf(rs, sizeof rs, "pool=%s%s%s%s%s%s%s", c.rados_pool,
+                         c.ceph_conf ? ",conf=" : "", c.ceph_conf ? c.ceph_conf : "",
+                         c.rados_id ? ",id=" : "", c.rados_id ? c.rados_id : "",
+                         c.rados_keyring ? ",keyring=" : "",
+                         c.rados_keyring ? c.rados_keyring : "");
+        rc = n < 0 || (size_t)n >= sizeof rs ? -ENAMETOOLONG : pom_set_blob(pf.fs, "rados", rs);
+        if (rc < 0) {
+            fprintf(stderr, "pomfs: cannot use Ceph pool %s: %s\n", c.rados_pool, strerror(-rc));
+            goto out;
+        }
+    }
     /* Invariants (2) and (3); the commas of an R2 address list escaped for
      * libfuse's option parser. */
     char esc[sizeof fsname_opt * 2], *e = esc;
@@ -527,6 +550,10 @@ out:
     free(c.fsid);
     free(c.fsname);
     free(c.blob);
+    free(c.rados_pool);
+    free(c.ceph_conf);
+    free(c.rados_id);
+    free(c.rados_keyring);
     free(c.keyfile);
     free(c.metrics);
     free(c.metrics_file);

@@ -2,6 +2,8 @@
 # Installs, from Debian's packages, whatever the build and the tests need and the
 # machine lacks. Idempotent: a second run installs nothing and says so.
 # Needs root (or sudo) only when something is missing.
+#   --long  also what only the long tests use (the single-node Ceph of
+#           test_pomfs_rados: ceph-mon, ceph-osd)
 set -euo pipefail
 
 PKGS=(
@@ -11,6 +13,7 @@ PKGS=(
   libthrift-dev thrift-compiler libboost-dev
   libxxhash-dev
   liburing-dev
+  librados-dev
   libzookeeper-mt-dev zookeeper
   libcmocka-dev libssl-dev
   clang libclang-rt-14-dev
@@ -21,6 +24,7 @@ PKGS=(
   fio fsmark redis-server redis-tools gnuplot-nox
   moosefs-master moosefs-chunkserver moosefs-client
 )
+[ "${1:-}" = --long ] && PKGS+=(ceph-mon ceph-osd)
 
 missing=()
 for p in "${PKGS[@]}"; do

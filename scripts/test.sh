@@ -27,7 +27,7 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 step() { printf '\n==== %s\n' "$*"; }
 
 step "dependencies"
-bash scripts/install-deps.sh
+if [ "$LONG" = 1 ]; then bash scripts/install-deps.sh --long; else bash scripts/install-deps.sh; fi
 
 step "build (RelWithDebInfo) in build/"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null

@@ -2,8 +2,9 @@
  * pom_blob.h -- the blob tier of libpomegranate (docs/format-blob.md): the
  * bytes of a file that grew out of its row, kept as tracts of tract_size
  * bytes named (fsid, uuid, tract#). One C interface over backends (an ops
- * table): `local` (folders on host file systems) is built; `mdsl` and
- * `rados` answer -ENOTSUP at pom_blob_open. Format: docs/format-blob.md.
+ * table): `local` (folders on host file systems) and `rados` (objects in a
+ * Ceph pool) are built; `mdsl` answers -ENOTSUP at pom_blob_open. Format:
+ * docs/format-blob.md.
  *
  * The store knows nothing of rows or sizes: a file is a sparse array of
  * bytes. It knows which tracts of a set were written: a tract never
@@ -13,11 +14,12 @@
  * never zeros. The size of a file is its row's business (client/pom_file.c).
  *
  * Invariants:
- *  (1) Placement is computed, never stored: tract t of file u lives in
- *      folder locator[(pom_blob_hash(u) + t) mod rows] where the locator
- *      table is the configured folder list (one row per folder, in the
- *      order given). The list and tract_size are therefore part of the
- *      format: changing them moves data (not supported).
+ *  (1) Placement is computed, never stored: on local, tract t of file u
+ *      lives in folder locator[(pom_blob_hash(u) + t) mod rows] where the
+ *      locator table is the configured folder list (one row per folder, in
+ *      the order given). The list and tract_size are therefore part of the
+ *      format: changing them moves data (not supported). On rados, CRUSH
+ *      places the object named (fsid, u, t).
  *  (2) Every open pom_blob_file of one uuid is the same object (refcounted
  *      in the store), so its cached fds and its list of written, not yet
  *      fsynced tracts are shared by every user of the file in a process.
@@ -51,15 +53,17 @@ typedef struct pom_blob pom_blob;            /* a store for one fs */
 typedef struct pom_blob_file pom_blob_file;  /* one file's tracts, shared */
 
 struct pom_blob_conf {
-    const char *backend;   /* "local" (NULL: local); "mdsl", "rados": -ENOTSUP */
-    const char *path;      /* local: folders separated by ':' (1..POM_BLOB_FOLDERS_MAX) */
+    const char *backend;   /* "local" (NULL: local), "rados"; "mdsl": -ENOTSUP */
+    const char *path;      /* local: folders separated by ':' (1..POM_BLOB_FOLDERS_MAX);
+                              rados: "pool=P[,conf=FILE][,id=NAME][,keyring=FILE]" */
     uint32_t fsid;
     uint64_t tract_size;   /* 0: POM_BLOB_TRACT_SIZE; else a power of two, 64 KiB..1 GiB */
 };
 
 /* Opens the store: local creates each folder's fsid subfolder and checks
- * it is writable. *out: close with pom_blob_close. -EINVAL (bad conf),
- * -ENOTSUP (backend not built; says so in the log), -errno of mkdir. */
+ * it is writable; rados connects to the cluster and opens the pool.
+ * *out: close with pom_blob_close. -EINVAL (bad conf), -ENOTSUP (backend
+ * not built; says so in the log), -errno of mkdir or of librados. */
 int pom_blob_open(const struct pom_blob_conf *conf, pom_blob **out);
 /* REQUIRES: every pom_blob_file of b closed. b may be NULL. */
 void pom_blob_close(pom_blob *b);
@@ -156,7 +160,7 @@ void pom_blob_reclaim_unlock(pom_blob *b, int token);
 
 /* Test hook: the n-th backend I/O call from now (n >= 1; open, pread,
  * pwrite, ftruncate, fallocate, fsync, unlink) fails with -err; n = 0 turns
- * it off. */
+ * it off. The local backend only (rados ignores it). */
 void pom_blob_fault_after(pom_blob *b, uint64_t n, int err);
 
 #endif /* POM_BLOB_H */

@@ -121,9 +121,11 @@ POM_API int pom_open_opts(const char *r2_addrs, const char *fsname,
 
 /* Sets the blob tier of fs (large files), replacing the fs record's (pom_open).
  * backend "local" (NULL: local) with path = folders separated by ':' (the
- * tract locator table, docs/format-blob.md); "mdsl" and "rados" answer
- * -ENOTSUP (not built). Call before any file is opened. -EINVAL, -EBUSY
- * (files open), -errno of creating the folders. */
+ * tract locator table, docs/format-blob.md); "rados" with path =
+ * "pool=P[,conf=FILE][,id=NAME][,keyring=FILE]" (a Ceph pool; docs/
+ * format-blob.md "rados"); "mdsl" answers -ENOTSUP (not built). Call
+ * before any file is opened. -EINVAL, -EBUSY (files open), -errno of
+ * creating the folders or of connecting to Ceph. */
 POM_API int pom_set_blob(pom_fs *fs, const char *backend, const char *path);
 
 /* Starts fs's orphan tract-set reclaimer (docs/format-blob.md "Reclaiming
