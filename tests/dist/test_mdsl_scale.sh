@@ -87,7 +87,9 @@ if wait_mark p25; then
     stamp "25%: starting mdsl3"
     start_mdsl 3 || echo "mdsl3 did not start"
     touch "$D/sync/go25"
-    wait_for 60 is_phase moving && SEEN_MOVING=1
+    # R2's log, not a poll of the phase: under load a poll can miss the
+    # whole of MOVING.
+    wait_for 60 grep -aq "ring 1: moving" "$D/r2.log" && SEEN_MOVING=1
     stamp "ring 1 moving: $SEEN_MOVING ($(phase))"
     EVENTS=1
 fi
