@@ -47,7 +47,10 @@
 #      `prepared`, xact_aborts_gc > 0 (--abort-gc-ms 1000: the
 #      resolvers' ABORT rows for the killed coordinator are removed once
 #      its new incarnation answers) and xact_rollbacks > 0 (the prepared
-#      parts of the killed coordinator's transaction were rolled back).
+#      parts of the killed coordinator's transaction were rolled back);
+#      xact_op_by_op == 0: no batch was left to the client's op-by-op
+#      fallback, which is not atomic (a split child not told yet answers
+#      -EAGAIN, and tiny rows always fit a pending row's pre-image).
 #
 #   test_xact_crash.sh POM_R2 POM_MDSL POM_MDS POMCTL XACT_DRIVER
 #   XACT_POINTS="prepared ..."   the crash points to run (default: all 3)
@@ -271,6 +274,9 @@ run_point() {
     # The killed coordinator's transactions were aborted by resolvers; its
     # incarnation is gone, so their ABORT rows are removed (age 1 s here).
     [ "$point" = prepared ] && ok "$point: ABORT rows of the killed incarnation removed ($gc)" [ "$gc" -gt 0 ]
+    local obo
+    obo=$(( $(ctr "$D/mds1.log" xact_op_by_op) + $(ctr "$D/mds2.log" xact_op_by_op) ))
+    ok "$point: no batch answered -EXDEV, run op by op without atomicity ($obo)" [ "$obo" = 0 ]
     ok "$point: no sanitizer report" sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/*.out"
     if [ "$FAIL" != 0 ]; then
         for k in 1 2; do
