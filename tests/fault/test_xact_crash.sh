@@ -27,7 +27,8 @@
 #      transaction reached it, a failure); each MDS that dies is restarted
 #      at once WITHOUT the crash point (same folder and port), the other
 #      may still die at its first transaction and is restarted likewise;
-#      the churn goes on AFTER_S seconds after the last restart;
+#      the churn goes on AFTER_S seconds after the last restart, and
+#      until every kind of op succeeded once (30 s at most);
 #   5. a few resolve periods later, xact_driver check from a fresh client:
 #      every listed name resolves (no stub without its ILT row), nlink ==
 #      names for every uuid, every directory's nlink == 2 + its
@@ -122,6 +123,15 @@ run_point() {
         return 1
     }
     alive() { kill -0 "${MPID[$1]}" 2>/dev/null; }
+    # enough S: every kind of op the checks below count has succeeded once
+    # (a loaded machine may run few ops in AFTER_S), or S >= 30.
+    enough() {
+        [ "$1" -ge 30 ] && return 0
+        local o
+        for o in link rename exchange mkdir rmdir mvdir; do
+            grep -aqE "^\+[0-9.]+ t[0-9]+ $o .* rc 0 \(" "$D/ops.log" 2>/dev/null || return 1
+        done
+    }
     hup_all() { local k; for k in 1 2; do alive $k && kill -HUP "${MPID[$k]}"; done; }
 
     start_mds 1 "" && start_mds 2 "" || return 1
@@ -177,8 +187,10 @@ run_point() {
         if [ $deaths = 0 ] && [ $((SECONDS - t0)) -ge 30 ]; then
             break
         fi
-        [ "$point" = none ] && [ $((SECONDS - t0)) -ge "$AFTER_S" ] && break
-        [ $deaths -gt 0 ] && [ $((SECONDS - last)) -ge "$AFTER_S" ] && break
+        [ "$point" = none ] && [ $((SECONDS - t0)) -ge "$AFTER_S" ] && enough $((SECONDS - t0)) &&
+            break
+        [ $deaths -gt 0 ] && [ $((SECONDS - last)) -ge "$AFTER_S" ] && enough $((SECONDS - last)) &&
+            break
         # Counters of an incarnation that may die: reported every second.
         if [ $((SECONDS - hup_at)) -ge 1 ]; then hup_all; hup_at=$SECONDS; fi
         sleep 0.1
