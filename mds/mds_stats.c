@@ -90,6 +90,7 @@ static const struct ctr_desc {
     { "reload_errors", "Reload listing or load failures." },
     { "folds", "Idle slices given a fold image." },
     { "replica_fallbacks", "Slice loads answered by a later MDSL replica." },
+    { "xact_op_by_op", "Batches answered -EXDEV: the client runs them op by op." },
 };
 
 const char *mds_stats_op_name(enum mds_op op)

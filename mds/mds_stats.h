@@ -111,6 +111,9 @@ enum mds_ctr {
     MDS_CTR_FOLDS,            /* idle slices given a fold image (mds_group.c) */
     MDS_CTR_REPLICA_FALLBACKS, /* loads answered by a later replica: an earlier
                                   one lacked or damaged the slice's records */
+    MDS_CTR_XACT_OP_BY_OP,    /* client batches answered -EXDEV (a row too big
+                                 for a pending row's pre-image): the client
+                                 runs them op by op, not atomically */
     MDS_CTR__COUNT
 };
 

@@ -489,7 +489,6 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
         }
     uint32_t self = mds_route_self(x->o.route), site[XT_BATCH_ATOMIC_MAX];
     size_t sf = 0;
-    bool one = true;
     /* Owners by this MDS's bitmap, which may be behind the owner's (a split
      * made there, gossip not yet arrived): a step that finds a row is not
      * where it was sent (-EREMOTE) teaches this MDS the owner's bitmap
@@ -497,7 +496,7 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
     for (int attempt = 0;; attempt++) {
         if ((rc = mds_xact_owners(x, sreq, ns, site)) < 0)
             return rc == -ENOMEM ? rc : -EAGAIN;
-        one = true;
+        bool one = true;
         for (size_t i = 1; i < ns; i++)
             one = one && site[i] == site[0];
         uint64_t gen = 0;
@@ -519,9 +518,13 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
         free_resps(sresp, ns);
         mds_xact_learn(x, &sreq[sf < ns ? sf : 0]);
     }
-    if (rc == -EREMOTE && one)
-        rc = -EXDEV; /* still placed apart: the client's op-by-op fallback
-                        (no atomicity lost: these rows sit at one MDS) */
+    /* Still placed apart (-EREMOTE): the client hears -EAGAIN and retries,
+     * never -EXDEV, whose op-by-op fallback is not atomic (an MDS crash or
+     * a failed check between two of its ops leaves half a rename or
+     * exchange). It is a split child not told yet: its owner by ring 0
+     * sends the rows back to the splitter and learn finds nothing new,
+     * until the splitter's group commits (docs/mds-dist.md "Splits handed
+     * to another MDS"). */
     for (size_t i = 0; i < ns; i++) {
         if (sidx[i] == SIZE_MAX) {
             xt_resp_free(&sresp[i]);
@@ -533,6 +536,8 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
     }
     if (rc < 0) {
         *failed = sf < nuser ? sidx[sf] : sidx[0];
+        if (rc == -EXDEV) /* a row too big for a pending row's pre-image */
+            mds_stats_add(x->o.stats, MDS_CTR_XACT_OP_BY_OP, 1);
         return client_rc(rc);
     }
     /* Counts after, never for an entry that was not made: shown at once

@@ -27,7 +27,8 @@
 #      transaction reached it, a failure); each MDS that dies is restarted
 #      at once WITHOUT the crash point (same folder and port), the other
 #      may still die at its first transaction and is restarted likewise;
-#      the churn goes on AFTER_S seconds after the last restart;
+#      the churn goes on AFTER_S seconds after the last restart, and
+#      until every kind of op succeeded once (30 s at most);
 #   5. a few resolve periods later, xact_driver check from a fresh client:
 #      every listed name resolves (no stub without its ILT row), nlink ==
 #      names for every uuid, every directory's nlink == 2 + its
@@ -47,7 +48,10 @@
 #      `prepared`, xact_aborts_gc > 0 (--abort-gc-ms 1000: the
 #      resolvers' ABORT rows for the killed coordinator are removed once
 #      its new incarnation answers) and xact_rollbacks > 0 (the prepared
-#      parts of the killed coordinator's transaction were rolled back).
+#      parts of the killed coordinator's transaction were rolled back);
+#      xact_op_by_op == 0: no batch was left to the client's op-by-op
+#      fallback, which is not atomic (a split child not told yet answers
+#      -EAGAIN, and tiny rows always fit a pending row's pre-image).
 #
 #   test_xact_crash.sh POM_R2 POM_MDSL POM_MDS POMCTL XACT_DRIVER
 #   XACT_POINTS="prepared ..."   the crash points to run (default: all 3)
@@ -119,6 +123,15 @@ run_point() {
         return 1
     }
     alive() { kill -0 "${MPID[$1]}" 2>/dev/null; }
+    # enough S: every kind of op the checks below count has succeeded once
+    # (a loaded machine may run few ops in AFTER_S), or S >= 30.
+    enough() {
+        [ "$1" -ge 30 ] && return 0
+        local o
+        for o in link rename exchange mkdir rmdir mvdir; do
+            grep -aqE "^\+[0-9.]+ t[0-9]+ $o .* rc 0 \(" "$D/ops.log" 2>/dev/null || return 1
+        done
+    }
     hup_all() { local k; for k in 1 2; do alive $k && kill -HUP "${MPID[$k]}"; done; }
 
     start_mds 1 "" && start_mds 2 "" || return 1
@@ -174,8 +187,10 @@ run_point() {
         if [ $deaths = 0 ] && [ $((SECONDS - t0)) -ge 30 ]; then
             break
         fi
-        [ "$point" = none ] && [ $((SECONDS - t0)) -ge "$AFTER_S" ] && break
-        [ $deaths -gt 0 ] && [ $((SECONDS - last)) -ge "$AFTER_S" ] && break
+        [ "$point" = none ] && [ $((SECONDS - t0)) -ge "$AFTER_S" ] && enough $((SECONDS - t0)) &&
+            break
+        [ $deaths -gt 0 ] && [ $((SECONDS - last)) -ge "$AFTER_S" ] && enough $((SECONDS - last)) &&
+            break
         # Counters of an incarnation that may die: reported every second.
         if [ $((SECONDS - hup_at)) -ge 1 ]; then hup_all; hup_at=$SECONDS; fi
         sleep 0.1
@@ -271,6 +286,9 @@ run_point() {
     # The killed coordinator's transactions were aborted by resolvers; its
     # incarnation is gone, so their ABORT rows are removed (age 1 s here).
     [ "$point" = prepared ] && ok "$point: ABORT rows of the killed incarnation removed ($gc)" [ "$gc" -gt 0 ]
+    local obo
+    obo=$(( $(ctr "$D/mds1.log" xact_op_by_op) + $(ctr "$D/mds2.log" xact_op_by_op) ))
+    ok "$point: no batch answered -EXDEV, run op by op without atomicity ($obo)" [ "$obo" = 0 ]
     ok "$point: no sanitizer report" sh -c "! grep -aqE 'Sanitizer|runtime error' $D/*.log $D/*.out"
     if [ "$FAIL" != 0 ]; then
         for k in 1 2; do
