@@ -337,10 +337,12 @@ static void *catchup_thread(void *arg)
     uint64_t sig = 0, next_try = 0;
     unsigned retry_ms = RETRY_MIN_MS;
     for (;;) {
+        /* until the first pass ran, look every 100 ms: a returning MDSL
+         * starts copying as soon as it has an id and a view */
+        uint64_t wait_ms = done_once ? c->o.interval_ms : XT_MIN(c->o.interval_ms, 100u);
         pthread_mutex_lock(&c->mu);
         if (!atomic_load(&c->stop))
-            (void)xt_cond_wait_until(&c->cv, &c->mu,
-                                     xt_mono_ns() + (uint64_t)c->o.interval_ms * 1000000u);
+            (void)xt_cond_wait_until(&c->cv, &c->mu, xt_mono_ns() + wait_ms * 1000000u);
         r2_agent *agent = c->agent;
         pthread_mutex_unlock(&c->mu);
         if (atomic_load(&c->stop))

@@ -19,7 +19,8 @@
  *   versions and flags, `batch` slices per local transaction
  *   (mdsl_store_apply_local).
  *
- * A pass runs at the first chance after start, again while slices are left
+ * A pass runs at the first chance after start (looked for every 100 ms
+ * until then), again while slices are left
  * (a peer failed to answer, a load or a store failed: after 1 s, doubling
  * to 30 s), and whenever the set of UP MDSL of ring 1 changes (a peer came
  * back). With R <= 1 or outside ring 1 it never runs and reports nothing.

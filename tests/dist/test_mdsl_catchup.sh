@@ -123,6 +123,27 @@ import json, sys
 r = json.load(sys.stdin).get("replicas") or {}
 sys.exit(0 if r.get("under_replicated") == 0 and r.get("mdsl_counted") == 3 else 1)'
 }
+# copy_time NAME: from the last "serving" line of the daemon's log to its
+# last "catch-up: copied" line (the MDSL's own view of its repair).
+copy_time() {
+    python3 - "$D/logs/$1.log" <<'EOF'
+import re, sys
+def sec(l):
+    h, m, s = l[:12].split(":")
+    return int(h) * 3600 + int(m) * 60 + float(s)
+serving = copied = None
+for l in open(sys.argv[1], errors="replace"):
+    if " serving " in l:
+        serving, copied = sec(l), None
+    elif "catch-up: copied" in l and serving is not None:
+        copied = (sec(l), re.search(r"copied (\d+) of \d+ slices \((\d+) bytes\)", l))
+if copied:
+    print("serving to copied %.2f s, %s slices, %s bytes" % (copied[0] - serving,
+          copied[1].group(1), copied[1].group(2)))
+else:
+    print("no copy logged")
+EOF
+}
 # wait_repaired SECS: until census --same and status both say repaired.
 wait_repaired() {
     local end=$(($(date +%s) + $1))
@@ -168,7 +189,8 @@ ok "the home caught up with no new write: every slice whole at the three MDSL, s
 T1=$(date +%s.%N)
 tail -1 "$C/census.txt"
 REPAIR=$(python3 -c "print('%.1f' % ($T1 - $T0))")
-stamp "time to repair the home: $REPAIR s (restart to census and status clean)"
+stamp "time to repair the home: $REPAIR s (restart to census and status clean);" \
+    "in its log: $(copy_time "$(name_of "$HOME_SUB")")"
 "$POMCTL" --data "$D" site stat "$HID" | sed 's/^/  /'
 PULLED=$("$POMCTL" --data "$D" --json site stat "$HID" |
     python3 -c 'import json, sys; print(json.load(sys.stdin)["mdsl"][0]["pulled_slices"])')
@@ -197,7 +219,11 @@ eq "every fsynced file is back byte-exact through the one caught-up copy" \
 ok "the two wiped MDSL caught up: every slice whole at the three, status 0" wait_repaired 120
 T1=$(date +%s.%N)
 tail -1 "$C/census.txt"
-stamp "time to repair two MDSL from one: $(python3 -c "print('%.1f' % ($T1 - $T0))") s"
+stamp "time to repair two MDSL from one: $(python3 -c "print('%.1f' % ($T1 - $T0))") s" \
+    "(MDS restart and mount included)"
+for s in $SUBS; do
+    [ "$s" = "$HOME_SUB" ] || echo "  $(name_of "$s"): $(copy_time "$(name_of "$s")")"
+done
 ok "pomctl fsck --data-check is clean" timeout 300 "$POMCTL" --data "$D" fsck --data-check
 if [ "$FAIL" -gt 0 ]; then
     cat "$C/census.txt"
