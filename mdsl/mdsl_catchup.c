@@ -16,7 +16,8 @@
 #include <string.h>
 
 #define NEED_MAX (1u << 20)      /* needed slices kept per pass (32 B each) */
-#define BATCH_BYTES (8u << 20)   /* record bytes per local transaction, about */
+#define BATCH_BYTES (8u << 20)   /* record bytes held for one local transaction:
+                                    loading stops once past it */
 #define RETRY_MIN_MS 1000
 #define RETRY_MAX_MS 30000
 
@@ -192,11 +193,14 @@ static int add_records(xt_slice_id id, const struct xt_store_load *l, struct xt_
     return 0;
 }
 
-/* Loads and stores needs[0..n): one local transaction for the batch, or
- * slice by slice when the batch is refused. Returns the slices stored. */
+/* Loads needs[0..n) until about BATCH_BYTES are held (*took: how many
+ * were tried, at least one) and stores them: one local transaction for the
+ * batch, or slice by slice when the batch is refused. Returns the slices
+ * stored. */
 static uint64_t pull_batch(mdsl_catchup *c, struct src *peers, const struct need *needs,
-                           size_t n)
+                           size_t n, size_t *took)
 {
+    *took = n;
     struct xt_store_load *loads = xt_calloc(n, sizeof *loads);
     bool *ok = xt_calloc(n, sizeof *ok);
     struct xt_store_rec *recs = NULL;
@@ -205,6 +209,10 @@ static uint64_t pull_batch(mdsl_catchup *c, struct src *peers, const struct need
     if (!loads || !ok)
         goto out;
     for (size_t k = 0; k < n && !atomic_load(&c->stop); k++) {
+        if (bytes >= BATCH_BYTES) {
+            *took = k;
+            break;
+        }
         xt_rpc_call call = { .timeout_ms = c->o.call_timeout_ms };
         const struct need *d = &needs[k];
         int rc = xt_mdsl_load_slice(peers[d->peer].pool, &call, d->id, &loads[k]);
@@ -231,7 +239,7 @@ static uint64_t pull_batch(mdsl_catchup *c, struct src *peers, const struct need
         XT_WARN("catch-up: storing %zu slices at once failed (%s); one by one", have,
                 strerror(-rc));
         bytes = 0;
-        for (size_t k = 0; k < n && !atomic_load(&c->stop); k++) {
+        for (size_t k = 0; k < *took && !atomic_load(&c->stop); k++) {
             size_t one = 0;
             uint64_t b = 0;
             if (!ok[k] || add_records(needs[k].id, &loads[k], &recs, &one, &cap, &b) < 0)
@@ -301,8 +309,9 @@ static bool one_pass(mdsl_catchup *c, const struct xt_view *v, const xt_ring *ri
         size_t n = 0;
         while (k + n < nneeds && n < c->o.batch)
             n++;
-        stored += pull_batch(c, peers, needs + k, n);
-        k += n;
+        size_t took;
+        stored += pull_batch(c, peers, needs + k, n, &took);
+        k += took;
     }
     if (found)
         XT_INFO("catch-up: copied %llu of %llu slices (%llu bytes) in %.1f s%s",
