@@ -31,7 +31,9 @@
  *      is ignored, a delta at or under it too), so a commit that arrives
  *      meanwhile at a higher version stays current whatever the order.
  *  (2) under_replicated is the needed slices of the last merge less those
- *      stored since; -1 (not reported) until the first merge has ended.
+ *      stored since; -1 (not reported) until the first merge has ended. A
+ *      merge counts against the peers whose listing answered (one that
+ *      failed makes the pass partial: a retry is due).
  *  (3) No lock is held across an RPC or a store call; the lock guards the
  *      agent pointer and the stop flag (the counters are atomics).
  *  (4) The thread stops at its next page or slice once asked to.
