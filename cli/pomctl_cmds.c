@@ -343,6 +343,12 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
             ring1_json_head(ctl, v.ring1);
             pomctl_json_obj_end(&ctl->js);
         }
+        if (v.has_repl) {
+            pomctl_json_obj_begin(&ctl->js, "replicas");
+            pomctl_json_u64(&ctl->js, "under_replicated", v.under_replicated);
+            pomctl_json_u64(&ctl->js, "mdsl_counted", v.repl_counted);
+            pomctl_json_obj_end(&ctl->js);
+        }
         pomctl_json_u64(&ctl->js, "fs_count", v.nfs);
         pomctl_json_arr_begin(&ctl->js, "not_answering");
         for (size_t i = 0; i < v.nsites; i++)
@@ -365,6 +371,9 @@ int pomctl_cmd_status(struct pomctl *ctl, int argc, char **argv)
             ring1_line(v.ring1, line, sizeof line);
             printf("ring 1    %s\n", line);
         }
+        if (v.has_repl)
+            printf("replicas  under-replicated slices: %llu (%u MDSL counted)\n",
+                   (unsigned long long)v.under_replicated, v.repl_counted);
         printf("fs        %zu file system%s\n", v.nfs, v.nfs == 1 ? "" : "s");
         for (size_t i = 0; i < v.nsites && !healthy; i++) {
             const struct xt_site *s = &v.sites[i];

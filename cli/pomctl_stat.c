@@ -3,7 +3,9 @@
  * about itself, through the Storage `stat` call (xt_rpc_mdsl.h): tables,
  * segments, bytes and the live share, undecided prepares, GC, and the space
  * given back after ring-1 moves (folder drops, rolls, sweeps, a sweep still
- * owed; docs/mdsl-scale.md "Space back").
+ * owed; docs/mdsl-scale.md "Space back"), and with replicas the catch-up:
+ * slices still to copy from the peers and what was copied
+ * (docs/mdsl-replicas.md "Catch-up of a returning MDSL").
  *
  * The MDSL addresses come from R2's view; pomctl then calls each MDSL
  * directly, one after the other, with the invocation's timeout. An MDSL
@@ -77,6 +79,12 @@ static void stat_json(struct pomctl *ctl, const struct one *o)
     pomctl_json_u64(j, "sweeps", s->sweeps);
     pomctl_json_u64(j, "sweep_owed", s->sweep_owed);
     pomctl_json_u64(j, "corrupt_records", s->corrupt_records);
+    if (s->under_replicated >= 0)
+        pomctl_json_u64(j, "under_replicated", (uint64_t)s->under_replicated);
+    else
+        pomctl_json_null(j, "under_replicated");
+    pomctl_json_u64(j, "pulled_slices", s->pulled_slices);
+    pomctl_json_u64(j, "pulled_bytes", s->pulled_bytes);
     if (s->failed)
         pomctl_json_str(j, "failed", strerror(-s->failed));
     else
@@ -88,12 +96,12 @@ static void stat_json(struct pomctl *ctl, const struct one *o)
 static int stat_row(pomctl_table *t, const struct one *o)
 {
     const struct xt_store_stat *s = &o->st;
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     int rc = pomctl_table_row(t);
     rc |= pomctl_table_cell(t, "%u", o->site->id);
     rc |= pomctl_table_cell(t, "%s", o->site->addr);
     if (o->rc < 0) {
-        for (int i = 0; i < 9; i++)
+        for (int i = 0; i < 11; i++)
             rc |= pomctl_table_cell(t, "-");
         return rc | pomctl_table_cell(t, "unreachable: %s", strerror(-o->rc));
     }
@@ -112,6 +120,12 @@ static int stat_row(pomctl_table *t, const struct one *o)
         rc |= pomctl_table_cell(t, "change %llu", (unsigned long long)s->sweep_owed);
     else
         rc |= pomctl_table_cell(t, "-");
+    if (s->under_replicated >= 0)
+        rc |= pomctl_table_cell(t, "%lld", (long long)s->under_replicated);
+    else
+        rc |= pomctl_table_cell(t, "-");
+    rc |= pomctl_table_cell(t, "%llu / %s", (unsigned long long)s->pulled_slices,
+                            pomctl_fmt_bytes(s->pulled_bytes, b4, sizeof b4));
     if (s->failed)
         return rc | pomctl_table_cell(t, "write error: %s", strerror(-s->failed));
     return rc | pomctl_table_cell(t, "%s", s->corrupt_records ? "corrupt records seen" : "ok");
@@ -135,8 +149,9 @@ static void print_all(struct pomctl *ctl, const struct one *v, size_t n, bool al
     }
     static const char *const hdr[] = { "ID",     "ADDRESS", "TABLES",  "BYTES",
                                        "LIVE",   "PREPARED", "GC FREED", "DROPPED",
-                                       "ROLLED", "SWEEPS",  "SWEEP OWED", "STATUS" };
-    pomctl_table *t = pomctl_table_new(12, hdr, "rlrrrrrrrrll");
+                                       "ROLLED", "SWEEPS",  "SWEEP OWED", "UNDER-REPL",
+                                       "PULLED", "STATUS" };
+    pomctl_table *t = pomctl_table_new(14, hdr, "rlrrrrrrrrlrrl");
     int rc = t ? 0 : 1;
     for (size_t i = 0; i < n && rc == 0; i++)
         rc = stat_row(t, &v[i]);

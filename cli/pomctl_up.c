@@ -25,9 +25,10 @@
  * through a ring-1 change (docs/mdsl-scale.md). Default: 1.
  *
  * `up --mdsl-replicas R` keeps every slice and decision record on R MDSL
- * (docs/mdsl-replicas.md): every pom-mds gets `--mdsl-replicas R`. It is a
- * setting of the cluster, kept in DIR/mdsl-replicas, so a later `up`
- * without the option starts the MDS alike. Default: 1.
+ * (docs/mdsl-replicas.md): every pom-mds and pom-mdsl gets `--mdsl-replicas
+ * R` (an MDSL catches up from its peers by it). It is a setting of the
+ * cluster, kept in DIR/mdsl-replicas, so a later `up` without the option
+ * starts the daemons alike. Default: 1.
  *
  * Start order R2 -> MDSL -> MDS (-> pomfs); stop order is the reverse, so
  * an MDS can still write back to its MDSL and every site can still tell R2
@@ -421,7 +422,8 @@ static int spawn_wait(struct pomctl *ctl, const struct updir *d, struct daemon *
         argv[a++] = (char *)r2addr;
     }
     char reps[16];
-    if (dm->site_type == XT_SITE_MDS && d->mdsl_replicas > 1) {
+    if ((dm->site_type == XT_SITE_MDS || dm->site_type == XT_SITE_MDSL) &&
+        d->mdsl_replicas > 1) {
         snprintf(reps, sizeof reps, "%d", d->mdsl_replicas);
         argv[a++] = (char *)"--mdsl-replicas";
         argv[a++] = reps;

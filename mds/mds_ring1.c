@@ -40,7 +40,7 @@ uint32_t mds_ring1_locate(void *ring, uint32_t fsid, uint64_t table, uint32_t sl
 uint32_t mds_ring1_replicas(void *ring, uint32_t fsid, uint64_t table, uint32_t slice,
                             uint32_t max, uint32_t *sites)
 {
-    return xt_ring_successors(ring, xt_ring_key(fsid, table, slice), max, sites);
+    return xt_ring_replicas(ring, fsid, table, slice, max, sites);
 }
 
 int mds_ring1_new(mds_store_rpc *rpc, mds_ring1 **out)

@@ -50,7 +50,7 @@ void mds_ring1_free(mds_ring1 *f);
 uint32_t mds_ring1_locate(void *ring, uint32_t fsid, uint64_t table, uint32_t slice);
 
 /* The replicas function of a placement over ring 1 (arg: an xt_ring): the
- * owner and the next distinct MDSL on the ring (xt_ring_successors). */
+ * owner and the next distinct MDSL on the ring (xt_ring_replicas). */
 uint32_t mds_ring1_replicas(void *ring, uint32_t fsid, uint64_t table, uint32_t slice,
                             uint32_t max, uint32_t *sites);
 

@@ -108,6 +108,7 @@ struct mdsl_store {
     struct folder **ht;     /* folder hash table (mu) */
     size_t ht_n, ht_cap;
     struct ptx *pending;    /* (mu) */
+    uint64_t local_txid;        /* last local txid, without MDSL_TXID_LOCAL (mu) */
     uint64_t dec_txid[MDSL_DECIDED_RING]; /* recent decisions (mu) */
     bool dec_commit[MDSL_DECIDED_RING];
     unsigned dec_pos;

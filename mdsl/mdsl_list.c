@@ -8,8 +8,8 @@
  *      once per call; the cursor is the last slice returned, so a walk of
  *      successive calls lists every slice stored throughout it exactly once.
  *  (2) An entry's version is the newest SLICE key of the slice, `sys` the
- *      SYS flag of that record and `moved` the MOVED flag of its newest
- *      image: all read from the index, never from a cache, under one
+ *      SYS flag of that record, `moved` the MOVED flag of its newest
+ *      image and `image` whether it has one: all read from the index, never from a cache, under one
  *      LevelDB iterator (a consistent snapshot).
  *  (3) No lock is taken: the index is thread-safe and the listing is a read.
  *  (4) The misplaced count reads only through the listing, one page per
@@ -47,8 +47,10 @@ static int list_cb(const struct mdsl_ikey *k, const struct mdsl_ptr *p, void *ar
     }
     last->version = k->version; /* keys ascend within a slice */
     last->sys = (p->flags & XT_STORE_F_SYS) != 0;
-    if (image)
+    if (image) {
         last->moved = (p->flags & XT_STORE_F_MOVED) != 0;
+        last->image = true;
+    }
     return 0;
 }
 

@@ -3,8 +3,11 @@
  * --dir (liburing I/O, recovery of torn tails and prepared transactions),
  * serves the Storage RPC service, and on SIGTERM/SIGINT stops serving and
  * closes the store (SIGHUP logs its counters). With --r2 it registers,
- * heartbeats, and reports its ring-1 counts (mdsl_ring1.h). SIGKILL at any
- * moment is safe: that is what the store's recovery is for.
+ * heartbeats, and reports its ring-1 counts (mdsl_ring1.h); with
+ * --mdsl-replicas above 1 it also catches up from its peers what its
+ * replica sets give it (mdsl_catchup.h) and heartbeats how many slices it
+ * still lacks. SIGKILL at any moment is safe: that is what the store's
+ * recovery is for.
  *
  * TEST ONLY (docs/testing-faults.md): `--fault SPEC` injects faults from
  * the start: a comma-separated list of "io:eio:after=N", "io:enospc:after=N"
@@ -13,6 +16,7 @@
  * armed once serving: every allocation after the N-th fails).
  * `--crash-point NAME[:N]` arms a crash point (xt_crash.h) of the store.
  */
+#include "mdsl_catchup.h"
 #include "mdsl_ring1.h"
 #include "mdsl_service.h"
 #include "mdsl_store.h"
@@ -36,6 +40,7 @@
 struct storage_src {
     mdsl_store *store;
     const char *dir;
+    mdsl_catchup *catchup;  /* NULL: no replicas */
 };
 
 static void report_storage(void *arg, struct xt_r2_hb_usage *u)
@@ -52,12 +57,17 @@ static void report_storage(void *arg, struct xt_r2_hb_usage *u)
     u->storage.dev = (uint64_t)st.st_dev;
     if (mdsl_store_stat(ss->store, &ms) == 0)
         u->storage.used = ms.bytes;
+    struct mdsl_catchup_stat cs;
+    mdsl_catchup_stat(ss->catchup, &cs);
+    u->has_repl = cs.under_replicated >= 0;
+    u->under_replicated = u->has_repl ? (uint64_t)cs.under_replicated : 0;
 }
 
 /* /metrics (docs/metrics.md "pom-mdsl"): the store's counters
  * (mdsl_store_stat, in memory under the store's lock) and the RPC server. */
 struct metrics_src {
     mdsl_store *store;
+    mdsl_catchup *catchup;      /* NULL: no replicas */
     const struct mdsl_service *svc;
     xt_rpc_server *srv;
 };
@@ -105,6 +115,18 @@ static void collect(void *arg, xt_metrics_buf *b)
         xt_metrics_put_gauge(b, "pom_mdsl_failed",
                              "1 once a write error stopped the store's writes.",
                              st.failed ? 1 : 0);
+    }
+    if (m->catchup) {
+        struct mdsl_catchup_stat cs;
+        mdsl_catchup_stat(m->catchup, &cs);
+        xt_metrics_put_gauge(b, "pom_mdsl_under_replicated",
+                             "Slices this MDSL should hold and does not yet (-1: not counted).",
+                             (double)cs.under_replicated);
+        xt_metrics_put_counter(b, "pom_mdsl_catchup_slices_total",
+                               "Slices copied from peers by the catch-up.", cs.pulled_slices);
+        xt_metrics_put_counter(b, "pom_mdsl_catchup_bytes_total",
+                               "Record bytes copied from peers by the catch-up.",
+                               cs.pulled_bytes);
     }
     char labels[48];
     xt_metrics_put_hist_family(b, "pom_mdsl_op_duration_seconds",
@@ -172,6 +194,9 @@ static void usage(FILE *f)
             "  --r2 ADDRS           register with R2 (HOST:PORT[,HOST:PORT...]) and heartbeat\n"
             "  --capacity BYTES     capacity announced to R2 (default 0)\n"
             "  --hb-interval-ms N   heartbeat interval, as pom-r2's (default 1000)\n"
+            "  --mdsl-replicas R    the cluster's MDSL replicas, as every pom-mds's: above 1,\n"
+            "                       catch up from the peers what the replica sets give\n"
+            "                       this MDSL (docs/mdsl-replicas.md; default 1)\n"
             "  --verbose            debug log\n"
             "  --fault SPEC         TEST ONLY: inject faults from the start, a comma list of\n"
             "                       io:eio:after=N, io:enospc:after=N (:sticky: every later\n"
@@ -203,6 +228,7 @@ int main(int argc, char **argv)
         { "r2", required_argument, NULL, 'R' },
         { "capacity", required_argument, NULL, 'C' },
         { "hb-interval-ms", required_argument, NULL, 'H' },
+        { "mdsl-replicas", required_argument, NULL, 'Q' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { "fault", required_argument, NULL, 'F' },
@@ -220,7 +246,7 @@ int main(int argc, char **argv)
     uint64_t reserve = 0; /* the store's default */
     double gc_threshold = 0.25;
     const char *r2_addrs = NULL;
-    uint64_t capacity = 0, hb_ms = 1000;
+    uint64_t capacity = 0, hb_ms = 1000, replicas = 1;
     const char *fault = NULL;
     int c;
     while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
@@ -282,6 +308,12 @@ int main(int argc, char **argv)
             if (xt_parse_u64(optarg, 10, 600000, &hb_ms)) {
                 fprintf(stderr, "pom-mdsl: --hb-interval-ms wants 10..600000, got '%s'\n",
                         optarg);
+                return 2;
+            }
+            break;
+        case 'Q':
+            if (xt_parse_u64(optarg, 1, 16, &replicas)) {
+                fprintf(stderr, "pom-mdsl: --mdsl-replicas wants 1..16, got '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -368,9 +400,25 @@ int main(int argc, char **argv)
     /* The handlers' context outlives the server: static storage. */
     static struct mdsl_service svc;
     svc.store = store;
+    /* Started before the server (its stat reads it), attached to the agent
+     * once that runs: it idles until then. */
+    mdsl_catchup *catchup = NULL;
+    if (r2_addrs && replicas > 1) {
+        struct mdsl_catchup_opts co = { .store = store, .replicas = (uint32_t)replicas };
+        if ((rc = mdsl_catchup_start(&co, &catchup)) < 0) {
+            XT_ERR("cannot start the catch-up: %s", strerror(-rc));
+            mdsl_store_close(store);
+            if (io != uring)
+                mdsl_io_destroy(io);
+            mdsl_io_destroy(uring);
+            return 1;
+        }
+    }
+    svc.catchup = catchup;
     rc = mdsl_service_start(&svc, &ro, &srv);
     if (rc < 0) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
+        mdsl_catchup_free(catchup);
         mdsl_store_close(store);
         if (io != uring)
             mdsl_io_destroy(io);
@@ -378,12 +426,14 @@ int main(int argc, char **argv)
         return 1;
     }
     msrc.store = store;
+    msrc.catchup = catchup;
     msrc.svc = &svc;
     msrc.srv = srv;
     xt_metrics *metrics = NULL;
     if (mo.listen && (rc = xt_metrics_start(&mo, &metrics)) < 0) {
         XT_ERR("cannot serve metrics on %s: %s", mo.listen, strerror(-rc));
         xt_rpc_server_stop(srv);
+        mdsl_catchup_free(catchup);
         mdsl_store_close(store);
         if (io != uring)
             mdsl_io_destroy(io);
@@ -402,7 +452,7 @@ int main(int argc, char **argv)
      * notices the silence. The site id survives restarts in DIR/site_id. */
     r2_agent *agent = NULL;
     mdsl_ring1 *r1rep = NULL;
-    struct storage_src ssrc = { .store = store, .dir = dir };
+    struct storage_src ssrc = { .store = store, .dir = dir, .catchup = catchup };
     if (r2_addrs) {
         /* Paced so a pass of a large index yields to prepares: 1,024
          * slices, then 2 ms (~500k slices/s at most). */
@@ -435,12 +485,15 @@ int main(int argc, char **argv)
             mdsl_ring1_stop(r1rep);
             xt_metrics_stop(metrics);
             xt_rpc_server_stop(srv);
+            mdsl_catchup_free(catchup);
             mdsl_store_close(store);
             if (io != uring)
                 mdsl_io_destroy(io);
             mdsl_io_destroy(uring);
             return 1;
         }
+        if (catchup)
+            mdsl_catchup_attach(catchup, agent);
     }
 
     /* SIGHUP logs the store's counters and goes on (as pom-mds does: a
@@ -466,9 +519,11 @@ int main(int argc, char **argv)
     XT_INFO("signal %d: stopping", sig);
     xt_metrics_stop(metrics); /* it reads the store and the server */
 
-    r2_agent_stop(agent); /* first: its callbacks use the reporter */
+    mdsl_catchup_stop(catchup); /* its thread reads the agent */
+    r2_agent_stop(agent); /* then: its callbacks use the reporter and the catch-up */
     mdsl_ring1_stop(r1rep);
     xt_rpc_server_stop(srv);
+    mdsl_catchup_free(catchup);
     mdsl_store_close(store);
     if (fault) /* for sizing the tests' countdown ranges */
         XT_WARN("--fault: %ld I/O ops counted, %ld allocations failed",

@@ -51,7 +51,8 @@ static int load_once(mdsl_store *s, struct folder *fo, uint32_t slice, struct xt
         rc = mdsl_st_read_ptr(s, fo, false, 0, &l.p[i], &h, &rec);
         if (rc < 0)
             break;
-        struct xt_store_blob b = { .version = h.version, .data = payload_of(rec, &h), .len = h.payload_len };
+        struct xt_store_blob b = { .version = h.version, .data = payload_of(rec, &h),
+                                   .len = h.payload_len, .flags = l.p[i].flags };
         if (l.p[i].type == XT_STORE_IMAGE) {
             out->has_image = true;
             out->image = b;

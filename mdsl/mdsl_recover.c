@@ -24,6 +24,8 @@
  *  (5) Live bytes are recomputed from the index at the end.
  *  (6) A folder renamed t.F.T.drop is not loaded (add_folder's pattern);
  *      mdsl_space_recover completes its drop before anything else.
+ *  (7) A local transaction (MDSL_TXID_LOCAL, mdsl_store_apply_local) left
+ *      undecided is aborted: only its own MDSL could have decided it.
  */
 #include "mdsl_handle_i.h"
 #include "mdsl_apply_i.h"
@@ -332,6 +334,13 @@ static int resolve_pending(struct rctx *r)
             XT_INFO("mdsl: completing the %s of tx %llu in %zu more table(s)",
                     d ? "commit" : "abort", (unsigned long long)t->txid, t->nparts);
             rc = mdsl_st_decide_locked(s, t, d == 1);
+            continue;
+        }
+        if (t->txid & MDSL_TXID_LOCAL) {
+            /* invariant 7: no coordinator would ever decide it */
+            XT_INFO("mdsl: aborting local tx %llx cut short by the restart",
+                    (unsigned long long)t->txid);
+            rc = mdsl_st_decide_locked(s, t, false);
             continue;
         }
         /* Undecided, so never acknowledged if a table's PREPARE is missing:

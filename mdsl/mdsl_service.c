@@ -38,7 +38,8 @@ static int svc_prepare(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
     (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
-    if (txid == 0 || n == 0)
+    /* MDSL_TXID_LOCAL is the MDSL's own (mdsl_store_apply_local) */
+    if (txid == 0 || (txid & MDSL_TXID_LOCAL) || n == 0)
         return done(sv, MDSL_SVC_PREPARE, t0, -EINVAL);
     for (size_t i = 0; i < n; i++) {
         const struct xt_store_rec *r = &recs[i];
@@ -101,9 +102,15 @@ static int svc_get_md(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t t
     return done(sv, MDSL_SVC_GET_MD, t0, mdsl_store_get_md(sv->store, fsid, table, md, len));
 }
 
-static int stat_of(mdsl_store *store, struct xt_store_stat *st)
+static int stat_of(const struct mdsl_service *sv, struct xt_store_stat *st)
 {
     struct mdsl_stat ms;
+    struct mdsl_catchup_stat cs;
+    mdsl_catchup_stat(sv->catchup, &cs);
+    st->under_replicated = cs.under_replicated;
+    st->pulled_slices = cs.pulled_slices;
+    st->pulled_bytes = cs.pulled_bytes;
+    mdsl_store *store = sv->store;
     int ret = mdsl_store_stat(store, &ms);
     if (ret < 0)
         return ret;
@@ -132,7 +139,7 @@ static int svc_stat(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st)
     (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
-    return done(sv, MDSL_SVC_STAT, t0, stat_of(sv->store, st));
+    return done(sv, MDSL_SVC_STAT, t0, stat_of(sv, st));
 }
 
 static int svc_list_slices(void *ctx, const xt_rpc_ctx *rc, const void *cursor,

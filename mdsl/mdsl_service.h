@@ -6,6 +6,7 @@
 #ifndef MDSL_SERVICE_H
 #define MDSL_SERVICE_H
 
+#include "mdsl_catchup.h"
 #include "mdsl_store.h"
 #include "xt_metrics.h"
 #include "xt_rpc_mdsl.h"
@@ -30,6 +31,8 @@ enum mdsl_svc_op {
  * zeroed before the start). */
 struct mdsl_service {
     mdsl_store *store;                              /* borrowed */
+    mdsl_catchup *catchup;                          /* borrowed, may be NULL; set
+                                                       before the start */
     struct xt_metrics_hist op[MDSL_SVC__COUNT];     /* latency */
     _Atomic uint64_t errors[MDSL_SVC__COUNT];       /* calls that returned < 0 */
 };

@@ -856,17 +856,49 @@ int mdsl_store_abort(mdsl_store *s, uint64_t txid)
     return decide(s, txid, false);
 }
 
+int mdsl_store_apply_local(mdsl_store *s, const struct xt_store_rec *recs, size_t n)
+{
+    if (n == 0 || !recs)
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++)
+        if (rec_check(&recs[i]) < 0 || (recs[i].flags & XT_STORE_F_RESERVE))
+            return -EINVAL;
+    mdsl_st_token_take(s);
+    pthread_mutex_lock(&s->mu);
+    int rc = s->failed;
+    /* Unique across restarts while the clock does not step back: the
+     * recovery pairs a PREPARE with the decisions of its txid. */
+    uint64_t now = xt_now_ns() & ~MDSL_TXID_LOCAL;
+    s->local_txid = XT_MAX(s->local_txid + 1, now);
+    uint64_t txid = MDSL_TXID_LOCAL | s->local_txid;
+    pthread_mutex_unlock(&s->mu);
+    if (rc == 0)
+        rc = moved_guard(s, recs, n);
+    if (rc == 0)
+        rc = prepare_locked(s, txid, recs, n, false);
+    if (rc == 0) {
+        pthread_mutex_lock(&s->mu);
+        struct ptx *t = pending_find(s, txid, false);
+        pthread_mutex_unlock(&s->mu);
+        assert(t); /* the token kept every decider away */
+        rc = decide_locked(s, t, true);
+    }
+    mdsl_st_token_put(s);
+    return rc;
+}
+
 int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n)
 {
     pthread_mutex_lock(&s->mu);
     size_t k = 0;
     for (struct ptx *t = s->pending; t; t = t->next)
-        k++;
+        k += !(t->txid & MDSL_TXID_LOCAL);
     uint64_t *v = xt_malloc((k ? k : 1) * sizeof *v);
     if (v) {
         k = 0;
         for (struct ptx *t = s->pending; t; t = t->next)
-            v[k++] = t->txid;
+            if (!(t->txid & MDSL_TXID_LOCAL))
+                v[k++] = t->txid;
     }
     pthread_mutex_unlock(&s->mu);
     if (!v)

@@ -102,8 +102,21 @@ int mdsl_store_commit(mdsl_store *s, uint64_t txid);
  * prepared here, or decided too long ago to remember); -EINVAL if it was
  * committed. */
 int mdsl_store_abort(mdsl_store *s, uint64_t txid);
-/* Prepared, undecided txids: *txids (caller frees with xt_free), *n. */
+/* Prepared, undecided txids of coordinators (local ones are never listed):
+ * *txids (caller frees with xt_free), *n. */
 int mdsl_store_prepared(mdsl_store *s, uint64_t **txids, size_t *n);
+
+/* Local transactions: the MDSL's own writes of records copied from a peer
+ * (mdsl_catchup.h), prepared and committed under one hold of the writer
+ * token, so no coordinator ever sees them. Their txids have
+ * MDSL_TXID_LOCAL set, a bit no MDS txid uses (mds_group.h: 16 + 24 + 23
+ * bits); one undecided at a restart (a crash between its PREPARE and its
+ * COMMIT) is aborted by the open. Records as for prepare, refused the space
+ * reserve. 0 once committed (the index updated by the rules of
+ * mdsl_apply.c: an older copied record never replaces a newer one), or the
+ * prepare's error, or -EIO. */
+#define MDSL_TXID_LOCAL (UINT64_C(1) << 63)
+int mdsl_store_apply_local(mdsl_store *s, const struct xt_store_rec *recs, size_t n);
 
 /* ---- reads ----------------------------------------------------------- */
 

@@ -94,6 +94,8 @@ static int ensure_loaded(r2_mgr *m)
             e->s.load = old->s.load;
             e->has_storage = old->has_storage;
             e->storage = old->storage;
+            e->has_repl = old->has_repl;
+            e->under_replicated = old->under_replicated;
             e->r1 = old->r1;
         } else {
             e->last_hb_mono = now;
@@ -362,6 +364,8 @@ static int beat(r2_mgr *m, struct r2_site_ent *e, double load, const struct xt_f
     e->has_storage = u && u->has_storage && e->s.type == XT_SITE_MDSL;
     if (e->has_storage)
         e->storage = u->storage;
+    e->has_repl = u && u->has_repl && e->s.type == XT_SITE_MDSL;
+    e->under_replicated = e->has_repl ? u->under_replicated : 0;
     int rc = 0;
     if (u && u->has_epoch && e->s.type == XT_SITE_MDS)
         rc = r2_usage_beat(m, e->s.id, u->epoch, c, n);

@@ -27,6 +27,8 @@ struct r2_site_ent {
     uint64_t last_hb_mono;     /* monotonic ns of the last heartbeat or of the grace start */
     bool has_storage;          /* an MDSL's last heartbeat reported its storage */
     struct xt_storage_report storage;
+    bool has_repl;             /* an MDSL's last heartbeat counted its catch-up */
+    uint64_t under_replicated; /* docs/mdsl-replicas.md "Catch-up" */
     struct r2_r1_report r1;
 };
 

@@ -218,8 +218,16 @@ int r2_state_view(const struct r2_state *st, uint64_t since, const char *leader,
             v->sites = xt_calloc(st->nsites, sizeof *v->sites);
             if (!v->sites)
                 goto nomem;
-            for (size_t i = 0; i < st->nsites; i++)
-                v->sites[i] = st->sites[i].s;
+            for (size_t i = 0; i < st->nsites; i++) {
+                const struct r2_site_ent *e = &st->sites[i];
+                v->sites[i] = e->s;
+                /* runtime, as load: what the MDSL of the view report now */
+                if (e->has_repl && e->s.state != XT_SITE_REMOVED) {
+                    v->has_repl = true;
+                    v->under_replicated += e->under_replicated;
+                    v->repl_counted++;
+                }
+            }
             v->nsites = st->nsites;
         }
     }

@@ -285,6 +285,7 @@ struct LoadReq {
 struct Blob {
   1: i64 version,
   2: binary data,
+  80: i8 flags = 0,                // STORE_F_* of the record (a catch-up keeps SYS)
 }
 struct LoadResp {
   1: i32 status = 0,
@@ -339,6 +340,12 @@ struct StoreStatResp {
   17: i64 rolled_segments = 0,         // active segments rolled (idle or sweep)
   18: i64 sweeps = 0,                  // sweeps run to their end
   19: i64 sweep_owed = 0,              // ring-1 seq of a sweep still owed, 0 none
+  // Catch-up from the replicas (docs/mdsl-replicas.md "Catch-up"): slices this
+  // MDSL should hold and does not yet hold at a peer's version (-1: not counted
+  // yet), and what it pulled since it started.
+  80: i64 under_replicated = -1,
+  81: i64 pulled_slices = 0,
+  82: i64 pulled_bytes = 0,
 }
 /* list_slices: what the MDSL stores, one entry per slice, in index order
  * (docs/mdsl-scale.md "The mover"). A peer without the call answers an
@@ -355,6 +362,7 @@ struct SliceInfo {
   4: i64 version,                  // newest version stored (image or delta)
   5: bool moved = false,           // its newest image is a MOVED tombstone
   6: bool sys = false,             // its newest record has STORE_F_SYS (system rows)
+  80: bool image = false,          // an image is stored (the slice is whole here)
 }
 struct ListSlicesResp {
   1: i32 status = 0,
@@ -454,6 +462,10 @@ struct View {
   6: string leader = "",           // address of the leading R2
   7: string store = "",            // "embedded" or "zookeeper"
   8: optional Ring1State ring1,    // with the rings section
+  // With the sites section, from the leader (docs/mdsl-replicas.md "Catch-up"):
+  // the under-replicated slices the MDSL report, summed, and how many report.
+  80: optional i64 under_replicated,
+  81: i32 repl_counted = 0,
 }
 struct RegisterReq {
   1: ReqHeader hdr,
@@ -521,6 +533,9 @@ struct HeartbeatReq {
   // ignores them. MDSL: the statvfs of the folder it stores in.
   40: optional i64 usage_epoch,
   41: optional StorageReport storage,
+  // MDSL with replicas (docs/mdsl-replicas.md "Catch-up"): slices it should hold
+  // and does not yet hold at a peer's version, from its last comparison.
+  80: optional i64 under_replicated,
 }
 struct ViewResp {
   1: i32 status = 0,

@@ -456,6 +456,12 @@ uint32_t xt_ring_successors(const xt_ring *r, uint64_t key, uint32_t n, uint32_t
     return got;
 }
 
+uint32_t xt_ring_replicas(const xt_ring *r, uint32_t fsid, uint64_t table, uint32_t slice,
+                          uint32_t n, uint32_t *sites)
+{
+    return xt_ring_successors(r, xt_ring_key(fsid, table, slice), n, sites);
+}
+
 int xt_ring_owner_changed(const xt_ring *from, const xt_ring *to, uint64_t key)
 {
     uint32_t a = 0, b = 0;

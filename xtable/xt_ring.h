@@ -116,6 +116,11 @@ int xt_ring_lookup(const xt_ring *r, uint64_t key, uint32_t *site);
  * (docs/mdsl-replicas.md). Returns how many (min(n, nsites); 0 for an
  * empty ring). sites[0] is what xt_ring_lookup answers. */
 uint32_t xt_ring_successors(const xt_ring *r, uint64_t key, uint32_t n, uint32_t *sites);
+/* The replica set of a slice on ring 1: xt_ring_successors of its
+ * xt_ring_key. The MDS writes to it (mds_ring1_replicas), an MDSL catches
+ * up by it (mdsl_catchup.h): one function, so both agree. */
+uint32_t xt_ring_replicas(const xt_ring *r, uint32_t fsid, uint64_t table, uint32_t slice,
+                          uint32_t n, uint32_t *sites);
 /* 1 when key has a different owner in `to` than in `from` (a ring without
  * sites owns nothing), else 0: the slice must move on a ring change. */
 int xt_ring_owner_changed(const xt_ring *from, const xt_ring *to, uint64_t key);

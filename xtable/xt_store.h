@@ -76,6 +76,7 @@ struct xt_store_blob {
     uint64_t version;
     void *data;        /* xt_malloc'd, owned by the enclosing load */
     uint32_t len;
+    uint8_t flags;     /* XT_STORE_F_* the record was stored with */
 };
 
 /* The latest image of a slice and the deltas after it, oldest first; the
@@ -95,6 +96,7 @@ struct xt_store_slice {
     uint64_t version;  /* newest version stored (image or delta) */
     bool moved;        /* its newest image is a MOVED tombstone */
     bool sys;          /* its newest record has XT_STORE_F_SYS */
+    bool image;        /* an image is stored: the slice is whole there */
 };
 
 #define XT_STORE_CURSOR_MAX 64 /* bytes of a listing cursor, at most */

@@ -193,13 +193,14 @@ expect 2 "site stat bad id" -- $P site stat x
 expect 2 "site stat two ids" -- $P site stat 1 2
 expect 0 "site stat" -- $P site stat
 echo "$OUT"
-echo "$OUT" | grep -q "^ *ID  ADDRESS .* SWEEPS  SWEEP OWED  STATUS" || fail "no site stat header"
+echo "$OUT" | grep -qE "^ *ID  ADDRESS .* SWEEPS  SWEEP OWED +UNDER-REPL +PULLED +STATUS" || fail "no site stat header"
 echo "$OUT" | grep -q " ok$" || fail "no ok row in site stat"
 expect 0 "site stat --json" -- $P --json site stat
 py "m = j['mdsl']; assert j['ok'] is True and len(m) == 1, j
 x = m[0]; assert x['reached'] is True and x['state'] == 'up' and x['failed'] is None, x
 assert x['bytes'] >= x['live_bytes'] and x['tables'] >= 0 and x['prepared'] == 0, x
-assert x['sweeps'] == 0 and x['sweep_owed'] == 0 and x['dropped_folders'] == 0, x"
+assert x['sweeps'] == 0 and x['sweep_owed'] == 0 and x['dropped_folders'] == 0, x
+assert x['under_replicated'] is None and x['pulled_slices'] == 0, x  # one copy: no catch-up"
 SID=$(python3 -c "import json; print(json.load(open('$T/out'))['mdsl'][0]['id'])")
 expect 0 "site stat ID --json" -- $P --json site stat "$SID"
 py "assert [x['id'] for x in j['mdsl']] == [$SID], j"

@@ -5,13 +5,21 @@
  * placement invariant of a move: each slice of a file system (fsid != 0)
  * is live (newest image not a MOVED tombstone) at exactly one MDSL.
  *
- *   slice_census HOST:PORT [HOST:PORT ...]
+ *   slice_census [--key-file F] [--same] HOST:PORT [HOST:PORT ...]
  *
  * Prints one line per MDSL, "mdsl ADDR live L moved M", then
  * "census: slices S live_once S1 duplicated D lost X" (lost: only
  * tombstones anywhere: a slice no load can find). Exit 0 when D and X are
  * 0, 1 otherwise, 2 on a usage or RPC error.
+ *
+ * --same checks replicas instead (docs/mdsl-replicas.md, every MDSL given
+ * holding every slice, as with r = the number of MDSL): every slice, the
+ * decision records (fsid 0) included, is held whole (an image) at every
+ * MDSL at the newest version any holds. Prints "same: slices S whole_everywhere
+ * W short K" (and up to 10 short slices) and exits 0 when K is 0.
+ * --key-file: the cluster key (pomctl up's DIR/cluster.key).
  */
+#include "xt_auth.h"
 #include "xt_common.h"
 #include "xt_rpc.h"
 #include "xt_rpc_mdsl.h"
@@ -24,7 +32,12 @@ struct ent {
     uint32_t fsid, slice;
     uint64_t table;
     unsigned live, moved;
+    uint64_t version;
+    bool image;
+    int mdsl;        /* index of the MDSL in argv */
 };
+
+static bool same_mode;
 
 static int ent_cmp(const void *a, const void *b)
 {
@@ -36,8 +49,9 @@ static int ent_cmp(const void *a, const void *b)
     return x->slice < y->slice ? -1 : x->slice > y->slice;
 }
 
-/* Appends every fsid != 0 slice of the MDSL at addr to *all. */
-static int census_one(const char *addr, struct ent **all, size_t *n, size_t *cap)
+/* Appends every fsid != 0 slice (--same: every slice) of the MDSL at addr
+ * (number k) to *all. */
+static int census_one(const char *addr, int k, struct ent **all, size_t *n, size_t *cap)
 {
     char host[256];
     int port;
@@ -56,7 +70,7 @@ static int census_one(const char *addr, struct ent **all, size_t *n, size_t *cap
         if ((rc = xt_mdsl_list_slices(p, NULL, cur, clen, 4096, &l)))
             break;
         for (size_t i = 0; i < l.n; i++) {
-            if (l.slices[i].id.fsid == 0)
+            if (l.slices[i].id.fsid == 0 && !same_mode)
                 continue;
             if (*n == *cap) {
                 *cap = *cap ? *cap * 2 : 1024;
@@ -69,7 +83,8 @@ static int census_one(const char *addr, struct ent **all, size_t *n, size_t *cap
             }
             bool m = l.slices[i].moved;
             (*all)[(*n)++] = (struct ent){ l.slices[i].id.fsid, l.slices[i].id.slice,
-                                          l.slices[i].id.table, !m, m };
+                                          l.slices[i].id.table, !m, m, l.slices[i].version,
+                                          l.slices[i].image, k };
             live += !m;
             moved += m;
         }
@@ -84,17 +99,57 @@ static int census_one(const char *addr, struct ent **all, size_t *n, size_t *cap
     return rc;
 }
 
+/* --same: every slice whole at each of the nmdsl MDSL at its newest version. */
+static int same_check(const struct ent *all, size_t n, int nmdsl)
+{
+    size_t slices = 0, whole = 0, shown = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        uint64_t maxv = 0;
+        for (; j < n && ent_cmp(&all[i], &all[j]) == 0; j++)
+            maxv = all[j].version > maxv ? all[j].version : maxv;
+        int at = 0;
+        for (size_t k = i; k < j; k++)
+            at += all[k].image && !all[k].moved && all[k].version == maxv;
+        slices++;
+        whole += at == nmdsl;
+        if (at != nmdsl && shown++ < 10)
+            printf("slice fs %u table %llu slice %u: whole at v%llu on %d of %d MDSL\n",
+                   all[i].fsid, (unsigned long long)all[i].table, all[i].slice,
+                   (unsigned long long)maxv, at, nmdsl);
+        i = j;
+    }
+    printf("same: slices %zu whole_everywhere %zu short %zu\n", slices, whole, slices - whole);
+    return slices == whole ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
-    if (argc < 2) {
-        fprintf(stderr, "usage: slice_census HOST:PORT [HOST:PORT ...]\n");
+    int a = 1;
+    for (; a < argc && argv[a][0] == '-'; a++) {
+        if (!strcmp(argv[a], "--same")) {
+            same_mode = true;
+        } else if (!strcmp(argv[a], "--key-file") && a + 1 < argc) {
+            static struct xt_auth_cred cred;
+            int rc = xt_auth_load(argv[++a], XT_AUTH_ADMIN, &cred);
+            if (rc < 0) {
+                fprintf(stderr, "slice_census: %s: %s\n", argv[a], strerror(-rc));
+                return 2;
+            }
+            xt_rpc_set_cred(&cred);
+        } else {
+            break;
+        }
+    }
+    if (a >= argc) {
+        fprintf(stderr, "usage: slice_census [--key-file F] [--same] HOST:PORT [HOST:PORT ...]\n");
         return 2;
     }
     xt_log_set_level(XT_LOG_WARN);
     struct ent *all = NULL;
     size_t n = 0, cap = 0;
-    for (int i = 1; i < argc; i++) {
-        int rc = census_one(argv[i], &all, &n, &cap);
+    for (int i = a; i < argc; i++) {
+        int rc = census_one(argv[i], i - a, &all, &n, &cap);
         if (rc) {
             fprintf(stderr, "slice_census: %s: %s\n", argv[i], strerror(-rc));
             free(all);
@@ -103,6 +158,11 @@ int main(int argc, char **argv)
     }
     if (n)
         qsort(all, n, sizeof *all, ent_cmp);
+    if (same_mode) {
+        int rc = same_check(all, n, argc - a);
+        free(all);
+        return rc;
+    }
     size_t slices = 0, once = 0, dup = 0, lost = 0;
     for (size_t i = 0; i < n;) {
         size_t j = i;

@@ -233,7 +233,7 @@ static int mdsl_list(void *, const xt_rpc_ctx *, const void *cursor, uint32_t cu
         return -ENOMEM;
     for (size_t i = 0; i < n; i++)
         out->slices[i] = { { (uint32_t)i, (uint32_t)max, cursor_len }, i, (i & 1) != 0,
-                           (i & 2) != 0 };
+                           (i & 2) != 0, i != 1 };
     out->n = n;
     out->cursor_len = XT_MIN(cursor_len, (uint32_t)XT_STORE_CURSOR_MAX);
     if (out->cursor_len)

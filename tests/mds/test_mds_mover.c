@@ -54,9 +54,9 @@ static void test_list_slices_mem(void **state)
                                                .type = XT_STORE_IMAGE, .data = "d", .len = 1 }), 0);
     /* Expected order: (fsid, table, slice) ascending. */
     const struct xt_store_slice want[] = {
-        { { 0, 1, 9 }, 4, false, false },       { { 1, 0, 5 }, 1, false, false },
-        { { 1, 3, 5 }, 1, false, false },       { { 1, MDS_META_SLICE, 77 }, 2, true, false },
-        { { 1, 0, 900 }, 1, false, false },     { { 1, 2, 1ull << 40 }, 1, false, false },
+        { { 0, 1, 9 }, 4, false, false, true },   { { 1, 0, 5 }, 1, false, false, true },
+        { { 1, 3, 5 }, 1, false, false, true },   { { 1, MDS_META_SLICE, 77 }, 2, true, false, true },
+        { { 1, 0, 900 }, 1, false, false, true }, { { 1, 2, 1ull << 40 }, 1, false, false, true },
     };
     struct xt_store_list pg;
     uint8_t cur[XT_STORE_CURSOR_MAX];
@@ -72,6 +72,7 @@ static void test_list_slices_mem(void **state)
             assert_int_equal(pg.slices[i].id.slice, want[seen].id.slice);
             assert_int_equal(pg.slices[i].version, want[seen].version);
             assert_int_equal(pg.slices[i].moved, want[seen].moved);
+            assert_int_equal(pg.slices[i].image, want[seen].image);
         }
         end = pg.end;
         memcpy(cur, pg.cursor, pg.cursor_len);

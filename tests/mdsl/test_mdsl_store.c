@@ -685,6 +685,88 @@ static void test_moved(void **state)
     tu_env_free(&e);
 }
 
+/* The newest record of slice (FS, 30, 0) as listed: version, image held. */
+static void listed(mdsl_store *s, uint64_t *version, bool *image)
+{
+    struct xt_store_list l;
+    assert_int_equal(mdsl_store_list_slices(s, NULL, 0, 10, &l), 0);
+    assert_int_equal(l.n, 1);
+    *version = l.slices[0].version;
+    *image = l.slices[0].image;
+    xt_store_list_free(&l);
+}
+
+/* Local transactions (the catch-up's, docs/mdsl-replicas.md "Catch-up of a
+ * returning MDSL"): copied records race commits by the update rules, keep
+ * their flags, are never listed as prepared, and one cut short by a crash is
+ * aborted at the next open. */
+static void test_apply_local(void **state)
+{
+    (void)state;
+    struct tu_env e;
+    tu_env_init(&e, 7, 1u << 16);
+    assert_int_equal(tu_open(&e), 0);
+    xt_slice_id id = { .fsid = FS, .slice = 0, .table = 30 };
+    uint64_t v;
+    bool img;
+    /* a lost disk: the commit of delta v8 came before any copy */
+    struct xt_store_rec d8 = tu_rec(XT_STORE_DELTA, FS, 30, 0, 0, 0, 8, bufs[0], 80);
+    assert_int_equal(tu_commit(e.s, 1, &d8, 1), 0);
+    listed(e.s, &v, &img);
+    assert_int_equal(v, 8);
+    assert_false(img);
+    /* the peer's copy: image v5 (SYS) and deltas v6 v7 */
+    struct xt_store_rec peer[3] = {
+        tu_rec(XT_STORE_IMAGE, FS, 30, 0, 0, 0, 5, bufs[1], 500),
+        tu_rec(XT_STORE_DELTA, FS, 30, 0, 0, 0, 6, bufs[2], 60),
+        tu_rec(XT_STORE_DELTA, FS, 30, 0, 0, 0, 7, bufs[3], 70),
+    };
+    peer[0].flags = XT_STORE_F_SYS;
+    assert_int_equal(mdsl_store_apply_local(e.s, peer, 3), 0);
+    listed(e.s, &v, &img);
+    assert_int_equal(v, 8);
+    assert_true(img);
+    struct xt_store_load l;
+    assert_int_equal(mdsl_store_load_slice(e.s, id, &l), 0);
+    assert_int_equal(l.image.version, 5);
+    assert_int_equal(l.image.flags, XT_STORE_F_SYS);
+    assert_memory_equal(l.image.data, bufs[1], 500);
+    assert_int_equal(l.ndeltas, 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(l.deltas[i].version, 6 + i);
+    assert_memory_equal(l.deltas[2].data, bufs[0], 80); /* v8: the commit's */
+    xt_store_load_free(&l);
+    /* a newer image committed: an older copy arriving later changes nothing */
+    struct xt_store_rec i9 = tu_rec(XT_STORE_IMAGE, FS, 30, 0, 0, 0, 9, bufs[4], 90);
+    assert_int_equal(tu_commit(e.s, 2, &i9, 1), 0);
+    assert_int_equal(mdsl_store_apply_local(e.s, peer, 3), 0);
+    assert_int_equal(mdsl_store_load_slice(e.s, id, &l), 0);
+    assert_int_equal(l.image.version, 9);
+    assert_int_equal(l.ndeltas, 0);
+    xt_store_load_free(&l);
+    /* a local transaction cut between PREPARE and COMMIT: never listed as
+     * prepared, aborted by the next open */
+    uint64_t local = MDSL_TXID_LOCAL | 77;
+    struct xt_store_rec i10 = tu_rec(XT_STORE_IMAGE, FS, 30, 0, 0, 0, 10, bufs[5], 100);
+    assert_int_equal(mdsl_store_prepare(e.s, local, &i10, 1), 0);
+    uint64_t *tx;
+    size_t n;
+    assert_int_equal(mdsl_store_prepared(e.s, &tx, &n), 0);
+    assert_int_equal(n, 0);
+    xt_free(tx);
+    tu_close(&e);
+    assert_int_equal(tu_open(&e), 0);
+    assert_int_equal(mdsl_store_commit(e.s, local), -EINVAL); /* aborted */
+    assert_int_equal(mdsl_store_load_slice(e.s, id, &l), 0);
+    assert_int_equal(l.image.version, 9);
+    xt_store_load_free(&l);
+    /* bad input: the reserve flag is a coordinator's, never a copy's */
+    i10.flags = XT_STORE_F_RESERVE;
+    assert_int_equal(mdsl_store_apply_local(e.s, &i10, 1), -EINVAL);
+    assert_int_equal(mdsl_store_apply_local(e.s, NULL, 0), -EINVAL);
+    tu_env_free(&e);
+}
+
 static void test_flags_refused(void **state)
 {
     (void)state;
@@ -934,6 +1016,7 @@ int main(void)
         cmocka_unit_test(test_flags_refused),
         cmocka_unit_test(test_moved_gc),
         cmocka_unit_test(test_list_slices),
+        cmocka_unit_test(test_apply_local),
         cmocka_unit_test(test_uring),
         cmocka_unit_test(test_tmpfs_enospc),
     };

@@ -99,6 +99,7 @@ int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, xt_slice_id id,
     if (resp.__isset.image) {
         out->has_image = true;
         out->image.version = (uint64_t)resp.image.version;
+        out->image.flags = (uint8_t)resp.image.flags;
         out->image.len = (uint32_t)resp.image.data.size();
         if (!(out->image.data = dup_bytes(resp.image.data)))
             goto nomem;
@@ -111,6 +112,7 @@ int xt_mdsl_load_slice(xt_rpc_pool *p, const xt_rpc_call *call, xt_slice_id id,
         for (const Blob &b : resp.deltas) {
             struct xt_store_blob *d = &out->deltas[out->ndeltas];
             d->version = (uint64_t)b.version;
+            d->flags = (uint8_t)b.flags;
             d->len = (uint32_t)b.data.size();
             if (!(d->data = dup_bytes(b.data)))
                 goto nomem;
@@ -217,6 +219,9 @@ int xt_mdsl_stat(xt_rpc_pool *p, const xt_rpc_call *call, struct xt_store_stat *
     st->sweeps = (uint64_t)resp.sweeps;
     st->sweep_owed = (uint64_t)resp.sweep_owed;
     st->failed = resp.failed;
+    st->under_replicated = resp.under_replicated < 0 ? -1 : resp.under_replicated;
+    st->pulled_slices = (uint64_t)resp.pulled_slices;
+    st->pulled_bytes = (uint64_t)resp.pulled_bytes;
     if (!resp.prepared_txids.empty()) {
         st->prepared = static_cast<uint64_t *>(
             xt_calloc(resp.prepared_txids.size(), sizeof(uint64_t)));
@@ -256,7 +261,7 @@ int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cur
             return -ENOMEM;
         for (const SliceInfo &si : resp.slices)
             out->slices[out->n++] = { { (uint32_t)si.fsid, (uint32_t)si.slice, (uint64_t)si.table },
-                                      (uint64_t)si.version, si.moved, si.sys };
+                                      (uint64_t)si.version, si.moved, si.sys, si.image };
     }
     memcpy(out->cursor, resp.cursor.data(), resp.cursor.size());
     out->cursor_len = (uint32_t)resp.cursor.size();
@@ -318,12 +323,14 @@ public:
         if (resp.status == 0) {
             if (l.has_image) {
                 resp.image.version = (int64_t)l.image.version;
+                resp.image.flags = (int8_t)l.image.flags;
                 resp.image.data.assign(static_cast<const char *>(l.image.data), l.image.len);
                 resp.__isset.image = true;
             }
             resp.deltas.resize(l.ndeltas);
             for (size_t i = 0; i < l.ndeltas; i++) {
                 resp.deltas[i].version = (int64_t)l.deltas[i].version;
+                resp.deltas[i].flags = (int8_t)l.deltas[i].flags;
                 resp.deltas[i].data.assign(static_cast<const char *>(l.deltas[i].data),
                                            l.deltas[i].len);
             }
@@ -394,6 +401,9 @@ public:
             resp.sweeps = (int64_t)st.sweeps;
             resp.sweep_owed = (int64_t)st.sweep_owed;
             resp.failed = st.failed;
+            resp.under_replicated = st.under_replicated;
+            resp.pulled_slices = (int64_t)st.pulled_slices;
+            resp.pulled_bytes = (int64_t)st.pulled_bytes;
             for (size_t i = 0; i < st.nprepared; i++)
                 resp.prepared_txids.push_back((int64_t)st.prepared[i]);
         }
@@ -422,6 +432,7 @@ public:
                 si.version = (int64_t)l.slices[i].version;
                 si.moved = l.slices[i].moved;
                 si.sys = l.slices[i].sys;
+                si.image = l.slices[i].image;
             }
             resp.cursor.assign(reinterpret_cast<const char *>(l.cursor),
                                XT_MIN(l.cursor_len, (uint32_t)XT_STORE_CURSOR_MAX));

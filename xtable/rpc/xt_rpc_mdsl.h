@@ -25,6 +25,8 @@ struct xt_store_stat {
     uint64_t dropped_folders, dropped_bytes, rolled_segments, sweeps;
     uint64_t sweep_owed;   /* ring-1 seq of a sweep still owed, 0 none */
     int failed;            /* sticky write error, or 0 */
+    int64_t under_replicated; /* catch-up: -1 not counted (yet, or no replicas) */
+    uint64_t pulled_slices, pulled_bytes;
     size_t nprepared;
     uint64_t *prepared;    /* xt_malloc'd; caller frees with xt_free */
 };

@@ -390,6 +390,10 @@ static void view_to_thrift(const struct xt_view &c, View &t)
         fs_to_thrift(c.fs[i], t.fs[i]);
     t.leader = c.leader;
     t.store = c.store;
+    if (c.has_repl) {
+        t.__set_under_replicated((int64_t)c.under_replicated);
+        t.repl_counted = (int32_t)c.repl_counted;
+    }
 }
 
 static int view_from_thrift(const View &t, struct xt_view &c)
@@ -420,6 +424,11 @@ static int view_from_thrift(const View &t, struct xt_view &c)
     }
     if (!rc && t.__isset.ring1)
         rc = ring1_from_thrift(t.ring1, &c.ring1);
+    c.has_repl = t.__isset.under_replicated && t.under_replicated >= 0 && t.repl_counted > 0;
+    if (c.has_repl) {
+        c.under_replicated = (uint64_t)t.under_replicated;
+        c.repl_counted = (uint32_t)t.repl_counted;
+    }
     if (!rc)
         rc = fs_array_from_thrift(t.fs, &c.fs, &c.nfs);
     if (rc)
@@ -600,6 +609,8 @@ int xt_r2_heartbeat_ex(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t site_id
                     sr.dev = (int64_t)u->storage.dev;
                     req.__set_storage(sr);
                 }
+                if (u && u->has_repl)
+                    req.__set_under_replicated((int64_t)u->under_replicated);
             },
             {
                 if (cap && resp.__isset.capacity) {
@@ -824,6 +835,8 @@ public:
         u.has_storage = req.__isset.storage;
         u.storage = { nonneg(req.storage.size), nonneg(req.storage.avail),
                       nonneg(req.storage.used), (uint64_t)req.storage.dev };
+        u.has_repl = req.__isset.under_replicated && req.under_replicated >= 0;
+        u.under_replicated = u.has_repl ? (uint64_t)req.under_replicated : 0;
         struct xt_capacity cap;
         memset(&cap, 0, sizeof cap);
         reply_view(resp, [&](bool *has, struct xt_view *v) {
@@ -831,7 +844,8 @@ public:
                        ? ops_->heartbeat(ctx_, &rc, (uint32_t)req.site_id,
                                          (uint64_t)req.view_version, req.load, c.data(),
                                          c.size(), any ? &r1 : NULL,
-                                         u.has_epoch || u.has_storage ? &u : NULL, has, v, &cap)
+                                         u.has_epoch || u.has_storage || u.has_repl ? &u : NULL,
+                                         has, v, &cap)
                        : -ENOSYS;
         });
         if (resp.status == 0 && cap.valid) {

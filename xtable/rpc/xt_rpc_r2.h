@@ -134,6 +134,12 @@ struct xt_view {
     char leader[XT_ADDR_MAX];
     char store[16];
     struct xt_view_ring1 *ring1; /* with XT_VIEW_RINGS from an R2 that has it; else NULL */
+    /* With XT_VIEW_SITES from the leader: the under-replicated slices the
+     * MDSL report (docs/mdsl-replicas.md "Catch-up"), summed; repl_counted
+     * MDSL report (0: none, has_repl false). */
+    bool has_repl;
+    uint64_t under_replicated;
+    uint32_t repl_counted;
 };
 /* Frees what the view owns and zeroes it. */
 void xt_view_free(struct xt_view *v);
@@ -164,6 +170,8 @@ struct xt_r2_hb_usage {
     uint64_t epoch;
     bool has_storage;          /* MDSL */
     struct xt_storage_report storage;
+    bool has_repl;             /* MDSL with replicas: its catch-up counted */
+    uint64_t under_replicated; /* slices it should hold and does not yet */
 };
 
 struct xt_fs_usage {
