@@ -455,7 +455,8 @@ static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *ro
     bool dir = row->attr.type == XT_ROW_DIR;
     struct pom_dir_upd pu;
     struct xt_ns_gdt gb;
-    int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, row->attr.ctime_ns, &pu, &q[1]);
+    int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, XT_ROW_SET_ENTRY_ADD,
+                            row->attr.ctime_ns, &pu, &q[1]);
     if (rc == 0) /* its GDT row (a copy: never fails the batch) */
         rc = pom_gdt_op(row->attr.uuid, parent, name, row->attr.ctime_ns, &gb, &q[2]);
     if (rc < 0)
@@ -743,7 +744,7 @@ static int remove_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_r
     struct pom_dir_upd pu;
     struct xt_ns_gdt gb;
     uint64_t now = xt_now_ns();
-    int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, now, &pu, &q[1]);
+    int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, XT_ROW_SET_ENTRY_DEL, now, &pu, &q[1]);
     if (rc == 0)
         rc = pom_gdt_op(a->uuid, 0, NULL, now, &gb, &q[2]);
     if (rc < 0)
