@@ -467,6 +467,13 @@ static void test_inode_flags(void **state)
     assert_int_equal(pom_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 1), -EPERM);
     assert_int_equal(pom_release(f), 0);
     assert_int_equal(pom_setattr(fs, lnk, &in, POM_SET_ATIME_NOW | POM_SET_MTIME_NOW, NULL), 0);
+    /* utime(NULL) through FUSE: each time with its _NOW bit */
+    assert_int_equal(pom_setattr(fs, lnk, &in,
+                                 POM_SET_ATIME | POM_SET_ATIME_NOW | POM_SET_MTIME |
+                                     POM_SET_MTIME_NOW,
+                                 NULL),
+                     0);
+    assert_int_equal(pom_setattr(fs, lnk, &in, POM_SET_MTIME, NULL), -EPERM);
     assert_int_equal(pom_setattr(fs, lnk, &in, POM_SET_MODE, NULL), -EPERM);
     /* A directory's own name, and its entries (generic/079: the MDS
      * checks the directory's flags, so another connection obeys too). */
@@ -486,6 +493,8 @@ static void test_inode_flags(void **state)
     assert_int_equal(pom_rename(fs, d, "victim", sub, "n", 0), -EPERM);
     assert_int_equal(pom_unlink(fs, sub, "f"), -EPERM);
     assert_int_equal(pom_rmdir(fs, sub, "dd"), -EPERM);
+    write_file(fs, dd, "in", x, sizeof x); /* (dd itself has no flag) */
+    assert_int_equal(pom_rmdir(fs, sub, "dd"), -EPERM); /* EPERM before ENOTEMPTY */
     assert_int_equal(pom_rename(fs, sub, "f", d, "n", 0), -EPERM);
     assert_int_equal(pom_rename(fs, sub, "f", sub, "n", 0), -EPERM);
     assert_int_equal(pom_lookup(fs, sub, "n", &st), -ENOENT);
@@ -523,6 +532,7 @@ static void test_inode_flags(void **state)
     assert_int_equal(pom_unlink(fs2, d2, "lnk2"), 0);
     assert_int_equal(pom_unlink(fs, sub, "n"), 0);
     assert_int_equal(pom_unlink(fs, sub, "f"), 0);
+    assert_int_equal(pom_unlink(fs, dd, "in"), 0);
     assert_int_equal(pom_rmdir(fs, sub, "dd"), 0);
     assert_int_equal(pom_rmdir(fs, d, "sub"), 0);
     pom_forget(fs2, sub2, 1);

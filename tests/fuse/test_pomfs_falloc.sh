@@ -67,6 +67,7 @@ echo x >"$M/nodump"
 mkdir "$M/idir" "$M/adir" "$M/idir/sub" "$M/adir/sub"
 echo in >"$M/adir/old"
 echo in >"$M/idir/f"
+mkdir "$M/idir/full" && echo in >"$M/idir/full/f"
 M2=$T/m2 # a second client, which has read both directories before the chattr
 pl_mount "$M2" allow_other
 ls -l "$M2/idir" "$M2/adir" >/dev/null
@@ -100,6 +101,8 @@ check_fixed() { # the checks of +i and +a; $1 says when
     nok "$w: fallocate +i" "$P" fallocate -l 8192 "$M/imm"
     eq "$w: +i bytes unchanged" "$(cat "$M/imm")" data
     ok "$w: append to +a" sh -c "echo more >>'$M/app'"
+    ok "$w: touch +a (times set to now)" touch "$M/app"
+    nok "$w: touch -d +a" "$P" touch -d 2001-01-01 "$M/app"
     nok "$w: overwrite +a" "$P" sh -c "echo x >'$M/app'"
     nok "$w: write into +a without O_APPEND" "$P" dd if=/dev/zero of="$M/app" bs=1 count=1 conv=notrunc
     nok "$w: truncate +a" "$P" truncate -s 1 "$M/app"
@@ -116,10 +119,11 @@ check_fixed() { # the checks of +i and +a; $1 says when
     nok "$w: link into +i dir" "$P" ln "$M/nodump" "$M/idir/hl"
     nok "$w: rm in +i dir" "$P" rm -f "$M/idir/f"
     nok "$w: rmdir in +i dir" "$P" rmdir "$M/idir/sub"
+    nok "$w: rmdir of a non-empty dir in +i dir" "$P" rmdir "$M/idir/full"
     nok "$w: mv out of +i dir" "$P" mv "$M/idir/f" "$M/out"
     nok "$w: mv into +i dir" "$P" mv "$M/ct" "$M/idir/ct"
     nok "$w: rename in +i dir" "$P" mv "$M/idir/f" "$M/idir/g"
-    eq "$w: +i dir entries unchanged" "$(ls "$M/idir" | tr '\n' ' ')" "f sub "
+    eq "$w: +i dir entries unchanged" "$(ls "$M/idir" | tr '\n' ' ')" "f full sub "
     ok "$w: create in +a dir" touch "$M/adir/new$k"
     ok "$w: mkdir in +a dir" mkdir "$M/adir/nd$k"
     ok "$w: link into +a dir" ln "$M/adir/old" "$M/adir/hl$k"
