@@ -123,7 +123,8 @@ int pom_link(pom_fs *fs, pom_ino ino, pom_ino newparent, const char *newname, st
         /* The new parent's times (invariant 5), unless its row is the
          * file's own (a stale map: a batch names a row once). */
         struct pom_dir_upd pu;
-        if (with_parent && pom_dir_upd_op(fs, newparent, 0, now, &pu, &q[n]) == 0 &&
+        if (with_parent &&
+            pom_dir_upd_op(fs, newparent, 0, XT_ROW_SET_ENTRY_ADD, now, &pu, &q[n]) == 0 &&
             !(pu.table == table && strcmp(pu.name, name) == 0))
             np = n++;
         bool retried = false;
@@ -258,12 +259,17 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     int sdir = sa.type == XT_ROW_DIR, ddir = exists && da.type == XT_ROW_DIR;
     int dp = xchg ? ddir - sdir : -sdir, dn = xchg ? sdir - ddir : sdir - ddir;
     size_t first_dir = n;
+    /* What each parent's inode flags must allow: the source loses a name
+     * (gains one back in an exchange), the target gains one (loses the
+     * one it replaces). */
+    uint32_t esrc = XT_ROW_SET_ENTRY_DEL | (xchg ? XT_ROW_SET_ENTRY_ADD : 0);
+    uint32_t edst = XT_ROW_SET_ENTRY_ADD | (exists ? XT_ROW_SET_ENTRY_DEL : 0);
     if (parent == newparent) {
-        rc = pom_dir_upd_op(fs, parent, dp + dn, now, &pu[0], &q[n++]);
+        rc = pom_dir_upd_op(fs, parent, dp + dn, esrc | edst, now, &pu[0], &q[n++]);
     } else {
-        rc = pom_dir_upd_op(fs, parent, dp, now, &pu[0], &q[n++]);
+        rc = pom_dir_upd_op(fs, parent, dp, esrc, now, &pu[0], &q[n++]);
         if (rc == 0)
-            rc = pom_dir_upd_op(fs, newparent, dn, now, &pu[1], &q[n++]);
+            rc = pom_dir_upd_op(fs, newparent, dn, edst, now, &pu[1], &q[n++]);
     }
     if (rc < 0)
         goto out;
@@ -294,7 +300,10 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
         pom_name_holds(fs, parent, name, xchg ? da.uuid : sa.uuid) == xchg)
         rc = 0; /* invariant 4 */
     if (rc < 0 && failed != SIZE_MAX && failed >= first_dir && failed < n) {
-        rc = -ENOENT; /* a parent's row is not where the map says */
+        /* A parent's row is not where the map says, or its inode flags
+         * refuse the change (-EPERM). */
+        if (pom_parent_missing(rc))
+            rc = -ENOENT;
         goto out;
     }
     if (rc == -ESTALE || rc == -EEXIST || (rc == -ENOENT && failed != SIZE_MAX)) {

@@ -54,10 +54,11 @@ struct xt_req pom_ns_req(int op, uint64_t table, const char *name, uint32_t flag
     return q;
 }
 
-int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_dir_upd *u,
-                   struct xt_req *q)
+int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint32_t entry, uint64_t now,
+                   struct pom_dir_upd *u, struct xt_req *q)
 {
     assert(delta >= -1 && delta <= 1); /* one subdirectory gained or lost per change */
+    assert(entry != 0 && !(entry & ~(XT_ROW_SET_ENTRY_ADD | XT_ROW_SET_ENTRY_DEL)));
     /* No read: times are last-writer-wins and the count changes by its
      * delta at the MDS, under the slice lock (XT_ROW_SET_NLINK_ADD: a
      * counted row takes the exact sum; an uncounted 1 stays 1), so
@@ -72,7 +73,10 @@ int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_
         return -ENOTDIR;
     xt_row_init(&u->row);
     u->row.attr.mtime_ns = u->row.attr.ctime_ns = now;
-    uint32_t set = XT_ROW_SET_MTIME | XT_ROW_SET_CTIME;
+    /* The MDS refuses the change when dir's inode flags forbid it (the
+     * flags it holds, not a copy here that another client's chattr made
+     * stale). */
+    uint32_t set = XT_ROW_SET_MTIME | XT_ROW_SET_CTIME | entry;
     if (delta != 0) {
         u->row.attr.nlink = (uint32_t)(int32_t)delta; /* read back as signed */
         set |= XT_ROW_SET_NLINK_ADD;
@@ -187,7 +191,7 @@ int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_a
         n++;
     /* The parent's times in the same batch (invariant 5). */
     struct pom_dir_upd pu;
-    if (pom_dir_upd_op(fs, parent, 0, now, &pu, &q[n]) == 0 &&
+    if (pom_dir_upd_op(fs, parent, 0, XT_ROW_SET_ENTRY_DEL, now, &pu, &q[n]) == 0 &&
         !(pu.table == parent && strcmp(pu.name, name) == 0)) /* a stale map */
         np = n++;
     bool retried = false;

@@ -27,7 +27,10 @@ int pom_dir_check(pom_fs *fs, pom_ino dir);
 /* 1 when table dir has no entry (never created counts as empty), 0, -errno. */
 int pom_dir_empty(pom_fs *fs, uint64_t dir);
 /* The change of directory dir's own row that goes into an atomic batch
- * changing dir's entries (docs/client.md "nlink", "times"): mtime = ctime
+ * changing dir's entries (docs/client.md "nlink", "times"): `entry` says
+ * how (XT_ROW_SET_ENTRY_ADD: an entry made or moved in; _DEL: one removed,
+ * moved out or replaced; both for an exchange), and the MDS answers -EPERM
+ * when dir's inode flags forbid it (immutable, append-only); mtime = ctime
  * = now, and nlink + delta (delta = subdirectories gained) added by the
  * MDS (XT_ROW_SET_NLINK_ADD: only rows that count, xt_row_count_of; directories
  * made before the count was kept report 1, "unknown", forever). No read:
@@ -40,8 +43,8 @@ struct pom_dir_upd {
     char name[XT_NAME_MAX + 1];
     xt_row row;                 /* the new values */
 };
-int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint64_t now, struct pom_dir_upd *u,
-                   struct xt_req *q);
+int pom_dir_upd_op(pom_fs *fs, pom_ino dir, int delta, uint32_t entry, uint64_t now,
+                   struct pom_dir_upd *u, struct xt_req *q);
 /* Removes the link stub (parent, name) whose attributes are *stub, with
  * its ILT nlink change, atomically. -ESTALE: read again. */
 int pom_unlink_stub(pom_fs *fs, pom_ino parent, const char *name, const xt_row_attr *stub);

@@ -244,6 +244,12 @@ static int setattr_denied(uint32_t iflags, int to_set)
 {
     if (to_set & SET_IFLAGS)
         return 0; /* (chattr -i) */
+    /* utime(NULL) comes as ATIME with ATIME_NOW (and MTIME with
+     * MTIME_NOW): a time set to now, whatever value rides along. */
+    if (to_set & POM_SET_ATIME_NOW)
+        to_set &= ~POM_SET_ATIME;
+    if (to_set & POM_SET_MTIME_NOW)
+        to_set &= ~POM_SET_MTIME;
     if (iflags & XT_NS_ROW_F_IMMUTABLE)
         return -EPERM;
     if ((iflags & XT_NS_ROW_F_APPEND) &&
@@ -455,7 +461,8 @@ static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *ro
     bool dir = row->attr.type == XT_ROW_DIR;
     struct pom_dir_upd pu;
     struct xt_ns_gdt gb;
-    int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, row->attr.ctime_ns, &pu, &q[1]);
+    int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, XT_ROW_SET_ENTRY_ADD,
+                            row->attr.ctime_ns, &pu, &q[1]);
     if (rc == 0) /* its GDT row (a copy: never fails the batch) */
         rc = pom_gdt_op(row->attr.uuid, parent, name, row->attr.ctime_ns, &gb, &q[2]);
     if (rc < 0)
@@ -743,7 +750,7 @@ static int remove_batch(pom_fs *fs, pom_ino parent, const char *name, const xt_r
     struct pom_dir_upd pu;
     struct xt_ns_gdt gb;
     uint64_t now = xt_now_ns();
-    int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, now, &pu, &q[1]);
+    int rc = pom_dir_upd_op(fs, parent, dir ? -1 : 0, XT_ROW_SET_ENTRY_DEL, now, &pu, &q[1]);
     if (rc == 0)
         rc = pom_gdt_op(a->uuid, 0, NULL, now, &gb, &q[2]);
     if (rc < 0)
@@ -833,8 +840,14 @@ static int remove_entry(pom_fs *fs, pom_ino parent, const char *name, bool dir)
             int e = pom_dir_empty(fs, a.uuid);
             if (e < 0)
                 return e;
-            if (!e)
-                return -ENOTEMPTY;
+            if (!e) {
+                /* A local file system refuses the removal for the
+                 * parent's flags before it looks into the directory. */
+                unsigned fl = 0;
+                if ((rc = pom_getflags(fs, parent, &fl)) < 0)
+                    return rc;
+                return fl & (FS_IMMUTABLE_FL | FS_APPEND_FL) ? -EPERM : -ENOTEMPTY;
+            }
             rc = remove_batch(fs, parent, name, &a);
             if (rc == -ESTALE)
                 continue;

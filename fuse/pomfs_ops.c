@@ -24,7 +24,13 @@
  *  (6) An O_DIRECT write drops the kernel's cached pages of its range after
  *      the bytes are stored and before it is answered: a buffered read that
  *      raced with it (an asynchronous direct write gets no invalidation
- *      from the kernel when it completes) cannot keep the old bytes.
+ *      from the kernel when it completes) cannot keep the old bytes. Only
+ *      a write the kernel sent from its direct path, which holds no page
+ *      lock: the flags of a write are the file's at sending time, so a
+ *      buffered write (its pages locked until the answer) carries O_DIRECT
+ *      when fcntl set it meanwhile, and dropping its pages would wait for
+ *      itself (generic/036). The direct path names a lock owner
+ *      (FUSE_WRITE_LOCKOWNER, fi->lock_owner != 0), the buffered one none.
  *  (7) POSIX ACLs (docs/client.md "POSIX ACLs"): with FUSE_CAP_POSIX_ACL
  *      the kernel checks permissions against the ACL xattrs it reads
  *      through getxattr (and caches), and hands setfacl's changes over
@@ -357,7 +363,7 @@ static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
      * cannot, so there an asynchronous direct write may leave stale pages
      * (docs/client.md "pomfs"). Appends drop every page (the offset the
      * library wrote at is not known here). */
-    if (n > 0 && (fi->flags & O_DIRECT) && P(req)->threaded) {
+    if (n > 0 && (fi->flags & O_DIRECT) && fi->lock_owner != 0 && P(req)->threaded) {
         bool append = (fi->flags & O_APPEND) != 0;
         fuse_lowlevel_notify_inval_inode(P(req)->se, ino, append ? 0 : off,
                                          append ? 0 : (off_t)n);

@@ -30,6 +30,11 @@
  * version), LOOKUP -> MDS_AOP_CHECK, UPDATE and DELETE as the single ops
  * do them.
  *
+ * A directory's own row update that rides with a change of its entries
+ * carries XT_ROW_SET_ENTRY_ADD/DEL (xt_row.h): it fails -EPERM, and with it
+ * the batch, when the directory's inode flags (immutable, append-only)
+ * forbid that change, so the rule holds for every client at once.
+ *
  * System rows (names starting 00 FF, xt_hash.h, docs/mds-xact.md) hold
  * transaction state: a request naming one answers -EINVAL unless it carries
  * XT_F_SYS (MDS-to-MDS calls only), and lists return them only with
@@ -40,6 +45,7 @@
 
 #include "xt_common.h"
 #include "xt_hash.h"
+#include "xt_ns.h"
 
 #include <string.h>
 
@@ -312,11 +318,31 @@ static int uuid_check(const struct xt_req *req, const void *row, size_t len)
     return v.attr.uuid == req->expect_uuid ? 0 : -ESTALE;
 }
 
+/* XT_ROW_SET_ENTRY_ADD/DEL: a directory's entries change only while its
+ * inode flags allow it (xt_row.h). Checked here, under the slice lock
+ * with the update, so every client sees a chattr of the directory at once. */
+static int entry_check(const struct xt_req *req, const void *row, size_t len)
+{
+    uint32_t deny = 0;
+    if (req->set_mask & XT_ROW_SET_ENTRY_ADD)
+        deny |= XT_NS_ROW_F_IMMUTABLE;
+    if (req->set_mask & XT_ROW_SET_ENTRY_DEL)
+        deny |= XT_NS_ROW_F_FIXED;
+    if (!deny)
+        return 0;
+    xt_row v;
+    if (xt_row_decode_meta(row, len, &v))
+        return -EIO;
+    return v.attr.flags & deny ? -EPERM : 0;
+}
+
 static int update_fn(void *arg, const void *old, size_t old_len, uint8_t **out, size_t *out_len)
 {
     const struct xt_req *req = ((struct upd_arg *)arg)->req;
     mds_group *g = ((struct upd_arg *)arg)->group;
     int rc = uuid_check(req, old, old_len);
+    if (rc == 0)
+        rc = entry_check(req, old, old_len);
     if (rc < 0)
         return rc;
     xt_row_patch p;

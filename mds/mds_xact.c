@@ -481,12 +481,24 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
             sidx[ns++] = SIZE_MAX; /* (not the client's: its answer is dropped) */
         }
     /* Times first: a parent removed or moved meanwhile stops the batch
-     * before anything else changed (a create answers -ENOENT). */
-    for (size_t i = 0; i < n && !all_strict; i++)
-        if (xt_req_loose_before(&reqs[i]) && (rc = run_loose(x, &reqs[i], 0, &resps[i])) < 0) {
+     * before anything else changed (a create answers -ENOENT), and so does
+     * one whose inode flags forbid the change (XT_ROW_SET_ENTRY_ADD/DEL,
+     * -EPERM). A count's parent is checked so by its times alone: its
+     * delta goes later, as an RMU that cannot fail the batch. */
+    for (size_t i = 0; i < n && !all_strict; i++) {
+        struct xt_req t = reqs[i];
+        if (!xt_req_loose(&t))
+            continue;
+        if (xt_req_loose_after(&t)) {
+            if (!(t.set_mask & (XT_ROW_SET_ENTRY_ADD | XT_ROW_SET_ENTRY_DEL)))
+                continue;
+            t.set_mask &= ~XT_ROW_SET_NLINK_ADD;
+        }
+        if ((rc = run_loose(x, &t, 0, &resps[i])) < 0) {
             *failed = i;
             return client_rc(rc);
         }
+    }
     uint32_t self = mds_route_self(x->o.route), site[XT_BATCH_ATOMIC_MAX];
     size_t sf = 0;
     /* Owners by this MDS's bitmap, which may be behind the owner's (a split

@@ -110,6 +110,11 @@ const i32 XT_SET_NLINK_ADD = 0x8000
  * the new value is later (a max-merge: an RMU's late delivery never moves
  * a time back). */
 const i32 XT_SET_TIMES_MAX = 0x10000
+/* XT_SET_ENTRY_ADD, XT_SET_ENTRY_DEL: the update of a directory's own row
+ * that rides with an entry made (ADD) or removed (DEL) in it fails -EPERM
+ * when the directory is immutable (both) or append-only (DEL): xt_row.h. */
+const i32 XT_SET_ENTRY_ADD = 0x20000
+const i32 XT_SET_ENTRY_DEL = 0x40000
 
 struct XtReq {
   1: ReqHeader hdr,

@@ -256,6 +256,14 @@ const char *xt_row_last_error(void);
  * is later (a max-merge), so an update that arrives late (an RMU's
  * delivery) never moves a time back. */
 #define XT_ROW_SET_TIMES_MAX  (1u << 16)
+/* Conditions of a directory's own row update that rides with a change of
+ * its entries (docs/client.md "Inode flags"); xt_row_update ignores them,
+ * the MDS checks them against the row's inode flags (xt_ns.h) before the
+ * update: ENTRY_ADD (an entry made or moved in) answers -EPERM when the
+ * directory is immutable, ENTRY_DEL (an entry removed, moved out or
+ * replaced) when it is immutable or append-only. */
+#define XT_ROW_SET_ENTRY_ADD  (1u << 17)
+#define XT_ROW_SET_ENTRY_DEL  (1u << 18)
 
 /* The signed count (2 + subdirectories) of a counted row, or INT64_MIN for
  * one not counted (nlink 0 or 1 without XT_ROW_F_NLINK_LOW). */

@@ -412,8 +412,10 @@ static void test_remove_and_rename(void **state)
 
 /* Inode flags (pom_getflags/pom_setflags, chattr's FS_*_FL): immutable
  * and append-only are enforced on files (also when set while open, and
- * through a hard link's other name) and on a directory's own name; kept
- * in the row, seen by a fresh connection. */
+ * through a hard link's other name), on a directory's own name and on its
+ * entries (no entry added to or removed from an immutable directory, none
+ * removed from an append-only one); kept in the row, seen by a fresh
+ * connection. */
 static void test_inode_flags(void **state)
 {
     (void)state;
@@ -465,12 +467,47 @@ static void test_inode_flags(void **state)
     assert_int_equal(pom_fallocate(f, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 1), -EPERM);
     assert_int_equal(pom_release(f), 0);
     assert_int_equal(pom_setattr(fs, lnk, &in, POM_SET_ATIME_NOW | POM_SET_MTIME_NOW, NULL), 0);
+    /* utime(NULL) through FUSE: each time with its _NOW bit */
+    assert_int_equal(pom_setattr(fs, lnk, &in,
+                                 POM_SET_ATIME | POM_SET_ATIME_NOW | POM_SET_MTIME |
+                                     POM_SET_MTIME_NOW,
+                                 NULL),
+                     0);
+    assert_int_equal(pom_setattr(fs, lnk, &in, POM_SET_MTIME, NULL), -EPERM);
     assert_int_equal(pom_setattr(fs, lnk, &in, POM_SET_MODE, NULL), -EPERM);
-    /* A directory's own name. */
+    /* A directory's own name, and its entries (generic/079: the MDS
+     * checks the directory's flags, so another connection obeys too). */
     assert_int_equal(pom_mkdir(fs, d, "sub", 0755, NULL, &st), 0);
     pom_ino sub = st.st_ino;
+    assert_int_equal(pom_mkdir(fs, sub, "dd", 0755, NULL, &st), 0);
+    pom_ino dd = st.st_ino;
+    write_file(fs, sub, "f", x, sizeof x);
+    assert_int_equal(pom_lookup(fs, d, "victim", &st), 0);
+    pom_ino victim = st.st_ino;
     assert_int_equal(pom_setflags(fs, sub, 0x10), 0);
     assert_int_equal(pom_rmdir(fs, d, "sub"), -EPERM);
+    assert_int_equal(pom_mknod(fs, sub, "n", S_IFREG | 0644, 0, NULL, &st), -EPERM);
+    assert_int_equal(pom_mkdir(fs, sub, "n", 0755, NULL, &st), -EPERM);
+    assert_int_equal(pom_symlink(fs, sub, "n", "f", NULL, &st), -EPERM);
+    assert_int_equal(pom_link(fs, victim, sub, "n", &st), -EPERM);
+    assert_int_equal(pom_rename(fs, d, "victim", sub, "n", 0), -EPERM);
+    assert_int_equal(pom_unlink(fs, sub, "f"), -EPERM);
+    assert_int_equal(pom_rmdir(fs, sub, "dd"), -EPERM);
+    write_file(fs, dd, "in", x, sizeof x); /* (dd itself has no flag) */
+    assert_int_equal(pom_rmdir(fs, sub, "dd"), -EPERM); /* EPERM before ENOTEMPTY */
+    assert_int_equal(pom_rename(fs, sub, "f", d, "n", 0), -EPERM);
+    assert_int_equal(pom_rename(fs, sub, "f", sub, "n", 0), -EPERM);
+    assert_int_equal(pom_lookup(fs, sub, "n", &st), -ENOENT);
+    assert_int_equal(pom_lookup(fs, d, "n", &st), -ENOENT);
+    assert_int_equal(pom_setflags(fs, sub, 0x20), 0); /* a: additions only */
+    assert_int_equal(pom_mknod(fs, sub, "n", S_IFREG | 0644, 0, NULL, &st), 0);
+    pom_ino n = st.st_ino;
+    assert_int_equal(pom_unlink(fs, sub, "n"), -EPERM);
+    assert_int_equal(pom_unlink(fs, sub, "f"), -EPERM);
+    assert_int_equal(pom_rmdir(fs, sub, "dd"), -EPERM);
+    assert_int_equal(pom_rename(fs, sub, "f", sub, "g", 0), -EPERM);
+    assert_int_equal(pom_rename(fs, sub, "n", sub, "f", 0), -EPERM); /* over f */
+    assert_int_equal(pom_rename(fs, sub, "f", d, "g", 0), -EPERM);
     /* Kept in the rows: a fresh connection sees and obeys them. */
     pom_fs *fs2 = conn();
     assert_int_equal(pom_lookup(fs2, POM_ROOT_INO, "iflags", &st), 0);
@@ -479,6 +516,11 @@ static void test_inode_flags(void **state)
     assert_int_equal(pom_getflags(fs2, imm, &fl), 0);
     assert_int_equal(fl, 0x50);
     assert_int_equal(pom_unlink(fs2, d2, "imm"), -EPERM);
+    assert_int_equal(pom_lookup(fs2, d2, "sub", &st), 0);
+    pom_ino sub2 = st.st_ino;
+    assert_int_equal(pom_unlink(fs2, sub2, "n"), -EPERM);
+    assert_int_equal(pom_setflags(fs, sub, 0x10), 0); /* i, through the other connection */
+    assert_int_equal(pom_mknod(fs2, sub2, "n2", S_IFREG | 0644, 0, NULL, &st), -EPERM);
     assert_int_equal(pom_lookup(fs2, d2, "lnk2", &st), 0);
     assert_int_equal(pom_getflags(fs2, lnk, &fl), 0);
     assert_int_equal(fl, 0x20);
@@ -488,7 +530,15 @@ static void test_inode_flags(void **state)
     assert_int_equal(pom_setflags(fs, sub, 0), 0);
     assert_int_equal(pom_unlink(fs2, d2, "imm"), 0);
     assert_int_equal(pom_unlink(fs2, d2, "lnk2"), 0);
+    assert_int_equal(pom_unlink(fs, sub, "n"), 0);
+    assert_int_equal(pom_unlink(fs, sub, "f"), 0);
+    assert_int_equal(pom_unlink(fs, dd, "in"), 0);
+    assert_int_equal(pom_rmdir(fs, sub, "dd"), 0);
     assert_int_equal(pom_rmdir(fs, d, "sub"), 0);
+    pom_forget(fs2, sub2, 1);
+    pom_forget(fs, n, 1);
+    pom_forget(fs, dd, 1);
+    pom_forget(fs, victim, 1);
     pom_forget(fs2, imm, 1);
     pom_forget(fs2, lnk, 1);
     pom_forget(fs2, d2, 1);

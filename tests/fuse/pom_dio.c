@@ -14,6 +14,15 @@
  *
  * Exit 0: every round read its bytes; 1: a stale read ("stale: round R
  * offset O byte B") or an error; 77: the kernel has no AIO here.
+ *
+ *   pom_dio --toggle FILE [ROUNDS]
+ *
+ * generic/036's race: 512-byte writes at offset 512 on one fd while a
+ * thread turns O_DIRECT on and off on it (fcntl F_SETFL). A write the
+ * kernel began buffered holds its partly written page locked while it
+ * waits for pomfs's answer, yet may carry O_DIRECT in its flags; pomfs
+ * must not wait for that page then (a deadlock: the call never returns).
+ * Exit 0: ROUNDS writes returned; 1: an error.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* O_DIRECT */
@@ -54,12 +63,62 @@ static int die(const char *what)
     return 1;
 }
 
+/* generic/036's writes: part of a page, so a buffered one keeps the page
+ * (not up to date) locked until pomfs answers; the kernel unlocks a page
+ * a write fills before it sends the write. */
+#define TOGGLE_LEN 512
+
+static atomic_int toggles;
+
+static void *toggler(void *arg)
+{
+    int fd = *(int *)arg;
+    int fl = fcntl(fd, F_GETFL);
+    while (fl >= 0 && !atomic_load(&stop)) {
+        if (fcntl(fd, F_SETFL, fl | O_DIRECT) < 0 || fcntl(fd, F_SETFL, fl) < 0) {
+            printf("fcntl: %s\n", strerror(errno));
+            break;
+        }
+        atomic_fetch_add(&toggles, 1);
+    }
+    return NULL;
+}
+
+static int toggle_main(const char *file, int rounds)
+{
+    void *blk;
+    if (posix_memalign(&blk, 4096, BLOCK) != 0)
+        return die("malloc");
+    int fd = open(file, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return die("open");
+    pthread_t th;
+    if (pthread_create(&th, NULL, toggler, &fd) != 0)
+        return die("pthread_create");
+    int rc = 0;
+    for (int r = 1; r <= rounds && rc == 0; r++) {
+        memset(blk, r & 0xff, TOGGLE_LEN);
+        if (pwrite(fd, blk, TOGGLE_LEN, TOGGLE_LEN) != TOGGLE_LEN)
+            rc = die("pwrite");
+    }
+    atomic_store(&stop, 1);
+    pthread_join(th, NULL);
+    close(fd);
+    free(blk);
+    if (rc == 0)
+        printf("%d writes returned, O_DIRECT turned on %d times\n", rounds,
+               atomic_load(&toggles));
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: pom_dio FILE [ROUNDS]\n");
+        fprintf(stderr, "usage: pom_dio [--toggle] FILE [ROUNDS]\n");
         return 2;
     }
+    if (strcmp(argv[1], "--toggle") == 0)
+        return argc < 3 ? 2 : toggle_main(argv[2], argc > 3 ? atoi(argv[3]) : 2000);
     int rounds = argc > 2 ? atoi(argv[2]) : 200;
     char *zero = calloc(1, SIZE), *got = malloc(BLOCK);
     void *blk;

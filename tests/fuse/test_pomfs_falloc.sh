@@ -10,8 +10,11 @@
 #   library test test_pom_blob_client covers them); st_blksize 4096;
 #   chattr/lsattr (root: CAP_LINUX_IMMUTABLE): +i forbids write, truncate,
 #   rm, mv, ln, chmod, touch, xattrs, fallocate (EPERM), +a allows appends
-#   only; a directory's +i/+a keep its own name and attributes; flags kept
-#   across a remount; an owner without the
+#   only; a directory's +i/+a keep its own name and attributes; no entry
+#   of a +i directory is made, linked, moved in or out, renamed or removed,
+#   and a +a directory takes new entries but loses none (generic/079), also
+#   through a second mount that read the directory before the chattr (the
+#   MDS checks the flags); flags kept across a remount; an owner without the
 #   capability cannot set +i; FIEMAP and O_TMPFILE answer EOPNOTSUPP (the
 #   kernel answers them: docs/client.md "Not built").
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
@@ -61,8 +64,13 @@ flags() { lsattr -d "$1" 2>&1 | cut -d' ' -f1 | tr -d -- -; }
 echo data >"$M/imm"
 echo line >"$M/app"
 echo x >"$M/nodump"
-mkdir "$M/idir" "$M/adir"
+mkdir "$M/idir" "$M/adir" "$M/idir/sub" "$M/adir/sub"
 echo in >"$M/adir/old"
+echo in >"$M/idir/f"
+mkdir "$M/idir/full" && echo in >"$M/idir/full/f"
+M2=$T/m2 # a second client, which has read both directories before the chattr
+pl_mount "$M2" allow_other
+ls -l "$M2/idir" "$M2/adir" >/dev/null
 ok "chattr +i" chattr +i "$M/imm"
 ok "chattr +a" chattr +a "$M/app"
 ok "chattr +dA" chattr +dA "$M/nodump"
@@ -93,6 +101,8 @@ check_fixed() { # the checks of +i and +a; $1 says when
     nok "$w: fallocate +i" "$P" fallocate -l 8192 "$M/imm"
     eq "$w: +i bytes unchanged" "$(cat "$M/imm")" data
     ok "$w: append to +a" sh -c "echo more >>'$M/app'"
+    ok "$w: touch +a (times set to now)" touch "$M/app"
+    nok "$w: touch -d +a" "$P" touch -d 2001-01-01 "$M/app"
     nok "$w: overwrite +a" "$P" sh -c "echo x >'$M/app'"
     nok "$w: write into +a without O_APPEND" "$P" dd if=/dev/zero of="$M/app" bs=1 count=1 conv=notrunc
     nok "$w: truncate +a" "$P" truncate -s 1 "$M/app"
@@ -100,12 +110,39 @@ check_fixed() { # the checks of +i and +a; $1 says when
     nok "$w: punch +a" "$P" fallocate -p -o 0 -l 1 "$M/app"
     nok "$w: mv a +a directory" "$P" mv "$M/adir" "$M/adir2"
     ok "$w: append bytes read back" grep -q more "$M/app"
+    # generic/079: the entries of +i and +a directories
+    local k=$2
+    nok "$w: create in +i dir" "$P" touch "$M/idir/new"
+    nok "$w: mkdir in +i dir" "$P" mkdir "$M/idir/nd"
+    nok "$w: mkfifo in +i dir" "$P" mkfifo "$M/idir/ff"
+    nok "$w: symlink in +i dir" "$P" ln -s f "$M/idir/sl"
+    nok "$w: link into +i dir" "$P" ln "$M/nodump" "$M/idir/hl"
+    nok "$w: rm in +i dir" "$P" rm -f "$M/idir/f"
+    nok "$w: rmdir in +i dir" "$P" rmdir "$M/idir/sub"
+    nok "$w: rmdir of a non-empty dir in +i dir" "$P" rmdir "$M/idir/full"
+    nok "$w: mv out of +i dir" "$P" mv "$M/idir/f" "$M/out"
+    nok "$w: mv into +i dir" "$P" mv "$M/ct" "$M/idir/ct"
+    nok "$w: rename in +i dir" "$P" mv "$M/idir/f" "$M/idir/g"
+    eq "$w: +i dir entries unchanged" "$(ls "$M/idir" | tr '\n' ' ')" "f full sub "
+    ok "$w: create in +a dir" touch "$M/adir/new$k"
+    ok "$w: mkdir in +a dir" mkdir "$M/adir/nd$k"
+    ok "$w: link into +a dir" ln "$M/adir/old" "$M/adir/hl$k"
+    echo m >"$M/mv$k"
+    ok "$w: mv into +a dir" mv "$M/mv$k" "$M/adir/mv$k"
+    nok "$w: rm in +a dir" "$P" rm -f "$M/adir/old"
+    nok "$w: rmdir in +a dir" "$P" rmdir "$M/adir/nd$k"
+    nok "$w: mv out of +a dir" "$P" mv "$M/adir/old" "$M/out"
+    nok "$w: rename in +a dir" "$P" mv "$M/adir/old" "$M/adir/g"
+    nok "$w: mv over an entry of +a dir" "$P" mv "$M/adir/new$k" "$M/adir/old"
+    eq "$w: +a dir kept its entry" "$(cat "$M/adir/old")" in
+    nok "$w: create in +i dir, second mount" "$P" touch "$M2/idir/new2"
+    nok "$w: rm in +a dir, second mount" "$P" rm -f "$M2/adir/old"
 }
-check_fixed "mounted"
+check_fixed "mounted" 1
 pl_umount "$M"
 pl_mount "$M" allow_other
 eq "lsattr after a remount" "$(flags "$M/imm") $(flags "$M/app") $(flags "$M/nodump") $(flags "$M/idir")" "i a dA i"
-check_fixed "after a remount"
+check_fixed "after a remount" 2
 # The kernel checks the capability before pomfs hears of it.
 chmod 711 "$T" # (nobody walks to the mount)
 echo n >"$M/owned"
@@ -116,5 +153,6 @@ ok "chattr +d by the owner" setpriv --reuid nobody --regid nogroup --clear-group
 eq "lsattr of the owner's file" "$(flags "$M/owned")" d
 ok "chattr -ia" chattr -i -a "$M/imm" "$M/app" "$M/idir" "$M/adir"
 ok "rm after chattr -i" rm "$M/imm" "$M/app"
-ok "rmdir after chattr -i" rmdir "$M/idir"
+ok "rm -r after chattr -i" rm -r "$M/idir" "$M/adir"
+pl_umount "$M2"
 pl_done

@@ -3,7 +3,10 @@
 # wrong, on one mount of a `pomctl up` cluster (docs/testing.md
 # "test_pomfs_posix"):
 #   asynchronous O_DIRECT writes read back by buffered reads that raced
-#   with them (generic/451; pom_dio); times before 1970, also after a
+#   with them (generic/451; pom_dio), and buffered writes while a thread
+#   turns O_DIRECT on and off return (generic/036: no deadlock on the
+#   pages such a write holds; a writer still waiting after 120 s, many
+#   times what the writes take, is the failure); times before 1970, also after a
 #   remount (generic/258); device numbers of device nodes after a remount,
 #   and a device opened through the mount (generic/306); fstat of an open
 #   directory after rmdir and after a rename over it, and of an open file
@@ -20,6 +23,25 @@ pl_mount "$M"
 "$DIO" "$M/dio" 300 >"$T/dio.out" 2>&1; rc=$?
 cat "$T/dio.out"
 [ "$rc" = 77 ] || eq "aio O_DIRECT writes, then buffered reads" "$rc" 0
+"$DIO" --toggle "$M/toggle" 2000 >"$T/toggle.out" 2>&1 &
+dio=$!
+for _ in $(seq 600); do kill -0 "$dio" 2>/dev/null || break; sleep 0.2; done
+if kill -0 "$dio" 2>/dev/null; then
+    # A writer waits for pomfs, whose thread waits in the kernel for that
+    # writer's page: not even SIGKILL ends pomfs then. Abort the FUSE
+    # connection (fusectl, in a mount namespace of its own), which ends both.
+    echo "FAIL: writes while O_DIRECT is turned on and off hung (connection aborted)"
+    conn=$(awk -v m="$M" '$5 == m { split($3, d, ":"); print d[2] }' /proc/self/mountinfo)
+    unshare -m sh -c "mount -t fusectl none /sys/fs/fuse/connections &&
+        echo 1 >/sys/fs/fuse/connections/$conn/abort"
+    wait "$dio"
+    fusermount3 -u "$M"
+    FAIL=$((FAIL+1))
+    pl_done
+fi
+wait "$dio"; rc=$?
+cat "$T/toggle.out"
+eq "writes while O_DIRECT is turned on and off" "$rc" 0
 
 touch -m -d "1960-01-01 00:00:00.5" "$M/old"
 touch -a -d "1969-12-31 23:59:59" "$M/old"

@@ -166,7 +166,7 @@ int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt
 static inline bool xt_req_loose(const struct xt_req *q)
 {
     const uint32_t ok = XT_ROW_SET_ATIME | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
-                        XT_ROW_SET_NLINK_ADD;
+                        XT_ROW_SET_NLINK_ADD | XT_ROW_SET_ENTRY_ADD | XT_ROW_SET_ENTRY_DEL;
     return q->op == XT_OP_UPDATE && !(q->flags & (XT_F_IF_VER | XT_F_SYS)) &&
            !(q->set_mask & ~ok) && q->ndrop == 0 && (!q->row || q->row->ngroups == 0);
 }
