@@ -58,11 +58,13 @@ static const struct cmd_help helps[] = {
     { "ring", "ring show [0|1]",
       "Decode ring 0 (slices -> MDS) and/or ring 1 (slices -> MDSL): version,\n"
       "vnodes per site, and each site's share of the key space.\n" },
-    { "fs", "fs create NAME [--blob-backend local --blob-path DIR] | fs list |\n"
+    { "fs", "fs create NAME [--blob-backend local --blob-path DIR | --copies N] | fs list |\n"
             "       fs stat NAME | fs drop NAME [--force] |\n"
             "       fs key NAME [--rotate] [--out FILE] |\n"
             "       fs quota NAME [--bytes N] [--inodes N]   (0: none)",
-      "create  a new file-system instance (NAME: 1-64 of [A-Za-z0-9._-])\n"
+      "create  a new file-system instance (NAME: 1-64 of [A-Za-z0-9._-]);\n"
+      "        --copies N: files over 64 KiB on the MDSL (backend mdsl), N copies\n"
+      "        of each tract (default of mdsl: min(3, number of MDSL))\n"
       "list    every file system\n"
       "stat    one file system: fsid, root table, files (inodes) and bytes used\n"
       "        (docs/r2.md \"Capacity and quotas\"), quotas, mounts, blob\n"

@@ -13,6 +13,7 @@
 #include "pomctl_progress.h"
 
 #include "xt_common.h"
+#include "xt_daemon.h"
 #include "xt_ring.h"
 #include "xt_time.h"
 
@@ -792,7 +793,7 @@ static int fs_create_call(struct pomctl *ctl, const xt_rpc_call *call, void *arg
 
 static int fs_create(struct pomctl *ctl, int argc, char **argv)
 {
-    const char *name = NULL, *backend = "", *path = "";
+    const char *name = NULL, *backend = "", *path = "", *copies = NULL;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         const char **dst = NULL;
@@ -801,6 +802,8 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
             dst = &backend;
         else if (!strncmp(a, "--blob-path", n = 11))
             dst = &path;
+        else if (!strncmp(a, "--copies", n = 8))
+            dst = &copies;
         if (dst && a[n] == '=') {
             *dst = a + n + 1;
         } else if (dst && a[n] == '\0') {
@@ -826,6 +829,21 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
                                 backend);
     if (strlen(path) >= XT_PATH_MAX)
         return pomctl_usage_err(ctl, "fs", "--blob-path is too long");
+    /* The mdsl backend's setting rides in the blob path (docs/format-blob.md
+     * "mdsl"): "copies=N", or "" for min(3, MDSL in ring 1). */
+    char copies_path[32];
+    if (copies) {
+        uint64_t nc;
+        if (xt_parse_u64(copies, 1, 8, &nc))
+            return pomctl_usage_err(ctl, "fs", "--copies wants 1..8, got '%s'", copies);
+        if (*backend && strcmp(backend, "mdsl"))
+            return pomctl_usage_err(ctl, "fs", "--copies is for --blob-backend mdsl");
+        if (*path)
+            return pomctl_usage_err(ctl, "fs", "--copies and --blob-path exclude each other");
+        backend = "mdsl";
+        snprintf(copies_path, sizeof copies_path, "copies=%llu", (unsigned long long)nc);
+        path = copies_path;
+    }
     int code = pomctl_resolve_addrs(ctl);
     if (code)
         return code;

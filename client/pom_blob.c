@@ -2,8 +2,8 @@
  * pom_blob.c -- the generic layer of the blob tier (pom_blob.h; docs/
  * format-blob.md): cuts byte ranges into tracts, shares one open file per
  * uuid, keeps a failed fsync sticky, and calls the backend's ops table
- * (pom_blob_i.h). Built backend: `local` (pom_blob_local.c); `mdsl` and
- * `rados` are named but refused at open (-ENOTSUP). Floor 3.1 of
+ * (pom_blob_i.h). Built backends: `local` (pom_blob_local.c) and `mdsl`
+ * (pom_blob_mdsl.c); `rados` is named but refused at open (-ENOTSUP). Floor 3.1 of
  * libpomegranate: calls only its backends.
  *
  * Invariants (beyond pom_blob.h's):
@@ -37,12 +37,13 @@ int pom_blob_open(const struct pom_blob_conf *c, pom_blob **out)
 {
     *out = NULL;
     const char *be = c->backend && *c->backend ? c->backend : "local";
-    if (!strcmp(be, "mdsl") || !strcmp(be, "rados")) {
-        XT_ERR("blob: backend '%s' is not built in this version (only 'local'); large "
+    if (!strcmp(be, "rados")) {
+        XT_ERR("blob: backend '%s' is not built in this version (local, mdsl); large "
                "files of this fs cannot be reached (docs/format-blob.md)", be);
         return -ENOTSUP;
     }
-    if (strcmp(be, "local")) {
+    const struct blob_ops *ops = !strcmp(be, "mdsl") ? &pom_blob_mdsl_ops : &pom_blob_local_ops;
+    if (strcmp(be, "local") && strcmp(be, "mdsl")) {
         XT_ERR("blob: unknown backend '%s' (local, mdsl, rados)", be);
         return -EINVAL;
     }
@@ -55,7 +56,7 @@ int pom_blob_open(const struct pom_blob_conf *c, pom_blob **out)
     pom_blob *b = xt_calloc(1, sizeof *b);
     if (!b)
         return -ENOMEM;
-    b->ops = &pom_blob_local_ops;
+    b->ops = ops;
     b->fsid = c->fsid;
     b->tract_size = ts;
     b->tract_shift = (unsigned)__builtin_ctzll(ts);

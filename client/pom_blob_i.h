@@ -57,6 +57,7 @@ struct pom_blob {
     atomic_uint_fast64_t written, read;   /* bytes, pom_blob_counters */
     atomic_uint_fast64_t fault_n;         /* test hook countdown (0: off) */
     atomic_int fault_err;
+    void *be;                             /* the backend's state (mdsl) */
 };
 
 struct slot {
@@ -85,10 +86,13 @@ struct pom_blob_file {
     bool lost;                    /* protected by mu: a dirty tract could not be listed
                                      (no memory): the next fsync syncs whole folders */
     int error;                    /* protected by mu: -errno of a failed fsync, sticky */
+    void *be;                     /* protected by mu: the backend's state (mdsl) */
 };
 
 /* The local backend (pom_blob_local.c). */
 extern const struct blob_ops pom_blob_local_ops;
+/* The mdsl backend (pom_blob_mdsl.c). */
+extern const struct blob_ops pom_blob_mdsl_ops;
 
 /* The local backend's `list` op (pom_blob_local_list.c): every tract set under
  * b's folders, merged over them, to fn in increasing id order, as
