@@ -24,11 +24,13 @@ grep -q "copies=2" <("$POMCTL" --data "$T/data" fs stat mfs) ||
 MP=()
 mnt() { # dir
     mkdir -p "$1"
-    "$POMFS" "$R2" "$1" -f -o "fs=mfs,keyfile=$T/mfs.key" >>"$T/pomfs.log" 2>&1 &
+    "$POMFS" "$R2" "$1" -f -o "fs=mfs,keyfile=$T/mfs.key,verbose" >>"$T/pomfs.log" 2>&1 &
     PL_PID[$1]=$!
     wait_mounted "$1" "${PL_PID[$1]}"
 }
 for i in 1 2 3 4; do mnt "$T/m$i"; done
+eq "every mount on the mdsl backend, 2 copies" \
+    "$(grep -c "backend mdsl: 3 MDSL, 2 copies per tract" "$T/pomfs.log")" 4
 
 python3 - "$T/m1" "$T/src" <<'EOF' || { echo "FAIL: writing"; FAIL=$((FAIL+1)); }
 import os, random, sys
