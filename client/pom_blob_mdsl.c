@@ -552,7 +552,7 @@ static int m_open(pom_blob *b, const struct pom_blob_conf *c)
         return -ENOMEM;
     b->be = m;
     int rc = xt_view_ring(c->view, XT_RING_MDSL, &m->ring);
-    if (rc < 0 || xt_ring_nsites(m->ring) == 0) {
+    if (rc < 0 || !m->ring || xt_ring_nsites(m->ring) == 0) {
         XT_ERR("blob: backend mdsl: the view has no ring 1 with MDSL sites");
         return rc < 0 && rc != -ENOENT ? rc : -EHOSTUNREACH;
     }

@@ -284,7 +284,7 @@ int xt_mdsl_tract_put(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, ui
     req.fsid = (int32_t)fsid;
     req.set_id = (int64_t)set;
     req.tract = (int32_t)tract;
-    req.__set_data(std::string(static_cast<const char *>(data), len));
+    req.__set_data(len ? std::string(static_cast<const char *>(data), len) : std::string());
     return tract_call(p, call, req, resp, [&](StorageClient &cl) { cl.tract_put(resp, req); });
 }
 
