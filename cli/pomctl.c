@@ -58,15 +58,17 @@ static const struct cmd_help helps[] = {
     { "ring", "ring show [0|1]",
       "Decode ring 0 (slices -> MDS) and/or ring 1 (slices -> MDSL): version,\n"
       "vnodes per site, and each site's share of the key space.\n" },
-    { "fs", "fs create NAME [--blob-backend local --blob-path DIR] |\n"
+    { "fs", "fs create NAME [--blob-backend local --blob-path DIR | --copies N] |\n"
             "       fs create NAME --rados-pool POOL [--ceph-conf FILE] [--rados-id ID]\n"
             "                      [--rados-keyring FILE] | fs list |\n"
             "       fs stat NAME | fs drop NAME [--force] |\n"
             "       fs key NAME [--rotate] [--out FILE] |\n"
             "       fs quota NAME [--bytes N] [--inodes N]   (0: none)",
       "create  a new file-system instance (NAME: 1-64 of [A-Za-z0-9._-]); its\n"
-      "        large files in folders (local) or in a Ceph pool (rados: the\n"
-      "        client's ceph.conf, cephx id and keyring; docs/format-blob.md)\n"
+      "        large files in folders (local), on the MDSL (--copies N: backend\n"
+      "        mdsl, N copies of each tract; default min(3, number of MDSL)) or in\n"
+      "        a Ceph pool (rados: the client's ceph.conf, cephx id and keyring;\n"
+      "        docs/format-blob.md)\n"
       "list    every file system\n"
       "stat    one file system: fsid, root table, files (inodes) and bytes used\n"
       "        (docs/r2.md \"Capacity and quotas\"), quotas, mounts, blob\n"

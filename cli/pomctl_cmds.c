@@ -13,6 +13,7 @@
 #include "pomctl_progress.h"
 
 #include "xt_common.h"
+#include "xt_daemon.h"
 #include "xt_ring.h"
 #include "xt_time.h"
 
@@ -824,7 +825,7 @@ static int rados_settings(struct pomctl *ctl, const char *const v[4], char *out,
 
 static int fs_create(struct pomctl *ctl, int argc, char **argv)
 {
-    const char *name = NULL, *backend = "", *path = "";
+    const char *name = NULL, *backend = "", *path = "", *copies = NULL;
     const char *rados[4] = { "", "", "", "" }; /* pool, conf, id, keyring */
     char rpath[XT_PATH_MAX];
     for (int i = 0; i < argc; i++) {
@@ -843,6 +844,8 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
             dst = &rados[2];
         else if (!strncmp(a, "--rados-keyring", n = 15))
             dst = &rados[3];
+        else if (!strncmp(a, "--copies", n = 8))
+            dst = &copies;
         if (dst && a[n] == '=') {
             *dst = a + n + 1;
         } else if (dst && a[n] == '\0') {
@@ -880,6 +883,21 @@ static int fs_create(struct pomctl *ctl, int argc, char **argv)
     }
     if (strlen(path) >= XT_PATH_MAX)
         return pomctl_usage_err(ctl, "fs", "--blob-path is too long");
+    /* The mdsl backend's setting rides in the blob path (docs/format-blob.md
+     * "mdsl"): "copies=N", or "" for min(3, MDSL in ring 1). */
+    char copies_path[32];
+    if (copies) {
+        uint64_t nc;
+        if (xt_parse_u64(copies, 1, 8, &nc))
+            return pomctl_usage_err(ctl, "fs", "--copies wants 1..8, got '%s'", copies);
+        if (*backend && strcmp(backend, "mdsl"))
+            return pomctl_usage_err(ctl, "fs", "--copies is for --blob-backend mdsl");
+        if (*path)
+            return pomctl_usage_err(ctl, "fs", "--copies and --blob-path exclude each other");
+        backend = "mdsl";
+        snprintf(copies_path, sizeof copies_path, "copies=%llu", (unsigned long long)nc);
+        path = copies_path;
+    }
     int code = pomctl_resolve_addrs(ctl);
     if (code)
         return code;

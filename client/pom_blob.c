@@ -2,8 +2,8 @@
  * pom_blob.c -- the generic layer of the blob tier (pom_blob.h; docs/
  * format-blob.md): cuts byte ranges into tracts, shares one open file per
  * uuid, keeps a failed fsync sticky, and calls the backend's ops table
- * (pom_blob_i.h). Built backends: `local` (pom_blob_local.c), `rados`
- * (pom_blob_rados.c); `mdsl` is named but refused at open (-ENOTSUP). Floor 3.1 of
+ * (pom_blob_i.h). Built backends: `local` (pom_blob_local.c), `mdsl`
+ * (pom_blob_mdsl.c) and `rados` (pom_blob_rados.c). Floor 3.1 of
  * libpomegranate: calls only its backends.
  *
  * Invariants (beyond pom_blob.h's):
@@ -37,12 +37,8 @@ int pom_blob_open(const struct pom_blob_conf *c, pom_blob **out)
 {
     *out = NULL;
     const char *be = c->backend && *c->backend ? c->backend : "local";
-    if (!strcmp(be, "mdsl")) {
-        XT_ERR("blob: backend '%s' is not built in this version (local, rados); large "
-               "files of this fs cannot be reached (docs/format-blob.md)", be);
-        return -ENOTSUP;
-    }
     const struct blob_ops *ops = !strcmp(be, "local")   ? &pom_blob_local_ops
+                                 : !strcmp(be, "mdsl")  ? &pom_blob_mdsl_ops
                                  : !strcmp(be, "rados") ? &pom_blob_rados_ops
                                                         : NULL;
     if (!ops) {

@@ -58,7 +58,7 @@ struct pom_blob {
     atomic_uint_fast64_t written, read;   /* bytes, pom_blob_counters */
     atomic_uint_fast64_t fault_n;         /* test hook countdown (0: off) */
     atomic_int fault_err;
-    void *priv;                           /* the backend's own state (rados) */
+    void *be;                             /* the backend's own state (mdsl, rados) */
 };
 
 struct slot {
@@ -87,11 +87,13 @@ struct pom_blob_file {
     bool lost;                    /* protected by mu: a dirty tract could not be listed
                                      (no memory): the next fsync syncs whole folders */
     int error;                    /* protected by mu: -errno of a failed fsync, sticky */
-    void *priv;                   /* protected by mu: the backend's own state (rados) */
+    void *be;                     /* protected by mu: the backend's own state (mdsl, rados) */
 };
 
 /* The local backend (pom_blob_local.c). */
 extern const struct blob_ops pom_blob_local_ops;
+/* The mdsl backend (pom_blob_mdsl.c). */
+extern const struct blob_ops pom_blob_mdsl_ops;
 
 /* The rados backend (pom_blob_rados.c). */
 extern const struct blob_ops pom_blob_rados_ops;

@@ -63,7 +63,7 @@ struct rados_file {
 
 static struct rados_store *store(const pom_blob *b)
 {
-    return b->priv;
+    return b->be;
 }
 
 static void oid_tract(const pom_blob *b, uint64_t id, uint32_t t, char *o)
@@ -133,7 +133,7 @@ static int rados_open_(pom_blob *b, const struct pom_blob_conf *c)
         xt_free(rc_);
         return -ENOMEM;
     }
-    b->priv = s;
+    b->be = s;
     snprintf(s->pool, sizeof s->pool, "%s", rc_->pool);
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -184,7 +184,7 @@ static void rados_close_(pom_blob *b)
     if (s->cluster)
         rados_shutdown(s->cluster);
     xt_free(s);
-    b->priv = NULL;
+    b->be = NULL;
 }
 
 /* ---- the set's map (invariant (1)) ------------------------------------- */
@@ -193,7 +193,7 @@ static void rados_close_(pom_blob *b)
 static bool known(pom_blob_file *f, uint32_t t)
 {
     pthread_mutex_lock(&f->mu);
-    struct rados_file *rf = f->priv;
+    struct rados_file *rf = f->be;
     bool k = rf && t < rf->nknown && rf->known[t];
     pthread_mutex_unlock(&f->mu);
     return k;
@@ -204,9 +204,9 @@ static bool known(pom_blob_file *f, uint32_t t)
 static void know(pom_blob_file *f, uint32_t t, uint8_t v)
 {
     pthread_mutex_lock(&f->mu);
-    struct rados_file *rf = f->priv;
+    struct rados_file *rf = f->be;
     if (!rf && v && (rf = xt_calloc(1, sizeof *rf)))
-        f->priv = rf;
+        f->be = rf;
     if (rf && t >= rf->nknown && v) {
         size_t n = XT_MAX((size_t)t + 1, rf->nknown * 2);
         uint8_t *k = xt_realloc(rf->known, n);
@@ -225,7 +225,7 @@ static void know(pom_blob_file *f, uint32_t t, uint8_t v)
 static void forget_from(pom_blob_file *f, uint32_t first)
 {
     pthread_mutex_lock(&f->mu);
-    struct rados_file *rf = f->priv;
+    struct rados_file *rf = f->be;
     if (rf && first < rf->nknown)
         memset(rf->known + first, 0, rf->nknown - first);
     pthread_mutex_unlock(&f->mu);
@@ -668,11 +668,11 @@ static void rados_unlock_(pom_blob *b, int token)
 
 static void rados_file_fini_(pom_blob_file *f)
 {
-    struct rados_file *rf = f->priv;
+    struct rados_file *rf = f->be;
     if (rf)
         xt_free(rf->known);
     xt_free(rf);
-    f->priv = NULL;
+    f->be = NULL;
 }
 
 const struct blob_ops pom_blob_rados_ops = {

@@ -659,8 +659,13 @@ pom_blob *pom_blob_of(pom_fs *fs)
 int pom_set_blob(pom_fs *fs, const char *backend, const char *path)
 {
     struct pom_blob_conf c = { .backend = backend, .path = path, .fsid = fs->fsid };
+    return pom_set_blob_conf(fs, &c);
+}
+
+int pom_set_blob_conf(pom_fs *fs, const struct pom_blob_conf *c)
+{
     pom_blob *b = NULL;
-    int rc = pom_blob_open(&c, &b);
+    int rc = pom_blob_open(c, &b);
     if (rc < 0)
         return rc;
     pthread_mutex_lock(&fs->mu);

@@ -27,6 +27,10 @@ struct pom_file {
 
 /* ---- pom_file.c ------------------------------------------------------ */
 
+/* pom_set_blob with a whole store configuration (c and what it points to
+ * borrowed during the call): pom_open's way to the mdsl backend. */
+int pom_set_blob_conf(pom_fs *fs, const struct pom_blob_conf *c);
+
 /* Opens known inode ino; fresh (may be NULL) is its row as just written by
  * this client (a create), saving the read. As pom_file_open otherwise. */
 int pom_file_open_row(pom_fs *fs, pom_ino ino, int flags, const xt_row *fresh, pom_file **out);

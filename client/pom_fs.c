@@ -12,6 +12,7 @@
  *      agent, the reclaimer (it uses the blob tier and the inode map), the
  *      queued tract sets (a sync), then routes, inode map, errseq, blob.
  */
+#include "pom_file_i.h"
 #include "pom_ns_i.h"
 #include "pom_route.h"
 #include "r2_agent.h"
@@ -263,18 +264,22 @@ int pom_open_opts(const char *r2_addrs, const char *fsname, const struct pom_opt
         rc = pom_route_new_view(&view, &po, &route);
         if (rc == 0)
             rc = fs_new(fsid, opts, route, out);
+        if (rc == 0 && (info->blob_path[0] || !strcmp(info->blob_backend, "mdsl"))) {
+            /* The fs record's blob tier. Not reaching it leaves the small
+             * files usable (large ones answer EFBIG); pomfs -o blob=DIR
+             * overrides. The mdsl backend places tracts by this view. */
+            struct pom_blob_conf bc = { .backend = info->blob_backend, .path = info->blob_path,
+                                        .fsid = fsid, .view = &view, .pool = &po };
+            int brc = pom_set_blob_conf(*out, &bc);
+            if (brc < 0)
+                XT_ERR("fs %s: blob tier %s %s not usable (%s): files over %u bytes answer "
+                       "EFBIG", fsname, info->blob_backend, info->blob_path, strerror(-brc),
+                       POM_INLINE_MAX);
+        } else if (rc == 0) {
+            XT_WARN("fs %s has no blob path: files over %u bytes answer EFBIG (pomfs -o "
+                    "blob=DIR)", fsname, POM_INLINE_MAX);
+        }
         xt_view_free(&view);
-    }
-    if (rc == 0 && info->blob_path[0]) {
-        /* The fs record's blob tier. Not reaching it leaves the small files
-         * usable (large ones answer EFBIG); pomfs -o blob=DIR overrides. */
-        int brc = pom_set_blob(*out, info->blob_backend, info->blob_path);
-        if (brc < 0)
-            XT_ERR("fs %s: blob tier %s %s not usable (%s): files over %u bytes answer EFBIG",
-                   fsname, info->blob_backend, info->blob_path, strerror(-brc), POM_INLINE_MAX);
-    } else if (rc == 0) {
-        XT_WARN("fs %s has no blob path: files over %u bytes answer EFBIG (pomfs -o blob=DIR)",
-                fsname, POM_INLINE_MAX);
     }
     xt_free(info);
     if (rc) {

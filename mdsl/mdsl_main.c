@@ -28,6 +28,7 @@
 #include "xt_rpc.h"
 
 #include <getopt.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,11 +207,27 @@ static void usage(FILE *f)
     xt_metrics_flags_usage(f);
 }
 
-/* xt_rpc_server_opts.key_gen: no client key opens an MDSL. */
-static int no_clients(void *ctx, int32_t fsid, uint64_t *gen)
+/* The R2 agent once it runs (NULL before): client_key_gen reads its view. */
+static _Atomic(r2_agent *) key_agent;
+
+/* xt_rpc_server_opts.key_gen: a client key of an fs R2 lists opens the
+ * tract calls of that fs (mdsl_service.c "Roles"); before the agent has a
+ * view, -ENOENT makes the client retry. At connect only. */
+static int client_key_gen(void *ctx, int32_t fsid, uint64_t *gen)
 {
-    (void)ctx, (void)fsid, (void)gen;
-    return -EPERM;
+    (void)ctx;
+    r2_agent *a = atomic_load(&key_agent);
+    struct xt_view v;
+    if (!a || r2_agent_view_copy(a, &v) < 0)
+        return -ENOENT;
+    int rc = -ENOENT;
+    for (size_t i = 0; i < v.nfs; i++)
+        if (v.fs[i].fsid == (uint32_t)fsid) {
+            *gen = v.fs[i].key_gen;
+            rc = 0;
+        }
+    xt_view_free(&v);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -392,10 +409,21 @@ int main(int argc, char **argv)
         mdsl_io_destroy(uring);
         return 1;
     }
+    char blob_dir[4200];
+    snprintf(blob_dir, sizeof blob_dir, "%s/blob", dir);
+    struct mdsl_blob_opts bo = { .io = io, .dir = blob_dir };
+    mdsl_blob *blob = NULL;
+    if ((rc = mdsl_blob_open(&bo, &blob)) < 0) {
+        mdsl_store_close(store);
+        if (io != uring)
+            mdsl_io_destroy(io);
+        mdsl_io_destroy(uring);
+        return 1;
+    }
     ro.host = host;
     ro.port = port;
     ro.io_threads = (int)threads;
-    ro.key_gen = no_clients; /* only sites and pomctl talk to an MDSL */
+    ro.key_gen = client_key_gen;
     xt_rpc_server *srv = NULL;
     /* The handlers' context outlives the server: static storage. */
     static struct mdsl_service svc;
@@ -415,11 +443,13 @@ int main(int argc, char **argv)
         }
     }
     svc.catchup = catchup;
+    svc.blob = blob;
     rc = mdsl_service_start(&svc, &ro, &srv);
     if (rc < 0) {
         XT_ERR("cannot serve on %s: %s", listen, strerror(-rc));
         mdsl_catchup_free(catchup);
         mdsl_store_close(store);
+        mdsl_blob_close(blob);
         if (io != uring)
             mdsl_io_destroy(io);
         mdsl_io_destroy(uring);
@@ -435,6 +465,7 @@ int main(int argc, char **argv)
         xt_rpc_server_stop(srv);
         mdsl_catchup_free(catchup);
         mdsl_store_close(store);
+        mdsl_blob_close(blob);
         if (io != uring)
             mdsl_io_destroy(io);
         mdsl_io_destroy(uring);
@@ -476,8 +507,8 @@ int main(int argc, char **argv)
             ao.ring1 = mdsl_ring1_fill;
             ao.ring1_arg = r1rep;
         }
-        if (rc == 0)
-            rc = r2_agent_start(&ao, &agent);
+        if (rc == 0 && (rc = r2_agent_start(&ao, &agent)) == 0)
+            atomic_store(&key_agent, agent);
         if (rc < 0) {
             if (r1rep)
                 XT_ERR("cannot start the R2 agent for --r2 '%s': %s", r2_addrs,
@@ -487,6 +518,7 @@ int main(int argc, char **argv)
             xt_rpc_server_stop(srv);
             mdsl_catchup_free(catchup);
             mdsl_store_close(store);
+            mdsl_blob_close(blob);
             if (io != uring)
                 mdsl_io_destroy(io);
             mdsl_io_destroy(uring);
@@ -519,12 +551,14 @@ int main(int argc, char **argv)
     XT_INFO("signal %d: stopping", sig);
     xt_metrics_stop(metrics); /* it reads the store and the server */
 
+    atomic_store(&key_agent, NULL); /* the server still runs: no view after the stop */
     mdsl_catchup_stop(catchup); /* its thread reads the agent */
     r2_agent_stop(agent); /* then: its callbacks use the reporter and the catch-up */
     mdsl_ring1_stop(r1rep);
     xt_rpc_server_stop(srv);
     mdsl_catchup_free(catchup);
     mdsl_store_close(store);
+    mdsl_blob_close(blob);
     if (fault) /* for sizing the tests' countdown ranges */
         XT_WARN("--fault: %ld I/O ops counted, %ld allocations failed",
                 io != uring ? mdsl_io_fault_ops(io) : 0L, xt_alloc_fail_after(-1));

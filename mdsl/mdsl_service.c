@@ -6,11 +6,17 @@
  * -EINVAL to its sender and never an assertion in the engine. Records,
  * loads and listings pass through untouched: the glue and the engine both
  * speak the storage contract (xt_store.h).
+ *
+ * Roles (docs/security.md "Roles"): a connection with a client key of fs N
+ * may make the tract calls for fs N only; every other call of a client
+ * key answers -EACCES (slices and metadata are the sites' business).
  */
 #include "mdsl_service.h"
 
 #include "xt_common.h"
 #include "xt_time.h"
+
+#include "xt_auth.h"
 
 #include <assert.h>
 
@@ -21,6 +27,7 @@
 
 const char *const mdsl_service_op_names[MDSL_SVC__COUNT] = {
     "prepare", "commit", "abort", "load", "read_column", "set_md", "get_md", "stat", "list",
+    "tract_put", "tract_get", "tract_remove",
 };
 
 /* Counts one call of op that began at t0 and returns rc. */
@@ -32,12 +39,19 @@ static int done(struct mdsl_service *sv, enum mdsl_svc_op op, uint64_t t0, int r
     return rc;
 }
 
+/* -EACCES for a client key: the slice calls are for sites and pomctl. */
+static int sites_only(const xt_rpc_ctx *rc)
+{
+    return rc->auth_role == XT_AUTH_CLIENT ? -EACCES : 0;
+}
+
 static int svc_prepare(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
                        const struct xt_store_rec *recs, size_t n)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_PREPARE, t0, -EACCES);
     /* MDSL_TXID_LOCAL is the MDSL's own (mdsl_store_apply_local) */
     if (txid == 0 || (txid & MDSL_TXID_LOCAL) || n == 0)
         return done(sv, MDSL_SVC_PREPARE, t0, -EINVAL);
@@ -53,52 +67,58 @@ static int svc_prepare(void *ctx, const xt_rpc_ctx *rc, uint64_t txid,
 
 static int svc_commit(void *ctx, const xt_rpc_ctx *rc, uint64_t txid)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_COMMIT, t0, -EACCES);
     return done(sv, MDSL_SVC_COMMIT, t0, txid ? mdsl_store_commit(sv->store, txid) : -EINVAL);
 }
 
 static int svc_abort(void *ctx, const xt_rpc_ctx *rc, uint64_t txid)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_ABORT, t0, -EACCES);
     return done(sv, MDSL_SVC_ABORT, t0, txid ? mdsl_store_abort(sv->store, txid) : -EINVAL);
 }
 
 static int svc_load(void *ctx, const xt_rpc_ctx *rc, xt_slice_id id, struct xt_store_load *out)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_LOAD, t0, -EACCES);
     return done(sv, MDSL_SVC_LOAD, t0, mdsl_store_load_slice(sv->store, id, out));
 }
 
 static int svc_read_column(void *ctx, const xt_rpc_ctx *rc, xt_slice_id id, uint64_t key,
                            uint32_t group, void **data, uint32_t *len, uint64_t *version)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_READ_COLUMN, t0, -EACCES);
     return done(sv, MDSL_SVC_READ_COLUMN, t0, mdsl_store_read_column(sv->store, id, key, group, data, len, version));
 }
 
 static int svc_set_md(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
                       const void *md, uint32_t len)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_SET_MD, t0, -EACCES);
     return done(sv, MDSL_SVC_SET_MD, t0, mdsl_store_set_md(sv->store, fsid, table, md, len));
 }
 
 static int svc_get_md(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t table,
                       void **md, uint32_t *len)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_GET_MD, t0, -EACCES);
     return done(sv, MDSL_SVC_GET_MD, t0, mdsl_store_get_md(sv->store, fsid, table, md, len));
 }
 
@@ -136,19 +156,76 @@ static int stat_of(const struct mdsl_service *sv, struct xt_store_stat *st)
 
 static int svc_stat(void *ctx, const xt_rpc_ctx *rc, struct xt_store_stat *st)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_STAT, t0, -EACCES);
     return done(sv, MDSL_SVC_STAT, t0, stat_of(sv, st));
 }
 
 static int svc_list_slices(void *ctx, const xt_rpc_ctx *rc, const void *cursor,
                            uint32_t cursor_len, uint32_t max, struct xt_store_list *out)
 {
-    (void)rc;
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
+    if (sites_only(rc) < 0)
+        return done(sv, MDSL_SVC_LIST, t0, -EACCES);
     return done(sv, MDSL_SVC_LIST, t0, mdsl_store_list_slices(sv->store, cursor, cursor_len, max, out));
+}
+
+/* The tract calls' checks: a store, a real fs, a client key's own fs. */
+static int tract_scope(const struct mdsl_service *sv, const xt_rpc_ctx *rc, uint32_t fsid)
+{
+    if (!sv->blob)
+        return -ENOTSUP;
+    if (fsid == 0 || fsid > INT32_MAX)
+        return -EINVAL;
+    if (rc->auth_role == XT_AUTH_CLIENT && (int32_t)fsid != rc->auth_fsid)
+        return -EACCES;
+    return 0;
+}
+
+static int svc_tract_put(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
+                         uint32_t tract, const void *data, uint32_t len)
+{
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    int ret = tract_scope(sv, rc, fsid);
+    if (ret == 0 && len > MDSL_BLOB_TRACT_MAX) {
+        XT_WARN_RL(1000, "tract_put: %u bytes for tract %u of set %016llx is over the "
+                   "%u-byte limit: refused", (unsigned)len, (unsigned)tract,
+                   (unsigned long long)set, MDSL_BLOB_TRACT_MAX);
+        ret = -EFBIG;
+    }
+    if (ret == 0)
+        ret = mdsl_blob_put(sv->blob, fsid, set, tract, data, len);
+    return done(sv, MDSL_SVC_TRACT_PUT, t0, ret);
+}
+
+static int svc_tract_get(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
+                         uint32_t tract, void **data, uint32_t *len)
+{
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    int ret = tract_scope(sv, rc, fsid);
+    if (ret == 0)
+        ret = mdsl_blob_get(sv->blob, fsid, set, tract, data, len);
+    /* A missing tract is a question clients ask (holes), not an error. */
+    done(sv, MDSL_SVC_TRACT_GET, t0, ret == -ENOENT ? 0 : ret);
+    return ret;
+}
+
+static int svc_tract_remove(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
+                            uint32_t first, uint32_t end)
+{
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    int ret = tract_scope(sv, rc, fsid);
+    if (ret == 0 && end && end <= first)
+        ret = -EINVAL;
+    if (ret == 0)
+        ret = mdsl_blob_remove(sv->blob, fsid, set, first, end);
+    return done(sv, MDSL_SVC_TRACT_REMOVE, t0, ret);
 }
 
 static const struct xt_mdsl_ops mdsl_ops = {
@@ -162,6 +239,9 @@ static const struct xt_mdsl_ops mdsl_ops = {
     .get_md = svc_get_md,
     .stat = svc_stat,
     .list_slices = svc_list_slices,
+    .tract_put = svc_tract_put,
+    .tract_get = svc_tract_get,
+    .tract_remove = svc_tract_remove,
 };
 
 int mdsl_service_start(struct mdsl_service *svc, const struct xt_rpc_server_opts *opts,

@@ -7,6 +7,7 @@
 #define MDSL_SERVICE_H
 
 #include "mdsl_catchup.h"
+#include "mdsl_blob.h"
 #include "mdsl_store.h"
 #include "xt_metrics.h"
 #include "xt_rpc_mdsl.h"
@@ -24,6 +25,9 @@ enum mdsl_svc_op {
     MDSL_SVC_GET_MD,
     MDSL_SVC_STAT,
     MDSL_SVC_LIST,
+    MDSL_SVC_TRACT_PUT,
+    MDSL_SVC_TRACT_GET,
+    MDSL_SVC_TRACT_REMOVE,
     MDSL_SVC__COUNT
 };
 
@@ -33,6 +37,7 @@ struct mdsl_service {
     mdsl_store *store;                              /* borrowed */
     mdsl_catchup *catchup;                          /* borrowed, may be NULL; set
                                                        before the start */
+    mdsl_blob *blob;      /* borrowed; NULL: the tract calls answer -ENOTSUP */
     struct xt_metrics_hist op[MDSL_SVC__COUNT];     /* latency */
     _Atomic uint64_t errors[MDSL_SVC__COUNT];       /* calls that returned < 0 */
 };

@@ -376,6 +376,22 @@ struct ListSlicesResp {
   4: bool at_end = false,          // nothing follows
 }
 
+/* Tracts of the `mdsl` blob backend (docs/format-blob.md "mdsl"): a whole
+ * tract per put, its bytes checked against their XXH3 at every get. A client
+ * key of fs N may make these calls for fs N only. */
+struct TractReq {
+  1: ReqHeader hdr,
+  2: i32 fsid,
+  3: i64 set_id,
+  4: i32 tract,                    // put, get: the tract; remove: the first
+  5: i32 tract_end = 0,            // remove: the end (exclusive), 0: to the last
+  6: optional binary data,         // put: the bytes (at most 16 MiB)
+}
+struct TractResp {
+  1: i32 status = 0,               // get: -ENOENT none, -EBADMSG checksum mismatch
+  2: binary data,                  // get: the bytes
+}
+
 service Storage extends Common {
   TxResp prepare(1: PrepareReq req),
   TxResp commit(1: TxReq req),
@@ -386,6 +402,9 @@ service Storage extends Common {
   MdResp get_md(1: MdReq req),
   StoreStatResp stat(1: StoreStatReq req),
   ListSlicesResp list_slices(1: ListSlicesReq req),
+  TractResp tract_put(1: TractReq req),
+  TractResp tract_get(1: TractReq req),
+  TractResp tract_remove(1: TractReq req),
 }
 
 /* ---------------- R2 site manager (docs/r2.md) ---------------- */

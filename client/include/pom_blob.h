@@ -52,12 +52,20 @@
 typedef struct pom_blob pom_blob;            /* a store for one fs */
 typedef struct pom_blob_file pom_blob_file;  /* one file's tracts, shared */
 
+struct xt_view;
+struct xt_rpc_pool_opts;
 struct pom_blob_conf {
-    const char *backend;   /* "local" (NULL: local), "rados"; "mdsl": -ENOTSUP */
+    const char *backend;   /* "local" (NULL: local), "mdsl", "rados" */
     const char *path;      /* local: folders separated by ':' (1..POM_BLOB_FOLDERS_MAX);
+                              mdsl: "" or "copies=N" (default min(3, MDSL in ring 1));
                               rados: "pool=P[,conf=FILE][,id=NAME][,keyring=FILE]" */
     uint32_t fsid;
     uint64_t tract_size;   /* 0: POM_BLOB_TRACT_SIZE; else a power of two, 64 KiB..1 GiB */
+    /* mdsl: the cluster's view (its MDSL sites and ring 1) and how to reach
+     * a site (credential, TLS, timeouts; host and port are the backend's).
+     * Both borrowed during pom_blob_open only. */
+    const struct xt_view *view;
+    const struct xt_rpc_pool_opts *pool;
 };
 
 /* Opens the store: local creates each folder's fsid subfolder and checks

@@ -15,8 +15,8 @@
  *   - 4 threads writing and reading stripes of one shared file (more
  *     tracts than cached fds) while a fifth truncates its own range;
  *   - limits: write at 2^40 works, at POM_BLOB_FILE_MAX -EFBIG; backends
- *     mdsl -ENOTSUP, rados settings without a pool, with an unknown key
- *     or a missing conf refused, bad tract sizes -EINVAL;
+ *     mdsl without a view -EINVAL, rados settings without a pool, with an
+ *     unknown key or a missing conf refused, bad tract sizes -EINVAL;
  *   - I/O errors by the fault hook come back as -EIO and leave the store
  *     usable; a failed fsync is sticky until the file is reopened;
  *     countdown allocation failure over open/write/fsync/close;
@@ -321,12 +321,14 @@ static void test_limits_and_backends(void **state)
     pom_blob_file_close(f);
     pom_blob_close(b);
 
-    struct pom_blob_conf c = { .backend = "mdsl", .path = base, .fsid = 1 };
+    /* mdsl without a cluster view (pom_set_blob's way) is refused */
+    struct pom_blob_conf c = { .backend = "mdsl", .path = "", .fsid = 1 };
     pom_blob *x = (pom_blob *)&c;
-    assert_int_equal(pom_blob_open(&c, &x), -ENOTSUP);
+    assert_int_equal(pom_blob_open(&c, &x), -EINVAL);
     assert_null(x);
     /* rados: settings checked before any connection (a running Ceph is
      * test_pomfs_rados's); a conf file that is not there fails at once. */
+    c.path = base;
     c.backend = "rados";
     assert_int_equal(pom_blob_open(&c, &x), -EINVAL); /* a folder, no pool= */
     c.path = "pool=p,colour=red";

@@ -214,6 +214,26 @@ static int mdsl_get_md(void *, const xt_rpc_ctx *, uint32_t fsid, uint64_t, void
     return *md ? 0 : -ENOMEM;
 }
 
+static int mdsl_tract_put(void *, const xt_rpc_ctx *, uint32_t, uint64_t, uint32_t,
+                          const void *data, uint32_t len)
+{
+    touch(data, len);
+    return 0;
+}
+
+static int mdsl_tract_get(void *, const xt_rpc_ctx *, uint32_t fsid, uint64_t, uint32_t,
+                          void **data, uint32_t *len)
+{
+    *len = fsid % 64;
+    *data = *len ? xt_calloc(1, *len) : nullptr;
+    return *len && !*data ? -ENOMEM : 0;
+}
+
+static int mdsl_tract_remove(void *, const xt_rpc_ctx *, uint32_t, uint64_t, uint32_t, uint32_t)
+{
+    return 0;
+}
+
 static int mdsl_stat(void *, const xt_rpc_ctx *, struct xt_store_stat *st)
 {
     memset(st, 0, sizeof *st);
@@ -391,6 +411,9 @@ static void setup()
     mdsl.get_md = mdsl_get_md;
     mdsl.stat = mdsl_stat;
     mdsl.list_slices = mdsl_list;
+    mdsl.tract_put = mdsl_tract_put;
+    mdsl.tract_get = mdsl_tract_get;
+    mdsl.tract_remove = mdsl_tract_remove;
     static xt_r2_ops r2 = {};
     r2.register_site = r2_register;
     r2.heartbeat = r2_heartbeat;

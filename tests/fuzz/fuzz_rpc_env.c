@@ -98,7 +98,12 @@ int fuzz_env_start(xt_rpc_server **mds, xt_rpc_server **mdsl)
     mdsl_store *s;
     if ((rc = mdsl_store_open(&mo, &s)) < 0)
         return rc;
+    struct mdsl_blob_opts bo = { .io = io, .dir = "/blob", .seg_size = 1u << 20 };
+    mdsl_blob *b;
+    if ((rc = mdsl_blob_open(&bo, &b)) < 0)
+        return rc;
     static struct mdsl_service msvc; /* outlives the server */
     msvc.store = s;
+    msvc.blob = b;
     return mdsl_service_start(&msvc, NULL, mdsl);
 }

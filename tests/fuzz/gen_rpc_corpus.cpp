@@ -218,6 +218,16 @@ static void gen_mdsl()
     ls.cursor = std::string(16, '\x01');
     ls.max = 333;
     { Out o; StorageClient(o.prot).send_list_slices(ls); put("mdsl-list-slices", 1, o); }
+    TractReq tr;
+    tr.hdr = hdr();
+    tr.fsid = 3;
+    tr.set_id = 77;
+    tr.tract = 2;
+    tr.__set_data(std::string(5000, 't'));
+    { Out o; StorageClient(o.prot).send_tract_put(tr); put("mdsl-tract-put", 1, o); }
+    { Out o; StorageClient(o.prot).send_tract_get(tr); put("mdsl-tract-get", 1, o); }
+    tr.tract_end = 9;
+    { Out o; StorageClient(o.prot).send_tract_remove(tr); put("mdsl-tract-remove", 1, o); }
 }
 
 static void gen_r2()

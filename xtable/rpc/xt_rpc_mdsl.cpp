@@ -269,6 +269,63 @@ int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cur
     return 0;
 }
 
+/* One tract call: req filled but for hdr; resp answers. */
+template <class Fn> static int tract_call(xt_rpc_pool *p, const xt_rpc_call *call, TractReq &req,
+                                          TractResp &resp, Fn fn)
+{
+    return pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        req.hdr = h;
+        fn(cl);
+        return resp.status;
+    });
+}
+
+int xt_mdsl_tract_put(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set,
+                      uint32_t tract, const void *data, uint32_t len)
+{
+    TractReq req;
+    TractResp resp;
+    req.fsid = (int32_t)fsid;
+    req.set_id = (int64_t)set;
+    req.tract = (int32_t)tract;
+    req.__set_data(len ? std::string(static_cast<const char *>(data), len) : std::string());
+    return tract_call(p, call, req, resp, [&](StorageClient &cl) { cl.tract_put(resp, req); });
+}
+
+int xt_mdsl_tract_get(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set,
+                      uint32_t tract, void **data, uint32_t *len)
+{
+    *data = nullptr;
+    *len = 0;
+    TractReq req;
+    TractResp resp;
+    req.fsid = (int32_t)fsid;
+    req.set_id = (int64_t)set;
+    req.tract = (int32_t)tract;
+    int rc = tract_call(p, call, req, resp, [&](StorageClient &cl) { cl.tract_get(resp, req); });
+    if (rc < 0)
+        return rc;
+    if (resp.data.size() > UINT32_MAX)
+        return -EPROTO;
+    if (!resp.data.empty() && !(*data = dup_bytes(resp.data)))
+        return -ENOMEM;
+    *len = (uint32_t)resp.data.size();
+    return 0;
+}
+
+int xt_mdsl_tract_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
+                         uint64_t set, uint32_t first, uint32_t end)
+{
+    TractReq req;
+    TractResp resp;
+    req.fsid = (int32_t)fsid;
+    req.set_id = (int64_t)set;
+    req.tract = (int32_t)first;
+    req.tract_end = (int32_t)end;
+    return tract_call(p, call, req, resp, [&](StorageClient &cl) { cl.tract_remove(resp, req); });
+}
+
 /* ---- server ------------------------------------------------------------ */
 
 namespace {
@@ -439,6 +496,42 @@ public:
             resp.at_end = l.end;
         }
         xt_store_list_free(&l);
+    }
+
+    void tract_put(TractResp &resp, const TractReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        if (!req.__isset.data || req.data.size() > UINT32_MAX) {
+            resp.status = -EINVAL;
+            return;
+        }
+        resp.status = mops_->tract_put
+                          ? mops_->tract_put(ctx_, &rc, (uint32_t)req.fsid, (uint64_t)req.set_id,
+                                             (uint32_t)req.tract, req.data.data(),
+                                             (uint32_t)req.data.size())
+                          : -ENOSYS;
+    }
+    void tract_get(TractResp &resp, const TractReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        void *data = nullptr;
+        uint32_t len = 0;
+        resp.status = mops_->tract_get
+                          ? mops_->tract_get(ctx_, &rc, (uint32_t)req.fsid, (uint64_t)req.set_id,
+                                             (uint32_t)req.tract, &data, &len)
+                          : -ENOSYS;
+        if (resp.status == 0 && len)
+            resp.data.assign(static_cast<const char *>(data), len);
+        xt_free(data);
+    }
+    void tract_remove(TractResp &resp, const TractReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = mops_->tract_remove
+                          ? mops_->tract_remove(ctx_, &rc, (uint32_t)req.fsid,
+                                                (uint64_t)req.set_id, (uint32_t)req.tract,
+                                                (uint32_t)req.tract_end)
+                          : -ENOSYS;
     }
 
 private:

@@ -59,6 +59,17 @@ int xt_mdsl_stat(xt_rpc_pool *p, const xt_rpc_call *call, struct xt_store_stat *
 int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cursor,
                         uint32_t cursor_len, uint32_t max, struct xt_store_list *out);
 
+/* Tracts of the mdsl blob backend (mdsl/mdsl_blob.h): put stores the whole
+ * tract (durable when 0); get answers it in *data (caller frees with
+ * xt_free; NULL when *len is 0), -ENOENT, -EBADMSG (checksum mismatch);
+ * remove drops tracts first..end-1 of the set (end 0: all from first). */
+int xt_mdsl_tract_put(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set,
+                      uint32_t tract, const void *data, uint32_t len);
+int xt_mdsl_tract_get(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set,
+                      uint32_t tract, void **data, uint32_t *len);
+int xt_mdsl_tract_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
+                         uint64_t set, uint32_t first, uint32_t end);
+
 /* ---- server ------------------------------------------------------------ */
 
 /* Handler ops; each returns 0 or -errno, which the caller receives. Output
@@ -81,6 +92,13 @@ struct xt_mdsl_ops {
     /* out is zeroed by the glue; the handler fills it (slices xt_malloc'd). */
     int (*list_slices)(void *ctx, const xt_rpc_ctx *rc, const void *cursor,
                        uint32_t cursor_len, uint32_t max, struct xt_store_list *out);
+    int (*tract_put)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
+                     uint32_t tract, const void *data, uint32_t len);
+    /* *data: xt_malloc'd by the handler (NULL when *len is 0). */
+    int (*tract_get)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
+                     uint32_t tract, void **data, uint32_t *len);
+    int (*tract_remove)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
+                        uint32_t first, uint32_t end);
 };
 
 /* Serves the Storage service; see xt_rpc_serve_common for the contract. */

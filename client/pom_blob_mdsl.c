@@ -1,0 +1,606 @@
+/*
+ * pom_blob_mdsl.c -- the `mdsl` backend of the blob tier (docs/format-blob.md
+ * "mdsl"): tracts stored on the MDSL sites (mdsl/mdsl_blob.c) through the
+ * Storage service's tract calls, `copies` replicas each.
+ *
+ * Placement is computed, never stored (FDS's tract locator): tract t of set
+ * S lives on the first `copies` distinct sites of ring 1 at or after
+ *   key = xt_hash_bytes(S as 8 bytes LE || t as 4 bytes LE, POM_TRACT_SEED)
+ * (xt_ring_successors), the ring 1 of the view the store was opened with.
+ * The set's map (one byte per tract, 1 = written, as local's) is the tract
+ * numbered POM_MDSL_MAP_TRACT of the set, placed and replicated the same way.
+ *
+ * An open file keeps one tract in memory (`cur`): writes land there and a
+ * whole tract is put when the file moves to another tract, at fsync and at
+ * the last close; reads of the cached tract are served from it. Calls on
+ * one file serialise on its lock, which is held across the RPCs of that
+ * file (other files go on).
+ *
+ * Invariants:
+ *  (1) A put is acknowledged when every copy answered 0; a copy that fails
+ *      fails the call (the tract stays cached and dirty).
+ *  (2) A map byte is set only after its tract was put to every copy, and
+ *      cleared (the map put) before the tract is removed.
+ *  (3) A read answers the bytes of the first copy that has the tract (each
+ *      copy checks its XXH3; a mismatch there is -EBADMSG and the next copy
+ *      is asked); when none has it, zeros only if the set's map says the
+ *      tract was never written, else EIO (pom_blob.h invariant (5)).
+ *  (4) fsync puts the cached tract and then the map: after it returns 0,
+ *      every byte written before it is on every copy.
+ */
+#include "pom_blob_i.h"
+
+#include "xt_common.h"
+#include "xt_hash.h"
+#include "xt_ring.h"
+#include "xt_rpc_mdsl.h"
+#include "xt_rpc_r2.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define POM_TRACT_SEED      UINT64_C(0x504f4d5452414354) /* "POMTRACT" */
+#define POM_MDSL_MAP_TRACT  UINT32_MAX                   /* the set's map */
+#define NO_TRACT            UINT32_MAX                   /* cur: none cached */
+#define MDSL_COPIES_MAX     8
+#define MDSL_TRACT_MAX      (16u << 20)                  /* mdsl_blob.h's limit */
+
+struct msite {
+    uint32_t id;
+    xt_rpc_pool *pool;
+};
+
+struct mdsl_be {
+    xt_ring *ring;          /* ring 1 of the view at open; immutable */
+    unsigned copies;
+    struct msite *sites;    /* every MDSL of the view with an address */
+    size_t nsites;
+};
+
+struct mfile {
+    uint32_t cur;           /* the cached tract, NO_TRACT: none */
+    uint8_t *buf;           /* tract_size bytes, xt_malloc'd on first use */
+    uint32_t len;           /* bytes of cur */
+    bool dirty;             /* cur changed since its last put */
+    bool map_known;         /* map read (or made) */
+    bool map_absent;        /* known: no copy holds a map (a set never recorded) */
+    bool map_dirty;         /* map changed since its last put */
+    uint8_t *map;           /* nmap bytes */
+    uint32_t nmap;
+};
+
+static struct mdsl_be *be_of(const pom_blob *b)
+{
+    return b->be;
+}
+
+static xt_rpc_pool *pool_of(const struct mdsl_be *m, uint32_t id)
+{
+    for (size_t i = 0; i < m->nsites; i++)
+        if (m->sites[i].id == id)
+            return m->sites[i].pool;
+    return NULL;
+}
+
+/* The sites of tract t of set (invariant: computed, never stored). */
+static uint32_t locate(const struct mdsl_be *m, uint64_t set, uint32_t t, uint32_t *sites)
+{
+    uint8_t k[12];
+    for (int i = 0; i < 8; i++)
+        k[i] = (uint8_t)(set >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        k[8 + i] = (uint8_t)(t >> (8 * i));
+    return xt_ring_successors(m->ring, xt_hash_bytes(k, sizeof k, POM_TRACT_SEED), m->copies,
+                              sites);
+}
+
+/* Invariant (1): tract t of set = data[0..len) on every copy. */
+static int put_all(pom_blob *b, uint64_t set, uint32_t t, const void *data, uint32_t len)
+{
+    struct mdsl_be *m = be_of(b);
+    uint32_t sites[MDSL_COPIES_MAX];
+    uint32_t n = locate(m, set, t, sites);
+    for (uint32_t i = 0; i < n; i++) {
+        xt_rpc_pool *p = pool_of(m, sites[i]);
+        int rc = p ? xt_mdsl_tract_put(p, NULL, b->fsid, set, t, data, len) : -EHOSTUNREACH;
+        if (rc < 0) {
+            XT_ERR("blob: tract %" PRIu32 " of set %016" PRIx64 " not stored on MDSL %" PRIu32
+                   " (%s): the write fails", t, set, sites[i], strerror(-rc));
+            return rc == -ENOSPC || rc == -EFBIG ? rc : -EIO;
+        }
+    }
+    return n ? 0 : -EIO;
+}
+
+/* Tract t of set from the first copy that has it (invariant (3)): 0 and
+ * *data (xt_free; NULL when *len 0); -ENOENT when every copy answered that
+ * it has none; -EIO when no copy gave it and one could not answer. */
+static int fetch(pom_blob *b, uint64_t set, uint32_t t, void **data, uint32_t *len)
+{
+    struct mdsl_be *m = be_of(b);
+    uint32_t sites[MDSL_COPIES_MAX];
+    uint32_t n = locate(m, set, t, sites);
+    int rc = -EIO;
+    bool all_absent = n > 0;
+    for (uint32_t i = 0; i < n; i++) {
+        xt_rpc_pool *p = pool_of(m, sites[i]);
+        rc = p ? xt_mdsl_tract_get(p, NULL, b->fsid, set, t, data, len) : -EHOSTUNREACH;
+        if (rc == 0)
+            return 0;
+        if (rc != -ENOENT) {
+            all_absent = false;
+            XT_WARN_RL(1000, "blob: tract %" PRIu32 " of set %016" PRIx64 " on MDSL %" PRIu32
+                       ": %s; asking the next copy", t, set, sites[i], strerror(-rc));
+        }
+    }
+    return all_absent ? -ENOENT : -EIO;
+}
+
+/* Reads the set's map once per open file. REQUIRES: f->mu held. */
+static int map_load(pom_blob_file *f, struct mfile *mf)
+{
+    if (mf->map_known)
+        return 0;
+    void *d = NULL;
+    uint32_t len = 0;
+    int rc = fetch(f->b, f->uuid, POM_MDSL_MAP_TRACT, &d, &len);
+    if (rc == -EIO)
+        return rc;
+    mf->map = d;
+    mf->nmap = rc == 0 ? len : 0;
+    mf->map_absent = rc == -ENOENT;
+    mf->map_known = true;
+    return 0;
+}
+
+static bool map_has(const struct mfile *mf, uint32_t t)
+{
+    return t < mf->nmap && mf->map[t];
+}
+
+/* REQUIRES: f->mu held, the map known. */
+static int map_set(struct mfile *mf, uint32_t t, uint8_t v)
+{
+    assert(mf->map_known);
+    if (t >= mf->nmap) {
+        if (!v)
+            return 0;
+        uint8_t *n = xt_realloc(mf->map, (size_t)t + 1);
+        if (!n)
+            return -ENOMEM;
+        memset(n + mf->nmap, 0, t + 1 - mf->nmap);
+        mf->map = n;
+        mf->nmap = t + 1;
+    }
+    if (mf->map[t] != v || mf->map_absent) {
+        mf->map[t] = v;
+        mf->map_dirty = true;
+        mf->map_absent = false;
+    }
+    return 0;
+}
+
+/* Puts the map when it changed. REQUIRES: f->mu held. */
+static int map_flush(pom_blob_file *f, struct mfile *mf)
+{
+    if (!mf->map_dirty)
+        return 0;
+    int rc = put_all(f->b, f->uuid, POM_MDSL_MAP_TRACT, mf->map, mf->nmap);
+    if (rc == 0)
+        mf->map_dirty = false;
+    return rc;
+}
+
+/* Puts the cached tract when dirty, then marks it written (invariant (2)).
+ * REQUIRES: f->mu held. */
+static int flush_cur(pom_blob_file *f, struct mfile *mf)
+{
+    if (!mf->dirty)
+        return 0;
+    assert(mf->cur != NO_TRACT);
+    int rc = put_all(f->b, f->uuid, mf->cur, mf->buf, mf->len);
+    if (rc == 0)
+        rc = map_load(f, mf);
+    if (rc == 0)
+        rc = map_set(mf, mf->cur, 1);
+    if (rc == 0)
+        mf->dirty = false;
+    return rc;
+}
+
+/* Tract t into dst (tract_size bytes): *len its bytes, 0 for a hole;
+ * -EIO for a tract the map says was written that no copy gives back.
+ * REQUIRES: f->mu held. */
+static int get_tract(pom_blob_file *f, struct mfile *mf, uint32_t t, uint8_t *dst, uint32_t *len)
+{
+    void *d = NULL;
+    uint32_t n = 0;
+    int rc = fetch(f->b, f->uuid, t, &d, &n);
+    if (rc == 0) {
+        if (n > f->b->tract_size) {
+            XT_ERR("blob: tract %" PRIu32 " of set %016" PRIx64 " holds %" PRIu32
+                   " bytes, more than a tract: EIO", t, f->uuid, n);
+            xt_free(d);
+            return -EIO;
+        }
+        if (n)
+            memcpy(dst, d, n);
+        xt_free(d);
+        *len = n;
+        return 0;
+    }
+    int mrc = map_load(f, mf);
+    if (mrc == 0 && !mf->map_absent && !map_has(mf, t)) {
+        *len = 0; /* a real hole */
+        return 0;
+    }
+    XT_ERR("blob: tract %" PRIu32 " of set %016" PRIx64 " is lost on every copy (%s): EIO, "
+           "not zeros", t, f->uuid,
+           mrc < 0 ? "its map is unreachable too" : mf->map_absent ? "the set has no map"
+           : rc == -ENOENT ? "no copy has it" : "no copy answered");
+    return -EIO;
+}
+
+/* Makes t the cached tract: the old one put when dirty; t's bytes read
+ * unless `whole` (the caller overwrites all of it). REQUIRES: f->mu held. */
+static int load(pom_blob_file *f, struct mfile *mf, uint32_t t, bool whole)
+{
+    if (mf->cur == t)
+        return 0;
+    int rc = flush_cur(f, mf);
+    if (rc < 0)
+        return rc;
+    if (!mf->buf && !(mf->buf = xt_malloc(f->b->tract_size)))
+        return -ENOMEM;
+    mf->cur = NO_TRACT;
+    uint32_t len = 0;
+    if (!whole && (rc = get_tract(f, mf, t, mf->buf, &len)) < 0)
+        return rc;
+    mf->cur = t;
+    mf->len = len;
+    return 0;
+}
+
+static struct mfile *mf_of(pom_blob_file *f)
+{
+    if (!f->be) {
+        struct mfile *mf = xt_calloc(1, sizeof *mf);
+        if (mf)
+            mf->cur = NO_TRACT;
+        f->be = mf;
+    }
+    return f->be;
+}
+
+/* Copies [toff, toff+n) of a tract of len bytes at src into dst. */
+static void copy_out(void *dst, const uint8_t *src, uint32_t len, uint64_t toff, size_t n)
+{
+    size_t have = toff < len ? (size_t)XT_MIN((uint64_t)n, len - toff) : 0;
+    if (have)
+        memcpy(dst, src + toff, have);
+    memset((char *)dst + have, 0, n - have);
+}
+
+static ssize_t m_pread(pom_blob_file *f, uint32_t t, void *buf, size_t n, uint64_t toff)
+{
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? 0 : -ENOMEM;
+    if (rc == 0 && mf->cur != t && !mf->dirty)
+        rc = load(f, mf, t, false); /* cached: sequential reads fetch once */
+    if (rc == 0 && mf->cur == t) {
+        copy_out(buf, mf->buf, mf->len, toff, n);
+    } else if (rc == 0) {
+        uint8_t *tmp = xt_malloc(f->b->tract_size);
+        uint32_t len = 0;
+        rc = tmp ? get_tract(f, mf, t, tmp, &len) : -ENOMEM;
+        if (rc == 0)
+            copy_out(buf, tmp, len, toff, n);
+        xt_free(tmp);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc < 0 ? rc : (ssize_t)n;
+}
+
+static ssize_t m_pwrite(pom_blob_file *f, uint32_t t, const void *buf, size_t n, uint64_t toff)
+{
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? load(f, mf, t, toff == 0 && n == f->b->tract_size) : -ENOMEM;
+    if (rc == 0) {
+        if (toff > mf->len)
+            memset(mf->buf + mf->len, 0, toff - mf->len);
+        memcpy(mf->buf + toff, buf, n);
+        mf->len = (uint32_t)XT_MAX((uint64_t)mf->len, toff + n);
+        mf->dirty = true;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc < 0 ? rc : (ssize_t)n;
+}
+
+static int m_cut(pom_blob_file *f, uint32_t t, uint64_t len)
+{
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? load(f, mf, t, false) : -ENOMEM;
+    if (rc == 0 && mf->len > len) {
+        mf->len = (uint32_t)len;
+        mf->dirty = true;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+/* Removes tracts [first, end) of f's set from the given sites (NULL: every
+ * MDSL: the tracts of a range lie anywhere). */
+static int remove_on(pom_blob *b, uint64_t set, uint32_t first, uint32_t end,
+                     const uint32_t *sites, uint32_t n)
+{
+    struct mdsl_be *m = be_of(b);
+    int err = 0;
+    size_t count = sites ? n : m->nsites;
+    for (size_t i = 0; i < count; i++) {
+        uint32_t id = sites ? sites[i] : m->sites[i].id;
+        xt_rpc_pool *p = pool_of(m, id);
+        int rc = p ? xt_mdsl_tract_remove(p, NULL, b->fsid, set, first, end) : -EHOSTUNREACH;
+        if (rc < 0) {
+            XT_WARN("blob: tracts %" PRIu32 "..%" PRIu32 " of set %016" PRIx64 " stay on MDSL %"
+                    PRIu32 ": %s", first, end, set, id, strerror(-rc));
+            err = err ? err : -EIO;
+        }
+    }
+    return err;
+}
+
+static int m_drop_from(pom_blob_file *f, uint32_t first)
+{
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? map_load(f, mf) : -ENOMEM;
+    if (rc == 0 && mf->cur != NO_TRACT && mf->cur >= first) {
+        mf->cur = NO_TRACT;
+        mf->dirty = false;
+    }
+    bool any = false;
+    for (uint32_t t = first; rc == 0 && t < mf->nmap; t++)
+        any |= mf->map[t] != 0;
+    if (rc == 0 && any) {
+        mf->nmap = first; /* invariant (2): the map first */
+        mf->map_dirty = true;
+        rc = map_flush(f, mf);
+        if (rc == 0)
+            rc = remove_on(f->b, f->uuid, first, POM_MDSL_MAP_TRACT, NULL, 0);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+static int m_drop(pom_blob_file *f, uint32_t t)
+{
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? map_load(f, mf) : -ENOMEM;
+    if (rc == 0 && mf->cur == t) {
+        mf->cur = NO_TRACT;
+        mf->dirty = false;
+    }
+    if (rc == 0 && map_has(mf, t)) {
+        map_set(mf, t, 0);
+        rc = map_flush(f, mf);
+        uint32_t sites[MDSL_COPIES_MAX];
+        uint32_t n = locate(be_of(f->b), f->uuid, t, sites);
+        if (rc == 0)
+            rc = remove_on(f->b, f->uuid, t, t + 1, sites, n);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+static int m_punch(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len)
+{
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? load(f, mf, t, false) : -ENOMEM;
+    if (rc == 0 && toff < mf->len) {
+        memset(mf->buf + toff, 0, (size_t)XT_MIN(len, mf->len - toff));
+        mf->dirty = true;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+/* No space is reserved on the MDSL: the tract is made (empty) when absent,
+ * so the range reads as zeros and the set records it. */
+static int m_allocate(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len, bool *made)
+{
+    (void)toff, (void)len;
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? load(f, mf, t, false) : -ENOMEM;
+    if (rc == 0)
+        rc = map_load(f, mf);
+    if (rc == 0 && !map_has(mf, t) && !mf->dirty) {
+        mf->dirty = true;
+        *made = true;
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+static int m_fsync(pom_blob_file *f)
+{
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? flush_cur(f, mf) : -ENOMEM;
+    if (rc == 0)
+        rc = map_flush(f, mf);
+    if (rc < 0)
+        f->error = rc; /* pom_blob.c invariant (1) */
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+static int m_create(pom_blob_file *f)
+{
+    pthread_mutex_lock(&f->mu);
+    struct mfile *mf = mf_of(f);
+    int rc = mf ? map_load(f, mf) : -ENOMEM;
+    if (rc == 0 && mf->map_absent) {
+        mf->map_absent = false;
+        mf->map_dirty = true;
+        rc = map_flush(f, mf);
+    }
+    pthread_mutex_unlock(&f->mu);
+    return rc;
+}
+
+static void m_file_fini(pom_blob_file *f)
+{
+    struct mfile *mf = f->be;
+    if (!mf)
+        return;
+    /* The last close: what was written reaches the copies (not durable
+     * before an fsync, as local's page cache). */
+    int rc = flush_cur(f, mf);
+    if (rc == 0)
+        rc = map_flush(f, mf);
+    if (rc < 0)
+        XT_ERR("blob: set %016" PRIx64 ": writes not stored at close: %s", f->uuid,
+               strerror(-rc));
+    xt_free(mf->buf);
+    xt_free(mf->map);
+    xt_free(mf);
+    f->be = NULL;
+}
+
+static int m_remove(pom_blob *b, uint64_t uuid)
+{
+    return remove_on(b, uuid, 0, 0, NULL, 0);
+}
+
+static int m_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st)
+{
+    (void)b, (void)uuid, (void)st;
+    return -ENOTSUP;
+}
+
+static int m_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
+{
+    (void)b, (void)fn, (void)arg;
+    return -ENOTSUP;
+}
+
+static int m_touch(pom_blob *b, uint64_t uuid)
+{
+    (void)b, (void)uuid;
+    return 0; /* no ages are kept: orphan reclaim is not built for mdsl */
+}
+
+static int m_lock(pom_blob *b, int *token)
+{
+    (void)b;
+    *token = -1;
+    return 0; /* never taken: no reclaim pass runs on mdsl */
+}
+
+static void m_unlock(pom_blob *b, int token)
+{
+    (void)b, (void)token;
+}
+
+static void m_close(pom_blob *b)
+{
+    struct mdsl_be *m = be_of(b);
+    if (!m)
+        return;
+    for (size_t i = 0; i < m->nsites; i++)
+        xt_rpc_pool_free(m->sites[i].pool);
+    xt_free(m->sites);
+    xt_ring_free(m->ring);
+    xt_free(m);
+    b->be = NULL;
+}
+
+/* conf->path: "" or "copies=N". */
+static int m_open(pom_blob *b, const struct pom_blob_conf *c)
+{
+    if (!c->view || !c->pool) {
+        XT_ERR("blob: backend mdsl needs the cluster's view (open the fs through R2)");
+        return -EINVAL;
+    }
+    if (b->tract_size > MDSL_TRACT_MAX) {
+        XT_ERR("blob: backend mdsl takes tracts up to %u bytes", MDSL_TRACT_MAX);
+        return -EINVAL;
+    }
+    unsigned long copies = 0;
+    const char *p = c->path ? c->path : "";
+    if (*p) {
+        char *end = NULL;
+        if (strncmp(p, "copies=", 7) || (copies = strtoul(p + 7, &end, 10)) < 1 ||
+            copies > MDSL_COPIES_MAX || *end) {
+            XT_ERR("blob: backend mdsl: bad setting '%s' (want copies=N, N 1..%d)", p,
+                   MDSL_COPIES_MAX);
+            return -EINVAL;
+        }
+    }
+    struct mdsl_be *m = xt_calloc(1, sizeof *m);
+    if (!m)
+        return -ENOMEM;
+    b->be = m;
+    int rc = xt_view_ring(c->view, XT_RING_MDSL, &m->ring);
+    if (rc < 0 || !m->ring || xt_ring_nsites(m->ring) == 0) {
+        XT_ERR("blob: backend mdsl: the view has no ring 1 with MDSL sites");
+        return rc < 0 && rc != -ENOENT ? rc : -EHOSTUNREACH;
+    }
+    uint32_t nring = xt_ring_nsites(m->ring);
+    m->copies = copies ? (unsigned)copies : XT_MIN(3u, nring);
+    if (m->copies > nring) {
+        XT_ERR("blob: backend mdsl: %u copies wanted, ring 1 has %u MDSL", m->copies, nring);
+        return -EINVAL;
+    }
+    if (!(m->sites = xt_calloc(c->view->nsites ? c->view->nsites : 1, sizeof *m->sites)))
+        return -ENOMEM;
+    for (size_t i = 0; i < c->view->nsites; i++) {
+        const struct xt_site *s = &c->view->sites[i];
+        if (s->type != XT_SITE_MDSL || !xt_ring_has_site(m->ring, s->id))
+            continue;
+        char host[256];
+        int port;
+        if (xt_rpc_parse_addr(s->addr, host, sizeof host, &port))
+            continue;
+        struct xt_rpc_pool_opts po = *c->pool;
+        po.host = host;
+        po.port = port;
+        if ((rc = xt_rpc_pool_new(&po, &m->sites[m->nsites].pool)) < 0)
+            return rc;
+        m->sites[m->nsites++].id = s->id;
+    }
+    XT_INFO("blob: backend mdsl: %zu MDSL, %u copies per tract", m->nsites, m->copies);
+    return 0;
+}
+
+const struct blob_ops pom_blob_mdsl_ops = {
+    .name = "mdsl",
+    .open = m_open,
+    .close = m_close,
+    .pread = m_pread,
+    .pwrite = m_pwrite,
+    .cut = m_cut,
+    .drop_from = m_drop_from,
+    .drop = m_drop,
+    .punch = m_punch,
+    .allocate = m_allocate,
+    .fsync = m_fsync,
+    .create = m_create,
+    .remove = m_remove,
+    .stat = m_stat,
+    .list = m_list,
+    .touch = m_touch,
+    .lock = m_lock,
+    .unlock = m_unlock,
+    .file_fini = m_file_fini,
+};

@@ -1,0 +1,495 @@
+/*
+ * mdsl_blob.c -- the MDSL's blob store (mdsl_blob.h has the format and the
+ * invariants).
+ *
+ * The index lives in memory, rebuilt at open from the record headers
+ * (Bitcask): a put costs one append and one fdatasync, with no second
+ * durable write to an index; a restart reads one 40-byte header per record
+ * (the payloads are skipped). Sets hash into buckets; each set keeps its
+ * tracts in an array sorted by tract number.
+ *
+ * Locks: app_mu serialises appends (invariant (2): the file order is the
+ * replay order; the appender holds it across the write and its fdatasync,
+ * so a second put waits for the first, as the slice store's appends do).
+ * mu protects the index and the segment table, held briefly and never
+ * across I/O. Segment files stay open until close (nothing deletes them:
+ * no GC), so a reader uses one after dropping mu.
+ */
+#include "mdsl_blob.h"
+
+#include "xt_common.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define NBUCK 4096
+
+struct tloc {
+    uint32_t tract, seg, len;
+    uint64_t off;    /* of the payload */
+    uint64_t csum;   /* XXH3_64 of the payload */
+};
+
+struct bset {
+    uint32_t fsid;
+    uint64_t set;
+    struct tloc *t;  /* sorted by tract */
+    size_t n, cap;
+    struct bset *next;
+};
+
+struct mdsl_blob {
+    mdsl_io *io;
+    char *dir;
+    uint64_t seg_size;
+    pthread_mutex_t app_mu;
+    uint64_t tail;          /* protected by app_mu: end of the active segment */
+    int failed;             /* protected by app_mu and mu (both to write) */
+    pthread_mutex_t mu;
+    mdsl_file **segs;       /* protected by mu: by segment number */
+    uint32_t nsegs, capsegs; /* protected by mu; the active segment is nsegs-1 */
+    uint64_t bytes;         /* protected by mu: bytes of every segment */
+    struct bset *buck[NBUCK]; /* protected by mu */
+    uint64_t ntracts, live, dead; /* protected by mu */
+};
+
+static size_t bucket_of(uint32_t fsid, uint64_t set)
+{
+    return (size_t)((set ^ ((uint64_t)fsid * UINT64_C(0x9e3779b97f4a7c15))) % NBUCK);
+}
+
+/* REQUIRES: b->mu held. The set, or NULL (create: a new empty one, NULL
+ * on ENOMEM). */
+static struct bset *set_find(mdsl_blob *b, uint32_t fsid, uint64_t set, bool create)
+{
+    struct bset **pp = &b->buck[bucket_of(fsid, set)];
+    for (struct bset *s = *pp; s; s = s->next)
+        if (s->fsid == fsid && s->set == set)
+            return s;
+    if (!create)
+        return NULL;
+    struct bset *s = xt_calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->fsid = fsid;
+    s->set = set;
+    s->next = *pp;
+    *pp = s;
+    return s;
+}
+
+/* Index of the first tract >= t in s. */
+static size_t lower(const struct bset *s, uint32_t t)
+{
+    size_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (s->t[mid].tract < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* REQUIRES: b->mu held. Records loc in the index (replacing the tract's
+ * older place). -ENOMEM. */
+static int index_put(mdsl_blob *b, uint32_t fsid, uint64_t set, const struct tloc *loc)
+{
+    struct bset *s = set_find(b, fsid, set, true);
+    if (!s)
+        return -ENOMEM;
+    size_t i = lower(s, loc->tract);
+    if (i < s->n && s->t[i].tract == loc->tract) {
+        b->dead += s->t[i].len;
+        b->live -= s->t[i].len;
+        s->t[i] = *loc;
+        b->live += loc->len;
+        return 0;
+    }
+    if (s->n == s->cap) {
+        size_t c = s->cap ? 2 * s->cap : 4;
+        struct tloc *nt = xt_realloc(s->t, c * sizeof *nt);
+        if (!nt)
+            return -ENOMEM;
+        s->t = nt;
+        s->cap = c;
+    }
+    memmove(&s->t[i + 1], &s->t[i], (s->n - i) * sizeof *s->t);
+    s->t[i] = *loc;
+    s->n++;
+    b->ntracts++;
+    b->live += loc->len;
+    return 0;
+}
+
+/* REQUIRES: b->mu held. Drops tracts [first, end) of the set (end 0: all
+ * from first); an emptied set goes. */
+static void index_remove(mdsl_blob *b, uint32_t fsid, uint64_t set, uint32_t first, uint32_t end)
+{
+    struct bset **pp = &b->buck[bucket_of(fsid, set)];
+    while (*pp && !((*pp)->fsid == fsid && (*pp)->set == set))
+        pp = &(*pp)->next;
+    struct bset *s = *pp;
+    if (!s)
+        return;
+    size_t i = lower(s, first), j = end ? lower(s, end) : s->n;
+    for (size_t k = i; k < j; k++) {
+        b->dead += s->t[k].len;
+        b->live -= s->t[k].len;
+        b->ntracts--;
+    }
+    memmove(&s->t[i], &s->t[j], (s->n - j) * sizeof *s->t);
+    s->n -= j - i;
+    if (s->n == 0) {
+        *pp = s->next;
+        xt_free(s->t);
+        xt_free(s);
+    }
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    put32(p, (uint32_t)v);
+    put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+    return get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+static void seg_path(const mdsl_blob *b, uint32_t segno, char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/bseg-%08" PRIu32, b->dir, segno);
+}
+
+static void hdr_encode(uint8_t *p, uint8_t type, uint32_t fsid, uint32_t tract, uint64_t set,
+                       uint32_t len, uint64_t csum)
+{
+    memset(p, 0, MDSL_BLOB_HDR_SIZE);
+    put32(p, MDSL_BLOB_MAGIC);
+    p[4] = type;
+    put32(p + 8, fsid);
+    put32(p + 12, tract);
+    put64(p + 16, set);
+    put32(p + 24, len);
+    put32(p + 28, (uint32_t)XXH3_64bits(p, 28));
+    put64(p + 32, csum);
+}
+
+struct rec {
+    uint8_t type;
+    uint32_t fsid, tract, len;
+    uint64_t set, csum;
+};
+
+/* 0, or -EBADMSG for bytes that are no header. */
+static int hdr_decode(const uint8_t *p, struct rec *r)
+{
+    if (get32(p) != MDSL_BLOB_MAGIC || get32(p + 28) != (uint32_t)XXH3_64bits(p, 28))
+        return -EBADMSG;
+    r->type = p[4];
+    r->fsid = get32(p + 8);
+    r->tract = get32(p + 12);
+    r->set = get64(p + 16);
+    r->len = get32(p + 24);
+    r->csum = get64(p + 32);
+    if (r->type == MDSL_BLOB_REC_TRACT && r->len > MDSL_BLOB_TRACT_MAX)
+        return -EBADMSG;
+    if (r->type != MDSL_BLOB_REC_TRACT && r->type != MDSL_BLOB_REC_REMOVE)
+        return -EBADMSG;
+    return 0;
+}
+
+/* REQUIRES: b->mu held. Appends an open file to the segment table. */
+static int segs_push(mdsl_blob *b, mdsl_file *f)
+{
+    if (b->nsegs == b->capsegs) {
+        uint32_t c = b->capsegs ? 2 * b->capsegs : 16;
+        mdsl_file **n = xt_realloc(b->segs, c * sizeof *n);
+        if (!n)
+            return -ENOMEM;
+        b->segs = n;
+        b->capsegs = c;
+    }
+    b->segs[b->nsegs++] = f;
+    return 0;
+}
+
+/* Replays segment segno (open as f) into the index; a bad header or a
+ * record cut short ends it: the last segment is cut there (a torn append,
+ * invariant (2): none of it was acknowledged), an earlier one is logged. */
+static int replay(mdsl_blob *b, uint32_t segno, mdsl_file *f, bool last)
+{
+    uint64_t size = 0, off = 0;
+    int rc = mdsl_io_size(b->io, f, &size);
+    if (rc < 0)
+        return rc;
+    while (off + MDSL_BLOB_HDR_SIZE <= size) {
+        uint8_t h[MDSL_BLOB_HDR_SIZE];
+        struct rec r;
+        if ((rc = mdsl_io_pread_full(b->io, f, off, h, sizeof h)) < 0)
+            return rc;
+        if (hdr_decode(h, &r) < 0)
+            break;
+        uint64_t plen = r.type == MDSL_BLOB_REC_TRACT ? r.len : 0;
+        if (off + MDSL_BLOB_HDR_SIZE + plen > size)
+            break;
+        pthread_mutex_lock(&b->mu);
+        if (r.type == MDSL_BLOB_REC_TRACT) {
+            struct tloc loc = { r.tract, segno, r.len, off + MDSL_BLOB_HDR_SIZE, r.csum };
+            rc = index_put(b, r.fsid, r.set, &loc);
+        } else {
+            index_remove(b, r.fsid, r.set, r.tract, r.len);
+        }
+        pthread_mutex_unlock(&b->mu);
+        if (rc < 0)
+            return rc;
+        off += MDSL_BLOB_HDR_SIZE + plen;
+    }
+    if (off < size) {
+        if (!last) {
+            XT_ERR("blob: segment %" PRIu32 " has %" PRIu64 " unreadable bytes at %" PRIu64
+                   ": the tracts there are lost", segno, size - off, off);
+        } else {
+            XT_WARN("blob: cutting the torn tail of segment %" PRIu32 " at %" PRIu64
+                    " (%" PRIu64 " bytes)", segno, off, size - off);
+            if ((rc = mdsl_io_truncate(b->io, f, off)) < 0)
+                return rc;
+        }
+    }
+    if (last)
+        b->tail = off;
+    pthread_mutex_lock(&b->mu);
+    b->bytes += last ? off : size;
+    pthread_mutex_unlock(&b->mu);
+    return 0;
+}
+
+struct scan { uint32_t max; bool any; };
+
+static int scan_cb(const char *name, bool is_dir, void *arg)
+{
+    struct scan *s = arg;
+    unsigned n;
+    char tail;
+    if (!is_dir && sscanf(name, "bseg-%8u%c", &n, &tail) == 1 && strlen(name) == 13) {
+        if (!s->any || n > s->max)
+            s->max = n;
+        s->any = true;
+    }
+    return 0;
+}
+
+/* Opens (create) segment segno and adds it to the table. */
+static int seg_open(mdsl_blob *b, uint32_t segno, bool create, mdsl_file **out)
+{
+    char p[4200];
+    seg_path(b, segno, p, sizeof p);
+    int rc = mdsl_io_open(b->io, p, create, out);
+    if (rc < 0)
+        return rc;
+    pthread_mutex_lock(&b->mu);
+    assert(b->nsegs == segno);
+    rc = segs_push(b, *out);
+    pthread_mutex_unlock(&b->mu);
+    if (rc < 0)
+        mdsl_io_close(b->io, *out);
+    return rc;
+}
+
+int mdsl_blob_open(const struct mdsl_blob_opts *o, mdsl_blob **out)
+{
+    *out = NULL;
+    mdsl_blob *b = xt_calloc(1, sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    b->io = o->io;
+    b->seg_size = o->seg_size ? o->seg_size : (UINT64_C(256) << 20);
+    pthread_mutex_init(&b->app_mu, NULL);
+    pthread_mutex_init(&b->mu, NULL);
+    int rc = (b->dir = xt_strdup(o->dir)) ? mdsl_io_mkdir(b->io, b->dir) : -ENOMEM;
+    struct scan s = { 0, false };
+    if (rc == 0)
+        rc = mdsl_io_list(b->io, b->dir, scan_cb, &s);
+    /* Segment numbers are dense from 0: a missing one is an error. */
+    uint32_t n = s.any ? s.max + 1 : 1;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        mdsl_file *f = NULL;
+        rc = seg_open(b, i, i + 1 == n, &f);
+        if (rc == -ENOENT)
+            XT_ERR("blob: segment %" PRIu32 " of %s is missing", i, b->dir);
+        if (rc == 0)
+            rc = replay(b, i, f, i + 1 == n);
+    }
+    if (rc < 0) {
+        XT_ERR("blob: cannot open the blob store in %s: %s", o->dir, strerror(-rc));
+        mdsl_blob_close(b);
+        return rc;
+    }
+    XT_INFO("blob: %" PRIu64 " tracts (%" PRIu64 " bytes) in %" PRIu32 " segments of %s",
+            b->ntracts, b->live, b->nsegs, b->dir);
+    *out = b;
+    return 0;
+}
+
+void mdsl_blob_close(mdsl_blob *b)
+{
+    if (!b)
+        return;
+    for (uint32_t i = 0; i < b->nsegs; i++)
+        mdsl_io_close(b->io, b->segs[i]);
+    for (size_t k = 0; k < NBUCK; k++)
+        for (struct bset *s = b->buck[k], *nx; s; s = nx) {
+            nx = s->next;
+            xt_free(s->t);
+            xt_free(s);
+        }
+    xt_free(b->segs);
+    xt_free(b->dir);
+    pthread_mutex_destroy(&b->mu);
+    pthread_mutex_destroy(&b->app_mu);
+    xt_free(b);
+}
+
+/* Appends one record (header h, payload p of plen bytes) durably.
+ * *segno, *off: where its payload went. REQUIRES: b->app_mu held. */
+static int append(mdsl_blob *b, const uint8_t *h, const void *p, uint32_t plen, uint32_t *segno,
+                  uint64_t *off)
+{
+    if (b->failed)
+        return b->failed;
+    uint64_t total = MDSL_BLOB_HDR_SIZE + (uint64_t)plen;
+    pthread_mutex_lock(&b->mu);
+    uint32_t cur = b->nsegs - 1;
+    mdsl_file *f = b->segs[cur];
+    pthread_mutex_unlock(&b->mu);
+    int rc = 0;
+    if (b->tail > 0 && b->tail + total > b->seg_size) {
+        if ((rc = seg_open(b, cur + 1, true, &f)) < 0)
+            return rc;
+        cur++;
+        b->tail = 0;
+    }
+    struct mdsl_io_wr w[2] = { { f, b->tail, h, MDSL_BLOB_HDR_SIZE },
+                               { f, b->tail + MDSL_BLOB_HDR_SIZE, p, plen } };
+    bool sync_failed = false;
+    rc = mdsl_io_write(b->io, w, plen ? 2 : 1, &f, 1, &sync_failed);
+    if (rc < 0) {
+        /* Invariant (4). A failed write leaves bytes a replay may take
+         * for a torn tail; a failed fdatasync leaves the file unknown. */
+        XT_ERR("blob: %s of segment %" PRIu32 " failed: %s; the blob store takes no more "
+               "writes", sync_failed ? "fdatasync" : "append", cur, strerror(-rc));
+        pthread_mutex_lock(&b->mu);
+        b->failed = rc;
+        pthread_mutex_unlock(&b->mu);
+        return rc;
+    }
+    *segno = cur;
+    *off = b->tail + MDSL_BLOB_HDR_SIZE;
+    b->tail += total;
+    pthread_mutex_lock(&b->mu);
+    b->bytes += total;
+    pthread_mutex_unlock(&b->mu);
+    return 0;
+}
+
+int mdsl_blob_put(mdsl_blob *b, uint32_t fsid, uint64_t set, uint32_t tract, const void *data,
+                  uint32_t len)
+{
+    assert(len <= MDSL_BLOB_TRACT_MAX && (data || !len)); /* REQUIRES */
+    uint8_t h[MDSL_BLOB_HDR_SIZE];
+    uint64_t csum = XXH3_64bits(data, len);
+    hdr_encode(h, MDSL_BLOB_REC_TRACT, fsid, tract, set, len, csum);
+    pthread_mutex_lock(&b->app_mu);
+    uint32_t segno = 0;
+    uint64_t off = 0;
+    int rc = append(b, h, data, len, &segno, &off);
+    if (rc == 0) {
+        struct tloc loc = { tract, segno, len, off, csum };
+        pthread_mutex_lock(&b->mu);
+        rc = index_put(b, fsid, set, &loc);
+        pthread_mutex_unlock(&b->mu);
+    }
+    pthread_mutex_unlock(&b->app_mu);
+    return rc;
+}
+
+int mdsl_blob_get(mdsl_blob *b, uint32_t fsid, uint64_t set, uint32_t tract, void **data,
+                  uint32_t *len)
+{
+    *data = NULL;
+    *len = 0;
+    pthread_mutex_lock(&b->mu);
+    struct bset *s = set_find(b, fsid, set, false);
+    size_t i = s ? lower(s, tract) : 0;
+    bool found = s && i < s->n && s->t[i].tract == tract;
+    struct tloc loc = found ? s->t[i] : (struct tloc){ 0 };
+    mdsl_file *f = found ? b->segs[loc.seg] : NULL;
+    pthread_mutex_unlock(&b->mu);
+    if (!found)
+        return -ENOENT;
+    if (loc.len == 0)
+        return XXH3_64bits(NULL, 0) == loc.csum ? 0 : -EBADMSG;
+    void *buf = xt_malloc(loc.len);
+    if (!buf)
+        return -ENOMEM;
+    int rc = mdsl_io_pread_full(b->io, f, loc.off, buf, loc.len);
+    if (rc == 0 && XXH3_64bits(buf, loc.len) != loc.csum) {
+        XT_ERR("blob: tract %" PRIu32 " of set %016" PRIx64 " (fs %" PRIu32 ") in segment %"
+               PRIu32 " at %" PRIu64 ": XXH3 mismatch, answering EBADMSG", tract, set, fsid,
+               loc.seg, loc.off);
+        rc = -EBADMSG;
+    }
+    if (rc < 0) {
+        xt_free(buf);
+        return rc;
+    }
+    *data = buf;
+    *len = loc.len;
+    return 0;
+}
+
+int mdsl_blob_remove(mdsl_blob *b, uint32_t fsid, uint64_t set, uint32_t first, uint32_t end)
+{
+    uint8_t h[MDSL_BLOB_HDR_SIZE];
+    hdr_encode(h, MDSL_BLOB_REC_REMOVE, fsid, first, set, end, 0);
+    pthread_mutex_lock(&b->app_mu);
+    uint32_t segno = 0;
+    uint64_t off = 0;
+    int rc = append(b, h, NULL, 0, &segno, &off);
+    if (rc == 0) {
+        pthread_mutex_lock(&b->mu);
+        index_remove(b, fsid, set, first, end);
+        pthread_mutex_unlock(&b->mu);
+    }
+    pthread_mutex_unlock(&b->app_mu);
+    return rc;
+}
+
+void mdsl_blob_stat(mdsl_blob *b, struct mdsl_blob_stat *st)
+{
+    pthread_mutex_lock(&b->mu);
+    *st = (struct mdsl_blob_stat){ .segments = b->nsegs, .bytes = b->bytes,
+                                   .tracts = b->ntracts, .live_bytes = b->live,
+                                   .dead_bytes = b->dead, .failed = b->failed };
+    pthread_mutex_unlock(&b->mu);
+}
