@@ -320,6 +320,15 @@ static size_t req_bytes(const struct xt_req *q)
     return b;
 }
 
+/* An answer after which the op may or may not have been applied: the
+ * request or its reply (or a forward's) was lost on the way. The other
+ * transient answers (-EAGAIN, -ELOOP, -ECONNREFUSED, -EHOSTUNREACH) come
+ * before anything changed. */
+static bool unknown_outcome(int rc)
+{
+    return rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -EIO || rc == -EPIPE;
+}
+
 /* Adds key (table, hash) to the round's set: false when it is there
  * already (two keys with one 64-bit hash just wait a round). */
 static bool round_key_add(struct multi_round *r, uint64_t table, uint64_t h)
@@ -431,7 +440,7 @@ int pom_multi_call(pom_fs *fs, struct xt_req *reqs, size_t n, struct xt_resp *re
                     xt_resp_free(&r.sresp[k]);
                     fail = st;
                     fail_at = r.at[g];
-                    if (retried)
+                    if (retried && unknown_outcome(st))
                         retried[i] = true;
                     continue;
                 }

@@ -119,8 +119,8 @@ int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bo
  * failure, a slice in a split, a moved slice: pom_call's retries) is sent
  * again, alone for its key, in a later round with a pause, until the
  * retry window ends. rcs[i] gets op i's answer (0 or -errno), resps[i]
- * its result (xt_resp_free each); retried[i] (may be NULL) whether it was
- * sent more than once. Returns 0, or -ENOMEM (nothing sent). */
+ * its result (xt_resp_free each); retried[i] (may be NULL) whether an
+ * earlier attempt of it may have been applied (its reply was lost). Returns 0, or -ENOMEM (nothing sent). */
 int pom_multi_call(pom_fs *fs, struct xt_req *reqs, size_t n, struct xt_resp *resps, int *rcs,
                    bool *retried);
 /* Before attempt `attempt` (from 0) of an operation that reads rows, sends a
