@@ -24,6 +24,10 @@
  * docs/mds-xact.md); without transactions it answers -EXDEV (the client
  * runs its ops one by one).
  *
+ * XT_F_UPSERT (a key/value put): an update that finds no row creates it
+ * from the whole row sent, exclusively, and updates the row another
+ * client created in between (upsert_create); never in an atomic batch.
+ *
  * An XT_BATCH_ATOMIC batch becomes one mds_table_atomic call (all rows or
  * none, in one commit group; docs/mds-commit.md "Atomic batches"): CREATE
  * -> MDS_AOP_CREATE (with XT_F_IF_VER a replace of the row at that
