@@ -1,6 +1,7 @@
 /*
  * pom_call.c -- floor 1 of libpomegranate, the transport: one xTable call,
- * an atomic batch, a listing page and a sync of every MDS, each with
+ * an atomic batch, many independent calls in one batch RPC per MDS
+ * (pom_multi_call), a listing page and a sync of every MDS, each with
  * retries, routing (pom_route.c) and the MDS epochs it saw (pom_errseq.c).
  * Calls only pom_route.c, pom_errseq.c and xtable/; tells the floors
  * above of an MDS restart through fs->up (pom_call_i.h), never by name.
@@ -14,6 +15,9 @@
  *      it is logged, and so is its end (retry_again).
  *  (2) A sync vouches only for changes acknowledged by the MDS incarnation
  *      that answers it (pom_call_i.h invariant 2).
+ *  (3) A round of pom_multi_call carries at most one op of each key, the
+ *      first one not answered yet: the ops of a key apply in their order
+ *      whatever is retried.
  */
 #include "pom_call_i.h"
 #include "pom_route.h"
@@ -305,8 +309,8 @@ static int round_alloc(struct multi_round *r, size_t n)
     r->at = xt_calloc(n, sizeof *r->at);
     r->bytes = xt_calloc(n, sizeof *r->bytes);
     r->seen = xt_calloc(r->nseen, sizeof *r->seen);
-    if (r->sub && r->sresp && r->idx && r->sel && r->grp && r->to && r->calls && r->at && r->bytes &&
-        r->seen)
+    if (r->sub && r->sresp && r->idx && r->sel && r->grp && r->to && r->calls && r->at &&
+        r->bytes && r->seen)
         return 0;
     round_free(r);
     return -ENOMEM;

@@ -490,10 +490,10 @@ public:
     XTableGlue(const xt_mds_ops *ops, void *ctx, int budget)
         : CommonGlue(&ops->common, ctx, budget), ops_(ops) {}
 
-    void create(XtResp &r, const XtReq &q) override { one(XT_OP_CREATE, q, r); }
-    void lookup(XtResp &r, const XtReq &q) override { one(XT_OP_LOOKUP, q, r); }
-    void update(XtResp &r, const XtReq &q) override { one(XT_OP_UPDATE, q, r); }
-    void remove(XtResp &r, const XtReq &q) override { one(XT_OP_DELETE, q, r); }
+    void create(XtResp &r, const XtReq &q) override { one(XT_OP_CREATE, q, q.hdr, r); }
+    void lookup(XtResp &r, const XtReq &q) override { one(XT_OP_LOOKUP, q, q.hdr, r); }
+    void update(XtResp &r, const XtReq &q) override { one(XT_OP_UPDATE, q, q.hdr, r); }
+    void remove(XtResp &r, const XtReq &q) override { one(XT_OP_DELETE, q, q.hdr, r); }
 
     void batch(BatchResp &r, const BatchReq &q) override
     {
@@ -506,11 +506,8 @@ public:
             return;
         }
         r.results.resize(q.ops.size());
-        for (size_t i = 0; i < q.ops.size(); i++) {
-            XtReq sub = q.ops[i].req;
-            sub.hdr = q.hdr; /* one deadline and id base for the whole batch */
-            one((int)q.ops[i].op, sub, r.results[i]);
-        }
+        for (size_t i = 0; i < q.ops.size(); i++) /* one deadline for the whole batch */
+            one((int)q.ops[i].op, q.ops[i].req, q.hdr, r.results[i]);
     }
 
     void list_rows(ListResp &r, const ListReq &q) override
@@ -678,9 +675,10 @@ private:
         xt_resp_free(&out);
     }
 
-    void one(int op, const XtReq &q, XtResp &r)
+    /* q as op, under header hdr (its own, or its batch's). */
+    void one(int op, const XtReq &q, const ReqHeader &hdr, XtResp &r)
     {
-        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        xt_rpc_ctx rc = pom::glue::make_ctx(hdr, budget_ms_);
         if (!ops_->op) {
             r.status = -ENOSYS;
             return;
