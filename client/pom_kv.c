@@ -2,7 +2,9 @@
  * pom_kv.c -- the key/value API of libpomegranate (docs/client.md "Key/value API"):
  * keyspaces are xTable tables outside the namespace; put/get/update/delete
  * are single-row operations, list and search are table listings, search
- * with the MDS-side substring predicate so only matches travel.
+ * with the MDS-side substring predicate so only matches travel. A batch
+ * (docs/client.md "Key/value batches") sends the same single-row
+ * operations through pom_multi_call, each with the single call's result.
  *
  * Invariants (docs/client.md, "Key/value API"):
  *  (1) Keyspace `name` is row "kv.<name>" (type KV) of the super table;
@@ -19,7 +21,8 @@
  *      length, attr.generation the nonce of the last writer, so a call
  *      retried after a transport failure recognises its own earlier
  *      success (-EEXIST / -ESTALE caused by itself count as done).
- *  (4) A change creates the row only with XT_F_EXCL and changes it only by
+ *  (4) A change creates the row only with XT_F_EXCL (a put's XT_F_UPSERT
+ *      makes the MDS create exclusively too) and changes it only by
  *      update, so a row's version counts every change since its creation
  *      and conditional calls see no ABA on a live key.
  *  (5) A key starting with the bytes 00 FF is refused (-EINVAL): such row
