@@ -3,9 +3,14 @@
  * of 1 KB values) against LevelDB in this process, same threads, same keys,
  * in one run. Redis is measured by run.sh with redis-benchmark at the same
  * concurrency (-c THREADS, no pipelining) and joined in the report.
+ * With --depth D > 1 each thread sends its operations D at a time as one
+ * pom_kv_batch (docs/client.md "Key/value batches"), beside
+ * redis-benchmark -P D (D commands in flight per client, sent together,
+ * their replies awaited together: the same pipelining); LevelDB, which has
+ * no round trip to save, is left out.
  *
  *   bench_kv [--quick] [--mds HOST:PORT --fsid N] [-t THREADS] [-n OPS]
- *            [--size BYTES] [--label L] [--json FILE] [--no-leveldb]
+ *            [--size BYTES] [--depth D] [--label L] [--json FILE] [--no-leveldb]
  *
  * Without --mds it starts its own pom-mdsl + pom-mds (found as bench_mds
  * finds them: $POM_BIN_DIR, or ../mdsl and ../mds next to this binary) in a
@@ -43,10 +48,10 @@ static const char *const kp_name[KP_N] = { "put", "get", "delete" };
 static struct {
     const char *mds, *label, *json;
     uint32_t fsid;
-    uint64_t threads, ops, size;
+    uint64_t threads, ops, size, depth;
     bool leveldb;
 } opt = { .label = "pomegranate", .fsid = 1, .threads = 1, .ops = 50000, .size = 1000,
-          .leveldb = true };
+          .depth = 1, .leveldb = true };
 
 struct worker {
     pthread_t th;
@@ -97,6 +102,36 @@ static int ldb_op(struct worker *w, int ph, const char *key, size_t klen, const 
     return 0;
 }
 
+/* Keys [i, i + n) of thread w as one batch of phase ph: 0 or -errno (w->msg
+ * says which op failed). Latency: the batch's, once per batch. */
+static int pom_batch(struct worker *w, pom_kv_batch *b, uint64_t i, uint64_t n,
+                     char (*keys)[64], const char *val)
+{
+    pom_kv_batch_reset(b);
+    int rc = 0;
+    for (uint64_t j = 0; j < n && rc == 0; j++) {
+        size_t klen = (size_t)snprintf(keys[j], 64, "k%u.%llu", w->id,
+                                       (unsigned long long)(i + j));
+        rc = w->phase == KP_PUT   ? pom_kv_batch_put(b, keys[j], klen, val, opt.size, 0)
+             : w->phase == KP_DEL ? pom_kv_batch_delete(b, keys[j], klen, POM_KV_ANY_VERSION)
+                                  : pom_kv_batch_get(b, keys[j], klen);
+    }
+    if (rc == 0)
+        rc = pom_kv_batch_submit(b);
+    for (uint64_t j = 0; j < n && rc == 0; j++) {
+        size_t vlen = 0;
+        rc = pom_kv_batch_result(b, j, NULL, &vlen, NULL);
+        if (rc == 0 && w->phase == KP_GET && vlen != opt.size)
+            rc = -EIO;
+        if (rc)
+            snprintf(w->msg, sizeof w->msg, "%s %s: %s", kp_name[w->phase], keys[j],
+                     strerror(-rc));
+    }
+    if (rc && !w->msg[0])
+        snprintf(w->msg, sizeof w->msg, "%s batch: %s", kp_name[w->phase], strerror(-rc));
+    return rc;
+}
+
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
@@ -110,8 +145,28 @@ static void *worker_main(void *arg)
     leveldb_writeoptions_t *wo = leveldb_writeoptions_create();
     leveldb_readoptions_t *ro = leveldb_readoptions_create();
     uint64_t per = opt.ops / opt.threads;
+    pom_kv_batch *b = NULL;
+    char (*keys)[64] = NULL;
+    if (opt.depth > 1 && !w->db) {
+        keys = xt_malloc(opt.depth * sizeof *keys);
+        if (!keys || pom_kv_batch_new(w->kv, &b) < 0) {
+            w->err = -ENOMEM;
+            xt_free(keys);
+            xt_free(val);
+            return NULL;
+        }
+    }
     w->t0 = xt_mono_ns();
-    for (uint64_t i = 0; i < per; i++) {
+    for (uint64_t i = 0; b && i < per; i += opt.depth) {
+        uint64_t a = xt_mono_ns();
+        int rc = pom_batch(w, b, i, XT_MIN(opt.depth, per - i), keys, val);
+        if (rc) {
+            w->err = rc;
+            break;
+        }
+        bench_lat_add(w->lat, xt_mono_ns() - a);
+    }
+    for (uint64_t i = 0; !b && i < per; i++) {
         size_t klen = (size_t)snprintf(key, sizeof key, "k%u.%llu", w->id, (unsigned long long)i);
         uint64_t a = xt_mono_ns();
         int rc = w->db ? ldb_op(w, w->phase, key, klen, val, wo, ro)
@@ -125,6 +180,8 @@ static void *worker_main(void *arg)
         bench_lat_add(w->lat, xt_mono_ns() - a);
     }
     w->t1 = xt_mono_ns();
+    pom_kv_batch_free(b);
+    xt_free(keys);
     leveldb_writeoptions_destroy(wo);
     leveldb_readoptions_destroy(ro);
     xt_free(val);
@@ -138,8 +195,12 @@ static int run_phases(const char *target, pom_kv *kv, leveldb_t *db)
     bench_lat *lat = bench_lat_new(opt.ops);
     if (!ws || !lat)
         return -1;
-    char param[48];
-    snprintf(param, sizeof param, "value=%llu", (unsigned long long)opt.size);
+    char param[64];
+    if (opt.depth > 1)
+        snprintf(param, sizeof param, "value=%llu,depth=%llu", (unsigned long long)opt.size,
+                 (unsigned long long)opt.depth);
+    else
+        snprintf(param, sizeof param, "value=%llu", (unsigned long long)opt.size);
     int status = 0;
     for (int ph = 0; ph < KP_N && !status; ph++) {
         bench_lat_reset(lat);
@@ -265,7 +326,8 @@ static int usage(int rc)
 {
     fprintf(rc ? stderr : stdout,
             "usage: bench_kv [--quick] [--mds HOST:PORT --fsid N] [-t THREADS] [-n OPS]\n"
-            "                [--size BYTES] [--label L] [--json FILE] [--no-leveldb]\n");
+            "                [--size BYTES] [--depth D] [--label L] [--json FILE]\n"
+            "                [--no-leveldb]\n");
     return rc;
 }
 
@@ -278,6 +340,7 @@ int main(int argc, char **argv)
                                         { "label", required_argument, NULL, 'L' },
                                         { "json", required_argument, NULL, 'J' },
                                         { "no-leveldb", no_argument, NULL, 'N' },
+                                        { "depth", required_argument, NULL, 'D' },
                                         { "help", no_argument, NULL, 'h' },
                                         { NULL, 0, NULL, 0 } };
     bool quick = false, ops_set = false;
@@ -295,6 +358,7 @@ int main(int argc, char **argv)
         case 'L': opt.label = optarg; break;
         case 'J': opt.json = optarg; break;
         case 'N': opt.leveldb = false; break;
+        case 'D': ok = bench_util_size(optarg, &opt.depth) && opt.depth >= 1 && opt.depth <= POM_KV_BATCH_MAX; break;
         case 'h': return usage(0);
         default: return usage(2);
         }
@@ -311,7 +375,7 @@ int main(int argc, char **argv)
         opt.ops = opt.threads;
     bench_util_header();
     int rc = run_pom();
-    if (!rc && opt.leveldb)
+    if (!rc && opt.leveldb && opt.depth == 1)
         rc = run_leveldb();
     return rc ? 1 : 0;
 }

@@ -50,14 +50,14 @@ START=$(date +%s)
 if [ $QUICK = 1 ]; then
     MD_N=100 MD_HN=100 MD_I=1 MD_PROCS="1 2" SMALL_N=50 FSM_N=200
     FIO_SIZE=32M FIO_RT=2 DS_N=${SCALE:-3000} DS_STEP=1000 DS_LS=3000 DS_REF=3000
-    KV_OPS=2000 KV_T="1 2"
+    KV_OPS=2000 KV_T="1 2" KV_POPS=4000 KV_DEPTHS="16 64"
     DIST_N=2000 DIST_DIR_N=100 DIST_PROBES=10 DIST_SPLIT=256
     GROW_N=40000 GROW_AT=50 GROW_WINDOW=2 GROW_WAIT=60 GROW_SPLIT=256
 else
     MD_N=3000 MD_HN=2000 MD_I=3 MD_PROCS="1 2 4" SMALL_N=2000 FSM_N=5000
     # Directory scale reports at 1000, 2000, 5000, 10000, ... (DS_STEP=0).
     FIO_SIZE=1G FIO_RT=15 DS_N=${SCALE:-1000000} DS_STEP=0 DS_LS=1000000,10000000
-    DS_REF=14000 KV_OPS=50000 KV_T="1 4"
+    DS_REF=14000 KV_OPS=50000 KV_T="1 4" KV_POPS=200000 KV_DEPTHS="16 64"
     # dist: ~1 minute per MDS count here (N files in one directory, 8
     # directories of DIST_DIR_N, 2 x DIST_PROBES fresh clients).
     DIST_N=300000 DIST_DIR_N=10000 DIST_PROBES=200 DIST_SPLIT=2048
@@ -366,6 +366,20 @@ if want kv; then
                   -r 100000 --csv del 'key:__rand_int__'
             } >"$OUT/redis.$th.csv" 2>&1
             python3 "$ROOT/bench/report.py" redis "$OUT/redis.$th.csv" "$th" | tee -a "$J"
+        fi
+    done
+    # Pipelined, one client: pom_kv_batch of D operations beside
+    # redis-benchmark -P D (docs/bench.md "Key/value pipelining").
+    for d in $KV_DEPTHS; do
+        run_on pomfs "$B/bench_kv" --mds "$POM_MDS_ADDR" --fsid 2 -t 1 -n "$KV_POPS" \
+            --depth "$d" --no-leveldb --json "$J"
+        if [ -n "$RPORT" ]; then
+            { redis-benchmark -h 127.0.0.1 -p "$RPORT" -c 1 -n "$KV_POPS" -d 1000 -P "$d" \
+                  -r 100000 --csv -t set,get
+              redis-benchmark -h 127.0.0.1 -p "$RPORT" -c 1 -n "$KV_POPS" -P "$d" \
+                  -r 100000 --csv del 'key:__rand_int__'
+            } >"$OUT/redis.P$d.csv" 2>&1
+            python3 "$ROOT/bench/report.py" redis "$OUT/redis.P$d.csv" 1 "$d" | tee -a "$J"
         fi
     done
 fi

@@ -1,6 +1,7 @@
 /*
  * pom_call.c -- floor 1 of libpomegranate, the transport: one xTable call,
- * an atomic batch, a listing page and a sync of every MDS, each with
+ * an atomic batch, many independent calls in one batch RPC per MDS
+ * (pom_multi_call), a listing page and a sync of every MDS, each with
  * retries, routing (pom_route.c) and the MDS epochs it saw (pom_errseq.c).
  * Calls only pom_route.c, pom_errseq.c and xtable/; tells the floors
  * above of an MDS restart through fs->up (pom_call_i.h), never by name.
@@ -14,6 +15,9 @@
  *      it is logged, and so is its end (retry_again).
  *  (2) A sync vouches only for changes acknowledged by the MDS incarnation
  *      that answers it (pom_call_i.h invariant 2).
+ *  (3) A round of pom_multi_call carries at most one op of each key, the
+ *      first one not answered yet: the ops of a key apply in their order
+ *      whatever is retried.
  */
 #include "pom_call_i.h"
 #include "pom_route.h"
@@ -208,6 +212,24 @@ void pom_set_restart_cb(pom_fs *fs, pom_restart_fn fn, void *arg)
     fs->restart_arg = arg;
 }
 
+/* MDS m (NULL: none) answered req with rc and resp: its bitmap is
+ * learnt, the epoch of the MDS holding the change noted. */
+static void answered(pom_fs *fs, struct pom_mds *m, const struct xt_req *req,
+                     const struct xt_resp *resp, int rc)
+{
+    if (resp->bitmap)
+        pom_route_learn(fs->route, req->t.table, resp->bitmap, resp->bitmap_len);
+    if (rc == 0 || rc == -ENOENT || rc == -EEXIST || rc == -ESTALE) {
+        /* A forward answered: the change sits at the owner it names
+         * (docs/mds-dist.md "Epochs through forwards"). */
+        struct pom_mds *at = m;
+        if (m && resp->epoch_site && resp->epoch_site != m->id)
+            at = pom_route_find(fs->route, resp->epoch_site);
+        if (at) /* (an owner not in our view yet: its epoch means nothing to m's) */
+            note_epoch(fs, at, resp->epoch, req, rc == 0 && req->op != XT_OP_LOOKUP ? 1 : 0);
+    }
+}
+
 int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried)
 {
     assert(req->name_len == 0 || req->name); /* a row key, or none (a table op) */
@@ -226,24 +248,223 @@ int pom_call(pom_fs *fs, struct xt_req *req, struct xt_resp *resp, bool *retried
         int rc = m ? xt_mds_call(pool, &call, req, resp) : -EHOSTUNREACH;
         if (!m)
             memset(resp, 0, sizeof *resp);
-        if (resp->bitmap)
-            pom_route_learn(fs->route, req->t.table, resp->bitmap, resp->bitmap_len);
-        if (rc == 0 || rc == -ENOENT || rc == -EEXIST || rc == -ESTALE) {
-            /* A forward answered: the change sits at the owner it names
-             * (docs/mds-dist.md "Epochs through forwards"). */
-            struct pom_mds *at = m;
-            if (m && resp->epoch_site && resp->epoch_site != m->id)
-                at = pom_route_find(fs->route, resp->epoch_site);
-            if (at) /* (an owner not in our view yet: its epoch means nothing to m's) */
-                note_epoch(fs, at, resp->epoch, req,
-                           rc == 0 && req->op != XT_OP_LOOKUP ? 1 : 0);
-        }
+        answered(fs, m, req, resp, rc);
         if (!retry_again(&rt, m, &rc))
             return rc;
         xt_resp_free(resp);
         if (retried)
             *retried = true;
     }
+}
+
+/* ---- many independent ops (pom_multi_call) ------------------------------ */
+
+/* One batch RPC carries at most MULTI_RPC_OPS ops and about
+ * MULTI_RPC_BYTES of names and values, far under the MDS's frame limit. */
+#define MULTI_RPC_OPS   512
+#define MULTI_RPC_BYTES (8u << 20)
+
+/* The work space of pom_multi_call, each array sized for n ops (a round
+ * has at most one batch per op). */
+struct multi_round {
+    struct xt_req *sub;           /* the round's requests, batch after batch */
+    struct xt_resp *sresp;        /* their results */
+    size_t *idx;                  /* sub[k] is reqs[idx[k]] */
+    size_t *sel, *grp;            /* op sel[k] of the round goes in batch grp[k] */
+    struct xt_mds_batch_to *to;   /* the round's batches */
+    xt_rpc_call *calls;           /* to[g].call */
+    struct pom_mds **at;          /* the MDS of to[g] */
+    size_t *bytes;                /* payload of to[g] */
+    uint64_t *seen;               /* nseen slots: the keys of the round (0: free) */
+    size_t nseen;
+};
+
+static void round_free(struct multi_round *r)
+{
+    xt_free(r->sub);
+    xt_free(r->sresp);
+    xt_free(r->idx);
+    xt_free(r->sel);
+    xt_free(r->grp);
+    xt_free(r->to);
+    xt_free(r->calls);
+    xt_free(r->at);
+    xt_free(r->bytes);
+    xt_free(r->seen);
+}
+
+static int round_alloc(struct multi_round *r, size_t n)
+{
+    memset(r, 0, sizeof *r);
+    r->nseen = 16;
+    while (r->nseen < 2 * n)
+        r->nseen *= 2;
+    r->sub = xt_calloc(n, sizeof *r->sub);
+    r->sresp = xt_calloc(n, sizeof *r->sresp);
+    r->idx = xt_calloc(n, sizeof *r->idx);
+    r->sel = xt_calloc(n, sizeof *r->sel);
+    r->grp = xt_calloc(n, sizeof *r->grp);
+    r->to = xt_calloc(n, sizeof *r->to);
+    r->calls = xt_calloc(n, sizeof *r->calls);
+    r->at = xt_calloc(n, sizeof *r->at);
+    r->bytes = xt_calloc(n, sizeof *r->bytes);
+    r->seen = xt_calloc(r->nseen, sizeof *r->seen);
+    if (r->sub && r->sresp && r->idx && r->sel && r->grp && r->to && r->calls && r->at &&
+        r->bytes && r->seen)
+        return 0;
+    round_free(r);
+    return -ENOMEM;
+}
+
+static size_t req_bytes(const struct xt_req *q)
+{
+    size_t b = 64 + q->name_len;
+    for (uint32_t i = 0; q->row && i < q->row->ngroups; i++)
+        b += q->row->groups[i].len;
+    return b;
+}
+
+/* An answer after which the op may or may not have been applied: the
+ * request or its reply (or a forward's) was lost on the way. The other
+ * transient answers (-EAGAIN, -ELOOP, -ECONNREFUSED, -EHOSTUNREACH) come
+ * before anything changed. */
+static bool unknown_outcome(int rc)
+{
+    return rc == -ECONNRESET || rc == -ETIMEDOUT || rc == -EIO || rc == -EPIPE;
+}
+
+/* Adds key (table, hash) to the round's set: false when it is there
+ * already (two keys with one 64-bit hash just wait a round). */
+static bool round_key_add(struct multi_round *r, uint64_t table, uint64_t h)
+{
+    uint64_t k = (h ^ (table * UINT64_C(0x9e3779b97f4a7c15))) | 1;
+    size_t mask = r->nseen - 1;
+    for (size_t j = (size_t)(k >> 7) & mask;; j = (j + 1) & mask) {
+        if (r->seen[j] == k)
+            return false;
+        if (!r->seen[j]) {
+            r->seen[j] = k;
+            return true;
+        }
+    }
+}
+
+/* Picks the ops of the next round among the pending ones (rcs[i] == 1)
+ * and lays them out in r as batches, one per MDS (more where one is
+ * full): only the first pending op of each key goes, so the others wait
+ * for its answer and per-key order holds across retries. Returns the
+ * number of batches; *unrouted tells of ops no MDS was known for. */
+static size_t round_build(pom_fs *fs, struct multi_round *r, struct xt_req *reqs, size_t n,
+                          const int *rcs, bool *unrouted)
+{
+    memset(r->seen, 0, r->nseen * sizeof *r->seen);
+    size_t ng = 0, ns = 0;
+    *unrouted = false;
+    for (size_t i = 0; i < n; i++) {
+        if (rcs[i] != 1 || !round_key_add(r, reqs[i].t.table, reqs[i].name_hash))
+            continue;
+        xt_rpc_pool *pool;
+        struct pom_mds *m = pom_route_pick(fs->route, fs->fsid, reqs[i].t.table,
+                                           reqs[i].name_hash, &reqs[i].t.slice_hint, &pool);
+        if (!m) {
+            *unrouted = true;
+            continue;
+        }
+        size_t b = req_bytes(&reqs[i]), g = ng;
+        while (g > 0 && !(r->at[g - 1] == m && r->to[g - 1].n < MULTI_RPC_OPS &&
+                          r->bytes[g - 1] + b <= MULTI_RPC_BYTES))
+            g--;
+        if (g == 0) {
+            g = ng++;
+            r->at[g] = m;
+            r->bytes[g] = 0;
+            r->to[g] = (struct xt_mds_batch_to){ .pool = pool };
+        } else {
+            g--;
+        }
+        r->bytes[g] += b;
+        r->to[g].n++;
+        r->sel[ns] = i;
+        r->grp[ns++] = g;
+    }
+    size_t off = 0;
+    for (size_t g = 0; g < ng; g++) {
+        r->to[g].reqs = &r->sub[off];
+        r->to[g].resps = &r->sresp[off];
+        off += r->to[g].n;
+        r->to[g].n = 0; /* counted again as they are placed */
+    }
+    for (size_t k = 0; k < ns; k++) {
+        struct xt_mds_batch_to *t = &r->to[r->grp[k]];
+        size_t pos = (size_t)(t->reqs - r->sub) + t->n++;
+        r->sub[pos] = reqs[r->sel[k]];
+        r->idx[pos] = r->sel[k];
+        memset(&r->sresp[pos], 0, sizeof r->sresp[pos]);
+    }
+    return ng;
+}
+
+int pom_multi_call(pom_fs *fs, struct xt_req *reqs, size_t n, struct xt_resp *resps, int *rcs,
+                   bool *retried)
+{
+    struct multi_round r;
+    if (round_alloc(&r, n ? n : 1) < 0)
+        return -ENOMEM;
+    size_t pending = n;
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].t.fsid = fs->fsid;
+        reqs[i].name_hash = xt_hash_name(reqs[i].name, reqs[i].name_len); /* as pom_call */
+        memset(&resps[i], 0, sizeof resps[i]);
+        rcs[i] = 1; /* pending */
+        if (retried)
+            retried[i] = false;
+    }
+    struct retry rt = retry_begin(fs, "a batch");
+    while (pending) {
+        bool unrouted;
+        size_t ng = round_build(fs, &r, reqs, n, rcs, &unrouted);
+        int fail = unrouted ? -EHOSTUNREACH : 0; /* a transient error of the round */
+        struct pom_mds *fail_at = NULL;
+        for (size_t g = 0; g < ng; g++) {
+            r.calls[g] = (xt_rpc_call){ .req_id = xt_rpc_new_req_id(),
+                                        .timeout_ms = retry_timeout_ms(&rt, fs->call_ms) };
+            r.to[g].call = &r.calls[g];
+        }
+        atomic_fetch_add_explicit(&fs->rpcs, ng, memory_order_relaxed);
+        xt_mds_batch_each(r.to, ng);
+        for (size_t g = 0; g < ng; g++) {
+            struct xt_mds_batch_to *t = &r.to[g];
+            size_t base = (size_t)(t->reqs - r.sub);
+            for (size_t k = base; k < base + t->n; k++) {
+                size_t i = r.idx[k];
+                int st = t->rc < 0 ? t->rc : r.sresp[k].status;
+                if (t->rc == 0)
+                    answered(fs, r.at[g], &reqs[i], &r.sresp[k], st);
+                if (transient(st)) {
+                    xt_resp_free(&r.sresp[k]);
+                    fail = st;
+                    fail_at = r.at[g];
+                    if (retried && unknown_outcome(st))
+                        retried[i] = true;
+                    continue;
+                }
+                if (st == 0 || t->rc == 0) {
+                    resps[i] = r.sresp[k];
+                    memset(&r.sresp[k], 0, sizeof r.sresp[k]);
+                }
+                rcs[i] = st;
+                pending--;
+            }
+        }
+        if (pending && fail && !retry_again(&rt, fail_at, &fail)) {
+            for (size_t i = 0; i < n; i++) /* the window ran out */
+                if (rcs[i] == 1)
+                    rcs[i] = fail;
+            pending = 0;
+        }
+    }
+    round_free(&r);
+    return 0;
 }
 
 int pom_list_call(pom_fs *fs, const struct xt_list_req *req, struct xt_list_resp *resp)

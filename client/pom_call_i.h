@@ -111,6 +111,18 @@ struct pom_fs {
  * 0, the first failing op's -errno (*failed its index), or a transport
  * error (*failed SIZE_MAX). *retried as for pom_call. */
 int pom_batch_call(pom_fs *fs, struct xt_req *reqs, size_t n, size_t *failed, bool *retried);
+/* reqs[0..n) as independent ops, each applied on its own row (not
+ * atomic together), grouped by the MDS this client's view places each at
+ * and sent as one non-atomic batch RPC per MDS (more when one passes
+ * 512 ops or about 8 MiB), all MDS at once. Ops of one key are applied
+ * in their order; an op answered with a transient error (a transport
+ * failure, a slice in a split, a moved slice: pom_call's retries) is sent
+ * again, alone for its key, in a later round with a pause, until the
+ * retry window ends. rcs[i] gets op i's answer (0 or -errno), resps[i]
+ * its result (xt_resp_free each); retried[i] (may be NULL) whether an
+ * earlier attempt of it may have been applied (its reply was lost). Returns 0, or -ENOMEM (nothing sent). */
+int pom_multi_call(pom_fs *fs, struct xt_req *reqs, size_t n, struct xt_resp *resps, int *rcs,
+                   bool *retried);
 /* Before attempt `attempt` (from 0) of an operation that reads rows, sends a
  * conditional batch and starts again when a row changed under it: no pause
  * for the first few (a race with another client settles at once), then one

@@ -2,7 +2,9 @@
  * pom_kv.c -- the key/value API of libpomegranate (docs/client.md "Key/value API"):
  * keyspaces are xTable tables outside the namespace; put/get/update/delete
  * are single-row operations, list and search are table listings, search
- * with the MDS-side substring predicate so only matches travel.
+ * with the MDS-side substring predicate so only matches travel. A batch
+ * (docs/client.md "Key/value batches") sends the same single-row
+ * operations through pom_multi_call, each with the single call's result.
  *
  * Invariants (docs/client.md, "Key/value API"):
  *  (1) Keyspace `name` is row "kv.<name>" (type KV) of the super table;
@@ -19,7 +21,8 @@
  *      length, attr.generation the nonce of the last writer, so a call
  *      retried after a transport failure recognises its own earlier
  *      success (-EEXIST / -ESTALE caused by itself count as done).
- *  (4) A change creates the row only with XT_F_EXCL and changes it only by
+ *  (4) A change creates the row only with XT_F_EXCL (a put's XT_F_UPSERT
+ *      makes the MDS create exclusively too) and changes it only by
  *      update, so a row's version counts every change since its creation
  *      and conditional calls see no ABA on a live key.
  *  (5) A key starting with the bytes 00 FF is refused (-EINVAL): such row
@@ -165,6 +168,8 @@ void pom_kv_get_stats(pom_kv *kv, struct pom_kv_stats *st)
 
 /* ---- single keys ------------------------------------------------------- */
 
+static int read_check(const void *key, size_t klen, struct xt_resp *r, xt_row *row);
+
 /* Reads the row of key (all groups). *r holds it (xt_resp_free). A long
  * key whose stored whole key differs (a digest collision) is -ENOENT. */
 static int kv_read(pom_kv *kv, const void *key, size_t klen, const struct kv_name *n,
@@ -173,8 +178,14 @@ static int kv_read(pom_kv *kv, const void *key, size_t klen, const struct kv_nam
     struct xt_req q = { .op = XT_OP_LOOKUP, .t = { .table = kv->table }, .name = n->b,
                         .name_len = n->len, .flags = XT_F_INLINE };
     int rc = pom_call(kv->fs, &q, r, NULL);
-    if (rc < 0)
-        return rc;
+    return rc < 0 ? rc : read_check(key, klen, r, row);
+}
+
+/* A lookup of key answered 0 with *r: its row decoded into *row (a view of
+ * r), or -errno and r freed; a long key's row must hold this whole key. */
+static int read_check(const void *key, size_t klen, struct xt_resp *r, xt_row *row)
+{
+    int rc;
     if (!r->row || xt_row_decode(r->row, r->row_len, row) < 0) {
         rc = r->row ? -EIO : -EPROTO;
         xt_resp_free(r);
@@ -204,27 +215,43 @@ static bool was_ours(pom_kv *kv, const void *key, size_t klen, const struct kv_n
     return ours;
 }
 
-static int kv_create(pom_kv *kv, const void *key, size_t klen, const struct kv_name *n,
-                     const void *val, size_t vlen, unsigned flags)
+/* The row and request of a put (invariants 3 and 4): with
+ * POM_KV_CREATE_ONLY an exclusive create, else an upsert (an update that
+ * creates the row when absent, XT_F_UPSERT). q borrows row, n, key, val. */
+static void put_req(pom_kv *kv, const void *key, size_t klen, const struct kv_name *n,
+                    const void *val, size_t vlen, unsigned flags, xt_row *row,
+                    struct xt_req *q)
 {
-    xt_row row;
-    xt_row_init(&row);
-    row.attr.type = XT_ROW_KV;
-    row.attr.size = vlen;
-    row.attr.ctime_ns = row.attr.mtime_ns = xt_now_ns();
-    row.attr.generation = nonce();
+    static const uint16_t drop_data[1] = { XT_CG_DATA };
+    xt_row_init(row);
+    row->attr.type = XT_ROW_KV;
+    row->attr.size = vlen;
+    row->attr.ctime_ns = row->attr.mtime_ns = xt_now_ns();
+    row->attr.generation = nonce();
     if (vlen)
-        xt_row_view_set_group(&row, XT_CG_DATA, val, (uint32_t)vlen);
+        xt_row_view_set_group(row, XT_CG_DATA, val, (uint32_t)vlen);
     if (klen > POM_KV_SHORT_MAX)
-        xt_row_view_set_group(&row, XT_CG_KEY, key, (uint32_t)klen);
-    struct xt_req q = { .op = XT_OP_CREATE, .t = { .table = kv->table }, .name = n->b,
-                        .name_len = n->len, .row = &row,
-                        .flags = XT_F_EXCL | ((flags & POM_KV_SYNC) ? XT_F_SYNC : 0) };
-    struct xt_resp r;
-    bool retried = false;
-    int rc = pom_call(kv->fs, &q, &r, &retried);
-    xt_resp_free(&r);
-    if (rc == -EEXIST && retried && was_ours(kv, key, klen, n, row.attr.generation))
+        xt_row_view_set_group(row, XT_CG_KEY, key, (uint32_t)klen);
+    bool create = (flags & POM_KV_CREATE_ONLY) != 0;
+    *q = (struct xt_req){ .op = create ? XT_OP_CREATE : XT_OP_UPDATE,
+                          .t = { .table = kv->table }, .name = n->b, .name_len = n->len,
+                          .row = row,
+                          .flags = (create ? XT_F_EXCL : XT_F_UPSERT) |
+                                   ((flags & POM_KV_SYNC) ? XT_F_SYNC : 0) };
+    if (!create) {
+        q->set_mask = XT_ROW_SET_SIZE | XT_ROW_SET_MTIME | XT_ROW_SET_GENERATION;
+        q->drop = vlen ? NULL : drop_data;
+        q->ndrop = vlen ? 0 : 1;
+    }
+}
+
+/* A put's answer rc, sent more than once when retried: an exclusive
+ * create that finds the row its own earlier attempt made is done. An
+ * upsert sent twice sets the same value twice. */
+static int put_done(pom_kv *kv, const void *key, size_t klen, const struct kv_name *n,
+                    const xt_row *row, int rc, bool retried)
+{
+    if (rc == -EEXIST && retried && was_ours(kv, key, klen, n, row->attr.generation))
         return 0;
     return rc;
 }
@@ -266,33 +293,33 @@ static int value_check(const void *val, size_t vlen)
     return vlen && !val ? -EINVAL : 0;
 }
 
-int pom_kv_put(pom_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
-               unsigned flags)
+/* A put's flags and value: 0 or pom_kv_put's error. */
+static int put_check(const void *key, size_t klen, const void *val, size_t vlen, unsigned flags)
 {
     int rc = key_check(key, klen);
     if (rc == 0)
         rc = value_check(val, vlen);
     if (rc == 0 && (flags & ~(POM_KV_CREATE_ONLY | POM_KV_SYNC)))
         rc = -EINVAL;
+    return rc;
+}
+
+int pom_kv_put(pom_kv *kv, const void *key, size_t klen, const void *val, size_t vlen,
+               unsigned flags)
+{
+    int rc = put_check(key, klen, val, vlen, flags);
     if (rc < 0)
         return rc;
     struct kv_name n;
     key_name(key, klen, &n);
-    if (flags & POM_KV_CREATE_ONLY) {
-        rc = kv_create(kv, key, klen, &n, val, vlen, flags);
-    } else {
-        /* Upsert: change the row, create it when absent; a create or
-         * delete by another client in between sends us round again. */
-        bool again = true;
-        rc = -EAGAIN;
-        for (int attempt = 0; attempt < 1000 && again; attempt++) {
-            rc = kv_change(kv, key, klen, &n, val, vlen, POM_KV_ANY_VERSION, flags);
-            again = rc == -ENOENT &&
-                    (rc = kv_create(kv, key, klen, &n, val, vlen, flags)) == -EEXIST;
-        }
-        if (again)
-            rc = -EAGAIN;
-    }
+    xt_row row;
+    struct xt_req q;
+    put_req(kv, key, klen, &n, val, vlen, flags, &row, &q);
+    struct xt_resp r;
+    bool retried = false;
+    rc = pom_call(kv->fs, &q, &r, &retried);
+    xt_resp_free(&r);
+    rc = put_done(kv, key, klen, &n, &row, rc, retried);
     /* A durable put says, as an O_SYNC write, that earlier changes of the
      * keyspace were lost (its own value is committed). */
     if (rc == 0 && (flags & POM_KV_SYNC))
@@ -350,6 +377,17 @@ int pom_kv_update(pom_kv *kv, const void *key, size_t klen, const void *val, siz
     return kv_change(kv, key, klen, &n, val, vlen, if_version, 0);
 }
 
+/* The request of a delete (q borrows n). */
+static void del_req(pom_kv *kv, const struct kv_name *n, uint64_t if_version, struct xt_req *q)
+{
+    *q = (struct xt_req){ .op = XT_OP_DELETE, .t = { .table = kv->table }, .name = n->b,
+                          .name_len = n->len };
+    if (if_version != POM_KV_ANY_VERSION) {
+        q->flags |= XT_F_IF_VER;
+        q->expect_version = if_version;
+    }
+}
+
 int pom_kv_delete(pom_kv *kv, const void *key, size_t klen, uint64_t if_version)
 {
     int rc = key_check(key, klen);
@@ -365,17 +403,283 @@ int pom_kv_delete(pom_kv *kv, const void *key, size_t klen, uint64_t if_version)
             return rc;
         xt_resp_free(&r);
     }
-    struct xt_req q = { .op = XT_OP_DELETE, .t = { .table = kv->table }, .name = n.b,
-                        .name_len = n.len };
-    if (if_version != POM_KV_ANY_VERSION) {
-        q.flags |= XT_F_IF_VER;
-        q.expect_version = if_version;
-    }
+    struct xt_req q;
+    del_req(kv, &n, if_version, &q);
     struct xt_resp r;
     bool retried = false;
     rc = pom_call(kv->fs, &q, &r, &retried);
     xt_resp_free(&r);
     return rc == -ENOENT && retried ? 0 : rc; /* our lost reply (pom_call.c does the same) */
+}
+
+/* ---- batches ----------------------------------------------------------- */
+
+enum kv_bkind { KB_PUT, KB_GET, KB_DEL };
+
+/* One operation of a batch; key and val borrowed from the caller. */
+struct kv_bop {
+    enum kv_bkind kind;
+    const void *key, *val;
+    size_t klen, vlen;
+    unsigned flags;             /* put */
+    uint64_t if_version;        /* delete */
+    struct kv_name n;
+    xt_row row;                 /* put: the row sent (put_req) */
+    int rc;                     /* the result (after submit) */
+    const void *out;            /* get: the value, in resps[i] */
+    size_t outlen;
+    uint64_t version;
+};
+
+struct pom_kv_batch {
+    pom_kv *kv;                 /* borrowed: outlives the batch */
+    struct kv_bop *ops;         /* n of cap */
+    size_t n, cap, bytes;
+    bool submitted;
+    /* submit's arrays, cap long (kept across resets) */
+    struct xt_req *reqs;
+    struct xt_resp *resps;      /* each freed at reset */
+    int *rcs;
+    bool *retried;
+    size_t *at;                 /* reqs[k] is ops[at[k]] */
+};
+
+int pom_kv_batch_new(pom_kv *kv, pom_kv_batch **out)
+{
+    *out = NULL;
+    if (!kv)
+        return -EINVAL;
+    pom_kv_batch *b = xt_calloc(1, sizeof *b);
+    if (!b)
+        return -ENOMEM;
+    b->kv = kv;
+    *out = b;
+    return 0;
+}
+
+void pom_kv_batch_reset(pom_kv_batch *b)
+{
+    if (b->submitted)
+        for (size_t i = 0; i < b->n; i++)
+            xt_resp_free(&b->resps[i]);
+    b->n = b->bytes = 0;
+    b->submitted = false;
+}
+
+void pom_kv_batch_free(pom_kv_batch *b)
+{
+    if (!b)
+        return;
+    pom_kv_batch_reset(b);
+    xt_free(b->ops);
+    xt_free(b->reqs);
+    xt_free(b->resps);
+    xt_free(b->rcs);
+    xt_free(b->retried);
+    xt_free(b->at);
+    xt_free(b);
+}
+
+size_t pom_kv_batch_count(const pom_kv_batch *b)
+{
+    return b->n;
+}
+
+/* Room for one more operation of bytes: 0, -E2BIG, -EBUSY, -ENOMEM. */
+static int batch_room(pom_kv_batch *b, size_t bytes)
+{
+    if (b->submitted)
+        return -EBUSY;
+    if (b->n >= POM_KV_BATCH_MAX || b->bytes + bytes > POM_KV_BATCH_BYTES)
+        return -E2BIG;
+    if (b->n < b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap * 2 : 64;
+    struct kv_bop *ops = xt_realloc(b->ops, cap * sizeof *ops);
+    if (ops)
+        b->ops = ops;
+    struct xt_req *reqs = xt_realloc(b->reqs, cap * sizeof *reqs);
+    if (reqs)
+        b->reqs = reqs;
+    struct xt_resp *resps = xt_realloc(b->resps, cap * sizeof *resps);
+    if (resps)
+        b->resps = resps;
+    int *rcs = xt_realloc(b->rcs, cap * sizeof *rcs);
+    if (rcs)
+        b->rcs = rcs;
+    bool *retried = xt_realloc(b->retried, cap * sizeof *retried);
+    if (retried)
+        b->retried = retried;
+    size_t *at = xt_realloc(b->at, cap * sizeof *at);
+    if (at)
+        b->at = at;
+    if (!ops || !reqs || !resps || !rcs || !retried || !at)
+        return -ENOMEM;
+    b->cap = cap;
+    return 0;
+}
+
+static int batch_add(pom_kv_batch *b, const struct kv_bop *op)
+{
+    int rc = batch_room(b, op->klen + op->vlen);
+    if (rc < 0)
+        return rc;
+    struct kv_bop *o = &b->ops[b->n++];
+    *o = *op;
+    key_name(o->key, o->klen, &o->n);
+    b->bytes += op->klen + op->vlen;
+    return 0;
+}
+
+int pom_kv_batch_put(pom_kv_batch *b, const void *key, size_t klen, const void *val,
+                     size_t vlen, unsigned flags)
+{
+    int rc = put_check(key, klen, val, vlen, flags);
+    return rc < 0 ? rc
+                  : batch_add(b, &(struct kv_bop){ .kind = KB_PUT, .key = key, .klen = klen,
+                                                   .val = val, .vlen = vlen, .flags = flags });
+}
+
+int pom_kv_batch_get(pom_kv_batch *b, const void *key, size_t klen)
+{
+    int rc = key_check(key, klen);
+    return rc < 0 ? rc
+                  : batch_add(b, &(struct kv_bop){ .kind = KB_GET, .key = key, .klen = klen });
+}
+
+int pom_kv_batch_delete(pom_kv_batch *b, const void *key, size_t klen, uint64_t if_version)
+{
+    int rc = key_check(key, klen);
+    return rc < 0 ? rc
+                  : batch_add(b, &(struct kv_bop){ .kind = KB_DEL, .key = key, .klen = klen,
+                                                   .if_version = if_version });
+}
+
+/* A long key's delete first reads the row, as pom_kv_delete does: a row
+ * holding another key (a digest collision) is never deleted (-ENOENT). A
+ * row absent now may still be made by an earlier put of the batch, so the
+ * delete goes out. Reads all such keys in one pom_multi_call. */
+static int batch_long_deletes(pom_kv_batch *b)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->ops[i].kind == KB_DEL && b->ops[i].klen > POM_KV_SHORT_MAX) {
+            b->reqs[k] = (struct xt_req){ .op = XT_OP_LOOKUP, .t = { .table = b->kv->table },
+                                          .name = b->ops[i].n.b,
+                                          .name_len = b->ops[i].n.len, .flags = XT_F_INLINE };
+            b->at[k++] = i;
+        }
+    if (k == 0)
+        return 0;
+    int rc = pom_multi_call(b->kv->fs, b->reqs, k, b->resps, b->rcs, NULL);
+    if (rc < 0)
+        return rc;
+    for (size_t j = 0; j < k; j++) {
+        struct kv_bop *o = &b->ops[b->at[j]];
+        xt_row row;
+        int st = b->rcs[j];
+        if (st == 0)
+            st = read_check(o->key, o->klen, &b->resps[j], &row); /* frees on error */
+        xt_resp_free(&b->resps[j]);
+        if (st < 0 && st != -ENOENT)
+            o->rc = st;            /* the read failed: so does the delete */
+        else if (st == -ENOENT && b->rcs[j] == 0)
+            o->rc = -ENOENT;       /* another key's row */
+    }
+    return 0;
+}
+
+/* Op o answered rc (result r, sent more than once when retried): its
+ * result as the single call's. */
+static int batch_done(pom_kv_batch *b, struct kv_bop *o, struct xt_resp *r, int rc,
+                      bool retried)
+{
+    if (o->kind == KB_PUT)
+        return put_done(b->kv, o->key, o->klen, &o->n, &o->row, rc, retried);
+    if (o->kind == KB_DEL)
+        return rc == -ENOENT && retried ? 0 : rc;
+    if (rc < 0)
+        return rc;
+    xt_row row;
+    if ((rc = read_check(o->key, o->klen, r, &row)) < 0)
+        return rc;
+    const xt_row_group *g = xt_row_view_group(&row, XT_CG_DATA);
+    static const uint8_t empty[1];
+    o->out = g ? (const void *)g->ptr : (const void *)empty;
+    o->outlen = g ? g->len : 0;
+    o->version = row.attr.version;
+    return 0;
+}
+
+int pom_kv_batch_submit(pom_kv_batch *b)
+{
+    if (b->submitted)
+        return -EBUSY;
+    for (size_t i = 0; i < b->n; i++)
+        b->ops[i].rc = 1; /* not decided */
+    int rc = batch_long_deletes(b);
+    if (rc < 0)
+        return rc;
+    size_t k = 0;
+    bool sync = false;
+    for (size_t i = 0; i < b->n; i++) {
+        struct kv_bop *o = &b->ops[i];
+        if (o->rc != 1)
+            continue;
+        if (o->kind == KB_PUT)
+            put_req(b->kv, o->key, o->klen, &o->n, o->val, o->vlen, o->flags, &o->row,
+                    &b->reqs[k]);
+        else if (o->kind == KB_DEL)
+            del_req(b->kv, &o->n, o->if_version, &b->reqs[k]);
+        else
+            b->reqs[k] = (struct xt_req){ .op = XT_OP_LOOKUP, .t = { .table = b->kv->table },
+                                          .name = o->n.b, .name_len = o->n.len,
+                                          .flags = XT_F_INLINE };
+        sync = sync || (o->kind == KB_PUT && (o->flags & POM_KV_SYNC));
+        b->at[k++] = i;
+    }
+    if ((rc = pom_multi_call(b->kv->fs, b->reqs, k, b->resps, b->rcs, b->retried)) < 0)
+        return rc;
+    /* resps[j] belongs to ops[at[j]] from here: moved to index at[j]
+     * (at[j] >= j, so walking down never overwrites one still needed). */
+    for (size_t j = k; j-- > 0;) {
+        size_t i = b->at[j];
+        struct xt_resp r = b->resps[j];
+        b->ops[i].rc = batch_done(b, &b->ops[i], &r, b->rcs[j], b->retried[j]);
+        b->resps[i] = r;
+    }
+    for (size_t i = 0, j = 0; i < b->n; i++) /* the ops decided before sending */
+        if (j < k && b->at[j] == i)
+            j++;
+        else
+            memset(&b->resps[i], 0, sizeof b->resps[i]);
+    /* A durable put says, as pom_kv_put's does, that earlier changes of
+     * the keyspace were lost: every durable put of the batch says so. */
+    if (sync && pom_es_check(b->kv->fs, b->kv->table, &b->kv->err_sample) < 0)
+        for (size_t i = 0; i < b->n; i++)
+            if (b->ops[i].kind == KB_PUT && (b->ops[i].flags & POM_KV_SYNC) && b->ops[i].rc == 0)
+                b->ops[i].rc = -EIO;
+    b->submitted = true;
+    return 0;
+}
+
+int pom_kv_batch_result(const pom_kv_batch *b, size_t i, const void **val, size_t *vlen,
+                        uint64_t *version)
+{
+    if (!b->submitted)
+        return -EBUSY;
+    if (i >= b->n)
+        return -ERANGE;
+    const struct kv_bop *o = &b->ops[i];
+    if (o->rc == 0 && o->kind == KB_GET) {
+        if (val)
+            *val = o->out;
+        if (vlen)
+            *vlen = o->outlen;
+        if (version)
+            *version = o->version;
+    }
+    return o->rc;
 }
 
 /* ---- listings ---------------------------------------------------------- */

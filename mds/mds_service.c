@@ -24,6 +24,10 @@
  * docs/mds-xact.md); without transactions it answers -EXDEV (the client
  * runs its ops one by one).
  *
+ * XT_F_UPSERT (a key/value put): an update that finds no row creates it
+ * from the whole row sent, exclusively, and updates the row another
+ * client created in between (upsert_create); never in an atomic batch.
+ *
  * An XT_BATCH_ATOMIC batch becomes one mds_table_atomic call (all rows or
  * none, in one commit group; docs/mds-commit.md "Atomic batches"): CREATE
  * -> MDS_AOP_CREATE (with XT_F_IF_VER a replace of the row at that
@@ -387,6 +391,36 @@ static int delete_check(void *arg, const void *row, size_t len)
     return v.attr.version == req->expect_version ? 0 : -ESTALE;
 }
 
+/* XT_F_UPSERT: an unconditional update carrying a whole row. */
+static int upsert_check(const struct xt_req *req)
+{
+    if (!(req->flags & XT_F_UPSERT))
+        return 0;
+    return req->row && !(req->flags & (XT_F_IF_VER | XT_F_IF_UUID | XT_F_SOFT)) ? 0 : -EINVAL;
+}
+
+/* The update of an XT_F_UPSERT found no row: create it (exclusive, so a
+ * row's version still counts every change since its creation), and when
+ * another client created it meanwhile, update that one. *gen as the
+ * update's; a create's own group is in resp->commit_group. */
+static int upsert_create(struct mds_service *svc, const struct xt_req *req,
+                         struct upd_arg *ua, struct xt_resp *resp, uint64_t *gen)
+{
+    struct xt_req c = *req;
+    c.op = XT_OP_CREATE;
+    c.flags |= XT_F_EXCL;
+    int rc = -ENOENT;
+    for (int attempt = 0; attempt < 100 && rc == -ENOENT; attempt++) {
+        rc = do_create(svc, &c, resp);
+        if (rc == -EEXIST)
+            rc = mds_table_update(svc->table, req->t.fsid, req->t.table, req->name,
+                                  req->name_len, req->name_hash, update_fn, ua, gen);
+        else if (rc == 0)
+            *gen = resp->commit_group;
+    }
+    return rc;
+}
+
 static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
                   struct xt_resp *resp)
 {
@@ -453,8 +487,12 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
             times.set_mask &= ~XT_ROW_SET_NLINK_ADD;
             ua.req = &times;
         }
-        rc = mds_table_update(svc->table, req->t.fsid, req->t.table, req->name, req->name_len,
-                              req->name_hash, update_fn, &ua, &gen);
+        rc = upsert_check(req);
+        if (rc == 0)
+            rc = mds_table_update(svc->table, req->t.fsid, req->t.table, req->name,
+                                  req->name_len, req->name_hash, update_fn, &ua, &gen);
+        if (rc == -ENOENT && (req->flags & XT_F_UPSERT))
+            rc = upsert_create(svc, req, &ua, resp, &gen);
         if (rc == 0 && soft && svc->soft)
             rc = mds_soft_add(svc->soft, req->t.fsid, req->t.table, req->name, req->name_len,
                               (int32_t)req->row->attr.nlink);
@@ -625,8 +663,8 @@ static int to_aop(const struct xt_req *req, struct upd_arg *ua, struct mds_aop *
     o->name_len = req->name_len;
     o->h = req->name_hash;
     bool if_ver = (req->flags & (XT_F_IF_VER | XT_F_IF_UUID)) != 0;
-    if (req->flags & XT_F_SOFT)
-        return -EINVAL; /* a view, never part of an atomic change */
+    if (req->flags & (XT_F_SOFT | XT_F_UPSERT))
+        return -EINVAL; /* a view, never part of an atomic change; an upsert: single ops */
     if (req->flags & XT_F_RMU) {
         /* A copy (newest wins by ctime): the row's, or a delete's stamp. */
         if (!req->row || (req->op != XT_OP_CREATE && req->op != XT_OP_DELETE) ||

@@ -98,6 +98,9 @@ const i32 XT_F_SOFT      = 0x80    // update, with XT_F_SYS: an eager count delt
 const i32 XT_F_RMU       = 0x100   // a copy op, applied newest-wins by ctime; in a
                                    // client's atomic batch it may be delivered later
                                    // (RMU): xt_rpc_mds.h, docs/mds-xact.md "RMU: copies (the GDT)"
+const i32 XT_F_UPSERT    = 0x200   // update of an absent row creates it from `row`
+                                   // (version 0); unconditional updates only, never
+                                   // in an atomic batch (a key/value put)
 
 /* set_mask bits of an update: bits 0..12 are xt_row.h's XT_ROW_SET_*
  * (type, uuid, mode, uid, gid, nlink, size, atime, mtime, ctime, btime,

@@ -486,6 +486,54 @@ POM_API void pom_kv_get_stats(pom_kv *kv, struct pom_kv_stats *st);
  * POM_KV_SYNC put also says it, its own value committed). */
 POM_API int pom_kv_sync(pom_kv *kv);
 
+/* ---- key/value batches (docs/client.md "Key/value batches") ----------- *
+ * Many puts, gets and deletes in about one round trip: pom_kv_batch_submit
+ * groups the operations by the MDS that owns each key and sends one RPC per
+ * MDS (all MDS at once), then each operation has its own result, as if it
+ * had been called alone (an -ENOENT get fails nothing else). Operations of
+ * one key apply in the order they were added; operations on different keys
+ * are not atomic together and may apply in any order. Durability is the
+ * single calls': applied when submit returns, durable after pom_kv_sync
+ * (or, per put, POM_KV_SYNC). A batch is used by one thread at a time. */
+
+typedef struct pom_kv_batch pom_kv_batch;
+
+#define POM_KV_BATCH_MAX    4096          /* operations in one batch */
+#define POM_KV_BATCH_BYTES  (64u << 20)   /* bytes of keys and values in one batch */
+
+/* A new empty batch on kv (which must outlive it). Free with
+ * pom_kv_batch_free. -EINVAL, -ENOMEM. */
+POM_API int pom_kv_batch_new(pom_kv *kv, pom_kv_batch **out);
+POM_API void pom_kv_batch_free(pom_kv_batch *b);
+/* Empties b (results included) for the next operations. */
+POM_API void pom_kv_batch_reset(pom_kv_batch *b);
+
+/* Adds operation number pom_kv_batch_count(b) - 1 after the call: a put
+ * (flags as pom_kv_put), a get, a delete (if_version as pom_kv_delete).
+ * key and val are borrowed until submit returns: not copied. Bad input is
+ * refused here with pom_kv_put's errors and nothing is added; -E2BIG past
+ * POM_KV_BATCH_MAX operations or POM_KV_BATCH_BYTES; -EBUSY once submitted
+ * (pom_kv_batch_reset first). */
+POM_API int pom_kv_batch_put(pom_kv_batch *b, const void *key, size_t klen, const void *val,
+                             size_t vlen, unsigned flags);
+POM_API int pom_kv_batch_get(pom_kv_batch *b, const void *key, size_t klen);
+POM_API int pom_kv_batch_delete(pom_kv_batch *b, const void *key, size_t klen,
+                                uint64_t if_version);
+/* Operations added so far. */
+POM_API size_t pom_kv_batch_count(const pom_kv_batch *b);
+
+/* Applies every operation; returns 0 when each has its own result (read
+ * them with pom_kv_batch_result), or -ENOMEM (nothing sent), -EBUSY
+ * (submitted already). */
+POM_API int pom_kv_batch_submit(pom_kv_batch *b);
+
+/* The result of operation i: 0 or its -errno, as the single call's. For
+ * a get that found its key, *val (may be NULL) points at the value's *vlen
+ * bytes, valid until b is reset or freed, and *version (may be NULL) gets
+ * its version. -ERANGE: no operation i; -EBUSY: not submitted yet. */
+POM_API int pom_kv_batch_result(const pom_kv_batch *b, size_t i, const void **val,
+                                size_t *vlen, uint64_t *version);
+
 /* Frees a buffer the library handed out (pom_kv_get's value). */
 POM_API void pom_free(void *p);
 

@@ -11,6 +11,7 @@ Invariants:
 """
 
 import errno
+import os
 from collections import namedtuple
 
 from ._native import Handle, check, ffi
@@ -110,6 +111,52 @@ class KeySpace(Handle):
         k = _key(key)
         ver = ANY_VERSION if if_version is None else if_version
         check(self._lib.pom_kv_delete(self._handle(), k, len(k), ver))
+
+    def batch(self, ops):
+        """Many operations in about one round trip (pom_kv_batch, docs/client.md
+        "Key/value batches"): ops is a sequence of ("put", key, value),
+        ("put", key, value, {"create_only": ..., "sync": ...}), ("get", key)
+        and ("delete", key) or ("delete", key, if_version). Operations of one
+        key apply in order; different keys are not atomic together. Returns
+        one result per op: None for a put or delete done, (value, version)
+        for a get, or the OSError the single call would raise (a missing
+        key's FileNotFoundError fails only its own op). Bad input raises
+        before anything is sent."""
+        out = ffi.new("pom_kv_batch **")
+        check(self._lib.pom_kv_batch_new(self._handle(), out))
+        b = ffi.gc(out[0], self._lib.pom_kv_batch_free)
+        keep = []  # the bytes the batch borrows until submit
+        for op in ops:
+            kind, k = op[0], _key(op[1])
+            keep.append(k)
+            if kind == "put":
+                v = bytes(op[2])
+                opts = op[3] if len(op) > 3 else {}
+                flags = (_CREATE_ONLY if opts.get("create_only") else 0) | \
+                    (_SYNC if opts.get("sync") else 0)
+                keep.append(v)
+                check(self._lib.pom_kv_batch_put(b, k, len(k), v, len(v), flags))
+            elif kind == "get":
+                check(self._lib.pom_kv_batch_get(b, k, len(k)))
+            elif kind == "delete":
+                ver = op[2] if len(op) > 2 and op[2] is not None else ANY_VERSION
+                check(self._lib.pom_kv_batch_delete(b, k, len(k), ver))
+            else:
+                raise ValueError("unknown batch operation %r" % (kind,))
+        check(self._lib.pom_kv_batch_submit(b))
+        val = ffi.new("const void **")
+        vlen = ffi.new("size_t *")
+        ver = ffi.new("uint64_t *")
+        res = []
+        for i, op in enumerate(ops):
+            rc = self._lib.pom_kv_batch_result(b, i, val, vlen, ver)
+            if rc < 0:
+                res.append(OSError(-rc, os.strerror(-rc)))
+            elif op[0] == "get":
+                res.append((ffi.buffer(val[0], vlen[0])[:], ver[0]))
+            else:
+                res.append(None)
+        return res
 
     def sync(self):
         """Waits until every change made through any handle of this

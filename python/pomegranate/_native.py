@@ -103,6 +103,16 @@ int pom_kv_search(pom_kv *kv, const void *substr, size_t slen, pom_kv_cursor *cu
 int pom_kv_cursor_done(const pom_kv_cursor *cur);
 void pom_kv_get_stats(pom_kv *kv, struct pom_kv_stats *st);
 int pom_kv_sync(pom_kv *kv);
+typedef struct pom_kv_batch pom_kv_batch;
+int pom_kv_batch_new(pom_kv *kv, pom_kv_batch **out);
+void pom_kv_batch_free(pom_kv_batch *b);
+int pom_kv_batch_put(pom_kv_batch *b, const void *key, size_t klen, const void *val,
+                     size_t vlen, unsigned flags);
+int pom_kv_batch_get(pom_kv_batch *b, const void *key, size_t klen);
+int pom_kv_batch_delete(pom_kv_batch *b, const void *key, size_t klen, uint64_t if_version);
+int pom_kv_batch_submit(pom_kv_batch *b);
+int pom_kv_batch_result(const pom_kv_batch *b, size_t i, const void **val, size_t *vlen,
+                        uint64_t *version);
 void pom_free(void *p);
 """
 

@@ -197,3 +197,22 @@ def test_threads_share_a_keyspace(kv):
     for th in threads:
         th.join()
     assert sorted(kv) == sorted(b"t%d-%d" % (t, i) for t in range(4) for i in range(50))
+
+
+def test_batch(kv):
+    kv.put(b"old", b"o")
+    res = kv.batch([("put", b"a", b"1"), ("get", b"a"), ("put", b"a", b"22"),
+                    ("get", b"a"), ("get", b"missing"),
+                    ("put", b"old", b"x", {"create_only": True}),
+                    ("delete", b"old", 5), ("delete", "a"), ("get", b"a")])
+    assert res[0] is None and res[2] is None and res[7] is None
+    assert res[1] == (b"1", 0) and res[3] == (b"22", 1)
+    assert isinstance(res[4], FileNotFoundError)
+    assert isinstance(res[5], FileExistsError)
+    assert isinstance(res[6], OSError) and res[6].errno == errno.ESTALE
+    assert isinstance(res[8], FileNotFoundError)
+    assert kv.get(b"old") == b"o" and kv.get(b"a") is None
+    with pytest.raises(OSError) as e:
+        kv.batch([("get", b"")])
+    assert e.value.errno == errno.EINVAL
+    assert kv.batch([]) == []

@@ -504,6 +504,151 @@ static void test_limits(void **state)
     pom_close(fs);
 }
 
+/* ---- batches ------------------------------------------------------------ */
+
+/* Each operation of a batch has the single call's result: an -ENOENT get,
+ * an -EEXIST create-only put, an -ESTALE conditional delete fail only
+ * themselves; ops of one key apply in their order (put, get, put, get,
+ * delete, get); long keys (both forms) and empty values; then the results
+ * agree with single gets from a second connection. */
+static void test_batch_results(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn(), *fs2 = conn();
+    pom_kv *kv = open_ks(fs, "batch"), *kv2 = open_ks(fs2, "batch");
+    assert_int_equal(pom_kv_put(kv, "old", 3, "o1", 2, 0), 0);
+    assert_int_equal(pom_kv_put(kv, "old", 3, "o2", 2, 0), 0); /* version 1 */
+    uint8_t lkey[600];
+    rand_bytes(lkey, sizeof lkey);
+    lkey[0] = 'L';
+    pom_kv_batch *b = NULL;
+    assert_int_equal(pom_kv_batch_new(kv, &b), 0);
+    assert_int_equal(pom_kv_batch_result(b, 0, NULL, NULL, NULL), -EBUSY);
+    assert_int_equal(pom_kv_batch_get(b, "absent", 6), 0);               /* 0 */
+    assert_int_equal(pom_kv_batch_put(b, "k", 1, "a", 1, 0), 0);          /* 1 */
+    assert_int_equal(pom_kv_batch_get(b, "k", 1), 0);                     /* 2 */
+    assert_int_equal(pom_kv_batch_put(b, "k", 1, "bb", 2, 0), 0);         /* 3 */
+    assert_int_equal(pom_kv_batch_get(b, "k", 1), 0);                     /* 4 */
+    assert_int_equal(pom_kv_batch_put(b, "old", 3, "x", 1, POM_KV_CREATE_ONLY), 0); /* 5 */
+    assert_int_equal(pom_kv_batch_delete(b, "old", 3, 0), 0);             /* 6: -ESTALE */
+    assert_int_equal(pom_kv_batch_get(b, "old", 3), 0);                   /* 7 */
+    assert_int_equal(pom_kv_batch_put(b, lkey, sizeof lkey, "", 0, 0), 0); /* 8 */
+    assert_int_equal(pom_kv_batch_get(b, lkey, sizeof lkey), 0);          /* 9 */
+    assert_int_equal(pom_kv_batch_delete(b, "k", 1, POM_KV_ANY_VERSION), 0); /* 10 */
+    assert_int_equal(pom_kv_batch_get(b, "k", 1), 0);                     /* 11 */
+    assert_int_equal(pom_kv_batch_delete(b, "gone", 4, POM_KV_ANY_VERSION), 0); /* 12 */
+    assert_int_equal(pom_kv_batch_put(b, "n", 1, "new", 3, POM_KV_SYNC), 0); /* 13 */
+    assert_int_equal(pom_kv_batch_count(b), 14);
+    assert_int_equal(pom_kv_batch_submit(b), 0);
+    assert_int_equal(pom_kv_batch_submit(b), -EBUSY);
+    assert_int_equal(pom_kv_batch_put(b, "z", 1, "z", 1, 0), -EBUSY);
+    const void *v;
+    size_t vl;
+    uint64_t ver;
+    assert_int_equal(pom_kv_batch_result(b, 0, &v, &vl, &ver), -ENOENT);
+    assert_int_equal(pom_kv_batch_result(b, 1, NULL, NULL, NULL), 0);
+    assert_int_equal(pom_kv_batch_result(b, 2, &v, &vl, &ver), 0);
+    assert_int_equal(vl, 1);
+    assert_memory_equal(v, "a", 1);
+    assert_int_equal(ver, 0);
+    assert_int_equal(pom_kv_batch_result(b, 3, NULL, NULL, NULL), 0);
+    assert_int_equal(pom_kv_batch_result(b, 4, &v, &vl, &ver), 0);
+    assert_int_equal(vl, 2);
+    assert_memory_equal(v, "bb", 2);
+    assert_int_equal(ver, 1);
+    assert_int_equal(pom_kv_batch_result(b, 5, NULL, NULL, NULL), -EEXIST);
+    assert_int_equal(pom_kv_batch_result(b, 6, NULL, NULL, NULL), -ESTALE);
+    assert_int_equal(pom_kv_batch_result(b, 7, &v, &vl, &ver), 0);
+    assert_int_equal(vl, 2);
+    assert_memory_equal(v, "o2", 2);
+    assert_int_equal(ver, 1);
+    assert_int_equal(pom_kv_batch_result(b, 8, NULL, NULL, NULL), 0);
+    assert_int_equal(pom_kv_batch_result(b, 9, &v, &vl, NULL), 0);
+    assert_int_equal(vl, 0);
+    assert_non_null(v);
+    assert_int_equal(pom_kv_batch_result(b, 10, NULL, NULL, NULL), 0);
+    assert_int_equal(pom_kv_batch_result(b, 11, NULL, NULL, NULL), -ENOENT);
+    assert_int_equal(pom_kv_batch_result(b, 12, NULL, NULL, NULL), -ENOENT);
+    assert_int_equal(pom_kv_batch_result(b, 13, NULL, NULL, NULL), 0);
+    assert_int_equal(pom_kv_batch_result(b, 14, NULL, NULL, NULL), -ERANGE);
+    check_value(kv2, "n", 1, "new", 3);
+    check_value(kv2, lkey, sizeof lkey, "", 0);
+    check_value(kv2, "old", 3, "o2", 2);
+    void *g;
+    size_t gl;
+    assert_int_equal(pom_kv_get(kv2, "k", 1, &g, &gl, NULL), -ENOENT);
+    /* Reused after a reset: a long key's delete, then the key is gone. */
+    pom_kv_batch_reset(b);
+    assert_int_equal(pom_kv_batch_count(b), 0);
+    assert_int_equal(pom_kv_batch_delete(b, lkey, sizeof lkey, POM_KV_ANY_VERSION), 0);
+    assert_int_equal(pom_kv_batch_get(b, lkey, sizeof lkey), 0);
+    assert_int_equal(pom_kv_batch_submit(b), 0);
+    assert_int_equal(pom_kv_batch_result(b, 0, NULL, NULL, NULL), 0);
+    assert_int_equal(pom_kv_batch_result(b, 1, NULL, NULL, NULL), -ENOENT);
+    pom_kv_batch_free(b);
+    assert_int_equal(pom_kv_sync(kv), 0);
+    pom_kv_close(kv2);
+    pom_kv_close(kv);
+    pom_close(fs2);
+    pom_close(fs);
+}
+
+/* Bad input is refused when added, with the single calls' errors, and
+ * adds nothing; a batch stops at POM_KV_BATCH_MAX operations and at
+ * POM_KV_BATCH_BYTES (-E2BIG); an empty batch submits. One RPC carries a
+ * batch of 64 puts on one MDS. */
+static void test_batch_limits(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_kv *kv = open_ks(fs, "batchlim");
+    pom_kv_batch *b = NULL;
+    assert_int_equal(pom_kv_batch_new(NULL, &b), -EINVAL);
+    assert_int_equal(pom_kv_batch_new(kv, &b), 0);
+    static uint8_t big[POM_KV_VALUE_MAX + 1];
+    uint8_t key[POM_KV_KEY_MAX + 1];
+    memset(key, 'x', sizeof key);
+    assert_int_equal(pom_kv_batch_put(b, key, 0, "v", 1, 0), -EINVAL);
+    assert_int_equal(pom_kv_batch_put(b, key, POM_KV_KEY_MAX + 1, "v", 1, 0), -ENAMETOOLONG);
+    assert_int_equal(pom_kv_batch_put(b, key, 3, big, POM_KV_VALUE_MAX + 1, 0), -EFBIG);
+    assert_int_equal(pom_kv_batch_put(b, key, 3, NULL, 1, 0), -EINVAL);
+    assert_int_equal(pom_kv_batch_put(b, key, 3, "v", 1, 0x80), -EINVAL);
+    assert_int_equal(pom_kv_batch_put(b, "\x00\xff", 2, "v", 1, 0), -EINVAL);
+    assert_int_equal(pom_kv_batch_get(b, key, POM_KV_KEY_MAX + 1), -ENAMETOOLONG);
+    assert_int_equal(pom_kv_batch_delete(b, key, 0, POM_KV_ANY_VERSION), -EINVAL);
+    assert_int_equal(pom_kv_batch_count(b), 0);
+    assert_int_equal(pom_kv_batch_submit(b), 0);
+    pom_kv_batch_reset(b);
+    for (int i = 0; i < POM_KV_BATCH_MAX; i++)
+        assert_int_equal(pom_kv_batch_get(b, "k", 1), 0);
+    assert_int_equal(pom_kv_batch_get(b, "k", 1), -E2BIG);
+    assert_int_equal(pom_kv_batch_count(b), POM_KV_BATCH_MAX);
+    pom_kv_batch_reset(b);
+    size_t fit = POM_KV_BATCH_BYTES / (POM_KV_VALUE_MAX + 3);
+    for (size_t i = 0; i < fit; i++)
+        assert_int_equal(pom_kv_batch_put(b, "big", 3, big, POM_KV_VALUE_MAX, 0), 0);
+    assert_int_equal(pom_kv_batch_put(b, "big", 3, big, POM_KV_VALUE_MAX, 0), -E2BIG);
+    pom_kv_batch_reset(b);
+    char keys[64][16];
+    for (int i = 0; i < 64; i++) {
+        snprintf(keys[i], sizeof keys[i], "p%d", i);
+        assert_int_equal(pom_kv_batch_put(b, keys[i], strlen(keys[i]), keys[i],
+                                          strlen(keys[i]), 0), 0);
+    }
+    struct pom_fs_stats st0, st1;
+    pom_get_stats(fs, &st0);
+    assert_int_equal(pom_kv_batch_submit(b), 0);
+    pom_get_stats(fs, &st1);
+    assert_int_equal(st1.mds_rpcs - st0.mds_rpcs, 1);
+    for (int i = 0; i < 64; i++)
+        assert_int_equal(pom_kv_batch_result(b, (size_t)i, NULL, NULL, NULL), 0);
+    for (int i = 0; i < 64; i += 7)
+        check_value(kv, keys[i], strlen(keys[i]), keys[i], strlen(keys[i]));
+    pom_kv_batch_free(b);
+    pom_kv_close(kv);
+    pom_close(fs);
+}
+
 /* Keys starting 00 FF are the MDS's system rows: -EINVAL from every call
  * taking a key, whatever the key's length (both row-name forms), and
  * nothing is written. */
@@ -575,6 +720,8 @@ int main(void)
         cmocka_unit_test(test_keyspaces),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_sys_prefix),
+        cmocka_unit_test(test_batch_results),
+        cmocka_unit_test(test_batch_limits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

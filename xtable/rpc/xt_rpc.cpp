@@ -591,6 +591,116 @@ int pom::glue::invoke(
     }
 }
 
+/* A connection of p for one call (an idle one, else a new one), its
+ * timeouts set; *reused says which. 0 or -errno. */
+static int conn_take(xt_rpc_pool *p, int timeout_ms, Conn *c, bool *reused)
+{
+    *reused = false;
+    {
+        std::lock_guard<std::mutex> g(p->mu);
+        if (!p->idle.empty()) {
+            *c = std::move(p->idle.back());
+            p->idle.pop_back();
+            *reused = true;
+        }
+    }
+    if (!*reused) {
+        int rc = pool_connect(p, c);
+        if (rc < 0) {
+            p->errors++, g_all.errors++;
+            return rc;
+        }
+    }
+    if (c->timeout_ms != timeout_ms) {
+        c->sock->setRecvTimeout(timeout_ms);
+        c->sock->setSendTimeout(timeout_ms);
+        c->timeout_ms = timeout_ms;
+    }
+    return 0;
+}
+
+static void conn_close(Conn *c)
+{
+    try {
+        c->trans->close();
+    } catch (...) {
+    }
+    c->sock.reset();
+}
+
+void pom::glue::invoke_each(size_t n, const Each *each, int *rcs)
+{
+    std::vector<Conn> conns(n);
+    std::vector<pom::rpc::ReqHeader> hs(n);
+    std::vector<char> reused(n, 0), sent(n, 0), again(n, 0);
+    for (size_t i = 0; i < n; i++) {
+        xt_rpc_pool *p = each[i].pool;
+        const xt_rpc_call *call = each[i].call;
+        int timeout_ms = call && call->timeout_ms > 0 ? call->timeout_ms : p->call_timeout_ms;
+        hs[i].req_id = call && call->req_id ? call->req_id : xt_rpc_new_req_id();
+        hs[i].budget_ms = timeout_ms;
+        hs[i].hops = call ? (int16_t)call->hops : 0;
+        hs[i].ring_version = call ? call->ring_version : 0;
+        p->calls++, g_all.calls++;
+        bool r = false;
+        rcs[i] = conn_take(p, timeout_ms, &conns[i], &r);
+        reused[i] = r;
+        if (rcs[i] < 0)
+            continue;
+        try {
+            each[i].send(conns[i].proto, hs[i]);
+            sent[i] = 1;
+        } catch (...) {
+            bool stale;
+            rcs[i] = map_exception(p, &stale);
+            conn_close(&conns[i]);
+            again[i] = stale && reused[i];
+            if (!again[i])
+                p->errors++, g_all.errors++;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        xt_rpc_pool *p = each[i].pool;
+        if (sent[i]) {
+            try {
+                rcs[i] = each[i].recv(conns[i].proto);
+                std::lock_guard<std::mutex> g(p->mu);
+                if (p->idle.size() < p->max_idle)
+                    p->idle.push_back(std::move(conns[i]));
+                if (rcs[i] < 0)
+                    p->errors++, g_all.errors++;
+                continue;
+            } catch (...) {
+                bool stale;
+                rcs[i] = map_exception(p, &stale);
+                conn_close(&conns[i]);
+                again[i] = stale && reused[i];
+                if (!again[i])
+                    p->errors++, g_all.errors++;
+            }
+        }
+        /* A pooled connection the peer closed while idle: as invoke does,
+         * once more on a fresh connection, same request id. */
+        if (again[i]) {
+            xt_rpc_call call = each[i].call ? *each[i].call : xt_rpc_call{};
+            call.req_id = hs[i].req_id;
+            {
+                std::vector<Conn> old;
+                std::lock_guard<std::mutex> g(p->mu);
+                old.swap(p->idle);
+                for (auto &o : old)
+                    conn_close(&o);
+            }
+            p->retries++, g_all.retries++;
+            const Each &e = each[i];
+            rcs[i] = invoke(p, &call, [&](const ProtoPtr &proto, const pom::rpc::ReqHeader &h) {
+                e.send(proto, h);
+                return e.recv(proto);
+            });
+        }
+    }
+}
+
 int xt_rpc_ping(xt_rpc_pool *p, const xt_rpc_call *call, const void *payload,
                 size_t len, void *reply, size_t cap, size_t *reply_len)
 {

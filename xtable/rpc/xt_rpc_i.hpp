@@ -37,6 +37,21 @@ using ProtoPtr = std::shared_ptr<apache::thrift::protocol::TProtocol>;
 int invoke(xt_rpc_pool *p, const xt_rpc_call *call,
            const std::function<int(const ProtoPtr &, const pom::rpc::ReqHeader &)> &fn);
 
+/* One call of invoke_each: send writes its request, recv reads its reply
+ * and returns the reply's status. */
+struct Each {
+    xt_rpc_pool *pool;
+    const xt_rpc_call *call;
+    std::function<void(const ProtoPtr &, const pom::rpc::ReqHeader &)> send;
+    std::function<int(const ProtoPtr &)> recv;
+};
+/* n calls at once, each on its own connection: every request is sent,
+ * then every reply read, so the servers work on them together (a server
+ * keeps a reply its client has not read yet: xt_rpc.h invariant 4).
+ * rcs[i] gets call i's answer as invoke's; a stale pooled connection is
+ * retried once through invoke, same request id. */
+void invoke_each(size_t n, const Each *each, int *rcs);
+
 /* What the connection of the request being served proved (set by the
  * server thread before it runs the processor; read by make_ctx). */
 extern thread_local int peer_role;

@@ -286,23 +286,49 @@ static long batch_ops_to_thrift(const struct xt_req *reqs, size_t n, BatchReq &t
 int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
                  size_t n, struct xt_resp *resps)
 {
-    BatchReq treq;
-    if (batch_ops_to_thrift(reqs, n, treq) >= 0)
-        return -EINVAL;
-    BatchResp tresp;
-    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
-        XTableClient cl(proto);
-        treq.hdr = h;
-        cl.batch(tresp, treq);
-        return tresp.status;
-    });
-    if (rc < 0)
-        return rc;
-    if (tresp.results.size() != n)
-        return -EPROTO;
-    for (size_t i = 0; i < n; i++)
-        resp_from_thrift(tresp.results[i], &resps[i]);
-    return 0;
+    struct xt_mds_batch_to b = { p, call, reqs, n, resps, 0 };
+    xt_mds_batch_each(&b, 1);
+    return b.rc;
+}
+
+void xt_mds_batch_each(struct xt_mds_batch_to *b, size_t nb)
+{
+    std::vector<BatchReq> treqs(nb);
+    std::vector<BatchResp> tresps(nb);
+    std::vector<pom::glue::Each> each;
+    std::vector<size_t> idx;
+    std::vector<int> rcs(nb);
+    for (size_t i = 0; i < nb; i++) {
+        b[i].rc = 0;
+        if (batch_ops_to_thrift(b[i].reqs, b[i].n, treqs[i]) >= 0) {
+            b[i].rc = -EINVAL;
+            continue;
+        }
+        BatchReq *tq = &treqs[i];
+        BatchResp *tr = &tresps[i];
+        each.push_back({ b[i].pool, b[i].call,
+                         [tq](const ProtoPtr &proto, const ReqHeader &h) {
+                             XTableClient cl(proto);
+                             tq->hdr = h;
+                             cl.send_batch(*tq);
+                         },
+                         [tr](const ProtoPtr &proto) {
+                             XTableClient cl(proto);
+                             cl.recv_batch(*tr);
+                             return (int)tr->status;
+                         } });
+        idx.push_back(i);
+    }
+    pom::glue::invoke_each(each.size(), each.data(), rcs.data());
+    for (size_t k = 0; k < idx.size(); k++) {
+        struct xt_mds_batch_to *t = &b[idx[k]];
+        const BatchResp &tr = tresps[idx[k]];
+        t->rc = rcs[k];
+        if (t->rc == 0 && tr.results.size() != t->n)
+            t->rc = -EPROTO;
+        for (size_t i = 0; t->rc == 0 && i < t->n; i++)
+            resp_from_thrift(tr.results[i], &t->resps[i]);
+    }
 }
 
 int xt_mds_batch_atomic(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
@@ -464,10 +490,10 @@ public:
     XTableGlue(const xt_mds_ops *ops, void *ctx, int budget)
         : CommonGlue(&ops->common, ctx, budget), ops_(ops) {}
 
-    void create(XtResp &r, const XtReq &q) override { one(XT_OP_CREATE, q, r); }
-    void lookup(XtResp &r, const XtReq &q) override { one(XT_OP_LOOKUP, q, r); }
-    void update(XtResp &r, const XtReq &q) override { one(XT_OP_UPDATE, q, r); }
-    void remove(XtResp &r, const XtReq &q) override { one(XT_OP_DELETE, q, r); }
+    void create(XtResp &r, const XtReq &q) override { one(XT_OP_CREATE, q, q.hdr, r); }
+    void lookup(XtResp &r, const XtReq &q) override { one(XT_OP_LOOKUP, q, q.hdr, r); }
+    void update(XtResp &r, const XtReq &q) override { one(XT_OP_UPDATE, q, q.hdr, r); }
+    void remove(XtResp &r, const XtReq &q) override { one(XT_OP_DELETE, q, q.hdr, r); }
 
     void batch(BatchResp &r, const BatchReq &q) override
     {
@@ -480,11 +506,8 @@ public:
             return;
         }
         r.results.resize(q.ops.size());
-        for (size_t i = 0; i < q.ops.size(); i++) {
-            XtReq sub = q.ops[i].req;
-            sub.hdr = q.hdr; /* one deadline and id base for the whole batch */
-            one((int)q.ops[i].op, sub, r.results[i]);
-        }
+        for (size_t i = 0; i < q.ops.size(); i++) /* one deadline for the whole batch */
+            one((int)q.ops[i].op, q.ops[i].req, q.hdr, r.results[i]);
     }
 
     void list_rows(ListResp &r, const ListReq &q) override
@@ -652,9 +675,10 @@ private:
         xt_resp_free(&out);
     }
 
-    void one(int op, const XtReq &q, XtResp &r)
+    /* q as op, under header hdr (its own, or its batch's). */
+    void one(int op, const XtReq &q, const ReqHeader &hdr, XtResp &r)
     {
-        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        xt_rpc_ctx rc = pom::glue::make_ctx(hdr, budget_ms_);
         if (!ops_->op) {
             r.status = -ENOSYS;
             return;

@@ -49,7 +49,11 @@ enum xt_op { XT_OP_CREATE = 1, XT_OP_LOOKUP = 2, XT_OP_UPDATE = 3, XT_OP_DELETE 
                              with op 0's, else commits it as an RMU outbox
                              record and delivers it later (docs/mds-xact.md
                              "RMU: copies (the GDT)"). Used for the GDT (client.md). */
-#define XT_F_ALL    0x1ff
+#define XT_F_UPSERT 0x200 /* update of an absent row: create it from row (whole,
+                             version 0) instead of -ENOENT; never with
+                             XT_F_IF_VER/XT_F_IF_UUID, never in an atomic
+                             batch. A key/value put in one round trip. */
+#define XT_F_ALL    0x3ff
 
 /* Which table a request addresses. */
 struct xt_tref {
@@ -139,10 +143,25 @@ int xt_list_resp_add(struct xt_list_resp *r, const void *row, size_t len, uint64
  * (then resp holds nothing). */
 int xt_mds_call(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *req,
                 struct xt_resp *resp);
-/* n operations in one round trip; each is atomic on its row, and resps[i]
- * gets each result. Returns 0 if the batch travelled, or -errno. */
+/* n operations in one round trip, applied one after the other in their
+ * order; each is atomic on its row, and resps[i] gets each result.
+ * Returns 0 if the batch travelled, or -errno. */
 int xt_mds_batch(xt_rpc_pool *p, const xt_rpc_call *call, const struct xt_req *reqs,
                  size_t n, struct xt_resp *resps);
+/* One batch of xt_mds_batch_each: its destination and ops (borrowed for
+ * the call), its results (filled when rc is 0) and its answer rc. */
+struct xt_mds_batch_to {
+    xt_rpc_pool *pool;
+    const xt_rpc_call *call;
+    const struct xt_req *reqs;
+    size_t n;
+    struct xt_resp *resps;
+    int rc;                      /* out: as xt_mds_batch's */
+};
+/* nb batches at once, each on its own connection (to one MDS or several):
+ * every request is sent before any reply is read, so the MDS apply them
+ * together and the caller waits about one round trip for all. */
+void xt_mds_batch_each(struct xt_mds_batch_to *b, size_t nb);
 /* XT_BATCH_ATOMIC (pom.thrift): n (1..XT_BATCH_ATOMIC_MAX) operations on
  * different rows that all apply, in one commit group, or none does. Inside
  * it a CREATE with XT_F_IF_VER replaces an existing row only at version
