@@ -170,8 +170,11 @@ def test_set_blob(cluster, tmp_path):
     import pomegranate
     with pomegranate.open(cluster.r2, "pomfs", keyfile=cluster.key) as fs:
         with pytest.raises(OSError) as e:
-            fs.set_blob("rados", str(tmp_path))
-        assert e.value.errno in (errno.ENOTSUP, errno.EOPNOTSUPP)
+            fs.set_blob("rados", str(tmp_path))  # a folder, not rados settings
+        assert e.value.errno == errno.EINVAL
+        with pytest.raises(OSError) as e:
+            fs.set_blob("tape", str(tmp_path))
+        assert e.value.errno == errno.EINVAL
         fs.set_blob("local", str(tmp_path / "blobs"))
         path = "/" + uuid.uuid4().hex
         data = os.urandom(300 << 10)
