@@ -117,7 +117,9 @@ static void collect(void *arg, xt_metrics_buf *b)
                              "1 once a write error stopped the store's writes.",
                              st.failed ? 1 : 0);
     }
-    if (m->catchup) {
+    {
+        /* Served without a catch-up too (one replica: -1 and zeros), so
+         * every MDSL serves the same families. */
         struct mdsl_catchup_stat cs;
         mdsl_catchup_stat(m->catchup, &cs);
         xt_metrics_put_gauge(b, "pom_mdsl_under_replicated",
