@@ -176,12 +176,12 @@ static int mdsl_load(void *, const xt_rpc_ctx *, xt_slice_id id, struct xt_store
     xt_put_u64(b + 4, id.table);
     xt_put_u32(b + 12, id.slice);
     out->has_image = id.slice & 1;
-    out->image = { 1, dup_bytes(b, sizeof b), sizeof b };
+    out->image = { 1, dup_bytes(b, sizeof b), sizeof b, 0 };
     out->deltas = static_cast<xt_store_blob *>(xt_calloc(2, sizeof *out->deltas));
     if (out->deltas) {
         out->ndeltas = 2;
-        out->deltas[0] = { 2, dup_bytes(b, 4), 4 };
-        out->deltas[1] = { 3, dup_bytes(b, 0), 0 };
+        out->deltas[0] = { 2, dup_bytes(b, 4), 4, 0 };
+        out->deltas[1] = { 3, dup_bytes(b, 0), 0, 0 };
     }
     return 0;
 }
