@@ -515,82 +515,6 @@ static int map_exception(xt_rpc_pool *p, bool *stale)
     }
 }
 
-int pom::glue::invoke(
-    xt_rpc_pool *p, const xt_rpc_call *call,
-    const std::function<int(const ProtoPtr &, const pom::rpc::ReqHeader &)> &fn)
-{
-    pom::rpc::ReqHeader h;
-    int timeout_ms = call && call->timeout_ms > 0 ? call->timeout_ms : p->call_timeout_ms;
-    h.req_id = call && call->req_id ? call->req_id : xt_rpc_new_req_id();
-    h.budget_ms = timeout_ms;
-    h.hops = call ? (int16_t)call->hops : 0;
-    h.ring_version = call ? call->ring_version : 0;
-    p->calls++, g_all.calls++;
-
-    for (int attempt = 0;; attempt++) {
-        Conn c;
-        bool reused = false;
-        {
-            std::lock_guard<std::mutex> g(p->mu);
-            if (!p->idle.empty()) {
-                c = std::move(p->idle.back());
-                p->idle.pop_back();
-                reused = true;
-            }
-        }
-        if (!reused) {
-            int rc = pool_connect(p, &c);
-            if (rc < 0) {
-                p->errors++, g_all.errors++;
-                return rc;
-            }
-        }
-        int rc;
-        bool stale = false;
-        try {
-            if (c.timeout_ms != timeout_ms) {
-                c.sock->setRecvTimeout(timeout_ms);
-                c.sock->setSendTimeout(timeout_ms);
-                c.timeout_ms = timeout_ms;
-            }
-            rc = fn(c.proto, h);
-        } catch (...) {
-            rc = map_exception(p, &stale);
-            try {
-                c.trans->close();
-            } catch (...) {
-            }
-            /* A pooled connection the peer closed while idle: the request
-             * never reached a live handler. The peer restarted or dropped
-             * us, so every idle connection is as stale as this one: drop
-             * them all, and retry once on a fresh one, same request id. */
-            if (stale && reused && attempt == 0) {
-                std::vector<Conn> old;
-                {
-                    std::lock_guard<std::mutex> g(p->mu);
-                    old.swap(p->idle);
-                }
-                for (auto &o : old) {
-                    try {
-                        o.trans->close();
-                    } catch (...) {
-                    }
-                }
-                p->retries++, g_all.retries++;
-                continue;
-            }
-            p->errors++, g_all.errors++;
-            return rc;
-        }
-        std::lock_guard<std::mutex> g(p->mu);
-        if (p->idle.size() < p->max_idle)
-            p->idle.push_back(std::move(c));
-        if (rc < 0)
-            p->errors++, g_all.errors++;
-        return rc;
-    }
-}
-
 /* A connection of p for one call (an idle one, else a new one), its
  * timeouts set; *reused says which. 0 or -errno. */
 static int conn_take(xt_rpc_pool *p, int timeout_ms, Conn *c, bool *reused)
@@ -628,11 +552,80 @@ static void conn_close(Conn *c)
     c->sock.reset();
 }
 
+/* The peer restarted or dropped us: every idle connection of p is as stale
+ * as the one that failed. Closed outside p->mu (a close may block). */
+static void drop_idle(xt_rpc_pool *p)
+{
+    std::vector<Conn> old;
+    {
+        std::lock_guard<std::mutex> g(p->mu);
+        old.swap(p->idle);
+    }
+    for (auto &o : old)
+        conn_close(&o);
+}
+
+int pom::glue::invoke(
+    xt_rpc_pool *p, const xt_rpc_call *call,
+    const std::function<int(const ProtoPtr &, const pom::rpc::ReqHeader &)> &fn)
+{
+    pom::rpc::ReqHeader h;
+    int timeout_ms = call && call->timeout_ms > 0 ? call->timeout_ms : p->call_timeout_ms;
+    h.req_id = call && call->req_id ? call->req_id : xt_rpc_new_req_id();
+    h.budget_ms = timeout_ms;
+    h.hops = call ? (int16_t)call->hops : 0;
+    h.ring_version = call ? call->ring_version : 0;
+    p->calls++, g_all.calls++;
+
+    for (int attempt = 0;; attempt++) {
+        Conn c;
+        bool reused = false;
+        int rc = conn_take(p, timeout_ms, &c, &reused);
+        if (rc < 0)
+            return rc;
+        bool stale = false;
+        try {
+            rc = fn(c.proto, h);
+        } catch (...) {
+            rc = map_exception(p, &stale);
+            conn_close(&c);
+            /* A pooled connection the peer closed while idle: the request
+             * never reached a live handler. Every idle connection is as
+             * stale as this one: drop them all, and retry once on a fresh
+             * one, same request id. */
+            if (stale && reused && attempt == 0) {
+                drop_idle(p);
+                p->retries++, g_all.retries++;
+                continue;
+            }
+            p->errors++, g_all.errors++;
+            return rc;
+        }
+        std::lock_guard<std::mutex> g(p->mu);
+        if (p->idle.size() < p->max_idle)
+            p->idle.push_back(std::move(c));
+        if (rc < 0)
+            p->errors++, g_all.errors++;
+        return rc;
+    }
+}
+
 void pom::glue::invoke_each(size_t n, const Each *each, int *rcs)
 {
     std::vector<Conn> conns(n);
     std::vector<pom::rpc::ReqHeader> hs(n);
     std::vector<char> reused(n, 0), sent(n, 0), again(n, 0);
+    /* Inside a catch: the call's exception mapped, its connection closed;
+     * a stale pooled one is tried again below (as invoke does). */
+    auto failed = [&](size_t i) {
+        xt_rpc_pool *p = each[i].pool;
+        bool stale;
+        rcs[i] = map_exception(p, &stale);
+        conn_close(&conns[i]);
+        again[i] = stale && reused[i];
+        if (!again[i])
+            p->errors++, g_all.errors++;
+    };
     for (size_t i = 0; i < n; i++) {
         xt_rpc_pool *p = each[i].pool;
         const xt_rpc_call *call = each[i].call;
@@ -651,12 +644,7 @@ void pom::glue::invoke_each(size_t n, const Each *each, int *rcs)
             each[i].send(conns[i].proto, hs[i]);
             sent[i] = 1;
         } catch (...) {
-            bool stale;
-            rcs[i] = map_exception(p, &stale);
-            conn_close(&conns[i]);
-            again[i] = stale && reused[i];
-            if (!again[i])
-                p->errors++, g_all.errors++;
+            failed(i);
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -671,12 +659,7 @@ void pom::glue::invoke_each(size_t n, const Each *each, int *rcs)
                     p->errors++, g_all.errors++;
                 continue;
             } catch (...) {
-                bool stale;
-                rcs[i] = map_exception(p, &stale);
-                conn_close(&conns[i]);
-                again[i] = stale && reused[i];
-                if (!again[i])
-                    p->errors++, g_all.errors++;
+                failed(i);
             }
         }
         /* A pooled connection the peer closed while idle: as invoke does,
@@ -684,13 +667,7 @@ void pom::glue::invoke_each(size_t n, const Each *each, int *rcs)
         if (again[i]) {
             xt_rpc_call call = each[i].call ? *each[i].call : xt_rpc_call{};
             call.req_id = hs[i].req_id;
-            {
-                std::vector<Conn> old;
-                std::lock_guard<std::mutex> g(p->mu);
-                old.swap(p->idle);
-                for (auto &o : old)
-                    conn_close(&o);
-            }
+            drop_idle(p);
             p->retries++, g_all.retries++;
             const Each &e = each[i];
             rcs[i] = invoke(p, &call, [&](const ProtoPtr &proto, const pom::rpc::ReqHeader &h) {
