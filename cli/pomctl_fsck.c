@@ -753,7 +753,7 @@ static void check_usage(struct fsck *f, const char *fsname)
         return;
     /* Figures still on their way to R2 would be counted twice. */
     xt_sleep_ms(USAGE_SETTLE_MS);
-    uint64_t files, bytes;
+    uint64_t files = 0, bytes = 0;
     if (r2_usage(f, fsname, &files, &bytes) < 0 || files != f->r2_files || bytes != f->r2_bytes)
         return;
     int rc = pomctl_r2_leader(f->ctl);
