@@ -722,7 +722,9 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
     xt_row_init(&up);
     int64_t sum = 0;
     uint64_t born = 0;
+    uint8_t ids[RMU_CHUNK * 8]; /* the deltas' ids (mds_soft.h) */
     for (size_t i = 0; i < n; i++) {
+        xt_put_u64(ids + 8 * i, mds_soft_id(v[i].name, RMU_NAME_LEN));
         reqs[i] = (struct xt_req){ .op = XT_OP_DELETE, .t = { v[i].fsid, v[i].table, -1 },
                                    .name = v[i].name, .name_len = RMU_NAME_LEN,
                                    .name_hash = xt_hash_name(v[i].name, RMU_NAME_LEN),
@@ -761,9 +763,13 @@ static int deliver(mds_xact *x, const struct ob *v, size_t n)
         uint64_t gen;
         rc = mds_xact_send(x, self, reqs, n + 1, resps, &failed, &gen);
         if (rc == 0 && x->o.soft)
-            mds_soft_take(x->o.soft, v[0].tfsid, v[0].ttable, v[0].tname, v[0].tname_len,
-                          (int32_t)sum);
+            (void)mds_soft_take(x->o.soft, v[0].tfsid, v[0].ttable, v[0].tname,
+                                v[0].tname_len, ids, n);
     } else {
+        /* The ids travel with the count; the parent's MDS takes them when
+         * it prepares it (mds_xact_part.c) and never stores them. */
+        if ((rc = xt_row_view_set_group(&up, XT_CG_RMU_IDS, ids, (uint32_t)(8 * n))) < 0)
+            return rc;
         rc = mds_xact_txn_run(x, reqs, n + 1, site, resps, &failed, &held);
     }
     for (size_t i = 0; i <= n; i++)

@@ -478,12 +478,23 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
         /* The eager half of an RMU (mds_soft.h): the times are stored, the
          * count only shown, until the sender's outbox row delivers it. */
         struct xt_req times = *req;
+        xt_row trow;
         bool soft = (req->flags & XT_F_SOFT) != 0;
+        uint64_t soft_id = 0;
         if (soft) {
-            if (!(req->flags & XT_F_SYS) || !(req->set_mask & XT_ROW_SET_NLINK_ADD) || !req->row) {
+            /* One delta, named by its outbox row's id (mds_soft.h (2)),
+             * which is never stored. */
+            const uint8_t *ids;
+            size_t nids;
+            if (!(req->flags & XT_F_SYS) || !(req->set_mask & XT_ROW_SET_NLINK_ADD) ||
+                mds_soft_ids(req->row, &ids, &nids) < 0 || nids != 1 ||
+                (soft_id = xt_get_u64(ids)) == 0) {
                 rc = -EINVAL;
                 break;
             }
+            trow = *req->row;
+            (void)xt_row_view_del_group(&trow, XT_CG_RMU_IDS);
+            times.row = &trow;
             times.set_mask &= ~XT_ROW_SET_NLINK_ADD;
             ua.req = &times;
         }
@@ -495,7 +506,7 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
             rc = upsert_create(svc, req, &ua, resp, &gen);
         if (rc == 0 && soft && svc->soft)
             rc = mds_soft_add(svc->soft, req->t.fsid, req->t.table, req->name, req->name_len,
-                              (int32_t)req->row->attr.nlink);
+                              soft_id, (int32_t)req->row->attr.nlink);
         if (soft)
             XT_DBG("rmu: %.*s of table %llu: %+d shown: %d", (int)req->name_len,
                    (const char *)req->name, (unsigned long long)req->t.table,

@@ -31,6 +31,7 @@
 #include "mds_xact.h"
 #include "mds_xact_i.h"
 #include "mds_outbox.h"
+#include "mds_soft.h"
 
 #include <assert.h>
 #include <string.h>
@@ -556,10 +557,19 @@ int mds_xact_run(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt_res
      * at the parent's MDS; the outbox row delivers them for good. A
      * failure here (the parent removed meanwhile) only hides the delta
      * until then. */
-    for (size_t i = 0; i < n && nrmu; i++)
-        if (xt_req_loose_after(&reqs[i]) &&
-            (rc = run_loose(x, &reqs[i], XT_F_SYS | XT_F_SOFT, &resps[i])) < 0)
+    for (size_t i = 0, k = 0; i < n && nrmu; i++) {
+        if (!xt_req_loose_after(&reqs[i]))
+            continue;
+        /* Named by its outbox row: the delivery takes that id (mds_soft.h). */
+        uint8_t id[8];
+        xt_put_u64(id, mds_soft_id(rb[k++].name, RMU_NAME_LEN));
+        struct xt_req e = reqs[i];
+        xt_row er = *reqs[i].row;
+        e.row = &er;
+        if ((rc = xt_row_view_set_group(&er, XT_CG_RMU_IDS, id, sizeof id)) < 0 ||
+            (rc = run_loose(x, &e, XT_F_SYS | XT_F_SOFT, &resps[i])) < 0)
             XT_DBG("xact: a parent's count not shown before its RMU: %s", strerror(-rc));
+    }
     /* The client tracks the epoch of the MDS holding op 0's change. */
     if (!resps[0].epoch && resps[sidx[0]].epoch) {
         resps[0].epoch = resps[sidx[0]].epoch;

@@ -155,15 +155,18 @@ static inline void mds_xact_txid_str(const uint8_t *dname, char *buf, size_t cap
 }
 
 /* Whether op q is a parent's subdirectory count delta sent by an RMU's
- * delivery (XT_F_SYS, NLINK_ADD and times only): prepared with a count
- * row, which does not block the row. */
+ * delivery (XT_F_SYS, NLINK_ADD and times only, and the ids of the
+ * deltas, XT_CG_RMU_IDS): prepared with a count row, which does not block
+ * the row. */
 static inline bool mds_xact_is_count(const struct xt_req *q)
 {
     const uint32_t ok = XT_ROW_SET_ATIME | XT_ROW_SET_MTIME | XT_ROW_SET_CTIME |
                         XT_ROW_SET_NLINK_ADD | XT_ROW_SET_TIMES_MAX;
     return q->op == XT_OP_UPDATE && (q->flags & XT_F_SYS) && !(q->flags & XT_F_IF_VER) &&
            (q->set_mask & XT_ROW_SET_NLINK_ADD) && !(q->set_mask & ~ok) && q->row &&
-           q->row->ngroups == 0 && q->ndrop == 0;
+           (q->row->ngroups == 0 ||
+            (q->row->ngroups == 1 && q->row->groups[0].id == XT_CG_RMU_IDS)) &&
+           q->ndrop == 0;
 }
 
 /* The pending row's name of op (name, count) in the transaction dname

@@ -202,10 +202,26 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
     const struct xt_req *d = &reqs[k];
     struct pend_arg pa[MDS_ATOMIC_MAX / 2];
     struct mds_aop extra[MDS_ATOMIC_MAX / 2];
+    /* A count's delta ids (mds_soft.h) are taken here, never stored: the
+     * ops applied are copies without them. */
+    struct xt_req ops[MDS_ATOMIC_MAX / 2];
+    xt_row orow[MDS_ATOMIC_MAX / 2];
+    const uint8_t *ids[MDS_ATOMIC_MAX / 2];
+    size_t nids[MDS_ATOMIC_MAX / 2];
     for (size_t i = 0; i < k; i++) {
         if (xt_hash_is_sys(reqs[i].name, reqs[i].name_len))
             return -EINVAL; /* a transaction's ops are user rows */
         bool count = mds_xact_is_count(&reqs[i]);
+        ops[i] = reqs[i];
+        nids[i] = 0;
+        if (count && mds_soft_ids(reqs[i].row, &ids[i], &nids[i]) == 0) {
+            orow[i] = *reqs[i].row;
+            (void)xt_row_view_del_group(&orow[i], XT_CG_RMU_IDS);
+            ops[i].row = &orow[i];
+        } else if (count && reqs[i].row->ngroups) {
+            *failed = i;
+            return -EBADMSG; /* an ids group that is not whole ids */
+        }
         pa[i] = (struct pend_arg){ .dfsid = d->t.fsid, .dtable = d->t.table,
                                    .name = reqs[i].name, .name_len = reqs[i].name_len,
                                    .count = count,
@@ -220,7 +236,7 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
                                      .derive = pend_derive, .arg = &pa[i], .of = i };
     }
     uint64_t gen = 0;
-    int rc = x->io.batch(x->io.ctx, reqs, k, extra, k, resps, failed, &gen);
+    int rc = x->io.batch(x->io.ctx, ops, k, extra, k, resps, failed, &gen);
     if (rc < 0 && *failed >= k) {
         /* A pending row already there: the row is in another transaction. */
         *failed -= k;
@@ -231,8 +247,8 @@ int mds_xact_prepare(mds_xact *x, const struct xt_req *reqs, size_t n, struct xt
         /* An RMU's delta is now in the row: no longer shown apart. */
         for (size_t i = 0; i < k && x->o.soft; i++)
             if (pa[i].count)
-                mds_soft_take(x->o.soft, reqs[i].t.fsid, reqs[i].t.table, reqs[i].name,
-                              reqs[i].name_len, pa[i].delta);
+                (void)mds_soft_take(x->o.soft, reqs[i].t.fsid, reqs[i].t.table, reqs[i].name,
+                                    reqs[i].name_len, ids[i], nids[i]);
         mds_stats_add(x->o.stats, MDS_CTR_XACT_PREPARES, 1);
         XT_CRASH_POINT("xact.participant");
     }

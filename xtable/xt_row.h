@@ -127,6 +127,9 @@ enum xt_row_type {
 #define XT_CG_XATTR  2       /* the xattr sub-format below */
 #define XT_CG_KEY    3       /* key/value API: the whole key of a long key
                                 (its row name is a digest form, docs/client.md) */
+#define XT_CG_RMU_IDS 4      /* MDS to MDS only, never stored: the ids of the
+                                RMU outbox rows whose count delta an update
+                                carries (mds/mds_soft.h) */
 #define XT_CG_USER0  16      /* first user column of the key/value API */
 
 /* ---- the in-memory view --------------------------------------------- */

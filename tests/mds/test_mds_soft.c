@@ -1,6 +1,7 @@
 /*
  * test_mds_soft.c -- the shown RMU deltas (mds/mds_soft.h): sums per row,
- * a delivery takes out exactly its delta, expiry after the ttl, the view
+ * a delivery takes out exactly its ids' deltas in either order and
+ * either twice, expiry after the ttl, the view
  * of an encoded row (counted rows only, signed below 2, same version),
  * and many threads adding and taking at once.
  */
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -19,39 +21,86 @@
 #include "xt_common.h"
 #include "xt_row.h"
 
+/* Takes the ids given (terminated by 0) out of row (1, 7, name). */
+static void take(mds_soft *s, const char *name, ...)
+{
+    uint8_t buf[8 * 16];
+    size_t n = 0;
+    va_list ap;
+    va_start(ap, name);
+    for (uint64_t id; (id = va_arg(ap, uint64_t)) != 0 && n < 16; n++)
+        xt_put_u64(buf + 8 * n, id);
+    va_end(ap);
+    assert_int_equal(mds_soft_take(s, 1, 7, name, strlen(name), buf, n), 0);
+}
+
 static void test_sum_and_take(void **state)
 {
     (void)state;
     mds_soft *s;
     assert_int_equal(mds_soft_new(60000, &s), 0);
     assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 0);
-    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 1), 0);
-    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 1), 0);
-    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, -1), 0);
-    assert_int_equal(mds_soft_add(s, 1, 7, "b", 1, 5), 0);
-    assert_int_equal(mds_soft_add(s, 2, 7, "a", 1, 3), 0); /* other fs */
-    assert_int_equal(mds_soft_add(s, 1, 8, "a", 1, 4), 0); /* other table */
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 0, 1), -EINVAL); /* ids are never 0 */
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 1, 1), 0);
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 2, 1), 0);
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 3, -1), 0);
+    assert_int_equal(mds_soft_add(s, 1, 7, "b", 1, 4, 5), 0);
+    assert_int_equal(mds_soft_add(s, 2, 7, "a", 1, 5, 3), 0); /* other fs */
+    assert_int_equal(mds_soft_add(s, 1, 8, "a", 1, 6, 4), 0); /* other table */
     assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 1);
     assert_int_equal(mds_soft_get(s, 1, 7, "b", 1), 5);
     assert_int_equal(mds_soft_get(s, 2, 7, "a", 1), 3);
     assert_int_equal(mds_soft_get(s, 1, 8, "a", 1), 4);
     assert_int_equal(mds_soft_count(s), 4);
-    /* Deliveries take out exactly their delta (invariant 2): +6 shown as
-     * +5 -1 (a mkdir's and an rmdir's eager halves, say), the +6 delivered
-     * first: -1 left until the rmdir's delivery. */
-    mds_soft_take(s, 1, 7, "b", 1, 3);
-    assert_int_equal(mds_soft_get(s, 1, 7, "b", 1), 2);
-    assert_int_equal(mds_soft_add(s, 1, 7, "b", 1, -1), 0);
-    mds_soft_take(s, 1, 7, "b", 1, 2);
-    assert_int_equal(mds_soft_get(s, 1, 7, "b", 1), -1);
-    mds_soft_take(s, 1, 7, "b", 1, -1);
-    assert_int_equal(mds_soft_get(s, 1, 7, "b", 1), 0);
-    mds_soft_take(s, 1, 7, "zz", 2, 1); /* nothing shown: nothing happens */
-    assert_int_equal(mds_soft_get(s, 1, 7, "zz", 2), 0);
-    /* Adds that sum to 0 leave no entry. */
-    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, -1), 0);
+    /* A delivery takes out exactly its ids' deltas (invariant 2). */
+    take(s, "a", (uint64_t)1, (uint64_t)3, (uint64_t)0);
+    assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 1);
+    /* An eager half sent twice (a forward retried) is shown once. */
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 2, 1), 0);
+    assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 1);
+    take(s, "a", (uint64_t)2, (uint64_t)0);
     assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 0);
-    assert_int_equal(mds_soft_count(s), 2);
+    assert_int_equal(mds_soft_count(s), 3);
+    mds_soft_free(s);
+}
+
+/* The delivery first, its eager half after (a sender slowed between the
+ * two, or a forward delayed), and a delivery prepared twice (its first
+ * transaction aborted): nothing is ever shown on top of the stored count.
+ * With sums alone, the first case showed the rmdirs' -10 twice and the
+ * second showed +10 that no entry owes. */
+static void test_any_order(void **state)
+{
+    (void)state;
+    mds_soft *s;
+    assert_int_equal(mds_soft_new(60000, &s), 0);
+    take(s, "p", (uint64_t)11, (uint64_t)12, (uint64_t)0); /* delivered, not yet shown */
+    assert_int_equal(mds_soft_get(s, 1, 7, "p", 1), 0);
+    assert_int_equal(mds_soft_add(s, 1, 7, "p", 1, 11, -1), 0);
+    assert_int_equal(mds_soft_add(s, 1, 7, "p", 1, 12, -1), 0);
+    assert_int_equal(mds_soft_get(s, 1, 7, "p", 1), 0);
+    assert_int_equal(mds_soft_count(s), 0); /* tombstones met their adds */
+    /* Shown, taken twice, then a new delta: only the new one shows. */
+    assert_int_equal(mds_soft_add(s, 1, 7, "p", 1, 13, -1), 0);
+    take(s, "p", (uint64_t)13, (uint64_t)0);
+    take(s, "p", (uint64_t)13, (uint64_t)0);
+    assert_int_equal(mds_soft_add(s, 1, 7, "p", 1, 14, 1), 0);
+    assert_int_equal(mds_soft_get(s, 1, 7, "p", 1), 1);
+    /* The ids group of a count op. */
+    xt_row r;
+    xt_row_init(&r);
+    const uint8_t *ids;
+    size_t n;
+    assert_int_equal(mds_soft_ids(&r, &ids, &n), -ENOENT);
+    uint8_t two[16];
+    xt_put_u64(two, 11);
+    xt_put_u64(two + 8, 12);
+    assert_int_equal(xt_row_view_set_group(&r, XT_CG_RMU_IDS, two, 16), 0);
+    assert_int_equal(mds_soft_ids(&r, &ids, &n), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(xt_get_u64(ids + 8), 12);
+    assert_int_equal(xt_row_view_set_group(&r, XT_CG_RMU_IDS, two, 12), 0);
+    assert_int_equal(mds_soft_ids(&r, &ids, &n), -EBADMSG);
     mds_soft_free(s);
 }
 
@@ -60,7 +109,7 @@ static void test_expiry(void **state)
     (void)state;
     mds_soft *s;
     assert_int_equal(mds_soft_new(50, &s), 0);
-    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 1), 0);
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 1, 1), 0);
     assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 1);
     struct timespec ts = { 0, 80 * 1000000L };
     nanosleep(&ts, NULL);
@@ -104,7 +153,7 @@ static void test_show(void **state)
     uint8_t *same = row;
     assert_int_equal(mds_soft_show(s, 1, 7, "d", 1, &row, &len), 0);
     assert_ptr_equal(row, same);
-    assert_int_equal(mds_soft_add(s, 1, 7, "d", 1, 2), 0);
+    assert_int_equal(mds_soft_add(s, 1, 7, "d", 1, 1, 2), 0);
     assert_int_equal(mds_soft_show(s, 1, 7, "d", 1, &row, &len), 0);
     assert_int_equal(nlink_of(row, len, &ver), 7);
     assert_int_equal(ver, 9); /* a view: the version is the row's */
@@ -112,7 +161,7 @@ static void test_show(void **state)
     /* Below 2 (deltas out of order): kept signed, as NLINK_ADD would
      * store it, and shown as 2. */
     encode_dir(3, 1, &row, &len);
-    assert_int_equal(mds_soft_add(s, 1, 7, "d", 1, -6), 0); /* shown: -4 */
+    assert_int_equal(mds_soft_add(s, 1, 7, "d", 1, 2, -6), 0); /* shown: -4 */
     assert_int_equal(mds_soft_show(s, 1, 7, "d", 1, &row, &len), 0);
     xt_row v;
     assert_int_equal(xt_row_decode_meta(row, len, &v), 0);
@@ -140,18 +189,26 @@ struct worker {
 };
 
 /* Each thread adds 1,000 to its own row and to a shared one, and takes
- * 400 back from both: the sums are exact. */
+ * 400 back from both, half of them before their adds: the sums are exact. */
 static void *work(void *arg)
 {
     struct worker *w = arg;
     char own[16];
     snprintf(own, sizeof own, "own%d", w->k);
     for (int i = 0; i < 1000; i++) {
-        mds_soft_add(w->s, 1, 7, own, strlen(own), 1);
-        mds_soft_add(w->s, 1, 7, "shared", 6, 1);
-        if (i % 5 < 2) {
-            mds_soft_take(w->s, 1, 7, own, strlen(own), 1);
-            mds_soft_take(w->s, 1, 7, "shared", 6, 1);
+        uint64_t id = (uint64_t)w->k << 32 | (uint64_t)(i + 1);
+        uint8_t b[8];
+        xt_put_u64(b, id);
+        bool early = i % 5 == 0, late = i % 5 == 1;
+        if (early) {
+            mds_soft_take(w->s, 1, 7, own, strlen(own), b, 1);
+            mds_soft_take(w->s, 1, 7, "shared", 6, b, 1);
+        }
+        mds_soft_add(w->s, 1, 7, own, strlen(own), id, 1);
+        mds_soft_add(w->s, 1, 7, "shared", 6, id, 1);
+        if (late) {
+            mds_soft_take(w->s, 1, 7, own, strlen(own), b, 1);
+            mds_soft_take(w->s, 1, 7, "shared", 6, b, 1);
         }
     }
     return NULL;
@@ -183,6 +240,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sum_and_take),
+        cmocka_unit_test(test_any_order),
         cmocka_unit_test(test_expiry),
         cmocka_unit_test(test_show),
         cmocka_unit_test(test_threads),
