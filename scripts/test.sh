@@ -24,7 +24,7 @@ for a in "$@"; do
 done
 
 JOBS=$(nproc 2>/dev/null || echo 2)
-step() { printf '\n==== %s\n' "$*"; }
+step() { printf '\n==== %s (%s)\n' "$*" "$(date -u +%T)"; }
 
 step "dependencies"
 if [ "$LONG" = 1 ]; then bash scripts/install-deps.sh --long; else bash scripts/install-deps.sh; fi
