@@ -24,6 +24,7 @@
 struct soft_id {
     uint64_t id;
     int32_t d;               /* 0: a tombstone */
+    uint64_t at;             /* xt_mono_ns of its add or take */
 };
 
 struct soft_ent {
@@ -87,6 +88,11 @@ static struct stripe *stripe_of(mds_soft *s, uint64_t table, const void *name, s
     return &s->st[h % SOFT_STRIPES];
 }
 
+static int32_t sat(int64_t v)
+{
+    return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+}
+
 /* The entry of (fsid, table, name) in st, dropping expired ones on the way
  * (st->mu held). *link: the pointer to it, for unlinking. */
 static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint64_t table,
@@ -104,6 +110,22 @@ static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint
         }
         if (e->fsid == fsid && e->table == table && e->len == len &&
             memcmp(e->name, name, len) == 0) {
+            /* Each delta and tombstone lives ttl on its own (invariant
+             * 1): a parent busy for hours keeps only the last ttl's. */
+            size_t k = 0;
+            for (size_t i = 0; i < e->nids; i++) {
+                if (now - e->ids[i].at > s->ttl_ns)
+                    e->delta = sat((int64_t)e->delta - e->ids[i].d);
+                else
+                    e->ids[k++] = e->ids[i];
+            }
+            e->nids = k;
+            if (k == 0) {
+                *p = e->next;
+                st->n--;
+                ent_free(e);
+                return NULL;
+            }
             *link = p;
             return e;
         }
@@ -174,7 +196,7 @@ static int id_push(struct soft_ent *e, uint64_t id, int32_t d)
         e->ids = v;
         e->cap = cap;
     }
-    e->ids[e->nids++] = (struct soft_id){ id, d };
+    e->ids[e->nids++] = (struct soft_id){ id, d, xt_mono_ns() };
     return 0;
 }
 
@@ -183,11 +205,6 @@ static void id_del(struct soft_ent *e, struct soft_id *i)
 {
     assert(i >= e->ids && i < e->ids + e->nids);
     *i = e->ids[--e->nids];
-}
-
-static int32_t sat(int64_t v)
-{
-    return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
 }
 
 int mds_soft_add(mds_soft *s, uint32_t fsid, uint64_t table, const void *name, size_t len,

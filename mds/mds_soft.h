@@ -10,9 +10,10 @@
  * deltas back out of here. Each delta is named by the id of the outbox row
  * that delivers it (mds_soft_id), so the eager half and the delivery may
  * arrive in either order, and either twice. Invariants:
- *  (1) An entry lives at most ttl after its last add or take: a delta
- *      whose sender lost its group (the entry was never made) is shown
- *      for that long, then never again. A restart of this MDS or a move
+ *  (1) A delta is shown at most ttl after its add, and a tombstone kept
+ *      at most ttl after its take: a delta whose sender lost its group
+ *      (the entry was never made) is shown for that long, then never
+ *      again. A restart of this MDS or a move
  *      of the row's slice loses the shown deltas until their delivery
  *      (the count shows its stored value meanwhile).
  *  (2) Shown = the deltas added whose id no delivery took. A take of an

@@ -116,6 +116,14 @@ static void test_expiry(void **state)
     /* Past the ttl since the last eager delta: never shown again. */
     assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 0);
     assert_int_equal(mds_soft_count(s), 0);
+    /* Each delta on its own: a parent kept busy forgets the old ones. */
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 2, 1), 0);
+    take(s, "a", (uint64_t)3, (uint64_t)0); /* a tombstone */
+    nanosleep(&ts, NULL);
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 4, 1), 0);
+    assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 1);
+    assert_int_equal(mds_soft_add(s, 1, 7, "a", 1, 3, 1), 0); /* its tombstone expired */
+    assert_int_equal(mds_soft_get(s, 1, 7, "a", 1), 2);
     mds_soft_free(s);
 }
 
