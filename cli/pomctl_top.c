@@ -84,6 +84,7 @@ struct sample {
     /* the rates, once compared with the previous scrape (invariant 2) */
     bool has_rate[Q__COUNT];
     double rate[Q__COUNT];
+    double span_s; /* the seconds the rates are over; 0: none */
 };
 
 static const struct top_kind *kind_of(int type)
@@ -148,6 +149,7 @@ static void rates(const struct sample *prev, size_t np, struct sample *cur, size
         if (!p || p->rc || c->rc || c->t_ns <= p->t_ns)
             continue;
         double dt = (double)(c->t_ns - p->t_ns) / 1e9;
+        c->span_s = dt;
         for (int q = 0; q < Q__COUNT; q++) {
             if (!p->has[q] || !c->has[q])
                 continue;
@@ -185,6 +187,12 @@ static void print_json(struct pomctl *ctl, const struct sample *s, size_t n, dou
             else
                 pomctl_json_null(j, q_json[q]);
         }
+        /* The site's own span: its two scrapes' middles, which differ
+         * from the interval by how long each round took to reach it. */
+        if (s[i].span_s > 0)
+            pomctl_json_double(j, "span_s", s[i].span_s);
+        else
+            pomctl_json_null(j, "span_s");
         pomctl_json_obj_end(j);
     }
     pomctl_json_arr_end(j);
