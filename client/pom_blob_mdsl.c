@@ -151,6 +151,7 @@ static int fetch(pom_blob *b, uint64_t set, uint32_t t, void **data, uint32_t *l
 /* Reads the set's map once per open file. REQUIRES: f->mu held. */
 static int map_load(pom_blob_file *f, struct mfile *mf)
 {
+    assert(xt_mutex_held(&f->mu));
     if (mf->map_known)
         return 0;
     void *d = NULL;
@@ -195,6 +196,7 @@ static int map_set(struct mfile *mf, uint32_t t, uint8_t v)
 /* Puts the map when it changed. REQUIRES: f->mu held. */
 static int map_flush(pom_blob_file *f, struct mfile *mf)
 {
+    assert(xt_mutex_held(&f->mu));
     if (!mf->map_dirty)
         return 0;
     int rc = put_all(f->b, f->uuid, POM_MDSL_MAP_TRACT, mf->map, mf->nmap);
@@ -207,6 +209,7 @@ static int map_flush(pom_blob_file *f, struct mfile *mf)
  * REQUIRES: f->mu held. */
 static int flush_cur(pom_blob_file *f, struct mfile *mf)
 {
+    assert(xt_mutex_held(&f->mu));
     if (!mf->dirty)
         return 0;
     assert(mf->cur != NO_TRACT);
@@ -225,6 +228,7 @@ static int flush_cur(pom_blob_file *f, struct mfile *mf)
  * REQUIRES: f->mu held. */
 static int get_tract(pom_blob_file *f, struct mfile *mf, uint32_t t, uint8_t *dst, uint32_t *len)
 {
+    assert(xt_mutex_held(&f->mu));
     void *d = NULL;
     uint32_t n = 0;
     int rc = fetch(f->b, f->uuid, t, &d, &n);
@@ -257,6 +261,7 @@ static int get_tract(pom_blob_file *f, struct mfile *mf, uint32_t t, uint8_t *ds
  * unless `whole` (the caller overwrites all of it). REQUIRES: f->mu held. */
 static int load(pom_blob_file *f, struct mfile *mf, uint32_t t, bool whole)
 {
+    assert(xt_mutex_held(&f->mu));
     if (mf->cur == t)
         return 0;
     int rc = flush_cur(f, mf);

@@ -107,6 +107,7 @@ static size_t bucket_of(uint32_t fsid, uint64_t set)
  * on ENOMEM). */
 static struct bset *set_find(mdsl_blob *b, uint32_t fsid, uint64_t set, bool create)
 {
+    assert(xt_mutex_held(&b->mu));
     struct bset **pp = &b->buck[bucket_of(fsid, set)];
     for (struct bset *s = *pp; s; s = s->next)
         if (s->fsid == fsid && s->set == set)
@@ -142,6 +143,7 @@ static size_t lower(const struct bset *s, uint32_t t)
 static int index_put(mdsl_blob *b, uint32_t fsid, uint64_t set, const struct tloc *loc,
                      int64_t now)
 {
+    assert(xt_mutex_held(&b->mu));
     struct bset *s = set_find(b, fsid, set, true);
     if (!s)
         return -ENOMEM;
@@ -181,6 +183,7 @@ static int index_put(mdsl_blob *b, uint32_t fsid, uint64_t set, const struct tlo
  * from first); an emptied set goes. */
 static void index_remove(mdsl_blob *b, uint32_t fsid, uint64_t set, uint32_t first, uint32_t end)
 {
+    assert(xt_mutex_held(&b->mu));
     struct bset **pp = &b->buck[bucket_of(fsid, set)];
     while (*pp && !((*pp)->fsid == fsid && (*pp)->set == set))
         pp = &(*pp)->next;
@@ -272,6 +275,7 @@ static int hdr_decode(const uint8_t *p, struct rec *r)
 /* REQUIRES: b->mu held. Appends an open file to the segment table. */
 static int segs_push(mdsl_blob *b, mdsl_file *f)
 {
+    assert(xt_mutex_held(&b->mu));
     if (b->nsegs == b->capsegs) {
         uint32_t c = b->capsegs ? 2 * b->capsegs : 16;
         struct bseg *n = xt_realloc(b->segs, c * sizeof *n);
@@ -293,8 +297,7 @@ static int segs_push(mdsl_blob *b, mdsl_file *f)
  * (the caller closes it with bf_close after dropping mu), else NULL. */
 static struct bfile *bf_unref(mdsl_blob *b, struct bfile *bf)
 {
-    assert(bf->refs > 0);
-    (void)b;
+    assert(xt_mutex_held(&b->mu) && bf->refs > 0);
     return --bf->refs == 0 ? bf : NULL;
 }
 
@@ -405,14 +408,17 @@ struct moved {
     uint64_t set, from, to; /* payload offsets in the old and the new file */
 };
 
-/* REQUIRES: b->mu held. True when the index points at the tract record
- * whose payload is at (seg, off). */
-static bool is_live(mdsl_blob *b, const struct rec *r, uint32_t seg, uint64_t off)
+/* REQUIRES: b->mu held. The index entry of the tract whose payload is at
+ * (seg, off), or NULL when the index points elsewhere (the record is dead). */
+static struct tloc *live_at(mdsl_blob *b, uint32_t fsid, uint64_t set, uint32_t tract,
+                            uint32_t seg, uint64_t off)
 {
-    struct bset *s = set_find(b, r->fsid, r->set, false);
-    size_t i = s ? lower(s, r->tract) : 0;
-    return s && i < s->n && s->t[i].tract == r->tract && s->t[i].seg == seg &&
-           s->t[i].off == off;
+    assert(xt_mutex_held(&b->mu));
+    struct bset *s = set_find(b, fsid, set, false);
+    size_t i = s ? lower(s, tract) : 0;
+    bool live = s && i < s->n && s->t[i].tract == tract && s->t[i].seg == seg &&
+                s->t[i].off == off;
+    return live ? &s->t[i] : NULL;
 }
 
 /* Copies what segment k must keep (the file comment) from old (size bytes)
@@ -433,8 +439,8 @@ static int copy_live(mdsl_blob *b, uint32_t k, mdsl_file *old, uint64_t size, md
         if (hdr_decode(h, &r) < 0) {
             /* Unreadable bytes in a sealed segment (replay logged them):
              * leave the segment as it is rather than guess. */
-            XT_WARN("blob: GC of segment %" PRIu32 " stops at %" PRIu64 ": no record there",
-                    k, off);
+            XT_WARN_RL(60000, "blob: GC of segment %" PRIu32 " stops at %" PRIu64
+                       ": no record there", k, off);
             rc = -EBADMSG;
             break;
         }
@@ -445,7 +451,8 @@ static int copy_live(mdsl_blob *b, uint32_t k, mdsl_file *old, uint64_t size, md
             break;
         }
         pthread_mutex_lock(&b->mu);
-        bool keep = tract ? is_live(b, &r, k, off + MDSL_BLOB_HDR_SIZE) : k > 0;
+        bool keep = tract ? live_at(b, r.fsid, r.set, r.tract, k, off + MDSL_BLOB_HDR_SIZE) != NULL
+                          : k > 0;
         pthread_mutex_unlock(&b->mu);
         if (!keep) {
             *dropped += plen;
@@ -519,8 +526,8 @@ static int compact(mdsl_blob *b, uint32_t k)
         rc = mdsl_io_rename(b->io, tmp, p); /* the old file goes with its last fd */
     XT_CRASH_POINT("mdsl.blob_gc.renamed");
     if (rc < 0) {
-        XT_WARN("blob: GC of segment %" PRIu32 " failed (%s): the segment stays", k,
-                strerror(-rc));
+        XT_WARN_RL(60000, "blob: GC of segment %" PRIu32 " failed (%s): the segment stays", k,
+                   strerror(-rc));
         mdsl_io_close(b->io, nf);
         if (nf)
             (void)mdsl_io_unlink(b->io, tmp);
@@ -538,11 +545,9 @@ static int compact(mdsl_blob *b, uint32_t k)
     for (size_t i = 0; i < nmv; i++) {
         /* A tract replaced or removed during the copy points elsewhere:
          * its copy is dead in the new file, as the original was. */
-        struct bset *s = set_find(b, mv[i].fsid, mv[i].set, false);
-        size_t j = s ? lower(s, mv[i].tract) : 0;
-        if (s && j < s->n && s->t[j].tract == mv[i].tract && s->t[j].seg == k &&
-            s->t[j].off == mv[i].from)
-            s->t[j].off = mv[i].to;
+        struct tloc *l = live_at(b, mv[i].fsid, mv[i].set, mv[i].tract, k, mv[i].from);
+        if (l)
+            l->off = mv[i].to;
     }
     b->segs[k].bf = nbf;
     b->segs[k].size = nsize;
@@ -683,6 +688,7 @@ void mdsl_blob_close(mdsl_blob *b)
 static int append(mdsl_blob *b, const uint8_t *h, const void *p, uint32_t plen, uint32_t *segno,
                   uint64_t *off)
 {
+    assert(xt_mutex_held(&b->app_mu));
     if (b->failed)
         return b->failed;
     uint64_t total = MDSL_BLOB_HDR_SIZE + (uint64_t)plen;
