@@ -525,7 +525,8 @@ static int cmp_set(const void *a, const void *b)
     return x->set < y->set ? -1 : x->set > y->set;
 }
 
-/* Appends every set site i holds to *v. REQUIRES: the arrays xt_malloc'd. */
+/* Appends every set site i holds to *v (grown with xt_realloc; *n used of
+ * *cap; the caller frees it). */
 static int list_site(pom_blob *b, size_t i, struct xt_tract_set **v, size_t *n, size_t *cap)
 {
     struct mdsl_be *m = be_of(b);

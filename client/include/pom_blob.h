@@ -138,7 +138,8 @@ struct pom_blob_stat {
 int pom_blob_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);
 
 /* One tract set found by pom_blob_list: every tract of `id` in every
- * folder of the locator table, merged. */
+ * folder of the locator table, merged (mdsl: over every MDSL, so the
+ * counts and bytes are summed over the copies, the set's map included). */
 struct pom_blob_set {
     uint64_t id;           /* the tracts id (a uuid, or a rewrite's id) */
     uint64_t tracts;       /* tract files present (0: an empty id folder) */
