@@ -477,10 +477,13 @@ static void m_file_fini(pom_blob_file *f)
     if (!mf)
         return;
     /* The last close: what was written reaches the copies (not durable
-     * before an fsync, as local's page cache). */
+     * before an fsync, as local's page cache). No one else holds f now;
+     * the lock is for flush_cur's REQUIRES. */
+    pthread_mutex_lock(&f->mu);
     int rc = flush_cur(f, mf);
     if (rc == 0)
         rc = map_flush(f, mf);
+    pthread_mutex_unlock(&f->mu);
     if (rc < 0)
         XT_ERR("blob: set %016" PRIx64 ": writes not stored at close: %s", f->uuid,
                strerror(-rc));
