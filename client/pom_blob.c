@@ -324,6 +324,12 @@ int pom_blob_fsync(pom_blob_file *f)
     return rc < 0 ? rc : f->b->ops->fsync(f);
 }
 
+int pom_blob_flush(pom_blob_file *f)
+{
+    int rc = sticky(f);
+    return rc < 0 || !f->b->ops->flush ? rc : f->b->ops->flush(f);
+}
+
 #ifndef NDEBUG
 /* Whether uuid is open in b (pom_blob_delete's REQUIRES). */
 static bool file_is_open(pom_blob *b, uint64_t uuid)

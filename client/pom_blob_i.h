@@ -36,6 +36,7 @@ struct blob_ops {
     /* *made: the call created tract t (set also when it then fails). */
     int (*allocate)(pom_blob_file *f, uint32_t t, uint64_t toff, uint64_t len, bool *made);
     int (*fsync)(pom_blob_file *f);
+    int (*flush)(pom_blob_file *f);      /* pom_blob_flush; NULL: nothing kept in memory */
     int (*create)(pom_blob_file *f);                             /* pom_blob_create */
     int (*remove)(pom_blob *b, uint64_t uuid);
     int (*stat)(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);

@@ -26,7 +26,14 @@
  *      is asked); when none has it, zeros only if the set's map says the
  *      tract was never written, else EIO (pom_blob.h invariant (5)).
  *  (4) fsync puts the cached tract and then the map: after it returns 0,
- *      every byte written before it is on every copy.
+ *      every byte written before it is on every copy. The application's
+ *      close does the same (pom_blob_flush, before the row's flush), so an
+ *      open after it reads what was written: the last close's file_fini
+ *      runs after the file left the table, too late for an open racing it.
+ *  (5) list, stat and touch ask every MDSL of the store's ring 1 (a set's
+ *      tracts lie on many): list merges their answers by set id, and fails
+ *      when one cannot answer, so a set is never reported absent because
+ *      its MDSL was unreachable.
  */
 #include "pom_blob_i.h"
 
@@ -48,6 +55,7 @@
 #define NO_TRACT            UINT32_MAX                   /* cur: none cached */
 #define MDSL_COPIES_MAX     8
 #define MDSL_TRACT_MAX      (16u << 20)                  /* mdsl_blob.h's limit */
+#define MDSL_LIST_PAGE      4096                         /* sets per tract_list */
 
 struct msite {
     uint32_t id;
@@ -143,6 +151,7 @@ static int fetch(pom_blob *b, uint64_t set, uint32_t t, void **data, uint32_t *l
 /* Reads the set's map once per open file. REQUIRES: f->mu held. */
 static int map_load(pom_blob_file *f, struct mfile *mf)
 {
+    assert(xt_mutex_held(&f->mu));
     if (mf->map_known)
         return 0;
     void *d = NULL;
@@ -187,6 +196,7 @@ static int map_set(struct mfile *mf, uint32_t t, uint8_t v)
 /* Puts the map when it changed. REQUIRES: f->mu held. */
 static int map_flush(pom_blob_file *f, struct mfile *mf)
 {
+    assert(xt_mutex_held(&f->mu));
     if (!mf->map_dirty)
         return 0;
     int rc = put_all(f->b, f->uuid, POM_MDSL_MAP_TRACT, mf->map, mf->nmap);
@@ -199,6 +209,7 @@ static int map_flush(pom_blob_file *f, struct mfile *mf)
  * REQUIRES: f->mu held. */
 static int flush_cur(pom_blob_file *f, struct mfile *mf)
 {
+    assert(xt_mutex_held(&f->mu));
     if (!mf->dirty)
         return 0;
     assert(mf->cur != NO_TRACT);
@@ -217,6 +228,7 @@ static int flush_cur(pom_blob_file *f, struct mfile *mf)
  * REQUIRES: f->mu held. */
 static int get_tract(pom_blob_file *f, struct mfile *mf, uint32_t t, uint8_t *dst, uint32_t *len)
 {
+    assert(xt_mutex_held(&f->mu));
     void *d = NULL;
     uint32_t n = 0;
     int rc = fetch(f->b, f->uuid, t, &d, &n);
@@ -249,6 +261,7 @@ static int get_tract(pom_blob_file *f, struct mfile *mf, uint32_t t, uint8_t *ds
  * unless `whole` (the caller overwrites all of it). REQUIRES: f->mu held. */
 static int load(pom_blob_file *f, struct mfile *mf, uint32_t t, bool whole)
 {
+    assert(xt_mutex_held(&f->mu));
     if (mf->cur == t)
         return 0;
     int rc = flush_cur(f, mf);
@@ -464,10 +477,13 @@ static void m_file_fini(pom_blob_file *f)
     if (!mf)
         return;
     /* The last close: what was written reaches the copies (not durable
-     * before an fsync, as local's page cache). */
+     * before an fsync, as local's page cache). No one else holds f now;
+     * the lock is for flush_cur's REQUIRES. */
+    pthread_mutex_lock(&f->mu);
     int rc = flush_cur(f, mf);
     if (rc == 0)
         rc = map_flush(f, mf);
+    pthread_mutex_unlock(&f->mu);
     if (rc < 0)
         XT_ERR("blob: set %016" PRIx64 ": writes not stored at close: %s", f->uuid,
                strerror(-rc));
@@ -482,29 +498,121 @@ static int m_remove(pom_blob *b, uint64_t uuid)
     return remove_on(b, uuid, 0, 0, NULL, 0);
 }
 
+/* What the MDSL hold of uuid, summed over them (so over its copies). */
 static int m_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st)
 {
-    (void)b, (void)uuid, (void)st;
-    return -ENOTSUP;
+    struct mdsl_be *m = be_of(b);
+    memset(st, 0, sizeof *st);
+    for (size_t i = 0; i < m->nsites; i++) {
+        struct xt_tract_list l;
+        int rc = xt_mdsl_tract_list(m->sites[i].pool, NULL, b->fsid, 0, 1, true, uuid, &l);
+        if (rc == -ENOENT)
+            continue;
+        if (rc < 0) {
+            XT_WARN("blob: set %016" PRIx64 " on MDSL %" PRIu32 ": %s", uuid, m->sites[i].id,
+                    strerror(-rc));
+            return rc;
+        }
+        for (size_t k = 0; k < l.n; k++) {
+            st->tracts += l.sets[k].tracts;
+            st->alloc_bytes += l.sets[k].bytes;
+        }
+        xt_free(l.sets);
+    }
+    return 0;
 }
 
+static int cmp_set(const void *a, const void *b)
+{
+    const struct xt_tract_set *x = a, *y = b;
+    return x->set < y->set ? -1 : x->set > y->set;
+}
+
+/* Appends every set site i holds to *v (grown with xt_realloc; *n used of
+ * *cap; the caller frees it). */
+static int list_site(pom_blob *b, size_t i, struct xt_tract_set **v, size_t *n, size_t *cap)
+{
+    struct mdsl_be *m = be_of(b);
+    uint64_t cookie = 0;
+    for (;;) {
+        struct xt_tract_list l;
+        int rc = xt_mdsl_tract_list(m->sites[i].pool, NULL, b->fsid, cookie, MDSL_LIST_PAGE,
+                                    false, 0, &l);
+        if (rc < 0) {
+            XT_WARN("blob: cannot list the tract sets of MDSL %" PRIu32 ": %s", m->sites[i].id,
+                    strerror(-rc));
+            return rc;
+        }
+        if (*n + l.n > *cap) {
+            size_t c = XT_MAX(*n + l.n, *cap ? 2 * *cap : (size_t)1024);
+            struct xt_tract_set *nv = xt_realloc(*v, c * sizeof *nv);
+            if (!nv) {
+                xt_free(l.sets);
+                return -ENOMEM;
+            }
+            *v = nv;
+            *cap = c;
+        }
+        if (l.n)
+            memcpy(*v + *n, l.sets, l.n * sizeof *l.sets);
+        *n += l.n;
+        xt_free(l.sets);
+        if (l.end)
+            return 0;
+        cookie = l.cookie;
+    }
+}
+
+/* Every set of the fs, merged over the MDSL of ring 1 (a set's tracts lie
+ * on many: its tracts and bytes are summed over them, so over the copies;
+ * its mtime is the newest). An MDSL that cannot answer fails the listing:
+ * a set seen on none would look absent to fsck. */
 static int m_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
 {
-    (void)b, (void)fn, (void)arg;
-    return -ENOTSUP;
+    struct mdsl_be *m = be_of(b);
+    struct xt_tract_set *v = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < m->nsites; i++)
+        rc = list_site(b, i, &v, &n, &cap);
+    if (rc == 0 && n > 1)
+        qsort(v, n, sizeof *v, cmp_set);
+    for (size_t i = 0; rc == 0 && i < n;) {
+        struct pom_blob_set s = { .id = v[i].set, .mtime_ns = INT64_MIN };
+        for (; i < n && v[i].set == s.id; i++) {
+            s.tracts += v[i].tracts;
+            s.bytes += v[i].bytes;
+            s.mtime_ns = XT_MAX(s.mtime_ns, v[i].mtime_ns);
+        }
+        s.alloc_bytes = s.bytes;
+        rc = fn(arg, &s);
+    }
+    xt_free(v);
+    return rc;
 }
 
+/* The lease: every MDSL that holds a tract of the set starts its age again
+ * (m_list takes the newest). 0 or the first -errno; the others go on. */
 static int m_touch(pom_blob *b, uint64_t uuid)
 {
-    (void)b, (void)uuid;
-    return 0; /* no ages are kept: orphan reclaim is not built for mdsl */
+    struct mdsl_be *m = be_of(b);
+    int err = 0;
+    for (size_t i = 0; i < m->nsites; i++) {
+        int rc = xt_mdsl_tract_touch(m->sites[i].pool, NULL, b->fsid, uuid);
+        if (rc < 0 && !err)
+            err = rc;
+    }
+    return err;
 }
 
+/* No store-wide lock: every reclaiming client of the fs runs its passes.
+ * Each pass is safe alone (client/pom_reclaim.c invariants (1)-(3)); two at
+ * once only repeat a removal, which is idempotent. */
 static int m_lock(pom_blob *b, int *token)
 {
     (void)b;
-    *token = -1;
-    return 0; /* never taken: no reclaim pass runs on mdsl */
+    *token = 0;
+    return 1;
 }
 
 static void m_unlock(pom_blob *b, int token)
@@ -595,6 +703,7 @@ const struct blob_ops pom_blob_mdsl_ops = {
     .punch = m_punch,
     .allocate = m_allocate,
     .fsync = m_fsync,
+    .flush = m_fsync, /* a put is durable: the flush is the fsync */
     .create = m_create,
     .remove = m_remove,
     .stat = m_stat,

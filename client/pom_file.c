@@ -10,7 +10,8 @@
  *                                       changed in memory, dirty
  *   pom_flush/pom_release ----> one row update: size, mtime, ctime, flags,
  *                               data group (inline; dropped when empty or
- *                               blob); clean
+ *                               blob); clean (pom_flush: the blob file's
+ *                               cached tracts handed over first)
  *   pom_fsync ----------------> fsync of the written tracts, flush, then
  *                               xt_mds_sync (commit group durable); -EIO
  *                               once when an MDS restart lost changes of
@@ -994,7 +995,19 @@ static bool writer(const pom_file *f)
 
 int pom_flush(pom_file *f)
 {
-    int rc = flush_inode(f->fs, f->ino);
+    /* Close-to-open: the tracts a backend keeps in memory reach the store
+     * before the row that gives their size (pom_blob_flush). */
+    struct pom_data *d = f->ino->data;
+    pom_blob_file *bf = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&d->mu);
+    if (d->blob && f->bf)
+        rc = handle_bf(f, &bf);
+    pthread_mutex_unlock(&d->mu);
+    if (rc == 0 && bf)
+        rc = pom_blob_flush(bf);
+    if (rc == 0)
+        rc = flush_inode(f->fs, f->ino);
     if (rc == 0 && writer(f))
         rc = pom_es_check(f->fs, f->ino->uuid, &f->err_sample);
     return rc;

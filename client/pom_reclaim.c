@@ -26,8 +26,11 @@
  *  (3) A pass that cannot list a table (other than one that is gone,
  *      -ENOENT) removes nothing: a row it did not see would make its set
  *      look orphan.
- *  (4) One reclaimer per store at a time (pom_blob_reclaim_lock, a flock
- *      in the store's first folder for `local`); the others only lease.
+ *  (4) One reclaimer per store at a time where the backend has a lock
+ *      (pom_blob_reclaim_lock: a flock in the store's first folder for
+ *      `local`, a RADOS lock for `rados`); the others only lease. `mdsl`
+ *      has none: every reclaiming client runs passes, each safe alone by
+ *      (1)-(3).
  *  (5) Backend-neutral: it uses pom_blob_list (each set with its age),
  *      pom_blob_delete, pom_blob_touch and the lock, nothing of a layout.
  *

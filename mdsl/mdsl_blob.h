@@ -37,10 +37,13 @@
  *  (4) After a failed write or fdatasync every later put and removal
  *      answers that error (the store's sticky failure): the bytes on disk
  *      past the last good record are unknown.
- *
- * Not built: garbage collection of blob segments. Removed and replaced
- * tracts stay in their segments (dead_bytes counts them) until the
- * segment files are deleted by hand; docs/format-blob.md says so.
+ *  (5) GC (mdsl_blob_gc) changes what a replay reads only by dropping
+ *      records it would ignore: a sealed segment is rewritten in place,
+ *      keeping its indexed tract records and its removals (those of
+ *      segment 0 excepted) in their order; the rewrite is fdatasync'd
+ *      before it replaces the segment (a rename), so a crash at any point
+ *      leaves the old file or the new one, and the index after a restart
+ *      is the index before it.
  */
 #ifndef MDSL_BLOB_H
 #define MDSL_BLOB_H
@@ -48,6 +51,7 @@
 #include <stdint.h>
 
 #include "mdsl_io.h"
+#include "xt_store.h"
 
 #define MDSL_BLOB_MAGIC      UINT32_C(0x4b525450) /* "PTRK" little-endian */
 #define MDSL_BLOB_HDR_SIZE   40
@@ -61,6 +65,11 @@ struct mdsl_blob_opts {
     mdsl_io *io;          /* borrowed; outlives the store */
     const char *dir;      /* the blob folder (created); copied */
     uint64_t seg_size;    /* a segment is rolled past this; 0: 256 MiB */
+    double gc_live_ratio; /* GC rewrites a sealed segment whose kept bytes
+                             fall under this share of it; 0: 0.5 */
+    unsigned gc_interval_ms; /* a GC pass this often and after removals on
+                                the store's own thread; 0: none (callers run
+                                mdsl_blob_gc) */
 };
 
 struct mdsl_blob_stat {
@@ -68,6 +77,8 @@ struct mdsl_blob_stat {
     uint64_t tracts, live_bytes; /* tracts indexed and their payload bytes */
     uint64_t dead_bytes;        /* payload bytes replaced or removed */
     int failed;                 /* sticky write error (invariant (4)) or 0 */
+    uint64_t gc_segments;       /* segments GC rewrote */
+    uint64_t gc_bytes;          /* segment bytes GC freed */
 };
 
 /* Opens (creates) the store in o->dir and rebuilds the index by reading
@@ -90,5 +101,24 @@ int mdsl_blob_get(mdsl_blob *b, uint32_t fsid, uint64_t set, uint32_t tract, voi
  * first on). Durable before it returns 0, also when nothing matched. */
 int mdsl_blob_remove(mdsl_blob *b, uint32_t fsid, uint64_t set, uint32_t first, uint32_t end);
 void mdsl_blob_stat(mdsl_blob *b, struct mdsl_blob_stat *st);
+/* One GC pass (invariant (5)): rewrites every sealed segment due. The
+ * segments rewritten, -EBUSY while another pass runs, or the -errno of the
+ * first rewrite that failed (that segment stays as it was). */
+int mdsl_blob_gc(mdsl_blob *b);
+
+/* Listing for orphan reclaim and fsck (client/pom_reclaim.c): a set's
+ * mtime (xt_tract_set) is the wall clock of its last put or touch here,
+ * kept in memory only: after a restart every set counts from the open,
+ * which makes it younger, never older (a reclaimer waits longer). */
+/* The set's age starts again when this MDSL holds it (else nothing). 0. */
+int mdsl_blob_touch(mdsl_blob *b, uint32_t fsid, uint64_t set);
+/* What this MDSL holds of (fsid, set) into *out; -ENOENT: no tract. */
+int mdsl_blob_set_stat(mdsl_blob *b, uint32_t fsid, uint64_t set, struct xt_tract_set *out);
+/* A page of about `max` sets of fsid from `cookie` (0: the first; else a
+ * page's cookie), in no order; every set held through the whole walk is
+ * answered once. out->sets: caller frees with xt_free. -EINVAL for max 0
+ * or a bad cookie, -ENOMEM. */
+int mdsl_blob_list(mdsl_blob *b, uint32_t fsid, uint64_t cookie, uint32_t max,
+                   struct xt_tract_list *out);
 
 #endif /* MDSL_BLOB_H */

@@ -250,7 +250,7 @@ static int mem_rename(mdsl_io *io, const char *from, const char *to)
     size_t fl = strlen(from), tl = strlen(to);
     pthread_mutex_lock(&m->mu);
     struct mem_node *src = find(m, from), *dst = find(m, to);
-    int rc = !src ? -ENOENT : dst ? -EEXIST : 0;
+    int rc = !src ? -ENOENT : dst && (dst->is_dir || src->is_dir) ? -EEXIST : 0;
     size_t n = 0;
     for (struct mem_node *x = m->nodes; x && rc == 0; x = x->next)
         n += under(x->path, from, fl);
@@ -271,6 +271,8 @@ static int mem_rename(mdsl_io *io, const char *from, const char *to)
         k++;
     }
     if (rc == 0) {
+        if (dst) /* a file over a file replaces it, as rename(2) */
+            unlink_node(m, dst);
         k = 0;
         for (struct mem_node *x = m->nodes; x; x = x->next)
             if (under(x->path, from, fl)) {

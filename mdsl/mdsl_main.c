@@ -101,6 +101,14 @@ static void collect(void *arg, xt_metrics_buf *b)
                                st.gc_freed_segments);
         xt_metrics_put_counter(b, "pom_mdsl_gc_freed_bytes_total", "Segment bytes GC freed.",
                                st.gc_freed_bytes);
+        if (m->svc->blob) {
+            struct mdsl_blob_stat bs;
+            mdsl_blob_stat(m->svc->blob, &bs);
+            xt_metrics_put_counter(b, "pom_mdsl_blob_gc_segments_total",
+                                   "Blob segments GC rewrote.", bs.gc_segments);
+            xt_metrics_put_counter(b, "pom_mdsl_blob_gc_freed_bytes_total",
+                                   "Blob segment bytes GC freed.", bs.gc_bytes);
+        }
         xt_metrics_put_counter(b, "pom_mdsl_dropped_folders_total",
                                "Folders dropped whole after their slices moved.",
                                st.dropped_folders);
@@ -413,7 +421,8 @@ int main(int argc, char **argv)
     }
     char blob_dir[4200];
     snprintf(blob_dir, sizeof blob_dir, "%s/blob", dir);
-    struct mdsl_blob_opts bo = { .io = io, .dir = blob_dir };
+    struct mdsl_blob_opts bo = { .io = io, .dir = blob_dir,
+                                 .gc_interval_ms = (unsigned)gc_interval };
     mdsl_blob *blob = NULL;
     if ((rc = mdsl_blob_open(&bo, &blob)) < 0) {
         mdsl_store_close(store);

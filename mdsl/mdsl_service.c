@@ -27,7 +27,7 @@
 
 const char *const mdsl_service_op_names[MDSL_SVC__COUNT] = {
     "prepare", "commit", "abort", "load", "read_column", "set_md", "get_md", "stat", "list",
-    "tract_put", "tract_get", "tract_remove",
+    "tract_put", "tract_get", "tract_remove", "tract_list", "tract_touch",
 };
 
 /* Counts one call of op that began at t0 and returns rc. */
@@ -228,6 +228,45 @@ static int svc_tract_remove(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint
     return done(sv, MDSL_SVC_TRACT_REMOVE, t0, ret);
 }
 
+/* Largest page of tract_list: ~32 bytes a set on the wire. */
+#define MDSL_SVC_TRACT_LIST_MAX 65536u
+
+static int svc_tract_list(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t cookie,
+                          uint32_t max, bool one, uint64_t set, struct xt_tract_list *out)
+{
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    int ret = tract_scope(sv, rc, fsid);
+    if (ret < 0)
+        return done(sv, MDSL_SVC_TRACT_LIST, t0, ret);
+    if (!one) {
+        ret = mdsl_blob_list(sv->blob, fsid, cookie, XT_MIN(max, MDSL_SVC_TRACT_LIST_MAX), out);
+        return done(sv, MDSL_SVC_TRACT_LIST, t0, ret);
+    }
+    struct xt_tract_set st;
+    ret = mdsl_blob_set_stat(sv->blob, fsid, set, &st);
+    if (ret == 0 && !(out->sets = xt_malloc(sizeof st)))
+        ret = -ENOMEM;
+    if (ret == 0) {
+        out->sets[0] = st;
+        out->n = 1;
+        out->end = true;
+    }
+    /* A set absent here is a question clients ask (it lies elsewhere). */
+    done(sv, MDSL_SVC_TRACT_LIST, t0, ret == -ENOENT ? 0 : ret);
+    return ret;
+}
+
+static int svc_tract_touch(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set)
+{
+    struct mdsl_service *sv = ctx;
+    uint64_t t0 = xt_mono_ns();
+    int ret = tract_scope(sv, rc, fsid);
+    if (ret == 0)
+        ret = mdsl_blob_touch(sv->blob, fsid, set);
+    return done(sv, MDSL_SVC_TRACT_TOUCH, t0, ret);
+}
+
 static const struct xt_mdsl_ops mdsl_ops = {
     .common = { .ping = NULL },
     .prepare = svc_prepare,
@@ -242,6 +281,8 @@ static const struct xt_mdsl_ops mdsl_ops = {
     .tract_put = svc_tract_put,
     .tract_get = svc_tract_get,
     .tract_remove = svc_tract_remove,
+    .tract_list = svc_tract_list,
+    .tract_touch = svc_tract_touch,
 };
 
 int mdsl_service_start(struct mdsl_service *svc, const struct xt_rpc_server_opts *opts,

@@ -394,6 +394,30 @@ struct TractResp {
   1: i32 status = 0,               // get: -ENOENT none, -EBADMSG checksum mismatch
   2: binary data,                  // get: the bytes
 }
+/* tract_list: the tract sets an MDSL holds for one fs, for orphan reclaim
+ * and fsck (docs/format-blob.md "mdsl"), a page per call in no order; the
+ * client merges the answers of every MDSL. A client key of fs N may list
+ * fs N only. tract_touch (a TractReq: fsid, set_id) starts a set's age
+ * again on an MDSL that holds it (the lease of an open file's set). */
+struct TractListReq {
+  1: ReqHeader hdr,
+  2: i32 fsid,
+  3: i64 cookie = 0,               // 0: from the first; else a reply's cookie
+  4: i32 max = 0,                  // sets wanted (> 0; capped by the MDSL)
+  5: optional i64 set_id,          // set: that set alone (-ENOENT: none here)
+}
+struct TractSetInfo {
+  1: i64 set_id,
+  2: i64 tracts,                   // tracts held here, the set's map included
+  3: i64 bytes,                    // their payload bytes
+  4: i64 mtime_ns,                 // wall clock of its last put or touch here
+}
+struct TractListResp {
+  1: i32 status = 0,
+  2: list<TractSetInfo> sets,
+  3: i64 cookie = 0,               // resume here
+  4: bool at_end = false,          // nothing follows
+}
 
 service Storage extends Common {
   TxResp prepare(1: PrepareReq req),
@@ -408,6 +432,8 @@ service Storage extends Common {
   TractResp tract_put(1: TractReq req),
   TractResp tract_get(1: TractReq req),
   TractResp tract_remove(1: TractReq req),
+  TractListResp tract_list(1: TractListReq req),
+  TractResp tract_touch(1: TractReq req),
 }
 
 /* ---------------- R2 site manager (docs/r2.md) ---------------- */

@@ -113,6 +113,22 @@ struct xt_store_list {
 /* Frees the array and zeroes *l. NULL or zeroed: no-op. */
 void xt_store_list_free(struct xt_store_list *l);
 
+/* One tract set of the mdsl blob backend as one MDSL holds it (tract_list,
+ * docs/format-blob.md "mdsl"): the tracts it stores there (the set's map
+ * included) and their payload bytes, and the wall-clock ns of the set's
+ * last put or lease there (the MDSL's start for a set it only replayed). */
+struct xt_tract_set {
+    uint64_t set, tracts, bytes;
+    int64_t mtime_ns;
+};
+/* A page of them: pass cookie back to go on until end. */
+struct xt_tract_list {
+    struct xt_tract_set *sets;         /* xt_malloc'd, NULL when n is 0 */
+    size_t n;
+    uint64_t cookie;                   /* opaque; 0: from the first */
+    bool end;                          /* nothing follows sets[n-1] */
+};
+
 #ifdef __cplusplus
 }
 #endif

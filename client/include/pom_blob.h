@@ -119,6 +119,12 @@ int pom_blob_allocate(pom_blob_file *f, uint64_t off, uint64_t len);
 int pom_blob_create(pom_blob_file *f);
 /* Invariant (3). */
 int pom_blob_fsync(pom_blob_file *f);
+/* Close-to-open: hands the store what f keeps in memory (mdsl: its cached
+ * tract and map), so an open after the application's close, here or on
+ * another host, reads every byte written before it; durable only as the
+ * backend's writes are (mdsl: yes; local: the page cache, nothing kept).
+ * 0 or -errno. */
+int pom_blob_flush(pom_blob_file *f);
 
 /* Removes every tract of uuid (in every folder). Missing ones are fine.
  * REQUIRES: uuid is not open in b. 0 or the first -errno met. */
@@ -132,7 +138,8 @@ struct pom_blob_stat {
 int pom_blob_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st);
 
 /* One tract set found by pom_blob_list: every tract of `id` in every
- * folder of the locator table, merged. */
+ * folder of the locator table, merged (mdsl: over every MDSL, so the
+ * counts and bytes are summed over the copies, the set's map included). */
 struct pom_blob_set {
     uint64_t id;           /* the tracts id (a uuid, or a rewrite's id) */
     uint64_t tracts;       /* tract files present (0: an empty id folder) */
@@ -161,7 +168,7 @@ int pom_blob_touch(pom_blob *b, uint64_t id);
 /* The store's reclaimer lock, taken without waiting, so one reclaimer at
  * a time walks a store that several mounts share (local: flock on
  * "<first folder>/<fsid>/reclaim.lock"; held until pom_blob_reclaim_unlock
- * or the process ends). 1: taken, *token for the unlock; 0: another
+ * or the process ends; mdsl: none, always taken). 1: taken, *token for the unlock; 0: another
  * holder has it; -errno. */
 int pom_blob_reclaim_lock(pom_blob *b, int *token);
 void pom_blob_reclaim_unlock(pom_blob *b, int token);

@@ -5,7 +5,9 @@
 # key (not the cluster key: the MDSL takes the client key for the tract
 # calls of its fs only):
 #   1. mount 1 writes a 3,000,000-byte file and files of 65,535, 65,537 and
-#      200,000 bytes (and a sparse one with a hole tract), each fsynced;
+#      200,000 bytes (and a sparse one with a hole tract), each fsynced, and
+#      one appended after its fsync and only closed, read back right after
+#      the close (close-to-open);
 #   2. mount 2 reads them back byte-exact, and no tract file exists on the
 #      local disk (the cluster's local blob folder stays empty);
 #   3. one MDSL SIGKILLed: mount 3 (nothing cached) still reads every file
@@ -52,6 +54,18 @@ for root in (m, src):
     os.pwrite(fd, b"z" * 10, 9 << 20)
     os.fsync(fd)
     os.close(fd)
+# close-to-open: bytes written after an fsync, then only a close; an open
+# right after it (the last close's release still running) reads them all
+data = rnd.randbytes(300000)
+for root in (m, src):
+    fd = os.open(os.path.join(root, "appended"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.write(fd, data)
+    os.fsync(fd)
+    os.write(fd, b"tail")
+    os.close(fd)
+    with open(os.path.join(root, "appended"), "rb") as f:
+        if f.read() != data + b"tail":
+            sys.exit("appended: the bytes after the fsync are lost at close")
 EOF
 
 same() { # mount: every file of src reads back byte-exact there

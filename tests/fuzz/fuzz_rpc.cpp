@@ -234,6 +234,27 @@ static int mdsl_tract_remove(void *, const xt_rpc_ctx *, uint32_t, uint64_t, uin
     return 0;
 }
 
+static int mdsl_tract_list(void *, const xt_rpc_ctx *, uint32_t fsid, uint64_t cookie, uint32_t max,
+                           bool one, uint64_t set, struct xt_tract_list *out)
+{
+    out->n = one ? 1 : XT_MIN((size_t)max, (size_t)(fsid % 8));
+    out->sets = out->n ? static_cast<struct xt_tract_set *>(
+                             xt_calloc(out->n, sizeof(struct xt_tract_set)))
+                       : nullptr;
+    if (out->n && !out->sets)
+        return -ENOMEM;
+    for (size_t i = 0; i < out->n; i++)
+        out->sets[i] = { set + i, i, cookie, (int64_t)i };
+    out->cookie = cookie + 1;
+    out->end = one || cookie % 2;
+    return 0;
+}
+
+static int mdsl_tract_touch(void *, const xt_rpc_ctx *, uint32_t, uint64_t)
+{
+    return 0;
+}
+
 static int mdsl_stat(void *, const xt_rpc_ctx *, struct xt_store_stat *st)
 {
     memset(st, 0, sizeof *st);
@@ -414,6 +435,8 @@ static void setup()
     mdsl.tract_put = mdsl_tract_put;
     mdsl.tract_get = mdsl_tract_get;
     mdsl.tract_remove = mdsl_tract_remove;
+    mdsl.tract_list = mdsl_tract_list;
+    mdsl.tract_touch = mdsl_tract_touch;
     static xt_r2_ops r2 = {};
     r2.register_site = r2_register;
     r2.heartbeat = r2_heartbeat;

@@ -228,6 +228,15 @@ static void gen_mdsl()
     { Out o; StorageClient(o.prot).send_tract_get(tr); put("mdsl-tract-get", 1, o); }
     tr.tract_end = 9;
     { Out o; StorageClient(o.prot).send_tract_remove(tr); put("mdsl-tract-remove", 1, o); }
+    { Out o; StorageClient(o.prot).send_tract_touch(tr); put("mdsl-tract-touch", 1, o); }
+    TractListReq tl;
+    tl.hdr = hdr();
+    tl.fsid = 3;
+    tl.cookie = 17;
+    tl.max = 100;
+    { Out o; StorageClient(o.prot).send_tract_list(tl); put("mdsl-tract-list", 1, o); }
+    tl.__set_set_id(77);
+    { Out o; StorageClient(o.prot).send_tract_list(tl); put("mdsl-tract-stat", 1, o); }
 }
 
 static void gen_r2()

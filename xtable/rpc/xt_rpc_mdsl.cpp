@@ -326,9 +326,63 @@ int xt_mdsl_tract_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
     return tract_call(p, call, req, resp, [&](StorageClient &cl) { cl.tract_remove(resp, req); });
 }
 
+int xt_mdsl_tract_list(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t cookie,
+                       uint32_t max, bool one, uint64_t set, struct xt_tract_list *out)
+{
+    memset(out, 0, sizeof *out);
+    if (max == 0 || max > INT32_MAX)
+        return -EINVAL;
+    TractListReq req;
+    req.fsid = (int32_t)fsid;
+    req.cookie = (int64_t)cookie;
+    req.max = (int32_t)max;
+    if (one)
+        req.__set_set_id((int64_t)set);
+    TractListResp resp;
+    int rc = pom::glue::invoke(p, call, [&](const ProtoPtr &proto, const ReqHeader &h) {
+        StorageClient cl(proto);
+        req.hdr = h;
+        cl.tract_list(resp, req);
+        return resp.status;
+    });
+    if (rc < 0)
+        return rc;
+    if (!resp.sets.empty()) {
+        out->sets = static_cast<struct xt_tract_set *>(
+            xt_calloc(resp.sets.size(), sizeof(struct xt_tract_set)));
+        if (!out->sets)
+            return -ENOMEM;
+        for (const TractSetInfo &si : resp.sets)
+            out->sets[out->n++] = { (uint64_t)si.set_id, (uint64_t)si.tracts,
+                                    (uint64_t)si.bytes, si.mtime_ns };
+    }
+    out->cookie = (uint64_t)resp.cookie;
+    out->end = resp.at_end;
+    return 0;
+}
+
+int xt_mdsl_tract_touch(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set)
+{
+    TractReq req;
+    TractResp resp;
+    req.fsid = (int32_t)fsid;
+    req.set_id = (int64_t)set;
+    return tract_call(p, call, req, resp, [&](StorageClient &cl) { cl.tract_touch(resp, req); });
+}
+
 /* ---- server ------------------------------------------------------------ */
 
 namespace {
+
+static TractSetInfo make_set_info(const struct xt_tract_set &s)
+{
+    TractSetInfo si;
+    si.set_id = (int64_t)s.set;
+    si.tracts = (int64_t)s.tracts;
+    si.bytes = (int64_t)s.bytes;
+    si.mtime_ns = s.mtime_ns;
+    return si;
+}
 
 /* The slice a load or column request names. */
 template <class Req> xt_slice_id slice_id(const Req &req)
@@ -531,6 +585,37 @@ public:
                           ? mops_->tract_remove(ctx_, &rc, (uint32_t)req.fsid,
                                                 (uint64_t)req.set_id, (uint32_t)req.tract,
                                                 (uint32_t)req.tract_end)
+                          : -ENOSYS;
+    }
+    void tract_list(TractListResp &resp, const TractListReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        if (req.max <= 0) {
+            resp.status = -EINVAL;
+            return;
+        }
+        struct xt_tract_list l;
+        memset(&l, 0, sizeof l);
+        resp.status = mops_->tract_list
+                          ? mops_->tract_list(ctx_, &rc, (uint32_t)req.fsid,
+                                              (uint64_t)req.cookie, (uint32_t)req.max,
+                                              req.__isset.set_id, (uint64_t)req.set_id, &l)
+                          : -ENOSYS;
+        if (resp.status == 0) {
+            resp.sets.resize(l.n);
+            for (size_t i = 0; i < l.n; i++)
+                resp.sets[i] = make_set_info(l.sets[i]);
+            resp.cookie = (int64_t)l.cookie;
+            resp.at_end = l.end;
+        }
+        xt_free(l.sets);
+    }
+    void tract_touch(TractResp &resp, const TractReq &req) override
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
+        resp.status = mops_->tract_touch
+                          ? mops_->tract_touch(ctx_, &rc, (uint32_t)req.fsid,
+                                               (uint64_t)req.set_id)
                           : -ENOSYS;
     }
 

@@ -69,6 +69,15 @@ int xt_mdsl_tract_get(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, ui
                       uint32_t tract, void **data, uint32_t *len);
 int xt_mdsl_tract_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
                          uint64_t set, uint32_t first, uint32_t end);
+/* A page of about `max` tract sets of fsid the MDSL holds, from `cookie`
+ * (0: the first; else out->cookie of the page before) until out->end; with
+ * `one`, the set `set` alone (-ENOENT: none there). out->sets: caller frees
+ * with xt_free. -EINVAL for max 0 or over INT32_MAX; -EPROTO from a peer
+ * without the call. */
+int xt_mdsl_tract_list(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t cookie,
+                       uint32_t max, bool one, uint64_t set, struct xt_tract_list *out);
+/* Starts the age of set again on the MDSL (0 also when it holds none). */
+int xt_mdsl_tract_touch(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set);
 
 /* ---- server ------------------------------------------------------------ */
 
@@ -99,6 +108,11 @@ struct xt_mdsl_ops {
                      uint32_t tract, void **data, uint32_t *len);
     int (*tract_remove)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
                         uint32_t first, uint32_t end);
+    /* out is zeroed by the glue; the handler fills it (sets xt_malloc'd).
+     * one: the set `set` alone. */
+    int (*tract_list)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t cookie,
+                      uint32_t max, bool one, uint64_t set, struct xt_tract_list *out);
+    int (*tract_touch)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set);
 };
 
 /* Serves the Storage service; see xt_rpc_serve_common for the contract. */
