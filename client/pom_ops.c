@@ -74,7 +74,7 @@
  * every file; then the last read stands. */
 #define STAT_TRIES 3
 
-static void cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
+void pom_cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
 {
     if (cred) {
         *out = *cred;
@@ -575,7 +575,7 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
     if ((rc = pom_dir_check(fs, parent)) < 0)
         return rc;
     struct pom_cred c;
-    cred_or_self(cred, &c);
+    pom_cred_or_self(cred, &c);
     uint64_t uuid;
     if ((rc = pom_uuid_alloc(fs, &uuid)) < 0)
         return rc;
@@ -889,7 +889,7 @@ int pom_access(pom_fs *fs, pom_ino ino, int mask, const struct pom_cred *cred)
     if (rc < 0 || mask == F_OK)
         return rc;
     struct pom_cred c;
-    cred_or_self(cred, &c);
+    pom_cred_or_self(cred, &c);
     if (c.uid == 0) {
         /* root: everything but executing a file nobody may execute */
         if ((mask & X_OK) && !S_ISDIR(st.st_mode) && !(st.st_mode & 0111))
