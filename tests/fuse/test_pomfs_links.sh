@@ -143,6 +143,12 @@ eq "nothing changed" "$(cat "$M/w/up/g") $(cat "$M/w/moved/f")" "keep white"
 ok "NOREPLACE|WHITEOUT to a free name" \
     as_user "$UPY" -c "$RENAME2" "$M/w/up/g" "$M/w/up/g2" noreplace-whiteout
 eq "the second whiteout" "$(stat -c '%F %a %t:%T' "$M/w/up/g")" "character special file 0 0:0"
+echo over >"$M/w/up/h"
+echo old >"$M/w/up/i"
+ok "RENAME_WHITEOUT over a file (as root)" rename2 "$M/w/up/h" "$M/w/up/i" whiteout
+eq "the replaced name's content" "$(cat "$M/w/up/i")" "over"
+eq "the whiteout over a file" "$(stat -c '%F %a %t:%T %u:%g' "$M/w/up/h")" \
+    "character special file 0 0:0 0:0"
 nok "EXCHANGE|WHITEOUT" "EINVAL" rename2 "$M/w/up/g2" "$M/w/moved/f" exchange-whiteout
 chown -R $WU:$WG "$M/w/dir"
 ok "RENAME_WHITEOUT of a directory" as_user "$UPY" -c "$RENAME2" "$M/w/dir" "$M/w/moved/dir" whiteout
@@ -154,7 +160,7 @@ mount_fs
 eq "after remount: the whiteout" "$(stat -c '%F %a %t:%T %u:%g' "$M/w/up/f")" \
     "character special file 0 0:0 $WU:$WG"
 eq "after remount: the target" "$(cat "$M/w/moved/f")" "white"
-eq "after remount: the entries of the old directory" "$(ls "$M/w/up" | tr '\n' ' ')" "f g g2 "
+eq "after remount: the entries of the old directory" "$(ls "$M/w/up" | tr '\n' ' ')" "f g g2 h i "
 umount_fs
 
 check_done
