@@ -253,7 +253,7 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     size_t n = 0, failed;
     char in[XT_NS_ID_LEN + 1];
     xt_row upd, wo;
-    bool gone = false;
+    bool gone = false, moving = false;
     q[n] = pom_ns_req(XT_OP_CREATE, newparent, newname, exists ? 0 : XT_F_EXCL);
     q[n].row = &nsrc;
     if (exists)
@@ -325,6 +325,8 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
         goto out;
     assert(nq <= sizeof q / sizeof q[0]);
     bool retried = false;
+    atomic_fetch_add(&fs->moves, 1); /* until the map follows (pom_ino_moved_since) */
+    moving = true;
     rc = pom_batch_call(fs, q, nq, &failed, &retried);
     if (rc < 0 && retried && pom_name_holds(fs, newparent, newname, sa.uuid) == 1 &&
         pom_name_holds(fs, parent, name, xchg ? da.uuid : wuuid ? wuuid : sa.uuid) ==
@@ -351,6 +353,10 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     if (xchg)
         map_moved(fs, &da, parent, name);
 out:
+    if (moving) {
+        atomic_fetch_add(&fs->moved, 1); /* before moves drops: waiters see one */
+        atomic_fetch_sub(&fs->moves, 1);
+    }
     xt_resp_free(&sr);
     if (exists)
         xt_resp_free(&dr);
