@@ -44,6 +44,10 @@
  *      inode: a character device 0:0 with no permission bits (overlayfs
  *      checks exactly that), with its GDT copy. No reader ever sees the old
  *      name empty or the file under both names.
+ *  (7) A rename counts in fs->moves from the send of its batch until the
+ *      map follows its result, then in fs->moved: a by-inode call of this
+ *      client that found no row where the map said waits on that and goes
+ *      again (pom_ino_moved_since), so a move here never fails it.
  *
  * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c,
  * pom_gdt.c and pom_ops.c (pom_getattr).
