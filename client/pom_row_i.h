@@ -192,8 +192,9 @@ int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
 
 /* Reads the current row of a known inode (group as pom_row_get), following
  * a link stub to the ILT row (and recording that location), and checks it
- * still is that inode: *table/name get where the row is. 0, -ENOENT
- * (removed or replaced), -ESTALE (unknown). */
+ * still is that inode: *table/name get where the row is; a row a rename of
+ * this client moved meanwhile is read where it went (pom_ino_moved_since).
+ * 0, -ENOENT (removed or replaced), -ESTALE (unknown). */
 int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
                 struct xt_resp *r, xt_row *row);
 /* Replaces *r and *row (r freed first) by the ILT row of uuid. -ENOENT, -EIO. */
