@@ -13,8 +13,8 @@
 #   CAP_MKNOD (setpriv) through an allow_other mount: the target has the
 #   file's inode and bytes, the old name a character device 0:0 of mode 0
 #   owned by the caller, also after a remount; of a directory (its `..`
-#   follows); with NOREPLACE onto a file (EEXIST, nothing changed); with
-#   EXCHANGE (EINVAL).
+#   follows); over an existing file (as root: root's whiteout); with
+#   NOREPLACE onto a file (EEXIST, nothing changed); with EXCHANGE (EINVAL).
 # Exit 77 (skip) when FUSE cannot be used here.
 set -u
 
