@@ -102,6 +102,9 @@ struct pom_fs {
     struct pom_reclaim *reclaim;   /* pom_reclaim_start's thread, or NULL */
     atomic_uint_fast64_t rpcs;     /* MDS round trips sent (every attempt of
                                       pom_call/batch/list/sync): tests count them */
+    atomic_uint_fast32_t moves;    /* renames between the send of their batch
+                                      and their inode map update (pom_link.c) */
+    atomic_uint_fast64_t moved;    /* renames past that point, ever */
 };
 
 /* ---- pom_call.c ---------------------------------------------------- */

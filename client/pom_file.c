@@ -235,6 +235,8 @@ static int flush_inode(pom_fs *fs, struct pom_inode *ino)
     uint64_t gen = d->wgen, mtime = d->mtime_ns;
     uint64_t tracts = blob ? d->tracts : 0, old_tracts = d->row_tracts;
     uint64_t mark = 0;
+    assert(blob || len <= POM_INLINE_MAX); /* invariant (2) */
+    assert(blob || len == 0 || d->buf);
     uint8_t *snap = !blob && len ? xt_malloc((size_t)len) : NULL;
     if (snap)
         memcpy(snap, d->buf, (size_t)len);
@@ -719,7 +721,10 @@ ssize_t pom_read(pom_file *f, void *buf, size_t n, off_t off)
 }
 
 /* REQUIRES: d->mu held, d->blob. Writes to the tracts; releases d->mu
- * during the I/O unless `append` (invariant (7)). */
+ * during the I/O unless `append` (invariant (7)). A cut to size 0 (O_TRUNC)
+ * during the I/O makes the file inline again, maybe blob again with other
+ * tracts: the write then counts as done before the cut, and the size is
+ * left alone (else an inline file would get a length without a buffer). */
 static ssize_t write_blob(pom_file *f, const void *buf, size_t n, uint64_t off, bool append)
 {
     assert(xt_mutex_held(&f->ino->data->mu));
@@ -732,12 +737,13 @@ static ssize_t write_blob(pom_file *f, const void *buf, size_t n, uint64_t off, 
     int rc = handle_bf(f, &bf);
     if (rc < 0)
         return rc;
+    uint64_t tracts = d->tracts;
     if (!append)
         pthread_mutex_unlock(&d->mu);
     ssize_t w = pom_blob_pwrite(bf, buf, n, off);
     if (!append)
         pthread_mutex_lock(&d->mu);
-    if (w > 0) {
+    if (w > 0 && d->blob && d->tracts == tracts) {
         if (off + (uint64_t)w > d->len)
             d->len = off + (uint64_t)w;
         changed(d);

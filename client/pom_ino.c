@@ -638,17 +638,40 @@ int pom_name_holds(pom_fs *fs, uint64_t table, const char *name, uint64_t uuid)
     return rc;
 }
 
+uint64_t pom_ino_moves(pom_fs *fs)
+{
+    return atomic_load(&fs->moved);
+}
+
+bool pom_ino_moved_since(pom_fs *fs, uint64_t mark)
+{
+    uint64_t at_fail = atomic_load(&fs->moved);
+    for (int waited = 0; waited < 1000 && atomic_load(&fs->moved) == at_fail &&
+                         atomic_load(&fs->moves) > 0;
+         waited++)
+        xt_sleep_ms(1);
+    return atomic_load(&fs->moved) != mark;
+}
+
 int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
                 struct xt_resp *r, xt_row *row)
 {
-    int rc = pom_ino_where(fs, ino, table, name, NULL);
-    if (rc < 0)
-        return rc;
-    if ((rc = pom_row_get(fs, *table, name, group, r, row)) < 0)
-        return rc;
-    if (row->attr.uuid != ino) {
-        xt_resp_free(r);
-        return -ENOENT;
+    int rc;
+    for (int tries = 0;; tries++) {
+        uint64_t mark = pom_ino_moves(fs);
+        if ((rc = pom_ino_where(fs, ino, table, name, NULL)) < 0)
+            return rc;
+        rc = pom_row_get(fs, *table, name, group, r, row);
+        if (rc == 0 && row->attr.uuid != ino) {
+            xt_resp_free(r);
+            rc = -ENOENT;
+        }
+        /* Moved by a rename of this client meanwhile: read it there. */
+        if (rc == -ENOENT && tries < 64 && pom_ino_moved_since(fs, mark))
+            continue;
+        if (rc < 0)
+            return rc;
+        break;
     }
     if (row->attr.flags & XT_NS_ROW_F_LINKED) {
         /* Linked (by another client, or the map is older than the link):

@@ -1,7 +1,8 @@
 /*
  * pom_link.c -- the namespace changes of libpomegranate that touch several
- * rows: hard links through the inode link table (ILT), rename and
- * RENAME_EXCHANGE (the unlink of a link stub is pom_ns.c's). Each is ONE atomic batch at the MDS
+ * rows: hard links through the inode link table (ILT), rename,
+ * RENAME_EXCHANGE and RENAME_WHITEOUT (the unlink of a link stub is
+ * pom_ns.c's). Each is ONE atomic batch at the MDS
  * (xt_mds_batch_atomic: all rows change in one commit group or none does),
  * built from rows read just before and conditional on their versions
  * (docs/client.md "Hard links, rename, unlink, rmdir").
@@ -38,12 +39,22 @@
  *      does not). One MDS holds every table today; with several, a batch
  *      is bound to one MDS and a parent's row (in the grandparent's table)
  *      may live elsewhere: that case will need a cross-MDS step.
+ *  (6) A whiteout (RENAME_WHITEOUT) is the old name's row replaced, in the
+ *      move's batch and conditional on the moved row as read, by a new
+ *      inode: a character device 0:0 with no permission bits (overlayfs
+ *      checks exactly that), with its GDT copy. No reader ever sees the old
+ *      name empty or the file under both names.
+ *  (7) A rename counts in fs->moves from the send of its batch until the
+ *      map follows its result, then in fs->moved: a by-inode call of this
+ *      client that found no row where the map said waits on that and goes
+ *      again (pom_ino_moved_since), so a move here never fails it.
  *
  * Floor 4.2 of libpomegranate (pom_ns_i.h): calls floors 1-3, pom_ns.c,
  * pom_gdt.c and pom_ops.c (pom_getattr).
  */
 #include "pom_ns_i.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -181,12 +192,28 @@ static void map_moved(pom_fs *fs, const xt_row_attr *a, uint64_t table, const ch
         pom_ino_moved(fs, a->uuid, table, name);
 }
 
-/* One attempt of rename/exchange from fresh reads. 0 done, 1 try again,
- * < 0 the answer. */
+/* The whiteout row (invariant 6) for inode uuid, owned by c, made at now. */
+static void whiteout_row(uint64_t uuid, const struct pom_cred *c, uint64_t now, xt_row *w)
+{
+    xt_row_init(w);
+    w->attr.uuid = uuid;
+    w->attr.type = XT_ROW_CHR;
+    w->attr.uid = c->uid;
+    w->attr.gid = c->gid;
+    w->attr.mode = 0;
+    w->attr.generation = 0; /* the device number (pom_ops.c make_entry): 0:0 */
+    w->attr.nlink = 1;
+    w->attr.atime_ns = w->attr.mtime_ns = w->attr.ctime_ns = w->attr.btime_ns = now;
+}
+
+/* One attempt of rename/exchange from fresh reads; wuuid: the whiteout's
+ * inode (owned by *c), or 0 for none. 0 done, 1 try again, < 0 the answer. */
 static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
-                       const char *newname, unsigned flags)
+                       const char *newname, unsigned flags, uint64_t wuuid,
+                       const struct pom_cred *c)
 {
     bool xchg = (flags & POM_RENAME_EXCHANGE) != 0;
+    assert(!xchg || wuuid == 0);
     struct xt_resp sr, dr;
     xt_row src, dst;
     int rc = pom_row_get(fs, parent, name, POM_ROW_ALL, &sr, &src);
@@ -226,11 +253,11 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     nsrc.attr.ctime_ns = now;
     struct xt_req q[8];
     struct pom_dir_upd pu[2];
-    struct xt_ns_gdt gb[2];
+    struct xt_ns_gdt gb[3];
     size_t n = 0, failed;
     char in[XT_NS_ID_LEN + 1];
-    xt_row upd;
-    bool gone = false;
+    xt_row upd, wo;
+    bool gone = false, moving = false;
     q[n] = pom_ns_req(XT_OP_CREATE, newparent, newname, exists ? 0 : XT_F_EXCL);
     q[n].row = &nsrc;
     if (exists)
@@ -241,6 +268,10 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
         ndst.attr.ctime_ns = now;
         q[n] = pom_ns_req(XT_OP_CREATE, parent, name, 0);
         q[n].row = &ndst;
+    } else if (wuuid) {
+        whiteout_row(wuuid, c, now, &wo);
+        q[n] = pom_ns_req(XT_OP_CREATE, parent, name, 0);
+        q[n].row = &wo;
     } else {
         q[n] = pom_ns_req(XT_OP_DELETE, parent, name, 0);
     }
@@ -262,7 +293,7 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     /* What each parent's inode flags must allow: the source loses a name
      * (gains one back in an exchange), the target gains one (loses the
      * one it replaces). */
-    uint32_t esrc = XT_ROW_SET_ENTRY_DEL | (xchg ? XT_ROW_SET_ENTRY_ADD : 0);
+    uint32_t esrc = XT_ROW_SET_ENTRY_DEL | (xchg || wuuid ? XT_ROW_SET_ENTRY_ADD : 0);
     uint32_t edst = XT_ROW_SET_ENTRY_ADD | (exists ? XT_ROW_SET_ENTRY_DEL : 0);
     if (parent == newparent) {
         rc = pom_dir_upd_op(fs, parent, dp + dn, esrc | edst, now, &pu[0], &q[n++]);
@@ -292,12 +323,18 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
         rc = pom_gdt_op(sa.uuid, newparent, newname, now, &gb[0], &q[nq++]);
     if (exists && (xchg || gone) && rc == 0)
         rc = pom_gdt_op(da.uuid, parent, xchg ? name : NULL, now, &gb[1], &q[nq++]);
+    if (wuuid && rc == 0)
+        rc = pom_gdt_op(wuuid, parent, name, now, &gb[2], &q[nq++]);
     if (rc < 0)
         goto out;
+    assert(nq <= sizeof q / sizeof q[0]);
     bool retried = false;
+    atomic_fetch_add(&fs->moves, 1); /* until the map follows (pom_ino_moved_since) */
+    moving = true;
     rc = pom_batch_call(fs, q, nq, &failed, &retried);
     if (rc < 0 && retried && pom_name_holds(fs, newparent, newname, sa.uuid) == 1 &&
-        pom_name_holds(fs, parent, name, xchg ? da.uuid : sa.uuid) == xchg)
+        pom_name_holds(fs, parent, name, xchg ? da.uuid : wuuid ? wuuid : sa.uuid) ==
+            (xchg || wuuid))
         rc = 0; /* invariant 4 */
     if (rc < 0 && failed != SIZE_MAX && failed >= first_dir && failed < n) {
         /* A parent's row is not where the map says, or its inode flags
@@ -320,19 +357,22 @@ static int rename_once(pom_fs *fs, pom_ino parent, const char *name, pom_ino new
     if (xchg)
         map_moved(fs, &da, parent, name);
 out:
+    if (moving) {
+        atomic_fetch_add(&fs->moved, 1); /* before moves drops: waiters see one */
+        atomic_fetch_sub(&fs->moves, 1);
+    }
     xt_resp_free(&sr);
     if (exists)
         xt_resp_free(&dr);
     return rc;
 }
 
-int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
-               const char *newname, unsigned flags)
+/* pom_rename and pom_rename_whiteout once the flags are checked; wuuid and
+ * c as rename_once's. */
+static int rename_run(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
+                      const char *newname, unsigned flags, uint64_t wuuid,
+                      const struct pom_cred *c)
 {
-    if (flags & ~(unsigned)(POM_RENAME_NOREPLACE | POM_RENAME_EXCHANGE))
-        return -EINVAL;
-    if ((flags & POM_RENAME_NOREPLACE) && (flags & POM_RENAME_EXCHANGE))
-        return -EINVAL; /* renameat2(2) */
     int rc = xt_ns_name_check(name);
     if (rc == 0)
         rc = xt_ns_name_check(newname);
@@ -352,10 +392,36 @@ int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
     }
     for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
         pom_conflict_pause(attempt);
-        rc = rename_once(fs, parent, name, newparent, newname, flags);
+        rc = rename_once(fs, parent, name, newparent, newname, flags, wuuid, c);
         if (rc == 1)
             continue;
         return rc;
     }
     return -EAGAIN;
+}
+
+int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
+               const char *newname, unsigned flags)
+{
+    if (flags & ~(unsigned)(POM_RENAME_NOREPLACE | POM_RENAME_EXCHANGE))
+        return -EINVAL;
+    if ((flags & POM_RENAME_NOREPLACE) && (flags & POM_RENAME_EXCHANGE))
+        return -EINVAL; /* renameat2(2) */
+    return rename_run(fs, parent, name, newparent, newname, flags, 0, NULL);
+}
+
+int pom_rename_whiteout(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
+                        const char *newname, unsigned flags, const struct pom_cred *cred)
+{
+    if (flags & ~(unsigned)POM_RENAME_NOREPLACE)
+        return -EINVAL; /* renameat2(2): no EXCHANGE with WHITEOUT */
+    struct pom_cred c;
+    pom_cred_or_self(cred, &c);
+    /* One inode for every attempt: a batch that failed made nothing. */
+    uint64_t wuuid;
+    int rc = pom_uuid_alloc(fs, &wuuid);
+    if (rc < 0)
+        return rc;
+    assert(wuuid != 0); /* 0 means "no whiteout" to rename_once */
+    return rename_run(fs, parent, name, newparent, newname, flags, wuuid, &c);
 }

@@ -68,6 +68,12 @@ struct xt_req pom_ns_req(int op, uint64_t table, const char *name, uint32_t flag
 int pom_ns_ilt_drop(pom_fs *fs, uint64_t uuid, char *in, xt_row *upd, struct xt_req *q,
                     bool *gone, xt_row_attr *file);
 
+/* ---- pom_ops.c: shared with pom_link.c ----------------------------- */
+
+/* *out = *cred, or the calling process's effective ids and umask 0 when
+ * cred is NULL (the owner of what a call makes). */
+void pom_cred_or_self(const struct pom_cred *cred, struct pom_cred *out);
+
 /* ---- pom_gdt.c: the GDT's writer ------------------------------------ */
 
 /* The copy op (XT_F_RMU) into *q saying inode dir's row is now `name`

@@ -74,7 +74,7 @@
  * every file; then the last read stands. */
 #define STAT_TRIES 3
 
-static void cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
+void pom_cred_or_self(const struct pom_cred *cred, struct pom_cred *out)
 {
     if (cred) {
         *out = *cred;
@@ -450,31 +450,40 @@ int pom_setflags(pom_fs *fs, pom_ino ino, unsigned flags)
 /* A create's one atomic batch (invariants 2, 4, 5): the new row
  * (exclusive) + the parent's row (times, and nlink + 1 for a directory).
  * The parent's op fails only when its row is not where the map says: the
- * parent was removed (or moved) by another client, and nothing is
- * created (-ENOENT). */
+ * parent was moved by this client while the batch was built (the map
+ * moved since: built again there; xfstests generic/707 creates in a
+ * directory another process keeps moving), or removed or moved by another
+ * client, and nothing is created (-ENOENT). */
 static int create_batch(pom_fs *fs, pom_ino parent, const char *name, xt_row *row)
 {
-    struct xt_req q[3] = {
-        { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
-          .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = row },
-    };
     bool dir = row->attr.type == XT_ROW_DIR;
-    struct pom_dir_upd pu;
-    struct xt_ns_gdt gb;
-    int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, XT_ROW_SET_ENTRY_ADD,
-                            row->attr.ctime_ns, &pu, &q[1]);
-    if (rc == 0) /* its GDT row (a copy: never fails the batch) */
-        rc = pom_gdt_op(row->attr.uuid, parent, name, row->attr.ctime_ns, &gb, &q[2]);
-    if (rc < 0)
+    for (int attempt = 0; attempt < MAX_TRIES; attempt++) {
+        struct xt_req q[3] = {
+            { .op = XT_OP_CREATE, .t = { .table = parent }, .name = name,
+              .name_len = (uint32_t)strlen(name), .flags = XT_F_EXCL, .row = row },
+        };
+        struct pom_dir_upd pu;
+        struct xt_ns_gdt gb;
+        uint64_t mark = pom_ino_moves(fs);
+        int rc = pom_dir_upd_op(fs, parent, dir ? 1 : 0, XT_ROW_SET_ENTRY_ADD,
+                                row->attr.ctime_ns, &pu, &q[1]);
+        if (rc == 0) /* its GDT row (a copy: never fails the batch) */
+            rc = pom_gdt_op(row->attr.uuid, parent, name, row->attr.ctime_ns, &gb, &q[2]);
+        if (rc < 0)
+            return rc;
+        size_t failed = SIZE_MAX;
+        bool retried = false;
+        rc = pom_batch_call(fs, q, 3, &failed, &retried);
+        if (rc < 0 && retried && pom_name_holds(fs, parent, name, row->attr.uuid) == 1)
+            return 0; /* our first attempt was applied */
+        if (failed == 1 && pom_parent_missing(rc)) {
+            if (pom_ino_moved_since(fs, mark))
+                continue;
+            return -ENOENT;
+        }
         return rc;
-    size_t failed = SIZE_MAX;
-    bool retried = false;
-    rc = pom_batch_call(fs, q, 3, &failed, &retried);
-    if (rc < 0 && retried && pom_name_holds(fs, parent, name, row->attr.uuid) == 1)
-        return 0; /* our first attempt was applied */
-    if (failed == 1 && pom_parent_missing(rc))
-        return -ENOENT;
-    return rc;
+    }
+    return -EAGAIN;
 }
 
 /* The parent's mode and gid (invariant 7) and default ACL (invariant 8;
@@ -575,7 +584,7 @@ static int make_entry(pom_fs *fs, pom_ino parent, const char *name, uint8_t type
     if ((rc = pom_dir_check(fs, parent)) < 0)
         return rc;
     struct pom_cred c;
-    cred_or_self(cred, &c);
+    pom_cred_or_self(cred, &c);
     uint64_t uuid;
     if ((rc = pom_uuid_alloc(fs, &uuid)) < 0)
         return rc;
@@ -889,7 +898,7 @@ int pom_access(pom_fs *fs, pom_ino ino, int mask, const struct pom_cred *cred)
     if (rc < 0 || mask == F_OK)
         return rc;
     struct pom_cred c;
-    cred_or_self(cred, &c);
+    pom_cred_or_self(cred, &c);
     if (c.uid == 0) {
         /* root: everything but executing a file nobody may execute */
         if ((mask & X_OK) && !S_ISDIR(st.st_mode) && !(st.st_mode & 0111))

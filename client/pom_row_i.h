@@ -113,6 +113,15 @@ void pom_ino_forget(pom_fs *fs, uint64_t uuid, uint64_t n);
 /* Location of a known inode: name gets its row key (XT_NAME_MAX + 1 bytes).
  * -ESTALE when unknown, -ENOENT when marked unlinked. */
 int pom_ino_where(pom_fs *fs, uint64_t uuid, uint64_t *table, char *name, uint8_t *type);
+/* The renames of this client so far (fs->moved): taken before the map is
+ * read for a call that pom_ino_moved_since may then explain. */
+uint64_t pom_ino_moves(pom_fs *fs);
+/* Whether a rename of this client ended since `mark` (pom_ino_moves), so
+ * that a row just not found where the map said may have moved (or moved
+ * and come back): the call may read the map and try again. While a rename
+ * is between its batch and its map update (fs->moves) and none ended
+ * since the call failed, waits for one (1 ms steps, at most 1 s). */
+bool pom_ino_moved_since(pom_fs *fs, uint64_t mark);
 /* Records a rename of uuid (if known) to (table, name). */
 void pom_ino_moved(pom_fs *fs, uint64_t uuid, uint64_t table, const char *name);
 /* Marks inode a->uuid (if known) as unlinked: getattr then answers from an
@@ -183,8 +192,9 @@ int pom_ino_stat_fix(pom_fs *fs, uint64_t uuid, struct stat *st, uint64_t since)
 
 /* Reads the current row of a known inode (group as pom_row_get), following
  * a link stub to the ILT row (and recording that location), and checks it
- * still is that inode: *table/name get where the row is. 0, -ENOENT
- * (removed or replaced), -ESTALE (unknown). */
+ * still is that inode: *table/name get where the row is; a row a rename of
+ * this client moved meanwhile is read where it went (pom_ino_moved_since).
+ * 0, -ENOENT (removed or replaced), -ESTALE (unknown). */
 int pom_ino_row(pom_fs *fs, pom_ino ino, int group, uint64_t *table, char *name,
                 struct xt_resp *r, xt_row *row);
 /* Replaces *r and *row (r freed first) by the ILT row of uuid. -ENOENT, -EIO. */

@@ -439,6 +439,7 @@ int main(int argc, char *argv[])
                               .tls_key = c.tls_key };
     pf.attr_timeout = c.attr_timeout;
     pf.entry_timeout = c.entry_timeout;
+    pf.label = c.fsname ? c.fsname : ""; /* c.fsname is freed after the session */
     int rc;
     /* The listener comes first, so the mount registers with its address
      * (pomctl sites, pomctl top); it starts after the fork (invariant 1). */

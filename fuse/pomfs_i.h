@@ -36,6 +36,9 @@ struct pomfs {
     double attr_timeout;    /* seconds the kernel may cache attributes */
     double entry_timeout;   /* seconds the kernel may cache names */
     bool threaded;          /* the multi-threaded loop (false with -s) */
+    /* FS_IOC_GETFSLABEL's answer: the fs name, "" when mounted by fsid
+     * (not owned; outlives the session). */
+    const char *label;
     /* Latency of each operation, from its call to its reply (invariant 1
      * of pomfs_ops.c: the reply is sent on the calling thread). */
     struct xt_metrics_hist op_hist[POMFS_OP__COUNT];

@@ -49,10 +49,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/fs.h> /* FS_IOC_*FLAGS, FS_IOC_FS*XATTR, struct fsxattr */
+#include <linux/fs.h> /* FS_IOC_*FLAGS, FS_IOC_FS*XATTR, FS_IOC_GETFSLABEL */
 #include <stdbool.h>
 #include <stdint.h>
-#include <stdio.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE */
+#include <stdio.h> /* RENAME_NOREPLACE, RENAME_EXCHANGE, RENAME_WHITEOUT */
 #include <string.h>
 #include <time.h>
 
@@ -262,8 +262,14 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
         pf |= POM_RENAME_NOREPLACE;
     if (flags & RENAME_EXCHANGE)
         pf |= POM_RENAME_EXCHANGE;
-    if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE)) {
-        fuse_reply_err(req, EINVAL); /* RENAME_WHITEOUT and the unknown */
+    if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT)) {
+        fuse_reply_err(req, EINVAL);
+        return;
+    }
+    if (flags & RENAME_WHITEOUT) { /* the kernel asked CAP_MKNOD */
+        struct pom_cred c = cred_of(req); /* the whiteout's owner */
+        fuse_reply_err(req, -pom_rename_whiteout(P(req)->fs, parent, name, newparent, newname,
+                                                 pf, &c));
         return;
     }
     fuse_reply_err(req, -pom_rename(P(req)->fs, parent, name, newparent, newname, pf));
@@ -678,12 +684,15 @@ static const struct { unsigned xflag, flag; } xflag_map[] = {
     { FS_XFLAG_NODUMP, FS_NODUMP_FL },       { FS_XFLAG_NOATIME, FS_NOATIME_FL },
 };
 
-/* The inode flag ioctls. The kernel answers FS_IOC_GETFLAGS/SETFLAGS and
- * FS_IOC_FSGETXATTR/FSSETXATTR itself (fileattr) and asks the file system
- * with these commands and 4 / sizeof(struct fsxattr) bytes, after checking
- * ownership and CAP_LINUX_IMMUTABLE for the immutable and append-only
- * flags; every other ioctl is ENOTTY. FS_IOC_FIEMAP never comes here: the
- * kernel answers it (docs/client.md "Not built"). */
+/* The inode flag ioctls and the label. The kernel answers
+ * FS_IOC_GETFLAGS/SETFLAGS and FS_IOC_FSGETXATTR/FSSETXATTR itself
+ * (fileattr) and asks the file system with these commands and 4 /
+ * sizeof(struct fsxattr) bytes, after checking ownership and
+ * CAP_LINUX_IMMUTABLE for the immutable and append-only flags.
+ * FS_IOC_GETFSLABEL (FSLABEL_MAX bytes out, on any file or directory of
+ * the mount) answers the fs name; the label cannot be set (the fs name is
+ * its R2 key). Every other ioctl is ENOTTY. FS_IOC_FIEMAP never comes
+ * here: the kernel answers it (docs/client.md "Not built"). */
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
                      struct fuse_file_info *fi, unsigned flags, const void *in_buf,
                      size_t in_bufsz, size_t out_bufsz)
@@ -697,6 +706,16 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
     int rc;
     struct fsxattr fa;
     switch (cmd) {
+    case FS_IOC_GETFSLABEL: {
+        char label[FSLABEL_MAX] = { 0 };
+        if (out_bufsz < sizeof label) {
+            fuse_reply_err(req, EINVAL);
+            return;
+        }
+        snprintf(label, sizeof label, "%s", P(req)->label);
+        fuse_reply_ioctl(req, 0, label, sizeof label);
+        return;
+    }
     case FS_IOC_GETFLAGS:
     case FS_IOC_FSGETXATTR:
         if (out_bufsz < (cmd == FS_IOC_GETFLAGS ? sizeof(int) : sizeof fa)) {

@@ -271,6 +271,15 @@ POM_API int pom_rmdir(pom_fs *fs, pom_ino parent, const char *name);
  * an MDS crash (docs/client.md "Hard links, rename, unlink, rmdir"). */
 POM_API int pom_rename(pom_fs *fs, pom_ino parent, const char *name, pom_ino newparent,
                        const char *newname, unsigned flags);
+/* renameat2(2) with RENAME_WHITEOUT: pom_rename (flags 0 or
+ * POM_RENAME_NOREPLACE; POM_RENAME_EXCHANGE: -EINVAL) that leaves a
+ * whiteout at the old name, in the same atomic change: a character device
+ * 0:0 of mode S_IFCHR (no permission bits), as overlayfs expects, owned by
+ * cred (NULL: the calling process; its umask is not used). The caller
+ * checks the right to make device nodes (the kernel asks CAP_MKNOD). */
+POM_API int pom_rename_whiteout(pom_fs *fs, pom_ino parent, const char *name,
+                                pom_ino newparent, const char *newname, unsigned flags,
+                                const struct pom_cred *cred);
 
 /* link(2): a new name newname in newparent for the file ino (known).
  * *st gets its attributes (nlink counted). +1 ref. -EEXIST, -EPERM for a

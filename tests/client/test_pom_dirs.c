@@ -23,7 +23,11 @@
  *     slices refuses while any slice holds a name: its files removed in
  *     listing order empty the first slices first (an MDS with
  *     --split-threshold 16). The emptiness check reads pages until a name
- *     or the end (an empty page, possible across MDS, is not the end).
+ *     or the end (an empty page, possible across MDS, is not the end);
+ *   - creates in a directory that another thread of the same client keeps
+ *     moving between two parents (xfstests generic/707) all succeed: a
+ *     create whose parent moved while its batch was built is built again
+ *     where the directory is now (before, it answered ENOENT).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -507,6 +511,60 @@ static void test_rmdir_split_dir(void **state)
     pom_cluster_destroy(&d);
 }
 
+#define MOVE_ROUNDS 300
+
+struct mover {
+    pom_fs *fs;
+    pom_ino p[2];
+    int failed; /* renames that did not answer 0 */
+};
+
+static void *mover_main(void *arg)
+{
+    struct mover *m = arg;
+    for (int i = 0; i < MOVE_ROUNDS; i++)
+        if (pom_rename(m->fs, m->p[i % 2], "d", m->p[(i + 1) % 2], "d", 0) != 0)
+            m->failed++;
+    return NULL;
+}
+
+static void test_create_in_moving_dir(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    struct mover m = { .fs = fs };
+    m.p[0] = mkdir_in(fs, POM_ROOT_INO, "mv0");
+    m.p[1] = mkdir_in(fs, POM_ROOT_INO, "mv1");
+    pom_ino d = mkdir_in(fs, m.p[0], "d");
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, mover_main, &m), 0);
+    int bad = 0;
+    char name[32];
+    for (int i = 0; i < MOVE_ROUNDS; i++) {
+        struct stat st;
+        snprintf(name, sizeof name, "f%d", i);
+        int rc = pom_mknod(fs, d, name, S_IFREG | 0644, 0, NULL, &st);
+        if (rc == 0) {
+            pom_forget(fs, st.st_ino, 1);
+        } else {
+            fprintf(stderr, "create %d in the moving directory: %d\n", i, rc);
+            bad++;
+        }
+    }
+    pthread_join(th, NULL);
+    assert_int_equal(m.failed, 0);
+    assert_int_equal(bad, 0);
+    struct stat st;
+    for (int i = 0; i < MOVE_ROUNDS; i++) {
+        snprintf(name, sizeof name, "f%d", i);
+        assert_int_equal(look(fs, d, name, &st), 0);
+    }
+    pom_forget(fs, d, 1);
+    pom_forget(fs, m.p[0], 1);
+    pom_forget(fs, m.p[1], 1);
+    pom_close(fs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -514,6 +572,7 @@ int main(void)
         cmocka_unit_test(test_round_trips),
         cmocka_unit_test(test_mkdir_contention),
         cmocka_unit_test(test_rmdir_split_dir),
+        cmocka_unit_test(test_create_in_moving_dir),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

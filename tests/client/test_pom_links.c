@@ -17,6 +17,10 @@
  *     directory exchanged into its own subtree (EINVAL);
  *   - exchange file <-> directory across directories (the directory keeps
  *     its entries and its parent), of two links of one file (nothing);
+ *   - RENAME_WHITEOUT of a plain file and of a link stub: the target is the
+ *     file, the old name a new character device 0:0 of mode 0 owned by the
+ *     cred given, also for a second client; NOREPLACE onto a name
+ *     (EEXIST, nothing changed), EXCHANGE (EINVAL);
  *   - by-inode calls of a client whose map names the plain row after
  *     ANOTHER client linked the file (a stub found late): xattrs get, list,
  *     set, remove, getattr, setattr, open/read/write reach the ILT row;
@@ -474,6 +478,60 @@ static void test_exchange(void **state)
     pom_close(fs);
 }
 
+/* *st is a whiteout owned by uid:gid (pom_rename_whiteout). */
+static void assert_whiteout(const struct stat *st, uid_t uid, gid_t gid)
+{
+    assert_int_equal(st->st_mode, S_IFCHR);
+    assert_int_equal(st->st_rdev, 0);
+    assert_int_equal(st->st_uid, uid);
+    assert_int_equal(st->st_gid, gid);
+    assert_int_equal(st->st_nlink, 1);
+}
+
+static void test_whiteout(void **state)
+{
+    (void)state;
+    pom_fs *fs = conn();
+    pom_ino a = mkdir_in(fs, POM_ROOT_INO, "wa"), b = mkdir_in(fs, POM_ROOT_INO, "wb");
+    pom_ino file = mkfile(fs, a, "f", 40, 7);
+    (void)mkfile(fs, a, "g", 3, 8);
+    const struct pom_cred cred = { .uid = 1234, .gid = 5678, .umask = 077 };
+    struct stat st;
+    assert_int_equal(pom_rename_whiteout(fs, a, "f", b, "f", POM_RENAME_EXCHANGE, &cred),
+                     -EINVAL);
+    assert_int_equal(pom_rename_whiteout(fs, a, "f", a, "g", POM_RENAME_NOREPLACE, &cred),
+                     -EEXIST);
+    assert_int_equal(pom_rename_whiteout(fs, a, "f", b, "f", 0, &cred), 0);
+    assert_int_equal(look(fs, b, "f", &st), 0);
+    assert_int_equal(st.st_ino, file);
+    assert_int_equal(st.st_size, 40);
+    assert_int_equal(look(fs, a, "f", &st), 0);
+    assert_whiteout(&st, 1234, 5678);
+    assert_true(st.st_ino != file);
+    /* The source a link stub, NOREPLACE to a free name: the stub moves, the
+     * file keeps both names. */
+    assert_int_equal(pom_lookup(fs, b, "f", &st), 0);
+    assert_int_equal(pom_link(fs, file, a, "l", &st), 0);
+    pom_forget(fs, file, 2);
+    assert_int_equal(pom_rename_whiteout(fs, a, "l", b, "l", POM_RENAME_NOREPLACE, NULL), 0);
+    assert_int_equal(look(fs, b, "l", &st), 0);
+    assert_int_equal(st.st_ino, file);
+    assert_int_equal(st.st_nlink, 2);
+    assert_int_equal(look(fs, a, "l", &st), 0);
+    assert_whiteout(&st, geteuid(), getegid());
+    /* A client that never saw the old names. */
+    pom_fs *fs2 = conn();
+    assert_int_equal(pom_lookup(fs2, POM_ROOT_INO, "wa", &st), 0);
+    assert_int_equal(look(fs2, a, "f", &st), 0);
+    assert_whiteout(&st, 1234, 5678);
+    assert_int_equal(look(fs2, a, "g", &st), 0);
+    assert_int_equal(st.st_size, 3);
+    pom_close(fs2);
+    pom_forget(fs, a, 1);
+    pom_forget(fs, b, 1);
+    pom_close(fs);
+}
+
 static double now_us(void)
 {
     struct timespec ts;
@@ -902,6 +960,7 @@ int main(void)
         cmocka_unit_test(test_readdirplus_nlink),
         cmocka_unit_test(test_link_sequences),
         cmocka_unit_test(test_exchange),
+        cmocka_unit_test(test_whiteout),
         cmocka_unit_test(test_timing),
         cmocka_unit_test(test_late_stub),
         cmocka_unit_test(test_kill_during_links),

@@ -16,7 +16,9 @@
 #   through a second mount that read the directory before the chattr (the
 #   MDS checks the flags); flags kept across a remount; an owner without the
 #   capability cannot set +i; FIEMAP and O_TMPFILE answer EOPNOTSUPP (the
-#   kernel answers them: docs/client.md "Not built").
+#   kernel answers them: docs/client.md "Not built"); FS_IOC_GETFSLABEL
+#   on the mount's root and on a file answers the fs name (xfs_io's
+#   `label`), FS_IOC_SETFSLABEL answers ENOTTY.
 . "$(dirname "$0")/pomfs_lib.sh" "$1" "$2"
 PY=$(dirname "$0")/pomfs_falloc.py
 M=$T/m
@@ -55,6 +57,26 @@ try:
     os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o600); print("opened")
 except OSError as e:
     print("EOPNOTSUPP" if e.errno == errno.EOPNOTSUPP else errno.errorcode[e.errno])' "$M")" EOPNOTSUPP
+
+# The label ioctls: FS_IOC_GETFSLABEL = _IOR(0x94, 49, char[FSLABEL_MAX]).
+LABEL='
+import errno, fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+try:
+    if sys.argv[2] == "get":
+        print(fcntl.ioctl(fd, 0x81009431, bytes(256)).rstrip(b"\0").decode())
+    else:
+        fcntl.ioctl(fd, 0x41009432, sys.argv[3].encode().ljust(256, b"\0"))  # SETFSLABEL
+        print("set")
+except OSError as e:
+    print(errno.errorcode[e.errno])
+'
+eq "FS_IOC_GETFSLABEL of the root: the fs name" "$(python3 -c "$LABEL" "$M" get)" pomfs
+eq "FS_IOC_GETFSLABEL of a file" "$(python3 -c "$LABEL" "$M/blob" get)" pomfs
+eq "FS_IOC_SETFSLABEL" "$(python3 -c "$LABEL" "$M" set other)" ENOTTY
+if command -v xfs_io >/dev/null; then
+    eq "xfs_io label" "$(xfs_io -c label "$M")" 'label = "pomfs"'
+fi
 
 if [ "$(id -u)" != 0 ] || ! command -v chattr >/dev/null; then
     echo "(inode flags need root, for CAP_LINUX_IMMUTABLE, and chattr: skipped)"

@@ -8,7 +8,13 @@
 #   directories of files, links and directories (inode kept, `..` follows);
 #   renameat2 through python3 ctypes: RENAME_NOREPLACE (EEXIST) and
 #   RENAME_EXCHANGE of file <-> directory across directories, of a missing
-#   name (ENOENT), of a directory into its own subtree (EINVAL).
+#   name (ENOENT), of a directory into its own subtree (EINVAL);
+#   RENAME_WHITEOUT (overlayfs's upper directory) by a non-root caller with
+#   CAP_MKNOD (setpriv) through an allow_other mount: the target has the
+#   file's inode and bytes, the old name a character device 0:0 of mode 0
+#   owned by the caller, also after a remount; of a directory (its `..`
+#   follows); over an existing file (as root: root's whiteout); with
+#   NOREPLACE onto a file (EEXIST, nothing changed); with EXCHANGE (EINVAL).
 # Exit 77 (skip) when FUSE cannot be used here.
 set -u
 
@@ -19,7 +25,8 @@ set -u
 RENAME2='
 import ctypes, errno, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
-flags = {"noreplace": 1, "exchange": 2, "both": 3}[sys.argv[3]]
+flags = {"noreplace": 1, "exchange": 2, "both": 3, "whiteout": 4,
+         "noreplace-whiteout": 5, "exchange-whiteout": 6}[sys.argv[3]]
 r = libc.renameat2(-100, os.fsencode(sys.argv[1]), -100, os.fsencode(sys.argv[2]), flags)
 if r != 0:
     print(errno.errorcode[ctypes.get_errno()]); sys.exit(1)
@@ -105,6 +112,55 @@ umount_fs
 mount_fs
 eq "after remount: replaced" "$(cat "$M/dst/two")" "one"
 eq "after remount: nlink" "$(stat -c %h "$M/dst/sub")" "1"
+umount_fs
+
+# ---- RENAME_WHITEOUT -------------------------------------------------------
+# As overlayfs does it for a file removed from its lower layer; the caller
+# is not root (the whiteout is the caller's) but has CAP_MKNOD, which the
+# kernel asks for the flag.
+POMFS_OPTS=allow_other
+chmod 711 "$T" # (the caller walks to the mount)
+mount_fs
+WU=4321 WG=4322
+UPY=$(PATH=/usr/bin:/bin command -v python3) # one the caller may run (not root's own)
+as_user() { setpriv --reuid $WU --regid $WG --clear-groups --inh-caps=+mknod \
+                --ambient-caps=+mknod "$@"; }
+mkdir -p "$M/w/up" "$M/w/dir/deep" "$M/w/moved"
+chmod 0777 "$M/w" "$M/w/up" "$M/w/moved"
+echo white >"$M/w/up/f"
+echo keep >"$M/w/up/g"
+wino=$(stat -c %i "$M/w/up/f")
+ok "RENAME_WHITEOUT of a file" as_user "$UPY" -c "$RENAME2" "$M/w/up/f" "$M/w/moved/f" whiteout
+eq "the target is the file" "$(stat -c %i "$M/w/moved/f")" "$wino"
+eq "the target's content" "$(cat "$M/w/moved/f")" "white"
+eq "the whiteout: type, mode, device" "$(stat -c '%F %a %t:%T' "$M/w/up/f")" \
+    "character special file 0 0:0"
+eq "the whiteout's owner is the caller" "$(stat -c %u:%g "$M/w/up/f")" "$WU:$WG"
+ok "the whiteout is a new inode" test "$(stat -c %i "$M/w/up/f")" != "$wino"
+nok "NOREPLACE|WHITEOUT onto a file" "EEXIST" \
+    as_user "$UPY" -c "$RENAME2" "$M/w/up/g" "$M/w/moved/f" noreplace-whiteout
+eq "nothing changed" "$(cat "$M/w/up/g") $(cat "$M/w/moved/f")" "keep white"
+ok "NOREPLACE|WHITEOUT to a free name" \
+    as_user "$UPY" -c "$RENAME2" "$M/w/up/g" "$M/w/up/g2" noreplace-whiteout
+eq "the second whiteout" "$(stat -c '%F %a %t:%T' "$M/w/up/g")" "character special file 0 0:0"
+echo over >"$M/w/up/h"
+echo old >"$M/w/up/i"
+ok "RENAME_WHITEOUT over a file (as root)" rename2 "$M/w/up/h" "$M/w/up/i" whiteout
+eq "the replaced name's content" "$(cat "$M/w/up/i")" "over"
+eq "the whiteout over a file" "$(stat -c '%F %a %t:%T %u:%g' "$M/w/up/h")" \
+    "character special file 0 0:0 0:0"
+nok "EXCHANGE|WHITEOUT" "EINVAL" rename2 "$M/w/up/g2" "$M/w/moved/f" exchange-whiteout
+chown -R $WU:$WG "$M/w/dir"
+ok "RENAME_WHITEOUT of a directory" as_user "$UPY" -c "$RENAME2" "$M/w/dir" "$M/w/moved/dir" whiteout
+eq "the directory moved, .. follows" "$(stat -c %i "$M/w/moved/dir/deep/../..")" \
+    "$(stat -c %i "$M/w/moved")"
+eq "its whiteout" "$(stat -c '%F %a %t:%T' "$M/w/dir")" "character special file 0 0:0"
+umount_fs
+mount_fs
+eq "after remount: the whiteout" "$(stat -c '%F %a %t:%T %u:%g' "$M/w/up/f")" \
+    "character special file 0 0:0 $WU:$WG"
+eq "after remount: the target" "$(cat "$M/w/moved/f")" "white"
+eq "after remount: the entries of the old directory" "$(ls "$M/w/up" | tr '\n' ' ')" "f g g2 h i "
 umount_fs
 
 check_done
