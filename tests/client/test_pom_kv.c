@@ -15,7 +15,11 @@
  *   - limits (empty key, 1025-byte key, 1 MiB + 1 value, keyspace names);
  *   - keys starting 00 FF (system rows, docs/mds-xact.md) are refused by
  *     every call taking a key, short and long forms; other keys starting
- *     with 00 or FF work, and a search for 00 FF finds only them.
+ *     with 00 or FF work, and a search for 00 FF finds only them;
+ *   - batches of side-by-side gets (served in one pass per slice) over a
+ *     keyspace split into many slices, present, missing and long keys, and
+ *     gets before and after puts that split the slices and deletes, all in
+ *     one batch, against a model.
  * Seeded (XT_SEED; the seed is printed).
  */
 #include <stdarg.h>
@@ -743,7 +747,7 @@ static void run_check(pom_kv_batch *b, size_t j, int i, const int *model)
 }
 
 /* Side-by-side gets of a batch, which the MDS serves in one pass per slice
- * (docs/mds-commit.md "Batches of lookups"), against a model on an MDS
+ * (docs/client.md "Key/value batches"), against a model on an MDS
  * whose slices split at 64 rows: hundreds of gets spread over many slices,
  * present and missing keys and long keys mixed; then one batch of gets,
  * puts that split the slices under it, gets of the new keys and old ones,
