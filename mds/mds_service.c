@@ -548,6 +548,76 @@ static int svc_op(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
     return rc;
 }
 
+/* Whether lookup req may be answered by svc_lookups' one pass: a plain
+ * client lookup of table (t) here, its hash checked; anything else (a
+ * forward, a system row, a settle, a bitmap asked for) goes through svc_op. */
+static bool plain_lookup(const xt_rpc_ctx *rc_ctx, const struct xt_req *req,
+                         const struct xt_tref *t)
+{
+    return req->op == XT_OP_LOOKUP && req->t.fsid == t->fsid && req->t.table == t->table &&
+           !req->fwd_bitmap && !(rc_ctx && rc_ctx->hops > 0) &&
+           !(req->flags & (XT_F_SYS | XT_F_RMU | XT_F_BITMAP)) &&
+           !xt_hash_is_sys(req->name, req->name_len) && hash_check(req) == 0;
+}
+
+/* Lookups reqs[0..n) (xt_mds_ops.lookups): the plain ones of reqs[0]'s
+ * table in one mds_table_lookup_many pass; each answer that pass cannot
+ * give as svc_op would (another MDS's slice, a pending row, a wrong slice
+ * hint that wants the bitmap, another table) is svc_op's. */
+static void svc_lookups(void *ctx, const xt_rpc_ctx *rc_ctx, const struct xt_req *reqs,
+                        size_t n, struct xt_resp *resps, int *status)
+{
+    struct mds_service *svc = ctx;
+    uint64_t t0 = xt_mono_ns();
+    struct mds_table_get *g = n ? xt_calloc(n, sizeof *g) : NULL;
+    bool *fast = n ? xt_calloc(n, sizeof *fast) : NULL;
+    size_t nf = 0;
+    for (size_t i = 0; g && fast && i < n; i++)
+        if ((fast[i] = plain_lookup(rc_ctx, &reqs[i], &reqs[0].t))) {
+            g[nf++] = (struct mds_table_get){ .name = reqs[i].name,
+                                              .name_len = reqs[i].name_len,
+                                              .h = reqs[i].name_hash };
+        }
+    if (nf)
+        mds_table_lookup_many(svc->table, reqs[0].t.fsid, reqs[0].t.table, g, nf);
+    uint64_t each = nf ? (xt_mono_ns() - t0) / nf : 0;
+    for (size_t i = 0, k = 0; i < n; i++) {
+        struct mds_table_get *q = fast && fast[i] ? &g[k++] : NULL;
+        const struct xt_req *req = &reqs[i];
+        /* Served from the slice the client named: no bitmap to piggyback
+         * (want_bitmap), as svc_op would answer. */
+        bool done = q && (q->rc == 0 || q->rc == -ENOENT) && q->slice != UINT32_MAX &&
+                    (!svc->route || (int64_t)q->slice == (int64_t)req->t.slice_hint);
+        if (!done) {
+            if (q)
+                xt_free(q->row);
+            status[i] = svc_op(ctx, rc_ctx, req, &resps[i]);
+            continue;
+        }
+        merge_fwd(svc, rc_ctx, &req->t, NULL, 0); /* counts the request */
+        int rc = q->rc;
+        uint8_t *row = q->row;
+        size_t len = q->row_len;
+        /* A parent's count shows the RMU deltas not delivered yet. */
+        if (rc == 0 && svc->soft &&
+            (rc = mds_soft_show(svc->soft, req->t.fsid, req->t.table, req->name,
+                                req->name_len, &row, &len)) < 0)
+            xt_free(row);
+        if (rc == 0 && req->cols) {
+            rc = filter_cols(row, len, req->cols, req->ncols, &resps[i].row,
+                             &resps[i].row_len);
+            xt_free(row);
+        } else if (rc == 0) {
+            resps[i].row = row;
+            resps[i].row_len = len;
+        }
+        mds_stats_record(svc->stats, MDS_OP_LOOKUP, each, rc);
+        status[i] = rc;
+    }
+    xt_free(g);
+    xt_free(fast);
+}
+
 struct list_arg {
     const struct xt_list_req *req;
     struct xt_list_resp *resp;
@@ -900,6 +970,7 @@ static int svc_release(void *ctx, const xt_rpc_ctx *rc_ctx, uint32_t from_site, 
 static const struct xt_mds_ops mds_ops = {
     .common = { .ping = NULL },
     .op = svc_op,
+    .lookups = svc_lookups,
     .list = svc_list,
     .sync = svc_sync,
     .epoch = svc_epoch,

@@ -13,6 +13,7 @@
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "xt_bitmap.h"
@@ -713,6 +714,102 @@ int mds_table_lookup_ex(mds_table *t, uint32_t fsid, uint64_t table, const void 
     }
     mds_stats_record(t->o.stats, MDS_OP_LOOKUP, xt_mono_ns() - t0, rc);
     return rc;
+}
+
+/* An index of mds_table_lookup_many's g, by the hash the bitmap reads. */
+struct get_ord {
+    uint64_t vh;
+    size_t i;
+};
+
+static int get_ord_cmp(const void *a, const void *b)
+{
+    const struct get_ord *x = a, *y = b;
+    return x->vh < y->vh ? -1 : x->vh > y->vh ? 1 : (x->i > y->i) - (x->i < y->i);
+}
+
+/* g->rc and g->row from slice s, read-locked and owning g->h. */
+static void get_one(const xt_slice *s, uint32_t slice, struct mds_table_get *g)
+{
+    const void *p;
+    size_t len;
+    g->slice = slice;
+    g->rc = mds_table_pend_check(s, g->name, g->name_len);
+    if (g->rc == 0)
+        g->rc = xt_slice_lookup(s, g->name, g->name_len, g->h, &p, &len);
+    if (g->rc == 0 && !(g->row = xt_malloc(len ? len : 1)))
+        g->rc = -ENOMEM;
+    if (g->rc == 0) {
+        memcpy(g->row, p, len);
+        g->row_len = len;
+    }
+}
+
+void mds_table_lookup_many(mds_table *t, uint32_t fsid, uint64_t table,
+                           struct mds_table_get *g, size_t n)
+{
+    uint64_t t0 = xt_mono_ns();
+    for (size_t i = 0; i < n; i++) {
+        g[i].row = NULL;
+        g[i].row_len = 0;
+        g[i].slice = UINT32_MAX;
+        g[i].rc = mds_table_check_name(g[i].name_len);
+    }
+    struct mtab *m;
+    int trc = mds_table_tab_get(t, fsid, table, &m);
+    /* Hash order puts the lookups of one slice side by side; without the
+     * index (no memory) they go in their own order, still correct. */
+    struct get_ord *ord = trc == 0 && n > 1 ? xt_malloc(n * sizeof *ord) : NULL;
+    for (size_t i = 0; ord && i < n; i++)
+        ord[i] = (struct get_ord){ xt_hash_vh(g[i].h), i };
+    if (ord)
+        qsort(ord, n, sizeof *ord, get_ord_cmp);
+    mds_cent *e = NULL; /* pinned and read-locked while held > 0 */
+    size_t held = 0;
+    for (size_t k = 0; k < n; k++) {
+        struct mds_table_get *q = &g[ord ? ord[k].i : k];
+        if (q->rc < 0)
+            continue;
+        if (trc < 0) {
+            q->rc = trc;
+            continue;
+        }
+        if (e && (held >= MDS_TABLE_RUN_MAX || !xt_slice_owns(mds_cent_slice(e), q->h))) {
+            xt_slice_unlock(mds_cent_slice(e));
+            mds_cache_put(t->o.cache, e);
+            e = NULL;
+        }
+        if (!e) {
+            int rc = mds_table_slice_get(t, m, q->h, &e);
+            if (rc < 0) {
+                e = NULL;
+                q->rc = rc;
+                continue;
+            }
+            xt_slice_rdlock(mds_cent_slice(e));
+            held = 0;
+            if (!xt_slice_owns(mds_cent_slice(e), q->h)) {
+                /* Split between the bitmap read and the lock: the caller's
+                 * single lookup finds the child. */
+                xt_slice_unlock(mds_cent_slice(e));
+                mds_cache_put(t->o.cache, e);
+                e = NULL;
+                q->rc = -EAGAIN;
+                continue;
+            }
+        }
+        get_one(mds_cent_slice(e), mds_cent_key(e)->slice, q);
+        held++;
+    }
+    if (e) {
+        xt_slice_unlock(mds_cent_slice(e));
+        mds_cache_put(t->o.cache, e);
+    }
+    xt_free(ord);
+    uint64_t each = n ? (xt_mono_ns() - t0) / n : 0;
+    for (size_t i = 0; i < n; i++) /* the rest are counted when repeated */
+        if (g[i].rc == 0 || g[i].rc == -ENOENT)
+            mds_stats_record(t->o.stats, MDS_OP_LOOKUP, each, g[i].rc);
 }
 
 int mds_table_list(mds_table *t, uint32_t fsid, uint64_t table, uint64_t cookie,

@@ -161,6 +161,27 @@ int mds_table_lookup_ex(mds_table *t, uint32_t fsid, uint64_t table, const void 
                         size_t name_len, uint64_t h, bool undecided, uint8_t **row,
                         size_t *row_len);
 
+/* One lookup of mds_table_lookup_many: name, name_len, h in; row,
+ * row_len (a new buffer, xt_free), slice and rc out. */
+struct mds_table_get {
+    const void *name;
+    size_t name_len;
+    uint64_t h;
+    uint8_t *row;
+    size_t row_len;
+    uint32_t slice;   /* the slice that answered; UINT32_MAX when none did */
+    int rc;           /* 0, -ENOENT, or -errno as mds_table_lookup's */
+};
+/* g[0..n) as n mds_table_lookup calls of table, each slice pinned and
+ * read-locked once for the lookups it holds (taken in hash order, at most
+ * MDS_TABLE_RUN_MAX under one lock hold). g[i].rc 0 or -ENOENT is that
+ * lookup's answer, from g[i].slice; any other -errno (-EREMOTE, -EAGAIN
+ * for a pending row or a split under way, ...) means the caller repeats
+ * that lookup alone, through the path that forwards and waits. */
+#define MDS_TABLE_RUN_MAX 64
+void mds_table_lookup_many(mds_table *t, uint32_t fsid, uint64_t table,
+                           struct mds_table_get *g, size_t n);
+
 /* Called under the slice's write lock with the current row; returns 0 and a
  * new row in *out (a buffer from xt_malloc that the table takes over) or a
  * negative errno (e.g. -ESTALE for a version mismatch) to change nothing.

@@ -15,7 +15,11 @@
  *   - limits (empty key, 1025-byte key, 1 MiB + 1 value, keyspace names);
  *   - keys starting 00 FF (system rows, docs/mds-xact.md) are refused by
  *     every call taking a key, short and long forms; other keys starting
- *     with 00 or FF work, and a search for 00 FF finds only them.
+ *     with 00 or FF work, and a search for 00 FF finds only them;
+ *   - batches of side-by-side gets (served in one pass per slice) over a
+ *     keyspace split into many slices, present, missing and long keys, and
+ *     gets before and after puts that split the slices and deletes, all in
+ *     one batch, against a model.
  * Seeded (XT_SEED; the seed is printed).
  */
 #include <stdarg.h>
@@ -710,6 +714,153 @@ static void test_sys_prefix(void **state)
     pom_close(fs);
 }
 
+/* ---- runs of gets in a batch -------------------------------------------- */
+
+#define RUN_KEYS 700
+
+/* Key i of the run test: short, or (every 7th) a long key of 300 bytes. */
+static size_t run_key(int i, char *k)
+{
+    int n = snprintf(k, 301, "r%d.", i);
+    if (i % 7 == 0) {
+        memset(k + n, 'x', 300 - (size_t)n);
+        return 300;
+    }
+    return (size_t)n;
+}
+
+/* Checks batch result j, a get of key i, against model (value length of
+ * key i, -1: absent). */
+static void run_check(pom_kv_batch *b, size_t j, int i, const int *model)
+{
+    const void *v;
+    size_t vl;
+    int rc = pom_kv_batch_result(b, j, &v, &vl, NULL);
+    if (model[i] < 0) {
+        assert_int_equal(rc, -ENOENT);
+        return;
+    }
+    assert_int_equal(rc, 0);
+    assert_int_equal(vl, (size_t)model[i]);
+    for (size_t k = 0; k < vl; k++)
+        assert_int_equal(((const uint8_t *)v)[k], (uint8_t)(i + k));
+}
+
+/* Side-by-side gets of a batch, which the MDS serves in one pass per slice
+ * (docs/client.md "Key/value batches"), against a model on an MDS
+ * whose slices split at 64 rows: hundreds of gets spread over many slices,
+ * present and missing keys and long keys mixed; then one batch of gets,
+ * puts that split the slices under it, gets of the new keys and old ones,
+ * deletes, gets; each get answers as a single get would. */
+static void test_batch_get_runs(void **state)
+{
+    (void)state;
+    struct pom_cluster c;
+    static const char *const extra[] = { "--split-threshold", "64", NULL };
+    assert_int_equal(pom_cluster_init(&c, "kvrun"), 0);
+    assert_int_equal(pom_cluster_start_mdsl(&c, POM_MDSL_BIN), 0);
+    assert_int_equal(pom_cluster_start_mds(&c, POM_MDS_BIN, 200, extra), 0);
+    pom_fs *fs = NULL, *fs2 = NULL;
+    assert_int_equal(pom_connect_mds(c.mds_addr, FSID, &fs), 0);
+    assert_int_equal(pom_connect_mds(c.mds_addr, FSID, &fs2), 0);
+    pom_kv *kv = open_ks(fs, "runs"), *kv2 = open_ks(fs2, "runs");
+    static int model[RUN_KEYS];
+    static uint8_t val[2000];
+    static char keys[RUN_KEYS][301];
+    static size_t klens[RUN_KEYS];
+    static int order[1024];
+    for (int i = 0; i < RUN_KEYS; i++) {
+        model[i] = -1;
+        klens[i] = run_key(i, keys[i]);
+    }
+    pom_kv_batch *b = NULL;
+    assert_int_equal(pom_kv_batch_new(kv, &b), 0);
+    /* Half the keys, values of 0..1999 bytes (byte k of key i: i + k). */
+    for (int i = 0; i < RUN_KEYS / 2; i++) {
+        int k = (int)(rnd() % RUN_KEYS);
+        size_t vl = rnd() % sizeof val;
+        for (size_t j = 0; j < vl; j++)
+            val[j] = (uint8_t)(k + j);
+        assert_int_equal(pom_kv_put(kv, keys[k], klens[k], val, vl, 0), 0);
+        model[k] = (int)vl;
+    }
+    /* One run of 600 gets (repeats included) from a second connection. */
+    pom_kv_batch *b2 = NULL;
+    assert_int_equal(pom_kv_batch_new(kv2, &b2), 0);
+    for (int j = 0; j < 600; j++) {
+        order[j] = (int)(rnd() % RUN_KEYS);
+        assert_int_equal(pom_kv_batch_get(b2, keys[order[j]], klens[order[j]]), 0);
+    }
+    assert_int_equal(pom_kv_batch_submit(b2), 0);
+    for (int j = 0; j < 600; j++)
+        run_check(b2, (size_t)j, order[j], model);
+    pom_kv_batch_free(b2);
+    /* Gets, puts of 200 keys (the slices split under them), gets of those
+     * and others, deletes of some, gets of those: in batch order. */
+    size_t n = 0;
+    int what[1024]; /* key of get n; -1 a put; -2 - j delete j */
+    int pre[RUN_KEYS], shown[RUN_KEYS], after_del[RUN_KEYS];
+    memcpy(pre, model, sizeof pre);
+    for (int j = 0; j < 100; j++, n++) {
+        what[n] = (int)(rnd() % RUN_KEYS);
+        assert_int_equal(pom_kv_batch_get(b, keys[what[n]], klens[what[n]]), 0);
+    }
+    static uint8_t vals[200][64];
+    for (int j = 0; j < 200; j++, n++) {
+        int k = (int)(rnd() % RUN_KEYS);
+        size_t vl = 1 + rnd() % 63;
+        for (size_t x = 0; x < vl; x++)
+            vals[j][x] = (uint8_t)(k + x);
+        assert_int_equal(pom_kv_batch_put(b, keys[k], klens[k], vals[j], vl, 0), 0);
+        model[k] = (int)vl;
+        what[n] = -1;
+    }
+    memcpy(shown, model, sizeof shown);
+    for (int j = 0; j < 300; j++, n++) {
+        what[n] = (int)(rnd() % RUN_KEYS);
+        assert_int_equal(pom_kv_batch_get(b, keys[what[n]], klens[what[n]]), 0);
+    }
+    int del[50];
+    for (int j = 0; j < 50; j++, n++) {
+        del[j] = (int)(rnd() % RUN_KEYS);
+        assert_int_equal(pom_kv_batch_delete(b, keys[del[j]], klens[del[j]],
+                                             POM_KV_ANY_VERSION), 0);
+        what[n] = -2 - j;
+    }
+    for (int j = 0; j < 50; j++, n++) {
+        what[n] = del[j];
+        assert_int_equal(pom_kv_batch_get(b, keys[del[j]], klens[del[j]]), 0);
+    }
+    assert_int_equal(pom_kv_batch_submit(b), 0);
+    memcpy(after_del, shown, sizeof after_del);
+    for (size_t j = 0; j < n; j++) {
+        if (what[j] <= -2) { /* 0, or -ENOENT for a key deleted before */
+            int k = del[-2 - what[j]];
+            assert_int_equal(pom_kv_batch_result(b, j, NULL, NULL, NULL),
+                             after_del[k] < 0 ? -ENOENT : 0);
+            after_del[k] = -1;
+        } else if (what[j] >= 0) {
+            run_check(b, j, what[j], j < 100 ? pre : j < 600 ? shown : after_del);
+        }
+    }
+    pom_kv_batch_free(b);
+    /* A second connection's gets agree. */
+    for (int i = 0; i < RUN_KEYS; i++) {
+        void *g = NULL;
+        size_t gl = 0;
+        int rc = pom_kv_get(kv2, keys[i], klens[i], &g, &gl, NULL);
+        assert_int_equal(rc, after_del[i] < 0 ? -ENOENT : 0);
+        if (rc == 0)
+            assert_int_equal(gl, (size_t)after_del[i]);
+        pom_free(g);
+    }
+    pom_kv_close(kv2);
+    pom_kv_close(kv);
+    pom_close(fs2);
+    pom_close(fs);
+    pom_cluster_destroy(&c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -722,6 +873,7 @@ int main(void)
         cmocka_unit_test(test_sys_prefix),
         cmocka_unit_test(test_batch_results),
         cmocka_unit_test(test_batch_limits),
+        cmocka_unit_test(test_batch_get_runs),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

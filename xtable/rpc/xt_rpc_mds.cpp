@@ -506,8 +506,18 @@ public:
             return;
         }
         r.results.resize(q.ops.size());
-        for (size_t i = 0; i < q.ops.size(); i++) /* one deadline for the whole batch */
-            one((int)q.ops[i].op, q.ops[i].req, q.hdr, r.results[i]);
+        /* One deadline for the whole batch; side-by-side lookups together
+         * (they change nothing, so their order among themselves is free). */
+        size_t n = q.ops.size();
+        for (size_t i = 0, j; i < n; i = j) {
+            for (j = i + 1; ops_->lookups && q.ops[i].op == XtOp::LOOKUP && j < n &&
+                            q.ops[j].op == XtOp::LOOKUP;)
+                j++;
+            if (j - i >= 2)
+                lookups(q, i, j, r);
+            else
+                one((int)q.ops[i].op, q.ops[i].req, q.hdr, r.results[i]);
+        }
     }
 
     void list_rows(ListResp &r, const ListReq &q) override
@@ -692,6 +702,34 @@ private:
         memset(&out, 0, sizeof out);
         out.ring_version = -1;
         from_resp(ops_->op(ctx_, &rc, &req, &out), out, r);
+    }
+
+    /* Ops [i, j) of q, all lookups, through ops_->lookups: what one() would
+     * answer each, the valid ones served together. */
+    void lookups(const BatchReq &q, size_t i, size_t j, BatchResp &r)
+    {
+        xt_rpc_ctx rc = pom::glue::make_ctx(q.hdr, budget_ms_);
+        size_t n = j - i, m = 0;
+        std::vector<Hold> holds(n); /* sized once: views must not move */
+        std::vector<struct xt_req> reqs(n);
+        std::vector<struct xt_resp> outs(n);
+        std::vector<int> status(n);
+        std::vector<size_t> at(n);
+        for (size_t k = 0; k < n; k++) {
+            const XtReq &x = q.ops[i + k].req;
+            XtResp &res = r.results[i + k];
+            if ((res.status = scope(rc, x.table.fsid, x.flags)) == 0 &&
+                (res.status = to_req(XT_OP_LOOKUP, x, holds[m], reqs[m])) == 0)
+                at[m++] = i + k;
+        }
+        for (auto &o : outs) {
+            memset(&o, 0, sizeof o);
+            o.ring_version = -1;
+        }
+        if (m)
+            ops_->lookups(ctx_, &rc, reqs.data(), m, outs.data(), status.data());
+        for (size_t k = 0; k < m; k++)
+            from_resp(status[k], outs[k], r.results[at[k]]);
     }
 
     void atomic(BatchResp &r, const BatchReq &q)

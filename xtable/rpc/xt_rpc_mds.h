@@ -239,6 +239,11 @@ struct xt_mds_ops {
      * the server checks it against the name. */
     int (*op)(void *ctx, const xt_rpc_ctx *rc, const struct xt_req *req,
               struct xt_resp *resp);
+    /* n XT_OP_LOOKUP requests of one non-atomic batch, side by side in it
+     * (n >= 1): resps[i] and status[i] exactly as op(reqs[i]) would give,
+     * served in one pass where it can. NULL: op, one by one. */
+    void (*lookups)(void *ctx, const xt_rpc_ctx *rc, const struct xt_req *reqs, size_t n,
+                    struct xt_resp *resps, int *status);
     int (*list)(void *ctx, const xt_rpc_ctx *rc, const struct xt_list_req *req,
                 struct xt_list_resp *resp);
     int (*sync)(void *ctx, const xt_rpc_ctx *rc, uint64_t group, uint64_t *committed);
