@@ -219,7 +219,8 @@ static size_t list_all(mdsl_blob *b, uint32_t fsid, uint32_t max, struct xt_trac
         struct xt_tract_list l;
         assert_int_equal(mdsl_blob_list(b, fsid, cookie, max, &l), 0);
         assert_true(n + l.n <= cap);
-        memcpy(v + n, l.sets, l.n * sizeof *l.sets);
+        if (l.n) /* (l.sets may be NULL then) */
+            memcpy(v + n, l.sets, l.n * sizeof *l.sets);
         n += l.n;
         xt_free(l.sets);
         if (l.end)
