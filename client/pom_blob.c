@@ -330,9 +330,7 @@ int pom_blob_flush(pom_blob_file *f)
     return rc < 0 || !f->b->ops->flush ? rc : f->b->ops->flush(f);
 }
 
-#ifndef NDEBUG
-/* Whether uuid is open in b (pom_blob_delete's REQUIRES). */
-static bool file_is_open(pom_blob *b, uint64_t uuid)
+bool pom_blob_is_open(pom_blob *b, uint64_t uuid)
 {
     pthread_mutex_lock(&b->mu);
     pom_blob_file *f = b->buckets[uuid % NBUCKETS];
@@ -341,11 +339,10 @@ static bool file_is_open(pom_blob *b, uint64_t uuid)
     pthread_mutex_unlock(&b->mu);
     return f != NULL;
 }
-#endif
 
 int pom_blob_delete(pom_blob *b, uint64_t uuid)
 {
-    assert(!file_is_open(b, uuid));
+    assert(!pom_blob_is_open(b, uuid));
     return b->ops->remove(b, uuid);
 }
 

@@ -497,8 +497,12 @@ static int file_setsize(pom_file *f, uint64_t size)
     if (d->blob && size == 0) {
         /* A rewrite from nothing: back to inline; the tracts the row names
          * stay until a flush names others (3). Tracts no row ever named
-         * (an earlier rewrite not yet flushed) can go now. */
+         * (an earlier rewrite not yet flushed) can go now, unless a write
+         * of another handle is still in them (d->mu released for its I/O,
+         * write_blob): then they are an orphan for reclaim to remove
+         * (pom_reclaim.c), never a set deleted under a writer. */
         if (d->tracts != d->row_tracts && f->fs->blob &&
+            !pom_blob_is_open(f->fs->blob, d->tracts) &&
             (rc = pom_blob_delete(f->fs->blob, d->tracts)) < 0)
             XT_WARN("file %llu: unnamed tracts stay behind: %s",
                     (unsigned long long)f->ino->uuid, strerror(-rc));

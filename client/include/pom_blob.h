@@ -39,6 +39,7 @@
 #ifndef POM_BLOB_H
 #define POM_BLOB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -129,6 +130,8 @@ int pom_blob_flush(pom_blob_file *f);
 /* Removes every tract of uuid (in every folder). Missing ones are fine.
  * REQUIRES: uuid is not open in b. 0 or the first -errno met. */
 int pom_blob_delete(pom_blob *b, uint64_t uuid);
+/* Whether uuid is open in b (a handle of its file may still write it). */
+bool pom_blob_is_open(pom_blob *b, uint64_t uuid);
 
 struct pom_blob_stat {
     uint64_t tracts;       /* tract files present */
