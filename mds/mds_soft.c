@@ -93,6 +93,15 @@ static int32_t sat(int64_t v)
     return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
 }
 
+static void unlink_ent(struct stripe *st, struct soft_ent **link)
+{
+    assert(xt_mutex_held(&st->mu) && st->n > 0);
+    struct soft_ent *e = *link;
+    *link = e->next;
+    st->n--;
+    ent_free(e);
+}
+
 /* The entry of (fsid, table, name) in st, dropping expired ones on the way
  * (st->mu held). *link: the pointer to it, for unlinking. */
 static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint64_t table,
@@ -103,9 +112,7 @@ static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint
     for (struct soft_ent **p = &st->head; *p;) {
         struct soft_ent *e = *p;
         if (now - e->touched > s->ttl_ns) {
-            *p = e->next;
-            st->n--;
-            ent_free(e);
+            unlink_ent(st, p);
             continue;
         }
         if (e->fsid == fsid && e->table == table && e->len == len &&
@@ -121,9 +128,7 @@ static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint
             }
             e->nids = k;
             if (k == 0) {
-                *p = e->next;
-                st->n--;
-                ent_free(e);
+                unlink_ent(st, p);
                 return NULL;
             }
             *link = p;
@@ -134,14 +139,6 @@ static struct soft_ent *find(mds_soft *s, struct stripe *st, uint32_t fsid, uint
     return NULL;
 }
 
-static void unlink_ent(struct stripe *st, struct soft_ent **link)
-{
-    assert(xt_mutex_held(&st->mu) && st->n > 0);
-    struct soft_ent *e = *link;
-    *link = e->next;
-    st->n--;
-    ent_free(e);
-}
 
 uint64_t mds_soft_id(const uint8_t *outbox_name, size_t len)
 {

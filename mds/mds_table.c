@@ -672,6 +672,26 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
     return rc;
 }
 
+/* The row of name (hash h) in slice s, read-locked and owning h, copied
+ * into *row (xt_malloc'd); a row of an undecided transaction answers as
+ * mds_table_pend_check says unless `undecided`. */
+static int slice_read(const xt_slice *s, const void *name, size_t name_len, uint64_t h,
+                      bool undecided, uint8_t **row, size_t *row_len)
+{
+    const void *p;
+    size_t len;
+    int rc = undecided ? 0 : mds_table_pend_check(s, name, name_len);
+    if (rc == 0)
+        rc = xt_slice_lookup(s, name, name_len, h, &p, &len);
+    if (rc == 0 && !(*row = xt_malloc(len ? len : 1)))
+        rc = -ENOMEM;
+    if (rc == 0) {
+        memcpy(*row, p, len);
+        *row_len = len;
+    }
+    return rc;
+}
+
 int mds_table_lookup(mds_table *t, uint32_t fsid, uint64_t table, const void *name, size_t name_len,
                      uint64_t h, uint8_t **row, size_t *row_len)
 {
@@ -695,18 +715,8 @@ int mds_table_lookup_ex(mds_table *t, uint32_t fsid, uint64_t table, const void 
         xt_slice *s = mds_cent_slice(e);
         xt_slice_rdlock(s);
         bool owns = xt_slice_owns(s, h);
-        const void *p;
-        size_t len;
-        if (owns && (undecided || (rc = mds_table_pend_check(s, name, name_len)) == 0) &&
-            (rc = xt_slice_lookup(s, name, name_len, h, &p, &len)) == 0) {
-            *row = xt_malloc(len ? len : 1);
-            if (*row) {
-                memcpy(*row, p, len);
-                *row_len = len;
-            } else {
-                rc = -ENOMEM;
-            }
-        }
+        if (owns)
+            rc = slice_read(s, name, name_len, h, undecided, row, row_len);
         xt_slice_unlock(s);
         mds_cache_put(t->o.cache, e);
         if (owns)
@@ -726,23 +736,6 @@ static int get_ord_cmp(const void *a, const void *b)
 {
     const struct get_ord *x = a, *y = b;
     return x->vh < y->vh ? -1 : x->vh > y->vh ? 1 : (x->i > y->i) - (x->i < y->i);
-}
-
-/* g->rc and g->row from slice s, read-locked and owning g->h. */
-static void get_one(const xt_slice *s, uint32_t slice, struct mds_table_get *g)
-{
-    const void *p;
-    size_t len;
-    g->slice = slice;
-    g->rc = mds_table_pend_check(s, g->name, g->name_len);
-    if (g->rc == 0)
-        g->rc = xt_slice_lookup(s, g->name, g->name_len, g->h, &p, &len);
-    if (g->rc == 0 && !(g->row = xt_malloc(len ? len : 1)))
-        g->rc = -ENOMEM;
-    if (g->rc == 0) {
-        memcpy(g->row, p, len);
-        g->row_len = len;
-    }
 }
 
 void mds_table_lookup_many(mds_table *t, uint32_t fsid, uint64_t table,
@@ -798,7 +791,9 @@ void mds_table_lookup_many(mds_table *t, uint32_t fsid, uint64_t table,
                 continue;
             }
         }
-        get_one(mds_cent_slice(e), mds_cent_key(e)->slice, q);
+        q->slice = mds_cent_key(e)->slice;
+        q->rc = slice_read(mds_cent_slice(e), q->name, q->name_len, q->h, false, &q->row,
+                           &q->row_len);
         held++;
     }
     if (e) {
