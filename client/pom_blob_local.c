@@ -110,22 +110,29 @@ static int mkdir_parents(char *path)
 }
 
 /* Opens file p read-write: -ENOENT when missing and !create; with create,
- * makes it and its parent folders (*made set). */
+ * makes it and its parent folders (*made set only when this call made the
+ * file). A truncate of the same set removes group folders that look empty
+ * (drop_in), so one may vanish between our mkdir and our open: that
+ * ENOENT means "make the folders again", never "lost". */
 static int open_path(pom_blob *b, char *p, bool create, bool *made)
 {
     int rc = fault(b);
     if (rc < 0)
         return rc;
-    int fd = open(p, O_RDWR | O_CLOEXEC);
-    if (fd >= 0 || errno != ENOENT || !create)
-        return fd >= 0 ? fd : -errno;
-    if ((rc = mkdir_parents(p)) < 0)
-        return rc;
-    fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    *made = true;
-    return fd;
+    for (int tries = 0;; tries++) {
+        int fd = open(p, O_RDWR | O_CLOEXEC);
+        if (fd >= 0 || errno != ENOENT || !create)
+            return fd >= 0 ? fd : -errno;
+        if ((rc = mkdir_parents(p)) < 0)
+            return rc;
+        fd = open(p, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            *made = true;
+            return fd;
+        }
+        if ((errno != ENOENT && errno != EEXIST) || tries == 8)
+            return -errno; /* EEXIST: a racing call made it; open it above */
+    }
 }
 
 /* ---- the set's map (invariant (5)) ------------------------------------- */

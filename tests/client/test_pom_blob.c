@@ -406,7 +406,14 @@ struct worker {
     pom_blob_file *f;
     int id;
     int bad;
+    char why[96]; /* the first failure, for the report */
 };
+
+static void worker_failed(struct worker *w, const char *op, uint64_t off, long rc)
+{
+    if (w->bad++ == 0)
+        snprintf(w->why, sizeof w->why, "%s at %llu: %ld", op, (unsigned long long)off, rc);
+}
 
 static void *worker_run(void *arg)
 {
@@ -415,13 +422,16 @@ static void *worker_run(void *arg)
     uint64_t base = (uint64_t)w->id * STRIPE;
     for (size_t off = 0; off < STRIPE; off += 8192) {
         memset(buf, (int)(w->id * 16 + (off / TS) % 16), 8192);
-        if (pom_blob_pwrite(w->f, buf, 8192, base + off) != 8192)
-            w->bad++;
+        ssize_t rc = pom_blob_pwrite(w->f, buf, 8192, base + off);
+        if (rc != 8192)
+            worker_failed(w, "pwrite", base + off, (long)rc);
     }
     for (size_t off = 0; off < STRIPE; off += 8192) {
         memset(buf, (int)(w->id * 16 + (off / TS) % 16), 8192);
-        if (pom_blob_pread(w->f, got, 8192, base + off) != 8192 || memcmp(buf, got, 8192))
-            w->bad++;
+        ssize_t rc = pom_blob_pread(w->f, got, 8192, base + off);
+        if (rc != 8192 || memcmp(buf, got, 8192))
+            worker_failed(w, rc != 8192 ? "pread" : "pread (wrong bytes)", base + off,
+                          (long)rc);
     }
     free(buf);
     free(got);
@@ -433,10 +443,13 @@ static void *truncator_run(void *arg)
     struct worker *w = arg;
     uint64_t base = (uint64_t)NTHREADS * STRIPE;
     for (int round = 0; round < 50; round++) {
-        if (pom_blob_pwrite(w->f, "abcd", 4, base + (uint64_t)round * 1000) != 4)
-            w->bad++;
-        if (pom_blob_truncate(w->f, base) < 0)
-            w->bad++;
+        uint64_t off = base + (uint64_t)round * 1000;
+        ssize_t rc = pom_blob_pwrite(w->f, "abcd", 4, off);
+        if (rc != 4)
+            worker_failed(w, "pwrite", off, (long)rc);
+        int trc = pom_blob_truncate(w->f, base);
+        if (trc < 0)
+            worker_failed(w, "truncate", base, trc);
     }
     return NULL;
 }
@@ -454,10 +467,14 @@ static void test_threads(void **state)
         assert_int_equal(pthread_create(&th[i], NULL, i < NTHREADS ? worker_run : truncator_run,
                                         &w[i]), 0);
     }
-    for (int i = 0; i <= NTHREADS; i++) {
+    int bad = 0;
+    for (int i = 0; i <= NTHREADS; i++) { /* every thread ends before any assert */
         pthread_join(th[i], NULL);
-        assert_int_equal(w[i].bad, 0);
+        if (w[i].bad)
+            fprintf(stderr, "thread %d: %d failures, first %s\n", i, w[i].bad, w[i].why);
+        bad += w[i].bad;
     }
+    assert_int_equal(bad, 0);
     struct pom_blob_stat st;
     assert_int_equal(pom_blob_stat(b, 4242, &st), 0);
     assert_int_equal(st.tracts, NTHREADS * 40);
