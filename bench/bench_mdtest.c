@@ -8,6 +8,8 @@
  *   -F         files only (no dir phases)   -w B     bytes written per file
  *   -e B       bytes read per file          -N S     stat/read the items of
  *   -p P       processes (mdtest: mpirun -np P)       process (rank+S) mod P
+ *   -C         the create phases only: the items stay (to measure what
+ *              they cost the storage tier)
  *
  * plus --label NAME (the target's name in results), --bench NAME
  * ("mdtest-easy"), --json FILE (append one JSON line per phase) and
@@ -56,7 +58,7 @@ static const char *const phase_name[PH_N] = { "dir create",  "dir stat",  "dir r
 
 struct cfg {
     uint64_t n, iters, wbytes, ebytes, stride, procs;
-    bool unique, files_only;
+    bool unique, files_only, create_only;
     const char *dir, *label, *bench, *json;
 };
 
@@ -138,6 +140,8 @@ static int one_op(const struct cfg *c, int ph, const char *path, char *buf)
 
 static bool phase_on(const struct cfg *c, int ph)
 {
+    if (c->create_only && ph != PH_DCREATE && ph != PH_FCREATE)
+        return false;
     return ph >= PH_FCREATE || !c->files_only;
 }
 
@@ -291,7 +295,7 @@ static int run(const struct cfg *c)
         if (kids[r] > 0 && waitpid(kids[r], &st, 0) == kids[r])
             bad |= !WIFEXITED(st) || WEXITSTATUS(st);
     }
-    for (uint64_t it = 0; it < c->iters; it++)
+    for (uint64_t it = 0; it < c->iters && !c->create_only; it++)
         tree(c, it, false);
     if (sh->failed || bad) {
         fprintf(stderr, "bench_mdtest: %s: %s\n", c->label,
@@ -328,7 +332,7 @@ static int run(const struct cfg *c)
 static int usage(int rc)
 {
     fprintf(rc ? stderr : stdout,
-            "usage: bench_mdtest -d DIR [-n N] [-i I] [-u] [-F] [-w B] [-e B] [-N S] [-p P]\n"
+            "usage: bench_mdtest -d DIR [-n N] [-i I] [-u] [-F] [-C] [-w B] [-e B] [-N S] [-p P]\n"
             "                    [--label NAME] [--bench NAME] [--json FILE]\n"
             "       bench_mdtest --quick   (self-check on a folder of /tmp)\n");
     return rc;
@@ -369,7 +373,7 @@ int main(int argc, char **argv)
                                         { NULL, 0, NULL, 0 } };
     bool q = false;
     int o;
-    while ((o = getopt_long(argc, argv, "n:d:i:uFw:e:N:p:h", lo, NULL)) != -1) {
+    while ((o = getopt_long(argc, argv, "n:d:i:uFCw:e:N:p:h", lo, NULL)) != -1) {
         uint64_t *dst = NULL;
         switch (o) {
         case 'n': dst = &c.n; break;
@@ -381,6 +385,7 @@ int main(int argc, char **argv)
         case 'd': c.dir = optarg; break;
         case 'u': c.unique = true; break;
         case 'F': c.files_only = true; break;
+        case 'C': c.create_only = true; break;
         case 'L': c.label = optarg; break;
         case 'B': c.bench = optarg; break;
         case 'J': c.json = optarg; break;

@@ -9,6 +9,7 @@ targets check, and gnuplot PNG plots.
   report.py redis REDIS.csv THREADS         >> results.jsonl
   report.py dist-table results.jsonl          -> the many-MDS table (stdout)
   report.py grow-table results.jsonl          -> adding an MDSL under load (stdout)
+  report.py replicas-table results.jsonl      -> slices kept once and three times (stdout)
 
 Invariants:
  (1) Only numbers of this one run are compared (docs/bench.md "Pitfalls": figures move
@@ -164,6 +165,10 @@ def tables(recs, targets):
             continue
         if bench == "dist-grow":
             out += grow_tables(recs)
+            continue
+        if bench.startswith("replicas"):
+            if bench == next(b for b in order if b.startswith("replicas")):
+                out += replicas_tables(recs)
             continue
         rows = {}
         keys = []
@@ -345,6 +350,47 @@ def grow_tables(recs):
     return out
 
 
+def replicas_tables(recs):
+    """mdtest on 3 MDSL with r = 1 and r = 3 (docs/mdsl-replicas.md): the
+    rates side by side with their ratio, then the MDSL record bytes each
+    file cost, in all and per replica."""
+    rows, keys = {}, []
+    for r in recs:
+        if r.get("bench") not in ("replicas-easy", "replicas-hard"):
+            continue
+        k = (r["bench"][len("replicas-"):], r["phase"])
+        if k not in rows:
+            rows[k] = {}
+            keys.append(k)
+        rows[k][r["target"]] = r
+    if not keys:
+        return []
+    out = ["\n### MDSL replicas: the same mdtest with r = 1 and r = 3 (3 MDSL, 2 procs)\n",
+           "| mdtest | phase | r=1 ops/s | r=3 ops/s | r=3 / r=1 | r=3 p50/p99 us |",
+           "|---|---|---|---|---|---|"]
+    for k in keys:
+        a, b = rows[k].get("r=1"), rows[k].get("r=3")
+        out.append("| %s | %s | %s | %s | %s | %s |" % (
+            k[0], k[1], fmt_rate(a), fmt_rate(b), fmt_ratio(ratio(b, a)),
+            "-" if b is None or "na" in b else
+            "%s/%s" % (fmt_lat(b, "p50_us"), fmt_lat(b, "p99_us"))))
+    wa = {r["replicas"]: r for r in recs if r.get("bench") == "replicas-bytes"}
+    if wa:
+        out += ["", "MDSL record bytes appended for files of 3901 B created and kept "
+                "(made durable by an fsync of their folder):", "",
+                "| replicas | MDSL record bytes | per file | per file and replica "
+                "| per replica vs r=1 |", "|---|---|---|---|---|"]
+        base = wa.get(1)
+        for n in sorted(wa):
+            w = wa[n]
+            per = w["bytes"] / max(w["files"], 1)
+            rel = "-"
+            if base and base["bytes"]:
+                rel = "%.2fx" % ((w["bytes"] / n) / base["bytes"])
+            out.append("| %d | %d | %.0f | %.0f | %s |" % (n, w["bytes"], per, per / n, rel))
+    return out
+
+
 def find(recs, bench, target, phase, procs=None, param=None):
     best = None
     for r in recs:
@@ -479,6 +525,9 @@ def main():
     if a and a[0] == "grow-table" and len(a) >= 2:
         print("\n".join(grow_tables(load(a[1]))))
         return 0
+    if a and a[0] == "replicas-table" and len(a) >= 2:
+        print("\n".join(replicas_tables(load(a[1]))))
+        return 0
     if len(a) < 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -494,7 +543,8 @@ def main():
         out.append("- %s: %s" % (k, v))
     out += tables(recs, targets)
     # a dist-only (or grow-only) run has no targets
-    if any(r.get("bench") not in ("dist", "dist-grow") for r in recs):
+    if any(r.get("bench") not in ("dist", "dist-grow") and
+           not r.get("bench", "").startswith("replicas") for r in recs):
         out += target_check(recs)
     out += plots(recs, a[1])
     text = "\n".join(out) + "\n"

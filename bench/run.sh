@@ -15,15 +15,17 @@
 #   --no-build  use the binaries as they are
 #   --scale N   entries of the directory-scale run on pomfs (default
 #               1000000, --quick 3000; 10000000 takes about an hour here)
-#   --only W    workloads among mdtest,small,fsmark,fio,dirscale,kv,dist,grow
-#               (dist: 1, 2 and 4 pom-mds through R2, docs/mds-model.md;
-#               grow: a third MDSL joins under creates, docs/mdsl-scale.md)
+#   --only W    workloads among mdtest,small,fsmark,fio,dirscale,kv,dist,grow,
+#               replicas (dist: 1, 2 and 4 pom-mds through R2,
+#               docs/mds-model.md; grow: a third MDSL joins under creates,
+#               docs/mdsl-scale.md; replicas: mdtest on 3 MDSL with 1 and 3
+#               replicas, docs/mdsl-replicas.md)
 # Exit 1 when Pomegranate fails (a daemon does not start, an operation
 # errs); a reference that cannot start or run is reported as
 # "reference X unavailable: reason" and skipped.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-QUICK=0 OUT= BUILD=$ROOT/build-bench DOBUILD=1 SCALE= ONLY=mdtest,small,fsmark,fio,dirscale,kv,dist,grow
+QUICK=0 OUT= BUILD=$ROOT/build-bench DOBUILD=1 SCALE= ONLY=mdtest,small,fsmark,fio,dirscale,kv,dist,grow,replicas
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -32,7 +34,7 @@ while [ $# -gt 0 ]; do
     --no-build) DOBUILD=0 ;;
     --scale) SCALE=$2; shift ;;
     --only) ONLY=$2; shift ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -164,9 +166,16 @@ chmod 755 "$W"  # MooseFS's daemons run as user mfs
 REDIS_PID=
 DIST_PIDS=()   # the dist workload's cluster of the moment (dist_down)
 GROW_PIDFILE=  # the MDSL bench_dist started (grow), until it joins DIST_PIDS
+REP_DATA=      # the replicas workload's `pomctl up` cluster of the moment
+rep_down() {
+    [ -n "$REP_DATA" ] || return 0
+    "$BUILD/cli/pomctl" down --data "$REP_DATA" >/dev/null 2>&1
+    REP_DATA=
+}
 cleanup() {
     grow_adopt
     dist_down
+    rep_down
     [ -n "$REDIS_PID" ] && { kill "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
     bench_cleanup
     rm -rf "$W"
@@ -435,6 +444,57 @@ if want grow; then
     fi
     dist_down
     python3 "$ROOT/bench/report.py" grow-table "$J"
+fi
+
+# ---- the cost of MDSL replicas (docs/mdsl-replicas.md) ------------------------------
+# Two `pomctl up` clusters of 3 MDSL, one keeping each slice once and one
+# three times, the same mdtest runs on each; the MDSL's own counter of
+# record bytes appended (pom_mdsl_written_bytes_total, from /metrics)
+# gives what each file cost the storage tier.
+mdsl_written() { # DATA: the sum of pom_mdsl_written_bytes_total over its MDSL
+    python3 - "$1" <<'PY'
+import glob, sys, urllib.request
+total = 0
+for f in glob.glob(sys.argv[1] + "/run/pom-mdsl*.metrics"):
+    addr = open(f).read().split()[0]
+    body = urllib.request.urlopen("http://%s/metrics" % addr, timeout=10).read().decode()
+    for line in body.splitlines():
+        if line.startswith("pom_mdsl_written_bytes_total "):
+            total += int(float(line.split()[1]))
+print(total)
+PY
+}
+if want replicas && [ $NOFUSE = 0 ]; then
+    say "replicas: mdtest-easy and -hard on 3 MDSL, slices kept once and three times"
+    for r in 1 3; do
+        REP_DATA=$W/fs/rep$r
+        if ! "$BUILD/cli/pomctl" up --data "$REP_DATA" --mdsl 3 --mdsl-replicas "$r" \
+                --mount "$REP_DATA/mnt" >"$OUT/replicas-r$r.up" 2>&1; then
+            POM_FAILED+=("replicas: pomctl up --mdsl-replicas $r")
+            echo "POMEGRANATE FAILED: pomctl up --mdsl-replicas $r: $(tail -3 "$OUT/replicas-r$r.up")"
+            rep_down
+            continue
+        fi
+        d=$REP_DATA/mnt/md
+        mkdir -p "$d"
+        run_on pomfs "$B/bench_mdtest" -F -u -n "$MD_N" -i "$MD_I" -p 2 -d "$d" \
+            --label "r=$r" --bench replicas-easy --json "$J"
+        run_on pomfs "$B/bench_mdtest" -F -w 3901 -e 3901 -N 1 -n "$MD_HN" -i "$MD_I" -p 2 \
+            -d "$d" --label "r=$r" --bench replicas-hard --json "$J"
+        # What the files cost the MDSL: the hard run's files created and
+        # kept (a create and its remove inside one snapshot interval never
+        # reach the MDSL), made durable by an fsync of their folder.
+        mkdir -p "$d/keep"
+        w0=$(mdsl_written "$REP_DATA")
+        run_on pomfs "$B/bench_mdtest" -F -C -w 3901 -n "$MD_HN" -i 1 -p 2 -d "$d/keep" \
+            --label "r=$r" --bench replicas-keep --json "$W/replicas-keep.jsonl"
+        python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.fsync(fd)' \
+            "$d/keep/mdtest.0/shared"
+        w1=$(mdsl_written "$REP_DATA")
+        echo "{\"bench\":\"replicas-bytes\",\"target\":\"r=$r\",\"phase\":\"mdsl record bytes\",\"replicas\":$r,\"bytes\":$((w1 - w0)),\"files\":$((MD_HN * 2))}" >>"$J"
+        rep_down
+    done
+    python3 "$ROOT/bench/report.py" replicas-table "$J"
 fi
 
 # ---- report --------------------------------------------------------------------

@@ -5,6 +5,7 @@ durable was lost and nothing is torn.
 
     pom_crash.py --pomctl build/cli/pomctl [--kills N] [--seed S] [--writers W]
                  [--targets mds,mdsl,r2,pomfs] [--big]
+                 [--mdsl N] [--replicas R [--wipe]]
 
 One `pomctl up --mount` cluster (R2, MDSL, MDS, pomfs; sticky ports, so a
 restarted daemon comes back where its peers look for it) in a temporary
@@ -19,8 +20,12 @@ folder. Each round:
      each operation, which paths it may touch ("intent") and, after it
      returned, what it did;
   2. after a random delay the harness SIGKILLs the chosen daemon (R2, MDS,
-     MDSL or pomfs itself, by the pid `pomctl up` recorded) and marks the
-     moment in every journal ("K");
+     one of the --mdsl MDSL chosen at random, or pomfs itself, by the pid
+     `pomctl up` recorded) and marks the moment in every journal ("K");
+     with --wipe (--replicas 2 or more) a killed MDSL also loses its disk:
+     its folder is emptied but for its site id, so it comes back empty and
+     must catch up from its peers while the writers go on
+     (docs/mdsl-replicas.md "Catch-up of a returning MDSL");
   3. `pomctl up --mount` restarts what is missing (a killed pomfs leaves a
      dead mount: it is lazily unmounted first); the workers go on across
      the restart for a moment (their fsyncs after it are what an MDS
@@ -35,6 +40,10 @@ folder. Each round:
      some write produced in full, or is empty ("torn" otherwise); no name
      appears that the workload never used ("stray").
   5. `pomctl fsck`, when pomctl has it, must report the fs clean.
+  With --wipe, a round that wiped an MDSL ends once `pomctl status`
+  counts 0 under-replicated slices over every MDSL (the repair finished;
+  120 s at most), so the next disk lost leaves r - 1 whole copies; the
+  repair times are printed.
   The state found is the next round's starting point; promises not broken
   nor touched carry over.
 
@@ -44,6 +53,7 @@ Daemons and the mount are stopped by pid (`pomctl down`) on every exit.
 """
 import argparse
 import errno
+import json
 import hashlib
 import os
 import random
@@ -373,17 +383,55 @@ def read_state(mnt, writers, raw=None):
 # ---- the harness -------------------------------------------------------------
 
 class Cluster:
-    def __init__(self, pomctl, tmp):
+    def __init__(self, pomctl, tmp, nmdsl=1, replicas=1):
         self.pomctl = pomctl
         self.data = os.path.join(tmp, "data")
         self.mnt = os.path.join(tmp, "mnt")
+        self.nmdsl = nmdsl
+        self.shape = ["--mdsl", str(nmdsl)] + \
+            (["--mdsl-replicas", str(replicas)] if replicas > 1 else [])
         os.makedirs(self.mnt)
 
     def up(self):
-        r = subprocess.run([self.pomctl, "up", "--data", self.data, "--mount", self.mnt],
+        r = subprocess.run([self.pomctl, "up", "--data", self.data, "--mount", self.mnt]
+                           + self.shape,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=180)
         if r.returncode != 0:
             raise RuntimeError(f"pomctl up failed ({r.returncode}):\n{r.stdout}")
+
+    def wipe(self, daemon):
+        """The disk of a killed MDSL lost: its folder emptied but for its
+        site id (pomctl up's layout: pom-mdsl in mdsl/, pom-mdsl-K in
+        mdsl-K/)."""
+        sub = os.path.join(self.data, daemon[len("pom-"):])
+        with open(os.path.join(sub, "site_id")) as fh:
+            site_id = fh.read()
+        shutil.rmtree(sub)
+        os.mkdir(sub)
+        with open(os.path.join(sub, "site_id"), "w") as fh:
+            fh.write(site_id)
+
+    def under_replicated(self):
+        """Slices `pomctl status` counts under-replicated, None until every
+        MDSL counted."""
+        r = subprocess.run([self.pomctl, "--data", self.data, "--json", "status"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                           timeout=60)
+        try:
+            rep = json.loads(r.stdout).get("replicas") or {}
+        except ValueError:
+            return None
+        n = rep.get("under_replicated")
+        return n if isinstance(n, int) and rep.get("mdsl_counted") == self.nmdsl else None
+
+    def wait_repaired(self, seconds):
+        """Under-replicated slices once they are 0, or as last seen."""
+        end, n = time.time() + seconds, None
+        while n != 0 and time.time() < end:
+            n = self.under_replicated()
+            if n != 0:
+                time.sleep(0.2)
+        return n
 
     def down(self):
         subprocess.run(["fusermount3", "-u", "-z", self.mnt], stderr=subprocess.DEVNULL)
@@ -440,11 +488,19 @@ def main():
     ap.add_argument("--targets", default="mds,mdsl,r2,pomfs")
     ap.add_argument("--writers", type=int, default=3, help="worker processes")
     ap.add_argument("--big", action="store_true", help="also files past the inline limit")
+    ap.add_argument("--mdsl", type=int, default=1, help="MDSL sites (pomctl up --mdsl)")
+    ap.add_argument("--replicas", type=int, default=1, help="pomctl up --mdsl-replicas")
+    ap.add_argument("--wipe", action="store_true",
+                    help="a killed MDSL loses its disk (needs --replicas 2 or more)")
     ap.add_argument("-v", "--verbose", action="store_true")
     ap.add_argument("--keep", action="store_true", help="keep the folder of a failed run")
     ap.add_argument("--explain", action="store_true",
                     help="keep every written content and say what a torn file is made of")
     a = ap.parse_args()
+    if a.wipe and a.replicas < 2:
+        ap.error("--wipe loses the only copy of its slices: it needs --replicas 2 or more")
+    if not 1 <= a.replicas <= a.mdsl:
+        ap.error(f"--replicas {a.replicas} needs 1..--mdsl ({a.mdsl}) MDSL")
     if os.environ.get("POM_TEST_LONG") == "1":
         a.kills *= 10
     if not os.path.exists("/dev/fuse") or not shutil.which("fusermount3"):
@@ -455,8 +511,9 @@ def main():
     rnd = random.Random(seed)
     targets = a.targets.split(",")
     tmp = tempfile.mkdtemp(prefix="pom-crash.")
-    cl = Cluster(os.path.realpath(a.pomctl), tmp)
-    kills = lost = torn = stray = false_fsync = fsck_bad = fsck_runs = 0
+    cl = Cluster(os.path.realpath(a.pomctl), tmp, a.mdsl, a.replicas)
+    kills = lost = torn = stray = false_fsync = fsck_bad = fsck_runs = wipes = unrepaired = 0
+    repair_s = []
     counts = {t: 0 for t in targets}
     ok = False
     try:
@@ -490,7 +547,11 @@ def main():
                 wpids.append(wpid)
             time.sleep(rnd.uniform(0.05, 0.8))
             target = rnd.choice(targets)
-            victim = cl.pid(DAEMON[target])
+            daemon = DAEMON[target]
+            if target == "mdsl" and a.mdsl > 1:
+                k = rnd.randrange(1, a.mdsl + 1)
+                daemon = daemon if k == 1 else f"{daemon}-{k}"
+            victim = cl.pid(daemon)
             try:
                 os.kill(victim, signal.SIGKILL)
                 wait_dead(victim)
@@ -501,7 +562,12 @@ def main():
                     fh.write("K\n")
             kills += 1
             counts[target] += 1
+            wiped = target == "mdsl" and a.wipe
+            if wiped:
+                cl.wipe(daemon)
+                wipes += 1
             time.sleep(rnd.uniform(0.0, 0.3))
+            t_back = time.time()
             if target == "pomfs":
                 subprocess.run(["fusermount3", "-u", "-z", cl.mnt], stderr=subprocess.DEVNULL)
             t_up = time.time()
@@ -569,12 +635,28 @@ def main():
                 if not clean:
                     fsck_bad += 1
                     print(f"FSCK round {rnd_no} ({target} killed):\n{out}", flush=True)
+            if wiped:
+                # The next disk may fail only once this one is whole again:
+                # r copies survive r - 1 losses *with time to repair between*
+                # (docs/mdsl-replicas.md "Failure model: every replica, no fail-over").
+                n = cl.wait_repaired(120)
+                repair_s.append(time.time() - t_back)
+                if n != 0:
+                    unrepaired += 1
+                    print(f"UNREPAIRED round {rnd_no}: {daemon} wiped, under-replicated "
+                          f"slices {n} 120 s after its restart", flush=True)
+                    break
             if a.verbose:
                 print(f"round {rnd_no}: killed {target}; up {t_up:.1f} s, then workers "
                       f"stopped in {t_w:.1f} s, read {t_r:.1f} s; {len(state)} files, "
                       f"{sum(len(m.promises) for m in models)} promises held", flush=True)
         orphans_left = reclaim_check(cl)
         took = time.time() - t_start
+        if a.wipe:
+            print(f"MDSL wiped: {wipes}; each whole again (0 under-replicated slices) "
+                  f"{max(repair_s, default=0):.1f} s at most after its restart "
+                  f"(median {sorted(repair_s)[len(repair_s) // 2] if repair_s else 0:.1f} s); "
+                  f"not repaired: {unrepaired}", flush=True)
         print(f"kills by target: " + ", ".join(f"{t} {n}" for t, n in counts.items()))
         print(f"fsck runs: {fsck_runs}, not clean: {fsck_bad}" if fsck_runs else
               "fsck: pomctl has no fsck command yet")
@@ -582,7 +664,7 @@ def main():
         print(f"kills: {kills}, lost: {lost}, torn: {torn}, false fsync: {false_fsync}, "
               f"stray: {stray}", flush=True)
         ok = lost == 0 and torn == 0 and false_fsync == 0 and stray == 0 and fsck_bad == 0 and \
-            orphans_left == 0
+            orphans_left == 0 and unrepaired == 0
     except Exception as e:  # a daemon that does not come back is a failure too
         print(f"FAIL: {e}", flush=True)
         logs = os.path.join(cl.data, "logs")
