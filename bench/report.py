@@ -4,12 +4,13 @@ tables (one per workload, ratio of Pomegranate to each reference), the
 targets check, and gnuplot PNG plots.
 
   report.py results.jsonl OUTDIR [--meta meta.json]   -> OUTDIR/report.md, *.png
-  report.py fio FIO.json TARGET PHASE PARAM >> results.jsonl
+  report.py fio FIO.json TARGET PHASE PARAM [BENCH] >> results.jsonl
   report.py fsmark FSMARK.out TARGET PARAM  >> results.jsonl
   report.py redis REDIS.csv THREADS         >> results.jsonl
   report.py dist-table results.jsonl          -> the many-MDS table (stdout)
   report.py grow-table results.jsonl          -> adding an MDSL under load (stdout)
   report.py replicas-table results.jsonl      -> slices kept once and three times (stdout)
+  report.py blob-table results.jsonl          -> fio on the blob backends (stdout)
 
 Invariants:
  (1) Only numbers of this one run are compared (docs/bench.md "Pitfalls": figures move
@@ -31,7 +32,7 @@ def emit(rec):
     print(json.dumps(rec))
 
 
-def conv_fio(path, target, phase, param):
+def conv_fio(path, target, phase, param, bench="large-files"):
     """One fio --output-format=json result as a result line."""
     try:
         with open(path) as f:
@@ -40,19 +41,19 @@ def conv_fio(path, target, phase, param):
         d = json.loads(text[text.index("{"):])
         j = d["jobs"][0]
     except (OSError, ValueError, KeyError, IndexError) as e:
-        emit({"bench": "large-files", "target": target, "phase": phase, "param": param,
+        emit({"bench": bench, "target": target, "phase": phase, "param": param,
               "procs": 1, "na": "fio gave no result: %s" % e})
         return
     if j.get("error"):
         err = os.strerror(j["error"])
         na = "EFBIG" if j["error"] == 27 else err
-        emit({"bench": "large-files", "target": target, "phase": phase, "param": param,
+        emit({"bench": bench, "target": target, "phase": phase, "param": param,
               "procs": 1, "na": na})
         return
     side = j["write"] if j["write"]["io_bytes"] else j["read"]
     pct = side["clat_ns"].get("percentile", {})
     secs = side["runtime"] / 1000.0 if side["runtime"] else 0
-    emit({"bench": "large-files", "target": target, "phase": phase, "param": param,
+    emit({"bench": bench, "target": target, "phase": phase, "param": param,
           "procs": 1, "ops": side["total_ios"], "secs": secs, "ops_per_s": side["iops"],
           "p50_us": pct.get("50.000000", 0) / 1000.0, "p99_us": pct.get("99.000000", 0) / 1000.0,
           "MB_s": side["bw_bytes"] / 1e6})
@@ -165,6 +166,9 @@ def tables(recs, targets):
             continue
         if bench == "dist-grow":
             out += grow_tables(recs)
+            continue
+        if bench == "blob-backends":
+            out += blob_tables(recs)
             continue
         if bench.startswith("replicas"):
             if bench == next(b for b in order if b.startswith("replicas")):
@@ -391,6 +395,47 @@ def replicas_tables(recs):
     return out
 
 
+def blob_tables(recs):
+    """fio on one cluster's fs with the local backend and with mdsl at 1
+    and 3 copies (docs/format-blob.md): MB/s or IOPS side by side, and each
+    mdsl column's ratio to local."""
+    rows, keys = {}, []
+    for r in recs:
+        if r.get("bench") != "blob-backends":
+            continue
+        if r["phase"] not in rows:
+            rows[r["phase"]] = {}
+            keys.append(r["phase"])
+        rows[r["phase"]][r["target"]] = r
+    if not keys:
+        return []
+
+    def cell(m, phase):
+        if m is None:
+            return "-"
+        if "na" in m:
+            return "n/a (%s)" % m["na"]
+        return "%.0f IOPS" % m["ops_per_s"] if "rand" in phase else "%.1f MB/s" % m["MB_s"]
+
+    def rel(m, base, phase):
+        if not m or not base or "na" in m or "na" in base:
+            return "-"
+        k = "ops_per_s" if "rand" in phase else "MB_s"
+        return "%.2fx" % (m[k] / base[k]) if base.get(k) else "-"
+    out = ["\n### Large files on the blob backends (one cluster, 3 MDSL; %s)\n" % (
+               next(iter(rows[keys[0]].values())).get("param", "")),
+           "| fio | local | mdsl c=1 | vs local | mdsl c=3 | vs local | mdsl c=3 p50/p99 us |",
+           "|---|---|---|---|---|---|---|"]
+    for ph in keys:
+        v = rows[ph]
+        lo, m1, m3 = v.get("local"), v.get("mdsl c=1"), v.get("mdsl c=3")
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            ph, cell(lo, ph), cell(m1, ph), rel(m1, lo, ph), cell(m3, ph), rel(m3, lo, ph),
+            "-" if not m3 or "na" in m3 else "%s/%s" % (fmt_lat(m3, "p50_us"),
+                                                         fmt_lat(m3, "p99_us"))))
+    return out
+
+
 def find(recs, bench, target, phase, procs=None, param=None):
     best = None
     for r in recs:
@@ -514,7 +559,7 @@ def plots(recs, outdir):
 def main():
     a = sys.argv[1:]
     if a and a[0] == "fio":
-        return conv_fio(*a[1:5])
+        return conv_fio(*a[1:6])
     if a and a[0] == "fsmark":
         return conv_fsmark(*a[1:4])
     if a and a[0] == "redis":
@@ -524,6 +569,9 @@ def main():
         return 0
     if a and a[0] == "grow-table" and len(a) >= 2:
         print("\n".join(grow_tables(load(a[1]))))
+        return 0
+    if a and a[0] == "blob-table" and len(a) >= 2:
+        print("\n".join(blob_tables(load(a[1]))))
         return 0
     if a and a[0] == "replicas-table" and len(a) >= 2:
         print("\n".join(replicas_tables(load(a[1]))))
@@ -543,7 +591,7 @@ def main():
         out.append("- %s: %s" % (k, v))
     out += tables(recs, targets)
     # a dist-only (or grow-only) run has no targets
-    if any(r.get("bench") not in ("dist", "dist-grow") and
+    if any(r.get("bench") not in ("dist", "dist-grow", "blob-backends") and
            not r.get("bench", "").startswith("replicas") for r in recs):
         out += target_check(recs)
     out += plots(recs, a[1])

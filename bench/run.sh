@@ -16,16 +16,17 @@
 #   --scale N   entries of the directory-scale run on pomfs (default
 #               1000000, --quick 3000; 10000000 takes about an hour here)
 #   --only W    workloads among mdtest,small,fsmark,fio,dirscale,kv,dist,grow,
-#               replicas (dist: 1, 2 and 4 pom-mds through R2,
+#               replicas,blob (dist: 1, 2 and 4 pom-mds through R2,
 #               docs/mds-model.md; grow: a third MDSL joins under creates,
 #               docs/mdsl-scale.md; replicas: mdtest on 3 MDSL with 1 and 3
-#               replicas, docs/mdsl-replicas.md)
+#               replicas, docs/mdsl-replicas.md; blob: fio on the local and
+#               the mdsl blob backends, docs/format-blob.md)
 # Exit 1 when Pomegranate fails (a daemon does not start, an operation
 # errs); a reference that cannot start or run is reported as
 # "reference X unavailable: reason" and skipped.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-QUICK=0 OUT= BUILD=$ROOT/build-bench DOBUILD=1 SCALE= ONLY=mdtest,small,fsmark,fio,dirscale,kv,dist,grow,replicas
+QUICK=0 OUT= BUILD=$ROOT/build-bench DOBUILD=1 SCALE= ONLY=mdtest,small,fsmark,fio,dirscale,kv,dist,grow,replicas,blob
 while [ $# -gt 0 ]; do
     case "$1" in
     --quick) QUICK=1 ;;
@@ -34,7 +35,7 @@ while [ $# -gt 0 ]; do
     --no-build) DOBUILD=0 ;;
     --scale) SCALE=$2; shift ;;
     --only) ONLY=$2; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1" >&2; exit 2 ;;
     esac
     shift
@@ -51,14 +52,14 @@ START=$(date +%s)
 # ---- sizes -------------------------------------------------------------
 if [ $QUICK = 1 ]; then
     MD_N=100 MD_HN=100 MD_I=1 MD_PROCS="1 2" SMALL_N=50 FSM_N=200
-    FIO_SIZE=32M FIO_RT=2 DS_N=${SCALE:-3000} DS_STEP=1000 DS_LS=3000 DS_REF=3000
+    FIO_SIZE=32M FIO_RT=2 BLOB_SIZE=32M DS_N=${SCALE:-3000} DS_STEP=1000 DS_LS=3000 DS_REF=3000
     KV_OPS=2000 KV_T="1 2" KV_POPS=4000 KV_DEPTHS="16 64"
     DIST_N=2000 DIST_DIR_N=100 DIST_PROBES=10 DIST_SPLIT=256
     GROW_N=40000 GROW_AT=50 GROW_WINDOW=2 GROW_WAIT=60 GROW_SPLIT=256
 else
     MD_N=3000 MD_HN=2000 MD_I=3 MD_PROCS="1 2 4" SMALL_N=2000 FSM_N=5000
     # Directory scale reports at 1000, 2000, 5000, 10000, ... (DS_STEP=0).
-    FIO_SIZE=1G FIO_RT=15 DS_N=${SCALE:-1000000} DS_STEP=0 DS_LS=1000000,10000000
+    FIO_SIZE=1G FIO_RT=15 BLOB_SIZE=256M DS_N=${SCALE:-1000000} DS_STEP=0 DS_LS=1000000,10000000
     DS_REF=14000 KV_OPS=50000 KV_T="1 4" KV_POPS=200000 KV_DEPTHS="16 64"
     # dist: ~1 minute per MDS count here (N files in one directory, 8
     # directories of DIST_DIR_N, 2 x DIST_PROBES fresh clients).
@@ -166,8 +167,16 @@ chmod 755 "$W"  # MooseFS's daemons run as user mfs
 REDIS_PID=
 DIST_PIDS=()   # the dist workload's cluster of the moment (dist_down)
 GROW_PIDFILE=  # the MDSL bench_dist started (grow), until it joins DIST_PIDS
-REP_DATA=      # the replicas workload's `pomctl up` cluster of the moment
+REP_DATA=      # the replicas or blob workload's `pomctl up` cluster of the moment
+REP_MOUNTS=()  # its extra pomfs mounts (blob), as "PID DIR"
 rep_down() {
+    local m
+    for m in "${REP_MOUNTS[@]}"; do
+        fusermount3 -u -z "${m#* }" 2>/dev/null
+        kill "${m%% *}" 2>/dev/null
+        wait "${m%% *}" 2>/dev/null
+    done
+    REP_MOUNTS=()
     [ -n "$REP_DATA" ] || return 0
     "$BUILD/cli/pomctl" down --data "$REP_DATA" >/dev/null 2>&1
     REP_DATA=
@@ -495,6 +504,51 @@ if want replicas && [ $NOFUSE = 0 ]; then
         rep_down
     done
     python3 "$ROOT/bench/report.py" replicas-table "$J"
+fi
+
+# ---- large files on the blob backends (docs/format-blob.md) -------------------------
+# One `pomctl up` cluster of 3 MDSL: its default fs (backend local, a
+# folder of this host) and two fs on the mdsl backend with 1 and 3 copies,
+# each mounted; fio's sequential 1 MiB write (end_fsync) and read and its
+# 4 KiB random reads on each, side by side.
+if want blob && [ $NOFUSE = 0 ] && command -v fio >/dev/null; then
+    say "blob: fio on the local backend and on mdsl with 1 and 3 copies ($BLOB_SIZE)"
+    REP_DATA=$W/fs/blob
+    if "$BUILD/cli/pomctl" up --data "$REP_DATA" --mdsl 3 --mount "$REP_DATA/local" \
+            >"$OUT/blob.up" 2>&1; then
+        for c in 1 3; do
+            m=$REP_DATA/mdsl$c
+            mkdir -p "$m"
+            "$BUILD/cli/pomctl" --data "$REP_DATA" fs create "mb$c" --blob-backend mdsl \
+                --copies "$c" >>"$OUT/blob.up" 2>&1 &&
+            "$BUILD/cli/pomctl" --data "$REP_DATA" fs key "mb$c" --out "$REP_DATA/mb$c.key" \
+                >>"$OUT/blob.up" 2>&1 || { POM_FAILED+=("blob: fs create mb$c"); continue; }
+            "$BUILD/fuse/pomfs" "$(cat "$REP_DATA/r2.addr")" "$m" -f \
+                -o "fs=mb$c,keyfile=$REP_DATA/mb$c.key" >"$OUT/blob.mb$c.log" 2>&1 &
+            REP_MOUNTS+=("$! $m")
+            wait_mount "$m" "$!" || POM_FAILED+=("blob: pomfs -o fs=mb$c did not mount")
+        done
+        for t in local:local "mdsl c=1:mdsl1" "mdsl c=3:mdsl3"; do
+            label=${t%%:*} d=$REP_DATA/${t#*:}
+            mountpoint -q "$d" || continue
+            f="--directory=$d --filename=fio.dat --size=$BLOB_SIZE --ioengine=psync --output-format=json"
+            for ph in "seq write 1M:--name=seqw --rw=write --bs=1M --end_fsync=1" \
+                      "seq read 1M:--name=seqr --rw=read --bs=1M" \
+                      "rand read 4k:--name=randr --rw=randread --bs=4k --time_based --runtime=$FIO_RT"; do
+                # shellcheck disable=SC2086
+                fio ${ph#*:} $f >"$W/blob.fio.json" 2>"$W/blob.fio.err"
+                python3 "$ROOT/bench/report.py" fio "$W/blob.fio.json" "$label" "${ph%%:*}" \
+                    "size=$BLOB_SIZE" blob-backends | tee -a "$J" | grep -q '"na"' &&
+                    POM_FAILED+=("blob: fio ${ph%%:*} on $label: $(tail -1 "$J")")
+            done
+            rm -f "$d/fio.dat"
+        done
+    else
+        POM_FAILED+=("blob: pomctl up --mdsl 3")
+        echo "POMEGRANATE FAILED: blob: pomctl up: $(tail -3 "$OUT/blob.up")"
+    fi
+    rep_down
+    python3 "$ROOT/bench/report.py" blob-table "$J"
 fi
 
 # ---- report --------------------------------------------------------------------

@@ -12,7 +12,11 @@
  *
  * An open file keeps one tract in memory (`cur`): writes land there and a
  * whole tract is put when the file moves to another tract, at fsync and at
- * the last close; reads of the cached tract are served from it. Calls on
+ * the last close; reads of the cached tract are served from it. A read
+ * that starts a tract or goes on where the previous read ended fetches the
+ * whole tract into `cur` (sequential reads then cost one get per tract);
+ * any other read gets only its own range (a 4 KiB random read moves 4 KiB,
+ * not a tract; the MDSL still checks the whole tract's XXH3). Calls on
  * one file serialise on its lock, which is held across the RPCs of that
  * file (other files go on).
  *
@@ -74,6 +78,8 @@ struct mfile {
     uint8_t *buf;           /* tract_size bytes, xt_malloc'd on first use */
     uint32_t len;           /* bytes of cur */
     bool dirty;             /* cur changed since its last put */
+    uint32_t rd_tract;      /* where the last read ended: tract, */
+    uint64_t rd_end;        /* and offset in it (sequential reads) */
     bool map_known;         /* map read (or made) */
     bool map_absent;        /* known: no copy holds a map (a set never recorded) */
     bool map_dirty;         /* map changed since its last put */
@@ -124,10 +130,12 @@ static int put_all(pom_blob *b, uint64_t set, uint32_t t, const void *data, uint
     return n ? 0 : -EIO;
 }
 
-/* Tract t of set from the first copy that has it (invariant (3)): 0 and
- * *data (xt_free; NULL when *len 0); -ENOENT when every copy answered that
- * it has none; -EIO when no copy gave it and one could not answer. */
-static int fetch(pom_blob *b, uint64_t set, uint32_t t, void **data, uint32_t *len)
+/* Bytes [off, off + want) (want 0: to the end) of tract t of set from the
+ * first copy that has it (invariant (3)): 0 and *data (xt_free; NULL when
+ * *len 0); -ENOENT when every copy answered that it has none; -EIO when no
+ * copy gave it and one could not answer. */
+static int fetch(pom_blob *b, uint64_t set, uint32_t t, uint32_t off, uint32_t want, void **data,
+                 uint32_t *len)
 {
     struct mdsl_be *m = be_of(b);
     uint32_t sites[MDSL_COPIES_MAX];
@@ -136,7 +144,8 @@ static int fetch(pom_blob *b, uint64_t set, uint32_t t, void **data, uint32_t *l
     bool all_absent = n > 0;
     for (uint32_t i = 0; i < n; i++) {
         xt_rpc_pool *p = pool_of(m, sites[i]);
-        rc = p ? xt_mdsl_tract_get(p, NULL, b->fsid, set, t, data, len) : -EHOSTUNREACH;
+        rc = p ? xt_mdsl_tract_get(p, NULL, b->fsid, set, t, off, want, data, len)
+               : -EHOSTUNREACH;
         if (rc == 0)
             return 0;
         if (rc != -ENOENT) {
@@ -156,7 +165,7 @@ static int map_load(pom_blob_file *f, struct mfile *mf)
         return 0;
     void *d = NULL;
     uint32_t len = 0;
-    int rc = fetch(f->b, f->uuid, POM_MDSL_MAP_TRACT, &d, &len);
+    int rc = fetch(f->b, f->uuid, POM_MDSL_MAP_TRACT, 0, 0, &d, &len);
     if (rc == -EIO)
         return rc;
     mf->map = d;
@@ -223,17 +232,20 @@ static int flush_cur(pom_blob_file *f, struct mfile *mf)
     return rc;
 }
 
-/* Tract t into dst (tract_size bytes): *len its bytes, 0 for a hole;
- * -EIO for a tract the map says was written that no copy gives back.
+/* Bytes [off, off + want) of tract t (want 0: to the end) into dst (room
+ * for them): *len the bytes the tract has there, 0 for a hole; -EIO for a
+ * tract the map says was written that no copy gives back.
  * REQUIRES: f->mu held. */
-static int get_tract(pom_blob_file *f, struct mfile *mf, uint32_t t, uint8_t *dst, uint32_t *len)
+static int get_tract(pom_blob_file *f, struct mfile *mf, uint32_t t, uint32_t off, uint32_t want,
+                     uint8_t *dst, uint32_t *len)
 {
     assert(xt_mutex_held(&f->mu));
+    assert(off < f->b->tract_size && want <= f->b->tract_size - off);
     void *d = NULL;
     uint32_t n = 0;
-    int rc = fetch(f->b, f->uuid, t, &d, &n);
+    int rc = fetch(f->b, f->uuid, t, off, want, &d, &n);
     if (rc == 0) {
-        if (n > f->b->tract_size) {
+        if (n > f->b->tract_size - off) {
             XT_ERR("blob: tract %" PRIu32 " of set %016" PRIx64 " holds %" PRIu32
                    " bytes, more than a tract: EIO", t, f->uuid, n);
             xt_free(d);
@@ -271,7 +283,7 @@ static int load(pom_blob_file *f, struct mfile *mf, uint32_t t, bool whole)
         return -ENOMEM;
     mf->cur = NO_TRACT;
     uint32_t len = 0;
-    if (!whole && (rc = get_tract(f, mf, t, mf->buf, &len)) < 0)
+    if (!whole && (rc = get_tract(f, mf, t, 0, 0, mf->buf, &len)) < 0)
         return rc;
     mf->cur = t;
     mf->len = len;
@@ -283,7 +295,7 @@ static struct mfile *mf_of(pom_blob_file *f)
     if (!f->be) {
         struct mfile *mf = xt_calloc(1, sizeof *mf);
         if (mf)
-            mf->cur = NO_TRACT;
+            mf->cur = mf->rd_tract = NO_TRACT;
         f->be = mf;
     }
     return f->be;
@@ -300,20 +312,24 @@ static void copy_out(void *dst, const uint8_t *src, uint32_t len, uint64_t toff,
 
 static ssize_t m_pread(pom_blob_file *f, uint32_t t, void *buf, size_t n, uint64_t toff)
 {
+    assert(toff + n <= f->b->tract_size);
     pthread_mutex_lock(&f->mu);
     struct mfile *mf = mf_of(f);
     int rc = mf ? 0 : -ENOMEM;
-    if (rc == 0 && mf->cur != t && !mf->dirty)
+    bool sequential = rc == 0 && (toff == 0 || (mf->rd_tract == t && mf->rd_end == toff));
+    if (rc == 0 && mf->cur != t && !mf->dirty && sequential)
         rc = load(f, mf, t, false); /* cached: sequential reads fetch once */
     if (rc == 0 && mf->cur == t) {
         copy_out(buf, mf->buf, mf->len, toff, n);
-    } else if (rc == 0) {
-        uint8_t *tmp = xt_malloc(f->b->tract_size);
+    } else if (rc == 0 && n) {
         uint32_t len = 0;
-        rc = tmp ? get_tract(f, mf, t, tmp, &len) : -ENOMEM;
+        rc = get_tract(f, mf, t, (uint32_t)toff, (uint32_t)n, buf, &len);
         if (rc == 0)
-            copy_out(buf, tmp, len, toff, n);
-        xt_free(tmp);
+            memset((char *)buf + len, 0, n - len); /* past the tract's end, or a hole */
+    }
+    if (rc == 0) {
+        mf->rd_tract = t;
+        mf->rd_end = toff + n;
     }
     pthread_mutex_unlock(&f->mu);
     return rc < 0 ? rc : (ssize_t)n;

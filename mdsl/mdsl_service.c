@@ -19,6 +19,7 @@
 #include "xt_auth.h"
 
 #include <assert.h>
+#include <string.h>
 
 /* Largest record accepted from the network. The MDS writes no COLUMN
  * records yet: inline file bytes ride in slice images, which it keeps
@@ -202,14 +203,30 @@ static int svc_tract_put(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_
     return done(sv, MDSL_SVC_TRACT_PUT, t0, ret);
 }
 
+/* The whole tract is read and its checksum checked (mdsl_blob_get), then
+ * only the range asked for goes back: a 4 KiB random read crosses the
+ * network as 4 KiB, not as a tract. */
 static int svc_tract_get(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
-                         uint32_t tract, void **data, uint32_t *len)
+                         uint32_t tract, uint32_t off, uint32_t want, void **data,
+                         uint32_t *len)
 {
     struct mdsl_service *sv = ctx;
     uint64_t t0 = xt_mono_ns();
     int ret = tract_scope(sv, rc, fsid);
     if (ret == 0)
         ret = mdsl_blob_get(sv->blob, fsid, set, tract, data, len);
+    if (ret == 0 && (off || want)) {
+        uint32_t n = off < *len ? *len - off : 0;
+        if (want && want < n)
+            n = want;
+        if (n)
+            memmove(*data, (char *)*data + off, n);
+        else {
+            xt_free(*data);
+            *data = NULL;
+        }
+        *len = n;
+    }
     /* A missing tract is a question clients ask (holes), not an error. */
     done(sv, MDSL_SVC_TRACT_GET, t0, ret == -ENOENT ? 0 : ret);
     return ret;

@@ -389,6 +389,8 @@ struct TractReq {
   4: i32 tract,                    // put, get: the tract; remove: the first
   5: i32 tract_end = 0,            // remove: the end (exclusive), 0: to the last
   6: optional binary data,         // put: the bytes (at most 16 MiB)
+  7: i32 offset = 0,               // get: the first byte wanted
+  8: i32 length = 0,               // get: bytes wanted from offset, 0: to the end
 }
 struct TractResp {
   1: i32 status = 0,               // get: -ENOENT none, -EBADMSG checksum mismatch

@@ -8,8 +8,11 @@
 #      200,000 bytes (and a sparse one with a hole tract), each fsynced, and
 #      one appended after its fsync and only closed, read back right after
 #      the close (close-to-open);
-#   2. mount 2 reads them back byte-exact, and no tract file exists on the
-#      local disk (the cluster's local blob folder stays empty);
+#   2. mount 2, nothing cached, first reads 300 ranges at random offsets of
+#      the large and the sparse file (reads inside a tract that do not go on
+#      from the previous one get only their range from the MDSL), then reads
+#      everything back byte-exact; no tract file exists on the local disk
+#      (the cluster's local blob folder stays empty);
 #   3. one MDSL SIGKILLed: mount 3 (nothing cached) still reads every file
 #      byte-exact from the other copies;
 #   4. every MDSL SIGKILLed: mount 4 gets EIO for the large file, never
@@ -75,6 +78,24 @@ same() { # mount: every file of src reads back byte-exact there
     done
     return $bad
 }
+random_reads() { # mount: ranges at random offsets equal the source's
+    python3 - "$1" "$T/src" <<'EOF'
+import os, random, sys
+m, src = sys.argv[1], sys.argv[2]
+rnd = random.Random(5)
+for name in ("big", "sparse"):
+    want = open(os.path.join(src, name), "rb").read()
+    fd = os.open(os.path.join(m, name), os.O_RDONLY)
+    for _ in range(150):
+        off = rnd.randrange(len(want) + 4096)
+        n = rnd.choice((1, 100, 4096, 70000))
+        got = os.pread(fd, n, off)
+        if got != want[off:off + n]:
+            sys.exit(f"{name}: {n} bytes at {off} differ")
+    os.close(fd)
+EOF
+}
+ok "mount 2: 300 ranges at random offsets read right" random_reads "$T/m2"
 ok "mount 2 reads every file back byte-exact" same "$T/m2"
 eq "no tract on the local disk" "$(find "$T/data/blobs" -type f | wc -l)" 0
 

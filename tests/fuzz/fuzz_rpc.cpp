@@ -221,8 +221,8 @@ static int mdsl_tract_put(void *, const xt_rpc_ctx *, uint32_t, uint64_t, uint32
     return 0;
 }
 
-static int mdsl_tract_get(void *, const xt_rpc_ctx *, uint32_t fsid, uint64_t, uint32_t,
-                          void **data, uint32_t *len)
+static int mdsl_tract_get(void *, const xt_rpc_ctx *, uint32_t fsid, uint64_t, uint32_t, uint32_t,
+                          uint32_t, void **data, uint32_t *len)
 {
     *len = fsid % 64;
     *data = *len ? xt_calloc(1, *len) : nullptr;

@@ -294,19 +294,23 @@ int xt_mdsl_tract_put(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, ui
 }
 
 int xt_mdsl_tract_get(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set,
-                      uint32_t tract, void **data, uint32_t *len)
+                      uint32_t tract, uint32_t off, uint32_t want, void **data, uint32_t *len)
 {
     *data = nullptr;
     *len = 0;
+    if (off > INT32_MAX || want > INT32_MAX)
+        return -EINVAL;
     TractReq req;
     TractResp resp;
     req.fsid = (int32_t)fsid;
     req.set_id = (int64_t)set;
     req.tract = (int32_t)tract;
+    req.offset = (int32_t)off;
+    req.length = (int32_t)want;
     int rc = tract_call(p, call, req, resp, [&](StorageClient &cl) { cl.tract_get(resp, req); });
     if (rc < 0)
         return rc;
-    if (resp.data.size() > UINT32_MAX)
+    if (resp.data.size() > UINT32_MAX || (want && resp.data.size() > want))
         return -EPROTO;
     if (!resp.data.empty() && !(*data = dup_bytes(resp.data)))
         return -ENOMEM;
@@ -570,9 +574,14 @@ public:
         xt_rpc_ctx rc = pom::glue::make_ctx(req.hdr, budget_ms_);
         void *data = nullptr;
         uint32_t len = 0;
+        if (req.offset < 0 || req.length < 0) {
+            resp.status = -EINVAL;
+            return;
+        }
         resp.status = mops_->tract_get
                           ? mops_->tract_get(ctx_, &rc, (uint32_t)req.fsid, (uint64_t)req.set_id,
-                                             (uint32_t)req.tract, &data, &len)
+                                             (uint32_t)req.tract, (uint32_t)req.offset,
+                                             (uint32_t)req.length, &data, &len)
                           : -ENOSYS;
         if (resp.status == 0 && len)
             resp.data.assign(static_cast<const char *>(data), len);

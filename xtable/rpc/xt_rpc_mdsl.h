@@ -60,13 +60,15 @@ int xt_mdsl_list_slices(xt_rpc_pool *p, const xt_rpc_call *call, const void *cur
                         uint32_t cursor_len, uint32_t max, struct xt_store_list *out);
 
 /* Tracts of the mdsl blob backend (mdsl/mdsl_blob.h): put stores the whole
- * tract (durable when 0); get answers it in *data (caller frees with
- * xt_free; NULL when *len is 0), -ENOENT, -EBADMSG (checksum mismatch);
+ * tract (durable when 0); get answers its bytes [off, off + want) (want 0:
+ * to its end; fewer where the tract ends) in *data (caller frees with
+ * xt_free; NULL when *len is 0), -ENOENT, -EBADMSG (checksum mismatch: the
+ * MDSL checks the whole tract whatever the range);
  * remove drops tracts first..end-1 of the set (end 0: all from first). */
 int xt_mdsl_tract_put(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set,
                       uint32_t tract, const void *data, uint32_t len);
 int xt_mdsl_tract_get(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid, uint64_t set,
-                      uint32_t tract, void **data, uint32_t *len);
+                      uint32_t tract, uint32_t off, uint32_t want, void **data, uint32_t *len);
 int xt_mdsl_tract_remove(xt_rpc_pool *p, const xt_rpc_call *call, uint32_t fsid,
                          uint64_t set, uint32_t first, uint32_t end);
 /* A page of about `max` tract sets of fsid the MDSL holds, from `cookie`
@@ -103,9 +105,10 @@ struct xt_mdsl_ops {
                        uint32_t cursor_len, uint32_t max, struct xt_store_list *out);
     int (*tract_put)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
                      uint32_t tract, const void *data, uint32_t len);
-    /* *data: xt_malloc'd by the handler (NULL when *len is 0). */
+    /* *data: xt_malloc'd by the handler (NULL when *len is 0): the bytes
+     * [off, off + want) of the tract (want 0: to its end). */
     int (*tract_get)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
-                     uint32_t tract, void **data, uint32_t *len);
+                     uint32_t tract, uint32_t off, uint32_t want, void **data, uint32_t *len);
     int (*tract_remove)(void *ctx, const xt_rpc_ctx *rc, uint32_t fsid, uint64_t set,
                         uint32_t first, uint32_t end);
     /* out is zeroed by the glue; the handler fills it (sets xt_malloc'd).
