@@ -21,6 +21,10 @@ struct r1_state {
     xt_ring *ring;      /* current ring 1, decoded; NULL: none in the view */
     uint32_t *losing;   /* ids R2 marks losing (xt_malloc'd) */
     size_t nlosing;
+    struct mdsl_tmove_fs *fs;       /* the mdsl-backend fs (xt_malloc'd) */
+    size_t nfs;
+    struct mdsl_tmove_site *sites;  /* the MDSL of `ring` (xt_malloc'd) */
+    size_t nsites;
 };
 
 struct mdsl_ring1 {
@@ -43,12 +47,17 @@ struct mdsl_ring1 {
     bool final_seen;        /* a view past MOVING came since start */
     bool lost;              /* seen losing in MOVING, no final view since */
     uint64_t drops_asked, sweeps_asked;
+    uint64_t tmove_done_ver; /* pass thread only: ring version whose tract
+                                pass ended with nothing owed */
+    struct mdsl_tmove_counters tm;
 };
 
 static void state_free(struct r1_state *s)
 {
     xt_ring_free(s->ring);
     xt_free(s->losing);
+    xt_free(s->fs);
+    xt_free(s->sites);
     memset(s, 0, sizeof *s);
 }
 
@@ -71,6 +80,11 @@ static int state_of(const struct xt_view *v, struct r1_state *out)
     if (rc < 0 && rc != -ENOENT)
         XT_WARN("ring 1 in the view (view v%llu) does not decode: %s",
                 (unsigned long long)v->version, strerror(-rc));
+    if (out->ring && mdsl_tmove_of_view(v, out->ring, &out->fs, &out->nfs, &out->sites,
+                                        &out->nsites) < 0) {
+        state_free(out);
+        return -ENOMEM;
+    }
     const struct xt_view_ring1 *r1 = v->ring1;
     if (!r1)
         return 0;
@@ -165,6 +179,15 @@ void mdsl_ring1_fill(void *arg, struct xt_r2_hb_ring1 *r1)
     pthread_mutex_unlock(&r->mu);
 }
 
+void mdsl_ring1_tracts(mdsl_ring1 *r, uint64_t *moved, uint64_t *bytes, uint64_t *dropped,
+                       uint64_t *owed)
+{
+    *moved = r ? atomic_load(&r->tm.tracts) : 0;
+    *bytes = r ? atomic_load(&r->tm.bytes) : 0;
+    *dropped = r ? atomic_load(&r->tm.dropped) : 0;
+    *owed = r ? atomic_load(&r->tm.owed) : 0;
+}
+
 int mdsl_ring1_report(mdsl_ring1 *r, struct mdsl_ring1_report *out)
 {
     pthread_mutex_lock(&r->mu);
@@ -212,6 +235,23 @@ static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
                                         &r->changed, &rep->misplaced);
         if (rc < 0)
             return rc;
+        if (r->o.blob) {
+            /* The tracts follow too (mdsl_tmove.h): those still owed keep
+             * the change from ending like slices not yet moved. */
+            uint64_t ver = xt_ring_version(cur->ring), owed = 0;
+            struct mdsl_tmove_target t = { .ring = cur->ring, .self = self,
+                                           .sites = cur->sites, .nsites = cur->nsites,
+                                           .fs = cur->fs, .nfs = cur->nfs,
+                                           .skip_kept = r->tmove_done_ver == ver };
+            rc = mdsl_tmove_pass(r->o.blob, &t, r->o.tract_move_rate, 10000, &r->changed,
+                                 &r->tm, &owed);
+            if (rc < 0)
+                return rc;
+            if (owed == 0)
+                r->tmove_done_ver = ver;
+            rep->tracts_owed = owed;
+            rep->misplaced += owed;
+        }
         rep->counted = true;
     }
     /* Not mdsl_store_stat: it walks every folder under the store lock
