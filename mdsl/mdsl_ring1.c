@@ -19,6 +19,7 @@ struct r1_state {
     uint64_t seq;       /* ring-1 seq; 0 from an R2 without ring-1 state */
     int phase;          /* enum xt_ring1_phase */
     xt_ring *ring;      /* current ring 1, decoded; NULL: none in the view */
+    xt_ring *prev;      /* MOVING: the ring before it, decoded; else NULL */
     uint32_t *losing;   /* ids R2 marks losing (xt_malloc'd) */
     size_t nlosing;
     struct mdsl_tmove_fs *fs;       /* the mdsl-backend fs (xt_malloc'd) */
@@ -55,6 +56,7 @@ struct mdsl_ring1 {
 static void state_free(struct r1_state *s)
 {
     xt_ring_free(s->ring);
+    xt_ring_free(s->prev);
     xt_free(s->losing);
     xt_free(s->fs);
     xt_free(s->sites);
@@ -90,6 +92,14 @@ static int state_of(const struct xt_view *v, struct r1_state *out)
         return 0;
     out->seq = r1->seq;
     out->phase = r1->phase;
+    if (r1->prev.data && (rc = xt_ring_decode(r1->prev.data, r1->prev.len, &out->prev)) < 0) {
+        if (rc == -ENOMEM) {
+            state_free(out);
+            return rc;
+        }
+        XT_WARN("the previous ring 1 in the view (view v%llu) does not decode: %s",
+                (unsigned long long)v->version, strerror(-rc));
+    }
     if (r1->nsites && !(out->losing = xt_malloc(r1->nsites * sizeof *out->losing))) {
         state_free(out);
         return -ENOMEM;
@@ -239,7 +249,7 @@ static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
             /* The tracts follow too (mdsl_tmove.h): those still owed keep
              * the change from ending like slices not yet moved. */
             uint64_t ver = xt_ring_version(cur->ring), owed = 0;
-            struct mdsl_tmove_target t = { .ring = cur->ring, .self = self,
+            struct mdsl_tmove_target t = { .ring = cur->ring, .prev = cur->prev, .self = self,
                                            .sites = cur->sites, .nsites = cur->nsites,
                                            .fs = cur->fs, .nfs = cur->nfs,
                                            .skip_kept = r->tmove_done_ver == ver };

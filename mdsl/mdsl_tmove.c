@@ -68,6 +68,14 @@ static xt_rpc_pool *peer_pool(const struct peer *p, size_t n, uint32_t id)
     return NULL;
 }
 
+static bool has(const uint32_t *v, uint32_t n, uint32_t id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i] == id)
+            return true;
+    return false;
+}
+
 /* Moves one tract (invariant (1)). 0: nothing owed; 1: owed. */
 static int move_one(mdsl_blob *b, const struct mdsl_tmove_target *t, const struct peer *peers,
                     size_t np, const struct mdsl_blob_key *k, struct mdsl_tmove_counters *c,
@@ -76,15 +84,12 @@ static int move_one(mdsl_blob *b, const struct mdsl_tmove_target *t, const struc
     uint32_t copies = copies_of(t, k->fsid);
     if (!copies)
         return 0; /* an fs removed (or not on mdsl): its reclaim is not ours */
-    uint32_t sites[XT_TRACT_COPIES_MAX];
+    uint32_t sites[XT_TRACT_COPIES_MAX], old[XT_TRACT_COPIES_MAX];
     uint32_t n = xt_ring_tract_sites(t->ring, k->set, k->tract, copies, sites);
-    bool kept = false;
-    for (uint32_t i = 0; i < n; i++)
-        kept |= sites[i] == t->self;
-    if (kept && t->skip_kept)
-        return 0;
-    if (kept && n == 1)
-        return 0;
+    uint32_t no = t->prev ? xt_ring_tract_sites(t->prev, k->set, k->tract, copies, old) : 0;
+    bool kept = has(sites, n, t->self), was = has(old, no, t->self);
+    if (kept && (was || t->skip_kept || n == 1))
+        return 0; /* the old set's leaving sites put it (mdsl_tmove.h) */
     void *data = NULL;
     uint32_t len = 0;
     int rc = mdsl_blob_get(b, k->fsid, k->set, k->tract, &data, &len);
@@ -99,8 +104,8 @@ static int move_one(mdsl_blob *b, const struct mdsl_tmove_target *t, const struc
     }
     bool ok = true;
     for (uint32_t i = 0; i < n; i++) {
-        if (sites[i] == t->self)
-            continue;
+        if (sites[i] == t->self || (was && has(old, no, sites[i])))
+            continue; /* the old set's sites hold it already */
         xt_rpc_pool *p = peer_pool(peers, np, sites[i]);
         rc = p ? xt_mdsl_tract_put(p, NULL, k->fsid, k->set, k->tract, data, len)
                : -EHOSTUNREACH;

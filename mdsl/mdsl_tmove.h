@@ -2,10 +2,16 @@
  * mdsl_tmove.h -- tracts follow ring 1 (docs/format-blob.md "mdsl",
  * "Ring-1 changes"): after a ring-1 change, an MDSL that loses keys (the
  * leaver of a drain; with a join every MDSL of the old ring) walks its
- * blob index and, for each tract, puts it to every site of its copy set
- * under the new ring 1 (xt_ring_tract_sites, the client's formula) other
- * than itself, then drops its own copy when the new set does not hold it.
- * The set's map (tract XT_TRACT_MAP) moves the same way.
+ * blob index and moves each tract its new copy set (under the new ring 1:
+ * xt_ring_tract_sites, the client's formula) does not hold here: it puts
+ * it to the sites of the new set that the old set (under the previous
+ * ring) did not name, then drops its own copy. A tract the new set keeps
+ * here is not read: the sites of the old set the new one drops put it
+ * (each change adds or removes one site, so each moved tract has one such
+ * site, and a dead MDSL stalls the change). Without the previous ring, or
+ * for a tract the old set did not place here, it is put to every other
+ * site of the new set. The set's map (tract XT_TRACT_MAP) moves the same
+ * way.
  *
  * The ring-1 reporter (mdsl_ring1.c) runs a pass beside its slice count
  * and adds the tracts still owed to `misplaced`, so R2 ends the change
@@ -46,6 +52,7 @@ struct mdsl_tmove_fs {
 /* What a pass moves against (all borrowed for the call). */
 struct mdsl_tmove_target {
     const xt_ring *ring;                /* the new ring 1 */
+    const xt_ring *prev;                /* the ring before it, or NULL */
     uint32_t self;
     const struct mdsl_tmove_site *sites;
     size_t nsites;
