@@ -33,13 +33,14 @@
  *      open after it reads what was written: the last close's file_fini
  *      runs after the file left the table, too late for an open racing it.
  *  (5) list, stat and touch ask every MDSL of the store's ring 1 (a set's
- *      tracts lie on many): list merges their answers by set id, and fails
- *      when one cannot answer, so a set is never reported absent because
- *      its MDSL was unreachable.
+ *      tracts lie on many) and of the ring before it: list merges their
+ *      answers by set id, and fails when one of ring 1 cannot answer, so a
+ *      set is never reported absent because its MDSL was unreachable.
  *  (6) Puts go to the placement of the current ring only; a read that no
  *      copy there answers asks the other sites of the previous ring's
- *      placement, whose failures do not make a tract look lost (the site
- *      may have left the cluster). Removals reach both rings' sites.
+ *      placement. Removals, list, stat and touch reach both rings' sites.
+ *      A site only the previous ring holds may have left the cluster: its
+ *      failures fail nothing and do not make a tract look lost.
  */
 #include "pom_blob_i.h"
 
@@ -555,11 +556,11 @@ static int m_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st)
     memset(st, 0, sizeof *st);
     struct mtarget *v;
     size_t n;
-    int rc = every_site(be_of(b), false, &v, &n);
+    int rc = every_site(be_of(b), true, &v, &n);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         struct xt_tract_list l;
         rc = xt_mdsl_tract_list(v[i].pool, NULL, b->fsid, 0, 1, true, uuid, &l);
-        if (rc == -ENOENT) {
+        if (rc == -ENOENT || (rc < 0 && v[i].prev_only)) {
             rc = 0;
             continue;
         }
@@ -621,7 +622,7 @@ static int list_site(pom_blob *b, const struct mtarget *s, struct xt_tract_set *
 
 /* Every set of the fs, merged over the MDSL of ring 1 (a set's tracts lie
  * on many: its tracts and bytes are summed over them, so over the copies;
- * its mtime is the newest). An MDSL that cannot answer fails the listing:
+ * its mtime is the newest). An MDSL of ring 1 that cannot answer fails the listing:
  * a set seen on none would look absent to fsck. */
 static int m_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
 {
@@ -629,9 +630,10 @@ static int m_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
     size_t n = 0, cap = 0;
     struct mtarget *sites;
     size_t ns;
-    int rc = every_site(be_of(b), false, &sites, &ns);
+    int rc = every_site(be_of(b), true, &sites, &ns);
     for (size_t i = 0; rc == 0 && i < ns; i++)
-        rc = list_site(b, &sites[i], &v, &n, &cap);
+        if ((rc = list_site(b, &sites[i], &v, &n, &cap)) < 0 && sites[i].prev_only)
+            rc = 0; /* invariant (6): it may have left the cluster */
     xt_free(sites);
     if (rc == 0 && n > 1)
         qsort(v, n, sizeof *v, cmp_set);
@@ -655,12 +657,12 @@ static int m_touch(pom_blob *b, uint64_t uuid)
 {
     struct mtarget *v;
     size_t n;
-    int err = every_site(be_of(b), false, &v, &n);
+    int err = every_site(be_of(b), true, &v, &n);
     if (err < 0)
         return err;
     for (size_t i = 0; i < n; i++) {
         int rc = xt_mdsl_tract_touch(v[i].pool, NULL, b->fsid, uuid);
-        if (rc < 0 && !err)
+        if (rc < 0 && !err && !v[i].prev_only)
             err = rc;
     }
     xt_free(v);
@@ -732,7 +734,9 @@ static int add_sites(struct mdsl_be *m, const struct xt_view *v, const xt_ring *
 }
 
 /* A view of the R2 agent: a newer ring 1 becomes the placement, the one
- * it replaces the place reads look second (invariant (6)). */
+ * it replaces the place reads look second (invariant (6)) until a view
+ * says the change is past MOVING: the MDSL moved every tract by then (R2
+ * waits for their owed tracts, docs/r2.md "Ring-1 changes"). */
 static void m_view(pom_blob *b, const struct xt_view *v)
 {
     struct mdsl_be *m = be_of(b);
@@ -742,16 +746,21 @@ static void m_view(pom_blob *b, const struct xt_view *v)
     pthread_mutex_lock(&m->mu);
     bool newer = xt_ring_nsites(r) > 0 && xt_ring_version(r) > xt_ring_version(m->ring);
     int rc = newer ? add_sites(m, v, r) : 0;
-    xt_ring *drop = r;
+    xt_ring *drop = r, *settled = NULL;
     if (newer && rc == 0) {
         drop = m->prev;
         m->prev = m->ring;
         m->ring = r;
     }
+    if (v->ring1 && (v->ring1->phase == XT_RING1_DONE || v->ring1->phase == XT_RING1_STABLE)) {
+        settled = m->prev;
+        m->prev = NULL;
+    }
     uint64_t ver = xt_ring_version(r);
     uint32_t nring = xt_ring_nsites(r);
     pthread_mutex_unlock(&m->mu);
     xt_ring_free(drop);
+    xt_ring_free(settled);
     if (newer && rc == 0)
         XT_INFO("blob: backend mdsl: tracts placed by ring 1 v%" PRIu64 " (%" PRIu32 " MDSL)",
                 ver, nring);
