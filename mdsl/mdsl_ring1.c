@@ -134,7 +134,9 @@ void mdsl_ring1_id(void *arg, uint32_t site_id)
 void mdsl_ring1_view(void *arg, const struct xt_view *v, int changed)
 {
     mdsl_ring1 *r = arg;
-    if (!(changed & XT_VIEW_RINGS))
+    /* fs and sites too: the tract moves need the fs created and the MDSL
+     * addresses known during a change (same target: no count dropped) */
+    if (!(changed & (XT_VIEW_RINGS | XT_VIEW_FS | XT_VIEW_SITES)))
         return;
     struct r1_state s;
     if (state_of(v, &s) < 0) {
