@@ -329,9 +329,10 @@ static void *pass_thread(void *arg)
                 pthread_mutex_unlock(&r->mu); /* no log write under the lock */
                 xt_log(loud ? XT_LOG_INFO : XT_LOG_DEBUG,
                        "ring 1 v%llu (seq %llu): %llu slices here belong elsewhere, "
-                       "%llu prepared",
+                       "%llu tracts owed, %llu prepared",
                        (unsigned long long)rep.ring_version, (unsigned long long)rep.seq,
-                       (unsigned long long)rep.misplaced, (unsigned long long)rep.prepared);
+                       (unsigned long long)(rep.misplaced - rep.tracts_owed),
+                       (unsigned long long)rep.tracts_owed, (unsigned long long)rep.prepared);
                 pthread_mutex_lock(&r->mu);
             }
         } else if (rc == -EAGAIN) {
