@@ -370,3 +370,9 @@ int pom_blob_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
 {
     return b->ops->list(b, fn, arg);
 }
+
+void pom_blob_view(pom_blob *b, const struct xt_view *v)
+{
+    if (b && b->ops->view)
+        b->ops->view(b, v);
+}

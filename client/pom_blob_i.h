@@ -45,6 +45,7 @@ struct blob_ops {
     int (*lock)(pom_blob *b, int *token);                      /* pom_blob_reclaim_lock */
     void (*unlock)(pom_blob *b, int token);
     void (*file_fini)(pom_blob_file *f);
+    void (*view)(pom_blob *b, const struct xt_view *v); /* pom_blob_view; NULL: ignored */
 };
 
 struct pom_blob {

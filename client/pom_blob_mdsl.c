@@ -5,10 +5,12 @@
  *
  * Placement is computed, never stored (FDS's tract locator): tract t of set
  * S lives on the first `copies` distinct sites of ring 1 at or after
- *   key = xt_hash_bytes(S as 8 bytes LE || t as 4 bytes LE, POM_TRACT_SEED)
- * (xt_ring_successors), the ring 1 of the view the store was opened with.
+ * hash(S, t) (xt_ring_tract_sites, the one formula the MDSL moves tracts
+ * by too). The store follows the views of the fs's R2 agent
+ * (pom_blob_view): ring 1 is the newest it saw, `prev` the one before it,
+ * where a tract not yet moved by the MDSL (mdsl/mdsl_tmove.c) still is.
  * The set's map (one byte per tract, 1 = written, as local's) is the tract
- * numbered POM_MDSL_MAP_TRACT of the set, placed and replicated the same way.
+ * numbered XT_TRACT_MAP of the set, placed and replicated the same way.
  *
  * An open file keeps one tract in memory (`cur`): writes land there and a
  * whole tract is put when the file moves to another tract, at fsync and at
@@ -35,14 +37,18 @@
  *      open after it reads what was written: the last close's file_fini
  *      runs after the file left the table, too late for an open racing it.
  *  (5) list, stat and touch ask every MDSL of the store's ring 1 (a set's
- *      tracts lie on many): list merges their answers by set id, and fails
- *      when one cannot answer, so a set is never reported absent because
- *      its MDSL was unreachable.
+ *      tracts lie on many) and of the ring before it: list merges their
+ *      answers by set id, and fails when one of ring 1 cannot answer, so a
+ *      set is never reported absent because its MDSL was unreachable.
+ *  (6) Puts go to the placement of the current ring only; a read that no
+ *      copy there answers asks the other sites of the previous ring's
+ *      placement. Removals, list, stat and touch reach both rings' sites.
+ *      A site only the previous ring holds may have left the cluster: its
+ *      failures fail nothing and do not make a tract look lost.
  */
 #include "pom_blob_i.h"
 
 #include "xt_common.h"
-#include "xt_hash.h"
 #include "xt_ring.h"
 #include "xt_rpc_mdsl.h"
 #include "xt_rpc_r2.h"
@@ -54,10 +60,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define POM_TRACT_SEED      UINT64_C(0x504f4d5452414354) /* "POMTRACT" */
-#define POM_MDSL_MAP_TRACT  UINT32_MAX                   /* the set's map */
+#define POM_MDSL_MAP_TRACT  XT_TRACT_MAP                 /* the set's map */
 #define NO_TRACT            UINT32_MAX                   /* cur: none cached */
-#define MDSL_COPIES_MAX     8
+#define MDSL_COPIES_MAX     XT_TRACT_COPIES_MAX
 #define MDSL_TRACT_MAX      (16u << 20)                  /* mdsl_blob.h's limit */
 #define MDSL_LIST_PAGE      4096                         /* sets per tract_list */
 
@@ -67,10 +72,22 @@ struct msite {
 };
 
 struct mdsl_be {
-    xt_ring *ring;          /* ring 1 of the view at open; immutable */
-    unsigned copies;
-    struct msite *sites;    /* every MDSL of the view with an address */
-    size_t nsites;
+    pthread_mutex_t mu;     /* brief: never held across an RPC */
+    xt_ring *ring;          /* protected by mu: ring 1 of the newest view */
+    xt_ring *prev;          /* protected by mu: the ring before it, or NULL */
+    uint32_t copies;        /* immutable */
+    struct msite *sites;    /* protected by mu: every MDSL of a view with an
+                               address (pools live until close) */
+    size_t nsites, capsites; /* protected by mu */
+    struct xt_rpc_pool_opts po; /* immutable: how to reach a site (host/port set per site) */
+    struct xt_auth_cred cred;   /* po.cred points here when the conf had one */
+};
+
+/* Where a call goes: the pools of a placement (or of every MDSL). */
+struct mtarget {
+    uint32_t id;
+    xt_rpc_pool *pool;      /* NULL: no address known */
+    bool prev_only;         /* only the previous ring places it here (invariant (6)) */
 };
 
 struct mfile {
@@ -92,38 +109,71 @@ static struct mdsl_be *be_of(const pom_blob *b)
     return b->be;
 }
 
+/* REQUIRES: m->mu held. */
 static xt_rpc_pool *pool_of(const struct mdsl_be *m, uint32_t id)
 {
+    assert(xt_mutex_held(&m->mu));
     for (size_t i = 0; i < m->nsites; i++)
         if (m->sites[i].id == id)
             return m->sites[i].pool;
     return NULL;
 }
 
-/* The sites of tract t of set (invariant: computed, never stored). */
-static uint32_t locate(const struct mdsl_be *m, uint64_t set, uint32_t t, uint32_t *sites)
+/* The copies of tract t of set (computed, never stored) into out[], the
+ * current ring's first; with `with_prev` the previous ring's other sites
+ * after them (invariant (6)). Returns how many. */
+static uint32_t locate(struct mdsl_be *m, uint64_t set, uint32_t t, bool with_prev,
+                       struct mtarget *out)
 {
-    uint8_t k[12];
-    for (int i = 0; i < 8; i++)
-        k[i] = (uint8_t)(set >> (8 * i));
-    for (int i = 0; i < 4; i++)
-        k[8 + i] = (uint8_t)(t >> (8 * i));
-    return xt_ring_successors(m->ring, xt_hash_bytes(k, sizeof k, POM_TRACT_SEED), m->copies,
-                              sites);
+    uint32_t cur[MDSL_COPIES_MAX], old[MDSL_COPIES_MAX];
+    pthread_mutex_lock(&m->mu);
+    uint32_t n = xt_ring_tract_sites(m->ring, set, t, m->copies, cur);
+    uint32_t no = with_prev && m->prev ? xt_ring_tract_sites(m->prev, set, t, m->copies, old)
+                                       : 0;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        out[k++] = (struct mtarget){ cur[i], pool_of(m, cur[i]), false };
+    for (uint32_t i = 0; i < no; i++) {
+        bool dup = false;
+        for (uint32_t j = 0; j < n; j++)
+            dup |= cur[j] == old[i];
+        if (!dup)
+            out[k++] = (struct mtarget){ old[i], pool_of(m, old[i]), true };
+    }
+    pthread_mutex_unlock(&m->mu);
+    return k;
+}
+
+/* Every MDSL of the current ring, then (with_prev) those only the
+ * previous ring has: *out xt_malloc'd, caller frees. -ENOMEM. */
+static int every_site(struct mdsl_be *m, bool with_prev, struct mtarget **out, size_t *n)
+{
+    pthread_mutex_lock(&m->mu);
+    struct mtarget *v = xt_calloc(m->nsites ? m->nsites : 1, sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < m->nsites; i++) {
+        bool in_cur = xt_ring_has_site(m->ring, m->sites[i].id);
+        bool in_prev = m->prev && xt_ring_has_site(m->prev, m->sites[i].id);
+        if (in_cur || (with_prev && in_prev))
+            v[k++] = (struct mtarget){ m->sites[i].id, m->sites[i].pool, !in_cur };
+    }
+    pthread_mutex_unlock(&m->mu);
+    *out = v;
+    *n = k;
+    return v ? 0 : -ENOMEM;
 }
 
 /* Invariant (1): tract t of set = data[0..len) on every copy. */
 static int put_all(pom_blob *b, uint64_t set, uint32_t t, const void *data, uint32_t len)
 {
-    struct mdsl_be *m = be_of(b);
-    uint32_t sites[MDSL_COPIES_MAX];
-    uint32_t n = locate(m, set, t, sites);
+    struct mtarget to[2 * MDSL_COPIES_MAX];
+    uint32_t n = locate(be_of(b), set, t, false, to);
     for (uint32_t i = 0; i < n; i++) {
-        xt_rpc_pool *p = pool_of(m, sites[i]);
-        int rc = p ? xt_mdsl_tract_put(p, NULL, b->fsid, set, t, data, len) : -EHOSTUNREACH;
+        int rc = to[i].pool ? xt_mdsl_tract_put(to[i].pool, NULL, b->fsid, set, t, data, len)
+                            : -EHOSTUNREACH;
         if (rc < 0) {
             XT_ERR("blob: tract %" PRIu32 " of set %016" PRIx64 " not stored on MDSL %" PRIu32
-                   " (%s): the write fails", t, set, sites[i], strerror(-rc));
+                   " (%s): the write fails", t, set, to[i].id, strerror(-rc));
             return rc == -ENOSPC || rc == -EFBIG ? rc : -EIO;
         }
     }
@@ -137,21 +187,20 @@ static int put_all(pom_blob *b, uint64_t set, uint32_t t, const void *data, uint
 static int fetch(pom_blob *b, uint64_t set, uint32_t t, uint32_t off, uint32_t want, void **data,
                  uint32_t *len)
 {
-    struct mdsl_be *m = be_of(b);
-    uint32_t sites[MDSL_COPIES_MAX];
-    uint32_t n = locate(m, set, t, sites);
+    struct mtarget from[2 * MDSL_COPIES_MAX];
+    uint32_t n = locate(be_of(b), set, t, true, from);
     int rc = -EIO;
     bool all_absent = n > 0;
     for (uint32_t i = 0; i < n; i++) {
-        xt_rpc_pool *p = pool_of(m, sites[i]);
-        rc = p ? xt_mdsl_tract_get(p, NULL, b->fsid, set, t, off, want, data, len)
-               : -EHOSTUNREACH;
+        rc = from[i].pool ? xt_mdsl_tract_get(from[i].pool, NULL, b->fsid, set, t, off, want,
+                                              data, len)
+                          : -EHOSTUNREACH;
         if (rc == 0)
             return 0;
-        if (rc != -ENOENT) {
+        if (rc != -ENOENT && !from[i].prev_only) {
             all_absent = false;
             XT_WARN_RL(1000, "blob: tract %" PRIu32 " of set %016" PRIx64 " on MDSL %" PRIu32
-                       ": %s; asking the next copy", t, set, sites[i], strerror(-rc));
+                       ": %s; asking the next copy", t, set, from[i].id, strerror(-rc));
         }
     }
     return all_absent ? -ENOENT : -EIO;
@@ -365,23 +414,26 @@ static int m_cut(pom_blob_file *f, uint32_t t, uint64_t len)
 }
 
 /* Removes tracts [first, end) of f's set from the given sites (NULL: every
- * MDSL: the tracts of a range lie anywhere). */
+ * MDSL: the tracts of a range lie anywhere). A site only the previous ring
+ * places them on is asked too; its failure fails nothing (invariant (6)). */
 static int remove_on(pom_blob *b, uint64_t set, uint32_t first, uint32_t end,
-                     const uint32_t *sites, uint32_t n)
+                     const struct mtarget *sites, size_t n)
 {
-    struct mdsl_be *m = be_of(b);
-    int err = 0;
-    size_t count = sites ? n : m->nsites;
-    for (size_t i = 0; i < count; i++) {
-        uint32_t id = sites ? sites[i] : m->sites[i].id;
-        xt_rpc_pool *p = pool_of(m, id);
-        int rc = p ? xt_mdsl_tract_remove(p, NULL, b->fsid, set, first, end) : -EHOSTUNREACH;
-        if (rc < 0) {
+    struct mtarget *all = NULL;
+    int err = sites ? 0 : every_site(be_of(b), true, &all, &n);
+    if (err < 0)
+        return err;
+    const struct mtarget *to = sites ? sites : all;
+    for (size_t i = 0; i < n; i++) {
+        int rc = to[i].pool ? xt_mdsl_tract_remove(to[i].pool, NULL, b->fsid, set, first, end)
+                            : -EHOSTUNREACH;
+        if (rc < 0 && !to[i].prev_only) {
             XT_WARN("blob: tracts %" PRIu32 "..%" PRIu32 " of set %016" PRIx64 " stay on MDSL %"
-                    PRIu32 ": %s", first, end, set, id, strerror(-rc));
-            err = err ? err : -EIO;
+                    PRIu32 ": %s", first, end, set, to[i].id, strerror(-rc));
+            err = -EIO;
         }
     }
+    xt_free(all);
     return err;
 }
 
@@ -420,8 +472,8 @@ static int m_drop(pom_blob_file *f, uint32_t t)
     if (rc == 0 && map_has(mf, t)) {
         map_set(mf, t, 0);
         rc = map_flush(f, mf);
-        uint32_t sites[MDSL_COPIES_MAX];
-        uint32_t n = locate(be_of(f->b), f->uuid, t, sites);
+        struct mtarget sites[2 * MDSL_COPIES_MAX];
+        uint32_t n = locate(be_of(f->b), f->uuid, t, true, sites);
         if (rc == 0)
             rc = remove_on(f->b, f->uuid, t, t + 1, sites, n);
     }
@@ -517,17 +569,21 @@ static int m_remove(pom_blob *b, uint64_t uuid)
 /* What the MDSL hold of uuid, summed over them (so over its copies). */
 static int m_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st)
 {
-    struct mdsl_be *m = be_of(b);
     memset(st, 0, sizeof *st);
-    for (size_t i = 0; i < m->nsites; i++) {
+    struct mtarget *v;
+    size_t n;
+    int rc = every_site(be_of(b), true, &v, &n);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
         struct xt_tract_list l;
-        int rc = xt_mdsl_tract_list(m->sites[i].pool, NULL, b->fsid, 0, 1, true, uuid, &l);
-        if (rc == -ENOENT)
+        rc = xt_mdsl_tract_list(v[i].pool, NULL, b->fsid, 0, 1, true, uuid, &l);
+        if (rc == -ENOENT || (rc < 0 && v[i].prev_only)) {
+            rc = 0;
             continue;
+        }
         if (rc < 0) {
-            XT_WARN("blob: set %016" PRIx64 " on MDSL %" PRIu32 ": %s", uuid, m->sites[i].id,
+            XT_WARN("blob: set %016" PRIx64 " on MDSL %" PRIu32 ": %s", uuid, v[i].id,
                     strerror(-rc));
-            return rc;
+            break;
         }
         for (size_t k = 0; k < l.n; k++) {
             st->tracts += l.sets[k].tracts;
@@ -535,7 +591,8 @@ static int m_stat(pom_blob *b, uint64_t uuid, struct pom_blob_stat *st)
         }
         xt_free(l.sets);
     }
-    return 0;
+    xt_free(v);
+    return rc;
 }
 
 static int cmp_set(const void *a, const void *b)
@@ -544,18 +601,18 @@ static int cmp_set(const void *a, const void *b)
     return x->set < y->set ? -1 : x->set > y->set;
 }
 
-/* Appends every set site i holds to *v (grown with xt_realloc; *n used of
+/* Appends every set site s holds to *v (grown with xt_realloc; *n used of
  * *cap; the caller frees it). */
-static int list_site(pom_blob *b, size_t i, struct xt_tract_set **v, size_t *n, size_t *cap)
+static int list_site(pom_blob *b, const struct mtarget *s, struct xt_tract_set **v, size_t *n,
+                     size_t *cap)
 {
-    struct mdsl_be *m = be_of(b);
     uint64_t cookie = 0;
     for (;;) {
         struct xt_tract_list l;
-        int rc = xt_mdsl_tract_list(m->sites[i].pool, NULL, b->fsid, cookie, MDSL_LIST_PAGE,
-                                    false, 0, &l);
+        int rc = xt_mdsl_tract_list(s->pool, NULL, b->fsid, cookie, MDSL_LIST_PAGE, false, 0,
+                                    &l);
         if (rc < 0) {
-            XT_WARN("blob: cannot list the tract sets of MDSL %" PRIu32 ": %s", m->sites[i].id,
+            XT_WARN("blob: cannot list the tract sets of MDSL %" PRIu32 ": %s", s->id,
                     strerror(-rc));
             return rc;
         }
@@ -581,16 +638,19 @@ static int list_site(pom_blob *b, size_t i, struct xt_tract_set **v, size_t *n, 
 
 /* Every set of the fs, merged over the MDSL of ring 1 (a set's tracts lie
  * on many: its tracts and bytes are summed over them, so over the copies;
- * its mtime is the newest). An MDSL that cannot answer fails the listing:
+ * its mtime is the newest). An MDSL of ring 1 that cannot answer fails the listing:
  * a set seen on none would look absent to fsck. */
 static int m_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
 {
-    struct mdsl_be *m = be_of(b);
     struct xt_tract_set *v = NULL;
     size_t n = 0, cap = 0;
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < m->nsites; i++)
-        rc = list_site(b, i, &v, &n, &cap);
+    struct mtarget *sites;
+    size_t ns;
+    int rc = every_site(be_of(b), true, &sites, &ns);
+    for (size_t i = 0; rc == 0 && i < ns; i++)
+        if ((rc = list_site(b, &sites[i], &v, &n, &cap)) < 0 && sites[i].prev_only)
+            rc = 0; /* invariant (6): it may have left the cluster */
+    xt_free(sites);
     if (rc == 0 && n > 1)
         qsort(v, n, sizeof *v, cmp_set);
     for (size_t i = 0; rc == 0 && i < n;) {
@@ -611,13 +671,17 @@ static int m_list(pom_blob *b, pom_blob_list_fn fn, void *arg)
  * (m_list takes the newest). 0 or the first -errno; the others go on. */
 static int m_touch(pom_blob *b, uint64_t uuid)
 {
-    struct mdsl_be *m = be_of(b);
-    int err = 0;
-    for (size_t i = 0; i < m->nsites; i++) {
-        int rc = xt_mdsl_tract_touch(m->sites[i].pool, NULL, b->fsid, uuid);
-        if (rc < 0 && !err)
+    struct mtarget *v;
+    size_t n;
+    int err = every_site(be_of(b), true, &v, &n);
+    if (err < 0)
+        return err;
+    for (size_t i = 0; i < n; i++) {
+        int rc = xt_mdsl_tract_touch(v[i].pool, NULL, b->fsid, uuid);
+        if (rc < 0 && !err && !v[i].prev_only)
             err = rc;
     }
+    xt_free(v);
     return err;
 }
 
@@ -645,8 +709,80 @@ static void m_close(pom_blob *b)
         xt_rpc_pool_free(m->sites[i].pool);
     xt_free(m->sites);
     xt_ring_free(m->ring);
+    xt_ring_free(m->prev);
+    xt_rpc_tls_free(m->po.tls);
+    pthread_mutex_destroy(&m->mu);
     xt_free(m);
     b->be = NULL;
+}
+
+/* Pools for the MDSL of v that ring r holds and the store has none for
+ * yet. REQUIRES: m->mu held: pool_new only builds the pool (it connects at
+ * the first call). 0 or -ENOMEM (the sites added so far stay). */
+static int add_sites(struct mdsl_be *m, const struct xt_view *v, const xt_ring *r)
+{
+    assert(xt_mutex_held(&m->mu));
+    for (size_t i = 0; i < v->nsites; i++) {
+        const struct xt_site *s = &v->sites[i];
+        if (s->type != XT_SITE_MDSL || !xt_ring_has_site(r, s->id) || pool_of(m, s->id))
+            continue;
+        char host[256];
+        int port;
+        if (xt_rpc_parse_addr(s->addr, host, sizeof host, &port))
+            continue;
+        if (m->nsites == m->capsites) {
+            size_t c = m->capsites ? 2 * m->capsites : 8;
+            struct msite *n = xt_realloc(m->sites, c * sizeof *n);
+            if (!n)
+                return -ENOMEM;
+            m->sites = n;
+            m->capsites = c;
+        }
+        struct xt_rpc_pool_opts po = m->po;
+        po.host = host;
+        po.port = port;
+        int rc = xt_rpc_pool_new(&po, &m->sites[m->nsites].pool);
+        if (rc < 0)
+            return rc;
+        m->sites[m->nsites++].id = s->id;
+    }
+    return 0;
+}
+
+/* A view of the R2 agent: a newer ring 1 becomes the placement, the one
+ * it replaces the place reads look second (invariant (6)) until a view
+ * says the change is past MOVING: the MDSL moved every tract by then (R2
+ * waits for their owed tracts, docs/r2.md "Ring-1 changes"). */
+static void m_view(pom_blob *b, const struct xt_view *v)
+{
+    struct mdsl_be *m = be_of(b);
+    xt_ring *r = NULL;
+    if (!m || xt_view_ring(v, XT_RING_MDSL, &r) < 0 || !r)
+        return;
+    pthread_mutex_lock(&m->mu);
+    bool newer = xt_ring_nsites(r) > 0 && xt_ring_version(r) > xt_ring_version(m->ring);
+    int rc = newer ? add_sites(m, v, r) : 0;
+    xt_ring *drop = r, *settled = NULL;
+    if (newer && rc == 0) {
+        drop = m->prev;
+        m->prev = m->ring;
+        m->ring = r;
+    }
+    if (v->ring1 && (v->ring1->phase == XT_RING1_DONE || v->ring1->phase == XT_RING1_STABLE)) {
+        settled = m->prev;
+        m->prev = NULL;
+    }
+    uint64_t ver = xt_ring_version(r);
+    uint32_t nring = xt_ring_nsites(r);
+    pthread_mutex_unlock(&m->mu);
+    xt_ring_free(drop);
+    xt_ring_free(settled);
+    if (newer && rc == 0)
+        XT_INFO("blob: backend mdsl: tracts placed by ring 1 v%" PRIu64 " (%" PRIu32 " MDSL)",
+                ver, nring);
+    else if (rc < 0)
+        XT_WARN("blob: backend mdsl: ring 1 v%" PRIu64 " not followed: %s", ver,
+                strerror(-rc));
 }
 
 /* conf->path: "" or "copies=N". */
@@ -660,20 +796,17 @@ static int m_open(pom_blob *b, const struct pom_blob_conf *c)
         XT_ERR("blob: backend mdsl takes tracts up to %u bytes", MDSL_TRACT_MAX);
         return -EINVAL;
     }
-    unsigned long copies = 0;
-    const char *p = c->path ? c->path : "";
-    if (*p) {
-        char *end = NULL;
-        if (strncmp(p, "copies=", 7) || (copies = strtoul(p + 7, &end, 10)) < 1 ||
-            copies > MDSL_COPIES_MAX || *end) {
-            XT_ERR("blob: backend mdsl: bad setting '%s' (want copies=N, N 1..%d)", p,
-                   MDSL_COPIES_MAX);
-            return -EINVAL;
-        }
-    }
     struct mdsl_be *m = xt_calloc(1, sizeof *m);
     if (!m)
         return -ENOMEM;
+    pthread_mutex_init(&m->mu, NULL);
+    m->po = *c->pool;
+    if (c->pool->cred) {
+        m->cred = *c->pool->cred;
+        m->po.cred = &m->cred;
+    }
+    if (m->po.tls)
+        m->po.tls = xt_rpc_tls_ref(m->po.tls);
     b->be = m;
     int rc = xt_view_ring(c->view, XT_RING_MDSL, &m->ring);
     if (rc < 0 || !m->ring || xt_ring_nsites(m->ring) == 0) {
@@ -681,28 +814,20 @@ static int m_open(pom_blob *b, const struct pom_blob_conf *c)
         return rc < 0 && rc != -ENOENT ? rc : -EHOSTUNREACH;
     }
     uint32_t nring = xt_ring_nsites(m->ring);
-    m->copies = copies ? (unsigned)copies : XT_MIN(3u, nring);
+    if (xt_ring_tract_copies(m->ring, c->path, &m->copies) < 0) {
+        XT_ERR("blob: backend mdsl: bad setting '%s' (want copies=N, N 1..%d)", c->path,
+               MDSL_COPIES_MAX);
+        return -EINVAL;
+    }
     if (m->copies > nring) {
         XT_ERR("blob: backend mdsl: %u copies wanted, ring 1 has %u MDSL", m->copies, nring);
         return -EINVAL;
     }
-    if (!(m->sites = xt_calloc(c->view->nsites ? c->view->nsites : 1, sizeof *m->sites)))
-        return -ENOMEM;
-    for (size_t i = 0; i < c->view->nsites; i++) {
-        const struct xt_site *s = &c->view->sites[i];
-        if (s->type != XT_SITE_MDSL || !xt_ring_has_site(m->ring, s->id))
-            continue;
-        char host[256];
-        int port;
-        if (xt_rpc_parse_addr(s->addr, host, sizeof host, &port))
-            continue;
-        struct xt_rpc_pool_opts po = *c->pool;
-        po.host = host;
-        po.port = port;
-        if ((rc = xt_rpc_pool_new(&po, &m->sites[m->nsites].pool)) < 0)
-            return rc;
-        m->sites[m->nsites++].id = s->id;
-    }
+    pthread_mutex_lock(&m->mu);
+    rc = add_sites(m, c->view, m->ring);
+    pthread_mutex_unlock(&m->mu);
+    if (rc < 0)
+        return rc;
     XT_INFO("blob: backend mdsl: %zu MDSL, %u copies per tract", m->nsites, m->copies);
     return 0;
 }
@@ -728,4 +853,5 @@ const struct blob_ops pom_blob_mdsl_ops = {
     .lock = m_lock,
     .unlock = m_unlock,
     .file_fini = m_file_fini,
+    .view = m_view,
 };

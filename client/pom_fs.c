@@ -216,11 +216,18 @@ static int r2_locate(const char *r2_addrs, const char *fsname, const struct xt_a
 }
 
 /* New views (MDS added or moved, ring 0 changed) re-route at once; while
- * R2 is unreachable the last view stays (pom_route.h (2)). */
+ * R2 is unreachable the last view stays (pom_route.h (2)). The blob tier
+ * follows ring 1 (pom_blob_view), under fs->mu so pom_set_blob_conf does
+ * not close it meanwhile (it builds, never calls: the lock stays brief). */
 static void client_view(void *arg, const struct xt_view *v, int changed)
 {
-    if (changed & (XT_VIEW_SITES | XT_VIEW_RINGS))
-        pom_route_update(arg, v);
+    pom_fs *fs = arg;
+    if (!(changed & (XT_VIEW_SITES | XT_VIEW_RINGS)))
+        return;
+    pom_route_update(fs->route, v);
+    pthread_mutex_lock(&fs->mu);
+    pom_blob_view(fs->blob, v);
+    pthread_mutex_unlock(&fs->mu);
 }
 
 int pom_open(const char *r2_addrs, const char *fsname, pom_fs **out)
@@ -294,7 +301,7 @@ int pom_open_opts(const char *r2_addrs, const char *fsname, const struct pom_opt
                                 .fs_name = fsname,
                                 .metrics = opts ? opts->metrics_addr : NULL,
                                 .on_view = client_view,
-                                .view_arg = (*out)->route, .cred = has ? &cred : NULL,
+                                .view_arg = *out, .cred = has ? &cred : NULL,
                                 .tls = tls };
     if ((rc = r2_agent_start(&ao, &(*out)->agent)))
         XT_WARN("cannot register the mount with R2: %s", strerror(-rc));

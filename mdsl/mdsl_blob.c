@@ -883,3 +883,41 @@ int mdsl_blob_list(mdsl_blob *b, uint32_t fsid, uint64_t cookie, uint32_t max,
     out->cookie = out->end ? 0 : k;
     return 0;
 }
+
+int mdsl_blob_keys(mdsl_blob *b, uint32_t *cookie, size_t max, struct mdsl_blob_key **out,
+                   size_t *n)
+{
+    *out = NULL;
+    *n = 0;
+    if (max == 0 || *cookie >= NBUCK)
+        return -EINVAL;
+    size_t cap = 0;
+    uint32_t k = *cookie;
+    int rc = 0;
+    pthread_mutex_lock(&b->mu);
+    for (; k < NBUCK && *n < max && rc == 0; k++)
+        for (struct bset *s = b->buck[k]; s && rc == 0; s = s->next)
+            for (size_t i = 0; i < s->n; i++) {
+                if (*n == cap) {
+                    size_t c = cap ? 2 * cap : 256;
+                    struct mdsl_blob_key *v = xt_realloc(*out, c * sizeof *v);
+                    if (!v) {
+                        rc = -ENOMEM;
+                        break;
+                    }
+                    *out = v;
+                    cap = c;
+                }
+                (*out)[(*n)++] = (struct mdsl_blob_key){ s->fsid, s->t[i].tract, s->set,
+                                                         s->t[i].len };
+            }
+    pthread_mutex_unlock(&b->mu);
+    if (rc < 0) {
+        xt_free(*out);
+        *out = NULL;
+        *n = 0;
+        return rc;
+    }
+    *cookie = k;
+    return k < NBUCK;
+}

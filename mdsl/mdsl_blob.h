@@ -121,4 +121,18 @@ int mdsl_blob_set_stat(mdsl_blob *b, uint32_t fsid, uint64_t set, struct xt_trac
 int mdsl_blob_list(mdsl_blob *b, uint32_t fsid, uint64_t cookie, uint32_t max,
                    struct xt_tract_list *out);
 
+/* A tract held here, as mdsl_blob_keys answers it. */
+struct mdsl_blob_key {
+    uint32_t fsid, tract;
+    uint64_t set;
+    uint32_t len;       /* payload bytes */
+};
+/* The tracts of every set in the index buckets from *cookie (0: the
+ * first) on, whole buckets until about `max`: *out (xt_malloc'd, caller
+ * frees with xt_free; *n of them), *cookie moved past them. A tract held
+ * through the whole walk is answered once. 1: more buckets are left, 0:
+ * the walk is done; -EINVAL (max 0, a bad cookie), -ENOMEM. */
+int mdsl_blob_keys(mdsl_blob *b, uint32_t *cookie, size_t max, struct mdsl_blob_key **out,
+                   size_t *n);
+
 #endif /* MDSL_BLOB_H */

@@ -71,6 +71,7 @@ struct metrics_src {
     mdsl_catchup *catchup;      /* NULL: no replicas */
     const struct mdsl_service *svc;
     xt_rpc_server *srv;
+    mdsl_ring1 *_Atomic ring1;  /* set once the reporter runs, NULL before */
 };
 
 static void collect(void *arg, xt_metrics_buf *b)
@@ -139,6 +140,19 @@ static void collect(void *arg, xt_metrics_buf *b)
                                "Record bytes copied from peers by the catch-up.",
                                cs.pulled_bytes);
     }
+    {
+        uint64_t moved, bytes, dropped, owed;
+        mdsl_ring1_tracts(atomic_load(&m->ring1), &moved, &bytes, &dropped, &owed);
+        xt_metrics_put_counter(b, "pom_mdsl_tracts_moved_total",
+                               "Tract copies put to peers after ring-1 changes.", moved);
+        xt_metrics_put_counter(b, "pom_mdsl_tract_moved_bytes_total",
+                               "Bytes of the tract copies put to peers.", bytes);
+        xt_metrics_put_counter(b, "pom_mdsl_tracts_dropped_total",
+                               "Tract copies dropped here once their new set held them.",
+                               dropped);
+        xt_metrics_put_gauge(b, "pom_mdsl_tracts_owed",
+                             "Tracts the last ring-1 pass could not yet place.", (double)owed);
+    }
     char labels[48];
     xt_metrics_put_hist_family(b, "pom_mdsl_op_duration_seconds",
                                "Latency of Storage requests, from the handler's call to its "
@@ -202,6 +216,8 @@ static void usage(FILE *f)
             "  --gc-threshold F     collect segments under this live ratio (default 0.25)\n"
             "  --gc-rate BYTES      GC budget per second (default 32M; 0 = unthrottled)\n"
             "  --gc-interval MS     period of the background GC pass (default 1000)\n"
+            "  --tract-move-rate BYTES  ring-1 change: blob tract bytes put to peers per\n"
+            "                       second (default 16M; 0 = unthrottled)\n"
             "  --r2 ADDRS           register with R2 (HOST:PORT[,HOST:PORT...]) and heartbeat\n"
             "  --capacity BYTES     capacity announced to R2 (default 0)\n"
             "  --hb-interval-ms N   heartbeat interval, as pom-r2's (default 1000)\n"
@@ -252,6 +268,7 @@ int main(int argc, char **argv)
         { "gc-threshold", required_argument, NULL, 'g' },
         { "gc-rate", required_argument, NULL, 'r' },
         { "gc-interval", required_argument, NULL, 'i' },
+        { "tract-move-rate", required_argument, NULL, 'T' },
         { "r2", required_argument, NULL, 'R' },
         { "capacity", required_argument, NULL, 'C' },
         { "hb-interval-ms", required_argument, NULL, 'H' },
@@ -271,6 +288,7 @@ int main(int argc, char **argv)
     const char *dir = NULL, *listen = "127.0.0.1:0", *port_file = NULL;
     uint64_t threads = 4, seg_size = 64u << 20, gc_rate = 32u << 20, gc_interval = 1000;
     uint64_t reserve = 0; /* the store's default */
+    uint64_t tract_move_rate = 16u << 20; /* as pom-mds's --move-rate */
     double gc_threshold = 0.25;
     const char *r2_addrs = NULL;
     uint64_t capacity = 0, hb_ms = 1000, replicas = 1;
@@ -311,6 +329,12 @@ int main(int argc, char **argv)
             }
             break;
         }
+        case 'T':
+            if (xt_parse_u64(optarg, 0, UINT64_MAX / 2, &tract_move_rate)) {
+                fprintf(stderr, "pom-mdsl: bad --tract-move-rate '%s'\n", optarg);
+                return 2;
+            }
+            break;
         case 'r':
             if (xt_parse_u64(optarg, 0, UINT64_MAX, &gc_rate)) {
                 fprintf(stderr, "pom-mdsl: bad --gc-rate '%s'\n", optarg);
@@ -499,9 +523,11 @@ int main(int argc, char **argv)
         /* Paced so a pass of a large index yields to prepares: 1,024
          * slices, then 2 ms (~500k slices/s at most). */
         struct mdsl_ring1_opts r1o = { .store = store, .interval_ms = 1000, .page = 1024,
-                                       .pause_ms = 2 };
+                                       .pause_ms = 2, .blob = blob,
+                                       .tract_move_rate = tract_move_rate };
         if ((rc = mdsl_ring1_start(&r1o, &r1rep)) < 0)
             XT_ERR("cannot start the ring-1 reporter: %s", strerror(-rc));
+        atomic_store(&msrc.ring1, r1rep);
         char self[300], id_file[4200];
         snprintf(self, sizeof self, "%s:%d", host, bound);
         snprintf(id_file, sizeof id_file, "%s/site_id", dir);
@@ -524,6 +550,7 @@ int main(int argc, char **argv)
             if (r1rep)
                 XT_ERR("cannot start the R2 agent for --r2 '%s': %s", r2_addrs,
                        strerror(-rc));
+            atomic_store(&msrc.ring1, NULL);
             mdsl_ring1_stop(r1rep);
             xt_metrics_stop(metrics);
             xt_rpc_server_stop(srv);
@@ -560,7 +587,7 @@ int main(int argc, char **argv)
                     (unsigned long long)st.sweep_owed);
     }
     XT_INFO("signal %d: stopping", sig);
-    xt_metrics_stop(metrics); /* it reads the store and the server */
+    xt_metrics_stop(metrics); /* it reads the store, the server and the reporter */
 
     atomic_store(&key_agent, NULL); /* the server still runs: no view after the stop */
     mdsl_catchup_stop(catchup); /* its thread reads the agent */

@@ -19,8 +19,13 @@ struct r1_state {
     uint64_t seq;       /* ring-1 seq; 0 from an R2 without ring-1 state */
     int phase;          /* enum xt_ring1_phase */
     xt_ring *ring;      /* current ring 1, decoded; NULL: none in the view */
+    xt_ring *prev;      /* MOVING: the ring before it, decoded; else NULL */
     uint32_t *losing;   /* ids R2 marks losing (xt_malloc'd) */
     size_t nlosing;
+    struct mdsl_tmove_fs *fs;       /* the mdsl-backend fs (xt_malloc'd) */
+    size_t nfs;
+    struct mdsl_tmove_site *sites;  /* the MDSL of `ring` (xt_malloc'd) */
+    size_t nsites;
 };
 
 struct mdsl_ring1 {
@@ -43,12 +48,18 @@ struct mdsl_ring1 {
     bool final_seen;        /* a view past MOVING came since start */
     bool lost;              /* seen losing in MOVING, no final view since */
     uint64_t drops_asked, sweeps_asked;
+    uint64_t tmove_done_ver; /* pass thread only: ring version whose tract
+                                pass ended with nothing owed */
+    struct mdsl_tmove_counters tm;
 };
 
 static void state_free(struct r1_state *s)
 {
     xt_ring_free(s->ring);
+    xt_ring_free(s->prev);
     xt_free(s->losing);
+    xt_free(s->fs);
+    xt_free(s->sites);
     memset(s, 0, sizeof *s);
 }
 
@@ -71,11 +82,24 @@ static int state_of(const struct xt_view *v, struct r1_state *out)
     if (rc < 0 && rc != -ENOENT)
         XT_WARN("ring 1 in the view (view v%llu) does not decode: %s",
                 (unsigned long long)v->version, strerror(-rc));
+    if (out->ring && mdsl_tmove_of_view(v, out->ring, &out->fs, &out->nfs, &out->sites,
+                                        &out->nsites) < 0) {
+        state_free(out);
+        return -ENOMEM;
+    }
     const struct xt_view_ring1 *r1 = v->ring1;
     if (!r1)
         return 0;
     out->seq = r1->seq;
     out->phase = r1->phase;
+    if (r1->prev.data && (rc = xt_ring_decode(r1->prev.data, r1->prev.len, &out->prev)) < 0) {
+        if (rc == -ENOMEM) {
+            state_free(out);
+            return rc;
+        }
+        XT_WARN("the previous ring 1 in the view (view v%llu) does not decode: %s",
+                (unsigned long long)v->version, strerror(-rc));
+    }
     if (r1->nsites && !(out->losing = xt_malloc(r1->nsites * sizeof *out->losing))) {
         state_free(out);
         return -ENOMEM;
@@ -110,7 +134,9 @@ void mdsl_ring1_id(void *arg, uint32_t site_id)
 void mdsl_ring1_view(void *arg, const struct xt_view *v, int changed)
 {
     mdsl_ring1 *r = arg;
-    if (!(changed & XT_VIEW_RINGS))
+    /* fs and sites too: the tract moves need the fs created and the MDSL
+     * addresses known during a change (same target: no count dropped) */
+    if (!(changed & (XT_VIEW_RINGS | XT_VIEW_FS | XT_VIEW_SITES)))
         return;
     struct r1_state s;
     if (state_of(v, &s) < 0) {
@@ -165,6 +191,15 @@ void mdsl_ring1_fill(void *arg, struct xt_r2_hb_ring1 *r1)
     pthread_mutex_unlock(&r->mu);
 }
 
+void mdsl_ring1_tracts(mdsl_ring1 *r, uint64_t *moved, uint64_t *bytes, uint64_t *dropped,
+                       uint64_t *owed)
+{
+    *moved = r ? atomic_load(&r->tm.tracts) : 0;
+    *bytes = r ? atomic_load(&r->tm.bytes) : 0;
+    *dropped = r ? atomic_load(&r->tm.dropped) : 0;
+    *owed = r ? atomic_load(&r->tm.owed) : 0;
+}
+
 int mdsl_ring1_report(mdsl_ring1 *r, struct mdsl_ring1_report *out)
 {
     pthread_mutex_lock(&r->mu);
@@ -212,6 +247,23 @@ static int one_pass(mdsl_ring1 *r, const struct r1_state *cur, uint32_t self,
                                         &r->changed, &rep->misplaced);
         if (rc < 0)
             return rc;
+        if (r->o.blob) {
+            /* The tracts follow too (mdsl_tmove.h): those still owed keep
+             * the change from ending like slices not yet moved. */
+            uint64_t ver = xt_ring_version(cur->ring), owed = 0;
+            struct mdsl_tmove_target t = { .ring = cur->ring, .prev = cur->prev, .self = self,
+                                           .sites = cur->sites, .nsites = cur->nsites,
+                                           .fs = cur->fs, .nfs = cur->nfs,
+                                           .skip_kept = r->tmove_done_ver == ver };
+            rc = mdsl_tmove_pass(r->o.blob, &t, r->o.tract_move_rate, 10000, &r->changed,
+                                 &r->tm, &owed);
+            if (rc < 0)
+                return rc;
+            if (owed == 0)
+                r->tmove_done_ver = ver;
+            rep->tracts_owed = owed;
+            rep->misplaced += owed;
+        }
         rep->counted = true;
     }
     /* Not mdsl_store_stat: it walks every folder under the store lock
@@ -277,9 +329,10 @@ static void *pass_thread(void *arg)
                 pthread_mutex_unlock(&r->mu); /* no log write under the lock */
                 xt_log(loud ? XT_LOG_INFO : XT_LOG_DEBUG,
                        "ring 1 v%llu (seq %llu): %llu slices here belong elsewhere, "
-                       "%llu prepared",
+                       "%llu tracts owed, %llu prepared",
                        (unsigned long long)rep.ring_version, (unsigned long long)rep.seq,
-                       (unsigned long long)rep.misplaced, (unsigned long long)rep.prepared);
+                       (unsigned long long)(rep.misplaced - rep.tracts_owed),
+                       (unsigned long long)rep.tracts_owed, (unsigned long long)rep.prepared);
                 pthread_mutex_lock(&r->mu);
             }
         } else if (rc == -EAGAIN) {

@@ -11,7 +11,9 @@
  *   - losing (R2's ring-1 state marks this site `losing`) in MOVING: count
  *     against the view's current ring 1 through the listing, in pages,
  *     paused between pages (mdsl_store_count_misplaced), once the
- *     sweep-owed mark is durable (below);
+ *     sweep-owed mark is durable (below); then move the blob tracts the
+ *     ring places elsewhere (mdsl_tmove_pass) and add those still owed to
+ *     `misplaced`;
  *   - losing in PREPARE: no counts (the current ring is still the old one:
  *     a 0 would mean nothing, yet R2 could take it for the new ring's if
  *     it arrived after the walks);
@@ -50,6 +52,7 @@
 #define MDSL_RING1_H
 
 #include "mdsl_store.h"
+#include "mdsl_tmove.h"
 #include "xt_rpc_r2.h"
 
 #include <stdint.h>
@@ -58,6 +61,8 @@ typedef struct mdsl_ring1 mdsl_ring1;
 
 struct mdsl_ring1_opts {
     mdsl_store *store;      /* borrowed; outlives the reporter */
+    mdsl_blob *blob;        /* borrowed, or NULL: no tract moves (mdsl_tmove.h) */
+    uint64_t tract_move_rate; /* bytes/s of tract moves; 0: unpaced */
     unsigned interval_ms;   /* least time between pass starts; 0: 1000 */
     uint32_t page;          /* slices per listing page; 0: 1024 */
     unsigned pause_ms;      /* sleep between pages; 0: none */
@@ -79,11 +84,16 @@ void mdsl_ring1_fill(void *arg, struct xt_r2_hb_ring1 *r1);
 struct mdsl_ring1_report {
     uint64_t seq, ring_version; /* what the pass counted against */
     bool counted;               /* losing in MOVING: a real index pass */
-    uint64_t misplaced, prepared;
+    uint64_t misplaced, prepared; /* misplaced counts tracts_owed too */
+    uint64_t tracts_owed;       /* tracts not yet on their whole new set */
     uint64_t passes;            /* passes completed since start */
     uint64_t drops_asked;       /* drop passes asked of the store */
     uint64_t sweeps_asked;      /* sweeps asked of the store */
 };
 int mdsl_ring1_report(mdsl_ring1 *r, struct mdsl_ring1_report *out);
+/* Tract moves since start (mdsl_tmove_counters) and the last pass's owed
+ * tracts; all 0 for a NULL r. */
+void mdsl_ring1_tracts(mdsl_ring1 *r, uint64_t *moved, uint64_t *bytes, uint64_t *dropped,
+                       uint64_t *owed);
 
 #endif /* MDSL_RING1_H */

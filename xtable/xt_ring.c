@@ -462,6 +462,35 @@ uint32_t xt_ring_replicas(const xt_ring *r, uint32_t fsid, uint64_t table, uint3
     return xt_ring_successors(r, xt_ring_key(fsid, table, slice), n, sites);
 }
 
+#define XT_TRACT_SEED UINT64_C(0x504f4d5452414354) /* "POMTRACT" */
+
+uint32_t xt_ring_tract_sites(const xt_ring *r, uint64_t set, uint32_t t, uint32_t copies,
+                             uint32_t *sites)
+{
+    uint8_t k[12];
+    for (int i = 0; i < 8; i++)
+        k[i] = (uint8_t)(set >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        k[8 + i] = (uint8_t)(t >> (8 * i));
+    return xt_ring_successors(r, xt_hash_bytes(k, sizeof k, XT_TRACT_SEED), copies, sites);
+}
+
+int xt_ring_tract_copies(const xt_ring *r, const char *setting, uint32_t *copies)
+{
+    const char *p = setting ? setting : "";
+    if (!*p) {
+        *copies = XT_MIN(3u, xt_ring_nsites(r));
+        return 0;
+    }
+    char *end = NULL;
+    unsigned long n = 0;
+    if (strncmp(p, "copies=", 7) || (n = strtoul(p + 7, &end, 10)) < 1 ||
+        n > XT_TRACT_COPIES_MAX || *end)
+        return -EINVAL;
+    *copies = (uint32_t)n;
+    return 0;
+}
+
 int xt_ring_owner_changed(const xt_ring *from, const xt_ring *to, uint64_t key)
 {
     uint32_t a = 0, b = 0;

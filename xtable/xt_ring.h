@@ -121,6 +121,20 @@ uint32_t xt_ring_successors(const xt_ring *r, uint64_t key, uint32_t n, uint32_t
  * up by it (mdsl_catchup.h): one function, so both agree. */
 uint32_t xt_ring_replicas(const xt_ring *r, uint32_t fsid, uint64_t table, uint32_t slice,
                           uint32_t n, uint32_t *sites);
+/* Tract t of blob set `set` of the `mdsl` backend (docs/format-blob.md
+ * "mdsl"): its `copies` sites on ring 1, xt_ring_successors of
+ * xt_hash_bytes(set as 8 bytes LE || t as 4 bytes LE, seed "POMTRACT").
+ * The client places by it (client/pom_blob_mdsl.c) and an MDSL moves its
+ * tracts by it after a ring-1 change (mdsl/mdsl_tmove.c): one function,
+ * so both agree. The set's map is tract XT_TRACT_MAP. */
+#define XT_TRACT_MAP        UINT32_MAX
+#define XT_TRACT_COPIES_MAX 8
+uint32_t xt_ring_tract_sites(const xt_ring *r, uint64_t set, uint32_t t, uint32_t copies,
+                             uint32_t *sites);
+/* The copies of an `mdsl` fs from its blob setting ("" or "copies=N"):
+ * N, or min(3, the sites of r) for "". -EINVAL for another setting or N
+ * outside 1..XT_TRACT_COPIES_MAX. */
+int xt_ring_tract_copies(const xt_ring *r, const char *setting, uint32_t *copies);
 /* 1 when key has a different owner in `to` than in `from` (a ring without
  * sites owns nothing), else 0: the slice must move on a ring change. */
 int xt_ring_owner_changed(const xt_ring *from, const xt_ring *to, uint64_t key);

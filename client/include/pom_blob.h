@@ -161,6 +161,11 @@ struct pom_blob_set {
  * or the -errno of a folder that could not be read. */
 typedef int (*pom_blob_list_fn)(void *arg, const struct pom_blob_set *set);
 int pom_blob_list(pom_blob *b, pom_blob_list_fn fn, void *arg);
+/* A new view of the cluster (the R2 agent's): the mdsl backend places by
+ * its ring 1 from then on and still reads from the ring before it
+ * (docs/format-blob.md "mdsl" "Ring-1 changes"); other backends ignore it.
+ * v is borrowed for the call. b may be NULL. */
+void pom_blob_view(pom_blob *b, const struct xt_view *v);
 
 /* Marks the set `id` as in use now: its age (pom_blob_set.mtime_ns) starts
  * again. The lease of a set a live client holds while no row names it

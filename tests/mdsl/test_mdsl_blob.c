@@ -236,6 +236,54 @@ static size_t list_all(mdsl_blob *b, uint32_t fsid, uint32_t max, struct xt_trac
     return n;
 }
 
+/* mdsl_blob_keys walks every tract once, whatever the page size. */
+static void test_keys(void **state)
+{
+    (void)state;
+    mdsl_io *io;
+    assert_int_equal(mdsl_io_mem_new(&io), 0);
+    mdsl_blob *b = open_blob(io, "/blob", 0);
+    for (uint64_t s = 1; s <= 100; s++)
+        for (uint32_t t = 0; t <= s % 4; t++)
+            put(b, (uint32_t)(s % 2 + 1), s, t == 3 ? UINT32_MAX : t, 10 + t);
+    assert_int_equal(mdsl_blob_remove(b, 1, 2, 0, 0), 0); /* gone whole */
+    size_t want = 0;
+    for (uint64_t s = 1; s <= 100; s++)
+        want += s == 2 ? 0 : s % 4 + 1;
+    for (size_t max = 1; max <= 4096; max *= 8) {
+        uint8_t seen[101][5];
+        memset(seen, 0, sizeof seen);
+        size_t total = 0;
+        uint32_t cookie = 0;
+        int rc;
+        do {
+            struct mdsl_blob_key *k;
+            size_t n;
+            rc = mdsl_blob_keys(b, &cookie, max, &k, &n);
+            assert_true(rc == 0 || rc == 1);
+            for (size_t i = 0; i < n; i++) {
+                assert_true(k[i].set >= 1 && k[i].set <= 100);
+                assert_int_equal(k[i].fsid, k[i].set % 2 + 1);
+                uint32_t t = k[i].tract == UINT32_MAX ? 3 : k[i].tract;
+                assert_true(t <= k[i].set % 4);
+                assert_int_equal(k[i].len, 10 + t);
+                assert_int_equal(seen[k[i].set][t]++, 0);
+            }
+            total += n;
+            xt_free(k);
+        } while (rc == 1);
+        assert_int_equal(total, want);
+    }
+    struct mdsl_blob_key *k;
+    size_t n;
+    uint32_t cookie = 0;
+    assert_int_equal(mdsl_blob_keys(b, &cookie, 0, &k, &n), -EINVAL);
+    cookie = UINT32_MAX;
+    assert_int_equal(mdsl_blob_keys(b, &cookie, 5, &k, &n), -EINVAL);
+    mdsl_blob_close(b);
+    mdsl_io_destroy(io);
+}
+
 static void test_list_touch(void **state)
 {
     (void)state;
@@ -527,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_sticky_failure),
         cmocka_unit_test(test_uring_files),
         cmocka_unit_test(test_list_touch),
+        cmocka_unit_test(test_keys),
         cmocka_unit_test(test_gc),
         cmocka_unit_test(test_gc_crash_every_io),
         cmocka_unit_test(test_gc_killed),

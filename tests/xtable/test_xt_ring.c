@@ -591,6 +591,47 @@ static void test_alloc_failure_countdown(void **state)
  * asked or as the ring holds, each answer a prefix of a longer one; and
  * one site's keys have their second replica on every other site (the
  * spread docs/mdsl-replicas.md "Replica sets" relies on). */
+/* The tract placement of the mdsl blob backend: copies parsed from the fs
+ * setting; a join moves a tract's copy set only by taking the new site in
+ * (the others stay), a removal only by dropping the removed one. */
+static void test_tract_sites(void **state)
+{
+    (void)state;
+    xt_ring *r = xt_ring_new(1, 0);
+    for (uint32_t id = 1; id <= 3; id++)
+        assert_int_equal(xt_ring_add_site(r, id, XT_RING_WEIGHT_UNIT), 0);
+    uint32_t c = 0;
+    assert_int_equal(xt_ring_tract_copies(r, "", &c), 0);
+    assert_int_equal(c, 3);
+    assert_int_equal(xt_ring_tract_copies(r, NULL, &c), 0);
+    assert_int_equal(c, 3);
+    assert_int_equal(xt_ring_tract_copies(r, "copies=2", &c), 0);
+    assert_int_equal(c, 2);
+    const char *bad[] = { "copies=0", "copies=9", "copies=2x", "copies=", "copy=2", "2" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        assert_int_equal(xt_ring_tract_copies(r, bad[i], &c), -EINVAL);
+    xt_ring *j = xt_ring_dup(r);
+    assert_non_null(j);
+    assert_int_equal(xt_ring_add_site(j, 4, XT_RING_WEIGHT_UNIT), 0);
+    unsigned moved = 0;
+    for (uint64_t set = 1; set <= 200; set++)
+        for (uint32_t t = 0; t < 20; t++) {
+            uint32_t tr = t == 19 ? XT_TRACT_MAP : t;
+            uint32_t a[2], b[2], again[2];
+            assert_int_equal(xt_ring_tract_sites(r, set, tr, 2, a), 2);
+            assert_int_equal(xt_ring_tract_sites(r, set, tr, 2, again), 2);
+            assert_memory_equal(a, again, sizeof a); /* a pure function */
+            assert_int_equal(xt_ring_tract_sites(j, set, tr, 2, b), 2);
+            for (int k = 0; k < 2; k++)
+                if (b[k] != 4)
+                    assert_true(b[k] == a[0] || b[k] == a[1]);
+            moved += b[0] == 4 || b[1] == 4;
+        }
+    assert_true(moved > 0 && moved < 4000);
+    xt_ring_free(j);
+    xt_ring_free(r);
+}
+
 static void test_successors(void **state)
 {
     (void)state;
@@ -656,6 +697,7 @@ int main(void)
         cmocka_unit_test(test_malformed_rejected),
         cmocka_unit_test(test_alloc_failure_countdown),
         cmocka_unit_test(test_successors),
+        cmocka_unit_test(test_tract_sites),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
