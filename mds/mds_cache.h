@@ -93,6 +93,11 @@ struct mds_cent_commit {
     bool fold;            /* that image folds idle deltas (mds_group.c fold_idle):
                              it counts as growth, never uses the MDSL's reserve */
     bool snap_fold;       /* snap is such an image */
+    bool removed;         /* a row was deleted or made shorter since the last
+                             snapshot: a group holding it frees something,
+                             even when the slice grew in all (mds_group.c
+                             commit_group) */
+    bool snap_removed;    /* `removed` as snap took it */
     bool snap_image;      /* snap is an image (else a delta) */
     bool snap_sys;        /* the slice held system rows at the snapshot */
     uint32_t site;        /* MDSL holding the slice's records (invariant 7) */

@@ -116,6 +116,11 @@ struct mds_group {
     int storage_err;             /* last storage error of a commit, 0 after a commit (mu) */
     uint64_t storage_errs;       /* how many commit attempts met one (mu) */
     unsigned storage_streak;     /* attempts in a row that met one, 0 after a commit (mu) */
+    /* The group whose commit attempt met the last storage error (mu): a
+     * syncer of gen is told only of an attempt at gen or later, the ones
+     * that carry its changes (a failed group's entries join the next). */
+    uint64_t storage_err_gen;
+    uint64_t attempt_gen;        /* the group commit_group writes (committer only) */
     /* A full MDSL disk: until this time (xt_mono_ns) a commit answered
      * -ENOSPC; writes that add data are refused meanwhile
      * (mds_group_space_short) so the groups that follow shrink and may use
@@ -346,6 +351,8 @@ static int take_snapshot(mds_group *g, mds_cent *e, uint64_t gen)
         if (budgeted)
             move_budget_bytes(g, gen, len);
     }
+    cm->snap_removed = cm->removed;
+    cm->removed = false;
     cm->snap = buf;
     cm->snap_len = len;
     cm->snap_image = image;
@@ -530,8 +537,13 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     struct mds_group_tx t = { 0 };
     size_t nrec = 0;
     int64_t grow = 0;  /* what the group's slices grew since stored */
-    bool frees = false; /* some slice lost rows or bytes since stored */
+    bool frees = false; /* some slice lost rows or bytes since stored, or a row
+                           was deleted or shortened (mds_cent_commit.removed) */
     int rc = 0;
+    /* Attempts go up (invariant 1): storage_err_gen >= gen means an
+     * attempt that carried gen's changes met the error. */
+    assert(g->attempt_gen < gen || g->attempt_gen == UINT64_MAX);
+    g->attempt_gen = gen;
     for (size_t i = 0; i < l->n; i++) {
         mds_cent *e = l->v[i];
         struct mds_cent_commit *cm = mds_cent_commit(e);
@@ -575,7 +587,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
             grow += (int64_t)cm->snap_mem - (int64_t)cm->durable_mem;
             if (cm->snap_fold) /* adds its bytes before GC frees the old */
                 grow += (int64_t)cm->snap_len;
-            frees |= cm->snap_mem < cm->durable_mem || cm->snap_rows < cm->durable_rows;
+            frees |= cm->snap_mem < cm->durable_mem || cm->snap_rows < cm->durable_rows ||
+                     cm->snap_removed;
             mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_RECORDS_IMAGE
                                                      : MDS_CTR_RECORDS_DELTA, 1);
             mds_stats_add(g->o.stats, cm->snap_image ? MDS_CTR_BYTES_IMAGE
@@ -610,7 +623,8 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
             pthread_mutex_unlock(&g->mu);
             if (mds_group_stopping(g))
                 return; /* out of memory at a stop: abandoned as above */
-            mds_group_note_storage_error(g, -ENOMEM); /* stuck here: syncers hear of it */
+            g->attempt_gen = UINT64_MAX; /* stuck here: every syncer hears of it */
+            mds_group_note_storage_error(g, -ENOMEM);
             xt_sleep_ms(MDS_GROUP_RETRY_MS);
             pthread_mutex_lock(&g->mu);
         }
@@ -665,8 +679,10 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
              * delta on it is refused: docs/mdsl-scale.md "Tombstones"). */
             if (cm->snapped_gen == gen && (cm->snap_image || rc == -ESTALE))
                 cm->force_image = true;
-            if (cm->snapped_gen == gen)
+            if (cm->snapped_gen == gen) {
                 cm->fold |= cm->snap_fold;
+                cm->removed |= cm->snap_removed; /* still in the retried group */
+            }
             cm->snapped_gen = 0;
             if (cm->dirty_gen == gen) {
                 pthread_mutex_lock(&g->mu);
@@ -824,12 +840,16 @@ int mds_group_sync(mds_group *g, uint64_t gen, unsigned timeout_ms)
             break;
         }
         /* Commits keep failing on the storage, once more after this sync
-         * began (aborted, or in doubt at the home participant): the changes
-         * stay dirty or undecided (a later attempt may still make them
-         * durable) but the caller learns now, as fsync(2) reports a failed
-         * write, instead of at its timeout. */
+         * began (aborted, or in doubt at the home participant) and in an
+         * attempt that carried gen's changes (group gen or later): the
+         * changes stay dirty or undecided (a later attempt may still make
+         * them durable) but the caller learns now, as fsync(2) reports a
+         * failed write, instead of at its timeout. The failures of an older
+         * group do not count: on a full disk a group that only grows keeps
+         * failing while the next one, which carries a truncate or a
+         * delete with it, commits from the MDSL's reserve. */
         if (g->storage_errs != errs0 && g->storage_streak >= MDS_GROUP_STORAGE_ERR_TRIES &&
-            g->storage_err) {
+            g->storage_err && g->storage_err_gen >= gen) {
             rc = g->storage_err;
             break;
         }
@@ -1071,6 +1091,7 @@ static void mds_group_note_storage_error(mds_group *g, int rc)
         atomic_store(&g->enospc_until, xt_mono_ns() + MDS_GROUP_ENOSPC_HOLD_NS);
     pthread_mutex_lock(&g->mu);
     g->storage_err = rc;
+    g->storage_err_gen = g->attempt_gen;
     g->storage_errs++;
     if (++g->storage_streak >= MDS_GROUP_STORAGE_ERR_TRIES)
         pthread_cond_broadcast(&g->cv_done);

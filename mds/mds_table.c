@@ -625,6 +625,8 @@ int mds_table_update(mds_table *t, uint32_t fsid, uint64_t table, const void *na
         }
         if (rc == 0)
             rc = xt_slice_update(s, name, name_len, h, nr, nlen, w.gen);
+        if (rc == 0 && nlen < old_len)
+            mds_cent_commit(w.e)->removed = true; /* a truncate: its group frees */
         if (rc == 0)
             mds_usage_note(t->o.usage, fsid, w.gen, df, db);
         xt_free(nr);
@@ -662,6 +664,8 @@ int mds_table_delete(mds_table *t, uint32_t fsid, uint64_t table, const void *na
         }
         if (rc == 0)
             rc = xt_slice_delete(s, name, name_len, h, w.gen);
+        if (rc == 0)
+            mds_cent_commit(w.e)->removed = true;
         if (rc == 0)
             mds_usage_note(t->o.usage, fsid, w.gen, df, db);
         write_end(t, &w, rc == 0 ? name_len + 16 : 0);

@@ -275,7 +275,11 @@ static int aop_apply(struct abatch *b, size_t i)
     case MDS_AOP_UPDATE:
         return xt_slice_update(sl, o->name, o->name_len, s->h, s->nrow, s->nlen, b->gen);
     case MDS_AOP_DELETE:
-        return xt_slice_delete(sl, o->name, o->name_len, s->h, b->gen);
+        rc = xt_slice_delete(sl, o->name, o->name_len, s->h, b->gen);
+        if (rc == 0) /* its group frees (mds_cent_commit.removed; an undo
+                        keeps the mark: at most the slack more) */
+            mds_cent_commit(s->e)->removed = true;
+        return rc;
     default:
         return 0;
     }

@@ -571,6 +571,38 @@ static void test_full_disk_frees(void **state)
     tenv_fini(&v);
 }
 
+/* A full disk, one slice: a refused row and a removal of a smaller row in
+ * the same slice, so the slice grows in all. The removal still makes the
+ * group one that frees (mds_cent_commit.removed): it commits from the
+ * reserve, the refused row with it. Before, only a slice that shrank in
+ * all counted and the sync after the removal answered -ENOSPC (the fsync
+ * of a truncate on a full disk, test_pomfs_diskfull). */
+static void test_full_disk_frees_same_slice(void **state)
+{
+    (void)state;
+    struct tenv v = { .interval_ms = 10000, .split = 1024 };
+    assert_int_equal(tenv_start(&v), 0);
+    uint64_t gen = 0, id, seq;
+    assert_int_equal(mds_table_mktable(v.t, 1, 12, &gen), 0);
+    assert_int_equal(tenv_put(&v, 12, "small", 1, 1, &gen), 0); /* 1 byte */
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
+    mds_store_local_full(v.mem, 1, true);
+    mds_store_local_full(v.mem, 2, true);
+    assert_int_equal(tenv_put(&v, 12, "grown", 2, 49, &gen), 0); /* 49 bytes */
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), -ENOSPC);
+    assert_int_equal(mds_table_delete(v.t, 1, 12, "small", 5, xt_hash_name("small", 5), NULL,
+                                      NULL, &gen),
+                     0);
+    assert_int_equal(mds_group_sync(v.g, gen, 5000), 0);
+    tenv_crash(&v);
+    assert_int_equal(tenv_start(&v), 0);
+    assert_int_equal(tenv_get(&v, 12, "small", &id, &seq), 0);
+    assert_int_equal(tenv_get(&v, 12, "grown", &id, &seq), 1);
+    mds_store_local_full(v.mem, 1, false);
+    mds_store_local_full(v.mem, 2, false);
+    tenv_fini(&v);
+}
+
 static void test_idle_slice_folds(void **state)
 {
     (void)state;
@@ -654,6 +686,7 @@ int main(void)
         cmocka_unit_test(test_memory_bound_with_dirty_slices),
         cmocka_unit_test(test_writers_then_crash),
         cmocka_unit_test(test_full_disk_frees),
+        cmocka_unit_test(test_full_disk_frees_same_slice),
         cmocka_unit_test(test_idle_slice_folds),
         cmocka_unit_test(test_close_while_folding),
     };
