@@ -64,6 +64,14 @@
  *      placement names it. They shrink only by an MDSL that R2 declared
  *      DRAINED (docs/mdsl-scale.md "Drain and remove": no live slice, nothing
  *      prepared, no placement names it), never the home.
+ * (10) Settling another MDS (mds_group_settle_site) never aborts one of its
+ *      txids at a participant before that txid is aborted at its home, the
+ *      commit point: the MDS may have restarted after its decision record
+ *      was read, and a txid after that record may be its transaction in
+ *      flight, which it may still commit at the home. A txid the home does
+ *      not know is left to its coordinator (without a prepare at the home
+ *      it never commits). Its own recovery (4) runs before it has any
+ *      transaction, so it aborts directly.
  *
  * Decision record (the image of slice `site` of table MDS_COORD_TABLE of
  * fsid MDS_COORD_FSID at the home participant; version = txid):
@@ -179,7 +187,9 @@ void mds_group_close(mds_group *g, bool flush);
  * its decision record, aborted after, at every participant. So none of its
  * commits can land after a new owner loaded its slices. Idempotent, and
  * safe against that MDS's own recovery running at the same time (both
- * decide alike). 0 or the store's error. */
+ * decide alike) and against that MDS running again (invariant 10: a txid
+ * after its decision record is aborted at its home first, and committed
+ * when the home had committed it). 0 or the store's error. */
 int mds_group_settle_site(mds_group *g, uint32_t site);
 /* The decision record of txid into b[MDS_DECISION_SIZE]: the format
  * recovery reads (tests write one to stage a crash's leftovers). */
