@@ -35,11 +35,11 @@
  * copy elsewhere is harmless. Participants only grow: an MDSL leaves the set
  * when this MDS restarts without it.
  *
- * Settling another MDS (invariant 10): it may be running again by the time
- * its records are listed, so a txid after the decision record read is
- * probed at its home (an abort, as its coordinator probes an unknown
- * commit) before it is aborted anywhere: committed there, it is committed;
- * unknown there, it is left to its coordinator.
+ * Recovery and settling (invariant 10): a txid after the decision record
+ * read may still commit at the home after the read (a killed MDS's commit
+ * the home is still serving; a settled MDS that runs again), so it is
+ * probed at the home (an abort, as the coordinator probes an unknown
+ * commit) before it is aborted anywhere: committed there, it is committed.
  *
  * The crash points of a transaction that moves slices (xt_crash.h, for
  * the fault tests) are passed only by such a transaction: `move.prepared`
@@ -1486,15 +1486,16 @@ static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_
     return 0;
 }
 
-/* How settle decides a txid t after the decision record of another site
- * (invariant 10): that site may be running again (restarted after the
- * record was read, t its transaction in flight) and commit t at its home
- * later, so t is aborted anywhere only once it is aborted at that home, the
- * commit point; the probe is the one its coordinator uses (mds_store.h
- * promise 3). 1: commit (t committed at home); 0: abort (aborted at home
- * now, so no coordinator can commit it); -ENOENT: leave t to its
- * coordinator (home does not know t: its prepare there may still come, and
- * without it t never commits); other < 0: the probe's error. */
+/* How recovery and settling decide a txid t after the decision record
+ * they read (invariant 10): t may still commit at its home after that read
+ * -- the commit of a killed MDS that the home is still serving, or the
+ * transaction in flight of a settled MDS that runs again -- so t is
+ * aborted anywhere only once it is aborted at the home, the commit point;
+ * the probe is the one the coordinator uses (mds_store.h promise 3).
+ * 1: commit (t committed at home); 0: abort (aborted at home now, so it
+ * never commits); -ENOENT: home does not know t (no commit of it can be in
+ * flight there; a prepare may, so another site's t is left to its
+ * coordinator); other < 0: the probe's error. */
 static int probe_home(mds_group *g, uint32_t home, uint64_t t)
 {
     int rc = mds_store_abort(g->o.store, home, t);
@@ -1503,10 +1504,10 @@ static int probe_home(mds_group *g, uint32_t home, uint64_t t)
 
 /* Invariant 4: settle every prepared txid of `site` at every participant
  * by its decision record: committed up to the last txid it names, aborted
- * after. *epoch_out and *last_out: what the record says (0: no record).
- * `own`: this MDS's recovery, before its first transaction; otherwise the
- * site may be running again, and an abort goes through its home first
- * (probe_home). */
+ * after (once aborted at the home: probe_home). *epoch_out and *last_out:
+ * what the record says (0: no record). `own`: this MDS's recovery, before
+ * its first transaction (its coordinator is gone); otherwise the site may
+ * be running again. */
 static int settle(mds_group *g, uint32_t site, bool own, uint32_t *epoch_out,
                   uint64_t *last_out)
 {
@@ -1527,21 +1528,21 @@ static int settle(mds_group *g, uint32_t site, bool own, uint32_t *epoch_out,
             if (mds_txid_site(tx[i]) != site)
                 continue;
             bool commit = tx[i] <= last;
-            if (!commit && !own) {
+            if (!commit) {
                 int v = probe_home(g, home, tx[i]);
-                if (v == -ENOENT) {
+                if (v == -ENOENT && !own) {
                     XT_INFO("group: settle leaves txid %llx of site %u at site %u to its "
                             "coordinator: home %u does not know it",
                             (unsigned long long)tx[i], site, parts[p], home);
                     continue;
                 }
-                if (v < 0) {
+                if (v < 0 && v != -ENOENT) {
                     rc = v;
                     break;
                 }
-                /* Invariant 10: another site's txid is aborted here only
-                 * once it is aborted at that site's home (v == 0). */
-                assert(v == 0 || v == 1);
+                /* Invariant 10: aborted here only once aborted at the home
+                 * (v 0) or, at recovery, unknown there (v -ENOENT). */
+                assert(v == 1 || v == 0 || (own && v == -ENOENT));
                 commit = v == 1;
             }
             rc = commit ? mds_store_commit(g->o.store, parts[p], tx[i])

@@ -41,6 +41,9 @@
  *     first (so MDS 7's commit point fails); one not yet prepared at the
  *     home is left to MDS 7. Without the home first each case ends
  *     committed at one site and aborted at the other.
+ *   test_recover_commit_in_flight: MDS 7 was killed while the home still
+ *     served its commit, which lands after the restarted MDS read its
+ *     decision record: recovery commits the txid at B too.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -681,9 +684,13 @@ static const struct mds_store_ops hooked_ops = { hk_prepare, hk_commit, hk_abort
 
 /* MDS 7's transaction h->txid: a slice image for B, the decision record
  * for the home A. */
+static uint64_t t7_table(uint64_t txid) /* one table per txid */
+{
+    return 100 + 16 * mds_txid_epoch(txid) + (txid & 0xf);
+}
 static struct xt_store_rec t7_rec(uint64_t txid)
 {
-    return rec(100 + (txid & 0xff), 1, true, "of-a-running-mds");
+    return rec(t7_table(txid), 1, true, "of-a-running-mds");
 }
 static void t7_prepare_b(struct hooked *h)
 {
@@ -705,6 +712,10 @@ static void hook_committed(struct hooked *h) /* prepared at A and B, committed a
     t7_prepare_a(h);
     assert_int_equal(mds_store_commit(&h->in, SA, h->txid), 0);
 }
+static void hook_commit_a(struct hooked *h) /* committed at A */
+{
+    assert_int_equal(mds_store_commit(&h->in, SA, h->txid), 0);
+}
 static void hook_prepared(struct hooked *h) /* prepared at A and B */
 {
     t7_prepare_b(h);
@@ -718,7 +729,7 @@ static void hook_prepared_b(struct hooked *h) /* prepared at B, A's prepare to c
 static int t7_load(mds_store *st, uint64_t txid)
 {
     struct xt_store_load ld;
-    int rc = mds_store_load(st, SB, (xt_slice_id){ .fsid = 1, .slice = 0, .table = 100 + (txid & 0xff) }, &ld);
+    int rc = mds_store_load(st, SB, (xt_slice_id){ .fsid = 1, .slice = 0, .table = t7_table(txid) }, &ld);
     if (rc == 0)
         xt_store_load_free(&ld);
     return rc;
@@ -803,6 +814,44 @@ static void test_settle_running_again(void **state)
     env_fini(&v);
 }
 
+/* MDS 7 was killed with its commit at the home still being served: the
+ * home commits it after the restarted MDS 7 read its decision record (the
+ * hook, before recovery lists the home's prepared txids). Recovery commits
+ * it at B too (aborting it there would leave a move's image committed at
+ * one MDSL and its tombstone aborted at the other). */
+static void test_recover_commit_in_flight(void **state)
+{
+    (void)state;
+    g_salt = 1;
+    struct env v = { .interval_ms = 60000 };
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    struct mds_group_info gi;
+    mds_group_info(v.g, &gi);
+    uint32_t e = mds_txid_epoch(gi.last_txid);
+    env_crash(&v);
+    struct hooked h = { .in = v.st, .site = SA, .txid = mds_txid_make(MDS_ID, e, 1) };
+    hook_prepared(&h);
+    h.hook = hook_commit_a;
+    v.st = (mds_store){ &hooked_ops, &h };
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    assert_null(h.hook);
+    assert_nothing_prepared(v.mem);
+    assert_int_equal(t7_load(&h.in, h.txid), 0);
+    /* Killed again with one prepared at both and one at B only: both abort. */
+    mds_group_info(v.g, &gi);
+    e = mds_txid_epoch(gi.last_txid);
+    env_crash(&v);
+    h.txid = mds_txid_make(MDS_ID, e, 1);
+    hook_prepared(&h);
+    h.txid = mds_txid_make(MDS_ID, e, 2);
+    hook_prepared_b(&h);
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    assert_nothing_prepared(v.mem);
+    assert_int_equal(t7_load(&h.in, mds_txid_make(MDS_ID, e, 1)), -ENOENT);
+    assert_int_equal(t7_load(&h.in, mds_txid_make(MDS_ID, e, 2)), -ENOENT);
+    env_fini(&v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -810,6 +859,7 @@ int main(void)
         cmocka_unit_test(test_load_history),
         cmocka_unit_test(test_decision_everywhere),
         cmocka_unit_test(test_settle_running_again),
+        cmocka_unit_test(test_recover_commit_in_flight),
         cmocka_unit_test(test_participant_down),
         cmocka_unit_test(test_move_aborts),
         cmocka_unit_test(test_crash_sweep),
