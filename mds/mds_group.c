@@ -35,6 +35,12 @@
  * copy elsewhere is harmless. Participants only grow: an MDSL leaves the set
  * when this MDS restarts without it.
  *
+ * Recovery and settling (invariant 10): a txid after the decision record
+ * read may still commit at the home after the read (a killed MDS's commit
+ * the home is still serving; a settled MDS that runs again), so it is
+ * probed at the home (an abort, as the coordinator probes an unknown
+ * commit) before it is aborted anywhere: committed there, it is committed.
+ *
  * The crash points of a transaction that moves slices (xt_crash.h, for
  * the fault tests) are passed only by such a transaction: `move.prepared`
  * after every vote, `move.decided` after the home's commit,
@@ -1463,13 +1469,16 @@ int mds_group_participants(mds_group *g, uint32_t **out, size_t *n)
 }
 
 /* The newest decision record of `site` at any participant (docs/mdsl-scale.md "Decision records"):
- * *epoch and *last stay 0 when none holds one. Any participant that cannot
- * answer fails the read: the newest record may be the one it holds. */
+ * *epoch and *last stay 0 when none holds one; *at is the lowest participant
+ * holding that record (its home: the copies have higher ids), `home` when
+ * none holds one. Any participant that cannot answer fails the read: the
+ * newest record may be the one it holds. */
 static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_t site,
-                         uint32_t *epoch, uint64_t *last)
+                         uint32_t home, uint32_t *epoch, uint64_t *last, uint32_t *at)
 {
     *epoch = 0;
     *last = 0;
+    *at = home;
     for (size_t p = 0; p < np; p++) {
         struct xt_store_load ld;
         xt_slice_id id = { .fsid = MDS_COORD_FSID, .slice = site, .table = MDS_COORD_TABLE };
@@ -1489,26 +1498,47 @@ static int read_decision(mds_group *g, const uint32_t *parts, size_t np, uint32_
             XT_ERR("group: site %u: corrupt decision record at site %u", site, parts[p]);
             return rc;
         }
-        if (t > *last) {
+        if (t > *last || (t == *last && parts[p] < *at)) {
             *last = t;
             *epoch = e;
+            *at = parts[p];
         }
     }
     return 0;
 }
 
+/* How recovery and settling decide a txid t after the decision record
+ * they read (invariant 10): t may still commit at its home after that read
+ * -- the commit of a killed MDS that the home is still serving, or the
+ * transaction in flight of a settled MDS that runs again -- so t is
+ * aborted anywhere only once it is aborted at the home, the commit point;
+ * the probe is the one the coordinator uses (mds_store.h promise 3).
+ * 1: commit (t committed at home); 0: abort (aborted at home now, so it
+ * never commits); -ENOENT: home does not know t (no commit of it can be in
+ * flight there; a prepare may, so another site's t is left to its
+ * coordinator); other < 0: the probe's error. */
+static int probe_home(mds_group *g, uint32_t home, uint64_t t)
+{
+    int rc = mds_store_abort(g->o.store, home, t);
+    return rc == -EINVAL ? 1 : rc;
+}
+
 /* Invariant 4: settle every prepared txid of `site` at every participant
  * by its decision record: committed up to the last txid it names, aborted
- * after. *epoch_out and *last_out: what the record says (0: no record). */
-static int settle(mds_group *g, uint32_t site, uint32_t *epoch_out, uint64_t *last_out)
+ * after (once aborted at the home: probe_home). *epoch_out and *last_out:
+ * what the record says (0: no record). `own`: this MDS's recovery, before
+ * its first transaction (its coordinator is gone); otherwise the site may
+ * be running again. */
+static int settle(mds_group *g, uint32_t site, bool own, uint32_t *epoch_out,
+                  uint64_t *last_out)
 {
-    uint32_t *parts, epoch;
+    uint32_t *parts, epoch, home;
     size_t np;
     uint64_t last;
     int rc = mds_group_participants(g, &parts, &np);
     if (rc < 0)
         return rc;
-    if ((rc = read_decision(g, parts, np, site, &epoch, &last)) < 0)
+    if ((rc = read_decision(g, parts, np, site, g->o.home_site, &epoch, &last, &home)) < 0)
         goto out;
     for (size_t p = 0; p < np; p++) {
         uint64_t *tx;
@@ -1519,11 +1549,28 @@ static int settle(mds_group *g, uint32_t site, uint32_t *epoch_out, uint64_t *la
             if (mds_txid_site(tx[i]) != site)
                 continue;
             bool commit = tx[i] <= last;
+            if (!commit) {
+                int v = probe_home(g, home, tx[i]);
+                if (v == -ENOENT && !own) {
+                    XT_INFO("group: settle leaves txid %llx of site %u at site %u to its "
+                            "coordinator: home %u does not know it",
+                            (unsigned long long)tx[i], site, parts[p], home);
+                    continue;
+                }
+                if (v < 0 && v != -ENOENT) {
+                    rc = v;
+                    break;
+                }
+                /* Invariant 10: aborted here only once aborted at the home
+                 * (v 0) or, at recovery, unknown there (v -ENOENT). */
+                assert(v == 1 || v == 0 || (own && v == -ENOENT));
+                commit = v == 1;
+            }
             rc = commit ? mds_store_commit(g->o.store, parts[p], tx[i])
                         : mds_store_abort(g->o.store, parts[p], tx[i]);
-            XT_INFO("group: recovery %s txid %llx of site %u at site %u: %d",
-                    commit ? "commits" : "aborts", (unsigned long long)tx[i], site, parts[p],
-                    rc);
+            XT_INFO("group: %s %s txid %llx of site %u at site %u: %d",
+                    own ? "recovery" : "settle", commit ? "commits" : "aborts",
+                    (unsigned long long)tx[i], site, parts[p], rc);
             if (rc == -ENOENT) /* decided meanwhile or lost: nothing to do */
                 rc = 0;
             if (rc == -EINVAL) {
@@ -1549,7 +1596,7 @@ static int mds_group_recover(mds_group *g, uint32_t *epoch_out)
 {
     uint32_t epoch;
     uint64_t last;
-    int rc = settle(g, g->o.site_id, &epoch, &last);
+    int rc = settle(g, g->o.site_id, true, &epoch, &last);
     if (rc < 0)
         return rc;
     g->last_txid = last;
@@ -1562,5 +1609,5 @@ int mds_group_settle_site(mds_group *g, uint32_t site)
 {
     uint32_t epoch;
     uint64_t last;
-    return site == g->o.site_id ? -EINVAL : settle(g, site, &epoch, &last);
+    return site == g->o.site_id ? -EINVAL : settle(g, site, false, &epoch, &last);
 }

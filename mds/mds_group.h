@@ -39,9 +39,9 @@
  *  (4) Recovery (mds_group_open): the newest decision record of this MDS
  *      at any participant (the home's, unless it moved: invariant 9) names
  *      the last committed txid L. Every prepared txid of this MDS is
- *      committed if <= L, aborted if > L (by (3) only L itself can still be
- *      prepared among those <= L). This is correct for a SIGKILL at any
- *      point: before home's commit nothing is committed anywhere and
+ *      committed if <= L, aborted if > L and not committed at the home
+ *      (10) (by (3) only L itself can still be prepared among those <= L).
+ *      This is correct for a SIGKILL at any point: before home's commit nothing is committed anywhere and
  *      everything aborts; after it, everything commits.
  *  (5) txid = site (16 bits) | epoch (24) | seq (23), bit 63 clear. Each start
  *      claims epoch = recorded epoch + 1 by committing a decision record
@@ -64,6 +64,16 @@
  *      placement names it. They shrink only by an MDSL that R2 declared
  *      DRAINED (docs/mdsl-scale.md "Drain and remove": no live slice, nothing
  *      prepared, no placement names it), never the home.
+ * (10) Recovery (4) and settling another MDS (mds_group_settle_site) abort
+ *      a txid after the decision record they read at a participant only
+ *      once it is aborted at the home, the commit point; one the home had
+ *      committed is committed. The record may be older than a commit at
+ *      the home: a SIGKILL does not stop the commit RPC the home is still
+ *      serving, and the restarted MDS reads its record first; a settled
+ *      MDS may be running again, its transaction in flight. A txid the
+ *      home does not know cannot commit there any more by a dead
+ *      coordinator: recovery aborts it; settling leaves it to its
+ *      coordinator (its prepare at the home may still come).
  *
  * Decision record (the image of slice `site` of table MDS_COORD_TABLE of
  * fsid MDS_COORD_FSID at the home participant; version = txid):
@@ -179,7 +189,8 @@ void mds_group_close(mds_group *g, bool flush);
  * its decision record, aborted after, at every participant. So none of its
  * commits can land after a new owner loaded its slices. Idempotent, and
  * safe against that MDS's own recovery running at the same time (both
- * decide alike). 0 or the store's error. */
+ * decide alike) and against that MDS running again (invariant 10). 0 or
+ * the store's error. */
 int mds_group_settle_site(mds_group *g, uint32_t site);
 /* The decision record of txid into b[MDS_DECISION_SIZE]: the format
  * recovery reads (tests write one to stage a crash's leftovers). */

@@ -34,6 +34,16 @@
  *   test_decision_everywhere: settle lists prepared txids at a participant
  *     added at run time, and decides by the newest decision record found at
  *     any participant (not only the home's).
+ *   test_settle_running_again: another MDS settles MDS 7 while it runs
+ *     again (mds_group.h invariant 10): a transaction of it committed at
+ *     the home after the settler read its decision record is committed,
+ *     not aborted, at B; one prepared at both is aborted at the home
+ *     first (so MDS 7's commit point fails); one not yet prepared at the
+ *     home is left to MDS 7. Without the home first each case ends
+ *     committed at one site and aborted at the other.
+ *   test_recover_commit_in_flight: MDS 7 was killed while the home still
+ *     served its commit, which lands after the restarted MDS read its
+ *     decision record: recovery commits the txid at B too.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -624,12 +634,232 @@ static void test_decision_everywhere(void **state)
     env_fini(&v);
 }
 
+/* ---- settling an MDS that is running again --------------------------------- */
+
+/* A store that runs `hook` (once) just before the next listing of
+ * prepared txids at `site`: the coordinator of MDS 7, running again, moves
+ * its transaction on between the settler's read of its decision record and
+ * the settler's listing at that participant. */
+struct hooked {
+    mds_store in;
+    uint32_t site;
+    void (*hook)(struct hooked *h);
+    uint64_t txid;
+};
+
+static int hk_prepare(void *ctx, uint32_t site, uint64_t txid, const struct xt_store_rec *recs,
+                      size_t n)
+{
+    return mds_store_prepare(&((struct hooked *)ctx)->in, site, txid, recs, n);
+}
+static int hk_commit(void *ctx, uint32_t site, uint64_t txid)
+{
+    return mds_store_commit(&((struct hooked *)ctx)->in, site, txid);
+}
+static int hk_abort(void *ctx, uint32_t site, uint64_t txid)
+{
+    return mds_store_abort(&((struct hooked *)ctx)->in, site, txid);
+}
+static int hk_load(void *ctx, uint32_t site, xt_slice_id id, struct xt_store_load *out)
+{
+    return mds_store_load(&((struct hooked *)ctx)->in, site, id, out);
+}
+static int hk_list_prepared(void *ctx, uint32_t site, uint64_t **txids, size_t *n)
+{
+    struct hooked *h = ctx;
+    void (*hook)(struct hooked *) = h->hook;
+    if (hook && site == h->site) {
+        h->hook = NULL;
+        hook(h);
+    }
+    return mds_store_list_prepared(&h->in, site, txids, n);
+}
+static int hk_list_slices(void *ctx, uint32_t site, const void *cursor, uint32_t cursor_len,
+                          uint32_t max, struct xt_store_list *out)
+{
+    return mds_store_list_slices(&((struct hooked *)ctx)->in, site, cursor, cursor_len, max, out);
+}
+static const struct mds_store_ops hooked_ops = { hk_prepare, hk_commit, hk_abort, hk_load,
+                                                 hk_list_prepared, hk_list_slices };
+
+/* MDS 7's transaction h->txid: a slice image for B, the decision record
+ * for the home A. */
+static uint64_t t7_table(uint64_t txid) /* one table per txid */
+{
+    return 100 + 16 * mds_txid_epoch(txid) + (txid & 0xf);
+}
+static struct xt_store_rec t7_rec(uint64_t txid)
+{
+    return rec(t7_table(txid), 1, true, "of-a-running-mds");
+}
+static void t7_prepare_b(struct hooked *h)
+{
+    struct xt_store_rec r = t7_rec(h->txid);
+    assert_int_equal(mds_store_prepare(&h->in, SB, h->txid, &r, 1), 0);
+}
+static void t7_prepare_a(struct hooked *h)
+{
+    static uint8_t dec[MDS_DECISION_SIZE];
+    mds_group_decision_encode(dec, MDS_ID, mds_txid_epoch(h->txid), h->txid);
+    struct xt_store_rec dr = { .id = { .fsid = MDS_COORD_FSID, .slice = MDS_ID, .table = MDS_COORD_TABLE },
+                               .version = h->txid, .type = XT_STORE_IMAGE, .data = dec,
+                               .len = sizeof dec };
+    assert_int_equal(mds_store_prepare(&h->in, SA, h->txid, &dr, 1), 0);
+}
+static void hook_committed(struct hooked *h) /* prepared at A and B, committed at A */
+{
+    t7_prepare_b(h);
+    t7_prepare_a(h);
+    assert_int_equal(mds_store_commit(&h->in, SA, h->txid), 0);
+}
+static void hook_commit_a(struct hooked *h) /* committed at A */
+{
+    assert_int_equal(mds_store_commit(&h->in, SA, h->txid), 0);
+}
+static void hook_prepared(struct hooked *h) /* prepared at A and B */
+{
+    t7_prepare_b(h);
+    t7_prepare_a(h);
+}
+static void hook_prepared_b(struct hooked *h) /* prepared at B, A's prepare to come */
+{
+    t7_prepare_b(h);
+}
+
+static int t7_load(mds_store *st, uint64_t txid)
+{
+    struct xt_store_load ld;
+    int rc = mds_store_load(st, SB, (xt_slice_id){ .fsid = 1, .slice = 0, .table = t7_table(txid) }, &ld);
+    if (rc == 0)
+        xt_store_load_free(&ld);
+    return rc;
+}
+
+static void test_settle_running_again(void **state)
+{
+    (void)state;
+    g_salt = 1;
+    struct env v = { .interval_ms = 60000 };
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    struct mds_group_info gi;
+    mds_group_info(v.g, &gi);
+    uint32_t e = mds_txid_epoch(gi.last_txid);
+    env_crash(&v);
+    /* MDS 8 takes MDS 7 for dead (its calls were refused) and settles it,
+     * while MDS 7 is running again: its claim (epoch e) is the newest
+     * decision record, and each case below is its next transaction, in
+     * flight while MDS 8 settles. */
+    struct hooked h = { .in = v.st, .site = SB };
+    mds_store hst = { &hooked_ops, &h };
+    mds_place *p = place_new(&P_AB, NULL);
+    struct mds_cache_opts co = { .store = &hst, .place = p };
+    mds_cache *c;
+    assert_int_equal(mds_cache_new(&co, &c), 0);
+    struct mds_group_opts go = { .store = &hst, .cache = c, .place = p, .site_id = 8,
+                                 .home_site = SA, .participants = parts_ab,
+                                 .nparticipants = 2, .commit_interval_ms = 60000,
+                                 .retry_ms = 2 };
+    mds_group *g8;
+    assert_int_equal(mds_group_open(&go, &g8), 0);
+
+    /* 1. Committed at the home after MDS 8 read the record: B commits it
+     *    too (MDS 8 must not abort it there). */
+    h.txid = mds_txid_make(MDS_ID, e, 1);
+    h.hook = hook_committed;
+    assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
+    assert_null(h.hook);
+    assert_int_equal(mds_store_commit(&v.st, SB, h.txid), 0); /* MDS 7's phase 2 */
+    assert_int_equal(t7_load(&v.st, h.txid), 0);
+
+    /* 2. Prepared at both: MDS 8 aborts it at the home first, so MDS 7's
+     *    commit point fails and it aborts everywhere, as MDS 8 did at B. */
+    h.txid = mds_txid_make(MDS_ID, e, 2);
+    h.hook = hook_prepared;
+    assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
+    assert_null(h.hook);
+    assert_int_equal(mds_store_commit(&v.st, SA, h.txid), -EINVAL);
+    assert_int_equal(mds_store_abort(&v.st, SB, h.txid), 0);
+    assert_int_equal(t7_load(&v.st, h.txid), -ENOENT);
+
+    /* 3. Prepared at B, its prepare at the home still to come: MDS 8
+     *    leaves it, and MDS 7 commits it at the home and at B. */
+    h.txid = mds_txid_make(MDS_ID, e, 3);
+    h.hook = hook_prepared_b;
+    assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
+    assert_null(h.hook);
+    t7_prepare_a(&h);
+    assert_int_equal(mds_store_commit(&v.st, SA, h.txid), 0);
+    assert_int_equal(mds_store_commit(&v.st, SB, h.txid), 0);
+    assert_int_equal(t7_load(&v.st, h.txid), 0);
+
+    /* 4. MDS 7 died again with a transaction prepared at both: the next
+     *    settle aborts it everywhere; with only B prepared, its own
+     *    recovery does. */
+    h.txid = mds_txid_make(MDS_ID, e, 4);
+    hook_prepared(&h);
+    assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
+    assert_nothing_prepared(v.mem);
+    h.txid = mds_txid_make(MDS_ID, e, 5);
+    hook_prepared_b(&h);
+    assert_int_equal(mds_group_settle_site(g8, MDS_ID), 0);
+    struct mds_store_local_counts cnt;
+    mds_store_local_counts(v.mem, SB, &cnt);
+    assert_int_equal(cnt.prepared_now, 1);
+    mds_group_close(g8, false);
+    mds_cache_free(c);
+    mds_place_free(p);
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    assert_nothing_prepared(v.mem);
+    assert_int_equal(t7_load(&v.st, mds_txid_make(MDS_ID, e, 5)), -ENOENT);
+    env_fini(&v);
+}
+
+/* MDS 7 was killed with its commit at the home still being served: the
+ * home commits it after the restarted MDS 7 read its decision record (the
+ * hook, before recovery lists the home's prepared txids). Recovery commits
+ * it at B too (aborting it there would leave a move's image committed at
+ * one MDSL and its tombstone aborted at the other). */
+static void test_recover_commit_in_flight(void **state)
+{
+    (void)state;
+    g_salt = 1;
+    struct env v = { .interval_ms = 60000 };
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    struct mds_group_info gi;
+    mds_group_info(v.g, &gi);
+    uint32_t e = mds_txid_epoch(gi.last_txid);
+    env_crash(&v);
+    struct hooked h = { .in = v.st, .site = SA, .txid = mds_txid_make(MDS_ID, e, 1) };
+    hook_prepared(&h);
+    h.hook = hook_commit_a;
+    v.st = (mds_store){ &hooked_ops, &h };
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    assert_null(h.hook);
+    assert_nothing_prepared(v.mem);
+    assert_int_equal(t7_load(&h.in, h.txid), 0);
+    /* Killed again with one prepared at both and one at B only: both abort. */
+    mds_group_info(v.g, &gi);
+    e = mds_txid_epoch(gi.last_txid);
+    env_crash(&v);
+    h.txid = mds_txid_make(MDS_ID, e, 1);
+    hook_prepared(&h);
+    h.txid = mds_txid_make(MDS_ID, e, 2);
+    hook_prepared_b(&h);
+    env_start(&v, &P_AB, NULL, parts_ab, 2);
+    assert_nothing_prepared(v.mem);
+    assert_int_equal(t7_load(&h.in, mds_txid_make(MDS_ID, e, 1)), -ENOENT);
+    assert_int_equal(t7_load(&h.in, mds_txid_make(MDS_ID, e, 2)), -ENOENT);
+    env_fini(&v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mem_tombstone),
         cmocka_unit_test(test_load_history),
         cmocka_unit_test(test_decision_everywhere),
+        cmocka_unit_test(test_settle_running_again),
+        cmocka_unit_test(test_recover_commit_in_flight),
         cmocka_unit_test(test_participant_down),
         cmocka_unit_test(test_move_aborts),
         cmocka_unit_test(test_crash_sweep),
