@@ -124,7 +124,8 @@ struct mds_group {
     unsigned storage_streak;     /* attempts in a row that met one, 0 after a commit (mu) */
     /* The group whose commit attempt met the last storage error (mu): a
      * syncer of gen is told only of an attempt at gen or later, the ones
-     * that carry its changes (a failed group's entries join the next). */
+     * that carry its changes (a failed group's entries join the next);
+     * UINT64_MAX while the committer is stuck inside an attempt. */
     uint64_t storage_err_gen;
     uint64_t attempt_gen;        /* the group commit_group writes (committer only) */
     /* A full MDSL disk: until this time (xt_mono_ns) a commit answered
@@ -205,7 +206,7 @@ static int mds_group_next_txid(mds_group *g, uint64_t *txid);
  * once MDS_GROUP_STORAGE_ERR_TRIES attempts in a row met one, waiting
  * syncers are told. A one-off error (a retry gets past it) is never
  * reported. */
-static void mds_group_note_storage_error(mds_group *g, int rc);
+static void mds_group_note_storage_error(mds_group *g, int rc, bool stuck);
 
 /* ---- recovery -------------------------------------------------------------- */
 
@@ -548,7 +549,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
     int rc = 0;
     /* Attempts go up (invariant 1): storage_err_gen >= gen means an
      * attempt that carried gen's changes met the error. */
-    assert(g->attempt_gen < gen || g->attempt_gen == UINT64_MAX);
+    assert(g->attempt_gen < gen);
     g->attempt_gen = gen;
     for (size_t i = 0; i < l->n; i++) {
         mds_cent *e = l->v[i];
@@ -620,7 +621,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
         return; /* abandoned: close() drops the list */
 
     uint64_t open = atomic_load(&g->open_gen);
-    mds_group_note_storage_error(g, rc);
+    mds_group_note_storage_error(g, rc, false);
     if (rc < 0) {
         /* Keep everything dirty: the entries still stamped gen join the
          * open group (their pin moves with them). */
@@ -629,8 +630,7 @@ static void commit_group(mds_group *g, uint64_t gen, struct dlist *l)
             pthread_mutex_unlock(&g->mu);
             if (mds_group_stopping(g))
                 return; /* out of memory at a stop: abandoned as above */
-            g->attempt_gen = UINT64_MAX; /* stuck here: every syncer hears of it */
-            mds_group_note_storage_error(g, -ENOMEM);
+            mds_group_note_storage_error(g, -ENOMEM, true); /* stuck here */
             xt_sleep_ms(MDS_GROUP_RETRY_MS);
             pthread_mutex_lock(&g->mu);
         }
@@ -1089,7 +1089,13 @@ static bool storage_error(int rc)
     return rc == -ENOSPC || rc == -EDQUOT || rc == -EIO || rc == -EROFS || rc == -ENOMEM;
 }
 
-static void mds_group_note_storage_error(mds_group *g, int rc)
+/* A commit attempt met storage error rc. `stuck`: the committer retries
+ * inside the attempt (a txid in doubt, an abort or a commit that keeps
+ * failing at a participant, no memory to requeue) and reaches no later
+ * group meanwhile, so every syncer hears of it; otherwise the attempt's
+ * entries join the next group and only syncers of the attempt's group or
+ * an earlier one do (mds_group_sync). */
+static void mds_group_note_storage_error(mds_group *g, int rc, bool stuck)
 {
     if (!storage_error(rc))
         return;
@@ -1097,7 +1103,7 @@ static void mds_group_note_storage_error(mds_group *g, int rc)
         atomic_store(&g->enospc_until, xt_mono_ns() + MDS_GROUP_ENOSPC_HOLD_NS);
     pthread_mutex_lock(&g->mu);
     g->storage_err = rc;
-    g->storage_err_gen = g->attempt_gen;
+    g->storage_err_gen = stuck ? UINT64_MAX : g->attempt_gen;
     g->storage_errs++;
     if (++g->storage_streak >= MDS_GROUP_STORAGE_ERR_TRIES)
         pthread_cond_broadcast(&g->cv_done);
@@ -1133,7 +1139,7 @@ static int resolve_abort(mds_group *g, struct mds_group_batch *b, size_t nb)
             return -ESHUTDOWN; /* left prepared: the next recovery aborts it */
         for (size_t i = 0; i < nb; i++)
             if (sel[i])
-                mds_group_note_storage_error(g, b[i].rc);
+                mds_group_note_storage_error(g, b[i].rc, true);
         xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
     }
 }
@@ -1208,7 +1214,7 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
         /* In doubt (e.g. home's store refuses writes after a failed fsync
          * until it is restarted): only home can tell, so keep asking, but
          * let the syncers go with the error meanwhile. */
-        mds_group_note_storage_error(g, storage_error(rc) ? rc : b[home].rc);
+        mds_group_note_storage_error(g, storage_error(rc) ? rc : b[home].rc, true);
         if (tries % 500 == 0) /* about every 10 s: an operator must act */
             XT_WARN("group: txid %llx in doubt: site %u answers %d to commit, %d to abort; "
                     "retrying", (unsigned long long)txid, b[home].site, b[home].rc, rc);
@@ -1256,7 +1262,7 @@ static int tx_run(mds_group *g, uint64_t txid, struct mds_group_batch *b, size_t
                 return -ESHUTDOWN; /* committed at home: recovery finishes it */
             for (size_t i = 0; i < nb; i++)
                 if (sel[i])
-                    mds_group_note_storage_error(g, b[i].rc);
+                    mds_group_note_storage_error(g, b[i].rc, true);
             xt_sleep_ms(g->o.retry_ms ? g->o.retry_ms : MDS_GROUP_RETRY_MS);
         }
         if (stage == STAGE_MOVED_OUT)
