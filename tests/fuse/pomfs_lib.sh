@@ -52,6 +52,13 @@ pl_umount() { # dir
     eq "pomfs of $m exit status" "$?" "0"
     unset "PL_PID[$m]"
 }
+pl_same() { # mount: every file of $T/src reads back byte-exact there
+    local f bad=0
+    for f in "$T"/src/*; do
+        cmp -s "$f" "$1/$(basename "$f")" || { echo "  differs: $1/$(basename "$f")"; bad=1; }
+    done
+    return $bad
+}
 pl_done() { check_done; }
 
 if ! "$POMCTL" up --data "$T/data" ${PL_UP_OPTS:-} >"$T/up.log" 2>&1; then

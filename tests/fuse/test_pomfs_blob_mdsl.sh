@@ -71,13 +71,6 @@ for root in (m, src):
             sys.exit("appended: the bytes after the fsync are lost at close")
 EOF
 
-same() { # mount: every file of src reads back byte-exact there
-    local f bad=0
-    for f in "$T"/src/*; do
-        cmp -s "$f" "$1/$(basename "$f")" || { echo "  differs: $1/$(basename "$f")"; bad=1; }
-    done
-    return $bad
-}
 random_reads() { # mount: ranges at random offsets equal the source's
     python3 - "$1" "$T/src" <<'EOF'
 import os, random, sys
@@ -96,13 +89,13 @@ for name in ("big", "sparse"):
 EOF
 }
 ok "mount 2: 300 ranges at random offsets read right" random_reads "$T/m2"
-ok "mount 2 reads every file back byte-exact" same "$T/m2"
+ok "mount 2 reads every file back byte-exact" pl_same "$T/m2"
 eq "no tract on the local disk" "$(find "$T/data/blobs" -type f | wc -l)" 0
 
 victim=$(awk '{ print $1; exit }' "$T/data/run/pom-mdsl-2.pid")
 kill -9 "$victim"
 while kill -0 "$victim" 2>/dev/null; do sleep 0.1; done
-ok "one MDSL SIGKILLed: mount 3 reads every file from the other copies" same "$T/m3"
+ok "one MDSL SIGKILLed: mount 3 reads every file from the other copies" pl_same "$T/m3"
 
 for d in pom-mdsl pom-mdsl-3; do
     p=$(awk '{ print $1; exit }' "$T/data/run/$d.pid")

@@ -46,14 +46,7 @@ for i, n in enumerate((200000, 300001, 1048576, 1048577, 1500000, 2097152, 25000
         os.fsync(fd)
         os.close(fd)
 PY
-same() { # mount: every file of src reads back byte-equal there
-    local f bad=0
-    for f in "$T"/src/*; do
-        cmp -s "$f" "$1/$(basename "$f")" || { echo "  differs: $1/$(basename "$f")"; bad=1; }
-    done
-    return $bad
-}
-ok "mount A reads its files" same "$A"
+ok "mount A reads its files" pl_same "$A"
 
 # ring1 EXPR: a python expression over c (`ring show 1 --json`'s
 # ring1_change) and j (the whole answer).
@@ -77,7 +70,7 @@ mkdir -p "$T/mdsl4"
     >"$T/mdsl4.log" 2>&1 &
 M4=$!
 within "the 4th MDSL joins ring 1 (STABLE with 4)" 60 stable_with 4
-ok "after the join mount A reads every file" same "$A"
+ok "after the join mount A reads every file" pl_same "$A"
 
 S2=$(cat "$T/data/mdsl-2/site_id")
 ok "site drain $S2 --wait" timeout 120 "$POMCTL" --data "$T/data" site drain "$S2" --wait
@@ -85,10 +78,10 @@ ok "site remove $S2" PC site remove "$S2"
 V=$(awk '{ print $1; exit }' "$T/data/run/pom-mdsl-2.pid")
 kill -9 "$V"
 while kill -0 "$V" 2>/dev/null; do sleep 0.1; done
-ok "after the drain mount A (up all along) reads every file" same "$A"
+ok "after the drain mount A (up all along) reads every file" pl_same "$A"
 B=$T/b
 mnt "$B"
-ok "a fresh mount B reads every file" same "$B"
+ok "a fresh mount B reads every file" pl_same "$B"
 PC --json fsck --fs mfs >"$T/fsck.json" 2>"$T/fsck.err"
 eq "fsck exits 0" "$?" 0
 eq "fsck finds no problem" "$(jget problems <"$T/fsck.json")" 0
@@ -108,7 +101,7 @@ kill -9 "$V"
 while kill -0 "$V" 2>/dev/null; do sleep 0.1; done
 C=$T/c
 mnt "$C"
-ok "the 3rd MDSL SIGKILLed: a fresh mount C reads every file from the other copy" same "$C"
+ok "the 3rd MDSL SIGKILLed: a fresh mount C reads every file from the other copy" pl_same "$C"
 for m in "$A" "$B" "$C"; do pl_umount "$m"; done
 kill "$M4"
 wait "$M4"
